@@ -293,3 +293,36 @@ def near_duplicate_corpus(
         out.append(Trajectory.from_dict(d))
     rng.shuffle(out)
     return out, groups
+
+
+def build(
+    domain: str,
+    pairs: list[tuple[str | Action, str | Observation]],
+    *,
+    action_space: list[str] | None = None,
+    episode: str = "ep",
+    **system: str,
+) -> Trajectory:
+    """A trajectory from (action, observation) pairs; strings become text actions/observations.
+
+    For tests and examples: `build("swe", [(tool("read", path="a"), "1\\tx")], action_space=["read"])`.
+    """
+    turns = []
+    for i, (a, o) in enumerate(pairs):
+        a = (
+            a
+            if isinstance(a, Action)
+            else Action("keystrokes" if domain == "terminal" else "text", a)
+        )
+        o = o if isinstance(o, Observation) else Observation(o)
+        turns.append(Turn(i, a, o))
+    space = json.dumps([{"name": n} for n in action_space]) if action_space is not None else None
+    return Trajectory(
+        domain=domain,
+        turns=turns,
+        source=Source(kind="collector", name="test", episode_id=episode),
+        system=System(action_space=space, **system),
+    ).with_id()
+
+
+tool = _tool

@@ -73,8 +73,18 @@ STATS_FIELDS = (
 )
 DEDUP_FIELDS = ("exact_hash", "cluster_id", "representative")
 
-# Turn categories of report Table 3 (policy agentworld-v1).
-CATEGORIES = ("echo", "boilerplate", "expansion", "retrieval", "action", "transform", "other")
+# Turn categories of report Table 3 (policy agentworld-v1), then worldtrace's own
+# (policy agentworld-v1+info: repeats found by conditional novelty, common templates).
+TABLE3_CATEGORIES = (
+    "echo",
+    "boilerplate",
+    "expansion",
+    "retrieval",
+    "action",
+    "transform",
+    "other",
+)
+CATEGORIES = (*TABLE3_CATEGORIES, "repeat", "common")
 
 # Store layout under the store root.
 STORE_ENV = "WORLDTRACE_STORE"

@@ -291,19 +291,35 @@ def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return out
 
 
-def scan_file(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
-    """Yield (location, record dict) or (location, Problem) for every record of a file.
+def scan_units(path: Path) -> list[tuple[str, int | None]]:
+    """Independent units of work in a file: its row groups (Parquet) or the whole file."""
+    if path.name.endswith(F.SHARD_SUFFIX):
+        try:
+            n = pq.ParquetFile(path).metadata.num_row_groups
+        except Exception:
+            return [(str(path), None)]  # scanning it reports the problem
+        return [(str(path), g) for g in range(n)] or [(str(path), None)]
+    return [(str(path), None)]
+
+
+def scan_file(
+    path: Path, row_group: int | None = None
+) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+    """Yield (location, record dict) or (location, Problem) for every record of a file
+    (or of one of its Parquet row groups).
 
     Never raises for bad content: a truncated Parquet file, a foreign schema or a broken
     JSON line becomes a Problem that names the file (and row or line).
     """
     if path.name.endswith(F.SHARD_SUFFIX):
-        yield from _scan_parquet(path)
+        yield from _scan_parquet(path, row_group)
     else:
         yield from _scan_jsonl(path)
 
 
-def _scan_parquet(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+def _scan_parquet(
+    path: Path, row_group: int | None
+) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for corrupt files
@@ -311,12 +327,14 @@ def _scan_parquet(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
         return
     missing = [n for n in (F.DOMAIN, F.TURNS) if n not in pf.schema_arrow.names]
     if missing:
-        msg = f"not a trajectory shard: missing column(s) {', '.join(missing)}"
-        yield str(path), Problem(str(path), "<schema>", msg)
+        if not row_group:  # report a foreign file once, not once per row group
+            msg = f"not a trajectory shard: missing column(s) {', '.join(missing)}"
+            yield str(path), Problem(str(path), "<schema>", msg)
         return
-    row = 0
+    groups = range(pf.metadata.num_row_groups) if row_group is None else [row_group]
+    row = sum(pf.metadata.row_group(g).num_rows for g in range(groups[0] if groups else 0))
     try:
-        for batch in pf.iter_batches(batch_size=512):
+        for batch in pf.iter_batches(batch_size=512, row_groups=list(groups)):
             for d in batch.to_pylist():
                 yield f"{path}:row {row}", d
                 row += 1

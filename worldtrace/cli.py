@@ -149,10 +149,87 @@ def worker(concurrency: int) -> None:
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    type=click.Path(exists=True),
+    help="Raw shards or JSONL (default: the store's raw/). Repeatable.",
+)
+@click.option(
+    "--runner",
+    default="DirectRunner",
+    show_default=True,
+    help="Beam runner (DirectRunner, PortableRunner, FlinkRunner, SparkRunner, DataflowRunner).",
+)
+@click.option(
+    "--policy",
+    default="agentworld-v1",
+    show_default=True,
+    help="Loss-mask policy: agentworld-v1 or agentworld-v1+info.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="YAML with ProcessConfig fields (filters, dedup, policy_settings, ...).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a setting, e.g. dedup.threshold=0.7, filters.min_turns=3, policy_settings.echo_ol=0.8.",
+)
+@click.option(
+    "--workers",
+    default=0,
+    show_default=True,
+    help="DirectRunner worker processes (0 = one per core, 1 = in-process).",
+)
 @click.pass_context
-def process(ctx: click.Context) -> None:
-    """Raw shards -> processed shards (Beam pipeline)."""
-    _not_ready("process", 5)
+def process(ctx: click.Context, inputs, runner, policy, config_file, overrides, workers) -> None:
+    """Raw shards -> processed shards (Beam pipeline): validate, filter, dedup, statistics, mask.
+
+    Any further --options are passed to Beam (e.g. --job_endpoint=embed
+    --environment_type=LOOPBACK for the PortableRunner).
+    """
+    from worldtrace.pipelines.process import ProcessConfig, run
+    from worldtrace.schemas.config import load
+
+    store = _store(ctx)
+    cfg = ProcessConfig(
+        inputs=list(inputs) or [str(store.raw)],
+        output=str(store.processed),
+        policy=policy,
+        runner=runner,
+        workers=workers,
+        beam_args=list(ctx.args),
+    )
+    try:
+        cfg = load(cfg, config_file, list(overrides))
+        manifest = run(cfg)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc.args[0] if exc.args else exc)) from exc
+    _print_accounting(manifest)
+
+
+def _print_accounting(manifest: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    acc, counters = manifest["accounting"], manifest["counters"]
+    t = Table(title=f"process run {manifest['run_id']} ({manifest['seconds']} s)")
+    t.add_column("trajectories")
+    t.add_column("count", justify="right")
+    for k in ("in", "kept", "filtered", "duplicates", "rejected"):
+        t.add_row(k, str(acc[k]))
+    for k, v in counters.items():
+        if k.startswith(("filtered.", "turns_removed.", "duplicates.", "category.")):
+            t.add_row(f"  {k}", str(v))
+    Console().print(t)
+    if not acc["balanced"]:
+        click.echo("warning: in != kept + filtered + duplicates + rejected", err=True)
 
 
 @cli.command()

@@ -1,0 +1,195 @@
+"""The report's trajectory and turn filters, as pure functions on record dicts.
+
+Turn filters return the kept turns (re-indexed) and the removed ones with a reason;
+trajectory filters return a reason to drop or None. The Beam stage counts both and
+writes every removal to `rejects`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from worldtrace.schemas import fields as F
+
+from .stats import words
+
+CAPTCHA_RE = re.compile(
+    r"\b(captcha|recaptcha|hcaptcha|are you a robot|verify you are human)\b", re.I
+)
+HTTP_ERROR_RE = re.compile(
+    r"\b(HTTP (ERROR )?[45]\d\d|[45]\d\d (Not Found|Forbidden|Internal Server Error|Bad Gateway|Service Unavailable)|ERR_[A-Z_]+)\b"
+)
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """Each filter of the report, switchable."""
+
+    min_turns: int = 2
+    """Drop trajectories with fewer turns (after turn filters); 0 disables."""
+    undeclared_tools: bool = True
+    """mcp/swe: drop trajectories that call a tool absent from the action space."""
+    gui_env_failures: bool = True
+    """GUI: drop trajectories with missing state, CAPTCHA or HTTP errors."""
+    empty_actions: bool = True
+    """Strip turns whose action is empty."""
+    retry_cycles: bool = True
+    """Skip failed (action, error) pairs that the next turn retries."""
+    gui_no_change: bool = True
+    """GUI: remove turns after which state and observation equal those before."""
+    retry_similarity: float = 0.5
+    """Word Jaccard of two actions above which the second retries the first."""
+
+
+Turn = dict[str, Any]
+Removed = list[tuple[Turn, str]]
+
+
+def _action_text(t: Turn) -> str:
+    return (t.get("action") or {}).get("text") or ""
+
+
+def _is_error(t: Turn) -> bool:
+    o = t.get("observation") or {}
+    code = o.get("exit_code")
+    return bool(o.get("is_error")) or (code is not None and code != 0)
+
+
+def _is_retry(failed: Turn, nxt: Turn, similarity: float) -> bool:
+    fa, na = failed.get("action") or {}, nxt.get("action") or {}
+    if fa.get("name") and fa.get("name") == na.get("name"):
+        return True
+    wf, wn = words(fa.get("text") or ""), words(na.get("text") or "")
+    union = wf | wn
+    return bool(union) and len(wf & wn) / len(union) >= similarity
+
+
+def strip_empty_actions(turns: list[Turn]) -> tuple[list[Turn], Removed]:
+    kept, removed = [], []
+    for t in turns:
+        a = t.get("action") or {}
+        if not _action_text(t).strip() and not a.get("name"):
+            removed.append((t, "empty_action"))
+        else:
+            kept.append(t)
+    return kept, removed
+
+
+def skip_retry_cycles(turns: list[Turn], similarity: float) -> tuple[list[Turn], Removed]:
+    """Garbage action -> error -> retry: drop the failed pair, keep the retry.
+
+    Only a failed turn immediately retried is dropped; an error that the agent moves on
+    from is kept (it is real environment behaviour), so the state chain stays intact.
+    """
+    kept, removed = [], []
+    for i, t in enumerate(turns):
+        nxt = turns[i + 1] if i + 1 < len(turns) else None
+        if nxt is not None and _is_error(t) and _is_retry(t, nxt, similarity):
+            removed.append((t, "retry_cycle"))
+        else:
+            kept.append(t)
+    return kept, removed
+
+
+def _gui_state(t: Turn) -> tuple[str | None, str]:
+    o = t.get("observation") or {}
+    return o.get("state_json"), o.get("text") or ""
+
+
+def drop_gui_no_change(turns: list[Turn]) -> tuple[list[Turn], Removed]:
+    kept, removed = [], []
+    before: tuple[str | None, str] | None = None
+    for t in turns:
+        after = _gui_state(t)
+        if before is not None and after == before:
+            removed.append((t, "gui_no_change"))
+        else:
+            kept.append(t)
+        before = after
+    return kept, removed
+
+
+def declared_tools(action_space: str | None) -> set[str] | None:
+    """Tool names of the action space; None when none is declared (nothing to check)."""
+    if not action_space:
+        return None
+    try:
+        space = json.loads(action_space)
+    except json.JSONDecodeError:
+        return None
+    names = set()
+    for item in space if isinstance(space, list) else []:
+        if isinstance(item, dict):
+            fn = item.get("function") if isinstance(item.get("function"), dict) else item
+            if isinstance(fn.get("name"), str):
+                names.add(fn["name"])
+        elif isinstance(item, str):
+            names.add(item)
+    return names or None
+
+
+def undeclared_tool(record: dict[str, Any]) -> str | None:
+    tools = declared_tools((record.get(F.SYSTEM) or {}).get("action_space"))
+    if tools is None:
+        return None
+    for t in record[F.TURNS]:
+        a = t.get("action") or {}
+        if a.get("kind") == "tool_call" and a.get("name") not in tools:
+            return f"undeclared_tool:{a.get('name')}"
+    return None
+
+
+def gui_env_failure(record: dict[str, Any]) -> str | None:
+    for t in record[F.TURNS]:
+        o = t.get("observation") or {}
+        if not o.get("state_json"):
+            return "gui_env_failure:missing_state"
+        text = o.get("text") or ""
+        if CAPTCHA_RE.search(text):
+            return "gui_env_failure:captcha"
+        try:
+            state = json.loads(o["state_json"])
+        except json.JSONDecodeError:
+            return "gui_env_failure:missing_state"
+        status = state.get("status") if isinstance(state, dict) else None
+        if (isinstance(status, int) and status >= 400) or HTTP_ERROR_RE.search(text):
+            return "gui_env_failure:http_error"
+    return None
+
+
+def apply_filters(
+    record: dict[str, Any], cfg: FilterConfig
+) -> tuple[dict[str, Any] | None, Removed, str | None]:
+    """Run the turn filters then the trajectory filters.
+
+    Returns (record with filtered, re-indexed turns or None, removed turns, drop reason).
+    """
+    domain = record[F.DOMAIN]
+    gui = domain in F.GUI_DOMAINS
+    turns = list(record[F.TURNS])
+    removed: Removed = []
+    if cfg.gui_env_failures and gui:
+        reason = gui_env_failure(record)
+        if reason:
+            return None, removed, reason
+    if cfg.undeclared_tools and domain in F.TOOL_DOMAINS:
+        reason = undeclared_tool(record)
+        if reason:
+            return None, removed, reason
+    if cfg.empty_actions:
+        turns, r = strip_empty_actions(turns)
+        removed += r
+    if cfg.retry_cycles:
+        turns, r = skip_retry_cycles(turns, cfg.retry_similarity)
+        removed += r
+    if cfg.gui_no_change and gui:
+        turns, r = drop_gui_no_change(turns)
+        removed += r
+    if len(turns) < cfg.min_turns:
+        return None, removed, "min_turns"
+    out = dict(record)
+    out[F.TURNS] = [{**t, "index": i} for i, t in enumerate(turns)]
+    return out, removed, None

@@ -1,0 +1,223 @@
+"""Turn-level loss-mask policies (DESIGN.md, report Table 3).
+
+A policy maps a turn's statistics to a category, the rule that fired and a keep ratio:
+the fraction of the turn's observation tokens that count in the loss. How a partial
+keep is applied (whole turn by hash, per token, or a prefix) is the exporter's
+`keep_mode`; `keep_turn` is the deterministic per-turn draw that `turn` mode uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+KEEP_MODES = ("turn", "token", "prefix")
+DEFAULT_POLICY = "agentworld-v1"
+
+
+@dataclass(frozen=True)
+class Decision:
+    category: str
+    keep: float
+    rule: str
+    """Human-readable rule that fired, with the values that made it fire."""
+
+
+class MaskPolicy(Protocol):
+    name: str
+
+    def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Name, thresholds and choices, for the manifest."""
+        ...
+
+
+@dataclass(frozen=True)
+class AgentWorldThresholds:
+    """Table 3 thresholds; defaults are the report's."""
+
+    echo_ol: float = 0.7
+    echo_nov: float = 0.3
+    boilerplate_ol: float = 0.5
+    boilerplate_nov: float = 0.5
+    expansion_ol: float = 0.5
+    expansion_nov: float = 0.5
+    expansion_r: float = 1.5
+    retrieval_nov: float = 0.6
+    retrieval_r: float = 1.0
+    action_nov: float = 0.5
+    action_r: float = 1.0
+    short_chars: int = 64
+    """An observation shorter than this (characters) counts as "short"."""
+    transform_nov: float = 0.5
+    transform_r: float = 1.0
+
+
+@dataclass(frozen=True)
+class KeepRatios:
+    echo: float = 0.05
+    boilerplate: float = 0.10
+    expansion: float = 1.0
+    retrieval: float = 1.0
+    action: float = 1.0
+    transform: float = 0.5
+    other: float = 1.0
+
+
+@dataclass(frozen=True)
+class AgentWorldV1:
+    """Report Table 3 with DESIGN.md's precedence: the first matching rule wins."""
+
+    thresholds: AgentWorldThresholds = field(default_factory=AgentWorldThresholds)
+    keep: KeepRatios = field(default_factory=KeepRatios)
+    name: str = "agentworld-v1"
+
+    def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision:
+        t, k = self.thresholds, self.keep
+        ol, nov, r = stats["ol"], stats["nov"], stats["r"]
+        v = f"OL={ol:.3f} Nov={nov:.3f} R={r:.3f}"
+        if ol >= t.echo_ol and nov < t.echo_nov:
+            return Decision("echo", k.echo, f"echo: OL>={t.echo_ol} and Nov<{t.echo_nov} ({v})")
+        if ol >= t.boilerplate_ol and nov < t.boilerplate_nov:
+            return Decision(
+                "boilerplate",
+                k.boilerplate,
+                f"boilerplate: OL>={t.boilerplate_ol} and Nov<{t.boilerplate_nov} ({v})",
+            )
+        if ol >= t.expansion_ol and nov >= t.expansion_nov and r > t.expansion_r:
+            return Decision(
+                "expansion",
+                k.expansion,
+                f"expansion: OL>={t.expansion_ol} and Nov>={t.expansion_nov} and R>{t.expansion_r} ({v})",
+            )
+        if nov >= t.retrieval_nov and r > t.retrieval_r:
+            return Decision(
+                "retrieval",
+                k.retrieval,
+                f"retrieval: Nov>={t.retrieval_nov} and R>{t.retrieval_r} ({v})",
+            )
+        short = len(observation) < t.short_chars
+        if nov >= t.action_nov and (r <= t.action_r or short):
+            why = (
+                f"R<={t.action_r}"
+                if r <= t.action_r
+                else f"len(obs)={len(observation)}<{t.short_chars}"
+            )
+            return Decision("action", k.action, f"action: Nov>={t.action_nov} and {why} ({v})")
+        if nov < t.transform_nov and r < t.transform_r:
+            return Decision(
+                "transform",
+                k.transform,
+                f"transform: Nov<{t.transform_nov} and R<{t.transform_r} ({v})",
+            )
+        return Decision("other", k.other, f"other: no rule matched ({v})")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "thresholds": dataclasses.asdict(self.thresholds),
+            "keep": dataclasses.asdict(self.keep),
+            "words": "lower-cased \\w+ runs (Python re, Unicode), de-duplicated",
+            "zero_denominator": "0",
+            "precedence": [
+                "echo",
+                "boilerplate",
+                "expansion",
+                "retrieval",
+                "action",
+                "transform",
+                "other",
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class InformationAware:
+    """agentworld-v1, then worldtrace's extra statistics down-weight what it keeps fully.
+
+    A turn Table 3 keeps at 1.0 is cut to `repeat_keep` when conditional novelty says its
+    observation was already in the context, and to `common_keep` when the corpus says
+    its template is said everywhere ("File saved." a million times).
+    """
+
+    base: AgentWorldV1 = field(default_factory=AgentWorldV1)
+    repeat_below: float = 0.25
+    """cond_novelty under this is a repeat of the context."""
+    repeat_keep: float = 0.1
+    common_below_bits: float = 4.0
+    """corpus_surprisal under this many bits is a common template (> 1/16 of turns)."""
+    common_keep: float = 0.25
+    name: str = "agentworld-v1+info"
+
+    def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision:
+        d = self.base.decide(stats, action, observation)
+        if d.keep < 1.0 or not observation:
+            return d
+        cn, cs = stats.get("cond_novelty", 1.0), stats.get("corpus_surprisal", 99.0)
+        if cn < self.repeat_below:
+            return Decision(
+                "repeat",
+                self.repeat_keep,
+                f"repeat: cond_novelty={cn:.3f}<{self.repeat_below} (was {d.category})",
+            )
+        if cs < self.common_below_bits:
+            return Decision(
+                "common",
+                self.common_keep,
+                f"common: corpus_surprisal={cs:.2f}<{self.common_below_bits} bits (was {d.category})",
+            )
+        return d
+
+    def describe(self) -> dict[str, Any]:
+        out = self.base.describe()
+        out.update(
+            name=self.name,
+            repeat_below=self.repeat_below,
+            repeat_keep=self.repeat_keep,
+            common_below_bits=self.common_below_bits,
+            common_keep=self.common_keep,
+        )
+        return out
+
+
+POLICIES: dict[str, type] = {"agentworld-v1": AgentWorldV1, "agentworld-v1+info": InformationAware}
+
+
+def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
+    """A policy by name; `overrides` set thresholds (`echo_ol=0.8`) or keep ratios (`keep.echo=0`)."""
+    if name not in POLICIES:
+        raise ValueError(f"unknown mask policy {name!r} (known: {', '.join(POLICIES)})")
+    policy = POLICIES[name]()
+    base = policy.base if isinstance(policy, InformationAware) else policy
+    th, kp, own = {}, {}, {}
+    for key, value in overrides.items():
+        if key.startswith("keep."):
+            kp[key[5:]] = float(value)
+        elif key in {f.name for f in dataclasses.fields(AgentWorldThresholds)}:
+            th[key] = type(getattr(base.thresholds, key))(value)
+        else:
+            own[key] = float(value)
+    base = dataclasses.replace(
+        base,
+        thresholds=dataclasses.replace(base.thresholds, **th),
+        keep=dataclasses.replace(base.keep, **kp),
+    )
+    if isinstance(policy, InformationAware):
+        return dataclasses.replace(policy, base=base, **own)
+    if own:
+        raise ValueError(f"unknown setting(s) for {name}: {', '.join(own)}")
+    return base
+
+
+def unit_draw(*parts: object) -> float:
+    """Deterministic uniform draw in [0, 1) from the parts (stable across machines)."""
+    h = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(h, "big") / 2**64
+
+
+def keep_turn(trajectory_id: str, index: int, seed: int, keep: float) -> bool:
+    """`turn` keep mode: the whole observation is a target with probability `keep`."""
+    return keep >= 1.0 or (keep > 0.0 and unit_draw(trajectory_id, index, seed) < keep)

@@ -1,0 +1,185 @@
+"""`worldtrace process`: raw shards -> processed shards, as one Beam pipeline.
+
+Output goes to a hidden run directory and is published table by table only after the
+pipeline succeeded, so readers never see a half-written run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.parquetio import WriteToParquet
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from worldtrace.schemas import TRAJECTORY_SCHEMA
+from worldtrace.schemas import fields as F
+from worldtrace.schemas.config import to_dict
+from worldtrace.schemas.store import input_files, write_bytes_atomic
+
+from .dedup import DedupConfig, Deduplicate
+from .filters import FilterConfig
+from .mask import DEFAULT_POLICY, get_policy
+from .tables import CLUSTERS_SCHEMA, REJECTS_SCHEMA, TURNS_SCHEMA
+from .transforms import REJECTS, ApplyFilters, Normalize, ReadTrajectories, ScoreTurns
+
+MANIFEST = "manifest.json"
+TABLE_SCHEMAS = {
+    "trajectories": TRAJECTORY_SCHEMA,
+    "turns": TURNS_SCHEMA,
+    "clusters": CLUSTERS_SCHEMA,
+    "rejects": REJECTS_SCHEMA,
+}
+
+
+@dataclass
+class ProcessConfig:
+    """One processing run."""
+
+    inputs: list[str] = field(default_factory=list)
+    """Files or directories of raw shards (Parquet) and trajectory JSONL."""
+    output: str = ""
+    """The store's processed/ directory."""
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    policy: str = DEFAULT_POLICY
+    """Mask policy name (agentworld-v1, agentworld-v1+info)."""
+    policy_settings: dict[str, Any] = field(default_factory=dict)
+    """Threshold / keep overrides for the policy, e.g. echo_ol: 0.8, keep.echo: 0."""
+    seed: int = 0
+    """Seed of the per-turn keep draw shown in the turns table (`in_loss`)."""
+    runner: str = "DirectRunner"
+    workers: int = 0
+    """DirectRunner worker processes; 0 = one per core; 1 = in-process."""
+    beam_args: list[str] = field(default_factory=list)
+    """Further Beam pipeline options, passed through."""
+
+
+class ProcessTrajectories(beam.PTransform):
+    """File paths -> {trajectories, turns, clusters, rejects} PCollections."""
+
+    def __init__(self, cfg: ProcessConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, paths):
+        cfg = self.cfg
+        read = paths | "Read" >> ReadTrajectories()
+        filtered = read.valid | "Normalize" >> Normalize() | "Filters" >> ApplyFilters(cfg.filters)
+        deduped = filtered.kept | "Dedup" >> Deduplicate(cfg.dedup)
+        policy = get_policy(cfg.policy, **cfg.policy_settings)
+        scored = deduped.kept | "Stats+Mask" >> ScoreTurns(policy, cfg.seed)
+        rejects = (read[REJECTS], filtered[REJECTS]) | "AllRejects" >> beam.Flatten()
+        return {
+            "trajectories": scored.trajectories,
+            "turns": scored.turns,
+            "clusters": deduped.clusters,
+            "rejects": rejects,
+        }
+
+
+class WriteTables(beam.PTransform):
+    """Each named PCollection -> zstd Parquet shards under `directory/<name>/`."""
+
+    def __init__(self, directory: str):
+        super().__init__()
+        self.directory = directory
+
+    def expand(self, tables: dict[str, Any]):
+        for name, pcoll in tables.items():
+            pcoll | f"Write_{name}" >> WriteToParquet(
+                os.path.join(self.directory, name, "part"),
+                TABLE_SCHEMAS[name],
+                codec="zstd",
+                file_name_suffix=F.SHARD_SUFFIX,
+                record_batch_size=256,
+            )
+        return beam.pvalue.PDone(next(iter(tables.values())).pipeline)
+
+
+def pipeline_options(cfg: ProcessConfig) -> PipelineOptions:
+    args = [f"--runner={cfg.runner}", *cfg.beam_args]
+    if cfg.runner in ("DirectRunner", "direct") and not any(
+        "direct_running_mode" in a for a in args
+    ):
+        workers = cfg.workers or os.cpu_count() or 1
+        mode = "in_memory" if workers == 1 else "multi_processing"
+        args += [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
+    return PipelineOptions(args)
+
+
+def counters(result) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in result.metrics().query(MetricsFilter())["counters"]:
+        if c.key.metric.namespace == "worldtrace":
+            out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (
+                c.committed or c.attempted or 0
+            )
+    return dict(sorted(out.items()))
+
+
+def publish(run_dir: Path, output: Path) -> None:
+    """Swap each table directory into place; the old one is removed after."""
+    for name in TABLE_SCHEMAS:
+        new, final = run_dir / name, output / name
+        old = output / f".old-{name}-{uuid.uuid4().hex[:8]}"
+        if final.exists():
+            os.replace(final, old)
+        os.replace(new, final)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def run(cfg: ProcessConfig) -> dict[str, Any]:
+    """Run the pipeline; returns the run manifest (also written to processed/manifest.json)."""
+    files = [str(p) for p in input_files(cfg.inputs)]
+    if not files:
+        raise FileNotFoundError(
+            f"no Parquet or JSONL input under {', '.join(map(str, cfg.inputs))}"
+        )
+    output = Path(cfg.output)
+    output.mkdir(parents=True, exist_ok=True)
+    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    run_dir = output / f".run-{run_id}"
+    started = time.time()
+    try:
+        p = beam.Pipeline(options=pipeline_options(cfg))
+        tables = p | "Inputs" >> beam.Create(files) | "Process" >> ProcessTrajectories(cfg)
+        tables | "WriteTables" >> WriteTables(str(run_dir))
+        result = p.run()
+        result.wait_until_finish()
+        counts = counters(result)
+        publish(run_dir, output)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    counts.setdefault("read", 0)
+    accounted = sum(
+        counts.get(k, 0)
+        for k in ("rejected", "filtered", "duplicates.exact", "duplicates.near", "dedup.kept")
+    )
+    manifest = {
+        "run_id": run_id,
+        "schema_version": F.SCHEMA_VERSION,
+        "inputs": files,
+        "seconds": round(time.time() - started, 3),
+        "config": to_dict(cfg),
+        "policy": get_policy(cfg.policy, **cfg.policy_settings).describe(),
+        "dedup_bands_rows": list(cfg.dedup.band_rows()),
+        "counters": counts,
+        "accounting": {
+            "in": counts["read"],
+            "kept": counts.get("dedup.kept", 0),
+            "filtered": counts.get("filtered", 0),
+            "duplicates": counts.get("duplicates.exact", 0) + counts.get("duplicates.near", 0),
+            "rejected": counts.get("rejected", 0),
+            "balanced": accounted == counts["read"],
+        },
+    }
+    write_bytes_atomic(output / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())
+    return manifest

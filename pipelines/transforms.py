@@ -1,0 +1,245 @@
+"""The processing stages as composite PTransforms; per-element logic in private DoFns.
+
+Elements are record dicts in the Arrow row shape, carried as (uid, record) until dedup,
+where uid names the record's origin (`file:row N` or `file:line N`) for rejects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from worldtrace.schemas import fields as F
+from worldtrace.schemas.hashing import trajectory_id
+from worldtrace.schemas.store import scan_file, scan_units
+from worldtrace.schemas.validate import Problem, validate_dict
+
+from . import stats as S
+from .filters import FilterConfig, apply_filters
+from .mask import MaskPolicy, keep_turn
+
+NS = "worldtrace"
+REJECTS = "rejects"
+
+
+class _Counters(dict):
+    """Counters by name, created once per DoFn instance (creating one per element is slow)."""
+
+    def inc(self, name: str, n: int = 1) -> None:
+        c = self.get(name)
+        if c is None:
+            c = self[name] = Metrics.counter(NS, name)
+        c.inc(n)
+
+
+def reject_row(uid: str, stage: str, reason: str, tid: str | None = None) -> dict[str, Any]:
+    path, _, record = uid.rpartition(":")
+    if not path:
+        path, record = uid, ""
+    return {
+        "source_path": path,
+        "record": record,
+        "stage": stage,
+        "reason": reason,
+        "trajectory_id": tid,
+    }
+
+
+# -- read + validate ------------------------------------------------------------
+class _ScanUnit(beam.DoFn):
+    def __init__(self) -> None:
+        self.read = Metrics.counter(NS, "read")
+
+    def process(self, unit: tuple[str, int | None]) -> Iterator[tuple[str, Any]]:
+        path, row_group = unit
+        for where, item in scan_file(Path(path), row_group):
+            self.read.inc()
+            yield where, item
+
+
+class _Validate(beam.DoFn):
+    def __init__(self) -> None:
+        self.rejected = Metrics.counter(NS, "rejected")
+
+    def process(self, item: tuple[str, Any]):
+        where, d = item
+        problems = [d] if isinstance(d, Problem) else validate_dict(d, where, check_id=False)
+        if problems:
+            self.rejected.inc()
+            tid = d.get(F.TRAJECTORY_ID) if isinstance(d, dict) else None
+            reason = "; ".join(f"{p.field}: {p.message}" for p in problems)
+            yield beam.pvalue.TaggedOutput(REJECTS, reject_row(where, "validate", reason, tid))
+        else:
+            yield where, d
+
+
+class ReadTrajectories(beam.PTransform):
+    """File paths -> valid (uid, record); tagged `rejects` rows for everything invalid."""
+
+    def expand(self, paths):
+        return (
+            paths
+            | "RowGroups" >> beam.FlatMap(lambda p: scan_units(Path(p)))
+            | "Spread" >> beam.Reshuffle()
+            | "Scan" >> beam.ParDo(_ScanUnit())
+            | "Validate" >> beam.ParDo(_Validate()).with_outputs(REJECTS, main="valid")
+        )
+
+
+# -- normalize ------------------------------------------------------------------
+def normalize(record: dict[str, Any]) -> dict[str, Any]:
+    """Non-thinking form: reasoning stripped, tool arguments canonical, CRLF in actions
+    folded, metadata as map pairs. Observation text is never touched."""
+    out = dict(record)
+    turns = []
+    for t in record[F.TURNS]:
+        a = dict(t["action"])
+        a["text"] = a["text"].replace("\r\n", "\n")
+        if a.get("arguments_json"):
+            a["arguments_json"] = json.dumps(
+                json.loads(a["arguments_json"]), sort_keys=True, ensure_ascii=False
+            )
+        turns.append({**t, "action": a, "reasoning": None})
+    out[F.TURNS] = turns
+    meta = record.get(F.METADATA) or {}
+    out[F.METADATA] = sorted(meta.items() if isinstance(meta, dict) else (tuple(p) for p in meta))
+    return out
+
+
+class Normalize(beam.PTransform):
+    def expand(self, pcoll):
+        return pcoll | "StripReasoning" >> beam.MapTuple(lambda uid, r: (uid, normalize(r)))
+
+
+# -- filters ----------------------------------------------------------------------
+class _Filter(beam.DoFn):
+    def __init__(self, cfg: FilterConfig):
+        self.cfg = cfg
+        self.counters = _Counters()
+
+    def process(self, item: tuple[str, dict[str, Any]]):
+        uid, record = item
+        tid = record.get(F.TRAJECTORY_ID)
+        out, removed, reason = apply_filters(record, self.cfg)
+        for turn, why in removed:
+            self.counters.inc(f"turns_removed.{why}")
+            yield beam.pvalue.TaggedOutput(
+                REJECTS, reject_row(f"{uid}#turn {turn['index']}", "turn_filter", why, tid)
+            )
+        if out is None:
+            self.counters.inc(f"filtered.{reason.split(':')[0]}")
+            self.counters.inc("filtered")
+            yield beam.pvalue.TaggedOutput(REJECTS, reject_row(uid, "filter", reason, tid))
+            return
+        out[F.METADATA] = sorted({**dict(out[F.METADATA]), "raw_trajectory_id": tid or ""}.items())
+        out[F.TRAJECTORY_ID] = trajectory_id(out)  # content changed: the id follows
+        yield uid, out
+
+
+class ApplyFilters(beam.PTransform):
+    """The report's trajectory and turn filters, each switchable and counted."""
+
+    def __init__(self, cfg: FilterConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, pcoll):
+        return pcoll | "Filter" >> beam.ParDo(_Filter(self.cfg)).with_outputs(REJECTS, main="kept")
+
+
+# -- statistics and mask ------------------------------------------------------------
+def turn_stats(
+    record: dict[str, Any], templates: dict[str, int], total: int
+) -> list[dict[str, float]]:
+    """Every statistic of every turn, in turn order."""
+    cn = S.ConditionalNovelty()
+    out = []
+    for t in record[F.TURNS]:
+        a, o = t["action"]["text"], t["observation"]["text"]
+        ob = o.encode()
+        rs = S.report_stats(a, o)
+        out.append(
+            {
+                "ol": rs.ol,
+                "nov": rs.nov,
+                "jac": rs.jac,
+                "r": rs.r,
+                "byte_entropy": S.byte_entropy(ob),
+                "zlib_ratio": S.zlib_ratio(ob),
+                "cond_novelty": cn.observe(a.encode(), ob),
+                "corpus_surprisal": S.surprisal(templates.get(S.template_key(o), 1), total),
+            }
+        )
+    return out
+
+
+class _Score(beam.DoFn):
+    def __init__(self, policy: MaskPolicy, seed: int):
+        self.policy = policy
+        self.seed = seed
+        self.counters = _Counters()
+
+    def process(self, record: dict[str, Any], templates: dict[str, int], total: int):
+        turns = []
+        for t, st in zip(record[F.TURNS], turn_stats(record, templates, total), strict=True):
+            d = self.policy.decide(st, t["action"]["text"], t["observation"]["text"])
+            self.counters.inc(f"category.{d.category}")
+            turns.append({**t, "stats": st, "category": d.category, "keep": d.keep, "rule": d.rule})
+        out = {**record, F.TURNS: turns}
+        yield out
+        for t in turns:
+            yield beam.pvalue.TaggedOutput("turns", flat_turn(out, t, self.seed))
+
+
+def flat_turn(record: dict[str, Any], t: dict[str, Any], seed: int) -> dict[str, Any]:
+    a, o, st = t["action"], t["observation"], t["stats"]
+    return {
+        "trajectory_id": record[F.TRAJECTORY_ID],
+        "origin_id": (record.get(F.SOURCE) or {}).get("origin_id"),
+        "domain": record[F.DOMAIN],
+        "turn_index": t["index"],
+        "action_kind": a["kind"],
+        "tool_name": a.get("name"),
+        "action_chars": len(a["text"]),
+        "obs_chars": len(o["text"]),
+        "is_error": bool(o.get("is_error")) or o.get("exit_code") not in (None, 0),
+        "truncated": bool(o.get("truncated")),
+        **st,
+        "category": t["category"],
+        "keep": t["keep"],
+        "rule": t["rule"],
+        "in_loss": keep_turn(record[F.TRAJECTORY_ID], t["index"], seed, t["keep"]),
+    }
+
+
+class ScoreTurns(beam.PTransform):
+    """Per-turn statistics (with corpus-wide template counts) and the mask policy.
+
+    Template counts travel as a side input holding only templates seen at least twice;
+    a template absent from it occurred once.
+    """
+
+    def __init__(self, policy: MaskPolicy, seed: int = 0):
+        super().__init__()
+        self.policy = policy
+        self.seed = seed
+
+    def expand(self, records):
+        keys = records | "TemplateKeys" >> beam.FlatMap(
+            lambda r: [S.template_key(t["observation"]["text"]) for t in r[F.TURNS]]
+        )
+        repeated = (
+            keys
+            | "CountTemplates" >> beam.combiners.Count.PerElement()
+            | "Repeated" >> beam.Filter(lambda kv: kv[1] > 1)
+        )
+        total = keys | "CountTurns" >> beam.combiners.Count.Globally()
+        return records | "Score" >> beam.ParDo(
+            _Score(self.policy, self.seed),
+            templates=beam.pvalue.AsDict(repeated),
+            total=beam.pvalue.AsSingleton(total),
+        ).with_outputs("turns", main="trajectories")

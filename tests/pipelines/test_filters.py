@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import json
+
+from worldtrace.collectors.synthetic import build, tool
+from worldtrace.pipelines.filters import FilterConfig, apply_filters
+from worldtrace.schemas import Action, Observation
+
+CFG = FilterConfig()
+
+
+def run(t, cfg=CFG):
+    return apply_filters(t.to_dict(), cfg)
+
+
+def gui(text, url="http://127.0.0.1/a", status=200):
+    return Observation(text, state_json=json.dumps({"url": url, "title": "t", "status": status}))
+
+
+def test_min_turns():
+    out, _, reason = run(build("terminal", [("ls\n", "a")]))
+    assert out is None and reason == "min_turns"
+    out, _, reason = run(build("terminal", [("ls\n", "a")]), FilterConfig(min_turns=1))
+    assert out is not None and reason is None
+
+
+def test_undeclared_tool_in_tool_domains_only():
+    pairs = [(tool("read", path="a"), "x"), (tool("rm_rf", path="/"), "y")]
+    _, _, reason = run(build("swe", pairs, action_space=["read", "edit"]))
+    assert reason == "undeclared_tool:rm_rf"
+    out, _, _ = run(build("swe", pairs, action_space=["read", "rm_rf"]))
+    assert out is not None
+    out, _, _ = run(build("swe", pairs))  # no declared space: nothing to check
+    assert out is not None
+    _, _, reason = run(
+        build("swe", pairs, action_space=["read"]), FilterConfig(undeclared_tools=False)
+    )
+    assert reason is None
+
+
+def test_openai_style_action_space_is_understood():
+    t = build("mcp", [(tool("get_time"), "1"), (tool("get_time"), "2")])
+    t.system.action_space = json.dumps([{"type": "function", "function": {"name": "get_time"}}])
+    assert run(t)[2] is None
+
+
+def test_gui_env_failures():
+    a = Action("gui", "click [1]")
+    ok = [(a, gui("page one")), (Action("gui", "click [2]"), gui("page two"))]
+    assert run(build("web", ok))[2] is None
+    missing = [(a, Observation("page")), ok[1]]
+    assert run(build("web", missing))[2] == "gui_env_failure:missing_state"
+    captcha = [(a, gui("Please verify you are human")), ok[1]]
+    assert run(build("web", captcha))[2] == "gui_env_failure:captcha"
+    http = [(a, gui("nginx", status=503)), ok[1]]
+    assert run(build("web", http))[2] == "gui_env_failure:http_error"
+    http_text = [(a, gui("HTTP ERROR 404")), ok[1]]
+    assert run(build("web", http_text))[2] == "gui_env_failure:http_error"
+    # a terminal is not a GUI: no state needed
+    assert run(build("terminal", [("a\n", "b"), ("c\n", "d")]))[2] is None
+
+
+def test_empty_actions_are_stripped_and_reindexed():
+    t = build("terminal", [("ls\n", "a"), ("  \n", "prompt"), ("pwd\n", "/")])
+    out, removed, _ = run(t)
+    assert [x["action"]["text"] for x in out["turns"]] == ["ls\n", "pwd\n"]
+    assert [x["index"] for x in out["turns"]] == [0, 1]
+    assert [(r[0]["index"], r[1]) for r in removed] == [(1, "empty_action")]
+
+
+def test_retry_cycle_skips_failed_pair_keeps_chain():
+    err = Observation("bash: pyhton: command not found", exit_code=127)
+    t = build(
+        "terminal",
+        [("cd repo\n", ""), ("pyhton run.py\n", err), ("python run.py\n", "ok"), ("ls\n", "a b")],
+    )
+    out, removed, _ = run(t)
+    assert [x["action"]["text"] for x in out["turns"]] == ["cd repo\n", "python run.py\n", "ls\n"]
+    assert [r[1] for r in removed] == ["retry_cycle"]
+
+
+def test_error_not_retried_is_kept():
+    err = Observation("No such file", exit_code=1)
+    t = build("terminal", [("cat missing.txt\n", err), ("ls -la /tmp\n", "x")])
+    out, removed, _ = run(t)
+    assert len(out["turns"]) == 2 and removed == []
+
+
+def test_retry_of_same_tool():
+    bad = Observation("error: invalid arguments", is_error=True)
+    t = build(
+        "swe",
+        [
+            (tool("edit", path="a", old=1), bad),
+            (tool("edit", path="a", old="x"), "diff"),
+            (tool("read", path="a"), "1"),
+        ],
+    )
+    out, removed, _ = run(t)
+    assert [x["action"]["name"] for x in out["turns"]] == ["edit", "read"]
+    assert removed[0][1] == "retry_cycle"
+    out, removed, _ = run(t, FilterConfig(retry_cycles=False))
+    assert len(out["turns"]) == 3
+
+
+def test_gui_no_change():
+    a = Action("gui", "scroll")
+    t = build(
+        "web",
+        [
+            (Action("gui", "open"), gui("tree")),
+            (a, gui("tree")),
+            (Action("gui", "click"), gui("tree2")),
+        ],
+    )
+    out, removed, _ = run(t)
+    assert [x["action"]["text"] for x in out["turns"]] == ["open", "click"]
+    assert removed[0][1] == "gui_no_change"
+    out, _, _ = run(t, FilterConfig(gui_no_change=False))
+    assert len(out["turns"]) == 3
