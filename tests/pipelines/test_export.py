@@ -1,0 +1,245 @@
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from worldtrace.collectors.synthetic import SyntheticConfig, generate
+from worldtrace.pipelines.export import ExportConfig, best_fit, export, load_tokenizer, verify
+from worldtrace.pipelines.mask import keep_turn
+from worldtrace.pipelines.process import ProcessConfig, run
+from worldtrace.pipelines.render import CHATML, load_template, system_text
+from worldtrace.schemas import ShardWriter, Store, read_records
+
+from worldtrace.paths import default_tokenizer
+
+TOKENIZER = str(default_tokenizer())
+
+
+@pytest.fixture(scope="module")
+def processed(tmp_path_factory):
+    store = Store.at(tmp_path_factory.mktemp("exp") / "store")
+    with ShardWriter(store.raw / "s") as w:
+        w.write(generate(SyntheticConfig(n=400, seed=11)))
+    run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
+    return store
+
+
+def do_export(store, out, **kw):
+    cfg = ExportConfig(
+        input=str(store.table("trajectories")), output=str(out), tokenizer=TOKENIZER, **kw
+    )
+    return export(cfg)
+
+
+def rows(out):
+    return [r for f in sorted(out.glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+
+def by_id(store):
+    return {t.trajectory_id: t for t in read_records(store.table("trajectories"))}
+
+
+def test_decode_reproduces_rendered_text_and_mask_only_in_kept_observations(processed, tmp_path):
+    out = tmp_path / "e"
+    m = do_export(processed, out)
+    tok = load_tokenizer(TOKENIZER)
+    trajs = by_id(processed)
+    assert m["counts"]["samples"] == len(trajs)
+    for r in rows(out)[:150]:
+        t = trajs[r["trajectory_id"]]
+        d = t.to_dict()
+        rendered = CHATML.render(system_text(d["system"]), d["turns"])
+        assert tok.decode(r["input_ids"], skip_special_tokens=False) == rendered.text
+        enc = tok.encode(rendered.text, add_special_tokens=False)
+        allowed = []
+        for sp in rendered.spans:
+            if keep_turn(t.trajectory_id, sp.turn, 0, t.turns[sp.turn].keep):
+                allowed.append((sp.start, sp.eot_end))
+        for i, flag in enumerate(r["loss_mask"]):
+            if flag:
+                s, e = enc.offsets[i]
+                assert any(a <= s and e <= b for a, b in allowed), (i, s, e)
+        assert len(r["loss_mask"]) == len(r["input_ids"]) == r["num_tokens"]
+        assert sum(r["loss_mask"]) == r["num_loss_tokens"]
+
+
+def test_only_observation_tokens_without_eot(processed, tmp_path):
+    out = tmp_path / "e"
+    do_export(processed, out, eot_target=False)
+    tok = load_tokenizer(TOKENIZER)
+    im_end = tok.token_to_id("<|im_end|>")
+    for r in rows(out)[:50]:
+        assert not any(
+            f and i == im_end for i, f in zip(r["input_ids"], r["loss_mask"], strict=True)
+        )
+
+
+def test_keep_ratios_hold_by_category(processed, tmp_path):
+    m = do_export(processed, tmp_path / "tok", keep_mode="token")
+    cats = m["counts"]["by_category"]
+    keep = m["mask_policy"]["keep"]
+    checked = 0
+    for cat, c in cats.items():
+        if c["obs_tokens"] > 2000:
+            assert c["loss_tokens"] / c["obs_tokens"] == pytest.approx(keep[cat], abs=0.03), cat
+            checked += 1
+    assert checked >= 3
+    m = do_export(processed, tmp_path / "turn", keep_mode="turn")
+    for cat, c in m["counts"]["by_category"].items():
+        if c["turns"] > 300:
+            assert c["turns_in_loss"] / c["turns"] == pytest.approx(keep[cat], abs=0.06), cat
+
+
+def test_prefix_mode_keeps_a_prefix(processed, tmp_path):
+    m = do_export(processed, tmp_path / "p", keep_mode="prefix", eot_target=False)
+    for cat, c in m["counts"]["by_category"].items():
+        if c["obs_tokens"] > 2000:
+            assert c["loss_tokens"] / c["obs_tokens"] >= m["mask_policy"]["keep"][cat] - 0.01
+
+
+def test_byte_identical_across_runs(processed, tmp_path):
+    a = do_export(processed, tmp_path / "a", seed=3)
+    b = do_export(processed, tmp_path / "b", seed=3)
+    assert a == b
+    for s in a["shards"]:
+        assert (tmp_path / "a" / s["path"]).read_bytes() == (
+            tmp_path / "b" / s["path"]
+        ).read_bytes()
+    assert (tmp_path / "a" / "manifest.json").read_bytes() == (
+        tmp_path / "b" / "manifest.json"
+    ).read_bytes()
+    c = do_export(processed, tmp_path / "c", seed=4)
+    assert c["shards"][0]["sha256"] != a["shards"][0]["sha256"]
+
+
+def test_manifest_contents(processed, tmp_path):
+    m = do_export(processed, tmp_path / "e")
+    assert m["tokenizer"]["vocab_size"] == 151669 and len(m["tokenizer"]["sha256"]) == 64
+    assert m["template"]["name"] == "chatml"
+    assert m["mask_policy"]["name"] == "agentworld-v1" and "thresholds" in m["mask_policy"]
+    assert "shifts labels" in m["label_shift"]
+    assert set(m["counts"]["by_domain"]) == {"mcp", "swe", "terminal", "web"}
+
+
+def test_verify_catches_a_flipped_byte(processed, tmp_path):
+    out = tmp_path / "e"
+    do_export(processed, out)
+    assert verify(out) == []
+    shard = next(out.glob("*.parquet"))
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    problems = verify(out)
+    assert problems and "sha256" in problems[0] and shard.name in problems[0]
+
+
+def read_mmidx(prefix):
+    """An independent reader, from the format description (magic, version, dtype,
+    counts, sizes int32, pointers int64, document indices int64)."""
+    idx = open(f"{prefix}.idx", "rb").read()
+    assert idx[:9] == b"MMIDIDX\x00\x00"
+    version, code, n, ndoc = struct.unpack_from("<QBQQ", idx, 9)
+    assert version == 1
+    dtype = {1: np.uint8, 4: np.int32, 8: np.uint16, 5: np.int64}[code]
+    off = 9 + 8 + 1 + 8 + 8
+    sizes = np.frombuffer(idx, np.int32, n, off)
+    pointers = np.frombuffer(idx, np.int64, n, off + 4 * n)
+    docs = np.frombuffer(idx, np.int64, ndoc, off + 12 * n)
+    data = np.memmap(f"{prefix}.bin", dtype=dtype, mode="r")
+    item = np.dtype(dtype).itemsize
+    seqs = [np.array(data[p // item : p // item + s]) for s, p in zip(sizes, pointers, strict=True)]
+    return seqs, docs
+
+
+def test_megatron_reads_back_independently(processed, tmp_path):
+    do_export(processed, tmp_path / "pq")
+    m = do_export(processed, tmp_path / "mg", format="megatron")
+    ids, docs = read_mmidx(tmp_path / "mg" / "train_text_document")
+    masks, mdocs = read_mmidx(tmp_path / "mg" / "train_loss_mask")
+    expected = rows(tmp_path / "pq")
+    assert len(ids) == len(masks) == len(expected) == m["counts"]["rows"]
+    assert list(docs) == list(range(len(ids) + 1)) and list(mdocs) == list(docs)
+    for a, mk, r in zip(ids, masks, expected, strict=True):
+        assert a.tolist() == r["input_ids"] and mk.tolist() == r["loss_mask"]
+    assert verify(tmp_path / "mg") == []
+
+
+def test_agentworldbench_jsonl(processed, tmp_path):
+    do_export(processed, tmp_path / "awb", format="agentworldbench")
+    lines = [json.loads(x) for x in (tmp_path / "awb" / "train.jsonl").read_text().splitlines()]
+    trajs = by_id(processed)
+    first = lines[0]
+    assert set(first) == {"id", "task", "system_str", "prompt", "response", "turn_idx"}
+    t = trajs[first["id"]]
+    assert first["task"].rsplit("/", 1)[-1] == t.domain
+    assert first["prompt"] == [x.action.text for x in t.turns]
+    assert first["response"] == [x.observation.text for x in t.turns]
+
+
+def test_turn_expansion_one_target_per_sample(processed, tmp_path):
+    do_export(processed, tmp_path / "t", sample_mode="turn")
+    tok = load_tokenizer(TOKENIZER)
+    im_start = tok.token_to_id("<|im_start|>")
+    rs = rows(tmp_path / "t")
+    trajs = by_id(processed)
+    assert len(rs) == sum(len(t.turns) for t in trajs.values())
+    for r in rs[:100]:
+        ids, mask = r["input_ids"], r["loss_mask"]
+        if not any(mask):
+            continue
+        last_assistant = max(i for i, x in enumerate(ids) if x == im_start)
+        assert all(i > last_assistant for i, f in enumerate(mask) if f)  # only the final turn
+    one = do_export(processed, tmp_path / "one", sample_mode="turn", sample_turns="one", seed=1)
+    assert one["counts"]["samples"] == len(trajs)
+
+
+def test_split_at_turn_boundaries_and_truncate(processed, tmp_path):
+    tok = load_tokenizer(TOKENIZER)
+    m = do_export(processed, tmp_path / "s", max_len=256, overflow="split")
+    rs = rows(tmp_path / "s")
+    assert all(r["num_tokens"] <= 256 for r in rs)
+    parts = [r for r in rs if "/p" in r["sample_id"]]
+    assert parts, "some trajectories are longer than 256 tokens"
+    im_start = tok.token_to_id("<|im_start|>")
+    im_end = tok.token_to_id("<|im_end|>")
+    for r in parts[:50]:
+        text = tok.decode(r["input_ids"], skip_special_tokens=False)
+        if r["num_tokens"] < 256:  # a whole group of turns: starts and ends on message boundaries
+            assert r["input_ids"][0] == im_start and r["input_ids"][-2] == im_end
+            assert text.endswith("<|im_end|>\n")
+    assert m["counts"]["samples"] == len(rs)
+    do_export(processed, tmp_path / "tr", max_len=64, overflow="truncate")
+    rs = rows(tmp_path / "tr")
+    assert max(r["num_tokens"] for r in rs) == 64
+    assert len(rs) == len(by_id(processed))
+
+
+def test_packing_best_fit_with_boundaries(processed, tmp_path):
+    m = do_export(processed, tmp_path / "pk", seq_len=2048)
+    rs = rows(tmp_path / "pk")
+    assert all(len(r["input_ids"]) == 2048 == len(r["loss_mask"]) for r in rs)
+    assert sum(len(r["sample_ids"]) for r in rs) == m["counts"]["samples"]
+    assert sum(r["num_tokens"] for r in rs) == m["counts"]["tokens"]
+    for r in rs:
+        assert r["doc_boundaries"][0] == 0 and r["doc_boundaries"] == sorted(r["doc_boundaries"])
+        assert not any(r["loss_mask"][r["num_tokens"] :])  # padding is never a target
+    assert verify(tmp_path / "pk") == []
+    assert best_fit([(5, "a"), (4, "b"), (3, "c"), (3, "d"), (1, "e")], 8) == [[0, 2], [1, 3, 4]]
+
+
+def test_jinja_template_spans(tmp_path, processed):
+    tpl_file = tmp_path / "t.j2"
+    tpl_file.write_text(
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>\n{% endfor %}"
+    )
+    tpl = load_template(str(tpl_file), eot="</assistant>")
+    t = next(iter(by_id(processed).values())).to_dict()
+    r = tpl.render("SYS", t["turns"])
+    for sp, turn in zip(r.spans, t["turns"], strict=True):
+        assert r.text[sp.start : sp.end] == turn["observation"]["text"]
+        assert r.text[sp.eot_start : sp.eot_end] == "</assistant>"
+    m = do_export(processed, tmp_path / "j", template=str(tpl_file), template_eot="</assistant>")
+    assert m["template"]["name"] == "t" and m["counts"]["loss_tokens"] > 0
