@@ -8,6 +8,7 @@ same inputs and settings write byte-identical files.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import os
@@ -121,10 +122,8 @@ def tokenizer_info(path: str, tok) -> dict[str, Any]:
     name = p.stem
     cfg = p.with_name("tokenizer_config.json")
     if cfg.exists():
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             name = json.loads(cfg.read_text()).get("tokenizer_class") or name
-        except json.JSONDecodeError:
-            pass
     return {
         "name": name,
         "file": p.name,
@@ -280,7 +279,7 @@ class Exporter:
             len(ids)
         ]
         head = bounds[0]
-        part, group, size = 0, [], head
+        group, size = [], head
         groups = []
         for n in range(len(turns)):
             cost = bounds[n + 1] - bounds[n]
@@ -292,9 +291,8 @@ class Exporter:
         if group:
             groups.append(group)
         texts = [self.template.render(system, g) for g in groups]
-        for r, (i2, o2) in zip(texts, self._encode([r.text for r in texts]), strict=True):
+        for part, (r, (i2, o2)) in enumerate(zip(texts, self._encode([r.text for r in texts]), strict=True)):
             sid = f"{tid}/p{part}"
-            part += 1
             if len(i2) > limit:
                 yield self._truncated(rec, sid, r, i2, o2, None, limit)
             else:

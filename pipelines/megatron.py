@@ -36,7 +36,7 @@ class IndexedDatasetWriter:
         self.prefix = Path(prefix)
         self.dtype = np.dtype(dtype)
         self._bin_tmp = self.prefix.with_name(f".tmp-{self.prefix.name}.bin")
-        self._bin = open(self._bin_tmp, "wb")
+        self._bin = open(self._bin_tmp, "wb")  # noqa: SIM115  (closed in close())
         self.sizes: list[int] = []
         self.doc_idx: list[int] = [0]
 

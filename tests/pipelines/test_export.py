@@ -139,7 +139,8 @@ def test_verify_catches_a_flipped_byte(processed, tmp_path):
 def read_mmidx(prefix):
     """An independent reader, from the format description (magic, version, dtype,
     counts, sizes int32, pointers int64, document indices int64)."""
-    idx = open(f"{prefix}.idx", "rb").read()
+    with open(f"{prefix}.idx", "rb") as fh:
+        idx = fh.read()
     assert idx[:9] == b"MMIDIDX\x00\x00"
     version, code, n, ndoc = struct.unpack_from("<QBQQ", idx, 9)
     assert version == 1
