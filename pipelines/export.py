@@ -291,7 +291,9 @@ class Exporter:
         if group:
             groups.append(group)
         texts = [self.template.render(system, g) for g in groups]
-        for part, (r, (i2, o2)) in enumerate(zip(texts, self._encode([r.text for r in texts]), strict=True)):
+        for part, (r, (i2, o2)) in enumerate(
+            zip(texts, self._encode([r.text for r in texts]), strict=True)
+        ):
             sid = f"{tid}/p{part}"
             if len(i2) > limit:
                 yield self._truncated(rec, sid, r, i2, o2, None, limit)

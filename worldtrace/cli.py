@@ -6,6 +6,7 @@ Heavy modules are imported inside each command so `worldtrace --help` stays inst
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -386,35 +387,175 @@ def export(
     )
 
 
-@cli.command()
+def _views_help() -> str:
+    from .views import VIEW_DOCS
+
+    return "\n\n".join(f"{name}: {doc}" for name, doc in VIEW_DOCS.items())
+
+
+@cli.command(epilog="`worldtrace query --views` lists every view with its columns (docs/query.md).")
 @click.argument("sql", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    default="table",
+    show_default=True,
+    type=click.Choice(["table", "csv", "json", "parquet"]),
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    help="Write the result here (required for parquet).",
+)
+@click.option(
+    "--sql-file", type=click.Path(exists=True, dir_okay=False), help="Read the SQL from a file."
+)
+@click.option(
+    "--shell", is_flag=True, help="Interactive prompt; statements end with ';', .exit quits."
+)
+@click.option("--views", "list_views", is_flag=True, help="List the views and their columns.")
+@click.option("--max-rows", default=200, show_default=True, help="Rows shown by --format table.")
 @click.pass_context
-def query(ctx: click.Context, sql: str | None) -> None:
-    """Run DuckDB SQL over the store's views."""
-    _not_ready("query", 7)
+def query(ctx: click.Context, sql, fmt, output, sql_file, shell, list_views, max_rows) -> None:
+    """Run DuckDB SQL over the store's views: trajectories, turns, clusters, rejects,
+    raw_trajectories, raw_turns, jobs, episodes, exports."""
+    import duckdb
+
+    from .views import VIEW_DOCS, connect
+
+    if list_views:
+        for name, doc in VIEW_DOCS.items():
+            click.echo(f"{name}\n    {doc}")
+        return
+    con = connect(_store(ctx))
+    if shell:
+        _shell(con, max_rows)
+        return
+    if sql_file:
+        sql = Path(sql_file).read_text()
+    if not sql:
+        raise click.UsageError("give SQL, --sql-file, --shell or --views")
+    try:
+        _emit(con, sql, fmt, output, max_rows)
+    except duckdb.Error as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_PROBLEMS)
+
+
+def _emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
+    import json as _json
+
+    if fmt == "table":
+        from rich.console import Console
+
+        from .summary import result_table
+
+        cur = con.execute(sql)
+        if cur.description is None:
+            click.echo("ok")
+            return
+        Console(file=open(output, "w") if output else None).print(
+            result_table(cur, max_rows=max_rows)
+        )  # noqa: SIM115
+        return
+    rel = con.sql(sql)
+    if rel is None:
+        click.echo("ok")
+        return
+    table = rel.to_arrow_table()
+    if fmt == "parquet":
+        if not output:
+            raise click.UsageError("--format parquet needs --output FILE")
+        from worldtrace.schemas.store import write_table_atomic
+
+        write_table_atomic(output, table)
+        click.echo(f"{table.num_rows} rows -> {output}", err=True)
+        return
+    if fmt == "csv":
+        import io
+
+        import pyarrow.csv as pacsv
+
+        buf = io.BytesIO()
+        pacsv.write_csv(table, buf)
+        text = buf.getvalue().decode()
+    else:
+        text = _json.dumps(table.to_pylist(), default=str, ensure_ascii=False) + "\n"
+    if output:
+        Path(output).write_text(text)
+    else:
+        click.echo(text, nl=False)
+
+
+def _shell(con, max_rows: int) -> None:
+    import duckdb
+
+    click.echo("worldtrace SQL shell: end statements with ';', .views lists views, .exit quits")
+    buf: list[str] = []
+    stdin = click.get_text_stream("stdin")
+    while True:
+        if sys.stdin.isatty():
+            click.echo("sql> " if not buf else "...> ", nl=False)
+        line = stdin.readline()
+        if not line:
+            break
+        stripped = line.strip()
+        if not buf and stripped in (".exit", ".quit"):
+            break
+        if not buf and stripped == ".views":
+            from .views import VIEW_DOCS
+
+            click.echo("\n".join(VIEW_DOCS))
+            continue
+        buf.append(line)
+        if stripped.endswith(";"):
+            sql = "".join(buf)
+            buf = []
+            try:
+                _emit(con, sql, "table", None, max_rows)
+            except duckdb.Error as exc:
+                click.echo(f"error: {exc}")
 
 
 @cli.command()
 @click.pass_context
 def stats(ctx: click.Context) -> None:
-    """Summary of the store."""
-    _not_ready("stats", 7)
+    """Summary: counts by domain and source, lengths, category shares and effective keep,
+    dedup rates, filter counts, exports, job success rates."""
+    from .summary import print_stats
+    from .views import connect
+
+    print_stats(connect(_store(ctx)))
 
 
 @cli.command()
 @click.argument("trajectory_id")
+@click.option("--seed", default=0, show_default=True, help="Seed of the per-turn keep draw shown.")
 @click.pass_context
-def explain(ctx: click.Context, trajectory_id: str) -> None:
-    """Every turn of one trajectory with its statistics and mask decision."""
-    _not_ready("explain", 7)
+def explain(ctx: click.Context, trajectory_id: str, seed: int) -> None:
+    """Every turn of one trajectory: excerpts, OL/Nov/Jac/R and extra statistics, the
+    category, the rule that fired and the keep decision. Accepts an id, an id prefix, a
+    raw id or an origin id."""
+    from .summary import explain as run_explain
+    from .views import connect
+
+    if not run_explain(connect(_store(ctx)), trajectory_id, seed):
+        sys.exit(EXIT_PROBLEMS)
 
 
 @cli.command()
-@click.option("--output", "-o", default="report.html", show_default=True)
+@click.option(
+    "--output", "-o", default="report.html", show_default=True, type=click.Path(dir_okay=False)
+)
 @click.pass_context
 def report(ctx: click.Context, output: str) -> None:
-    """Write a self-contained HTML report."""
-    _not_ready("report", 7)
+    """Write a self-contained HTML report (inline SVG plots and tables; opens offline)."""
+    from .report import write
+    from .views import connect
+
+    path = write(connect(_store(ctx)), output)
+    click.echo(f"report -> {path}")
 
 
 @cli.command()
