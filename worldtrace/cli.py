@@ -103,10 +103,51 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
     ),
     help="Input format; auto detects it per file from content.",
 )
+@click.option(
+    "--domain",
+    type=click.Choice(["mcp", "search", "terminal", "swe", "android", "web", "os"]),
+    help="Force the domain instead of inferring it.",
+)
+@click.option("--strict", is_flag=True, help="Exit 1 if any record could not be imported.")
+@click.option("--show", default=20, show_default=True, help="Problems listed (all are counted).")
 @click.pass_context
-def import_(ctx: click.Context, paths: tuple[str, ...], fmt: str) -> None:
-    """Import trajectories recorded elsewhere into raw shards."""
-    _not_ready("import", 3)
+def import_(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    fmt: str,
+    domain: str | None,
+    strict: bool,
+    show: int,
+) -> None:
+    """Import trajectories recorded elsewhere into raw shards (reasoning kept apart, never
+    in the action): SWE-agent .traj, mini-swe-agent .traj.json, Harbor ATIF, OpenAI chat
+    messages with tool calls, ShareGPT with function calls, AgentWorldBench JSONL.
+    Directories are walked; formats are detected per file (and per JSONL line)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from worldtrace.collectors.importers import import_paths
+
+    store = _store(ctx)
+    report = import_paths(paths, store.raw / "import", fmt, domain)
+    t = Table(title=f"import: {report.files} file(s) -> {store.raw / 'import'}")
+    t.add_column("")
+    t.add_column("kind")
+    t.add_column("count", justify="right")
+    for name, n in sorted(report.imported.items()):
+        t.add_row("imported", name, str(n))
+    for kind, n in sorted(report.errors.items()):
+        t.add_row("error", kind, str(n))
+    for kind, n in sorted(report.warnings.items()):
+        t.add_row("warning", kind, str(n))
+    Console().print(t)
+    for p in report.problems[:show]:
+        click.echo(str(p), err=True)
+    if len(report.problems) > show:
+        click.echo(f"... {len(report.problems) - show} more", err=True)
+    total = sum(report.imported.values())
+    if (strict and report.errors) or (not total and report.errors) or not report.files:
+        sys.exit(EXIT_PROBLEMS)
 
 
 @cli.command()
@@ -457,7 +498,7 @@ def _emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
             return
         Console(file=open(output, "w") if output else None).print(
             result_table(cur, max_rows=max_rows)
-        )  # noqa: SIM115
+        )
         return
     rel = con.sql(sql)
     if rel is None:

@@ -1,0 +1,57 @@
+"""AgentWorldBench-style JSONL: {id, task, system_str, prompt: [actions], response: [observations], turn_idx}.
+
+Turn i = (prompt[i], response[i]); system_str -> task_description; domain <- the last
+path part of `task` (e.g. "agentworld/terminal"); origin_id <- `id`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from worldtrace.schemas import Action, Observation
+from worldtrace.schemas import fields as F
+
+from .common import MissingField, build, text_of
+
+NAME = "agentworldbench"
+
+
+def detect_record(d: Any) -> bool:
+    return (
+        isinstance(d, dict)
+        and "prompt" in d
+        and "response" in d
+        and ("system_str" in d or "task" in d)
+    )
+
+
+def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
+    prompts, responses = d.get("prompt"), d.get("response")
+    if not isinstance(prompts, list) or not isinstance(responses, list):
+        raise MissingField("`prompt` and `response` must be lists")
+    if len(prompts) != len(responses):
+        raise MissingField(f"{len(prompts)} prompts but {len(responses)} responses")
+    task = str(d.get("task") or "")
+    dom = domain or task.rstrip("/").rsplit("/", 1)[-1]
+    if dom not in F.DOMAINS:
+        raise MissingField(
+            f"task {task!r}: last path part is not a domain ({', '.join(F.DOMAINS)})"
+        )
+    kind = "keystrokes" if dom == "terminal" else "text"
+    pairs = [
+        (Action(kind, text_of(a)), Observation(text_of(o)), None)
+        for a, o in zip(prompts, responses, strict=True)
+    ]
+    return build(
+        NAME,
+        str(d.get("id") or origin),
+        dom,
+        pairs,
+        task_description=d.get("system_str") or None,
+        metadata={"task": task, "turn_idx": d.get("turn_idx")},
+    )
+
+
+def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
+    yield to_trajectory(d, origin, domain)

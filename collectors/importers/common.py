@@ -1,0 +1,209 @@
+"""Shared pieces of the importers: results, domain guessing, building records."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worldtrace.schemas import (
+    Action,
+    Agent,
+    Environment,
+    Observation,
+    Outcome,
+    Source,
+    System,
+    Task,
+    Trajectory,
+    Turn,
+)
+from worldtrace.schemas import fields as F
+
+SUFFIXES = (".traj.json", ".trajectory.json", ".traj", ".jsonl", ".json")
+
+
+@dataclass(frozen=True)
+class ImportProblem:
+    """A record (or line) that could not be imported, or a warning about one that was."""
+
+    path: str
+    where: str
+    """`line N`, `record N`, or "" for the whole file."""
+    kind: str
+    """invalid_json, unrecognized, missing_field, empty, unknown_version, unpaired_call, invalid."""
+    message: str
+    fatal: bool = True
+
+    def __str__(self) -> str:
+        loc = f"{self.path}:{self.where}" if self.where else self.path
+        return f"{loc}: {self.kind}: {self.message}"
+
+
+class MissingField(ValueError):
+    """Raised by a parser when a record lacks a field it cannot do without."""
+
+
+def origin_stem(path: Path) -> str:
+    name = path.name
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+TERMINAL_TOOLS = {
+    "bash",
+    "shell",
+    "terminal",
+    "execute_bash",
+    "execute_command",
+    "run_command",
+    "run_shell_command",
+    "keystrokes",
+    "tmux",
+    "send_keys",
+    "command",
+}
+SWE_TOOLS = {
+    "str_replace_editor",
+    "str_replace_based_edit_tool",
+    "edit",
+    "read",
+    "write",
+    "open",
+    "find_file",
+    "search_file",
+    "search_dir",
+    "create",
+    "view",
+    "apply_patch",
+    "read_file",
+    "write_file",
+    "edit_file",
+}
+WEB_PREFIXES = ("browser_", "page_", "web_")
+WEB_TOOLS = {"click", "navigate", "goto", "type", "scroll", "go_back", "fill"}
+SEARCH_TOOLS = {"search", "web_search", "google_search", "bing_search", "fetch", "visit"}
+ANDROID_PREFIXES = ("android_", "adb_", "mobile_")
+
+
+def guess_domain(tool_names: Iterable[str | None], default: str = "mcp") -> str:
+    """The recipe's domain from the tools an agent called (importers' best effort)."""
+    names = {n.lower() for n in tool_names if n}
+    if not names:
+        return default
+    if any(n.startswith(ANDROID_PREFIXES) for n in names):
+        return "android"
+    if any(n.startswith(WEB_PREFIXES) for n in names) or names & WEB_TOOLS:
+        return "web"
+    if names & SWE_TOOLS:
+        return "swe"
+    if names <= TERMINAL_TOOLS:
+        return "terminal"
+    if names & SEARCH_TOOLS:
+        return "search"
+    return default
+
+
+def tool_action(name: str, arguments: Any) -> Action:
+    """A tool call as the world model sees it: `name(<canonical JSON arguments>)`."""
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            parsed = {"_raw": arguments}
+    else:
+        parsed = arguments if arguments is not None else {}
+    if not isinstance(parsed, dict):
+        parsed = {"_value": parsed}
+    args = json.dumps(parsed, sort_keys=True, ensure_ascii=False)
+    return Action("tool_call", f"{name}({args})", name=name, arguments_json=args)
+
+
+def text_of(content: Any) -> str:
+    """Message content as text: strings as is; OpenAI/Anthropic content parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, str):
+                parts.append(p)
+            elif isinstance(p, dict):
+                parts.append(
+                    str(p.get("text") if p.get("text") is not None else p.get("content", ""))
+                )
+        return "\n".join(parts)
+    if isinstance(content, dict):
+        return str(
+            content.get("text") or content.get("content") or json.dumps(content, sort_keys=True)
+        )
+    return str(content)
+
+
+def join_reasoning(*parts: str | None) -> str | None:
+    text = "\n\n".join(p.strip() for p in parts if p and p.strip())
+    return text or None
+
+
+_CODE_BLOCK_RE = re.compile(r"```[a-zA-Z0-9_\-]*\n(.*?)```", re.S)
+
+
+def split_command(message: str) -> tuple[str | None, str]:
+    """(command in the last fenced block, prose around it) of an agent message."""
+    blocks = list(_CODE_BLOCK_RE.finditer(message))
+    if not blocks:
+        return None, message
+    last = blocks[-1]
+    prose = (message[: last.start()] + message[last.end() :]).strip()
+    return last.group(1).rstrip("\n"), prose
+
+
+def build(
+    fmt: str,
+    origin_id: str,
+    domain: str,
+    pairs: list[tuple[Action, Observation, str | None]],
+    *,
+    task_description: str | None = None,
+    instruction: str | None = None,
+    action_space: list[Any] | None = None,
+    initial_state: str | None = None,
+    demonstrations: list[Any] | None = None,
+    agent: dict[str, str | None] | None = None,
+    outcome: Outcome | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Trajectory:
+    if domain not in F.DOMAINS:
+        raise MissingField(f"unknown domain {domain!r}")
+    turns = [Turn(i, a, o, reasoning=r) for i, (a, o, r) in enumerate(pairs)]
+    return Trajectory(
+        domain=domain,
+        turns=turns,
+        source=Source(kind="import", name=fmt, origin_format=fmt, origin_id=origin_id),
+        environment=Environment(backend=fmt),
+        task=Task(task_id=origin_id, instruction=instruction),
+        agent=Agent(**(agent or {})),
+        system=System(
+            task_description=task_description,
+            action_space=json.dumps(action_space, sort_keys=True, ensure_ascii=False)
+            if action_space
+            else None,
+            initial_state=initial_state,
+            demonstrations=json.dumps(demonstrations, ensure_ascii=False)
+            if demonstrations
+            else None,
+        ),
+        outcome=outcome or Outcome(),
+        metadata={
+            k: v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+            for k, v in (metadata or {}).items()
+            if v is not None
+        },
+    ).with_id()

@@ -1,0 +1,95 @@
+"""ShareGPT conversations with function calls: {conversations: [{from, value}], tools?, id?}.
+
+`function_call` (or gpt messages holding a JSON {name, arguments}) is the action,
+paired with the next `observation`/`tool` message; plain `gpt` text before a call is
+reasoning; task <- first `human` message; `tools` (JSON string or list) is the action
+space; domain from tool names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from worldtrace.schemas import Observation
+
+from .common import MissingField, build, guess_domain, join_reasoning, text_of, tool_action
+
+NAME = "sharegpt"
+CALL_ROLES = {"function_call", "tool_call"}
+OBS_ROLES = {"observation", "tool", "function", "tool_response"}
+
+
+def detect_record(d: Any) -> bool:
+    return isinstance(d, dict) and isinstance(d.get("conversations"), list)
+
+
+def _call(value: str) -> list[dict[str, Any]]:
+    try:
+        parsed = json.loads(value)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise MissingField(f"function_call is not JSON: {value[:60]!r}") from exc
+    calls = parsed if isinstance(parsed, list) else [parsed]
+    for c in calls:
+        if not isinstance(c, dict) or not c.get("name"):
+            raise MissingField("function_call without a name")
+    return calls
+
+
+def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
+    conv = [m for m in d["conversations"] if isinstance(m, dict)]
+    pairs, names = [], []
+    prose: list[str] = []
+    task = None
+    for i, m in enumerate(conv):
+        role, value = m.get("from"), text_of(m.get("value"))
+        if role == "human" and task is None:
+            task = value
+        if role == "gpt":
+            prose.append(value)
+        if role not in CALL_ROLES:
+            continue
+        nxt = conv[i + 1] if i + 1 < len(conv) and conv[i + 1].get("from") in OBS_ROLES else None
+        results = [text_of(nxt.get("value"))] if nxt else [""]
+        calls = _call(value)
+        if len(calls) > 1 and nxt:  # parallel calls answered by one JSON list of results
+            try:
+                parsed = json.loads(results[0])
+                if isinstance(parsed, list) and len(parsed) == len(calls):
+                    results = [
+                        p if isinstance(p, str) else json.dumps(p, sort_keys=True) for p in parsed
+                    ]
+            except json.JSONDecodeError:
+                pass
+        for k, c in enumerate(calls):
+            names.append(c["name"])
+            obs = Observation(results[k] if k < len(results) else "")
+            pairs.append(
+                (
+                    tool_action(c["name"], c.get("arguments")),
+                    obs,
+                    join_reasoning(*prose) if k == 0 else None,
+                )
+            )
+        prose = []
+    tools = d.get("tools")
+    if isinstance(tools, str):
+        try:
+            tools = json.loads(tools)
+        except json.JSONDecodeError:
+            tools = None
+    return build(
+        NAME,
+        origin,
+        domain or guess_domain(names),
+        pairs,
+        task_description=task,
+        instruction=task,
+        action_space=tools if isinstance(tools, list) else None,
+        metadata={"agent_system_prompt": d.get("system")},
+    )
+
+
+def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
+    yield to_trajectory(d, origin, domain)
