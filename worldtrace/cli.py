@@ -496,9 +496,12 @@ def _emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
         if cur.description is None:
             click.echo("ok")
             return
-        Console(file=open(output, "w") if output else None).print(
-            result_table(cur, max_rows=max_rows)
-        )
+        table = result_table(cur, max_rows=max_rows)
+        if output:
+            with open(output, "w") as fh:
+                Console(file=fh, width=200).print(table)
+        else:
+            Console().print(table)
         return
     rel = con.sql(sql)
     if rel is None:
