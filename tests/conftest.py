@@ -30,3 +30,33 @@ def wt_env(tmp_path: Path) -> dict[str, str]:
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     env["WORLDTRACE_STORE"] = str(tmp_path / "store")
     return env
+
+
+def _engine_error() -> str | None:
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception as exc:  # any failure means no usable engine
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    err = _engine_error()
+    if err:
+        pytest.skip(f"no docker engine answers ({err}); `make test` starts one via infra/setup.sh")
+    import docker
+
+    return docker.from_env()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A small host repository for SWE sandboxes."""
+    r = tmp_path / "repo"
+    (r / "pkg").mkdir(parents=True)
+    (r / "pkg" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (r / "README.md").write_text("# calc\n")
+    return r

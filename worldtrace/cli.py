@@ -5,6 +5,7 @@ Heavy modules are imported inside each command so `worldtrace --help` stays inst
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -151,14 +152,53 @@ def import_(
 
 
 @cli.command()
-@click.argument("job_file", required=False, type=click.Path(exists=True))
-@click.option(
-    "--sandbox", type=click.Choice(["docker"]), help="Quick single run on a sandbox kind."
-)
+@click.argument("job_file", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.option("--sandbox", type=click.Choice(["docker", "terminal", "swe"]), help="Quick single run: docker means terminal, or swe with --repo.")
+@click.option("--image", default="worldtrace/debian:latest", show_default=True, help="Local image for a quick run.")
+@click.option("--repo", type=click.Path(exists=True, file_okay=False), help="Repository for the swe sandbox.")
+@click.option("--task", "instruction", default="Quick run", show_default=True, help="Task instruction recorded with the episode.")
+@click.option("--keys", multiple=True, help="Terminal keystrokes, in order (\\n is Enter; C-c alone is Ctrl-C).")
+@click.option("--tool", "tools", multiple=True, metavar="NAME:JSON", help='SWE tool call, e.g. bash:\'{"command": "ls"}\'.')
+@click.option("--duration", default=1.0, show_default=True, help="Seconds to wait for terminal output per step.")
 @click.pass_context
-def collect(ctx: click.Context, job_file: str | None, sandbox: str | None) -> None:
-    """Run episodes into raw shards, from a job file or a quick --sandbox run."""
-    _not_ready("collect", 4)
+def collect(ctx: click.Context, job_file, sandbox, image, repo, instruction, keys, tools, duration) -> None:
+    """Run episodes into raw shards: from a job file (see docs/collect.md) or a quick
+    --sandbox run. Containers have no network, memory/cpu/pids limits, an output cap and
+    a step timeout; every attempt, failed or not, is recorded."""
+    from worldtrace.collectors.jobs import JobSpec, run_job
+    from worldtrace.sandboxes.base import SandboxError
+
+    if bool(job_file) == bool(sandbox):
+        raise click.UsageError("give a JOB_FILE or --sandbox (not both)")
+    try:
+        if job_file:
+            spec = JobSpec.load(job_file)
+        else:
+            kind = "swe" if sandbox == "swe" or (sandbox == "docker" and repo) else "terminal"
+            if kind == "swe":
+                actions = []
+                for t in tools:
+                    name, _, args = t.partition(":")
+                    actions.append({"tool": name, "args": json.loads(args or "{}")})
+            else:
+                actions = [{"keystrokes": k.encode().decode("unicode_escape"), "duration": duration} for k in keys]
+            spec = JobSpec.from_dict(
+                {
+                    "name": f"quick-{kind}",
+                    "sandbox": kind,
+                    "docker": {"image": image},
+                    "swe": {"repo": str(Path(repo).absolute())} if kind == "swe" else {},
+                    "tasks": [{"id": "quick", "instruction": instruction, "actions": actions}],
+                }
+            )
+        result = run_job(spec, _store(ctx).raw)
+    except (ValueError, SandboxError, json.JSONDecodeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    for t in result.trajectories:
+        click.echo(f"{t.trajectory_id} {t.domain} {t.source.episode_id} attempt {t.source.attempt}: {t.outcome.status} ({len(t.turns)} turns)")
+    click.echo(f"{len(result.trajectories)} trajectories -> {', '.join(str(p) for p in result.shards)}")
+    if result.trajectories and all(t.outcome.status == "error" for t in result.trajectories):
+        sys.exit(EXIT_PROBLEMS)
 
 
 @cli.group()

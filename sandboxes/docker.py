@@ -1,0 +1,228 @@
+"""Docker containers for sandboxes: no network, resource limits, a warm pool.
+
+Every container runs with network_mode="none", memory/cpu/pids limits and our label; a
+pool keeps `warm` containers started ahead so `reset` does not pay a cold start. A
+container serves one episode and is then removed: state never leaks between episodes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import tarfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .base import SandboxError
+
+LABEL = "worldtrace.sandbox"
+IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+
+
+@dataclass(frozen=True)
+class DockerConfig:
+    """How sandbox containers are started."""
+
+    image: str = "worldtrace/debian:latest"
+    """Any local image; the set-up builds worldtrace/debian and worldtrace/busybox."""
+    memory: str = "512m"
+    cpus: float = 1.0
+    pids_limit: int = 128
+    """Caps processes: a fork bomb stops here."""
+    read_only: bool = False
+    """Read-only root filesystem (a tmpfs stays writable at /tmp)."""
+    workdir: str = "/root"
+    user: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    step_timeout: float = 30.0
+    """Seconds one step may take before it is cut off."""
+    output_cap: int = 1 << 20
+    """Bytes of output kept per step; the rest is dropped and the observation flagged."""
+    warm: int = 1
+    """Containers kept started ahead of need."""
+    tmpfs_size: str = "64m"
+
+    def run_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {
+            "network_mode": "none",
+            "mem_limit": self.memory,
+            "memswap_limit": self.memory,
+            "nano_cpus": int(self.cpus * 1e9),
+            "pids_limit": self.pids_limit,
+            "read_only": self.read_only,
+            "working_dir": self.workdir,
+            "environment": dict(self.env),
+            "detach": True,
+            "cap_drop": ["NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"],
+            "security_opt": ["no-new-privileges"],
+        }
+        if self.read_only:
+            kw["tmpfs"] = {"/tmp": f"size={self.tmpfs_size}", self.workdir: f"size={self.tmpfs_size}"}
+        if self.user:
+            kw["user"] = self.user
+        return kw
+
+
+def client():
+    import docker
+
+    try:
+        c = docker.from_env()
+        c.ping()
+    except Exception as exc:  # docker raises several types when no engine answers
+        raise SandboxError(f"no docker engine answers ({exc}); run `make setup` or start dockerd") from exc
+    return c
+
+
+class ContainerPool:
+    """Started containers waiting for an episode; refilled in the background."""
+
+    def __init__(self, config: DockerConfig, docker_client=None):
+        self.config = config
+        self.client = docker_client or client()
+        self.pool_id = uuid.uuid4().hex[:12]
+        self._ready: list[Any] = []
+        self._lock = threading.Lock()
+        self._filling = 0
+        self._closed = False
+        self._check_image()
+        atexit.register(self.close)
+        self._refill()
+
+    def _check_image(self) -> None:
+        import docker.errors
+
+        try:
+            self.client.images.get(self.config.image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"image {self.config.image!r} is not on this machine (no registry is reachable): "
+                "build it with infra/images/build.sh or name a local image"
+            ) from exc
+
+    def _start(self):
+        return self.client.containers.run(
+            self.config.image,
+            IDLE_COMMAND,
+            labels={LABEL: "1", f"{LABEL}.pool": self.pool_id},
+            **self.config.run_kwargs(),
+        )
+
+    def _fill_one(self) -> None:
+        try:
+            c = self._start()
+        except Exception:
+            with self._lock:
+                self._filling -= 1
+            return
+        with self._lock:
+            self._filling -= 1
+            if self._closed:
+                c.remove(force=True)
+                return
+            self._ready.append(c)
+
+    def _refill(self) -> None:
+        with self._lock:
+            need = self.config.warm - len(self._ready) - self._filling
+            self._filling += max(need, 0)
+        for _ in range(max(need, 0)):
+            threading.Thread(target=self._fill_one, daemon=True).start()
+
+    def acquire(self):
+        """A running container for one episode (warm if one is ready)."""
+        with self._lock:
+            c = self._ready.pop(0) if self._ready else None
+        self._refill()
+        if c is None:
+            try:
+                c = self._start()
+            except Exception as exc:
+                raise SandboxError(f"cannot start a container from {self.config.image}: {exc}") from exc
+        return c
+
+    def release(self, container) -> None:
+        """Remove the container (killing everything in it)."""
+        try:
+            container.remove(force=True)
+        except Exception:
+            pass  # already gone: nothing left to free
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            ready, self._ready = self._ready, []
+        for c in ready:
+            self.release(c)
+        # containers of this pool still starting are removed by _fill_one; any left over
+        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.pool={self.pool_id}"}):
+            self.release(c)
+
+
+_POOLS: dict[str, ContainerPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(config: DockerConfig) -> ContainerPool:
+    """One pool per configuration per process."""
+    key = json.dumps(asdict(config), sort_keys=True)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None or pool._closed:
+            pool = _POOLS[key] = ContainerPool(config)
+        return pool
+
+
+def exec_capture(container, cmd: list[str], timeout: float, cap: int, workdir: str | None = None, env: dict | None = None) -> tuple[int, str, bool, bool]:
+    """Run a one-shot command: (exit code, output, truncated, timed_out).
+
+    The command runs under `timeout -s KILL` inside the container, and reading stops at
+    `cap` bytes, so neither a hang nor a flood can hold the collector.
+    """
+    api = container.client.api
+    wrapped = ["timeout", "-s", "KILL", str(max(int(timeout), 1)), *cmd]
+    ex = api.exec_create(container.id, wrapped, stdout=True, stderr=True, workdir=workdir, environment=env)
+    started = time.monotonic()
+    stream = api.exec_start(ex["Id"], stream=True, demux=False)
+    chunks, size, truncated = [], 0, False
+    for chunk in stream:
+        if size + len(chunk) > cap:
+            chunks.append(chunk[: cap - size])
+            truncated = True  # the in-container timeout bounds what still runs
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    stream.close()
+    info = api.exec_inspect(ex["Id"])
+    code = info.get("ExitCode")
+    timed_out = code == 137 and time.monotonic() - started >= timeout
+    text = b"".join(chunks).decode("utf-8", errors="replace")
+    return (code if code is not None else -1), text, truncated, timed_out
+
+
+def put_file(container, path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write one file into the container (parent directory must exist)."""
+    directory, _, name = path.rpartition("/")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = mode
+        info.mtime = int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    if not container.put_archive(directory or "/", buf.getvalue()):
+        raise SandboxError(f"cannot write {path} in the container")
+
+
+def put_tree(container, host_dir: str, target: str) -> None:
+    """Copy a host directory into the container at `target`."""
+    container.exec_run(["mkdir", "-p", target])
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(host_dir, arcname=".")
+    if not container.put_archive(target, buf.getvalue()):
+        raise SandboxError(f"cannot copy {host_dir} into the container")

@@ -1,0 +1,160 @@
+"""SWE domain: a repository in a container and three tools.
+
+- `read(path, start?, end?)`: the file with line numbers (`cat -n` style);
+- `edit(path, old, new)`: replace the one occurrence of `old` with `new` (or write the
+  whole file with `content`), observed as a unified diff;
+- `bash(command)`: a one-shot command (cwd = the repository) with its exit code, under
+  the step timeout and the output cap.
+
+The repository is copied into the container (default) or bind-mounted read-only, so an
+episode never changes the host's copy.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from worldtrace.schemas import Action, Observation
+
+from .base import SandboxError, TaskSpec, Unpicklable
+from .docker import DockerConfig, exec_capture, put_file, put_tree, shared_pool
+
+ACTION_SPACE = [
+    {"name": "read", "description": "Show a file with line numbers", "parameters": {"path": "string", "start": "int, optional", "end": "int, optional"}},
+    {"name": "edit", "description": "Replace the single occurrence of `old` with `new` in a file, or write `content` to it", "parameters": {"path": "string", "old": "string", "new": "string", "content": "string, optional"}},
+    {"name": "bash", "description": "Run one shell command in the repository and return its output and exit code", "parameters": {"command": "string"}},
+]  # fmt: skip
+TOOL_NAMES = tuple(t["name"] for t in ACTION_SPACE)
+
+
+@dataclass(frozen=True)
+class SWEConfig:
+    """A repository sandbox."""
+
+    docker: DockerConfig = field(default_factory=DockerConfig)
+    repo: str = ""
+    """Host directory of the repository."""
+    repo_path: str = "/repo"
+    """Where it appears in the container."""
+    mount: bool = False
+    """Bind-mount the repository read-only instead of copying it in."""
+
+
+class SWESandbox(Unpicklable):
+    domain = "swe"
+
+    def __init__(self, config: SWEConfig):
+        if not config.repo:
+            raise SandboxError("SWEConfig.repo must name a host directory")
+        if config.mount:
+            volumes = {config.repo: {"bind": config.repo_path, "mode": "ro"}}
+            docker_cfg = config.docker
+            self._volumes = volumes
+        else:
+            docker_cfg = config.docker
+            self._volumes = None
+        self.config = config
+        self.pool = shared_pool(docker_cfg) if not config.mount else None
+        self.container = None
+        self._initial = ""
+
+    def reset(self, task: TaskSpec) -> Observation:
+        self.close()
+        d = self.config.docker
+        if self.pool is not None:
+            self.container = self.pool.acquire()
+            put_tree(self.container, self.config.repo, self.config.repo_path)
+        else:
+            from .docker import IDLE_COMMAND, LABEL, client
+
+            kw = d.run_kwargs()
+            kw["working_dir"] = self.config.repo_path
+            self.container = client().containers.run(d.image, IDLE_COMMAND, volumes=self._volumes, labels={LABEL: "1"}, **kw)
+        for cmd in task.setup:
+            code, out, _, _ = exec_capture(self.container, ["sh", "-c", cmd], d.step_timeout, d.output_cap, self.config.repo_path)
+            if code != 0:
+                raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
+        _, listing, _, _ = exec_capture(self.container, ["sh", "-c", "git ls-files 2>/dev/null || find . -type f | head -200"], 10, 1 << 16, self.config.repo_path)
+        files = [f.removeprefix("./") for f in listing.split()]
+        self._initial = f"Repository at {self.config.repo_path} ({len(files)} files):\n" + "\n".join(sorted(files)[:200])
+        return Observation(self._initial, state_json=json.dumps({"cwd": self.config.repo_path}))
+
+    def close(self) -> None:
+        if self.container is not None:
+            if self.pool is not None:
+                self.pool.release(self.container)
+            else:
+                self.container.remove(force=True)
+            self.container = None
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.config.repo_path, path))
+
+    def _read(self, path: str) -> tuple[str | None, str]:
+        d = self.config.docker
+        code, out, truncated, _ = exec_capture(self.container, ["cat", self._path(path)], d.step_timeout, d.output_cap)
+        if code != 0:
+            return None, out
+        return out, ""
+
+    def step(self, action: Action) -> Observation:
+        if self.container is None:
+            raise SandboxError("step before reset")
+        try:
+            args = json.loads(action.arguments_json or "{}")
+        except json.JSONDecodeError as exc:
+            return Observation(f"error: arguments are not JSON: {exc.msg}", is_error=True)
+        name = action.name
+        if name not in TOOL_NAMES:
+            return Observation(f"error: unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})", is_error=True)
+        try:
+            return getattr(self, f"_tool_{name}")(**args)
+        except TypeError as exc:
+            return Observation(f"error: bad arguments for {name}: {exc}", is_error=True)
+
+    def _tool_read(self, path: str, start: int = 1, end: int | None = None) -> Observation:
+        text, err = self._read(path)
+        if text is None:
+            return Observation(err.strip() or f"cannot read {path}", is_error=True, exit_code=1)
+        lines = text.splitlines()
+        end = len(lines) if end is None else min(end, len(lines))
+        body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(max(start, 1), end + 1))
+        return Observation(body)
+
+    def _tool_edit(self, path: str, old: str | None = None, new: str = "", content: str | None = None) -> Observation:
+        before, _ = self._read(path)
+        if content is not None:
+            after = content
+        else:
+            if before is None:
+                return Observation(f"error: {path} does not exist", is_error=True)
+            count = before.count(old or "")
+            if not old or count != 1:
+                return Observation(f"error: `old` must occur exactly once in {path} (found {count if old else 0})", is_error=True)
+            after = before.replace(old, new, 1)
+        put_file(self.container, self._path(path), after.encode())
+        diff = difflib.unified_diff(
+            (before or "").splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+        )
+        return Observation("".join(diff) or "(no change)")
+
+    def _tool_bash(self, command: str) -> Observation:
+        d = self.config.docker
+        code, out, truncated, timed_out = exec_capture(self.container, ["sh", "-c", command], d.step_timeout, d.output_cap, self.config.repo_path)
+        if timed_out:
+            out += f"\n[timed out after {d.step_timeout:g}s]"
+        return Observation(out, exit_code=code, is_error=code != 0, truncated=truncated, state_json=json.dumps({"timed_out": timed_out}))
+
+    def describe(self) -> dict[str, Any]:
+        d = self.config.docker
+        return {
+            "backend": "docker",
+            "image": d.image,
+            "config": {"memory": d.memory, "cpus": d.cpus, "pids_limit": d.pids_limit, "network": "none", "repo": self.config.repo_path, "mount": self.config.mount, "step_timeout": d.step_timeout, "output_cap": d.output_cap},
+            "action_space": ACTION_SPACE,
+            "initial_state": self._initial,
+        }

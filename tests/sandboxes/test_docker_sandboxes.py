@@ -1,0 +1,169 @@
+"""Real containers: state, keys, caps, timeouts, isolation, teardown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from worldtrace.collectors.actions import keystrokes, tool
+from worldtrace.sandboxes.base import TaskSpec
+from worldtrace.sandboxes.docker import LABEL, DockerConfig
+from worldtrace.sandboxes.swe import SWEConfig, SWESandbox
+from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def term(docker_engine):
+    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(memory="256m", pids_limit=64, output_cap=1 << 20, step_timeout=20)))
+    s.reset(TaskSpec("t"))
+    yield s
+    s.close()
+
+
+def state(obs):
+    return json.loads(obs.state_json)
+
+
+def test_shell_state_persists_across_turns(term):
+    term.step(keystrokes("cd /tmp && mkdir -p w && cd w\n"))
+    term.step(keystrokes("export GREETING=hello\n"))
+    term.step(keystrokes("echo data > file.txt\n"))
+    o = term.step(keystrokes("pwd; echo $GREETING; cat file.txt\n"))
+    assert "/tmp/w\nhello\ndata\n" in o.text
+    assert o.text.endswith("user@sandbox:/tmp/w$ ")
+    assert state(o)["prompt_returned"]
+
+
+def test_background_jobs_persist(term):
+    term.step(keystrokes("sleep 300 &\n"))
+    o = term.step(keystrokes("jobs\n"))
+    assert "sleep 300" in o.text
+
+
+def test_ctrl_c_interrupts_sleep(term):
+    o = term.step(keystrokes("sleep 300\n", duration=0.5))
+    assert not state(o)["prompt_returned"]  # still sleeping
+    o = term.step(keystrokes("C-c", duration=5))
+    assert state(o)["prompt_returned"] and "^C" in o.text
+    o = term.step(keystrokes("echo alive\n"))
+    assert "alive\n" in o.text
+
+
+def test_huge_output_is_capped_and_flagged(term):
+    o = term.step(keystrokes("head -c 100000000 /dev/zero | tr '\\0' a\n", duration=20))
+    assert o.truncated
+    assert len(o.text) < (1 << 20) + 1024
+    assert "[output truncated]" in o.text
+    o = term.step(keystrokes("echo next\n"))
+    assert "next\n" in o.text and not o.truncated
+
+
+def test_initial_state_records_os_tools_cwd_prompt(term):
+    d = term.describe()
+    assert "Debian" in d["initial_state"] and "python3" in d["initial_state"]
+    assert "Working directory: /root" in d["initial_state"] and "user@sandbox:~$" in d["initial_state"]
+    assert d["config"]["network"] == "none" and d["action_space"][0]["name"] == "keystrokes"
+
+
+@pytest.fixture
+def swe(docker_engine, repo):
+    s = SWESandbox(SWEConfig(docker=DockerConfig(pids_limit=64, step_timeout=3, output_cap=1 << 20), repo=str(repo)))
+    s.reset(TaskSpec("fix"))
+    yield s
+    s.close()
+
+
+def test_swe_tools(swe, repo):
+    o = swe.step(tool("read", path="pkg/calc.py"))
+    assert o.text == "     1\tdef add(a, b):\n     2\t    return a - b"
+    o = swe.step(tool("edit", path="pkg/calc.py", old="a - b", new="a + b"))
+    assert "-    return a - b\n+    return a + b" in o.text and not o.is_error
+    o = swe.step(tool("bash", command="python3 -c 'from pkg.calc import add; print(add(2, 3))'"))
+    assert (o.text, o.exit_code) == ("5\n", 0)
+    o = swe.step(tool("bash", command="exit 3"))
+    assert o.exit_code == 3 and o.is_error
+    o = swe.step(tool("edit", path="pkg/calc.py", old="nope", new="x"))
+    assert o.is_error and "exactly once" in o.text
+    o = swe.step(tool("delete", path="x"))
+    assert o.is_error and "unknown tool" in o.text
+    assert (repo / "pkg" / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"  # host copy untouched
+
+
+def test_hanging_step_times_out(swe):
+    o = swe.step(tool("bash", command="sleep 100"))
+    assert o.exit_code == 137 and json.loads(o.state_json)["timed_out"]
+    assert "[timed out after 3s]" in o.text
+
+
+def test_huge_output_capped_in_one_shot(swe):
+    o = swe.step(tool("bash", command="head -c 100000000 /dev/zero | tr '\\0' a"))
+    assert o.truncated and len(o.text) == 1 << 20
+
+
+def test_no_network(swe):
+    o = swe.step(tool("bash", command="ls /sys/class/net"))
+    assert o.text.split() == ["lo"]
+    # TEST-NET-1 is never routed; with no interface the kernel refuses before sending anything
+    o = swe.step(tool("bash", command="curl -sS -m 2 http://192.0.2.1/ ; echo rc=$?"))
+    assert "rc=7" in o.text or "unreachable" in o.text.lower()
+    o = swe.step(tool("bash", command="ping -c 1 -W 1 192.0.2.1; echo rc=$?"))
+    assert "rc=0" not in o.text
+
+
+def test_fork_bomb_contained_by_pids_limit(swe, docker_engine):
+    o = swe.step(tool("bash", command="bomb() { bomb | bomb & }; bomb; sleep 1; cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null"))
+    assert "64" in o.text or o.exit_code == 137
+    info = docker_engine.api.inspect_container(swe.container.id)
+    assert info["HostConfig"]["PidsLimit"] == 64
+    assert subprocess.run(["true"]).returncode == 0  # the host still forks
+    cid = swe.container.id
+    swe.close()
+    assert not docker_engine.containers.list(all=True, filters={"id": cid})
+
+
+def test_rm_rf_root_leaves_host_alone(swe, repo, tmp_path):
+    marker = tmp_path / "host-file.txt"
+    marker.write_text("still here")
+    swe.step(tool("bash", command="rm -rf --no-preserve-root / 2>/dev/null; true"))
+    assert marker.read_text() == "still here"
+    assert (repo / "pkg" / "calc.py").exists()
+    assert subprocess.run(["ls", "/usr/bin"], capture_output=True).returncode == 0
+
+
+def test_limits_and_label_applied(term, docker_engine):
+    info = docker_engine.api.inspect_container(term.container.id)
+    hc = info["HostConfig"]
+    assert hc["NetworkMode"] == "none"
+    assert hc["Memory"] == 256 * 1024 * 1024 and hc["PidsLimit"] == 64 and hc["NanoCpus"] == 10**9
+    assert info["Config"]["Labels"][LABEL] == "1"
+
+
+def test_read_only_root(docker_engine):
+    t = TerminalSandbox(TerminalConfig(docker=DockerConfig(read_only=True)))
+    t.reset(TaskSpec("ro"))
+    try:
+        o = t.step(keystrokes("touch /etc/x; echo rc=$?\n"))
+        assert "Read-only file system" in o.text and "rc=1" in o.text
+        o = t.step(keystrokes("touch /tmp/x && echo ok\n"))
+        assert "ok\n" in o.text
+    finally:
+        t.close()
+
+
+def test_live_sandbox_refuses_pickling(term):
+    import pickle
+
+    with pytest.raises(TypeError, match="live sandbox"):
+        pickle.dumps(term)
+
+
+def test_teardown_removes_container(docker_engine):
+    s = TerminalSandbox()
+    s.reset(TaskSpec("x"))
+    cid = s.container.id
+    s.close()
+    assert not docker_engine.containers.list(all=True, filters={"id": cid})
