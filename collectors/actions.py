@@ -30,4 +30,6 @@ def from_spec(spec: Any) -> Action:
         return keystrokes(spec["keystrokes"], spec.get("duration"))
     if isinstance(spec, dict) and "tool" in spec:
         return tool(spec["tool"], **(spec.get("args") or {}))
-    raise ValueError(f"cannot read an action from {spec!r} (a string, {{keystrokes, duration}} or {{tool, args}})")
+    raise ValueError(
+        f"cannot read an action from {spec!r} (a string, {{keystrokes, duration}} or {{tool, args}})"
+    )

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from worldtrace.sandboxes.base import SandboxError, TaskSpec
 from worldtrace.schemas import Agent, Outcome, ShardWriter, Source, Trajectory
 
@@ -107,16 +106,28 @@ def make_policy(spec: JobSpec, task: TaskEntry, raw_dir: Path | None) -> Policy:
     if spec.policy == "replay":
         from worldtrace.schemas import read_records
 
-        found = [t for t in read_records(raw_dir) if task.replay and t.trajectory_id.startswith(task.replay)] if raw_dir else []
+        found = (
+            [
+                t
+                for t in read_records(raw_dir)
+                if task.replay and t.trajectory_id.startswith(task.replay)
+            ]
+            if raw_dir
+            else []
+        )
         if len(found) != 1:
-            raise ValueError(f"task {task.id}: replay {task.replay!r} matches {len(found)} raw trajectories")
+            raise ValueError(
+                f"task {task.id}: replay {task.replay!r} matches {len(found)} raw trajectories"
+            )
         return ReplayPolicy(found[0])
     if spec.policy == "openai":
         return OpenAIChatPolicy(terminal=spec.sandbox == "terminal", **spec.openai)
     raise ValueError(f"unknown policy {spec.policy!r} (scripted, replay, openai)")
 
 
-def run_episode(sandbox, policy: Policy, task: TaskEntry, recorder: Recorder, max_turns: int) -> Trajectory:
+def run_episode(
+    sandbox, policy: Policy, task: TaskEntry, recorder: Recorder, max_turns: int
+) -> Trajectory:
     """The episode loop: policy <-> sandbox until the policy stops or max_turns."""
     initial = sandbox.reset(TaskSpec(task.id, task.instruction, tuple(task.setup)))
     recorder.header(initial)
@@ -134,7 +145,9 @@ def run_episode(sandbox, policy: Policy, task: TaskEntry, recorder: Recorder, ma
     return recorder.finish(Outcome(status=status))
 
 
-def run_job(spec: JobSpec, raw_dir: str | Path, job_id: str | None = None, sandbox=None) -> JobResult:
+def run_job(
+    spec: JobSpec, raw_dir: str | Path, job_id: str | None = None, sandbox=None
+) -> JobResult:
     """Run every episode of a job; every attempt, failed or not, is written."""
     job_id = job_id or f"{spec.name}-{uuid.uuid4().hex[:8]}"
     out = Path(raw_dir) / "collect" / job_id
@@ -144,14 +157,16 @@ def run_job(spec: JobSpec, raw_dir: str | Path, job_id: str | None = None, sandb
     sandbox = sandbox or make_sandbox(spec)
     try:
         with ShardWriter(out, prefix=spec.name) as writer:
-            for path, t in recover(journals):  # a previous run of this job that crashed
+            for _, t in recover(journals):  # a previous run of this job that crashed
                 writer.write(t)
                 result.trajectories.append(t)
             for task in spec.tasks:
                 for e in range(spec.episodes):
                     episode_id = f"{task.id}-e{e}"
                     for attempt in range(1, spec.retries + 2):
-                        t = _attempt(spec, task, sandbox, journals, job_id, episode_id, attempt, raw_dir)
+                        t = _attempt(
+                            spec, task, sandbox, journals, job_id, episode_id, attempt, raw_dir
+                        )
                         writer.write(t)
                         result.trajectories.append(t)
                         if t.outcome.status != "error":
@@ -167,9 +182,13 @@ def run_job(spec: JobSpec, raw_dir: str | Path, job_id: str | None = None, sandb
 
 def _attempt(spec, task, sandbox, journals, job_id, episode_id, attempt, raw_dir) -> Trajectory:
     policy = make_policy(spec, task, Path(raw_dir))
-    source = Source(kind="collector", name=spec.sandbox, job_id=job_id, episode_id=episode_id, attempt=attempt)
+    source = Source(
+        kind="collector", name=spec.sandbox, job_id=job_id, episode_id=episode_id, attempt=attempt
+    )
     agent = Agent(name=policy.name, model=getattr(policy, "model", None), policy=spec.policy)
-    rec = Recorder(sandbox, journals, source=source, agent=agent, task_id=task.id, instruction=task.instruction)
+    rec = Recorder(
+        sandbox, journals, source=source, agent=agent, task_id=task.id, instruction=task.instruction
+    )
     try:
         return run_episode(sandbox, policy, task, rec, spec.max_turns)
     except (SandboxError, OSError, RuntimeError) as exc:

@@ -84,27 +84,64 @@ class OpenAIChatPolicy:
 
     def _messages(self, h: History) -> list[dict[str, Any]]:
         system = f"{h.task}\n\nInitial state:\n{h.initial.text}"
-        msgs: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": h.task}]
+        msgs: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": h.task},
+        ]
         for i, t in enumerate(h.turns):
             if self.terminal or t.action.kind != "tool_call":
                 msgs.append({"role": "assistant", "content": f"```bash\n{t.action.text}```"})
                 msgs.append({"role": "user", "content": t.observation.text})
             else:
                 cid = f"call_{i}"
-                msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": t.action.name, "arguments": t.action.arguments_json or "{}"}}]})
+                msgs.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": cid,
+                                "type": "function",
+                                "function": {
+                                    "name": t.action.name,
+                                    "arguments": t.action.arguments_json or "{}",
+                                },
+                            }
+                        ],
+                    }
+                )
                 msgs.append({"role": "tool", "tool_call_id": cid, "content": t.observation.text})
         return msgs
 
     def _tools(self, h: History) -> list[dict[str, Any]] | None:
         if self.terminal:
             return None
-        return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""), "parameters": {"type": "object", "properties": {k: {"type": "string", "description": str(v)} for k, v in (t.get("parameters") or {}).items()}}}} for t in h.action_space]
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            k: {"type": "string", "description": str(v)}
+                            for k, v in (t.get("parameters") or {}).items()
+                        },
+                    },
+                },
+            }
+            for t in h.action_space
+        ]
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         req = urllib.request.Request(
             self.base_url.rstrip("/") + "/chat/completions",
             data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ.get(self.api_key_env, '')}"},
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {os.environ.get(self.api_key_env, '')}",
+            },
         )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
@@ -113,7 +150,12 @@ class OpenAIChatPolicy:
             raise RuntimeError(f"chat completions HTTP {exc.code}: {exc.read()[:300]!r}") from exc
 
     def act(self, history: History) -> Action | None:
-        body: dict[str, Any] = {"model": self.model, "messages": self._messages(history), "temperature": self.temperature, "max_tokens": self.max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self._messages(history),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
         tools = self._tools(history)
         if tools:
             body["tools"] = tools
@@ -122,7 +164,9 @@ class OpenAIChatPolicy:
         calls = msg.get("tool_calls") or []
         if calls:
             fn = calls[0]["function"]
-            history.note_reasoning("\n\n".join(x for x in (msg.get("reasoning_content"), content) if x))
+            history.note_reasoning(
+                "\n\n".join(x for x in (msg.get("reasoning_content"), content) if x)
+            )
             return tool(fn["name"], **json.loads(fn.get("arguments") or "{}"))
         blocks = _BLOCK_RE.findall(content)
         if not blocks:

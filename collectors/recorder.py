@@ -36,7 +36,16 @@ JOURNAL_SUFFIX = ".journal.jsonl"
 class Recorder:
     """Wraps a sandbox for one episode: times each step and journals each turn."""
 
-    def __init__(self, sandbox, journal_dir: str | os.PathLike, *, source: Source, agent: Agent, task_id: str, instruction: str):
+    def __init__(
+        self,
+        sandbox,
+        journal_dir: str | os.PathLike,
+        *,
+        source: Source,
+        agent: Agent,
+        task_id: str,
+        instruction: str,
+    ):
         self.sandbox = sandbox
         self.journal_dir = Path(journal_dir)
         self.journal_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +69,9 @@ class Recorder:
         d = self.sandbox.describe()
         self.system = System(
             task_description=self.task.instruction,
-            action_space=json.dumps(d.get("action_space"), sort_keys=True) if d.get("action_space") else None,
+            action_space=json.dumps(d.get("action_space"), sort_keys=True)
+            if d.get("action_space")
+            else None,
             initial_state=d.get("initial_state") or initial.text,
         )
         self.environment = Environment(
@@ -88,7 +99,14 @@ class Recorder:
         started = utcnow()
         t0 = time.perf_counter()
         obs = self.sandbox.step(action)
-        turn = Turn(len(self.turns), action, obs, started_at=started, duration_ms=(time.perf_counter() - t0) * 1000, reasoning=reasoning)
+        turn = Turn(
+            len(self.turns),
+            action,
+            obs,
+            started_at=started,
+            duration_ms=(time.perf_counter() - t0) * 1000,
+            reasoning=reasoning,
+        )
         self.turns.append(turn)
         self._append("turn", to_jsonable({"turns": [asdict(turn)]})["turns"][0])
         return obs
@@ -121,12 +139,22 @@ def journal_to_trajectory(path: Path) -> Trajectory:
                 end = rec
     if header is None:
         raise ValueError(f"{path}: journal has no header")
-    outcome = end["outcome"] if end else {"status": "incomplete", "reward": None, "error": "collector stopped before the episode ended"}
+    outcome = (
+        end["outcome"]
+        if end
+        else {
+            "status": "incomplete",
+            "reward": None,
+            "error": "collector stopped before the episode ended",
+        }
+    )
     d = {
         **header,
         "turns": turns,
         "outcome": outcome,
-        "ended_at": end["ended_at"] if end else (turns[-1]["started_at"] if turns else header["started_at"]),
+        "ended_at": end["ended_at"]
+        if end
+        else (turns[-1]["started_at"] if turns else header["started_at"]),
         "metadata": {"journal": path.name},
     }
     return trajectory_from_dict(from_jsonable(d)).with_id()

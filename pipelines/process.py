@@ -57,7 +57,9 @@ class ProcessConfig:
     """Seed of the per-turn keep draw shown in the turns table (`in_loss`)."""
     runner: str = "DirectRunner"
     workers: int = 0
-    """DirectRunner worker processes; 0 = one per core; 1 = in-process."""
+    """DirectRunner worker processes; 1 = in-process; 0 = auto: in-process under
+    `parallel_bytes` of input (worker start-up costs more than it saves), else one per core."""
+    parallel_bytes: int = 32 << 20
     beam_args: list[str] = field(default_factory=list)
     """Further Beam pipeline options, passed through."""
 
@@ -104,12 +106,12 @@ class WriteTables(beam.PTransform):
         return beam.pvalue.PDone(next(iter(tables.values())).pipeline)
 
 
-def pipeline_options(cfg: ProcessConfig) -> PipelineOptions:
-    args = [f"--runner={cfg.runner}", *cfg.beam_args]
+def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOptions:
+    args = [f"--runner={cfg.runner}", "--default_sdk_harness_log_level=WARNING", *cfg.beam_args]
     if cfg.runner in ("DirectRunner", "direct") and not any(
         "direct_running_mode" in a for a in args
     ):
-        workers = cfg.workers or os.cpu_count() or 1
+        workers = cfg.workers or (1 if input_bytes < cfg.parallel_bytes else os.cpu_count() or 1)
         mode = "in_memory" if workers == 1 else "multi_processing"
         args += [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
     return PipelineOptions(args)
@@ -149,7 +151,8 @@ def run(cfg: ProcessConfig) -> dict[str, Any]:
     run_dir = output / f".run-{run_id}"
     started = time.time()
     try:
-        p = beam.Pipeline(options=pipeline_options(cfg))
+        size = sum(os.path.getsize(f) for f in files)
+        p = beam.Pipeline(options=pipeline_options(cfg, size))
         tables = p | "Inputs" >> beam.Create(files) | "Process" >> ProcessTrajectories(cfg)
         tables | "WriteTables" >> WriteTables(str(run_dir))
         result = p.run()

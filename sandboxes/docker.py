@@ -8,6 +8,7 @@ container serves one episode and is then removed: state never leaks between epis
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import json
 import tarfile
@@ -61,7 +62,10 @@ class DockerConfig:
             "security_opt": ["no-new-privileges"],
         }
         if self.read_only:
-            kw["tmpfs"] = {"/tmp": f"size={self.tmpfs_size}", self.workdir: f"size={self.tmpfs_size}"}
+            kw["tmpfs"] = {
+                "/tmp": f"size={self.tmpfs_size}",
+                self.workdir: f"size={self.tmpfs_size}",
+            }
         if self.user:
             kw["user"] = self.user
         return kw
@@ -74,7 +78,9 @@ def client():
         c = docker.from_env()
         c.ping()
     except Exception as exc:  # docker raises several types when no engine answers
-        raise SandboxError(f"no docker engine answers ({exc}); run `make setup` or start dockerd") from exc
+        raise SandboxError(
+            f"no docker engine answers ({exc}); run `make setup` or start dockerd"
+        ) from exc
     return c
 
 
@@ -142,15 +148,15 @@ class ContainerPool:
             try:
                 c = self._start()
             except Exception as exc:
-                raise SandboxError(f"cannot start a container from {self.config.image}: {exc}") from exc
+                raise SandboxError(
+                    f"cannot start a container from {self.config.image}: {exc}"
+                ) from exc
         return c
 
     def release(self, container) -> None:
         """Remove the container (killing everything in it)."""
-        try:
+        with contextlib.suppress(Exception):  # already gone: nothing left to free
             container.remove(force=True)
-        except Exception:
-            pass  # already gone: nothing left to free
 
     def close(self) -> None:
         with self._lock:
@@ -159,7 +165,9 @@ class ContainerPool:
         for c in ready:
             self.release(c)
         # containers of this pool still starting are removed by _fill_one; any left over
-        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}.pool={self.pool_id}"}):
+        for c in self.client.containers.list(
+            all=True, filters={"label": f"{LABEL}.pool={self.pool_id}"}
+        ):
             self.release(c)
 
 
@@ -177,7 +185,14 @@ def shared_pool(config: DockerConfig) -> ContainerPool:
         return pool
 
 
-def exec_capture(container, cmd: list[str], timeout: float, cap: int, workdir: str | None = None, env: dict | None = None) -> tuple[int, str, bool, bool]:
+def exec_capture(
+    container,
+    cmd: list[str],
+    timeout: float,
+    cap: int,
+    workdir: str | None = None,
+    env: dict | None = None,
+) -> tuple[int, str, bool, bool]:
     """Run a one-shot command: (exit code, output, truncated, timed_out).
 
     The command runs under `timeout -s KILL` inside the container, and reading stops at
@@ -185,7 +200,9 @@ def exec_capture(container, cmd: list[str], timeout: float, cap: int, workdir: s
     """
     api = container.client.api
     wrapped = ["timeout", "-s", "KILL", str(max(int(timeout), 1)), *cmd]
-    ex = api.exec_create(container.id, wrapped, stdout=True, stderr=True, workdir=workdir, environment=env)
+    ex = api.exec_create(
+        container.id, wrapped, stdout=True, stderr=True, workdir=workdir, environment=env
+    )
     started = time.monotonic()
     stream = api.exec_start(ex["Id"], stream=True, demux=False)
     chunks, size, truncated = [], 0, False

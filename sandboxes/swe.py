@@ -73,14 +73,31 @@ class SWESandbox(Unpicklable):
 
             kw = d.run_kwargs()
             kw["working_dir"] = self.config.repo_path
-            self.container = client().containers.run(d.image, IDLE_COMMAND, volumes=self._volumes, labels={LABEL: "1"}, **kw)
+            self.container = client().containers.run(
+                d.image, IDLE_COMMAND, volumes=self._volumes, labels={LABEL: "1"}, **kw
+            )
         for cmd in task.setup:
-            code, out, _, _ = exec_capture(self.container, ["sh", "-c", cmd], d.step_timeout, d.output_cap, self.config.repo_path)
+            code, out, _, _ = exec_capture(
+                self.container,
+                ["sh", "-c", cmd],
+                d.step_timeout,
+                d.output_cap,
+                self.config.repo_path,
+            )
             if code != 0:
                 raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
-        _, listing, _, _ = exec_capture(self.container, ["sh", "-c", "git ls-files 2>/dev/null || find . -type f | head -200"], 10, 1 << 16, self.config.repo_path)
+        _, listing, _, _ = exec_capture(
+            self.container,
+            ["sh", "-c", "git ls-files 2>/dev/null || find . -type f | head -200"],
+            10,
+            1 << 16,
+            self.config.repo_path,
+        )
         files = [f.removeprefix("./") for f in listing.split()]
-        self._initial = f"Repository at {self.config.repo_path} ({len(files)} files):\n" + "\n".join(sorted(files)[:200])
+        self._initial = (
+            f"Repository at {self.config.repo_path} ({len(files)} files):\n"
+            + "\n".join(sorted(files)[:200])
+        )
         return Observation(self._initial, state_json=json.dumps({"cwd": self.config.repo_path}))
 
     def close(self) -> None:
@@ -96,7 +113,9 @@ class SWESandbox(Unpicklable):
 
     def _read(self, path: str) -> tuple[str | None, str]:
         d = self.config.docker
-        code, out, truncated, _ = exec_capture(self.container, ["cat", self._path(path)], d.step_timeout, d.output_cap)
+        code, out, truncated, _ = exec_capture(
+            self.container, ["cat", self._path(path)], d.step_timeout, d.output_cap
+        )
         if code != 0:
             return None, out
         return out, ""
@@ -110,7 +129,9 @@ class SWESandbox(Unpicklable):
             return Observation(f"error: arguments are not JSON: {exc.msg}", is_error=True)
         name = action.name
         if name not in TOOL_NAMES:
-            return Observation(f"error: unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})", is_error=True)
+            return Observation(
+                f"error: unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})", is_error=True
+            )
         try:
             return getattr(self, f"_tool_{name}")(**args)
         except TypeError as exc:
@@ -125,7 +146,9 @@ class SWESandbox(Unpicklable):
         body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(max(start, 1), end + 1))
         return Observation(body)
 
-    def _tool_edit(self, path: str, old: str | None = None, new: str = "", content: str | None = None) -> Observation:
+    def _tool_edit(
+        self, path: str, old: str | None = None, new: str = "", content: str | None = None
+    ) -> Observation:
         before, _ = self._read(path)
         if content is not None:
             after = content
@@ -134,27 +157,54 @@ class SWESandbox(Unpicklable):
                 return Observation(f"error: {path} does not exist", is_error=True)
             count = before.count(old or "")
             if not old or count != 1:
-                return Observation(f"error: `old` must occur exactly once in {path} (found {count if old else 0})", is_error=True)
+                return Observation(
+                    f"error: `old` must occur exactly once in {path} (found {count if old else 0})",
+                    is_error=True,
+                )
             after = before.replace(old, new, 1)
         put_file(self.container, self._path(path), after.encode())
         diff = difflib.unified_diff(
-            (before or "").splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+            (before or "").splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            f"a/{path}",
+            f"b/{path}",
         )
         return Observation("".join(diff) or "(no change)")
 
     def _tool_bash(self, command: str) -> Observation:
         d = self.config.docker
-        code, out, truncated, timed_out = exec_capture(self.container, ["sh", "-c", command], d.step_timeout, d.output_cap, self.config.repo_path)
+        code, out, truncated, timed_out = exec_capture(
+            self.container,
+            ["sh", "-c", command],
+            d.step_timeout,
+            d.output_cap,
+            self.config.repo_path,
+        )
         if timed_out:
             out += f"\n[timed out after {d.step_timeout:g}s]"
-        return Observation(out, exit_code=code, is_error=code != 0, truncated=truncated, state_json=json.dumps({"timed_out": timed_out}))
+        return Observation(
+            out,
+            exit_code=code,
+            is_error=code != 0,
+            truncated=truncated,
+            state_json=json.dumps({"timed_out": timed_out}),
+        )
 
     def describe(self) -> dict[str, Any]:
         d = self.config.docker
         return {
             "backend": "docker",
             "image": d.image,
-            "config": {"memory": d.memory, "cpus": d.cpus, "pids_limit": d.pids_limit, "network": "none", "repo": self.config.repo_path, "mount": self.config.mount, "step_timeout": d.step_timeout, "output_cap": d.output_cap},
+            "config": {
+                "memory": d.memory,
+                "cpus": d.cpus,
+                "pids_limit": d.pids_limit,
+                "network": "none",
+                "repo": self.config.repo_path,
+                "mount": self.config.mount,
+                "step_timeout": d.step_timeout,
+                "output_cap": d.output_cap,
+            },
             "action_space": ACTION_SPACE,
             "initial_state": self._initial,
         }

@@ -27,7 +27,9 @@ KEYS = {
     "C-c": b"\x03", "C-d": b"\x04", "C-z": b"\x1a", "C-l": b"\x0c", "C-u": b"\x15", "C-a": b"\x01",
     "C-e": b"\x05", "Enter": b"\r", "Escape": b"\x1b", "Tab": b"\t", "Up": b"\x1b[A", "Down": b"\x1b[B",
 }  # fmt: skip
-ANSI_RE = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+ANSI_RE = re.compile(
+    rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]"
+)
 PROMPT = "user@sandbox:\\w$ "
 PROMPT_RE = re.compile(rb"user@sandbox:[^\n]*\$ $")
 TOOLS = ("bash", "sh", "python3", "git", "curl", "vim", "nano", "gcc", "make", "pip3", "node")
@@ -35,7 +37,10 @@ ACTION_SPACE = [
     {
         "name": "keystrokes",
         "description": "Keys sent to the terminal; a whole action of C-c, C-d, C-z, Enter, Escape, Tab, Up, Down sends that key",
-        "parameters": {"keystrokes": "string", "duration": "seconds to wait for output (default 1.0)"},
+        "parameters": {
+            "keystrokes": "string",
+            "duration": "seconds to wait for output (default 1.0)",
+        },
     }
 ]
 
@@ -63,7 +68,12 @@ def parse_action(action: Action) -> tuple[bytes, float | None]:
 
 
 def clean(raw: bytes) -> str:
-    return ANSI_RE.sub(b"", raw).replace(b"\r\n", b"\n").replace(b"\r", b"").decode("utf-8", errors="replace")
+    return (
+        ANSI_RE.sub(b"", raw)
+        .replace(b"\r\n", b"\n")
+        .replace(b"\r", b"")
+        .decode("utf-8", errors="replace")
+    )
 
 
 class TerminalSandbox(Unpicklable):
@@ -84,14 +94,21 @@ class TerminalSandbox(Unpicklable):
         self.container = self.pool.acquire()
         d = self.config.docker
         for cmd in task.setup:
-            code, out, _, _ = exec_capture(self.container, ["sh", "-c", cmd], d.step_timeout, d.output_cap, d.workdir)
+            code, out, _, _ = exec_capture(
+                self.container, ["sh", "-c", cmd], d.step_timeout, d.output_cap, d.workdir
+            )
             if code != 0:
                 raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
         self._open_shell()
         first = self._read_until_prompt(self.config.docker.step_timeout)[0]
         probe = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo {t}" for t in TOOLS)
         _, tools, _, _ = exec_capture(self.container, ["sh", "-c", probe], 10, 4096)
-        _, osr, _, _ = exec_capture(self.container, ["sh", "-c", ". /etc/os-release 2>/dev/null && echo $PRETTY_NAME || uname -sr"], 10, 4096)
+        _, osr, _, _ = exec_capture(
+            self.container,
+            ["sh", "-c", ". /etc/os-release 2>/dev/null && echo $PRETTY_NAME || uname -sr"],
+            10,
+            4096,
+        )
         self._tools = tools.split()
         self._os = osr.strip() or "unknown"
         prompt = clean(first)
@@ -100,10 +117,19 @@ class TerminalSandbox(Unpicklable):
 
     def _open_shell(self) -> None:
         api = self.container.client.api
-        probe = exec_capture(self.container, ["sh", "-c", f"test -x {self.config.shell[0]}"], 5, 64)[0]
+        probe = exec_capture(
+            self.container, ["sh", "-c", f"test -x {self.config.shell[0]}"], 5, 64
+        )[0]
         shell = list(self.config.shell) if probe == 0 else ["/bin/sh", "-i"]
         env = {"PS1": PROMPT, "TERM": "dumb", "HOME": self.config.docker.workdir, "PAGER": "cat"}
-        ex = api.exec_create(self.container.id, shell, stdin=True, tty=True, environment=env, workdir=self.config.docker.workdir)
+        ex = api.exec_create(
+            self.container.id,
+            shell,
+            stdin=True,
+            tty=True,
+            environment=env,
+            workdir=self.config.docker.workdir,
+        )
         self._sock = api.exec_start(ex["Id"], socket=True, tty=True)._sock
         self._sock.setblocking(False)
 
@@ -146,7 +172,13 @@ class TerminalSandbox(Unpicklable):
             if truncated:  # draining a flood after C-c: keep only the tail for the prompt
                 tail = (bytes(buf[-256:]) + data)[-256:]
                 if PROMPT_RE.search(tail):
-                    return bytes(buf) + b"\n[output truncated]\n" + tail[tail.rfind(b"user@sandbox:") :], True, True
+                    return (
+                        bytes(buf)
+                        + b"\n[output truncated]\n"
+                        + tail[tail.rfind(b"user@sandbox:") :],
+                        True,
+                        True,
+                    )
                 continue
             buf += data
             if len(buf) > cap:
@@ -162,7 +194,10 @@ class TerminalSandbox(Unpicklable):
         if self._sock is None:
             raise SandboxError("step before reset")
         keys, duration = parse_action(action)
-        duration = min(duration if duration is not None else self.config.default_duration, self.config.docker.step_timeout)
+        duration = min(
+            duration if duration is not None else self.config.default_duration,
+            self.config.docker.step_timeout,
+        )
         self._sock.sendall(keys)
         raw, prompt, truncated = self._read_until_prompt(duration)
         return Observation(
@@ -176,7 +211,15 @@ class TerminalSandbox(Unpicklable):
         return {
             "backend": "docker",
             "image": d.image,
-            "config": {"memory": d.memory, "cpus": d.cpus, "pids_limit": d.pids_limit, "read_only": d.read_only, "network": "none", "output_cap": d.output_cap, "step_timeout": d.step_timeout},
+            "config": {
+                "memory": d.memory,
+                "cpus": d.cpus,
+                "pids_limit": d.pids_limit,
+                "read_only": d.read_only,
+                "network": "none",
+                "output_cap": d.output_cap,
+                "step_timeout": d.step_timeout,
+            },
             "action_space": ACTION_SPACE,
             "initial_state": self._initial,
         }

@@ -153,15 +153,49 @@ def import_(
 
 @cli.command()
 @click.argument("job_file", required=False, type=click.Path(exists=True, dir_okay=False))
-@click.option("--sandbox", type=click.Choice(["docker", "terminal", "swe"]), help="Quick single run: docker means terminal, or swe with --repo.")
-@click.option("--image", default="worldtrace/debian:latest", show_default=True, help="Local image for a quick run.")
-@click.option("--repo", type=click.Path(exists=True, file_okay=False), help="Repository for the swe sandbox.")
-@click.option("--task", "instruction", default="Quick run", show_default=True, help="Task instruction recorded with the episode.")
-@click.option("--keys", multiple=True, help="Terminal keystrokes, in order (\\n is Enter; C-c alone is Ctrl-C).")
-@click.option("--tool", "tools", multiple=True, metavar="NAME:JSON", help='SWE tool call, e.g. bash:\'{"command": "ls"}\'.')
-@click.option("--duration", default=1.0, show_default=True, help="Seconds to wait for terminal output per step.")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["docker", "terminal", "swe"]),
+    help="Quick single run: docker means terminal, or swe with --repo.",
+)
+@click.option(
+    "--image",
+    default="worldtrace/debian:latest",
+    show_default=True,
+    help="Local image for a quick run.",
+)
+@click.option(
+    "--repo", type=click.Path(exists=True, file_okay=False), help="Repository for the swe sandbox."
+)
+@click.option(
+    "--task",
+    "instruction",
+    default="Quick run",
+    show_default=True,
+    help="Task instruction recorded with the episode.",
+)
+@click.option(
+    "--keys",
+    multiple=True,
+    help="Terminal keystrokes, in order (\\n is Enter; C-c alone is Ctrl-C).",
+)
+@click.option(
+    "--tool",
+    "tools",
+    multiple=True,
+    metavar="NAME:JSON",
+    help='SWE tool call, e.g. bash:\'{"command": "ls"}\'.',
+)
+@click.option(
+    "--duration",
+    default=1.0,
+    show_default=True,
+    help="Seconds to wait for terminal output per step.",
+)
 @click.pass_context
-def collect(ctx: click.Context, job_file, sandbox, image, repo, instruction, keys, tools, duration) -> None:
+def collect(
+    ctx: click.Context, job_file, sandbox, image, repo, instruction, keys, tools, duration
+) -> None:
     """Run episodes into raw shards: from a job file (see docs/collect.md) or a quick
     --sandbox run. Containers have no network, memory/cpu/pids limits, an output cap and
     a step timeout; every attempt, failed or not, is recorded."""
@@ -181,7 +215,10 @@ def collect(ctx: click.Context, job_file, sandbox, image, repo, instruction, key
                     name, _, args = t.partition(":")
                     actions.append({"tool": name, "args": json.loads(args or "{}")})
             else:
-                actions = [{"keystrokes": k.encode().decode("unicode_escape"), "duration": duration} for k in keys]
+                actions = [
+                    {"keystrokes": k.encode().decode("unicode_escape"), "duration": duration}
+                    for k in keys
+                ]
             spec = JobSpec.from_dict(
                 {
                     "name": f"quick-{kind}",
@@ -195,8 +232,12 @@ def collect(ctx: click.Context, job_file, sandbox, image, repo, instruction, key
     except (ValueError, SandboxError, json.JSONDecodeError) as exc:
         raise click.ClickException(str(exc)) from exc
     for t in result.trajectories:
-        click.echo(f"{t.trajectory_id} {t.domain} {t.source.episode_id} attempt {t.source.attempt}: {t.outcome.status} ({len(t.turns)} turns)")
-    click.echo(f"{len(result.trajectories)} trajectories -> {', '.join(str(p) for p in result.shards)}")
+        click.echo(
+            f"{t.trajectory_id} {t.domain} {t.source.episode_id} attempt {t.source.attempt}: {t.outcome.status} ({len(t.turns)} turns)"
+        )
+    click.echo(
+        f"{len(result.trajectories)} trajectories -> {', '.join(str(p) for p in result.shards)}"
+    )
     if result.trajectories and all(t.outcome.status == "error" for t in result.trajectories):
         sys.exit(EXIT_PROBLEMS)
 
@@ -643,7 +684,12 @@ def report(ctx: click.Context, output: str) -> None:
 
 
 @cli.command()
-@click.option("--episodes", default=6, show_default=True, help="Trajectories to generate.")
+@click.option(
+    "--episodes",
+    default=300,
+    show_default=True,
+    help="Generated trajectories added to the collected ones.",
+)
 @click.pass_context
 def demo(ctx: click.Context, episodes: int) -> None:
     """The main job end to end on embedded defaults."""

@@ -6,7 +6,6 @@ import json
 import subprocess
 
 import pytest
-
 from worldtrace.collectors.actions import keystrokes, tool
 from worldtrace.sandboxes.base import TaskSpec
 from worldtrace.sandboxes.docker import LABEL, DockerConfig
@@ -18,7 +17,11 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def term(docker_engine):
-    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(memory="256m", pids_limit=64, output_cap=1 << 20, step_timeout=20)))
+    s = TerminalSandbox(
+        TerminalConfig(
+            docker=DockerConfig(memory="256m", pids_limit=64, output_cap=1 << 20, step_timeout=20)
+        )
+    )
     s.reset(TaskSpec("t"))
     yield s
     s.close()
@@ -65,13 +68,19 @@ def test_huge_output_is_capped_and_flagged(term):
 def test_initial_state_records_os_tools_cwd_prompt(term):
     d = term.describe()
     assert "Debian" in d["initial_state"] and "python3" in d["initial_state"]
-    assert "Working directory: /root" in d["initial_state"] and "user@sandbox:~$" in d["initial_state"]
+    assert (
+        "Working directory: /root" in d["initial_state"] and "user@sandbox:~$" in d["initial_state"]
+    )
     assert d["config"]["network"] == "none" and d["action_space"][0]["name"] == "keystrokes"
 
 
 @pytest.fixture
 def swe(docker_engine, repo):
-    s = SWESandbox(SWEConfig(docker=DockerConfig(pids_limit=64, step_timeout=3, output_cap=1 << 20), repo=str(repo)))
+    s = SWESandbox(
+        SWEConfig(
+            docker=DockerConfig(pids_limit=64, step_timeout=3, output_cap=1 << 20), repo=str(repo)
+        )
+    )
     s.reset(TaskSpec("fix"))
     yield s
     s.close()
@@ -90,7 +99,9 @@ def test_swe_tools(swe, repo):
     assert o.is_error and "exactly once" in o.text
     o = swe.step(tool("delete", path="x"))
     assert o.is_error and "unknown tool" in o.text
-    assert (repo / "pkg" / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"  # host copy untouched
+    assert (
+        repo / "pkg" / "calc.py"
+    ).read_text() == "def add(a, b):\n    return a - b\n"  # host copy untouched
 
 
 def test_hanging_step_times_out(swe):
@@ -115,7 +126,12 @@ def test_no_network(swe):
 
 
 def test_fork_bomb_contained_by_pids_limit(swe, docker_engine):
-    o = swe.step(tool("bash", command="bomb() { bomb | bomb & }; bomb; sleep 1; cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null"))
+    o = swe.step(
+        tool(
+            "bash",
+            command="bomb() { bomb | bomb & }; bomb; sleep 1; cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null",
+        )
+    )
     assert "64" in o.text or o.exit_code == 137
     info = docker_engine.api.inspect_container(swe.container.id)
     assert info["HostConfig"]["PidsLimit"] == 64

@@ -55,3 +55,20 @@ def test_doctor_reports_and_suggests(wt_env):
 def test_pending_commands_exit_2(wt_env):
     r = wt(wt_env, "worker")
     assert r.returncode == 2 and "not implemented yet" in r.stderr
+
+
+def test_demo_end_to_end(tmp_path, wt_env, docker_engine):
+    store = tmp_path / "demo"
+    r = wt(wt_env, "--store", str(store), "demo", "--episodes", "40")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for step in ("1. collect", "3. validate", "4. process", "5. export", "6. stats", "7. report"):
+        assert step in r.stdout
+    assert "success" in r.stdout and "0 problem(s)" in r.stdout
+    assert (store / "report.html").exists() and (
+        store / "export" / "parquet" / "manifest.json"
+    ).exists()
+    again = wt(wt_env, "--store", str(store), "demo", "--episodes", "40")
+    assert again.returncode == 0
+    assert (
+        len(list((store / "raw" / "synthetic").glob("*.parquet"))) == 1
+    )  # rerun replaced, not piled up
