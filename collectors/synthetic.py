@@ -333,7 +333,7 @@ def filter_examples() -> list[Trajectory]:
     gui = lambda text, status=200: Observation(
         text,
         state_json=json.dumps({"url": "http://127.0.0.1:8000/x", "title": "X", "status": status}),
-    )  # noqa: E731
+    )
     return [
         build("terminal", [("ls\n", "a.txt\n$ ")], episode="one-turn"),
         build(

@@ -113,7 +113,7 @@ class SWESandbox(Unpicklable):
 
     def _read(self, path: str) -> tuple[str | None, str]:
         d = self.config.docker
-        code, out, truncated, _ = exec_capture(
+        code, out, _, _ = exec_capture(
             self.container, ["cat", self._path(path)], d.step_timeout, d.output_cap
         )
         if code != 0:

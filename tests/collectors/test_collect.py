@@ -142,7 +142,7 @@ def test_crash_loses_at_most_the_turn_in_flight(docker_engine, tmp_path):
         all=True, filters={"label": f"worldtrace.sandbox.pool={pool_id}"}
     ):
         c.remove(force=True)  # the killed collector could not clean up its own containers
-    [(path, t)] = recover(journals)
+    [(_, t)] = recover(journals)
     assert t.outcome.status == "incomplete"
     assert [x.observation.text.splitlines()[1] for x in t.turns] == ["one", "two"]
     assert validate_dict(t.to_dict()) == []
