@@ -330,10 +330,15 @@ tool = _tool
 
 def filter_examples() -> list[Trajectory]:
     """One trajectory for each of the report's filters to catch (used by the demo)."""
-    gui = lambda text, status=200: Observation(
-        text,
-        state_json=json.dumps({"url": "http://127.0.0.1:8000/x", "title": "X", "status": status}),
-    )
+
+    def gui(text, status=200):
+        return Observation(
+            text,
+            state_json=json.dumps(
+                {"url": "http://127.0.0.1:8000/x", "title": "X", "status": status}
+            ),
+        )
+
     return [
         build("terminal", [("ls\n", "a.txt\n$ ")], episode="one-turn"),
         build(
