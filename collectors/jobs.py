@@ -153,7 +153,6 @@ def run_job(
     out = Path(raw_dir) / "collect" / job_id
     journals = out / JOURNALS
     result = JobResult()
-    own_sandbox = sandbox is None
     sandbox = sandbox or make_sandbox(spec)
     try:
         with ShardWriter(out, prefix=spec.name) as writer:
@@ -175,8 +174,7 @@ def run_job(
         result.shards = list(writer.paths)
         shutil.rmtree(journals, ignore_errors=True)  # everything journaled is now in a shard
     finally:
-        if own_sandbox:
-            sandbox.close()
+        sandbox.close()
     return result
 
 
@@ -195,8 +193,6 @@ def _attempt(spec, task, sandbox, journals, job_id, episode_id, attempt, raw_dir
         if not rec.path.exists():
             rec.header(_placeholder(sandbox))
         return rec.finish(Outcome(status="error", error=f"{type(exc).__name__}: {exc}"))
-    finally:
-        sandbox.close()
 
 
 def _placeholder(sandbox):

@@ -95,6 +95,10 @@ class ContainerPool:
         self._lock = threading.Lock()
         self._filling = 0
         self._closed = False
+        self._removing: list[threading.Thread] = []
+        self._removing: list[threading.Thread] = []
+        self.facts: dict[str, Any] = {}
+        """What sandboxes learned about the image (same for every container of the pool)."""
         self._check_image()
         atexit.register(self.close)
         self._refill()
@@ -127,10 +131,11 @@ class ContainerPool:
             return
         with self._lock:
             self._filling -= 1
-            if self._closed:
-                c.remove(force=True)
-                return
-            self._ready.append(c)
+            closed = self._closed
+            if not closed:
+                self._ready.append(c)
+        if closed:
+            self.release(c, wait=True)
 
     def _refill(self) -> None:
         with self._lock:
@@ -153,22 +158,37 @@ class ContainerPool:
                 ) from exc
         return c
 
-    def release(self, container) -> None:
-        """Remove the container (killing everything in it)."""
-        with contextlib.suppress(Exception):  # already gone: nothing left to free
-            container.remove(force=True)
+    def release(self, container, wait: bool = False) -> None:
+        """Remove the container (killing everything in it). Removal takes ~0.1 s, so it
+        runs in the background unless `wait`; `close` waits for all of them."""
+
+        def remove() -> None:
+            with contextlib.suppress(Exception):  # already gone: nothing left to free
+                container.remove(force=True)
+
+        if wait:
+            remove()
+            return
+        t = threading.Thread(target=remove, daemon=True)
+        with self._lock:
+            self._removing = [x for x in self._removing if x.is_alive()] + [t]
+        t.start()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             ready, self._ready = self._ready, []
         for c in ready:
-            self.release(c)
+            self.release(c, wait=True)
+        for t in list(self._removing):
+            t.join(timeout=30)
         # containers of this pool still starting are removed by _fill_one; any left over
-        for c in self.client.containers.list(
+        leftover = self.client.api.containers(
             all=True, filters={"label": f"{LABEL}.pool={self.pool_id}"}
-        ):
-            self.release(c)
+        )
+        for info in leftover:
+            with contextlib.suppress(Exception):  # removed meanwhile
+                self.client.api.remove_container(info["Id"], force=True)
 
 
 _POOLS: dict[str, ContainerPool] = {}

@@ -63,7 +63,7 @@ class SWESandbox(Unpicklable):
         self._initial = ""
 
     def reset(self, task: TaskSpec) -> Observation:
-        self.close()
+        self._release(wait=False)  # the last episode's container goes in the background
         d = self.config.docker
         if self.pool is not None:
             self.container = self.pool.acquire()
@@ -101,9 +101,13 @@ class SWESandbox(Unpicklable):
         return Observation(self._initial, state_json=json.dumps({"cwd": self.config.repo_path}))
 
     def close(self) -> None:
+        """Free the container and wait until it is gone."""
+        self._release(wait=True)
+
+    def _release(self, wait: bool) -> None:
         if self.container is not None:
             if self.pool is not None:
-                self.pool.release(self.container)
+                self.pool.release(self.container, wait=wait)
             else:
                 self.container.remove(force=True)
             self.container = None

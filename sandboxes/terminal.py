@@ -90,7 +90,7 @@ class TerminalSandbox(Unpicklable):
 
     # -- lifecycle ---------------------------------------------------------------
     def reset(self, task: TaskSpec) -> Observation:
-        self.close()
+        self._release(wait=False)  # the last episode's container goes in the background
         self.container = self.pool.acquire()
         d = self.config.docker
         for cmd in task.setup:
@@ -99,28 +99,35 @@ class TerminalSandbox(Unpicklable):
             )
             if code != 0:
                 raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
-        self._open_shell()
+        facts = self._image_facts()
+        self._open_shell(facts["shell"])
         first = self._read_until_prompt(self.config.docker.step_timeout)[0]
-        probe = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo {t}" for t in TOOLS)
-        _, tools, _, _ = exec_capture(self.container, ["sh", "-c", probe], 10, 4096)
-        _, osr, _, _ = exec_capture(
-            self.container,
-            ["sh", "-c", ". /etc/os-release 2>/dev/null && echo $PRETTY_NAME || uname -sr"],
-            10,
-            4096,
-        )
-        self._tools = tools.split()
-        self._os = osr.strip() or "unknown"
+        self._tools, self._os = facts["tools"], facts["os"]
         prompt = clean(first)
         self._initial = f"OS: {self._os}\nInstalled tools: {' '.join(self._tools)}\nWorking directory: {d.workdir}\nPrompt: {prompt}"
         return Observation(prompt, state_json=json.dumps({"cwd": d.workdir}))
 
-    def _open_shell(self) -> None:
+    def _image_facts(self) -> dict[str, Any]:
+        """OS, installed tools and usable shell: the same for every container of the pool's
+        image, so probed once per pool and not on every reset."""
+        facts = self.pool.facts.get("terminal")
+        if facts is None:
+            probe = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo {t}" for t in TOOLS)
+            _, tools, _, _ = exec_capture(self.container, ["sh", "-c", probe], 10, 4096)
+            os_cmd = ". /etc/os-release 2>/dev/null && echo $PRETTY_NAME || uname -sr"
+            _, osr, _, _ = exec_capture(self.container, ["sh", "-c", os_cmd], 10, 4096)
+            shell_ok = (
+                exec_capture(self.container, ["test", "-x", self.config.shell[0]], 5, 64)[0] == 0
+            )
+            facts = self.pool.facts["terminal"] = {
+                "tools": tools.split(),
+                "os": osr.strip() or "unknown",
+                "shell": list(self.config.shell) if shell_ok else ["/bin/sh", "-i"],
+            }
+        return facts
+
+    def _open_shell(self, shell: list[str]) -> None:
         api = self.container.client.api
-        probe = exec_capture(
-            self.container, ["sh", "-c", f"test -x {self.config.shell[0]}"], 5, 64
-        )[0]
-        shell = list(self.config.shell) if probe == 0 else ["/bin/sh", "-i"]
         env = {"PS1": PROMPT, "TERM": "dumb", "HOME": self.config.docker.workdir, "PAGER": "cat"}
         ex = api.exec_create(
             self.container.id,
@@ -134,13 +141,17 @@ class TerminalSandbox(Unpicklable):
         self._sock.setblocking(False)
 
     def close(self) -> None:
+        """Free the container and wait until it is gone."""
+        self._release(wait=True)
+
+    def _release(self, wait: bool) -> None:
         if self._sock is not None:
             try:
                 self._sock.close()
             finally:
                 self._sock = None
         if self.container is not None:
-            self.pool.release(self.container)
+            self.pool.release(self.container, wait=wait)
             self.container = None
 
     # -- steps -------------------------------------------------------------------

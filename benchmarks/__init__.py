@@ -1,0 +1,1 @@
+"""`make bench`: side-by-side measurements written as ratios to bench-results.md."""
