@@ -34,6 +34,10 @@ if engine_up; then
   log "docker engine: running"
 else
   log "starting dockerd (log: $DOCKERD_LOG)"
+  # a pid file left by a dockerd that was killed would stop the new one
+  if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+    $SUDO rm -f /var/run/docker.pid
+  fi
   $SUDO setsid nohup dockerd --bridge=none --iptables=false >"$DOCKERD_LOG" 2>&1 < /dev/null &
   for _ in $(seq 1 60); do engine_up && break; sleep 1; done
   engine_up || { log "dockerd did not come up; see $DOCKERD_LOG"; tail -20 "$DOCKERD_LOG" >&2; exit 1; }
