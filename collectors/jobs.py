@@ -163,7 +163,7 @@ def run_job(
                 for e in range(spec.episodes):
                     episode_id = f"{task.id}-e{e}"
                     for attempt in range(1, spec.retries + 2):
-                        t = _attempt(
+                        t = attempt_episode(
                             spec, task, sandbox, journals, job_id, episode_id, attempt, raw_dir
                         )
                         writer.write(t)
@@ -178,7 +178,9 @@ def run_job(
     return result
 
 
-def _attempt(spec, task, sandbox, journals, job_id, episode_id, attempt, raw_dir) -> Trajectory:
+def attempt_episode(
+    spec, task, sandbox, journals, job_id, episode_id, attempt, raw_dir
+) -> Trajectory:
     policy = make_policy(spec, task, Path(raw_dir))
     source = Source(
         kind="collector", name=spec.sandbox, job_id=job_id, episode_id=episode_id, attempt=attempt

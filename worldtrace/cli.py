@@ -14,18 +14,12 @@ import click
 from . import __version__
 
 EXIT_PROBLEMS = 1
-EXIT_NOT_READY = 2
 
 
 def _store(ctx: click.Context):
     from worldtrace.schemas import Store
 
     return Store.at(ctx.obj.get("store"))
-
-
-def _not_ready(what: str, issue: int) -> None:
-    click.echo(f"worldtrace {what}: not implemented yet (tracked in issue #{issue}).", err=True)
-    sys.exit(EXIT_NOT_READY)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -244,31 +238,124 @@ def collect(
 
 @cli.group()
 def jobs() -> None:
-    """Collection jobs: submit, list, show, cancel, retry."""
+    """Collection jobs in the store's jobs.db: submit, list, show, cancel, retry.
+    `worldtrace worker` runs what is queued."""
 
 
-for _name, _help in [
-    ("submit", "Queue a job file."),
-    ("list", "List jobs."),
-    ("show", "Show one job."),
-    ("cancel", "Cancel a job."),
-    ("retry", "Retry failed episodes of a job."),
-]:
+def _job_store(ctx: click.Context):
+    from worldtrace.collectors.queue import JobStore
 
-    def _make(name: str):
-        def _cmd(args: tuple[str, ...]) -> None:
-            _not_ready(f"jobs {name}", 4)
+    return JobStore(_store(ctx).jobs_db)
 
-        return _cmd
 
-    jobs.command(_name, help=_help)(click.argument("args", nargs=-1)(_make(_name)))
+def _rows_table(rows: list[dict], title: str | None = None):
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in rows[0] if rows else []:
+        t.add_column(col)
+    for r in rows:
+        t.add_row(*("" if v is None else str(v) for v in r.values()))
+    return t
+
+
+@jobs.command("submit")
+@click.argument("job_file", type=click.Path(exists=True, dir_okay=False))
+@click.pass_context
+def jobs_submit(ctx: click.Context, job_file: str) -> None:
+    """Queue a job file (see docs/collect.md); prints the job id."""
+    from worldtrace.collectors.jobs import JobSpec
+
+    try:
+        spec = JobSpec.load(job_file)
+    except (ValueError, TypeError) as exc:
+        raise click.ClickException(f"{job_file}: {exc}") from exc
+    job_id = _job_store(ctx).submit(spec)
+    click.echo(job_id)
+
+
+@jobs.command("list")
+@click.pass_context
+def jobs_list(ctx: click.Context) -> None:
+    """List jobs with their status and episode counts."""
+    from rich.console import Console
+
+    rows = _job_store(ctx).jobs()
+    if not rows:
+        click.echo("no jobs")
+        return
+    Console().print(_rows_table(rows))
+
+
+@jobs.command("show")
+@click.argument("job_id")
+@click.pass_context
+def jobs_show(ctx: click.Context, job_id: str) -> None:
+    """One job and every attempt of its episodes."""
+    from rich.console import Console
+
+    job = _job_store(ctx).job(job_id)
+    if job is None:
+        raise click.ClickException(f"no single job matches {job_id!r}")
+    episodes = [
+        {
+            **e,
+            "error": (e["error"] or "")[:60],
+            "trajectory_id": (e["trajectory_id"] or "")[:12],
+            "worker": None,
+        }
+        for e in job.pop("episode_rows")
+    ]
+    for e in episodes:
+        e.pop("worker")
+    job.pop("spec_json")
+    click.echo("  ".join(f"{k}={v}" for k, v in job.items()))
+    Console().print(_rows_table(episodes))
+
+
+@jobs.command("cancel")
+@click.argument("job_id")
+@click.pass_context
+def jobs_cancel(ctx: click.Context, job_id: str) -> None:
+    """Cancel a job: its queued episodes will not run (running ones finish)."""
+    n = _job_store(ctx).cancel(job_id)
+    click.echo(f"{job_id}: cancelled, {n} queued episode(s) dropped from the queue")
+
+
+@jobs.command("retry")
+@click.argument("job_id")
+@click.pass_context
+def jobs_retry(ctx: click.Context, job_id: str) -> None:
+    """Queue a new attempt of every failed or cancelled episode."""
+    n = _job_store(ctx).retry(job_id)
+    click.echo(f"{job_id}: {n} episode(s) queued again")
 
 
 @cli.command()
-@click.option("--concurrency", default=1, show_default=True, help="Episodes run at once.")
-def worker(concurrency: int) -> None:
-    """Run queued collection jobs."""
-    _not_ready("worker", 4)
+@click.option(
+    "--concurrency", default=1, show_default=True, help="Episodes run at once (one sandbox each)."
+)
+@click.option(
+    "--forever",
+    is_flag=True,
+    help="Keep polling for new jobs instead of exiting when the queue is empty.",
+)
+@click.option(
+    "--lease",
+    default=120.0,
+    show_default=True,
+    help="Seconds without a heartbeat after which a running episode is requeued.",
+)
+@click.pass_context
+def worker(ctx: click.Context, concurrency: int, forever: bool, lease: float) -> None:
+    """Run queued collection episodes (resuming those of workers that died)."""
+    from worldtrace.collectors.queue import Worker
+
+    store = _store(ctx)
+    n = Worker(_job_store(ctx), store.raw, concurrency=concurrency, lease_s=lease).run(
+        forever=forever
+    )
+    click.echo(f"worker: {n} episode(s) run")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -92,9 +93,19 @@ def _jobs_tables(db: Path) -> tuple[pa.Table, pa.Table]:
             except sqlite3.Error:
                 out.append(schema.empty_table())
                 continue
-            rows = [dict(zip(schema.names, r, strict=True)) for r in cur.fetchall()]
+            rows = [
+                {
+                    k: _ts(v) if pa.types.is_timestamp(schema.field(k).type) else v
+                    for k, v in zip(schema.names, r, strict=True)
+                }
+                for r in cur.fetchall()
+            ]
             out.append(pa.Table.from_pylist(rows, schema=schema))
     return out[0], out[1]
+
+
+def _ts(value):
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
 def _exports_table(export_dir: Path) -> pa.Table:

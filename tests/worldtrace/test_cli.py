@@ -52,11 +52,6 @@ def test_doctor_reports_and_suggests(wt_env):
     assert "[MISS] tokenizer" in r.stdout and "--tokenizer PATH" in r.stdout
 
 
-def test_pending_commands_exit_2(wt_env):
-    r = wt(wt_env, "worker")
-    assert r.returncode == 2 and "not implemented yet" in r.stderr
-
-
 def test_demo_end_to_end(tmp_path, wt_env, docker_engine):
     store = tmp_path / "demo"
     r = wt(wt_env, "--store", str(store), "demo", "--episodes", "40")
