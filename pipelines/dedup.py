@@ -120,6 +120,7 @@ class _Signature(beam.DoFn):
         self.cfg = cfg
 
     def setup(self) -> None:
+        import xxhash
         from datasketch import MinHash
 
         self._bands, self._rows = self.cfg.band_rows()
@@ -128,6 +129,7 @@ class _Signature(beam.DoFn):
             "num_perm": self.cfg.num_perm,
             "seed": self.cfg.seed,
             "permutations": template.permutations,
+            "hashfunc": xxhash.xxh32_intdigest,  # ~3x faster than datasketch's sha1 default
         }
         if getattr(template, "scheme", None):  # datasketch >= 2 asks for it with permutations
             self._kwargs["scheme"] = template.scheme

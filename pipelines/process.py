@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.io.parquetio import WriteToParquet
+import pyarrow as pa
+from apache_beam.io.parquetio import WriteToParquetBatched
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from worldtrace.schemas import TRAJECTORY_SCHEMA
@@ -87,6 +88,10 @@ class ProcessTrajectories(beam.PTransform):
         }
 
 
+def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
 class WriteTables(beam.PTransform):
     """Each named PCollection -> zstd Parquet shards under `directory/<name>/`."""
 
@@ -96,12 +101,18 @@ class WriteTables(beam.PTransform):
 
     def expand(self, tables: dict[str, Any]):
         for name, pcoll in tables.items():
-            pcoll | f"Write_{name}" >> WriteToParquet(
-                os.path.join(self.directory, name, "part"),
-                TABLE_SCHEMAS[name],
-                codec="zstd",
-                file_name_suffix=F.SHARD_SUFFIX,
-                record_batch_size=256,
+            schema = TABLE_SCHEMAS[name]
+            (
+                pcoll
+                | f"Batch_{name}" >> beam.BatchElements(min_batch_size=64, max_batch_size=1024)
+                | f"ToArrow_{name}" >> beam.Map(rows_to_table, schema=schema)
+                | f"Write_{name}"
+                >> WriteToParquetBatched(
+                    os.path.join(self.directory, name, "part"),
+                    schema,
+                    codec="zstd",
+                    file_name_suffix=F.SHARD_SUFFIX,
+                )
             )
         return beam.pvalue.PDone(next(iter(tables.values())).pipeline)
 

@@ -51,14 +51,16 @@ def byte_entropy(data: bytes) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(data).values())
 
 
-def _deflated_size(data: bytes) -> int:
+def deflated_size(data: bytes) -> int:
     c = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, RAW_DEFLATE)
     return len(c.compress(data)) + len(c.flush())
 
 
-def zlib_ratio(data: bytes) -> float:
+def zlib_ratio(data: bytes, deflated: int | None = None) -> float:
     """Compressed size over raw size: low means self-repetitive text."""
-    return _deflated_size(data) / len(data) if data else 0.0
+    if not data:
+        return 0.0
+    return (deflated if deflated is not None else deflated_size(data)) / len(data)
 
 
 class ConditionalNovelty:
@@ -71,18 +73,19 @@ class ConditionalNovelty:
 
     def __init__(self) -> None:
         self._history = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, RAW_DEFLATE)
+        self._pending = b""
 
-    def observe(self, action: bytes, observation: bytes) -> float:
-        self._history.compress(action)
+    def observe(self, action: bytes, observation: bytes, alone: int | None = None) -> float:
+        """Score `observation` after `action`; `alone` is its deflated size if known."""
+        # the last observation and this action enter the history in one sync flush
+        self._history.compress(self._pending + action)
         self._history.flush(zlib.Z_SYNC_FLUSH)
-        score = 0.0
-        if observation:
-            probe = self._history.copy()
-            given = len(probe.compress(observation)) + len(probe.flush(zlib.Z_SYNC_FLUSH))
-            score = given / _deflated_size(observation)
-        self._history.compress(observation)
-        self._history.flush(zlib.Z_SYNC_FLUSH)
-        return score
+        self._pending = observation
+        if not observation:
+            return 0.0
+        probe = self._history.copy()
+        given = len(probe.compress(observation)) + len(probe.flush(zlib.Z_SYNC_FLUSH))
+        return given / (alone if alone is not None else deflated_size(observation))
 
 
 _HEX_RE = re.compile(r"\b(?:0x)?[0-9a-f]{6,}\b")

@@ -152,15 +152,25 @@ class ApplyFilters(beam.PTransform):
 
 
 # -- statistics and mask ------------------------------------------------------------
+TEMPLATE_KEYS = "_template_keys"
+"""Transient field: each turn's observation template key, computed once per record."""
+
+
+def with_template_keys(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, TEMPLATE_KEYS: [S.template_key(t["observation"]["text"]) for t in record[F.TURNS]]}
+
+
 def turn_stats(
-    record: dict[str, Any], templates: dict[str, int], total: int
+    record: dict[str, Any], templates: dict[str, int], total: int, keys: list[str] | None = None
 ) -> list[dict[str, float]]:
     """Every statistic of every turn, in turn order."""
     cn = S.ConditionalNovelty()
     out = []
-    for t in record[F.TURNS]:
+    for n, t in enumerate(record[F.TURNS]):
         a, o = t["action"]["text"], t["observation"]["text"]
         ob = o.encode()
+        deflated = S.deflated_size(ob) if ob else 0
+        key = keys[n] if keys is not None else S.template_key(o)
         rs = S.report_stats(a, o)
         out.append(
             {
@@ -169,9 +179,9 @@ def turn_stats(
                 "jac": rs.jac,
                 "r": rs.r,
                 "byte_entropy": S.byte_entropy(ob),
-                "zlib_ratio": S.zlib_ratio(ob),
-                "cond_novelty": cn.observe(a.encode(), ob),
-                "corpus_surprisal": S.surprisal(templates.get(S.template_key(o), 1), total),
+                "zlib_ratio": S.zlib_ratio(ob, deflated),
+                "cond_novelty": cn.observe(a.encode(), ob, deflated),
+                "corpus_surprisal": S.surprisal(templates.get(key, 1), total),
             }
         )
     return out
@@ -184,8 +194,10 @@ class _Score(beam.DoFn):
         self.counters = _Counters()
 
     def process(self, record: dict[str, Any], templates: dict[str, int], total: int):
+        record = dict(record)
+        keys = record.pop(TEMPLATE_KEYS, None)
         turns = []
-        for t, st in zip(record[F.TURNS], turn_stats(record, templates, total), strict=True):
+        for t, st in zip(record[F.TURNS], turn_stats(record, templates, total, keys), strict=True):
             d = self.policy.decide(st, t["action"]["text"], t["observation"]["text"])
             self.counters.inc(f"category.{d.category}")
             turns.append({**t, "stats": st, "category": d.category, "keep": d.keep, "rule": d.rule})
@@ -229,16 +241,15 @@ class ScoreTurns(beam.PTransform):
         self.seed = seed
 
     def expand(self, records):
-        keys = records | "TemplateKeys" >> beam.FlatMap(
-            lambda r: [S.template_key(t["observation"]["text"]) for t in r[F.TURNS]]
-        )
+        keyed = records | "TemplateKeys" >> beam.Map(with_template_keys)
+        keys = keyed | "Keys" >> beam.FlatMap(lambda r: r[TEMPLATE_KEYS])
         repeated = (
             keys
             | "CountTemplates" >> beam.combiners.Count.PerElement()
             | "Repeated" >> beam.Filter(lambda kv: kv[1] > 1)
         )
         total = keys | "CountTurns" >> beam.combiners.Count.Globally()
-        return records | "Score" >> beam.ParDo(
+        return keyed | "Score" >> beam.ParDo(
             _Score(self.policy, self.seed),
             templates=beam.pvalue.AsDict(repeated),
             total=beam.pvalue.AsSingleton(total),
