@@ -13,6 +13,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from worldtrace.schemas import fields as F
+
 KEEP_MODES = ("turn", "token", "prefix")
 DEFAULT_POLICY = "agentworld-v1"
 
@@ -122,15 +124,7 @@ class AgentWorldV1:
             "keep": dataclasses.asdict(self.keep),
             "words": "lower-cased \\w+ runs (Python re, Unicode), de-duplicated",
             "zero_denominator": "0",
-            "precedence": [
-                "echo",
-                "boilerplate",
-                "expansion",
-                "retrieval",
-                "action",
-                "transform",
-                "other",
-            ],
+            "precedence": list(F.TABLE3_CATEGORIES),
         }
 
 

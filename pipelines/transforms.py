@@ -157,7 +157,10 @@ TEMPLATE_KEYS = "_template_keys"
 
 
 def with_template_keys(record: dict[str, Any]) -> dict[str, Any]:
-    return {**record, TEMPLATE_KEYS: [S.template_key(t["observation"]["text"]) for t in record[F.TURNS]]}
+    return {
+        **record,
+        TEMPLATE_KEYS: [S.template_key(t["observation"]["text"]) for t in record[F.TURNS]],
+    }
 
 
 def turn_stats(

@@ -47,6 +47,18 @@ class DockerConfig:
     """Containers kept started ahead of need."""
     tmpfs_size: str = "64m"
 
+    def summary(self) -> dict[str, Any]:
+        """The limits recorded in a trajectory's environment.config."""
+        return {
+            "memory": self.memory,
+            "cpus": self.cpus,
+            "pids_limit": self.pids_limit,
+            "read_only": self.read_only,
+            "network": "none",
+            "output_cap": self.output_cap,
+            "step_timeout": self.step_timeout,
+        }
+
     def run_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {
             "network_mode": "none",
@@ -239,6 +251,18 @@ def exec_capture(
     timed_out = code == 137 and time.monotonic() - started >= timeout
     text = b"".join(chunks).decode("utf-8", errors="replace")
     return (code if code is not None else -1), text, truncated, timed_out
+
+
+def run_setup(
+    container, commands: tuple[str, ...] | list[str], config: DockerConfig, workdir: str
+) -> None:
+    """A task's set-up commands; the first failure is an environment error."""
+    for cmd in commands:
+        code, out, _, _ = exec_capture(
+            container, ["sh", "-c", cmd], config.step_timeout, config.output_cap, workdir
+        )
+        if code != 0:
+            raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
 
 
 def put_file(container, path: str, data: bytes, mode: int = 0o644) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from worldtrace.schemas import Action, Observation
 
 from .base import SandboxError, TaskSpec, Unpicklable
-from .docker import DockerConfig, exec_capture, put_file, put_tree, shared_pool
+from .docker import DockerConfig, exec_capture, put_file, put_tree, run_setup, shared_pool
 
 ACTION_SPACE = [
     {"name": "read", "description": "Show a file with line numbers", "parameters": {"path": "string", "start": "int, optional", "end": "int, optional"}},
@@ -50,15 +50,9 @@ class SWESandbox(Unpicklable):
     def __init__(self, config: SWEConfig):
         if not config.repo:
             raise SandboxError("SWEConfig.repo must name a host directory")
-        if config.mount:
-            volumes = {config.repo: {"bind": config.repo_path, "mode": "ro"}}
-            docker_cfg = config.docker
-            self._volumes = volumes
-        else:
-            docker_cfg = config.docker
-            self._volumes = None
         self.config = config
-        self.pool = shared_pool(docker_cfg) if not config.mount else None
+        # a bind mount is per container, so mounted repositories skip the warm pool
+        self.pool = None if config.mount else shared_pool(config.docker)
         self.container = None
         self._initial = ""
 
@@ -74,18 +68,13 @@ class SWESandbox(Unpicklable):
             kw = d.run_kwargs()
             kw["working_dir"] = self.config.repo_path
             self.container = client().containers.run(
-                d.image, IDLE_COMMAND, volumes=self._volumes, labels={LABEL: "1"}, **kw
+                d.image,
+                IDLE_COMMAND,
+                volumes={self.config.repo: {"bind": self.config.repo_path, "mode": "ro"}},
+                labels={LABEL: "1"},
+                **kw,
             )
-        for cmd in task.setup:
-            code, out, _, _ = exec_capture(
-                self.container,
-                ["sh", "-c", cmd],
-                d.step_timeout,
-                d.output_cap,
-                self.config.repo_path,
-            )
-            if code != 0:
-                raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
+        run_setup(self.container, task.setup, d, self.config.repo_path)
         _, listing, _, _ = exec_capture(
             self.container,
             ["sh", "-c", "git ls-files 2>/dev/null || find . -type f | head -200"],
@@ -199,16 +188,7 @@ class SWESandbox(Unpicklable):
         return {
             "backend": "docker",
             "image": d.image,
-            "config": {
-                "memory": d.memory,
-                "cpus": d.cpus,
-                "pids_limit": d.pids_limit,
-                "network": "none",
-                "repo": self.config.repo_path,
-                "mount": self.config.mount,
-                "step_timeout": d.step_timeout,
-                "output_cap": d.output_cap,
-            },
+            "config": {**d.summary(), "repo": self.config.repo_path, "mount": self.config.mount},
             "action_space": ACTION_SPACE,
             "initial_state": self._initial,
         }

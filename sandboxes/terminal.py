@@ -21,7 +21,7 @@ from typing import Any
 from worldtrace.schemas import Action, Observation
 
 from .base import SandboxError, TaskSpec, Unpicklable
-from .docker import DockerConfig, exec_capture, shared_pool
+from .docker import DockerConfig, exec_capture, run_setup, shared_pool
 
 KEYS = {
     "C-c": b"\x03", "C-d": b"\x04", "C-z": b"\x1a", "C-l": b"\x0c", "C-u": b"\x15", "C-a": b"\x01",
@@ -93,12 +93,7 @@ class TerminalSandbox(Unpicklable):
         self._release(wait=False)  # the last episode's container goes in the background
         self.container = self.pool.acquire()
         d = self.config.docker
-        for cmd in task.setup:
-            code, out, _, _ = exec_capture(
-                self.container, ["sh", "-c", cmd], d.step_timeout, d.output_cap, d.workdir
-            )
-            if code != 0:
-                raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
+        run_setup(self.container, task.setup, d, d.workdir)
         facts = self._image_facts()
         self._open_shell(facts["shell"])
         first = self._read_until_prompt(self.config.docker.step_timeout)[0]
@@ -222,15 +217,7 @@ class TerminalSandbox(Unpicklable):
         return {
             "backend": "docker",
             "image": d.image,
-            "config": {
-                "memory": d.memory,
-                "cpus": d.cpus,
-                "pids_limit": d.pids_limit,
-                "read_only": d.read_only,
-                "network": "none",
-                "output_cap": d.output_cap,
-                "step_timeout": d.step_timeout,
-            },
+            "config": d.summary(),
             "action_space": ACTION_SPACE,
             "initial_state": self._initial,
         }

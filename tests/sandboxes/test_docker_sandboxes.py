@@ -183,3 +183,16 @@ def test_teardown_removes_container(docker_engine):
     cid = s.container.id
     s.close()
     assert not docker_engine.containers.list(all=True, filters={"id": cid})
+
+
+def test_swe_mounted_repository_is_read_only(docker_engine, repo):
+    s = SWESandbox(SWEConfig(docker=DockerConfig(step_timeout=5), repo=str(repo), mount=True))
+    s.reset(TaskSpec("ro"))
+    try:
+        assert "return a - b" in s.step(tool("read", path="pkg/calc.py")).text
+        o = s.step(tool("bash", command="touch /repo/new.txt"))
+        assert o.exit_code != 0 and "Read-only file system" in o.text
+        assert s.describe()["config"]["mount"] is True
+    finally:
+        s.close()
+    assert not (repo / "new.txt").exists()
