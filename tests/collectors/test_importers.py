@@ -326,3 +326,19 @@ def test_agentworldbench_round_trip(tmp_path):
 )
 def test_guess_domain(names, domain):
     assert guess_domain(names) == domain
+
+
+SHARED_FORMATS = __import__("pathlib").Path(__file__).resolve().parents[3] / "shared" / "formats"
+
+
+@pytest.mark.skipif(not SHARED_FORMATS.is_dir(), reason="the project's shared/formats examples are not beside this checkout")
+def test_real_foreign_files(tmp_path):
+    """The real SWE-agent and mini-swe-agent files from shared/formats (read, not copied)."""
+    r = import_paths([SHARED_FORMATS], tmp_path / "out")
+    assert not r.errors
+    assert r.imported["swe-agent"] >= 1 and r.imported["mini-swe-agent"] >= 1
+    for t in read_records(tmp_path / "out"):
+        assert validate_dict(t.to_dict()) == []
+        assert all(x.action.text and "THOUGHT" not in x.action.text for x in t.turns)
+        if t.source.origin_format == "swe-agent":
+            assert t.turns[0].reasoning and t.turns[0].action.text == t.turns[0].action.text.rstrip("\n")
