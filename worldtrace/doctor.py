@@ -88,10 +88,18 @@ def run_checks() -> list[Check]:
         _binary("npm", ["--version"], "apt-get install npm"),
         _binary("mmdebstrap", ["--version"], "apt-get install mmdebstrap"),
         _binary("busybox", ["--help"], "apt-get install busybox-static"),
-        _binary("adb", ["version"], "apt-get install adb (only for real Android devices)"),
-        _binary("mcp-server-git", ["--help"], "pip install mcp-server-git", "mcp: mcp-server-git"),
+        _binary("adb", ["version"], "optional: apt-get install adb (real Android devices)"),
         _binary(
-            "mcp-server-time", ["--help"], "pip install mcp-server-time", "mcp: mcp-server-time"
+            "mcp-server-git",
+            ["--help"],
+            "optional: pip install mcp-server-git (MCP sandboxes)",
+            "mcp: mcp-server-git",
+        ),
+        _binary(
+            "mcp-server-time",
+            ["--help"],
+            "optional: pip install mcp-server-time (MCP sandboxes)",
+            "mcp: mcp-server-time",
         ),
         tokenizer(),
         _module("apache_beam", "beam"),

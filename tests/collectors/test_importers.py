@@ -331,7 +331,10 @@ def test_guess_domain(names, domain):
 SHARED_FORMATS = __import__("pathlib").Path(__file__).resolve().parents[3] / "shared" / "formats"
 
 
-@pytest.mark.skipif(not SHARED_FORMATS.is_dir(), reason="the project's shared/formats examples are not beside this checkout")
+@pytest.mark.skipif(
+    not SHARED_FORMATS.is_dir(),
+    reason="the project's shared/formats examples are not beside this checkout",
+)
 def test_real_foreign_files(tmp_path):
     """The real SWE-agent and mini-swe-agent files from shared/formats (read, not copied)."""
     r = import_paths([SHARED_FORMATS], tmp_path / "out")
@@ -341,4 +344,6 @@ def test_real_foreign_files(tmp_path):
         assert validate_dict(t.to_dict()) == []
         assert all(x.action.text and "THOUGHT" not in x.action.text for x in t.turns)
         if t.source.origin_format == "swe-agent":
-            assert t.turns[0].reasoning and t.turns[0].action.text == t.turns[0].action.text.rstrip("\n")
+            assert t.turns[0].reasoning and t.turns[0].action.text == t.turns[0].action.text.rstrip(
+                "\n"
+            )
