@@ -60,6 +60,25 @@ def process(work: str) -> dict:
     }
 
 
+def dedup_only(work: str) -> dict:
+    """Read + exact/near dedup only, on the same runner settings as `process`."""
+    import apache_beam as beam
+    from worldtrace.pipelines.dedup import DedupConfig, Deduplicate
+    from worldtrace.pipelines.process import ProcessConfig, pipeline_options
+    from worldtrace.pipelines.transforms import ReadTrajectories
+    from worldtrace.schemas.store import input_files
+
+    files = [str(p) for p in input_files([f"{work}/raw"])]
+    start = time.perf_counter()
+    p = beam.Pipeline(options=pipeline_options(ProcessConfig(), 1 << 40))
+    out = p | beam.Create(files) | ReadTrajectories()
+    d = out.valid | Deduplicate(DedupConfig())
+    (d.clusters | beam.Filter(lambda r: not r["representative"]) | beam.combiners.Count.Globally()
+     | beam.io.WriteToText(f"{work}/dedup-only/removed"))  # fmt: skip
+    p.run().wait_until_finish()
+    return {"seconds": time.perf_counter() - start, "peak_mb": peak_mb()}
+
+
 def pyarrow_floor(work: str) -> dict:
     import pyarrow.parquet as pq
     from worldtrace.schemas.store import shard_files
@@ -243,6 +262,7 @@ TASKS = {
     "make-corpus": make_corpus,
     "process": process,
     "pyarrow-floor": pyarrow_floor,
+    "dedup-only": dedup_only,
     "export": export,
     "encode-floor": encode_floor,
     "query": query,

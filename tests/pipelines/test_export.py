@@ -244,3 +244,19 @@ def test_jinja_template_spans(tmp_path, processed):
         assert r.text[sp.eot_start : sp.eot_end] == "</assistant>"
     m = do_export(processed, tmp_path / "j", template=str(tpl_file), template_eot="</assistant>")
     assert m["template"]["name"] == "t" and m["counts"]["loss_tokens"] > 0
+
+
+def test_parquet_export_loads_with_hf_datasets(processed, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    import datasets
+
+    m = do_export(processed, tmp_path / "e")
+    files = sorted(str(p) for p in (tmp_path / "e").glob("*.parquet"))
+    ds = datasets.load_dataset(
+        "parquet", data_files=files, split="train", cache_dir=str(tmp_path / "cache")
+    )
+    assert ds.num_rows == m["counts"]["rows"]
+    row = ds[0]
+    assert len(row["input_ids"]) == len(row["loss_mask"]) == row["num_tokens"]
+    assert sum(sum(r) for r in ds["loss_mask"]) == m["counts"]["loss_tokens"]
