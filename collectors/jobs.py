@@ -86,18 +86,16 @@ class JobResult:
 
 
 def make_sandbox(spec: JobSpec):
+    """The job's sandbox from the lazy registry; options under the sandbox's own key."""
+    from worldtrace.sandboxes.base import load
     from worldtrace.sandboxes.docker import DockerConfig
 
-    docker = DockerConfig(**spec.docker)
-    if spec.sandbox == "terminal":
-        from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
-
-        return TerminalSandbox(TerminalConfig(docker=docker))
-    if spec.sandbox == "swe":
-        from worldtrace.sandboxes.swe import SWEConfig, SWESandbox
-
-        return SWESandbox(SWEConfig(docker=docker, **spec.swe))
-    raise ValueError(f"unknown sandbox {spec.sandbox!r} (terminal, swe)")
+    try:
+        cls = load(spec.sandbox)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from exc
+    options = getattr(spec, spec.sandbox, None) or {}
+    return cls(cls.config_class(docker=DockerConfig(**spec.docker), **options))
 
 
 def make_policy(spec: JobSpec, task: TaskEntry, raw_dir: Path | None) -> Policy:

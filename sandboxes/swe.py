@@ -46,6 +46,7 @@ class SWEConfig:
 
 class SWESandbox(Unpicklable):
     domain = "swe"
+    config_class = SWEConfig
 
     def __init__(self, config: SWEConfig):
         if not config.repo:

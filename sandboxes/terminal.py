@@ -78,6 +78,7 @@ def clean(raw: bytes) -> str:
 
 class TerminalSandbox(Unpicklable):
     domain = "terminal"
+    config_class = TerminalConfig
 
     def __init__(self, config: TerminalConfig | None = None):
         self.config = config or TerminalConfig()
