@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 from worldtrace.schemas import ShardWriter
 
@@ -67,3 +68,14 @@ def test_demo_end_to_end(tmp_path, wt_env, docker_engine):
     assert (
         len(list((store / "raw" / "synthetic").glob("*.parquet"))) == 1
     )  # rerun replaced, not piled up
+
+
+def test_import_worldtrace_loads_no_heavy_backend():
+    code = (
+        "import sys, worldtrace, worldtrace.cli, worldtrace.schemas, worldtrace.sandboxes.base, worldtrace.collectors.importers;"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'apache_beam', 'docker', 'playwright', 'tokenizers', 'adbutils', 'uiautomator2', 'datasketch'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
