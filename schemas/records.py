@@ -216,12 +216,8 @@ def trajectory_from_dict(d: dict[str, Any]) -> Trajectory:
 
 
 def _as_map(value: Any) -> dict[str, str]:
-    """Arrow returns map columns as a list of (key, value) pairs."""
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return dict(value)
-    return dict(value)
+    """Arrow returns map columns as a list of (key, value) pairs; JSON as a dict."""
+    return dict(value) if value is not None else {}
 
 
 def _iso(value: Any) -> Any:

@@ -3,7 +3,6 @@ counts in the loss or not."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import duckdb
@@ -160,7 +159,3 @@ def explain(
         f"[dim]in loss: keep_mode=turn, seed={seed} (export --keep-mode/--seed change it)[/]"
     )
     return True
-
-
-def dump(value: Any) -> str:
-    return json.dumps(value, default=str)
