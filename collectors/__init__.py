@@ -1,0 +1,1 @@
+"""Episodes (policies, recorder, jobs, queue), importers and the synthetic test corpus."""

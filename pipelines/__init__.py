@@ -1,0 +1,1 @@
+"""Beam processing (filters, dedup, statistics, mask) and the training-shard export."""

@@ -1,0 +1,1 @@
+"""Live environments behind one small protocol (`base.Sandbox`); backends load lazily."""
