@@ -347,7 +347,25 @@ def _scan_parquet(
         )
 
 
+def _scan_json(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+    """A `.json` file: one record, or a list of records."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        where = f"{path}:line {exc.lineno}"
+        yield where, Problem(where, "<json>", f"invalid JSON: {exc.msg} at column {exc.colno}")
+        return
+    items = data if isinstance(data, list) else [data]
+    for n, d in enumerate(items):
+        where = f"{path}:record {n}" if isinstance(data, list) else str(path)
+        yield where, from_jsonable(d) if isinstance(d, dict) else d
+
+
 def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+    if path.name.endswith(".json"):
+        yield from _scan_json(path)
+        return
     with open(path, encoding="utf-8", errors="replace") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():

@@ -109,3 +109,19 @@ def test_store_root_from_env(tmp_path, monkeypatch):
     s = Store.at()
     assert s.raw == tmp_path / "s" / "raw"
     assert Store.at(tmp_path / "t").processed == tmp_path / "t" / "processed"
+
+
+def test_scan_json_file_of_one_or_many_records(tmp_path, corpus):
+    import json
+
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(json.loads(corpus[0].to_json()), indent=2))
+    [(where, d)] = list(scan_file(one))
+    assert where == str(one) and d["trajectory_id"] == corpus[0].trajectory_id
+    many = tmp_path / "many.json"
+    many.write_text(json.dumps([json.loads(t.to_json()) for t in corpus[:3]], indent=1))
+    assert [w for w, _ in scan_file(many)] == [f"{many}:record {i}" for i in range(3)]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{\n  "domain": \n}')
+    [(where, p)] = list(scan_file(bad))
+    assert where == f"{bad}:line 3" and "invalid JSON" in p.message
