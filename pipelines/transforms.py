@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +92,29 @@ class ReadTrajectories(beam.PTransform):
 
 
 # -- normalize ------------------------------------------------------------------
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICRO = timedelta(microseconds=1)
+
+
+def micros(value: Any) -> Any:
+    """A timestamp as integer microseconds since the epoch (UTC), the Arrow column's unit.
+
+    Beam's fast coder has no datetime encoding and pickles each one; integers travel
+    natively, and Arrow reads them back into the same timestamp column.
+    """
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return (aware - _EPOCH) // _MICRO
+    return value
+
+
 def normalize(record: dict[str, Any]) -> dict[str, Any]:
     """Non-thinking form: reasoning stripped, tool arguments canonical, CRLF in actions
-    folded, metadata as map pairs. Observation text is never touched."""
+    folded, metadata as map pairs, timestamps as epoch microseconds. Observation text is
+    never touched."""
     out = dict(record)
+    for k in (F.STARTED_AT, F.ENDED_AT):
+        out[k] = micros(out.get(k))
     turns = []
     for t in record[F.TURNS]:
         a = dict(t["action"])
@@ -103,7 +123,7 @@ def normalize(record: dict[str, Any]) -> dict[str, Any]:
             a["arguments_json"] = json.dumps(
                 json.loads(a["arguments_json"]), sort_keys=True, ensure_ascii=False
             )
-        turns.append({**t, "action": a, "reasoning": None})
+        turns.append({**t, "action": a, "reasoning": None, "started_at": micros(t.get("started_at"))})
     out[F.TURNS] = turns
     meta = record.get(F.METADATA) or {}
     out[F.METADATA] = sorted(meta.items() if isinstance(meta, dict) else (tuple(p) for p in meta))

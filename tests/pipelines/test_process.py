@@ -49,9 +49,13 @@ def test_end_to_end_counts_add_up(store):
     turns = sum(len(t.turns) for t in read_records(store.processed / "trajectories"))
     assert count(store, "turns") == turns
 
+    raw = {t.trajectory_id: t for t in data}
     for t in read_records(store.processed / "trajectories"):
         assert validate_dict(t.to_dict()) == []  # processed records are valid, ids match content
         assert t.dedup.representative and all(x.category and x.stats for x in t.turns)
+        before = raw[t.trajectory_id]  # no filter changed these, so the id is the raw one
+        assert (t.started_at, t.ended_at) == (before.started_at, before.ended_at)
+        assert [x.started_at for x in t.turns] == [x.started_at for x in before.turns]
     manifest = json.loads((store.processed / "manifest.json").read_text())
     assert manifest["policy"]["name"] == "agentworld-v1"
     assert manifest["config"]["dedup"]["threshold"] == 0.8
