@@ -35,6 +35,7 @@ from .render import Rendered, Template, load_template, system_text
 FORMATS = ("parquet", "megatron", "agentworldbench")
 SAMPLE_MODES = ("trajectory", "turn")
 MANIFEST = "manifest.json"
+TRIM_MARK = "\n[system prompt truncated]"
 LABEL_SHIFT = (
     "unshifted: loss_mask[i] = 1 means input_ids[i] is a prediction target; the trainer "
     "shifts labels by one (Hugging Face convention: labels = input_ids, loss on logits[:-1] vs labels[1:])"
@@ -193,6 +194,8 @@ class Exporter:
         self.template: Template = load_template(cfg.template, cfg.template_eot)
         self.tok = load_tokenizer(cfg.tokenizer) if cfg.format != "agentworldbench" else None
         self.max_len = cfg.max_len or cfg.seq_len
+        self.system_trimmed = 0
+        """Samples whose system prompt was shortened to leave room for turns."""
         self.by_category: dict[str, dict[str, int]] = defaultdict(
             lambda: {"obs_tokens": 0, "loss_tokens": 0, "turns": 0, "turns_in_loss": 0}
         )
@@ -262,6 +265,14 @@ class Exporter:
         if self.cfg.overflow == "truncate":
             yield self._truncated(rec, tid + suffix, rendered, ids, offsets, targets, limit)
             return
+        shorter = self._fit_system(rec, system, limit // 2)
+        if shorter != system:  # re-render: the long system prompt left no room for turns
+            system = shorter
+            rendered = self.template.render(system, turns)
+            [(ids, offsets)] = self._encode([rendered.text])
+            if len(ids) <= limit:
+                yield self._make(rec, tid + suffix, rendered, ids, offsets, targets)
+                return
         if targets is not None:  # turn sample: drop the oldest history until it fits
             for start in range(1, len(turns)):
                 r = self.template.render(system, turns[start:])
@@ -299,6 +310,17 @@ class Exporter:
                 yield self._truncated(rec, sid, r, i2, o2, None, limit)
             else:
                 yield self._make(rec, sid, r, i2, o2, None)
+
+    def _fit_system(self, rec: dict[str, Any], system: str, budget: int) -> str:
+        """A system prompt within `budget` tokens: demonstrations go first, then the tail."""
+        if not system or len(self._encode([system])[0][0]) <= budget:
+            return system
+        self.system_trimmed += 1
+        system = system_text({**(rec.get(F.SYSTEM) or {}), "demonstrations": None})
+        n = len(self._encode([system])[0][0])
+        if n <= budget:
+            return system
+        return system[: max(0, len(system) * budget // n - len(TRIM_MARK))] + TRIM_MARK
 
     def _truncated(self, rec, sid, rendered, ids, offsets, targets, limit) -> Sample:
         cut = int(offsets[limit - 1, 1]) if limit else 0
@@ -468,6 +490,7 @@ def export(cfg: ExportConfig, batch: int = 256) -> dict[str, Any]:
             "only_observation_tokens_are_targets": True,
             "counts": {
                 **counts,
+                "system_trimmed": exporter.system_trimmed,
                 "by_domain": dict(sorted(by_domain.items())),
                 "by_category": dict(sorted(exporter.by_category.items())),
             },

@@ -123,7 +123,9 @@ def normalize(record: dict[str, Any]) -> dict[str, Any]:
             a["arguments_json"] = json.dumps(
                 json.loads(a["arguments_json"]), sort_keys=True, ensure_ascii=False
             )
-        turns.append({**t, "action": a, "reasoning": None, "started_at": micros(t.get("started_at"))})
+        turns.append(
+            {**t, "action": a, "reasoning": None, "started_at": micros(t.get("started_at"))}
+        )
     out[F.TURNS] = turns
     meta = record.get(F.METADATA) or {}
     out[F.METADATA] = sorted(meta.items() if isinstance(meta, dict) else (tuple(p) for p in meta))

@@ -260,3 +260,31 @@ def test_parquet_export_loads_with_hf_datasets(processed, tmp_path, monkeypatch)
     row = ds[0]
     assert len(row["input_ids"]) == len(row["loss_mask"]) == row["num_tokens"]
     assert sum(sum(r) for r in ds["loss_mask"]) == m["counts"]["loss_tokens"]
+
+
+def test_long_system_prompt_is_trimmed_so_parts_carry_observations(tmp_path):
+    from worldtrace.collectors.synthetic import build
+
+    demos = json.dumps(["DEMO " + "step and answer " * 400])
+    t = build(
+        "terminal",
+        [(f"cat part{i}.txt\n", f"content of part {i}: " + "alpha beta " * 40) for i in range(8)],
+        task_description="Read every part.",
+        demonstrations=demos,
+    )
+    with ShardWriter(tmp_path / "raw") as w:
+        w.write(t)
+    run(ProcessConfig(inputs=[str(tmp_path / "raw")], output=str(tmp_path / "p"), workers=1))
+    cfg = ExportConfig(
+        input=str(tmp_path / "p" / "trajectories"),
+        output=str(tmp_path / "e"),
+        tokenizer=TOKENIZER,
+        max_len=512,
+    )
+    m = export(cfg)
+    parts = rows(tmp_path / "e")
+    assert m["counts"]["system_trimmed"] >= 1 and len(parts) > 1
+    assert all(r["num_tokens"] <= 512 and r["num_loss_tokens"] > 0 for r in parts)
+    tok = load_tokenizer(TOKENIZER)
+    text = tok.decode(parts[0]["input_ids"], skip_special_tokens=False)
+    assert "Read every part." in text and "DEMO" not in text  # demonstrations went first
