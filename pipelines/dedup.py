@@ -239,8 +239,9 @@ class _Apply(beam.DoFn):
             self.near.inc()
 
 
-class Deduplicate(beam.PTransform):
-    """(uid, record) -> representatives (records with `dedup` set); tagged `clusters` rows."""
+class DedupDecisions(beam.PTransform):
+    """(uid, record) -> (uid, (cluster_id, representative, role)) for members of
+    non-singleton clusters only: the small map the apply step takes as a side input."""
 
     def __init__(self, cfg: DedupConfig):
         super().__init__()
@@ -248,9 +249,7 @@ class Deduplicate(beam.PTransform):
 
     def expand(self, pcoll):
         if not (self.cfg.exact or self.cfg.near):
-            return pcoll | "NoDedup" >> beam.ParDo(_Apply(), decisions={}).with_outputs(
-                "clusters", main="kept"
-            )
+            return pcoll | "NoDecisions" >> beam.Filter(lambda _: False)
         sigs = pcoll | "Signature" >> beam.ParDo(_Signature(self.cfg))
         content = (
             sigs
@@ -265,7 +264,7 @@ class Deduplicate(beam.PTransform):
             | "BandEdges" >> beam.ParDo(_BandEdges())
             | "Components" >> beam.CombineGlobally(_ComponentsFn())
         )
-        decisions = (
+        return (
             content.reps
             | "KeyByComponent"
             >> beam.ParDo(
@@ -276,6 +275,28 @@ class Deduplicate(beam.PTransform):
             | "GroupComponents" >> beam.GroupByKey()
             | "Decide" >> beam.ParDo(_Decide(), members=beam.pvalue.AsDict(content.members))
         )
+
+
+class ApplyDedup(beam.PTransform):
+    """(uid, record) -> representatives (records with `dedup` set); tagged `clusters` rows."""
+
+    def __init__(self, decisions):
+        super().__init__()
+        self.decisions = decisions
+
+    def expand(self, pcoll):
         return pcoll | "Apply" >> beam.ParDo(
-            _Apply(), decisions=beam.pvalue.AsDict(decisions)
+            _Apply(), decisions=beam.pvalue.AsDict(self.decisions)
         ).with_outputs("clusters", main="kept")
+
+
+class Deduplicate(beam.PTransform):
+    """Decisions and their application on the same PCollection (one pass)."""
+
+    def __init__(self, cfg: DedupConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, pcoll):
+        decisions = pcoll | "Decisions" >> DedupDecisions(self.cfg)
+        return pcoll | "ApplyDedup" >> ApplyDedup(decisions)

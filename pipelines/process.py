@@ -25,11 +25,20 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import to_dict
 from worldtrace.schemas.store import input_files, write_bytes_atomic
 
-from .dedup import DedupConfig, Deduplicate
+from .dedup import ApplyDedup, DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .tables import CLUSTERS_SCHEMA, REJECTS_SCHEMA, TURNS_SCHEMA
-from .transforms import REJECTS, ApplyFilters, Normalize, ReadTrajectories, ScoreTurns
+from .transforms import (
+    REJECTS,
+    TEMPLATE_KEYS,
+    ApplyFilters,
+    Normalize,
+    ReadUnits,
+    ScoreTurns,
+    SplitFiles,
+    with_template_keys,
+)
 
 MANIFEST = "manifest.json"
 TABLE_SCHEMAS = {
@@ -65,6 +74,35 @@ class ProcessConfig:
     """Further Beam pipeline options, passed through."""
 
 
+class WaitFor(beam.PTransform):
+    """Pass elements through only after `others` are complete.
+
+    A side input gates the stage, so the runner schedules it (and everything fused after
+    it) once the side inputs it needs exist, instead of buffering its input meanwhile.
+    """
+
+    def __init__(self, *others):
+        super().__init__()
+        self.others = others
+
+    def expand(self, pcoll):
+        done = (
+            [o | f"Count{i}" >> beam.combiners.Count.Globally() for i, o in enumerate(self.others)]
+            | "Done" >> beam.Flatten()
+            | "AllDone" >> beam.combiners.Count.Globally()
+        )
+        return pcoll | "Gate" >> beam.Map(lambda x, _: x, beam.pvalue.AsSingleton(done))
+
+
+class _KeysOfKept(beam.DoFn):
+    """Template keys of the trajectories dedup keeps (the corpus surprisal counts)."""
+
+    def process(self, item, decisions):
+        uid, keys = item
+        if decisions.get(uid, (None, True, None))[1]:
+            yield from keys
+
+
 class ProcessTrajectories(beam.PTransform):
     """File paths -> {trajectories, turns, clusters, rejects} PCollections."""
 
@@ -74,11 +112,30 @@ class ProcessTrajectories(beam.PTransform):
 
     def expand(self, paths):
         cfg = self.cfg
-        read = paths | "Read" >> ReadTrajectories()
+        units = paths | "Split" >> SplitFiles()
+        # Pass 1 decides and keeps only small things: rejects, the dedup map, template keys.
+        read = units | "Read" >> ReadUnits()
         filtered = read.valid | "Normalize" >> Normalize() | "Filters" >> ApplyFilters(cfg.filters)
-        deduped = filtered.kept | "Dedup" >> Deduplicate(cfg.dedup)
+        decisions = filtered.kept | "DedupDecisions" >> DedupDecisions(cfg.dedup)
+        keys = (
+            filtered.kept
+            | "TemplateKeysByUid"
+            >> beam.MapTuple(lambda uid, r: (uid, with_template_keys(r)[TEMPLATE_KEYS]))
+            | "KeysOfKept" >> beam.ParDo(_KeysOfKept(), decisions=beam.pvalue.AsDict(decisions))
+        )
+        # Pass 2 re-reads the records once pass 1 is done and streams them through dedup,
+        # statistics and mask to the writers: no stage holds the corpus, memory stays flat.
+        again = (
+            units | "AfterPass1" >> WaitFor(decisions, keys) | "Reread" >> ReadUnits(counted=False)
+        )
+        refiltered = (
+            again.valid
+            | "Normalize again" >> Normalize()
+            | "Filters again" >> ApplyFilters(cfg.filters, counted=False)
+        )
+        deduped = refiltered.kept | "ApplyDedup" >> ApplyDedup(decisions)
         policy = get_policy(cfg.policy, **cfg.policy_settings)
-        scored = deduped.kept | "Stats+Mask" >> ScoreTurns(policy, cfg.seed)
+        scored = deduped.kept | "Stats+Mask" >> ScoreTurns(policy, cfg.seed, template_keys=keys)
         rejects = (read[REJECTS], filtered[REJECTS]) | "AllRejects" >> beam.Flatten()
         return {
             "trajectories": scored.trajectories,

@@ -28,9 +28,18 @@ REJECTS = "rejects"
 
 
 class _Counters(dict):
-    """Counters by name, created once per DoFn instance (creating one per element is slow)."""
+    """Counters by name, created once per DoFn instance (creating one per element is slow).
+
+    A second pass over the same data counts nothing (`enabled=False`): the first did.
+    """
+
+    def __init__(self, enabled: bool = True):
+        super().__init__()
+        self.enabled = enabled
 
     def inc(self, name: str, n: int = 1) -> None:
+        if not self.enabled:
+            return
         c = self.get(name)
         if c is None:
             c = self[name] = Metrics.counter(NS, name)
@@ -52,25 +61,25 @@ def reject_row(uid: str, stage: str, reason: str, tid: str | None = None) -> dic
 
 # -- read + validate ------------------------------------------------------------
 class _ScanUnit(beam.DoFn):
-    def __init__(self) -> None:
-        self.read = Metrics.counter(NS, "read")
+    def __init__(self, counted: bool = True) -> None:
+        self.counters = _Counters(counted)
 
     def process(self, unit: tuple[str, int | None]) -> Iterator[tuple[str, Any]]:
         path, row_group = unit
         for where, item in scan_file(Path(path), row_group):
-            self.read.inc()
+            self.counters.inc("read")
             yield where, item
 
 
 class _Validate(beam.DoFn):
-    def __init__(self) -> None:
-        self.rejected = Metrics.counter(NS, "rejected")
+    def __init__(self, counted: bool = True) -> None:
+        self.counters = _Counters(counted)
 
     def process(self, item: tuple[str, Any]):
         where, d = item
         problems = [d] if isinstance(d, Problem) else validate_dict(d, where, check_id=False)
         if problems:
-            self.rejected.inc()
+            self.counters.inc("rejected")
             tid = d.get(F.TRAJECTORY_ID) if isinstance(d, dict) else None
             reason = "; ".join(f"{p.field}: {p.message}" for p in problems)
             yield beam.pvalue.TaggedOutput(REJECTS, reject_row(where, "validate", reason, tid))
@@ -78,17 +87,37 @@ class _Validate(beam.DoFn):
             yield where, d
 
 
-class ReadTrajectories(beam.PTransform):
-    """File paths -> valid (uid, record); tagged `rejects` rows for everything invalid."""
+class ReadUnits(beam.PTransform):
+    """Units of work (file, row group) -> valid (uid, record); tagged `rejects` rows."""
+
+    def __init__(self, counted: bool = True):
+        super().__init__()
+        self.counted = counted
+
+    def expand(self, units):
+        return (
+            units
+            | "Scan" >> beam.ParDo(_ScanUnit(self.counted))
+            | "Validate" >> beam.ParDo(_Validate(self.counted)).with_outputs(REJECTS, main="valid")
+        )
+
+
+class SplitFiles(beam.PTransform):
+    """File paths -> (file, row group) units spread over workers."""
 
     def expand(self, paths):
         return (
             paths
             | "RowGroups" >> beam.FlatMap(lambda p: scan_units(Path(p)))
             | "Spread" >> beam.Reshuffle()
-            | "Scan" >> beam.ParDo(_ScanUnit())
-            | "Validate" >> beam.ParDo(_Validate()).with_outputs(REJECTS, main="valid")
         )
+
+
+class ReadTrajectories(beam.PTransform):
+    """File paths -> valid (uid, record); tagged `rejects` rows for everything invalid."""
+
+    def expand(self, paths):
+        return paths | "Split" >> SplitFiles() | "Units" >> ReadUnits()
 
 
 # -- normalize ------------------------------------------------------------------
@@ -139,9 +168,9 @@ class Normalize(beam.PTransform):
 
 # -- filters ----------------------------------------------------------------------
 class _Filter(beam.DoFn):
-    def __init__(self, cfg: FilterConfig):
+    def __init__(self, cfg: FilterConfig, counted: bool = True):
         self.cfg = cfg
-        self.counters = _Counters()
+        self.counters = _Counters(counted)
 
     def process(self, item: tuple[str, dict[str, Any]]):
         uid, record = item
@@ -165,12 +194,15 @@ class _Filter(beam.DoFn):
 class ApplyFilters(beam.PTransform):
     """The report's trajectory and turn filters, each switchable and counted."""
 
-    def __init__(self, cfg: FilterConfig):
+    def __init__(self, cfg: FilterConfig, counted: bool = True):
         super().__init__()
         self.cfg = cfg
+        self.counted = counted
 
     def expand(self, pcoll):
-        return pcoll | "Filter" >> beam.ParDo(_Filter(self.cfg)).with_outputs(REJECTS, main="kept")
+        return pcoll | "Filter" >> beam.ParDo(_Filter(self.cfg, self.counted)).with_outputs(
+            REJECTS, main="kept"
+        )
 
 
 # -- statistics and mask ------------------------------------------------------------
@@ -260,14 +292,19 @@ class ScoreTurns(beam.PTransform):
     a template absent from it occurred once.
     """
 
-    def __init__(self, policy: MaskPolicy, seed: int = 0):
+    def __init__(self, policy: MaskPolicy, seed: int = 0, template_keys=None):
+        """`template_keys`: the corpus's template keys (one per turn) when they were
+        counted upstream; otherwise they are counted from `records` here."""
         super().__init__()
         self.policy = policy
         self.seed = seed
+        self.template_keys = template_keys
 
     def expand(self, records):
         keyed = records | "TemplateKeys" >> beam.Map(with_template_keys)
-        keys = keyed | "Keys" >> beam.FlatMap(lambda r: r[TEMPLATE_KEYS])
+        keys = self.template_keys
+        if keys is None:
+            keys = keyed | "Keys" >> beam.FlatMap(lambda r: r[TEMPLATE_KEYS])
         repeated = (
             keys
             | "CountTemplates" >> beam.combiners.Count.PerElement()
