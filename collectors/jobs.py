@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 from worldtrace.sandboxes.base import SandboxError, TaskSpec
-from worldtrace.schemas import Agent, Outcome, ShardWriter, Source, Trajectory
+from worldtrace.schemas import Agent, Observation, Outcome, ShardWriter, Source, Trajectory
 
 from .actions import from_spec
 from .policies import History, OpenAIChatPolicy, Policy, ReplayPolicy, ScriptedPolicy
@@ -191,11 +191,5 @@ def attempt_episode(
         return run_episode(sandbox, policy, task, rec, spec.max_turns)
     except (SandboxError, OSError, RuntimeError) as exc:
         if not rec.path.exists():
-            rec.header(_placeholder(sandbox))
+            rec.header(Observation(""))  # reset failed: no initial observation
         return rec.finish(Outcome(status="error", error=f"{type(exc).__name__}: {exc}"))
-
-
-def _placeholder(sandbox):
-    from worldtrace.schemas import Observation
-
-    return Observation("")

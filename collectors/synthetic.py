@@ -25,6 +25,8 @@ from worldtrace.schemas import (
     Turn,
 )
 
+from .actions import tool
+
 WORDS = [
     "alpha",
     "beta",
@@ -135,11 +137,6 @@ def _terminal(rng: random.Random) -> tuple[System, list[tuple[Action, Observatio
     return system, pairs
 
 
-def _tool(name: str, **args: object) -> Action:
-    args_json = json.dumps(args, sort_keys=True)
-    return Action("tool_call", f"{name}({args_json})", name=name, arguments_json=args_json)
-
-
 def _swe(rng: random.Random) -> tuple[System, list[tuple[Action, Observation]]]:
     pairs = []
     for _ in range(rng.randint(3, 8)):
@@ -148,15 +145,15 @@ def _swe(rng: random.Random) -> tuple[System, list[tuple[Action, Observation]]]:
         if k < 0.4:
             body = _file_body(rng, rng.randint(3, 15)).splitlines()
             o = "\n".join(f"{i + 1:>4}\t{line}" for i, line in enumerate(body))
-            pairs.append((_tool("read", path=f), Observation(o)))
+            pairs.append((tool("read", path=f), Observation(o)))
         elif k < 0.7:
             old, new = rng.choice(WORDS), rng.choice(WORDS)
             o = f"--- a/{f}\n+++ b/{f}\n@@ -1,3 +1,3 @@\n-    {old} = 1\n+    {new} = 1\n"
-            pairs.append((_tool("edit", path=f, old=old, new=new), Observation(o)))
+            pairs.append((tool("edit", path=f, old=old, new=new), Observation(o)))
         else:
             n = rng.randint(1, 40)
             o = f"{n} passed, {rng.randint(0, 3)} failed in {rng.random() * 9:.2f}s"
-            pairs.append((_tool("bash", command="pytest -q"), Observation(o, exit_code=0)))
+            pairs.append((tool("bash", command="pytest -q"), Observation(o, exit_code=0)))
     space = [{"name": n} for n in ("read", "edit", "bash")]
     system = System(
         task_description=f"Fix the bug in the {rng.choice(WORDS)} module: {_sentence(rng, 8)}.",
@@ -171,14 +168,12 @@ def _mcp(rng: random.Random) -> tuple[System, list[tuple[Action, Observation]]]:
     for _ in range(rng.randint(2, 7)):
         if rng.random() < 0.5:
             entity = rng.choice(WORDS).title()
-            a = _tool(
+            a = tool(
                 "create_entities", entities=[{"name": entity, "entityType": rng.choice(WORDS)}]
             )
             o = json.dumps([{"name": entity, "observations": [_sentence(rng, 6)]}])
         else:
-            a = _tool(
-                "get_current_time", timezone=rng.choice(["UTC", "Europe/Paris", "Asia/Tokyo"])
-            )
+            a = tool("get_current_time", timezone=rng.choice(["UTC", "Europe/Paris", "Asia/Tokyo"]))
             o = json.dumps(
                 {"datetime": (EPOCH + timedelta(minutes=rng.randint(0, 10**6))).isoformat()}
             )
@@ -325,9 +320,6 @@ def build(
     ).with_id()
 
 
-tool = _tool
-
-
 def filter_examples() -> list[Trajectory]:
     """One trajectory for each of the report's filters to catch (used by the demo)."""
 
@@ -343,7 +335,7 @@ def filter_examples() -> list[Trajectory]:
         build("terminal", [("ls\n", "a.txt\n$ ")], episode="one-turn"),
         build(
             "mcp",
-            [(_tool("get_time"), "12:00"), (_tool("delete_everything"), "ok")],
+            [(tool("get_time"), "12:00"), (tool("delete_everything"), "ok")],
             action_space=["get_time"],
             episode="undeclared",
         ),

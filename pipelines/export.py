@@ -148,11 +148,13 @@ def loss_mask(
     tid: str,
     cfg: ExportConfig,
     targets: set[int] | None = None,
-) -> np.ndarray:
-    """Per-token mask from observation spans and the turns' keep ratios."""
+) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """Per-token mask from observation spans and the turns' keep ratios, with the
+    (turn, first token, end token) range of every target observation."""
     mask = np.zeros(len(offsets), dtype=np.uint8)
+    ranges: list[tuple[int, int, int]] = []
     if not len(offsets):
-        return mask
+        return mask, ranges
     starts, ends = offsets[:, 0], offsets[:, 1]
     for sp in rendered.spans:
         if targets is not None and sp.turn not in targets:
@@ -160,6 +162,7 @@ def loss_mask(
         keep = turns[sp.turn]["keep"]
         keep = 1.0 if keep is None else keep
         lo, hi = _token_range(starts, ends, sp.start, sp.end)
+        ranges.append((sp.turn, lo, hi))
         n = hi - lo
         if cfg.keep_mode == "turn":
             on = keep_turn(tid, sp.turn, cfg.seed, keep)
@@ -175,7 +178,7 @@ def loss_mask(
         if cfg.eot_target and on and sp.eot_end > sp.eot_start:
             elo, ehi = _token_range(starts, ends, sp.eot_start, sp.eot_end)
             mask[elo:ehi] = 1
-    return mask
+    return mask, ranges
 
 
 # -- samples -----------------------------------------------------------------------
@@ -237,19 +240,13 @@ class Exporter:
     def _make(self, rec, sid, rendered, ids, offsets, targets) -> Sample:
         tid = rec[F.TRAJECTORY_ID]
         turns = {t["index"]: t for t in rec[F.TURNS]}
-        mask = loss_mask(offsets, rendered, turns, tid, self.cfg, targets)
-        self._count(rendered, turns, offsets, mask, targets)
+        mask, ranges = loss_mask(offsets, rendered, turns, tid, self.cfg, targets)
+        self._count(turns, ranges, mask)
         return Sample(sid, tid, rec[F.DOMAIN], rendered.text, ids, mask)
 
-    def _count(self, rendered, turns, offsets, mask, targets) -> None:
-        if not len(offsets):
-            return
-        starts, ends = offsets[:, 0], offsets[:, 1]
-        for sp in rendered.spans:
-            if targets is not None and sp.turn not in targets:
-                continue
-            lo, hi = _token_range(starts, ends, sp.start, sp.end)
-            c = self.by_category[turns[sp.turn].get("category") or "unscored"]
+    def _count(self, turns, ranges: list[tuple[int, int, int]], mask: np.ndarray) -> None:
+        for turn, lo, hi in ranges:
+            c = self.by_category[turns[turn].get("category") or "unscored"]
             c["obs_tokens"] += hi - lo
             kept = int(mask[lo:hi].sum())
             c["loss_tokens"] += kept

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from . import fields as F
 from .arrow import TRAJECTORY_SCHEMA, to_batch
 from .records import Trajectory, from_jsonable, trajectory_from_dict
-from .validate import Problem
+from .validate import Problem, validate_dict
 
 TMP_PREFIX = ".tmp-"
 TMP_STALE_SECONDS = 3600
@@ -380,6 +380,16 @@ def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
                 )
                 continue
             yield where, from_jsonable(d) if isinstance(d, dict) else d
+
+
+def check_files(files: Iterable[Path]) -> Iterator[tuple[bool, list[Problem]]]:
+    """(is a record, its problems) for every record, or unreadable part, of `files`."""
+    for f in files:
+        for where, item in scan_file(f):
+            if isinstance(item, Problem):
+                yield False, [item]
+            else:
+                yield True, validate_dict(item, where)
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[Trajectory]) -> Path:

@@ -66,21 +66,18 @@ def doctor() -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
 def validate(paths: tuple[str, ...], quiet: bool) -> None:
     """Validate trajectory shards (Parquet) or JSONL of records; exit 1 if anything is invalid."""
-    from worldtrace.schemas.store import input_files, scan_file
-    from worldtrace.schemas.validate import Problem, validate_dict
+    from worldtrace.schemas.store import check_files, input_files
 
     files = input_files(paths)
     if not files:
         click.echo("no Parquet or JSONL files found", err=True)
         sys.exit(EXIT_PROBLEMS)
     records = problems = 0
-    for f in files:
-        for where, item in scan_file(f):
-            found = [item] if isinstance(item, Problem) else validate_dict(item, where)
-            records += not isinstance(item, Problem)
-            for p in found:
-                problems += 1
-                click.echo(str(p))
+    for is_record, found in check_files(files):
+        records += is_record
+        for p in found:
+            problems += 1
+            click.echo(str(p))
     if not quiet:
         click.echo(f"{len(files)} file(s), {records} record(s), {problems} problem(s)", err=True)
     sys.exit(EXIT_PROBLEMS if problems else 0)

@@ -14,8 +14,8 @@ from pathlib import Path
 from rich.console import Console
 
 from worldtrace.collectors.synthetic import filter_examples, near_duplicate_corpus
-from worldtrace.schemas import ShardWriter, Store, validate_dict
-from worldtrace.schemas.store import input_files, scan_file
+from worldtrace.schemas import ShardWriter, Store
+from worldtrace.schemas.store import check_files, input_files
 
 TERMINAL_JOB = {
     "name": "demo-terminal",
@@ -117,12 +117,7 @@ def run_demo(store: Store, episodes: int = 300) -> int:
     with ShardWriter(store.raw / "synthetic", prefix="demo") as w:
         w.write(data + filter_examples())
 
-    problems = [
-        p
-        for f in input_files([store.raw])
-        for where, d in scan_file(f)
-        for p in (validate_dict(d, where) if isinstance(d, dict) else [d])
-    ]
+    problems = [p for _, found in check_files(input_files([store.raw])) for p in found]
     console.print(f"[bold]3. validate[/] raw shards: {len(problems)} problem(s)")
     for p in problems[:10]:
         console.print(f"   {p}")

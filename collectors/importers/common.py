@@ -23,6 +23,8 @@ from worldtrace.schemas import (
 )
 from worldtrace.schemas import fields as F
 
+from ..actions import tool
+
 SUFFIXES = (".traj.json", ".trajectory.json", ".traj", ".jsonl", ".json")
 
 
@@ -120,8 +122,7 @@ def tool_action(name: str, arguments: Any) -> Action:
         parsed = arguments if arguments is not None else {}
     if not isinstance(parsed, dict):
         parsed = {"_value": parsed}
-    args = json.dumps(parsed, sort_keys=True, ensure_ascii=False)
-    return Action("tool_call", f"{name}({args})", name=name, arguments_json=args)
+    return tool(name, **parsed)
 
 
 def text_of(content: Any) -> str:
