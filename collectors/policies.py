@@ -3,21 +3,42 @@
 `act(history)` returns the next Action or None to end the episode. A policy that has
 reasoning to record calls `history.note_reasoning(text)`: it goes to the turn's raw
 `reasoning` field, never into the action.
+
+Policies are registered by kind, like sandboxes: `BUILTIN_POLICIES` plus the entry-point
+group `worldtrace.policies`. Each has a `config_class` (parsed from the job file's
+`policy:` mapping) and `build(config, ctx)`. The kind `explorer` is the sandbox kind's
+own explorer (its class attribute `explorer = "module:Class"`), so every environment
+can be collected without a model.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import os
 import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Protocol
 
+from pydantic import Field
+from worldtrace.sandboxes.base import ToolSpec
 from worldtrace.schemas import Action, Observation, Trajectory, Turn
+from worldtrace.schemas.parsing import configclass
 
-from .actions import keystrokes, tool
+from .actions import keystrokes, tool, tool_call
+
+POLICY_ENTRY_POINT_GROUP = "worldtrace.policies"
+BUILTIN_POLICIES = {
+    "scripted": "worldtrace.collectors.policies:ScriptedPolicy",
+    "replay": "worldtrace.collectors.policies:ReplayPolicy",
+    "openai": "worldtrace.collectors.policies:OpenAIChatPolicy",
+}
+EXPLORER = "explorer"
 
 
 @dataclass
@@ -31,6 +52,24 @@ class History:
     def note_reasoning(self, text: str | None) -> None:
         self.pending_reasoning = text or None
 
+    def tools(self) -> list[ToolSpec]:
+        return [ToolSpec.from_dict(t) for t in self.action_space if isinstance(t, dict)]
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy may know when it is built for one episode."""
+
+    actions: tuple[Action, ...] = ()
+    """The task's scripted actions (job file)."""
+    replay: str | None = None
+    """The task's trajectory id (prefix) to replay."""
+    raw_dir: Path | None = None
+    seed: int = 0
+    """Seed of this episode (job seed, task and episode index)."""
+    action_kinds: tuple[str, ...] = ("tool_call",)
+    """What the sandbox takes: keystrokes (terminal) or tool calls."""
+
 
 class Policy(Protocol):
     name: str
@@ -38,13 +77,24 @@ class Policy(Protocol):
     def act(self, history: History) -> Action | None: ...
 
 
+@configclass
+class NoConfig:
+    """This policy takes no settings."""
+
+
 class ScriptedPolicy:
     """Plays a fixed list of actions (from a task file), then stops."""
 
+    kind: ClassVar[str] = "scripted"
+    config_class: ClassVar[type] = NoConfig
     name = "scripted"
 
     def __init__(self, actions: list[Action]):
         self.actions = list(actions)
+
+    @classmethod
+    def build(cls, config: NoConfig, ctx: PolicyContext) -> ScriptedPolicy:
+        return cls(list(ctx.actions))
 
     def act(self, history: History) -> Action | None:
         n = len(history.turns)
@@ -54,14 +104,44 @@ class ScriptedPolicy:
 class ReplayPolicy(ScriptedPolicy):
     """Re-runs the actions of a recorded trajectory against a fresh sandbox."""
 
+    kind: ClassVar[str] = "replay"
     name = "replay"
 
     def __init__(self, trajectory: Trajectory):
         super().__init__([t.action for t in trajectory.turns])
         self.source_id = trajectory.trajectory_id
 
+    @classmethod
+    def build(cls, config: NoConfig, ctx: PolicyContext) -> ReplayPolicy:
+        from worldtrace.schemas import read_records
+
+        prefix = ctx.replay or ""
+        found = (
+            [t for t in read_records(ctx.raw_dir) if prefix and t.trajectory_id.startswith(prefix)]
+            if ctx.raw_dir
+            else []
+        )
+        if len(found) != 1:
+            raise ValueError(f"replay {prefix!r} matches {len(found)} raw trajectories, not 1")
+        return cls(found[0])
+
 
 _BLOCK_RE = re.compile(r"```(?:bash|sh|shell|console)?\n(.*?)```", re.S)
+
+
+@configclass
+class OpenAIConfig:
+    """An OpenAI-compatible chat-completions endpoint."""
+
+    base_url: str
+    """e.g. http://127.0.0.1:8000/v1"""
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the key (never the key itself)."""
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
+    max_tokens: Annotated[int, Field(ge=1)] = 1024
+    timeout: Annotated[float, Field(gt=0)] = 60.0
+    """Seconds per request."""
 
 
 @dataclass
@@ -81,6 +161,20 @@ class OpenAIChatPolicy:
     timeout: float = 60.0
     terminal: bool = False
     name: str = "openai-chat"
+    kind: ClassVar[str] = "openai"
+    config_class: ClassVar[type] = OpenAIConfig
+
+    @classmethod
+    def build(cls, config: OpenAIConfig, ctx: PolicyContext) -> OpenAIChatPolicy:
+        return cls(
+            base_url=config.base_url,
+            model=config.model,
+            api_key_env=config.api_key_env,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            timeout=config.timeout,
+            terminal="keystrokes" in ctx.action_kinds,
+        )
 
     def _messages(self, h: History) -> list[dict[str, Any]]:
         system = f"{h.task}\n\nInitial state:\n{h.initial.text}"
@@ -114,24 +208,19 @@ class OpenAIChatPolicy:
         return msgs
 
     def _tools(self, h: History) -> list[dict[str, Any]] | None:
+        """Native tool calling: each tool's JSON Schema as the function's parameters."""
         if self.terminal:
             return None
         return [
             {
                 "type": "function",
                 "function": {
-                    "name": t["name"],
-                    "description": t.get("description", ""),
-                    "parameters": {
-                        "type": "object",
-                        "properties": {
-                            k: {"type": "string", "description": str(v)}
-                            for k, v in (t.get("parameters") or {}).items()
-                        },
-                    },
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.input_schema),
                 },
             }
-            for t in h.action_space
+            for t in h.tools()
         ]
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -167,7 +256,7 @@ class OpenAIChatPolicy:
             history.note_reasoning(
                 "\n\n".join(x for x in (msg.get("reasoning_content"), content) if x)
             )
-            return tool(fn["name"], **json.loads(fn.get("arguments") or "{}"))
+            return tool_call(fn["name"], json.loads(fn.get("arguments") or "{}"))
         blocks = _BLOCK_RE.findall(content)
         if not blocks:
             return None
@@ -175,3 +264,36 @@ class OpenAIChatPolicy:
         history.note_reasoning("\n\n".join(x for x in (msg.get("reasoning_content"), prose) if x))
         cmd = blocks[-1].rstrip("\n")
         return keystrokes(cmd + "\n") if self.terminal else tool("bash", command=cmd)
+
+
+# -- the registry -----------------------------------------------------------------
+@functools.cache
+def policy_registry() -> dict[str, str]:
+    """Policy kind -> "module:Class" (entry points add kinds, never replace a builtin)."""
+    found = dict(BUILTIN_POLICIES)
+    for ep in metadata.entry_points(group=POLICY_ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def policy_kinds() -> list[str]:
+    return sorted([*policy_registry(), EXPLORER])
+
+
+def _import(ref: str) -> type:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def load_policy(kind: str, sandbox_cls: type | None = None) -> type:
+    """The policy class of a kind; `explorer` is the sandbox kind's own explorer."""
+    if kind == EXPLORER:
+        ref = getattr(sandbox_cls, "explorer", None)
+        if not ref:
+            name = getattr(sandbox_cls, "kind", "this sandbox")
+            raise KeyError(f"sandbox kind {name!r} has no explorer policy")
+        return _import(ref)
+    known = policy_registry()
+    if kind not in known:
+        raise KeyError(f"unknown policy {kind!r} (known: {', '.join(policy_kinds())})")
+    return _import(known[kind])

@@ -17,14 +17,15 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import ShardWriter
 
-from .jobs import JOURNALS, JobSpec, attempt_episode, make_sandbox
+from .episode import attempt_episode
+from .jobs import JOURNALS
+from .jobspec import JobSpec
 from .recorder import recover
 
 SCHEMA = """
@@ -79,11 +80,11 @@ class JobStore:
     # -- submitting and inspecting ------------------------------------------------
     def submit(self, spec: JobSpec) -> str:
         job_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
-        rows = [(job_id, f"{t.id}-e{e}", t.id) for t in spec.tasks for e in range(spec.episodes)]
+        rows = [(job_id, ep.episode_id, ep.task.id) for ep in spec.expand()]
         with self._tx() as c:
             c.execute(
                 "INSERT INTO jobs (job_id, name, spec_json, status, episodes, created_at) VALUES (?, ?, ?, 'queued', ?, ?)",
-                (job_id, spec.name, json.dumps(asdict(spec)), len(rows), now()),
+                (job_id, spec.name, spec.to_json(), len(rows), now()),
             )
             c.executemany(
                 "INSERT INTO episodes (job_id, episode_id, task_id, attempt, status) VALUES (?, ?, ?, 1, 'queued')",
@@ -296,7 +297,7 @@ class Worker:
                     continue
                 spec = JobSpec.from_dict(json.loads(claim["spec_json"]))
                 sandbox = sandboxes.get(claim["job_id"]) or sandboxes.setdefault(
-                    claim["job_id"], make_sandbox(spec)
+                    claim["job_id"], spec.build_sandbox()
                 )
                 self._run_one(worker, claim, spec, sandbox)
         finally:
@@ -304,17 +305,15 @@ class Worker:
                 s.close()
 
     def _run_one(self, worker: str, claim: dict[str, Any], spec: JobSpec, sandbox) -> None:
-        task = next(t for t in spec.tasks if t.id == claim["task_id"])
         out = self.raw_dir / "collect" / claim["job_id"]
         journals = out / JOURNALS / worker
         try:
             t = attempt_episode(
                 spec,
-                task,
+                spec.episode(claim["episode_id"]),
                 sandbox,
                 journals,
                 claim["job_id"],
-                claim["episode_id"],
                 claim["attempt"],
                 self.raw_dir,
             )

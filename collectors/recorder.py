@@ -45,8 +45,10 @@ class Recorder:
         agent: Agent,
         task_id: str,
         instruction: str,
+        domain: str | None = None,
     ):
         self.sandbox = sandbox
+        self.domain = domain or sandbox.domain
         self.journal_dir = Path(journal_dir)
         self.journal_dir.mkdir(parents=True, exist_ok=True)
         self.episode_id = source.episode_id or uuid.uuid4().hex[:12]
@@ -57,6 +59,8 @@ class Recorder:
         self.turns: list[Turn] = []
         self.started_at = utcnow()
         self._fh = None
+        self.started = False
+        """True once the header (the episode's start) is journaled."""
 
     def _append(self, kind: str, payload: dict[str, Any]) -> None:
         if self._fh is None:
@@ -65,8 +69,9 @@ class Recorder:
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
-    def header(self, initial: Observation) -> None:
-        d = self.sandbox.describe()
+    def header(self, initial: Observation, describe: bool = True) -> None:
+        """Journal the episode's start; `describe=False` when the sandbox never started."""
+        d = self.sandbox.describe() if describe else {}
         self.system = System(
             task_description=self.task.instruction,
             action_space=json.dumps(d.get("action_space"), sort_keys=True)
@@ -85,7 +90,7 @@ class Recorder:
         self._append(
             "header",
             {
-                "domain": self.sandbox.domain,
+                "domain": self.domain,
                 "source": asdict(self.source),
                 "agent": asdict(self.agent),
                 "task": asdict(self.task),
@@ -94,6 +99,7 @@ class Recorder:
                 "started_at": self.started_at.isoformat(),
             },
         )
+        self.started = True
 
     def step(self, action: Action, reasoning: str | None = None) -> Observation:
         started = utcnow()

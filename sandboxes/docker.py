@@ -11,12 +11,17 @@ import atexit
 import contextlib
 import io
 import json
+import re
 import tarfile
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxError
 
@@ -24,28 +29,87 @@ LABEL = "worldtrace.sandbox"
 IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 
 
-@dataclass(frozen=True)
+MEMORY_RE = re.compile(r"^(\d+)([bkmg]?)$", re.I)
+MEMORY_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+MIN_MEMORY = 16 << 20
+"""The floor of a container's memory limit: a job may raise limits, never remove them."""
+FORBIDDEN_HOST_PATHS = ("/", "/var/run", "/run", "/proc", "/sys", "/dev", "/etc", "/boot")
+"""Host paths (and the docker socket under them) no sandbox may see, mounted or copied."""
+
+
+def memory_bytes(value: str) -> int:
+    """Bytes of a docker memory string such as `512m` (ValueError when not one)."""
+    m = MEMORY_RE.match(str(value).strip())
+    if not m:
+        raise ValueError(f"not a memory size: {value!r} (write e.g. 512m or 2g)")
+    return int(m.group(1)) * MEMORY_UNITS[m.group(2).lower()]
+
+
+def _memory_floor(value: str) -> str:
+    if memory_bytes(value) < MIN_MEMORY:
+        raise ValueError(f"memory {value!r} is below the floor of 16m (limits cannot be removed)")
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(f"not an environment variable name: {value!r}")
+    return value
+
+
+def _abs_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path inside the container, got {value!r}")
+    return value
+
+
+Memory = Annotated[str, AfterValidator(_memory_floor)]
+
+
+@configclass
 class DockerConfig:
-    """How sandbox containers are started."""
+    """How sandbox containers are started. Every limit has a floor: a job may raise a
+    limit, never remove it (no `0`, `-1` or unlimited values)."""
 
     image: str = "worldtrace/debian:latest"
     """Any local image; the set-up builds worldtrace/debian and worldtrace/busybox."""
-    memory: str = "512m"
-    cpus: float = 1.0
-    pids_limit: int = 128
+    memory: Memory = "512m"
+    """Memory (and swap) limit, e.g. 512m or 2g; at least 16m."""
+    cpus: Annotated[float, Field(gt=0, le=64)] = 1.0
+    """CPU share (fractions allowed)."""
+    pids_limit: Annotated[int, Field(ge=16, le=65536)] = 128
     """Caps processes: a fork bomb stops here."""
     read_only: bool = False
-    """Read-only root filesystem (a tmpfs stays writable at /tmp)."""
-    workdir: str = "/root"
+    """Read-only root filesystem (a tmpfs stays writable at /tmp and the workdir)."""
+    workdir: Annotated[str, AfterValidator(_abs_path)] = "/root"
+    """Working directory in the container."""
     user: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    step_timeout: float = 30.0
+    """User the sandbox runs as (default: the image's)."""
+    env: tuple[Annotated[str, AfterValidator(_env_name)], ...] = ()
+    """Names of environment variables passed from the collector's environment (the job
+    store keeps names, never values)."""
+    env_file: str | None = None
+    """A KEY=VALUE file read by the worker when the sandbox starts (values never stored)."""
+    step_timeout: Annotated[float, Field(gt=0, le=3600)] = 30.0
     """Seconds one step may take before it is cut off."""
-    output_cap: int = 1 << 20
+    output_cap: Annotated[int, Field(ge=1024, le=256 << 20)] = 1 << 20
     """Bytes of output kept per step; the rest is dropped and the observation flagged."""
-    warm: int = 1
+    warm: Annotated[int, Field(ge=0, le=16)] = 1
     """Containers kept started ahead of need."""
-    tmpfs_size: str = "64m"
+    tmpfs_size: Memory = "64m"
+    """Size of the tmpfs mounts of a read-only root."""
+
+    def resolved_env(self) -> dict[str, str]:
+        """The values handed to the container: named variables, then the env file."""
+        import os
+
+        out = {name: os.environ[name] for name in self.env if name in os.environ}
+        if self.env_file:
+            for line in Path(self.env_file).read_text(encoding="utf-8").splitlines():
+                key, sep, value = line.strip().partition("=")
+                if sep and key and not key.startswith("#"):
+                    out[key.strip()] = value.strip()
+        return out
 
     def summary(self) -> dict[str, Any]:
         """The limits recorded in a trajectory's environment.config."""
@@ -68,7 +132,7 @@ class DockerConfig:
             "pids_limit": self.pids_limit,
             "read_only": self.read_only,
             "working_dir": self.workdir,
-            "environment": dict(self.env),
+            "environment": self.resolved_env(),
             "detach": True,
             "cap_drop": ["NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"],
             "security_opt": ["no-new-privileges"],

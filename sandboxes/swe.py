@@ -15,29 +15,95 @@ from __future__ import annotations
 import difflib
 import json
 import posixpath
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from pathlib import Path
+from typing import Annotated, Any
 
+from pydantic import AfterValidator
 from worldtrace.schemas import Action, Observation
+from worldtrace.schemas.parsing import configclass
 
-from .base import SandboxError, TaskSpec, Unpicklable
-from .docker import DockerConfig, exec_capture, put_file, put_tree, run_setup, shared_pool
+from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .docker import (
+    FORBIDDEN_HOST_PATHS,
+    DockerConfig,
+    exec_capture,
+    put_file,
+    put_tree,
+    run_setup,
+    shared_pool,
+)
 
+_STR = {"type": "string"}
 ACTION_SPACE = [
-    {"name": "read", "description": "Show a file with line numbers", "parameters": {"path": "string", "start": "int, optional", "end": "int, optional"}},
-    {"name": "edit", "description": "Replace the single occurrence of `old` with `new` in a file, or write `content` to it", "parameters": {"path": "string", "old": "string", "new": "string", "content": "string, optional"}},
-    {"name": "bash", "description": "Run one shell command in the repository and return its output and exit code", "parameters": {"command": "string"}},
-]  # fmt: skip
-TOOL_NAMES = tuple(t["name"] for t in ACTION_SPACE)
+    ToolSpec(
+        "read",
+        "Show a file with line numbers (cat -n style), optionally lines start..end",
+        {
+            "type": "object",
+            "properties": {
+                "path": {**_STR, "description": "file path, relative to the repository"},
+                "start": {"type": "integer", "minimum": 1, "description": "first line (default 1)"},
+                "end": {"type": "integer", "minimum": 1, "description": "last line (default: end)"},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "edit",
+        "Replace the single occurrence of `old` with `new` in a file, or write `content` to "
+        "it; the answer is a unified diff",
+        {
+            "type": "object",
+            "properties": {
+                "path": {**_STR, "description": "file path, relative to the repository"},
+                "old": {**_STR, "description": "text that occurs exactly once in the file"},
+                "new": {**_STR, "description": "replacement for `old`"},
+                "content": {**_STR, "description": "the whole new file (instead of old/new)"},
+            },
+            "required": ["path"],
+            "oneOf": [{"required": ["old", "new"]}, {"required": ["content"]}],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "bash",
+        "Run one shell command in the repository and return its output and exit code",
+        {
+            "type": "object",
+            "properties": {"command": {**_STR, "description": "a shell command line"}},
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+    ),
+]
+TOOLS = {t.name: t for t in ACTION_SPACE}
+TOOL_NAMES = tuple(TOOLS)
 
 
-@dataclass(frozen=True)
+def _safe_repo(value: str) -> str:
+    """An existing host directory that exposes nothing of the host's system or sockets."""
+    if not value:
+        raise ValueError("must name the host directory of the repository")
+    real = Path(value).expanduser().resolve()
+    for bad in FORBIDDEN_HOST_PATHS:
+        if real == Path(bad) or (bad != "/" and real.is_relative_to(bad)):
+            raise ValueError(f"{value!r} resolves to {real}, under {bad}: refused for sandboxes")
+    if not real.is_dir():
+        raise ValueError(f"{value!r} is not a directory on this host")
+    if any(p.is_socket() for p in real.iterdir()):
+        raise ValueError(f"{value!r} holds a socket: refused for sandboxes")
+    return str(real)
+
+
+@configclass
 class SWEConfig:
     """A repository sandbox."""
 
     docker: DockerConfig = field(default_factory=DockerConfig)
-    repo: str = ""
-    """Host directory of the repository."""
+    repo: Annotated[str, AfterValidator(_safe_repo)] = ""
+    """Host directory of the repository (system paths and sockets are refused)."""
     repo_path: str = "/repo"
     """Where it appears in the container."""
     mount: bool = False
@@ -45,8 +111,19 @@ class SWEConfig:
 
 
 class SWESandbox(Unpicklable):
+    kind = "swe"
     domain = "swe"
     config_class = SWEConfig
+    action_kinds = ("tool_call",)
+
+    @classmethod
+    def static_action_space(cls, config: SWEConfig) -> list[ToolSpec]:
+        return list(ACTION_SPACE)
+
+    @classmethod
+    def host_paths(cls, config: SWEConfig) -> list[str]:
+        """Host paths the sandbox sees (checked against the store at submit)."""
+        return [config.repo]
 
     def __init__(self, config: SWEConfig):
         if not config.repo:
@@ -122,14 +199,14 @@ class SWESandbox(Unpicklable):
         except json.JSONDecodeError as exc:
             return Observation(f"error: arguments are not JSON: {exc.msg}", is_error=True)
         name = action.name
-        if name not in TOOL_NAMES:
+        if name not in TOOLS:
             return Observation(
                 f"error: unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})", is_error=True
             )
-        try:
-            return getattr(self, f"_tool_{name}")(**args)
-        except TypeError as exc:
-            return Observation(f"error: bad arguments for {name}: {exc}", is_error=True)
+        problem = TOOLS[name].check(args)
+        if problem:  # the tool's own usage error, as a CLI would print it
+            return Observation(f"error: {problem}", is_error=True)
+        return getattr(self, f"_tool_{name}")(**args)
 
     def _tool_read(self, path: str, start: int = 1, end: int | None = None) -> Observation:
         text, err = self._read(path)
@@ -190,6 +267,6 @@ class SWESandbox(Unpicklable):
             "backend": "docker",
             "image": d.image,
             "config": {**d.summary(), "repo": self.config.repo_path, "mount": self.config.mount},
-            "action_space": ACTION_SPACE,
+            "action_space": [t.to_dict() for t in ACTION_SPACE],
             "initial_state": self._initial,
         }

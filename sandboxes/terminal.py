@@ -15,12 +15,14 @@ import json
 import re
 import select
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any
 
+from pydantic import Field
 from worldtrace.schemas import Action, Observation
+from worldtrace.schemas.parsing import configclass
 
-from .base import SandboxError, TaskSpec, Unpicklable
+from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
 from .docker import DockerConfig, exec_capture, run_setup, shared_pool
 
 KEYS = {
@@ -34,25 +36,36 @@ PROMPT = "user@sandbox:\\w$ "
 PROMPT_RE = re.compile(rb"user@sandbox:[^\n]*\$ $")
 TOOLS = ("bash", "sh", "python3", "git", "curl", "vim", "nano", "gcc", "make", "pip3", "node")
 ACTION_SPACE = [
-    {
-        "name": "keystrokes",
-        "description": "Keys sent to the terminal; a whole action of C-c, C-d, C-z, Enter, Escape, Tab, Up, Down sends that key",
-        "parameters": {
-            "keystrokes": "string",
-            "duration": "seconds to wait for output (default 1.0)",
+    ToolSpec(
+        "keystrokes",
+        "Keys sent to the terminal (\\n is Enter); a whole action of C-c, C-d, C-z, C-l, "
+        "C-u, C-a, C-e, Enter, Escape, Tab, Up or Down sends that key",
+        {
+            "type": "object",
+            "properties": {
+                "keystrokes": {"type": "string", "description": "the keys"},
+                "duration": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "seconds to wait for output (default 1.0)",
+                },
+            },
+            "required": ["keystrokes"],
+            "additionalProperties": False,
         },
-    }
+    )
 ]
 
 
-@dataclass(frozen=True)
+@configclass
 class TerminalConfig:
     """A terminal sandbox."""
 
     docker: DockerConfig = field(default_factory=DockerConfig)
     shell: tuple[str, ...] = ("/bin/bash", "--norc", "--noprofile", "-i")
     """Interactive shell; images without bash fall back to /bin/sh -i."""
-    default_duration: float = 1.0
+    default_duration: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    """Seconds a step waits for output when the action does not say."""
 
 
 def parse_action(action: Action) -> tuple[bytes, float | None]:
@@ -77,8 +90,14 @@ def clean(raw: bytes) -> str:
 
 
 class TerminalSandbox(Unpicklable):
+    kind = "terminal"
     domain = "terminal"
     config_class = TerminalConfig
+    action_kinds = ("keystrokes",)
+
+    @classmethod
+    def static_action_space(cls, config: TerminalConfig) -> list[ToolSpec]:
+        return list(ACTION_SPACE)
 
     def __init__(self, config: TerminalConfig | None = None):
         self.config = config or TerminalConfig()
@@ -219,6 +238,6 @@ class TerminalSandbox(Unpicklable):
             "backend": "docker",
             "image": d.image,
             "config": d.summary(),
-            "action_space": ACTION_SPACE,
+            "action_space": [t.to_dict() for t in ACTION_SPACE],
             "initial_state": self._initial,
         }

@@ -204,7 +204,7 @@ def collect(
                 actions = []
                 for t in tools:
                     name, _, args = t.partition(":")
-                    actions.append({"tool": name, "args": json.loads(args or "{}")})
+                    actions.append({"tool": name, "arguments": json.loads(args or "{}")})
             else:
                 actions = [
                     {"keystrokes": k.encode().decode("unicode_escape"), "duration": duration}
@@ -213,9 +213,11 @@ def collect(
             spec = JobSpec.from_dict(
                 {
                     "name": f"quick-{kind}",
-                    "sandbox": kind,
-                    "docker": {"image": image},
-                    "swe": {"repo": str(Path(repo).absolute())} if kind == "swe" else {},
+                    "sandbox": {
+                        "kind": kind,
+                        "docker": {"image": image},
+                        **({"repo": str(Path(repo).absolute())} if kind == "swe" else {}),
+                    },
                     "tasks": [{"id": "quick", "instruction": instruction, "actions": actions}],
                 }
             )

@@ -19,7 +19,7 @@ from worldtrace.schemas.store import check_files, input_files
 
 TERMINAL_JOB = {
     "name": "demo-terminal",
-    "sandbox": "terminal",
+    "sandbox": {"kind": "terminal"},
     "tasks": [
         {
             "id": "explore",
@@ -58,20 +58,23 @@ def _swe_job(repo: Path) -> dict:
     )
     return {
         "name": "demo-swe",
-        "sandbox": "swe",
-        "swe": {"repo": str(repo)},
+        "sandbox": {"kind": "swe", "repo": str(repo)},
         "tasks": [
             {
                 "id": "fix-mean",
                 "instruction": "mean() divides by the wrong count; fix it so test_stats.py passes.",
                 "actions": [
-                    {"tool": "bash", "args": {"command": "python3 test_stats.py"}},
-                    {"tool": "read", "args": {"path": "pkg/stats.py"}},
+                    {"tool": "bash", "arguments": {"command": "python3 test_stats.py"}},
+                    {"tool": "read", "arguments": {"path": "pkg/stats.py"}},
                     {
                         "tool": "edit",
-                        "args": {"path": "pkg/stats.py", "old": "(len(xs) - 1)", "new": "len(xs)"},
+                        "arguments": {
+                            "path": "pkg/stats.py",
+                            "old": "(len(xs) - 1)",
+                            "new": "len(xs)",
+                        },
                     },
-                    {"tool": "bash", "args": {"command": "python3 test_stats.py"}},
+                    {"tool": "bash", "arguments": {"command": "python3 test_stats.py"}},
                 ],
             }
         ],

@@ -76,12 +76,11 @@ def test_replay_reproduces_deterministic_observations(docker_engine, store):
 def test_swe_job(docker_engine, store, repo):
     job = {
         "name": "swe",
-        "sandbox": "swe",
-        "swe": {"repo": str(repo)},
+        "sandbox": {"kind": "swe", "repo": str(repo)},
         "tasks": [{"id": "fix-add", "instruction": "add() subtracts; fix it.", "actions": [
-            {"tool": "read", "args": {"path": "pkg/calc.py"}},
-            {"tool": "edit", "args": {"path": "pkg/calc.py", "old": "a - b", "new": "a + b"}},
-            {"tool": "bash", "args": {"command": "python3 -c 'from pkg.calc import add; print(add(1, 2))'"}},
+            {"tool": "read", "arguments": {"path": "pkg/calc.py"}},
+            {"tool": "edit", "arguments": {"path": "pkg/calc.py", "old": "a - b", "new": "a + b"}},
+            {"tool": "bash", "arguments": {"command": "python3 -c 'from pkg.calc import add; print(add(1, 2))'"}},
         ]}],
     }  # fmt: skip
     [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
@@ -218,8 +217,8 @@ def test_openai_policy_against_local_server(docker_engine, store, repo, chat_ser
         {"role": "assistant", "content": "Done."},
     ]
     job = {
-        "name": "llm", "sandbox": "swe", "swe": {"repo": str(repo)}, "policy": "openai",
-        "openai": {"base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "scripted-model", "api_key_env": "TEST_KEY"},
+        "name": "llm", "sandbox": {"kind": "swe", "repo": str(repo)},
+        "policy": {"kind": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "scripted-model", "api_key_env": "TEST_KEY"},
         "tasks": [{"id": "fix", "instruction": "Fix add()."}],
     }  # fmt: skip
     [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories

@@ -99,6 +99,13 @@ def test_swe_tools(swe, repo):
     assert o.is_error and "exactly once" in o.text
     o = swe.step(tool("delete", path="x"))
     assert o.is_error and "unknown tool" in o.text
+    # a call that does not fit the tool's schema gets the tool's usage error, never our
+    # Python exception text
+    o = swe.step(tool("read", file="pkg/calc.py"))
+    assert o.is_error and o.text == (
+        "error: read: 'path' is a required property; "
+        "Additional properties are not allowed ('file' was unexpected)"
+    )
     assert (
         repo / "pkg" / "calc.py"
     ).read_text() == "def add(a, b):\n    return a - b\n"  # host copy untouched

@@ -1,0 +1,110 @@
+"""The one episode loop every sandbox kind and policy shares.
+
+Errors have owners. What the environment answers comes back from `sandbox.step` as an
+Observation and is recorded. Anything raised (a SandboxError, a docker API error, a bug
+in a tool, a policy that cannot reach its model) is ours or the infrastructure's: the
+attempt ends with outcome `error` and the reason, and is retried per the job's policy.
+Such text never becomes an observation.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
+
+from .jobspec import Episode, JobSpec
+from .policies import History, Policy
+from .recorder import Recorder
+
+
+class Interrupted(Exception):
+    """The collector was asked to stop (SIGTERM/SIGINT) between two steps."""
+
+
+def run_episode(
+    sandbox,
+    policy: Policy,
+    task,
+    recorder: Recorder,
+    max_turns: int,
+    stop: threading.Event | None = None,
+) -> Trajectory:
+    """Policy <-> sandbox until the policy stops or `max_turns`; raises on our failures."""
+    initial = sandbox.reset(task)
+    recorder.header(initial)
+    history = History(task.instruction, initial, sandbox.describe().get("action_space") or [])
+    status = "success"
+    for _ in range(max_turns):
+        if stop is not None and stop.is_set():
+            raise Interrupted("stop requested")
+        action = policy.act(history)
+        if action is None:
+            break
+        recorder.step(action, history.pending_reasoning)
+        history.pending_reasoning = None
+        history.turns = recorder.turns
+    else:
+        status = "incomplete"  # stopped by max_turns
+    return recorder.finish(Outcome(status=status))
+
+
+def failure_reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")[:2000]
+
+
+def attempt_episode(
+    spec: JobSpec,
+    episode: Episode,
+    sandbox,
+    journals: Path,
+    job_id: str,
+    attempt: int,
+    raw_dir: Path | None,
+    stop: threading.Event | None = None,
+) -> Trajectory:
+    """One attempt of one episode; a failure of ours ends it as outcome `error`.
+
+    `Interrupted` propagates: the caller releases the episode instead of failing it.
+    """
+    source = Source(
+        kind="collector",
+        name=spec.sandbox.kind,
+        job_id=job_id,
+        episode_id=episode.episode_id,
+        attempt=attempt,
+    )
+    rec = None
+    try:
+        policy = spec.build_policy(episode, raw_dir)
+        agent = Agent(
+            name=policy.name, model=getattr(policy, "model", None), policy=spec.policy.kind
+        )
+        rec = Recorder(
+            sandbox,
+            journals,
+            source=source,
+            agent=agent,
+            task_id=episode.task.id,
+            instruction=episode.task.instruction,
+            domain=spec.domain,
+        )
+        return run_episode(sandbox, policy, episode.task.spec(), rec, spec.max_turns, stop)
+    except Interrupted:
+        raise
+    except Exception as exc:  # ours or the infrastructure's: the attempt fails with its reason
+        if rec is None:
+            rec = Recorder(
+                sandbox,
+                journals,
+                source=source,
+                agent=Agent(policy=spec.policy.kind),
+                task_id=episode.task.id,
+                instruction=episode.task.instruction,
+                domain=spec.domain,
+            )
+        if not rec.started:
+            rec.header(Observation(""), describe=False)  # reset failed: nothing to describe
+        return rec.finish(Outcome(status="error", error=failure_reason(exc)))

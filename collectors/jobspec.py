@@ -1,0 +1,458 @@
+"""Job files: parsed and validated completely before anything runs.
+
+```yaml
+name: terminal-basics
+sandbox: {kind: terminal, docker: {image: worldtrace/debian:latest, memory: 512m}}
+policy: scripted               # or {kind: openai, base_url: ..., model: ...}, {kind: explorer}
+episodes: 1                    # per task
+max_turns: 30
+retries: 1                     # extra attempts when the environment (not the agent) fails
+priority: 0                    # higher runs first
+seed: 0                        # explorer policies and sampled conditions derive from it
+schedule: {every: 15m}         # or {cron: "*/30 * * * *"}; enqueued by `worldtrace scheduler`
+tasks:
+  - id: list-files
+    instruction: List the files.
+    setup: ["mkdir -p /root/x"]
+    actions: ["ls -la\\n", {keystrokes: C-c}, {tool: bash, arguments: {command: ls}}]
+```
+
+Everything is checked at parse time: known keys, types and ranges (the sandbox kind's
+config class), duplicate task ids, each scripted action against the kind's action kinds
+and static tool schemas, host paths. Every problem names the file, line and key path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+from worldtrace.sandboxes.base import TaskSpec, action_kinds, load, static_action_space
+from worldtrace.schemas import Action
+from worldtrace.schemas import fields as F
+from worldtrace.schemas.parsing import (
+    ConfigError,
+    ConfigProblem,
+    LineMap,
+    configclass,
+    load_yaml,
+    parse,
+    to_mapping,
+)
+
+from .actions import arguments_of, from_spec
+from .policies import EXPLORER, PolicyContext, load_policy
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+"""Job names and task ids appear in file names and episode ids."""
+TASK_KEYS = ("id", "instruction", "setup", "actions", "replay")
+EVERY_RE = re.compile(r"^(\d+)\s*([smhd])$")
+EVERY_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _name(value: str) -> str:
+    if not NAME_RE.match(value):
+        raise ValueError(
+            f"{value!r} must be 1-100 letters, digits, '.', '_' or '-' (it names files)"
+        )
+    return value
+
+
+def parse_every(value: str) -> timedelta:
+    """`15m`, `2h`, `30s`, `1d` as a timedelta."""
+    m = EVERY_RE.match(value.strip())
+    if not m or int(m.group(1)) <= 0:
+        raise ValueError(f"not an interval: {value!r} (write e.g. 30s, 15m, 2h, 1d)")
+    return timedelta(seconds=int(m.group(1)) * EVERY_UNITS[m.group(2)])
+
+
+def _every(value: str | None) -> str | None:
+    if value is not None:
+        parse_every(value)
+    return value
+
+
+def _cron(value: str | None) -> str | None:
+    if value is not None:
+        from croniter import croniter
+
+        if not croniter.is_valid(value):
+            raise ValueError(f"not a cron expression: {value!r}")
+    return value
+
+
+@configclass
+class ScheduleSpec:
+    """When `worldtrace scheduler` enqueues a new run of the job."""
+
+    cron: Annotated[str | None, AfterValidator(_cron)] = None
+    """A cron expression (UTC), e.g. `*/30 * * * *`."""
+    every: Annotated[str | None, AfterValidator(_every)] = None
+    """A fixed interval: 30s, 15m, 2h, 1d."""
+    missed: Literal["one", "skip"] = "one"
+    """Runs missed while no scheduler ran: `one` enqueues a single catch-up run, `skip`
+    waits for the next due time."""
+
+    def __post_init__(self) -> None:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("a schedule needs exactly one of cron or every")
+
+
+@configclass
+class JobOptions:
+    """The job's scalar settings (everything but sandbox, policy and tasks)."""
+
+    name: Annotated[str, AfterValidator(_name)]
+    episodes: Annotated[int, Field(ge=1, le=100_000)] = 1
+    """Episodes per task."""
+    max_turns: Annotated[int, Field(ge=1, le=10_000)] = 30
+    retries: Annotated[int, Field(ge=0, le=20)] = 1
+    """Extra attempts when the environment or our code (not the agent) fails."""
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    """Workers claim episodes of higher-priority jobs first."""
+    seed: int = 0
+    domain: Literal[F.DOMAINS] | None = None  # type: ignore[valid-type]
+    """Override the sandbox kind's domain (e.g. `search` for an MCP search server)."""
+    schedule: ScheduleSpec | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """A kind with its parsed config: the job's sandbox or its policy."""
+
+    kind: str
+    config: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **to_mapping(self.config)}
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    id: str
+    instruction: str = ""
+    setup: tuple[str, ...] = ()
+    actions: tuple[Action, ...] = ()
+    replay: str | None = None
+    """trajectory_id (or prefix) of a raw trajectory to replay."""
+    params: Any = None
+    """The sandbox kind's task payload (its `task_class`), if it has one."""
+
+    def spec(self) -> TaskSpec:
+        return TaskSpec(self.id, self.instruction, self.setup, self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "instruction": self.instruction}
+        if self.setup:
+            d["setup"] = list(self.setup)
+        if self.actions:
+            d["actions"] = [action_to_spec(a) for a in self.actions]
+        if self.replay:
+            d["replay"] = self.replay
+        if self.params is not None:
+            d.update(to_mapping(self.params))
+        return d
+
+
+@dataclass(frozen=True)
+class Episode:
+    task: TaskEntry
+    index: int
+    episode_id: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    options: JobOptions
+    sandbox: Part
+    policy: Part
+    tasks: tuple[TaskEntry, ...] = field(default_factory=tuple)
+
+    # -- convenient access -------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.options.name
+
+    @property
+    def episodes(self) -> int:
+        return self.options.episodes
+
+    @property
+    def max_turns(self) -> int:
+        return self.options.max_turns
+
+    @property
+    def retries(self) -> int:
+        return self.options.retries
+
+    @property
+    def sandbox_class(self) -> type:
+        return load(self.sandbox.kind)
+
+    @property
+    def domain(self) -> str:
+        return self.options.domain or self.sandbox_class.domain
+
+    def build_sandbox(self):
+        return self.sandbox_class(self.sandbox.config)
+
+    def build_policy(self, episode: Episode, raw_dir: Path | None = None):
+        cls = load_policy(self.policy.kind, self.sandbox_class)
+        ctx = PolicyContext(
+            actions=episode.task.actions,
+            replay=episode.task.replay,
+            raw_dir=raw_dir,
+            seed=episode.seed,
+            action_kinds=action_kinds(self.sandbox_class),
+        )
+        return cls.build(self.policy.config, ctx)
+
+    def task(self, task_id: str) -> TaskEntry:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(f"job {self.name} has no task {task_id!r}")
+
+    def expand(self) -> list[Episode]:
+        """Every episode of one run, in order, with its seed."""
+        return [
+            Episode(t, e, episode_id(t.id, e), episode_seed(self.options.seed, t.id, e))
+            for t in self.tasks
+            for e in range(self.episodes)
+        ]
+
+    def episode(self, episode_id_: str) -> Episode:
+        for ep in self.expand():
+            if ep.episode_id == episode_id_:
+                return ep
+        raise KeyError(f"job {self.name} has no episode {episode_id_!r}")
+
+    def host_paths(self) -> list[str]:
+        fn = getattr(self.sandbox_class, "host_paths", None)
+        return list(fn(self.sandbox.config)) if fn else []
+
+    def check_store(self, store_root: str | Path) -> None:
+        """Refuse host paths inside the store: a sandbox must never see or change it."""
+        root = Path(store_root).resolve()
+        for p in self.host_paths():
+            real = Path(p).resolve()
+            if real == root or real.is_relative_to(root) or root.is_relative_to(real):
+                raise ConfigError(
+                    [ConfigProblem(("sandbox",), f"{p} overlaps the store {root}: refused")]
+                )
+
+    # -- (de)serialization ---------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The normalized mapping (what jobs.db stores; `from_dict` reads it back)."""
+        opts = {k: v for k, v in to_mapping(self.options).items() if v is not None}
+        return {
+            **opts,
+            "sandbox": self.sandbox.to_dict(),
+            "policy": self.policy.to_dict(),
+            "tasks": [t.to_dict() for t in self.tasks],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def load(cls, path: str | Path) -> JobSpec:
+        data, lines = load_yaml(path)
+        return cls.from_dict(data, default_name=Path(path).stem, source=str(path), lines=lines)
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Any,
+        default_name: str = "job",
+        source: str | None = None,
+        lines: LineMap | None = None,
+    ) -> JobSpec:
+        try:
+            return _parse_job(data, default_name)
+        except ConfigError as exc:
+            raise exc.located(lines, source) from None
+
+
+def episode_id(task_id: str, index: int) -> str:
+    return f"{task_id}-e{index}"
+
+
+def episode_seed(seed: int, task_id: str, index: int) -> int:
+    """A stable 32-bit seed per episode (the same on every machine and run)."""
+    h = hashlib.sha256(f"{seed}:{task_id}:{index}".encode()).digest()
+    return int.from_bytes(h[:4], "big")
+
+
+def action_to_spec(action: Action) -> Any:
+    """The job-file form of an action (inverse of `actions.from_spec`)."""
+    if action.kind == "keystrokes":
+        args = arguments_of(action)
+        if args.get("duration") is None:
+            return {"keystrokes": args.get("keystrokes", action.text)}
+        return {"keystrokes": args.get("keystrokes", action.text), "duration": args["duration"]}
+    return {"tool": action.name, "arguments": arguments_of(action)}
+
+
+# -- parsing ---------------------------------------------------------------------------
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[ConfigProblem] = []
+
+    def add(self, path: tuple, message: str) -> None:
+        self.items.append(ConfigProblem(path, message))
+
+    def absorb(self, exc: ConfigError) -> None:
+        self.items.extend(exc.problems)
+
+    def attempt(self, fn, *args):
+        try:
+            return fn(*args)
+        except ConfigError as exc:
+            self.absorb(exc)
+        except (KeyError, ValueError) as exc:
+            self.add(args[-1] if args and isinstance(args[-1], tuple) else (), _msg(exc))
+        return None
+
+
+def _msg(exc: Exception) -> str:
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
+def _part(value: Any, path: tuple, what: str) -> tuple[str, dict[str, Any]]:
+    """`kind` and the rest of a `{kind: NAME, ...}` mapping (or a bare NAME)."""
+    if isinstance(value, str):
+        return value, {}
+    if not isinstance(value, Mapping) or not isinstance(value.get("kind"), str):
+        raise ConfigError(
+            [ConfigProblem(path, f"{what} must be a kind name or {{kind: NAME, ...}}")]
+        )
+    rest = {k: v for k, v in value.items() if k != "kind"}
+    return value["kind"], rest
+
+
+def _parse_job(data: Any, default_name: str) -> JobSpec:
+    p = _Problems()
+    if not isinstance(data, Mapping):
+        raise ConfigError([ConfigProblem((), "a job file is a mapping of settings")])
+    top = {k: v for k, v in data.items() if k not in ("sandbox", "policy", "tasks")}
+    top.setdefault("name", default_name)
+    options = p.attempt(parse, JobOptions, top, ())
+
+    sandbox_cls = sandbox = None
+    kind_rest = p.attempt(_part, data.get("sandbox", "terminal"), ("sandbox",), "sandbox")
+    if kind_rest:
+        kind, rest = kind_rest
+        try:
+            sandbox_cls = load(kind)
+        except KeyError as exc:
+            p.add(("sandbox", "kind"), _msg(exc))
+        else:
+            config = p.attempt(parse, sandbox_cls.config_class, rest, ("sandbox",))
+            if config is not None:
+                sandbox = Part(kind, config)
+
+    policy = None
+    pk = p.attempt(_part, data.get("policy", "scripted"), ("policy",), "policy")
+    if pk and sandbox_cls is not None:
+        kind, rest = pk
+        try:
+            policy_cls = load_policy(kind, sandbox_cls)
+        except KeyError as exc:
+            p.add(
+                ("policy", "kind") if isinstance(data.get("policy"), Mapping) else ("policy",),
+                _msg(exc),
+            )
+        else:
+            config = p.attempt(parse, policy_cls.config_class, rest, ("policy",))
+            if config is not None:
+                policy = Part(kind, config)
+
+    tasks = _parse_tasks(data.get("tasks"), sandbox_cls, sandbox, policy, p)
+    if p.items:
+        raise ConfigError(p.items)
+    assert options is not None and sandbox is not None and policy is not None
+    return JobSpec(options, sandbox, policy, tuple(tasks))
+
+
+def _parse_tasks(raw: Any, sandbox_cls, sandbox: Part | None, policy: Part | None, p: _Problems):
+    if not isinstance(raw, list) or not raw:
+        p.add(("tasks",), "a job needs a list of at least one task")
+        return []
+    kinds = action_kinds(sandbox_cls) if sandbox_cls else ()
+    space = static_action_space(sandbox_cls, sandbox.config) if sandbox else None
+    tools = {t.name: t for t in space or []} if space is not None else None
+    task_class = getattr(sandbox_cls, "task_class", None)
+    seen: set[str] = set()
+    out = []
+    for i, t in enumerate(raw):
+        path = ("tasks", i)
+        if not isinstance(t, Mapping):
+            p.add(path, "a task is a mapping with at least an id")
+            continue
+        tid = t.get("id")
+        if not isinstance(tid, str) or not NAME_RE.match(tid):
+            p.add((*path, "id"), "missing or invalid task id (letters, digits, '.', '_', '-')")
+            continue
+        if tid in seen:
+            p.add((*path, "id"), f"duplicate task id {tid!r}")
+        seen.add(tid)
+        extra = {k: v for k, v in t.items() if k not in TASK_KEYS}
+        params = None
+        if task_class is not None:
+            params = p.attempt(parse, task_class, extra, path)
+        else:
+            for k in extra:
+                p.add((*path, k), "unknown key")
+        instruction = t.get("instruction") or ""
+        setup = t.get("setup") or []
+        if not isinstance(instruction, str):
+            p.add((*path, "instruction"), "must be a string")
+        if not isinstance(setup, list) or not all(isinstance(c, str) for c in setup):
+            p.add((*path, "setup"), "must be a list of shell command strings")
+            setup = []
+        actions = []
+        specs = t.get("actions") or []
+        if not isinstance(specs, list):
+            p.add((*path, "actions"), "must be a list")
+            specs = []
+        for j, spec in enumerate(specs):
+            apath = (*path, "actions", j)
+            try:
+                action = from_spec(spec)
+            except ValueError as exc:
+                p.add(apath, str(exc))
+                continue
+            if kinds and action.kind not in kinds:
+                p.add(apath, f"sandbox kind takes {' or '.join(kinds)} actions, not {action.kind}")
+                continue
+            if action.kind == "tool_call" and tools is not None:
+                if action.name not in tools:
+                    p.add(
+                        (*apath, "tool"),
+                        f"unknown tool {action.name!r} (tools: {', '.join(tools)})",
+                    )
+                    continue
+                problem = tools[action.name].check(arguments_of(action))
+                if problem:
+                    p.add((*apath, "arguments"), problem)
+                    continue
+            actions.append(action)
+        replay = t.get("replay")
+        if policy is not None:
+            if policy.kind == "scripted" and not specs:
+                p.add((*path, "actions"), "policy scripted needs the task's actions")
+            if policy.kind == "replay" and not isinstance(replay, str):
+                p.add((*path, "replay"), "policy replay needs a trajectory id (prefix)")
+            if policy.kind not in ("scripted", EXPLORER) and specs and policy.kind != "replay":
+                p.add((*path, "actions"), f"policy {policy.kind} chooses its own actions")
+        out.append(TaskEntry(tid, instruction, tuple(setup), tuple(actions), replay, params))
+    return out

@@ -1,0 +1,118 @@
+"""Async clients (the MCP SDK, Playwright's async API) behind the synchronous protocol.
+
+`AsyncRunner` owns one event loop on a daemon thread. `run(coro, timeout)` waits for a
+coroutine from synchronous code and cancels it past the timeout, so a hung server or
+page never hangs the collector. `hold(factory)` enters an async context manager inside
+one long-lived task and keeps it open until `release()`: anyio (used by the MCP SDK)
+requires a context to be exited by the task that entered it, which a sequence of
+separate `run` calls cannot guarantee.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class AsyncTimeout(TimeoutError):
+    """A coroutine run through `AsyncRunner.run` took longer than its timeout."""
+
+
+class AsyncRunner:
+    def __init__(self, name: str = "worldtrace-async"):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+        self._held: list[tuple[asyncio.Event, concurrent.futures.Future]] = []
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Awaitable[T], timeout: float | None = None) -> T:
+        """The coroutine's result; raises AsyncTimeout (after cancelling it) past `timeout`."""
+        if self.loop.is_closed():
+            raise RuntimeError("AsyncRunner is closed")
+        fut = asyncio.run_coroutine_threadsafe(_as_coro(coro), self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise AsyncTimeout(f"no answer within {timeout:g} s") from None
+
+    def hold(
+        self,
+        factory: Callable[[], AbstractAsyncContextManager[T]],
+        timeout: float | None = None,
+    ) -> tuple[T, Callable[[], None]]:
+        """Enter `factory()` in its own task; returns (value, release). `release()` exits it
+        in that same task and waits (bounded by `timeout`)."""
+        entered: concurrent.futures.Future = concurrent.futures.Future()
+        stop_holder: dict[str, asyncio.Event] = {}
+
+        async def keep() -> None:
+            stop = stop_holder["event"] = asyncio.Event()
+            try:
+                async with factory() as value:
+                    entered.set_result(value)
+                    await stop.wait()
+            except BaseException as exc:
+                if not entered.done():
+                    entered.set_exception(exc)
+                    return
+                raise
+
+        task = asyncio.run_coroutine_threadsafe(keep(), self.loop)
+        try:
+            value = entered.result(timeout)
+        except concurrent.futures.TimeoutError:
+            task.cancel()
+            raise AsyncTimeout(f"could not start within {timeout:g} s") from None
+
+        def release() -> None:
+            event = stop_holder.get("event")
+            if event is not None and not self.loop.is_closed():
+                self.loop.call_soon_threadsafe(event.set)
+            try:
+                task.result(timeout)
+            except concurrent.futures.TimeoutError:
+                task.cancel()
+            except (Exception, concurrent.futures.CancelledError):
+                pass  # the context failed while closing: nothing is left to free
+
+        return value, release
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel what still runs, stop the loop and join its thread."""
+        if self.loop.is_closed():
+            return
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(timeout)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+    def __enter__(self) -> AsyncRunner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+async def _as_coro(aw: Awaitable[T]) -> T:
+    return await aw

@@ -1,0 +1,175 @@
+"""Strict parsing of YAML/JSON mappings into config dataclasses, with located errors.
+
+Config classes are plain frozen dataclasses decorated with `@configclass`: pydantic
+validates a mapping against their type hints (`Annotated[int, Field(ge=1)]` for ranges)
+and refuses unknown keys. Every problem carries the key path and, for YAML files, the
+line, so `jobs submit` can say `job.yaml:12: tasks[0].actions[1]: unknown key 'args'`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+Path_ = tuple[str | int, ...]
+
+
+def configclass(cls: type[T]) -> type[T]:
+    """A frozen dataclass whose mappings are validated strictly (unknown keys refused)."""
+    from pydantic import ConfigDict
+
+    cls.__pydantic_config__ = ConfigDict(extra="forbid", use_attribute_docstrings=True)  # type: ignore[attr-defined]
+    return dataclass(frozen=True)(cls)
+
+
+def dotted(path: Path_) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "<top>"
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    path: Path_
+    message: str
+    line: int | None = None
+
+    def where(self, source: str | None = None) -> str:
+        loc = f"{source}:{self.line}" if source and self.line else (source or "")
+        return f"{loc}: {dotted(self.path)}" if loc else dotted(self.path)
+
+    def __str__(self) -> str:
+        return f"{dotted(self.path)}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """One or more problems in a config mapping; str() lists them one per line."""
+
+    def __init__(self, problems: Iterable[ConfigProblem], source: str | None = None):
+        self.problems = list(problems)
+        self.source = source
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return "\n".join(f"{p.where(self.source)}: {p.message}" for p in self.problems)
+
+    def located(self, lines: LineMap | None, source: str | None, prefix: Path_ = ()) -> ConfigError:
+        probs = [
+            dataclasses.replace(
+                p, path=prefix + p.path, line=lines.line(prefix + p.path) if lines else None
+            )
+            for p in self.problems
+        ]
+        return ConfigError(probs, source)
+
+
+# -- YAML with line numbers -----------------------------------------------------------
+class LineMap:
+    """Key path -> 1-based line of a YAML document (the nearest parent for unknown paths)."""
+
+    def __init__(self, lines: dict[Path_, int] | None = None):
+        self.lines = lines or {}
+
+    def line(self, path: Path_) -> int | None:
+        path = tuple(path)
+        while True:
+            if path in self.lines:
+                return self.lines[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+    @classmethod
+    def of(cls, text: str) -> LineMap:
+        try:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError:
+            return cls()
+        lines: dict[Path_, int] = {}
+
+        def walk(n, path: Path_) -> None:
+            if n is None:
+                return
+            lines[path] = n.start_mark.line + 1
+            if isinstance(n, yaml.MappingNode):
+                for k, v in n.value:
+                    key = k.value
+                    lines[(*path, key)] = k.start_mark.line + 1
+                    walk(v, (*path, key))
+                    lines[(*path, key)] = k.start_mark.line + 1
+            elif isinstance(n, yaml.SequenceNode):
+                for i, v in enumerate(n.value):
+                    walk(v, (*path, i))
+
+        walk(node, ())
+        return cls(lines)
+
+
+def load_yaml(path: str | Path) -> tuple[Any, LineMap]:
+    """A YAML file's data and its line map; a syntax error is a ConfigError with its line."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        msg = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([ConfigProblem((), f"invalid YAML: {msg}", line)], str(path)) from exc
+    return data, LineMap.of(text)
+
+
+# -- validation ----------------------------------------------------------------------
+@functools.cache
+def _adapter(cls: type):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(cls)
+
+
+_MESSAGES = {
+    "unexpected_keyword_argument": "unknown key",
+    "missing_argument": "missing required key",
+    "missing": "missing required key",
+    "extra_forbidden": "unknown key",
+}
+
+
+def parse(cls: type[T], data: Any, path: Path_ = ()) -> T:
+    """`data` (a mapping, or None for all defaults) as an instance of config class `cls`."""
+    from pydantic import ValidationError
+
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError([ConfigProblem(path, f"expected a mapping, got {type(data).__name__}")])
+    try:
+        return _adapter(cls).validate_python(dict(data))
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors():
+            loc = tuple(x for x in e["loc"] if x not in ("function-after", "function-before"))
+            msg = _MESSAGES.get(e["type"], e["msg"])
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, ") :]
+            problems.append(ConfigProblem(path + loc, msg))
+        raise ConfigError(problems) from None
+
+
+def json_schema(cls: type) -> dict[str, Any]:
+    """JSON Schema of a config class (field docstrings become descriptions)."""
+    return _adapter(cls).json_schema()
+
+
+def to_mapping(obj: Any) -> Any:
+    """A config instance back to plain data (tuples as lists), for storage and display."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(type(obj)).dump_python(obj, mode="json")
