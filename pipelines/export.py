@@ -34,6 +34,8 @@ from .render import Rendered, Template, load_template, system_text
 
 FORMATS = ("parquet", "megatron", "agentworldbench")
 SAMPLE_MODES = ("trajectory", "turn")
+SAMPLE_TURNS = ("all", "one")
+OVERFLOWS = ("split", "truncate")
 MANIFEST = "manifest.json"
 TRIM_MARK = "\n[system prompt truncated]"
 LABEL_SHIFT = (
@@ -80,9 +82,12 @@ class ExportConfig:
     template_eot: str = ""
     """For a Jinja template: the end-of-turn text after an assistant message."""
     format: str = "parquet"
+    """parquet (input_ids + loss_mask rows), megatron (indexed dataset + loss-mask sidecar)
+    or agentworldbench (JSONL text, no tokenizer)."""
     keep_mode: str = "turn"
     """How a partial keep applies: whole turn by hash, per token, or a prefix."""
     seed: int = 0
+    """Seed of the per-turn keep draws and of the turn sample_turns=one picks."""
     sample_mode: str = "trajectory"
     """trajectory: one sample per trajectory; turn: one sample per target turn with its history."""
     sample_turns: str = "all"
@@ -188,8 +193,8 @@ class Exporter:
             ("format", cfg.format, FORMATS),
             ("keep_mode", cfg.keep_mode, KEEP_MODES),
             ("sample_mode", cfg.sample_mode, SAMPLE_MODES),
-            ("sample_turns", cfg.sample_turns, ("all", "one")),
-            ("overflow", cfg.overflow, ("split", "truncate")),
+            ("sample_turns", cfg.sample_turns, SAMPLE_TURNS),
+            ("overflow", cfg.overflow, OVERFLOWS),
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")

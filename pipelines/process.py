@@ -66,6 +66,7 @@ class ProcessConfig:
     seed: int = 0
     """Seed of the per-turn keep draw shown in the turns table (`in_loss`)."""
     runner: str = "DirectRunner"
+    """Beam runner (DirectRunner, PortableRunner, FlinkRunner, SparkRunner, DataflowRunner)."""
     workers: int = 0
     """DirectRunner worker processes; 1 = in-process; 0 = auto: in-process under
     `parallel_bytes` of input (worker start-up costs more than it saves), else one per core."""

@@ -3,8 +3,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
+from typing import Literal
 
+import click
+from click.testing import CliRunner
+from worldtrace.pipelines.export import FORMATS, ExportConfig
 from worldtrace.schemas import ShardWriter
+
+from worldtrace.cli import cli
+from worldtrace.options import ConfigCommand, options_from
 
 
 def wt(env, *args, check=False):
@@ -79,3 +87,94 @@ def test_import_worldtrace_loads_no_heavy_backend():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()):
+    for name, cmd in group.commands.items():
+        yield (*path, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, (*path, name))
+
+
+def test_every_command_has_help_and_every_option_help_text():
+    runner = CliRunner()
+    seen = set()
+    for path, cmd in _commands(cli):
+        r = runner.invoke(cli, [*path, "--help"], obj={})
+        assert r.exit_code == 0, (path, r.output)
+        assert f"Usage: cli {' '.join(path)}" in r.output
+        seen.add(" ".join(path))
+        for p in cmd.params:
+            if isinstance(p, click.Option):
+                assert p.help, f"{' '.join(path)} {p.opts[0]} has no help"
+                assert p.opts[0] in r.output
+    assert {"import", "jobs submit", "export", "process", "collect", "version"} <= seen
+
+
+def test_choices_come_from_registries():
+    from worldtrace.collectors.importers import FORMATS as IMPORT_FORMATS
+    from worldtrace.pipelines.mask import KEEP_MODES, POLICIES
+    from worldtrace.sandboxes.base import kinds
+    from worldtrace.schemas.fields import DOMAINS
+
+    def choices(command: str, option: str) -> tuple:
+        return tuple(next(p for p in cli.commands[command].params if p.name == option).type.choices)
+
+    assert choices("import", "fmt") == ("auto", *IMPORT_FORMATS)
+    assert choices("import", "domain") == DOMAINS
+    assert choices("collect", "sandbox") == ("docker", *kinds())
+    assert choices("process", "policy") == tuple(POLICIES)
+    assert choices("export", "format") == FORMATS
+    assert choices("export", "keep_mode") == KEEP_MODES
+
+
+@dataclass
+class WiderExport(ExportConfig):
+    """ExportConfig plus two fields, as a later edit of ExportConfig would add them."""
+
+    shuffle: bool = False
+    """Shuffle samples across shards."""
+    budget: Literal["small", "large"] = "small"
+    """Size class of the run."""
+
+
+def test_a_new_config_field_is_an_option_with_its_docstring():
+    @click.command(cls=ConfigCommand)
+    @options_from(
+        WiderExport,
+        exclude=("input", "output", "tokenizer", "shard_rows"),
+        choices={"format": "worldtrace.pipelines.export:FORMATS"},
+    )
+    def cmd(**options):
+        click.echo(repr(WiderExport(**options)))
+
+    runner = CliRunner()
+    help_text = " ".join(runner.invoke(cmd, ["--help"], terminal_width=200).output.split())
+    assert (
+        "--shuffle / --no-shuffle Shuffle samples across shards. [default: no-shuffle]" in help_text
+    )
+    assert "--budget [small|large] Size class of the run. [default: small]" in help_text
+    # inherited fields keep their docstrings, and field names in them read as options
+    assert (
+        "--max-len INTEGER Longest sample in tokens (0 = no limit; defaults to --seq-len"
+        in help_text
+    )
+
+    out = runner.invoke(cmd, ["--shuffle", "--budget", "large", "--seq-len", "8"]).output
+    assert "shuffle=True" in out and "budget='large'" in out and "seq_len=8" in out
+    assert "format='parquet'" in out and "eot_target=True" in out  # dataclass defaults
+    for bad in (["--budget", "huge"], ["--format", "csv"]):
+        r = runner.invoke(cmd, bad)
+        assert r.exit_code == 2 and bad[1] in r.output
+
+
+def test_listing_commands_loads_no_config_module():
+    code = (
+        "import sys; from click.testing import CliRunner; from worldtrace.cli import cli;"
+        "r = CliRunner().invoke(cli, ['--help']);"
+        "print(r.exit_code, sorted(m for m in ('pyarrow', 'numpy', 'apache_beam') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "0 []"

@@ -1,0 +1,68 @@
+"""`process`: raw shards -> processed shards through the Beam pipeline."""
+
+from __future__ import annotations
+
+import click
+
+from worldtrace.options import ConfigCommand, options_from
+
+from . import store
+
+
+@click.command(
+    cls=ConfigCommand,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    type=click.Path(exists=True),
+    help="Raw shards or JSONL (default: the store's raw/). Repeatable.",
+)
+@options_from(
+    "worldtrace.pipelines.process:ProcessConfig",
+    # the store decides the output; the rest is set through --config/--set
+    exclude=("output", "seed", "parallel_bytes"),
+    choices={"policy": "worldtrace.pipelines.mask:POLICIES"},
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="YAML with ProcessConfig fields (filters, dedup, policy_settings, ...).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a setting, e.g. dedup.threshold=0.7, filters.min_turns=3, policy_settings.echo_ol=0.8.",
+)
+@click.pass_context
+def process(ctx: click.Context, inputs, config_file, overrides, **options) -> None:
+    """Raw shards -> processed shards (Beam pipeline): validate, filter, dedup, statistics, mask.
+
+    Any further --options are passed to Beam (e.g. --job_endpoint=embed
+    --environment_type=LOOPBACK for the PortableRunner).
+    """
+    from worldtrace.output import print_accounting
+    from worldtrace.pipelines.process import ProcessConfig, run
+    from worldtrace.schemas.config import load
+
+    s = store(ctx)
+    cfg = ProcessConfig(
+        inputs=list(inputs) or [str(s.raw)],
+        output=str(s.processed),
+        beam_args=list(ctx.args),
+        **options,
+    )
+    try:
+        cfg = load(cfg, config_file, list(overrides))
+        manifest = run(cfg)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc.args[0] if exc.args else exc)) from exc
+    print_accounting(manifest)
+
+
+COMMANDS = (process,)

@@ -1,0 +1,194 @@
+"""Click options generated from config dataclasses, and choices read from registries.
+
+An option that mirrors a config field is declared once, on the dataclass: the field name
+gives the option name, its type hint the click type, its default the default and its
+attribute docstring (the string literal under the field) the help. A new config field is
+then one edit. Configs and registries are named `"module:attr"` (the convention of
+`sandboxes.base.kinds()`) and read on first use, so listing the commands imports neither
+Beam nor pyarrow.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import importlib
+import inspect
+import itertools
+import re
+import textwrap
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypeVar
+
+import click
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+SCALARS = (int, float, str)
+
+
+def resolve(ref: Any) -> Any:
+    """`"module:attr"` -> that attribute (called, when it is a function such as a registry's
+    `kinds()`); anything else is returned as it is."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    value = getattr(importlib.import_module(module), name)
+    return value() if callable(value) and not isinstance(value, type) else value
+
+
+class RegistryChoice(click.Choice):
+    """A choice among the names of a registry or constant (`"module:attr"`, any iterable
+    of names), read when the command is used rather than when it is defined."""
+
+    def __init__(self, ref: Any, *, first: Iterable[str] = (), case_sensitive: bool = True):
+        # click.Choice.__init__ would read the registry now; `choices` is read lazily below
+        self.ref, self.first, self.case_sensitive = ref, tuple(first), case_sensitive
+
+    @functools.cached_property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (*self.first, *resolve(self.ref))
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Attribute docstrings of a dataclass and its dataclass bases, whitespace folded.
+
+    Python keeps no attribute docstrings at run time, so they are read from the source.
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):  # defined where no source is kept (exec, REPL)
+            continue
+        body = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)).body
+        for node, after in itertools.pairwise(body):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def _scalar(hint: Any) -> Any:
+    """`X | None` -> X; the hint itself otherwise."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return hint
+
+
+def config_options(
+    config: Any,
+    *,
+    include: Iterable[str] | None = None,
+    exclude: Iterable[str] = (),
+    choices: Mapping[str, Any] | None = None,
+) -> list[click.Option]:
+    """One click option per scalar field of `config` (a dataclass or `"module:Class"`).
+
+    bool -> `--x/--no-x`; a field named in `choices` (a registry, see RegistryChoice) or
+    typed `Literal[...]` -> a choice; int/float/str -> that type. Fields of other types
+    (lists, dicts, nested configs) are set through `--config`/`--set` and are skipped.
+    """
+    cls = resolve(config)
+    named = set(include or ())
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    choices = dict(choices or {})
+    fields = dataclasses.fields(cls)
+    include = {f.name for f in fields} if include is None else set(include)
+    exclude = set(exclude)
+    unknown = (include | exclude | set(choices)) - {f.name for f in fields}
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field(s) {', '.join(sorted(unknown))}")
+    wanted = [f for f in fields if f.name in include - exclude]
+    options = []
+    for f in wanted:
+        hint = _scalar(hints[f.name])
+        if f.name in choices:
+            ptype: Any = RegistryChoice(choices[f.name])
+        elif typing.get_origin(hint) is Literal:
+            ptype = click.Choice(typing.get_args(hint))
+        elif hint is bool or hint in SCALARS:
+            ptype = hint
+        elif f.name in named:
+            raise TypeError(f"{cls.__name__}.{f.name}: {hint} cannot be a command-line option")
+        else:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        flag = "--" + f.name.replace("_", "-")
+        decls = [f"{flag}/--no-{flag[2:]}" if ptype is bool else flag, f.name]
+        options.append(
+            click.Option(
+                decls,
+                type=None if ptype is bool else ptype,
+                default=default,
+                show_default=default != "",
+                help=docs.get(f.name),
+            )
+        )
+    _name_options_in_help(options)
+    return options
+
+
+def _name_options_in_help(options: list[click.Option]) -> None:
+    """Docstrings name fields (`seq_len`); on the command line they read `--seq-len`."""
+    names = {o.name: o.opts[0] for o in options if o.name and "_" in o.name}
+    if not names:
+        return
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+    for o in options:
+        if o.help:
+            o.help = pattern.sub(lambda m: names[m.group(1)], o.help)
+
+
+@dataclasses.dataclass
+class _Pending:
+    """Where `options_from` options go in a command, built on first use."""
+
+    build: Callable[[], list[click.Option]]
+
+    def __getattr__(self, name: str) -> Any:  # click reading a parameter of a plain Command
+        raise AttributeError(
+            f"{name}: options_from needs its command declared with cls=ConfigCommand"
+        )
+
+
+def options_from(config: Any, **kw: Any) -> Callable[[FC], FC]:
+    """Decorator: the options of `config_options(config, **kw)`, at this place among the
+    command's options. The command must be a `ConfigCommand` (`cls=ConfigCommand`); the
+    callback receives every option as a keyword named after its field."""
+
+    def decorator(f: FC) -> FC:
+        if not hasattr(f, "__click_params__"):
+            f.__click_params__ = []  # type: ignore[attr-defined]
+        f.__click_params__.append(_Pending(lambda: config_options(config, **kw)))  # type: ignore[attr-defined]
+        return f
+
+    return decorator
+
+
+class ConfigCommand(click.Command):
+    """A command whose `options_from` options are built the first time click reads its
+    parameters (help, parsing, completion), not when the command is defined."""
+
+    @property  # type: ignore[override]
+    def params(self) -> list[click.Parameter]:
+        if any(isinstance(p, _Pending) for p in self._params):
+            self._params = [
+                o for p in self._params for o in (p.build() if isinstance(p, _Pending) else [p])
+            ]
+        return self._params
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._params = value
