@@ -7,13 +7,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from worldtrace.collectors.synthetic import SyntheticConfig, generate
-from worldtrace.pipelines.export import ExportConfig, best_fit, export, load_tokenizer, verify
+from worldtrace.pipelines.export import ExportConfig, export
 from worldtrace.pipelines.mask import keep_turn
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.pipelines.render import CHATML, load_template, system_text
+from worldtrace.pipelines.samples import best_fit
+from worldtrace.pipelines.tokens import default_tokenizer, load_tokenizer
+from worldtrace.pipelines.writers import verify
 from worldtrace.schemas import ShardWriter, Store, read_records
-
-from worldtrace.paths import default_tokenizer
 
 TOKENIZER = str(default_tokenizer())
 
