@@ -94,8 +94,7 @@ def pyarrow_floor(work: str) -> dict:
 def export(work: str) -> dict:
     from worldtrace.pipelines.export import ExportConfig
     from worldtrace.pipelines.export import export as run_export
-
-    from worldtrace.paths import default_tokenizer
+    from worldtrace.pipelines.tokens import default_tokenizer
 
     start = time.perf_counter()
     m = run_export(
@@ -115,9 +114,8 @@ def export(work: str) -> dict:
 def encode_floor(work: str) -> dict:
     from tokenizers import Tokenizer
     from worldtrace.pipelines.render import CHATML, system_text
+    from worldtrace.pipelines.tokens import default_tokenizer
     from worldtrace.schemas import read_table
-
-    from worldtrace.paths import default_tokenizer
 
     rows = read_table(f"{work}/processed/trajectories").sort_by("trajectory_id").to_pylist()
     texts = [CHATML.render(system_text(r["system"]), r["turns"]).text for r in rows]

@@ -83,9 +83,9 @@ def _swe_job(repo: Path) -> dict:
 
 def run_demo(store: Store, episodes: int = 300) -> int:
     from worldtrace.collectors.jobs import JobSpec, run_job
-    from worldtrace.paths import default_tokenizer
     from worldtrace.pipelines.export import ExportConfig, export
     from worldtrace.pipelines.process import ProcessConfig, run
+    from worldtrace.pipelines.tokens import default_tokenizer
     from worldtrace.report import write
     from worldtrace.sandboxes.base import SandboxError
     from worldtrace.summary import print_stats

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from .paths import default_tokenizer
+from worldtrace.pipelines.tokens import default_tokenizer
 
 SETUP_HINT = "run `make setup` (infra/setup.sh)"
 

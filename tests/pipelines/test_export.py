@@ -7,13 +7,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from worldtrace.collectors.synthetic import SyntheticConfig, generate
-from worldtrace.pipelines.export import ExportConfig, best_fit, export, load_tokenizer, verify
+from worldtrace.pipelines.export import ExportConfig, export
 from worldtrace.pipelines.mask import keep_turn
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.pipelines.render import CHATML, load_template, system_text
+from worldtrace.pipelines.samples import best_fit
+from worldtrace.pipelines.tokens import default_tokenizer, load_tokenizer
+from worldtrace.pipelines.writers import verify
 from worldtrace.schemas import ShardWriter, Store, read_records
-
-from worldtrace.paths import default_tokenizer
 
 TOKENIZER = str(default_tokenizer())
 
@@ -288,3 +289,108 @@ def test_long_system_prompt_is_trimmed_so_parts_carry_observations(tmp_path):
     tok = load_tokenizer(TOKENIZER)
     text = tok.decode(parts[0]["input_ids"], skip_special_tokens=False)
     assert "Read every part." in text and "DEMO" not in text  # demonstrations went first
+
+
+def pinned_records():
+    """Records built field by field (fixed ids, keep ratios and categories), so the pinned
+    hashes below depend only on export code and the tokenizer, not on the generator or
+    the processing pipeline."""
+    from worldtrace.schemas.records import Action, Observation, System, Trajectory, Turn
+
+    def turns(pairs):
+        return [
+            Turn(i, Action("text", a), Observation(o), category=c, keep=k)
+            for i, (a, o, c, k) in enumerate(pairs)
+        ]
+
+    long = [
+        (f"cat part{i}.txt", f"part {i}: " + "alpha beta " * 12, "mixed", 0.5) for i in range(6)
+    ]
+    return [
+        Trajectory(
+            "terminal",
+            turns(
+                [
+                    ("ls", "a.txt b.txt", "informative", 1.0),
+                    ("cat a.txt", "hello world", "mixed", 0.5),
+                    ("rm b.txt", "", "boilerplate", 0.0),
+                ]
+            ),
+            system=System(
+                task_description="Tidy the folder.", demonstrations="ls\n-> a.txt b.txt\n" * 8
+            ),
+            trajectory_id="pin-a",
+        ),
+        Trajectory(
+            "web",
+            turns(
+                [("open /", "<h1>Home</h1>", "informative", None), ("click #x", "404", None, 1.0)]
+            ),
+            trajectory_id="pin-b",
+        ),
+        Trajectory(
+            "swe", turns(long), system=System(task_description="Read."), trajectory_id="pin-c"
+        ),
+    ]
+
+
+# Megatron and AgentWorldBench shards hold only token ids, masks and JSON, so their bytes are
+# the same on every machine; Parquet shards also record the pyarrow version
+# (created_by), so they are not pinned.
+PINNED = {
+    "megatron-split-token": {
+        "train_loss_mask.bin": "f8025dc68aec830d0c052f5f30cfcca6fb6ff9eaba65c6d100cb5cf719ae90f2",
+        "train_loss_mask.idx": "c2babd9659f9d9077634a524815bee9487543a874ba4b47ee2a1d4fd92bf76b5",
+        "train_text_document.bin": "41a8495cc7e1d6aaf2e414a79ae16816746f6454264b78ff800ef17b5b5dcabe",
+        "train_text_document.idx": "cc799c333078ab768a7cfbf22ec601eaf74b36183608f0799499dc7099ffde4d",
+    },
+    "megatron-turn-packed": {
+        "train_loss_mask.bin": "d3c9544b8484c718c8a416ba5b57197e54003290d1f2f1605ac19140a26aa996",
+        "train_loss_mask.idx": "4d3b4e251618786894366a70415cc33568e4fb696fca4f4c2dffd2588a9544a8",
+        "train_text_document.bin": "3798b56e613aa683e7521d98d0bd5b97aa6d0a934d408940e3a56cfb694e3100",
+        "train_text_document.idx": "1b1ab5a3562ed100738d4106336fc85c7c21efec7bf6147e0f852422a696d094",
+    },
+    "agentworldbench": {
+        "train.jsonl": "2b54f61eb82e2eba8e97bf1a3ff6bec51107065b691aad498db05421a1283063",
+    },
+}
+
+
+def test_pinned_shard_hashes(tmp_path):
+    with ShardWriter(tmp_path / "in") as w:
+        w.write(pinned_records())
+    runs = {
+        "megatron-split-token": {"format": "megatron", "keep_mode": "token", "max_len": 60},
+        "megatron-turn-packed": {"format": "megatron", "sample_mode": "turn", "seq_len": 160},
+        "agentworldbench": {"format": "agentworldbench", "seed": 5},
+    }
+    got, counts = {}, {}
+    for name, kw in runs.items():
+        cfg = ExportConfig(
+            input=str(tmp_path / "in"), output=str(tmp_path / name), tokenizer=TOKENIZER, **kw
+        )
+        m = export(cfg)
+        counts[name] = m["counts"]
+        got[name] = {s["path"]: s["sha256"] for s in m["shards"]}
+    # the runs reach the paths they are meant to pin: split parts, a trimmed system
+    # prompt, partial keeps, packing several samples per row
+    split = counts["megatron-split-token"]
+    assert split["samples"] > 3 and split["system_trimmed"] >= 1
+    assert 0 < split["loss_tokens"] < sum(c["obs_tokens"] for c in split["by_category"].values())
+    packed = counts["megatron-turn-packed"]
+    assert packed["samples"] == 11 and packed["rows"] < packed["samples"]
+    assert got == PINNED, "export output changed; update PINNED only for an intended change"
+
+
+def test_default_tokenizer_lookup_is_light():
+    """`worldtrace doctor` finds the tokenizer to report what is missing: the lookup must
+    not need numpy (not a core dependency), pyarrow or tokenizers."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from worldtrace.pipelines.tokens import default_tokenizer; default_tokenizer();"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'pyarrow', 'tokenizers'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -9,9 +9,9 @@ import pytest
 from worldtrace.collectors.synthetic import near_duplicate_corpus
 from worldtrace.pipelines.export import ExportConfig, export
 from worldtrace.pipelines.process import ProcessConfig, run
+from worldtrace.pipelines.tokens import default_tokenizer
 from worldtrace.schemas import ShardWriter, Store
 
-from worldtrace.paths import default_tokenizer
 from worldtrace.views import VIEW_DOCS, connect
 
 DOCUMENTED = {

@@ -38,11 +38,11 @@ _EXPORT = "worldtrace.pipelines.export"
     f"{_EXPORT}:ExportConfig",
     exclude=("input", "output", "tokenizer", "shard_rows"),  # paths above; rows per shard fixed
     choices={
-        "format": f"{_EXPORT}:FORMATS",
+        "format": "worldtrace.pipelines.writers:FORMATS",
         "keep_mode": "worldtrace.pipelines.mask:KEEP_MODES",
-        "sample_mode": f"{_EXPORT}:SAMPLE_MODES",
-        "sample_turns": f"{_EXPORT}:SAMPLE_TURNS",
-        "overflow": f"{_EXPORT}:OVERFLOWS",
+        "sample_mode": "worldtrace.pipelines.samples:SAMPLE_MODES",
+        "sample_turns": "worldtrace.pipelines.samples:SAMPLE_TURNS",
+        "overflow": "worldtrace.pipelines.samples:OVERFLOWS",
     },
 )
 @click.option(
@@ -55,8 +55,9 @@ _EXPORT = "worldtrace.pipelines.export"
 def export(ctx: click.Context, tokenizer, output, input_dir, verify_dir, **options) -> None:
     """Processed shards -> token-level loss-masked training shards plus manifest.json."""
     from worldtrace.output import print_export
-    from worldtrace.pipelines.export import ExportConfig, verify
+    from worldtrace.pipelines.export import ExportConfig
     from worldtrace.pipelines.export import export as run_export
+    from worldtrace.pipelines.writers import verify
 
     if verify_dir:
         problems = verify(verify_dir)
@@ -67,7 +68,7 @@ def export(ctx: click.Context, tokenizer, output, input_dir, verify_dir, **optio
             err=True,
         )
         sys.exit(EXIT_PROBLEMS if problems else 0)
-    from worldtrace.paths import default_tokenizer
+    from worldtrace.pipelines.tokens import default_tokenizer
 
     s = store(ctx)
     fmt = options["format"]
