@@ -10,9 +10,9 @@ from worldtrace.collectors.synthetic import near_duplicate_corpus
 from worldtrace.pipelines.export import ExportConfig, export
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import ShardWriter, Store
+from worldtrace.schemas.views import VIEW_DOCS, connect
 
 from worldtrace.paths import default_tokenizer
-from worldtrace.views import VIEW_DOCS, connect
 
 DOCUMENTED = {
     "trajectories": ["trajectory_id", "domain", "origin_format", "origin_id", "num_turns"],
