@@ -14,13 +14,14 @@ shape that Arrow, JSON and the validator share (`to_dict` / `from_dict`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from . import fields as F
-from .spec import fields_of, item_of, kind_of, spec
+from .spec import FieldInfo, fields_of, spec
 
 
 @dataclass
@@ -215,10 +216,6 @@ class Trajectory:
         return trajectory_from_dict(from_jsonable(json.loads(text)))
 
 
-def _has_default(f: dataclasses.Field) -> bool:
-    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-
-
 def record_from_dict(cls: type, d: dict[str, Any]) -> Any:
     """Build a record of `cls` from the dict shape; unknown keys are ignored.
 
@@ -226,26 +223,26 @@ def record_from_dict(cls: type, d: dict[str, Any]) -> Any:
     built empty); a null version or id takes its default; other values pass as they are
     (a null the type forbids is the validator's to report).
     """
-    declared = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for f in fields_of(cls):
-        kind, has_default = kind_of(f.hint), _has_default(declared[f.name])
-        if f.name not in d and (has_default or kind != "struct"):
-            if not has_default:
+        kind = f.kind
+        if f.name not in d and (f.has_default or kind != "struct"):
+            if not f.has_default:
                 raise KeyError(f.name)
             continue
         value = d.get(f.name)
         if kind == "struct":
             if value is None:
-                if has_default:
+                if f.has_default:
                     continue
                 value = f.hint()
             else:
                 value = record_from_dict(f.hint, value)
-        elif kind == "list" and not value:
-            continue
-        elif kind == "list" and kind_of(item_of(f.hint)) == "struct":
-            value = [record_from_dict(item_of(f.hint), x) for x in value]
+        elif kind == "list":
+            if not value:
+                continue
+            if _is_record(f.item):
+                value = [record_from_dict(f.item, x) for x in value]
         elif kind == "map":
             if value is None:
                 continue
@@ -275,24 +272,38 @@ def _parse_time(value: Any) -> Any:
     return value
 
 
+def _is_record(hint: Any) -> bool:
+    return dataclasses.is_dataclass(hint)
+
+
+@functools.cache
+def _timed(cls: type) -> tuple[FieldInfo, ...]:
+    """The fields of `cls` that hold a timestamp or a map, directly or nested."""
+    out = []
+    for f in fields_of(cls):
+        nested = f.hint if f.kind == "struct" else f.item if _is_record(f.item) else None
+        if f.kind in ("time", "map") or (nested is not None and _timed(nested)):
+            out.append(f)
+    return tuple(out)
+
+
 def _convert(cls: type, d: dict[str, Any], time_fn, maps_to_dict: bool) -> dict[str, Any]:
     """Apply `time_fn` to every timestamp of a record dict, following the declaration."""
     out = dict(d)
-    for f in fields_of(cls):
+    for f in _timed(cls):
         if f.name not in out:
             continue
-        value, kind = out[f.name], kind_of(f.hint)
-        if kind == "time":
+        value = out[f.name]
+        if f.kind == "time":
             out[f.name] = time_fn(value)
-        elif kind == "struct" and isinstance(value, dict):
+        elif f.kind == "struct" and isinstance(value, dict):
             out[f.name] = _convert(f.hint, value, time_fn, maps_to_dict)
-        elif kind == "list" and isinstance(value, list) and kind_of(item_of(f.hint)) == "struct":
-            item = item_of(f.hint)
+        elif f.kind == "list" and isinstance(value, list):
             out[f.name] = [
-                _convert(item, x, time_fn, maps_to_dict) if isinstance(x, dict) else x
+                _convert(f.item, x, time_fn, maps_to_dict) if isinstance(x, dict) else x
                 for x in value
             ]
-        elif kind == "map" and maps_to_dict and isinstance(value, list):
+        elif f.kind == "map" and maps_to_dict and isinstance(value, list):
             out[f.name] = dict(value)
     return out
 

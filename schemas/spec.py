@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -70,6 +70,12 @@ class FieldInfo:
     optional: bool
     """The hint allows None."""
     spec: Spec
+    kind: str
+    """`kind_of(hint)`, computed once."""
+    item: Any = None
+    """The element type of a list."""
+    has_default: bool = True
+    """The dataclass gives a default (or a default factory)."""
 
 
 @functools.cache
@@ -79,8 +85,18 @@ def fields_of(cls: type) -> tuple[FieldInfo, ...]:
     out = []
     for f in dataclasses.fields(cls):
         hint, optional = _strip_none(hints[f.name])
-        out.append(FieldInfo(f.name, hint, optional, f.metadata.get(KEY) or Spec()))
+        kind = kind_of(hint)
+        item = item_of(hint) if kind == "list" else None
+        default = f.default is not MISSING or f.default_factory is not MISSING
+        out.append(
+            FieldInfo(f.name, hint, optional, f.metadata.get(KEY) or Spec(), kind, item, default)
+        )
     return tuple(out)
+
+
+@functools.cache
+def names_of(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields_of(cls))
 
 
 def _strip_none(hint: Any) -> tuple[Any, bool]:

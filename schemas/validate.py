@@ -17,7 +17,7 @@ from typing import Any
 
 from .hashing import trajectory_id
 from .records import Trajectory
-from .spec import FieldInfo, fields_of, item_of, kind_of, label
+from .spec import FieldInfo, Spec, fields_of, kind_of, label, names_of
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,10 @@ def _join(path: str, name: str) -> str:
 
 
 class _Checker:
+    """Walks a record dict along its declaration. A null optional field or a plain
+    value of the right type is passed without a call or a path string (`_plan`):
+    validation runs on every record a pipeline reads."""
+
     def __init__(self, record: str):
         self.record = record
         self.problems: list[Problem] = []
@@ -64,43 +68,43 @@ class _Checker:
         if not isinstance(value, dict):
             self.add(path, f"wrong type: expected an object, got {type(value).__name__}")
             return
-        declared = fields_of(cls)
-        names = {f.name for f in declared}
+        names = names_of(cls)
         for name in value:
             if name not in names:
                 self.add(_join(path, name), "unknown field")
-        for f in declared:
-            if not f.spec.content_hash:  # checked against the content by `validate_dict`
-                self.field(_join(path, f.name), value.get(f.name), f, value, position)
+        for f, exact, may_be_none in _plan(cls):
+            v = value.get(f.name)
+            if (v is None and may_be_none) or type(v) is exact:
+                continue  # the common cases, decided without a call
+            self.field(path, v, f, value, position)
 
-    def field(self, path: str, v: Any, f: FieldInfo, parent: dict, position: int | None):
-        s = f.spec
+    def field(self, parent_path: str, v: Any, f: FieldInfo, parent: dict, position: int | None):
+        s, path = f.spec, _join(parent_path, f.name)
         if v is None:
             if s.needed_by and parent.get(s.needed_by) is not None:
                 self.add(path, f"{s.needed_by} without {f.name}")
             elif s.required:
                 self.add(path, "missing required field")
             return
-        kind = kind_of(f.hint)
-        if kind == "struct":
+        if f.kind == "struct":
             self.struct(path, v, f.hint)
-        elif kind == "list":
-            self.items(path, v, item_of(f.hint))
-        elif kind == "map":
+        elif f.kind == "list":
+            self.items(path, v, f.item)
+        elif f.kind == "map":
             self.map(path, v)
-        elif self.scalar(path, v, kind):
+        elif self.scalar(path, v, f.kind) and _has_rules(s):
             self.rules(path, v, f, parent, position)
 
     def items(self, path: str, value: Any, item: Any) -> None:
         if not isinstance(value, list):
             self.add(path, f"wrong type: expected a list, got {type(value).__name__}")
             return
-        struct = kind_of(item) == "struct"
+        kind = kind_of(item)
         for i, x in enumerate(value):
-            if struct:
+            if kind == "struct":
                 self.struct(f"{path}[{i}]", x, item, i)
             elif x is not None:
-                self.scalar(f"{path}[{i}]", x, kind_of(item))
+                self.scalar(f"{path}[{i}]", x, kind)
 
     def map(self, path: str, value: Any) -> None:
         items = (
@@ -171,6 +175,28 @@ class _Checker:
             self.add(path, f"must be >= {lo}, got {v}")
         elif hi is not None and v > hi:
             self.add(path, f"must be <= {hi}, got {v}")
+
+
+_EXACT = {"str": str, "int": int, "float": float, "bool": bool}
+
+
+def _has_rules(s: Spec) -> bool:
+    return any((s.const, s.enum, s.json, s.range, s.position, s.after))
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[tuple[FieldInfo, type | None, bool], ...]:
+    """Per field: the Python type that passes without further rules (or None), and
+    whether a null passes. The content hash is left to `validate_dict`."""
+    return tuple(
+        (
+            f,
+            None if _has_rules(f.spec) else _EXACT.get(f.kind),
+            not (f.spec.required or f.spec.needed_by),
+        )
+        for f in fields_of(cls)
+        if not f.spec.content_hash
+    )
 
 
 def _time(value: Any) -> datetime | None:
