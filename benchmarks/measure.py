@@ -132,11 +132,10 @@ def query(work: str, turns: str) -> dict:
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from worldtrace.pipelines.tables import TURNS_SCHEMA
     from worldtrace.schemas import Store
     from worldtrace.schemas.fields import CATEGORIES, STATS_FIELDS
-
-    from worldtrace.views import connect
+    from worldtrace.schemas.tables import TURNS_SCHEMA
+    from worldtrace.schemas.views import connect
 
     n = int(turns)
     rng = np.random.default_rng(0)
@@ -164,6 +163,7 @@ def query(work: str, turns: str) -> dict:
             "keep": pa.array(rng.random(m)),
             "rule": pa.array(["r"] * m),
             "in_loss": pa.array(rng.random(m) < 0.7),
+            "perturbation": pa.nulls(m, pa.string()),
         }
         pq.write_table(
             pa.Table.from_pydict(cols, schema=TURNS_SCHEMA),

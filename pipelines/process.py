@@ -24,11 +24,11 @@ from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import to_dict
 from worldtrace.schemas.store import input_files, write_bytes_atomic
+from worldtrace.schemas.tables import CLUSTERS_SCHEMA, REJECTS_SCHEMA, TURNS_SCHEMA
 
 from .dedup import ApplyDedup, DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
-from .tables import CLUSTERS_SCHEMA, REJECTS_SCHEMA, TURNS_SCHEMA
 from .transforms import (
     REJECTS,
     TEMPLATE_KEYS,

@@ -1,7 +1,8 @@
-"""Trajectory data model and storage: records, Arrow schema, validation, shard store."""
+"""Trajectory data model and storage: records (the one declaration), the Arrow schema
+and validation derived from it, the shard store."""
 
 from . import fields
-from .arrow import TRAJECTORY_SCHEMA, from_table, to_table
+from .arrow import TRAJECTORY_SCHEMA, arrow_schema, from_table, to_table
 from .hashing import trajectory_id
 from .records import (
     Action,
@@ -17,8 +18,9 @@ from .records import (
     Turn,
     TurnStats,
 )
+from .spec import spec
 from .store import ShardWriter, Store, read_records, read_table
-from .validate import Problem, ValidationError, validate, validate_dict
+from .validate import Problem, ValidationError, validate, validate_dict, validator_for
 
 __all__ = [
     "TRAJECTORY_SCHEMA",
@@ -38,12 +40,15 @@ __all__ = [
     "Turn",
     "TurnStats",
     "ValidationError",
+    "arrow_schema",
     "fields",
     "from_table",
     "read_records",
     "read_table",
+    "spec",
     "to_table",
     "trajectory_id",
     "validate",
     "validate_dict",
+    "validator_for",
 ]

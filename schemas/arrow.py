@@ -1,112 +1,69 @@
-"""The trajectory record as an explicit Arrow schema, and conversion both ways."""
+"""The Arrow schema of a record, derived from its declaration, and conversion both ways.
+
+`arrow_schema(Trajectory)` walks the dataclasses of `records.py`: a hint maps to an
+Arrow type (`str` string, `int` int32, `float` float64, `bool` bool, `datetime`
+timestamp[us, UTC], `list[X]` list, `dict[str, str]` map, a dataclass a struct),
+`spec(arrow=...)` overrides it, `spec(nullable=False)` makes a column NOT NULL, and the
+`const` of the version field becomes the schema metadata.
+"""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
 
-from . import fields as F
 from .records import Trajectory, trajectory_from_dict
+from .spec import fields_of, item_of, kind_of
 
 TS = pa.timestamp("us", tz="UTC")
 STR = pa.string()
+VERSION_KEY = b"worldtrace.schema_version"
+_SCALARS = {"str": STR, "int": pa.int32(), "float": pa.float64(), "bool": pa.bool_(), "time": TS}
 
 
-def _struct(names: Iterable[str], typ: pa.DataType = STR) -> pa.DataType:
-    return pa.struct([pa.field(n, typ) for n in names])
+def arrow_type(hint: Any) -> pa.DataType:
+    kind = kind_of(hint)
+    if kind == "struct":
+        return pa.struct(arrow_fields(hint))
+    if kind == "list":
+        return pa.list_(arrow_type(item_of(hint)))
+    if kind == "map":
+        key, value = typing.get_args(hint)
+        return pa.map_(arrow_type(key), arrow_type(value))
+    return _SCALARS[kind]
 
 
-ACTION_TYPE = pa.struct(
-    [
-        pa.field("kind", STR),
-        pa.field("text", STR),
-        pa.field("name", STR),
-        pa.field("arguments_json", STR),
-    ]
-)
-OBSERVATION_TYPE = pa.struct(
-    [
-        pa.field("text", STR),
-        pa.field("is_error", pa.bool_()),
-        pa.field("exit_code", pa.int32()),
-        pa.field("truncated", pa.bool_()),
-        pa.field("state_json", STR),
-    ]
-)
-STATS_TYPE = _struct(F.STATS_FIELDS, pa.float64())
-TURN_TYPE = pa.struct(
-    [
-        pa.field("index", pa.int32()),
-        pa.field("action", ACTION_TYPE),
-        pa.field("observation", OBSERVATION_TYPE),
-        pa.field("started_at", TS),
-        pa.field("duration_ms", pa.float64()),
-        pa.field("reasoning", STR),
-        pa.field("stats", STATS_TYPE),
-        pa.field("category", STR),
-        pa.field("keep", pa.float64()),
-        pa.field("rule", STR),
-    ]
-)
-SOURCE_TYPE = pa.struct(
-    [
-        pa.field("kind", STR),
-        pa.field("name", STR),
-        pa.field("job_id", STR),
-        pa.field("episode_id", STR),
-        pa.field("attempt", pa.int32()),
-        pa.field("origin_format", STR),
-        pa.field("origin_id", STR),
-    ]
-)
-OUTCOME_TYPE = pa.struct(
-    [pa.field("status", STR), pa.field("reward", pa.float64()), pa.field("error", STR)]
-)
-DEDUP_TYPE = pa.struct(
-    [
-        pa.field("exact_hash", STR),
-        pa.field("cluster_id", STR),
-        pa.field("representative", pa.bool_()),
-    ]
-)
-
-TRAJECTORY_SCHEMA = pa.schema(
-    [
-        pa.field(F.SCHEMA_VERSION_F, STR, nullable=False),
-        pa.field(F.TRAJECTORY_ID, STR, nullable=False),
-        pa.field(F.DOMAIN, STR, nullable=False),
-        pa.field(F.SOURCE, SOURCE_TYPE),
-        pa.field(F.ENVIRONMENT, _struct(F.ENVIRONMENT_FIELDS)),
-        pa.field(F.TASK, _struct(F.TASK_FIELDS)),
-        pa.field(F.AGENT, _struct(F.AGENT_FIELDS)),
-        pa.field(F.SYSTEM, _struct(F.SYSTEM_FIELDS)),
-        pa.field(F.TURNS, pa.list_(TURN_TYPE)),
-        pa.field(F.OUTCOME, OUTCOME_TYPE),
-        pa.field(F.STARTED_AT, TS),
-        pa.field(F.ENDED_AT, TS),
-        pa.field(F.METADATA, pa.map_(STR, STR)),
-        pa.field(F.DEDUP, DEDUP_TYPE),
-    ],
-    metadata={b"worldtrace.schema_version": F.SCHEMA_VERSION.encode()},
-)
+def arrow_fields(cls: type) -> list[pa.Field]:
+    """The Arrow fields of a record class in declaration order (`flatten` inlined)."""
+    out: list[pa.Field] = []
+    for f in fields_of(cls):
+        if f.spec.flatten:
+            out.extend(arrow_fields(f.hint))
+        else:
+            out.append(pa.field(f.name, f.spec.arrow or arrow_type(f.hint), f.spec.nullable))
+    return out
 
 
-def _row(t: Trajectory) -> dict[str, Any]:
-    d = t.to_dict()
-    d[F.METADATA] = list((d.get(F.METADATA) or {}).items())
-    return d
+def arrow_schema(cls: type) -> pa.Schema:
+    """The Arrow schema of a root record class (a trajectory or a side-table row)."""
+    version = next((f.spec.const for f in fields_of(cls) if f.spec.const), None)
+    return pa.schema(
+        arrow_fields(cls), metadata={VERSION_KEY: version.encode()} if version else None
+    )
+
+
+TRAJECTORY_SCHEMA = arrow_schema(Trajectory)
 
 
 def to_table(records: Iterable[Trajectory]) -> pa.Table:
-    rows = [_row(t) for t in records]
-    return pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA)
+    return pa.Table.from_pylist([t.to_dict() for t in records], schema=TRAJECTORY_SCHEMA)
 
 
 def to_batch(records: Iterable[Trajectory]) -> pa.RecordBatch:
-    rows = [_row(t) for t in records]
-    return pa.RecordBatch.from_pylist(rows, schema=TRAJECTORY_SCHEMA)
+    return pa.RecordBatch.from_pylist([t.to_dict() for t in records], schema=TRAJECTORY_SCHEMA)
 
 
 def from_table(table: pa.Table | pa.RecordBatch) -> list[Trajectory]:

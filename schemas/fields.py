@@ -33,12 +33,12 @@ STARTED_AT = "started_at"
 ENDED_AT = "ended_at"
 METADATA = "metadata"
 DEDUP = "dedup"
+CONDITIONS = "conditions"
+REDACTIONS = "redactions"
 
-# Nested fields.
-SOURCE_FIELDS = ("kind", "name", "job_id", "episode_id", "attempt", "origin_format", "origin_id")
-ENVIRONMENT_FIELDS = ("backend", "image", "server", "url", "device", "config")
-TASK_FIELDS = ("task_id", "instruction")
-AGENT_FIELDS = ("name", "model", "policy")
+# The recipe's five system prompt parts, in order. The content hash and the renderer
+# depend on exactly these, so adding a field to `records.System` must not change them
+# (tests/schemas/test_declaration.py checks that `System` declares them in this order).
 SYSTEM_FIELDS = (
     "task_description",
     "action_space",
@@ -46,32 +46,32 @@ SYSTEM_FIELDS = (
     "demonstrations",
     "simulation_instruction",
 )
-OUTCOME_FIELDS = ("status", "reward", "error")
-ACTION_FIELDS = ("kind", "text", "name", "arguments_json")
-OBSERVATION_FIELDS = ("text", "is_error", "exit_code", "truncated", "state_json")
-TURN_FIELDS = (
-    "index",
-    "action",
-    "observation",
-    "started_at",
-    "duration_ms",
-    "reasoning",
-    "stats",
-    "category",
-    "keep",
-    "rule",
-)
-STATS_FIELDS = (
-    "ol",
-    "nov",
-    "jac",
-    "r",
-    "byte_entropy",
-    "zlib_ratio",
-    "cond_novelty",
-    "corpus_surprisal",
-)
-DEDUP_FIELDS = ("exact_hash", "cluster_id", "representative")
+
+# Per-record field-name tuples are derived from the declaration (records.py) on first
+# use, so they never drift from it: `F.STATS_FIELDS` is the fields of `TurnStats`.
+_DERIVED = {
+    "SOURCE_FIELDS": "Source",
+    "ENVIRONMENT_FIELDS": "Environment",
+    "TASK_FIELDS": "Task",
+    "AGENT_FIELDS": "Agent",
+    "OUTCOME_FIELDS": "Outcome",
+    "ACTION_FIELDS": "Action",
+    "OBSERVATION_FIELDS": "Observation",
+    "TURN_FIELDS": "Turn",
+    "STATS_FIELDS": "TurnStats",
+    "DEDUP_FIELDS": "Dedup",
+}
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    if name not in _DERIVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import dataclasses
+
+    from . import records
+
+    return tuple(f.name for f in dataclasses.fields(getattr(records, _DERIVED[name])))
+
 
 # Turn categories of report Table 3 (policy agentworld-v1), then worldtrace's own
 # (policy agentworld-v1+info: repeats found by conditional novelty, common templates).

@@ -1,79 +1,113 @@
-"""Typed trajectory records (DESIGN.md "Trajectory record").
+"""Typed trajectory records (DESIGN.md "Trajectory record"): THE declaration.
 
-Plain dataclasses: cheap to build in collectors and importers, convertible to the
-dict shape that Arrow, JSON and the validator share (`to_dict` / `from_dict`).
+These dataclasses are the one place a record field is declared: name, order, type,
+default, docstring, and in `spec(...)` what a type hint cannot say (validation rules,
+view columns, Arrow overrides). The Arrow schema (`arrow.py`), validation
+(`validate.py`) and the DuckDB views (`views.py`) are derived from them, so adding a
+field is one edit here (docs/design.md "Records"). Field order is the Arrow column
+order: a new field goes last in its class so existing shards keep reading.
+
+Plain dataclasses: cheap to build in collectors and importers, convertible to the dict
+shape that Arrow, JSON and the validator share (`to_dict` / `from_dict`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from . import fields as F
+from .spec import FieldInfo, fields_of, spec
 
 
 @dataclass
 class Action:
-    kind: str = "text"
+    kind: str = field(
+        default="text",
+        metadata=spec(required=True, enum=F.ACTION_KINDS, label="action kind", view="action_kind"),
+    )
     """How the environment receives it: keystrokes, tool_call, command, text or gui."""
-    text: str = ""
+    text: str = field(default="", metadata=spec(required=True, view="action_text"))
     """The rendered action as the world model sees it (never the agent's prose)."""
-    name: str | None = None
+    name: str | None = field(default=None, metadata=spec(view="tool_name"))
     """Tool or command name, for tool calls."""
-    arguments_json: str | None = None
+    arguments_json: str | None = field(default=None, metadata=spec(json=dict))
     """Tool call arguments as a JSON object string."""
 
 
 @dataclass
 class Observation:
-    text: str = ""
+    text: str = field(default="", metadata=spec(required=True, view="observation_text"))
     is_error: bool = False
     exit_code: int | None = None
     truncated: bool = False
     """True when an output cap cut the text."""
-    state_json: str | None = None
+    state_json: str | None = field(default=None, metadata=spec(json=dict))
     """Environment state after the action (GUI: url/title, package/activity...)."""
+    env_failure: str | None = field(default=None, metadata=spec(view="env_failure"))
+    """An environment failure the sandbox reported (GUI: `http_error:404`,
+    `navigation_failed`, `blank_page`, `captcha`, `crashed`, `device_offline`,
+    `app_crashed`, `anr`...); None = none reported."""
+    changed: bool | None = field(default=None, metadata=spec(view="changed"))
+    """Whether the environment's state changed with this action (GUI no-change
+    detection); None = unknown."""
 
 
 @dataclass
 class TurnStats:
-    ol: float = 0.0
-    nov: float = 0.0
-    jac: float = 0.0
-    r: float = 0.0
-    byte_entropy: float = 0.0
-    zlib_ratio: float = 0.0
-    cond_novelty: float = 0.0
-    corpus_surprisal: float = 0.0
+    ol: float = field(default=0.0, metadata=spec(required=True))
+    nov: float = field(default=0.0, metadata=spec(required=True))
+    jac: float = field(default=0.0, metadata=spec(required=True))
+    r: float = field(default=0.0, metadata=spec(required=True))
+    byte_entropy: float = field(default=0.0, metadata=spec(required=True))
+    zlib_ratio: float = field(default=0.0, metadata=spec(required=True))
+    cond_novelty: float = field(default=0.0, metadata=spec(required=True))
+    corpus_surprisal: float = field(default=0.0, metadata=spec(required=True))
 
 
 @dataclass
 class Turn:
-    index: int
-    action: Action
-    observation: Observation
+    index: int = field(
+        metadata=spec(required=True, position=True, label="turn index", view="turn_index")
+    )
+    action: Action = field(metadata=spec(required=True, needed_by="observation"))
+    observation: Observation = field(metadata=spec(required=True))
     started_at: datetime | None = None
-    duration_ms: float | None = None
+    duration_ms: float | None = field(default=None, metadata=spec(view="duration_ms"))
     reasoning: str | None = None
     """Agent reasoning; kept raw for provenance, stripped before CPT."""
-    stats: TurnStats | None = None
-    category: str | None = None
-    keep: float | None = None
-    rule: str | None = None
+    stats: TurnStats | None = field(default=None, metadata=spec(processed=True))
+    category: str | None = field(default=None, metadata=spec(enum=F.CATEGORIES, processed=True))
+    keep: float | None = field(default=None, metadata=spec(range=(0, 1), processed=True))
+    rule: str | None = field(default=None, metadata=spec(processed=True))
+    perturbation: str | None = field(default=None, metadata=spec(json=dict, view="perturbation"))
+    """JSON object `{"kind": ..., ...}` when an injected fault or an applied condition
+    shaped this turn."""
 
 
 @dataclass
 class Source:
-    kind: str = "collector"
-    name: str | None = None
-    job_id: str | None = None
+    kind: str = field(
+        default="collector",
+        metadata=spec(required=True, enum=F.SOURCE_KINDS, label="source kind", view="source_kind"),
+    )
+    name: str | None = field(default=None, metadata=spec(view="source_name"))
+    job_id: str | None = field(default=None, metadata=spec(view="job_id"))
     episode_id: str | None = None
     attempt: int | None = None
-    origin_format: str | None = None
-    origin_id: str | None = None
+    origin_format: str | None = field(default=None, metadata=spec(view="origin_format"))
+    origin_id: str | None = field(default=None, metadata=spec(view="origin_id"))
+    """The record's id in its origin."""
+    origin_path: str | None = field(default=None, metadata=spec(view="origin_path"))
+    """The file an imported trajectory came from."""
+    origin_index: int | None = field(
+        default=None, metadata=spec(range=(0, None), view="origin_index")
+    )
+    """The record's index in `origin_path` (0-based)."""
 
 
 @dataclass
@@ -83,13 +117,13 @@ class Environment:
     server: str | None = None
     url: str | None = None
     device: str | None = None
-    config: str | None = None
+    config: str | None = field(default=None, metadata=spec(json=dict))
     """Backend configuration as a JSON object string."""
 
 
 @dataclass
 class Task:
-    task_id: str | None = None
+    task_id: str | None = field(default=None, metadata=spec(view="task_id"))
     instruction: str | None = None
 
 
@@ -102,19 +136,24 @@ class Agent:
 
 @dataclass
 class System:
+    """The recipe's five system prompt parts (`fields.SYSTEM_FIELDS`, hashed in order)."""
+
     task_description: str | None = None
-    action_space: str | None = None
+    action_space: str | None = field(default=None, metadata=spec(json=list))
     """JSON list of tool / action descriptions."""
     initial_state: str | None = None
-    demonstrations: str | None = None
+    demonstrations: str | None = field(default=None, metadata=spec(json=list))
     """JSON list of demonstration trajectories."""
     simulation_instruction: str | None = None
 
 
 @dataclass
 class Outcome:
-    status: str = "unknown"
-    reward: float | None = None
+    status: str = field(
+        default="unknown",
+        metadata=spec(required=True, enum=F.OUTCOME_STATUSES, view="status"),
+    )
+    reward: float | None = field(default=None, metadata=spec(view="reward"))
     error: str | None = None
 
 
@@ -127,20 +166,33 @@ class Dedup:
 
 @dataclass
 class Trajectory:
-    domain: str
-    turns: list[Turn] = field(default_factory=list)
-    source: Source = field(default_factory=Source)
+    schema_version: str = field(
+        default=F.SCHEMA_VERSION,
+        kw_only=True,
+        metadata=spec(nullable=False, required=True, const=F.SCHEMA_VERSION),
+    )
+    """Also written as the Arrow schema's metadata (`arrow.arrow_schema`)."""
+    trajectory_id: str = field(
+        default="", kw_only=True, metadata=spec(nullable=False, content_hash=True)
+    )
+    """Content hash (`hashing.trajectory_id`); empty until `with_id`."""
+    domain: str = field(metadata=spec(nullable=False, required=True, enum=F.DOMAINS))
+    _: KW_ONLY
+    source: Source = field(default_factory=Source, metadata=spec(required=True))
     environment: Environment = field(default_factory=Environment)
     task: Task = field(default_factory=Task)
     agent: Agent = field(default_factory=Agent)
     system: System = field(default_factory=System)
+    turns: list[Turn] = field(default_factory=list, metadata=spec(required=True))
     outcome: Outcome = field(default_factory=Outcome)
     started_at: datetime | None = None
-    ended_at: datetime | None = None
+    ended_at: datetime | None = field(default=None, metadata=spec(after="started_at"))
     metadata: dict[str, str] = field(default_factory=dict)
-    dedup: Dedup | None = None
-    trajectory_id: str = ""
-    schema_version: str = F.SCHEMA_VERSION
+    dedup: Dedup | None = field(default=None, metadata=spec(processed=True))
+    conditions: str | None = field(default=None, metadata=spec(json=list))
+    """JSON list of the conditions applied to the episode (`[{"kind": "disk_full", ...}]`)."""
+    redactions: int | None = field(default=None, metadata=spec(range=(0, None)))
+    """How many secrets were replaced in this record."""
 
     def with_id(self) -> Trajectory:
         """Stamp the content hash (idempotent)."""
@@ -164,60 +216,46 @@ class Trajectory:
         return trajectory_from_dict(from_jsonable(json.loads(text)))
 
 
-_NESTED = {
-    F.SOURCE: Source,
-    F.ENVIRONMENT: Environment,
-    F.TASK: Task,
-    F.AGENT: Agent,
-    F.SYSTEM: System,
-    F.OUTCOME: Outcome,
-    F.DEDUP: Dedup,
-}
-_TIME_FIELDS = (F.STARTED_AT, F.ENDED_AT)
+def record_from_dict(cls: type, d: dict[str, Any]) -> Any:
+    """Build a record of `cls` from the dict shape; unknown keys are ignored.
 
-
-def _build(cls: type, d: dict[str, Any] | None) -> Any:
-    if d is None:
-        return None
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in d.items() if k in names})
-
-
-def _turn_from_dict(t: dict[str, Any]) -> Turn:
-    return Turn(
-        index=t["index"],
-        action=_build(Action, t.get("action")) or Action(),
-        observation=_build(Observation, t.get("observation")) or Observation(),
-        started_at=t.get("started_at"),
-        duration_ms=t.get("duration_ms"),
-        reasoning=t.get("reasoning"),
-        stats=_build(TurnStats, t.get("stats")),
-        category=t.get("category"),
-        keep=t.get("keep"),
-        rule=t.get("rule"),
-    )
+    A missing or null struct, list or map takes its default (a struct without one is
+    built empty); a null version or id takes its default; other values pass as they are
+    (a null the type forbids is the validator's to report).
+    """
+    kwargs: dict[str, Any] = {}
+    for f in fields_of(cls):
+        kind = f.kind
+        if f.name not in d and (f.has_default or kind != "struct"):
+            if not f.has_default:
+                raise KeyError(f.name)
+            continue
+        value = d.get(f.name)
+        if kind == "struct":
+            if value is None:
+                if f.has_default:
+                    continue
+                value = f.hint()
+            else:
+                value = record_from_dict(f.hint, value)
+        elif kind == "list":
+            if not value:
+                continue
+            if _is_record(f.item):
+                value = [record_from_dict(f.item, x) for x in value]
+        elif kind == "map":
+            if value is None:
+                continue
+            value = dict(value)  # Arrow returns a map as (key, value) pairs, JSON as a dict
+        elif (f.spec.const or f.spec.content_hash) and not value:
+            continue
+        kwargs[f.name] = value
+    return cls(**kwargs)
 
 
 def trajectory_from_dict(d: dict[str, Any]) -> Trajectory:
     """Build a record from the shared dict shape (Arrow row or decoded JSON)."""
-    kwargs: dict[str, Any] = {
-        "domain": d[F.DOMAIN],
-        "turns": [_turn_from_dict(t) for t in d.get(F.TURNS) or []],
-        "started_at": d.get(F.STARTED_AT),
-        "ended_at": d.get(F.ENDED_AT),
-        "metadata": _as_map(d.get(F.METADATA)),
-        "trajectory_id": d.get(F.TRAJECTORY_ID) or "",
-        "schema_version": d.get(F.SCHEMA_VERSION_F) or F.SCHEMA_VERSION,
-    }
-    for name, cls in _NESTED.items():
-        if d.get(name) is not None:
-            kwargs[name] = _build(cls, d[name])
-    return Trajectory(**kwargs)
-
-
-def _as_map(value: Any) -> dict[str, str]:
-    """Arrow returns map columns as a list of (key, value) pairs; JSON as a dict."""
-    return dict(value) if value is not None else {}
+    return record_from_dict(Trajectory, d)
 
 
 def _iso(value: Any) -> Any:
@@ -234,29 +272,51 @@ def _parse_time(value: Any) -> Any:
     return value
 
 
-def to_jsonable(d: dict[str, Any]) -> dict[str, Any]:
-    """Datetimes to ISO strings so the dict survives json.dumps."""
+def _is_record(hint: Any) -> bool:
+    return dataclasses.is_dataclass(hint)
+
+
+@functools.cache
+def _timed(cls: type) -> tuple[FieldInfo, ...]:
+    """The fields of `cls` that hold a timestamp or a map, directly or nested."""
+    out = []
+    for f in fields_of(cls):
+        nested = f.hint if f.kind == "struct" else f.item if _is_record(f.item) else None
+        if f.kind in ("time", "map") or (nested is not None and _timed(nested)):
+            out.append(f)
+    return tuple(out)
+
+
+def _convert(cls: type, d: dict[str, Any], time_fn, maps_to_dict: bool) -> dict[str, Any]:
+    """Apply `time_fn` to every timestamp of a record dict, following the declaration."""
     out = dict(d)
-    for k in _TIME_FIELDS:
-        out[k] = _iso(out.get(k))
-    if out.get(F.TURNS):
-        out[F.TURNS] = [{**t, "started_at": _iso(t.get("started_at"))} for t in out[F.TURNS]]
-    if isinstance(out.get(F.METADATA), list):
-        out[F.METADATA] = dict(out[F.METADATA])
+    for f in _timed(cls):
+        if f.name not in out:
+            continue
+        value = out[f.name]
+        if f.kind == "time":
+            out[f.name] = time_fn(value)
+        elif f.kind == "struct" and isinstance(value, dict):
+            out[f.name] = _convert(f.hint, value, time_fn, maps_to_dict)
+        elif f.kind == "list" and isinstance(value, list):
+            out[f.name] = [
+                _convert(f.item, x, time_fn, maps_to_dict) if isinstance(x, dict) else x
+                for x in value
+            ]
+        elif f.kind == "map" and maps_to_dict and isinstance(value, list):
+            out[f.name] = dict(value)
     return out
 
 
-def from_jsonable(d: dict[str, Any]) -> dict[str, Any]:
+def to_jsonable(d: dict[str, Any], root: type = Trajectory) -> dict[str, Any]:
+    """Datetimes to ISO strings (and Arrow map pairs to dicts) so the dict survives
+    json.dumps."""
+    return _convert(root, d, _iso, maps_to_dict=True)
+
+
+def from_jsonable(d: dict[str, Any], root: type = Trajectory) -> dict[str, Any]:
     """Inverse of `to_jsonable`: ISO strings back to aware datetimes."""
-    out = dict(d)
-    for k in _TIME_FIELDS:
-        out[k] = _parse_time(out.get(k))
-    if isinstance(out.get(F.TURNS), list):
-        out[F.TURNS] = [
-            {**t, "started_at": _parse_time(t.get("started_at"))} if isinstance(t, dict) else t
-            for t in out[F.TURNS]
-        ]
-    return out
+    return _convert(root, d, _parse_time, maps_to_dict=False)
 
 
 def utcnow() -> datetime:

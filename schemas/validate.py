@@ -1,18 +1,23 @@
-"""Validation of trajectory records in their dict shape (Arrow row or decoded JSON).
+"""Validation of records in their dict shape (Arrow row or decoded JSON).
 
-Every problem names the record, the field path and what is wrong, so that a user with
-a million-row shard can find the row and fix the producer.
+The rules come from the declaration (`records.py`): each field's type from its hint,
+the rest from its `spec` (required, enum, JSON, range, const, position, needed_by,
+after). Every problem names the record, the field path and what is wrong, so that a
+user with a million-row shard can find the row and fix the producer.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from . import fields as F
 from .hashing import trajectory_id
+from .records import Trajectory
+from .spec import FieldInfo, Spec, fields_of, kind_of, label, names_of
 
 
 @dataclass(frozen=True)
@@ -41,58 +46,17 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "bool": ((bool,), "a boolean"),
     "time": ((datetime, str), "a timestamp"),
 }
-# Nested structs: field -> {subfield: (kind, required)}.
-_STRUCTS: dict[str, dict[str, tuple[str, bool]]] = {
-    F.SOURCE: {
-        "kind": ("str", True),
-        "name": ("str", False),
-        "job_id": ("str", False),
-        "episode_id": ("str", False),
-        "attempt": ("int", False),
-        "origin_format": ("str", False),
-        "origin_id": ("str", False),
-    },
-    F.ENVIRONMENT: {n: ("str", False) for n in F.ENVIRONMENT_FIELDS},
-    F.TASK: {n: ("str", False) for n in F.TASK_FIELDS},
-    F.AGENT: {n: ("str", False) for n in F.AGENT_FIELDS},
-    F.SYSTEM: {n: ("str", False) for n in F.SYSTEM_FIELDS},
-    F.OUTCOME: {"status": ("str", True), "reward": ("float", False), "error": ("str", False)},
-    F.DEDUP: {
-        "exact_hash": ("str", False),
-        "cluster_id": ("str", False),
-        "representative": ("bool", False),
-    },
-}
-_ACTION = {
-    "kind": ("str", True),
-    "text": ("str", True),
-    "name": ("str", False),
-    "arguments_json": ("str", False),
-}
-_OBSERVATION = {
-    "text": ("str", True),
-    "is_error": ("bool", False),
-    "exit_code": ("int", False),
-    "truncated": ("bool", False),
-    "state_json": ("str", False),
-}
-_TURN_SCALARS = {
-    "started_at": ("time", False),
-    "duration_ms": ("float", False),
-    "reasoning": ("str", False),
-    "category": ("str", False),
-    "keep": ("float", False),
-    "rule": ("str", False),
-}
-# JSON-in-string fields: path -> expected top-level JSON type (None = any).
-_JSON_FIELDS = {
-    (F.SYSTEM, "action_space"): list,
-    (F.SYSTEM, "demonstrations"): list,
-    (F.ENVIRONMENT, "config"): dict,
-}
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
 
 
 class _Checker:
+    """Walks a record dict along its declaration. A null optional field or a plain
+    value of the right type is passed without a call or a path string (`_plan`):
+    validation runs on every record a pipeline reads."""
+
     def __init__(self, record: str):
         self.record = record
         self.problems: list[Problem] = []
@@ -100,11 +64,60 @@ class _Checker:
     def add(self, path: str, message: str) -> None:
         self.problems.append(Problem(self.record, path, message))
 
-    def scalar(self, path: str, value: Any, kind: str, required: bool) -> bool:
-        if value is None:
-            if required:
+    def struct(self, path: str, value: Any, cls: type, position: int | None = None) -> None:
+        if not isinstance(value, dict):
+            self.add(path, f"wrong type: expected an object, got {type(value).__name__}")
+            return
+        names = names_of(cls)
+        for name in value:
+            if name not in names:
+                self.add(_join(path, name), "unknown field")
+        for f, exact, may_be_none in _plan(cls):
+            v = value.get(f.name)
+            if (v is None and may_be_none) or type(v) is exact:
+                continue  # the common cases, decided without a call
+            self.field(path, v, f, value, position)
+
+    def field(self, parent_path: str, v: Any, f: FieldInfo, parent: dict, position: int | None):
+        s, path = f.spec, _join(parent_path, f.name)
+        if v is None:
+            if s.needed_by and parent.get(s.needed_by) is not None:
+                self.add(path, f"{s.needed_by} without {f.name}")
+            elif s.required:
                 self.add(path, "missing required field")
-            return False
+            return
+        if f.kind == "struct":
+            self.struct(path, v, f.hint)
+        elif f.kind == "list":
+            self.items(path, v, f.item)
+        elif f.kind == "map":
+            self.map(path, v)
+        elif self.scalar(path, v, f.kind) and _has_rules(s):
+            self.rules(path, v, f, parent, position)
+
+    def items(self, path: str, value: Any, item: Any) -> None:
+        if not isinstance(value, list):
+            self.add(path, f"wrong type: expected a list, got {type(value).__name__}")
+            return
+        kind = kind_of(item)
+        for i, x in enumerate(value):
+            if kind == "struct":
+                self.struct(f"{path}[{i}]", x, item, i)
+            elif x is not None:
+                self.scalar(f"{path}[{i}]", x, kind)
+
+    def map(self, path: str, value: Any) -> None:
+        items = (
+            value.items() if isinstance(value, dict) else value if isinstance(value, list) else None
+        )
+        if items is None:
+            self.add(path, f"wrong type: expected a map of strings, got {type(value).__name__}")
+            return
+        for k, v in items:
+            if not isinstance(k, str) or not isinstance(v, str):
+                self.add(f"{path}.{k}", "keys and values must be strings")
+
+    def scalar(self, path: str, value: Any, kind: str) -> bool:
         types, desc = _KINDS[kind]
         if isinstance(value, bool) and kind in ("int", "float"):
             self.add(path, f"wrong type: expected {desc}, got bool")
@@ -120,36 +133,70 @@ class _Checker:
                 return False
         return True
 
-    def struct(self, path: str, value: Any, spec: dict[str, tuple[str, bool]], required: bool):
-        if value is None:
-            if required:
-                self.add(path, "missing required field")
-            return None
-        if not isinstance(value, dict):
-            self.add(path, f"wrong type: expected an object, got {type(value).__name__}")
-            return None
-        for name in value:
-            if name not in spec:
-                self.add(f"{path}.{name}", "unknown field")
-        for name, (kind, req) in spec.items():
-            self.scalar(f"{path}.{name}", value.get(name), kind, req)
-        return value
+    def rules(self, path: str, v: Any, f: FieldInfo, parent: dict, position: int | None):
+        """The spec's rules on a value of the right type."""
+        s = f.spec
+        if s.const is not None and v != s.const:
+            self.add(path, f"unsupported {label(f)} {v!r} (expected {s.const!r})")
+        if s.enum is not None and v not in s.enum:
+            self.add(path, f"unknown {label(f)} {v!r} (expected one of {', '.join(s.enum)})")
+        if s.json is not None:
+            self.json_text(path, v, s.json)
+        if s.range is not None:
+            self.in_range(path, v, s.range)
+        if s.position and position is not None and v != position:
+            self.add(
+                path, f"{label(f)}es must be 0..n-1 in order: found {v} at position {position}"
+            )
+        if s.after:
+            start, end = _time(parent.get(s.after)), _time(v)
+            if start and end:
+                try:
+                    if end < start:
+                        self.add(path, "ends before it starts")
+                except TypeError:
+                    self.add(path, "mixes timezone-aware and naive timestamps")
 
-    def enum(self, path: str, value: Any, allowed: tuple[str, ...], what: str) -> None:
-        if isinstance(value, str) and value not in allowed:
-            self.add(path, f"unknown {what} {value!r} (expected one of {', '.join(allowed)})")
-
-    def json_text(self, path: str, value: Any, expected: type | None) -> Any:
-        if not isinstance(value, str):
-            return None
+    def json_text(self, path: str, value: str, expected: type) -> None:
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
             self.add(path, f"invalid JSON: {exc.msg} at char {exc.pos}")
-            return None
-        if expected is not None and not isinstance(parsed, expected):
+            return
+        if not isinstance(parsed, expected):
             self.add(path, f"JSON must be {expected.__name__}, got {type(parsed).__name__}")
-        return parsed
+
+    def in_range(self, path: str, v: float, bounds: tuple[float | None, float | None]) -> None:
+        lo, hi = bounds
+        if lo is not None and hi is not None:
+            if not lo <= v <= hi:
+                self.add(path, f"must lie in [{lo}, {hi}], got {v}")
+        elif lo is not None and v < lo:
+            self.add(path, f"must be >= {lo}, got {v}")
+        elif hi is not None and v > hi:
+            self.add(path, f"must be <= {hi}, got {v}")
+
+
+_EXACT = {"str": str, "int": int, "float": float, "bool": bool}
+
+
+def _has_rules(s: Spec) -> bool:
+    return any((s.const, s.enum, s.json, s.range, s.position, s.after))
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[tuple[FieldInfo, type | None, bool], ...]:
+    """Per field: the Python type that passes without further rules (or None), and
+    whether a null passes. The content hash is left to `validate_dict`."""
+    return tuple(
+        (
+            f,
+            None if _has_rules(f.spec) else _EXACT.get(f.kind),
+            not (f.spec.required or f.spec.needed_by),
+        )
+        for f in fields_of(cls)
+        if not f.spec.content_hash
+    )
 
 
 def _time(value: Any) -> datetime | None:
@@ -161,114 +208,28 @@ def _time(value: Any) -> datetime | None:
     return value if isinstance(value, datetime) else None
 
 
-def validate_dict(d: Any, where: str = "record", check_id: bool = True) -> list[Problem]:
-    """All problems of one record; an empty list means valid."""
+def validate_dict(
+    d: Any, where: str = "record", check_id: bool = True, root: type = Trajectory
+) -> list[Problem]:
+    """All problems of one record of `root`; an empty list means valid."""
     if not isinstance(d, dict):
         return [Problem(where, "<record>", f"expected an object, got {type(d).__name__}")]
-    tid = d.get(F.TRAJECTORY_ID)
+    id_field = next((f.name for f in fields_of(root) if f.spec.content_hash), None)
+    tid = d.get(id_field) if id_field else None
     c = _Checker(f"{where} ({tid})" if isinstance(tid, str) and tid else where)
-
-    known = {
-        F.SCHEMA_VERSION_F, F.TRAJECTORY_ID, F.DOMAIN, F.TURNS, F.STARTED_AT, F.ENDED_AT,
-        F.METADATA, *_STRUCTS,
-    }  # fmt: skip
-    for name in d:
-        if name not in known:
-            c.add(name, "unknown field")
-
-    version = d.get(F.SCHEMA_VERSION_F)
-    if c.scalar(F.SCHEMA_VERSION_F, version, "str", True) and version != F.SCHEMA_VERSION:
-        c.add(
-            F.SCHEMA_VERSION_F,
-            f"unsupported schema version {version!r} (expected {F.SCHEMA_VERSION!r})",
-        )
-    domain = d.get(F.DOMAIN)
-    if c.scalar(F.DOMAIN, domain, "str", True):
-        c.enum(F.DOMAIN, domain, F.DOMAINS, "domain")
-
-    for name, spec in _STRUCTS.items():
-        c.struct(name, d.get(name), spec, required=name == F.SOURCE)
-    for struct, name, allowed, what in (
-        (F.SOURCE, "kind", F.SOURCE_KINDS, "source kind"),
-        (F.OUTCOME, "status", F.OUTCOME_STATUSES, "status"),
-    ):
-        sub = d.get(struct)
-        if isinstance(sub, dict):
-            c.enum(f"{struct}.{name}", sub.get(name), allowed, what)
-    for (struct, name), expected in _JSON_FIELDS.items():
-        sub = d.get(struct)
-        if isinstance(sub, dict):
-            c.json_text(f"{struct}.{name}", sub.get(name), expected)
-
-    c.scalar(F.STARTED_AT, d.get(F.STARTED_AT), "time", False)
-    c.scalar(F.ENDED_AT, d.get(F.ENDED_AT), "time", False)
-    start, end = _time(d.get(F.STARTED_AT)), _time(d.get(F.ENDED_AT))
-    if start and end:
-        try:
-            if end < start:
-                c.add(F.ENDED_AT, "ends before it starts")
-        except TypeError:
-            c.add(F.ENDED_AT, "mixes timezone-aware and naive timestamps")
-
-    meta = d.get(F.METADATA)
-    if meta is not None:
-        items = meta.items() if isinstance(meta, dict) else meta if isinstance(meta, list) else None
-        if items is None:
-            c.add(F.METADATA, f"wrong type: expected a map of strings, got {type(meta).__name__}")
-        else:
-            for k, v in items:
-                if not isinstance(k, str) or not isinstance(v, str):
-                    c.add(f"{F.METADATA}.{k}", "keys and values must be strings")
-
-    turns = d.get(F.TURNS)
-    if turns is None:
-        c.add(F.TURNS, "missing required field")
-    elif not isinstance(turns, list):
-        c.add(F.TURNS, f"wrong type: expected a list, got {type(turns).__name__}")
-    else:
-        for i, t in enumerate(turns):
-            _check_turn(c, i, t)
-
-    if check_id and not c.problems:
+    c.struct("", d, root)
+    if id_field and check_id and not c.problems:
         if not isinstance(tid, str) or not tid:
-            c.add(F.TRAJECTORY_ID, "missing required field")
+            c.add(id_field, "missing required field")
         elif tid != trajectory_id(d):
-            c.add(F.TRAJECTORY_ID, f"does not match the content hash ({trajectory_id(d)})")
+            c.add(id_field, f"does not match the content hash ({trajectory_id(d)})")
     return c.problems
 
 
-def _check_turn(c: _Checker, i: int, t: Any) -> None:
-    p = f"turns[{i}]"
-    if not isinstance(t, dict):
-        c.add(p, f"wrong type: expected an object, got {type(t).__name__}")
-        return
-    for name in t:
-        if name not in F.TURN_FIELDS:
-            c.add(f"{p}.{name}", "unknown field")
-    index = t.get("index")
-    if c.scalar(f"{p}.index", index, "int", True) and index != i:
-        c.add(f"{p}.index", f"turn indexes must be 0..n-1 in order: found {index} at position {i}")
-    action = t.get("action")
-    if action is None and t.get("observation") is not None:
-        c.add(f"{p}.action", "observation without action")
-    else:
-        a = c.struct(f"{p}.action", action, _ACTION, required=True)
-        if a is not None:
-            c.enum(f"{p}.action.kind", a.get("kind"), F.ACTION_KINDS, "action kind")
-            if a.get("arguments_json") is not None:
-                c.json_text(f"{p}.action.arguments_json", a["arguments_json"], dict)
-    o = c.struct(f"{p}.observation", t.get("observation"), _OBSERVATION, required=True)
-    if o is not None and o.get("state_json") is not None:
-        c.json_text(f"{p}.observation.state_json", o["state_json"], dict)
-    for name, (kind, req) in _TURN_SCALARS.items():
-        c.scalar(f"{p}.{name}", t.get(name), kind, req)
-    keep = t.get("keep")
-    if isinstance(keep, (int, float)) and not isinstance(keep, bool) and not 0 <= keep <= 1:
-        c.add(f"{p}.keep", f"must lie in [0, 1], got {keep}")
-    c.enum(f"{p}.category", t.get("category"), F.CATEGORIES, "category")
-    stats = t.get("stats")
-    if stats is not None:
-        c.struct(f"{p}.stats", stats, {n: ("float", True) for n in F.STATS_FIELDS}, False)
+def validator_for(root: type) -> Callable[..., list[Problem]]:
+    """`validate_dict` for records of another root class (a variant of `Trajectory`)."""
+    fields_of(root)  # an undeclarable type fails here, not on the first record
+    return functools.partial(validate_dict, root=root)
 
 
 def validate(record: Any, where: str = "record") -> None:

@@ -88,8 +88,8 @@ def run_demo(store: Store, episodes: int = 300) -> int:
     from worldtrace.pipelines.tokens import default_tokenizer
     from worldtrace.report import write
     from worldtrace.sandboxes.base import SandboxError
+    from worldtrace.schemas.views import connect
     from worldtrace.summary import print_stats
-    from worldtrace.views import connect
 
     console = Console()
     console.rule(f"worldtrace demo -> {store.root}")

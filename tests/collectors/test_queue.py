@@ -9,8 +9,7 @@ import yaml
 from worldtrace.collectors.jobs import JobSpec
 from worldtrace.collectors.queue import JobStore, Worker
 from worldtrace.schemas import read_records
-
-from worldtrace.views import connect
+from worldtrace.schemas.views import connect
 
 pytestmark = pytest.mark.docker
 

@@ -309,7 +309,7 @@ def pinned_records():
     return [
         Trajectory(
             "terminal",
-            turns(
+            turns=turns(
                 [
                     ("ls", "a.txt b.txt", "informative", 1.0),
                     ("cat a.txt", "hello world", "mixed", 0.5),
@@ -323,13 +323,13 @@ def pinned_records():
         ),
         Trajectory(
             "web",
-            turns(
+            turns=turns(
                 [("open /", "<h1>Home</h1>", "informative", None), ("click #x", "404", None, 1.0)]
             ),
             trajectory_id="pin-b",
         ),
         Trajectory(
-            "swe", turns(long), system=System(task_description="Read."), trajectory_id="pin-c"
+            "swe", turns=turns(long), system=System(task_description="Read."), trajectory_id="pin-c"
         ),
     ]
 

@@ -11,8 +11,7 @@ from worldtrace.pipelines.export import ExportConfig, export
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.pipelines.tokens import default_tokenizer
 from worldtrace.schemas import ShardWriter, Store
-
-from worldtrace.views import VIEW_DOCS, connect
+from worldtrace.schemas.views import VIEW_DOCS, connect
 
 DOCUMENTED = {
     "trajectories": ["trajectory_id", "domain", "origin_format", "origin_id", "num_turns"],

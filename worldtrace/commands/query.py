@@ -14,7 +14,7 @@ from . import EXIT_PROBLEMS, store
 
 def _views():
     """The DuckDB views module (its one import site here, so it can move in one edit)."""
-    from worldtrace import views
+    from worldtrace.schemas import views
 
     return views
 

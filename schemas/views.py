@@ -1,0 +1,250 @@
+"""DuckDB views over a store (DESIGN.md "DuckDB views").
+
+The columns that restate record fields are derived from the declaration
+(`view_columns`): every field of the record, and each nested field whose `spec(view=...)`
+names a column. Only computed columns (num_turns, action_chars, ...) are written here.
+
+Views over data that does not exist yet are empty, with the same columns, and shards
+written before a field was added read with that field null: each view reads the visible
+Parquet shards UNION ALL BY NAME an empty Arrow table of the current schema (DuckDB
+merges struct fields by name).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from . import fields as F
+from .arrow import arrow_schema
+from .records import Trajectory
+from .spec import fields_of, item_of, kind_of
+from .store import Store, shard_files
+from .tables import TABLE_ROWS
+
+# DESIGN.md's column contracts lead their views, in this order; the rest follow the
+# declaration order.
+TRAJECTORY_HEAD = ("trajectory_id", "domain", "origin_format", "origin_id", "num_turns")
+TURN_HEAD = (
+    "trajectory_id", "origin_id", "domain", "turn_index", "action_kind", "tool_name",
+    "action_chars", "obs_chars", "is_error", "truncated",
+)  # fmt: skip
+# Computed columns: (SQL, name); `t` is the unnested turn.
+TRAJECTORY_COMPUTED = (("len(turns)", "num_turns"),)
+TURN_COMPUTED = (
+    ("length(t.action.text)", "action_chars"),
+    ("length(t.observation.text)", "obs_chars"),
+    (
+        "coalesce(t.observation.is_error, false) OR coalesce(t.observation.exit_code, 0) != 0",
+        "is_error",
+    ),
+    ("coalesce(t.observation.truncated, false)", "truncated"),
+)
+
+
+def view_columns(
+    cls: type, prefix: str = "", whole: bool = True, raw: bool = False
+) -> list[tuple[str, str]]:
+    """(SQL expression, column name) of the view columns a record class declares.
+
+    `whole`: every field of `cls` is a column; nested struct fields (not across lists)
+    with `spec(view=NAME)` are promoted as NAME; `raw` leaves out `processed` fields.
+    """
+    out: list[tuple[str, str]] = []
+    for f in fields_of(cls):
+        if raw and f.spec.processed:
+            continue
+        path = f"{prefix}.{f.name}" if prefix else f.name
+        if whole:
+            out.append((path, f.name))
+        elif f.spec.view:
+            out.append((path, f.spec.view))
+        if kind_of(f.hint) == "struct":
+            out.extend(view_columns(f.hint, path, whole=False, raw=raw))
+    return out
+
+
+def turn_class(root: type) -> type:
+    """The record class of a root's `turns` list."""
+    return item_of(next(f.hint for f in fields_of(root) if f.name == F.TURNS))
+
+
+def _ordered(cols: list[tuple[str, str]], head: tuple[str, ...]) -> list[tuple[str, str]]:
+    names = [n for _, n in cols]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"view columns declared twice: {', '.join(sorted(dup))}")
+    return sorted(cols, key=lambda c: head.index(c[1]) if c[1] in head else len(head))
+
+
+def _select(cols: list[tuple[str, str]]) -> str:
+    return ", ".join(e if e == n else f"{e} AS {n}" for e, n in cols)
+
+
+def trajectory_columns(root: type = Trajectory, raw: bool = False) -> list[tuple[str, str]]:
+    return _ordered([*view_columns(root, raw=raw), *TRAJECTORY_COMPUTED], TRAJECTORY_HEAD)
+
+
+def raw_turn_columns(root: type = Trajectory) -> list[tuple[str, str]]:
+    ids = [(F.TRAJECTORY_ID, F.TRAJECTORY_ID), ("origin_id", "origin_id"), (F.DOMAIN, F.DOMAIN)]
+    turn = view_columns(turn_class(root), "t", whole=False, raw=True)
+    return _ordered([*ids, *turn, *TURN_COMPUTED], TURN_HEAD)
+
+
+JOBS_SCHEMA = pa.schema(
+    [
+        ("job_id", pa.string()), ("name", pa.string()), ("status", pa.string()),
+        ("episodes", pa.int64()), ("succeeded", pa.int64()), ("failed", pa.int64()),
+        ("created_at", pa.timestamp("us", tz="UTC")), ("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)  # fmt: skip
+EPISODES_SCHEMA = pa.schema(
+    [
+        ("job_id", pa.string()), ("episode_id", pa.string()), ("attempt", pa.int64()),
+        ("status", pa.string()), ("error", pa.string()), ("trajectory_id", pa.string()),
+        ("started_at", pa.timestamp("us", tz="UTC")), ("ended_at", pa.timestamp("us", tz="UTC")),
+    ]
+)  # fmt: skip
+EXPORTS_SCHEMA = pa.schema(
+    [
+        ("name", pa.string()), ("format", pa.string()), ("samples", pa.int64()), ("rows", pa.int64()),
+        ("tokens", pa.int64()), ("loss_tokens", pa.int64()), ("tokenizer", pa.string()),
+        ("template", pa.string()), ("keep_mode", pa.string()), ("seed", pa.int64()), ("path", pa.string()),
+    ]
+)  # fmt: skip
+
+_DESCRIPTIONS = {
+    "trajectories": "processed trajectories (representatives)",
+    "turns": "one row per processed turn",
+    "clusters": "every trajectory that reached dedup",
+    "rejects": "what processing dropped",
+    "raw_trajectories": "raw shards (no processing fields)",
+    "raw_turns": "one row per raw turn",
+    "jobs": "collection jobs from jobs.db",
+    "episodes": "episodes of jobs",
+    "exports": "training exports (manifests under export/)",
+}
+
+
+def columns_by_view(root: type = Trajectory) -> dict[str, list[str]]:
+    """Every view and its columns, in order."""
+    tables = {name: arrow_schema(row).names for name, row in TABLE_ROWS.items()}
+    return {
+        "trajectories": [n for _, n in trajectory_columns(root)],
+        **tables,
+        "raw_trajectories": [n for _, n in trajectory_columns(root, raw=True)],
+        "raw_turns": [n for _, n in raw_turn_columns(root)],
+        "jobs": JOBS_SCHEMA.names,
+        "episodes": EPISODES_SCHEMA.names,
+        "exports": EXPORTS_SCHEMA.names,
+    }
+
+
+# name -> "description: columns" for `worldtrace query --views` and docs/query.md
+VIEW_DOCS = {
+    name: f"{_DESCRIPTIONS[name]}: {', '.join(cols)}" for name, cols in columns_by_view().items()
+}
+
+
+def _source(con: duckdb.DuckDBPyConnection, name: str, directory: Path, schema: pa.Schema) -> str:
+    """SQL for the shards under `directory` in the current `schema` (old shards included)."""
+    con.register(f"_empty_{name}", schema.empty_table())
+    files = shard_files(directory)
+    if not files:
+        return f"_empty_{name}"
+    listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    return (
+        f"(SELECT * FROM read_parquet([{listed}], union_by_name = true) "
+        f"UNION ALL BY NAME SELECT * FROM _empty_{name})"
+    )
+
+
+def _jobs_tables(db: Path) -> tuple[pa.Table, pa.Table]:
+    if not db.exists():
+        return JOBS_SCHEMA.empty_table(), EPISODES_SCHEMA.empty_table()
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        out = []
+        for table, schema in (("jobs", JOBS_SCHEMA), ("episodes", EPISODES_SCHEMA)):
+            try:
+                cur = c.execute(f"SELECT {', '.join(schema.names)} FROM {table}")
+            except sqlite3.Error:
+                out.append(schema.empty_table())
+                continue
+            rows = [
+                {
+                    k: _ts(v) if pa.types.is_timestamp(schema.field(k).type) else v
+                    for k, v in zip(schema.names, r, strict=True)
+                }
+                for r in cur.fetchall()
+            ]
+            out.append(pa.Table.from_pylist(rows, schema=schema))
+    return out[0], out[1]
+
+
+def _ts(value):
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def _exports_table(export_dir: Path) -> pa.Table:
+    rows = []
+    for m in sorted(export_dir.glob("*/manifest.json")) if export_dir.exists() else []:
+        try:
+            d = json.loads(m.read_text())
+        except json.JSONDecodeError:
+            continue
+        c = d.get("counts", {})
+        rows.append(
+            {
+                "name": m.parent.name,
+                "format": d.get("format"),
+                "samples": c.get("samples"),
+                "rows": c.get("rows"),
+                "tokens": c.get("tokens"),
+                "loss_tokens": c.get("loss_tokens"),
+                "tokenizer": (d.get("tokenizer") or {}).get("name"),
+                "template": (d.get("template") or {}).get("name"),
+                "keep_mode": d.get("keep_mode"),
+                "seed": d.get("seed"),
+                "path": str(m.parent),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=EXPORTS_SCHEMA)
+
+
+def connect(store: Store, root: type = Trajectory) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with every view of the store defined.
+
+    `root` is the record class the trajectory views follow (a variant in tests)."""
+    con = duckdb.connect()
+    schema = arrow_schema(root)
+    traj = _source(con, "trajectories", store.table("trajectories"), schema)
+    con.execute(
+        f"CREATE VIEW trajectories AS SELECT {_select(trajectory_columns(root))} FROM {traj}"
+    )
+    for name, row in TABLE_ROWS.items():
+        src = _source(con, name, store.table(name), arrow_schema(row))
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM {src}")
+    raw = _source(con, "raw", store.raw, schema)
+    con.execute(
+        f"CREATE VIEW raw_trajectories AS SELECT {_select(trajectory_columns(root, raw=True))} "
+        f"FROM {raw}"
+    )
+    con.execute(
+        f"CREATE VIEW raw_turns AS SELECT {_select(raw_turn_columns(root))} FROM "
+        f"(SELECT trajectory_id, source.origin_id AS origin_id, domain, unnest(turns) AS t "
+        f"FROM {raw})"
+    )
+    jobs, episodes = _jobs_tables(store.jobs_db)
+    for name, table in (
+        ("jobs", jobs),
+        ("episodes", episodes),
+        ("exports", _exports_table(store.export)),
+    ):
+        con.register(f"_t_{name}", table)
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM _t_{name}")
+    return con
