@@ -57,6 +57,7 @@ def _sizes(adb: str, serial: str, d) -> tuple[float, float, int]:
     from worldtrace.sandboxes.android import AndroidConfig, AndroidSandbox, AndroidTask
     from worldtrace.sandboxes.android_explorer import AndroidExplorer, ExplorerConfig
     from worldtrace.sandboxes.base import TaskSpec
+    from worldtrace.schemas import Turn
 
     raw, compact = [], []
     sb = AndroidSandbox(AndroidConfig(adb=adb, serial=serial))
@@ -73,7 +74,7 @@ def _sizes(adb: str, serial: str, d) -> tuple[float, float, int]:
             if action is None:
                 break
             obs = sb.step(action)
-            h.turns.append(type("Turn", (), {"observation": obs, "action": action})())
+            h.turns.append(Turn(len(h.turns), action, obs))
     sb.close()
     return statistics.mean(raw), statistics.mean(compact), len(raw)
 

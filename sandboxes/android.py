@@ -21,7 +21,6 @@ import atexit
 import contextlib
 import dataclasses
 import json
-import re
 import time
 from typing import Annotated, Any
 
@@ -29,7 +28,7 @@ from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
-from .android_actions import ACTION_SPACE, PACKAGE_RE, TOOLS
+from .android_actions import ACTION_SPACE, TOOLS, check_activity, check_address, check_package
 from .android_view import (
     STATE_COMMAND,
     AppState,
@@ -42,34 +41,15 @@ from .android_view import (
 )
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
 
-ACTIVITY_RE = re.compile(r"^[A-Za-z0-9_.$]+$")
-_OBSERVATION_FIELDS = {f.name for f in dataclasses.fields(Observation)}
-
-
-def _address(value: str) -> str:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"must be host:port, got {value!r}")
-    return value
-
-
-def _package(value: str | None) -> str | None:
-    if value is not None and not PACKAGE_RE.match(value):
-        raise ValueError(f"not an Android package name: {value!r}")
-    return value
-
-
-def _activity(value: str | None) -> str | None:
-    if value is not None and not ACTIVITY_RE.match(value):
-        raise ValueError(f"not an activity class name: {value!r}")
-    return value
+_HAS_FLAGS = {"changed", "env_failure"} <= {f.name for f in dataclasses.fields(Observation)}
+"""Whether the record carries the GUI flags as Observation fields yet."""
 
 
 @configclass
 class AndroidConfig:
     """A device reached through an adb server."""
 
-    adb: Annotated[str, AfterValidator(_address)] = "127.0.0.1:5037"
+    adb: Annotated[str, AfterValidator(check_address)] = "127.0.0.1:5037"
     """The adb server, host:port (`worldtrace android-sim` serves one on 127.0.0.1:15037)."""
     serial: str | None = None
     """The device's serial; unset takes the only online device."""
@@ -99,9 +79,9 @@ class AndroidConfig:
 class AndroidTask:
     """What a task adds for Android."""
 
-    app: Annotated[str | None, AfterValidator(_package)] = None
+    app: Annotated[str | None, AfterValidator(check_package)] = None
     """Package force-stopped and launched at reset; unset starts from the home screen."""
-    activity: Annotated[str | None, AfterValidator(_activity)] = None
+    activity: Annotated[str | None, AfterValidator(check_activity)] = None
     """Activity to start (`am start -n app/activity`) instead of the app's launcher entry."""
     clear_data: bool = False
     """Clear the app's data first (`pm clear`): every episode starts from a fresh install."""
@@ -112,19 +92,10 @@ def observation(text: str, state: dict[str, Any], *, changed: bool | None, env_f
     """An Observation with `changed` / `env_failure` as fields when the record has them,
     else carried in `state_json` under the same keys (until the schema gains them)."""
     flags = {"changed": changed, "env_failure": env_failure}
-    if {"changed", "env_failure"} <= _OBSERVATION_FIELDS:
-        return Observation(
-            text,
-            is_error=is_error,
-            truncated=truncated,
-            state_json=json.dumps(state, sort_keys=True),
-            **flags,
-        )
+    fields, carried = (flags, {}) if _HAS_FLAGS else ({}, flags)
+    state_json = json.dumps({**state, **carried}, sort_keys=True)
     return Observation(
-        text,
-        is_error=is_error,
-        truncated=truncated,
-        state_json=json.dumps({**state, **flags}, sort_keys=True),
+        text, is_error=is_error, truncated=truncated, state_json=state_json, **fields
     )
 
 

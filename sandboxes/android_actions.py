@@ -1,4 +1,5 @@
-"""The android action space: tool calls with JSON Schemas (checked at submit and by models).
+"""The android action space (tool calls with JSON Schemas, checked at submit and sent to
+models) and the names a job file may give: adb address, package, activity.
 
 Targets are node ids of the current observation or screen pixels; `swipe` names the
 finger's direction (up scrolls a list towards later items).
@@ -12,8 +13,34 @@ from typing import Any
 from .base import ToolSpec
 
 PACKAGE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+$")
+ACTIVITY_RE = re.compile(r"^[A-Za-z0-9_.$]+$")
 KEYS = ("back", "home", "enter", "recent", "delete")
 DIRECTIONS = ("up", "down", "left", "right")
+
+
+def parse_address(value: str) -> tuple[str, int]:
+    """`host:port` of an adb server."""
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"must be host:port, got {value!r}")
+    return host, int(port)
+
+
+def check_address(value: str) -> str:
+    parse_address(value)
+    return value
+
+
+def check_package(value: str | None) -> str | None:
+    if value is not None and not PACKAGE_RE.match(value):
+        raise ValueError(f"not an Android package name: {value!r}")
+    return value
+
+
+def check_activity(value: str | None) -> str | None:
+    if value is not None and not ACTIVITY_RE.match(value):
+        raise ValueError(f"not an activity class name: {value!r}")
+    return value
 
 
 def _target(props: dict[str, Any], what: str) -> dict[str, Any]:

@@ -16,16 +16,8 @@ from typing import Any
 import adbutils
 from adbutils import AdbClient, AdbConnection
 
+from .android_actions import parse_address
 from .base import SandboxError
-
-DEFAULT_ADB = "127.0.0.1:5037"
-
-
-def parse_address(adb: str) -> tuple[str, int]:
-    host, _, port = adb.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"adb server address must be host:port, got {adb!r}")
-    return host, int(port)
 
 
 class _Connection(AdbConnection):

@@ -10,7 +10,8 @@ Notes with a list, an editor and a delete dialog, a Calculator. The real
 
 `start()` serves in this process (a thread); `spawn()` starts `python -m
 worldtrace.sandboxes.android_sim` as a separate process, the way a device is one;
-`main(argv)` is that command (`worldtrace android-sim`).
+`main(argv)` is that command (`worldtrace android-sim`); `start_demo()` returns the
+demo's job dicts and a stop callable.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,6 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sim.stop()
     return 0
+
+
+def start_demo() -> tuple[list[dict[str, Any]], Callable[[], None]]:
+    """Start a simulator in this process for the demo: (its job dicts, stop)."""
+    sim = start(u2_jar=u2_jar())
+    return demo_jobs(sim.adb, sim.serial), sim.stop
 
 
 def demo_jobs(adb: str, serial: str = "emulator-5554") -> list[dict[str, Any]]:

@@ -27,7 +27,8 @@ ADB_VERSION = 41
 """adb 1.0.41 (platform-tools 28+): clients then use `host:tport:serial:`."""
 POLL = 0.05
 """Seconds between shutdown checks of the serving loops (stop() waits up to this)."""
-FEATURES = "shell_v2,cmd,fixed_push_mkdir,stat_v2_unsupported"
+FEATURES = "shell_v2,fixed_push_mkdir"
+"""What the device supports beyond the basics (no `cmd`, no sync v2: clients fall back)."""
 
 
 def read_request(sock: socket.socket) -> str:

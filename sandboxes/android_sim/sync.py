@@ -73,6 +73,7 @@ def _receive_file(sock: socket.socket, d: Device, spec: str) -> None:
                 return
             data += read_exact(sock, n)
         elif kind == b"DONE":
+            mtime = n  # DONE carries the file's mtime where DATA carries a length
             break
         else:
             _fail(sock, f"unexpected {kind!r} in a push")
@@ -83,5 +84,5 @@ def _receive_file(sock: socket.socket, d: Device, spec: str) -> None:
             _fail(sock, f"secure_mkdirs failed: {parent}: Permission denied")
             return
         d.write(path, bytes(data), int(mode))
-        d.files[path].mtime = n
+        d.files[path].mtime = mtime
     sock.sendall(b"OKAY" + bytes(4))

@@ -18,12 +18,13 @@ pytest.importorskip("uiautomator2", reason="the android extra is not installed")
 
 from worldtrace.collectors.actions import tool, tool_call
 from worldtrace.collectors.jobs import JobSpec, run_job
+from worldtrace.collectors.policies import History
 from worldtrace.sandboxes.android import AndroidConfig, AndroidSandbox, AndroidTask, doctor_check
 from worldtrace.sandboxes.android_explorer import AndroidExplorer, ExplorerConfig
 from worldtrace.sandboxes.android_sim import demo_jobs, start
 from worldtrace.sandboxes.android_view import Node, parse
 from worldtrace.sandboxes.base import SandboxError, TaskSpec
-from worldtrace.schemas import Observation, validate_dict
+from worldtrace.schemas import Observation, Turn, validate_dict
 from worldtrace.schemas.parsing import ConfigError
 
 NOTES = "com.example.notes"
@@ -269,15 +270,13 @@ def test_explorer_is_reproducible_from_the_seed(sim):
     def episode(seed: int) -> list[str]:
         sb = sandbox(sim)
         obs = sb.reset(task(NOTES, clear_data=True))
-        from worldtrace.collectors.policies import History
-
         h = History("explore", obs, [])
         policy = AndroidExplorer(ExplorerConfig(steps=8), seed)
         actions = []
         while (a := policy.act(h)) is not None:
             assert a == tool_call(a.name, json.loads(a.arguments_json))  # the collectors' rendering
             obs = sb.step(a)
-            h.turns.append(type("T", (), {"observation": obs, "action": a})())
+            h.turns.append(Turn(len(h.turns), a, obs))
             actions.append(a.text)
         sb.close()
         return actions
@@ -348,6 +347,18 @@ def test_job_files_are_checked_before_anything_runs():
     )
     assert "tasks[0].actions[0].arguments" in msg and "'y' is a dependency of 'x'" in msg
     assert "tasks[0].actions[1].tool: unknown tool 'fly'" in msg
+
+
+def test_example_job_does_what_its_instructions_say(sim, store):
+    import yaml
+
+    data = yaml.safe_load((EXAMPLES / "android-notes.yaml").read_text())
+    data["sandbox"]["adb"] = sim.adb  # the example names the simulator's default port
+    note, dark = run_job(JobSpec.from_dict(data), store.raw).trajectories
+    assert node(note.turns[-1].observation, rid="note_title").text == "Call the plumber"
+    assert node(note.turns[-1].observation, rid="note_snippet").text == "Tuesday 9am"
+    page = dark.turns[-1].observation
+    assert "Display" in page.text and "checked" in node(page, rid="switch_widget").flags
 
 
 def test_doctor_lists_devices_and_explains_a_missing_server(sim):
