@@ -1,0 +1,398 @@
+"""Android domain: a device (or the simulator) driven with uiautomator2 through an adb server.
+
+The observation is the view hierarchy from `dump_hierarchy`, compacted to informative
+nodes with episode-stable ids (`android_view`), under a header with the app state
+(package, activity, keyboard); `state_json` holds that state. Actions are tool calls:
+`tap`, `long_press`, `swipe`, `type`, `press`, `launch`, `wait`. A reset force-stops and
+relaunches the task's app (optionally clearing its data), or goes home.
+
+Errors have owners. A crash or ANR dialog, or a device adb reports `offline`, is what
+the environment shows: an observation with `env_failure` (`app_crashed`, `anr`,
+`device_offline`), so GUI filters can drop the trajectory. A device that disappears
+from the adb server, or a server that stops answering, is infrastructure: the step
+raises and the attempt fails with that reason. After every action the hierarchy is
+dumped until `stable_dumps` consecutive dumps agree (animations settle); a turn whose
+screen, app state and keyboard are unchanged is marked `changed = False`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import json
+import time
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+from worldtrace.schemas import Action, Observation
+from worldtrace.schemas.parsing import configclass
+
+from .android_actions import ACTION_SPACE, TOOLS, check_activity, check_address, check_package
+from .android_view import (
+    STATE_COMMAND,
+    AppState,
+    Node,
+    NodeIds,
+    app_state,
+    env_failure,
+    nodes,
+    render,
+)
+from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+
+_HAS_FLAGS = {"changed", "env_failure"} <= {f.name for f in dataclasses.fields(Observation)}
+"""Whether the record carries the GUI flags as Observation fields yet."""
+
+
+@configclass
+class AndroidConfig:
+    """A device reached through an adb server."""
+
+    adb: Annotated[str, AfterValidator(check_address)] = "127.0.0.1:5037"
+    """The adb server, host:port (`worldtrace android-sim` serves one on 127.0.0.1:15037)."""
+    serial: str | None = None
+    """The device's serial; unset takes the only online device."""
+    u2_port: Annotated[int, Field(ge=1, le=65535)] = 9008
+    """Device port of the uiautomator2 server."""
+    timeout: Annotated[float, Field(gt=0, le=600)] = 30.0
+    """Seconds any one device call may stay silent before the attempt fails."""
+    launch_timeout: Annotated[float, Field(gt=0, le=600)] = 15.0
+    """Seconds a reset waits for the task's app to come to the front."""
+    settle_timeout: Annotated[float, Field(ge=0, le=60)] = 3.0
+    """Seconds a step keeps re-dumping while the screen still changes."""
+    stable_dumps: Annotated[int, Field(ge=1, le=10)] = 2
+    """Consecutive identical dumps that mean the screen has settled (1: the first dump)."""
+    max_depth: Annotated[int, Field(ge=1, le=500)] = 50
+    """Deepest hierarchy level dumped."""
+    max_chars: Annotated[int, Field(ge=500)] = 30_000
+    """Observation cap; further nodes are counted, not shown, and the turn is truncated."""
+    hide_packages: tuple[str, ...] = (
+        "com.android.systemui",
+        "com.google.android.inputmethod.latin",
+    )
+    """Windows left out of observations: status and navigation bars (a ticking clock) and
+    the on-screen keyboard (the header says whether it is shown; `type` types)."""
+
+
+@configclass
+class AndroidTask:
+    """What a task adds for Android."""
+
+    app: Annotated[str | None, AfterValidator(check_package)] = None
+    """Package force-stopped and launched at reset; unset starts from the home screen."""
+    activity: Annotated[str | None, AfterValidator(check_activity)] = None
+    """Activity to start (`am start -n app/activity`) instead of the app's launcher entry."""
+    clear_data: bool = False
+    """Clear the app's data first (`pm clear`): every episode starts from a fresh install."""
+
+
+def observation(text: str, state: dict[str, Any], *, changed: bool | None, env_failure: str | None,
+                is_error: bool = False, truncated: bool = False) -> Observation:  # fmt: skip
+    """An Observation with `changed` / `env_failure` as fields when the record has them,
+    else carried in `state_json` under the same keys (until the schema gains them)."""
+    flags = {"changed": changed, "env_failure": env_failure}
+    fields, carried = (flags, {}) if _HAS_FLAGS else ({}, flags)
+    state_json = json.dumps({**state, **carried}, sort_keys=True)
+    return Observation(
+        text, is_error=is_error, truncated=truncated, state_json=state_json, **fields
+    )
+
+
+class DeviceOffline(Exception):
+    """adb lists the device as offline (an environment failure, recorded as such)."""
+
+
+class AndroidSandbox(Unpicklable):
+    kind = "android"
+    domain = "android"
+    config_class = AndroidConfig
+    task_class = AndroidTask
+    action_kinds = ("tool_call",)
+    explorer = "worldtrace.sandboxes.android_explorer:AndroidExplorer"
+
+    @classmethod
+    def static_action_space(cls, config: AndroidConfig) -> list[ToolSpec]:
+        return list(ACTION_SPACE)
+
+    def __init__(self, config: AndroidConfig | None = None):
+        self.config = config or AndroidConfig()
+        self._conn = None
+        self._ids = NodeIds()
+        self._nodes: dict[int, Node] = {}
+        self._state = AppState(None, None, False)
+        self._last: str | None = None
+        self._initial = ""
+
+    # -- device calls ------------------------------------------------------------------
+    @property
+    def _d(self):
+        if self._conn is None:
+            raise SandboxError("no device: reset first")
+        return self._conn.device
+
+    def _call(self, what: str, fn, *args: Any, **kw: Any) -> Any:
+        """A device call; its failure is classified by asking the adb server about the device."""
+        try:
+            return fn(*args, **kw)
+        except Exception as exc:
+            raise self._failure(what, exc) from exc
+
+    def _failure(self, what: str, exc: Exception) -> Exception:
+        import adbutils
+
+        from .android_device import device_states
+
+        conn, self._conn = self._conn, None  # reconnect on the next reset
+        assert conn is not None
+        reason = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+        try:
+            states = device_states(conn.client)
+        except (adbutils.AdbError, OSError) as lost:
+            return SandboxError(
+                f"{what}: the adb server at {conn.client.address} stopped answering ({lost}) after {reason}"
+            )
+        state = states.get(conn.serial)
+        if state is None:
+            return SandboxError(
+                f"{what}: device {conn.serial} disappeared from the adb server at {conn.client.address} mid-episode ({reason})"
+            )
+        self._conn = conn  # still attached: later steps may find it back
+        if state == "offline":
+            return DeviceOffline(f"device {conn.serial} offline")
+        return SandboxError(f"{what} failed on {conn.serial} ({state}): {reason}")
+
+    def _shell(self, what: str, cmd: list[str] | str) -> tuple[str, int]:
+        r = self._call(what, self._d.shell, cmd, timeout=self.config.timeout)
+        return r.output, r.exit_code
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def reset(self, task: TaskSpec) -> Observation:
+        if self._conn is None:
+            from .android_device import connect
+
+            c = self.config
+            self._conn = connect(c.adb, c.serial, c.u2_port, c.timeout)
+        params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
+        self._ids, self._last, self._nodes = NodeIds(), None, {}
+        try:
+            self._recover()
+            if params.app:
+                self._start(params)
+            else:
+                self._call("press home", self._d.press, "home")
+            obs = self._observe()
+        except DeviceOffline as exc:
+            self._conn = None
+            raise SandboxError(f"cannot start the episode: {exc}") from exc
+        f = self._conn.facts
+        apps, _ = self._shell("list packages", ["pm", "list", "packages", "-3"])
+        third = ", ".join(sorted(p.removeprefix("package:") for p in apps.split()))
+        self._initial = (
+            f"Device: {f['model']}, Android {f['android']} (SDK {f['sdk']}), screen {f['screen'][0]}x{f['screen'][1]}\n"
+            f"Installed apps (third-party): {third or 'none'}\n\n{obs.text}"
+        )
+        return obs
+
+    def _recover(self) -> None:
+        """Dismiss crash/ANR dialogs an earlier episode left on screen (back closes them)."""
+        for _ in range(3):
+            state = app_state(self._shell("window state", STATE_COMMAND)[0])
+            if env_failure(state, []) is None:
+                return
+            self._call("press back", self._d.press, "back")
+
+    def _start(self, p: AndroidTask) -> None:
+        app, d = p.app, self._d
+        self._call("force-stop", d.app_stop, app)
+        if p.clear_data:
+            self._call("clear data", d.app_clear, app)
+        if p.activity:
+            out, code = self._shell("am start", ["am", "start", "-n", f"{app}/{p.activity}"])
+        else:
+            out, code = self._shell(
+                "monkey", ["monkey", "-p", app, "-c", "android.intent.category.LAUNCHER", "1"]
+            )
+        if code != 0 or "Error" in out or "aborted" in out:
+            raise SandboxError(
+                f"cannot launch {app} on {self._conn.serial}: {out.strip().splitlines()[-1] if out.strip() else code}"
+            )
+        deadline = time.monotonic() + self.config.launch_timeout
+        while True:
+            state = app_state(self._shell("window state", STATE_COMMAND)[0])
+            if state.package == app or env_failure(state, []):
+                return
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"{app} did not come to the front within {self.config.launch_timeout:g} s (front: {state.package})"
+                )
+            time.sleep(0.2)  # a real device's activity start takes a few hundred ms
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            atexit.unregister(
+                conn.device.stop_uiautomator
+            )  # uiautomator2 registers one per connect
+            with contextlib.suppress(Exception):  # the device may be gone: nothing left to free
+                conn.device.stop_uiautomator(wait=False)
+
+    # -- observing -----------------------------------------------------------------------
+    def _dump(self) -> str:
+        return self._call("dump hierarchy", self._d.dump_hierarchy, max_depth=self.config.max_depth)
+
+    def _settled(self) -> str:
+        """Dump until `stable_dumps` consecutive dumps agree, or `settle_timeout` passes."""
+        c = self.config
+        deadline = time.monotonic() + c.settle_timeout
+        last, same = self._dump(), 1
+        while same < c.stable_dumps and time.monotonic() < deadline:
+            cur = self._dump()
+            same = same + 1 if cur == last else 1
+            last = cur
+        return last
+
+    def _observe(self, prefix: str = "", is_error: bool = False) -> Observation:
+        xml = self._settled()
+        self._state = app_state(self._shell("window state", STATE_COMMAND)[0])
+        found = nodes(xml, self._ids, self.config.hide_packages)
+        body, truncated = render(found, self.config.max_chars)
+        text = f"{prefix}{self._state.header()}\n{body}"
+        changed = None if self._last is None else text != self._last
+        self._last, self._nodes = text, {n.id: n for n in found}
+        failure = env_failure(self._state, found)
+        return observation(text, self._state.to_dict(), changed=changed, env_failure=failure,
+                           is_error=is_error, truncated=truncated)  # fmt: skip
+
+    def _answer(self, message: str) -> Observation:
+        """The environment refusing an action (unknown node, bad arguments): nothing moved."""
+        return observation(
+            f"error: {message}",
+            self._state.to_dict(),
+            changed=False,
+            env_failure=None,
+            is_error=True,
+        )
+
+    # -- acting --------------------------------------------------------------------------
+    def step(self, action: Action) -> Observation:
+        if self._conn is None:
+            raise SandboxError("step before reset (or after the device was lost)")
+        tool = TOOLS.get(action.name or "")
+        if action.kind != "tool_call" or tool is None:
+            return self._answer(
+                f"unknown action {action.name or action.text!r} (tools: {', '.join(TOOLS)})"
+            )
+        try:
+            args = json.loads(action.arguments_json or "{}")
+        except json.JSONDecodeError as exc:
+            return self._answer(f"arguments are not JSON: {exc}")
+        problem = tool.check(args)
+        if problem:
+            return self._answer(problem)
+        try:
+            return getattr(self, f"_do_{tool.name}")(args)
+        except DeviceOffline:
+            state = {
+                "package": None,
+                "activity": None,
+                "keyboard": False,
+                "window": None,
+                "device": "offline",
+            }
+            return observation(
+                "error: device offline",
+                state,
+                changed=None,
+                env_failure="device_offline",
+                is_error=True,
+            )
+
+    def _point(self, args: dict[str, Any]) -> tuple[int, int] | str:
+        if "node" in args:
+            if "x" in args:
+                return "give a node or x and y, not both"
+            n = self._nodes.get(args["node"])
+            if n is None:
+                return f"no node {args['node']} on the screen"
+            return n.center
+        w, h = self._conn.facts["screen"]
+        if not (args["x"] < w and args["y"] < h):
+            return f"({args['x']}, {args['y']}) is outside the {w}x{h} screen"
+        return args["x"], args["y"]
+
+    def _do_tap(self, args: dict[str, Any]) -> Observation:
+        p = self._point(args)
+        if isinstance(p, str):
+            return self._answer(p)
+        self._call("tap", self._d.click, *p)
+        return self._observe()
+
+    def _do_long_press(self, args: dict[str, Any]) -> Observation:
+        p = self._point(args)
+        if isinstance(p, str):
+            return self._answer(p)
+        self._call("long press", self._d.long_click, *p, float(args.get("duration", 1.0)))
+        return self._observe()
+
+    def _do_swipe(self, args: dict[str, Any]) -> Observation:
+        if "node" in args:
+            n = self._nodes.get(args["node"])
+            if n is None:
+                return self._answer(f"no node {args['node']} on the screen")
+            left, top, right, bottom = n.bounds
+        else:
+            w, h = self._conn.facts["screen"]
+            left, top, right, bottom = 0, int(h * 0.15), w, int(h * 0.85)
+        cx, cy = (left + right) // 2, (top + bottom) // 2
+        dx, dy = int((right - left) * 0.35), int((bottom - top) * 0.35)
+        vec = {"up": (0, -dy), "down": (0, dy), "left": (-dx, 0), "right": (dx, 0)}[
+            args["direction"]
+        ]
+        self._call("swipe", self._d.swipe, cx - vec[0], cy - vec[1], cx + vec[0], cy + vec[1])
+        return self._observe()
+
+    def _do_type(self, args: dict[str, Any]) -> Observation:
+        self._call("type", self._d.send_keys, args["text"], clear=bool(args.get("clear")))
+        return self._observe()
+
+    def _do_press(self, args: dict[str, Any]) -> Observation:
+        self._call("press", self._d.press, args["key"])
+        return self._observe()
+
+    def _do_launch(self, args: dict[str, Any]) -> Observation:
+        out, code = self._shell(
+            "launch",
+            ["monkey", "-p", args["package"], "-c", "android.intent.category.LAUNCHER", "1"],
+        )
+        if code != 0 or "aborted" in out:
+            last = out.strip().splitlines()[-1] if out.strip() else f"exit {code}"
+            return self._observe(prefix=f"launch {args['package']} failed: {last}\n", is_error=True)
+        return self._observe()
+
+    def _do_wait(self, args: dict[str, Any]) -> Observation:
+        time.sleep(float(args["seconds"]))  # the action itself: the agent waits for the app
+        return self._observe()
+
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        conn = self._conn
+        return {
+            "backend": "adb",
+            "server": c.adb,
+            "device": conn.serial if conn else c.serial,
+            "config": {"adb": c.adb, "serial": conn.serial if conn else c.serial, **(conn.facts if conn else {}),
+                       "stable_dumps": c.stable_dumps, "hide_packages": list(c.hide_packages)},
+            "action_space": [t.to_dict() for t in ACTION_SPACE],
+            "initial_state": self._initial,
+        }  # fmt: skip
+
+
+def doctor_check(adb: str | None = None, timeout: float = 2.0) -> tuple[bool, str, str]:
+    """(ok, detail, fix) for `worldtrace doctor`: the devices an adb server lists."""
+    try:
+        from .android_device import check_devices
+    except ImportError:
+        return False, "uiautomator2/adbutils not installed", "pip install -e '.[android]'"
+    r = check_devices(adb, timeout)
+    return r.ok, r.detail, r.fix

@@ -1,0 +1,263 @@
+"""The android observation: a uiautomator dump compacted to what an agent can act on.
+
+A dump carries ~20 attributes per node and many layout containers; the observation
+keeps one line per informative node (text, content-desc, or something to act on),
+indented under its informative ancestors:
+
+    [com.example.notes/.EditorActivity] keyboard: shown
+    [4] ImageButton desc="Navigate up" clickable [0,110][147,257]
+    [7] EditText hint="Title" #title_input clickable long-clickable focused [42,287][1038,427]
+
+Node ids are stable within an episode: a node keeps its number while its path (the
+class, resource id and label of it and its ancestors, see `_label`) stays the same, so
+scrolling, typing or a dialog opening does not renumber the rest of the screen. `parse` reads the lines back (the explorer does).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+Bounds = tuple[int, int, int, int]
+EDITABLE = ("EditText", "AutoCompleteTextView", "SearchAutoComplete")
+FLAG_ORDER = (
+    "clickable",
+    "long-clickable",
+    "checked",
+    "unchecked",
+    "focused",
+    "scrollable",
+    "disabled",
+)
+BOUNDS_RE = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
+LINE_RE = re.compile(
+    r"^(?P<indent> *)\[(?P<id>\d+)\] (?P<cls>\S+)"
+    r'(?: (?P<text>"(?:[^"\\]|\\.)*"))?(?: hint=(?P<hint>"(?:[^"\\]|\\.)*"))?'
+    r'(?: desc=(?P<desc>"(?:[^"\\]|\\.)*"))?(?: #(?P<rid>\S+))?'
+    r"(?P<flags>(?: [a-z-]+)*) \[(?P<b0>-?\d+),(?P<b1>-?\d+)\]\[(?P<b2>-?\d+),(?P<b3>-?\d+)\]$"
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    cls: str
+    """Class without its package (`TextView`)."""
+    text: str = ""
+    hint: str = ""
+    """An empty field's hint (uiautomator reports it as the text)."""
+    desc: str = ""
+    rid: str = ""
+    """Resource id without `package:id/`."""
+    flags: frozenset[str] = frozenset()
+    bounds: Bounds = (0, 0, 0, 0)
+    depth: int = 0
+
+    @property
+    def center(self) -> tuple[int, int]:
+        return (self.bounds[0] + self.bounds[2]) // 2, (self.bounds[1] + self.bounds[3]) // 2
+
+    @property
+    def editable(self) -> bool:
+        return self.cls in EDITABLE
+
+    def line(self) -> str:
+        parts = ["  " * self.depth + f"[{self.id}] {self.cls}"]
+        if self.text:
+            parts.append(json.dumps(self.text, ensure_ascii=False))
+        if self.hint:
+            parts.append("hint=" + json.dumps(self.hint, ensure_ascii=False))
+        if self.desc:
+            parts.append("desc=" + json.dumps(self.desc, ensure_ascii=False))
+        if self.rid:
+            parts.append("#" + self.rid)
+        parts += [f for f in FLAG_ORDER if f in self.flags]
+        b = self.bounds
+        parts.append(f"[{b[0]},{b[1]}][{b[2]},{b[3]}]")
+        return " ".join(parts)
+
+
+class NodeIds:
+    """Episode-scoped node numbering by path; new paths get the next number."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple, int] = {}
+
+    def get(self, key: tuple) -> int:
+        return self._ids.setdefault(key, len(self._ids) + 1)
+
+
+def _true(el: ET.Element, name: str) -> bool:
+    return el.get(name) == "true"
+
+
+def _short_id(rid: str) -> str:
+    return rid.split(":id/", 1)[1] if ":id/" in rid else rid
+
+
+def _text(el: ET.Element) -> str:
+    """The first text or description in a subtree (editable fields' contents excluded)."""
+    own = "" if el.get("class", "").endswith(EDITABLE) else (el.get("text") or "")
+    return own or el.get("content-desc") or next((t for c in el if (t := _text(c))), "")
+
+
+def _label(el: ET.Element) -> str:
+    """What tells a node apart from its siblings beyond class and resource id.
+
+    A clickable container (a list row) is known by its first text, so rows keep their
+    ids when a list scrolls; a node with a resource id needs nothing more; a field by
+    its hint (its text changes as one types); anything else by its text.
+    """
+    clickable = _true(el, "clickable") or _true(el, "long-clickable")
+    if clickable and len(el):
+        return _text(el)
+    if el.get("resource-id"):
+        return ""
+    if el.get("class", "").endswith(EDITABLE):
+        return el.get("hint") or ""
+    return el.get("text") or el.get("content-desc") or ""
+
+
+def _node(el: ET.Element, node_id: int, depth: int) -> Node | None:
+    """The compact node, or None when the element carries nothing worth a line."""
+    cls = (el.get("class") or "").rsplit(".", 1)[-1]
+    text, hint, desc = el.get("text") or "", el.get("hint") or "", el.get("content-desc") or ""
+    if cls in EDITABLE and hint and text == hint:
+        text = ""  # Android 8+ reports an empty field's hint as its text
+    else:
+        hint = ""
+    if desc == text:
+        desc = ""
+    flags = {n for n in ("clickable", "long-clickable", "focused", "scrollable") if _true(el, n)}
+    if _true(el, "checkable"):
+        flags.add("checked" if _true(el, "checked") else "unchecked")
+    acts = bool(flags) or cls in EDITABLE
+    if not (text or hint or desc or acts):
+        return None
+    if el.get("enabled") == "false":
+        flags.add("disabled")
+    m = BOUNDS_RE.match(el.get("bounds") or "")
+    bounds = tuple(int(v) for v in m.groups()) if m else (0, 0, 0, 0)
+    rid = _short_id(el.get("resource-id") or "")
+    return Node(node_id, cls, text, hint, desc, rid, frozenset(flags), bounds, depth)  # type: ignore[arg-type]
+
+
+def nodes(xml: str, ids: NodeIds, hide_packages: tuple[str, ...] = ()) -> list[Node]:
+    """The informative nodes of a dump in document order, numbered by `ids`."""
+    root = ET.fromstring(xml.encode("utf-8") if xml.lstrip().startswith("<?xml") else xml)
+    out: list[Node] = []
+
+    def walk(el: ET.Element, path: tuple, depth: int) -> None:
+        seen: dict[tuple, int] = {}
+        for child in el:
+            if child.tag != "node" or child.get("package") in hide_packages:
+                continue
+            base = (child.get("class"), child.get("resource-id"), _label(child))
+            seen[base] = seen.get(base, 0) + 1
+            key = (*path, (*base, seen[base]))
+            n = _node(child, ids.get(key), depth)
+            if n is not None:
+                out.append(n)
+            walk(child, key, depth + (n is not None))
+
+    walk(root, (), 0)
+    return out
+
+
+def render(found: list[Node], max_chars: int) -> tuple[str, bool]:
+    """The node lines, cut at `max_chars` with a count of what was left out."""
+    lines, size = [], 0
+    for i, n in enumerate(found):
+        line = n.line()
+        if size + len(line) + 1 > max_chars:
+            lines.append(f"... ({len(found) - i} more nodes)")
+            return "\n".join(lines), True
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines), False
+
+
+def parse(text: str) -> Iterator[Node]:
+    """The nodes of an observation's text (lines that are not nodes are skipped)."""
+    for line in text.splitlines():
+        m = LINE_RE.match(line)
+        if m is None:
+            continue
+        g = m.groupdict()
+        yield Node(
+            int(g["id"]),
+            g["cls"],
+            json.loads(g["text"]) if g["text"] else "",
+            json.loads(g["hint"]) if g["hint"] else "",
+            json.loads(g["desc"]) if g["desc"] else "",
+            g["rid"] or "",
+            frozenset(g["flags"].split()),
+            (int(g["b0"]), int(g["b1"]), int(g["b2"]), int(g["b3"])),
+            len(g["indent"]) // 2,
+        )
+
+
+# -- app state from `dumpsys` ------------------------------------------------------------
+STATE_COMMAND = (
+    "dumpsys window windows | grep -E 'mCurrentFocus|mFocusedApp'; "
+    "dumpsys input_method | grep mInputShown"
+)
+"""One shell round trip for the window in focus, the resumed activity and the keyboard."""
+FOCUS_RE = re.compile(r"mCurrentFocus=Window\{\S+ \S+ ([^}]*)\}")
+APP_RE = re.compile(r"mFocusedApp=\S*?\{\S+ \S+ ([^\s/}]+)/([^\s}]+)")
+FAILURES = {"Application Error": "app_crashed", "Application Not Responding": "anr"}
+FAILURE_IDS = {"aerr_wait": "anr", "aerr_close": "app_crashed"}
+
+
+@dataclass(frozen=True)
+class AppState:
+    package: str | None
+    activity: str | None
+    keyboard: bool
+    window: str | None = None
+    """The focused window when it is not the activity (a crash or ANR dialog)."""
+
+    def header(self) -> str:
+        where = f"[{self.package}/{self.activity}]" if self.package else "[unknown app]"
+        extra = [f"window: {self.window}"] if self.window else []
+        extra.append("keyboard: shown" if self.keyboard else "keyboard: hidden")
+        return " ".join([where, *extra])
+
+    def to_dict(self) -> dict[str, object]:
+        return {"package": self.package, "activity": self.activity, "keyboard": self.keyboard,
+                "window": self.window}  # fmt: skip
+
+
+def _short_activity(package: str, activity: str) -> str:
+    return activity[len(package) :] if activity.startswith(package + ".") else activity
+
+
+def app_state(dumpsys: str) -> AppState:
+    """Package, activity, keyboard and a non-activity focused window from STATE_COMMAND."""
+    app = APP_RE.search(dumpsys)
+    focus = FOCUS_RE.search(dumpsys)
+    package = activity = window = None
+    if app:
+        package, activity = app.group(1), _short_activity(app.group(1), app.group(2))
+    if focus:
+        title = focus.group(1).strip()
+        if "/" in title and " " not in title:
+            package, act = title.split("/", 1)
+            activity = _short_activity(package, act)
+        else:
+            window = title
+    keyboard = "mInputShown=true" in dumpsys
+    return AppState(package, activity, keyboard, window)
+
+
+def env_failure(state: AppState, found: list[Node]) -> str | None:
+    """`app_crashed` / `anr` when a system error dialog is up (by window, else by its ids)."""
+    if state.window:
+        for prefix, reason in FAILURES.items():
+            if state.window.startswith(prefix):
+                return reason
+    ids = {n.rid for n in found}
+    return next((reason for rid, reason in FAILURE_IDS.items() if rid in ids), None)
