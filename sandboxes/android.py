@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import json
 import time
 from typing import Annotated, Any
@@ -40,9 +39,6 @@ from .android_view import (
     render,
 )
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
-
-_HAS_FLAGS = {"changed", "env_failure"} <= {f.name for f in dataclasses.fields(Observation)}
-"""Whether the record carries the GUI flags as Observation fields yet."""
 
 
 @configclass
@@ -89,13 +85,14 @@ class AndroidTask:
 
 def observation(text: str, state: dict[str, Any], *, changed: bool | None, env_failure: str | None,
                 is_error: bool = False, truncated: bool = False) -> Observation:  # fmt: skip
-    """An Observation with `changed` / `env_failure` as fields when the record has them,
-    else carried in `state_json` under the same keys (until the schema gains them)."""
-    flags = {"changed": changed, "env_failure": env_failure}
-    fields, carried = (flags, {}) if _HAS_FLAGS else ({}, flags)
-    state_json = json.dumps({**state, **carried}, sort_keys=True)
+    """An Observation with the GUI flags the pipeline's filters read."""
     return Observation(
-        text, is_error=is_error, truncated=truncated, state_json=state_json, **fields
+        text,
+        is_error=is_error,
+        truncated=truncated,
+        state_json=json.dumps(state, sort_keys=True),
+        changed=changed,
+        env_failure=env_failure,
     )
 
 

@@ -81,11 +81,8 @@ def task(app: str | None = None, **kw) -> TaskSpec:
 
 
 def flags(obs: Observation) -> tuple[bool | None, str | None]:
-    """(changed, env_failure): record fields once the schema has them, else state_json."""
-    state = json.loads(obs.state_json)
-    return getattr(obs, "changed", state.get("changed")), getattr(
-        obs, "env_failure", state.get("env_failure")
-    )
+    """(changed, env_failure): the GUI flags the pipeline's filters read."""
+    return obs.changed, obs.env_failure
 
 
 def node(obs: Observation, **match: str) -> Node:
