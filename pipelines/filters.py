@@ -99,12 +99,36 @@ def _gui_state(t: Turn) -> tuple[str | None, str]:
     return o.get("state_json"), o.get("text") or ""
 
 
+def _state(o: dict[str, Any]) -> dict[str, Any]:
+    try:
+        state = json.loads(o.get("state_json") or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _reported(o: dict[str, Any], key: str) -> tuple[bool, Any]:
+    """(whether the sandbox reported `key`, its value): the observation's field when set,
+    else the same key in state_json (where sandboxes carry it until the field exists)."""
+    if o.get(key) is not None:
+        return True, o[key]
+    state = _state(o)
+    return key in state, state.get(key)
+
+
 def drop_gui_no_change(turns: list[Turn]) -> tuple[list[Turn], Removed]:
+    """Remove turns that changed nothing: as the sandbox reported (`changed`), or else
+    when state and observation equal those before."""
     kept, removed = [], []
     before: tuple[str | None, str] | None = None
     for t in turns:
         after = _gui_state(t)
-        if before is not None and after == before:
+        reported, changed = _reported(t.get("observation") or {}, "changed")
+        if reported and changed is not None:
+            same = changed is False  # the sandbox compared with the state before the action
+        else:
+            same = before is not None and after == before
+        if same:
             removed.append((t, "gui_no_change"))
         else:
             kept.append(t)
@@ -143,8 +167,15 @@ def undeclared_tool(record: dict[str, Any]) -> str | None:
 
 
 def gui_env_failure(record: dict[str, Any]) -> str | None:
+    """The first environment failure of a GUI trajectory: as the sandbox reported it
+    (`env_failure`), or else guessed from the state and the text (imported data)."""
     for t in record[F.TURNS]:
         o = t.get("observation") or {}
+        reported, failure = _reported(o, "env_failure")
+        if failure:
+            return f"gui_env_failure:{failure}"
+        if reported:
+            continue  # the sandbox checked: a docs page quoting "404 Not Found" is fine
         if not o.get("state_json"):
             return "gui_env_failure:missing_state"
         text = o.get("text") or ""

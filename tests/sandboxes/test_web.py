@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -20,11 +21,13 @@ from pathlib import Path
 
 import pytest
 from worldtrace.collectors.actions import tool, tool_call
+from worldtrace.pipelines.filters import FilterConfig, apply_filters
 from worldtrace.sandboxes.base import SandboxError, TaskSpec
 from worldtrace.sandboxes.web import WebConfig, WebSandbox, WebTask
 from worldtrace.sandboxes.web_browser import NO_NAME_RESOLUTION, BrowserConfig, launch_args
 from worldtrace.sandboxes.web_explorer import parse_tree, tool_action
 from worldtrace.sandboxes.web_sites import start_datasette, start_docs_site
+from worldtrace.schemas import Trajectory, Turn
 from worldtrace.schemas.parsing import parse
 
 pytestmark = pytest.mark.browser
@@ -218,6 +221,26 @@ def test_tabs_popups_and_history(make, pages):
     sel = start(sb, pages.url + "edge.html")
     chosen = sb.step(tool("select_option", bid=bid(sel, "combobox", "Colour"), value="Green"))
     assert "value='Green'" in chosen.text
+
+
+def test_gui_filters_use_the_reported_fields(make, docs):
+    sb = make()
+    start(sb, docs.url)
+    pages = ("library/index.html", None, "library/http.client.html")
+    turns = [sb.step(tool("goto", url=docs.url + p) if p else tool("noop", ms=0)) for p in pages]
+    assert "404 Not Found" in turns[2].text  # an example in the docs, not an error
+
+    def record(observations):
+        steps = [Turn(i, tool("x"), o) for i, o in enumerate(observations)]
+        return Trajectory("web", steps).to_dict()
+
+    kept, removed, reason = apply_filters(record(turns), FilterConfig())
+    assert reason is None and [r[1] for r in removed] == ["gui_no_change"]
+    assert len(kept["turns"]) == 2
+    guessed = [dataclasses.replace(o, state_json=json.dumps({k: v for k, v in state(o).items() if k != "env_failure"})) for o in turns]  # fmt: skip
+    assert apply_filters(record(guessed), FilterConfig())[2] == "gui_env_failure:http_error"
+    turns.append(sb.step(tool("goto", url=docs.url + "nope.html")))
+    assert apply_filters(record(turns), FilterConfig())[2] == "gui_env_failure:http_error:404"
 
 
 def test_a_crashed_tab_is_reported_and_a_dead_browser_fails_the_attempt(make, docs):
