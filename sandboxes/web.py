@@ -292,8 +292,11 @@ class WebSandbox(Unpicklable):
         if self._blocked_nav and not error:
             error = f"Error: navigation to {self._blocked_nav} was blocked (outside the allowed origins)"  # fmt: skip
         await self._popups()
-        if len(self._ctx.pages) > pages_before:  # a popup opened: it is the active tab now
-            self._page = self._ctx.pages[-1]
+        pages = self._ctx.pages
+        if len(pages) > pages_before:  # a popup opened: it is the active tab now
+            self._page = pages[-1]
+        elif self._page.is_closed():  # the page closed itself (window.close())
+            self._page = pages[-1] if pages else await self._ctx.new_page()
         return await self._observe(error)
 
     async def _element(self, bid: str):
@@ -387,7 +390,8 @@ class WebSandbox(Unpicklable):
         if not crashed:
             tree, focused, status, inputs = await self._extract(page)
             if len(tree) > self.config.max_chars:
-                tree = tree[: tree.rfind("\n", 0, self.config.max_chars)]
+                cut = tree.rfind("\n", 0, self.config.max_chars)
+                tree = tree[: cut if cut > 0 else self.config.max_chars]
                 truncated = True
         tabs = [{"title": await self._title(p), "url": p.url} for p in self._ctx.pages]
         active = self._ctx.pages.index(page)
