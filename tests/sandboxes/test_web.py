@@ -44,7 +44,8 @@ PAGES = {
 <p></p><div></div>
 <iframe srcdoc="<p>framed <button>Inside</button></p>"></iframe>
 </body></html>""",
-    "other.html": "<html><head><title>Other</title></head><body><p>The other page.</p></body></html>",
+    "other.html": """<html><head><title>Other</title></head><body><p>The other page.</p>
+<button onclick="window.close()">Close me</button></body></html>""",
     "blank.html": "<html><head><title></title></head><body></body></html>",
     "wall.html": "<html><head><title>Check</title></head><body><h1>Please verify you are human</h1></body></html>",
 }  # fmt: skip
@@ -208,6 +209,9 @@ def test_tabs_popups_and_history(make, pages):
     st = state(popup)
     assert st["active_tab"] == 1 and st["tabs"][1]["title"] == "Other"
     assert "Tab 1 (active tab)" in popup.text and "The other page." in popup.text
+    shut = sb.step(tool("click", bid=bid(popup, "button", "Close me")))  # window.close()
+    assert state(shut)["title"] == "Edge cases" and len(state(shut)["tabs"]) == 1
+    popup = sb.step(tool("click", bid=bid(obs, "link", "open a tab")))
     assert state(sb.step(tool("tab_focus", index=0)))["title"] == "Edge cases"
     assert "no tab 5" in sb.step(tool("tab_focus", index=5)).text
     blank = sb.step(tool("new_tab"))
