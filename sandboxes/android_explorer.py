@@ -9,12 +9,12 @@ seed against the same device state gives the same episode.
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 from worldtrace.schemas import Action, Observation
+from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.parsing import configclass
 
 from .android_view import Node, parse
@@ -39,19 +39,9 @@ class ExplorerConfig:
     """End the episode at a crash, ANR or offline device (the rest would be filtered)."""
 
 
-def tool_call(name: str, arguments: dict[str, Any]) -> Action:
-    """`collectors.actions.tool_call`'s rendering (sandboxes may not import collectors)."""
-    args = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
-    return Action("tool_call", f"{name}({args})", name=name, arguments_json=args)
-
-
 def failure(obs: Observation) -> str | None:
-    """The observation's env_failure (a field once the record has it, else in state_json)."""
-    value = getattr(obs, "env_failure", None)
-    if value is None and obs.state_json:
-        state = json.loads(obs.state_json)
-        value = state.get("env_failure") if isinstance(state, dict) else None
-    return value
+    """The environment failure the sandbox reported with this observation."""
+    return obs.env_failure
 
 
 class AndroidExplorer:

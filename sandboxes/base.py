@@ -34,6 +34,7 @@ BUILTIN_KINDS = {
     "terminal": "worldtrace.sandboxes.terminal:TerminalSandbox",
     "swe": "worldtrace.sandboxes.swe:SWESandbox",
     "android": "worldtrace.sandboxes.android:AndroidSandbox",
+    "web": "worldtrace.sandboxes.web:WebSandbox",
 }
 
 

@@ -1,0 +1,483 @@
+"""Web domain: pages in headless Chromium, BrowserGym's actions and observations.
+
+An observation is the page's accessibility tree as text with a `bid` on every node
+(BrowserGym's format, `web_axtree.py`) plus browser state: open tabs (title, URL), the
+active tab, the focused element and the last action's error. Actions are BrowserGym's
+high-level actions as tool calls (`click(bid)`, `fill(bid, text)`, `goto(url)`, ...).
+
+Errors have owners. A bad bid, an action on a hidden element, a navigation the browser
+refuses, a 404: the environment's answer, recorded as an observation (`is_error` and
+the section "Error from previous action", like BrowserGym's `last_action_error`). A
+browser that died or a page that does not answer within `step_timeout` raises
+SandboxError: the attempt fails and is retried.
+
+Every episode gets a fresh browser context (cookies and storage reset; optionally a
+storage-state file to start logged in). Requests outside the allowed origins are
+aborted by a route handler and listed in the state (`blocked`). Environment failures
+(HTTP error status, failed navigation, blank or CAPTCHA-like page, crashed tab) are
+reported in `env_failure`, and a turn that changed neither URL nor tree has
+`changed = False`, for the pipeline's GUI filters.
+
+The pure parts (action space, observation text, failure classes) are in `web_spec.py`,
+the tree in `web_axtree.py`, the shared browser in `web_browser.py`; what stays here is
+one class with its lifecycle, thirteen actions and the observation step (~480 lines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from dataclasses import field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+from worldtrace.schemas import Action, Observation
+from worldtrace.schemas.parsing import configclass
+
+from .aio import AsyncTimeout
+from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .web_axtree import BID_ATTR, TreeOptions, flatten, mark_frames, page_axtree, unmark_frames
+from .web_browser import BrowserConfig, shared_host
+from .web_spec import (
+    ACTION_SPACE,
+    TOOLS,
+    ActionError,
+    classify,
+    origin_of,
+    playwright_error,
+    render,
+)
+
+BID_RE = re.compile(r"^[a-zA-Z0-9]+$")
+SETTLE_JS = "() => new Promise(r => { const t = setTimeout(r, 100); requestAnimationFrame(() => requestAnimationFrame(() => { clearTimeout(t); r(); })); })"
+"""Resolves after two animation frames: synchronous DOM updates are in the tree (bounded
+by 100 ms for a tab that does not render)."""
+LOCAL_SCHEMES = ("data:", "blob:", "about:")
+"""Observation fields of GUI kinds this schema version has; the rest ride in state_json."""
+
+
+def _url(value: str) -> str:
+    if value:
+        origin_of(value)
+    return value
+
+
+def _origin(value: str) -> str:
+    if origin_of(value) != value.rstrip("/").lower():
+        raise ValueError(f"an origin is scheme://host[:port] with no path, got {value!r}")
+    return value.rstrip("/").lower()
+
+
+def _file(value: str | None) -> str | None:
+    if value is not None and not Path(value).is_file():
+        raise ValueError(f"no such file: {value!r}")
+    return value
+
+
+Url = Annotated[str, AfterValidator(_url)]
+
+
+@configclass
+class Viewport:
+    """Browser window size in CSS pixels."""
+
+    width: Annotated[int, Field(ge=200, le=7680)] = 1280
+    height: Annotated[int, Field(ge=200, le=4320)] = 720
+
+
+@configclass
+class WebConfig:
+    """A browser sandbox."""
+
+    start_url: Url = ""
+    """Start page for tasks that do not name one (`url` in the task)."""
+    allowed_origins: tuple[Annotated[str, AfterValidator(_origin)], ...] = ()
+    """scheme://host:port the pages may load from; empty = the origin of the start page.
+    Every other request is aborted and listed in the state as `blocked`."""
+    viewport: Viewport = field(default_factory=Viewport)
+    locale: str = "en-US"
+    storage_state: Annotated[str | None, AfterValidator(_file)] = None
+    """A Playwright storage-state JSON file (cookies, localStorage) to start logged in."""
+    step_timeout: Annotated[float, Field(gt=0, le=600)] = 30.0
+    """Seconds one reset or step (action and observation) may take before the attempt fails."""
+    action_timeout: Annotated[float, Field(gt=0, le=60)] = 2.0
+    """Seconds an element action waits for its element (BrowserGym uses 0.5)."""
+    navigation_timeout: Annotated[float, Field(gt=0, le=300)] = 15.0
+    """Seconds a navigation may take; then it is the action's error."""
+    max_chars: Annotated[int, Field(ge=1000)] = 200_000
+    """Tree text beyond this is cut (the observation is marked truncated)."""
+    tree: TreeOptions = field(default_factory=TreeOptions)
+    browser: BrowserConfig = field(default_factory=BrowserConfig)
+    record_requests: bool = False
+    """Keep every requested URL in `WebSandbox.requests` (for audits and tests)."""
+
+
+@configclass
+class WebTask:
+    """A web task's extra keys."""
+
+    url: Url | None = None
+    """The task's start page (default: the sandbox's start_url)."""
+
+
+class WebSandbox(Unpicklable):
+    kind = "web"
+    domain = "web"
+    config_class = WebConfig
+    task_class = WebTask
+    action_kinds = ("tool_call",)
+    explorer = "worldtrace.sandboxes.web_explorer:WebExplorer"
+
+    @classmethod
+    def static_action_space(cls, config: WebConfig) -> list[ToolSpec]:
+        return list(ACTION_SPACE)
+
+    @classmethod
+    def host_paths(cls, config: WebConfig) -> list[str]:
+        return [config.storage_state] if config.storage_state else []
+
+    def __init__(self, config: WebConfig | None = None):
+        self.config = config or WebConfig()
+        self.host = shared_host(self.config.browser)
+        self.blocked: list[str] = []
+        """Every URL the route handler aborted, over the sandbox's life."""
+        self.requests: list[str] = []
+        """Every requested URL (with `record_requests`)."""
+        self._ctx = None
+        self._page = None
+        self._origins: tuple[str, ...] = ()
+        self._crashed: set = set()
+        self._blocked_nav: str | None = None
+        self._step_blocked: list[str] = []
+        self._last: tuple[str, str] | None = None
+        self._initial = ""
+        self._page_event: asyncio.Event | None = None
+        self._ctx_id: str | None = None
+        self._url = ""
+        self._version = ""
+
+    # -- the loop thread ---------------------------------------------------------------
+    def _run(self, coro, what: str):
+        try:
+            return self.host.runner.run(coro, self.config.step_timeout)
+        except AsyncTimeout:
+            raise SandboxError(
+                f"the browser did not finish {what} within {self.config.step_timeout:g} s"
+            ) from None
+
+    async def _alive(self) -> None:
+        browser = self._ctx.browser if self._ctx is not None else None
+        if browser is None or not browser.is_connected():
+            raise SandboxError("the browser is gone (crashed or killed)")
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def reset(self, task: TaskSpec) -> Observation:
+        url = (task.params.url if task.params is not None else None) or self.config.start_url
+        if not url:
+            raise SandboxError("no start page: set the sandbox's start_url or the task's url")
+        self._url = url
+        self._origins = self.config.allowed_origins or (origin_of(url),)
+        self._run(self._close_context(), "closing the last episode")
+        obs = self._run(self._reset(url), f"loading {url}")
+        self._initial = obs.text
+        return obs
+
+    async def _reset(self, url: str) -> Observation:
+        browser = await self.host.browser()
+        self._version = browser.version
+        c = self.config
+        self._ctx = ctx = await browser.new_context(
+            viewport={"width": c.viewport.width, "height": c.viewport.height},
+            locale=c.locale,
+            storage_state=c.storage_state,
+            service_workers="block",  # a worker's fetches would bypass the route handler
+            accept_downloads=False,
+        )
+        ctx.set_default_timeout(c.action_timeout * 1000)
+        ctx.set_default_navigation_timeout(c.navigation_timeout * 1000)
+        await ctx.route(self._outside(), self._block)
+        if c.record_requests:
+            ctx.on("request", lambda r: self.requests.append(r.url))
+        ctx.on("page", self._on_page)
+        self._crashed = set()
+        self._last = None
+        self._page_event = asyncio.Event()
+        self._page = await ctx.new_page()
+        info = await (await self._cdp(self._page)).send("Target.getTargetInfo")
+        self._ctx_id = info["targetInfo"].get("browserContextId")
+        return await self._observe(await self._goto(url) or "")
+
+    def _on_page(self, page) -> None:
+        page.on("crash", self._on_crash)
+        if self._page_event is not None:
+            self._page_event.set()
+
+    async def _popups(self) -> None:
+        """Wait until Playwright has every tab Chromium opened for this context (a link
+        with target=_blank creates the tab synchronously, the Page event comes later)."""
+        await self._alive()  # never relaunch a dead browser in the middle of an episode
+        browser_cdp = await self.host.browser_session()
+        infos = (await browser_cdp.send("Target.getTargets"))["targetInfos"]
+        ours = sum(t["type"] == "page" and t.get("browserContextId") == self._ctx_id for t in infos)  # fmt: skip
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.navigation_timeout
+        while len(self._ctx.pages) < ours and loop.time() < deadline:
+            self._page_event.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._page_event.wait(), deadline - loop.time())
+
+    def _on_crash(self, page) -> None:
+        self._crashed.add(page)
+
+    def _outside(self) -> re.Pattern:
+        """URLs outside the allowed origins (matched in the driver: allowed requests are
+        never intercepted, so they cost nothing)."""
+        allowed = "|".join(re.escape(o) for o in self._origins)
+        local = "|".join(re.escape(s) for s in LOCAL_SCHEMES)
+        return re.compile(rf"^(?!(?:{allowed})(?:[/?#]|$))(?!{local})")
+
+    async def _block(self, route) -> None:
+        req = route.request
+        self.blocked.append(req.url)
+        self._step_blocked.append(req.url)
+        if req.is_navigation_request() and req.frame.parent_frame is None:
+            self._blocked_nav = req.url
+            await route.fulfill(status=204)  # "No Content": the tab stays where it was
+        else:
+            await route.abort("blockedbyclient")
+
+    def close(self) -> None:
+        """Close the episode's context (the shared browser stays up for the next one)."""
+        if not self.host.runner.loop.is_closed():
+            self._run(self._close_context(), "closing the context")
+
+    async def _close_context(self) -> None:
+        ctx, self._ctx, self._page = self._ctx, None, None
+        if ctx is not None and ctx.browser is not None and ctx.browser.is_connected():
+            await ctx.close()
+
+    # -- steps ---------------------------------------------------------------------------
+    def step(self, action: Action) -> Observation:
+        if self._ctx is None:
+            raise SandboxError("step before reset")
+        return self._run(self._step(action), f"the action {action.name}")
+
+    async def _step(self, action: Action) -> Observation:
+        self._step_blocked, self._blocked_nav = [], None
+        tool = TOOLS.get(action.name or "") if action.kind == "tool_call" else None
+        try:
+            args = json.loads(action.arguments_json or "{}")
+        except json.JSONDecodeError:
+            args = None
+        if tool is None:
+            return await self._observe(f"ValueError: unknown action {action.name or action.text!r} (actions: {', '.join(TOOLS)})")  # fmt: skip
+        problem = tool.check(args)
+        if problem:
+            return await self._observe(f"ValueError: {problem}")
+        pages_before = len(self._ctx.pages)
+        error = ""
+        try:
+            error = await getattr(self, f"_do_{tool.name}")(**args) or ""
+        except ActionError as exc:
+            error = str(exc)
+        except Exception as exc:
+            await self._alive()  # a dead browser is ours to report, not the page's answer
+            if type(exc).__module__.split(".")[0] != "playwright":
+                raise
+            error = playwright_error(exc)
+        if self._blocked_nav and not error:
+            error = f"Error: navigation to {self._blocked_nav} was blocked (outside the allowed origins)"  # fmt: skip
+        await self._popups()
+        pages = self._ctx.pages
+        if len(pages) > pages_before:  # a popup opened: it is the active tab now
+            self._page = pages[-1]
+        elif self._page.is_closed():  # the page closed itself (window.close())
+            self._page = pages[-1] if pages else await self._ctx.new_page()
+        return await self._observe(error)
+
+    async def _element(self, bid: str):
+        """The element's locator, through the frames its bid prefix names (BrowserGym's
+        get_elem_by_bid); refusals are the environment's answer."""
+        if not BID_RE.match(bid):
+            raise ActionError(f'ValueError: Could not find element with bid "{bid}"')
+        scope = self._page
+        i = 0
+        while bid[i:] and not bid[i:].isnumeric():
+            i += 1
+            while bid[i:] and bid[i].isalpha() and bid[i].isupper():
+                i += 1
+            frame = scope.locator(f'[{BID_ATTR}="{bid[:i]}"]')
+            if not await frame.count():
+                raise ActionError(f'ValueError: Could not find element with bid "{bid}"')
+            scope = frame.first.content_frame
+        elem = scope.locator(f'[{BID_ATTR}="{bid}"]')
+        if not await elem.count():
+            raise ActionError(f'ValueError: Could not find element with bid "{bid}"')
+        if not await elem.first.is_visible():
+            raise ActionError(f'ValueError: Element with bid "{bid}" is not visible')
+        return elem.first
+
+    async def _do_click(self, bid: str) -> None:
+        await (await self._element(bid)).click()
+
+    async def _do_fill(self, bid: str, text: str) -> None:
+        await (await self._element(bid)).fill(text)
+
+    async def _do_select_option(self, bid: str, value: str | list[str]) -> None:
+        await (await self._element(bid)).select_option(value)
+
+    async def _do_press(self, bid: str, key: str) -> None:
+        await (await self._element(bid)).press(key)
+
+    async def _do_hover(self, bid: str) -> None:
+        await (await self._element(bid)).hover()
+
+    async def _do_scroll(self, dx: float, dy: float) -> None:
+        await self._page.mouse.wheel(dx, dy)
+
+    async def _do_goto(self, url: str) -> str | None:
+        return await self._goto(url)
+
+    async def _goto(self, url: str) -> str | None:
+        try:
+            if origin_of(url) not in self._origins:
+                return f"Error: {url} is outside the allowed origins ({', '.join(self._origins)})"
+        except ValueError:
+            return f"Error: cannot open {url!r} (only http and https URLs)"
+        try:
+            await self._page.goto(url)
+        except Exception as exc:
+            await self._alive()
+            if type(exc).__module__.split(".")[0] != "playwright":
+                raise
+            return playwright_error(exc)
+        return None
+
+    async def _do_go_back(self) -> None:
+        await self._page.go_back()
+
+    async def _do_go_forward(self) -> None:
+        await self._page.go_forward()
+
+    async def _do_new_tab(self) -> None:
+        self._page = await self._ctx.new_page()
+
+    async def _do_tab_focus(self, index: int) -> str | None:
+        pages = self._ctx.pages
+        if index >= len(pages):
+            return f"IndexError: no tab {index} (open tabs: 0 to {len(pages) - 1})"
+        self._page = pages[index]
+        await self._page.bring_to_front()
+        return None
+
+    async def _do_tab_close(self) -> None:
+        await self._page.close()
+        pages = self._ctx.pages
+        self._page = pages[-1] if pages else await self._ctx.new_page()
+
+    async def _do_noop(self, ms: float = 1000) -> None:
+        await self._page.wait_for_timeout(ms)
+
+    # -- observing ---------------------------------------------------------------------------
+    async def _observe(self, error: str) -> Observation:
+        page = self._page
+        crashed = page in self._crashed
+        tree, focused, status, inputs, truncated = "", "", None, {}, False
+        if not crashed:
+            tree, focused, status, inputs = await self._extract(page)
+            if len(tree) > self.config.max_chars:
+                cut = tree.rfind("\n", 0, self.config.max_chars)
+                tree = tree[: cut if cut > 0 else self.config.max_chars]
+                truncated = True
+        tabs = [{"title": await self._title(p), "url": p.url} for p in self._ctx.pages]
+        active = self._ctx.pages.index(page)
+        nav_failed = error.startswith("Error: Page.go") and "net::ERR_" in error
+        failure = classify(page.url, status, tree, nav_failed, crashed)
+        key = (page.url, tree)
+        changed = self._last is None or key != self._last
+        self._last = key
+        state = {
+            "url": page.url,
+            "title": tabs[active]["title"],
+            "status": status,
+            "tabs": tabs,
+            "active_tab": active,
+            "focused_bid": focused,
+            "last_action_error": error,
+            "inputs": inputs,
+        }
+        if self._step_blocked:
+            state["blocked"] = list(self._step_blocked)
+        return Observation(
+            render(tabs, active, tree, focused, error),
+            is_error=bool(error),
+            truncated=truncated,
+            state_json=json.dumps(state, sort_keys=True, ensure_ascii=False),
+            env_failure=failure,
+            changed=changed,
+        )
+
+    async def _title(self, page) -> str:
+        if page in self._crashed:
+            return ""
+        return await page.title()
+
+    async def _extract(self, page, tries: int = 3):
+        """(tree text, focused bid, HTTP status, input types) of the page once it settled;
+        a navigation racing the extraction (a script redirect) is waited out and retried."""
+        from playwright.async_api import Error as PlaywrightError
+
+        for left in reversed(range(tries)):
+            try:
+                with contextlib.suppress(PlaywrightError):  # still loading: observe what is there
+                    await page.wait_for_load_state("load")
+                await page.evaluate(SETTLE_JS)
+                opts = self.config.tree
+                marks = await mark_frames(page, opts.viewport_only)
+                cdp = await self._cdp(page)
+                try:
+                    axtree = await page_axtree(page, cdp)
+                finally:
+                    state = await unmark_frames(page, marks["frames"])
+                tree = flatten(axtree, opts, frozenset(marks["hidden"]), marks["visibility"])
+                inputs = {b: t for b, t in marks["inputs"].items() if b not in marks["hidden"]}
+                return tree, state["focused"], state["status"], inputs
+            except PlaywrightError as exc:
+                await self._alive()
+                gone = ("context was destroyed", "detached", "navigat", "frameId")
+                if left == 0 or not any(s in str(exc) for s in gone):
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _cdp(self, page):
+        """One CDP session per page, kept for the page's life."""
+        cdp = getattr(page, "_worldtrace_cdp", None)
+        if cdp is None:
+            cdp = await self._ctx.new_cdp_session(page)
+            page._worldtrace_cdp = cdp
+        return cdp
+
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "backend": "playwright",
+            "url": self._url,
+            "config": {
+                "browser": f"chromium {self._version}".strip(),
+                "viewport": {"width": c.viewport.width, "height": c.viewport.height},
+                "locale": c.locale,
+                "allowed_origins": list(self._origins or c.allowed_origins),
+                "logged_in": bool(c.storage_state),
+                "tree": {
+                    "ignored_roles": list(c.tree.ignored_roles),
+                    "prune_hidden": c.tree.prune_hidden,
+                    "prune_empty": c.tree.prune_empty,
+                    "viewport_only": c.tree.viewport_only,
+                },
+            },
+            "action_space": [t.to_dict() for t in ACTION_SPACE],
+            "initial_state": self._initial,
+        }

@@ -1,0 +1,97 @@
+"""What a web sandbox takes and answers, without a browser: the action space (BrowserGym's
+high-level actions as JSON-Schema tools), the observation text, environment-failure
+classification and the error text of a refused action."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from .base import ToolSpec
+
+CAPTCHA_RE = re.compile(
+    r"\b(captcha|recaptcha|hcaptcha|are you a robot|verify you are human)\b", re.I
+)
+
+
+def origin_of(url: str) -> str:
+    """`scheme://host[:port]` of an http(s) URL (ValueError otherwise)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
+def _tool(name: str, doc: str, props: dict[str, Any], required: tuple[str, ...] = ()) -> ToolSpec:
+    schema = {"type": "object", "properties": props, "required": list(required)}
+    return ToolSpec(name, doc, {**schema, "additionalProperties": False})
+
+
+_BID = {"type": "string", "description": "the element's bid, e.g. '12' or 'a3'"}
+ACTION_SPACE = [
+    _tool("click", "Click an element.", {"bid": _BID}, ("bid",)),
+    _tool("fill", "Clear a text field and type into it (input, textarea, contenteditable).",
+          {"bid": _BID, "text": {"type": "string"}}, ("bid", "text")),
+    _tool("select_option", "Select an option of a <select> by value or label (several for a multiple select).",
+          {"bid": _BID, "value": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}},
+          ("bid", "value")),
+    _tool("press", "Focus an element and press a key or combination, e.g. Enter, Control+a.",
+          {"bid": _BID, "key": {"type": "string"}}, ("bid", "key")),
+    _tool("hover", "Move the mouse over an element.", {"bid": _BID}, ("bid",)),
+    _tool("scroll", "Scroll the page by pixels (positive: right, down).",
+          {"dx": {"type": "number"}, "dy": {"type": "number"}}, ("dx", "dy")),
+    _tool("goto", "Open a URL in the active tab.", {"url": {"type": "string"}}, ("url",)),
+    _tool("go_back", "Go back in the active tab's history.", {}),
+    _tool("go_forward", "Go forward in the active tab's history.", {}),
+    _tool("new_tab", "Open a new blank tab and make it active.", {}),
+    _tool("tab_focus", "Make the tab with this index (0-based) active.",
+          {"index": {"type": "integer", "minimum": 0}}, ("index",)),
+    _tool("tab_close", "Close the active tab.", {}),
+    _tool("noop", "Do nothing; wait some milliseconds.",
+          {"ms": {"type": "number", "minimum": 0, "maximum": 10000}}),
+]  # fmt: skip
+TOOLS = {t.name: t for t in ACTION_SPACE}
+
+
+class ActionError(Exception):
+    """The environment refused the action (bad bid, hidden element): an observation."""
+
+
+def render(tabs: list[dict[str, str]], active: int, tree: str, focused: str, error: str) -> str:
+    """The observation text (AgentLab's prompt sections, without the agent's notes)."""
+    out = ["## Open tabs"]
+    for i, tab in enumerate(tabs):
+        out += [f"Tab {i}" + " (active tab)" * (i == active), f"  Title: {tab['title']}", f"  URL: {tab['url']}"]  # fmt: skip
+    out += ["", "## Accessibility tree", tree]
+    if focused:
+        out += ["", "## Focused element", f"bid={focused!r}"]
+    if error:
+        out += ["", "## Error from previous action", error]
+    return "\n".join(out)
+
+
+def classify(
+    url: str, status: int | None, tree: str, nav_failed: bool, crashed: bool
+) -> str | None:
+    """The environment failure a state shows, if any (the pipeline drops such trajectories)."""
+    if crashed:
+        return "crashed"
+    if nav_failed or url.startswith("chrome-error://"):
+        return "navigation_failed"
+    if status is not None and status >= 400:
+        return f"http_error:{status}"
+    if url.startswith(("http://", "https://")) and "\n" not in tree.strip():
+        return "blank_page"  # nothing below the root
+    if CAPTCHA_RE.search(tree):
+        return "captcha"
+    return None
+
+
+def playwright_error(exc: BaseException) -> str:
+    """BrowserGym's `last_action_error` text, without Playwright's call log."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    message = getattr(exc, "message", None) or str(exc)
+    first = message.split("Call log:")[0].strip()
+    return f"{'TimeoutError' if isinstance(exc, PlaywrightTimeout) else 'Error'}: {first}"

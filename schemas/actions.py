@@ -1,0 +1,45 @@
+"""Constructors of the actions sandboxes understand, shared by every layer.
+
+They live in `schemas` so that sandboxes (whose explorers build actions) and collectors
+render a tool call the same way: `name(<sorted JSON arguments>)`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .records import Action
+
+
+def keystrokes(keys: str, duration: float | None = None) -> Action:
+    """A terminal action: the keys, and how long to wait for output."""
+    args: dict[str, Any] = {"keystrokes": keys}
+    if duration is not None:
+        args["duration"] = duration
+    return Action("keystrokes", keys, arguments_json=json.dumps(args, sort_keys=True))
+
+
+def tool(name: str, /, **arguments: Any) -> Action:
+    """A tool call rendered as `name(<sorted JSON arguments>)`.
+
+    `name` is positional-only so that a tool may take an argument called `name`.
+    """
+    return tool_call(name, arguments)
+
+
+def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Action:
+    """A tool call from a name and an arguments mapping."""
+    args = json.dumps(dict(arguments or {}), sort_keys=True, ensure_ascii=False)
+    return Action("tool_call", f"{name}({args})", name=name, arguments_json=args)
+
+
+def arguments_of(action: Action) -> dict[str, Any]:
+    """The arguments object of a tool call (empty when it has none)."""
+    if not action.arguments_json:
+        return {}
+    value = json.loads(action.arguments_json)
+    if not isinstance(value, dict):
+        raise ValueError(f"arguments of {action.name} are not a JSON object")
+    return value

@@ -1,0 +1,320 @@
+"""The web sandbox in real headless Chromium, against real sites on loopback.
+
+One browser serves every test (the process's shared host); each episode gets a fresh
+context. Sites: the Python docs from Debian's python3-doc, datasette over a SQLite
+database, and a few pages written here for the edge cases (hidden elements, frames,
+requests to other origins, a CAPTCHA wall).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from worldtrace.collectors.actions import tool, tool_call
+from worldtrace.pipelines.filters import FilterConfig, apply_filters
+from worldtrace.sandboxes.base import SandboxError, TaskSpec
+from worldtrace.sandboxes.web import WebConfig, WebSandbox, WebTask
+from worldtrace.sandboxes.web_browser import NO_NAME_RESOLUTION, BrowserConfig, launch_args
+from worldtrace.sandboxes.web_explorer import parse_tree
+from worldtrace.sandboxes.web_sites import start_datasette, start_docs_site
+from worldtrace.schemas import Trajectory, Turn
+from worldtrace.schemas.parsing import parse
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE_VENV = ROOT / ".venv-browsergym"
+PAGES = {
+    "edge.html": """<html><head><title>Edge cases</title></head><body>
+<h1>Edge cases</h1>
+<img src="http://blocked.invalid/pixel.png" alt="remote pixel">
+<p>Go <a href="http://blocked.invalid/away">elsewhere</a> or <a href="other.html" target="_blank">open a tab</a>.</p>
+<div style="display:none"><button>Gone</button></div>
+<div style="visibility:hidden"><button id="ghost">Ghost</button></div>
+<label>Colour <select name="c"><option value="r">Red</option><option value="g">Green</option></select></label>
+<p></p><div></div>
+<iframe srcdoc="<p>framed <button>Inside</button></p>"></iframe>
+</body></html>""",
+    "other.html": """<html><head><title>Other</title></head><body><p>The other page.</p>
+<button onclick="window.close()">Close me</button></body></html>""",
+    "blank.html": "<html><head><title></title></head><body></body></html>",
+    "wall.html": "<html><head><title>Check</title></head><body><h1>Please verify you are human</h1></body></html>",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def docs():
+    site = start_docs_site()
+    yield site
+    site.stop()
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pages")
+    for name, html in PAGES.items():
+        (root / name).write_text(html)
+    site = start_docs_site(root)
+    yield site
+    site.stop()
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    site = start_datasette(tmp_path_factory.mktemp("datasette"))
+    yield site
+    site.stop()
+
+
+@pytest.fixture
+def make():
+    made = []
+
+    def build(**config) -> WebSandbox:
+        sb = WebSandbox(parse(WebConfig, config))
+        made.append(sb)
+        return sb
+
+    yield build
+    for sb in made:
+        sb.close()
+
+
+def start(sb: WebSandbox, url: str):
+    return sb.reset(TaskSpec("t", params=WebTask(url=url)))
+
+
+def state(obs) -> dict:
+    """Browser state plus the GUI flags the pipeline's filters read."""
+    return {**json.loads(obs.state_json), "changed": obs.changed, "env_failure": obs.env_failure}
+
+
+def bid(obs, role: str, name: str) -> str:
+    [e] = [e for e in parse_tree(obs.text) if e.role == role and e.name == name]
+    return e.bid
+
+
+def test_filling_and_submitting_a_form_changes_the_next_observation(make, library):
+    sb = make(storage_state=library.storage_state)  # signed in as root
+    form = start(sb, library.url + "library/add_note")
+    assert "root" in form.text and state(form)["status"] == 200
+    sb.step(tool("fill", bid=bid(form, "textbox", "title"), text="Borges"))
+    filled = sb.step(tool("fill", bid=bid(form, "textbox", "body"), text="Read The Aleph next"))
+    assert "value='Read The Aleph next'" in filled.text and state(filled)["changed"]
+    sent = sb.step(tool("click", bid=bid(form, "button", "Run SQL")))
+    assert "Note saved" in sent.text and not sent.is_error
+    notes = sb.step(tool("goto", url=library.url + "library/notes"))
+    assert "Read The Aleph next" in notes.text and "Borges" in notes.text
+
+    anonymous = make()  # a fresh context: no session, and the site says so
+    refused = start(anonymous, library.url + "library/add_note")
+    assert "Forbidden" in refused.text and state(refused)["env_failure"] == "http_error:403"
+
+
+def test_bids_are_stable_across_loads_of_the_same_page(make, docs):
+    sb = make()
+    url = docs.url + "library/os.path.html"
+    first = start(sb, url)
+    again = start(sb, url)  # a new episode, a new context
+    assert first.text == again.text and "[" in first.text
+    reload = sb.step(tool("goto", url=url))  # a new document in the same tab
+    assert reload.text == first.text and state(reload)["changed"] is False
+    elems = parse_tree(first.text)
+    assert len(elems) > 200 and len({e.bid for e in elems}) == len(elems)
+
+
+def test_http_errors_and_dead_urls_are_environment_failures(make, docs):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # nothing listens once closed
+    sb = make(allowed_origins=[docs.url.rstrip("/"), dead])
+    ok = start(sb, docs.url)
+    assert state(ok)["env_failure"] is None
+    missing = sb.step(tool("goto", url=docs.url + "no-such-page.html"))
+    assert state(missing)["env_failure"] == "http_error:404" and state(missing)["status"] == 404
+    assert not missing.is_error  # the server answered: a page, not a failed action
+    gone = sb.step(tool("goto", url=dead + "/"))
+    assert state(gone)["env_failure"] == "navigation_failed" and gone.is_error
+    assert "Error: Page.goto: net::ERR_CONNECTION_REFUSED" in gone.text
+    back = make(allowed_origins=[dead])
+    assert state(start(back, dead + "/"))["env_failure"] == "navigation_failed"  # at reset too
+
+
+def test_blank_and_captcha_pages_are_environment_failures(make, pages):
+    sb = make()
+    assert state(start(sb, pages.url + "blank.html"))["env_failure"] == "blank_page"
+    assert state(sb.step(tool("goto", url=pages.url + "wall.html")))["env_failure"] == "captcha"
+
+
+def test_no_op_and_refused_actions_change_nothing(make, pages):
+    sb = make()
+    first = start(sb, pages.url + "edge.html")
+    noop = sb.step(tool("noop", ms=0))
+    assert state(noop)["changed"] is False and not noop.is_error
+    bad = sb.step(tool("click", bid="9999"))
+    assert bad.is_error and state(bad)["changed"] is False
+    assert 'ValueError: Could not find element with bid "9999"' in bad.text
+    hidden = sb.step(tool("click", bid=_ghost_bid(sb)))
+    assert hidden.is_error and "is not visible" in state(hidden)["last_action_error"]
+    typo = sb.step(tool("click", id="3"))
+    assert typo.is_error and "'bid' is a required property" in typo.text
+    unknown = sb.step(tool_call("dance", {}))
+    assert unknown.is_error and "unknown action 'dance'" in unknown.text
+    assert first.text.split("## Accessibility tree")[1] == noop.text.split("## Accessibility tree")[1]  # fmt: skip
+
+
+def _ghost_bid(sb: WebSandbox) -> str:
+    """The bid of the `visibility: hidden` button (pruned from the tree, still in the DOM)."""
+    return sb.host.runner.run(sb._page.get_attribute("#ghost", "bid"), 5)
+
+
+def test_tree_prunes_hidden_and_empty_nodes_and_reads_frames(make, pages):
+    obs = start(make(), pages.url + "edge.html")
+    tree = obs.text
+    assert "Gone" not in tree and "Ghost" not in tree  # display: none, visibility: hidden
+    assert "button 'Inside'" in tree and "RootWebArea '', url='about:srcdoc'" in tree
+    inside = bid(obs, "button", "Inside")
+    assert inside.startswith("a")  # frame bids carry the frame's prefix, as in BrowserGym
+    full = start(make(tree={"prune_hidden": False, "prune_empty": False}), pages.url + "edge.html")
+    assert full.text.count("paragraph ''") == tree.count("paragraph ''") + 1  # the empty <p>
+
+
+def test_requests_outside_the_allowed_origins_are_blocked(make, pages):
+    sb = make(record_requests=True)
+    obs = start(sb, pages.url + "edge.html")
+    assert state(obs)["blocked"] == ["http://blocked.invalid/pixel.png"]
+    away = sb.step(tool("click", bid=bid(obs, "link", "elsewhere")))
+    assert away.is_error and "was blocked" in away.text
+    assert state(away)["url"] == pages.url + "edge.html"  # the tab stayed
+    refused = sb.step(tool("goto", url="http://blocked.invalid/"))
+    assert refused.is_error and "outside the allowed origins" in refused.text
+    assert sb.blocked == ["http://blocked.invalid/pixel.png", "http://blocked.invalid/away"]
+    origin = pages.url.rstrip("/")
+    outside = [u for u in sb.requests if not u.startswith((origin + "/", "about:", "data:"))]
+    assert outside == sb.blocked  # every request that was not loopback was aborted
+
+
+def test_tabs_popups_and_history(make, pages):
+    sb = make()
+    obs = start(sb, pages.url + "edge.html")
+    popup = sb.step(tool("click", bid=bid(obs, "link", "open a tab")))
+    st = state(popup)
+    assert st["active_tab"] == 1 and st["tabs"][1]["title"] == "Other"
+    assert "Tab 1 (active tab)" in popup.text and "The other page." in popup.text
+    shut = sb.step(tool("click", bid=bid(popup, "button", "Close me")))  # window.close()
+    assert state(shut)["title"] == "Edge cases" and len(state(shut)["tabs"]) == 1
+    popup = sb.step(tool("click", bid=bid(obs, "link", "open a tab")))
+    assert state(sb.step(tool("tab_focus", index=0)))["title"] == "Edge cases"
+    assert "no tab 5" in sb.step(tool("tab_focus", index=5)).text
+    blank = sb.step(tool("new_tab"))
+    assert state(blank)["url"] == "about:blank" and state(blank)["env_failure"] is None
+    closed = sb.step(tool("tab_close"))
+    assert len(state(closed)["tabs"]) == 2
+    sb.step(tool("tab_focus", index=0))
+    sb.step(tool("goto", url=pages.url + "other.html"))
+    assert state(sb.step(tool("go_back")))["title"] == "Edge cases"
+    assert state(sb.step(tool("go_forward")))["title"] == "Other"
+    sel = start(sb, pages.url + "edge.html")
+    chosen = sb.step(tool("select_option", bid=bid(sel, "combobox", "Colour"), value="Green"))
+    assert "value='Green'" in chosen.text
+
+
+def test_gui_filters_use_the_reported_fields(make, docs):
+    sb = make()
+    start(sb, docs.url)
+    pages = ("library/index.html", None, "library/http.client.html")
+    turns = [sb.step(tool("goto", url=docs.url + p) if p else tool("noop", ms=0)) for p in pages]
+    assert "404 Not Found" in turns[2].text  # an example in the docs, not an error
+
+    def record(observations):
+        steps = [Turn(i, tool("x"), o) for i, o in enumerate(observations)]
+        return Trajectory("web", turns=steps).to_dict()
+
+    kept, removed, reason = apply_filters(record(turns), FilterConfig())
+    assert reason is None and [r[1] for r in removed] == ["gui_no_change"]
+    assert len(kept["turns"]) == 2
+    guessed = [dataclasses.replace(o, env_failure=None, changed=None) for o in turns]  # as imported
+    assert apply_filters(record(guessed), FilterConfig())[2] == "gui_env_failure:http_error"
+    turns.append(sb.step(tool("goto", url=docs.url + "nope.html")))
+    assert apply_filters(record(turns), FilterConfig())[2] == "gui_env_failure:http_error:404"
+
+
+def test_a_crashed_tab_is_reported_and_a_dead_browser_fails_the_attempt(make, docs):
+    own = {"browser": {"launch_timeout": 29.0}}  # its own Chromium: killing it spares the rest
+    sb = make(**own)
+    start(sb, docs.url)
+    sb.host.runner.run(_crash_tab(sb), 10)
+    crashed = sb.step(tool("noop", ms=0))
+    assert state(crashed)["env_failure"] == "crashed"
+    start(sb, docs.url)
+    launches = sb.host.launches
+    os.kill(sb.host.runner.run(_browser_pid(sb), 10), signal.SIGKILL)
+    with pytest.raises(SandboxError, match="browser"):
+        sb.step(tool("goto", url=docs.url + "about.html"))
+    assert state(start(sb, docs.url))["env_failure"] is None  # relaunched for the next episode
+    assert sb.host.launches == launches + 1
+
+
+async def _crash_tab(sb):
+    crash = asyncio.ensure_future(sb._page.wait_for_event("crash", timeout=10_000))
+    cdp = await sb._ctx.new_cdp_session(sb._page)
+    send = asyncio.ensure_future(cdp.send("Page.crash"))  # never answers: the tab is gone
+    await crash
+    send.cancel()
+    with contextlib.suppress(BaseException):
+        await send
+
+
+async def _browser_pid(sb) -> int:
+    cdp = await sb._ctx.browser.new_browser_cdp_session()
+    info = await cdp.send("SystemInfo.getProcessInfo")
+    return next(p["id"] for p in info["processInfo"] if p["type"] == "browser")
+
+
+def test_no_name_resolution_unless_asked():
+    assert launch_args(BrowserConfig())[-1] == NO_NAME_RESOLUTION
+    assert NO_NAME_RESOLUTION not in launch_args(BrowserConfig(resolve_hosts=True))
+
+
+@pytest.mark.skipif(
+    not (REFERENCE_VENV / "bin" / "python").exists(),
+    reason="no BrowserGym reference venv: infra/setup.sh creates .venv-browsergym",
+)
+def test_tree_text_equals_browsergym_on_the_same_pages(make, docs, pages, library):
+    urls = [
+        pages.url + "edge.html",
+        docs.url + "tutorial/index.html",
+        library.url + "library/books",
+    ]
+    proc = subprocess.Popen(
+        [str(REFERENCE_VENV / "bin" / "python"), str(Path(__file__).parent / "browsergym_reference.py"), "1280", "720", *urls],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    origins = [s.url.rstrip("/") for s in (docs, pages, library)]
+    plain = {"prune_hidden": False, "prune_empty": False}
+    ours = {}
+    for mode, tree in (("tree", plain), ("viewport_only", {**plain, "viewport_only": True})):
+        sb = make(allowed_origins=origins, tree=tree)
+        for url in urls:
+            text = start(sb, url).text.split("## Accessibility tree\n")[1].split("\n\n## ")[0]
+            ours[url, mode] = text
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    reference = json.loads(out)
+    for (url, mode), text in ours.items():
+        assert _untimed(text) == _untimed(reference[url][mode]), (mode, url)
+        assert "[" in text  # bids are printed
+
+
+def _untimed(tree: str) -> str:
+    """datasette's footer says how long its queries took: the one line that varies."""
+    return re.sub(r"took [\d.]+ms", "took Nms", tree)
