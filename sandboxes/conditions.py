@@ -148,17 +148,18 @@ def parse_conditions(data: Any, path: tuple = ("conditions",)) -> ConditionsSpec
     if not isinstance(raw, list) or not raw:
         problems.append(ConfigProblem(apath, "a list of at least one condition"))
         raw = []
-    entries = []
+    entries, where = [], []
     for i, item in enumerate(raw):
         try:
             entries.append(_entry(item, (*apath, i)))
+            where.append(i)
         except ConfigError as exc:
             problems.extend(exc.problems)
     if pick == "one" and entries and not any(e.rate > 0 for e in entries):
         problems.append(ConfigProblem(apath, "pick: one needs a condition with a rate above 0"))
     if pick == "all":
         seen: dict[str, int] = {}
-        for i, e in enumerate(entries):
+        for i, e in zip(where, entries, strict=True):
             group = e.condition.group or e.condition.kind
             if group in seen:
                 problems.append(

@@ -41,6 +41,13 @@ from .execs import (
 )
 
 NO_SUCH_FILE = "No such file or directory"
+TOO_LARGE = 3
+READ = (
+    's=$(stat -c %s -- "$1") || exit 1; if [ "$s" -gt "$2" ]; then [ "$3" = part ] || exit 3;'
+    ' head -c "$2" -- "$1"; exit 3; fi; exec cat -- "$1"'
+)
+"""Print file `$1` if it has at most `$2` bytes, else exit 3 (after its first `$2` bytes
+when `$3` is `part`): a file too large is never sent whole."""
 
 _STR = {"type": "string"}
 ACTION_SPACE = [
@@ -194,20 +201,23 @@ class SWESandbox(Unpicklable):
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.config.repo_path, path))
 
-    def _read(self, path: str, limit: int) -> tuple[str | None, str, bool]:
-        """(text, "", over the limit) or (None, the system's reason, False); read by a
-        process in the container, so every answer is the file system's own."""
+    def _read(self, path: str, limit: int, part: bool = False) -> tuple[str | None, str, bool]:
+        """(text, "", whether the file is over `limit` bytes: then its first `limit` bytes
+        if `part`, else "") or (None, the system's reason, False). A process in the
+        container reads, so every answer is the file system's own."""
         d = self.config.docker
         code, out, _, _ = exec_output(
             self.container,
-            ["head", "-c", str(limit + 1), "--", self._path(path)],
+            ["sh", "-c", READ, "sh", self._path(path), str(limit), "part" if part else "whole"],
             d.step_timeout,
             limit + 4096,
             user=self.session.user,
         )
+        if code == TOO_LARGE:
+            return out.decode("utf-8", errors="replace"), "", True
         if code != 0:
             return None, reason(out.decode("utf-8", errors="replace")), False
-        return out[:limit].decode("utf-8", errors="replace"), "", len(out) > limit
+        return out.decode("utf-8", errors="replace"), "", False
 
     def step(self, action: Action) -> Observation:
         if self.container is None:
@@ -227,7 +237,7 @@ class SWESandbox(Unpicklable):
         return getattr(self, f"_tool_{name}")(**args)
 
     def _tool_read(self, path: str, start: int = 1, end: int | None = None) -> Observation:
-        text, why, truncated = self._read(path, self.config.docker.output_cap)
+        text, why, truncated = self._read(path, self.config.docker.output_cap, part=True)
         if text is None:
             return Observation(f"error: cannot read {path}: {why}", is_error=True, exit_code=1)
         lines = text.splitlines()

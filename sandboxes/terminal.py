@@ -152,20 +152,27 @@ class TerminalSandbox(Unpicklable):
 
     def _image_facts(self) -> dict[str, Any]:
         """OS, installed tools and usable shell: the same for every container of the pool's
-        image, so probed once per pool (before conditions remove anything)."""
+        image, so probed once per pool (before conditions remove anything). One exec with
+        an end mark: the engine can lose a short exec's output, and a pool keeps its facts."""
         facts = self.pool.facts.get("terminal")
         if facts is None:
-            probe = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo {t}" for t in TOOLS)
-            _, tools, _, _ = exec_capture(self.container, ["sh", "-c", probe], 10, 4096)
-            os_cmd = ". /etc/os-release 2>/dev/null && echo $PRETTY_NAME || uname -sr"
-            _, osr, _, _ = exec_capture(self.container, ["sh", "-c", os_cmd], 10, 4096)
-            shell_ok = (
-                exec_capture(self.container, ["test", "-x", self.config.shell[0]], 5, 64)[0] == 0
+            tools = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo tool={t}" for t in TOOLS)
+            probe = (
+                f"{tools}; echo os=$(if [ -r /etc/os-release ]; then . /etc/os-release;"
+                " echo $PRETTY_NAME; else uname -sr; fi);"
+                f" test -x {self.config.shell[0]} && echo shell=ok; echo end"
             )
+            for _ in range(3):
+                out = exec_capture(self.container, ["sh", "-c", probe], 10, 1 << 14)[1]
+                if out.endswith("end\n"):
+                    break
+            else:
+                raise SandboxError(f"cannot probe the image {self.config.docker.image}: {out!r}")
+            found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
             facts = self.pool.facts["terminal"] = {
-                "tools": tools.split(),
-                "os": osr.strip() or "unknown",
-                "shell": list(self.config.shell) if shell_ok else ["/bin/sh", "-i"],
+                "tools": [x[5:] for x in out.splitlines() if x.startswith("tool=")],
+                "os": found.get("os", "").strip() or "unknown",
+                "shell": list(self.config.shell) if "shell" in found else ["/bin/sh", "-i"],
             }
         return facts
 
