@@ -39,6 +39,7 @@ __all__ = [
     "Plan",
     "Session",
     "Where",
+    "demo_job",
     "parse_conditions",
     "reset_sandbox",
 ]
@@ -218,3 +219,31 @@ def reset_sandbox(
     if conditions:
         raise SandboxError(f"sandbox kind {sandbox.kind!r} takes no conditions")
     return sandbox.reset(task)
+
+
+def demo_job() -> dict[str, Any]:
+    """A job for `worldtrace demo`: four terminal episodes of one task, drawn (seed 347)
+    under a full disk, 64 MiB of memory, no git and python3, and nothing."""
+    return {
+        "name": "demo-conditions",
+        "sandbox": {"kind": "terminal"},
+        "seed": 347,
+        "episodes": 4,
+        "conditions": {
+            "rate": 0.75,
+            "pick": "one",
+            "apply": ["disk_full", {"memory_low": "64m"}, {"missing_commands": ["git", "python3"]}],
+        },
+        "tasks": [
+            {
+                "id": "check-machine",
+                "instruction": "Check the machine: disk space, a write, memory, tools.",
+                "actions": [
+                    "df -h . | tail -n 1\n",
+                    "echo notes > notes.txt; echo rc=$?\n",
+                    "python3 -c 'x = bytearray(128 << 20); print(len(x))'; echo rc=$?\n",
+                    "git --version\n",
+                ],
+            }
+        ],
+    }

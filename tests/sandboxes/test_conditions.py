@@ -11,7 +11,7 @@ import pytest
 from worldtrace.collectors.actions import keystrokes
 from worldtrace.collectors.jobs import JobSpec, run_job
 from worldtrace.sandboxes.base import TaskSpec
-from worldtrace.sandboxes.conditions import KINDS, parse_conditions
+from worldtrace.sandboxes.conditions import KINDS, demo_job, parse_conditions
 from worldtrace.sandboxes.docker import DockerConfig
 from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
 from worldtrace.schemas import validate_dict
@@ -243,3 +243,9 @@ def test_conditions_reach_the_record_and_a_kill_is_an_observation(docker_engine,
     ]
     assert "Condition: memory is limited to 64 MiB" in t.system.initial_state
     assert "Condition: the disk is full: no space is left in /repo" in t.system.initial_state
+
+
+def test_demo_job_draws_each_condition_once():
+    spec = JobSpec.from_dict(demo_job())
+    drawn = [tuple(c.kind for c in spec.conditions_for(ep)) for ep in spec.expand()]
+    assert drawn == [("disk_full",), ("memory_low",), ("missing_commands",), ()]

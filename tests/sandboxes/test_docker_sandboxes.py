@@ -165,8 +165,9 @@ def test_fork_bomb_contained_by_pids_limit(swe, docker_engine):
     assert (cgroup / "pids.max").read_text().strip() == "64"
     done, answers, peak = threading.Event(), [], 0
 
-    def bomb() -> None:  # builtins only after the first fork: the shell itself never forks again
-        cmd = "bomb() { bomb | bomb & }; bomb; while :; do :; done"
+    def bomb() -> None:  # the shell forks once, first, then loops on builtins until the
+        # step timeout kills its process group, the bomb's processes with it
+        cmd = "(bomb() { bomb | bomb & }; bomb) & while :; do :; done"
         answers.append(swe.step(tool("bash", command=cmd)))
         done.set()
 
