@@ -48,6 +48,8 @@ def _screen_class():
             self.cleared = False
             """The whole display was erased since `Terminal.mark`."""
             self._drawing = False
+            self._chars: tuple[Any, dict[str, Any]] = (None, {})
+            """Cells drawn with the current attributes, by character (shared: immutable)."""
             self._main = None
             self.left_alternate = lambda: None
             """Called when a program leaves the alternate screen (the main one is back)."""
@@ -72,8 +74,10 @@ def _screen_class():
         def _draw_ascii(self, text: str) -> None:
             """pyte's `draw` for printable ASCII, one cell object per distinct character
             instead of one per character: 5x faster on floods (measured), same cells."""
-            chars: dict[str, Any] = {}
             attrs, i = self.cursor.attrs, 0
+            if self._chars[0] != attrs:
+                self._chars = (attrs, {})
+            chars = self._chars[1]
             while i < len(text):
                 if self.cursor.x >= self.columns:
                     self.carriage_return()
@@ -192,13 +196,13 @@ class Terminal:
         s = self.screen
         start = self._base + self._y0
         cursor = s.scrolls + s.cursor.y
-        content = [y for y in range(s.lines) if "".join(cells(s.buffer[y], s.columns)).strip()]
+        written = [y for y in range(s.lines) if any(c.data.strip() for c in s.buffer[y].values())]
+        last = max([s.cursor.y, *written])  # the last row with text, or the cursor's
         if self._redrawn():
-            first = [self._row(a) for a in range(max(start, self._base), s.scrolls)]
-            last = max([cursor - s.scrolls, *content])
+            first = [self._row(a) for a in range(start, s.scrolls)]
             rows = first + [self._row(s.scrolls + y) for y in range(last + 1)]
             return self._join(rows, len(first) + s.cursor.y, 0)
-        end = max([cursor, start, *(s.scrolls + y for y in content if s.scrolls + y > start)])
+        end = max(start, s.scrolls + last)
         rows = [self._row(a) for a in range(start, end + 1)]
         skip = self._x0 if rows[0][0][: self._x0] == self._prefix else 0
         return self._join(rows, cursor - start, skip)
