@@ -133,11 +133,11 @@ def _screen_class():
 
 def cells(line, columns: int) -> tuple[str, ...]:
     """The text of each column of a screen line ("" for the second half of a wide char)."""
-    row = [line.default.data] * columns
+    out = [line.default.data] * columns
     for x, char in line.items():
         if x < columns:
-            row[x] = char.data
-    return tuple(row)
+            out[x] = char.data
+    return tuple(out)
 
 
 def row(line, columns: int) -> Row:
@@ -237,7 +237,3 @@ class Terminal:
             y -= 1
             parts.insert(0, "".join(cells(s.buffer[y], s.columns)))
         return "".join(parts)
-
-    def text(self) -> str:
-        """The whole screen (trailing blank lines dropped)."""
-        return "\n".join(line.rstrip() for line in self.screen.display).rstrip("\n")
