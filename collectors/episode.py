@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from worldtrace.sandboxes.conditions import reset_sandbox
 from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
 
 from .jobspec import Episode, JobSpec
@@ -30,9 +31,10 @@ def run_episode(
     recorder: Recorder,
     max_turns: int,
     stop: threading.Event | None = None,
+    conditions: tuple = (),
 ) -> Trajectory:
     """Policy <-> sandbox until the policy stops or `max_turns`; raises on our failures."""
-    initial = sandbox.reset(task)
+    initial = reset_sandbox(sandbox, task, conditions, recorder.episode_id)
     recorder.header(initial)
     history = History(task.instruction, initial, sandbox.describe().get("action_space") or [])
     status = "success"
@@ -91,7 +93,10 @@ def attempt_episode(
             instruction=episode.task.instruction,
             domain=spec.domain,
         )
-        return run_episode(sandbox, policy, episode.task.spec(), rec, spec.max_turns, stop)
+        conditions = spec.conditions_for(episode)
+        return run_episode(
+            sandbox, policy, episode.task.spec(), rec, spec.max_turns, stop, conditions
+        )
     except Interrupted:
         raise
     except Exception as exc:  # ours or the infrastructure's: the attempt fails with its reason

@@ -10,6 +10,7 @@ retries: 1                     # extra attempts when the environment (not the ag
 priority: 0                    # higher runs first
 seed: 0                        # explorer policies and sampled conditions derive from it
 schedule: {every: 15m}         # or {cron: "*/30 * * * *"}; enqueued by `worldtrace scheduler`
+conditions: {rate: 0.5, apply: [disk_full, {memory_low: 64m}]}   # docs/conditions.md
 tasks:
   - id: list-files
     instruction: List the files.
@@ -35,6 +36,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 from worldtrace.sandboxes.base import TaskSpec, action_kinds, load, static_action_space
+from worldtrace.sandboxes.conditions import Condition, ConditionsSpec, parse_conditions
 from worldtrace.schemas import Action
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.parsing import (
@@ -175,6 +177,8 @@ class JobSpec:
     sandbox: Part
     policy: Part
     tasks: tuple[TaskEntry, ...] = field(default_factory=tuple)
+    conditions: ConditionsSpec | None = None
+    """Controllable conditions drawn per episode (docs/conditions.md)."""
 
     # -- convenient access -------------------------------------------------------
     @property
@@ -235,6 +239,10 @@ class JobSpec:
                 return ep
         raise KeyError(f"job {self.name} has no episode {episode_id_!r}")
 
+    def conditions_for(self, episode: Episode) -> tuple[Condition, ...]:
+        """The episode's conditions, drawn from its seed (the same on every run)."""
+        return self.conditions.sample(episode.seed) if self.conditions else ()
+
     def host_paths(self) -> list[str]:
         fn = getattr(self.sandbox_class, "host_paths", None)
         return list(fn(self.sandbox.config)) if fn else []
@@ -258,6 +266,7 @@ class JobSpec:
             "sandbox": self.sandbox.to_dict(),
             "policy": self.policy.to_dict(),
             "tasks": [t.to_dict() for t in self.tasks],
+            **({"conditions": self.conditions.to_dict()} if self.conditions else {}),
         }
 
     def to_json(self) -> str:
@@ -343,7 +352,7 @@ def _parse_job(data: Any, default_name: str) -> JobSpec:
     p = _Problems()
     if not isinstance(data, Mapping):
         raise ConfigError([ConfigProblem((), "a job file is a mapping of settings")])
-    top = {k: v for k, v in data.items() if k not in ("sandbox", "policy", "tasks")}
+    top = {k: v for k, v in data.items() if k not in ("sandbox", "policy", "tasks", "conditions")}
     top.setdefault("name", default_name)
     options = p.attempt(parse, JobOptions, top, ())
 
@@ -377,10 +386,13 @@ def _parse_job(data: Any, default_name: str) -> JobSpec:
                 policy = Part(kind, config)
 
     tasks = _parse_tasks(data.get("tasks"), sandbox_cls, sandbox, policy, p)
+    conditions = p.attempt(parse_conditions, data.get("conditions"), ("conditions",))
+    if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):
+        p.add(("conditions",), f"sandbox kind {sandbox_cls.kind} takes no conditions")
     if p.items:
         raise ConfigError(p.items)
     assert options is not None and sandbox is not None and policy is not None
-    return JobSpec(options, sandbox, policy, tuple(tasks))
+    return JobSpec(options, sandbox, policy, tuple(tasks), conditions)
 
 
 def _parse_tasks(raw: Any, sandbox_cls, sandbox: Part | None, policy: Part | None, p: _Problems):

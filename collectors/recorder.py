@@ -87,6 +87,9 @@ class Recorder:
             device=d.get("device"),
             config=json.dumps(d.get("config") or {}, sort_keys=True),
         )
+        # the episode's controllable conditions (JSON list): Trajectory.conditions, and
+        # metadata["conditions"] until every reader has that field
+        conditions = json.dumps(d["conditions"], sort_keys=True) if d.get("conditions") else None
         self._append(
             "header",
             {
@@ -97,6 +100,11 @@ class Recorder:
                 "system": asdict(self.system),
                 "environment": asdict(self.environment),
                 "started_at": self.started_at.isoformat(),
+                **(
+                    {"conditions": conditions, "metadata": {"conditions": conditions}}
+                    if conditions
+                    else {}
+                ),
             },
         )
         self.started = True
@@ -161,7 +169,7 @@ def journal_to_trajectory(path: Path) -> Trajectory:
         "ended_at": end["ended_at"]
         if end
         else (turns[-1]["started_at"] if turns else header["started_at"]),
-        "metadata": {"journal": path.name},
+        "metadata": {**(header.get("metadata") or {}), "journal": path.name},
     }
     return trajectory_from_dict(from_jsonable(d)).with_id()
 

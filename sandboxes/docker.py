@@ -1,22 +1,23 @@
-"""Docker containers for sandboxes: no network, resource limits, a warm pool.
+"""Docker containers for sandboxes: no network, limits, a warm pool.
 
-Every container runs with network_mode="none", memory/cpu/pids limits and our label; a
-pool keeps `warm` containers started ahead so `reset` does not pay a cold start. A
-container serves one episode and is then removed: state never leaks between episodes.
+Every container runs with network_mode="none", memory/cpu/pids limits and our labels
+(including its owner: `owners.py`); a pool keeps `warm` containers started ahead so
+`reset` does not pay a cold start, and sweeps the containers of dead collectors when it
+starts. A container serves one episode and is then removed: state never leaks between
+episodes. Commands inside containers are run by `execs.py`.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import io
 import json
+import logging
+import os
 import re
-import tarfile
 import threading
-import time
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,8 +25,31 @@ from pydantic import AfterValidator, Field
 from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxError
+from .owners import (
+    EPISODE_LABEL,
+    LABEL,
+    POOL_LABEL,
+    container_name,
+    not_found_or_busy,
+    our_volumes,
+    owner_labels,
+    remove_container,
+    set_owner,
+    sweep_orphans,
+)
 
-LABEL = "worldtrace.sandbox"
+__all__ = [
+    "LABEL",
+    "ContainerPool",
+    "DockerConfig",
+    "client",
+    "set_owner",
+    "shared_pool",
+    "sweep_orphans",
+]
+
+log = logging.getLogger(__name__)
+
 IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 
 
@@ -57,7 +81,7 @@ def _env_name(value: str) -> str:
     return value
 
 
-def _abs_path(value: str) -> str:
+def abs_path(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError(f"must be an absolute path inside the container, got {value!r}")
     return value
@@ -81,7 +105,7 @@ class DockerConfig:
     """Caps processes: a fork bomb stops here."""
     read_only: bool = False
     """Read-only root filesystem (a tmpfs stays writable at /tmp and the workdir)."""
-    workdir: Annotated[str, AfterValidator(_abs_path)] = "/root"
+    workdir: Annotated[str, AfterValidator(abs_path)] = "/root"
     """Working directory in the container."""
     user: str | None = None
     """User the sandbox runs as (default: the image's)."""
@@ -101,8 +125,6 @@ class DockerConfig:
 
     def resolved_env(self) -> dict[str, str]:
         """The values handed to the container: named variables, then the env file."""
-        import os
-
         out = {name: os.environ[name] for name in self.env if name in os.environ}
         if self.env_file:
             for line in Path(self.env_file).read_text(encoding="utf-8").splitlines():
@@ -124,6 +146,7 @@ class DockerConfig:
         }
 
     def run_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of `containers.run` (conditions change a copy per episode)."""
         kw: dict[str, Any] = {
             "network_mode": "none",
             "mem_limit": self.memory,
@@ -140,7 +163,7 @@ class DockerConfig:
         if self.read_only:
             kw["tmpfs"] = {
                 "/tmp": f"size={self.tmpfs_size}",
-                self.workdir: f"size={self.tmpfs_size}",
+                self.workdir: f"size={self.tmpfs_size},exec",
             }
         if self.user:
             kw["user"] = self.user
@@ -160,6 +183,7 @@ def client():
     return c
 
 
+# -- the pool ---------------------------------------------------------------------------
 class ContainerPool:
     """Started containers waiting for an episode; refilled in the background."""
 
@@ -172,10 +196,11 @@ class ContainerPool:
         self._filling = 0
         self._closed = False
         self._removing: list[threading.Thread] = []
-        self._removing: list[threading.Thread] = []
         self.facts: dict[str, Any] = {}
         """What sandboxes learned about the image (same for every container of the pool)."""
         self._check_image()
+        self.swept = sweep_orphans(self.client)
+        """Containers of dead collectors this pool removed when it started."""
         atexit.register(self.close)
         self._refill()
 
@@ -190,12 +215,14 @@ class ContainerPool:
                 "build it with infra/images/build.sh or name a local image"
             ) from exc
 
-    def _start(self):
+    def _start(self, run_kwargs: dict[str, Any] | None = None, episode: str | None = None):
+        labels = {**owner_labels(), POOL_LABEL: self.pool_id, EPISODE_LABEL: episode or "pool"}
         return self.client.containers.run(
             self.config.image,
             IDLE_COMMAND,
-            labels={LABEL: "1", f"{LABEL}.pool": self.pool_id},
-            **self.config.run_kwargs(),
+            name=container_name(episode),
+            labels=labels,
+            **(run_kwargs if run_kwargs is not None else self.config.run_kwargs()),
         )
 
     def _fill_one(self) -> None:
@@ -220,35 +247,55 @@ class ContainerPool:
         for _ in range(max(need, 0)):
             threading.Thread(target=self._fill_one, daemon=True).start()
 
-    def acquire(self):
-        """A running container for one episode (warm if one is ready)."""
-        with self._lock:
-            c = self._ready.pop(0) if self._ready else None
-        self._refill()
+    def acquire(self, run_kwargs: dict[str, Any] | None = None, episode_id: str | None = None):
+        """A running container for one episode: a warm one, or (when `run_kwargs` are given:
+        an episode's start-time conditions, a bind mount) one started with them."""
+        c = None
+        if run_kwargs is None:
+            with self._lock:
+                c = self._ready.pop(0) if self._ready else None
+            self._refill()
+            if c is not None and episode_id:
+                self._background(self._rename, c, episode_id)
         if c is None:
             try:
-                c = self._start()
+                c = self._start(run_kwargs, episode_id)
             except Exception as exc:
                 raise SandboxError(
                     f"cannot start a container from {self.config.image}: {exc}"
                 ) from exc
         return c
 
-    def release(self, container, wait: bool = False) -> None:
-        """Remove the container (killing everything in it). Removal takes ~0.1 s, so it
-        runs in the background unless `wait`; `close` waits for all of them."""
+    @staticmethod
+    def _rename(container, episode_id: str) -> None:
+        try:
+            container.rename(container_name(episode_id))
+        except (
+            Exception
+        ) as exc:  # removed meanwhile: the name only helps people reading `docker ps`
+            if not not_found_or_busy(exc):
+                log.warning("cannot rename container %s: %s", container.id[:12], exc)
 
-        def remove() -> None:
-            with contextlib.suppress(Exception):  # already gone: nothing left to free
-                container.remove(force=True)
-
-        if wait:
-            remove()
-            return
-        t = threading.Thread(target=remove, daemon=True)
+    def _background(self, fn, *args) -> None:
+        t = threading.Thread(target=fn, args=args, daemon=True)
         with self._lock:
             self._removing = [x for x in self._removing if x.is_alive()] + [t]
         t.start()
+
+    def release(self, container, wait: bool = False) -> None:
+        """Remove the container (killing everything in it) and its volumes. Removal takes
+        ~0.1 s, so it runs in the background unless `wait`; `close` waits for all of them."""
+
+        def remove() -> None:
+            with contextlib.suppress(Exception):  # already gone: nothing left to free
+                remove_container(
+                    self.client.api, container.id, our_volumes(container.attrs.get("Mounts"))
+                )
+
+        if wait:
+            remove()
+        else:
+            self._background(remove)
 
     def close(self) -> None:
         with self._lock:
@@ -260,94 +307,24 @@ class ContainerPool:
             t.join(timeout=30)
         # containers of this pool still starting are removed by _fill_one; any left over
         leftover = self.client.api.containers(
-            all=True, filters={"label": f"{LABEL}.pool={self.pool_id}"}
+            all=True, filters={"label": f"{POOL_LABEL}={self.pool_id}"}
         )
         for info in leftover:
             with contextlib.suppress(Exception):  # removed meanwhile
-                self.client.api.remove_container(info["Id"], force=True)
+                remove_container(self.client.api, info["Id"], our_volumes(info.get("Mounts")))
 
 
 _POOLS: dict[str, ContainerPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def shared_pool(config: DockerConfig) -> ContainerPool:
-    """One pool per configuration per process."""
+def shared_pool(config: DockerConfig, warm: int | None = None) -> ContainerPool:
+    """One pool per configuration per process (`warm` overrides the config's)."""
+    if warm is not None:
+        config = replace(config, warm=warm)
     key = json.dumps(asdict(config), sort_keys=True)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None or pool._closed:
             pool = _POOLS[key] = ContainerPool(config)
         return pool
-
-
-def exec_capture(
-    container,
-    cmd: list[str],
-    timeout: float,
-    cap: int,
-    workdir: str | None = None,
-    env: dict | None = None,
-) -> tuple[int, str, bool, bool]:
-    """Run a one-shot command: (exit code, output, truncated, timed_out).
-
-    The command runs under `timeout -s KILL` inside the container, and reading stops at
-    `cap` bytes, so neither a hang nor a flood can hold the collector.
-    """
-    api = container.client.api
-    wrapped = ["timeout", "-s", "KILL", str(max(int(timeout), 1)), *cmd]
-    ex = api.exec_create(
-        container.id, wrapped, stdout=True, stderr=True, workdir=workdir, environment=env
-    )
-    started = time.monotonic()
-    stream = api.exec_start(ex["Id"], stream=True, demux=False)
-    chunks, size, truncated = [], 0, False
-    for chunk in stream:
-        if size + len(chunk) > cap:
-            chunks.append(chunk[: cap - size])
-            truncated = True  # the in-container timeout bounds what still runs
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    stream.close()
-    info = api.exec_inspect(ex["Id"])
-    code = info.get("ExitCode")
-    timed_out = code == 137 and time.monotonic() - started >= timeout
-    text = b"".join(chunks).decode("utf-8", errors="replace")
-    return (code if code is not None else -1), text, truncated, timed_out
-
-
-def run_setup(
-    container, commands: tuple[str, ...] | list[str], config: DockerConfig, workdir: str
-) -> None:
-    """A task's set-up commands; the first failure is an environment error."""
-    for cmd in commands:
-        code, out, _, _ = exec_capture(
-            container, ["sh", "-c", cmd], config.step_timeout, config.output_cap, workdir
-        )
-        if code != 0:
-            raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
-
-
-def put_file(container, path: str, data: bytes, mode: int = 0o644) -> None:
-    """Write one file into the container (parent directory must exist)."""
-    directory, _, name = path.rpartition("/")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        info.mode = mode
-        info.mtime = int(time.time())
-        tar.addfile(info, io.BytesIO(data))
-    if not container.put_archive(directory or "/", buf.getvalue()):
-        raise SandboxError(f"cannot write {path} in the container")
-
-
-def put_tree(container, host_dir: str, target: str) -> None:
-    """Copy a host directory into the container at `target`."""
-    container.exec_run(["mkdir", "-p", target])
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(host_dir, arcname=".")
-    if not container.put_archive(target, buf.getvalue()):
-        raise SandboxError(f"cannot copy {host_dir} into the container")

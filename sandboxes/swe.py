@@ -7,7 +7,9 @@
   the step timeout and the output cap.
 
 The repository is copied into the container (default) or bind-mounted read-only, so an
-episode never changes the host's copy.
+episode never changes the host's copy. Files are read and written by processes in the
+container, so a read-only mount or a full disk answers as it would anyone: `error: cannot
+write pkg/x.py: Read-only file system` is an observation, not a failed attempt.
 """
 
 from __future__ import annotations
@@ -15,24 +17,37 @@ from __future__ import annotations
 import difflib
 import json
 import posixpath
+from collections.abc import Sequence
 from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
-from .docker import (
-    FORBIDDEN_HOST_PATHS,
-    DockerConfig,
+from .condition_kinds import human
+from .conditions import Condition, Plan, Session, Where
+from .docker import FORBIDDEN_HOST_PATHS, DockerConfig, shared_pool
+from .execs import (
+    copy_tree,
     exec_capture,
-    put_file,
-    put_tree,
+    exec_output,
+    reason,
+    root_runner,
     run_setup,
-    shared_pool,
+    write_file,
 )
+
+NO_SUCH_FILE = "No such file or directory"
+TOO_LARGE = 3
+READ = (
+    's=$(stat -c %s -- "$1") || exit 1; if [ "$s" -gt "$2" ]; then [ "$3" = part ] || exit 3;'
+    ' head -c "$2" -- "$1"; exit 3; fi; exec cat -- "$1"'
+)
+"""Print file `$1` if it has at most `$2` bytes, else exit 3 (after its first `$2` bytes
+when `$3` is `part`): a file too large is never sent whole."""
 
 _STR = {"type": "string"}
 ACTION_SPACE = [
@@ -108,6 +123,8 @@ class SWEConfig:
     """Where it appears in the container."""
     mount: bool = False
     """Bind-mount the repository read-only instead of copying it in."""
+    edit_limit: Annotated[int, Field(ge=1024, le=256 << 20)] = 16 << 20
+    """Largest file `edit` changes (bytes); a larger one gets a clear error."""
 
 
 class SWESandbox(Unpicklable):
@@ -125,47 +142,52 @@ class SWESandbox(Unpicklable):
         """Host paths the sandbox sees (checked against the store at submit)."""
         return [config.repo]
 
+    accepts_conditions = True
+
     def __init__(self, config: SWEConfig):
         if not config.repo:
             raise SandboxError("SWEConfig.repo must name a host directory")
         self.config = config
-        # a bind mount is per container, so mounted repositories skip the warm pool
-        self.pool = None if config.mount else shared_pool(config.docker)
+        # a bind mount is per container: mounted repositories never use warm containers
+        self.pool = shared_pool(config.docker, warm=0 if config.mount else None)
         self.container = None
+        self.session = Session()
         self._initial = ""
+        self._conditions: list[dict[str, Any]] = []
 
-    def reset(self, task: TaskSpec) -> Observation:
+    def reset(
+        self, task: TaskSpec, *, conditions: Sequence[Condition] = (), episode_id: str | None = None
+    ) -> Observation:
+        """A fresh container with the repository, under the episode's conditions."""
         self._release(wait=False)  # the last episode's container goes in the background
-        d = self.config.docker
-        if self.pool is not None:
-            self.container = self.pool.acquire()
-            put_tree(self.container, self.config.repo, self.config.repo_path)
-        else:
-            from .docker import IDLE_COMMAND, LABEL, client
-
-            kw = d.run_kwargs()
-            kw["working_dir"] = self.config.repo_path
-            self.container = client().containers.run(
-                d.image,
-                IDLE_COMMAND,
-                volumes={self.config.repo: {"bind": self.config.repo_path, "mode": "ro"}},
-                labels={LABEL: "1"},
-                **kw,
-            )
-        run_setup(self.container, task.setup, d, self.config.repo_path)
+        d, repo, at = self.config.docker, self.config.repo, self.config.repo_path
+        plan = Plan(conditions, Where(at, binds={at: repo}))
+        base = d.run_kwargs()
+        if self.config.mount:
+            base.update(working_dir=at, volumes={repo: {"bind": at, "mode": "ro"}})
+        kw = plan.run_kwargs(base)
+        if kw is None and self.config.mount:
+            kw = base
+        self.container = self.pool.acquire(kw, episode_id)
+        if repo not in ((kw or {}).get("volumes") or {}):  # not bound: copied in
+            copy_tree(self.container, repo, at, d.step_timeout)
+        run_setup(self.container, task.setup, d.step_timeout, d.output_cap, at)
+        self.session = plan.after(root_runner(self.container, d.step_timeout, at))
         _, listing, _, _ = exec_capture(
             self.container,
             ["sh", "-c", "git ls-files 2>/dev/null || find . -type f | head -200"],
             10,
             1 << 16,
-            self.config.repo_path,
+            at,
         )
         files = [f.removeprefix("./") for f in listing.split()]
-        self._initial = (
-            f"Repository at {self.config.repo_path} ({len(files)} files):\n"
-            + "\n".join(sorted(files)[:200])
+        self._initial = f"Repository at {at} ({len(files)} files):\n" + "\n".join(
+            sorted(files)[:200]
         )
-        return Observation(self._initial, state_json=json.dumps({"cwd": self.config.repo_path}))
+        if plan.conditions:
+            self._initial += "\n" + plan.text()
+        self._conditions = plan.records()
+        return Observation(self._initial, state_json=json.dumps({"cwd": at}))
 
     def close(self) -> None:
         """Free the container and wait until it is gone."""
@@ -173,23 +195,29 @@ class SWESandbox(Unpicklable):
 
     def _release(self, wait: bool) -> None:
         if self.container is not None:
-            if self.pool is not None:
-                self.pool.release(self.container, wait=wait)
-            else:
-                self.container.remove(force=True)
+            self.pool.release(self.container, wait=wait)
             self.container = None
 
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.config.repo_path, path))
 
-    def _read(self, path: str) -> tuple[str | None, str]:
+    def _read(self, path: str, limit: int, part: bool = False) -> tuple[str | None, str, bool]:
+        """(text, "", whether the file is over `limit` bytes: then its first `limit` bytes
+        if `part`, else "") or (None, the system's reason, False). A process in the
+        container reads, so every answer is the file system's own."""
         d = self.config.docker
-        code, out, _, _ = exec_capture(
-            self.container, ["cat", self._path(path)], d.step_timeout, d.output_cap
+        code, out, _, _ = exec_output(
+            self.container,
+            ["sh", "-c", READ, "sh", self._path(path), str(limit), "part" if part else "whole"],
+            d.step_timeout,
+            limit + 4096,
+            user=self.session.user,
         )
+        if code == TOO_LARGE:
+            return out.decode("utf-8", errors="replace"), "", True
         if code != 0:
-            return None, out
-        return out, ""
+            return None, reason(out.decode("utf-8", errors="replace")), False
+        return out.decode("utf-8", errors="replace"), "", False
 
     def step(self, action: Action) -> Observation:
         if self.container is None:
@@ -209,23 +237,30 @@ class SWESandbox(Unpicklable):
         return getattr(self, f"_tool_{name}")(**args)
 
     def _tool_read(self, path: str, start: int = 1, end: int | None = None) -> Observation:
-        text, err = self._read(path)
+        text, why, truncated = self._read(path, self.config.docker.output_cap, part=True)
         if text is None:
-            return Observation(err.strip() or f"cannot read {path}", is_error=True, exit_code=1)
+            return Observation(f"error: cannot read {path}: {why}", is_error=True, exit_code=1)
         lines = text.splitlines()
         end = len(lines) if end is None else min(end, len(lines))
         body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(max(start, 1), end + 1))
-        return Observation(body)
+        return Observation(body, truncated=truncated)
 
     def _tool_edit(
         self, path: str, old: str | None = None, new: str = "", content: str | None = None
     ) -> Observation:
-        before, _ = self._read(path)
+        limit = self.config.edit_limit
+        before, why, too_large = self._read(path, limit)
+        if too_large:
+            return Observation(
+                f"error: {path} is too large to edit (over {human(limit)})", is_error=True
+            )
+        if before is None and (content is None or why != NO_SUCH_FILE):
+            gone = why == NO_SUCH_FILE
+            msg = f"{path} does not exist" if gone else f"cannot read {path}: {why}"
+            return Observation(f"error: {msg}", is_error=True)
         if content is not None:
             after = content
         else:
-            if before is None:
-                return Observation(f"error: {path} does not exist", is_error=True)
             count = before.count(old or "")
             if not old or count != 1:
                 return Observation(
@@ -233,7 +268,12 @@ class SWESandbox(Unpicklable):
                     is_error=True,
                 )
             after = before.replace(old, new, 1)
-        put_file(self.container, self._path(path), after.encode())
+        d = self.config.docker
+        failed = write_file(
+            self.container, self._path(path), after.encode(), d.step_timeout, self.session.user
+        )
+        if failed:
+            return Observation(f"error: cannot write {path}: {failed}", is_error=True)
         diff = difflib.unified_diff(
             (before or "").splitlines(keepends=True),
             after.splitlines(keepends=True),
@@ -250,6 +290,8 @@ class SWESandbox(Unpicklable):
             d.step_timeout,
             d.output_cap,
             self.config.repo_path,
+            env=self.session.env or None,
+            user=self.session.user,
         )
         if timed_out:
             out += f"\n[timed out after {d.step_timeout:g}s]"
@@ -269,4 +311,5 @@ class SWESandbox(Unpicklable):
             "config": {**d.summary(), "repo": self.config.repo_path, "mount": self.config.mount},
             "action_space": [t.to_dict() for t in ACTION_SPACE],
             "initial_state": self._initial,
+            "conditions": self._conditions,
         }

@@ -2,11 +2,14 @@
 
 Actions are keystrokes with an optional duration, as in the report
 (`{"keystrokes": "ls -la\\n", "duration": 0.1}`); a whole action of `C-c`, `C-d`, `C-z`,
-`C-l`, `Enter`, `Escape`, `Tab`, `Up`, `Down` sends that key. The observation is what
-the terminal printed (the echo of the keys, the output and the next prompt), with ANSI
-control sequences removed and CRLF folded to LF. A step returns as soon as a prompt is
-back, or after `duration` seconds with what was printed so far (the command may still
-run: the next keystrokes reach it). Output over the cap is dropped after a C-c.
+`C-l`, `Enter`, `Escape`, `Tab`, `Up`, `Down` sends that key. The shell runs with a real
+TERM (xterm, 80x24 by default) and its output goes through a terminal emulator
+(`screen.py`): the observation is the screen a person saw, from the echo of the keys to
+the next prompt, after every redraw (a progress bar reads as its last state) and without
+losing what scrolled off. The raw byte stream of the step is kept, capped, in the
+observation's `state_json` (`raw`). A step returns as soon as a prompt is back, or after
+`duration` seconds with what the screen shows so far (the command may still run: the
+next keystrokes reach it). Output over the cap is dropped after a C-c.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import re
 import select
 import time
+from collections.abc import Sequence
 from dataclasses import field
 from typing import Annotated, Any
 
@@ -23,7 +27,10 @@ from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
-from .docker import DockerConfig, exec_capture, run_setup, shared_pool
+from .conditions import Condition, Plan, Session, Where
+from .docker import DockerConfig, shared_pool
+from .execs import exec_capture, root_runner, run_setup
+from .screen import Terminal
 
 KEYS = {
     "C-c": b"\x03", "C-d": b"\x04", "C-z": b"\x1a", "C-l": b"\x0c", "C-u": b"\x15", "C-a": b"\x01",
@@ -33,7 +40,9 @@ ANSI_RE = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]"
 )
 PROMPT = "user@sandbox:\\w$ "
+PROMPT_BYTES = b"user@sandbox:"
 PROMPT_RE = re.compile(rb"user@sandbox:[^\n]*\$ $")
+PROMPT_LINE_RE = re.compile(r"^user@sandbox:.*\$ $")
 TOOLS = ("bash", "sh", "python3", "git", "curl", "vim", "nano", "gcc", "make", "pip3", "node")
 ACTION_SPACE = [
     ToolSpec(
@@ -66,6 +75,15 @@ class TerminalConfig:
     """Interactive shell; images without bash fall back to /bin/sh -i."""
     default_duration: Annotated[float, Field(gt=0, le=3600)] = 1.0
     """Seconds a step waits for output when the action does not say."""
+    term: str = "xterm"
+    """TERM of the shell (the emulator that renders the screen understands xterm)."""
+    cols: Annotated[int, Field(ge=20, le=1000)] = 80
+    """Screen width in columns."""
+    rows: Annotated[int, Field(ge=5, le=500)] = 24
+    """Screen height in lines (what scrolls off is still observed)."""
+    raw_cap: Annotated[int, Field(ge=0, le=16 << 20)] = 64 << 10
+    """Bytes of each step's raw terminal stream kept in the observation's state_json
+    (`raw`, control bytes escaped; `raw_truncated` when cut); 0 keeps none."""
 
 
 def parse_action(action: Action) -> tuple[bytes, float | None]:
@@ -80,20 +98,12 @@ def parse_action(action: Action) -> tuple[bytes, float | None]:
     return keys.encode(), duration
 
 
-def clean(raw: bytes) -> str:
-    return (
-        ANSI_RE.sub(b"", raw)
-        .replace(b"\r\n", b"\n")
-        .replace(b"\r", b"")
-        .decode("utf-8", errors="replace")
-    )
-
-
 class TerminalSandbox(Unpicklable):
     kind = "terminal"
     domain = "terminal"
     config_class = TerminalConfig
     action_kinds = ("keystrokes",)
+    accepts_conditions = True
 
     @classmethod
     def static_action_space(cls, config: TerminalConfig) -> list[ToolSpec]:
@@ -103,57 +113,86 @@ class TerminalSandbox(Unpicklable):
         self.config = config or TerminalConfig()
         self.pool = shared_pool(self.config.docker)
         self.container = None
+        self.term: Terminal | None = None
         self._sock = None
         self._initial = ""
-        self._tools: list[str] = []
-        self._os = ""
+        self._conditions: list[dict[str, Any]] = []
 
     # -- lifecycle ---------------------------------------------------------------
-    def reset(self, task: TaskSpec) -> Observation:
+    def reset(
+        self, task: TaskSpec, *, conditions: Sequence[Condition] = (), episode_id: str | None = None
+    ) -> Observation:
+        """A fresh container and shell for the task, under the episode's conditions."""
         self._release(wait=False)  # the last episode's container goes in the background
-        self.container = self.pool.acquire()
         d = self.config.docker
-        run_setup(self.container, task.setup, d, d.workdir)
+        plan = Plan(conditions, Where(d.workdir))
+        self.container = self.pool.acquire(plan.run_kwargs(d.run_kwargs()), episode_id)
+        run_setup(self.container, task.setup, d.step_timeout, d.output_cap, d.workdir)
         facts = self._image_facts()
-        self._open_shell(facts["shell"])
-        first = self._read_until_prompt(self.config.docker.step_timeout)[0]
-        self._tools, self._os = facts["tools"], facts["os"]
-        prompt = clean(first)
-        self._initial = f"OS: {self._os}\nInstalled tools: {' '.join(self._tools)}\nWorking directory: {d.workdir}\nPrompt: {prompt}"
+        session = plan.after(root_runner(self.container, d.step_timeout, d.workdir))
+        self._open_shell(facts["shell"], session)
+        self._read_until_prompt(d.step_timeout)
+        prompt = self.term.observation()
+        tools = [t for t in facts["tools"] if t not in session.missing]
+        c = self.config
+        self._initial = "\n".join(
+            line
+            for line in (
+                f"OS: {facts['os']}",
+                f"Installed tools: {' '.join(tools)}",
+                f"Working directory: {d.workdir}",
+                f"Terminal: {c.term}, {c.cols}x{c.rows}",
+                f"Prompt: {prompt}",
+                plan.text(),
+            )
+            if line
+        )
+        self._conditions = plan.records()
         return Observation(prompt, state_json=json.dumps({"cwd": d.workdir}))
 
     def _image_facts(self) -> dict[str, Any]:
         """OS, installed tools and usable shell: the same for every container of the pool's
-        image, so probed once per pool and not on every reset."""
+        image, so probed once per pool (before conditions remove anything). One exec with
+        an end mark: the engine can lose a short exec's output, and a pool keeps its facts."""
         facts = self.pool.facts.get("terminal")
         if facts is None:
-            probe = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo {t}" for t in TOOLS)
-            _, tools, _, _ = exec_capture(self.container, ["sh", "-c", probe], 10, 4096)
-            os_cmd = ". /etc/os-release 2>/dev/null && echo $PRETTY_NAME || uname -sr"
-            _, osr, _, _ = exec_capture(self.container, ["sh", "-c", os_cmd], 10, 4096)
-            shell_ok = (
-                exec_capture(self.container, ["test", "-x", self.config.shell[0]], 5, 64)[0] == 0
+            tools = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo tool={t}" for t in TOOLS)
+            probe = (
+                f"{tools}; echo os=$(if [ -r /etc/os-release ]; then . /etc/os-release;"
+                " echo $PRETTY_NAME; else uname -sr; fi);"
+                f" test -x {self.config.shell[0]} && echo shell=ok; echo end"
             )
+            for _ in range(3):
+                out = exec_capture(self.container, ["sh", "-c", probe], 10, 1 << 14)[1]
+                if out.endswith("end\n"):
+                    break
+            else:
+                raise SandboxError(f"cannot probe the image {self.config.docker.image}: {out!r}")
+            found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
             facts = self.pool.facts["terminal"] = {
-                "tools": tools.split(),
-                "os": osr.strip() or "unknown",
-                "shell": list(self.config.shell) if shell_ok else ["/bin/sh", "-i"],
+                "tools": [x[5:] for x in out.splitlines() if x.startswith("tool=")],
+                "os": found.get("os", "").strip() or "unknown",
+                "shell": list(self.config.shell) if "shell" in found else ["/bin/sh", "-i"],
             }
         return facts
 
-    def _open_shell(self, shell: list[str]) -> None:
+    def _open_shell(self, shell: list[str], session: Session) -> None:
         api = self.container.client.api
-        env = {"PS1": PROMPT, "TERM": "dumb", "HOME": self.config.docker.workdir, "PAGER": "cat"}
+        d, c = self.config.docker, self.config
+        env = {"PS1": PROMPT, "TERM": c.term, "HOME": d.workdir, "PAGER": "cat", **session.env}
         ex = api.exec_create(
             self.container.id,
             shell,
             stdin=True,
             tty=True,
             environment=env,
-            workdir=self.config.docker.workdir,
+            workdir=d.workdir,
+            user=session.user or "",
         )
         self._sock = api.exec_start(ex["Id"], socket=True, tty=True)._sock
+        api.exec_resize(ex["Id"], height=c.rows, width=c.cols)
         self._sock.setblocking(False)
+        self.term = Terminal(c.cols, c.rows)
 
     def close(self) -> None:
         """Free the container and wait until it is gone."""
@@ -182,39 +221,40 @@ class TerminalSandbox(Unpicklable):
             raise SandboxError("the terminal closed (the shell exited)")
         return data
 
-    def _read_until_prompt(self, duration: float) -> tuple[bytes, bool, bool]:
-        """(output, prompt returned, truncated) read for at most `duration` seconds."""
-        cap = self.config.docker.output_cap
+    def _read_until_prompt(self, duration: float) -> tuple[bool, bool, bytes, int]:
+        """Feed the screen for at most `duration` seconds or until a prompt is back:
+        (prompt returned, truncated, the raw bytes kept, raw bytes received)."""
+        cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
         deadline = time.monotonic() + duration
-        buf = bytearray()
-        truncated = False
+        raw, received, size = bytearray(), 0, 0
+        truncated = prompted = False
+        tail = b""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return bytes(buf), False, truncated
+                return False, truncated, bytes(raw), received
             data = self._recv(left)
             if not data:
                 continue
-            if truncated:  # draining a flood after C-c: keep only the tail for the prompt
-                tail = (bytes(buf[-256:]) + data)[-256:]
-                if PROMPT_RE.search(tail):
-                    return (
-                        bytes(buf)
-                        + b"\n[output truncated]\n"
-                        + tail[tail.rfind(b"user@sandbox:") :],
-                        True,
-                        True,
-                    )
+            received += len(data)
+            raw += data[: max(raw_cap - len(raw), 0)]
+            seen, tail = tail + data, (tail + data)[-256:]
+            if truncated:  # draining a flood after C-c: only the prompt's return matters
+                if PROMPT_RE.search(ANSI_RE.sub(b"", tail)):
+                    self.term.feed(b"\r\n[output truncated]\r\n" + tail[tail.rfind(PROMPT_BYTES) :])
+                    return True, True, bytes(raw), received
                 continue
-            buf += data
-            if len(buf) > cap:
-                del buf[cap:]
-                truncated = True
+            if size + len(data) > cap:
+                self.term.feed(data[: cap - size])
+                truncated, tail = True, b""
                 self._sock.sendall(KEYS["C-c"])
                 deadline = max(deadline, time.monotonic() + 10)
                 continue
-            if PROMPT_RE.search(bytes(buf[-256:])):
-                return bytes(buf), True, False
+            size += len(data)
+            self.term.feed(data)
+            prompted = prompted or PROMPT_BYTES in seen[-len(data) - len(PROMPT_BYTES) :]
+            if prompted and PROMPT_LINE_RE.match(self.term.cursor_text()):
+                return True, False, bytes(raw), received
 
     def step(self, action: Action) -> Observation:
         if self._sock is None:
@@ -224,12 +264,16 @@ class TerminalSandbox(Unpicklable):
             duration if duration is not None else self.config.default_duration,
             self.config.docker.step_timeout,
         )
+        self.term.mark()
         self._sock.sendall(keys)
-        raw, prompt, truncated = self._read_until_prompt(duration)
+        prompt, truncated, raw, received = self._read_until_prompt(duration)
+        state: dict[str, Any] = {"prompt_returned": prompt, "waited_s": duration}
+        if self.config.raw_cap:
+            state["raw"] = raw.decode("utf-8", errors="backslashreplace")
+            if received > len(raw):
+                state["raw_truncated"] = True
         return Observation(
-            clean(raw),
-            truncated=truncated,
-            state_json=json.dumps({"prompt_returned": prompt, "waited_s": duration}),
+            self.term.observation(), truncated=truncated, state_json=json.dumps(state)
         )
 
     def describe(self) -> dict[str, Any]:
@@ -240,4 +284,5 @@ class TerminalSandbox(Unpicklable):
             "config": d.summary(),
             "action_space": [t.to_dict() for t in ACTION_SPACE],
             "initial_state": self._initial,
+            "conditions": self._conditions,
         }

@@ -7,7 +7,7 @@ set -euo pipefail
 
 PATH_ENV='PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 SUITE=bookworm
-DEBIAN_PACKAGES="python3,git,procps,curl,iputils-ping,less,file,patch"
+DEBIAN_PACKAGES="python3,git,procps,curl,iputils-ping,less,file,patch,faketime"
 RECIPE_VERSION=1
 
 have_tag() { docker image inspect "$1" >/dev/null 2>&1; }

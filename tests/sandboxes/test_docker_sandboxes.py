@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
+from pathlib import Path
 
 import pytest
 from worldtrace.collectors.actions import keystrokes, tool
@@ -132,18 +135,52 @@ def test_no_network(swe):
     assert "rc=0" not in o.text
 
 
+def _pids_cgroup(docker_engine, cid: str) -> Path:
+    """The host directory of a container's pids cgroup (v1 or v2)."""
+    pid = docker_engine.api.inspect_container(cid)["State"]["Pid"]
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            return Path("/sys/fs/cgroup/pids") / path.lstrip("/")
+        if controllers == "":
+            unified = Path("/sys/fs/cgroup") / path.lstrip("/")
+    return unified
+
+
+def _wait_until(condition, timeout: float) -> bool:
+    deadline, tick = time.monotonic() + timeout, threading.Event()
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        tick.wait(0.05)
+    return True
+
+
 def test_fork_bomb_contained_by_pids_limit(swe, docker_engine):
-    o = swe.step(
-        tool(
-            "bash",
-            command="bomb() { bomb | bomb & }; bomb; sleep 1; cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null",
-        )
-    )
-    assert "64" in o.text or o.exit_code == 137
-    info = docker_engine.api.inspect_container(swe.container.id)
-    assert info["HostConfig"]["PidsLimit"] == 64
-    assert subprocess.run(["true"]).returncode == 0  # the host still forks
+    """Containment, not timing: the bomb fills the container's pids cgroup up to the limit
+    and no further (forks are refused there), then the sandbox and the host work on."""
     cid = swe.container.id
+    assert docker_engine.api.inspect_container(cid)["HostConfig"]["PidsLimit"] == 64
+    cgroup = _pids_cgroup(docker_engine, cid)
+    assert (cgroup / "pids.max").read_text().strip() == "64"
+    done, answers, peak = threading.Event(), [], 0
+
+    def bomb() -> None:  # the shell forks once, first, then loops on builtins until the
+        # step timeout kills its process group, the bomb's processes with it
+        cmd = "(bomb() { bomb | bomb & }; bomb) & while :; do :; done"
+        answers.append(swe.step(tool("bash", command=cmd)))
+        done.set()
+
+    threading.Thread(target=bomb, daemon=True).start()
+    while not done.wait(0.02):  # sample the process count while the bomb runs
+        peak = max(peak, int((cgroup / "pids.current").read_text()))
+    refused = int((cgroup / "pids.events").read_text().split()[1])  # "max N": forks refused
+    assert refused > 0 and peak <= 64
+    [o] = answers  # the environment's answer, killed by the step timeout: not our failure
+    assert o.exit_code == 137 and json.loads(o.state_json)["timed_out"]
+    assert _wait_until(lambda: int((cgroup / "pids.current").read_text()) < 8, 30)
+    assert swe.step(tool("bash", command="echo alive")).text == "alive\n"
+    assert subprocess.run(["true"]).returncode == 0  # the host still forks
     swe.close()
     assert not docker_engine.containers.list(all=True, filters={"id": cid})
 
@@ -203,3 +240,44 @@ def test_swe_mounted_repository_is_read_only(docker_engine, repo):
     finally:
         s.close()
     assert not (repo / "new.txt").exists()
+
+
+def test_swe_edit_on_read_only_mount_is_an_observation(docker_engine, repo):
+    """The file system's answer (EROFS), in the tool's words; the attempt goes on."""
+    s = SWESandbox(SWEConfig(docker=DockerConfig(step_timeout=5), repo=str(repo), mount=True))
+    s.reset(TaskSpec("ro"))
+    try:
+        o = s.step(tool("edit", path="pkg/calc.py", old="a - b", new="a + b"))
+        assert o.is_error and o.text == "error: cannot write pkg/calc.py: Read-only file system"
+        o = s.step(tool("edit", path="pkg/new.py", content="x = 1\n"))
+        assert o.text == "error: cannot write pkg/new.py: Read-only file system"
+        assert "return a - b" in s.step(tool("read", path="pkg/calc.py")).text
+    finally:
+        s.close()
+    assert (repo / "pkg" / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
+def test_swe_edit_large_files(docker_engine, repo):
+    """A file over the output cap is edited whole; one over the edit limit is refused in
+    those words; a missing file is said to be missing."""
+    lines = [f"value_{i} = {i}\n" for i in range(120_000)]  # about 1.9 MiB
+    (repo / "big.py").write_text("".join(lines))
+    s = SWESandbox(SWEConfig(docker=DockerConfig(step_timeout=20), repo=str(repo)))
+    s.reset(TaskSpec("big"))
+    try:
+        o = s.step(tool("edit", path="big.py", old="value_99999 = 99999\n", new="changed = 1\n"))
+        assert not o.is_error and "-value_99999 = 99999\n+changed = 1" in o.text
+        o = s.step(tool("bash", command="wc -c < big.py; grep -c value_ big.py; tail -n 1 big.py"))
+        size = len("".join(lines)) - len("value_99999 = 99999\n") + len("changed = 1\n")
+        assert o.text == f"{size}\n119999\nvalue_119999 = 119999\n"
+        o = s.step(tool("read", path="big.py"))
+        assert o.truncated and o.text.startswith("     1\tvalue_0 = 0\n")
+        s.step(tool("bash", command="truncate -s 17M huge.txt"))
+        o = s.step(tool("edit", path="huge.txt", old="x", new="y"))
+        assert o.is_error and o.text == "error: huge.txt is too large to edit (over 16 MiB)"
+        o = s.step(tool("edit", path="nope.py", old="x", new="y"))
+        assert o.is_error and o.text == "error: nope.py does not exist"
+        o = s.step(tool("edit", path="pkg", old="x", new="y"))
+        assert o.text == "error: cannot read pkg: Is a directory"
+    finally:
+        s.close()

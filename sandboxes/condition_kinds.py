@@ -1,0 +1,489 @@
+"""Every controllable condition: one small declared unit each (docs/conditions.md).
+
+A condition is a configclass with a `kind` and up to three hooks:
+
+- `start(kw, where)`: change the container's start options (a copy of the
+  `containers.run` keyword arguments: tmpfs mounts, limits, mounts). A condition with
+  this hook needs a container of its own: the warm pool's were started without it.
+- `after(run, session, where)`: set the stage in the started container after the task's
+  set-up, as root (`run(command)` raises when it fails: that is our set-up failing), and
+  say how the agent's processes run (`session.user`, `session.env`).
+- `text(where)`: the sentence the initial state says ("the disk is full ...").
+
+What the agent then meets is the environment's own answer: the kernel's ENOSPC, EROFS,
+OOM kill, EAGAIN on fork; the shell's `command not found`. The record of a condition is
+`{"kind": ..., **fields}`, the vocabulary shared with the MCP fault proxy. The module
+is over 400 lines because it is that whole vocabulary, thirteen small units, in one place.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, Field
+from worldtrace.schemas.parsing import configclass, to_mapping
+
+from .docker import Memory, abs_path, memory_bytes
+from .owners import ro_volume
+
+Run = Callable[[str], str]
+
+
+def _size(value: str) -> str:
+    memory_bytes(value)
+    return value
+
+
+Size = Annotated[str, AfterValidator(_size)]
+"""A byte size such as 0, 512k, 1m or 2g."""
+
+
+def _name(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", value):
+        raise ValueError(f"not a command or user name: {value!r}")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_name)]
+AbsPath = Annotated[str, AfterValidator(abs_path)]
+
+
+def _offset(value: str) -> str:
+    if not re.fullmatch(r"[+-]\d+[smhdy]", value):
+        raise ValueError(f"not a clock offset: {value!r} (write e.g. -3y, +2d, -90m)")
+    return value
+
+
+def human(n: int) -> str:
+    """1048576 -> `1 MiB` (what the initial state says)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} bytes"
+
+
+@dataclass(frozen=True)
+class Where:
+    """The sandbox a condition changes."""
+
+    workdir: str
+    """The agent's working directory (terminal: the shell's; swe: the repository)."""
+    binds: Mapping[str, str] = field(default_factory=dict)
+    """Container paths the kind can bind read-only from the host (swe: the repository)."""
+
+
+@dataclass
+class Session:
+    """How the agent's processes run in this episode (set by the conditions' `after`)."""
+
+    user: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    missing: set[str] = field(default_factory=set)
+    """Commands removed (the terminal leaves them out of the installed tools)."""
+
+
+class Condition:
+    """Base of the condition kinds: no-op hooks and the record."""
+
+    kind: ClassVar[str] = ""
+    group: ClassVar[str] = ""
+    """Conditions of one group exclude each other (default: the kind)."""
+    order: ClassVar[int] = 50
+    """`after` hooks run in this order: stage set-up first, disk fillers last."""
+    shorthand: ClassVar[str | None] = None
+    """The field a bare value fills (`memory_low: 64m`)."""
+
+    def start(self, kw: dict[str, Any], where: Where) -> None:
+        """Change the container's start options (only kinds that need a fresh container)."""
+
+    def after(self, run: Run, session: Session, where: Where) -> None:
+        """Set the stage in the started container, as root."""
+
+    def text(self, where: Where) -> str:
+        raise NotImplementedError
+
+    @property
+    def restarts(self) -> bool:
+        """Whether the container must be started with this condition (no warm one)."""
+        return type(self).start is not Condition.start
+
+    def record(self) -> dict[str, Any]:
+        return {"kind": self.kind, **to_mapping(self)}
+
+
+def _tmpfs(kw: dict[str, Any], path: str, options: str) -> None:
+    kw["tmpfs"] = {**(kw.get("tmpfs") or {}), path: options}
+
+
+def _fill_space(path: str, free: int) -> str:
+    p = shlex.quote(path)
+    return (
+        f"avail=$(df -Pk {p} | awk 'NR==2 {{print $4}}'); n=$((avail - {free // 1024}));"
+        f" if [ $n -gt 0 ]; then dd if=/dev/zero of={p}/.disk-filler bs=1024 count=$n"
+        " 2>/dev/null || true; fi"
+    )
+
+
+class _Disk(Condition):
+    """A small tmpfs on the working directory, filled after the task's set-up."""
+
+    group = "disk"
+    order = 90
+    size: str
+    path: str | None
+
+    def free_bytes(self) -> int:
+        return 0
+
+    def start(self, kw, where):
+        _tmpfs(kw, self.path or where.workdir, f"size={self.size},exec")
+
+    def after(self, run, session, where):
+        run(_fill_space(self.path or where.workdir, self.free_bytes()))
+
+
+@configclass
+class DiskFull(_Disk):
+    """The disk is full: writes fail with `No space left on device`."""
+
+    kind = "disk_full"
+    size: Size = "16m"
+    """Size of the tmpfs (filled, it is charged to the container's memory)."""
+    path: AbsPath | None = None
+    """Where (default: the working directory)."""
+
+    def text(self, where):
+        return f"the disk is full: no space is left in {self.path or where.workdir}"
+
+
+@configclass
+class DiskLow(_Disk):
+    """Little space left: a write over it fails with `No space left on device`."""
+
+    kind = "disk_low"
+    shorthand = "free"
+    free: Size = "1m"
+    """Space left free, e.g. 1m or 64k."""
+    size: Size = "16m"
+    """Size of the tmpfs (filled, it is charged to the container's memory)."""
+    path: AbsPath | None = None
+    """Where (default: the working directory)."""
+
+    def __post_init__(self) -> None:
+        if memory_bytes(self.free) >= memory_bytes(self.size):
+            raise ValueError(f"free {self.free} must be below the tmpfs size {self.size}")
+
+    def free_bytes(self) -> int:
+        return memory_bytes(self.free)
+
+    def text(self, where):
+        return (
+            f"the disk is nearly full: {human(memory_bytes(self.free))} free in "
+            f"{self.path or where.workdir}"
+        )
+
+
+@configclass
+class InodesLow(Condition):
+    """No inodes left (or a few): files cannot be created though space remains."""
+
+    kind = "inodes_low"
+    group = "disk"
+    order = 90
+    shorthand = "free"
+    free: Annotated[int, Field(ge=0, le=1 << 16)] = 0
+    """Inodes left free."""
+    inodes: Annotated[int, Field(ge=64, le=1 << 16)] = 2048
+    """Inodes of the tmpfs (the task's set-up may use some before it is filled)."""
+    size: Size = "16m"
+    path: AbsPath | None = None
+    """Where (default: the working directory)."""
+
+    def start(self, kw, where):
+        _tmpfs(kw, self.path or where.workdir, f"size={self.size},nr_inodes={self.inodes},exec")
+
+    def after(self, run, session, where):
+        d = shlex.quote(f"{self.path or where.workdir}/.inode-filler")
+        p = shlex.quote(self.path or where.workdir)
+        run(
+            f"mkdir -p {d}; n=$(( $(df -Pi {p} | awk 'NR==2 {{print $4}}') - {self.free} ));"
+            f" i=0; while [ $i -lt $n ]; do : > {d}/$i 2>/dev/null || break; i=$((i+1)); done"
+        )
+
+    def text(self, where):
+        left = "no inodes are left" if not self.free else f"only {self.free} inodes are left"
+        return f"{left} in {self.path or where.workdir}: new files cannot be created"
+
+
+@configclass
+class ReadOnly(Condition):
+    """Read-only paths: the image's content there, mounted read-only (`/`: the root)."""
+
+    kind = "read_only"
+    shorthand = "paths"
+    paths: Annotated[tuple[AbsPath, ...], Field(min_length=1)] = ("/",)
+    """Absolute paths; `/` makes the root read-only (with a writable /tmp)."""
+
+    def start(self, kw, where):
+        volumes, mounts = dict(kw.get("volumes") or {}), list(kw.get("mounts") or [])
+        for path in self.paths:
+            if path == "/":  # the root, and what the kind binds from the host
+                kw["read_only"] = True
+                kw["tmpfs"] = {"/tmp": "size=64m", **(kw.get("tmpfs") or {})}
+                for target, host in where.binds.items():
+                    volumes[host] = {"bind": target, "mode": "ro"}
+            elif path in where.binds:
+                volumes[where.binds[path]] = {"bind": path, "mode": "ro"}
+            else:
+                mounts.append(ro_volume(path))
+        if volumes:
+            kw["volumes"] = volumes
+        if mounts:
+            kw["mounts"] = mounts
+
+    def text(self, where):
+        if "/" in self.paths:
+            return "the file system is read-only (/tmp stays writable)"
+        return f"the file system is read-only at {', '.join(self.paths)}"
+
+
+@configclass
+class MemoryLow(Condition):
+    """Little memory: a process over the limit is killed by the kernel (exit 137)."""
+
+    kind = "memory_low"
+    shorthand = "limit"
+    limit: Memory = "64m"
+    """Memory (and swap) limit of the container."""
+
+    def start(self, kw, where):
+        kw["mem_limit"] = kw["memswap_limit"] = self.limit
+
+    def text(self, where):
+        return (
+            f"memory is limited to {human(memory_bytes(self.limit))}: a process over it is killed"
+        )
+
+
+@configclass
+class PidsLow(Condition):
+    """Few processes: fork fails with `Resource temporarily unavailable` beyond the limit."""
+
+    kind = "pids_low"
+    shorthand = "limit"
+    limit: Annotated[int, Field(ge=8, le=65536)] = 24
+    """Processes (and threads) the container may hold at once."""
+
+    def start(self, kw, where):
+        kw["pids_limit"] = self.limit
+
+    def text(self, where):
+        return f"at most {self.limit} processes can run at once"
+
+
+@configclass
+class CpuSlow(Condition):
+    """A slow CPU: a small share of one core."""
+
+    kind = "cpu_slow"
+    shorthand = "cpus"
+    cpus: Annotated[float, Field(ge=0.01, le=1)] = 0.05
+    """Share of one core."""
+
+    def start(self, kw, where):
+        kw["nano_cpus"] = int(self.cpus * 1e9)
+
+    def text(self, where):
+        return f"the CPU is slow: {self.cpus:g} of one core"
+
+
+@configclass
+class MissingCommands(Condition):
+    """Commands absent: removed from every PATH directory (`command not found`)."""
+
+    kind = "missing_commands"
+    order = 80
+    shorthand = "commands"
+    commands: Annotated[tuple[Name, ...], Field(min_length=1)] = ("git",)
+    """Command names."""
+
+    def after(self, run, session, where):
+        names = " ".join(shlex.quote(c) for c in self.commands)
+        run(
+            f'for c in {names}; do for d in $(echo "$PATH" | tr : " ") /usr/local/bin /usr/bin'
+            ' /bin /usr/sbin /sbin; do rm -f "$d/$c"; done;'
+            ' p=$(command -v "$c") && case "$p" in /*) echo "$c remains at $p"; exit 1;; esac;'
+            " done; true"
+        )
+        session.missing.update(self.commands)
+
+    def text(self, where):
+        return f"these commands are not installed: {', '.join(self.commands)}"
+
+
+@configclass
+class Permission(Condition):
+    """An unprivileged user: the working directory is theirs, the rest of the system root's."""
+
+    kind = "permission"
+    order = 70
+    shorthand = "user"
+    user: Name = "nobody"
+    """User name (in the image's /etc/passwd) or numeric uid."""
+
+    def after(self, run, session, where):
+        u, w = shlex.quote(self.user), shlex.quote(where.workdir)
+        check = "" if self.user.isdigit() else f"id -u {u} >/dev/null && "
+        run(f"{check}chown -R {u} {w}")
+        session.user = self.user
+
+    def text(self, where):
+        return (
+            f"commands run as the unprivileged user {self.user}; {where.workdir} belongs to "
+            "them, the rest of the system to root"
+        )
+
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "y": "years"}
+
+
+@configclass
+class Clock(Condition):
+    """A wrong clock, through libfaketime (the worldtrace/debian image has it)."""
+
+    kind = "clock"
+    order = 5
+    shorthand = "offset"
+    offset: Annotated[str, AfterValidator(_offset)] = "-3y"
+    """Offset from the real time: -3y, +2d, -90m, +30s."""
+
+    def after(self, run, session, where):
+        lib = run(
+            "ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1"
+            " 2>/dev/null | head -n 1"
+        ).strip()
+        if not lib:
+            from .base import SandboxError
+
+            raise SandboxError(
+                "condition clock needs libfaketime in the image (worldtrace/debian has it; "
+                "add Debian's faketime package to others)"
+            )
+        session.env.update(LD_PRELOAD=lib, FAKETIME=self.offset, FAKETIME_DONT_FAKE_MONOTONIC="1")
+
+    def text(self, where):
+        n, unit = int(self.offset[1:-1]), _UNITS[self.offset[-1]]
+        side = "behind" if self.offset[0] == "-" else "ahead of"
+        return f"the system clock is {n} {unit} {side} the real time"
+
+
+def _in(where: Where, path: str) -> str:
+    return path if path.startswith("/") else f"{where.workdir.rstrip('/')}/{path}"
+
+
+@configclass
+class FileLocked(Condition):
+    """A file locked by another process (flock and fcntl locks, as apt or sqlite take)."""
+
+    kind = "file_locked"
+    order = 20
+    shorthand = "path"
+    path: Annotated[str, Field(min_length=1)]
+    """The file (relative to the working directory, or absolute); created when missing."""
+
+    def after(self, run, session, where):
+        p = shlex.quote(_in(where, self.path))
+        hold = (
+            "import fcntl, signal, sys; f = open(sys.argv[1], 'a'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); fcntl.lockf(f, fcntl.LOCK_EX); signal.pause()"
+        )
+        run(
+            f'mkdir -p "$(dirname {p})" && touch {p} && '
+            f"if command -v python3 >/dev/null; then setsid python3 -c {shlex.quote(hold)} {p}"
+            f" </dev/null >/dev/null 2>&1 & else setsid flock -x {p} sleep 2147483647"
+            " </dev/null >/dev/null 2>&1 & fi; i=0;"
+            f" while flock -n {p} true; do i=$((i+1)); [ $i -gt 1000 ] && exit 1; sleep 0.01; done"
+        )
+
+    def text(self, where):
+        return f"{_in(where, self.path)} is locked by another process"
+
+
+@configclass
+class CorruptFile(Condition):
+    """A corrupted file: bytes overwritten with seeded random ones."""
+
+    kind = "corrupt_file"
+    order = 20
+    shorthand = "path"
+    path: Annotated[str, Field(min_length=1)]
+    """The file (relative to the working directory, or absolute); it must exist."""
+    bytes: Annotated[int, Field(ge=1, le=4096)] = 16
+    """How many bytes are overwritten."""
+    offset: Annotated[int | None, Field(ge=0)] = None
+    """Where (default: a seeded random place in the file)."""
+    seed: int | None = None
+    """Seed of the bytes and place (default: the episode's, set when sampled)."""
+
+    def after(self, run, session, where):
+        rng = random.Random(f"corrupt_file:{self.seed or 0}")
+        data = "".join(f"\\{rng.randrange(256):03o}" for _ in range(self.bytes))
+        frac = rng.randrange(1_000_000)
+        p = shlex.quote(_in(where, self.path))
+        off = (
+            str(self.offset)
+            if self.offset is not None
+            else f"$(( s > {self.bytes} ? (s - {self.bytes}) * {frac} / 1000000 : 0 ))"
+        )
+        run(
+            f"s=$(wc -c < {p}) && off={off} && printf '{data}' |"
+            f" dd of={p} bs=1 seek=$off conv=notrunc 2>/dev/null"
+        )
+
+    def text(self, where):
+        return f"{_in(where, self.path)} is corrupted ({self.bytes} bytes overwritten)"
+
+
+@configclass
+class Setup(Condition):
+    """Anything else: shell commands run as root after the task's set-up, and what they do."""
+
+    kind = "setup"
+    order = 10
+    commands: Annotated[tuple[str, ...], Field(min_length=1)]
+    """Shell commands (as root, in the working directory)."""
+    description: Annotated[str, Field(min_length=1)]
+    """The condition they create, as the initial state says it."""
+
+    def after(self, run, session, where):
+        for cmd in self.commands:
+            run(f"cd {shlex.quote(where.workdir)} && {cmd}")
+
+    def text(self, where):
+        return self.description
+
+
+KINDS: dict[str, type[Condition]] = {
+    c.kind: c
+    for c in (
+        DiskFull,
+        DiskLow,
+        InodesLow,
+        ReadOnly,
+        MemoryLow,
+        PidsLow,
+        CpuSlow,
+        MissingCommands,
+        Permission,
+        Clock,
+        FileLocked,
+        CorruptFile,
+        Setup,
+    )
+}
+"""Condition kind -> class; the names of the shared vocabulary (docs/conditions.md)."""
