@@ -87,8 +87,7 @@ class Recorder:
             device=d.get("device"),
             config=json.dumps(d.get("config") or {}, sort_keys=True),
         )
-        # the episode's controllable conditions (JSON list): Trajectory.conditions, and
-        # metadata["conditions"] until every reader has that field
+        # the episode's controllable conditions (JSON list) go to Trajectory.conditions
         conditions = json.dumps(d["conditions"], sort_keys=True) if d.get("conditions") else None
         self._append(
             "header",
@@ -100,11 +99,7 @@ class Recorder:
                 "system": asdict(self.system),
                 "environment": asdict(self.environment),
                 "started_at": self.started_at.isoformat(),
-                **(
-                    {"conditions": conditions, "metadata": {"conditions": conditions}}
-                    if conditions
-                    else {}
-                ),
+                **({"conditions": conditions} if conditions else {}),
             },
         )
         self.started = True

@@ -236,7 +236,7 @@ def test_conditions_reach_the_record_and_a_kill_is_an_observation(docker_engine,
     hog, edit = t.turns
     assert hog.observation.exit_code == 137 and hog.observation.is_error
     assert edit.observation.text == "error: cannot write pkg/calc.py: No space left on device"
-    recorded = json.loads(t.metadata["conditions"])
+    recorded = json.loads(t.conditions)
     assert recorded == [
         {"kind": "memory_low", "limit": "64m"},
         {"kind": "disk_full", "size": "16m"},
