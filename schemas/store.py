@@ -170,16 +170,14 @@ class ShardWriter:
     def abort(self) -> None:
         """Drop the shard in progress; published shards stay."""
         self._pending, self._pending_rows = [], 0
-        try:
-            if self._writer is not None:
-                try:
-                    self._writer.close()
-                finally:
-                    self._writer = None
-        finally:  # closing fails too when the disk is full: remove the temp file anyway
-            if self._tmp is not None:
-                self._tmp.unlink(missing_ok=True)
-                self._tmp = None
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            finally:
+                self._writer = None
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+            self._tmp = None
 
     def __enter__(self) -> ShardWriter:
         return self

@@ -106,7 +106,7 @@ class Sink:
             write()
         except OSError as exc:
             kept = self.paths
-            with contextlib.suppress(OSError):  # the first error is the one to report;
-                self.abort()  # abort removes the temp file even when closing it fails
+            with contextlib.suppress(OSError):  # the first error is the one to report
+                self.abort()
             reason = " ".join((exc.strerror or str(exc)).split())
             raise ImportWriteError(self.output, reason, kept) from exc
