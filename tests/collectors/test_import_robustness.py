@@ -142,3 +142,20 @@ def test_disk_full_mid_run_keeps_the_shards_already_published(tmp_path):
     assert r.stdout.strip() == "2"
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
     assert sum(1 for _ in read_records(out)) == 2048
+
+
+def test_validate_goes_on_past_a_file_nested_too_deep(tmp_path, wt_env):
+    from worldtrace.collectors.synthetic import SyntheticConfig, generate
+    from worldtrace.schemas.store import write_jsonl
+
+    deep = tmp_path / "a-deep.jsonl"
+    deep.write_text('{"turns": ' + "[" * DEEP + "]" * DEEP + "}\n")
+    good = write_jsonl(tmp_path / "b-good.jsonl", generate(SyntheticConfig(n=3, seed=1)))
+    r = subprocess.run(
+        ["worldtrace", "validate", str(deep), str(good)], capture_output=True, text=True, env=wt_env
+    )
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [
+        f"{deep}: <json>: nested too deeply to parse; the rest of the file is not checked"
+    ]
+    assert "3 record(s), 1 problem(s)" in r.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 
@@ -360,7 +361,7 @@ def test_real_foreign_files(tmp_path):
             # each call gets exactly the result that followed it, though ids repeat
             calls = [
                 (c["function"]["name"], m2["content"])
-                for m, m2 in zip(run["traj"], run["traj"][1:])
+                for m, m2 in itertools.pairwise(run["traj"])
                 for c in m.get("tool_calls") or []
                 if m2.get("role") == "tool"
             ]

@@ -23,11 +23,18 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
         click.echo("no Parquet or JSONL files found", err=True)
         sys.exit(EXIT_PROBLEMS)
     records = problems = 0
-    for is_record, found in check_files(files):
-        records += is_record
-        for p in found:
+    for f in files:
+        try:
+            for is_record, found in check_files([f]):
+                records += is_record
+                for p in found:
+                    problems += 1
+                    click.echo(str(p))
+        except RecursionError:  # one file nested too deep to parse stops only itself
             problems += 1
-            click.echo(str(p))
+            click.echo(
+                f"{f}: <json>: nested too deeply to parse; the rest of the file is not checked"
+            )
     if not quiet:
         click.echo(f"{len(files)} file(s), {records} record(s), {problems} problem(s)", err=True)
     sys.exit(EXIT_PROBLEMS if problems else 0)
