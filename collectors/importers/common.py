@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worldtrace.sandboxes.base import ToolSpec
 from worldtrace.schemas import (
     Action,
     Agent,
@@ -178,6 +179,16 @@ def split_command(message: str) -> tuple[str | None, str]:
     return last.group(1).rstrip("\n"), prose
 
 
+def tool_spec(tool: Any) -> Any:
+    """A declared tool as a ToolSpec dict {name, description, input_schema} (from the
+    OpenAI, MCP or our shape); anything without a name is kept as it is."""
+    if isinstance(tool, Mapping):
+        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        if isinstance(fn.get("name"), str) and fn["name"]:
+            return ToolSpec.from_dict(tool).to_dict()
+    return tool
+
+
 def build(
     fmt: str,
     origin_id: str,
@@ -208,7 +219,9 @@ def build(
         agent=Agent(**(agent or {})),
         system=System(
             task_description=task_description,
-            action_space=json.dumps(action_space, sort_keys=True, ensure_ascii=False)
+            action_space=json.dumps(
+                [tool_spec(t) for t in action_space], sort_keys=True, ensure_ascii=False
+            )
             if action_space
             else None,
             initial_state=initial_state,
