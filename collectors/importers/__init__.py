@@ -31,6 +31,9 @@ FORMATS = (*FILE_FORMATS, *RECORD_FORMATS)
 SUFFIXES = (".traj", ".json", ".jsonl")
 PROGRESS_EVERY = 1024
 """Records between two progress calls (besides one after every file)."""
+PROBLEMS_KEPT = 10_000
+"""Problems kept for listing; all are counted (a million-record file with a warning on
+every record would otherwise hold them all)."""
 
 __all__ = [
     "FORMATS",
@@ -76,7 +79,8 @@ class ImportReport:
 
     def add(self, p: ImportProblem) -> None:
         (self.errors if p.fatal else self.warnings)[p.kind] += 1
-        self.problems.append(p)
+        if len(self.problems) < PROBLEMS_KEPT:
+            self.problems.append(p)
 
 
 def input_files(paths: Iterable[str | Path]) -> list[Path]:

@@ -220,7 +220,7 @@ def _from_history(history: list[dict[str, Any]]) -> Iterator[Any]:
 def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
     history = [h for h in d.get("history") or [] if isinstance(h, dict)]
     steps = d.get("trajectory")
-    if isinstance(steps, list):
+    if isinstance(steps, list) and (steps or not history):
         pairs = _from_steps(steps)
     elif history:
         pairs = []

@@ -66,8 +66,10 @@ def test_provenance_and_idempotent_reimport(tmp_path, wt_env):
     a = write_jsonl(tmp_path / "a.jsonl", [record("conv-1", rng), record("conv-2", rng)])
     b = write_jsonl(tmp_path / "b.jsonl", [record("conv-1", rng), record("conv-2", rng)])
     out = tmp_path / "out"
-    r = import_paths([a, b, a], out)  # `a` twice: its second pass finds everything present
-    assert (r.imported["openai"], r.present["openai"]) == (4, 2)
+    calls = []
+    r = import_paths([a, b, a], out, progress=lambda *done: calls.append(done))
+    assert (r.imported["openai"], r.present["openai"]) == (4, 2)  # `a`'s second pass
+    assert calls == [(1, 2), (2, 4), (3, 6)]  # (files done, records done)
     got = sorted(
         (t.source.origin_id, t.source.origin_path, t.source.origin_index) for t in read_records(out)
     )
