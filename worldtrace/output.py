@@ -56,6 +56,8 @@ def print_import_report(report: Any, dest: Path, show: int) -> None:
     t.add_column("count", justify="right")
     for name, n in sorted(report.imported.items()):
         t.add_row("imported", name, str(n))
+    for name, n in sorted(report.present.items()):
+        t.add_row("already present", name, str(n))
     for kind, n in sorted(report.errors.items()):
         t.add_row("error", kind, str(n))
     for kind, n in sorted(report.warnings.items()):

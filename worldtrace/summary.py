@@ -85,27 +85,59 @@ def _excerpt(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def find(con: duckdb.DuckDBPyConnection, tid: str) -> dict[str, Any] | None:
-    """The processed trajectory by id, id prefix, raw id or origin id."""
-    rows = con.execute(
-        """SELECT trajectory_id FROM trajectories
-           WHERE trajectory_id LIKE $p || '%' OR origin_id = $p
+MAX_CANDIDATES = 50
+"""Candidates listed for an ambiguous id (all are counted)."""
+
+
+def matches(con: duckdb.DuckDBPyConnection, tid: str) -> list[tuple[Any, ...]]:
+    """(trajectory_id, origin_path, origin_index, domain, origin_format, origin_id) of the
+    processed trajectories `tid` names: an exact id alone, else every id with that prefix,
+    raw id or origin id (the same origin id comes from many files)."""
+    cols = "trajectory_id, origin_path, origin_index, domain, origin_format, origin_id"
+    exact = con.execute(
+        f"SELECT {cols} FROM trajectories WHERE trajectory_id = $p", {"p": tid}
+    ).fetchall()
+    if exact:
+        return exact
+    return con.execute(
+        f"""SELECT {cols} FROM trajectories
+           WHERE starts_with(trajectory_id, $p) OR origin_id = $p
               OR list_contains(map_extract(metadata, 'raw_trajectory_id'), $p)
-           LIMIT 2""",
+           ORDER BY trajectory_id""",
         {"p": tid},
     ).fetchall()
-    if len(rows) != 1:
-        return None
-    cur = con.execute("SELECT * FROM trajectories WHERE trajectory_id = $t", {"t": rows[0][0]})
+
+
+def record(con: duckdb.DuckDBPyConnection, trajectory_id: str) -> dict[str, Any]:
+    cur = con.execute("SELECT * FROM trajectories WHERE trajectory_id = $t", {"t": trajectory_id})
     names = [d[0] for d in cur.description]
     return dict(zip(names, cur.fetchone(), strict=True))
+
+
+def find(con: duckdb.DuckDBPyConnection, tid: str) -> dict[str, Any] | None:
+    """The processed trajectory by id, id prefix, raw id or origin id, if exactly one."""
+    ids = {r[0] for r in matches(con, tid)}
+    return record(con, ids.pop()) if len(ids) == 1 else None
+
+
+def print_candidates(rows: list[tuple[Any, ...]], tid: str, console: Console) -> None:
+    console.print(f"{tid!r} matches {len(rows)} trajectories; give one of these ids:")
+    for t_id, path, index, domain, fmt, origin in rows[:MAX_CANDIDATES]:
+        where = f"{path}:{index}" if path else f"{fmt or ''}:{origin or ''}"
+        console.print(f"  {t_id}  {where}  {domain}", highlight=False, markup=False, soft_wrap=True)
+    if len(rows) > MAX_CANDIDATES:
+        console.print(f"  ... {len(rows) - MAX_CANDIDATES} more", highlight=False)
 
 
 def explain(
     con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0, console: Console | None = None
 ) -> bool:
     console = console or Console()
-    rec = find(con, tid)
+    rows = matches(con, tid)
+    if len({r[0] for r in rows}) > 1:
+        print_candidates(rows, tid, console)
+        return False
+    rec = record(con, rows[0][0]) if rows else None
     if rec is None:
         hits = con.execute(
             "SELECT stage, reason, source_path || ':' || record FROM rejects WHERE trajectory_id LIKE $p || '%'",
@@ -132,6 +164,9 @@ def explain(
         f"origin={rec['origin_format'] or rec['source_name']}:{rec['origin_id'] or ''} "
         f"cluster={(rec['dedup'] or {}).get('cluster_id')}"
     )
+    for r in rows:  # the same content can come from several files
+        if r[1]:
+            console.print(f"  from {r[1]}:{r[2]}", highlight=False, markup=False, soft_wrap=True)
     for turn in rec["turns"]:
         st = turn["stats"] or {}
         keep = turn["keep"]

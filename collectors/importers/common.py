@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worldtrace.sandboxes.base import ToolSpec
 from worldtrace.schemas import (
     Action,
     Agent,
@@ -36,9 +38,15 @@ class ImportProblem:
     where: str
     """`line N`, `record N`, or "" for the whole file."""
     kind: str
-    """invalid_json, unrecognized, missing_field, empty, unknown_version, unpaired_call, invalid."""
+    """Errors: invalid_json, empty_file, unreadable, unrecognized, missing_field, empty,
+    invalid, too_deep. Warnings: unknown_version, unpaired_call, unpaired_result,
+    repeated_call_id."""
     message: str
     fatal: bool = True
+
+    def at(self, path: str, where: str) -> ImportProblem:
+        """This problem located in `path` at `where` (parsers of one record know neither)."""
+        return dataclasses.replace(self, path=self.path or path, where=self.where or where)
 
     def __str__(self) -> str:
         loc = f"{self.path}:{self.where}" if self.where else self.path
@@ -47,6 +55,11 @@ class ImportProblem:
 
 class MissingField(ValueError):
     """Raised by a parser when a record lacks a field it cannot do without."""
+
+
+def warning(kind: str, message: str) -> ImportProblem:
+    """A warning from a record parser; the import loop fills in the file and line."""
+    return ImportProblem("", "", kind, message, fatal=False)
 
 
 def origin_stem(path: Path) -> str:
@@ -166,6 +179,16 @@ def split_command(message: str) -> tuple[str | None, str]:
     return last.group(1).rstrip("\n"), prose
 
 
+def tool_spec(tool: Any) -> Any:
+    """A declared tool as a ToolSpec dict {name, description, input_schema} (from the
+    OpenAI, MCP or our shape); anything without a name is kept as it is."""
+    if isinstance(tool, Mapping):
+        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        if isinstance(fn.get("name"), str) and fn["name"]:
+            return ToolSpec.from_dict(tool).to_dict()
+    return tool
+
+
 def build(
     fmt: str,
     origin_id: str,
@@ -180,7 +203,10 @@ def build(
     agent: dict[str, str | None] | None = None,
     outcome: Outcome | None = None,
     metadata: dict[str, Any] | None = None,
+    task_id: str | None = None,
 ) -> Trajectory:
+    """A record of one imported trajectory, without its id: the import loop stamps it
+    after provenance and observation caps are applied."""
     if domain not in F.DOMAINS:
         raise MissingField(f"unknown domain {domain!r}")
     turns = [Turn(i, a, o, reasoning=r) for i, (a, o, r) in enumerate(pairs)]
@@ -189,11 +215,13 @@ def build(
         turns=turns,
         source=Source(kind="import", name=fmt, origin_format=fmt, origin_id=origin_id),
         environment=Environment(backend=fmt),
-        task=Task(task_id=origin_id, instruction=instruction),
+        task=Task(task_id=task_id or origin_id, instruction=instruction),
         agent=Agent(**(agent or {})),
         system=System(
             task_description=task_description,
-            action_space=json.dumps(action_space, sort_keys=True, ensure_ascii=False)
+            action_space=json.dumps(
+                [tool_spec(t) for t in action_space], sort_keys=True, ensure_ascii=False
+            )
             if action_space
             else None,
             initial_state=initial_state,
@@ -207,4 +235,4 @@ def build(
             for k, v in (metadata or {}).items()
             if v is not None
         },
-    ).with_id()
+    )

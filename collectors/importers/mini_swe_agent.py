@@ -21,6 +21,15 @@ NAME = "mini-swe-agent"
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _OUT = re.compile(r"<output>\n?(.*?)\n?</output>", re.S)
 KNOWN_FORMATS = ("mini-swe-agent-1",)
+BASH_TOOL = {
+    "name": "bash",
+    "description": "run one bash command (each in a new subshell)",
+    "input_schema": {
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+    },
+}
 
 
 def detect(path: Path, head: Any) -> bool:
@@ -79,7 +88,7 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             pairs,
             task_description=task,
             instruction=task,
-            action_space=[{"name": "bash", "description": "run one bash command"}],
+            action_space=[BASH_TOOL],
             agent={
                 "name": "mini-swe-agent",
                 "model": (info.get("config") or {}).get("model", {}).get("model_name")

@@ -1,81 +1,182 @@
-"""OpenAI chat messages with tool calls: JSON or JSONL of {messages, tools?, id?} or of
-bare message lists.
+"""OpenAI chat messages with tool calls: JSON or JSONL of {messages, tools?, id?}, bare
+message lists, and the result files of agent benchmarks (a list of runs, each with the
+messages under `traj` plus `reward`, `task_id`, `trial`, `info`, as tau-bench writes).
 
 Each assistant `tool_calls[{id, function: {name, arguments}}]` entry becomes a turn, in
-listed order, paired with the `tool` message whose `tool_call_id` matches; the
-assistant's content and any `reasoning_content` go to `reasoning`. `tools` is the
-action space; task <- first user message; domain from tool names.
+listed order. A `tool` message answers the first still-unanswered call of the latest
+assistant message with its `tool_call_id` (real logs reuse ids across a conversation, so
+an id alone does not pair: joining every result that shares an id gave `calculate(...)`
+a user profile as its observation); a result whose id matches no open call answers the
+first open call (warning), one with no open call is reported, never joined. The
+assistant's content and any `reasoning_content` go to `reasoning`. `tools` is the action
+space; task <- first user message; domain from tool names; a run's reward -> outcome.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from worldtrace.schemas import Observation
+from worldtrace.schemas import Observation, Outcome
 
-from .common import MissingField, build, guess_domain, join_reasoning, text_of, tool_action
+from .common import (
+    ImportProblem,
+    MissingField,
+    build,
+    guess_domain,
+    join_reasoning,
+    text_of,
+    tool_action,
+    warning,
+)
 
 NAME = "openai"
+MESSAGE_KEYS = ("messages", "traj")
+"""Where a record keeps its messages: chat logs `messages`, benchmark result runs `traj`."""
+
+
+def _is_messages(msgs: Any) -> bool:
+    return isinstance(msgs, list) and any(isinstance(m, dict) and "role" in m for m in msgs)
 
 
 def detect_record(d: Any) -> bool:
     if isinstance(d, dict):
-        msgs = d.get("messages")
-        return isinstance(msgs, list) and any(isinstance(m, dict) and "role" in m for m in msgs)
+        return any(_is_messages(d.get(k)) for k in MESSAGE_KEYS)
     return (
         isinstance(d, list) and bool(d) and all(isinstance(m, dict) and "role" in m for m in d[:3])
     )
 
 
-def to_trajectory(d: Any, origin: str, domain: str | None = None):
-    msgs = d.get("messages") if isinstance(d, dict) else d
-    if not isinstance(msgs, list):
-        raise MissingField("no `messages` list")
-    msgs = [m for m in msgs if isinstance(m, dict)]
-    tool_results: dict[str, list[str]] = {}
-    errors: set[str] = set()
-    for m in msgs:
-        if m.get("role") == "tool":
-            cid = m.get("tool_call_id")
-            tool_results.setdefault(cid, []).append(text_of(m.get("content")))
-            if m.get("is_error") or m.get("status") == "error":
-                errors.add(cid)
-    pairs, names = [], []
-    for m in msgs:
-        if m.get("role") != "assistant":
-            continue
-        reasoning = join_reasoning(
-            m.get("reasoning_content") or m.get("reasoning"), text_of(m.get("content"))
-        )
-        for k, call in enumerate(m.get("tool_calls") or []):
-            fn = call.get("function") or {}
-            name = fn.get("name")
-            if not name:
-                raise MissingField("a tool call has no function.name")
-            names.append(name)
-            cid = call.get("id")
-            obs = Observation("\n".join(tool_results.get(cid, [])), is_error=cid in errors)
-            pairs.append(
-                (tool_action(name, fn.get("arguments")), obs, reasoning if k == 0 else None)
+@dataclass
+class _Call:
+    id: Any
+    name: str
+    arguments: Any
+    reasoning: str | None
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+def pair_calls(msgs: list[dict[str, Any]]) -> tuple[list[_Call], list[ImportProblem]]:
+    """Every tool call in order, each with the result messages that answer it."""
+    calls: list[_Call] = []
+    open_calls: list[_Call] = []
+    problems: list[ImportProblem] = []
+    for n, m in enumerate(msgs):
+        role = m.get("role")
+        if role == "assistant" and m.get("tool_calls"):
+            problems += [
+                warning("unpaired_call", f"no result for call {c.id!r} ({c.name})")
+                for c in open_calls
+            ]
+            reasoning = join_reasoning(
+                m.get("reasoning_content") or m.get("reasoning"), text_of(m.get("content"))
             )
+            open_calls = []
+            for k, call in enumerate(m["tool_calls"]):
+                fn = (call.get("function") or {}) if isinstance(call, dict) else {}
+                if not fn.get("name"):
+                    raise MissingField(f"messages[{n}].tool_calls[{k}] has no function.name")
+                c = _Call(
+                    call.get("id"), fn["name"], fn.get("arguments"), reasoning if k == 0 else None
+                )
+                calls.append(c)
+                open_calls.append(c)
+        elif role == "tool":
+            cid = m.get("tool_call_id")
+            same = [c for c in open_calls if c.id == cid]
+            if m.get("name"):
+                same = [c for c in same if c.name == m["name"]] or same
+            if same:
+                match = same[0]
+            elif open_calls:
+                match = open_calls[0]
+                if cid is not None:
+                    problems.append(
+                        warning(
+                            "unpaired_result",
+                            f"messages[{n}]: tool_call_id {cid!r} matches no open call;"
+                            f" paired with the first open call {match.id!r} ({match.name})",
+                        )
+                    )
+            else:
+                problems.append(
+                    warning(
+                        "unpaired_result", f"messages[{n}]: result {cid!r} answers no open call"
+                    )
+                )
+                continue
+            match.results.append(m)
+            open_calls.remove(match)
+    problems += [
+        warning("unpaired_call", f"no result for call {c.id!r} ({c.name})") for c in open_calls
+    ]
+    repeated = sorted(str(i) for i, k in Counter(c.id for c in calls if c.id).items() if k > 1)
+    if repeated:
+        problems.append(
+            warning(
+                "repeated_call_id",
+                f"tool-call id(s) reused: {', '.join(repeated[:5])}"
+                + (f" and {len(repeated) - 5} more" if len(repeated) > 5 else "")
+                + "; results paired by position among open calls",
+            )
+        )
+    return calls, problems
+
+
+def _observation(results: list[dict[str, Any]]) -> Observation:
+    return Observation(
+        "\n".join(text_of(r.get("content")) for r in results),
+        is_error=any(r.get("is_error") or r.get("status") == "error" for r in results),
+    )
+
+
+def _outcome(d: Any) -> Outcome | None:
+    """A benchmark run's reward: success at full reward (>= 1), failure below."""
+    reward = d.get("reward") if isinstance(d, dict) else None
+    if isinstance(reward, bool) or not isinstance(reward, int | float):
+        return None
+    return Outcome(status="success" if reward >= 1 else "failure", reward=float(reward))
+
+
+def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
+    msgs = (
+        next((d.get(k) for k in MESSAGE_KEYS if _is_messages(d.get(k))), None)
+        if isinstance(d, dict)
+        else d
+    )
+    if not isinstance(msgs, list):
+        raise MissingField("no `messages` (or `traj`) list")
+    msgs = [m for m in msgs if isinstance(m, dict)]
+    calls, problems = pair_calls(msgs)
+    yield from problems
+    pairs = [
+        (tool_action(c.name, c.arguments), _observation(c.results), c.reasoning) for c in calls
+    ]
     task = next((text_of(m.get("content")) for m in msgs if m.get("role") == "user"), None)
     system = next((text_of(m.get("content")) for m in msgs if m.get("role") == "system"), None)
-    tools = d.get("tools") if isinstance(d, dict) else None
-    return build(
+    rec = d if isinstance(d, dict) else {}
+    tools = rec.get("tools")
+    task_id = rec.get("task_id")
+    yield build(
         NAME,
         origin,
-        domain or guess_domain(names),
+        domain or guess_domain(c.name for c in calls),
         pairs,
         task_description=task,
         instruction=task,
         action_space=tools if isinstance(tools, list) else None,
+        outcome=_outcome(rec),
+        task_id=None if task_id is None else str(task_id),
         metadata={
             "agent_system_prompt": system,
-            "model": d.get("model") if isinstance(d, dict) else None,
+            "model": rec.get("model"),
+            "trial": None if rec.get("trial") is None else str(rec["trial"]),
+            "info": rec.get("info") if isinstance(rec.get("info"), dict | list) else None,
         },
     )
 
 
 def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
-    yield to_trajectory(d, origin, domain)
+    yield from to_trajectory(d, origin, domain)

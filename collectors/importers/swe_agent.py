@@ -4,24 +4,72 @@ action <- `action` (the executed command, trailing newline dropped); observation
 `observation`; reasoning <- `thought` (else `response`); state_json <- `state`;
 task <- first non-demo user message of `history`; demonstrations <- demo messages;
 outcome <- info.exit_status; domain swe.
+
+The system message documents the agent's commands (`open`, `goto`, `edit`...), which a
+world model must simulate: they become the action space, one ToolSpec dict
+`{name, description, input_schema}` per documented command (the detailed
+`name:/docstring:/signature:/arguments:` layout, or one `signature - docstring` line per
+command), plus `bash` when the prompt allows other shell commands. A prompt whose
+commands cannot be parsed is kept whole as one `{"name": "commands", ...}` entry. The
+whole system text also goes to metadata `agent_system_prompt`.
+
+A `.traj` with only `history` (no `trajectory` list) is imported from it: each
+assistant message's `action` (else its last fenced block) paired with the next user
+message, whose trailing `(Open file: F)\n(Current directory: D)\nbash-$` prompt becomes
+state_json {open_file, working_dir}; an action nothing answered is reported, not a turn.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import Action, Observation, Outcome
 
-from .common import ImportProblem, MissingField, build, origin_stem, text_of
+from .common import (
+    ImportProblem,
+    MissingField,
+    build,
+    origin_stem,
+    split_command,
+    text_of,
+    warning,
+)
 
 NAME = "swe-agent"
+SHELL_SPEC = {
+    "name": "bash",
+    "description": "Any other non-interactive bash command (the prompt allows typical bash"
+    " commands besides the ones documented).",
+    "input_schema": {
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+    },
+}
+JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object"}
+_HEADER = re.compile(r"^([A-Za-z_][\w-]*):[ \t]*$")
+_FIELD = re.compile(r"^\s+(docstring|signature|arguments):[ \t]?(.*)$")
+_ARG = re.compile(r"^\s+-\s+(\w+)\s+\((\w+)\)\s+\[(required|optional)\]:\s*(.*)$")
+_LINE_DOC = re.compile(r"^([A-Za-z_][\w-]*)\b(.*?)\s+-\s+(\S.*)$")
+_PROMPT = re.compile(r"(?:^|\n)\(Open file: (.*)\)\n\(Current directory: (.*)\)\n\S*\$\s*\Z")
 
 
 def detect(path: Path, head: Any) -> bool:
-    return isinstance(head, dict) and isinstance(head.get("trajectory"), list)
+    if not isinstance(head, dict):
+        return False
+    if isinstance(head.get("trajectory"), list):
+        return True
+    history = head.get("history")
+    return isinstance(history, list) and (
+        path.name.endswith(".traj")
+        or any(
+            isinstance(h, dict) and h.get("role") == "assistant" and "action" in h for h in history
+        )
+    )
 
 
 def _state(raw: Any) -> str | None:
@@ -36,23 +84,156 @@ def _state(raw: Any) -> str | None:
     return json.dumps(parsed if isinstance(parsed, dict) else {"value": parsed}, sort_keys=True)
 
 
-def to_trajectory(d: dict[str, Any], origin: str):
-    steps = d.get("trajectory")
-    if not isinstance(steps, list):
-        raise MissingField("no `trajectory` list")
+def _commands_section(system: str) -> str:
+    start = system.find("COMMANDS:")
+    if start < 0:
+        return ""
+    body = system[start + len("COMMANDS:") :]
+    end = re.search(r"\n[A-Z][A-Z ]+:\n", body)  # the next section (RESPONSE FORMAT:)
+    return body[: end.start()] if end else body
+
+
+def _detailed(section: str) -> list[dict[str, Any]]:
+    """`name:` blocks with indented docstring/signature/arguments (SWE-agent's detailed docs)."""
+    specs: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
+    key = None
+    for line in section.splitlines():
+        header, fld, arg = _HEADER.match(line), _FIELD.match(line), _ARG.match(line)
+        if header and not line.startswith(" "):
+            cur = {"name": header.group(1), "docstring": [], "signature": [], "args": []}
+            specs.append(cur)
+            key = None
+        elif cur is None:
+            continue
+        elif fld:
+            key = fld.group(1)
+            if key != "arguments" and fld.group(2):
+                cur[key].append(fld.group(2))
+        elif arg and key == "arguments":
+            cur["args"].append(arg.groups())
+        elif key in ("docstring", "signature") and line.strip():
+            cur[key].append(line.strip() if key == "docstring" else line)
+        elif not line.strip():
+            key = None if key == "docstring" else key
+    out = []
+    for s in specs:
+        if not (s["docstring"] or s["signature"]):
+            continue
+        props, required = {}, []
+        for name, typ, need, desc in s["args"]:
+            props[name] = {"description": desc, **({"type": typ} if typ in JSON_TYPES else {})}
+            if need == "required":
+                required.append(name)
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if required:
+            schema["required"] = required
+        doc, sig = " ".join(s["docstring"]), "\n".join(s["signature"])
+        out.append(
+            {
+                "name": s["name"],
+                "description": f"{doc}\nsignature: {sig}" if sig else doc,
+                "input_schema": schema,
+            }
+        )
+    return out
+
+
+def _one_line(section: str) -> list[dict[str, Any]]:
+    """`signature - docstring` lines (SWE-agent's bash-style command docs)."""
+    out = []
+    for line in section.splitlines():
+        m = _LINE_DOC.match(line.strip())
+        if m:
+            sig = (m.group(1) + m.group(2)).strip()
+            out.append(
+                {
+                    "name": m.group(1),
+                    "description": f"{m.group(3)}\nsignature: {sig}",
+                    "input_schema": {"type": "object", "properties": {}},
+                }
+            )
+    return out
+
+
+def action_space(system: str | None) -> list[dict[str, Any]] | None:
+    """ToolSpec dicts of the commands the system prompt documents (see the module doc)."""
+    if not system or not system.strip():
+        return None
+    section = _commands_section(system)
+    specs = _detailed(section) or _one_line(section)
+    if not specs:
+        return [
+            {
+                "name": "commands",
+                "description": system,
+                "input_schema": {"type": "object", "properties": {}},
+            }
+        ]
+    if "bash command" in system and not any(s["name"] == "bash" for s in specs):
+        specs.append(SHELL_SPEC)
+    return specs
+
+
+def _from_steps(steps: list[Any]) -> list[tuple[Action, Observation, str | None]]:
     pairs = []
     for n, s in enumerate(steps):
         if not isinstance(s, dict) or "action" not in s:
             raise MissingField(f"trajectory[{n}] has no `action`")
         cmd = str(s.get("action") or "").rstrip("\n")
-        name = cmd.split(maxsplit=1)[0] if cmd.strip() else None
         obs = Observation(text_of(s.get("observation")), state_json=_state(s.get("state")))
-        pairs.append(
-            (Action("command", cmd, name=name), obs, s.get("thought") or s.get("response"))
-        )
+        pairs.append((_command(cmd), obs, s.get("thought") or s.get("response")))
+    return pairs
+
+
+def _command(cmd: str) -> Action:
+    return Action("command", cmd, name=cmd.split(maxsplit=1)[0] if cmd.strip() else None)
+
+
+def _from_history(history: list[dict[str, Any]]) -> Iterator[Any]:
+    """(action, observation, reasoning) from the message history, then any warnings."""
+    msgs = [h for h in history if not h.get("is_demo") and h.get("role") != "system"]
+    for i, m in enumerate(msgs):
+        if m.get("role") != "assistant":
+            continue
+        content = text_of(m.get("content"))
+        if "action" in m:
+            cmd, prose = str(m["action"] or ""), m.get("thought")
+        else:
+            cmd, prose = split_command(content)
+        if cmd is None:
+            continue  # no command: a format error the agent was told about
+        nxt = msgs[i + 1] if i + 1 < len(msgs) else None
+        if nxt is None or nxt.get("role") == "assistant":
+            yield warning("unpaired_call", f"history: no observation after {cmd.strip()!r}")
+            continue
+        text, state = text_of(nxt.get("content")), None
+        prompt = _PROMPT.search(text)
+        if prompt:
+            text = text[: prompt.start()]
+            state = json.dumps(
+                {"open_file": prompt.group(1), "working_dir": prompt.group(2)}, sort_keys=True
+            )
+        yield _command(cmd.rstrip("\n")), Observation(text, state_json=state), prose or None
+
+
+def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
     history = [h for h in d.get("history") or [] if isinstance(h, dict)]
+    steps = d.get("trajectory")
+    if isinstance(steps, list) and (steps or not history):
+        pairs = _from_steps(steps)
+    elif history:
+        pairs = []
+        for item in _from_history(history):
+            if isinstance(item, ImportProblem):
+                yield item
+            else:
+                pairs.append(item)
+    else:
+        raise MissingField("neither a `trajectory` nor a `history` list")
     demos = [text_of(h.get("content")) for h in history if h.get("is_demo")]
     users = [h for h in history if h.get("role") == "user" and not h.get("is_demo")]
+    system = next((text_of(h.get("content")) for h in history if h.get("role") == "system"), None)
     task = text_of(users[0].get("content")) if users else None
     info = d.get("info") or {}
     status = info.get("exit_status")
@@ -60,13 +241,14 @@ def to_trajectory(d: dict[str, Any], origin: str):
         status="success" if status == "submitted" else ("unknown" if status is None else "failure"),
         error=None if status in (None, "submitted") else str(status),
     )
-    return build(
+    yield build(
         NAME,
         origin,
         "swe",
         pairs,
         task_description=task,
         instruction=task,
+        action_space=action_space(system),
         demonstrations=demos or None,
         agent={"name": "swe-agent", "model": (info.get("model_stats") or {}).get("model")},
         outcome=outcome,
@@ -74,12 +256,10 @@ def to_trajectory(d: dict[str, Any], origin: str):
             "environment": d.get("environment"),
             "exit_status": status,
             "submission": info.get("submission"),
+            "agent_system_prompt": system,
         },
     )
 
 
 def parse(path: Path, data: Any) -> Iterator[Any]:
-    try:
-        yield to_trajectory(data, origin_stem(path))
-    except MissingField as exc:
-        yield ImportProblem(str(path), "", "missing_field", str(exc))
+    yield from to_trajectory(data, origin_stem(path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 
@@ -194,10 +195,9 @@ def test_openai_messages(tmp_path):
     ]
     assert [x.observation.text for x in t.turns] == ["Sunny, 21C", "14:00"]
     assert t.turns[0].reasoning == "Calling both."
-    assert {s["function"]["name"] for s in json.loads(t.system.action_space)} == {
-        "get_weather",
-        "get_time",
-    }
+    space = json.loads(t.system.action_space)  # ToolSpec dicts, whatever shape came in
+    assert {s["name"] for s in space} == {"get_weather", "get_time"}
+    assert all(set(s) == {"name", "description", "input_schema"} for s in space)
 
 
 def test_sharegpt(tmp_path):
@@ -336,14 +336,33 @@ SHARED_FORMATS = __import__("pathlib").Path(__file__).resolve().parents[3] / "sh
     reason="the project's shared/formats examples are not beside this checkout",
 )
 def test_real_foreign_files(tmp_path):
-    """The real SWE-agent and mini-swe-agent files from shared/formats (read, not copied)."""
+    """The real files from shared/formats (read, not copied): SWE-agent, mini-swe-agent and
+    a tau-bench results file (runs under `traj`, tool-call ids reused within a run)."""
     r = import_paths([SHARED_FORMATS], tmp_path / "out")
     assert not r.errors
     assert r.imported["swe-agent"] >= 1 and r.imported["mini-swe-agent"] >= 1
+    runs = json.loads((SHARED_FORMATS / "tau-bench.results-sample.json").read_text())
+    assert r.imported["openai"] == len(runs)
     for t in read_records(tmp_path / "out"):
         assert validate_dict(t.to_dict()) == []
         assert all(x.action.text and "THOUGHT" not in x.action.text for x in t.turns)
+        assert t.source.origin_path.startswith(str(SHARED_FORMATS))
         if t.source.origin_format == "swe-agent":
             assert t.turns[0].reasoning and t.turns[0].action.text == t.turns[0].action.text.rstrip(
                 "\n"
             )
+            names = {s["name"] for s in json.loads(t.system.action_space)}
+            assert {"open", "goto", "edit", "submit"} <= names
+        if t.source.origin_format == "openai":
+            run = runs[t.source.origin_index]
+            assert (t.task.task_id, t.outcome.reward) == (str(run["task_id"]), run["reward"])
+            assert t.metadata["trial"] == str(run["trial"])
+            # each call gets exactly the result that followed it, though ids repeat
+            calls = [
+                (c["function"]["name"], m2["content"])
+                for m, m2 in itertools.pairwise(run["traj"])
+                for c in m.get("tool_calls") or []
+                if m2.get("role") == "tool"
+            ]
+            assert [(x.action.name, x.observation.text) for x in t.turns] == calls
+    assert r.warnings["repeated_call_id"] >= 1

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from worldtrace.options import RegistryChoice
+from worldtrace.options import ConfigCommand, RegistryChoice, options_from
 
 from . import EXIT_PROBLEMS, store
 
@@ -23,17 +23,24 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
         click.echo("no Parquet or JSONL files found", err=True)
         sys.exit(EXIT_PROBLEMS)
     records = problems = 0
-    for is_record, found in check_files(files):
-        records += is_record
-        for p in found:
+    for f in files:
+        try:
+            for is_record, found in check_files([f]):
+                records += is_record
+                for p in found:
+                    problems += 1
+                    click.echo(str(p))
+        except RecursionError:  # one file nested too deep to parse stops only itself
             problems += 1
-            click.echo(str(p))
+            click.echo(
+                f"{f}: <json>: nested too deeply to parse; the rest of the file is not checked"
+            )
     if not quiet:
         click.echo(f"{len(files)} file(s), {records} record(s), {problems} problem(s)", err=True)
     sys.exit(EXIT_PROBLEMS if problems else 0)
 
 
-@click.command("import")
+@click.command("import", cls=ConfigCommand)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option(
     "--format",
@@ -48,6 +55,7 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
     type=RegistryChoice("worldtrace.schemas.fields:DOMAINS"),
     help="Force the domain instead of inferring it.",
 )
+@options_from("worldtrace.collectors.importers:ImportConfig", include=["max_observation_chars"])
 @click.option("--strict", is_flag=True, help="Exit 1 if any record could not be imported.")
 @click.option("--show", default=20, show_default=True, help="Problems listed (all are counted).")
 @click.pass_context
@@ -56,20 +64,28 @@ def import_(
     paths: tuple[str, ...],
     fmt: str,
     domain: str | None,
+    max_observation_chars: int,
     strict: bool,
     show: int,
 ) -> None:
     """Import trajectories recorded elsewhere into raw shards (reasoning kept apart, never
     in the action): SWE-agent .traj, mini-swe-agent .traj.json, Harbor ATIF, OpenAI chat
-    messages with tool calls, ShareGPT with function calls, AgentWorldBench JSONL.
-    Directories are walked; formats are detected per file (and per JSONL line)."""
-    from worldtrace.collectors.importers import import_paths
+    messages with tool calls (also benchmark result files of runs with `traj`), ShareGPT
+    with function calls, AgentWorldBench JSONL. Directories are walked; formats are
+    detected per file (and per JSONL line). Importing a file again adds only what is not
+    there yet (same content from the same file and record)."""
+    from worldtrace.collectors.importers import ImportConfig, ImportWriteError, import_paths
     from worldtrace.output import print_import_report
 
     dest = store(ctx).raw / "import"
-    report = import_paths(paths, dest, fmt, domain)
+    config = ImportConfig(format=fmt, domain=domain, max_observation_chars=max_observation_chars)
+    try:
+        report = import_paths(paths, dest, config)
+    except ImportWriteError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_PROBLEMS)
     print_import_report(report, dest, show)
-    total = sum(report.imported.values())
+    total = sum(report.imported.values()) + sum(report.present.values())
     if (strict and report.errors) or (not total and report.errors) or not report.files:
         sys.exit(EXIT_PROBLEMS)
 
