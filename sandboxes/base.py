@@ -33,6 +33,7 @@ ENTRY_POINT_GROUP = "worldtrace.sandboxes"
 BUILTIN_KINDS = {
     "terminal": "worldtrace.sandboxes.terminal:TerminalSandbox",
     "swe": "worldtrace.sandboxes.swe:SWESandbox",
+    "mcp": "worldtrace.sandboxes.mcp:MCPSandbox",
 }
 
 

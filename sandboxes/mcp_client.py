@@ -1,0 +1,166 @@
+"""One connection to a real MCP server through the official SDK (`mcp.Client`).
+
+Three ways to reach a server: a command spoken to over stdio (`stdio_client`), a URL
+spoken to over streamable HTTP (`streamable_http_client`), or a command we start that
+then serves the URL (the process is ours: stopped with its whole process group). The
+connection lists every tool (following cursors, through the fault proxy) and gathers
+the server's log notifications for the sandbox to attach to the next observation.
+Everything here runs on the sandbox's `AsyncRunner` loop; `connect` is held open with
+`AsyncRunner.hold` for as long as the server serves episodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .base import SandboxError
+from .mcp_proxy import FaultConfig, FaultProxy, list_all_tools
+
+CLIENT_NAME = "worldtrace"
+LOG_LEVEL = "info"
+"""Server log messages at or above this level are asked for (2026 protocol opt-in)."""
+MAX_NOTES = 200
+"""Log and progress notifications kept per observation (the rest are counted)."""
+PORT_POLL_S = 0.05
+"""Interval between connection attempts while a started HTTP server comes up."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A server to reach, with every placeholder already expanded."""
+
+    argv: tuple[str, ...] = ()
+    url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    protocol: str = "auto"
+    stderr_path: Path | None = None
+    """Where the server's stderr (and a started HTTP server's stdout) goes."""
+    start_timeout: float = 30.0
+    faults: FaultConfig | None = None
+
+
+@dataclass
+class Connection:
+    client: Any
+    """The SDK's `mcp.Client`, entered."""
+    proxy: FaultProxy
+    tools: list
+    """`mcp_types.Tool` of every tool the server lists."""
+    server: str
+    """Name and version the server reports."""
+    protocol_version: str
+    instructions: str | None
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    """Log notifications not yet attached to an observation."""
+
+    def take_logs(self) -> list[dict[str, Any]]:
+        logs = list(self.logs)
+        self.logs.clear()  # in place: the client's logging callback holds this list
+        return logs
+
+
+@contextlib.asynccontextmanager
+async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
+    """Start (or reach) the server, initialize, list its tools; close it all on exit."""
+    from mcp import Client, Implementation, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    logs: list[dict[str, Any]] = []
+
+    async def on_log(params) -> None:
+        if len(logs) < MAX_NOTES:
+            logs.append({"level": params.level, "logger": params.logger, "data": params.data})
+
+    async with contextlib.AsyncExitStack() as stack:
+        errlog = stack.enter_context(open(spec.stderr_path or "/dev/null", "a", encoding="utf-8"))  # noqa: SIM115
+        if spec.url is None:
+            params = StdioServerParameters(
+                command=spec.argv[0], args=list(spec.argv[1:]), env=spec.env, cwd=spec.cwd
+            )
+            transport = stdio_client(params, errlog=errlog)
+        else:
+            if spec.argv:
+                await stack.enter_async_context(http_server(spec, errlog))
+            transport = streamable_http_client(spec.url)
+        client = await stack.enter_async_context(
+            Client(
+                transport,
+                mode=spec.protocol,
+                logging_callback=on_log,
+                log_level=LOG_LEVEL,
+                cache=None,
+                client_info=Implementation(name=CLIENT_NAME, version="1"),
+            )
+        )
+        proxy = FaultProxy(client, spec.faults)
+        tools = await list_all_tools(proxy)
+        info = client.server_info
+        server = " ".join(x for x in (info.name, info.version) if x) if info else ""
+        conn = Connection(
+            client, proxy, tools, server, client.protocol_version, client.instructions
+        )
+        conn.logs = logs
+        yield conn
+
+
+@contextlib.asynccontextmanager
+async def http_server(spec: ServerSpec, errlog) -> AsyncIterator[Any]:
+    """Run `spec.argv` in its own process group until the URL's port accepts connections."""
+    import anyio
+    from mcp.client.stdio import get_default_environment
+    from mcp.os.posix.utilities import terminate_posix_process_tree
+
+    parts = urlsplit(spec.url or "")
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    proc = await anyio.open_process(
+        list(spec.argv),
+        env={**get_default_environment(), **spec.env},
+        cwd=spec.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=errlog,
+        stderr=errlog,
+        start_new_session=True,
+    )
+    try:
+        with anyio.fail_after(spec.start_timeout):
+            while True:
+                if proc.returncode is not None:
+                    raise SandboxError(f"the server exited with code {proc.returncode}")
+                try:
+                    stream = await anyio.connect_tcp(host, port)
+                except OSError:
+                    await anyio.sleep(PORT_POLL_S)  # polled until the deadline above
+                    continue
+                await stream.aclose()
+                break
+        yield proc
+    finally:
+        with anyio.CancelScope(shield=True):
+            if proc.returncode is None:
+                await terminate_posix_process_tree(proc, 2.0)
+            with anyio.move_on_after(2.0):
+                await proc.wait()
+
+
+def stderr_tail(path: Path | None, lines: int = 5, chars: int = 600) -> str:
+    """The last lines the server wrote to stderr, for a failure reason."""
+    if path is None or not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8", errors="replace")[-8192:]
+    tail = [x.strip() for x in text.splitlines() if x.strip()][-lines:]
+    return " | ".join(tail)[-chars:]
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio task groups wrap failures in them)."""
+    while getattr(exc, "exceptions", None):  # BaseExceptionGroup (3.11+ or the backport)
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
