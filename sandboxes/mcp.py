@@ -8,15 +8,13 @@ sandbox:
 ```
 
 The official `mcp` SDK client runs on the sandbox's `AsyncRunner` (the client context is
-held open with `hold()`). `describe()` gives the server's `tools/list` (every page) as
-`ToolSpec`s. An action is `{tool, arguments}`; the observation is the result as text:
-content parts in order (text as is, other parts as a bracketed line), then the
-structured content as canonical JSON unless a text part already carries it; `is_error`
-comes from the result.
+held open with `hold()`; see `mcp_client.py`). `describe()` gives the server's
+`tools/list` (every page) as `ToolSpec`s. An action is `{tool, arguments}`; the
+observation is the result as text (`mcp_client.render`), `is_error` from the result.
 
 State: each episode gets a fresh server process and a fresh `{workdir}` (seeded by
-copying `workdir.copy`); `keep_server: true` keeps one process across episodes for
-stateless servers. `{workdir}`, `{port}` (a free loopback port) and `{python}` (this
+copying `workdir.copy`, then the task's `setup` commands run in it); `keep_server: true`
+keeps one process across episodes for stateless servers. `{workdir}`, `{port}` (a free loopback port) and `{python}` (this
 interpreter) expand in `command`, `url`, `cwd` and `set_env` values. A bare command name
 is looked up on PATH, beside this interpreter (the `mcp-servers` extra) and in the
 set-up's server folder (`.mcp-servers/bin`, `.mcp-servers/node_modules/.bin`, or
@@ -41,7 +39,6 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,15 +52,23 @@ from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass, to_mapping
 
 from .aio import AsyncRunner
-from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .base import SandboxError, TaskSpec, Unpicklable
 from .docker import FORBIDDEN_HOST_PATHS, _env_name
-from .mcp_client import MAX_NOTES, ServerSpec, connect, root_cause, stderr_tail
+from .mcp_client import (
+    MAX_NOTES,
+    ServerSpec,
+    connect,
+    expand,
+    find_command,
+    free_port,
+    render,
+    root_cause,
+    stderr_tail,
+    tool_spec,
+)
 from .mcp_proxy import FaultConfig, is_transport_failure
 
 PLACEHOLDERS = ("{workdir}", "{port}", "{python}")
-SERVERS_ENV = "WORLDTRACE_MCP_SERVERS"
-"""Folder of the set-up's MCP servers (default: `.mcp-servers` in the project)."""
-PROJECT_SERVERS = Path(__file__).resolve().parents[1] / ".mcp-servers"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 NO_EGRESS_PROXY = "http://127.0.0.1:9"
 """A closed loopback port: proxy-honouring clients in the server reach nothing else."""
@@ -145,41 +150,6 @@ class MCPConfig:
             )
 
 
-def find_command(name: str) -> str:
-    """Absolute path of the server's executable (see the module docstring for where)."""
-    if "/" in name:
-        path = Path(os.path.abspath(os.path.expanduser(name)))  # symlinks kept: a venv python
-        if not path.exists():
-            raise SandboxError(f"MCP server command {name!r} does not exist")
-        return str(path)
-    servers = Path(os.environ.get(SERVERS_ENV) or PROJECT_SERVERS)
-    dirs = [
-        os.environ.get("PATH", ""),
-        str(Path(sys.executable).parent),
-        str(servers / "bin"),
-        str(servers / "node_modules" / ".bin"),
-    ]
-    found = shutil.which(name, path=os.pathsep.join(dirs))
-    if found is None:
-        raise SandboxError(
-            f"MCP server command {name!r} not found on PATH, beside {sys.executable} or in "
-            f"{servers} (infra/setup.sh installs the known servers)"
-        )
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def expand(text: str, values: dict[str, str]) -> str:
-    for key, value in values.items():
-        text = text.replace(key, value)
-    return text
-
-
 class MCPSandbox(Unpicklable):
     kind = "mcp"
     domain = "mcp"
@@ -222,8 +192,11 @@ class MCPSandbox(Unpicklable):
         else:
             self._run_setup(task.setup)
         self._task_id, self._calls = task.task_id, 0
-        logs = self._conn.take_logs()
+        logs = self._runner.run(self._take_logs(), STOP_TIMEOUT)
         return Observation(self._initial, state_json=_state(logs=logs))
+
+    async def _take_logs(self) -> list[dict[str, Any]]:
+        return self._conn.take_logs()  # on the loop, where the logging callback appends
 
     def _prepare(self) -> None:
         """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
@@ -278,7 +251,7 @@ class MCPSandbox(Unpicklable):
         self._spec = spec
         try:
             self._conn, self._release = self._runner.hold(lambda: connect(spec), c.start_timeout)
-        except BaseException as exc:
+        except Exception as exc:
             reason = _reason(root_cause(exc))
             tail = stderr_tail(spec.stderr_path)
             self._stop()
@@ -413,75 +386,6 @@ class MCPSandbox(Unpicklable):
         if conn is not None and self._spec.url:
             d["url"] = self._spec.url
         return d
-
-
-# -- rendering --------------------------------------------------------------------------
-def tool_spec(tool) -> ToolSpec:
-    """An MCP `Tool` as our ToolSpec (name, description, schemas, annotations)."""
-    return ToolSpec.from_dict(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def render(answer, cap: int) -> tuple[str, bool, bool]:
-    """(text, is_error, truncated) of a CallToolResult or of a JSON-RPC ErrorData."""
-    import mcp_types as types
-
-    if isinstance(answer, types.ErrorData):
-        text, is_error = f"MCP error {answer.code}: {answer.message}", True
-    else:
-        parts = [render_part(p) for p in answer.content]
-        structured = answer.structured_content
-        if structured is not None and not _carried(structured, parts):
-            parts.append(canonical(structured))
-        text, is_error = "\n".join(parts), bool(answer.is_error)
-    if len(text) > cap:
-        return text[:cap], is_error, True
-    return text, is_error, False
-
-
-def render_part(part) -> str:
-    import mcp_types as types
-
-    if isinstance(part, types.TextContent):
-        return part.text
-    if isinstance(part, types.ImageContent | types.AudioContent):
-        return f"[{part.type}: {part.mime_type}, {len(part.data) * 3 // 4} bytes]"
-    if isinstance(part, types.ResourceLink):
-        desc = f" - {part.description}" if part.description else ""
-        return f"[resource link: {part.uri} ({part.name}){desc}]"
-    if isinstance(part, types.EmbeddedResource):
-        r = part.resource
-        if isinstance(r, types.TextResourceContents):
-            return f"[resource: {r.uri}]\n{r.text}"
-        return f"[resource: {r.uri}, {r.mime_type or 'binary'}, {len(r.blob) * 3 // 4} bytes]"
-    return canonical(part.model_dump(by_alias=True, exclude_none=True, mode="json"))
-
-
-def _carried(value: Any, parts: list[str]) -> bool:
-    """Whether the text parts already carry the structured content: one of them is the
-    same JSON, or every scalar of it appears in them (servers often send both forms)."""
-    for p in parts:
-        try:
-            if json.loads(p) == value:
-                return True
-        except ValueError:
-            pass
-    text = "\n".join(parts)
-    return all((x if isinstance(x, str) else json.dumps(x)) in text for x in _scalars(value))
-
-
-def _scalars(value: Any):
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _scalars(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _scalars(v)
-    elif value is not None:
-        yield value
 
 
 def _state(**parts: Any) -> str | None:

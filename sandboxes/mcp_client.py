@@ -7,26 +7,40 @@ connection lists every tool (following cursors, through the fault proxy) and gat
 the server's log notifications for the sandbox to attach to the next observation.
 Everything here runs on the sandbox's `AsyncRunner` loop; `connect` is held open with
 `AsyncRunner.hold` for as long as the server serves episodes.
+
+A result reads as text (`render`): content parts in order (text as is; images, audio
+and resources as one bracketed line each, with their URI, type and size), then the
+structured content as canonical JSON unless the text parts already carry it (the same
+JSON, or every value of it: servers often send both forms); a JSON-RPC error reads
+`MCP error CODE: MESSAGE`, as MCP clients show it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import shutil
+import socket
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .base import SandboxError
+from .base import SandboxError, ToolSpec
 from .mcp_proxy import FaultConfig, FaultProxy, list_all_tools
 
+SERVERS_ENV = "WORLDTRACE_MCP_SERVERS"
+"""Folder of the set-up's MCP servers (default: `.mcp-servers` in the project)."""
+PROJECT_SERVERS = Path(__file__).resolve().parents[1] / ".mcp-servers"
 CLIENT_NAME = "worldtrace"
 LOG_LEVEL = "info"
 """Server log messages at or above this level are asked for (2026 protocol opt-in)."""
 MAX_NOTES = 200
-"""Log and progress notifications kept per observation (the rest are counted)."""
+"""Log and progress notifications kept per observation (later ones are dropped)."""
 PORT_POLL_S = 0.05
 """Interval between connection attempts while a started HTTP server comes up."""
 
@@ -150,6 +164,44 @@ async def http_server(spec: ServerSpec, errlog) -> AsyncIterator[Any]:
                 await proc.wait()
 
 
+def find_command(name: str) -> str:
+    """Absolute path of the server's executable: a path as given (relative to the current
+    directory), a bare name on PATH, beside this interpreter (the `mcp-servers` extra),
+    then in the set-up's server folder ($WORLDTRACE_MCP_SERVERS or the project's
+    `.mcp-servers`: `bin/`, `node_modules/.bin/`, which run node directly)."""
+    if "/" in name:
+        path = Path(os.path.abspath(os.path.expanduser(name)))  # symlinks kept: a venv python
+        if not path.exists():
+            raise SandboxError(f"MCP server command {name!r} does not exist")
+        return str(path)
+    servers = Path(os.environ.get(SERVERS_ENV) or PROJECT_SERVERS)
+    dirs = [
+        os.environ.get("PATH", ""),
+        str(Path(sys.executable).parent),
+        str(servers / "bin"),
+        str(servers / "node_modules" / ".bin"),
+    ]
+    found = shutil.which(name, path=os.pathsep.join(dirs))
+    if found is None:
+        raise SandboxError(
+            f"MCP server command {name!r} not found on PATH, beside {sys.executable} or in "
+            f"{servers} (infra/setup.sh installs the known servers)"
+        )
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def expand(text: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace(key, value)
+    return text
+
+
 def stderr_tail(path: Path | None, lines: int = 5, chars: int = 600) -> str:
     """The last lines the server wrote to stderr, for a failure reason."""
     if path is None or not path.exists():
@@ -164,3 +216,72 @@ def root_cause(exc: BaseException) -> BaseException:
     while getattr(exc, "exceptions", None):  # BaseExceptionGroup (3.11+ or the backport)
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
     return exc
+
+
+# -- rendering --------------------------------------------------------------------------
+def tool_spec(tool) -> ToolSpec:
+    """An MCP `Tool` as our ToolSpec (name, description, schemas, annotations)."""
+    return ToolSpec.from_dict(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def render(answer, cap: int) -> tuple[str, bool, bool]:
+    """(text, is_error, truncated) of a CallToolResult or of a JSON-RPC ErrorData."""
+    import mcp_types as types
+
+    if isinstance(answer, types.ErrorData):
+        text, is_error = f"MCP error {answer.code}: {answer.message}", True
+    else:
+        parts = [render_part(p) for p in answer.content]
+        structured = answer.structured_content
+        if structured is not None and not _carried(structured, parts):
+            parts.append(canonical(structured))
+        text, is_error = "\n".join(parts), bool(answer.is_error)
+    if len(text) > cap:
+        return text[:cap], is_error, True
+    return text, is_error, False
+
+
+def render_part(part) -> str:
+    import mcp_types as types
+
+    if isinstance(part, types.TextContent):
+        return part.text
+    if isinstance(part, types.ImageContent | types.AudioContent):
+        return f"[{part.type}: {part.mime_type}, {len(part.data) * 3 // 4} bytes]"
+    if isinstance(part, types.ResourceLink):
+        desc = f" - {part.description}" if part.description else ""
+        return f"[resource link: {part.uri} ({part.name}){desc}]"
+    if isinstance(part, types.EmbeddedResource):
+        r = part.resource
+        if isinstance(r, types.TextResourceContents):
+            return f"[resource: {r.uri}]\n{r.text}"
+        return f"[resource: {r.uri}, {r.mime_type or 'binary'}, {len(r.blob) * 3 // 4} bytes]"
+    return canonical(part.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def _carried(value: Any, parts: list[str]) -> bool:
+    """Whether the text parts already carry the structured content: one of them is the
+    same JSON, or every scalar of it appears in them (servers often send both forms)."""
+    for p in parts:
+        try:
+            if json.loads(p) == value:
+                return True
+        except ValueError:
+            pass
+    text = "\n".join(parts)
+    return all((x if isinstance(x, str) else json.dumps(x)) in text for x in _scalars(value))
+
+
+def _scalars(value: Any):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _scalars(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _scalars(v)
+    elif value is not None:
+        yield value

@@ -338,7 +338,7 @@ def test_fixed_workdir_is_stable_emptied_and_locked(tmp_path):
 
 def test_tool_spec_from_a_server_listing():
     import mcp_types as types
-    from worldtrace.sandboxes.mcp import tool_spec
+    from worldtrace.sandboxes.mcp_client import tool_spec
 
     t = types.Tool(
         name="get",

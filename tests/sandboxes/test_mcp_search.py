@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from worldtrace.collectors.jobs import JobSpec, run_job
-from worldtrace.sandboxes.mcp import free_port
+from worldtrace.sandboxes.mcp_client import free_port
 from worldtrace.sandboxes.mcp_search import Index, build_index, page_text
 from worldtrace.schemas import validate_dict
 
@@ -185,3 +185,22 @@ def test_example_job_files_load():
         assert spec.sandbox.kind == "mcp" and spec.tasks
         if path.name.startswith("search-"):
             assert spec.domain == "search"
+
+
+def test_demo_jobs_parse_and_their_site_serves_git_doc(tmp_path):
+    import urllib.request
+
+    from worldtrace.sandboxes.mcp_demo import demo_jobs
+
+    jobs, stop = demo_jobs(tmp_path / "demo")
+    try:
+        specs = [JobSpec.from_dict(j) for j in jobs]
+        assert {s.domain for s in specs} == {"mcp", "search"} and len(specs) == 9
+        fetch = next(j for j in jobs if j["name"] == "demo-mcp-fetch")
+        url = fetch["tasks"][0]["actions"][0]["arguments"]["url"]
+        with urllib.request.urlopen(url, timeout=10) as page:
+            assert b"git-stash(1)" in page.read()
+    finally:
+        stop()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=2)
