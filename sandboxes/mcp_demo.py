@@ -25,6 +25,11 @@ GIT_ENV = {
     "GIT_AUTHOR_NAME": "worldtrace", "GIT_AUTHOR_EMAIL": "worldtrace@example.com",
     "GIT_COMMITTER_NAME": "worldtrace", "GIT_COMMITTER_EMAIL": "worldtrace@example.com",
 }  # fmt: skip
+KNOWN_SERVERS = (
+    "mcp-server-git", "mcp-server-time", "mcp-server-fetch", "mcp-server-sqlite",
+    "mcp-server-filesystem", "mcp-server-memory", "mcp-server-everything",
+)  # fmt: skip
+"""The servers infra/setup.sh installs (for `worldtrace doctor`)."""
 NOTES = {
     "README.md": "# Notes\n\nPlain files the demo's MCP jobs copy into each episode.\n",
     "todo.txt": "- read the design document\n- collect MCP trajectories\n",
@@ -109,3 +114,17 @@ def demo_jobs(workdir: Path, episodes: int = 2) -> tuple[list[dict[str, Any]], C
 
 def _t(tool: str, **arguments: Any) -> dict[str, Any]:
     return {"tool": tool, "arguments": arguments}
+
+
+def installed_servers() -> dict[str, str | None]:
+    """Each known server's executable as the mcp kind finds it (None: not installed)."""
+    from .base import SandboxError
+    from .mcp_client import find_command
+
+    found: dict[str, str | None] = {}
+    for name in KNOWN_SERVERS:
+        try:
+            found[name] = find_command(name)
+        except SandboxError:
+            found[name] = None
+    return found

@@ -183,6 +183,7 @@ def test_example_job_files_load():
     for path in files:
         spec = JobSpec.load(path)
         assert spec.sandbox.kind == "mcp" and spec.tasks
+        assert JobSpec.from_dict(spec.to_dict()).to_dict() == spec.to_dict()  # as jobs.db keeps it
         if path.name.startswith("search-"):
             assert spec.domain == "search"
 
@@ -190,7 +191,9 @@ def test_example_job_files_load():
 def test_demo_jobs_parse_and_their_site_serves_git_doc(tmp_path):
     import urllib.request
 
-    from worldtrace.sandboxes.mcp_demo import demo_jobs
+    from worldtrace.sandboxes.mcp_demo import demo_jobs, installed_servers
+
+    assert all(installed_servers().values()), installed_servers()  # infra/setup.sh installs them
 
     jobs, stop = demo_jobs(tmp_path / "demo")
     try:
