@@ -78,6 +78,9 @@ NO_EGRESS_ENV = {
     "NO_PROXY": "localhost,127.0.0.1,::1",
     "no_proxy": "localhost,127.0.0.1,::1",
 }
+PARENT_DEATH = ("setpriv", "--pdeathsig", "KILL", "--") if shutil.which("setpriv") else ()
+"""Servers run under util-linux's setpriv so that they die with a collector killed by
+SIGKILL (its exit hooks never run, and not every server exits when its stdin closes)."""
 STOP_TIMEOUT = 10.0
 """Seconds to close a session and stop its server (stdin, SIGTERM, SIGKILL)."""
 
@@ -237,7 +240,7 @@ class MCPSandbox(Unpicklable):
         self._runner = self._runner or AsyncRunner("worldtrace-mcp")
         argv = [expand(a, values) for a in c.command]
         if argv:
-            argv[0] = find_command(argv[0])
+            argv = [*PARENT_DEATH, find_command(argv[0]), *argv[1:]]
         spec = ServerSpec(
             argv=tuple(argv),
             url=expand(c.url, values) if c.url else None,

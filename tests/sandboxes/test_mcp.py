@@ -349,3 +349,63 @@ def test_tool_spec_from_a_server_listing():
     )
     spec = tool_spec(t)
     assert spec == ToolSpec("get", "d", t.input_schema, {"type": "object"}, {"readOnlyHint": True})
+
+
+def test_servers_die_with_a_collector_killed_by_sigkill(tmp_path):
+    import select
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys, time\n"
+        "from worldtrace.sandboxes.base import TaskSpec\n"
+        "from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox\n"
+        "from worldtrace.schemas.parsing import parse\n"
+        "box = MCPSandbox(parse(MCPConfig, json.loads(sys.argv[1])))\n"
+        "box.reset(TaskSpec('k'))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    http = {  # a server started for HTTP never sees its stdin close
+        "command": ["mcp-server-everything", "streamableHttp"],
+        "set_env": {"PORT": "{port}"},
+        "url": "http://127.0.0.1:{port}/mcp",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, json.dumps(http)], stdout=subprocess.PIPE
+    )
+    try:
+        assert select.select([proc.stdout], [], [], 60)[0] and proc.stdout.readline() == b"ready\n"
+        [server] = [
+            int(d.name) for d in Path("/proc").iterdir()
+            if d.name.isdigit() and _ppid(d) == proc.pid and b"mcp-server-everything" in _cmdline(d)
+        ]  # fmt: skip
+    finally:
+        proc.kill()  # no exit hook runs
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling the orphan until the deadline
+    assert not _alive(server)
+
+
+def _ppid(d: Path) -> int | None:
+    try:
+        return int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cmdline(d: Path) -> bytes:
+    try:
+        return (d / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for init to reap it counts as dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
