@@ -12,7 +12,9 @@ Side by side in one run, on the same server and the same calls:
 Two workloads: `echo` on the reference `everything` server (the cheapest call there
 is: pure overhead, the worst case for the ratio) and `git_status` on mcp-server-git
 (a real call). Rounds alternate the three ways and the median is kept, so load on the
-machine hits all alike. Prints one JSON line per measurement.
+machine hits all alike. Each also reports the CPU time our process spends per call
+(load on a shared machine inflates wall time far more than CPU time). Prints one JSON
+line per measurement.
 """
 
 from __future__ import annotations
@@ -56,10 +58,10 @@ def bare_sdk(sandbox: dict, tool: str, args: dict, calls: int) -> float:
         async with Client(params, cache=None) as client:
             for _ in range(10):  # warm-up
                 await client.call_tool(tool, args)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(calls):
                 await client.call_tool(tool, args)
-            return calls / (time.perf_counter() - t0)
+            return _rates(calls, t0, c0)
 
     return anyio.run(loop)
 
@@ -75,10 +77,10 @@ def sandbox_steps(sandbox: dict, tool: str, args: dict, calls: int) -> float:
         box.reset(TaskSpec("bench"))
         for _ in range(10):
             box.step(tool_call(tool, args))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(calls):
             box.step(tool_call(tool, args))
-        return calls / (time.perf_counter() - t0)
+        return _rates(calls, t0, c0)
     finally:
         box.close()
 
@@ -89,9 +91,18 @@ def collector_steps(sandbox: dict, tool: str, args: dict, calls: int) -> float:
     actions = [{"tool": tool, "arguments": args}] * calls
     job = {"name": "bench", "sandbox": {"kind": "mcp", **sandbox}, "max_turns": calls + 1,
            "tasks": [{"id": "bench", "actions": actions}]}  # fmt: skip
+    spec = JobSpec.from_dict(job)
     with tempfile.TemporaryDirectory() as raw:
-        [t] = run_job(JobSpec.from_dict(job), raw).trajectories
-    return calls / (t.ended_at - t.turns[0].started_at).total_seconds()
+        c0 = time.process_time()  # includes the server's start: a small share of N calls
+        [t] = run_job(spec, raw).trajectories
+        cpu = time.process_time() - c0
+    return calls / (t.ended_at - t.turns[0].started_at).total_seconds(), cpu / calls * 1e6
+
+
+def _rates(calls: int, t0: float, c0: float) -> tuple[float, float]:
+    """(calls per second, CPU microseconds of this process per call)."""
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return calls / wall, cpu / calls * 1e6
 
 
 def make_repo(path: Path) -> Path:
@@ -112,21 +123,24 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         for name, (sandbox, tool, arguments) in workloads(make_repo(Path(tmp) / "repo")).items():
-            got: dict[str, list[float]] = {"bare": [], "sandbox": [], "collector": []}
+            got: dict[str, list[tuple[float, float]]] = {"bare": [], "sandbox": [], "collector": []}
+            ways = (("bare", bare_sdk), ("sandbox", sandbox_steps), ("collector", collector_steps))
             for _ in range(args.rounds):
-                for way, fn in (
-                    ("bare", bare_sdk),
-                    ("sandbox", sandbox_steps),
-                    ("collector", collector_steps),
-                ):
+                for way, fn in ways:
                     got[way].append(fn(sandbox, tool, arguments, args.calls))
-            base = statistics.median(got["bare"])
+            note = f"median of {args.rounds} rounds of {args.calls} {tool} calls over stdio; baseline: bare mcp.Client loop"
+            base = [statistics.median(x[i] for x in got["bare"]) for i in (0, 1)]
             for way in ("sandbox", "collector"):
-                ours = statistics.median(got[way])
-                note = f"median of {args.rounds} rounds of {args.calls} {tool} calls over stdio; baseline: bare mcp.Client loop"
-                row = {"name": f"{name}_{way}_steps", "ours": round(ours, 1), "baseline": round(base, 1),
-                       "ratio": round(ours / base, 3), "unit": "steps/s", "notes": note}  # fmt: skip
-                print(json.dumps(row), flush=True)
+                ours = [statistics.median(x[i] for x in got[way]) for i in (0, 1)]
+                rows = [
+                    {"name": f"{name}_{way}_steps", "ours": round(ours[0], 1), "baseline": round(base[0], 1),
+                     "ratio": round(ours[0] / base[0], 3), "unit": "steps/s", "notes": note},
+                    {"name": f"{name}_{way}_cpu", "ours": round(ours[1]), "baseline": round(base[1]),
+                     "ratio": round(base[1] / ours[1], 3), "unit": "client CPU us/step (ratio: baseline/ours)",
+                     "notes": note},
+                ]  # fmt: skip
+                for row in rows:
+                    print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -324,9 +324,9 @@ class MCPSandbox(Unpicklable):
         arguments = json.loads(action.arguments_json or "{}")
         index, self._calls = self._calls, self._calls + 1
         timeout = self.config.call_timeout
-        try:
+        try:  # past the timeout the call is cancelled (the SDK tells the server so)
             answer, flag, progress, logs = self._runner.run(
-                self._call(action.name, arguments, index), timeout + STOP_TIMEOUT
+                self._call(action.name, arguments, index), timeout
             )
         except TimeoutError:
             self._healthy = False
@@ -350,7 +350,6 @@ class MCPSandbox(Unpicklable):
         )
 
     async def _call(self, name: str, arguments: dict[str, Any], index: int):
-        import anyio
         from mcp.shared.exceptions import MCPError
 
         conn = self._conn
@@ -360,15 +359,14 @@ class MCPSandbox(Unpicklable):
             if len(progress) < MAX_NOTES:
                 progress.append({"progress": value, "total": total, "message": message})
 
-        with anyio.fail_after(self.config.call_timeout):
-            try:
-                answer, flag = await conn.proxy.call(
-                    name, arguments, (self._task_id, index), on_progress
-                )
-            except MCPError as exc:
-                if is_transport_failure(exc.code, exc.message):
-                    raise
-                answer, flag = exc.error, None  # the server's JSON-RPC error answer
+        try:
+            answer, flag = await conn.proxy.call(
+                name, arguments, (self._task_id, index), on_progress
+            )
+        except MCPError as exc:
+            if is_transport_failure(exc.code, exc.message):
+                raise
+            answer, flag = exc.error, None  # the server's JSON-RPC error answer
         return answer, flag, progress, conn.take_logs()
 
     def describe(self) -> dict[str, Any]:

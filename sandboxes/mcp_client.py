@@ -246,18 +246,19 @@ def render(answer, cap: int) -> tuple[str, bool, bool]:
 
 
 def render_part(part) -> str:
-    import mcp_types as types
-
-    if isinstance(part, types.TextContent):
+    """One content part as text (dispatch on the wire `type`: cheaper than isinstance on
+    pydantic models, and it is what the protocol defines)."""
+    kind = getattr(part, "type", None)
+    if kind == "text":
         return part.text
-    if isinstance(part, types.ImageContent | types.AudioContent):
-        return f"[{part.type}: {part.mime_type}, {len(part.data) * 3 // 4} bytes]"
-    if isinstance(part, types.ResourceLink):
+    if kind in ("image", "audio"):
+        return f"[{kind}: {part.mime_type}, {len(part.data) * 3 // 4} bytes]"
+    if kind == "resource_link":
         desc = f" - {part.description}" if part.description else ""
         return f"[resource link: {part.uri} ({part.name}){desc}]"
-    if isinstance(part, types.EmbeddedResource):
+    if kind == "resource":
         r = part.resource
-        if isinstance(r, types.TextResourceContents):
+        if getattr(r, "text", None) is not None:
             return f"[resource: {r.uri}]\n{r.text}"
         return f"[resource: {r.uri}, {r.mime_type or 'binary'}, {len(r.blob) * 3 // 4} bytes]"
     return canonical(part.model_dump(by_alias=True, exclude_none=True, mode="json"))
