@@ -8,6 +8,7 @@ holding its trajectory is published.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -108,13 +109,16 @@ class Recorder:
         started = utcnow()
         t0 = time.perf_counter()
         obs = self.sandbox.step(action)
+        duration_ms = (time.perf_counter() - t0) * 1000
+        obs, perturbation = take_perturbation(obs)
         turn = Turn(
             len(self.turns),
             action,
             obs,
             started_at=started,
-            duration_ms=(time.perf_counter() - t0) * 1000,
+            duration_ms=duration_ms,
             reasoning=reasoning,
+            perturbation=perturbation,
         )
         self.turns.append(turn)
         self._append("turn", to_jsonable({"turns": [asdict(turn)]})["turns"][0])
@@ -126,6 +130,19 @@ class Recorder:
             self._fh.close()
             self._fh = None
         return journal_to_trajectory(self.path)
+
+
+def take_perturbation(obs: Observation) -> tuple[Observation, str | None]:
+    """A sandbox reports a fault it injected into this step (MCP fault proxy) as
+    `state_json["perturbation"]`; the turn carries it in `Turn.perturbation` instead."""
+    if not obs.state_json or '"perturbation"' not in obs.state_json:
+        return obs, None
+    state = json.loads(obs.state_json)
+    flag = state.pop("perturbation", None) if isinstance(state, dict) else None
+    if flag is None:
+        return obs, None
+    rest = json.dumps(state, sort_keys=True) if state else None
+    return dataclasses.replace(obs, state_json=rest), json.dumps(flag, sort_keys=True)
 
 
 def journal_to_trajectory(path: Path) -> Trajectory:

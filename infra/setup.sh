@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc)
+APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc git-doc)
 VENV=.venv
 STAMP="$VENV/.worldtrace-setup"
 DOCKERD_LOG=/tmp/worldtrace-dockerd.log
@@ -69,6 +69,45 @@ else
   "$BG_VENV/bin/pip" install -q "browsergym-core==0.14.3"
 fi
 # --- end web ---
+
+# --- MCP servers (sandboxes/mcp.py; docs/mcp.md) --------------------------------------
+# The PyPI servers come with the `mcp-servers` extra (step 3). mcp-server-sqlite is written
+# for the 1.x SDK API, so it gets its own venv. The npm servers go to .mcp-servers, run
+# with node directly (node_modules/.bin). readabilipy (used by mcp-server-fetch) would
+# otherwise npm-install its Node modules at first use, onto the server's stdout.
+MCP_DIR=.mcp-servers
+MCP_NPM=(@modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31
+         @modelcontextprotocol/server-everything@2026.8.31)
+mcp_npm_ok() {
+  local p
+  for p in "${MCP_NPM[@]}"; do
+    [ "$(node -p "require('./$MCP_DIR/node_modules/${p%@*}/package.json').version" 2>/dev/null)" = "${p##*@}" ] || return 1
+  done
+}
+if mcp_npm_ok; then
+  log "MCP npm servers: present"
+else
+  log "installing MCP npm servers into $MCP_DIR"
+  mkdir -p "$MCP_DIR"
+  npm install --prefix "$MCP_DIR" --no-audit --no-fund --silent "${MCP_NPM[@]}"
+fi
+if [ -x "$MCP_DIR/sqlite/bin/mcp-server-sqlite" ]; then
+  log "mcp-server-sqlite: present"
+else
+  log "installing mcp-server-sqlite into $MCP_DIR/sqlite"
+  python3 -m venv "$MCP_DIR/sqlite"
+  "$MCP_DIR/sqlite/bin/pip" install -q "mcp-server-sqlite==2025.4.25" "mcp<2"
+fi
+mkdir -p "$MCP_DIR/bin"
+ln -sfn ../sqlite/bin/mcp-server-sqlite "$MCP_DIR/bin/mcp-server-sqlite"
+RJS=$("$VENV/bin/python" -c "import os, readabilipy; print(os.path.join(os.path.dirname(readabilipy.__file__), 'javascript'))")
+if (cd "$RJS" && node -e "require('jsdom'); require('@mozilla/readability'); require('minimist')") 2>/dev/null; then
+  log "readabilipy node modules: present"
+else
+  log "installing readabilipy's node modules"
+  (cd "$RJS" && rm -rf node_modules package-lock.json && npm install --no-audit --no-fund --silent)
+fi
+# --- end MCP servers ------------------------------------------------------------------
 
 # 4. Local sandbox images (content-tagged; skipped when present).
 infra/images/build.sh all

@@ -35,6 +35,7 @@ BUILTIN_KINDS = {
     "swe": "worldtrace.sandboxes.swe:SWESandbox",
     "android": "worldtrace.sandboxes.android:AndroidSandbox",
     "web": "worldtrace.sandboxes.web:WebSandbox",
+    "mcp": "worldtrace.sandboxes.mcp:MCPSandbox",
 }
 
 

@@ -170,6 +170,4 @@ def json_schema(cls: type) -> dict[str, Any]:
 
 def to_mapping(obj: Any) -> Any:
     """A config instance back to plain data (tuples as lists), for storage and display."""
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(type(obj)).dump_python(obj, mode="json")
+    return _adapter(type(obj)).dump_python(obj, mode="json")

@@ -1,0 +1,406 @@
+"""MCP domain: tool calls against a real MCP server, whose tool list is the action space.
+
+```yaml
+sandbox:
+  kind: mcp
+  command: [mcp-server-git, --repository, "{workdir}"]   # stdio; or url: http://127.0.0.1:PORT/mcp
+  workdir: {copy: ./fixtures/repo}                      # a fresh copy per episode
+```
+
+The official `mcp` SDK client runs on the sandbox's `AsyncRunner` (the client context is
+held open with `hold()`; see `mcp_client.py`). `describe()` gives the server's
+`tools/list` (every page) as `ToolSpec`s. An action is `{tool, arguments}`; the
+observation is the result as text (`mcp_client.render`), `is_error` from the result.
+
+State: each episode gets a fresh server process and a fresh `{workdir}` (seeded by
+copying `workdir.copy`, then the task's `setup` commands run in it); `keep_server: true`
+keeps one process across episodes for stateless servers. `{workdir}`, `{port}` (a free loopback port) and `{python}` (this
+interpreter) expand in `command`, `url`, `cwd` and `set_env` values. A bare command name
+is looked up on PATH, beside this interpreter (the `mcp-servers` extra) and in the
+set-up's server folder (`.mcp-servers/bin`, `.mcp-servers/node_modules/.bin`, or
+`$WORLDTRACE_MCP_SERVERS`).
+
+Errors have owners. What the server answers is an observation: an `isError` result,
+and a JSON-RPC error such as the answer to a tool it does not list (forwarded, so the
+agent sees the server's own words), rendered `MCP error CODE: MESSAGE`. A server that
+does not start, exits, closes the connection or gives no answer within `call_timeout`
+is infrastructure: the step raises and the attempt fails with the reason and the tail
+of the server's stderr; the next reset starts a new server.
+
+Server log notifications and progress notifications go to the observation's
+`state_json` (`{"logs": [...], "progress": [...]}`), never into its text; an injected
+fault (`faults:`, see `mcp_proxy.py`) is reported there as `{"perturbation": {kind,...}}`,
+which the Recorder moves onto the turn (`Turn.perturbation`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field
+from worldtrace.schemas import Action, Observation
+from worldtrace.schemas.parsing import configclass, to_mapping
+
+from .aio import AsyncRunner
+from .base import SandboxError, TaskSpec, Unpicklable
+from .docker import FORBIDDEN_HOST_PATHS, _env_name
+from .mcp_client import (
+    MAX_NOTES,
+    ServerSpec,
+    connect,
+    expand,
+    find_command,
+    free_port,
+    render,
+    root_cause,
+    stderr_tail,
+    tool_spec,
+)
+from .mcp_proxy import FaultConfig, is_transport_failure
+
+PLACEHOLDERS = ("{workdir}", "{port}", "{python}")
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+NO_EGRESS_PROXY = "http://127.0.0.1:9"
+"""A closed loopback port: proxy-honouring clients in the server reach nothing else."""
+NO_EGRESS_ENV = {
+    **{k: NO_EGRESS_PROXY for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
+    **{k.lower(): NO_EGRESS_PROXY for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
+    "NO_PROXY": "localhost,127.0.0.1,::1",
+    "no_proxy": "localhost,127.0.0.1,::1",
+}
+PARENT_DEATH = ("setpriv", "--pdeathsig", "KILL", "--") if shutil.which("setpriv") else ()
+"""Servers run under util-linux's setpriv so that they die with a collector killed by
+SIGKILL (its exit hooks never run, and not every server exits when its stdin closes)."""
+STOP_TIMEOUT = 10.0
+"""Seconds to close a session and stop its server (stdin, SIGTERM, SIGKILL)."""
+
+
+def _abs_host_path(value: str | None) -> str | None:
+    if value is not None:
+        if not value.startswith("/"):
+            raise ValueError(f"must be an absolute path, got {value!r}")
+        if os.path.normpath(value) in FORBIDDEN_HOST_PATHS:
+            raise ValueError(f"{value} cannot be a work directory")
+    return value
+
+
+@configclass
+class WorkdirConfig:
+    """The per-episode directory `{workdir}` expands to (a new temp dir by default)."""
+
+    copy: str | None = None
+    """Host directory copied into it at every reset (a git repository, data files)."""
+    at: Annotated[str | None, AfterValidator(_abs_host_path)] = None
+    """A fixed absolute path instead of a temp dir, so paths in actions stay the same
+    across episodes and replays; emptied at each reset and locked while in use."""
+
+
+@configclass
+class MCPConfig:
+    """One MCP server: `command` (stdio), `url` (streamable HTTP), or both (we start the
+    command, then reach it at the URL)."""
+
+    command: tuple[str, ...] = ()
+    """The server's argv; placeholders {workdir}, {port}, {python} expand."""
+    url: str | None = None
+    """A streamable HTTP endpoint on loopback, e.g. http://127.0.0.1:{port}/mcp."""
+    env: tuple[Annotated[str, AfterValidator(_env_name)], ...] = ()
+    """Names of variables passed from the collector's environment (values never stored)."""
+    set_env: dict[str, str] = field(default_factory=dict)
+    """Variables set for the server (stored in the job: no secrets), placeholders expand."""
+    cwd: str | None = None
+    """Working directory of the server process (placeholders expand); default {workdir},
+    so relative paths land in the episode's directory."""
+    workdir: WorkdirConfig = field(default_factory=WorkdirConfig)
+    keep_server: bool = False
+    """Keep one server process (and its workdir) across episodes: stateless servers only."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """`auto` probes for the 2026 protocol and falls back to the initialize handshake."""
+    start_timeout: Annotated[float, Field(gt=0, le=600)] = 30.0
+    """Seconds for the server to start, initialize and list its tools."""
+    call_timeout: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    """Seconds one tool call may take; past it the attempt fails (a hung server)."""
+    output_cap: Annotated[int, Field(ge=1024, le=256 << 20)] = 1 << 20
+    """Characters of observation text kept per call; the rest is cut and flagged."""
+    loopback_only: bool = True
+    """Point the server's proxy variables at a closed loopback port (loopback exempt):
+    servers whose HTTP clients honour them cannot reach beyond this machine."""
+    faults: FaultConfig | None = None
+    """Injected faults (see mcp_proxy.py); None: the server's answers untouched."""
+
+    def __post_init__(self) -> None:
+        if not self.command and not self.url:
+            raise ValueError("an mcp sandbox needs a command (stdio) or a url (streamable HTTP)")
+        if self.url is not None:
+            parts = urlsplit(self.url.replace("{port}", "1"))
+            if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK_HOSTS:
+                raise ValueError(f"url must be http(s) on loopback (127.0.0.1), got {self.url!r}")
+            if "{port}" in self.url and not self.command:
+                raise ValueError("{port} in the url needs a command that starts the server")
+        if self.keep_server and (self.workdir.copy or self.workdir.at):
+            raise ValueError(
+                "keep_server keeps one workdir; drop it to get a fresh one per episode"
+            )
+
+
+class MCPSandbox(Unpicklable):
+    kind = "mcp"
+    domain = "mcp"
+    config_class = MCPConfig
+    action_kinds = ("tool_call",)
+    explorer = "worldtrace.sandboxes.mcp_explorer:SchemaExplorer"
+
+    @classmethod
+    def static_action_space(cls, config: MCPConfig) -> None:
+        return None  # only the live server knows its tools
+
+    @classmethod
+    def host_paths(cls, config: MCPConfig) -> list[str]:
+        paths = [config.workdir.copy, config.workdir.at, config.cwd]
+        return [p for p in paths if p and not any(x in p for x in PLACEHOLDERS)]
+
+    def __init__(self, config: MCPConfig):
+        self.config = config
+        self._runner: AsyncRunner | None = None
+        self._conn = None
+        self._release = None
+        self._healthy = False
+        self._private: Path | None = None
+        self._workdir: Path | None = None
+        self._lock = None
+        self._task_id = ""
+        self._calls = 0
+        self._initial = ""
+        self._spec: ServerSpec | None = None
+        self._values: dict[str, str] = {}
+        self._env: dict[str, str] = {}
+
+    # -- lifecycle ---------------------------------------------------------------
+    def reset(self, task: TaskSpec) -> Observation:
+        if self._conn is None or not (self.config.keep_server and self._healthy):
+            self._stop()  # the last server, workdir and lock (also those of a failed start)
+            self._prepare()
+            self._run_setup(task.setup)
+            self._start()
+        else:
+            self._run_setup(task.setup)
+        self._task_id, self._calls = task.task_id, 0
+        logs = self._runner.run(self._take_logs(), STOP_TIMEOUT)
+        return Observation(self._initial, state_json=_state(logs=logs))
+
+    async def _take_logs(self) -> list[dict[str, Any]]:
+        return self._conn.take_logs()  # on the loop, where the logging callback appends
+
+    def _prepare(self) -> None:
+        """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
+        c = self.config
+        self._private = Path(tempfile.mkdtemp(prefix="worldtrace-mcp-"))
+        self._workdir = self._fresh_workdir()
+        values = {"{workdir}": str(self._workdir), "{python}": sys.executable}
+        if any("{port}" in x for x in (*c.command, c.url or "", *c.set_env.values())):
+            values["{port}"] = str(free_port())
+        self._values = values
+        self._env = {**(NO_EGRESS_ENV if c.loopback_only else {})}
+        self._env.update({n: os.environ[n] for n in c.env if n in os.environ})
+        self._env.update({k: expand(v, values) for k, v in c.set_env.items()})
+
+    def _run_setup(self, commands: tuple[str, ...]) -> None:
+        """The task's set-up commands (`sh -c`) in the workdir, before the episode."""
+        from mcp.client.stdio import get_default_environment
+
+        env = {**get_default_environment(), **self._env}
+        for cmd in commands:
+            try:
+                r = subprocess.run(
+                    ["sh", "-c", cmd],
+                    cwd=self._workdir,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=self.config.start_timeout,
+                )
+            except subprocess.TimeoutExpired:
+                raise SandboxError(f"task setup {cmd!r} ran past start_timeout") from None
+            if r.returncode != 0:
+                tail = (r.stderr or r.stdout).strip()[-400:]
+                raise SandboxError(f"task setup {cmd!r} exited {r.returncode}: {tail}")
+
+    def _start(self) -> None:
+        c, values = self.config, self._values
+        self._runner = self._runner or AsyncRunner("worldtrace-mcp")
+        argv = [expand(a, values) for a in c.command]
+        if argv:
+            argv = [*PARENT_DEATH, find_command(argv[0]), *argv[1:]]
+        spec = ServerSpec(
+            argv=tuple(argv),
+            url=expand(c.url, values) if c.url else None,
+            env=self._env,
+            cwd=expand(c.cwd, values) if c.cwd else str(self._workdir),
+            protocol=c.protocol,
+            stderr_path=self._private / "server.log",
+            start_timeout=c.start_timeout,
+            faults=c.faults,
+        )
+        self._spec = spec
+        try:
+            self._conn, self._release = self._runner.hold(lambda: connect(spec), c.start_timeout)
+        except Exception as exc:
+            reason = _reason(root_cause(exc))
+            tail = stderr_tail(spec.stderr_path)
+            self._stop()
+            raise SandboxError(
+                f"MCP server did not start: {reason}" + (f"; its stderr: {tail}" if tail else "")
+            ) from None
+        self._healthy = True
+        self._initial = self._initial_state()
+
+    def _fresh_workdir(self) -> Path:
+        at, copy = self.config.workdir.at, self.config.workdir.copy
+        if at is None:
+            path = self._private / "work"
+        else:
+            path = Path(at)
+            marker = Path(f"{at}.worldtrace-lock")
+            if path.exists() and any(path.iterdir()) and not marker.exists():
+                raise SandboxError(f"{at} holds files but no {marker.name}: refusing to empty it")
+            lock = open(marker, "a")  # noqa: SIM115  (closed in _stop)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                raise SandboxError(f"{at} is in use by another sandbox") from None
+            self._lock = lock
+            shutil.rmtree(path, ignore_errors=True)
+        if copy:
+            shutil.copytree(copy, path, symlinks=True)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _initial_state(self) -> str:
+        conn, c = self._conn, self.config
+        lines = [f"MCP server: {conn.server or 'unnamed'} (protocol {conn.protocol_version})"]
+        uses = " ".join((*c.command, c.cwd or "", *c.set_env.values()))
+        if "{workdir}" in uses:
+            lines.append(f"Working directory: {self._workdir}")
+        if conn.instructions:
+            lines.append(f"Instructions: {conn.instructions.strip()}")
+        return "\n".join(lines)
+
+    def _stop(self) -> None:
+        if self._release is not None:
+            self._release()
+        self._conn = self._release = None
+        self._healthy = False
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
+        if self._lock is not None:
+            self._lock.close()  # releases the flock
+            self._lock = None
+
+    def close(self) -> None:
+        self._stop()
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+    # -- steps -------------------------------------------------------------------
+    def step(self, action: Action) -> Observation:
+        if self._conn is None:
+            raise SandboxError("step before reset")
+        if action.kind != "tool_call" or not action.name:
+            raise SandboxError(f"an mcp sandbox takes tool calls, not {action.kind} actions")
+        arguments = json.loads(action.arguments_json or "{}")
+        index, self._calls = self._calls, self._calls + 1
+        timeout = self.config.call_timeout
+        try:  # past the timeout the call is cancelled (the SDK tells the server so)
+            answer, flag, progress, logs = self._runner.run(
+                self._call(action.name, arguments, index), timeout
+            )
+        except TimeoutError:
+            self._healthy = False
+            raise SandboxError(
+                f"tools/call {action.name}: no answer within {timeout:g} s (the server hangs "
+                "or the tool outlasts call_timeout)"
+            ) from None
+        except Exception as exc:
+            self._healthy = False
+            tail = stderr_tail(self._spec.stderr_path)
+            raise SandboxError(
+                f"tools/call {action.name}: {_reason(root_cause(exc))}"
+                + (f"; server stderr: {tail}" if tail else "")
+            ) from None
+        text, is_error, truncated = render(answer, self.config.output_cap)
+        return Observation(
+            text,
+            is_error=is_error,
+            truncated=truncated or bool(flag and flag["kind"] == "truncate"),
+            state_json=_state(perturbation=flag, progress=progress, logs=logs),
+        )
+
+    async def _call(self, name: str, arguments: dict[str, Any], index: int):
+        from mcp.shared.exceptions import MCPError
+
+        conn = self._conn
+        progress: list[dict[str, Any]] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            if len(progress) < MAX_NOTES:
+                progress.append({"progress": value, "total": total, "message": message})
+
+        try:
+            answer, flag = await conn.proxy.call(
+                name, arguments, (self._task_id, index), on_progress
+            )
+        except MCPError as exc:
+            if is_transport_failure(exc.code, exc.message):
+                raise
+            answer, flag = exc.error, None  # the server's JSON-RPC error answer
+        return answer, flag, progress, conn.take_logs()
+
+    def describe(self) -> dict[str, Any]:
+        c, conn = self.config, self._conn
+        config: dict[str, Any] = {
+            "transport": "http" if c.url else "stdio",
+            "command": list(c.command),
+            "protocol": conn.protocol_version if conn else None,
+            "keep_server": c.keep_server,
+            "call_timeout": c.call_timeout,
+            "output_cap": c.output_cap,
+            "faults": to_mapping(c.faults) if c.faults else None,
+        }
+        d: dict[str, Any] = {"backend": "mcp", "config": config, "initial_state": self._initial}
+        if conn is not None:
+            d["server"] = conn.server
+            d["action_space"] = [tool_spec(t).to_dict() for t in conn.tools]
+        if conn is not None and self._spec.url:
+            d["url"] = self._spec.url
+        return d
+
+
+def _state(**parts: Any) -> str | None:
+    """The observation's state_json: only the parts that carry something."""
+    kept = {k: v for k, v in parts.items() if v}
+    return json.dumps(kept, sort_keys=True, default=str) if kept else None
+
+
+def _reason(exc: BaseException) -> str:
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(exc, MCPError) and is_transport_failure(exc.code, exc.message):
+        return "the server closed the connection (it exited or crashed)"
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

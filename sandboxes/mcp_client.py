@@ -1,0 +1,288 @@
+"""One connection to a real MCP server through the official SDK (`mcp.Client`).
+
+Three ways to reach a server: a command spoken to over stdio (`stdio_client`), a URL
+spoken to over streamable HTTP (`streamable_http_client`), or a command we start that
+then serves the URL (the process is ours: stopped with its whole process group). The
+connection lists every tool (following cursors, through the fault proxy) and gathers
+the server's log notifications for the sandbox to attach to the next observation.
+Everything here runs on the sandbox's `AsyncRunner` loop; `connect` is held open with
+`AsyncRunner.hold` for as long as the server serves episodes.
+
+A result reads as text (`render`): content parts in order (text as is; images, audio
+and resources as one bracketed line each, with their URI, type and size), then the
+structured content as canonical JSON unless the text parts already carry it (the same
+JSON, or every value of it: servers often send both forms); a JSON-RPC error reads
+`MCP error CODE: MESSAGE`, as MCP clients show it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .base import SandboxError, ToolSpec
+from .mcp_proxy import FaultConfig, FaultProxy, list_all_tools
+
+SERVERS_ENV = "WORLDTRACE_MCP_SERVERS"
+"""Folder of the set-up's MCP servers (default: `.mcp-servers` in the project)."""
+PROJECT_SERVERS = Path(__file__).resolve().parents[1] / ".mcp-servers"
+CLIENT_NAME = "worldtrace"
+LOG_LEVEL = "info"
+"""Server log messages at or above this level are asked for (2026 protocol opt-in)."""
+MAX_NOTES = 200
+"""Log and progress notifications kept per observation (later ones are dropped)."""
+PORT_POLL_S = 0.05
+"""Interval between connection attempts while a started HTTP server comes up."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A server to reach, with every placeholder already expanded."""
+
+    argv: tuple[str, ...] = ()
+    url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    protocol: str = "auto"
+    stderr_path: Path | None = None
+    """Where the server's stderr (and a started HTTP server's stdout) goes."""
+    start_timeout: float = 30.0
+    faults: FaultConfig | None = None
+
+
+@dataclass
+class Connection:
+    client: Any
+    """The SDK's `mcp.Client`, entered."""
+    proxy: FaultProxy
+    tools: list
+    """`mcp_types.Tool` of every tool the server lists."""
+    server: str
+    """Name and version the server reports."""
+    protocol_version: str
+    instructions: str | None
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    """Log notifications not yet attached to an observation."""
+
+    def take_logs(self) -> list[dict[str, Any]]:
+        logs = list(self.logs)
+        self.logs.clear()  # in place: the client's logging callback holds this list
+        return logs
+
+
+@contextlib.asynccontextmanager
+async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
+    """Start (or reach) the server, initialize, list its tools; close it all on exit."""
+    from mcp import Client, Implementation, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    logs: list[dict[str, Any]] = []
+
+    async def on_log(params) -> None:
+        if len(logs) < MAX_NOTES:
+            logs.append({"level": params.level, "logger": params.logger, "data": params.data})
+
+    async with contextlib.AsyncExitStack() as stack:
+        errlog = stack.enter_context(open(spec.stderr_path or "/dev/null", "a", encoding="utf-8"))  # noqa: SIM115
+        if spec.url is None:
+            params = StdioServerParameters(
+                command=spec.argv[0], args=list(spec.argv[1:]), env=spec.env, cwd=spec.cwd
+            )
+            transport = stdio_client(params, errlog=errlog)
+        else:
+            if spec.argv:
+                await stack.enter_async_context(http_server(spec, errlog))
+            transport = streamable_http_client(spec.url)
+        client = await stack.enter_async_context(
+            Client(
+                transport,
+                mode=spec.protocol,
+                logging_callback=on_log,
+                log_level=LOG_LEVEL,
+                cache=None,
+                client_info=Implementation(name=CLIENT_NAME, version="1"),
+            )
+        )
+        proxy = FaultProxy(client, spec.faults)
+        tools = await list_all_tools(proxy)
+        info = client.server_info
+        server = " ".join(x for x in (info.name, info.version) if x) if info else ""
+        conn = Connection(
+            client, proxy, tools, server, client.protocol_version, client.instructions
+        )
+        conn.logs = logs
+        yield conn
+
+
+@contextlib.asynccontextmanager
+async def http_server(spec: ServerSpec, errlog) -> AsyncIterator[Any]:
+    """Run `spec.argv` in its own process group until the URL's port accepts connections."""
+    import anyio
+    from mcp.client.stdio import get_default_environment
+    from mcp.os.posix.utilities import terminate_posix_process_tree
+
+    parts = urlsplit(spec.url or "")
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    proc = await anyio.open_process(
+        list(spec.argv),
+        env={**get_default_environment(), **spec.env},
+        cwd=spec.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=errlog,
+        stderr=errlog,
+        start_new_session=True,
+    )
+    try:
+        with anyio.fail_after(spec.start_timeout):
+            while True:
+                if proc.returncode is not None:
+                    raise SandboxError(f"the server exited with code {proc.returncode}")
+                try:
+                    stream = await anyio.connect_tcp(host, port)
+                except OSError:
+                    await anyio.sleep(PORT_POLL_S)  # polled until the deadline above
+                    continue
+                await stream.aclose()
+                break
+        yield proc
+    finally:
+        with anyio.CancelScope(shield=True):
+            if proc.returncode is None:
+                await terminate_posix_process_tree(proc, 2.0)
+            with anyio.move_on_after(2.0):
+                await proc.wait()
+
+
+def find_command(name: str) -> str:
+    """Absolute path of the server's executable: a path as given (relative to the current
+    directory), a bare name on PATH, beside this interpreter (the `mcp-servers` extra),
+    then in the set-up's server folder ($WORLDTRACE_MCP_SERVERS or the project's
+    `.mcp-servers`: `bin/`, `node_modules/.bin/`, which run node directly)."""
+    if "/" in name:
+        path = Path(os.path.abspath(os.path.expanduser(name)))  # symlinks kept: a venv python
+        if not path.exists():
+            raise SandboxError(f"MCP server command {name!r} does not exist")
+        return str(path)
+    servers = Path(os.environ.get(SERVERS_ENV) or PROJECT_SERVERS)
+    dirs = [
+        os.environ.get("PATH", ""),
+        str(Path(sys.executable).parent),
+        str(servers / "bin"),
+        str(servers / "node_modules" / ".bin"),
+    ]
+    found = shutil.which(name, path=os.pathsep.join(dirs))
+    if found is None:
+        raise SandboxError(
+            f"MCP server command {name!r} not found on PATH, beside {sys.executable} or in "
+            f"{servers} (infra/setup.sh installs the known servers)"
+        )
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def expand(text: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace(key, value)
+    return text
+
+
+def stderr_tail(path: Path | None, lines: int = 5, chars: int = 600) -> str:
+    """The last lines the server wrote to stderr, for a failure reason."""
+    if path is None or not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8", errors="replace")[-8192:]
+    tail = [x.strip() for x in text.splitlines() if x.strip()][-lines:]
+    return " | ".join(tail)[-chars:]
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio task groups wrap failures in them)."""
+    while getattr(exc, "exceptions", None):  # BaseExceptionGroup (3.11+ or the backport)
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+# -- rendering --------------------------------------------------------------------------
+def tool_spec(tool) -> ToolSpec:
+    """An MCP `Tool` as our ToolSpec (name, description, schemas, annotations)."""
+    return ToolSpec.from_dict(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def render(answer, cap: int) -> tuple[str, bool, bool]:
+    """(text, is_error, truncated) of a CallToolResult or of a JSON-RPC ErrorData."""
+    import mcp_types as types
+
+    if isinstance(answer, types.ErrorData):
+        text, is_error = f"MCP error {answer.code}: {answer.message}", True
+    else:
+        parts = [render_part(p) for p in answer.content]
+        structured = answer.structured_content
+        if structured is not None and not _carried(structured, parts):
+            parts.append(canonical(structured))
+        text, is_error = "\n".join(parts), bool(answer.is_error)
+    if len(text) > cap:
+        return text[:cap], is_error, True
+    return text, is_error, False
+
+
+def render_part(part) -> str:
+    """One content part as text (dispatch on the wire `type`: cheaper than isinstance on
+    pydantic models, and it is what the protocol defines)."""
+    kind = getattr(part, "type", None)
+    if kind == "text":
+        return part.text
+    if kind in ("image", "audio"):
+        return f"[{kind}: {part.mime_type}, {len(part.data) * 3 // 4} bytes]"
+    if kind == "resource_link":
+        desc = f" - {part.description}" if part.description else ""
+        return f"[resource link: {part.uri} ({part.name}){desc}]"
+    if kind == "resource":
+        r = part.resource
+        if getattr(r, "text", None) is not None:
+            return f"[resource: {r.uri}]\n{r.text}"
+        return f"[resource: {r.uri}, {r.mime_type or 'binary'}, {len(r.blob) * 3 // 4} bytes]"
+    return canonical(part.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def _carried(value: Any, parts: list[str]) -> bool:
+    """Whether the text parts already carry the structured content: one of them is the
+    same JSON, or every scalar of it appears in them (servers often send both forms)."""
+    for p in parts:
+        try:
+            if json.loads(p) == value:
+                return True
+        except ValueError:
+            pass
+    text = "\n".join(parts)
+    return all((x if isinstance(x, str) else json.dumps(x)) in text for x in _scalars(value))
+
+
+def _scalars(value: Any):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _scalars(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _scalars(v)
+    elif value is not None:
+        yield value
