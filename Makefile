@@ -10,7 +10,7 @@ setup:
 	bash infra/setup.sh
 
 demo: setup
-	$(WT) --store worldtrace-data demo
+	$(WT) demo
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -27,4 +27,4 @@ bench: setup
 	$(PY) -m benchmarks.run --output bench-results.md
 
 clean:
-	rm -rf worldtrace-data bench-results.md .pytest_cache
+	rm -rf worldtrace-data worldtrace-demo bench-results.md .pytest_cache

