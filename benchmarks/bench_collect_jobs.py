@@ -33,7 +33,7 @@ def _line(name: str, ours: float, baseline: float, unit: str, notes: str) -> Non
 
 def ours(concurrency: int, episodes: int) -> float:
     from worldtrace.collectors.jobspec import JobSpec
-    from worldtrace.collectors.jobstore import SQLiteJobStore
+    from worldtrace.collectors.jobstore_sql import SQLiteJobStore
     from worldtrace.collectors.worker import Worker, WorkerConfig
 
     with tempfile.TemporaryDirectory() as tmp:

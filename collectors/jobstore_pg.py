@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .jobstore import SCHEMA, SQLJobStore, Tx
+from .jobstore_sql import SCHEMA, SQLJobStore, Tx
 
 SCHEMA_LOCK = 7_244_953
 """Advisory lock key serialising schema creation between processes starting at once."""

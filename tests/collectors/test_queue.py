@@ -184,6 +184,19 @@ def test_jobs_submit_refuses_bad_files_naming_line_and_key(store, tmp_path, line
     assert invoke(store, "jobs", "list").stdout.startswith("no jobs")
 
 
+def test_jobs_submit_refuses_a_repository_inside_the_store(store, tmp_path):
+    inside = store.root / "repo"
+    inside.mkdir(parents=True)
+    f = tmp_path / "job.yaml"
+    bash = "{tool: bash, arguments: {command: ls}}"
+    f.write_text(
+        f"name: x\nsandbox: {{kind: swe, repo: {inside}}}\ntasks: [{{id: t, actions: [{bash}]}}]\n"
+    )
+    r = invoke(store, "jobs", "submit", "--dry-run", str(f))
+    assert r.exit_code == 1, r.output
+    assert r.stderr == f"{f}: sandbox: {inside} overlaps the store {store.root}: refused\n"
+
+
 def test_jobs_submit_dry_run_lists_episodes_and_queues_nothing(store, tmp_path):
     f = tmp_path / "job.yaml"
     f.write_text("name: d\nepisodes: 2\nseed: 7\ntasks: [{id: t, actions: ['ls\\n', 'pwd\\n']}]\n")
