@@ -27,6 +27,7 @@ def _convert(sql: str) -> str:
 class PostgresJobStore(SQLJobStore):
     NOW = "extract(epoch FROM clock_timestamp())::double precision"
     CLAIM_LOCK = " FOR UPDATE OF e SKIP LOCKED"
+    ROW_LOCK = " FOR UPDATE"
 
     def __init__(self, url: str, connect_timeout: float = 10.0):
         self.url = url

@@ -89,10 +89,12 @@ class Tx:
 
 class SQLJobStore:
     """The `JobStore` in SQL written with `?` parameters; subclasses give `_tx`, `NOW`
-    (the database clock in epoch seconds) and `CLAIM_LOCK` (row locking of a claim)."""
+    (the database clock in epoch seconds), `CLAIM_LOCK` (row locking of a claim) and
+    `ROW_LOCK` (locking a row read before it is updated)."""
 
     NOW = ""
     CLAIM_LOCK = ""
+    ROW_LOCK = ""
     url = ""
 
     @contextmanager
@@ -305,7 +307,9 @@ class SQLJobStore:
         )  # fmt: skip
 
     def _refresh(self, tx: Tx, job_id: str) -> None:
-        """Job counters and status from its episodes' last attempts."""
+        """Job counters and status from its episodes' last attempts. The job row is locked
+        first, so concurrent finishes of one job (PostgreSQL) read each other's results."""
+        current = tx.one("SELECT status FROM jobs WHERE job_id = ?" + self.ROW_LOCK, job_id)
         rows = tx.all(
             f"SELECT e.status FROM episodes e JOIN ({_LAST}) m ON e.episode_id = m.episode_id"
             " AND e.attempt = m.a WHERE e.job_id = ?",
@@ -313,9 +317,8 @@ class SQLJobStore:
         )  # fmt: skip
         states = [r["status"] for r in rows]
         ok, bad = states.count("succeeded"), states.count("failed")
-        current = tx.one("SELECT status FROM jobs WHERE job_id = ?", job_id)["status"]
-        if current == "cancelled":
-            status = current
+        if current["status"] == "cancelled":
+            status = "cancelled"
         elif all(s in FINAL for s in states):
             status = "succeeded" if bad == 0 else ("failed" if ok == 0 else "partial")
         else:

@@ -74,6 +74,8 @@ def test_two_workers_do_every_episode_once(docker_engine, store, wt_env, jobs_ur
     assert (a.returncode, b.returncode) == (0, 0), err_a + err_b
     rows = js.job(job_id)["episode_rows"]
     assert [(r["attempt"], r["status"], r["error"]) for r in rows] == [(1, "succeeded", None)] * 10
+    job = js.job(job_id)  # counters stay right when workers finish the last episodes at once
+    assert (job["status"], job["succeeded"], job["failed"]) == ("succeeded", 10, 0)
     assert "succeeded" in out_a and "succeeded" in out_b  # both took part
     one_trajectory_per_episode(store, job_id, 10)
 
@@ -113,5 +115,6 @@ def test_a_stopped_worker_is_replaced(docker_engine, store, wt_env, jobs_url, tm
         assert len(rows) == 3
     else:  # released: the same attempt runs again
         assert sorted(rows) == [(f"t-e{i}", 1, "succeeded") for i in range(2)]
+    assert js.job(job_id)["status"] == "succeeded"
     trajs = one_trajectory_per_episode(store, job_id, 2)
     assert all(len(t.turns) == 2 for t in trajs)
