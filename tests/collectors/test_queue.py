@@ -8,7 +8,8 @@ import threading
 
 import pytest
 from click.testing import CliRunner
-from worldtrace.collectors.jobs import JobSpec
+from worldtrace.collectors.episode import attempt_episode
+from worldtrace.collectors.jobs import JobSpec, journal_path
 from worldtrace.collectors.jobstore import MAX_LOST, open_job_store
 from worldtrace.collectors.worker import Worker, WorkerConfig
 from worldtrace.schemas import read_records
@@ -153,6 +154,42 @@ def test_a_worker_that_lost_its_lease_does_not_publish(docker_engine, store, js,
     [t] = read_records(store.raw)
     assert (t.source.attempt, t.outcome.status) == (2, "success")
     assert not list(store.raw.rglob("*.journal.jsonl"))
+
+
+@pytest.mark.docker
+def test_a_sandbox_that_cannot_start_fails_its_attempts(docker_engine, store, js):
+    job = {**JOB, "sandbox": {"kind": "terminal", "docker": {"image": "worldtrace/absent:1"}}}
+    job_id = js.submit(JobSpec.from_dict({**job, "episodes": 1, "tasks": JOB["tasks"][:1]}))
+    stats = Worker(js, store.raw).run()
+    assert (stats.run, stats.failed, stats.errors) == (2, 2, [])  # retried, the worker went on
+    rows = js.job(job_id)["episode_rows"]
+    assert [(r["attempt"], r["status"]) for r in rows] == [(1, "failed"), (2, "failed")]
+    assert (
+        "cannot create the sandbox: SandboxError: image 'worldtrace/absent:1'" in rows[0]["error"]
+    )
+    assert [t.outcome.status for t in read_records(store.raw)] == ["error", "error"]
+
+
+@pytest.mark.docker
+def test_a_finished_attempt_left_unpublished_is_published_once(docker_engine, store, js):
+    """A worker crashed between recording the outcome and publishing: the next worker
+    publishes the journal under the attempt's key and does not run the episode again."""
+    spec = JobSpec.from_dict({**JOB, "episodes": 1, "tasks": JOB["tasks"][:1]})
+    job_id = js.submit(spec)
+    claim = js.claim("crashed-after-finish", 60)
+    journal = journal_path(store.raw, job_id, claim.episode_id, claim.attempt)
+    sandbox = spec.build_sandbox()
+    try:
+        t = attempt_episode(
+            spec, spec.episode(claim.episode_id), sandbox, journal.parent, job_id, 1, store.raw
+        )
+    finally:
+        sandbox.close()
+    assert js.finish(claim, "succeeded", t.trajectory_id, None, 0)  # ...and then it died
+    assert Worker(js, store.raw).run().run == 0
+    assert [p.name for p in published(store, job_id)] == ["ok-e0-a1.parquet"]
+    assert [x.trajectory_id for x in read_records(store.raw)] == [t.trajectory_id]
+    assert not journal.exists()
 
 
 # -- the command line -------------------------------------------------------------------
