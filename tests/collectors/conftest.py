@@ -65,13 +65,15 @@ def pg_server():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def fresh_database(server_url: str) -> str:
+def fresh_schema(server_url: str) -> str:
+    """The URL of an empty job store: a new schema first on the search path (cheaper
+    than a database per test, which copies a template)."""
     import psycopg
 
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(f"{server_url}/postgres", autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    return f"{server_url}/{name}"
+        c.execute(f"CREATE SCHEMA {name}")
+    return f"{server_url}/postgres?options=-csearch_path%3D{name}"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -79,7 +81,7 @@ def jobs_url(request, store) -> str:
     """The job store URL of a test, once per kind of store."""
     if request.param == "sqlite":
         return str(store.jobs_db)
-    return fresh_database(request.getfixturevalue("pg_server"))
+    return fresh_schema(request.getfixturevalue("pg_server"))
 
 
 @pytest.fixture

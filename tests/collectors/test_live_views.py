@@ -54,7 +54,7 @@ class Terminal:
 @pytest.mark.docker
 def test_collect_shows_a_progress_bar_on_a_terminal(docker_engine, wt_env, tmp_path, repo):
     f = tmp_path / "job.yaml"
-    f.write_text(json.dumps(slow_job(repo, episodes=1)))
+    f.write_text(json.dumps(slow_job(repo, command="true")))
     term = Terminal(["worldtrace", "collect", str(f)], wt_env)
     assert term.wait() == 0, term.text
     out = term.text

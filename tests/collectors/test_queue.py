@@ -31,11 +31,11 @@ JOB = {
 }
 
 
-def slow_job(repo, episodes: int = 1, steps: int = 1, name: str = "slow") -> dict:
+def slow_job(repo, episodes: int = 1, steps: int = 1, command: str = "sleep 2") -> dict:
     """Episodes of `sleep 2` steps in the lightest sandbox (busybox, one-shot commands)."""
-    step = {"tool": "bash", "arguments": {"command": "sleep 2"}}
+    step = {"tool": "bash", "arguments": {"command": command}}
     return {
-        "name": name,
+        "name": "slow",
         "sandbox": {"kind": "swe", "repo": str(repo), "docker": {"image": "worldtrace/busybox:latest", "warm": 2}},
         "episodes": episodes,
         "tasks": [{"id": "t", "actions": [step] * steps}],
@@ -126,7 +126,7 @@ def test_a_lost_lease_cannot_finish_and_a_poison_episode_stops(js):
 
 @pytest.mark.docker
 def test_an_expired_lease_is_requeued_while_the_worker_runs(docker_engine, store, js, repo):
-    job_id = js.submit(JobSpec.from_dict(slow_job(repo)))
+    job_id = js.submit(JobSpec.from_dict(slow_job(repo, command="true")))
     ghost = js.claim("ghost-on-another-host", 1.5)  # no heartbeat will ever come
     stats = Worker(js, store.raw, WorkerConfig(lease=2.0, heartbeat=0.25)).run()
     assert stats.run == 1
@@ -138,6 +138,7 @@ def test_an_expired_lease_is_requeued_while_the_worker_runs(docker_engine, store
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("jobs_url", ["sqlite"], indirect=True)  # the SQL is the same
 def test_a_worker_that_lost_its_lease_does_not_publish(docker_engine, store, js, repo):
     """A stalls (no heartbeat within its lease); B takes the episode over and redoes it;
     A's late result is discarded: one published trajectory."""

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.docker
 
 def start_worker(wt_env, jobs_url, *args):
     return subprocess.Popen(
-        ["worldtrace", "worker", "--jobs", jobs_url, *args],
+        ["worldtrace", "worker", "--jobs", jobs_url, "--poll", "0.5", *args],
         env=wt_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
