@@ -1,23 +1,85 @@
-"""Running a job file directly (`worldtrace collect JOB_FILE`): every episode, with retries.
+"""Running a job file directly (`worldtrace collect JOB_FILE`), and the raw layout of
+collected attempts shared with the queue's workers.
 
-The job file format and its validation live in `jobspec.py`; the episode loop shared
-with the queue's workers in `episode.py`.
+Every attempt is published on its own as `raw/collect/<job>/<episode>-a<attempt>.parquet`
+as soon as it ends (written atomically, never twice): an exception or a signal later in
+the job loses nothing already collected. Journals of attempts in progress sit in
+`raw/collect/<job>/.journals/` (hidden from readers). Re-running a job id resumes it:
+published attempts stay and are not rerun, and the journal a crashed run left becomes
+its attempt as it stands (outcome `incomplete`). The job file format lives in
+`jobspec.py`, the episode loop in `episode.py`.
 """
 
 from __future__ import annotations
 
-import shutil
+import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from worldtrace.schemas import ShardWriter, Trajectory
+from worldtrace.sandboxes.base import SandboxError
+from worldtrace.schemas import Observation, Trajectory
 
-from .episode import attempt_episode
+from .episode import Interrupted, attempt_episode, failure_reason
 from .jobspec import JobSpec
-from .recorder import recover
+from .recorder import JOURNAL_SUFFIX, publish, recover
 
 JOURNALS = ".journals"
+"""Directory of a job's journals (hidden: shard readers skip it)."""
+EventHook = Callable[..., None]
+"""`on_event(event, **info)`: progress for the command line (see `run_job`, `Worker`)."""
+
+
+def job_dir(raw_dir: str | Path, job_id: str) -> Path:
+    return Path(raw_dir) / "collect" / job_id
+
+
+def trajectory_path(raw_dir: str | Path, job_id: str, episode_id: str, attempt: int) -> Path:
+    """The attempt's one published file (its idempotent key)."""
+    return job_dir(raw_dir, job_id) / f"{episode_id}-a{attempt}.parquet"
+
+
+def journal_path(raw_dir: str | Path, job_id: str, episode_id: str, attempt: int) -> Path:
+    """Where the Recorder journals the attempt (`Recorder.path` for these ids)."""
+    return job_dir(raw_dir, job_id) / JOURNALS / f"{episode_id}-a{attempt}{JOURNAL_SUFFIX}"
+
+
+def parse_attempt_name(name: str) -> tuple[str, int]:
+    """(episode id, attempt) of a journal or published file name."""
+    stem = name.removesuffix(JOURNAL_SUFFIX).removesuffix(".parquet")
+    episode_id, _, attempt = stem.rpartition("-a")
+    return episode_id, int(attempt)
+
+
+class Unavailable:
+    """Stands for a sandbox that could not be created: its episode attempt fails with
+    the reason (and is retried) like any other failure of the environment."""
+
+    def __init__(self, exc: BaseException, domain: str):
+        self.reason = failure_reason(exc)
+        self.domain = domain
+
+    def reset(self, task) -> Observation:
+        raise SandboxError(f"cannot create the sandbox: {self.reason}")
+
+    def step(self, action) -> Observation:
+        raise SandboxError("step before reset")
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def build_sandbox(spec: JobSpec):
+    """The job's sandbox, or `Unavailable` with the reason it could not be created."""
+    try:
+        return spec.build_sandbox()
+    except Exception as exc:  # the next attempt records why
+        return Unavailable(exc, spec.domain)
 
 
 @dataclass
@@ -25,34 +87,87 @@ class JobResult:
     trajectories: list[Trajectory] = field(default_factory=list)
     failed_attempts: int = 0
     shards: list[Path] = field(default_factory=list)
+    interrupted: bool = False
+    """A stop request ended the run early (the episode in progress is published as
+    `incomplete`; re-run the job id to finish)."""
+
+
+def _published(out: Path, episode_id: str) -> dict[int, str]:
+    """Attempt -> outcome status of the episode's published attempts."""
+    import pyarrow.parquet as pq
+
+    found = {}
+    for p in out.glob(f"{episode_id}-a*.parquet"):
+        ep, attempt = parse_attempt_name(p.name)
+        if ep == episode_id:
+            status = pq.read_table(p, columns=["outcome"]).column("outcome")[0]["status"]
+            found[attempt] = status.as_py()
+    return found
 
 
 def run_job(
-    spec: JobSpec, raw_dir: str | Path, job_id: str | None = None, sandbox=None
+    spec: JobSpec,
+    raw_dir: str | Path,
+    job_id: str | None = None,
+    sandbox=None,
+    stop: threading.Event | None = None,
+    on_event: EventHook | None = None,
 ) -> JobResult:
-    """Run every episode of a job; every attempt, failed or not, is written."""
+    """Run every episode of a job (with retries), publishing each attempt as it ends."""
     job_id = job_id or f"{spec.name}-{uuid.uuid4().hex[:8]}"
-    out = Path(raw_dir) / "collect" / job_id
-    journals = out / JOURNALS
+    emit = on_event or (lambda event, **info: None)
+    raw_dir = Path(raw_dir)
+    out = job_dir(raw_dir, job_id)
     result = JobResult()
-    sandbox = sandbox or spec.build_sandbox()
+
+    def keep(journal: Path, episode_id: str, attempt: int) -> Trajectory:
+        dest = trajectory_path(raw_dir, job_id, episode_id, attempt)
+        t = publish(journal, dest)
+        result.trajectories.append(t)
+        result.shards.append(dest)
+        return t
+
+    for path, _ in recover(out / JOURNALS):  # a run of this job id that crashed
+        keep(path, *parse_attempt_name(path.name))
+    episodes = spec.expand()
+    emit("job", job_id=job_id, episodes=len(episodes))
+    own = sandbox is None
     try:
-        with ShardWriter(out, prefix=spec.name) as writer:
-            for _, t in recover(journals):  # a previous run of this job that crashed
-                writer.write(t)
-                result.trajectories.append(t)
-            for episode in spec.expand():
-                for attempt in range(1, spec.retries + 2):
-                    t = attempt_episode(
-                        spec, episode, sandbox, journals, job_id, attempt, Path(raw_dir)
+        for episode in episodes:
+            done = _published(out, episode.episode_id)
+            errors = sum(s == "error" for s in done.values())
+            if (done and any(s != "error" for s in done.values())) or errors > spec.retries:
+                emit("skipped", episode=episode.episode_id)
+                continue
+            attempt = max(done, default=0) + 1
+            while True:
+                if sandbox is None or isinstance(sandbox, Unavailable):
+                    sandbox = build_sandbox(spec)
+                emit("started", episode=episode.episode_id, attempt=attempt)
+                journal = journal_path(raw_dir, job_id, episode.episode_id, attempt)
+                try:
+                    attempt_episode(
+                        spec, episode, sandbox, journal.parent, job_id, attempt, raw_dir, stop
                     )
-                    writer.write(t)
-                    result.trajectories.append(t)
-                    if t.outcome.status != "error":
-                        break
-                    result.failed_attempts += 1
-        result.shards = list(writer.paths)
-        shutil.rmtree(journals, ignore_errors=True)  # everything journaled is now in a shard
+                except Interrupted:
+                    if journal.exists():
+                        keep(journal, episode.episode_id, attempt)
+                    result.interrupted = True
+                    emit("interrupted", episode=episode.episode_id, attempt=attempt)
+                    return result
+                t = keep(journal, episode.episode_id, attempt)
+                failed = t.outcome.status == "error"
+                result.failed_attempts += failed
+                errors += failed
+                final = not failed or errors > spec.retries
+                emit(
+                    "finished", episode=episode.episode_id, attempt=attempt, trajectory=t,
+                    final=final,
+                )  # fmt: skip
+                if final:
+                    break
+                attempt += 1
     finally:
-        sandbox.close()
+        if own and sandbox is not None:
+            sandbox.close()
     return result

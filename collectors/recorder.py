@@ -1,9 +1,10 @@
 """Recording episodes: every finished turn reaches the disk before the next step.
 
-The Recorder appends each turn to a per-episode journal (JSON lines, fsynced), so a
-crash loses at most the turn in flight; finished and crashed journals become
-trajectories in raw shards (`recover`), and a journal is removed only after the shard
-holding its trajectory is published.
+The Recorder appends each turn to a per-attempt journal (JSON lines, fsynced), so a
+crash loses at most the turn in flight. A journal belongs to one attempt: a new
+Recorder for the same episode and attempt starts it afresh (never appends to a stale
+one). `publish` turns a journal into the attempt's one Parquet file, written
+atomically and at most once, and removes the journal only after that.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from worldtrace.schemas import (
     Turn,
 )
 from worldtrace.schemas.records import from_jsonable, to_jsonable, trajectory_from_dict, utcnow
+from worldtrace.schemas.store import read_records, write_table_atomic
 
 JOURNAL_SUFFIX = ".journal.jsonl"
 
@@ -64,8 +66,8 @@ class Recorder:
         """True once the header (the episode's start) is journaled."""
 
     def _append(self, kind: str, payload: dict[str, Any]) -> None:
-        if self._fh is None:
-            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (closed in finish)
+        if self._fh is None:  # "w": whatever a crashed run left under this name is stale
+            self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115  (closed in finish)
         self._fh.write(json.dumps({"kind": kind, **payload}, default=str) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -195,3 +197,26 @@ def recover(journal_dir: str | os.PathLike) -> list[tuple[Path, Trajectory]]:
         except ValueError:
             p.unlink()  # a journal without even a header holds nothing
     return out
+
+
+def publish(journal: Path, dest: Path) -> Trajectory:
+    """The journal's trajectory as one Parquet file `dest`, then the journal goes.
+
+    `dest` is the attempt's idempotent key: written atomically (temp file, fsync,
+    rename) and never twice, so a redo after a crash between writing and removing the
+    journal publishes nothing new.
+    """
+    import pyarrow as pa
+    from worldtrace.schemas.arrow import to_batch
+
+    try:
+        t = journal_to_trajectory(journal)
+    except FileNotFoundError:
+        if not dest.exists():
+            raise
+        [t] = read_records(dest)  # published meanwhile by another worker (the same content)
+        return t
+    if not dest.exists():
+        write_table_atomic(dest, pa.Table.from_batches([to_batch([t])]))
+    journal.unlink(missing_ok=True)
+    return t

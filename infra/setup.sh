@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc git-doc)
+APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc git-doc postgresql)
 VENV=.venv
 STAMP="$VENV/.worldtrace-setup"
 DOCKERD_LOG=/tmp/worldtrace-dockerd.log
@@ -108,6 +108,15 @@ else
   (cd "$RJS" && rm -rf node_modules package-lock.json && npm install --no-audit --no-fund --silent)
 fi
 # --- end MCP servers ------------------------------------------------------------------
+# >>> postgresql (job store for workers on several hosts) >>>
+# Debian's postgresql (in APT_PACKAGES) brings initdb/pg_ctl; nothing is started here:
+# the tests start their own server in a temp dir on 127.0.0.1, and infra/multihost.md
+# shows a shared one. The packaged cluster is not needed, so it stays down.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  log "postgresql: initdb missing after install"; exit 1
+fi
+log "postgresql: $(ls -d /usr/lib/postgresql/*/bin | tail -1)"
+# <<< postgresql <<<
 
 # 4. Local sandbox images (content-tagged; skipped when present).
 infra/images/build.sh all

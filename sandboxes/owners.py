@@ -59,6 +59,16 @@ def _boot_id() -> str:
         return ""
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/PID/stat (state first, start time at index 19); None when no
+    process has that pid. The name may hold spaces and parentheses, hence rsplit."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
 def process_start(pid: int) -> str | None:
     """An identity of a running process that a later process reusing its pid does not
     share (boot id and start time from /proc); None when no process has that pid."""
@@ -70,12 +80,8 @@ def process_start(pid: int) -> str | None:
         except PermissionError:
             return ""
         return ""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()  # the name may hold spaces and parentheses
-    return f"{_boot_id()}:{fields[19]}"  # field 22, starttime; fields[0] is field 3
+    fields = proc_stat(pid)
+    return None if fields is None else f"{_boot_id()}:{fields[19]}"
 
 
 def owner_labels() -> dict[str, str]:

@@ -10,11 +10,15 @@ import sys
 import textwrap
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
 import pytest
 from worldtrace.collectors.jobs import JobSpec, run_job
 from worldtrace.collectors.recorder import recover
 from worldtrace.schemas import read_records, validate_dict
+
+from .conftest import wait_until
+from .test_queue import slow_job
 
 pytestmark = pytest.mark.docker
 
@@ -254,3 +258,70 @@ def test_collect_cli_quick_run(docker_engine, wt_env):
         env=wt_env,
     )
     assert v.returncode == 0, v.stdout
+
+
+CRASHING_RUN = textwrap.dedent(
+    """
+    import json, sys
+    from worldtrace.collectors.jobs import JobSpec, run_job
+    spec = JobSpec.from_dict(json.loads(sys.argv[1]))
+    sb = spec.build_sandbox()
+    print(sb.pool.pool_id, flush=True)
+    run_job(spec, sys.argv[2], job_id="crashed", sandbox=sb)
+    """
+)
+
+
+def test_rerunning_a_crashed_job_id_resumes_without_appending(docker_engine, store):
+    """A run killed mid-episode leaves a journal; running the job id again publishes it
+    as it stands and runs the rest: every attempt once, turn indices 0..n-1."""
+    job = {**TERMINAL_JOB, "episodes": 2, "tasks": [{"id": "t", "actions": [
+        "echo one\n", {"keystrokes": "sleep 2\n", "duration": 4}, "echo two\n"]}]}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_RUN, json.dumps(job), str(store.raw)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    pool_id = proc.stdout.readline().strip()
+    journal = store.raw / "collect" / "crashed" / ".journals" / "t-e0-a1.journal.jsonl"
+    wait_until(lambda: journal.exists() and '"kind": "turn"' in journal.read_text(), what="a turn")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for c in docker_engine.containers.list(
+        all=True, filters={"label": f"worldtrace.sandbox.pool={pool_id}"}
+    ):
+        c.remove(force=True)  # the killed collector could not clean up its own containers
+    r = run_job(JobSpec.from_dict(job), store.raw, job_id="crashed")
+    got = {(t.source.episode_id, t.source.attempt): t for t in r.trajectories}
+    assert sorted(got) == [("t-e0", 1), ("t-e1", 1)]  # e0 is not run again
+    assert got[("t-e0", 1)].outcome.status == "incomplete"
+    assert got[("t-e1", 1)].outcome.status == "success" and len(got[("t-e1", 1)].turns) == 3
+    for t in read_records(store.raw):
+        assert [x.index for x in t.turns] == list(range(len(t.turns)))
+    assert sorted(p.name for p in (store.raw / "collect" / "crashed").glob("*.parquet")) == [
+        "t-e0-a1.parquet",
+        "t-e1-a1.parquet",
+    ]
+    assert run_job(JobSpec.from_dict(job), store.raw, job_id="crashed").trajectories == []
+
+
+def test_an_interrupt_keeps_the_episodes_already_collected(docker_engine, wt_env, tmp_path, repo):
+    """Ctrl-C during the second episode: the first one is published, the second one is
+    published as it stands (incomplete); before, the run's shard was discarded."""
+    f = tmp_path / "job.yaml"
+    f.write_text(json.dumps(slow_job(repo, episodes=2)))
+    proc = subprocess.Popen(
+        ["worldtrace", "collect", str(f)], env=wt_env, stdout=subprocess.PIPE, text=True
+    )
+    raw = Path(wt_env["WORLDTRACE_STORE"]) / "raw"
+
+    def first_ended():
+        ended = [p for p in raw.glob("collect/*/.journals/t-e0-a1.*") if '"end"' in p.read_text()]
+        return ended or list(raw.glob("collect/*/t-e0-a1.parquet"))
+
+    wait_until(first_ended, timeout=60, what="the first episode's end")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "t-e0 attempt 1: success (1 turns)  [1/2" in out  # plain progress lines off a TTY
+    got = {t.source.episode_id: t.outcome.status for t in read_records(raw)}
+    assert got == {"t-e0": "success", "t-e1": "incomplete"}

@@ -1,9 +1,14 @@
-"""Collection: `collect` runs a job now; `jobs ...` queues jobs and `worker` runs the queue."""
+"""Collection: `collect` runs a job now; `jobs ...` queues jobs, `worker` runs the queue,
+`scheduler` enqueues the runs of scheduled jobs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -11,6 +16,17 @@ import click
 from worldtrace.options import ConfigCommand, RegistryChoice, options_from
 
 from . import EXIT_PROBLEMS, store
+
+EXIT_INTERRUPTED = 130
+"""Exit status after a stop request (SIGINT/SIGTERM), as shells report Ctrl-C."""
+jobs_option = click.option(
+    "--jobs",
+    "jobs_url",
+    envvar="WORLDTRACE_JOBS",
+    metavar="URL",
+    help="Job store: a SQLite file or postgresql://user@host:port/db "
+    "(default: the store's jobs.db, or $WORLDTRACE_JOBS).",
+)
 
 
 @click.command(cls=ConfigCommand)
@@ -55,25 +71,34 @@ def collect(
 ) -> None:
     """Run episodes into raw shards: from a job file (see docs/collect.md) or a quick
     --sandbox run. Containers have no network, memory/cpu/pids limits, an output cap and
-    a step timeout; every attempt, failed or not, is recorded."""
+    a step timeout; every attempt, failed or not, is published as it ends. A progress bar
+    shows on a terminal (plain lines otherwise); Ctrl-C stops after the current step."""
     from worldtrace.collectors.jobs import run_job
     from worldtrace.collectors.jobspec import JobSpec
-    from worldtrace.output import print_collect_result
+    from worldtrace.progress import CollectProgress, print_run
     from worldtrace.sandboxes.base import SandboxError
 
     if bool(job_file) == bool(sandbox):
         raise click.UsageError("give a JOB_FILE or --sandbox (not both)")
-    try:
-        if job_file:
-            spec = JobSpec.load(job_file)
-        else:
+    if job_file:
+        spec = _load_job(ctx, job_file)
+    else:
+        try:
             spec = JobSpec.from_dict(
                 _quick_job(sandbox, image, repo, instruction, keys, tools, duration)
             )
-        result = run_job(spec, store(ctx).raw)
-    except (ValueError, SandboxError, json.JSONDecodeError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    print_collect_result(result)
+        except (ValueError, json.JSONDecodeError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    stop = threading.Event()
+    live = sys.stdout.isatty()
+    with _on_signals(lambda: stop.set()), CollectProgress(live) as progress:
+        try:
+            result = run_job(spec, store(ctx).raw, stop=stop, on_event=progress)
+        except SandboxError as exc:
+            raise click.ClickException(str(exc)) from exc
+    print_run(result, listed=live)
+    if result.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
     if result.trajectories and all(t.outcome.status == "error" for t in result.trajectories):
         sys.exit(EXIT_PROBLEMS)
 
@@ -108,53 +133,127 @@ def _quick_job(sandbox, image, repo, instruction, keys, tools, duration) -> dict
     }
 
 
+@contextlib.contextmanager
+def _on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """SIGINT/SIGTERM call `stop` (finish cleanly); a second one exits at once."""
+
+    def handler(signum, frame) -> None:
+        if handler.seen:  # type: ignore[attr-defined]
+            raise SystemExit(EXIT_INTERRUPTED)
+        handler.seen = True  # type: ignore[attr-defined]
+        click.echo(f"{signal.Signals(signum).name}: stopping after the current step", err=True)
+        stop()
+
+    handler.seen = False  # type: ignore[attr-defined]
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _load_job(ctx: click.Context, job_file: str):
+    """The job file, checked completely; every problem is one line on stderr (exit 1)."""
+    from worldtrace.collectors.jobspec import JobSpec
+    from worldtrace.schemas.parsing import ConfigError
+
+    try:
+        spec = JobSpec.load(job_file)
+        try:
+            spec.check_store(store(ctx).root)
+        except ConfigError as exc:
+            raise exc.located(None, job_file) from None
+    except ConfigError as exc:
+        for line in exc.render().splitlines():
+            click.echo(line, err=True)
+        sys.exit(EXIT_PROBLEMS)
+    return spec
+
+
+def _job_store(ctx: click.Context, url: str | None):
+    from worldtrace.collectors.jobstore import open_job_store
+
+    try:
+        return open_job_store(url or store(ctx).jobs_db)
+    except Exception as exc:  # psycopg and sqlite3 raise their own types
+        raise click.ClickException(f"cannot open the job store {url}: {exc}") from exc
+
+
 @click.group()
 def jobs() -> None:
-    """Collection jobs in the store's jobs.db: submit, list, show, cancel, retry.
-    `worldtrace worker` runs what is queued."""
-
-
-def _job_store(ctx: click.Context):
-    from worldtrace.collectors.queue import JobStore
-
-    return JobStore(store(ctx).jobs_db)
+    """Collection jobs in the job store (the store's jobs.db, or --jobs URL): submit,
+    list, show, cancel, retry, unschedule. `worldtrace worker` runs what is queued."""
 
 
 @jobs.command("submit")
 @click.argument("job_file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--dry-run", is_flag=True, help="Check the file and print its episodes; queue nothing."
+)
+@jobs_option
 @click.pass_context
-def jobs_submit(ctx: click.Context, job_file: str) -> None:
-    """Queue a job file (see docs/collect.md); prints the job id."""
-    from worldtrace.collectors.jobspec import JobSpec
+def jobs_submit(ctx: click.Context, job_file: str, dry_run: bool, jobs_url: str | None) -> None:
+    """Queue a job file (see docs/collect.md); prints the job id. A file with a
+    `schedule` registers it instead (`worldtrace scheduler` enqueues its runs)."""
+    from worldtrace.output import print_table, rows_table
 
-    try:
-        spec = JobSpec.load(job_file)
-    except (ValueError, TypeError) as exc:
-        raise click.ClickException(f"{job_file}: {exc}") from exc
-    click.echo(_job_store(ctx).submit(spec))
+    spec = _load_job(ctx, job_file)
+    if dry_run:
+        rows = [
+            {"task": e.task.id, "episode": e.episode_id, "seed": e.seed, "actions": len(e.task.actions)}
+            for e in spec.expand()
+        ]  # fmt: skip
+        print_table(rows_table(rows, title=f"{spec.name}: {len(rows)} episode(s)"))
+        s = spec.options.schedule
+        if s is not None:
+            click.echo(
+                f"schedule: {f'cron {s.cron}' if s.cron else f'every {s.every}'}, missed: {s.missed}"
+            )
+        return
+    js = _job_store(ctx, jobs_url)
+    if spec.options.schedule is not None:
+        from worldtrace.collectors.scheduler import register
+
+        due = register(js, spec)
+        click.echo(
+            f"schedule {spec.name}: registered, next run due {due.isoformat(timespec='seconds')}"
+        )
+        return
+    click.echo(js.submit(spec))
 
 
 @jobs.command("list")
+@click.option("--watch", is_flag=True, help="Keep the tables on screen, refreshed, until Ctrl-C.")
+@click.option(
+    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+    help="Seconds between refreshes of --watch.",
+)  # fmt: skip
+@jobs_option
 @click.pass_context
-def jobs_list(ctx: click.Context) -> None:
-    """List jobs with their status and episode counts."""
-    from worldtrace.output import print_table, rows_table
+def jobs_list(ctx: click.Context, watch: bool, interval: float, jobs_url: str | None) -> None:
+    """Jobs with their status and episode counts, schedules with their next due time,
+    and the workers that run."""
+    from worldtrace.output import print_table
+    from worldtrace.progress import jobs_view
+    from worldtrace.progress import watch as watch_view
 
-    rows = _job_store(ctx).jobs()
-    if not rows:
-        click.echo("no jobs")
-        return
-    print_table(rows_table(rows))
+    js = _job_store(ctx, jobs_url)
+    if watch:
+        watch_view(js, interval)
+    else:
+        print_table(jobs_view(js))
 
 
 @jobs.command("show")
 @click.argument("job_id")
+@jobs_option
 @click.pass_context
-def jobs_show(ctx: click.Context, job_id: str) -> None:
+def jobs_show(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
     """One job and every attempt of its episodes."""
     from worldtrace.output import print_job
 
-    job = _job_store(ctx).job(job_id)
+    job = _job_store(ctx, jobs_url).job(job_id)
     if job is None:
         raise click.ClickException(f"no single job matches {job_id!r}")
     print_job(job)
@@ -162,46 +261,87 @@ def jobs_show(ctx: click.Context, job_id: str) -> None:
 
 @jobs.command("cancel")
 @click.argument("job_id")
+@jobs_option
 @click.pass_context
-def jobs_cancel(ctx: click.Context, job_id: str) -> None:
+def jobs_cancel(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
     """Cancel a job: its queued episodes will not run (running ones finish)."""
-    n = _job_store(ctx).cancel(job_id)
+    n = _job_store(ctx, jobs_url).cancel(job_id)
     click.echo(f"{job_id}: cancelled, {n} queued episode(s) dropped from the queue")
 
 
 @jobs.command("retry")
 @click.argument("job_id")
+@jobs_option
 @click.pass_context
-def jobs_retry(ctx: click.Context, job_id: str) -> None:
+def jobs_retry(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
     """Queue a new attempt of every failed or cancelled episode."""
-    n = _job_store(ctx).retry(job_id)
+    n = _job_store(ctx, jobs_url).retry(job_id)
     click.echo(f"{job_id}: {n} episode(s) queued again")
 
 
-@click.command()
-@click.option(
-    "--concurrency", default=1, show_default=True, help="Episodes run at once (one sandbox each)."
-)
-@click.option(
-    "--forever",
-    is_flag=True,
-    help="Keep polling for new jobs instead of exiting when the queue is empty.",
-)
-@click.option(
-    "--lease",
-    default=120.0,
-    show_default=True,
-    help="Seconds without a heartbeat after which a running episode is requeued.",
-)
+@jobs.command("unschedule")
+@click.argument("name")
+@jobs_option
 @click.pass_context
-def worker(ctx: click.Context, concurrency: int, forever: bool, lease: float) -> None:
-    """Run queued collection episodes (resuming those of workers that died)."""
-    from worldtrace.collectors.queue import Worker
+def jobs_unschedule(ctx: click.Context, name: str, jobs_url: str | None) -> None:
+    """Remove the schedule of job NAME (runs already queued stay)."""
+    if not _job_store(ctx, jobs_url).remove_schedule(name):
+        raise click.ClickException(f"no schedule named {name!r}")
+    click.echo(f"schedule {name}: removed")
 
-    n = Worker(_job_store(ctx), store(ctx).raw, concurrency=concurrency, lease_s=lease).run(
-        forever=forever
+
+@click.command(cls=ConfigCommand)
+@options_from("worldtrace.collectors.worker:WorkerConfig")
+@jobs_option
+@click.pass_context
+def worker(ctx: click.Context, jobs_url: str | None, **config) -> None:
+    """Run queued collection episodes, printing each start and end. Attempts of workers
+    that died are ended and queued again, and their containers removed. SIGTERM or
+    Ctrl-C gives the running episodes back to the queue and exits; exit status 1 when
+    the worker itself failed (each failure ends its episode attempt with the reason)."""
+    from worldtrace.collectors.worker import Worker, WorkerConfig
+    from worldtrace.progress import worker_line
+    from worldtrace.schemas.parsing import ConfigError, parse
+
+    try:
+        cfg = parse(WorkerConfig, config)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    w = Worker(_job_store(ctx, jobs_url), store(ctx).raw, cfg, on_event=worker_line)
+    with _on_signals(w.stop):
+        stats = w.run()
+    click.echo(
+        f"worker {w.name}: {stats.run} episode attempt(s) run ({stats.failed} failed), "
+        f"{stats.released} released, {stats.lost} lost, {len(stats.errors)} worker error(s)"
     )
-    click.echo(f"worker: {n} episode(s) run")
+    if stats.errors:
+        sys.exit(EXIT_PROBLEMS)
 
 
-COMMANDS = (collect, jobs, worker)
+@click.command(cls=ConfigCommand)
+@options_from("worldtrace.collectors.scheduler:SchedulerConfig")
+@click.option("--once", is_flag=True, help="Enqueue what is due now and exit.")
+@jobs_option
+@click.pass_context
+def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) -> None:
+    """Enqueue runs of scheduled jobs (`schedule:` in a job file, registered by `jobs
+    submit`) when they are due; runs until Ctrl-C/SIGTERM."""
+    from worldtrace.collectors.scheduler import Scheduler, SchedulerConfig
+    from worldtrace.schemas.parsing import ConfigError, parse
+
+    try:
+        cfg = parse(SchedulerConfig, config)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    s = Scheduler(_job_store(ctx, jobs_url), config=cfg)
+    announce = lambda job_id: click.echo(f"enqueued {job_id}")  # noqa: E731
+    if once:
+        for job_id in s.tick():
+            announce(job_id)
+        return
+    stop = threading.Event()
+    with _on_signals(stop.set):
+        s.run(stop, on_enqueue=announce)
+
+
+COMMANDS = (collect, jobs, worker, scheduler)

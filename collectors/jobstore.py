@@ -1,0 +1,100 @@
+"""The job store: jobs, the attempts of their episodes under leases, workers, schedules.
+
+`JobStore` is the interface workers, the scheduler and the CLI use; `open_job_store`
+picks an implementation from a path or URL. Both implementations share the SQL of
+`jobstore_sql.SQLJobStore`: `SQLiteJobStore` (the embedded default, `jobs.db` in WAL
+mode) and `PostgresJobStore` (`jobstore_pg.py`, for workers on several hosts).
+
+Leases: a claim marks one queued attempt `running` with a random lease token and an
+expiry (`lease_expires`, in the database's clock, so hosts need not agree on the time).
+The owner renews it every heartbeat; finishing or releasing an attempt requires the
+token, so a worker that lost its lease cannot overwrite the new owner's result. An
+attempt whose lease expired (or whose worker process is known dead) ends `failed` with
+`lost = 1` and the error `worker lost: ...`; a new attempt is queued without consuming
+the job's `retries`, at most `MAX_LOST` times per episode (a poison episode that kills
+its worker cannot loop forever).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .jobspec import JobSpec
+
+MAX_LOST = 3
+"""Lost attempts (worker died or lost its lease) after which an episode is not requeued."""
+FINAL = ("succeeded", "failed", "cancelled")
+"""Statuses an attempt ends in."""
+LOST_PREFIX = "worker lost: "
+"""Start of the error of an attempt whose worker died or lost its lease."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One attempt a worker holds; `token` proves ownership of the lease."""
+
+    job_id: str
+    episode_id: str
+    task_id: str
+    attempt: int
+    token: str
+    spec_json: str
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A running attempt as other workers see it (with its worker's host and pid)."""
+
+    job_id: str
+    episode_id: str
+    attempt: int
+    token: str
+    worker: str
+    expired: bool
+    host: str | None
+    pid: int | None
+    process_start: int | None
+
+
+class JobStore(Protocol):
+    """What workers, the scheduler and the CLI need from a job store."""
+
+    def submit(self, spec: JobSpec, schedule_id: str | None = None) -> str: ...
+    def jobs(self) -> list[dict[str, Any]]: ...
+    def job(self, job_id: str) -> dict[str, Any] | None: ...
+    def cancel(self, job_id: str) -> int: ...
+    def retry(self, job_id: str) -> int: ...
+    def pending(self) -> dict[str, int]: ...
+    def claim(self, worker: str, lease_s: float) -> Claim | None: ...
+    def renew(self, tokens: list[str], lease_s: float) -> set[str]: ...
+    def finish(
+        self, claim: Claim, status: str, trajectory_id: str | None, error: str | None, retries: int
+    ) -> bool: ...
+    def release(self, claim: Claim) -> bool: ...
+    def running(self) -> list[Lease]: ...
+    def expire(self, lease: Lease, reason: str, only_if_expired: bool) -> bool: ...
+    def attempt_state(self, job_id: str, episode_id: str, attempt: int) -> dict | None: ...
+    def register_worker(self, worker: str, host: str, pid: int, start: int | None) -> None: ...
+    def worker_beat(self, worker: str) -> None: ...
+    def worker_stopped(self, worker: str, status: str) -> None: ...
+    def workers(self, lease_s: float) -> list[dict[str, Any]]: ...
+    def save_schedule(self, spec: JobSpec, next_due: float) -> None: ...
+    def schedules(self) -> list[dict[str, Any]]: ...
+    def remove_schedule(self, schedule_id: str) -> bool: ...
+    def advance_schedule(
+        self, schedule_id: str, due: float, next_due: float, spec: JobSpec | None, at: str
+    ) -> str | None: ...
+
+
+def open_job_store(url: str | Path) -> JobStore:
+    """A job store from a path (SQLite) or a `postgresql://` URL."""
+    text = str(url)
+    if text.startswith(("postgresql://", "postgres://")):
+        from .jobstore_pg import PostgresJobStore
+
+        return PostgresJobStore(text)
+    from .jobstore_sql import SQLiteJobStore
+
+    return SQLiteJobStore(text.removeprefix("sqlite:///") if text.startswith("sqlite:") else text)

@@ -1,0 +1,442 @@
+"""The job store in SQL: one implementation of `JobStore` for SQLite and PostgreSQL.
+
+`SQLJobStore` holds every operation, written with `?` parameters and two hooks a
+database fills in: `NOW` (its clock, epoch seconds; leases use it so hosts need not agree
+on the time) and `CLAIM_LOCK` (row locking of a claim). `SQLiteJobStore` is the embedded
+default; PostgreSQL is in `jobstore_pg.py`. The tables and columns the DuckDB `jobs` and
+`episodes` views read keep their names (columns are only added). The module is long
+because the SQL of every operation sits in one place, shared by both databases.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .jobspec import JobSpec
+from .jobstore import FINAL, LOST_PREFIX, MAX_LOST, Claim, Lease
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY, name TEXT NOT NULL, spec_json TEXT NOT NULL, status TEXT NOT NULL,
+    episodes INTEGER NOT NULL, succeeded INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL, started_at TEXT, finished_at TEXT,
+    priority INTEGER NOT NULL DEFAULT 0, schedule_id TEXT
+);
+CREATE TABLE IF NOT EXISTS episodes (
+    job_id TEXT NOT NULL, episode_id TEXT NOT NULL, task_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+    status TEXT NOT NULL, error TEXT, trajectory_id TEXT, worker TEXT, heartbeat DOUBLE PRECISION,
+    started_at TEXT, ended_at TEXT,
+    seq INTEGER NOT NULL DEFAULT 0, lease_token TEXT, lease_expires DOUBLE PRECISION,
+    lost INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, episode_id, attempt)
+);
+CREATE INDEX IF NOT EXISTS episodes_status ON episodes (status);
+CREATE TABLE IF NOT EXISTS workers (
+    worker TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, process_start BIGINT,
+    status TEXT NOT NULL, started_at TEXT NOT NULL, heartbeat DOUBLE PRECISION, stopped_at TEXT
+);
+CREATE TABLE IF NOT EXISTS schedules (
+    schedule_id TEXT PRIMARY KEY, spec_json TEXT NOT NULL, cron TEXT, every TEXT, missed TEXT NOT NULL,
+    next_due DOUBLE PRECISION NOT NULL, last_job_id TEXT, last_run_at TEXT, created_at TEXT NOT NULL
+);
+"""
+ADDED_COLUMNS = {
+    "jobs": {"priority": "INTEGER NOT NULL DEFAULT 0", "schedule_id": "TEXT"},
+    "episodes": {
+        "seq": "INTEGER NOT NULL DEFAULT 0",
+        "lease_token": "TEXT",
+        "lease_expires": "DOUBLE PRECISION",
+        "lost": "INTEGER NOT NULL DEFAULT 0",
+    },
+}
+"""Columns newer than the first jobs.db layout (added to old SQLite stores on open)."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class Tx:
+    """One transaction: `all`/`one` return dict rows, `run` returns the row count."""
+
+    def __init__(self, cursor, convert):
+        self.cur = cursor
+        self.convert = convert
+
+    def run(self, sql: str, *params: Any) -> int:
+        self.cur.execute(self.convert(sql), params)
+        return self.cur.rowcount
+
+    def all(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        self.cur.execute(self.convert(sql), params)
+        names = [d[0] for d in self.cur.description]
+        return [dict(zip(names, r, strict=True)) for r in self.cur.fetchall()]
+
+    def one(self, sql: str, *params: Any) -> dict[str, Any] | None:
+        rows = self.all(sql, *params)
+        return rows[0] if rows else None
+
+    def many(self, sql: str, rows: list[tuple]) -> None:
+        if rows:
+            self.cur.executemany(self.convert(sql), rows)
+
+
+class SQLJobStore:
+    """The `JobStore` in SQL written with `?` parameters; subclasses give `_tx`, `NOW`
+    (the database clock in epoch seconds), `CLAIM_LOCK` (row locking of a claim) and
+    `ROW_LOCK` (locking a row read before it is updated)."""
+
+    NOW = ""
+    CLAIM_LOCK = ""
+    ROW_LOCK = ""
+    url = ""
+
+    @contextmanager
+    def _tx(self, write: bool = True) -> Iterator[Tx]:
+        """A transaction (`write=False`: one that only reads)."""
+        raise NotImplementedError
+
+    # -- jobs ---------------------------------------------------------------------
+    def submit(self, spec: JobSpec, schedule_id: str | None = None) -> str:
+        with self._tx() as tx:
+            return self._insert_job(tx, spec, schedule_id)
+
+    def _insert_job(self, tx: Tx, spec: JobSpec, schedule_id: str | None) -> str:
+        job_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
+        eps = spec.expand()
+        tx.run(
+            "INSERT INTO jobs (job_id, name, spec_json, status, episodes, created_at, priority, schedule_id)"
+            " VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
+            job_id, spec.name, spec.to_json(), len(eps), now_iso(), spec.options.priority, schedule_id,
+        )  # fmt: skip
+        tx.many(
+            "INSERT INTO episodes (job_id, episode_id, task_id, attempt, status, seq) VALUES (?, ?, ?, 1, 'queued', ?)",
+            [(job_id, ep.episode_id, ep.task.id, i) for i, ep in enumerate(eps)],
+        )
+        return job_id
+
+    def jobs(self) -> list[dict[str, Any]]:
+        with self._tx(write=False) as tx:
+            return tx.all(
+                "SELECT job_id, name, status, priority, episodes, succeeded, failed, created_at, finished_at"
+                " FROM jobs ORDER BY created_at"
+            )
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        with self._tx(write=False) as tx:
+            rows = tx.all(
+                "SELECT * FROM jobs WHERE job_id = ? OR job_id LIKE ? || '%'", job_id, job_id
+            )
+            if len(rows) != 1:
+                return None
+            job = rows[0]
+            job["episode_rows"] = tx.all(
+                "SELECT episode_id, attempt, status, error, trajectory_id, worker, started_at, ended_at"
+                " FROM episodes WHERE job_id = ? ORDER BY seq, attempt",
+                job["job_id"],
+            )
+        return job
+
+    def cancel(self, job_id: str) -> int:
+        with self._tx() as tx:
+            n = tx.run(
+                "UPDATE episodes SET status = 'cancelled', ended_at = ? WHERE job_id = ? AND status = 'queued'",
+                now_iso(), job_id,
+            )  # fmt: skip
+            tx.run(
+                "UPDATE jobs SET status = 'cancelled', finished_at = ? WHERE job_id = ?"
+                " AND status NOT IN ('succeeded', 'failed', 'partial')",
+                now_iso(), job_id,
+            )  # fmt: skip
+        return n
+
+    def retry(self, job_id: str) -> int:
+        """Queue a new attempt of every episode whose last attempt failed or was cancelled."""
+        with self._tx() as tx:
+            last = tx.all(
+                f"SELECT e.episode_id, e.task_id, e.attempt, e.seq FROM episodes e JOIN ({_LAST}) m"
+                " ON e.episode_id = m.episode_id AND e.attempt = m.a"
+                " WHERE e.job_id = ? AND e.status IN ('failed', 'cancelled')",
+                job_id, job_id,
+            )  # fmt: skip
+            tx.many(
+                "INSERT INTO episodes (job_id, episode_id, task_id, attempt, status, seq) VALUES (?, ?, ?, ?, 'queued', ?)",
+                [(job_id, r["episode_id"], r["task_id"], r["attempt"] + 1, r["seq"]) for r in last],
+            )
+            if last:
+                tx.run(
+                    "UPDATE jobs SET status = 'queued', finished_at = NULL WHERE job_id = ?", job_id
+                )
+            self._refresh(tx, job_id)
+        return len(last)
+
+    def pending(self) -> dict[str, int]:
+        """Attempts still to run: `queued` (claimable) and `running`."""
+        with self._tx(write=False) as tx:
+            row = tx.one(
+                "SELECT sum(CASE WHEN e.status = 'queued' AND j.status IN ('queued', 'running') THEN 1 ELSE 0 END) AS queued,"
+                " sum(CASE WHEN e.status = 'running' THEN 1 ELSE 0 END) AS running"
+                " FROM episodes e JOIN jobs j ON j.job_id = e.job_id WHERE e.status IN ('queued', 'running')"
+            )
+        return {k: int((row or {}).get(k) or 0) for k in ("queued", "running")}
+
+    # -- leases -------------------------------------------------------------------
+    def claim(self, worker: str, lease_s: float) -> Claim | None:
+        """The next queued attempt (higher job priority first, then older jobs)."""
+        token = uuid.uuid4().hex
+        with self._tx() as tx:
+            row = tx.one(
+                "SELECT e.job_id, e.episode_id, e.task_id, e.attempt FROM episodes e JOIN jobs j ON j.job_id = e.job_id"
+                " WHERE e.status = 'queued' AND j.status IN ('queued', 'running')"
+                " ORDER BY j.priority DESC, j.created_at, e.job_id, e.seq, e.attempt LIMIT 1" + self.CLAIM_LOCK
+            )  # fmt: skip
+            if row is None:
+                return None
+            tx.run(
+                f"UPDATE episodes SET status = 'running', worker = ?, lease_token = ?, heartbeat = {self.NOW},"
+                f" lease_expires = {self.NOW} + ?, started_at = ?"
+                " WHERE job_id = ? AND episode_id = ? AND attempt = ?",
+                worker, token, lease_s, now_iso(), row["job_id"], row["episode_id"], row["attempt"],
+            )  # fmt: skip
+            job = tx.one(
+                "UPDATE jobs SET status = 'running', started_at = coalesce(started_at, ?) WHERE job_id = ?"
+                " RETURNING spec_json",
+                now_iso(), row["job_id"],
+            )  # fmt: skip
+        assert job is not None
+        return Claim(**row, token=token, spec_json=job["spec_json"])
+
+    def renew(self, tokens: list[str], lease_s: float) -> set[str]:
+        """Extend the leases of `tokens`; returns those still held (the others were lost)."""
+        held = set()
+        with self._tx() as tx:
+            for t in tokens:
+                if tx.run(
+                    f"UPDATE episodes SET heartbeat = {self.NOW}, lease_expires = {self.NOW} + ?"
+                    " WHERE lease_token = ? AND status = 'running'",
+                    lease_s, t,
+                ):  # fmt: skip
+                    held.add(t)
+        return held
+
+    def finish(
+        self, claim: Claim, status: str, trajectory_id: str | None, error: str | None, retries: int
+    ) -> bool:
+        """End an attempt if `claim` still holds its lease (False: lost, nothing changed).
+        A failure queues a new attempt while the episode's failures (lost attempts not
+        counted) are at most `retries`."""
+        with self._tx() as tx:
+            if not tx.run(
+                "UPDATE episodes SET status = ?, trajectory_id = ?, error = ?, ended_at = ?"
+                " WHERE job_id = ? AND episode_id = ? AND attempt = ? AND lease_token = ? AND status = 'running'",
+                status, trajectory_id, error, now_iso(), claim.job_id, claim.episode_id, claim.attempt, claim.token,
+            ):  # fmt: skip
+                return False
+            if status == "failed":
+                failures = tx.one(
+                    "SELECT count(*) AS n FROM episodes WHERE job_id = ? AND episode_id = ? AND status = 'failed' AND lost = 0",
+                    claim.job_id, claim.episode_id,
+                )["n"]  # fmt: skip
+                if failures <= retries:
+                    self._next_attempt(tx, claim.job_id, claim.episode_id)
+            self._refresh(tx, claim.job_id)
+        return True
+
+    def release(self, claim: Claim) -> bool:
+        """Give an attempt back unrun (the worker is stopping): queued again, same attempt."""
+        with self._tx() as tx:
+            n = tx.run(
+                "UPDATE episodes SET status = CASE WHEN (SELECT status FROM jobs WHERE job_id = ?) = 'cancelled'"
+                " THEN 'cancelled' ELSE 'queued' END, worker = NULL, lease_token = NULL, heartbeat = NULL,"
+                " lease_expires = NULL, started_at = NULL"
+                " WHERE job_id = ? AND episode_id = ? AND attempt = ? AND lease_token = ? AND status = 'running'",
+                claim.job_id, claim.job_id, claim.episode_id, claim.attempt, claim.token,
+            )  # fmt: skip
+            self._refresh(tx, claim.job_id)
+        return bool(n)
+
+    def running(self) -> list[Lease]:
+        with self._tx(write=False) as tx:
+            rows = tx.all(
+                f"SELECT e.job_id, e.episode_id, e.attempt, e.lease_token AS token, e.worker,"
+                f" CASE WHEN e.lease_expires < {self.NOW} THEN 1 ELSE 0 END AS expired, w.host, w.pid, w.process_start"
+                " FROM episodes e LEFT JOIN workers w ON w.worker = e.worker WHERE e.status = 'running'"
+            )  # fmt: skip
+        return [Lease(**{**r, "expired": bool(r["expired"])}) for r in rows]
+
+    def expire(self, lease: Lease, reason: str, only_if_expired: bool = True) -> bool:
+        """End a lost attempt (`failed`, `lost = 1`) and queue a new one unless the episode
+        was lost `MAX_LOST` times; False when the lease was renewed or ended meanwhile."""
+        cond = f" AND lease_expires < {self.NOW}" if only_if_expired else ""
+        with self._tx() as tx:
+            if not tx.run(
+                "UPDATE episodes SET status = 'failed', lost = 1, error = ?, ended_at = ?"
+                " WHERE job_id = ? AND episode_id = ? AND attempt = ? AND lease_token = ? AND status = 'running'" + cond,
+                LOST_PREFIX + reason, now_iso(), lease.job_id, lease.episode_id, lease.attempt, lease.token,
+            ):  # fmt: skip
+                return False
+            lost = tx.one(
+                "SELECT count(*) AS n FROM episodes WHERE job_id = ? AND episode_id = ? AND lost = 1",
+                lease.job_id, lease.episode_id,
+            )["n"]  # fmt: skip
+            if lost < MAX_LOST:
+                self._next_attempt(tx, lease.job_id, lease.episode_id)
+            self._refresh(tx, lease.job_id)
+        return True
+
+    def attempt_state(self, job_id: str, episode_id: str, attempt: int) -> dict | None:
+        with self._tx(write=False) as tx:
+            return tx.one(
+                "SELECT status, lost, trajectory_id, worker FROM episodes WHERE job_id = ? AND episode_id = ? AND attempt = ?",
+                job_id, episode_id, attempt,
+            )  # fmt: skip
+
+    def _next_attempt(self, tx: Tx, job_id: str, episode_id: str) -> None:
+        tx.run(
+            "INSERT INTO episodes (job_id, episode_id, task_id, attempt, status, seq)"
+            " SELECT job_id, episode_id, task_id, max(attempt) + 1, 'queued', max(seq) FROM episodes"
+            " WHERE job_id = ? AND episode_id = ? AND (SELECT status FROM jobs WHERE job_id = ?) != 'cancelled'"
+            " GROUP BY job_id, episode_id, task_id",
+            job_id, episode_id, job_id,
+        )  # fmt: skip
+
+    def _refresh(self, tx: Tx, job_id: str) -> None:
+        """Job counters and status from its episodes' last attempts. The job row is locked
+        first, so concurrent finishes of one job (PostgreSQL) read each other's results."""
+        current = tx.one("SELECT status FROM jobs WHERE job_id = ?" + self.ROW_LOCK, job_id)
+        rows = tx.all(
+            f"SELECT e.status FROM episodes e JOIN ({_LAST}) m ON e.episode_id = m.episode_id"
+            " AND e.attempt = m.a WHERE e.job_id = ?",
+            job_id, job_id,
+        )  # fmt: skip
+        states = [r["status"] for r in rows]
+        ok, bad = states.count("succeeded"), states.count("failed")
+        if current["status"] == "cancelled":
+            status = "cancelled"
+        elif all(s in FINAL for s in states):
+            status = "succeeded" if bad == 0 else ("failed" if ok == 0 else "partial")
+        else:
+            status = "running" if any(s == "running" or s in FINAL for s in states) else "queued"
+        done = now_iso() if status in ("succeeded", "failed", "partial") else None
+        tx.run(
+            "UPDATE jobs SET succeeded = ?, failed = ?, status = ?, finished_at = ? WHERE job_id = ?",
+            ok, bad, status, done, job_id,
+        )  # fmt: skip
+
+    # -- workers ------------------------------------------------------------------
+    def register_worker(self, worker: str, host: str, pid: int, start: int | None) -> None:
+        with self._tx() as tx:
+            tx.run(
+                f"INSERT INTO workers (worker, host, pid, process_start, status, started_at, heartbeat)"
+                f" VALUES (?, ?, ?, ?, 'running', ?, {self.NOW})",
+                worker, host, pid, start, now_iso(),
+            )  # fmt: skip
+
+    def worker_beat(self, worker: str) -> None:
+        with self._tx() as tx:
+            tx.run(f"UPDATE workers SET heartbeat = {self.NOW} WHERE worker = ?", worker)
+
+    def worker_stopped(self, worker: str, status: str) -> None:
+        with self._tx() as tx:
+            tx.run(
+                "UPDATE workers SET status = ?, stopped_at = ? WHERE worker = ?",
+                status, now_iso(), worker,
+            )  # fmt: skip
+
+    def workers(self, lease_s: float) -> list[dict[str, Any]]:
+        """Workers with `gone` set when stopped or silent for longer than `lease_s`."""
+        with self._tx(write=False) as tx:
+            return tx.all(
+                f"SELECT worker, host, pid, process_start, status, started_at, stopped_at,"
+                f" CASE WHEN stopped_at IS NOT NULL OR heartbeat < {self.NOW} - ? THEN 1 ELSE 0 END AS gone"
+                " FROM workers ORDER BY started_at",
+                lease_s,
+            )  # fmt: skip
+
+    # -- schedules ----------------------------------------------------------------
+    def save_schedule(self, spec: JobSpec, next_due: float) -> None:
+        """Register (or replace) the schedule of a job file, keyed by the job's name."""
+        s = spec.options.schedule
+        assert s is not None
+        with self._tx() as tx:
+            tx.run("DELETE FROM schedules WHERE schedule_id = ?", spec.name)
+            tx.run(
+                "INSERT INTO schedules (schedule_id, spec_json, cron, every, missed, next_due, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                spec.name, spec.to_json(), s.cron, s.every, s.missed, next_due, now_iso(),
+            )  # fmt: skip
+
+    def schedules(self) -> list[dict[str, Any]]:
+        with self._tx(write=False) as tx:
+            return tx.all("SELECT * FROM schedules ORDER BY next_due")
+
+    def remove_schedule(self, schedule_id: str) -> bool:
+        with self._tx() as tx:
+            return bool(tx.run("DELETE FROM schedules WHERE schedule_id = ?", schedule_id))
+
+    def advance_schedule(
+        self, schedule_id: str, due: float, next_due: float, spec: JobSpec | None, at: str
+    ) -> str | None:
+        """Move a schedule from `due` to `next_due` and, with `spec`, enqueue a run, in one
+        transaction; nothing happens when another scheduler moved it first (returns None)."""
+        with self._tx() as tx:
+            if not tx.run(
+                "UPDATE schedules SET next_due = ? WHERE schedule_id = ? AND next_due = ?",
+                next_due, schedule_id, due,
+            ):  # fmt: skip
+                return None
+            if spec is None:
+                return ""
+            job_id = self._insert_job(tx, spec, schedule_id)
+            tx.run(
+                "UPDATE schedules SET last_job_id = ?, last_run_at = ? WHERE schedule_id = ?",
+                job_id, at, schedule_id,
+            )  # fmt: skip
+            return job_id
+
+
+_LAST = "SELECT episode_id, max(attempt) AS a FROM episodes WHERE job_id = ? GROUP BY episode_id"
+"""Each episode's last attempt (binds the job id)."""
+
+
+class SQLiteJobStore(SQLJobStore):
+    """The embedded store: one SQLite file in WAL mode (readers never block the writer);
+    every write is a `BEGIN IMMEDIATE` transaction, so claims never race."""
+
+    NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.url = str(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        c = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            c.execute("PRAGMA journal_mode=WAL")
+            c.executescript(SCHEMA)
+            for table, cols in ADDED_COLUMNS.items():
+                have = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
+                for name, decl in cols.items():
+                    if name not in have:
+                        c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+        finally:
+            c.close()
+
+    @contextmanager
+    def _tx(self, write: bool = True) -> Iterator[Tx]:
+        c = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            c.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield Tx(c.cursor(), str)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        finally:
+            c.close()

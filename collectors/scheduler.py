@@ -1,0 +1,145 @@
+"""Scheduled jobs: `worldtrace scheduler` enqueues a run of each schedule when it is due.
+
+`jobs submit` of a job file with `schedule: {cron: ...}` or `schedule: {every: ...}`
+registers the schedule in the job store (keyed by the job's name; submitting again
+replaces it) instead of queueing a run. The first run of `every` is due at once, that
+of `cron` at its next match (cron times are UTC). Each tick enqueues the runs that are
+due and moves the schedule to its next time in the same transaction, guarded by the
+old due time, so two schedulers never enqueue the same run twice.
+
+Runs missed while no scheduler ran follow the schedule's `missed` policy: `one`
+enqueues a single catch-up run however many were missed; `skip` enqueues only when the
+latest due time is at most `grace` old, and otherwise waits for the next one. The
+clock is injectable (`Clock`), so tests run schedules on a fake clock.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Protocol
+
+from pydantic import Field
+from worldtrace.schemas.parsing import configclass
+
+from .jobspec import JobSpec, ScheduleSpec, parse_every
+from .jobstore import JobStore
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware."""
+        ...
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        """Wait up to `seconds` or until `stop` is set; True when stopped."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        return stop.wait(seconds)
+
+
+@configclass
+class SchedulerConfig:
+    """How often the scheduler looks and how late a run may be."""
+
+    poll: Annotated[float, Field(gt=0)] = 30.0
+    """Longest sleep in seconds between two looks at the schedules (new ones appear then)."""
+    grace: Annotated[float, Field(ge=0)] = 60.0
+    """Seconds late a due run may still be enqueued under `missed: skip`."""
+
+
+def next_after(schedule: ScheduleSpec, t: datetime) -> datetime:
+    """The schedule's first time strictly after `t`."""
+    if schedule.every is not None:
+        return t + parse_every(schedule.every)
+    from croniter import croniter
+
+    return croniter(schedule.cron, t.astimezone(timezone.utc)).get_next(datetime)
+
+
+def first_due(schedule: ScheduleSpec, now: datetime) -> datetime:
+    """When a newly registered schedule first runs."""
+    return now if schedule.every is not None else next_after(schedule, now)
+
+
+def latest_due(schedule: ScheduleSpec, due: datetime, now: datetime) -> datetime:
+    """The last time of the schedule at or before `now`, from a due time `due <= now`."""
+    if schedule.every is not None:
+        step = parse_every(schedule.every)
+        return due + step * ((now - due) // step)
+    from croniter import croniter
+
+    prev = croniter(schedule.cron, now.astimezone(timezone.utc)).get_prev(datetime)
+    if next_after(schedule, prev) <= now:  # `now` itself is a match
+        prev = next_after(schedule, prev)
+    return max(prev, due)
+
+
+def _ts(t: datetime) -> float:
+    return t.timestamp()
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, timezone.utc)
+
+
+def register(store: JobStore, spec: JobSpec, clock: Clock | None = None) -> datetime:
+    """Save the schedule of a scheduled job file; returns its first due time."""
+    assert spec.options.schedule is not None
+    due = first_due(spec.options.schedule, (clock or SystemClock()).now())
+    store.save_schedule(spec, _ts(due))
+    return due
+
+
+class Scheduler:
+    def __init__(
+        self, store: JobStore, clock: Clock | None = None, config: SchedulerConfig | None = None
+    ):
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.config = config or SchedulerConfig()
+
+    def tick(self) -> list[str]:
+        """Enqueue every run that is due now; returns the new job ids."""
+        now = self.clock.now()
+        enqueued = []
+        for row in self.store.schedules():
+            due = _dt(row["next_due"])
+            if due > now:
+                continue
+            spec = JobSpec.from_dict(json.loads(row["spec_json"]))
+            sched = spec.options.schedule
+            assert sched is not None
+            latest = latest_due(sched, due, now)
+            on_time = now - latest <= timedelta(seconds=self.config.grace)
+            run = sched.missed == "one" or on_time
+            job_id = self.store.advance_schedule(
+                row["schedule_id"],
+                row["next_due"],
+                _ts(next_after(sched, latest)),
+                spec if run else None,
+                now.isoformat(),
+            )
+            if job_id:
+                enqueued.append(job_id)
+        return enqueued
+
+    def run(self, stop: threading.Event, on_enqueue=None) -> None:
+        """Tick until `stop`, sleeping until the next due time (at most `poll` seconds)."""
+        while True:
+            for job_id in self.tick():
+                if on_enqueue:
+                    on_enqueue(job_id)
+            dues = [r["next_due"] for r in self.store.schedules()]
+            wait = self.config.poll
+            if dues:
+                wait = min(wait, max(min(dues) - _ts(self.clock.now()), 0.0))
+            if self.clock.wait(wait, stop):
+                return

@@ -1,0 +1,313 @@
+"""The worker: claims attempts from a job store, runs them, publishes each once.
+
+Per attempt: claim (lease token) -> run the episode (sandbox creation included: a
+sandbox that cannot start fails the attempt with the reason) -> `finish` in the store,
+which succeeds only while the lease is ours -> publish the journal as
+`raw/collect/<job>/<episode>-a<attempt>.parquet` -> remove the journal. Finishing before
+publishing means a worker that lost its lease never publishes; a crash between the two
+leaves a journal of a finished attempt, which the next worker publishes (the file name
+is the idempotent key). A heartbeat thread renews the leases, stops episodes whose lease
+was lost, ends attempts of workers that died (lease expired, or their process is gone
+from this host) with the journal they left, and removes containers of dead workers.
+A stop request (SIGTERM/SIGINT in the CLI) interrupts episodes between two steps and
+gives them back to the queue; their sandboxes and containers are closed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+from worldtrace.schemas.parsing import configclass
+
+from .episode import Interrupted, attempt_episode, failure_reason
+from .jobs import (
+    JOURNALS,
+    EventHook,
+    Unavailable,
+    build_sandbox,
+    journal_path,
+    parse_attempt_name,
+    trajectory_path,
+)
+from .jobspec import JobSpec
+from .jobstore import FINAL, Claim, JobStore, Lease
+from .owners import alive, set_owner, sweep_orphans, this_process
+from .recorder import JOURNAL_SUFFIX, publish
+
+
+class _SlotFailed(Exception):
+    """A slot ends after a failure of ours (already recorded with its attempt)."""
+
+
+@configclass
+class WorkerConfig:
+    """How a worker runs."""
+
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 1
+    """Attempts run at once, each in its own thread with its own sandboxes."""
+    lease: Annotated[float, Field(gt=0)] = 120.0
+    """Seconds a claim stays valid without a heartbeat; after that (or as soon as its
+    process is gone from this host) another worker ends the attempt as lost."""
+    heartbeat: Annotated[float, Field(gt=0)] | None = None
+    """Seconds between heartbeats (leases renewed, lost attempts requeued, containers of
+    dead workers removed); default a quarter of the lease."""
+    poll: Annotated[float, Field(gt=0)] = 2.0
+    """Seconds between polls of the job store while nothing is claimable."""
+    forever: bool = False
+    """Keep polling when the queue is empty (else exit once nothing is queued or running)."""
+
+
+@dataclass
+class WorkerStats:
+    run: int = 0
+    """Attempts run to their end and published."""
+    failed: int = 0
+    """Of those, attempts that ended in an error."""
+    released: int = 0
+    lost: int = 0
+    """Attempts whose lease this worker lost (their results were discarded)."""
+    errors: list[str] = field(default_factory=list)
+    """Failures of the worker itself (each ended its claim with the reason)."""
+
+
+class Worker:
+    def __init__(
+        self,
+        store: JobStore,
+        raw_dir: str | Path,
+        config: WorkerConfig | None = None,
+        on_event: EventHook | None = None,
+    ):
+        self.store = store
+        self.raw_dir = Path(raw_dir)
+        self.config = config or WorkerConfig()
+        self.owner = this_process(f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}")
+        self.name = self.owner.worker
+        self.stats = WorkerStats()
+        self._emit = on_event or (lambda event, **info: None)
+        self._stop = threading.Event()
+        self._held: dict[str, tuple[Claim, threading.Event]] = {}
+        self._lost: set[str] = set()
+        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+
+    # -- lifecycle ------------------------------------------------------------------
+    def run(self) -> WorkerStats:
+        """Run until the queue is drained (or `stop()`; with `forever`, only `stop()`)."""
+        o = self.owner
+        self.store.register_worker(self.name, o.host, o.pid, o.start)
+        set_owner(self.name)
+        self._emit("worker", worker=self.name, concurrency=self.config.concurrency)
+        self._maintain()
+        done = threading.Event()
+        beat = threading.Thread(target=self._beat_loop, args=(done,), daemon=True)
+        beat.start()
+        slots = [
+            threading.Thread(target=self._slot, name=f"slot-{i}", daemon=True)
+            for i in range(self.config.concurrency)
+        ]
+        for t in slots:
+            t.start()
+        for t in slots:
+            t.join()
+        done.set()
+        beat.join()
+        self.store.worker_stopped(self.name, "failed" if self.stats.errors else "stopped")
+        return self.stats
+
+    def stop(self) -> None:
+        """Interrupt running episodes between steps and give them back to the queue."""
+        self._stop.set()
+        with self._lock:
+            for _, ctl in self._held.values():
+                ctl.set()
+        with self._changed:
+            self._changed.notify_all()
+
+    # -- slots ----------------------------------------------------------------------
+    def _slot(self) -> None:
+        sandboxes: dict[str, Any] = {}
+        try:
+            while not self._stop.is_set():
+                claim = self.store.claim(self.name, self.config.lease)
+                if claim is None:
+                    if not self.config.forever and not any(self.store.pending().values()):
+                        return
+                    with self._changed:  # woken when one of our slots ends an attempt
+                        self._changed.wait(self.config.poll)
+                    continue
+                self._run(claim, sandboxes)
+                with self._changed:
+                    self._changed.notify_all()
+        except _SlotFailed:
+            pass  # recorded with its attempt
+        except Exception as exc:  # the store or our own code failed: this slot ends
+            reason = failure_reason(exc)
+            self.stats.errors.append(reason)
+            self._emit("error", reason=reason)
+        finally:
+            for s in sandboxes.values():
+                s.close()
+
+    def _run(self, claim: Claim, sandboxes: dict[str, Any]) -> None:
+        ctl = threading.Event()
+        with self._lock:
+            self._held[claim.token] = (claim, ctl)
+            if self._stop.is_set():
+                ctl.set()
+        journal = journal_path(self.raw_dir, claim.job_id, claim.episode_id, claim.attempt)
+        started = time.monotonic()
+        self._emit("started", claim=claim)
+        retries = 0
+        try:
+            spec = JobSpec.from_dict(json.loads(claim.spec_json))
+            retries = spec.retries
+            episode = spec.episode(claim.episode_id)
+            sandbox = sandboxes.get(claim.job_id)
+            if sandbox is None:
+                sandbox = build_sandbox(spec)
+                if not isinstance(sandbox, Unavailable):
+                    sandboxes[claim.job_id] = sandbox
+            try:
+                t = attempt_episode(
+                    spec, episode, sandbox, journal.parent, claim.job_id, claim.attempt,
+                    self.raw_dir, ctl,
+                )  # fmt: skip
+            except Interrupted:
+                self._give_back(claim, journal)
+                return
+            failed = t.outcome.status == "error"
+            status = "failed" if failed else "succeeded"
+            if not self.store.finish(claim, status, t.trajectory_id, t.outcome.error, retries):
+                self._discard(claim, journal)
+                return
+            dest = trajectory_path(self.raw_dir, claim.job_id, claim.episode_id, claim.attempt)
+            publish(journal, dest)
+            self.stats.run += 1
+            self.stats.failed += failed
+            self._emit(
+                "finished", claim=claim, status=status, turns=len(t.turns),
+                seconds=time.monotonic() - started, error=t.outcome.error,
+            )  # fmt: skip
+        except Exception as exc:  # ours, outside the episode loop: the attempt fails with it
+            if claim.token in self._lost or not self.store.renew([claim.token], self.config.lease):
+                self._discard(claim, journal)
+                return
+            reason = f"worker error: {failure_reason(exc)}"
+            self.store.finish(claim, "failed", None, reason, retries)
+            journal.unlink(missing_ok=True)
+            self.stats.errors.append(reason)
+            self._emit("error", claim=claim, reason=reason)
+            raise _SlotFailed from exc
+        finally:
+            with self._lock:
+                self._held.pop(claim.token, None)
+
+    def _give_back(self, claim: Claim, journal: Path) -> None:
+        if claim.token in self._lost:
+            self._discard(claim, journal)
+            return
+        self.store.release(claim)
+        journal.unlink(missing_ok=True)
+        self.stats.released += 1
+        self._emit("released", claim=claim)
+
+    def _discard(self, claim: Claim, journal: Path) -> None:
+        """Our lease was lost: another worker owns the episode now; drop our result."""
+        journal.unlink(missing_ok=True)
+        self.stats.lost += 1
+        self._emit("lost", claim=claim)
+
+    # -- heartbeat and maintenance ---------------------------------------------------
+    def _beat_loop(self, done: threading.Event) -> None:
+        period = self.config.heartbeat or self.config.lease / 4
+        while not done.wait(period):
+            try:
+                self._renew()
+                self._maintain()
+            except Exception as exc:  # the store is unreachable: leases may lapse, retry
+                self._emit("warning", reason=f"heartbeat failed: {failure_reason(exc)}")
+
+    def _renew(self) -> None:
+        with self._lock:
+            held = dict(self._held)
+        if not held:
+            return
+        kept = self.store.renew(list(held), self.config.lease)
+        for token in set(held) - kept:
+            self._lost.add(token)
+            held[token][1].set()  # stop the episode at its next step
+
+    def _maintain(self) -> None:
+        """End the attempts of dead workers, publish or drop the journals they left, and
+        remove their containers (at start and every heartbeat)."""
+        self.store.worker_beat(self.name)
+        for lease in self.store.running():
+            if lease.worker == self.name:
+                continue
+            reason = self._dead(lease)
+            if reason and self.store.expire(lease, reason, only_if_expired=lease.expired):
+                path = journal_path(self.raw_dir, lease.job_id, lease.episode_id, lease.attempt)
+                path.unlink(missing_ok=True)  # a lost attempt's partial journal is discarded
+                self._emit("requeued", lease=lease, reason=reason)
+        live = self._live_workers()
+        self._sweep_journals(live)
+        try:
+            removed = sweep_orphans(
+                is_dead=lambda o: bool(o.get("worker")) and o["worker"] not in live
+            )
+        except Exception as exc:  # no docker engine on this host: nothing to sweep
+            self._emit("warning", reason=f"container sweep skipped: {failure_reason(exc)}")
+            return
+        if removed:
+            self._emit("swept", containers=removed)
+
+    def _live_workers(self) -> set[str]:
+        """Workers heart-beating within the lease whose process (on this host) runs."""
+        return {
+            w["worker"]
+            for w in self.store.workers(self.config.lease)
+            if not w["gone"]
+            and (w["host"] != self.owner.host or alive(w["pid"], w["process_start"]))
+        }
+
+    def _dead(self, lease: Lease) -> str | None:
+        if lease.expired:
+            return f"the lease of {lease.worker} expired"
+        if (
+            lease.host == self.owner.host
+            and lease.pid
+            and not alive(lease.pid, lease.process_start)
+        ):
+            return f"process {lease.pid} of {lease.worker} on {lease.host} is gone"
+        return None
+
+    def _sweep_journals(self, live: set[str]) -> None:
+        """Journals whose attempt ended while its worker is gone: publish them (a crash
+        between finish and publish) or drop them (lost, or failed without a trajectory).
+        Journals of live workers and of queued attempts stay: their owner publishes, or
+        the next claim starts them afresh."""
+        for path in self.raw_dir.glob(f"collect/*/{JOURNALS}/*{JOURNAL_SUFFIX}"):
+            job_id = path.parent.parent.name
+            episode_id, attempt = parse_attempt_name(path.name)
+            state = self.store.attempt_state(job_id, episode_id, attempt)
+            if state is None or state["status"] not in FINAL or state["worker"] in live:
+                continue  # a `collect` run's journal, or an attempt whose owner lives
+            try:
+                if state["lost"] or not state["trajectory_id"]:
+                    path.unlink(missing_ok=True)
+                    continue
+                publish(path, trajectory_path(self.raw_dir, job_id, episode_id, attempt))
+            except OSError as exc:
+                self._emit("warning", reason=f"{path}: {failure_reason(exc)}")
+                continue
+            self._emit("recovered", job_id=job_id, episode_id=episode_id, attempt=attempt)

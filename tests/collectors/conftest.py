@@ -1,0 +1,89 @@
+"""Job-store fixtures: SQLite in the temp store, and a real PostgreSQL server started on
+loopback for the session (Debian's postgresql, installed by infra/setup.sh)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from worldtrace.collectors.jobstore import open_job_store
+
+
+def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition"):
+    """Poll `cond` until it is truthy (returns its value) or fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)  # polling interval of a condition with a deadline
+
+
+def _pg_bin() -> Path:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not found:
+        pytest.fail("PostgreSQL is not installed: run infra/setup.sh (Debian package postgresql)")
+    return Path(found[-1]).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server in a temp dir on 127.0.0.1 (run as `postgres` when we are root:
+    the server refuses to run as root); yields the URL of its `postgres` database."""
+    bindir = _pg_bin()
+    root = Path(tempfile.mkdtemp(prefix="wt-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = root / "data", _free_port()
+    run = lambda *a: subprocess.run([*as_user, *a], check=True, capture_output=True)  # noqa: E731
+    run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
+    run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-o", opts, "start")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}"
+    finally:
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fresh_schema(server_url: str) -> str:
+    """The URL of an empty job store: a new schema first on the search path (cheaper
+    than a database per test, which copies a template)."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"{server_url}/postgres", autocommit=True) as c:
+        c.execute(f"CREATE SCHEMA {name}")
+    return f"{server_url}/postgres?options=-csearch_path%3D{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def jobs_url(request, store) -> str:
+    """The job store URL of a test, once per kind of store."""
+    if request.param == "sqlite":
+        return str(store.jobs_db)
+    return fresh_schema(request.getfixturevalue("pg_server"))
+
+
+@pytest.fixture
+def js(jobs_url):
+    return open_job_store(jobs_url)

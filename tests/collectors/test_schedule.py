@@ -1,0 +1,119 @@
+"""Scheduled jobs on a fake clock: on time, missed runs (`one` / `skip`), two schedulers,
+and `jobs submit` / `jobs list` / `scheduler --once` on the command line."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from click.testing import CliRunner
+from worldtrace.collectors.jobspec import JobSpec
+from worldtrace.collectors.jobstore import open_job_store
+from worldtrace.collectors.scheduler import Scheduler, SchedulerConfig, register
+
+from worldtrace.cli import cli
+
+T0 = datetime(2026, 5, 1, 10, 7, tzinfo=timezone.utc)
+
+
+class FakeClock:
+    """A Clock whose time moves only when told (or when the scheduler waits)."""
+
+    def __init__(self, t: datetime):
+        self.t = t
+        self.waits: list[float] = []
+
+    def now(self) -> datetime:
+        return self.t
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        self.waits.append(seconds)
+        self.t += timedelta(seconds=seconds)
+        return stop.is_set() or len(self.waits) >= 3
+
+
+def job(schedule: dict, name: str = "nightly") -> JobSpec:
+    return JobSpec.from_dict(
+        {"name": name, "schedule": schedule, "priority": 3, "tasks": [{"id": "t", "actions": ["ls\n"]}]}
+    )  # fmt: skip
+
+
+def at(clock: FakeClock, **delta) -> FakeClock:
+    clock.t = T0 + timedelta(**delta)
+    return clock
+
+
+def test_every_runs_at_once_then_each_interval(js):
+    clock = FakeClock(T0)
+    assert register(js, job({"every": "15m"}), clock) == T0
+    s = Scheduler(js, clock)
+    [first] = s.tick()
+    assert s.tick() == []  # moved to the next due time
+    assert Scheduler(js, at(clock, minutes=14)).tick() == []
+    [second] = Scheduler(js, at(clock, minutes=15)).tick()
+    jobs = {j["job_id"]: j for j in js.jobs()}
+    assert set(jobs) == {first, second}
+    assert {j["priority"] for j in jobs.values()} == {3}
+    assert js.job(first)["schedule_id"] == "nightly"
+    [row] = js.schedules()
+    assert datetime.fromtimestamp(row["next_due"], timezone.utc) == T0 + timedelta(minutes=30)
+
+
+def test_cron_runs_at_its_next_match(js):
+    clock = FakeClock(T0)  # 10:07
+    assert register(js, job({"cron": "*/30 * * * *"}), clock) == T0.replace(minute=30)
+    assert Scheduler(js, at(clock, minutes=22)).tick() == []  # 10:29
+    assert len(Scheduler(js, at(clock, minutes=23)).tick()) == 1  # 10:30
+    assert Scheduler(js, at(clock, minutes=24)).tick() == []
+
+
+@pytest.mark.parametrize(("missed", "runs"), [("one", 1), ("skip", 0)])
+def test_runs_missed_while_down(js, missed, runs):
+    clock = FakeClock(T0)
+    register(js, job({"cron": "*/30 * * * *", "missed": missed}), clock)
+    enqueued = Scheduler(js, at(clock, hours=3, minutes=-2)).tick()  # 13:05: six runs missed
+    assert len(enqueued) == runs
+    [row] = js.schedules()
+    assert datetime.fromtimestamp(row["next_due"], timezone.utc) == T0.replace(hour=13, minute=30)
+    assert len(Scheduler(js, at(clock, hours=3, minutes=23)).tick()) == 1  # 13:30 on time
+
+
+def test_a_late_run_within_grace_still_runs_under_skip(js):
+    clock = FakeClock(T0)
+    register(js, job({"every": "1h", "missed": "skip"}), clock)
+    s = Scheduler(js, at(clock, seconds=30), SchedulerConfig(grace=60))
+    assert len(s.tick()) == 1
+
+
+def test_two_schedulers_enqueue_a_due_run_once(js, jobs_url):
+    clock = FakeClock(T0)
+    register(js, job({"every": "15m"}), clock)
+    other = Scheduler(open_job_store(jobs_url), clock)
+    assert len(Scheduler(js, clock).tick() + other.tick()) == 1
+
+
+def test_run_loop_sleeps_until_the_next_due_time(js):
+    clock = FakeClock(T0)
+    register(js, job({"every": "15m"}), clock)
+    enqueued: list[str] = []
+    Scheduler(js, clock, SchedulerConfig(poll=3600)).run(threading.Event(), enqueued.append)
+    assert clock.waits == [900.0, 900.0, 900.0]  # woke exactly when due
+    assert len(enqueued) == 3
+
+
+def test_submit_registers_the_schedule_and_list_shows_it(store, tmp_path):
+    f = tmp_path / "job.yaml"
+    f.write_text("name: hourly\nschedule: {every: 1h}\ntasks: [{id: t, actions: ['ls\\n']}]\n")
+    run = lambda *a: CliRunner().invoke(cli, ["--store", str(store.root), *a])  # noqa: E731
+    r = run("jobs", "submit", str(f))
+    assert r.exit_code == 0 and r.stdout.startswith("schedule hourly: registered, next run due")
+    js = open_job_store(store.jobs_db)
+    assert js.jobs() == []  # registered, not queued
+    listed = run("jobs", "list").stdout
+    assert "no jobs" in listed and "hourly" in listed and "every 1h" in listed
+    r = run("scheduler", "--once")
+    assert r.exit_code == 0 and r.stdout.startswith("enqueued hourly-")
+    assert [j["name"] for j in js.jobs()] == ["hourly"]
+    assert "every 1h" in run("jobs", "list").stdout
+    assert run("jobs", "unschedule", "hourly").exit_code == 0 and js.schedules() == []

@@ -1,0 +1,127 @@
+"""Worker processes (`worldtrace worker`) sharing a job store, on SQLite and PostgreSQL:
+two at once, one killed with SIGKILL, one stopped with SIGTERM. Every episode is done
+once and raw/ holds exactly one published trajectory per episode."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections import Counter
+
+import pytest
+import yaml
+from worldtrace.collectors.jobstore import open_job_store
+from worldtrace.collectors.owners import owned_containers
+from worldtrace.schemas import read_records
+
+from .conftest import wait_until
+from .test_queue import slow_job
+
+pytestmark = pytest.mark.docker
+
+
+def start_worker(wt_env, jobs_url, *args):
+    return subprocess.Popen(
+        ["worldtrace", "worker", "--jobs", jobs_url, "--poll", "0.5", *args],
+        env=wt_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def submit(wt_env, jobs_url, tmp_path, job) -> str:
+    f = tmp_path / "job.yaml"
+    f.write_text(yaml.safe_dump(job))
+    r = subprocess.run(
+        ["worldtrace", "jobs", "submit", "--jobs", jobs_url, str(f)],
+        env=wt_env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return r.stdout.strip()
+
+
+def running_mid_episode(js, store, job_id):
+    """A running attempt whose journal already holds a finished step (mid-episode)."""
+    for lease in js.running():
+        j = (
+            store.raw
+            / "collect"
+            / job_id
+            / ".journals"
+            / f"{lease.episode_id}-a{lease.attempt}.journal.jsonl"
+        )
+        if j.exists() and '"kind": "turn"' in j.read_text():
+            return lease
+    return None
+
+
+def one_trajectory_per_episode(store, job_id, episodes):
+    trajs = [t for t in read_records(store.raw) if t.source.job_id == job_id]
+    assert Counter(t.source.episode_id for t in trajs) == {f"t-e{i}": 1 for i in range(episodes)}
+    assert {t.outcome.status for t in trajs} == {"success"}
+    assert not list(store.raw.rglob("*.journal.jsonl"))
+    return trajs
+
+
+def test_two_workers_do_every_episode_once(docker_engine, store, wt_env, jobs_url, tmp_path, repo):
+    js = open_job_store(jobs_url)
+    # both workers are up and polling before the job exists, so both take part whatever
+    # the machine's load (a worker starting late could otherwise find the queue drained)
+    a = start_worker(wt_env, jobs_url, "--concurrency", "2", "--forever")
+    b = start_worker(wt_env, jobs_url, "--concurrency", "2", "--forever")
+    wait_until(lambda: len(js.workers(60)) == 2, timeout=60, what="both workers registered")
+    job_id = submit(wt_env, jobs_url, tmp_path, slow_job(repo, episodes=10))
+    wait_until(
+        lambda: js.job(job_id)["status"] == "succeeded", timeout=120, what="the job to finish"
+    )
+    for w in (a, b):
+        w.send_signal(signal.SIGTERM)
+    out_a, err_a = a.communicate(timeout=60)
+    out_b, err_b = b.communicate(timeout=60)
+    assert (a.returncode, b.returncode) == (0, 0), err_a + err_b
+    rows = js.job(job_id)["episode_rows"]
+    assert [(r["attempt"], r["status"], r["error"]) for r in rows] == [(1, "succeeded", None)] * 10
+    job = js.job(job_id)  # counters stay right when workers finish the last episodes at once
+    assert (job["status"], job["succeeded"], job["failed"]) == ("succeeded", 10, 0)
+    assert "succeeded" in out_a and "succeeded" in out_b  # both took part
+    one_trajectory_per_episode(store, job_id, 10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_stopped_worker_is_replaced(docker_engine, store, wt_env, jobs_url, tmp_path, repo, sig):
+    """SIGKILL: the next worker removes A's containers and redoes the lost attempt.
+    SIGTERM: A gives its episode back and removes its containers itself."""
+    js = open_job_store(jobs_url)
+    job_id = submit(wt_env, jobs_url, tmp_path, slow_job(repo, episodes=2, steps=2))
+    a = start_worker(wt_env, jobs_url, "--lease", "60")  # expiry is not what saves us here
+    lease = wait_until(lambda: running_mid_episode(js, store, job_id), what="A mid-episode")
+    containers = owned_containers(lease.worker, docker_engine)
+    assert containers, "A's sandbox container should be known"
+    a.send_signal(sig)
+    out_a, _ = a.communicate(timeout=30)
+    if sig == signal.SIGTERM:
+        assert a.returncode == 0 and f"released  {job_id}/{lease.episode_id} a1" in out_a
+        assert owned_containers(lease.worker, docker_engine) == []  # A cleaned up itself
+    b = start_worker(wt_env, jobs_url, "--lease", "60", "--concurrency", "2")
+    wait_until(
+        lambda: not set(containers) & {c["Id"] for c in docker_engine.api.containers(all=True)},
+        what="A's containers removed",
+    )
+    out_b, err_b = b.communicate(timeout=90)
+    assert b.returncode == 0, err_b
+    rows = [(r["episode_id"], r["attempt"], r["status"]) for r in js.job(job_id)["episode_rows"]]
+    if sig == signal.SIGKILL:  # the lost attempt is recorded, redone as attempt 2
+        assert (lease.episode_id, 1, "failed") in rows and (
+            lease.episode_id,
+            2,
+            "succeeded",
+        ) in rows
+        [lost] = [r for r in js.job(job_id)["episode_rows"] if r["status"] == "failed"]
+        assert lost["error"].startswith(f"worker lost: process {a.pid} of {lease.worker}")
+        assert f"requeued  {job_id}/{lease.episode_id} a1" in out_b
+        assert len(rows) == 3
+    else:  # released: the same attempt runs again
+        assert sorted(rows) == [(f"t-e{i}", 1, "succeeded") for i in range(2)]
+    assert js.job(job_id)["status"] == "succeeded"
+    trajs = one_trajectory_per_episode(store, job_id, 2)
+    assert all(len(t.turns) == 2 for t in trajs)

@@ -1,0 +1,192 @@
+"""Live views of collection: `collect`'s progress, `worker` lines, `jobs list` tables.
+
+Each takes the `on_event(event, **info)` calls of `run_job` / `Worker` (or reads the
+job store) and prints; rich is imported inside, so the CLI stays light to start.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+
+class CollectProgress:
+    """`collect JOB_FILE`: a progress bar (episodes ok/failed/running, turns/s, ETA) on a
+    terminal; elsewhere one plain line per finished attempt."""
+
+    def __init__(self, live: bool):
+        self.live = live
+        self.total = self.ended = self.ok = self.failed = self.running = self.turns = 0
+        self.job_id = ""
+        self.t0 = time.monotonic()
+        self._progress = self._task = None
+
+    def __enter__(self) -> CollectProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def stats(self) -> str:
+        rate = self.turns / max(time.monotonic() - self.t0, 1e-9)
+        return f"ok {self.ok}  failed {self.failed}  running {self.running}  {rate:.1f} turns/s"
+
+    def eta(self) -> str:
+        if not self.ended:
+            return "?"
+        left = (time.monotonic() - self.t0) / self.ended * (self.total - self.ended)
+        return f"{left:.0f}s"
+
+    def __call__(self, event: str, **info: Any) -> None:
+        if event == "job":
+            self.total, self.job_id = info["episodes"], info["job_id"]
+            if self.live:
+                self._start_bar()
+        elif event == "skipped":
+            self.ended += 1
+        elif event == "started":
+            self.running = 1
+        elif event in ("finished", "interrupted"):
+            self.running = 0
+            t = info.get("trajectory")
+            if t is not None:
+                self.turns += len(t.turns)
+                if t.outcome.status == "error":
+                    self.failed += 1
+                else:
+                    self.ok += 1
+            if info.get("final", event == "interrupted"):
+                self.ended += 1
+            if not self.live and t is not None:
+                click.echo(
+                    f"{_clock()} {info['episode']} attempt {info['attempt']}: {t.outcome.status} "
+                    f"({len(t.turns)} turns)  [{self.ended}/{self.total}, {self.stats()}, eta {self.eta()}]"
+                )
+        if self._progress is not None:
+            self._progress.update(self._task, completed=self.ended, stats=self.stats())
+
+    def _start_bar(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"), TimeRemainingColumn(),
+        )  # fmt: skip
+        self._task = self._progress.add_task(self.job_id, total=self.total, stats=self.stats())
+        self._progress.start()
+
+
+def print_run(result: Any, listed: bool) -> None:
+    """After `collect`: each attempt (unless plain progress lines showed them), then where
+    the trajectories went."""
+    if listed:
+        for t in result.trajectories:
+            click.echo(
+                f"{t.trajectory_id} {t.domain} {t.source.episode_id} attempt {t.source.attempt}: "
+                f"{t.outcome.status} ({len(t.turns)} turns)"
+            )
+    where = sorted({str(p.parent) for p in result.shards})
+    failed = sum(t.outcome.status == "error" for t in result.trajectories)
+    click.echo(
+        f"{len(result.trajectories)} trajectories ({failed} failed attempts) -> {', '.join(where) or '-'}"
+        + ("  [interrupted: run the job id again to finish]" if result.interrupted else "")
+    )
+
+
+def _clock() -> str:
+    return datetime.now().strftime("%H:%M:%S")
+
+
+def _attempt(info: dict[str, Any]) -> str:
+    c = info.get("claim") or info.get("lease")
+    return f"{c.job_id}/{c.episode_id} a{c.attempt}"
+
+
+def worker_line(event: str, **info: Any) -> None:
+    """`worker`: one line per event (episode started/finished, requeued, swept...)."""
+    if event == "worker":
+        text = f"worker {info['worker']}: started (concurrency {info['concurrency']})"
+    elif event == "started":
+        text = f"started   {_attempt(info)}"
+    elif event == "finished":
+        err = f": {info['error']}" if info.get("error") else ""
+        text = (
+            f"finished  {_attempt(info)}: {info['status']} "
+            f"({info['turns']} turns, {info['seconds']:.1f} s){err}"
+        )
+    elif event == "released":
+        text = f"released  {_attempt(info)} (stopping; queued again)"
+    elif event == "lost":
+        text = f"lost      {_attempt(info)} (lease taken over; result discarded)"
+    elif event == "requeued":
+        text = f"requeued  {_attempt(info)}: {info['reason']}"
+    elif event == "swept":
+        text = f"removed {len(info['containers'])} container(s) of dead workers"
+    elif event == "recovered":
+        text = (
+            f"published {info['job_id']}/{info['episode_id']} a{info['attempt']} from its journal"
+        )
+    elif info.get("claim") is not None:
+        text = f"{event}: {_attempt(info)}: {info.get('reason', '')}"
+    else:
+        text = f"{event}: {info.get('reason', '')}"
+    click.echo(f"{_clock()} {text}", err=event in ("error", "warning"))
+
+
+def _due(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+
+
+def jobs_view(store, lease_s: float = 120.0):
+    """Jobs, schedules (with their next due time) and live workers, as rich tables."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from worldtrace.output import rows_table
+
+    parts: list[Any] = []
+    jobs = store.jobs()
+    parts.append(rows_table(jobs, title="jobs") if jobs else Text("no jobs"))
+    schedules = [
+        {
+            "schedule": s["schedule_id"],
+            "when": f"cron {s['cron']}" if s["cron"] else f"every {s['every']}",
+            "missed": s["missed"],
+            "next due (UTC)": _due(s["next_due"]),
+            "last job": s["last_job_id"],
+        }
+        for s in store.schedules()
+    ]
+    if schedules:
+        parts.append(rows_table(schedules, title="schedules"))
+    workers = [
+        {k: w[k] for k in ("worker", "host", "pid", "started_at")}
+        for w in store.workers(lease_s)
+        if not w["gone"]
+    ]
+    if workers:
+        parts.append(rows_table(workers, title="workers"))
+    return Group(*parts)
+
+
+def watch(store, interval: float) -> None:
+    """`jobs list --watch`: the tables, refreshed every `interval` seconds until Ctrl-C."""
+    from rich.live import Live
+
+    try:
+        with Live(jobs_view(store), refresh_per_second=4, screen=False) as live:
+            while True:
+                time.sleep(interval)  # the refresh period of a live view
+                live.update(jobs_view(store))
+    except KeyboardInterrupt:
+        pass
