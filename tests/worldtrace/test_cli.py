@@ -184,7 +184,8 @@ def test_listing_commands_loads_no_config_module():
 # -- global options and the store -----------------------------------------------------------
 def test_every_command_accepts_the_global_options_after_it():
     for path, cmd in _commands(cli):
-        names = {p.name for p in (cmd._params if isinstance(cmd, ConfigCommand) else cmd.params)}
+        params = cmd._params if isinstance(cmd, ConfigCommand) else cmd.params
+        names = {getattr(p, "name", None) for p in params}  # generated options: not built yet
         assert {"store", "create"} <= names, path
 
 
@@ -192,17 +193,27 @@ def test_global_options_before_and_after_the_command_are_the_same(tmp_path, wt_e
     store = tmp_path / "elsewhere"
     with ShardWriter(store / "raw" / "s") as w:
         w.write(corpus[:5])
-    env = dict(wt_env, WORLDTRACE_STORE=str(tmp_path / "not-this-one"))
-    for args in (["stats"], ["query", "SELECT count(*) AS n FROM raw_trajectories"]):
-        before = wt(env, "--store", str(store), *args)
-        after = wt(env, *args, "--store", str(store))
-        assert before.returncode == after.returncode == 0, before.stderr + after.stderr
+    runner = CliRunner(env={"WORLDTRACE_STORE": str(tmp_path / "not-this-one")})
+    outputs = []
+    for args in (
+        [
+            "query",
+            "SELECT domain, count(*) AS n FROM raw_trajectories GROUP BY ALL",
+            "--format",
+            "csv",
+        ],
+        ["jobs", "list"],
+        ["stats"],
+    ):
+        before = runner.invoke(cli, ["--store", str(store), *args], obj={})
+        after = runner.invoke(cli, [*args, "--store", str(store)], obj={})
+        assert before.exit_code == after.exit_code == 0, before.output + after.output
         assert before.stdout == after.stdout
-    assert "trajectories by domain and source" in after.stdout or "5" in after.stdout
-    jobs_after = wt(env, "jobs", "list", "--store", str(store))
-    assert jobs_after.stdout == wt(env, "--store", str(store), "jobs", "list").stdout == "no jobs\n"
-    r = wt(env, "--store", str(store), "stats", "--store", str(tmp_path / "other"))
-    assert r.returncode == 2 and "given twice with different values" in r.stderr
+        outputs.append(after.stdout)
+    assert sum(int(line.split(",")[1]) for line in outputs[0].splitlines()[1:]) == 5
+    assert outputs[1] == "no jobs\n" and "trajectories by domain and source" in outputs[2]
+    r = runner.invoke(cli, ["--store", str(store), "stats", "--store", str(tmp_path / "o")], obj={})
+    assert r.exit_code == 2 and "given twice with different values" in r.stderr
 
 
 READING = [
@@ -226,12 +237,14 @@ WRITING = [
 
 
 @pytest.fixture
-def inputs(tmp_path, corpus):
-    records = tmp_path / "records.jsonl"
-    records.write_text("".join(t.to_json() + "\n" for t in corpus[:3]))
+def inputs(tmp_path):
+    records = tmp_path / "terminal_test.jsonl"  # AgentWorldBench records
+    rec = {"task": "t/terminal", "system_str": "s", "prompt": ["ls"], "response": ["a b"]}
+    records.write_text("".join(json.dumps({**rec, "id": str(i)}) + "\n" for i in range(3)))
     job = tmp_path / "job.yaml"
     job.write_text(
-        "name: j\nsandbox: {kind: terminal}\ntasks: [{id: t, instruction: x, actions: []}]\n"
+        "name: j\nsandbox: {kind: terminal}\n"
+        "tasks: [{id: t, instruction: x, actions: [{keystrokes: 'ls\\n'}]}]\n"
     )
     return {"records": str(records), "job": str(job)}
 
