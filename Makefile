@@ -10,7 +10,7 @@ setup:
 	bash infra/setup.sh
 
 demo: setup
-	$(WT) --store worldtrace-data demo
+	$(WT) --store worldtrace-data --create demo
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

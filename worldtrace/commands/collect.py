@@ -70,7 +70,7 @@ def collect(
             spec = JobSpec.from_dict(
                 _quick_job(sandbox, image, repo, instruction, keys, tools, duration)
             )
-        result = run_job(spec, store(ctx).raw)
+        result = run_job(spec, store(ctx, create=True).raw)
     except (ValueError, SandboxError, json.JSONDecodeError) as exc:
         raise click.ClickException(str(exc)) from exc
     print_collect_result(result)
@@ -114,10 +114,10 @@ def jobs() -> None:
     `worldtrace worker` runs what is queued."""
 
 
-def _job_store(ctx: click.Context):
+def _job_store(ctx: click.Context, create: bool = False):
     from worldtrace.collectors.queue import JobStore
 
-    return JobStore(store(ctx).jobs_db)
+    return JobStore(store(ctx, create).jobs_db)
 
 
 @jobs.command("submit")
@@ -131,7 +131,7 @@ def jobs_submit(ctx: click.Context, job_file: str) -> None:
         spec = JobSpec.load(job_file)
     except (ValueError, TypeError) as exc:
         raise click.ClickException(f"{job_file}: {exc}") from exc
-    click.echo(_job_store(ctx).submit(spec))
+    click.echo(_job_store(ctx, create=True).submit(spec))
 
 
 @jobs.command("list")
@@ -198,9 +198,9 @@ def worker(ctx: click.Context, concurrency: int, forever: bool, lease: float) ->
     """Run queued collection episodes (resuming those of workers that died)."""
     from worldtrace.collectors.queue import Worker
 
-    n = Worker(_job_store(ctx), store(ctx).raw, concurrency=concurrency, lease_s=lease).run(
-        forever=forever
-    )
+    n = Worker(
+        _job_store(ctx, create=True), store(ctx).raw, concurrency=concurrency, lease_s=lease
+    ).run(forever=forever)
     click.echo(f"worker: {n} episode(s) run")
 
 

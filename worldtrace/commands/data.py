@@ -66,7 +66,7 @@ def import_(
     from worldtrace.collectors.importers import import_paths
     from worldtrace.output import print_import_report
 
-    dest = store(ctx).raw / "import"
+    dest = store(ctx, create=True).raw / "import"
     report = import_paths(paths, dest, fmt, domain)
     print_import_report(report, dest, show)
     total = sum(report.imported.values())

@@ -39,7 +39,7 @@ def demo(ctx: click.Context, episodes: int) -> None:
     """The main job end to end on embedded defaults."""
     from worldtrace.demo import run_demo
 
-    sys.exit(run_demo(store(ctx), episodes=episodes))
+    sys.exit(run_demo(store(ctx, create=True), episodes=episodes))
 
 
 COMMANDS = (doctor, demo, version)
