@@ -250,7 +250,8 @@ def inputs(tmp_path):
 
 
 @pytest.mark.parametrize("args", READING, ids=" ".join)
-def test_a_missing_store_is_an_error_for_reading_commands(tmp_path, args):
+def test_a_missing_store_is_an_error_for_reading_commands(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)  # nothing is written, but if it were, not into the repo
     missing = tmp_path / "typo"
     for create in ([], ["--create"]):  # --create never makes a store for a reading command
         r = CliRunner().invoke(cli, ["--store", str(missing), *create, *args], obj={})
