@@ -145,7 +145,11 @@ def test_gc_removes_the_container_of_a_killed_collector(docker_engine, tmp_path,
     if not hasattr(sandbox_docker, "sweep_orphans"):
         pytest.skip("worldtrace.sandboxes.docker has no sweep_orphans (owner labels) yet")
     owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", OWNER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
     )
     label = {"label": f"worldtrace.owner.pid={owner.pid}"}
     try:
@@ -153,7 +157,6 @@ def test_gc_removes_the_container_of_a_killed_collector(docker_engine, tmp_path,
         assert name, "the owner process started no container"
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
-        (tmp_path / "store").mkdir()
         dry = wt(wt_env, "gc", "--dry-run")
         assert dry.returncode == 0, dry.stderr
         assert any(name in ln and ln.startswith("would remove") for ln in dry.stdout.splitlines())
