@@ -69,13 +69,15 @@ def find(
         why = f"{why}; untouched for {human_age(age)}, open in no process"
         return Item(kind, str(path), _size(path), why)
 
-    for path in sorted(_hidden(store.root, TMP_PREFIX)):
+    found = _leftovers(store.root)
+    for path in found[TMP_PREFIX]:
         items.append(idle(path, "temp", "temp file of a writer that stopped"))
-    for path in sorted(_hidden(store.processed, RUN_PREFIX, deep=False)):
-        items.append(idle(path, "run", "work directory of a `process` run that stopped"))
-    for path in sorted(_hidden(store.root, STAGING_PREFIX)):
+    for path in found[RUN_PREFIX]:
+        if path.parent == store.processed:  # `process` runs work only there
+            items.append(idle(path, "run", "work directory of a `process` run that stopped"))
+    for path in found[STAGING_PREFIX]:
         items.append(idle(path, "staging", "staging directory of an export that stopped"))
-    for path in sorted(_hidden(store.root, OLD_PREFIX)):
+    for path in found[OLD_PREFIX]:
         items.append(_old(path, idle))
     items.extend(_journals(store, idle))
     if exports_older_than_s is not None:
@@ -137,18 +139,17 @@ def _old_exports(store: Store, now: float, older_s: float, open_paths: set[str])
             yield Item("export", str(d), _size(d), f"export written {human_age(age)} ago")
 
 
-def _hidden(root: Path, prefix: str, deep: bool = True) -> Iterator[Path]:
-    """Paths named `prefix*` under root; not inside another hidden leftover."""
-    if not root.is_dir():
-        return
+def _leftovers(root: Path) -> dict[str, list[Path]]:
+    """Paths under root named with each leftover prefix, in one walk, sorted; nothing
+    inside a leftover directory is listed on its own (it is removed whole)."""
+    found: dict[str, list[Path]] = {p: [] for p in LEFTOVER_PREFIXES}
     for dirpath, dirnames, filenames in os.walk(root):
-        for name in [*dirnames, *filenames]:
-            if name.startswith(prefix):
-                yield Path(dirpath) / name
-        if not deep:
-            return
-        # a leftover is removed whole: nothing inside it is listed on its own
+        for name in sorted([*dirnames, *filenames]):
+            prefix = next((p for p in LEFTOVER_PREFIXES if name.startswith(p)), None)
+            if prefix:
+                found[prefix].append(Path(dirpath) / name)
         dirnames[:] = [n for n in dirnames if not n.startswith(LEFTOVER_PREFIXES)]
+    return {p: sorted(paths) for p, paths in found.items()}
 
 
 def _walk_files(path: Path) -> Iterable[Path]:

@@ -170,3 +170,25 @@ def test_gc_removes_the_container_of_a_killed_collector(docker_engine, tmp_path,
             owner.wait()
         for c in docker_engine.containers.list(all=True, filters=label):
             c.remove(force=True)
+
+
+def test_a_removal_that_fails_is_reported_and_exits_1(tmp_path, wt_env):
+    s = Store.at(tmp_path / "store")
+    stuck = s.raw / "s"
+    stuck.mkdir(parents=True)
+    temp = stuck / ".tmp-0a1b2c3d4e5f-00000.parquet"
+    temp.write_bytes(b"x" * 100)
+    aged(temp, 2 * HOUR)
+    # root ignores permissions, so the directory is made immutable instead
+    lock = ["chattr", "+i", str(stuck)] if os.geteuid() == 0 else ["chmod", "500", str(stuck)]
+    if subprocess.run(lock, capture_output=True).returncode:
+        pytest.skip(f"cannot make a directory unwritable here ({lock[0]} failed)")
+    try:
+        r = wt(wt_env, "gc", "--store", str(s.root), "--no-containers")
+    finally:
+        unlock = ["chattr", "-i"] if os.geteuid() == 0 else ["chmod", "700"]
+        subprocess.run([*unlock, str(stuck)], check=True)
+    assert r.returncode == 1
+    [line] = r.stdout.splitlines()
+    assert line.startswith("failed") and str(temp) in line and "not permitted" in line.lower()
+    assert "1 item(s) could not be removed" in r.stderr and temp.exists()

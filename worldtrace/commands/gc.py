@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from . import store
+from . import EXIT_PROBLEMS, store
 
 
 def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -71,13 +73,17 @@ def gc(
         items.extend(found)
         notes.extend([note] if note else [])
     verb = "would remove" if dry_run else "removed"
-    freed = n = 0
+    freed = n = failed = 0
     for item in items:
+        action, why = (verb if item.remove else "kept"), item.why
         if item.remove and item.kind not in ("container", "volume") and not dry_run:
-            garbage.remove(item)
+            try:
+                garbage.remove(item)
+            except OSError as exc:  # ours to report: the item stays, gc exits 1
+                action, why, failed = "failed", f"{why}; {exc.strerror or exc}", failed + 1
         size = garbage.human_size(item.size)
-        click.echo(f"{verb if item.remove else 'kept':<12}  {size:>8}  {item.target}  ({item.why})")
-        if item.remove:
+        click.echo(f"{action:<12}  {size:>8}  {item.target}  ({why})")
+        if action == verb:
             n += 1
             freed += item.size or 0
     for note in notes:
@@ -86,6 +92,9 @@ def gc(
     click.echo(
         f"gc: {total} would be removed (dry run)" if dry_run else f"gc: removed {total}", err=True
     )
+    if failed:
+        click.echo(f"gc: {failed} item(s) could not be removed", err=True)
+        sys.exit(EXIT_PROBLEMS)
 
 
 COMMANDS = (gc,)
