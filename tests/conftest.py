@@ -29,6 +29,7 @@ def wt_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     env["WORLDTRACE_STORE"] = str(tmp_path / "store")
+    (tmp_path / "store").mkdir(exist_ok=True)  # a store must exist (or be made with --create)
     return env
 
 

@@ -3,34 +3,48 @@
 Commands live in `worldtrace.commands`, one module per group, each listing its commands
 in COMMANDS: a new group is one module there plus one entry in COMMAND_MODULES. Heavy
 modules (and options generated from config dataclasses) load when a command runs, so
-`worldtrace --help` stays instant.
+`worldtrace --help` stays instant. The global options (`--store`, `--create`) are added
+here to the root and to every command, so they may come before or after the command.
 """
 
 from __future__ import annotations
 
 import click
 
-from .commands import collect, data, export, process, query, system
+from .commands import collect, data, export, gc, global_options, process, query, system
+from .options import ConfigCommand
 
-COMMAND_MODULES = (data, collect, process, export, query, system)
+COMMAND_MODULES = (data, collect, process, export, query, gc, system)
+
+EPILOG = """\b
+Example:
+  worldtrace --store runs/ stats       (the same as: worldtrace stats --store runs/)
+  worldtrace import --create ~/runs/   (a new store needs --create; reading commands fail)
+"""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--store",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Store root (default ./worldtrace-data or $WORLDTRACE_STORE).",
-)
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.pass_context
-def cli(ctx: click.Context, store: str | None) -> None:
+def cli(ctx: click.Context) -> None:
     """worldtrace: collect, process, query and export trajectories for language world models."""
     ctx.ensure_object(dict)
-    ctx.obj["store"] = store
 
 
+def add_global_options(command: click.Command) -> None:
+    """Accept the global options on `command` and, for a group, on everything under it."""
+    # a ConfigCommand builds its generated options when `params` is first read; adding
+    # to the list behind it keeps listing the commands free of config imports
+    params = command._params if isinstance(command, ConfigCommand) else command.params
+    params.extend(global_options())
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            add_global_options(sub)
+
+
+cli.params[:0] = global_options()
 for _module in COMMAND_MODULES:
     for _command in _module.COMMANDS:
+        add_global_options(_command)
         cli.add_command(_command)
 
 

@@ -1,111 +1,76 @@
-"""`worldtrace report`: one self-contained HTML page (inline SVG, no scripts, no CDN)."""
+"""`worldtrace report`: one self-contained HTML page of plots and tables over a store.
+
+Plots are plotly figures (`report_charts`) with plotly.js embedded once in the page, so
+it opens offline and sends no request (about 4.9 MB, nearly all of it plotly.js).
+Plotly rather than Vega-Lite through vl-convert: hover values, zoom and date axes come
+built in, it is pure Python (vl-convert is a 33 MB native wheel that took 8.6 s to
+bundle one page here), and its static SVG output has no hover at all.
+"""
 
 from __future__ import annotations
 
 import html
+import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 
+from worldtrace.schemas import Store
+from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import write_bytes_atomic
 
+from .report_charts import CATEGORY_COLORS, PLOTS, UNKNOWN_COLOR
 from .summary import STATS_QUERIES
 
-W, H, PAD = 540, 240, 40
-PALETTE = [
-    "#4e79a7",
-    "#f28e2b",
-    "#e15759",
-    "#76b7b2",
-    "#59a14f",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-]
+TABLES = (
+    "trajectories by domain and source",
+    "effective keep by domain",
+    "dedup",
+    "filters and rejects",
+    "exports",
+    "jobs",
+)
+"""Tables of `worldtrace stats` repeated in the report, in page order."""
+WORST_PER_CATEGORY = 3
+EXCERPT_CHARS = 90
+MASKED_BELOW = 0.5
+"""A category whose mean keep is below this is 'masked': its worst turns are the most
+novel ones (information the loss drops); otherwise the least novel turns in the loss."""
+
+WORST_SQL = """
+WITH cats AS (SELECT category, avg(keep) < {masked} AS masked FROM turns GROUP BY category),
+ranked AS (
+  SELECT u.*, c.masked, row_number() OVER (
+      PARTITION BY u.category
+      ORDER BY CASE WHEN c.masked THEN -u.nov ELSE u.cond_novelty END NULLS LAST,
+               CASE WHEN c.masked THEN -u.cond_novelty ELSE u.nov END NULLS LAST,
+               u.trajectory_id, u.turn_index) AS rk
+  FROM turns u JOIN cats c USING (category)
+  WHERE c.masked OR u.in_loss)
+SELECT r.category, r.masked, r.domain, r.trajectory_id, r.turn_index, r.nov, r.ol, r.r,
+       r.cond_novelty, r.keep, r.in_loss,
+       list_filter(t.turns, lambda x: x.index = r.turn_index)[1] AS turn
+FROM ranked r JOIN trajectories t USING (trajectory_id)
+WHERE r.rk <= {n}
+ORDER BY r.category, r.rk
+"""
 
 
 def _esc(x: object) -> str:
     return html.escape(str(x))
 
 
-def _figure(name: str, title: str, body: str, note: str = "") -> str:
-    return (
-        f'<figure class="plot" data-plot="{name}"><figcaption>{_esc(title)}</figcaption>'
-        f'<svg width="{W}" height="{H}" viewBox="0 0 {W} {H}">{body}</svg>'
-        f"{f'<p class=note>{_esc(note)}</p>' if note else ''}</figure>"
-    )
+def _excerpt(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 
-def _empty(name: str, title: str) -> str:
-    body = f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle" class="empty">no data yet</text>'
-    return _figure(name, title, body)
+def _num(v: float | None) -> str:
+    return "" if v is None else f"{v:.2f}"
 
 
-def bars(name: str, title: str, labels: list[str], values: list[float], note: str = "") -> str:
-    """Vertical bars, one per label."""
-    if not values or max(values) <= 0:
-        return _empty(name, title)
-    top = max(values)
-    bw = (W - 2 * PAD) / len(values)
-    parts = [f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD / 2}" y2="{H - PAD}" stroke="#333"/>']
-    for i, (label, v) in enumerate(zip(labels, values, strict=True)):
-        h = (H - 2 * PAD) * v / top
-        x = PAD + i * bw
-        parts.append(
-            f'<rect class="bar" x="{x + 1:.1f}" y="{H - PAD - h:.1f}" width="{max(bw - 2, 1):.1f}" height="{h:.1f}" fill="{PALETTE[0]}"><title>{_esc(label)}: {v:g}</title></rect>'
-        )
-        if len(values) <= 12 or i % -(-len(values) // 12) == 0:
-            parts.append(
-                f'<text x="{x + bw / 2:.1f}" y="{H - PAD + 14}" text-anchor="middle" class="tick">{_esc(label)}</text>'
-            )
-    parts.append(f'<text x="{PAD - 4}" y="{PAD}" text-anchor="end" class="tick">{top:g}</text>')
-    return _figure(name, title, "".join(parts), note)
-
-
-def stacked(name: str, title: str, rows: list[tuple[str, dict[str, float]]]) -> str:
-    """Horizontal 100% stacked bars (e.g. category shares by domain)."""
-    if not rows:
-        return _empty(name, title)
-    keys = sorted({k for _, d in rows for k in d})
-    color = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys)}
-    bh = (H - 2 * PAD) / len(rows)
-    parts = []
-    for i, (label, d) in enumerate(rows):
-        total = sum(d.values()) or 1
-        x = x0 = PAD + 40
-        full = W - x0 - 10
-        y = PAD / 2 + i * bh
-        parts.append(
-            f'<text x="{x - 4}" y="{y + bh / 2 + 4:.1f}" text-anchor="end" class="tick">{_esc(label)}</text>'
-        )
-        for k in keys:
-            w = full * d.get(k, 0) / total
-            if w > 0:
-                parts.append(
-                    f'<rect class="bar" x="{x:.1f}" y="{y + 2:.1f}" width="{w:.1f}" height="{bh - 4:.1f}" fill="{color[k]}"><title>{_esc(label)} {_esc(k)}: {d.get(k, 0) / total:.1%}</title></rect>'
-                )
-                x += w
-    for j, k in enumerate(keys):
-        lx = PAD + j * ((W - PAD) / len(keys))
-        parts.append(f'<rect x="{lx:.1f}" y="{H - 18}" width="10" height="10" fill="{color[k]}"/>')
-        parts.append(
-            f'<text x="{lx + 13:.1f}" y="{H - 9}" class="tick" text-anchor="start">{_esc(k)}</text>'
-        )
-    return _figure(name, title, "".join(parts))
-
-
-def _hist(con, sql: str, lo: float, hi: float, n: int) -> tuple[list[str], list[float]]:
-    width = (hi - lo) / n
-    q = f"""SELECT least(greatest(floor((v - {lo}) / {width}), 0), {n - 1})::INT AS b, count(*)
-            FROM ({sql}) WHERE v IS NOT NULL AND NOT isnan(v) GROUP BY b"""
-    counts = dict(con.execute(q).fetchall())
-    labels = [f"{lo + i * width:.2g}" for i in range(n)]
-    return labels, [float(counts.get(i, 0)) for i in range(n)]
-
-
-def _table(con, title: str, sql: str) -> str:
+def _table(con: duckdb.DuckDBPyConnection, title: str, sql: str) -> str:
     cur = con.execute(sql)
     cols = [d[0] for d in cur.description]
     rows = cur.fetchall()
@@ -121,98 +86,93 @@ def _table(con, title: str, sql: str) -> str:
     )
 
 
+def worst_turns(con: duckdb.DuckDBPyConnection, store_root: Path | None) -> str:
+    """Per category, the turns most worth a second look, each with its `explain` command."""
+    rows = con.execute(WORST_SQL.format(masked=MASKED_BELOW, n=WORST_PER_CATEGORY)).fetchall()
+    if not rows:
+        return "<p class=empty>no processed turns yet</p>"
+    store = f" --store {_esc(shlex.quote(str(store_root)))}" if store_root else ""
+    order = {c: i for i, c in enumerate(F.CATEGORIES)}
+    rows.sort(key=lambda r: order.get(r[0], len(order)))  # stable: keeps the rank order
+    head = (
+        "<tr><th>domain</th><th>turn</th><th>Nov</th><th>OL</th><th>R</th><th>cond. novelty</th>"
+        "<th>keep</th><th>in loss</th><th>action</th><th>observation</th>"
+        "<th>look closer (click selects the command)</th></tr>"
+    )
+    body, seen = [], set()
+    for cat, masked, domain, tid, idx, nov, ol, r, cn, keep, in_loss, turn in rows:
+        if cat not in seen:
+            seen.add(cat)
+            why = (
+                f"masked (keep {keep:.2f}): the most novel turns, information the loss drops"
+                if masked
+                else "in the loss: the least new turns (lowest conditional novelty)"
+            )
+            color = CATEGORY_COLORS.get(cat, UNKNOWN_COLOR)
+            body.append(
+                f'<tr class=group><th colspan=11><span class=swatch style="background:{color}">'
+                f"</span>{_esc(cat)} <span class=why>{why}</span></th></tr>"
+            )
+        turn = turn or {}
+        cells = [domain, idx, _num(nov), _num(ol), _num(r), _num(cn), _num(keep)]
+        body.append(
+            f'<tr data-category="{_esc(cat)}">'
+            + "".join(f"<td>{_esc(c)}</td>" for c in cells)
+            + f"<td>{'yes' if in_loss else 'no'}</td>"
+            f"<td class=text>{_esc(_excerpt((turn.get('action') or {}).get('text')))}</td>"
+            f"<td class=text>{_esc(_excerpt((turn.get('observation') or {}).get('text')))}</td>"
+            f"<td><code class=cmd>worldtrace explain {_esc(tid)}{store}</code></td></tr>"
+        )
+    return f"<table class=worst><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
 CSS = """
-body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{font-size:22px} h2{font-size:18px;margin-top:28px} h3{font-size:15px}
-.grid{display:flex;flex-wrap:wrap;gap:16px}
-figure.plot{margin:0;border:1px solid #ddd;border-radius:6px;padding:8px;background:#fff}
-figcaption{font-weight:600;font-size:14px;margin-bottom:4px}
-.tick{font-size:10px;fill:#555} .empty{fill:#999;font-size:14px}
+figure.plot{margin:0 0 16px;border:1px solid #ddd;border-radius:6px;padding:4px 8px;background:#fff}
+.note{font-size:12px;color:#555;margin:0 0 4px 8px} .empty{color:#999}
 table{border-collapse:collapse;font-size:12px;margin-bottom:12px} td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}
-th{background:#f3f3f3} td:first-child{text-align:left} .note{font-size:11px;color:#666;margin:2px 0 0}
+th{background:#f3f3f3} td:first-child{text-align:left} td.text{text-align:left;font-family:monospace;min-width:14em;max-width:26em;overflow-wrap:anywhere}
+tr.group th{text-align:left;background:#fafafa;font-size:13px} .why{font-weight:normal;color:#555}
+code.cmd{user-select:all;background:#f6f6f6;padding:1px 4px;white-space:nowrap;cursor:copy}
+.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 """
 
-PLOTS = ("categories", "nov", "ol", "r", "obs_len", "clusters", "throughput")
 
+def build(
+    con: duckdb.DuckDBPyConnection, title: str = "worldtrace report", store_root: Path | None = None
+) -> str:
+    from plotly.offline import get_plotlyjs
 
-def build(con: duckdb.DuckDBPyConnection, title: str = "worldtrace report") -> str:
-    figs = []
-    rows: dict[str, dict[str, float]] = {}
-    for domain, cat, n in con.execute(
-        "SELECT domain, category, count(*) FROM turns GROUP BY ALL ORDER BY ALL"
-    ).fetchall():
-        rows.setdefault(domain, {})[cat] = n
-    figs.append(stacked("categories", "category shares by domain (turns)", sorted(rows.items())))
-    for col, label in (("nov", "Nov"), ("ol", "OL")):
-        figs.append(
-            bars(
-                col,
-                f"histogram of {label}",
-                *_hist(con, f"SELECT {col} AS v FROM turns", 0, 1.0000001, 20),
-            )
+    figures = []
+    for name, (note, make) in PLOTS.items():
+        fig = make(con).to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"plot-{name}",
+            config={"displaylogo": False, "responsive": True},
         )
-    figs.append(
-        bars(
-            "r",
-            "histogram of R = len(obs)/len(action), log10",
-            *_hist(con, "SELECT log10(r) AS v FROM turns WHERE r > 0", -2, 4, 24),
+        figures.append(
+            f'<figure class=plot data-plot="{name}">{fig}<p class=note>{_esc(note)}</p></figure>'
         )
-    )
-    obs_src = "turns" if con.execute("SELECT count(*) FROM turns").fetchone()[0] else "raw_turns"
-    figs.append(
-        bars(
-            "obs_len",
-            f"observation length, log10 characters ({obs_src})",
-            *_hist(
-                con, f"SELECT log10(obs_chars) AS v FROM {obs_src} WHERE obs_chars > 0", 0, 6, 24
-            ),
-        )
-    )
-    sizes = con.execute(
-        "SELECT size, count(*) FROM (SELECT cluster_id, count(*) AS size FROM clusters GROUP BY cluster_id) GROUP BY size ORDER BY size"
-    ).fetchall()
-    figs.append(
-        bars(
-            "clusters",
-            "dedup cluster sizes (clusters per size)",
-            [str(s) for s, _ in sizes],
-            [float(c) for _, c in sizes],
-        )
-    )
-    tp = con.execute(
-        """SELECT strftime(date_trunc('hour', ts), '%m-%d %H:00') AS h, count(*) FROM (
-             SELECT ended_at AS ts FROM episodes WHERE ended_at IS NOT NULL
-             UNION ALL SELECT started_at FROM raw_trajectories WHERE started_at IS NOT NULL
-               AND (SELECT count(*) FROM episodes) = 0)
-           GROUP BY h ORDER BY h"""
-    ).fetchall()
-    figs.append(
-        bars(
-            "throughput",
-            "collection throughput (episodes per hour)",
-            [h for h, _ in tp],
-            [float(c) for _, c in tp],
-            "from jobs' episodes, else raw trajectories' start times",
-        )
-    )
-    tables = "".join(
-        _table(con, t, STATS_QUERIES[t])
-        for t in (
-            "trajectories by domain and source",
-            "effective keep by domain",
-            "dedup",
-            "filters and rejects",
-            "exports",
-            "jobs",
-        )
-    )
+    tables = "".join(_table(con, t, STATS_QUERIES[t]) for t in TABLES)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    where = f"store {_esc(store_root)}, " if store_root else ""
     return (
-        f"<!doctype html><html><head><meta charset=utf-8><title>{_esc(title)}</title><style>{CSS}</style></head>"
-        f"<body><h1>{_esc(title)}</h1><p>generated {now}</p><h2>Plots</h2><div class=grid>{''.join(figs)}</div>"
-        f"<h2>Tables</h2>{tables}</body></html>"
+        f"<!doctype html><html><head><meta charset=utf-8><title>{_esc(title)}</title>"
+        f"<style>{CSS}</style><script>{get_plotlyjs()}</script></head>"
+        f"<body><h1>{_esc(title)}</h1><p>{where}generated {now}</p>"
+        f"<h2>Plots</h2>{''.join(figures)}"
+        f"<h2>Turns to look at</h2><p class=note>Per category, the {WORST_PER_CATEGORY} turns most "
+        f"worth a second look; the command shows every turn of the trajectory and why it counts.</p>"
+        f"{worst_turns(con, store_root)}<h2>Tables</h2>{tables}</body></html>"
     )
 
 
-def write(con: duckdb.DuckDBPyConnection, output: str | Path) -> Path:
-    return write_bytes_atomic(output, build(con).encode())
+def write(source: Store | duckdb.DuckDBPyConnection, output: str | Path) -> Path:
+    """Write the report of a store (or of an open views connection) to `output`."""
+    if isinstance(source, Store):
+        from worldtrace.schemas.views import connect
+
+        return write_bytes_atomic(output, build(connect(source), store_root=source.root).encode())
+    return write_bytes_atomic(output, build(source).encode())

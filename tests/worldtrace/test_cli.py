@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import click
+import pytest
 from click.testing import CliRunner
 from worldtrace.pipelines.export import FORMATS, ExportConfig
 from worldtrace.schemas import ShardWriter
@@ -65,7 +66,7 @@ def test_demo_end_to_end(tmp_path, wt_env, docker_engine):
     """The README's `make demo` on its every section: real environments only, then
     validate, process, export, stats and report; a rerun replaces what it wrote."""
     store = tmp_path / "demo"
-    r = wt(wt_env, "--store", str(store), "demo", "--episodes", "1")
+    r = wt(wt_env, "--store", str(store), "--create", "demo", "--episodes", "1")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     for step in ("1. collect", "2. validate", "3. process", "4. export", "5. stats", "6. report"):
         assert step in r.stdout
@@ -204,3 +205,111 @@ def test_listing_commands_loads_no_config_module():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "0 []"
+
+
+# -- global options and the store -----------------------------------------------------------
+def test_every_command_accepts_the_global_options_after_it():
+    for path, cmd in _commands(cli):
+        params = cmd._params if isinstance(cmd, ConfigCommand) else cmd.params
+        names = {getattr(p, "name", None) for p in params}  # generated options: not built yet
+        assert {"store", "create"} <= names, path
+
+
+def test_global_options_before_and_after_the_command_are_the_same(tmp_path, wt_env, corpus):
+    store = tmp_path / "elsewhere"
+    with ShardWriter(store / "raw" / "s") as w:
+        w.write(corpus[:5])
+    runner = CliRunner(env={"WORLDTRACE_STORE": str(tmp_path / "not-this-one")})
+    outputs = []
+    for args in (
+        [
+            "query",
+            "SELECT domain, count(*) AS n FROM raw_trajectories GROUP BY ALL",
+            "--format",
+            "csv",
+        ],
+        ["jobs", "list"],
+        ["stats"],
+    ):
+        before = runner.invoke(cli, ["--store", str(store), *args], obj={})
+        after = runner.invoke(cli, [*args, "--store", str(store)], obj={})
+        assert before.exit_code == after.exit_code == 0, before.output + after.output
+        assert before.stdout == after.stdout
+        outputs.append(after.stdout)
+    assert sum(int(line.split(",")[1]) for line in outputs[0].splitlines()[1:]) == 5
+    assert outputs[1] == "no jobs\n" and "trajectories by domain and source" in outputs[2]
+    r = runner.invoke(cli, ["--store", str(store), "stats", "--store", str(tmp_path / "o")], obj={})
+    assert r.exit_code == 2 and "given twice with different values" in r.stderr
+
+
+READING = [
+    ["stats"],
+    ["query", "SELECT 1"],
+    ["explain", "abc"],
+    ["report", "-o", "r.html"],
+    ["jobs", "list"],
+    ["jobs", "show", "x"],
+    ["process"],
+    ["export", "--format", "agentworldbench"],
+    ["gc"],
+]
+WRITING = [
+    ["import", "{records}"],
+    ["collect", "--sandbox", "docker", "--keys", "ls\\n"],
+    ["jobs", "submit", "{job}"],
+    ["worker"],
+    ["demo", "--episodes", "1"],
+]
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    records = tmp_path / "terminal_test.jsonl"  # AgentWorldBench records
+    rec = {"task": "t/terminal", "system_str": "s", "prompt": ["ls"], "response": ["a b"]}
+    records.write_text("".join(json.dumps({**rec, "id": str(i)}) + "\n" for i in range(3)))
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: j\nsandbox: {kind: terminal}\n"
+        "tasks: [{id: t, instruction: x, actions: [{keystrokes: 'ls\\n'}]}]\n"
+    )
+    return {"records": str(records), "job": str(job)}
+
+
+@pytest.mark.parametrize("args", READING, ids=" ".join)
+def test_a_missing_store_is_an_error_for_reading_commands(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)  # nothing is written, but if it were, not into the repo
+    missing = tmp_path / "typo"
+    for create in ([], ["--create"]):  # --create never makes a store for a reading command
+        r = CliRunner().invoke(cli, ["--store", str(missing), *create, *args], obj={})
+        assert r.exit_code == 1, r.output
+        assert r.stderr.strip().splitlines() == [
+            f"Error: store {missing} does not exist: check --store; "
+            f"`cli {' '.join(args[:2] if args[0] == 'jobs' else args[:1])}` only reads "
+            "(a command that writes makes a new store with --create)"
+        ]
+        assert not missing.exists()
+
+
+@pytest.mark.parametrize("args", WRITING, ids=lambda a: " ".join(a[:2]))
+def test_writing_commands_make_a_store_only_with_create(tmp_path, inputs, args):
+    missing = tmp_path / "new"
+    args = [a.format(**inputs) for a in args]
+    r = CliRunner().invoke(cli, [*args, "--store", str(missing)], obj={})
+    assert r.exit_code == 1, r.output
+    assert r.stderr.strip() == f"Error: store {missing} does not exist: pass --create to make it"
+    assert not missing.exists()
+
+
+def test_create_makes_the_store(tmp_path, wt_env, inputs):
+    new = tmp_path / "new"
+    r = wt(wt_env, "import", inputs["records"], "--store", str(new), "--create")
+    assert r.returncode == 0, r.stderr
+    assert len(list((new / "raw" / "import").rglob("*.parquet"))) == 1
+    r = wt(wt_env, "--store", str(tmp_path / "q"), "--create", "worker")
+    assert r.returncode == 0 and "0 episode attempt(s) run" in r.stdout
+    assert (tmp_path / "q" / "jobs.db").exists()
+
+
+def test_root_help_has_an_example(wt_env):
+    out = wt(wt_env, "--help", check=True).stdout
+    assert "Example:" in out and "worldtrace stats --store" in out and "--create" in out

@@ -2,18 +2,105 @@
 
 Commands stay thin: parse options, call the library, print (printing lives in
 `worldtrace.output`). Heavy modules are imported inside each command.
+
+Global options (`--store`, `--create`) are accepted before the command and after it
+(`worldtrace --store X stats` == `worldtrace stats --store X`): `cli.py` adds
+`global_options()` to the root group and to every command and group under it, and each
+copy writes into the one `ctx.obj` that commands read through `store(ctx)`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 EXIT_PROBLEMS = 1
 """Exit status when the input had problems (validation, import, failed attempts)."""
 
+STORE_KEY, CREATE_KEY = "store", "create"
+"""Where the global options are kept in `ctx.obj`."""
 
-def store(ctx: click.Context):
-    """The store the root `--store` option (or its default) names."""
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Keep a global option in the shared `ctx.obj`; the same option given twice with
+    different values is an error rather than a silent choice of one."""
+    if value is None or value is False:
+        return value
+    obj = ctx.ensure_object(dict)
+    key = param.name or ""
+    if obj.get(key) not in (None, False, value):
+        raise click.BadParameter(f"given twice with different values ({obj[key]}, {value})")
+    obj[key] = value
+    return value
+
+
+def global_options() -> list[click.Option]:
+    """Fresh copies of the global options, for the root group and for each command."""
+    return [
+        click.Option(
+            ["--store"],
+            type=click.Path(file_okay=False),
+            default=None,
+            expose_value=False,
+            callback=_remember,
+            help="Store root (default ./worldtrace-data or $WORLDTRACE_STORE); "
+            "before or after the command.",
+        ),
+        click.Option(
+            ["--create"],
+            is_flag=True,
+            default=False,
+            expose_value=False,
+            callback=_remember,
+            help="Make the store if it does not exist (only commands that write: "
+            "collect, import, jobs submit, worker, demo).",
+        ),
+    ]
+
+
+def store_path(ctx: click.Context):
+    """The store the options name, whether or not it exists (for path checks only)."""
     from worldtrace.schemas import Store
 
-    return Store.at(ctx.obj.get("store"))
+    return Store.at(ctx.find_root().ensure_object(dict).get(STORE_KEY))
+
+
+def store(ctx: click.Context, create: bool = False):
+    """The store `--store` (or $WORLDTRACE_STORE, or the default) names, which must exist.
+
+    `create`: the command writes, so `--create` may make a missing store. A store that
+    does not exist is a one-line error naming its path (exit 1): reading it would only
+    print "no data yet", and writing into a mistyped path would scatter data.
+    """
+    from worldtrace.schemas import Store
+
+    obj = ctx.find_root().ensure_object(dict)
+    s = Store.at(obj.get(STORE_KEY))
+    if s.root.is_dir():
+        return s
+    if s.root.exists():
+        raise click.ClickException(f"store {s.root} is not a directory")
+    if create and obj.get(CREATE_KEY):
+        s.root.mkdir(parents=True)
+        return s
+    hint = (
+        "pass --create to make it"
+        if create
+        else f"check {_named(obj)}; `{ctx.command_path}` only reads "
+        "(a command that writes makes a new store with --create)"
+    )
+    raise click.ClickException(f"store {s.root} does not exist: {hint}")
+
+
+def _named(obj: dict) -> str:
+    """Which setting chose the store, for the error message."""
+    import os
+
+    from worldtrace.schemas import fields as F
+
+    if obj.get(STORE_KEY):
+        return "--store"
+    if os.environ.get(F.STORE_ENV):
+        return f"${F.STORE_ENV}"
+    return f"--store (the default is ./{F.DEFAULT_STORE})"

@@ -15,7 +15,7 @@ import click
 
 from worldtrace.options import ConfigCommand, RegistryChoice, options_from
 
-from . import EXIT_PROBLEMS, store
+from . import EXIT_PROBLEMS, store, store_path
 
 EXIT_INTERRUPTED = 130
 """Exit status after a stop request (SIGINT/SIGTERM), as shells report Ctrl-C."""
@@ -93,7 +93,7 @@ def collect(
     live = sys.stdout.isatty()
     with _on_signals(lambda: stop.set()), CollectProgress(live) as progress:
         try:
-            result = run_job(spec, store(ctx).raw, stop=stop, on_event=progress)
+            result = run_job(spec, store(ctx, create=True).raw, stop=stop, on_event=progress)
         except SandboxError as exc:
             raise click.ClickException(str(exc)) from exc
     print_run(result, listed=live)
@@ -161,7 +161,7 @@ def _load_job(ctx: click.Context, job_file: str):
     try:
         spec = JobSpec.load(job_file)
         try:
-            spec.check_store(store(ctx).root)
+            spec.check_store(store_path(ctx).root)
         except ConfigError as exc:
             raise exc.located(None, job_file) from None
     except ConfigError as exc:
@@ -171,13 +171,14 @@ def _load_job(ctx: click.Context, job_file: str):
     return spec
 
 
-def _job_store(ctx: click.Context, url: str | None):
+def _job_store(ctx: click.Context, url: str | None, create: bool = False):
     from worldtrace.collectors.jobstore import open_job_store
 
+    where = url or store(ctx, create).jobs_db
     try:
-        return open_job_store(url or store(ctx).jobs_db)
+        return open_job_store(where)
     except Exception as exc:  # psycopg and sqlite3 raise their own types
-        raise click.ClickException(f"cannot open the job store {url}: {exc}") from exc
+        raise click.ClickException(f"cannot open the job store {where}: {exc}") from exc
 
 
 @click.group()
@@ -211,7 +212,7 @@ def jobs_submit(ctx: click.Context, job_file: str, dry_run: bool, jobs_url: str 
                 f"schedule: {f'cron {s.cron}' if s.cron else f'every {s.every}'}, missed: {s.missed}"
             )
         return
-    js = _job_store(ctx, jobs_url)
+    js = _job_store(ctx, jobs_url, create=True)
     if spec.options.schedule is not None:
         from worldtrace.collectors.scheduler import register
 
@@ -307,7 +308,12 @@ def worker(ctx: click.Context, jobs_url: str | None, **config) -> None:
         cfg = parse(WorkerConfig, config)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    w = Worker(_job_store(ctx, jobs_url), store(ctx).raw, cfg, on_event=worker_line)
+    w = Worker(
+        _job_store(ctx, jobs_url, create=True),
+        store(ctx, create=True).raw,
+        cfg,
+        on_event=worker_line,
+    )
     with _on_signals(w.stop):
         stats = w.run()
     click.echo(
@@ -333,7 +339,7 @@ def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) ->
         cfg = parse(SchedulerConfig, config)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    s = Scheduler(_job_store(ctx, jobs_url), config=cfg)
+    s = Scheduler(_job_store(ctx, jobs_url, create=True), config=cfg)
     announce = lambda job_id: click.echo(f"enqueued {job_id}")  # noqa: E731
     if once:
         for job_id in s.tick():

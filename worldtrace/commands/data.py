@@ -77,7 +77,7 @@ def import_(
     from worldtrace.collectors.importers import ImportConfig, ImportWriteError, import_paths
     from worldtrace.output import print_import_report
 
-    dest = store(ctx).raw / "import"
+    dest = store(ctx, create=True).raw / "import"
     config = ImportConfig(format=fmt, domain=domain, max_observation_chars=max_observation_chars)
     try:
         report = import_paths(paths, dest, config)

@@ -128,7 +128,7 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int) -> None:
         sys.exit(EXIT_PROBLEMS)
 
 
-@click.command()
+@click.command(epilog="\b\nExample:\n  worldtrace report --store runs/ -o runs-report.html")
 @click.option(
     "--output",
     "-o",
@@ -139,10 +139,11 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int) -> None:
 )
 @click.pass_context
 def report(ctx: click.Context, output: str) -> None:
-    """Write a self-contained HTML report (inline SVG plots and tables; opens offline)."""
+    """Write a self-contained HTML report: plotly plots (embedded, opens offline), the turns
+    most worth a look per category, and the stats tables (docs/query.md)."""
     from worldtrace.report import write
 
-    path = write(_views().connect(store(ctx)), output)
+    path = write(store(ctx), output)
     click.echo(f"report -> {path}")
 
 

@@ -56,7 +56,7 @@ def demo(ctx: click.Context, sections: str, episodes: int) -> None:
             f"unknown section(s) {', '.join(unknown)} (known: {', '.join(SECTION_NAMES)})",
             param_hint="--sections",
         )
-    root = store(ctx) if ctx.obj.get("store") else Store.at(DEMO_STORE)
+    root = store(ctx, create=True) if ctx.find_root().obj.get("store") else Store.at(DEMO_STORE)
     sys.exit(run_demo(root, sections=chosen, episodes=episodes))
 
 

@@ -1,0 +1,257 @@
+"""What `worldtrace gc` removes from a store, and why each item is safe to remove.
+
+Writers leave hidden names behind only when they stop mid-way: `.tmp-*` files
+(ShardWriter, atomic writes, Megatron writers), `.run-*` directories of `process` runs
+under processed/, `.staging-*` directories of exports, `.old-*` directories of an
+interrupted swap, and episode journals. None of these names carries the writer's pid,
+so a live writer is told apart by two tests that must both pass before anything is
+removed: nothing in the item was modified for `min_age` seconds, and no process on this
+machine has a file in it open (read from /proc; as a non-root user only that user's
+processes are visible). A journal is removed only when the trajectory it holds is
+already in a published raw shard; an `.old-*` directory only when the directory it was
+swapped out of exists again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from worldtrace.schemas import Store
+from worldtrace.schemas import fields as F
+from worldtrace.schemas.store import TMP_PREFIX, TMP_STALE_SECONDS, shard_files
+
+RUN_PREFIX, STAGING_PREFIX, OLD_PREFIX = ".run-", ".staging-", ".old-"
+LEFTOVER_PREFIXES = (TMP_PREFIX, RUN_PREFIX, STAGING_PREFIX, OLD_PREFIX)
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing gc found: removable (`remove`) or kept with the reason why."""
+
+    kind: str
+    """temp, run, staging, old, journal, export, container or volume."""
+    target: str
+    """A path, or a container or volume name."""
+    size: int | None
+    """Bytes on disk (None for containers)."""
+    why: str
+    remove: bool = True
+    """False: reported but kept (e.g. a journal whose trajectory is not published yet)."""
+
+
+def find(
+    store: Store,
+    *,
+    min_age_s: float = TMP_STALE_SECONDS,
+    exports_older_than_s: float | None = None,
+    now: float | None = None,
+) -> list[Item]:
+    """Every leftover under the store (nothing is removed)."""
+    now = time.time() if now is None else now
+    if not store.root.is_dir():
+        return []
+    open_paths = _open_paths(store.root)
+    items: list[Item] = []
+
+    def idle(path: Path, kind: str, why: str) -> Item | None:
+        """An Item for `path` when no live writer can own it, else None."""
+        age = now - _newest_mtime(path)
+        if age < min_age_s or _holds(path, open_paths):
+            return None
+        why = f"{why}; untouched for {human_age(age)}, open in no process"
+        return Item(kind, str(path), _size(path), why)
+
+    found = _leftovers(store.root)
+    for path in found[TMP_PREFIX]:
+        items.append(idle(path, "temp", "temp file of a writer that stopped"))
+    for path in found[RUN_PREFIX]:
+        if path.parent == store.processed:  # `process` runs work only there
+            items.append(idle(path, "run", "work directory of a `process` run that stopped"))
+    for path in found[STAGING_PREFIX]:
+        items.append(idle(path, "staging", "staging directory of an export that stopped"))
+    for path in found[OLD_PREFIX]:
+        items.append(_old(path, idle))
+    items.extend(_journals(store, idle))
+    if exports_older_than_s is not None:
+        items.extend(_old_exports(store, now, exports_older_than_s, open_paths))
+    return [i for i in items if i is not None]
+
+
+def _old(path: Path, idle) -> Item | None:
+    """`.old-NAME-xxxxxxxx`: garbage once NAME is back in place; else the only copy."""
+    name = path.name[len(OLD_PREFIX) :].rsplit("-", 1)[0]
+    if not (path.parent / name).exists():
+        why = f"the only copy of {name} (an interrupted swap); rename it back to {name}"
+        return Item("old", str(path), _size(path), why, remove=False)
+    return idle(path, "old", f"previous {name}, replaced by a finished run")
+
+
+def _journals(store: Store, idle) -> Iterator[Item]:
+    """Journals whose attempt a published raw shard already holds: the same trajectory
+    (content hash) of the same episode and attempt (equal content alone is not enough:
+    two attempts that failed alike hash alike)."""
+    import pyarrow.parquet as pq
+
+    from worldtrace.collectors.recorder import JOURNAL_SUFFIX, journal_to_trajectory
+
+    published: dict[Path, set[tuple]] = {}
+    for path in sorted(store.raw.glob(f"collect/*/.journals/**/*{JOURNAL_SUFFIX}")):
+        job_dir = next(p for p in path.parents if p.name == ".journals").parent
+        if job_dir not in published:
+            files = shard_files(job_dir) if job_dir.exists() else []
+            rows = (
+                pq.read_table(f, columns=[F.TRAJECTORY_ID, F.SOURCE]).to_pylist() for f in files
+            )
+            published[job_dir] = {_attempt(r) for part in rows for r in part}
+        try:
+            t = journal_to_trajectory(path)
+            key = _attempt({F.TRAJECTORY_ID: t.trajectory_id, F.SOURCE: vars(t.source)})
+        except (ValueError, KeyError, json.JSONDecodeError):
+            key = None
+        if key in published[job_dir]:
+            why = f"journal of a published trajectory ({key[0][:12]}, episode {key[1]})"
+            item = idle(path, "journal", why)
+            if item is not None:
+                yield item
+        else:
+            why = "its trajectory is in no shard yet (`worldtrace worker` recovers it)"
+            yield Item("journal", str(path), _size(path), why, remove=False)
+
+
+def _attempt(row: dict) -> tuple:
+    source = row[F.SOURCE] or {}
+    return row[F.TRAJECTORY_ID], source.get("episode_id"), source.get("attempt")
+
+
+def _old_exports(store: Store, now: float, older_s: float, open_paths: set[str]) -> Iterator[Item]:
+    for manifest in sorted(store.export.glob(f"*/{MANIFEST}")):
+        d = manifest.parent
+        age = now - manifest.stat().st_mtime
+        if age >= older_s and not _holds(d, open_paths):
+            yield Item("export", str(d), _size(d), f"export written {human_age(age)} ago")
+
+
+def _leftovers(root: Path) -> dict[str, list[Path]]:
+    """Paths under root named with each leftover prefix, in one walk, sorted; nothing
+    inside a leftover directory is listed on its own (it is removed whole)."""
+    found: dict[str, list[Path]] = {p: [] for p in LEFTOVER_PREFIXES}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted([*dirnames, *filenames]):
+            prefix = next((p for p in LEFTOVER_PREFIXES if name.startswith(p)), None)
+            if prefix:
+                found[prefix].append(Path(dirpath) / name)
+        dirnames[:] = [n for n in dirnames if not n.startswith(LEFTOVER_PREFIXES)]
+    return {p: sorted(paths) for p, paths in found.items()}
+
+
+def _walk_files(path: Path) -> Iterable[Path]:
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, _, filenames in os.walk(path):
+            yield Path(dirpath)
+            for n in filenames:
+                yield Path(dirpath) / n
+    else:
+        yield path
+
+
+def _newest_mtime(path: Path) -> float:
+    """Latest modification of the path or anything under it (a live run keeps touching it)."""
+    newest = 0.0
+    for p in _walk_files(path):
+        try:
+            newest = max(newest, p.lstat().st_mtime)
+        except FileNotFoundError:
+            continue
+    return newest
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for p in _walk_files(path):
+        try:
+            st = p.lstat()
+        except FileNotFoundError:
+            continue
+        if not p.is_dir():
+            total += st.st_size
+    return total
+
+
+def _open_paths(root: Path) -> set[str]:
+    """Files under `root` that some process has open or as its working directory.
+
+    Read from /proc by hand: the standard library has no API for it, and psutil would be
+    a dependency for these few lines. Processes of other users are invisible unless root.
+    """
+    prefix = str(root.resolve())
+    found: set[str] = set()
+    proc = Path("/proc")
+    for pid_dir in proc.glob("[0-9]*") if proc.is_dir() else ():
+        links = [pid_dir / "cwd"]
+        with contextlib.suppress(OSError):  # gone, or not ours to read
+            links.extend((pid_dir / "fd").iterdir())
+        for link in links:
+            try:
+                target = os.readlink(link)
+            except OSError:
+                continue
+            if target.startswith(prefix):
+                found.add(target)
+    return found
+
+
+def _holds(path: Path, open_paths: set[str]) -> bool:
+    p = str(path.resolve())
+    return any(o == p or o.startswith(p + os.sep) for o in open_paths)
+
+
+def remove(item: Item) -> None:
+    """Remove one found path (files and directories; containers are removed by docker)."""
+    p = Path(item.target)
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    else:
+        p.unlink(missing_ok=True)
+
+
+def containers(dry_run: bool) -> tuple[list[Item], str | None]:
+    """Sandbox containers and volumes whose owner process is dead, via the sandbox code's
+    `sweep_orphans`; (items, note) where a note says why none were looked at."""
+    try:
+        from worldtrace.sandboxes.owners import sweep_orphans
+    except ImportError as exc:  # the docker extra is not installed
+        return [], f"containers not checked: {exc}"
+    try:
+        found = sweep_orphans(dry_run=dry_run)
+    except Exception as exc:  # no engine answers: gc still does the files
+        return [], f"containers not checked: no docker engine answers ({str(exc)[:200]})"
+    items = [
+        Item(f.get("kind", "container"), f.get("name") or f.get("id", "?"), None, f["reason"])
+        for f in found
+    ]
+    return items, None
+
+
+def human_size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def human_age(seconds: float) -> str:
+    for unit, s in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= s:
+            return f"{seconds / s:.0f}{unit}"
+    return f"{seconds:.0f}s"

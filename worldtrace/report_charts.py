@@ -1,0 +1,358 @@
+"""The report's plots: plotly figures built from DuckDB aggregates of the store's views.
+
+Counts are aggregated in DuckDB (bins, shares, time buckets), so a figure holds a few
+hundred numbers whatever the store's size. Colours are fixed per category and per domain
+(CATEGORY_COLORS, DOMAIN_COLORS: the same in every report, so a reader learns them once);
+distributions are drawn per domain (one facet each), since domains differ by orders of
+magnitude in size and shape and a pooled histogram shows mostly the largest one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import duckdb
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from worldtrace.schemas import fields as F
+
+CATEGORY_COLORS: dict[str, str] = {
+    # masked or down-weighted by the policies: warm colours
+    "echo": "#e15759",
+    "boilerplate": "#f28e2b",
+    "repeat": "#ff9da7",
+    "common": "#edc948",
+    "transform": "#b07aa1",
+    # in the loss: cool colours
+    "retrieval": "#4e79a7",
+    "expansion": "#59a14f",
+    "action": "#76b7b2",
+    "other": "#9c755f",
+}
+"""One colour per turn category of `schemas.fields.CATEGORIES`, in every report."""
+DOMAIN_COLORS: dict[str, str] = {
+    "mcp": "#0072b2",
+    "search": "#e69f00",
+    "terminal": "#009e73",
+    "swe": "#cc79a7",
+    "android": "#56b4e9",
+    "web": "#d55e00",
+    "os": "#6a5acd",
+}
+"""One colour per domain of `schemas.fields.DOMAINS`, in every report."""
+UNKNOWN_COLOR = "#8c8c8c"
+"""A category or domain that is not (yet) in schemas.fields."""
+assert set(CATEGORY_COLORS) == set(F.CATEGORIES), "a category without a colour"
+assert set(DOMAIN_COLORS) == set(F.DOMAINS), "a domain without a colour"
+
+FACET_COLUMNS = 4
+FACET_ROW_PX, PLOT_PX = 210, 380
+BUCKETS = (
+    ("minute", 60),
+    ("10 minutes", 600),
+    ("hour", 3600),
+    ("day", 86400),
+    ("week", 7 * 86400),
+    ("30 days", 30 * 86400),
+)
+"""Time buckets of the throughput plot: the first that gives at most MAX_BUCKETS."""
+MAX_BUCKETS = 120
+BUCKET_ORIGIN = 4 * 86400
+"""Buckets count from Monday 1970-01-05 (epoch 0 is a Thursday): weeks start on Mondays."""
+LOG_TICKS = {
+    -2: "0.01",
+    -1: "0.1",
+    0: "1",
+    1: "10",
+    2: "100",
+    3: "1k",
+    4: "10k",
+    5: "100k",
+    6: "1M",
+}
+
+
+def _order(names, known: tuple[str, ...]) -> list[str]:
+    """Known names in their schema order, then the others sorted."""
+    names = set(names)
+    return [n for n in known if n in names] + sorted(names - set(known))
+
+
+def _rank(name: str | None, known: tuple[str, ...]) -> int:
+    """Legend position: schema order, the same in every plot."""
+    return 1000 + (known.index(name) if name in known else len(known))
+
+
+def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "font": {"size": 15}},
+        height=height,
+        margin={"l": 70, "r": 20, "t": 60, "b": 55},
+        template="plotly_white",
+        legend={"title": {"text": ""}, "traceorder": "normal"},
+        bargap=0.05,
+    )
+    return fig
+
+
+def _no_data(fig: go.Figure) -> go.Figure:
+    fig.add_annotation(
+        text="no data yet",
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font={"size": 16, "color": "#999"},
+    )
+    return fig
+
+
+def _facets(domains: list[str], x_title: str, y_title: str, title: str) -> go.Figure:
+    """One subplot per domain, every axis titled (readers look at one facet at a time)."""
+    cols = min(FACET_COLUMNS, max(len(domains), 1))
+    rows = max(-(-len(domains) // cols), 1)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=domains or None,
+        horizontal_spacing=0.07,
+        vertical_spacing=0.22 if rows > 1 else 0.1,
+    )
+    fig.update_xaxes(title_text=x_title, title_font_size=11)
+    fig.update_yaxes(title_text=y_title, title_font_size=11)
+    return _layout(fig, title, 90 + FACET_ROW_PX * rows)
+
+
+def histogram(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    value: str,
+    source: str,
+    lo: float,
+    hi: float,
+    bins: int,
+    x_title: str,
+    title: str,
+    by_category: bool = True,
+    log_ticks: bool = False,
+) -> go.Figure:
+    """Per-domain histogram of `value` (SQL over `source`), stacked by category."""
+    width = (hi - lo) / bins
+    cat = "coalesce(category, 'none')" if by_category else "NULL"
+    rows = con.execute(
+        f"""SELECT domain, {cat} AS category,
+                   least(greatest(floor((v - {lo}) / {width}), 0), {bins - 1})::INT AS b, count(*)
+            FROM (SELECT domain, {"category" if by_category else "NULL AS category"}, {value} AS v FROM {source})
+            WHERE v IS NOT NULL AND isfinite(v) GROUP BY ALL ORDER BY ALL"""
+    ).fetchall()
+    domains = _order({r[0] for r in rows}, F.DOMAINS)
+    fig = _facets(domains, x_title, "turns", title)
+    if not rows:
+        return _no_data(fig)
+    shown: set[str] = set()
+    cols = min(FACET_COLUMNS, len(domains))
+    for i, domain in enumerate(domains):
+        here = [r for r in rows if r[0] == domain]
+        for category in _order({r[1] for r in here}, F.CATEGORIES) if by_category else [None]:
+            pts = [(lo + (b + 0.5) * width, n) for d, c, b, n in here if c == category]
+            name = category or domain
+            color = (CATEGORY_COLORS if by_category else DOMAIN_COLORS).get(name, UNKNOWN_COLOR)
+            fig.add_trace(
+                go.Bar(
+                    x=[x for x, _ in pts],
+                    y=[n for _, n in pts],
+                    width=width,
+                    name=name,
+                    marker_color=color,
+                    legendgroup=name,
+                    showlegend=by_category and name not in shown,
+                    legendrank=_rank(name, F.CATEGORIES if by_category else F.DOMAINS),
+                    customdata=[
+                        [_edge(x - width / 2, log_ticks), _edge(x + width / 2, log_ticks)]
+                        for x, _ in pts
+                    ],
+                    hovertemplate=f"{domain}, {name}<br>{x_title}: %{{customdata[0]}} to %{{customdata[1]}}"
+                    "<br>%{y} turns<extra></extra>",
+                ),
+                row=i // cols + 1,
+                col=i % cols + 1,
+            )
+            shown.add(name)
+    fig.update_layout(barmode="stack", showlegend=by_category)
+    fig.update_xaxes(range=[lo, hi])
+    if log_ticks:
+        ticks = [t for t in LOG_TICKS if lo <= t <= hi]
+        fig.update_xaxes(tickvals=ticks, ticktext=[LOG_TICKS[t] for t in ticks])
+    return fig
+
+
+def _edge(x: float, log: bool) -> str:
+    return f"{10**x:.3g}" if log else f"{x:.2f}"
+
+
+def category_shares(con: duckdb.DuckDBPyConnection) -> go.Figure:
+    rows = con.execute(
+        """SELECT domain, coalesce(category, 'none'), count(*) AS n,
+                  100.0 * count(*) / sum(count(*)) OVER (PARTITION BY domain)
+           FROM turns GROUP BY 1, 2"""
+    ).fetchall()
+    domains = _order({r[0] for r in rows}, F.DOMAINS)
+    fig = go.Figure()
+    for category in _order({r[1] for r in rows}, F.CATEGORIES):
+        pts = [next((r for r in rows if r[0] == d and r[1] == category), None) for d in domains]
+        fig.add_trace(
+            go.Bar(
+                y=domains,
+                x=[p[3] if p else 0 for p in pts],
+                customdata=[p[2] if p else 0 for p in pts],
+                orientation="h",
+                name=category,
+                marker_color=CATEGORY_COLORS.get(category, UNKNOWN_COLOR),
+                legendrank=_rank(category, F.CATEGORIES),
+                hovertemplate=f"%{{y}}, {category}: %{{x:.1f}}% (%{{customdata}} turns)<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="share of the domain's turns (%)", range=[0, 100])
+    fig.update_yaxes(title_text="domain", autorange="reversed")
+    _layout(fig, "Turn categories by domain", max(PLOT_PX, 120 + 40 * len(domains)))
+    return fig if rows else _no_data(fig)
+
+
+def cluster_sizes(con: duckdb.DuckDBPyConnection) -> go.Figure:
+    rows = con.execute(
+        """SELECT domain, size, count(*) FROM (
+             SELECT domain, cluster_id, count(*) AS size FROM clusters GROUP BY ALL)
+           GROUP BY ALL ORDER BY ALL"""
+    ).fetchall()
+    fig = go.Figure()
+    for domain in _order({r[0] for r in rows}, F.DOMAINS):
+        pts = [(s, n) for d, s, n in rows if d == domain]
+        fig.add_trace(
+            go.Bar(
+                x=[s for s, _ in pts],
+                y=[n for _, n in pts],
+                name=domain,
+                marker_color=DOMAIN_COLORS.get(domain, UNKNOWN_COLOR),
+                legendrank=_rank(domain, F.DOMAINS),
+                hovertemplate=f"{domain}: %{{y}} cluster(s) of %{{x}} trajectories<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title_text="cluster size (trajectories per dedup cluster)", dtick=1)
+    fig.update_yaxes(title_text="clusters (log scale)", type="log", dtick=1)
+    _layout(fig, "Dedup cluster sizes (1 = no duplicate)", PLOT_PX)
+    return fig if rows else _no_data(fig)
+
+
+def throughput(con: duckdb.DuckDBPyConnection) -> go.Figure:
+    """Trajectories recorded per time bucket, at their dates (gaps stay gaps)."""
+    span = con.execute(
+        "SELECT epoch(max(started_at)) - epoch(min(started_at)), count(*) FILTER (started_at IS NULL) FROM raw_trajectories"
+    ).fetchone()
+    unit, seconds = next((b for b in BUCKETS if (span[0] or 0) / b[1] <= MAX_BUCKETS), BUCKETS[-1])
+    o = BUCKET_ORIGIN
+    rows = con.execute(
+        f"""SELECT domain, floor((epoch(started_at) - {o}) / {seconds}) * {seconds} + {o} AS t, count(*)
+            FROM raw_trajectories WHERE started_at IS NOT NULL GROUP BY ALL ORDER BY ALL"""
+    ).fetchall()
+    fig = go.Figure()
+    for domain in _order({r[0] for r in rows}, F.DOMAINS):
+        pts = [(t, n) for d, t, n in rows if d == domain]
+        fig.add_trace(
+            go.Bar(
+                x=[_iso(t + seconds / 2) for t, _ in pts],
+                y=[n for _, n in pts],
+                width=seconds * 1000 * 0.9,
+                name=domain,
+                customdata=[_iso(t) for t, _ in pts],
+                marker_color=DOMAIN_COLORS.get(domain, UNKNOWN_COLOR),
+                legendrank=_rank(domain, F.DOMAINS),
+                hovertemplate=f"{domain}: %{{y}} trajectories in the {unit} from %{{customdata}}<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="start time (UTC)", type="date")
+    fig.update_yaxes(title_text=f"trajectories per {unit}")
+    missing = f"; {span[1]} without a start time not shown" if span[1] else ""
+    _layout(fig, f"Trajectories recorded over time (raw){missing}", PLOT_PX)
+    return fig if rows else _no_data(fig)
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+PLOTS: dict[str, tuple[str, Callable[[duckdb.DuckDBPyConnection], go.Figure]]] = {
+    "categories": (
+        "Shares of the turn categories (report Table 3) per domain.",
+        category_shares,
+    ),
+    "nov": (
+        "Stacked by category; each domain has its own y scale.",
+        lambda con: histogram(
+            con,
+            value="nov",
+            source="turns",
+            lo=0,
+            hi=1.0000001,
+            bins=20,
+            x_title="Nov (share of observation words not in the action)",
+            title="Novelty (Nov) per domain",
+        ),
+    ),
+    "ol": (
+        "Stacked by category; each domain has its own y scale.",
+        lambda con: histogram(
+            con,
+            value="ol",
+            source="turns",
+            lo=0,
+            hi=1.0000001,
+            bins=20,
+            x_title="OL (share of action words in the observation)",
+            title="Overlap (OL) per domain",
+        ),
+    ),
+    "r": (
+        "R = observation characters / action characters, on a log scale; turns with R = 0 are left out.",
+        lambda con: histogram(
+            con,
+            value="log10(r)",
+            source="turns WHERE r > 0",
+            lo=-2,
+            hi=4,
+            bins=24,
+            x_title="R (observation chars / action chars, log scale)",
+            log_ticks=True,
+            title="Length ratio (R) per domain",
+        ),
+    ),
+    "obs_len": (
+        "Raw turns (before filters), so domains that processing dropped still show.",
+        lambda con: histogram(
+            con,
+            value="log10(obs_chars)",
+            source="raw_turns WHERE obs_chars > 0",
+            lo=0,
+            hi=6,
+            bins=24,
+            x_title="observation length (characters, log scale)",
+            log_ticks=True,
+            title="Observation length per domain (raw)",
+            by_category=False,
+        ),
+    ),
+    "clusters": (
+        "Dedup clusters per size and domain, counted over every trajectory that reached dedup.",
+        cluster_sizes,
+    ),
+    "throughput": (
+        "Bars sit at their dates: a gap in collection is a gap on the axis.",
+        throughput,
+    ),
+}
+"""name -> (note under the plot, figure builder), in page order."""
