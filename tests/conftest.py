@@ -15,7 +15,10 @@ VENV_BIN = Path(sys.executable).parent
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    return Store.at(tmp_path / "store")
+    """An empty store that exists (reading commands refuse a store that does not)."""
+    s = Store.at(tmp_path / "store")
+    s.root.mkdir(parents=True)
+    return s
 
 
 @pytest.fixture
