@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import ShardWriter, Trajectory, validate_dict
+from worldtrace.schemas.redact import redact_trajectory
 
 from . import agentworldbench, atif, mini_swe_agent, openai, sharegpt, swe_agent
 from .common import ImportProblem, MissingField, origin_stem
@@ -166,6 +167,7 @@ def import_paths(
 def _accept(
     report: ImportReport, writer: ShardWriter, path: Path, name: str, t: Trajectory
 ) -> None:
+    t = redact_trajectory(t)  # security: secrets in foreign files never reach a shard
     where = t.source.origin_id or ""
     if not t.turns:
         report.add(ImportProblem(str(path), where, "empty", "no (action, observation) pair found"))
