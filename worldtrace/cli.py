@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import click
 
-from .commands import collect, data, export, process, query, system
+from .commands import collect, data, export, process, query, redact, system
 
-COMMAND_MODULES = (data, collect, process, export, query, system)
+COMMAND_MODULES = (data, collect, process, export, query, system, redact)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,7 +38,9 @@ def main() -> None:
     import logging
 
     logging.getLogger().setLevel(logging.ERROR)  # Beam's import-time warnings are noise here
-    cli(obj={})
+    from .errors import run_guarded
+
+    run_guarded(cli)  # a full disk or a locked jobs.db: one line, no traceback
 
 
 if __name__ == "__main__":
