@@ -22,6 +22,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from .tempfiles import is_leftover, temp_name
+
 READ_ONLY_PRAGMAS = frozenset(
     {
         "version", "platform", "user_agent", "table_info", "show", "show_tables",
@@ -79,13 +81,19 @@ def refusal(sql: str) -> str | None:
     return None
 
 
+SCRATCH_PREFIX = "worldtrace-views-"
+
+
 def _scratch() -> str:
     """A private directory for the views database and DuckDB's spill files, removed with
     the connection (or at exit); on tmpfs when there is one, where creating the database
-    file costs no fsync."""
+    file costs no fsync. Those of processes that died without cleaning up are swept."""
     shm = Path("/dev/shm")
-    base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-    return tempfile.mkdtemp(prefix="worldtrace-views-", dir=base)
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    for old in base.glob(f"{SCRATCH_PREFIX}*"):
+        if is_leftover(old):
+            shutil.rmtree(old, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=temp_name(SCRATCH_PREFIX) + "-", dir=base)
 
 
 def locked_connection(

@@ -13,8 +13,12 @@ learn.
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
+import random
 import re
+import string
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, NamedTuple
@@ -263,3 +267,38 @@ def detectors(config: RedactConfig) -> tuple[Detector, ...]:
         + detect_secrets_detectors(tuple(config.detect_secrets))
         + tuple(Detector(p.kind, re.compile(p.regex, re.M), p.group) for p in config.patterns)
     )
+
+
+def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
+    """kind -> (a fresh fake secret, a line it appears in): one of every kind the built-in
+    rules know, for tests, the docs and measuring recall (a test double shipped here)."""
+    rng = random.Random(seed)
+    alnum = string.ascii_letters + string.digits
+
+    def rand(n: int, alphabet: str = alnum) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    def b64(d: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    pem = "\n".join(rand(64, alnum + "+/") for _ in range(4))
+    values = {
+        "openai_key": "sk-proj-" + rand(48, alnum + "_-"),
+        "anthropic_key": "sk-ant-api03-" + rand(93, alnum + "_-"),
+        "github_token": "ghp_" + rand(36),
+        "github_pat": "github_pat_11" + rand(20) + "_" + rand(59),
+        "aws_access_key": "AKIA" + rand(16, string.ascii_uppercase + string.digits),
+        "aws_secret_key": rand(40, alnum + "/+"),
+        "google_api_key": "AIza" + rand(35, alnum + "_-"),
+        "slack_token": f"xoxb-{rand(12, string.digits)}-{rand(13, string.digits)}-{rand(24)}",
+        "jwt": f"{b64({'alg': 'HS256', 'typ': 'JWT'})}.{b64({'sub': rand(8)})}.{rand(43)}",
+        "bearer_token": rand(20) + "9" + rand(11),
+        "private_key": f"-----BEGIN RSA PRIVATE KEY-----\n{pem}\n-----END RSA PRIVATE KEY-----",
+        "url_password": rand(14),
+    }
+    context = {
+        "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
+        "bearer_token": "curl -H 'Authorization: Bearer {}' http://127.0.0.1/",
+        "url_password": "git clone https://alice:{}@git.example.com/r.git",
+    }
+    return {k: (v, context.get(k, "export TOKEN={}").format(v)) for k, v in values.items()}

@@ -9,6 +9,7 @@ naming the path.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -27,7 +28,8 @@ TEMP_PREFIXES = (TMP_PREFIX, ".run-", ".staging-", ".old-")
 replaced directories waiting for removal."""
 TMP_STALE_SECONDS = 3600
 _HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-_OWNED = re.compile(r"^\.(?:tmp|run|staging|old)-(\d+)-([0-9a-f]{8})-")
+_OWNED = re.compile(r"^(?:\.tmp|\.run|\.staging|\.old|worldtrace-views)-(\d+)-([0-9a-f]{8})-")
+"""A temp name made by `temp_name`: the owner's pid and host hash."""
 
 
 class StoreWriteError(OSError):
@@ -49,6 +51,12 @@ def temp_name(prefix: str, name: str = "") -> str:
     """A hidden name owned by this process: `<prefix><pid>-<host>-<random>[-name]`."""
     tail = f"-{name}" if name else ""
     return f"{prefix}{os.getpid()}-{_HOST}-{uuid.uuid4().hex[:8]}{tail}"
+
+
+def _drop(tmp: Path) -> None:
+    """Remove a temp file that may not exist (nor its directory, when that failed)."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        tmp.unlink()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -139,7 +147,7 @@ def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: st
     except OSError as exc:
         raise StoreWriteError(path, exc) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        _drop(tmp)
     return path
 
 
@@ -157,5 +165,5 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     except OSError as exc:
         raise StoreWriteError(path, exc) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        _drop(tmp)
     return path

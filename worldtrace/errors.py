@@ -7,6 +7,8 @@ Anything else propagates as before.
 
 from __future__ import annotations
 
+import logging
+import re
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -30,11 +32,21 @@ def _machine_error(exc: BaseException) -> BaseException | None:
     return None
 
 
-def one_line(exc: BaseException, jobs_db: str | None = None) -> str:
-    """`exc` as one line; sqlite errors name the job store's file."""
+_BEAM_WRAPPED = re.compile(
+    r"^(?:OSError|IOError): (?:\[Errno \d+\] )?(.*?)(?: \[while running '(.*)'\])?$"
+)
+
+
+def one_line(exc: BaseException, jobs_db: str | None = None, root: str | None = None) -> str:
+    """`exc` as one line; sqlite errors name the job store's file, a pipeline worker's
+    OSError the store it was writing into."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if isinstance(exc, sqlite3.Error) and jobs_db:
         return f"{jobs_db}: {text}"
+    m = _BEAM_WRAPPED.match(text) if isinstance(exc, RuntimeError) else None
+    if m:
+        step = f" (pipeline step {m.group(2)})" if m.group(2) else ""
+        return f"cannot write under {root}: {m.group(1)}{step}"
     if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
         return f"{exc.filename}: {text}"
     return text
@@ -48,10 +60,20 @@ def _quiet_unraisable(unraisable: Any) -> None:
     sys.__unraisablehook__(unraisable)
 
 
+class _DropMachineErrors(logging.Filter):
+    """Beam logs a worker's exception with its traceback before re-raising it; for an
+    OSError the one line below says it all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, OSError) or str(record.msg).startswith("OSError"))
+
+
 def run_guarded(cli: Callable[..., Any]) -> None:
     """Run the click group; a machine failure ends it with one line on stderr."""
     import click
 
+    logging.getLogger("apache_beam.runners.common").addFilter(_DropMachineErrors())
     obj: dict[str, Any] = {}
     try:
         cli(obj=obj)
@@ -62,10 +84,8 @@ def run_guarded(cli: Callable[..., Any]) -> None:
         if found is None:
             raise
         sys.unraisablehook = _quiet_unraisable
-        jobs_db = None
-        if isinstance(found, sqlite3.Error):
-            from worldtrace.schemas import Store
+        from worldtrace.schemas import Store
 
-            jobs_db = str(Store.at(obj.get("store")).jobs_db)
-        click.echo(f"error: {one_line(found, jobs_db)}", err=True)
+        st = Store.at(obj.get("store"))
+        click.echo(f"error: {one_line(found, str(st.jobs_db), str(st.root))}", err=True)
         sys.exit(EXIT_MACHINE)

@@ -6,7 +6,6 @@ import base64
 import hashlib
 import json
 import random
-import string
 import uuid
 
 import pytest
@@ -20,41 +19,15 @@ from worldtrace.schemas.redact import (
     redact_record,
     redact_trajectory,
 )
-from worldtrace.schemas.redact_rules import RedactConfig
+from worldtrace.schemas.redact_rules import RedactConfig, example_secrets
 
 
 def planted(seed: int = 7) -> dict[str, str]:
-    """A fresh fake secret of every kind the rules know, as it appears in text."""
-    rng = random.Random(seed)
-
-    def rand(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
-        return "".join(rng.choice(alphabet) for _ in range(n))
-
-    b64 = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")  # noqa: E731
-    pem = "\n".join(rand(64, string.ascii_letters + string.digits + "+/") for _ in range(4))
-    return {
-        "openai_key": "sk-proj-" + rand(48, string.ascii_letters + string.digits + "_-"),
-        "anthropic_key": "sk-ant-api03-" + rand(93, string.ascii_letters + string.digits + "_-"),
-        "github_token": "ghp_" + rand(36),
-        "aws_access_key": "AKIA" + rand(16, string.ascii_uppercase + string.digits),
-        "aws_secret_key": rand(40, string.ascii_letters + string.digits + "/+"),
-        "google_api_key": "AIza" + rand(35, string.ascii_letters + string.digits + "_-"),
-        "slack_token": f"xoxb-{rand(12, string.digits)}-{rand(13, string.digits)}-{rand(24)}",
-        "jwt": f"{b64({'alg': 'HS256', 'typ': 'JWT'})}.{b64({'sub': rand(8)})}.{rand(43)}",
-        "bearer_token": rand(20) + "9" + rand(11),
-        "private_key": f"-----BEGIN RSA PRIVATE KEY-----\n{pem}\n-----END RSA PRIVATE KEY-----",
-        "url_password": rand(14),
-        "github_pat": "github_pat_11" + rand(20) + "_" + rand(59),
-    }
+    return {k: v for k, (v, _) in example_secrets(seed).items()}
 
 
 def in_context(kind: str, value: str) -> str:
-    """How each secret shows up in an agent's world."""
-    return {
-        "aws_secret_key": f"AWS_SECRET_ACCESS_KEY={value}",
-        "bearer_token": f"curl -H 'Authorization: Bearer {value}' http://127.0.0.1/",
-        "url_password": f"git clone https://alice:{value}@git.example.com/r.git",
-    }.get(kind, f"export TOKEN={value}")
+    return dict(example_secrets(7).values())[value]
 
 
 KINDS = {"github_pat": "github_token"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from worldtrace.schemas import ShardWriter, Store
@@ -105,8 +106,15 @@ def test_refusal_uses_duckdbs_parser():
 
 def test_views_connection_is_locked(small_store):
     import duckdb
+    from worldtrace.schemas.lockdown import SCRATCH_PREFIX
+    from worldtrace.schemas.tempfiles import _HOST
 
     con = connect(small_store)
+    scratch = Path(con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0])
+    dead = scratch.parent / f"{SCRATCH_PREFIX}4194304-{_HOST}-deadbeef-x"  # above pid_max
+    dead.mkdir()
+    connect(small_store)  # sweeps the views scratch of dead processes, never a live one's
+    assert not dead.exists() and scratch.is_dir()
     assert con.execute("SELECT count(*) FROM raw_trajectories").fetchall() == [(10,)]
     settings = dict(
         con.execute(
