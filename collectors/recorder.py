@@ -31,6 +31,7 @@ from worldtrace.schemas import (
     Turn,
 )
 from worldtrace.schemas.records import from_jsonable, to_jsonable, trajectory_from_dict, utcnow
+from worldtrace.schemas.redact import redact_payload, redact_trajectory
 from worldtrace.schemas.store import read_records, write_table_atomic
 
 JOURNAL_SUFFIX = ".journal.jsonl"
@@ -66,6 +67,7 @@ class Recorder:
         """True once the header (the episode's start) is journaled."""
 
     def _append(self, kind: str, payload: dict[str, Any]) -> None:
+        payload = redact_payload(payload, self.sandbox)  # security: no secret reaches the disk
         if self._fh is None:  # "w": whatever a crashed run left under this name is stale
             self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115  (closed in finish)
         self._fh.write(json.dumps({"kind": kind, **payload}, default=str) + "\n")
@@ -185,7 +187,7 @@ def journal_to_trajectory(path: Path) -> Trajectory:
         else (turns[-1]["started_at"] if turns else header["started_at"]),
         "metadata": {**(header.get("metadata") or {}), "journal": path.name},
     }
-    return trajectory_from_dict(from_jsonable(d)).with_id()
+    return redact_trajectory(trajectory_from_dict(from_jsonable(d)).with_id())  # security: count
 
 
 def recover(journal_dir: str | os.PathLike) -> list[tuple[Path, Trajectory]]:

@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import to_dict
-from worldtrace.schemas.store import input_files, write_bytes_atomic
+from worldtrace.schemas.store import input_files, sweep_leftovers, temp_name, write_bytes_atomic
 from worldtrace.schemas.tables import CLUSTERS_SCHEMA, REJECTS_SCHEMA, TURNS_SCHEMA
 
 from .dedup import ApplyDedup, DedupConfig, DedupDecisions
@@ -217,7 +217,8 @@ def run(cfg: ProcessConfig) -> dict[str, Any]:
     output = Path(cfg.output)
     output.mkdir(parents=True, exist_ok=True)
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    run_dir = output / f".run-{run_id}"
+    sweep_leftovers(output)  # runs that died before cleaning up
+    run_dir = output / temp_name(".run-", run_id)  # owned: a later sweep spares it while we run
     started = time.time()
     try:
         size = sum(os.path.getsize(f) for f in files)

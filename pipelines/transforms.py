@@ -16,6 +16,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
+from worldtrace.schemas.redact import redact_record
 from worldtrace.schemas.store import scan_file, scan_units
 from worldtrace.schemas.validate import Problem, validate_dict
 
@@ -139,8 +140,8 @@ def micros(value: Any) -> Any:
 
 def normalize(record: dict[str, Any]) -> dict[str, Any]:
     """Non-thinking form: reasoning stripped, tool arguments canonical, CRLF in actions
-    folded, metadata as map pairs, timestamps as epoch microseconds. Observation text is
-    never touched."""
+    folded, metadata as map pairs, timestamps as epoch microseconds, secrets redacted
+    (schemas/redact.py). Observation text is otherwise never touched."""
     out = dict(record)
     for k in (F.STARTED_AT, F.ENDED_AT):
         out[k] = micros(out.get(k))
@@ -158,7 +159,7 @@ def normalize(record: dict[str, Any]) -> dict[str, Any]:
     out[F.TURNS] = turns
     meta = record.get(F.METADATA) or {}
     out[F.METADATA] = sorted(meta.items() if isinstance(meta, dict) else (tuple(p) for p in meta))
-    return out
+    return redact_record(out)  # security: current rules, also on raw data recorded before them
 
 
 class Normalize(beam.PTransform):

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
-from worldtrace.schemas.store import ShardWriter, write_bytes_atomic
+from worldtrace.schemas.store import ShardWriter, sweep_leftovers, temp_name, write_bytes_atomic
 
 from .mask import keep_turn
 from .megatron import IndexedDatasetWriter, read_index
@@ -70,7 +70,8 @@ def staged(out: Path) -> Iterator[Path]:
     """A fresh directory beside `out` that replaces `out` when the block succeeds and is
     removed when it fails, so readers never see half an export."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".staging-{out.name}-{uuid.uuid4().hex[:8]}"
+    sweep_leftovers(out.parent)  # exports that died before cleaning up
+    staging = out.parent / temp_name(".staging-", out.name)  # owned: spared while we run
     staging.mkdir()
     try:
         yield staging

@@ -3,10 +3,15 @@
 A shard becomes visible only by an atomic rename after its footer is written and
 fsynced; readers only see `*.parquet` files whose name does not start with `.`, so a
 crash mid-write leaves at most a hidden temp file that the next writer sweeps.
+
+A failed write (a full disk, any OSError) removes its temp file at once, leaves the
+published shards as they were and raises `StoreWriteError`, one line naming the path.
+Temp names, sweeping and the atomic single-file writes live in `tempfiles.py`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -21,10 +26,20 @@ import pyarrow.parquet as pq
 from . import fields as F
 from .arrow import TRAJECTORY_SCHEMA, to_batch
 from .records import Trajectory, from_jsonable, trajectory_from_dict
+from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing API)
+    TEMP_PREFIXES,
+    TMP_PREFIX,
+    TMP_STALE_SECONDS,
+    StoreWriteError,
+    _fsync_dir,
+    is_leftover,
+    sweep_leftovers,
+    sweep_stale_temps,
+    temp_name,
+    write_bytes_atomic,
+    write_table_atomic,
+)
 from .validate import Problem, validate_dict
-
-TMP_PREFIX = ".tmp-"
-TMP_STALE_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -57,14 +72,6 @@ class Store:
     def table(self, name: str) -> Path:
         """Directory of one processed table (trajectories, turns, clusters, rejects)."""
         return self.processed / name
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ShardWriter:
@@ -138,24 +145,38 @@ class ShardWriter:
         group, rest = table.slice(0, rows), table.slice(rows)
         self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
         self._pending_rows = rest.num_rows
-        if self._writer is None:
-            self._tmp = self.directory / f"{TMP_PREFIX}{self._run}-{self._seq:05d}{F.SHARD_SUFFIX}"
-            self._writer = pq.ParquetWriter(
-                self._tmp, self.schema, compression=self.compression, use_dictionary=True
-            )
-        self._writer.write_table(group, row_group_size=self.row_group_rows)
-        self.rows_written += group.num_rows
-        if self._tmp is not None and self._tmp.stat().st_size >= self.target_bytes:
+        try:
+            if self._writer is None:
+                name = temp_name(TMP_PREFIX, f"{self._run}-{self._seq:05d}{F.SHARD_SUFFIX}")
+                self._tmp = self.directory / name
+                self._writer = pq.ParquetWriter(
+                    self._tmp, self.schema, compression=self.compression, use_dictionary=True
+                )
+            self._writer.write_table(group, row_group_size=self.row_group_rows)
+            self.rows_written += group.num_rows
+            full = self._tmp is not None and self._tmp.stat().st_size >= self.target_bytes
+        except OSError as exc:
+            raise self._failed(exc) from exc
+        if full:
             self._publish()
+
+    def _failed(self, exc: OSError) -> StoreWriteError:
+        """Drop the shard in progress (its temp file goes at once) and name what failed."""
+        path = self._tmp or self.directory
+        self.abort()
+        return exc if isinstance(exc, StoreWriteError) else StoreWriteError(path, exc)
 
     def _publish(self) -> None:
         assert self._writer is not None and self._tmp is not None
-        self._writer.close()
-        with open(self._tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
         final = self.directory / f"{self.prefix}-{self._run}-{self._seq:05d}{F.SHARD_SUFFIX}"
-        os.replace(self._tmp, final)
-        _fsync_dir(self.directory)
+        try:
+            self._writer.close()
+            with open(self._tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(self._tmp, final)
+            _fsync_dir(self.directory)
+        except OSError as exc:
+            raise self._failed(exc) from exc
         self.paths.append(final)
         self._writer, self._tmp = None, None
         self._seq += 1
@@ -168,13 +189,14 @@ class ShardWriter:
         return self.paths
 
     def abort(self) -> None:
-        """Drop the shard in progress; published shards stay."""
+        """Drop the shard in progress; published shards stay. Never raises for the
+        writer's own state: closing a writer on a full disk fails again, and the temp
+        file must go regardless."""
         self._pending, self._pending_rows = [], 0
-        if self._writer is not None:
-            try:
-                self._writer.close()
-            finally:
-                self._writer = None
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(OSError):  # no room for the footer: dropped below anyway
+                writer.close()
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
             self._tmp = None
@@ -187,53 +209,6 @@ class ShardWriter:
             self.close()
         else:
             self.abort()
-
-
-def sweep_stale_temps(directory: Path, max_age_s: float = TMP_STALE_SECONDS) -> int:
-    """Remove temp shards left by crashed writers (old enough not to be in flight)."""
-    import time
-
-    removed = 0
-    now = time.time()
-    for p in directory.glob(f"{TMP_PREFIX}*"):
-        try:
-            if now - p.stat().st_mtime > max_age_s:
-                p.unlink()
-                removed += 1
-        except FileNotFoundError:
-            pass
-    return removed
-
-
-def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: str = "zstd") -> Path:
-    """Write one Parquet file that appears atomically at `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{path.name}"
-    try:
-        pq.write_table(table, tmp, compression=compression)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-    return path
-
-
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{path.name}"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
 
 
 # -- reading -------------------------------------------------------------------

@@ -7,21 +7,28 @@ names a column. Only computed columns (num_turns, action_chars, ...) are written
 Views over data that does not exist yet are empty, with the same columns, and shards
 written before a field was added read with that field null: each view reads the visible
 Parquet shards UNION ALL BY NAME an empty Arrow table of the current schema (DuckDB
-merges struct fields by name).
+merges struct fields by name). A shard whose footer does not read (truncated, corrupt)
+is left out with a warning naming it, so one bad file never hides the rest. The
+connection is locked down (`lockdown.py`): it reads the store and nothing else.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
+import warnings
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from . import fields as F
 from .arrow import arrow_schema
+from .lockdown import locked_connection
 from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
 from .store import Store, shard_files
@@ -151,10 +158,53 @@ VIEW_DOCS = {
 }
 
 
-def _source(con: duckdb.DuckDBPyConnection, name: str, directory: Path, schema: pa.Schema) -> str:
-    """SQL for the shards under `directory` in the current `schema` (old shards included)."""
-    con.register(f"_empty_{name}", schema.empty_table())
-    files = shard_files(directory)
+Skipped = list[tuple[Path, str]]
+"""(file, why) of shards a view left out."""
+
+
+def shard_problem(path: Path, required: tuple[str, ...] = ()) -> str | None:
+    """Why a shard cannot be read (None when its footer reads and it has the `required`
+    columns). Reading the footer is cheap (one small read at the end of the file, about
+    0.7 ms) and catches what a crash, a full disk or a copy cut short leaves; answers are
+    kept per (path, size, mtime) for the life of the process."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    return _shard_problem(str(path), st.st_size, st.st_mtime_ns, required)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shard_problem(path: str, size: int, mtime_ns: int, required: tuple[str, ...]) -> str | None:
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as exc:
+        return f"unreadable Parquet ({str(exc).splitlines()[0]})"
+    names = meta.schema.to_arrow_schema().names if required else ()
+    missing = [n for n in required if n not in names]
+    if missing:
+        return f"not a trajectory shard (no column {', '.join(missing)})"
+    return None
+
+
+def _source(
+    regs: dict[str, pa.Table],
+    name: str,
+    directory: Path,
+    schema: pa.Schema,
+    skipped: Skipped,
+    required: tuple[str, ...] = (),
+) -> str:
+    """SQL for the readable shards under `directory` in the current `schema` (old shards
+    included); unreadable ones are added to `skipped` and left out."""
+    regs[f"_empty_{name}"] = schema.empty_table()
+    files = []
+    for f in shard_files(directory):
+        problem = shard_problem(f, required)
+        if problem:
+            skipped.append((f, problem))
+        else:
+            files.append(f)
     if not files:
         return f"_empty_{name}"
     listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
@@ -216,25 +266,61 @@ def _exports_table(export_dir: Path) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=EXPORTS_SCHEMA)
 
 
-def connect(store: Store, root: type = Trajectory) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with every view of the store defined.
+def unreadable_shards(store: Store) -> Skipped:
+    """Every shard under raw/ and processed/ the views would leave out, and why."""
+    skipped: Skipped = []
+    for f in shard_files(store.raw):
+        problem = shard_problem(f, TRAJECTORY_REQUIRED)
+        if problem:
+            skipped.append((f, problem))
+    for name in F.PROCESSED_TABLES:
+        required = TRAJECTORY_REQUIRED if name == "trajectories" else ()
+        for f in shard_files(store.table(name)):
+            problem = shard_problem(f, required)
+            if problem:
+                skipped.append((f, problem))
+    return skipped
 
-    `root` is the record class the trajectory views follow (a variant in tests)."""
-    con = duckdb.connect()
+
+TRAJECTORY_REQUIRED = (F.DOMAIN, F.TURNS)
+
+
+def _warn(path: Path, why: str) -> None:
+    warnings.warn(f"skipped {path}: {why}", stacklevel=3)
+
+
+def connect(
+    store: Store,
+    root: type = Trajectory,
+    on_skip: Callable[[Path, str], None] | None = _warn,
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with every view of the store defined, locked down.
+
+    `root` is the record class the trajectory views follow (a variant in tests).
+    Unreadable shards are left out and reported to `on_skip` (a warning by default).
+    The connection only reads: its views live in a read-only database (so only
+    temporary objects can be created or changed), files are reachable only under the
+    store root, extensions cannot be installed or loaded and the configuration is
+    locked. Statements that would write files (COPY, EXPORT, ATTACH...) are refused by
+    `refusal`, which callers running user SQL check first (docs/query.md)."""
+    regs: dict[str, pa.Table] = {}
+    skipped: Skipped = []
     schema = arrow_schema(root)
-    traj = _source(con, "trajectories", store.table("trajectories"), schema)
-    con.execute(
+    ddl = []
+    traj = _source(regs, "trajectories", store.table("trajectories"), schema, skipped,
+                   TRAJECTORY_REQUIRED)  # fmt: skip
+    ddl.append(
         f"CREATE VIEW trajectories AS SELECT {_select(trajectory_columns(root))} FROM {traj}"
     )
     for name, row in TABLE_ROWS.items():
-        src = _source(con, name, store.table(name), arrow_schema(row))
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM {src}")
-    raw = _source(con, "raw", store.raw, schema)
-    con.execute(
+        src = _source(regs, name, store.table(name), arrow_schema(row), skipped)
+        ddl.append(f"CREATE VIEW {name} AS SELECT * FROM {src}")
+    raw = _source(regs, "raw", store.raw, schema, skipped, TRAJECTORY_REQUIRED)
+    ddl.append(
         f"CREATE VIEW raw_trajectories AS SELECT {_select(trajectory_columns(root, raw=True))} "
         f"FROM {raw}"
     )
-    con.execute(
+    ddl.append(
         f"CREATE VIEW raw_turns AS SELECT {_select(raw_turn_columns(root))} FROM "
         f"(SELECT trajectory_id, source.origin_id AS origin_id, domain, unnest(turns) AS t "
         f"FROM {raw})"
@@ -245,6 +331,9 @@ def connect(store: Store, root: type = Trajectory) -> duckdb.DuckDBPyConnection:
         ("episodes", episodes),
         ("exports", _exports_table(store.export)),
     ):
-        con.register(f"_t_{name}", table)
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM _t_{name}")
+        regs[f"_t_{name}"] = table
+        ddl.append(f"CREATE VIEW {name} AS SELECT * FROM _t_{name}")
+    con = locked_connection(ddl, regs, [store.root])
+    for path, why in skipped if on_skip else ():
+        on_skip(path, why)
     return con

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import click
 
-from .commands import collect, data, export, gc, global_options, process, query, system
+from .commands import collect, data, export, gc, global_options, process, query, redact, system
 from .options import ConfigCommand
 
-COMMAND_MODULES = (data, collect, process, export, query, gc, system)
+COMMAND_MODULES = (data, collect, process, export, query, redact, gc, system)
 
 EPILOG = """\b
 Example:
@@ -52,7 +52,9 @@ def main() -> None:
     import logging
 
     logging.getLogger().setLevel(logging.ERROR)  # Beam's import-time warnings are noise here
-    cli(obj={})
+    from .errors import run_guarded
+
+    run_guarded(cli)  # a full disk or a locked jobs.db: one line, no traceback
 
 
 if __name__ == "__main__":

@@ -80,8 +80,29 @@ def tokenizer() -> Check:
     )
 
 
-def run_checks() -> list[Check]:
+def store_shards(store=None) -> list[Check]:
+    """Every shard under raw/ and processed/ the views would skip (truncated, corrupt,
+    foreign), one check each; one passing check when there is none."""
+    from worldtrace.schemas import Store
+    from worldtrace.schemas.views import unreadable_shards
+
+    if store is None:  # the root --store option, when doctor runs from the command line
+        import click
+
+        ctx = click.get_current_context(silent=True)
+        store = Store.at(((ctx.find_root().obj or {}) if ctx else {}).get("store"))
+    bad = unreadable_shards(store)
+    if not bad:
+        return [Check("store shards", True, f"every shard under {store.root} reads")]
+    fix = "move it away or delete it (`worldtrace process` rebuilds processed/ from raw/)"
+    return [Check("store shard", False, f"{path}: {why}", fix) for path, why in bad]
+
+
+def run_checks(store=None) -> list[Check]:
+    """Every check; `store` is the store whose shards are checked (default: the
+    command line's)."""
     return [
+        *store_shards(store),
         docker_engine(),
         _binary("chromium", ["--version"], "apt-get install chromium"),
         _binary("node", ["--version"], "apt-get install nodejs npm"),

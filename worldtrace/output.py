@@ -11,8 +11,17 @@ from typing import Any
 
 import click
 
-QUERY_FORMATS = ("table", "csv", "json", "parquet")
+QUERY_FORMATS = ("table", "csv", "json", "jsonl", "parquet")
 """What `emit` writes a query result as."""
+FORMAT_BY_SUFFIX = {
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".parquet": "parquet",
+    ".txt": "table",
+}
+"""The format `query --output FILE` writes when `--format` is not given."""
+NESTED_TYPES = frozenset({"struct", "map", "list", "array", "union"})
 
 
 def rows_table(rows: list[dict], title: str | None = None):
@@ -122,50 +131,117 @@ def print_export(counts: dict, output: str) -> None:
     )
 
 
+def query_format(fmt: str | None, output: str | None) -> str:
+    """`--format`, else the one the output file's extension names, else a table."""
+    if fmt:
+        return fmt
+    if not output:
+        return "table"
+    found = FORMAT_BY_SUFFIX.get(Path(output).suffix.lower())
+    if found is None:
+        known = ", ".join(FORMAT_BY_SUFFIX)
+        raise click.UsageError(
+            f"cannot tell the format of {output} from its extension ({known}); give --format"
+        )
+    return found
+
+
 def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
-    """Run `sql` and write its result as a table, CSV, JSON or Parquet (file or stdout)."""
-    if fmt == "table":
-        from rich.console import Console
-
-        from .summary import result_table
-
-        cur = con.execute(sql)
-        if cur.description is None:
-            click.echo("ok")
-            return
-        table = result_table(cur, max_rows=max_rows)
-        if output:
-            with open(output, "w") as fh:
-                Console(file=fh, width=200).print(table)
-        else:
-            Console().print(table)
-        return
+    """Run `sql` and write its result as a table, CSV, JSON (array or lines) or Parquet,
+    to `output` or stdout. A statement without a result prints `ok`."""
     rel = con.sql(sql)
     if rel is None:
         click.echo("ok")
         return
-    table = rel.to_arrow_table()
+    if fmt == "table":
+        _emit_table(rel, output, max_rows)
+        return
     if fmt == "parquet":
         if not output:
             raise click.UsageError("--format parquet needs --output FILE")
         from worldtrace.schemas.store import write_table_atomic
 
+        table = rel.to_arrow_table()
         write_table_atomic(output, table)
         click.echo(f"{table.num_rows} rows -> {output}", err=True)
         return
-    if fmt == "csv":
-        import io
-
-        import pyarrow.csv as pacsv
-
-        buf = io.BytesIO()
-        pacsv.write_csv(table, buf)
-        text = buf.getvalue().decode()
-    else:
-        import json
-
-        text = json.dumps(table.to_pylist(), default=str, ensure_ascii=False) + "\n"
+    text = _csv(rel) if fmt == "csv" else _json(rel, lines=fmt == "jsonl")
     if output:
-        Path(output).write_text(text)
+        from worldtrace.schemas.store import write_bytes_atomic
+
+        write_bytes_atomic(output, text.encode())
     else:
         click.echo(text, nl=False)
+
+
+def _csv(rel) -> str:
+    """CSV as the DuckDB CLI writes it: values quoted only when they need it, NULL empty,
+    nested values (struct, map, list) as JSON, everything else in DuckDB's text form.
+    (Python's csv module: pyarrow's "needed" quoting still quotes every string.)"""
+    import csv
+    import io
+
+    exprs = ", ".join(
+        (f"to_json(#{i})" if t.id in NESTED_TYPES else f"CAST(#{i} AS VARCHAR)")
+        + f" AS {_ident(c)}"
+        for i, (t, c) in enumerate(zip(rel.types, rel.columns, strict=True), 1)
+    )
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(rel.columns)
+    out.writerows(rel.project(exprs).fetchall())
+    return buf.getvalue()
+
+
+def _json(rel, lines: bool) -> str:
+    """Rows as JSON objects (nested values as JSON, maps as objects), one array or one
+    object per line."""
+    import json
+
+    nested = [t.id in NESTED_TYPES for t in rel.types]
+    if any(nested):
+        exprs = ", ".join(
+            (f"to_json(#{i})" if n else f"#{i}") + f" AS {_ident(c)}"
+            for i, (n, c) in enumerate(zip(nested, rel.columns, strict=True), 1)
+        )
+        rel = rel.project(exprs)
+    names = rel.columns
+    rows = [
+        {
+            c: json.loads(v) if n and v is not None else v
+            for c, n, v in zip(names, nested, row, strict=True)
+        }
+        for row in rel.fetchall()
+    ]
+    if lines:
+        return "".join(json.dumps(r, default=str, ensure_ascii=False) + "\n" for r in rows)
+    return json.dumps(rows, default=str, ensure_ascii=False) + "\n"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _emit_table(rel, output: str | None, max_rows: int) -> None:
+    """A box-drawn table; on a terminal rich fits it to the width, anywhere else (a pipe,
+    a file) no cell is cut, so ids survive copy and paste."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table()
+    for c in rel.columns:
+        t.add_column(c, overflow="fold")
+    rows = rel.limit(max_rows + 1).fetchall()
+    for row in rows[:max_rows]:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    if len(rows) > max_rows:
+        t.caption = f"first {max_rows} rows shown (--max-rows)"
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            Console(file=fh, width=1 << 20, color_system=None, highlight=False).print(t)
+    elif sys.stdout.isatty():
+        Console().print(t)
+    else:
+        Console(file=sys.stdout, width=1 << 20, color_system=None, highlight=False).print(t)

@@ -169,10 +169,12 @@ def build(
     )
 
 
-def write(source: Store | duckdb.DuckDBPyConnection, output: str | Path) -> Path:
-    """Write the report of a store (or of an open views connection) to `output`."""
+def write(
+    source: Store | duckdb.DuckDBPyConnection, output: str | Path, store_root: Path | None = None
+) -> Path:
+    """Write the report of a store (or of an open views connection over `store_root`)."""
     if isinstance(source, Store):
         from worldtrace.schemas.views import connect
 
-        return write_bytes_atomic(output, build(connect(source), store_root=source.root).encode())
-    return write_bytes_atomic(output, build(source).encode())
+        source, store_root = connect(source), source.root
+    return write_bytes_atomic(output, build(source, store_root=store_root).encode())

@@ -19,6 +19,7 @@ from typing import Any
 from worldtrace.schemas import Trajectory, validate_dict
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
+from worldtrace.schemas.redact import redact_trajectory
 
 from . import agentworldbench, atif, mini_swe_agent, openai, sharegpt, swe_agent
 from .common import ImportProblem, MissingField, origin_stem
@@ -216,6 +217,7 @@ class _Run:
             )
             return
         _provenance(t, origin_path, index)
+        t = redact_trajectory(t)  # security: secrets in foreign files never reach a shard
         cut = cap_observations(t, self.cfg.max_observation_chars)
         d = t.to_dict()  # once: hashing, validation and Arrow all read this dict
         d["trajectory_id"] = tid = trajectory_id(d)

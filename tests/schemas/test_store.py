@@ -5,7 +5,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from worldtrace.schemas import ShardWriter, Store, read_records, read_table
@@ -125,3 +127,83 @@ def test_scan_json_file_of_one_or_many_records(tmp_path, corpus):
     bad.write_text('{\n  "domain": \n}')
     [(where, p)] = list(scan_file(bad))
     assert where == f"{bad}:line 3" and "invalid JSON" in p.message
+
+
+OWNER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from worldtrace.schemas.store import temp_name
+    d = Path(sys.argv[1])
+    (d / temp_name(".tmp-", "part.parquet")).write_bytes(b"torn")
+    (d / temp_name(".run-", "20260101")).mkdir()
+    (d / temp_name(".staging-", "parquet")).mkdir()
+    print("made", flush=True)
+    if sys.argv[2] == "park":
+        sys.stdin.readline()
+    """
+)
+
+
+def test_sweep_removes_dead_writers_leftovers_at_once_and_never_a_live_ones(tmp_path):
+    from worldtrace.schemas.store import TEMP_PREFIXES, sweep_leftovers, temp_name
+
+    dead, live = tmp_path / "dead", tmp_path / "live"
+    dead.mkdir(), live.mkdir()
+    subprocess.run(
+        [sys.executable, "-c", OWNER, str(dead), "exit"], check=True, capture_output=True
+    )
+    parked = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(live), "park"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parked.stdout.readline() == "made\n"
+        mine = live / temp_name(TMP_PREFIX, "mine.parquet")
+        mine.write_bytes(b"in flight")
+        legacy_old, legacy_new = live / ".tmp-0a1b2c-00000.parquet", live / ".staging-export-9f8e"
+        legacy_old.write_bytes(b"x"), legacy_new.mkdir()
+        os.utime(legacy_old, (0, 0))  # no owner in the name: only age tells
+        assert sweep_leftovers(dead) == 3 and not list(dead.iterdir())  # no hour to wait
+        assert sweep_leftovers(live) == 1 and not legacy_old.exists()
+        assert len([p for p in live.iterdir() if p.name.startswith(TEMP_PREFIXES)]) == 5
+    finally:
+        parked.stdin.close()
+        parked.wait()
+    assert sweep_leftovers(live) == 3  # its owner is gone now
+    assert mine.exists() and legacy_new.exists()
+
+
+def test_sweep_sees_through_a_reused_pid(tmp_path):
+    from worldtrace.schemas.store import sweep_leftovers
+    from worldtrace.schemas.tempfiles import _HOST
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE
+    )
+    try:
+        stale = tmp_path / f".tmp-{proc.pid}-{_HOST}-0123abcd-part.parquet"
+        stale.write_bytes(b"left by an earlier process with the same pid")
+        os.utime(stale, (time.time() - 600, time.time() - 600))  # before this process started
+        assert sweep_leftovers(tmp_path) == 1 and not stale.exists()
+    finally:
+        proc.stdin.close()
+        proc.wait()
+
+
+def test_failed_write_names_the_path_in_one_line(tmp_path):
+    from worldtrace.schemas.store import StoreWriteError, write_bytes_atomic, write_table_atomic
+
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where a directory should be")
+    for write in (
+        lambda p: write_bytes_atomic(p, b"{}"),
+        lambda p: write_table_atomic(p, pa.table({"a": [1]})),
+    ):
+        target = blocker / "x" / "out"
+        with pytest.raises(StoreWriteError) as err:
+            write(target)
+        assert str(err.value).startswith(f"cannot write {target}: ") and "\n" not in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]

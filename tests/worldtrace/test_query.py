@@ -88,7 +88,8 @@ def test_query_formats(full_store, wt_env, tmp_path):
     rows = json.loads(r.stdout)
     assert [x["domain"] for x in rows] == ["mcp", "swe", "terminal", "web"]
     r = wt(env, "query", sql, "--format", "csv")
-    assert r.stdout.splitlines()[0] == '"domain","n"'
+    lines = r.stdout.splitlines()  # quoted only when needed, as the DuckDB CLI does
+    assert lines[0] == "domain,n" and lines[1].startswith("mcp,") and len(lines) == 5
     out = tmp_path / "q.parquet"
     r = wt(env, "query", sql, "--format", "parquet", "--output", str(out))
     import pyarrow.parquet as pq
@@ -150,3 +151,107 @@ def test_explain(full_store, wt_env):
     r = wt(env, "explain", dup)
     assert "near duplicate in cluster" in r.stdout
     assert wt(env, "explain", "zzzz").returncode == 1
+
+
+def run_cli(store, *args):
+    """The real command line, in process (a subprocess costs a second of start-up)."""
+    from click.testing import CliRunner
+
+    from worldtrace.cli import cli
+
+    return CliRunner().invoke(cli, ["--store", str(store.root), *args])
+
+
+def test_csv_ids_feed_explain(full_store, wt_env):
+    env = dict(wt_env, WORLDTRACE_STORE=str(full_store.root))
+    pipe = (
+        "worldtrace query 'SELECT trajectory_id FROM trajectories ORDER BY 1 LIMIT 1' "
+        "--format csv | tail -n +2 | xargs worldtrace explain"
+    )
+    r = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", pipe], capture_output=True, text=True, env=env
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rule: " in r.stdout and "no processed trajectory" not in r.stdout
+
+
+def test_nested_columns_are_json_in_csv_and_json(full_store):
+    import csv
+    import io
+
+    sql = (
+        "SELECT trajectory_id, source, metadata, turns[1].stats AS stats, [1, 2] AS l, "
+        "'a,b' AS comma FROM trajectories ORDER BY 1 LIMIT 2"
+    )
+    r = run_cli(full_store, "query", sql, "--format", "csv")
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert len(rows) == 2 and len(rows[0]["trajectory_id"]) == 32
+    assert json.loads(rows[0]["source"])["kind"] == "collector"
+    assert "raw_trajectory_id" in json.loads(rows[0]["metadata"])  # a map is an object
+    assert set(json.loads(rows[0]["stats"])) >= {"ol", "nov", "jac", "r"}
+    assert json.loads(rows[0]["l"]) == [1, 2] and rows[0]["comma"] == "a,b"
+    r = run_cli(full_store, "query", sql, "--format", "jsonl")
+    first = json.loads(r.stdout.splitlines()[0])
+    assert first["l"] == [1, 2] and "raw_trajectory_id" in first["metadata"]
+
+
+def test_output_format_follows_the_extension(full_store, tmp_path):
+    import pyarrow.parquet as pq
+
+    sql = "SELECT domain, count(*) AS n FROM turns GROUP BY 1 ORDER BY 1"
+    for name in ("t.csv", "t.json", "t.jsonl", "t.parquet", "t.txt"):
+        r = run_cli(full_store, "query", sql, "-o", str(tmp_path / name))
+        assert r.exit_code == 0, (name, r.output)
+    assert (tmp_path / "t.csv").read_text().splitlines()[0] == "domain,n"
+    assert json.loads((tmp_path / "t.json").read_text())[0]["domain"] == "mcp"
+    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 4
+    assert pq.read_table(tmp_path / "t.parquet").num_rows == 4
+    assert "┃ domain" in (tmp_path / "t.txt").read_text()
+    r = run_cli(full_store, "query", sql, "-o", str(tmp_path / "t.xyz"))
+    assert r.exit_code == 2 and "give --format" in r.output and not (tmp_path / "t.xyz").exists()
+
+
+def test_wide_tables_are_not_cut_off_a_terminal(full_store):
+    ids = [r[0] for r in connect(full_store).execute(
+        "SELECT trajectory_id FROM trajectories ORDER BY 1 LIMIT 3").fetchall()]  # fmt: skip
+    r = run_cli(
+        full_store,
+        "query",
+        "SELECT trajectory_id, system, source FROM trajectories ORDER BY 1 LIMIT 3",
+    )
+    assert r.exit_code == 0 and "…" not in r.stdout
+    assert all(i in r.stdout for i in ids)
+
+
+def test_hint_names_process_when_only_raw_data_exists(tmp_path, corpus):
+    store = Store.at(tmp_path / "store")
+    with ShardWriter(store.raw / "s") as w:
+        w.write(corpus[:5])
+    r = run_cli(store, "query", "SELECT count(*) AS n FROM turns")
+    assert r.exit_code == 0 and "worldtrace process" in r.stderr and "turns" in r.stderr
+    r = run_cli(store, "query", "SELECT count(*) AS n FROM raw_turns")
+    assert r.exit_code == 0 and r.stderr == ""
+
+
+def test_truncated_raw_shard_is_skipped_and_named(tmp_path, corpus, wt_env):
+    store = Store.at(tmp_path / "store")
+    with ShardWriter(store.raw / "good") as w:
+        w.write(corpus[:6])
+    good = w.paths[0]
+    torn = store.raw / "torn" / "part-0.parquet"
+    torn.parent.mkdir()
+    torn.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    env = dict(wt_env, WORLDTRACE_STORE=str(store.root))
+    r = wt(env, "query", "SELECT count(*) AS n FROM raw_trajectories", "--format", "csv")
+    assert r.returncode == 0 and r.stdout == "n\n6\n"
+    assert f"warning: skipped {torn}: unreadable Parquet" in r.stderr
+    r = run_cli(store, "stats")
+    assert r.exit_code == 0 and "trajectories by domain and source" in r.stdout
+    assert str(torn) in r.stderr
+    r = run_cli(store, "report", "--output", str(tmp_path / "r.html"))
+    assert r.exit_code == 0 and str(torn) in r.stderr and (tmp_path / "r.html").stat().st_size
+    from worldtrace.doctor import store_shards
+
+    [check] = store_shards(store)
+    assert not check.ok and str(torn) in check.detail and "unreadable Parquet" in check.detail

@@ -1,8 +1,14 @@
-"""Looking at the store: `query` (SQL over DuckDB views), `stats`, `explain`, `report`."""
+"""Looking at the store: `query` (SQL over DuckDB views), `stats`, `explain`, `report`.
+
+Every command here opens the views locked down (schemas/lockdown.py): the connection
+reads the store and nothing else, and `query` refuses statements that would write
+before running anything (docs/query.md, "What query may do").
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -10,6 +16,8 @@ import click
 from worldtrace.options import RegistryChoice
 
 from . import EXIT_PROBLEMS, store
+
+PROCESSED_VIEWS = frozenset({"trajectories", "turns", "clusters", "rejects"})
 
 
 def _views():
@@ -19,17 +27,111 @@ def _views():
     return views
 
 
+def _connect(st):
+    """The store's views; each shard left out is named on stderr."""
+
+    def skipped(path: Path, why: str) -> None:
+        click.echo(f"warning: skipped {path}: {why}", err=True)
+
+    return _views().connect(st, on_skip=skipped)
+
+
+def run_sql(con, sql: str, fmt: str, output: str | None, max_rows: int, timeout: float) -> str:
+    """Run user SQL on a locked connection; returns an error line ("" when it ran).
+
+    Refused statements never start; a query still running after `timeout` seconds is
+    interrupted (0: no limit)."""
+    import duckdb
+
+    from worldtrace.output import emit
+    from worldtrace.schemas.lockdown import refusal
+
+    refused = refusal(sql)
+    if refused:
+        return refused
+    fired = threading.Event()
+
+    def stop() -> None:
+        fired.set()
+        con.interrupt()
+
+    timer = threading.Timer(timeout, stop) if timeout > 0 else None
+    if timer:
+        timer.daemon = True
+        timer.start()
+    try:
+        emit(con, sql, fmt, output, max_rows)
+    except duckdb.InterruptException:
+        if fired.is_set():
+            return f"error: query stopped after {timeout:g} s (--timeout); raise it or narrow the query"
+        return "error: query interrupted"
+    except duckdb.Error as exc:
+        return f"error: {exc}"
+    finally:
+        if timer:
+            timer.cancel()
+            timer.join()  # a timer thread still waking at exit aborts the interpreter
+    return ""
+
+
+def tables_read(con, sql: str) -> set[str]:
+    """Names of the tables and views the SELECT statements in `sql` read (DuckDB's parse
+    tree, `json_serialize_sql`; other statements read nothing here)."""
+    import json
+
+    import duckdb
+
+    names: set[str] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and node.get("table_name"):
+                names.add(node["table_name"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for statement in duckdb.extract_statements(sql):
+        tree = con.execute("SELECT json_serialize_sql($q)", {"q": statement.query}).fetchall()[0][0]
+        walk(json.loads(tree))
+    return names
+
+
+def _hint(con, st, sql: str) -> None:
+    """Processed views are empty until `worldtrace process` ran: say so when the SQL
+    reads them while raw data is there."""
+    import duckdb
+
+    from worldtrace.schemas.store import shard_files
+
+    if shard_files(st.table("trajectories")) or not shard_files(st.raw):
+        return
+    try:
+        used = tables_read(con, sql) & PROCESSED_VIEWS
+    except (duckdb.Error, ValueError):
+        return  # running it reports the problem
+    if used:
+        click.echo(
+            f"hint: {', '.join(sorted(used))}: no processed data yet, but raw data is here; "
+            f"run `worldtrace process` (raw_trajectories and raw_turns read raw data now)",
+            err=True,
+        )
+
+
 @click.command(
-    epilog="`worldtrace query --views` lists every view with its columns (docs/query.md)."
+    epilog="`worldtrace query --views` lists every view with its columns; docs/query.md says "
+    "what a query may do."
 )
 @click.argument("sql", required=False)
 @click.option(
     "--format",
     "fmt",
-    default="table",
-    show_default=True,
+    default=None,
     type=RegistryChoice("worldtrace.output:QUERY_FORMATS"),
-    help="Output format.",
+    help="Output format [default: from the --output extension (.csv .json .jsonl .parquet "
+    ".txt), else table].",
 )
 @click.option(
     "--output",
@@ -45,40 +147,47 @@ def _views():
 )
 @click.option("--views", "list_views", is_flag=True, help="List the views and their columns.")
 @click.option("--max-rows", default=200, show_default=True, help="Rows shown by --format table.")
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds a statement may run before it is interrupted (0: no limit).",
+)
 @click.pass_context
-def query(ctx: click.Context, sql, fmt, output, sql_file, shell, list_views, max_rows) -> None:
+def query(
+    ctx: click.Context, sql, fmt, output, sql_file, shell, list_views, max_rows, timeout
+) -> None:
     """Run DuckDB SQL over the store's views: trajectories, turns, clusters, rejects,
-    raw_trajectories, raw_turns, jobs, episodes, exports."""
-    import duckdb
-
-    from worldtrace.output import emit
+    raw_trajectories, raw_turns, jobs, episodes, exports. Reads only: statements that
+    write files, attach databases, load extensions or change settings are refused."""
+    from worldtrace.output import query_format
 
     views = _views()
     if list_views:
         for name, doc in views.VIEW_DOCS.items():
             click.echo(f"{name}\n    {doc}")
         return
-    con = views.connect(store(ctx))
+    fmt = query_format(fmt, output)
+    st = store(ctx)
+    con = _connect(st)
     if shell:
-        _shell(con, max_rows, views.VIEW_DOCS)
+        _shell(con, max_rows, timeout, views.VIEW_DOCS)
         return
     if sql_file:
         sql = Path(sql_file).read_text()
     if not sql:
         raise click.UsageError("give SQL, --sql-file, --shell or --views")
-    try:
-        emit(con, sql, fmt, output, max_rows)
-    except duckdb.Error as exc:
-        click.echo(f"error: {exc}", err=True)
+    _hint(con, st, sql)
+    error = run_sql(con, sql, fmt, output, max_rows, timeout)
+    if error:
+        click.echo(error, err=True)
         sys.exit(EXIT_PROBLEMS)
 
 
-def _shell(con, max_rows: int, view_docs: dict[str, str]) -> None:
-    """Read statements until EOF or .exit; an error is printed and the prompt goes on."""
-    import duckdb
-
-    from worldtrace.output import emit
-
+def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str]) -> None:
+    """Read statements until EOF or .exit; each runs under the same rules as `query`, and
+    an error or refusal is printed and the prompt goes on."""
     click.echo("worldtrace SQL shell: end statements with ';', .views lists views, .exit quits")
     buf: list[str] = []
     stdin = click.get_text_stream("stdin")
@@ -98,10 +207,9 @@ def _shell(con, max_rows: int, view_docs: dict[str, str]) -> None:
         if stripped.endswith(";"):
             sql = "".join(buf)
             buf = []
-            try:
-                emit(con, sql, "table", None, max_rows)
-            except duckdb.Error as exc:
-                click.echo(f"error: {exc}")
+            error = run_sql(con, sql, "table", None, max_rows, timeout)
+            if error:
+                click.echo(error)
 
 
 @click.command()
@@ -111,7 +219,7 @@ def stats(ctx: click.Context) -> None:
     dedup rates, filter counts, exports, job success rates."""
     from worldtrace.summary import print_stats
 
-    print_stats(_views().connect(store(ctx)))
+    print_stats(_connect(store(ctx)))
 
 
 @click.command()
@@ -124,7 +232,7 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int) -> None:
     raw id or an origin id."""
     from worldtrace.summary import explain as run_explain
 
-    if not run_explain(_views().connect(store(ctx)), trajectory_id, seed):
+    if not run_explain(_connect(store(ctx)), trajectory_id, seed):
         sys.exit(EXIT_PROBLEMS)
 
 
@@ -143,7 +251,8 @@ def report(ctx: click.Context, output: str) -> None:
     most worth a look per category, and the stats tables (docs/query.md)."""
     from worldtrace.report import write
 
-    path = write(store(ctx), output)
+    st = store(ctx)
+    path = write(_connect(st), output, store_root=st.root)
     click.echo(f"report -> {path}")
 
 

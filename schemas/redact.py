@@ -1,0 +1,341 @@
+"""Secrets never reach a shard: one redactor applied at every boundary.
+
+Collectors redact what they journal (`redact_payload`) and the trajectory they build,
+importers what they read (`redact_trajectory`), and `process` what it writes
+(`redact_record`), so raw data recorded under older rules is cleaned with the current
+ones. A secret becomes a typed placeholder, `<secret:aws_access_key>`, that keeps the
+shape of the text for the world model; values handed to a sandbox as environment
+variables become `<secret:env_value>` wherever they appear. A record's `redactions` is
+the number of placeholders it holds (or the count it came with, if higher), so
+redacting twice counts the same.
+
+Rules (which detectors, extra patterns, an allow-list) are a `RedactConfig`
+(`redact_rules.py`), read from the YAML file `$WORLDTRACE_REDACT_CONFIG` names, else the
+defaults. docs/security.md lists the kinds and the measured false-positive rate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import fields as F
+from .redact_rules import (
+    CONFIG_ENV,
+    ENV_KIND,
+    PLACEHOLDER,
+    PLACEHOLDER_MARK,
+    RedactConfig,
+    RedactPattern,
+    detectors,
+)
+
+__all__ = [
+    "ENV_KIND",
+    "PLACEHOLDER",
+    "RedactConfig",
+    "RedactPattern",
+    "Redactor",
+    "active_config",
+    "env_secrets",
+    "find_secrets",
+    "redact_payload",
+    "redact_record",
+    "redact_trajectory",
+    "redactor",
+]
+
+_PLACEHOLDER_RE = re.compile(r"<secret:[a-z0-9_]+>")
+_JOIN = "\n\x00\n"
+SKIP_KEYS = frozenset({F.TRAJECTORY_ID, F.SCHEMA_VERSION_F, "exact_hash", "cluster_id"})
+"""Fields that are our own hashes and versions, never secrets: not scanned."""
+
+
+class Redactor:
+    """Finds and replaces secrets in text and in nested records."""
+
+    def __init__(self, config: RedactConfig | None = None, literals: Iterable[str] = ()):
+        """`literals`: exact values to redact as `env_value` (a sandbox's environment)."""
+        self.config = config or RedactConfig()
+        on = self.config.enabled
+        self.detectors = detectors(self.config) if on else ()
+        allow = [f"(?:{a})" for a in self.config.allow]
+        self.allow = re.compile("|".join(allow)) if allow else None
+        values = sorted({v for v in literals if v}, key=len, reverse=True) if on else []
+        self.literal = re.compile("|".join(map(re.escape, values))) if values else None
+        self._always: list[int] = []
+        lits: dict[str, set[int]] = {}
+        folded: dict[str, set[int]] = {}
+        rxs: dict[re.Pattern, set[int]] = {}
+        for i, d in enumerate(self.detectors):
+            if d.gates is None:
+                self._always.append(i)
+            for g in d.gates or ():
+                table = rxs if not isinstance(g, str) else folded if d.fold else lits
+                table.setdefault(g, set()).add(i)
+        self._lits, self._folded = list(lits.items()), list(folded.items())
+        self._rxs = list(rxs.items())
+        # No built-in detector matches fewer than 7 characters (`://a:b@`); a text shorter
+        # than that and than any environment value is skipped. User patterns may be short.
+        self._min_chars = 1 if self.config.patterns else min(6, self.config.env_min_chars)
+
+    def _active(self, text: str) -> list[int]:
+        """Indexes of the detectors whose gate `text` passes, in priority order."""
+        hit = set(self._always)
+        for idxs in [i for g, i in self._lits if g in text]:
+            hit |= idxs
+        low = text.lower()
+        for idxs in [i for g, i in self._folded if g in low]:
+            hit |= idxs
+        for idxs in [i for g, i in self._rxs if g.search(low) is not None]:
+            hit |= idxs
+        return sorted(hit)
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, kind) of every secret in `text`, merged where they overlap."""
+        if len(text) < self._min_chars:
+            return []
+        found: list[tuple[int, int, int, str]] = []
+        if self.literal is not None:
+            found += [(m.start(), m.end(), 0, ENV_KIND) for m in self.literal.finditer(text)]
+        for prio in self._active(text):
+            d = self.detectors[prio]
+            for m in d.regex.finditer(text):
+                if d.group >= 0:
+                    groups = [d.group]
+                else:  # detect-secrets' findall semantics: each non-empty group, else all
+                    groups = [i for i in range(1, (m.lastindex or 0) + 1) if m.group(i)] or [0]
+                for g in groups:
+                    s, e = m.span(g)
+                    value = text[s:e]
+                    if e <= s or (d.check is not None and not d.check(value)):
+                        continue
+                    if self.allow is not None and self.allow.fullmatch(value):
+                        continue
+                    found.append((s, e, prio + 1, d.kind))
+        if not found:
+            return []
+        kept = (
+            [p.span() for p in _PLACEHOLDER_RE.finditer(text)] if PLACEHOLDER_MARK in text else []
+        )
+        found.sort(key=lambda f: (f[0], f[0] - f[1], f[2]))
+        out: list[list[Any]] = []
+        for s, e, _, kind in found:
+            if any(s < pe and ps < e for ps, pe in kept):
+                continue  # inside a placeholder: already redacted
+            if out and s < out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)  # overlap: one secret, the first kind
+            else:
+                out.append([s, e, kind])
+        return [(s, e, k) for s, e, k in out]
+
+    def text(self, text: str) -> tuple[str, int]:
+        """`text` with every secret replaced, and how many were."""
+        spans = self.spans(text)
+        if not spans:
+            return text, 0
+        parts, pos = [], 0
+        for s, e, kind in spans:
+            parts += [text[pos:s], PLACEHOLDER.format(kind=kind)]
+            pos = e
+        parts.append(text[pos:])
+        return "".join(parts), len(spans)
+
+    # -- records -----------------------------------------------------------------------
+    def value(self, obj: Any) -> tuple[Any, int]:
+        """A copy of a nested value (dicts, lists, tuples, dataclasses, strings) with every
+        string redacted, and the number of placeholders it now holds."""
+        out, held, _ = self.value_counts(obj)
+        return out, held
+
+    def value_counts(self, obj: Any) -> tuple[Any, int, int]:
+        """`value`, plus how many secrets this call replaced.
+
+        The strings are first searched joined (a separator no detector crosses keeps
+        matches apart): a record without secrets, the common case, is returned as is
+        after one pass per detector instead of one per string and detector."""
+        strings: list[str] = []
+        _collect(obj, strings)
+        joined = _JOIN.join(strings)
+        if not self.spans(joined):
+            return obj, joined.count(PLACEHOLDER_MARK), 0
+        held = replaced = 0
+
+        def fix(s: str) -> str:
+            nonlocal held, replaced
+            out, n = self.text(s)
+            replaced += n
+            held += out.count(PLACEHOLDER_MARK) if n or PLACEHOLDER_MARK in s else 0
+            return out
+
+        return _map_strings(obj, fix), held, replaced
+
+    def record(self, d: dict[str, Any]) -> dict[str, Any]:
+        """A record dict (Arrow row or JSON shape) redacted, with `redactions` set."""
+        out, n = self.value(d)
+        return {**out, F.REDACTIONS: max(n, d.get(F.REDACTIONS) or 0)}
+
+
+def _map_strings(obj: Any, fn) -> Any:
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: v if k in SKIP_KEYS else _map_strings(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map_strings(v, fn) for v in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {
+            f.name: _map_strings(getattr(obj, f.name), fn)
+            for f in dataclasses.fields(obj)
+            if f.name not in SKIP_KEYS
+        }
+        return dataclasses.replace(obj, **changes)
+    return obj
+
+
+def _collect(obj: Any, out: list[str]) -> None:
+    """Append every string of a nested value to `out` (the fast path's walk: no paths,
+    no generators)."""
+    t = type(obj)
+    if t is str:
+        out.append(obj)
+    elif t is dict:
+        for k, v in obj.items():
+            if k in SKIP_KEYS:
+                continue
+            if type(v) is str:
+                out.append(v)
+            elif v is not None:
+                _collect(v, out)
+    elif t is list or t is tuple:
+        for v in obj:
+            if type(v) is str:
+                out.append(v)
+            elif v is not None:
+                _collect(v, out)
+    elif hasattr(t, "__dataclass_fields__") and not isinstance(obj, type):
+        for name in t.__dataclass_fields__:
+            if name not in SKIP_KEYS:
+                _collect(getattr(obj, name), out)
+
+
+def _walk_strings(obj: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(obj, str):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            if k not in SKIP_KEYS:
+                yield from _walk_strings(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _walk_strings(v, f"{path}[{i}]")
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            if f.name not in SKIP_KEYS:
+                yield from _walk_strings(
+                    getattr(obj, f.name), f"{path}.{f.name}" if path else f.name
+                )
+
+
+def find_secrets(obj: Any, red: Redactor | None = None) -> Iterator[tuple[str, str]]:
+    """(field path, kind) of every secret left in a nested value; never the secret."""
+    red = red or redactor()
+    for path, s in _walk_strings(obj, ""):
+        for _, _, kind in red.spans(s):
+            yield path, kind
+
+
+# -- environment values handed to sandboxes ------------------------------------------
+def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
+    """Values of the environment a sandbox (or a config) hands to what it starts.
+
+    Found by shape, so every kind is covered: an object's `resolved_env()` (DockerConfig),
+    any `env` mapping (values), any `env` tuple of names (looked up here), followed
+    through `config` and nested dataclasses. A value that cannot be resolved (a missing
+    env file) is skipped: the sandbox cannot have received it either.
+    """
+    config = config or active_config()
+    out: dict[str, str] = {}
+    seen: set[int] = set()
+
+    def visit(o: Any, depth: int) -> None:
+        if o is None or depth > 6 or id(o) in seen or isinstance(o, (str, bytes, int, float)):
+            return
+        seen.add(id(o))
+        resolve = getattr(o, "resolved_env", None)
+        if callable(resolve):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                out.update(resolve())
+        env = getattr(o, "env", None)
+        if isinstance(env, Mapping):
+            out.update({str(k): str(v) for k, v in env.items() if v is not None})
+        elif isinstance(env, (list, tuple)) and not callable(resolve):
+            out.update({n: os.environ[n] for n in env if isinstance(n, str) and n in os.environ})
+        visit(getattr(o, "config", None), depth + 1)
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            for f in dataclasses.fields(o):
+                if f.name not in ("env", "config"):
+                    visit(getattr(o, f.name), depth + 1)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                visit(v, depth + 1)
+
+    visit(source, 0)
+    keep = set(config.env_keep)
+    return sorted({v for k, v in out.items() if k not in keep and len(v) >= config.env_min_chars})
+
+
+# -- the active rules ------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _config_at(path: str, mtime_ns: int) -> RedactConfig:
+    return RedactConfig.load(path)
+
+
+def active_config() -> RedactConfig:
+    """The YAML file `$WORLDTRACE_REDACT_CONFIG` names (re-read when it changes), else
+    the defaults."""
+    path = os.environ.get(CONFIG_ENV)
+    if not path:
+        return _DEFAULT
+    return _config_at(path, Path(path).stat().st_mtime_ns)
+
+
+_DEFAULT = RedactConfig()
+
+
+@functools.lru_cache(maxsize=32)
+def _redactor(config: RedactConfig, literals: tuple[str, ...]) -> Redactor:
+    return Redactor(config, literals)
+
+
+def redactor(env_source: Any = None, config: RedactConfig | None = None) -> Redactor:
+    """The redactor of the active rules, plus the environment values of `env_source`."""
+    config = config or active_config()
+    literals = tuple(env_secrets(env_source, config)) if env_source is not None else ()
+    return _redactor(config, literals)
+
+
+# -- the boundary hooks (one call each in collectors, importers and process) -------------
+def redact_payload(payload: dict[str, Any], env_source: Any = None) -> dict[str, Any]:
+    """A journal entry (header, turn or end, JSON shape) with its secrets replaced;
+    `env_source` is the sandbox whose environment values are secrets too."""
+    return redactor(env_source).value(payload)[0]
+
+
+def redact_trajectory(t: Any, env_source: Any = None) -> Any:
+    """A Trajectory redacted, `redactions` set and the id recomputed if text changed."""
+    out, held, replaced = redactor(env_source).value_counts(t)
+    out = dataclasses.replace(out, redactions=max(held, t.redactions or 0))
+    return out.with_id() if replaced else out
+
+
+def redact_record(d: dict[str, Any]) -> dict[str, Any]:
+    """A record dict (Arrow row shape, as `process` carries it) redacted with the current
+    rules, `redactions` set. The id is left to the caller (process recomputes it)."""
+    return redactor().record(d)

@@ -1,0 +1,304 @@
+"""What counts as a secret: the redaction config and the detectors it builds.
+
+Detectors come from two places. detect-secrets (PyPI) supplies the regexes of its
+plugin classes (`denylist`, plus JWT's formal-validity check); they are compiled once
+into whole-text patterns instead of being run through `analyze_line` line by line,
+which is about 40x slower on trajectory text (docs/security.md, "Speed"). worldtrace adds
+patterns for key formats detect-secrets lacks or only half matches (Anthropic,
+project-scoped OpenAI, fine-grained GitHub, Google, AWS secrets, bearer tokens, whole
+private key blocks, passwords in URLs). The high-entropy, keyword and public-IP plugins
+are off by default: they flag the SHAs, sums, UUIDs and addresses a world model must
+learn.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import random
+import re
+import string
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, NamedTuple
+
+from pydantic import AfterValidator, Field
+
+from .parsing import configclass, load_yaml, parse
+
+PLACEHOLDER = "<secret:{kind}>"
+"""What a secret becomes: typed, deterministic, the same for every value of a kind."""
+PLACEHOLDER_MARK = "<secret:"
+ENV_KIND = "env_value"
+"""Kind of a value handed to a sandbox as an environment variable."""
+CONFIG_ENV = "WORLDTRACE_REDACT_CONFIG"
+"""Environment variable naming a RedactConfig YAML file used by every boundary."""
+
+DETECT_SECRETS_PLUGINS = (
+    "AWSKeyDetector", "AzureStorageKeyDetector", "BasicAuthDetector", "DiscordBotTokenDetector",
+    "GitHubTokenDetector", "GitLabTokenDetector", "JwtTokenDetector", "MailchimpDetector",
+    "NpmDetector", "OpenAIDetector", "PypiTokenDetector", "SendGridDetector", "SlackDetector",
+    "SquareOAuthDetector", "StripeDetector", "TwilioKeyDetector",
+)  # fmt: skip
+"""detect-secrets plugin classes used by default: those whose regexes run fast or only
+on texts holding their literal. Left out for speed (5-20x slower than the rest on
+trajectory text; `RedactConfig.detect_secrets` can add them): ArtifactoryDetector,
+CloudantDetector, IbmCloudIamDetector, IbmCosHmacDetector, SoftlayerDetector,
+TelegramBotTokenDetector. Left out because they flag ordinary data a world model must
+learn: KeywordDetector, Base64HighEntropyString, HexHighEntropyString, IPPublicDetector;
+PrivateKeyDetector matches only the BEGIN line (the built-in pattern takes the block)."""
+SLOW_PLUGINS = (
+    "ArtifactoryDetector", "CloudantDetector", "IbmCloudIamDetector", "IbmCosHmacDetector",
+    "SoftlayerDetector", "TelegramBotTokenDetector",
+)  # fmt: skip
+
+# Kept values: placeholders people write instead of secrets, and our own placeholder.
+DEFAULT_ALLOW = (
+    r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?",  # $TOKEN, ${TOKEN}
+    r"\*+|[xX]+|\.\.\.+|<[^<>]*>",  # ****, xxxx, ..., <password>
+)
+DEFAULT_ENV_KEEP = (
+    "PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "TERM", "TZ", "USER", "SHELL", "PWD",
+    "HOSTNAME", "PYTHONPATH", "DEBIAN_FRONTEND", "PAGER", "EDITOR",
+)  # fmt: skip
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {exc}") from None
+    return value
+
+
+Kind = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+Regex = Annotated[str, AfterValidator(_regex)]
+
+
+@configclass
+class RedactPattern:
+    """One extra detector."""
+
+    kind: Kind
+    """Placeholder kind (`<secret:KIND>`): lower case, digits and `_`."""
+    regex: Regex
+    """Python regular expression, applied to whole texts (MULTILINE)."""
+    group: Annotated[int, Field(ge=0)] = 0
+    """The group replaced (0: the whole match), so context such as `KEY=` stays."""
+
+
+@configclass
+class RedactConfig:
+    """Redaction rules, applied by collectors, importers and `process` alike."""
+
+    enabled: bool = True
+    """Off only for data known to hold no secrets (nothing is redacted then)."""
+    builtin: bool = True
+    """worldtrace's patterns for current key formats (see docs/security.md)."""
+    detect_secrets: tuple[str, ...] = DETECT_SECRETS_PLUGINS
+    """detect-secrets plugin class names whose regexes are used."""
+    patterns: tuple[RedactPattern, ...] = ()
+    """Extra detectors, tried after the built-in ones."""
+    allow: tuple[Regex, ...] = DEFAULT_ALLOW
+    """A found secret that fully matches one of these regexes is kept."""
+    env_min_chars: Annotated[int, Field(ge=1)] = 6
+    """Environment values handed to a sandbox are redacted wherever they appear when at
+    least this long (shorter ones such as `1` or `yes` would erase ordinary text)."""
+    env_keep: tuple[str, ...] = DEFAULT_ENV_KEEP
+    """Environment variables whose values are not secrets (PATH, HOME, LANG, ...)."""
+
+    @classmethod
+    def load(cls, path: str | Path) -> RedactConfig:
+        """A YAML file of these settings (unknown keys are refused with their line)."""
+        data, lines = load_yaml(path)
+        from .parsing import ConfigError
+
+        try:
+            return parse(cls, data)
+        except ConfigError as exc:
+            raise exc.located(lines, str(path)) from None
+
+
+class Detector(NamedTuple):
+    kind: str
+    regex: re.Pattern
+    group: int
+    """-1: every non-empty group (detect-secrets' findall semantics)."""
+    check: Callable[[str], bool] | None = None
+    """Further test of a candidate (JWT: both parts decode as JSON)."""
+    gates: tuple[str | re.Pattern, ...] | None = None
+    """Literals (or cheap regexes) one of which every match contains: a text holding
+    none is not searched, since a substring test is ~100x faster than these regexes.
+    None: always searched."""
+    fold: bool = False
+    """Gates are lower case and tested against the lower-cased text."""
+
+
+_K = "A-Za-z0-9_+/-"  # characters of keys and base64: a key must not continue one
+
+
+def _start(literal: str) -> str:
+    """`literal` at the start of a match, not preceded by a key character. The literal
+    leads the regex so `re` can search for it directly (a leading lookbehind makes the
+    same pattern 10x slower); the lookbehind after it checks the character before."""
+    return f"{literal}(?<![{_K}]{literal})"
+
+
+_E = r"(?![A-Za-z0-9_-])"  # nor followed by one
+_AWS_IDS = ("A3T", "AKIA", "ASIA", "ABIA", "ACCA")
+BUILTIN = (
+    # A whole PEM/OpenSSH/PGP private key block, or a cut one up to where base64 ends;
+    # `\\n` covers keys inside JSON strings (tool arguments, state).
+    ("private_key",
+     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+     r"(?:[^\"]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+     r"|(?:\\[nrt]|[A-Za-z0-9+/=:,.\s-])*)", 0, ("PRIVATE KEY",)),
+    ("anthropic_key", _start("sk-ant-") + r"[a-z]+\d*-[A-Za-z0-9_-]{20,}", 0, ("sk-ant-",)),
+    ("openai_key", _start("sk-") + r"(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}", 0, ("sk-",)),
+    ("openai_key", _start("sk-") + r"[A-Za-z0-9]{32,}" + _E, 0, ("sk-",)),
+    ("github_token", _start("gh[pousr]_") + r"[A-Za-z0-9]{36,}" + _E, 0,
+     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    ("github_token", _start("github_pat_") + r"[A-Za-z0-9_]{22,}", 0, ("github_pat_",)),
+    ("aws_access_key", r"A(?<![A-Z0-9]A)(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Z0-9])", 0,
+     _AWS_IDS),
+    ("aws_secret_key",
+     r"(?i:aws)[A-Za-z0-9_.-]{0,20}?(?i:secret)[A-Za-z0-9_.-]{0,20}?[\"']?\s*(?:=|:|=>)\s*[\"']?"
+     r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", 1, ("secret",)),
+    ("google_api_key", _start("AIza") + r"[0-9A-Za-z_-]{35}" + _E, 0, ("AIza",)),
+    ("slack_token", _start("xox[abposr]-") + r"[A-Za-z0-9-]{10,}", 0, ("xox",)),
+    ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", 0, ("hooks.slack",)),
+    ("jwt", _start("eyJ") + r"[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*", 0,
+     ("eyJ",)),
+    ("bearer_token", r"(?i:\bbearer)\s+((?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)", 1,
+     ("bearer",)),
+    ("basic_auth", r"(?i:authorization:\s*basic)\s+([A-Za-z0-9+/]{8,}={0,2})", 1, ("basic",)),
+    ("url_password", r"://[^\s:/@\"'<>]+:([^\s/@\"'<>]+)@", 1, ("://",)),
+)  # fmt: skip
+"""(kind, regex, group, gates) of worldtrace's own detectors; earlier ones win overlaps.
+Gates of patterns with `(?i:` are lower case (tested on the lower-cased text)."""
+
+_KW = r"[_-]?(?:api)?[_-]?(?:key|pwd|pw|pass|token)"
+DETECT_SECRETS_GATES: dict[str, tuple[tuple[str | re.Pattern, ...] | None, ...]] = {
+    "ArtifactoryDetector": (("AKC",), ("AP",)),
+    "AWSKeyDetector": (_AWS_IDS, ("aws",)),
+    "AzureStorageKeyDetector": (("AccountKey=",),),
+    "BasicAuthDetector": (("://",),),
+    "CloudantDetector": ((re.compile(r"cl(?:oudant|ou)?" + _KW),),) * 2
+    + (("cloudant.com",),) * 2,
+    "DiscordBotTokenDetector": (None,),
+    "GitHubTokenDetector": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),),
+    "GitLabTokenDetector": (("glpat-", "gldt-", "glft-", "glsoat-", "glrt-"), ("GR1348941",),
+                            ("glcbt-",), ("glimt-",), ("glptt-",), ("glagent-",), ("gloas-",)),
+    "IbmCloudIamDetector": (("key", "pwd", "pass", "token"),),  # its prefix may be empty
+    "IbmCosHmacDetector": (("secret",),),
+    "JwtTokenDetector": (("eyJ",),),
+    "MailchimpDetector": (("-us",),),
+    "NpmDetector": (("_authToken=",),),
+    "OpenAIDetector": (("T3BlbkFJ",),),
+    "PypiTokenDetector": (("pypi-",), ("pypi-",)),
+    "SendGridDetector": (("SG.",),),
+    "SlackDetector": (("xox",), ("hooks.slack.com",)),
+    "SoftlayerDetector": ((re.compile(r"(?:softlayer|sl)" + _KW),), ("api.softlayer.com",)),
+    "SquareOAuthDetector": (("sq0csp-",),),
+    "StripeDetector": (("k_live_",),),
+    "TelegramBotTokenDetector": ((":",),),
+    "TwilioKeyDetector": (("AC",), ("SK",)),
+}  # fmt: skip
+"""Per plugin class, per regex of its `denylist`: what each match must contain, read off
+the regexes (in lower case where the regex ignores case). Plugins not listed, and
+regexes listed as None, run on every text."""
+
+
+WHOLE_MATCH = {"GitHubTokenDetector": 0, "GitLabTokenDetector": 0}
+"""Plugins whose regex groups capture the token's prefix (`ghp`), not the secret: the
+whole match is replaced. The others' groups are the secret after its context
+(`password=`, `://user:`)."""
+
+
+def slug(secret_type: str) -> str:
+    """detect-secrets' `secret_type` ("AWS Access Key") as a placeholder kind."""
+    return re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_")
+
+
+@functools.cache
+def detect_secrets_detectors(names: tuple[str, ...]) -> tuple[Detector, ...]:
+    """The regexes of detect-secrets plugin classes, compiled for whole texts (MULTILINE,
+    since the plugins were written for single lines)."""
+    if not names:
+        return ()
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    classes = {c.__name__: c for c in get_mapping_from_secret_type_to_class().values()}
+    unknown = sorted(set(names) - set(classes))
+    if unknown:
+        raise ValueError(
+            f"unknown detect-secrets plugin(s): {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(classes))})"
+        )
+    out = []
+    for name in names:
+        cls = classes[name]
+        regexes = getattr(cls, "denylist", None)
+        if not isinstance(regexes, (list, tuple)):
+            raise ValueError(f"detect-secrets plugin {name} is not regex-based")
+        check = getattr(cls, "is_formally_valid", None)
+        gates = DETECT_SECRETS_GATES.get(name) or (None,) * len(regexes)
+        group = WHOLE_MATCH.get(name, -1)
+        for rx, gate in zip(regexes, gates, strict=True):
+            fold = bool(rx.flags & re.I)
+            rx = re.compile(rx.pattern, rx.flags | re.M)
+            out.append(Detector(slug(cls.secret_type), rx, group, check, gate, fold))
+    return tuple(out)
+
+
+@functools.cache
+def builtin_detectors() -> tuple[Detector, ...]:
+    return tuple(
+        Detector(k, re.compile(rx, re.M), g, None, gates, "(?i:" in rx)
+        for k, rx, g, gates in BUILTIN
+    )
+
+
+def detectors(config: RedactConfig) -> tuple[Detector, ...]:
+    """Every detector of a config, in priority order."""
+    return (
+        (builtin_detectors() if config.builtin else ())
+        + detect_secrets_detectors(tuple(config.detect_secrets))
+        + tuple(Detector(p.kind, re.compile(p.regex, re.M), p.group) for p in config.patterns)
+    )
+
+
+def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
+    """kind -> (a fresh fake secret, a line it appears in): one of every kind the built-in
+    rules know, for tests, the docs and measuring recall (a test double shipped here)."""
+    rng = random.Random(seed)
+    alnum = string.ascii_letters + string.digits
+
+    def rand(n: int, alphabet: str = alnum) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    def b64(d: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    pem = "\n".join(rand(64, alnum + "+/") for _ in range(4))
+    values = {
+        "openai_key": "sk-proj-" + rand(48, alnum + "_-"),
+        "anthropic_key": "sk-ant-api03-" + rand(93, alnum + "_-"),
+        "github_token": "ghp_" + rand(36),
+        "github_pat": "github_pat_11" + rand(20) + "_" + rand(59),
+        "aws_access_key": "AKIA" + rand(16, string.ascii_uppercase + string.digits),
+        "aws_secret_key": rand(40, alnum + "/+"),
+        "google_api_key": "AIza" + rand(35, alnum + "_-"),
+        "slack_token": f"xoxb-{rand(12, string.digits)}-{rand(13, string.digits)}-{rand(24)}",
+        "jwt": f"{b64({'alg': 'HS256', 'typ': 'JWT'})}.{b64({'sub': rand(8)})}.{rand(43)}",
+        "bearer_token": rand(20) + "9" + rand(11),
+        "private_key": f"-----BEGIN RSA PRIVATE KEY-----\n{pem}\n-----END RSA PRIVATE KEY-----",
+        "url_password": rand(14),
+    }
+    context = {
+        "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
+        "bearer_token": "curl -H 'Authorization: Bearer {}' http://127.0.0.1/",
+        "url_password": "git clone https://alice:{}@git.example.com/r.git",
+    }
+    return {k: (v, context.get(k, "export TOKEN={}").format(v)) for k, v in values.items()}

@@ -1,0 +1,169 @@
+"""Work in progress on disk: owned temp names, sweeping leftovers, atomic small writes.
+
+Temp names carry their owner (`.tmp-<pid>-<host>-...`, `temp_name`): a sweep removes
+those of dead processes on this host at once and never a live one's; other hosts' and
+unnamed leftovers go when older than an hour. A failed write (a full disk, any OSError)
+removes its temp file at once and raises `StoreWriteError`, whose message is one line
+naming the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+TMP_PREFIX = ".tmp-"
+TEMP_PREFIXES = (TMP_PREFIX, ".run-", ".staging-", ".old-")
+"""Hidden names of work in progress: temp shards, processing runs, staged exports, and
+replaced directories waiting for removal."""
+TMP_STALE_SECONDS = 3600
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+_OWNED = re.compile(r"^(?:\.tmp|\.run|\.staging|\.old|worldtrace-views)-(\d+)-([0-9a-f]{8})-")
+"""A temp name made by `temp_name`: the owner's pid and host hash."""
+
+
+class StoreWriteError(OSError):
+    """A write into the store failed; `str()` is one line: the path and the reason."""
+
+    def __init__(self, path: str | os.PathLike, cause: OSError):
+        reason = (cause.strerror or str(cause)).splitlines()[0] if str(cause) else repr(cause)
+        if "No space left" in str(cause):
+            reason = "No space left on device"
+        super().__init__(cause.errno, reason, str(path))
+        self.path = Path(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
+
+
+def temp_name(prefix: str, name: str = "") -> str:
+    """A hidden name owned by this process: `<prefix><pid>-<host>-<random>[-name]`."""
+    tail = f"-{name}" if name else ""
+    return f"{prefix}{os.getpid()}-{_HOST}-{uuid.uuid4().hex[:8]}{tail}"
+
+
+def _drop(tmp: Path) -> None:
+    """Remove a temp file that may not exist (nor its directory, when that failed)."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        tmp.unlink()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _started_at(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds, Linux /proc), None when unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _owner_alive(pid: int, modified: float) -> bool:
+    """Whether the process that wrote a temp (last modified at `modified`) still runs.
+    A live pid that started after the temp was last written is a reused pid."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by another user
+    started = _started_at(pid)
+    return started is None or started <= modified + 2
+
+
+def is_leftover(path: Path, max_age_s: float = TMP_STALE_SECONDS) -> bool:
+    """Whether a hidden temp (file or directory) belongs to no running writer: its owner
+    (named in it) is dead on this host, or, without an owner here, it is older than
+    `max_age_s`."""
+    try:
+        modified = path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    m = _OWNED.match(path.name)
+    if m and m.group(2) == _HOST:
+        return not _owner_alive(int(m.group(1)), modified)
+    return time.time() - modified > max_age_s
+
+
+def sweep_leftovers(directory: str | os.PathLike, max_age_s: float = TMP_STALE_SECONDS) -> int:
+    """Remove the `.tmp-*`, `.run-*`, `.staging-*` and `.old-*` leftovers of dead writers
+    in `directory` (not below it); returns how many went."""
+    directory = Path(directory)
+    removed = 0
+    try:
+        entries = [p for p in directory.iterdir() if p.name.startswith(TEMP_PREFIXES)]
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for p in entries:
+        if not is_leftover(p, max_age_s):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def sweep_stale_temps(directory: Path, max_age_s: float = TMP_STALE_SECONDS) -> int:
+    """Remove the temp shards of dead writers (kept name: `sweep_leftovers` does it)."""
+    return sweep_leftovers(directory, max_age_s)
+
+
+def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: str = "zstd") -> Path:
+    """Write one Parquet file that appears atomically at `path`."""
+    path = Path(path)
+    tmp = path.parent / temp_name(TMP_PREFIX, path.name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, tmp, compression=compression)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StoreWriteError(path, exc) from exc
+    finally:
+        _drop(tmp)
+    return path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Write `data` to a file that appears atomically at `path`."""
+    path = Path(path)
+    tmp = path.parent / temp_name(TMP_PREFIX, path.name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreWriteError(path, exc) from exc
+    finally:
+        _drop(tmp)
+    return path

@@ -1,0 +1,168 @@
+"""Redaction rules: every kind found, ordinary data kept, counts, config, env values."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+import uuid
+
+import pytest
+from worldtrace.schemas import Action, Observation, Trajectory, Turn, validate_dict
+from worldtrace.schemas.parsing import ConfigError
+from worldtrace.schemas.redact import (
+    Redactor,
+    env_secrets,
+    find_secrets,
+    redact_payload,
+    redact_record,
+    redact_trajectory,
+)
+from worldtrace.schemas.redact_rules import RedactConfig, example_secrets
+
+
+def planted(seed: int = 7) -> dict[str, str]:
+    return {k: v for k, (v, _) in example_secrets(seed).items()}
+
+
+def in_context(kind: str, value: str) -> str:
+    return dict(example_secrets(7).values())[value]
+
+
+KINDS = {"github_pat": "github_token"}
+
+
+@pytest.mark.parametrize("kind", list(planted()))
+def test_every_kind_becomes_its_placeholder(kind):
+    value = planted()[kind]
+    text, n = Redactor().text(f"before\n{in_context(kind, value)}\nafter")
+    assert n == 1 and value not in text
+    assert f"<secret:{KINDS.get(kind, kind)}>" in text
+    assert text.startswith("before\n") and text.endswith("\nafter")  # the shape stays
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "stripe_access_key"),
+        ("SG." + "a" * 22 + "." + "b" * 43, "sendgrid_api_key"),
+        ("glpat-" + "x1Y2z3W4v5U6t7S8r9Q0", "gitlab_token"),
+    ],
+)
+def test_detect_secrets_plugins_find_their_kinds(text, kind):
+    assert Redactor().text(f"key: {text}\n") == (f"key: <secret:{kind}>\n", 1)
+
+
+def ordinary_data() -> list[str]:
+    rng = random.Random(3)
+    blob = bytes(rng.randrange(256) for _ in range(3000))
+    return [
+        "commit " + hashlib.sha1(b"x").hexdigest() + "\nAuthor: A <a@b.c>",
+        hashlib.sha256(b"data").hexdigest() + "  data.bin",
+        str(uuid.UUID(int=rng.getrandbits(128))),
+        base64.encodebytes(blob).decode(),  # `base64` output, 76 columns
+        base64.b64encode(json.dumps({"a": 1, "b": [1, 2]}).encode()).decode(),  # eyJ... alone
+        "sha512: " + hashlib.sha512(b"x").hexdigest(),
+        "docker pull debian@sha256:" + hashlib.sha256(b"img").hexdigest(),
+        "http://127.0.0.1:8080/api/v1/items?id=3f2a9c1e8b7d6a5f",
+        "ssh://git@github.com:22/org/repo.git and user@host:path",
+        "password = os.environ['DB_PASSWORD']  # ${DB_PASSWORD}",
+        "https://user:${PASSWORD}@host/ and https://user:****@host/",
+        "Bearer authentication is described in RFC 6750",
+    ]
+
+
+@pytest.mark.parametrize("text", ordinary_data())
+def test_ordinary_data_is_kept(text):
+    assert Redactor().text(text) == (text, 0)
+
+
+def test_json_fields_stay_valid_json():
+    key = planted()["private_key"]
+    args = json.dumps({"path": "/root/.ssh/id_rsa", "content": key})
+    out, n = Redactor().text(args)
+    assert n == 1 and json.loads(out)["content"] == "<secret:private_key>"
+
+
+def _trajectory(secret: str) -> Trajectory:
+    turns = [
+        Turn(0, Action(kind="command", text=f"echo {secret}"), Observation(text=secret + "\n")),
+        Turn(1, Action(kind="command", text="git log -1"), Observation(text="commit " + "a" * 40)),
+    ]
+    return Trajectory(domain="terminal", turns=turns, metadata={"note": secret}).with_id()
+
+
+def test_trajectory_redacted_counted_and_reidentified():
+    secret = planted()["github_token"]
+    t = _trajectory(secret)
+    r = redact_trajectory(t)
+    assert secret not in r.to_json() and r.redactions == 3
+    assert r.trajectory_id != t.trajectory_id and validate_dict(r.to_dict()) == []
+    again = redact_trajectory(r)  # idempotent: the count is the placeholders held
+    assert again.redactions == 3 and again.trajectory_id == r.trajectory_id
+    clean = _trajectory("nothing here")
+    assert redact_trajectory(clean).redactions == 0
+
+
+def test_record_dict_in_arrow_shape():
+    secret = planted()["aws_access_key"]
+    d = _trajectory(secret).to_dict()
+    d["metadata"] = sorted(d["metadata"].items())  # Arrow gives a map as pairs
+    out = redact_record(d)
+    assert out["redactions"] == 3 and secret not in json.dumps(out, default=str)
+    assert out["metadata"] == [("note", "<secret:aws_access_key>")]
+    assert sorted(k for _, k in find_secrets(d)) == ["aws_access_key"] * 3
+
+
+def test_config_from_yaml_adds_patterns_and_allows(tmp_path):
+    f = tmp_path / "redact.yaml"
+    f.write_text(
+        "patterns:\n  - {kind: employee_id, regex: 'EMP-(\\d{6})', group: 1}\n"
+        "allow: ['AKIAIOSFODNN7EXAMPLE']\n"
+    )
+    red = Redactor(RedactConfig.load(f))
+    assert red.text("id EMP-123456 key AKIAIOSFODNN7EXAMPLE") == (
+        "id EMP-<secret:employee_id> key AKIAIOSFODNN7EXAMPLE",
+        1,
+    )
+    f.write_text("patterns:\n  - {kind: x, regex: 'a'}\nallowed: []\n")
+    with pytest.raises(ConfigError, match=r"redact.yaml:3: allowed: unknown key"):
+        RedactConfig.load(f)
+    f.write_text("patterns:\n  - {kind: x, regex: '(unclosed'}\n")
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        RedactConfig.load(f)
+
+
+def test_env_values_of_any_sandbox_config(tmp_path, monkeypatch):
+    from worldtrace.sandboxes.docker import DockerConfig
+    from worldtrace.sandboxes.terminal import TerminalConfig
+
+    monkeypatch.setenv("WT_SECRET_ONE", "correct-horse-battery")
+    monkeypatch.setenv("LANG", "en_US.UTF-8")
+    envf = tmp_path / "secrets.env"
+    envf.write_text("# comment\nDB_PASS=s3cr3t-value-42\nSHORT=1\n")
+    cfg = TerminalConfig(
+        docker=DockerConfig(env=("WT_SECRET_ONE", "LANG", "UNSET_ONE"), env_file=str(envf))
+    )
+
+    class Sandbox:  # any kind: found through `.config`
+        config = cfg
+
+    assert env_secrets(Sandbox()) == ["correct-horse-battery", "s3cr3t-value-42"]
+
+    class OtherKind:  # another kind's `env` mapping (an MCP server's, say)
+        env = {"API_TOKEN": "tok-abcdef-123", "DEBUG": "1"}
+
+    assert env_secrets(OtherKind()) == ["tok-abcdef-123"]
+    payload = {"text": "DB_PASS=s3cr3t-value-42 WT=correct-horse-battery LANG=en_US.UTF-8"}
+    assert redact_payload(payload, Sandbox())["text"] == (
+        "DB_PASS=<secret:env_value> WT=<secret:env_value> LANG=en_US.UTF-8"
+    )
+    broken = TerminalConfig(docker=DockerConfig(env_file=str(tmp_path / "missing.env")))
+    assert env_secrets(broken) == []  # the sandbox cannot have received them either
+
+
+def test_disabled_config_redacts_nothing():
+    value = planted()["github_token"]
+    assert Redactor(RedactConfig(enabled=False), [value]).text(value) == (value, 0)

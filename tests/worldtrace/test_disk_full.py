@@ -1,0 +1,136 @@
+"""A full disk (a real 20 MB tmpfs): import, process and export fail with one line, leave
+no temp files, and every shard written before reads back unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+
+import pytest
+from worldtrace.pipelines.process import ProcessConfig, run
+from worldtrace.pipelines.tokens import default_tokenizer
+from worldtrace.schemas import Store
+from worldtrace.schemas.store import TEMP_PREFIXES
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def chat_records(n: int, obs_bytes: int, seed: int) -> str:
+    """OpenAI chat JSONL whose tool results are incompressible (hex of random bytes)."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        calls = []
+        msgs = [{"role": "user", "content": f"task {i}"}]
+        for k in range(2):
+            cid = f"c{i}-{k}"
+            calls.append(
+                {
+                    "id": cid,
+                    "function": {"name": "bash", "arguments": json.dumps({"cmd": f"cat f{k}"})},
+                }
+            )
+            msgs.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": cid,
+                    "content": rng.randbytes(obs_bytes // 2).hex(),
+                }
+            )
+        msgs.insert(1, {"role": "assistant", "tool_calls": calls})
+        lines.append(json.dumps({"id": f"r{seed}-{i}", "messages": msgs}))
+    return "\n".join(lines) + "\n"
+
+
+def checksums(root):
+    return {
+        p: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.parquet"))
+        if not p.name.startswith(".")
+    }
+
+
+def leftovers(root):
+    return [p for p in root.rglob("*") if p.name.startswith((*TEMP_PREFIXES, "beam-temp"))]
+
+
+def wt(env, *args):
+    return subprocess.run(
+        ["worldtrace", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def fill(path, keep_free: int):
+    """Take all but `keep_free` bytes of the file system holding `path`."""
+    path.unlink(missing_ok=True)
+    st = os.statvfs(path.parent)
+    with open(path, "wb") as fh:
+        fh.write(b"\0" * max(0, st.f_bavail * st.f_frsize - keep_free))
+
+
+def one_error_line(r, *expect):
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].lower().startswith("error: "), r.stderr
+    assert "Traceback" not in r.stderr and all(e in err[0] for e in expect), err[0]
+
+
+def test_full_disk_fails_with_one_line_and_keeps_earlier_shards(tmpfs, tmp_path, wt_env):
+    store = Store.at(tmpfs / "store")
+    env = dict(wt_env, WORLDTRACE_STORE=str(store.root))
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small.write_text(chat_records(40, 2000, seed=1))
+    big.write_text(chat_records(10, 300_000, seed=2))  # 3 MB of incompressible text
+
+    assert wt(env, "import", "--create", str(small)).returncode == 0
+    before = checksums(store.root)
+    assert len(before) == 1
+
+    filler = tmpfs / "filler"
+    fill(filler, keep_free=1 << 20)
+    r = wt(env, "import", str(big))
+    one_error_line(r, "cannot write", str(store.raw / "import"), "No space left on device")
+    assert checksums(store.root) == before and not leftovers(tmpfs)
+
+    fill(filler, keep_free=64 << 10)
+    r = wt(env, "process")
+    one_error_line(r, f"cannot write under {store.root}: No space left on device")
+    assert checksums(store.root) == before and not leftovers(tmpfs)
+    assert not store.processed.exists() or not list(store.processed.rglob("*.parquet"))
+
+    filler.unlink()
+    run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
+    before = checksums(store.root)
+    fill(filler, keep_free=16 << 10)
+    r = wt(env, "export", "--tokenizer", str(default_tokenizer()))
+    one_error_line(r, "cannot write", "No space left on device")
+    assert checksums(store.root) == before and not leftovers(tmpfs)
+    filler.unlink()
+
+
+def test_broken_jobs_db_is_one_line(tmp_path, wt_env):
+    store = Store.at(tmp_path / "store")
+    store.root.mkdir(parents=True, exist_ok=True)
+    store.jobs_db.write_bytes(b"this is not a database" * 100)
+    r = wt(dict(wt_env, WORLDTRACE_STORE=str(store.root)), "jobs", "list")
+    one_error_line(r, str(store.jobs_db), "not a database")
+    shutil.rmtree(store.root)
