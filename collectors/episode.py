@@ -92,6 +92,7 @@ def attempt_episode(
             task_id=episode.task.id,
             instruction=episode.task.instruction,
             domain=spec.domain,
+            durability=spec.options.durability,
         )
         conditions = spec.conditions_for(episode)
         return run_episode(
