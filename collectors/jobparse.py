@@ -1,0 +1,178 @@
+"""Parsing a job file's mapping into a `JobSpec`, collecting every problem with its key.
+
+Kept apart from `jobspec.py` (the spec's shape) because the checks are most of the code:
+known keys, the kind's and the policy's config classes, task payloads, and each scripted
+action against the kind's action kinds and static tool schemas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from worldtrace.sandboxes.base import action_kinds, load, static_action_space
+from worldtrace.sandboxes.conditions import parse_conditions
+from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
+
+from .actions import arguments_of, from_spec
+from .jobspec import NAME_RE, TASK_KEYS, JobOptions, JobSpec, Part, TaskEntry
+from .policies import EXPLORER, load_policy
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[ConfigProblem] = []
+
+    def add(self, path: tuple, message: str) -> None:
+        self.items.append(ConfigProblem(path, message))
+
+    def absorb(self, exc: ConfigError) -> None:
+        self.items.extend(exc.problems)
+
+    def attempt(self, fn, *args):
+        try:
+            return fn(*args)
+        except ConfigError as exc:
+            self.absorb(exc)
+        except (KeyError, ValueError) as exc:
+            self.add(args[-1] if args and isinstance(args[-1], tuple) else (), _msg(exc))
+        return None
+
+
+def _msg(exc: Exception) -> str:
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
+def _part(value: Any, path: tuple, what: str) -> tuple[str, dict[str, Any]]:
+    """`kind` and the rest of a `{kind: NAME, ...}` mapping (or a bare NAME)."""
+    if isinstance(value, str):
+        return value, {}
+    if not isinstance(value, Mapping) or not isinstance(value.get("kind"), str):
+        raise ConfigError(
+            [ConfigProblem(path, f"{what} must be a kind name or {{kind: NAME, ...}}")]
+        )
+    rest = {k: v for k, v in value.items() if k != "kind"}
+    return value["kind"], rest
+
+
+def parse_job(data: Any, default_name: str) -> JobSpec:
+    """`data` (a job file's mapping) as a JobSpec; raises ConfigError with every problem."""
+    p = _Problems()
+    if not isinstance(data, Mapping):
+        raise ConfigError([ConfigProblem((), "a job file is a mapping of settings")])
+    top = {k: v for k, v in data.items() if k not in ("sandbox", "policy", "tasks", "conditions")}
+    top.setdefault("name", default_name)
+    options = p.attempt(parse, JobOptions, top, ())
+
+    sandbox_cls = sandbox = None
+    kind_rest = p.attempt(_part, data.get("sandbox", "terminal"), ("sandbox",), "sandbox")
+    if kind_rest:
+        kind, rest = kind_rest
+        try:
+            sandbox_cls = load(kind)
+        except KeyError as exc:
+            p.add(("sandbox", "kind"), _msg(exc))
+        else:
+            config = p.attempt(parse, sandbox_cls.config_class, rest, ("sandbox",))
+            if config is not None:
+                sandbox = Part(kind, config)
+
+    policy = None
+    pk = p.attempt(_part, data.get("policy", "scripted"), ("policy",), "policy")
+    if pk and sandbox_cls is not None:
+        kind, rest = pk
+        try:
+            policy_cls = load_policy(kind, sandbox_cls)
+        except KeyError as exc:
+            p.add(
+                ("policy", "kind") if isinstance(data.get("policy"), Mapping) else ("policy",),
+                _msg(exc),
+            )
+        else:
+            config = p.attempt(parse, policy_cls.config_class, rest, ("policy",))
+            if config is not None:
+                policy = Part(kind, config)
+
+    tasks = _parse_tasks(data.get("tasks"), sandbox_cls, sandbox, policy, p)
+    conditions = p.attempt(parse_conditions, data.get("conditions"), ("conditions",))
+    if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):
+        p.add(("conditions",), f"sandbox kind {sandbox_cls.kind} takes no conditions")
+    if p.items:
+        raise ConfigError(p.items)
+    assert options is not None and sandbox is not None and policy is not None
+    return JobSpec(options, sandbox, policy, tuple(tasks), conditions)
+
+
+def _parse_tasks(raw: Any, sandbox_cls, sandbox: Part | None, policy: Part | None, p: _Problems):
+    if not isinstance(raw, list) or not raw:
+        p.add(("tasks",), "a job needs a list of at least one task")
+        return []
+    kinds = action_kinds(sandbox_cls) if sandbox_cls else ()
+    space = static_action_space(sandbox_cls, sandbox.config) if sandbox else None
+    tools = {t.name: t for t in space or []} if space is not None else None
+    task_class = getattr(sandbox_cls, "task_class", None)
+    seen: set[str] = set()
+    out = []
+    for i, t in enumerate(raw):
+        path = ("tasks", i)
+        if not isinstance(t, Mapping):
+            p.add(path, "a task is a mapping with at least an id")
+            continue
+        tid = t.get("id")
+        if not isinstance(tid, str) or not NAME_RE.match(tid):
+            p.add((*path, "id"), "missing or invalid task id (letters, digits, '.', '_', '-')")
+            continue
+        if tid in seen:
+            p.add((*path, "id"), f"duplicate task id {tid!r}")
+        seen.add(tid)
+        extra = {k: v for k, v in t.items() if k not in TASK_KEYS}
+        params = None
+        if task_class is not None:
+            params = p.attempt(parse, task_class, extra, path)
+        else:
+            for k in extra:
+                p.add((*path, k), "unknown key")
+        instruction = t.get("instruction") or ""
+        setup = t.get("setup") or []
+        if not isinstance(instruction, str):
+            p.add((*path, "instruction"), "must be a string")
+        if not isinstance(setup, list) or not all(isinstance(c, str) for c in setup):
+            p.add((*path, "setup"), "must be a list of shell command strings")
+            setup = []
+        actions = []
+        specs = t.get("actions") or []
+        if not isinstance(specs, list):
+            p.add((*path, "actions"), "must be a list")
+            specs = []
+        for j, spec in enumerate(specs):
+            apath = (*path, "actions", j)
+            try:
+                action = from_spec(spec)
+            except ValueError as exc:
+                p.add(apath, str(exc))
+                continue
+            if kinds and action.kind not in kinds:
+                p.add(apath, f"sandbox kind takes {' or '.join(kinds)} actions, not {action.kind}")
+                continue
+            if action.kind == "tool_call" and tools is not None:
+                if action.name not in tools:
+                    p.add(
+                        (*apath, "tool"),
+                        f"unknown tool {action.name!r} (tools: {', '.join(tools)})",
+                    )
+                    continue
+                problem = tools[action.name].check(arguments_of(action))
+                if problem:
+                    p.add((*apath, "arguments"), problem)
+                    continue
+            actions.append(action)
+        replay = t.get("replay")
+        if policy is not None:
+            if policy.kind == "scripted" and not specs:
+                p.add((*path, "actions"), "policy scripted needs the task's actions")
+            if policy.kind == "replay" and not isinstance(replay, str):
+                p.add((*path, "replay"), "policy replay needs a trajectory id (prefix)")
+            if policy.kind not in ("scripted", EXPLORER) and specs and policy.kind != "replay":
+                p.add((*path, "actions"), f"policy {policy.kind} chooses its own actions")
+        out.append(TaskEntry(tid, instruction, tuple(setup), tuple(actions), replay, params))
+    return out
