@@ -141,3 +141,15 @@ def test_tool_constructor_takes_an_argument_called_name():
     a = tool("create_entity", name="Alice", kind="person")
     assert a.name == "create_entity"
     assert json.loads(a.arguments_json) == {"kind": "person", "name": "Alice"}
+
+
+def test_every_example_job_file_is_valid(monkeypatch):
+    """examples/ is documentation users copy: every file must parse as it stands."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)  # relative repository paths are relative to the project
+    files = sorted((root / "examples").glob("*.yaml"))
+    assert len(files) > 30
+    kinds = {JobSpec.load(f).sandbox.kind for f in files}
+    assert kinds == {"terminal", "swe", "mcp", "web", "android"}
