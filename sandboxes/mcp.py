@@ -31,6 +31,10 @@ Server log notifications and progress notifications go to the observation's
 `state_json` (`{"logs": [...], "progress": [...]}`), never into its text; an injected
 fault (`faults:`, see `mcp_proxy.py`) is reported there as `{"perturbation": {kind,...}}`,
 which the Recorder moves onto the turn (`Turn.perturbation`).
+
+The client (`mcp_client.py`), the fault plan (`mcp_proxy.py`), the explorer and the
+search server live beside it; what stays here (~400 lines) is the config, one class
+with its lifecycle and the step, which read best together.
 """
 
 from __future__ import annotations
