@@ -1,5 +1,5 @@
-"""Tokens: finding and loading the tokenizer, encoding with offsets, and the token-level
-loss mask computed from those offsets and the rendered observation spans.
+"""Tokens: finding and loading the tokenizer, encoding, and the token-level loss mask
+computed from token character offsets and the rendered observation spans.
 
 Lives in `pipelines` (not the CLI package) so tests, benchmarks and a trainer can find the
 default tokenizer without importing the command line. Only the standard library is
@@ -77,18 +77,65 @@ def pad_id(tok) -> int:
     return 0 if pad is None else pad
 
 
-def encode(tok, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(token ids int32, character offsets (n, 2)) per text, without added special tokens:
-    the template already wrote them as text."""
-    import numpy as np
+class Encoded:
+    """Token ids of one text, with character-offset queries answered by the tokenizer's
+    own Encoding: materialising every token's offsets as Python tuples cost more than
+    half of the tokenization itself; a mask needs a few lookups per observation."""
 
-    return [
-        (
-            np.asarray(e.ids, dtype=np.int32),
-            np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2),
-        )
-        for e in tok.encode_batch(texts, add_special_tokens=False)
-    ]
+    __slots__ = ("_enc", "ids", "n", "text_len")
+
+    def __init__(self, enc, text_len: int, ids: np.ndarray | None = None, n: int | None = None):
+        import numpy as np
+
+        self._enc = enc
+        self.ids = np.asarray(enc.ids, dtype=np.int32) if ids is None else ids
+        self.n = len(self.ids) if n is None else n
+        self.text_len = text_len
+
+    def __len__(self) -> int:
+        return self.n
+
+    def head(self, n: int) -> Encoded:
+        """The first `n` tokens."""
+        return Encoded(self._enc, self.text_len, self.ids[:n], min(n, self.n))
+
+    def chars(self, i: int) -> tuple[int, int]:
+        """Character span of token i."""
+        return self._enc.token_to_chars(i)
+
+    def _guess(self, c: int) -> int:
+        """A token at or near character c (chars merged away by normalisation have none)."""
+        while c < self.text_len:
+            t = self._enc.char_to_token(c)
+            if t is not None:
+                return min(t, self.n)
+            c += 1
+        return self.n
+
+    def _first(self, side: int, c: int) -> int:
+        """First token whose start (side 0) / end (side 1) is >= c; both are non-decreasing."""
+        i = self._guess(c)
+        while i > 0 and self.chars(i - 1)[side] >= c:
+            i -= 1
+        while i < self.n and self.chars(i)[side] < c:
+            i += 1
+        return i
+
+    def first_at(self, c: int) -> int:
+        """The first token starting at or after character c."""
+        return self._first(0, c)
+
+    def token_range(self, s: int, e: int) -> tuple[int, int]:
+        """Tokens lying wholly inside characters [s, e)."""
+        lo = self._first(0, s)
+        return lo, max(lo, self._first(1, e + 1))
+
+
+def encode(tok, texts: list[str]) -> list[Encoded]:
+    """Token ids per text, without added special tokens: the template already wrote them
+    as text."""
+    encs = tok.encode_batch(texts, add_special_tokens=False)
+    return [Encoded(e, len(t)) for e, t in zip(encs, texts, strict=True)]
 
 
 @dataclass
@@ -103,15 +150,8 @@ class MaskConfig:
     """The end-of-turn token closing an observation is a target too."""
 
 
-def _token_range(starts: np.ndarray, ends: np.ndarray, s: int, e: int) -> tuple[int, int]:
-    """Tokens lying wholly inside [s, e)."""
-    lo = int(starts.searchsorted(s, "left"))
-    hi = int(ends.searchsorted(e, "right"))
-    return lo, max(lo, hi)
-
-
 def loss_mask(
-    offsets: np.ndarray,
+    encoded: Encoded,
     rendered: Rendered,
     turns: dict[int, dict[str, Any]],
     tid: str,
@@ -124,17 +164,16 @@ def loss_mask(
 
     from .mask import keep_turn, unit_draw
 
-    mask = np.zeros(len(offsets), dtype=np.uint8)
+    mask = np.zeros(len(encoded), dtype=np.uint8)
     ranges: list[tuple[int, int, int]] = []
-    if not len(offsets):
+    if not len(encoded):
         return mask, ranges
-    starts, ends = offsets[:, 0], offsets[:, 1]
     for sp in rendered.spans:
         if targets is not None and sp.turn not in targets:
             continue
         keep = turns[sp.turn]["keep"]
         keep = 1.0 if keep is None else keep
-        lo, hi = _token_range(starts, ends, sp.start, sp.end)
+        lo, hi = encoded.token_range(sp.start, sp.end)
         ranges.append((sp.turn, lo, hi))
         n = hi - lo
         if cfg.keep_mode == "turn":
@@ -149,6 +188,6 @@ def loss_mask(
             mask[lo : lo + math.ceil(keep * n)] = 1
             on = keep >= 1.0
         if cfg.eot_target and on and sp.eot_end > sp.eot_start:
-            elo, ehi = _token_range(starts, ends, sp.eot_start, sp.eot_end)
+            elo, ehi = encoded.token_range(sp.eot_start, sp.eot_end)
             mask[elo:ehi] = 1
     return mask, ranges
