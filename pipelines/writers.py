@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
-from worldtrace.schemas.store import ShardWriter, write_bytes_atomic
+from worldtrace.schemas.store import write_bytes_atomic
 
 from .mask import keep_turn
 from .megatron import IndexedDatasetWriter, read_index
@@ -59,6 +59,7 @@ PACKED_SCHEMA = pa.schema(
     ]
 )
 ROW_GROUP_ROWS = 256
+SHARD_BYTES = 256 << 20
 
 
 @contextmanager
@@ -81,33 +82,46 @@ def staged(out: Path) -> Iterator[Path]:
 
 # -- training rows ---------------------------------------------------------------------
 class ParquetRows:
-    """Training rows -> `<part>-export-NNNNN.parquet` shards (256 MiB), 256 rows a row group."""
+    """Training rows -> `<part>-export-NNNNN.parquet` shards (zstd, cut at 256 MiB), 256
+    rows a row group. Written straight into the staged export directory (published as a
+    whole); dictionary encoding only for the string columns: on token ids it costs
+    three times the write and makes the file larger."""
 
     def __init__(self, directory: Path, schema: pa.Schema, part: str = "train"):
-        self.schema = schema
+        self.directory, self.schema, self.part = directory, schema, part
         self.rows = 0
         self._buf: list[dict[str, Any]] = []
-        self._w = ShardWriter(
-            directory,
-            schema=schema,
-            prefix=part,
-            run="export",
-            row_group_rows=ROW_GROUP_ROWS,
-            target_bytes=256 << 20,
-        )
+        self._w: pq.ParquetWriter | None = None
+        self._path: Path | None = None
+        self._seq = 0
 
     def add(self, row: dict[str, Any]) -> None:
         self._buf.append(row)
         self.rows += 1
         if len(self._buf) >= ROW_GROUP_ROWS:
-            self._w.write_batch(_batch(self._buf, self.schema))
-            self._buf = []
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buf:
+            return
+        if self._w is None:
+            self._path = self.directory / f"{self.part}-export-{self._seq:05d}.parquet"
+            self._w = pq.ParquetWriter(
+                self._path,
+                self.schema,
+                compression="zstd",
+                use_dictionary=[f.name for f in self.schema if f.type == pa.string()],
+            )
+        self._w.write_batch(_batch(self._buf, self.schema), row_group_size=ROW_GROUP_ROWS)
+        self._buf = []
+        if self._path.stat().st_size >= SHARD_BYTES:
+            self._w.close()
+            self._w, self._seq = None, self._seq + 1
 
     def close(self) -> int:
-        if self._buf:
-            self._w.write_batch(_batch(self._buf, self.schema))
-            self._buf = []
-        self._w.close()
+        self._flush()
+        if self._w is not None:
+            self._w.close()
         return self.rows
 
 
