@@ -9,6 +9,7 @@ trajectory's sampled `conditions`, when it has any, are stated before the instru
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -80,12 +81,22 @@ def action_space_text(raw: Any) -> str:
     text; anything else as it is."""
     if not raw:
         return ""
-    space = raw
     if isinstance(raw, str):
-        try:
-            space = json.loads(raw)
-        except json.JSONDecodeError:
-            return raw.strip()
+        return _action_space_json(raw)
+    return _action_space(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _action_space_json(raw: str) -> str:
+    """Cached: most records of a corpus share a handful of action spaces."""
+    try:
+        space = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw.strip()
+    return _action_space(space)
+
+
+def _action_space(space: Any) -> str:
     if isinstance(space, dict):
         space = [space]
     if not isinstance(space, list):

@@ -67,6 +67,7 @@ class Sample:
     part: str
     input_ids: np.ndarray = field(repr=False)
     loss_mask: np.ndarray = field(repr=False)
+    num_loss_tokens: int = 0
 
     def row(self) -> dict[str, Any]:
         """The unpacked training row (writers.TRAIN_SCHEMA)."""
@@ -77,7 +78,7 @@ class Sample:
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,
             "num_tokens": len(self.input_ids),
-            "num_loss_tokens": int(self.loss_mask.sum()),
+            "num_loss_tokens": self.num_loss_tokens,
         }
 
 
@@ -117,10 +118,14 @@ class SampleStats:
         d["loss_tokens"] += loss_tokens
 
     def add_turns(self, turns, ranges: list[tuple[int, int, int]], mask: np.ndarray) -> None:
-        for turn, lo, hi in ranges:
+        if not ranges:
+            return
+        csum = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
+        bounds = np.array([(lo, hi) for _, lo, hi in ranges])
+        kepts = (csum[bounds[:, 1]] - csum[bounds[:, 0]]).tolist()
+        for (turn, lo, hi), kept in zip(ranges, kepts, strict=True):
             c = self.by_category[turns[turn].get("category") or "unscored"]
             c["obs_tokens"] += hi - lo
-            kept = int(mask[lo:hi].sum())
             c["loss_tokens"] += kept
             c["turns"] += 1
             c["turns_in_loss"] += kept > 0
@@ -197,8 +202,9 @@ class SampleBuilder:
         part = rec.get(PART, MAIN_PART)
         stats = self.stats[part]
         stats.add_turns(turns, ranges, mask)
-        stats.add(rec[F.DOMAIN], len(enc), int(mask.sum()))
-        return Sample(sid, tid, rec[F.DOMAIN], part, enc.ids, mask)
+        n_loss = int(np.count_nonzero(mask))
+        stats.add(rec[F.DOMAIN], len(enc), n_loss)
+        return Sample(sid, tid, rec[F.DOMAIN], part, enc.ids, mask, n_loss)
 
     def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> Iterator[Sample]:
         tid = rec[F.TRAJECTORY_ID]
@@ -354,5 +360,5 @@ class Packer:
             "loss_mask": mask,
             "doc_boundaries": bounds,
             "num_tokens": pos,
-            "num_loss_tokens": int(mask.sum()),
+            "num_loss_tokens": sum(s.num_loss_tokens for s in members),
         }

@@ -113,11 +113,13 @@ class Encoded:
         return self.n
 
     def _first(self, side: int, c: int) -> int:
-        """First token whose start (side 0) / end (side 1) is >= c; both are non-decreasing."""
+        """First token whose start (side 0) / end (side 1) is >= c; both are non-decreasing,
+        so a guess from `char_to_token` is walked back or forward to the answer."""
+        chars, n = self._enc.token_to_chars, self.n
         i = self._guess(c)
-        while i > 0 and self.chars(i - 1)[side] >= c:
+        while i > 0 and chars(i - 1)[side] >= c:
             i -= 1
-        while i < self.n and self.chars(i)[side] < c:
+        while i < n and chars(i)[side] < c:
             i += 1
         return i
 

@@ -158,26 +158,37 @@ def row_writer(fmt: str, directory: Path, packed: bool, part: str = "train"):
     return ParquetRows(directory, PACKED_SCHEMA if packed else TRAIN_SCHEMA, part)
 
 
+_NUMPY = {pa.int32(): np.int32, pa.uint8(): np.uint8, pa.int64(): np.int64}
+
+
 def _batch(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
-    """Rows -> a record batch; the token columns are built from one concatenated array
-    (pa.array over a list of numpy arrays would convert element by element)."""
-    cols = {}
-    for f in schema:
-        vals = [r[f.name] for r in rows]
-        if pa.types.is_list(f.type) and f.name in ("input_ids", "loss_mask"):
-            flat = (
-                np.concatenate(vals)
-                if vals
-                else np.array([], dtype=f.type.value_type.to_pandas_dtype())
-            )
-            offs = np.zeros(len(vals) + 1, dtype=np.int32)
-            np.cumsum([len(v) for v in vals], out=offs[1:])
-            cols[f.name] = pa.ListArray.from_arrays(
-                pa.array(offs), pa.array(flat, type=f.type.value_type)
-            )
+    """Rows -> a record batch, every column built from buffers (`_array`)."""
+    return pa.RecordBatch.from_arrays(
+        [_array([r[f.name] for r in rows], f.type) for f in schema], schema=schema
+    )
+
+
+def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """A non-null column from Python values (numpy arrays for lists of numbers), built from
+    buffers: `pa.array` imports pandas on first use (0.6 s, a fifth of a small export),
+    and converts a list of numpy arrays element by element."""
+    if pa.types.is_list(type_):
+        offsets = np.zeros(len(values) + 1, dtype=np.int32)
+        np.cumsum([len(v) for v in values], out=offsets[1:])
+        item = type_.value_type
+        if item in _NUMPY:
+            flat: Any = np.concatenate(values) if values else np.zeros(0, _NUMPY[item])
         else:
-            cols[f.name] = pa.array(vals, type=f.type)
-    return pa.RecordBatch.from_pydict(cols, schema=schema)
+            flat = [x for v in values for x in v]
+        return pa.ListArray.from_arrays(_array(offsets, pa.int32()), _array(flat, item))
+    if pa.types.is_string(type_):
+        data = [v.encode() for v in values]
+        offsets = np.zeros(len(data) + 1, dtype=np.int32)
+        np.cumsum([len(d) for d in data], out=offsets[1:])
+        buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+        return pa.Array.from_buffers(type_, len(data), buffers)
+    arr = np.ascontiguousarray(values, dtype=_NUMPY[type_])
+    return pa.Array.from_buffers(type_, len(arr), [None, pa.py_buffer(arr)])
 
 
 # -- AgentWorldBench -------------------------------------------------------------------
