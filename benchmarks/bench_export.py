@@ -25,7 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-N_DEFAULT = 4000
+N_DEFAULT = 12000
+"""Trajectories of the throughput corpus (about 9M tokens: the tokenizer load amortises)."""
+N_MEMORY = 2000
+"""Trajectories of the 1x memory corpus (10x = ten copies)."""
 SEQ_LEN = 4096
 
 
@@ -134,6 +137,7 @@ def run_child(trajectories: str, out: str, seq_len: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trajectories", type=int, default=N_DEFAULT)
+    ap.add_argument("--memory-trajectories", type=int, default=N_MEMORY)
     ap.add_argument("--work", default="", help="work directory (default: a temporary one)")
     ap.add_argument(
         "--child", nargs=3, metavar=("TRAJECTORIES", "OUT", "SEQ_LEN"), help=argparse.SUPPRESS
@@ -144,10 +148,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     with tempfile.TemporaryDirectory(dir=args.work or None) as tmp:
         work = Path(tmp)
-        one = make_corpus(work, args.trajectories)
+        one = make_corpus(work / "tp", args.trajectories)
         throughput(one, work)
         threads(one, work)
-        memory(one, work)
+        memory(make_corpus(work / "mem", args.memory_trajectories), work)
 
 
 def throughput(one: Path, work: Path) -> None:
