@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -130,8 +129,17 @@ def child(args: list[str], env: dict[str, str] | None = None) -> dict:
 def run_child(trajectories: str, out: str, seq_len: int) -> None:
     """One export in this process: seconds, tokens, and this process's peak RSS (MB)."""
     seconds, tokens = export_run(Path(trajectories), Path(out), seq_len=seq_len)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "tokens": tokens, "peak_mb": peak}))
+    print(json.dumps({"seconds": seconds, "tokens": tokens, "peak_mb": peak_mb()}))
+
+
+def peak_mb() -> float:
+    """This process's peak RSS since it started (VmHWM). Not ru_maxrss: Linux carries
+    that over exec from the parent that forked us, so a child would report the
+    benchmark's own peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -71,7 +71,7 @@ class ExportConfig(SampleConfig):
     format: str = "parquet"
     """parquet, megatron or agentworldbench (JSONL eval sets, no tokenizer needed)."""
     split: str | None = None
-    """Hold out whole dedup clusters, e.g. test=0.02 (or test=0.02,valid=0.01; a mapping in a config file): each part goes to OUTPUT/<part>/ with its own manifest, the rest to OUTPUT/train/."""
+    """Hold out whole dedup clusters, e.g. test=0.02 (or test=0.02,valid=0.01; from Python also a mapping): each part goes to OUTPUT/<part>/ with its own manifest, the rest to OUTPUT/train/."""
     simulation_instructions: str | None = None
     """YAML/JSON file mapping domain -> simulation instruction, or a directory of <domain>.md files; replaces worldtrace's own text for those domains."""
     shard_rows: int = 4096

@@ -27,7 +27,7 @@ from worldtrace.schemas import fields as F
 from .mask import unit_draw
 from .prompt import SystemPrompt, trimmed
 from .render import Rendered, Span, Template
-from .tokens import Encoded, MaskConfig, encode, loss_mask
+from .tokens import Encoded, Encoder, MaskConfig, loss_mask
 
 SAMPLE_MODES = ("trajectory", "turn")
 SAMPLE_TURNS = ("all", "one")
@@ -148,6 +148,7 @@ class SampleBuilder:
         self.cfg = cfg
         self.template = template
         self.tok = tok
+        self.encoder = Encoder(tok) if tok is not None else None
         self.prompt = prompt
         self.max_len = cfg.max_len or cfg.seq_len
         self.stats: dict[str, SampleStats] = defaultdict(SampleStats)
@@ -167,7 +168,7 @@ class SampleBuilder:
                 yield from self._finish(*pending)
 
     def _encode(self, texts: list[str]) -> list[Encoded]:
-        return encode(self.tok, texts)
+        return self.encoder(texts)
 
     def _pieces(self, rec: dict[str, Any]) -> list[tuple[str, list[dict], set[int] | None]]:
         """(sample suffix, turns to render, target turns) before length limits."""

@@ -78,66 +78,147 @@ def pad_id(tok) -> int:
 
 
 class Encoded:
-    """Token ids of one text, with character-offset queries answered by the tokenizer's
-    own Encoding: materialising every token's offsets as Python tuples cost more than
-    half of the tokenization itself; a mask needs a few lookups per observation."""
+    """Token ids of one text and every token's character span (`offsets`, (n, 2))."""
 
-    __slots__ = ("_enc", "ids", "n", "text_len")
+    __slots__ = ("ids", "offsets")
 
-    def __init__(self, enc, text_len: int, ids: np.ndarray | None = None, n: int | None = None):
-        import numpy as np
-
-        self._enc = enc
-        self.ids = np.asarray(enc.ids, dtype=np.int32) if ids is None else ids
-        self.n = len(self.ids) if n is None else n
-        self.text_len = text_len
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray):
+        self.ids, self.offsets = ids, offsets
 
     def __len__(self) -> int:
-        return self.n
+        return len(self.ids)
 
     def head(self, n: int) -> Encoded:
         """The first `n` tokens."""
-        return Encoded(self._enc, self.text_len, self.ids[:n], min(n, self.n))
+        return Encoded(self.ids[:n], self.offsets[:n])
 
     def chars(self, i: int) -> tuple[int, int]:
         """Character span of token i."""
-        return self._enc.token_to_chars(i)
-
-    def _guess(self, c: int) -> int:
-        """A token at or near character c (chars merged away by normalisation have none)."""
-        while c < self.text_len:
-            t = self._enc.char_to_token(c)
-            if t is not None:
-                return min(t, self.n)
-            c += 1
-        return self.n
-
-    def _first(self, side: int, c: int) -> int:
-        """First token whose start (side 0) / end (side 1) is >= c; both are non-decreasing,
-        so a guess from `char_to_token` is walked back or forward to the answer."""
-        chars, n = self._enc.token_to_chars, self.n
-        i = self._guess(c)
-        while i > 0 and chars(i - 1)[side] >= c:
-            i -= 1
-        while i < n and chars(i)[side] < c:
-            i += 1
-        return i
+        return int(self.offsets[i, 0]), int(self.offsets[i, 1])
 
     def first_at(self, c: int) -> int:
         """The first token starting at or after character c."""
-        return self._first(0, c)
+        return int(self.offsets[:, 0].searchsorted(c, "left"))
 
     def token_range(self, s: int, e: int) -> tuple[int, int]:
         """Tokens lying wholly inside characters [s, e)."""
-        lo = self._first(0, s)
-        return lo, max(lo, self._first(1, e + 1))
+        lo = int(self.offsets[:, 0].searchsorted(s, "left"))
+        return lo, max(lo, int(self.offsets[:, 1].searchsorted(e, "right")))
+
+
+class Encoder:
+    """Texts -> `Encoded` (ids and character offsets), without added special tokens: the
+    template already wrote them as text.
+
+    For a byte-level BPE tokenizer (Qwen, GPT-2/4 style) the offsets are computed rather
+    than asked for: every vocabulary token is a run of bytes (one byte per character of
+    its byte-level spelling), so token byte offsets are a cumulative sum of byte lengths,
+    mapped to characters through the text's UTF-8 layout. That allows
+    `encode_batch_fast`, which skips offset tracking (a quarter of the tokenizer's time),
+    and avoids converting every offset to a Python tuple (more than half). A text whose
+    bytes the tokens do not add up to (normalisation changed it, a non-byte-level
+    tokenizer) is encoded again with the tokenizer's own offsets.
+    """
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.byte_len = _byte_lengths(tok)
+        self.nfc = _component(tok.normalizer) in (None, {"type": "NFC"})
+
+    def __call__(self, texts: list[str]) -> list[Encoded]:
+        if self.byte_len is None or not self.nfc:
+            return [self._exact(e) for e in self.tok.encode_batch(texts, add_special_tokens=False)]
+        fast = getattr(self.tok, "encode_batch_fast", self.tok.encode_batch)
+        return [
+            self._computed(t, e)
+            for t, e in zip(texts, fast(texts, add_special_tokens=False), strict=True)
+        ]
+
+    @staticmethod
+    def _exact(enc) -> Encoded:
+        import numpy as np
+
+        ids = np.asarray(enc.ids, dtype=np.int32)
+        return Encoded(ids, np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2))
+
+    def _computed(self, text: str, enc) -> Encoded:
+        import unicodedata
+
+        import numpy as np
+
+        ids = np.asarray(enc.ids, dtype=np.int32)
+        ends = np.cumsum(self.byte_len[ids])
+        starts = ends - self.byte_len[ids]
+        if text.isascii():
+            n_bytes = len(text)
+        else:
+            if not unicodedata.is_normalized("NFC", text):
+                return self._exact(self.tok.encode(text, add_special_tokens=False))
+            cp = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+            width = 1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)
+            char_at = np.concatenate(([0], np.cumsum(width)))  # byte offset of each char
+            n_bytes = int(char_at[-1])
+        if (ends[-1] if len(ends) else 0) != n_bytes:
+            return self._exact(self.tok.encode(text, add_special_tokens=False))
+        if not text.isascii():  # bytes -> the characters they belong to
+            starts = char_at.searchsorted(starts, "right") - 1
+            ends = char_at.searchsorted(ends, "left")
+        return Encoded(ids, np.stack([starts, ends], axis=1))
+
+
+def _component(obj) -> dict[str, Any] | None:
+    """A tokenizer component's JSON description (None when absent)."""
+    return None if obj is None else json.loads(obj.__getstate__())
+
+
+def _byte_lengths(tok) -> np.ndarray | None:
+    """UTF-8 length of every token id, when the tokenizer is byte-level BPE (a ByteLevel
+    decoder and pre-tokenizer without an added prefix space); else None."""
+    import numpy as np
+
+    decoder = _component(tok.decoder) or {}
+    levels = [p for p in _walk(_component(tok.pre_tokenizer)) if p.get("type") == "ByteLevel"]
+    if decoder.get("type") != "ByteLevel" or not levels:
+        return None
+    if any(p.get("add_prefix_space") for p in levels):
+        return None
+    added = set(tok.get_added_tokens_decoder())
+    vocab = tok.get_vocab(with_added_tokens=True)
+    alphabet = _byte_level_alphabet()
+    lengths = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+    for piece, i in vocab.items():
+        if i in added:
+            lengths[i] = len(piece.encode())
+        elif alphabet.issuperset(piece):
+            lengths[i] = len(piece)  # one byte per character of the byte-level spelling
+        else:
+            return None
+    return lengths
+
+
+def _walk(d: Any) -> list[dict[str, Any]]:
+    """Every dict in a nested JSON description (a Sequence's members included)."""
+    if isinstance(d, dict):
+        return [d, *(x for v in d.values() for x in _walk(v))]
+    if isinstance(d, list):
+        return [x for v in d for x in _walk(v)]
+    return []
+
+
+def _byte_level_alphabet() -> frozenset[str]:
+    """The 256 characters byte-level BPE spells bytes with (GPT-2's bytes_to_unicode)."""
+    keep = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    extra = [256 + n for n in range(256 - len(keep))]
+    return frozenset(map(chr, keep + extra))
 
 
 def encode(tok, texts: list[str]) -> list[Encoded]:
-    """Token ids per text, without added special tokens: the template already wrote them
-    as text."""
-    encs = tok.encode_batch(texts, add_special_tokens=False)
-    return [Encoded(e, len(t)) for e, t in zip(encs, texts, strict=True)]
+    """`Encoder(tok)(texts)`, for one-off calls (an Encoder reuses its byte-length table)."""
+    return Encoder(tok)(texts)
 
 
 @dataclass
@@ -147,7 +228,7 @@ class MaskConfig:
     keep_mode: str = "turn"
     """How a partial keep applies: whole turn by hash, per token, or a prefix."""
     seed: int = 0
-    """Seeds every hash draw: keep decisions, per-token masks, the sampled turn."""
+    """Seeds every hash draw: keep decisions, per-token masks, the sampled turn, the split."""
     eot_target: bool = True
     """The end-of-turn token closing an observation is a target too."""
 
