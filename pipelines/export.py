@@ -174,19 +174,7 @@ def export(cfg: ExportConfig, batch: int = 256) -> dict[str, Any]:
         if awb:
             n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
         else:
-            pad = pad_id(tok)
-            sinks = {
-                n: PartSink(
-                    cfg,
-                    dirs[n],
-                    n,
-                    Packer(cfg.seq_len, pad, cfg.pack_window) if cfg.seq_len else None,
-                )
-                for n in names
-            }
-            for sample in builder.samples(records):
-                sinks[sample.part].add(sample)
-            n_rows = {n: s.close() for n, s in sinks.items()}
+            n_rows = _write_rows(cfg, records, dirs, builder, pad_id(tok))
         manifests = {}
         for n in names:
             m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n)
@@ -214,6 +202,17 @@ def _routed(
             r[PART] = part_of(r[CLUSTER], fractions, seed) if fractions else MAIN_PART
             counts[r[PART]] += 1
         yield records
+
+
+def _write_rows(cfg, records, dirs: dict[str, Path], builder, pad: int) -> dict[str, int]:
+    """Samples -> each part's rows (packed within a window when seq_len is set)."""
+    sinks = {
+        n: PartSink(cfg, d, n, Packer(cfg.seq_len, pad, cfg.pack_window) if cfg.seq_len else None)
+        for n, d in dirs.items()
+    }
+    for sample in builder.samples(records):
+        sinks[sample.part].add(sample)
+    return {n: s.close() for n, s in sinks.items()}
 
 
 def _write_awb(records, dirs, fractions, prompt, builder, seed) -> dict[str, int]:
