@@ -1,37 +1,61 @@
 """`worldtrace export`: processed trajectories -> token-level loss-masked training shards.
 
-Orchestration only: read records -> build samples (samples.py) -> write rows (writers.py)
--> manifest. Rendering is in render.py, tokenizer and loss masks in tokens.py.
-Trajectories are read sorted by trajectory_id, every draw is a hash of (trajectory,
-turn, seed), shard names are fixed and the manifest holds no clock: two runs with the
-same inputs and settings write byte-identical files.
+Orchestration only: stream record batches (inputs.py) -> route each record to its part
+(train, or a held-out part of `--split`) -> samples (samples.py) -> rows, packed within
+a window -> writers (writers.py) -> one manifest per part. Rendering is in render.py and
+prompt.py, tokenizer and loss masks in tokens.py.
+
+Determinism: records are read in stored order, every draw (keep, sampled turn, split)
+is a hash of (id, seed), shard names are fixed and manifests hold no clock, so the same
+processed shards and settings give byte-identical files.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import read_table
+from worldtrace.schemas.hashing import sha256_file
 
-from .mask import KEEP_MODES
+from .inputs import CLUSTER, check_input, iter_batches
+from .mask import KEEP_MODES, unit_draw
+from .prompt import SystemPrompt
 from .render import load_template
-from .samples import OVERFLOWS, SAMPLE_MODES, SAMPLE_TURNS, SampleBuilder, SampleConfig, rows
+from .samples import (
+    MAIN_PART,
+    OVERFLOWS,
+    PART,
+    SAMPLE_MODES,
+    SAMPLE_TURNS,
+    Packer,
+    Sample,
+    SampleBuilder,
+    SampleConfig,
+)
 from .tokens import load_tokenizer, pad_id, tokenizer_info
 from .writers import (
     FORMATS,
     LABEL_SHIFT,
+    MANIFEST,
+    AgentWorldBenchLines,
+    agentworldbench_lines,
+    row_writer,
     shard_entries,
     staged,
-    write_agentworldbench,
     write_manifest,
-    write_rows,
 )
 
-__all__ = ["ExportConfig", "export"]
+__all__ = ["FORMATS", "ExportConfig", "export", "parse_split"]
+
+SPLIT_BY = "dedup.cluster_id"
+EVAL_PART = "test"
+"""AgentWorldBench files of an export without `split` are eval sets: `<domain>_test.jsonl`."""
 
 
 @dataclass
@@ -45,7 +69,11 @@ class ExportConfig(SampleConfig):
     tokenizer: str = ""
     """Path of a Hugging Face tokenizer.json."""
     format: str = "parquet"
-    """parquet, megatron or agentworldbench (JSONL, no tokenizer needed)."""
+    """parquet, megatron or agentworldbench (JSONL eval sets, no tokenizer needed)."""
+    split: str | None = None
+    """Hold out whole dedup clusters, e.g. test=0.02 (or test=0.02,valid=0.01; from Python also a mapping): each part goes to OUTPUT/<part>/ with its own manifest, the rest to OUTPUT/train/."""
+    simulation_instructions: str | None = None
+    """YAML/JSON file mapping domain -> simulation instruction, or a directory of <domain>.md files; replaces worldtrace's own text for those domains."""
     shard_rows: int = 4096
     """Not read: Parquet shards are cut at 256 MiB (kept because manifests record it)."""
 
@@ -61,35 +89,154 @@ class ExportConfig(SampleConfig):
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        if self.seq_len and self.max_len > self.seq_len:
+            raise ValueError(f"max_len {self.max_len} exceeds seq_len {self.seq_len}")
+        parse_split(self.split)
+
+
+def parse_split(spec: str | Mapping[str, Any] | None) -> dict[str, float]:
+    """`"test=0.02,valid=0.01"` or a mapping -> {part: fraction}, sorted by name."""
+    if not spec:
+        return {}
+    if isinstance(spec, str):
+        items: dict[str, Any] = {}
+        for item in spec.split(","):
+            name, sep, frac = item.partition("=")
+            if not sep:
+                raise ValueError(f"split: {item!r} is not PART=FRACTION (e.g. test=0.02)")
+            items[name.strip()] = frac.strip()
+    else:
+        items = dict(spec)
+    out = {}
+    for name, frac in items.items():
+        if name == MAIN_PART or not re.fullmatch(r"[A-Za-z0-9_-]+", str(name)):
+            raise ValueError(f"split: part name {name!r} must be a word other than {MAIN_PART!r}")
+        try:
+            out[name] = float(frac)
+        except (TypeError, ValueError):
+            raise ValueError(f"split.{name}: {frac!r} is not a number") from None
+        if not 0 < out[name] < 1:
+            raise ValueError(f"split.{name}: {frac} is not a fraction in (0, 1)")
+    if sum(out.values()) >= 1:
+        raise ValueError(f"split: the fractions sum to {sum(out.values())}, leaving no train part")
+    return dict(sorted(out.items()))
+
+
+def part_of(cluster: str, fractions: dict[str, float], seed: int) -> str:
+    """The part a dedup cluster goes to: a hash draw of (cluster id, seed), so every
+    member of a cluster lands on the same side."""
+    u, acc = unit_draw(cluster, "split", seed), 0.0
+    for name, frac in fractions.items():
+        acc += frac
+        if u < acc:
+            return name
+    return MAIN_PART
+
+
+class PartSink:
+    """One output part: samples -> rows (packed within a window when seq_len is set) -> writer."""
+
+    def __init__(self, cfg: ExportConfig, directory: Path, part: str, packer: Packer | None):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory, self.packer = directory, packer
+        self.writer = row_writer(cfg.format, directory, bool(cfg.seq_len), part)
+
+    def add(self, sample: Sample) -> None:
+        if self.packer is None:
+            self.writer.add(sample.row())
+            return
+        for row in self.packer.add(sample):
+            self.writer.add(row)
+
+    def close(self) -> int:
+        if self.packer is not None:
+            for row in self.packer.flush():
+                self.writer.add(row)
+        return self.writer.close()
 
 
 def export(cfg: ExportConfig, batch: int = 256) -> dict[str, Any]:
-    """Write the export into `cfg.output` (replacing what was there) and return its manifest."""
+    """Write the export into `cfg.output` (replacing what was there) and return its
+    manifest (for a split export, the top manifest naming each part's)."""
     cfg.check()
+    fractions = parse_split(cfg.split)
+    prompt = SystemPrompt.from_file(cfg.simulation_instructions)
     template = load_template(cfg.template, cfg.template_eot)
-    tok = load_tokenizer(cfg.tokenizer) if cfg.format != "agentworldbench" else None
-    builder = SampleBuilder(cfg, template, tok)
-    records = _sorted_records(cfg.input)
+    awb = cfg.format == "agentworldbench"
+    tok = None if awb else load_tokenizer(cfg.tokenizer)
+    builder = SampleBuilder(cfg, template, tok, prompt)
+    check_input(cfg.input)
+    names = [MAIN_PART, *fractions]
+    trajectories: Counter[str] = Counter()
     with staged(Path(cfg.output)) as staging:
-        if cfg.format == "agentworldbench":
-            n_rows = write_agentworldbench(records, staging, cfg.seed)
-            for r in records:
-                builder.stats.add(r[F.DOMAIN])
+        dirs = {n: staging / n if fractions else staging for n in names}
+        records = _routed(iter_batches(cfg.input, batch), fractions, cfg.seed, trajectories)
+        if awb:
+            n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
         else:
-            samples = list(builder.samples(records, batch))
-            out_rows = rows(samples, cfg.seq_len, pad_id(tok))
-            n_rows = write_rows(cfg.format, out_rows, staging, packed=bool(cfg.seq_len))
-        manifest = _manifest(cfg, builder, tok, len(records), n_rows)
-        manifest["shards"] = shard_entries(staging)
-        write_manifest(staging, manifest)
-    return manifest
+            n_rows = _write_rows(cfg, records, dirs, builder, pad_id(tok))
+        manifests = {}
+        for n in names:
+            m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n)
+            if fractions:
+                m["split"] = _split_info(fractions, cfg.seed, n)
+            m["shards"] = shard_entries(dirs[n])
+            write_manifest(dirs[n], m)
+            manifests[n] = m
+        if not fractions:
+            return manifests[MAIN_PART]
+        top = _top_manifest(cfg, fractions, manifests, dirs)
+        write_manifest(staging, top)
+    return top
 
 
-def _manifest(cfg: ExportConfig, builder: SampleBuilder, tok, n_in: int, n_rows: int) -> dict:
-    """Everything needed to reproduce and check the export, except the shard list."""
+def _routed(
+    batches: Iterable[list[dict[str, Any]]],
+    fractions: dict[str, float],
+    seed: int,
+    counts: Counter[str],
+) -> Iterator[list[dict[str, Any]]]:
+    """Batches with each record's part set (whole dedup clusters per part), counted."""
+    for records in batches:
+        for r in records:
+            r[PART] = part_of(r[CLUSTER], fractions, seed) if fractions else MAIN_PART
+            counts[r[PART]] += 1
+        yield records
+
+
+def _write_rows(cfg, records, dirs: dict[str, Path], builder, pad: int) -> dict[str, int]:
+    """Samples -> each part's rows (packed within a window when seq_len is set)."""
+    sinks = {
+        n: PartSink(cfg, d, n, Packer(cfg.seq_len, pad, cfg.pack_window) if cfg.seq_len else None)
+        for n, d in dirs.items()
+    }
+    for sample in builder.samples(records):
+        sinks[sample.part].add(sample)
+    return {n: s.close() for n, s in sinks.items()}
+
+
+def _write_awb(records, dirs, fractions, prompt, builder, seed) -> dict[str, int]:
+    writers = {n: AgentWorldBenchLines(d, n if fractions else EVAL_PART) for n, d in dirs.items()}
+    for batch in records:
+        for rec in batch:
+            system = prompt.text(rec)
+            for line in agentworldbench_lines(rec, system, seed):
+                writers[rec[PART]].add(rec[F.DOMAIN], line)
+                builder.stats[rec[PART]].add(rec[F.DOMAIN])
+    return {n: w.close() for n, w in writers.items()}
+
+
+def _split_info(fractions: dict[str, float], seed: int, part: str | None = None) -> dict:
+    info = {"fractions": fractions, "seed": seed, "by": SPLIT_BY}
+    return {**info, "part": part} if part else info
+
+
+def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> dict:
+    """Everything needed to reproduce and check one part, except its shard list."""
     return {
         "schema_version": F.TRAINING_SCHEMA_VERSION,
         "format": cfg.format,
+        "part": part,
         "tokenizer": tokenizer_info(cfg.tokenizer, tok) if tok else None,
         "template": {
             "name": builder.template.name,
@@ -97,6 +244,7 @@ def _manifest(cfg: ExportConfig, builder: SampleBuilder, tok, n_in: int, n_rows:
             "eot": builder.template.eot,
             "eot_target": cfg.eot_target,
         },
+        "simulation_instructions": prompt.describe(cfg.simulation_instructions),
         "mask_policy": _policy_from(cfg.input),
         "keep_mode": cfg.keep_mode,
         "seed": cfg.seed,
@@ -106,23 +254,34 @@ def _manifest(cfg: ExportConfig, builder: SampleBuilder, tok, n_in: int, n_rows:
             "max_len": builder.max_len,
             "overflow": cfg.overflow,
             "seq_len": cfg.seq_len,
+            "pack_window": cfg.pack_window,
         },
         "label_shift": LABEL_SHIFT,
         "only_observation_tokens_are_targets": True,
-        "counts": {"trajectories": n_in, "rows": n_rows, **builder.stats.as_dict()},
+        "counts": {"trajectories": n_in, "rows": n_rows, **builder.stats[part].as_dict()},
         "config": {
             k: v for k, v in asdict(cfg).items() if k not in ("input", "output", "tokenizer")
         },
     }
 
 
-def _sorted_records(path: str) -> list[dict[str, Any]]:
-    table = read_table(path)
-    if table.num_rows == 0:
-        raise FileNotFoundError(
-            f"no processed trajectories under {path} (run `worldtrace process` first)"
-        )
-    return table.sort_by(F.TRAJECTORY_ID).to_pylist()
+def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Path]) -> dict:
+    """The split export's own manifest: the split and each part's manifest (path, sha256)."""
+    keys = ("trajectories", "samples", "rows", "tokens", "loss_tokens")
+    return {
+        "schema_version": F.TRAINING_SCHEMA_VERSION,
+        "format": cfg.format,
+        "split": _split_info(fractions, cfg.seed),
+        "parts": {
+            n: {
+                "path": n,
+                "manifest_sha256": sha256_file(str(dirs[n] / MANIFEST)),
+                "counts": {k: m["counts"][k] for k in keys},
+            }
+            for n, m in manifests.items()
+        },
+        "counts": {k: sum(m["counts"][k] for m in manifests.values()) for k in keys},
+    }
 
 
 def _policy_from(input_dir: str) -> dict[str, Any] | None:

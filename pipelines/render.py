@@ -76,30 +76,19 @@ class Template:
     def render(self, system: str, turns: list[dict[str, Any]]) -> Rendered:
         if self.source is not None:
             return _render_jinja(self, system, turns)
-        out: list[str] = []
-        pos = 0
+        user, assistant, end = self.starts["user"], self.starts["assistant"], self.end
+        n_eot = len(self.eot)
+        out: list[str] = [self.starts["system"], system, end] if system else []
+        pos = sum(map(len, out))
         spans = []
-
-        def emit(s: str) -> None:
-            nonlocal pos
-            out.append(s)
-            pos += len(s)
-
-        if system:
-            emit(self.starts["system"])
-            emit(system)
-            emit(self.end)
-        for t in turns:
+        for t in turns:  # plain appends: this loop runs for every turn of the corpus
+            action, obs = t["action"]["text"], t["observation"]["text"]
             turn_start = pos
-            emit(self.starts["user"])
-            emit(t["action"]["text"])
-            emit(self.end)
-            emit(self.starts["assistant"])
-            start = pos
-            emit(t["observation"]["text"])
-            end = pos
-            emit(self.end)
-            spans.append(Span(t["index"], turn_start, start, end, end, end + len(self.eot)))
+            start = pos + len(user) + len(action) + len(end) + len(assistant)
+            stop = start + len(obs)
+            out += (user, action, end, assistant, obs, end)
+            pos = stop + len(end)
+            spans.append(Span(t["index"], turn_start, start, stop, stop, stop + n_eot))
         return Rendered("".join(out), tuple(spans))
 
 

@@ -3,8 +3,13 @@ training rows (one per sample, or best-fit packed into rows of a fixed length).
 
 A sample is a whole trajectory or one target turn with its history. One that is too long
 is split at turn boundaries or truncated; a system prompt too long to leave room for the
-turns loses its demonstrations, then its tail. Every draw is a hash of (trajectory, turn,
-seed), so the same records and settings give the same samples.
+turns loses its demonstrations, then its middle. Every draw is a hash of (trajectory,
+turn, seed), so the same records and settings give the same samples.
+
+Records stream through in batches: batch k+1 is tokenized on a helper thread
+(`encode_batch` releases the GIL and runs on all cores) while batch k is masked on the
+calling thread. Packing is best fit within a window of samples, so memory holds one
+window, not the corpus.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,13 +25,16 @@ import numpy as np
 from worldtrace.schemas import fields as F
 
 from .mask import unit_draw
-from .render import Rendered, Template, system_text
-from .tokens import MaskConfig, encode, loss_mask
+from .prompt import SystemPrompt, trimmed
+from .render import Rendered, Span, Template
+from .tokens import Encoded, Encoder, MaskConfig, loss_mask
 
 SAMPLE_MODES = ("trajectory", "turn")
 SAMPLE_TURNS = ("all", "one")
 OVERFLOWS = ("split", "truncate")
-TRIM_MARK = "\n[system prompt truncated]"
+PART = "_part"
+"""Key of the output part (train, test...) a record goes to; absent = the only part."""
+MAIN_PART = "train"
 
 
 @dataclass
@@ -46,6 +55,8 @@ class SampleConfig(MaskConfig):
     """Over max_len: split at turn boundaries, or truncate."""
     seq_len: int = 0
     """Pack samples into rows of exactly this many tokens (best fit); 0 = no packing."""
+    pack_window: int = 4096
+    """Packing buffer: best fit within each window of this many samples (bounds memory)."""
 
 
 @dataclass
@@ -53,9 +64,10 @@ class Sample:
     sample_id: str
     trajectory_id: str
     domain: str
-    text: str
+    part: str
     input_ids: np.ndarray = field(repr=False)
     loss_mask: np.ndarray = field(repr=False)
+    num_loss_tokens: int = 0
 
     def row(self) -> dict[str, Any]:
         """The unpacked training row (writers.TRAIN_SCHEMA)."""
@@ -66,7 +78,7 @@ class Sample:
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,
             "num_tokens": len(self.input_ids),
-            "num_loss_tokens": int(self.loss_mask.sum()),
+            "num_loss_tokens": self.num_loss_tokens,
         }
 
 
@@ -106,10 +118,14 @@ class SampleStats:
         d["loss_tokens"] += loss_tokens
 
     def add_turns(self, turns, ranges: list[tuple[int, int, int]], mask: np.ndarray) -> None:
-        for turn, lo, hi in ranges:
+        if not ranges:
+            return
+        csum = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
+        bounds = np.array([(lo, hi) for _, lo, hi in ranges])
+        kepts = (csum[bounds[:, 1]] - csum[bounds[:, 0]]).tolist()
+        for (turn, lo, hi), kept in zip(ranges, kepts, strict=True):
             c = self.by_category[turns[turn].get("category") or "unscored"]
             c["obs_tokens"] += hi - lo
-            kept = int(mask[lo:hi].sum())
             c["loss_tokens"] += kept
             c["turns"] += 1
             c["turns_in_loss"] += kept > 0
@@ -126,22 +142,33 @@ class SampleStats:
 
 
 class SampleBuilder:
-    """Records -> samples under one `SampleConfig`, counting into `stats` as it goes."""
+    """Records -> samples under one `SampleConfig`, counting into `stats` (per part)."""
 
-    def __init__(self, cfg: SampleConfig, template: Template, tok):
+    def __init__(self, cfg: SampleConfig, template: Template, tok, prompt: SystemPrompt):
         self.cfg = cfg
         self.template = template
         self.tok = tok
+        self.encoder = Encoder(tok) if tok is not None else None
+        self.prompt = prompt
         self.max_len = cfg.max_len or cfg.seq_len
-        self.stats = SampleStats()
+        self.stats: dict[str, SampleStats] = defaultdict(SampleStats)
 
-    def samples(self, records: list[dict[str, Any]], batch: int = 256) -> Iterator[Sample]:
-        """Samples of `records` in order; each batch of records is encoded in one call."""
-        for i in range(0, len(records), batch):
-            yield from self._batch(records[i : i + batch])
+    def samples(self, batches: Iterable[list[dict[str, Any]]]) -> Iterator[Sample]:
+        """Samples of every batch of records, in order; each batch is encoded in one call,
+        on a helper thread, while the previous one is masked."""
+        with ThreadPoolExecutor(1, thread_name_prefix="encode") as pool:
+            pending: tuple[list, Future] | None = None
+            for records in batches:
+                jobs = self._jobs(records)
+                future = pool.submit(self._encode, [j[4].text for j in jobs])
+                if pending:
+                    yield from self._finish(*pending)
+                pending = (jobs, future)
+            if pending:
+                yield from self._finish(*pending)
 
-    def _encode(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-        return encode(self.tok, texts)
+    def _encode(self, texts: list[str]) -> list[Encoded]:
+        return self.encoder(texts)
 
     def _pieces(self, rec: dict[str, Any]) -> list[tuple[str, list[dict], set[int] | None]]:
         """(sample suffix, turns to render, target turns) before length limits."""
@@ -153,61 +180,63 @@ class SampleBuilder:
             indexes = [int(unit_draw(rec[F.TRAJECTORY_ID], "turn", self.cfg.seed) * len(turns))]
         return [(f":t{k}", turns[: k + 1], {turns[k]["index"]}) for k in indexes]
 
-    def _batch(self, records: list[dict[str, Any]]) -> Iterator[Sample]:
+    def _jobs(self, records: list[dict[str, Any]]) -> list[tuple]:
         jobs = []
         for rec in records:
-            system = system_text(rec.get(F.SYSTEM))
+            system = self.prompt.text(rec)
             for suffix, turns, targets in self._pieces(rec):
                 jobs.append(
-                    (rec, system, suffix, turns, targets, self.template.render(system, turns))
+                    (rec, system, suffix, turns, self.template.render(system, turns), targets)
                 )
-        encoded = self._encode([j[5].text for j in jobs])
-        for (rec, system, suffix, turns, targets, rendered), (ids, offsets) in zip(
-            jobs, encoded, strict=True
-        ):
-            yield from self._fit(rec, system, suffix, turns, targets, rendered, ids, offsets)
+        return jobs
 
-    def _make(self, rec, sid, rendered, ids, offsets, targets) -> Sample:
+    def _finish(self, jobs: list[tuple], future: Future) -> Iterator[Sample]:
+        for (rec, system, suffix, turns, rendered, targets), enc in zip(
+            jobs, future.result(), strict=True
+        ):
+            yield from self._fit(rec, system, suffix, turns, targets, rendered, enc)
+
+    def _make(self, rec, sid, rendered: Rendered, enc: Encoded, targets) -> Sample:
         tid = rec[F.TRAJECTORY_ID]
         turns = {t["index"]: t for t in rec[F.TURNS]}
-        mask, ranges = loss_mask(offsets, rendered, turns, tid, self.cfg, targets)
-        self.stats.add_turns(turns, ranges, mask)
-        self.stats.add(rec[F.DOMAIN], len(ids), int(mask.sum()))
-        return Sample(sid, tid, rec[F.DOMAIN], rendered.text, ids, mask)
+        mask, ranges = loss_mask(enc, rendered, turns, tid, self.cfg, targets)
+        part = rec.get(PART, MAIN_PART)
+        stats = self.stats[part]
+        stats.add_turns(turns, ranges, mask)
+        n_loss = int(np.count_nonzero(mask))
+        stats.add(rec[F.DOMAIN], len(enc), n_loss)
+        return Sample(sid, tid, rec[F.DOMAIN], part, enc.ids, mask, n_loss)
 
-    def _fit(self, rec, system, suffix, turns, targets, rendered, ids, offsets) -> Iterator[Sample]:
+    def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> Iterator[Sample]:
         tid = rec[F.TRAJECTORY_ID]
         limit = self.max_len
-        if not limit or len(ids) <= limit:
-            yield self._make(rec, tid + suffix, rendered, ids, offsets, targets)
+        if not limit or len(enc) <= limit:
+            yield self._make(rec, tid + suffix, rendered, enc, targets)
             return
         if self.cfg.overflow == "truncate":
-            yield self._truncated(rec, tid + suffix, rendered, ids, offsets, targets, limit)
+            yield self._truncated(rec, tid + suffix, rendered, enc, targets, limit)
             return
         shorter = self._fit_system(rec, system, limit // 2)
         if shorter != system:  # re-render: the long system prompt left no room for turns
             system = shorter
             rendered = self.template.render(system, turns)
-            [(ids, offsets)] = self._encode([rendered.text])
-            if len(ids) <= limit:
-                yield self._make(rec, tid + suffix, rendered, ids, offsets, targets)
+            [enc] = self._encode([rendered.text])
+            if len(enc) <= limit:
+                yield self._make(rec, tid + suffix, rendered, enc, targets)
                 return
         if targets is not None:  # turn sample: drop the oldest history until it fits
             for start in range(1, len(turns)):
                 r = self.template.render(system, turns[start:])
-                [(i2, o2)] = self._encode([r.text])
-                if len(i2) <= limit:
-                    yield self._make(rec, tid + suffix, r, i2, o2, targets)
+                [e2] = self._encode([r.text])
+                if len(e2) <= limit:
+                    yield self._make(rec, tid + suffix, r, e2, targets)
                     return
             r = self.template.render(system, turns[-1:])
-            [(i2, o2)] = self._encode([r.text])
-            yield self._truncated(rec, tid + suffix, r, i2, o2, targets, limit)
+            [e2] = self._encode([r.text])
+            yield self._truncated(rec, tid + suffix, r, e2, targets, limit)
             return
         # whole trajectory: split at turn boundaries, each part re-rendered with the system prompt
-        starts = offsets[:, 0]
-        bounds = [int(np.searchsorted(starts, sp.turn_start, "left")) for sp in rendered.spans] + [
-            len(ids)
-        ]
+        bounds = [enc.first_at(sp.turn_start) for sp in rendered.spans] + [len(enc)]
         head = bounds[0]
         group, size = [], head
         groups = []
@@ -221,30 +250,32 @@ class SampleBuilder:
         if group:
             groups.append(group)
         texts = [self.template.render(system, g) for g in groups]
-        for part, (r, (i2, o2)) in enumerate(
+        for part, (r, e2) in enumerate(
             zip(texts, self._encode([r.text for r in texts]), strict=True)
         ):
             sid = f"{tid}/p{part}"
-            if len(i2) > limit:
-                yield self._truncated(rec, sid, r, i2, o2, None, limit)
+            if len(e2) > limit:
+                yield self._truncated(rec, sid, r, e2, None, limit)
             else:
-                yield self._make(rec, sid, r, i2, o2, None)
+                yield self._make(rec, sid, r, e2, None)
 
     def _fit_system(self, rec: dict[str, Any], system: str, budget: int) -> str:
-        """A system prompt within `budget` tokens: demonstrations go first, then the tail."""
-        if not system or len(self._encode([system])[0][0]) <= budget:
+        """A system prompt within `budget` tokens: demonstrations go first, then its middle
+        (the simulation instruction, which says what to predict, stays when it fits)."""
+        if not system or len(self._encode([system])[0]) <= budget:
             return system
-        self.stats.system_trimmed += 1
-        system = system_text({**(rec.get(F.SYSTEM) or {}), "demonstrations": None})
-        n = len(self._encode([system])[0][0])
+        self.stats[rec.get(PART, MAIN_PART)].system_trimmed += 1
+        parts = self.prompt.parts(rec, drop=("demonstrations",))
+        system = self.prompt.text(rec, drop=("demonstrations",))
+        n = len(self._encode([system])[0])
         if n <= budget:
             return system
-        return system[: max(0, len(system) * budget // n - len(TRIM_MARK))] + TRIM_MARK
+        return trimmed(parts, len(system) * budget // n)
 
-    def _truncated(self, rec, sid, rendered, ids, offsets, targets, limit) -> Sample:
-        cut = int(offsets[limit - 1, 1]) if limit else 0
+    def _truncated(self, rec, sid, rendered, enc: Encoded, targets, limit) -> Sample:
+        cut = enc.chars(limit - 1)[1] if limit else 0
         spans = tuple(
-            type(sp)(
+            Span(
                 sp.turn,
                 sp.turn_start,
                 sp.start,
@@ -256,15 +287,10 @@ class SampleBuilder:
             if sp.start < cut
         )
         r = Rendered(rendered.text[:cut], spans)
-        return self._make(rec, sid, r, ids[:limit], offsets[:limit], targets)
+        return self._make(rec, sid, r, enc.head(limit), targets)
 
 
 # -- rows and packing ----------------------------------------------------------------
-def rows(samples: list[Sample], seq_len: int, pad_id: int) -> Iterable[dict[str, Any]]:
-    """Training rows: packed into rows of `seq_len` tokens when set, else one per sample."""
-    return pack(samples, seq_len, pad_id) if seq_len else (s.row() for s in samples)
-
-
 def best_fit(lengths: list[tuple[int, str]], capacity: int) -> list[list[int]]:
     """Best-fit decreasing: indexes of `lengths` per bin; ties broken by id for determinism."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i][0], lengths[i][1]))
@@ -283,32 +309,57 @@ def best_fit(lengths: list[tuple[int, str]], capacity: int) -> list[list[int]]:
     return bins
 
 
-def pack(samples: list[Sample], seq_len: int, pad_id: int) -> Iterator[dict[str, Any]]:
-    """Packed rows (writers.PACKED_SCHEMA) of exactly `seq_len` tokens, padded with
-    `pad_id` (never a target); `doc_boundaries` says where each sample starts."""
-    for b, members in enumerate(
-        best_fit([(len(s.input_ids), s.sample_id) for s in samples], seq_len)
-    ):
-        members.sort(key=lambda i: samples[i].sample_id)
-        ids = np.full(seq_len, pad_id, dtype=np.int32)
-        mask = np.zeros(seq_len, dtype=np.uint8)
+class Packer:
+    """Samples -> rows (writers.PACKED_SCHEMA) of exactly `seq_len` tokens, padded with
+    `pad_id` (never a target); `doc_boundaries` says where each sample starts.
+
+    Best fit decreasing within each window of `window` samples (in arrival order), so
+    memory holds one window; a corpus no larger than the window packs exactly as
+    whole-corpus best fit would. Rows are numbered across windows.
+    """
+
+    def __init__(self, seq_len: int, pad_id: int, window: int):
+        if window < 1:
+            raise ValueError(f"pack_window must be at least 1, got {window}")
+        self.seq_len, self.pad_id, self.window = seq_len, pad_id, window
+        self.buffer: list[Sample] = []
+        self.rows = 0
+
+    def add(self, sample: Sample) -> Iterator[dict[str, Any]]:
+        if len(sample.input_ids) > self.seq_len:
+            raise ValueError(
+                f"sample {sample.sample_id}: {len(sample.input_ids)} tokens exceed seq_len {self.seq_len}"
+            )
+        self.buffer.append(sample)
+        if len(self.buffer) >= self.window:
+            yield from self.flush()
+
+    def flush(self) -> Iterator[dict[str, Any]]:
+        samples, self.buffer = self.buffer, []
+        lengths = [(len(s.input_ids), s.sample_id) for s in samples]
+        for members in best_fit(lengths, self.seq_len):
+            members.sort(key=lambda i: samples[i].sample_id)
+            yield self._row([samples[i] for i in members])
+
+    def _row(self, members: list[Sample]) -> dict[str, Any]:
+        ids = np.full(self.seq_len, self.pad_id, dtype=np.int32)
+        mask = np.zeros(self.seq_len, dtype=np.uint8)
         bounds, pos = [], 0
-        for i in members:
-            s = samples[i]
+        for s in members:
             n = len(s.input_ids)
             ids[pos : pos + n] = s.input_ids
             mask[pos : pos + n] = s.loss_mask
             bounds.append(pos)
             pos += n
-        first = samples[members[0]]
-        yield {
-            "sample_id": f"pack{b:07d}",
-            "sample_ids": [samples[i].sample_id for i in members],
-            "trajectory_id": first.trajectory_id,
-            "domain": first.domain,
+        self.rows += 1
+        return {
+            "sample_id": f"pack{self.rows - 1:07d}",
+            "sample_ids": [s.sample_id for s in members],
+            "trajectory_id": members[0].trajectory_id,
+            "domain": members[0].domain,
             "input_ids": ids,
             "loss_mask": mask,
             "doc_boundaries": bounds,
             "num_tokens": pos,
-            "num_loss_tokens": int(mask.sum()),
+            "num_loss_tokens": sum(s.num_loss_tokens for s in members),
         }

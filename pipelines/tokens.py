@@ -1,5 +1,5 @@
-"""Tokens: finding and loading the tokenizer, encoding with offsets, and the token-level
-loss mask computed from those offsets and the rendered observation spans.
+"""Tokens: finding and loading the tokenizer, encoding, and the token-level loss mask
+computed from token character offsets and the rendered observation spans.
 
 Lives in `pipelines` (not the CLI package) so tests, benchmarks and a trainer can find the
 default tokenizer without importing the command line. Only the standard library is
@@ -77,18 +77,148 @@ def pad_id(tok) -> int:
     return 0 if pad is None else pad
 
 
-def encode(tok, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(token ids int32, character offsets (n, 2)) per text, without added special tokens:
-    the template already wrote them as text."""
+class Encoded:
+    """Token ids of one text and every token's character span (`offsets`, (n, 2))."""
+
+    __slots__ = ("ids", "offsets")
+
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray):
+        self.ids, self.offsets = ids, offsets
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def head(self, n: int) -> Encoded:
+        """The first `n` tokens."""
+        return Encoded(self.ids[:n], self.offsets[:n])
+
+    def chars(self, i: int) -> tuple[int, int]:
+        """Character span of token i."""
+        return int(self.offsets[i, 0]), int(self.offsets[i, 1])
+
+    def first_at(self, c: int) -> int:
+        """The first token starting at or after character c."""
+        return int(self.offsets[:, 0].searchsorted(c, "left"))
+
+    def token_range(self, s: int, e: int) -> tuple[int, int]:
+        """Tokens lying wholly inside characters [s, e)."""
+        lo = int(self.offsets[:, 0].searchsorted(s, "left"))
+        return lo, max(lo, int(self.offsets[:, 1].searchsorted(e, "right")))
+
+
+class Encoder:
+    """Texts -> `Encoded` (ids and character offsets), without added special tokens: the
+    template already wrote them as text.
+
+    For a byte-level BPE tokenizer (Qwen, GPT-2/4 style) the offsets are computed rather
+    than asked for: every vocabulary token is a run of bytes (one byte per character of
+    its byte-level spelling), so token byte offsets are a cumulative sum of byte lengths,
+    mapped to characters through the text's UTF-8 layout. That allows
+    `encode_batch_fast`, which skips offset tracking (a quarter of the tokenizer's time),
+    and avoids converting every offset to a Python tuple (more than half). A text whose
+    bytes the tokens do not add up to (normalisation changed it, a non-byte-level
+    tokenizer) is encoded again with the tokenizer's own offsets.
+    """
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.byte_len = _byte_lengths(tok)
+        self.nfc = _component(tok.normalizer) in (None, {"type": "NFC"})
+
+    def __call__(self, texts: list[str]) -> list[Encoded]:
+        if self.byte_len is None or not self.nfc:
+            return [self._exact(e) for e in self.tok.encode_batch(texts, add_special_tokens=False)]
+        fast = getattr(self.tok, "encode_batch_fast", self.tok.encode_batch)
+        return [
+            self._computed(t, e)
+            for t, e in zip(texts, fast(texts, add_special_tokens=False), strict=True)
+        ]
+
+    @staticmethod
+    def _exact(enc) -> Encoded:
+        import numpy as np
+
+        ids = np.asarray(enc.ids, dtype=np.int32)
+        return Encoded(ids, np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2))
+
+    def _computed(self, text: str, enc) -> Encoded:
+        import unicodedata
+
+        import numpy as np
+
+        ids = np.asarray(enc.ids, dtype=np.int32)
+        ends = np.cumsum(self.byte_len[ids])
+        starts = ends - self.byte_len[ids]
+        if text.isascii():
+            n_bytes = len(text)
+        else:
+            if not unicodedata.is_normalized("NFC", text):
+                return self._exact(self.tok.encode(text, add_special_tokens=False))
+            cp = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+            width = 1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)
+            char_at = np.concatenate(([0], np.cumsum(width)))  # byte offset of each char
+            n_bytes = int(char_at[-1])
+        if (ends[-1] if len(ends) else 0) != n_bytes:
+            return self._exact(self.tok.encode(text, add_special_tokens=False))
+        if not text.isascii():  # bytes -> the characters they belong to
+            starts = char_at.searchsorted(starts, "right") - 1
+            ends = char_at.searchsorted(ends, "left")
+        return Encoded(ids, np.stack([starts, ends], axis=1))
+
+
+def _component(obj) -> dict[str, Any] | None:
+    """A tokenizer component's JSON description (None when absent)."""
+    return None if obj is None else json.loads(obj.__getstate__())
+
+
+def _byte_lengths(tok) -> np.ndarray | None:
+    """UTF-8 length of every token id, when the tokenizer is byte-level BPE (a ByteLevel
+    decoder and pre-tokenizer without an added prefix space); else None."""
     import numpy as np
 
-    return [
-        (
-            np.asarray(e.ids, dtype=np.int32),
-            np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2),
-        )
-        for e in tok.encode_batch(texts, add_special_tokens=False)
+    decoder = _component(tok.decoder) or {}
+    levels = [p for p in _walk(_component(tok.pre_tokenizer)) if p.get("type") == "ByteLevel"]
+    if decoder.get("type") != "ByteLevel" or not levels:
+        return None
+    if any(p.get("add_prefix_space") for p in levels):
+        return None
+    added = set(tok.get_added_tokens_decoder())
+    vocab = tok.get_vocab(with_added_tokens=True)
+    alphabet = _byte_level_alphabet()
+    lengths = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+    for piece, i in vocab.items():
+        if i in added:
+            lengths[i] = len(piece.encode())
+        elif alphabet.issuperset(piece):
+            lengths[i] = len(piece)  # one byte per character of the byte-level spelling
+        else:
+            return None
+    return lengths
+
+
+def _walk(d: Any) -> list[dict[str, Any]]:
+    """Every dict in a nested JSON description (a Sequence's members included)."""
+    if isinstance(d, dict):
+        return [d, *(x for v in d.values() for x in _walk(v))]
+    if isinstance(d, list):
+        return [x for v in d for x in _walk(v)]
+    return []
+
+
+def _byte_level_alphabet() -> frozenset[str]:
+    """The 256 characters byte-level BPE spells bytes with (GPT-2's bytes_to_unicode)."""
+    keep = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
     ]
+    extra = [256 + n for n in range(256 - len(keep))]
+    return frozenset(map(chr, keep + extra))
+
+
+def encode(tok, texts: list[str]) -> list[Encoded]:
+    """`Encoder(tok)(texts)`, for one-off calls (an Encoder reuses its byte-length table)."""
+    return Encoder(tok)(texts)
 
 
 @dataclass
@@ -98,20 +228,13 @@ class MaskConfig:
     keep_mode: str = "turn"
     """How a partial keep applies: whole turn by hash, per token, or a prefix."""
     seed: int = 0
-    """Seeds every hash draw: keep decisions, per-token masks, the sampled turn."""
+    """Seeds every hash draw: keep decisions, per-token masks, the sampled turn, the split."""
     eot_target: bool = True
     """The end-of-turn token closing an observation is a target too."""
 
 
-def _token_range(starts: np.ndarray, ends: np.ndarray, s: int, e: int) -> tuple[int, int]:
-    """Tokens lying wholly inside [s, e)."""
-    lo = int(starts.searchsorted(s, "left"))
-    hi = int(ends.searchsorted(e, "right"))
-    return lo, max(lo, hi)
-
-
 def loss_mask(
-    offsets: np.ndarray,
+    encoded: Encoded,
     rendered: Rendered,
     turns: dict[int, dict[str, Any]],
     tid: str,
@@ -124,17 +247,16 @@ def loss_mask(
 
     from .mask import keep_turn, unit_draw
 
-    mask = np.zeros(len(offsets), dtype=np.uint8)
+    mask = np.zeros(len(encoded), dtype=np.uint8)
     ranges: list[tuple[int, int, int]] = []
-    if not len(offsets):
+    if not len(encoded):
         return mask, ranges
-    starts, ends = offsets[:, 0], offsets[:, 1]
     for sp in rendered.spans:
         if targets is not None and sp.turn not in targets:
             continue
         keep = turns[sp.turn]["keep"]
         keep = 1.0 if keep is None else keep
-        lo, hi = _token_range(starts, ends, sp.start, sp.end)
+        lo, hi = encoded.token_range(sp.start, sp.end)
         ranges.append((sp.turn, lo, hi))
         n = hi - lo
         if cfg.keep_mode == "turn":
@@ -149,6 +271,6 @@ def loss_mask(
             mask[lo : lo + math.ceil(keep * n)] = 1
             on = keep >= 1.0
         if cfg.eot_target and on and sp.eot_end > sp.eot_start:
-            elo, ehi = _token_range(starts, ends, sp.eot_start, sp.eot_end)
+            elo, ehi = encoded.token_range(sp.eot_start, sp.eot_end)
             mask[elo:ehi] = 1
     return mask, ranges

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
-from worldtrace.schemas.store import ShardWriter, sweep_leftovers, temp_name, write_bytes_atomic
+from worldtrace.schemas.store import (
+    StoreWriteError,
+    sweep_leftovers,
+    temp_name,
+    write_bytes_atomic,
+)
 
 from .mask import keep_turn
 from .megatron import IndexedDatasetWriter, read_index
-from .render import system_text
 
 FORMATS = ("parquet", "megatron", "agentworldbench")
 MANIFEST = "manifest.json"
@@ -59,10 +63,8 @@ PACKED_SCHEMA = pa.schema(
         pa.field("num_loss_tokens", pa.int32()),
     ]
 )
-MEGATRON_TEXT = "train_text_document"
-MEGATRON_MASK = "train_loss_mask"
-AWB_FILE = "train.jsonl"
 ROW_GROUP_ROWS = 256
+SHARD_BYTES = 256 << 20
 
 
 @contextmanager
@@ -74,7 +76,12 @@ def staged(out: Path) -> Iterator[Path]:
     staging = out.parent / temp_name(".staging-", out.name)  # owned: spared while we run
     staging.mkdir()
     try:
-        yield staging
+        try:
+            yield staging
+        except StoreWriteError:
+            raise
+        except OSError as exc:  # a full disk mid-export: one line naming where, not a trace
+            raise StoreWriteError(out, exc) from exc
         old = out.parent / f".old-{out.name}-{uuid.uuid4().hex[:8]}"
         if out.exists():
             os.replace(out, old)
@@ -85,99 +92,167 @@ def staged(out: Path) -> Iterator[Path]:
 
 
 # -- training rows ---------------------------------------------------------------------
-def write_rows(fmt: str, rows: Iterable[dict[str, Any]], directory: Path, packed: bool) -> int:
-    """Training rows (samples.Sample.row or samples.pack) in `fmt`; returns the row count."""
-    if fmt == "megatron":
-        return write_megatron(rows, directory)
-    return write_parquet(rows, directory, PACKED_SCHEMA if packed else TRAIN_SCHEMA)
+class ParquetRows:
+    """Training rows -> `<part>-export-NNNNN.parquet` shards (zstd, cut at 256 MiB), 256
+    rows a row group. Written straight into the staged export directory (published as a
+    whole); dictionary encoding only for the string columns: on token ids it costs
+    three times the write and makes the file larger."""
+
+    def __init__(self, directory: Path, schema: pa.Schema, part: str = "train"):
+        self.directory, self.schema, self.part = directory, schema, part
+        self.rows = 0
+        self._buf: list[dict[str, Any]] = []
+        self._w: pq.ParquetWriter | None = None
+        self._path: Path | None = None
+        self._seq = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._buf.append(row)
+        self.rows += 1
+        if len(self._buf) >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buf:
+            return
+        if self._w is None:
+            self._path = self.directory / f"{self.part}-export-{self._seq:05d}.parquet"
+            self._w = pq.ParquetWriter(
+                self._path,
+                self.schema,
+                compression="zstd",
+                use_dictionary=[f.name for f in self.schema if f.type == pa.string()],
+            )
+        self._w.write_batch(_batch(self._buf, self.schema), row_group_size=ROW_GROUP_ROWS)
+        self._buf = []
+        if self._path.stat().st_size >= SHARD_BYTES:
+            self._w.close()
+            self._w, self._seq = None, self._seq + 1
+
+    def close(self) -> int:
+        self._flush()
+        if self._w is not None:
+            self._w.close()
+        return self.rows
 
 
-def write_megatron(rows: Iterable[dict[str, Any]], directory: Path) -> int:
+class MegatronRows:
     """Token ids (int32: the vocabulary exceeds uint16) and the uint8 loss-mask sidecar,
-    one sequence and one document per row."""
-    text = IndexedDatasetWriter(directory / MEGATRON_TEXT, np.int32)
-    mask = IndexedDatasetWriter(directory / MEGATRON_MASK, np.uint8)
-    n = 0
-    for r in rows:
-        text.add(r["input_ids"])
-        mask.add(r["loss_mask"])
-        n += 1
-    text.close()
-    mask.close()
-    return n
+    one sequence and one document per row: `<part>_text_document.bin/.idx`,
+    `<part>_loss_mask.bin/.idx`."""
+
+    def __init__(self, directory: Path, part: str = "train"):
+        self.rows = 0
+        self._text = IndexedDatasetWriter(directory / megatron_name(part, "text"), np.int32)
+        self._mask = IndexedDatasetWriter(directory / megatron_name(part, "mask"), np.uint8)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._text.add(row["input_ids"])
+        self._mask.add(row["loss_mask"])
+        self.rows += 1
+
+    def close(self) -> int:
+        self._text.close()
+        self._mask.close()
+        return self.rows
 
 
-def write_parquet(rows: Iterable[dict[str, Any]], directory: Path, schema: pa.Schema) -> int:
-    n = 0
-    with ShardWriter(
-        directory,
-        schema=schema,
-        prefix="train",
-        run="export",
-        row_group_rows=ROW_GROUP_ROWS,
-        target_bytes=256 << 20,
-    ) as w:
-        buf = []
-        for r in rows:
-            buf.append(r)
-            n += 1
-            if len(buf) >= ROW_GROUP_ROWS:
-                w.write_batch(_batch(buf, schema))
-                buf = []
-        if buf:
-            w.write_batch(_batch(buf, schema))
-    return n
+def megatron_name(part: str, kind: str) -> str:
+    """File prefix of a part's Megatron token (`text`) or loss-mask (`mask`) dataset."""
+    return f"{part}_text_document" if kind == "text" else f"{part}_loss_mask"
+
+
+def row_writer(fmt: str, directory: Path, packed: bool, part: str = "train"):
+    """The writer of training rows in `fmt` (parquet or megatron): `add(row)`, `close() -> rows`."""
+    if fmt == "megatron":
+        return MegatronRows(directory, part)
+    return ParquetRows(directory, PACKED_SCHEMA if packed else TRAIN_SCHEMA, part)
+
+
+_NUMPY = {pa.int32(): np.int32, pa.uint8(): np.uint8, pa.int64(): np.int64}
 
 
 def _batch(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
-    """Rows -> a record batch; the token columns are built from one concatenated array
-    (pa.array over a list of numpy arrays would convert element by element)."""
-    cols = {}
-    for f in schema:
-        vals = [r[f.name] for r in rows]
-        if pa.types.is_list(f.type) and f.name in ("input_ids", "loss_mask"):
-            flat = (
-                np.concatenate(vals)
-                if vals
-                else np.array([], dtype=f.type.value_type.to_pandas_dtype())
-            )
-            offs = np.zeros(len(vals) + 1, dtype=np.int32)
-            np.cumsum([len(v) for v in vals], out=offs[1:])
-            cols[f.name] = pa.ListArray.from_arrays(
-                pa.array(offs), pa.array(flat, type=f.type.value_type)
-            )
+    """Rows -> a record batch, every column built from buffers (`_array`)."""
+    return pa.RecordBatch.from_arrays(
+        [_array([r[f.name] for r in rows], f.type) for f in schema], schema=schema
+    )
+
+
+def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """A non-null column from Python values (numpy arrays for lists of numbers), built from
+    buffers: `pa.array` imports pandas on first use (0.6 s, a fifth of a small export),
+    and converts a list of numpy arrays element by element."""
+    if pa.types.is_list(type_):
+        offsets = np.zeros(len(values) + 1, dtype=np.int32)
+        np.cumsum([len(v) for v in values], out=offsets[1:])
+        item = type_.value_type
+        if item in _NUMPY:
+            flat: Any = np.concatenate(values) if values else np.zeros(0, _NUMPY[item])
         else:
-            cols[f.name] = pa.array(vals, type=f.type)
-    return pa.RecordBatch.from_pydict(cols, schema=schema)
+            flat = [x for v in values for x in v]
+        return pa.ListArray.from_arrays(_array(offsets, pa.int32()), _array(flat, item))
+    if pa.types.is_string(type_):
+        data = [v.encode() for v in values]
+        offsets = np.zeros(len(data) + 1, dtype=np.int32)
+        np.cumsum([len(d) for d in data], out=offsets[1:])
+        buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+        return pa.Array.from_buffers(type_, len(data), buffers)
+    arr = np.ascontiguousarray(values, dtype=_NUMPY[type_])
+    return pa.Array.from_buffers(type_, len(arr), [None, pa.py_buffer(arr)])
 
 
 # -- AgentWorldBench -------------------------------------------------------------------
-def agentworldbench_line(rec: dict[str, Any], seed: int) -> dict[str, Any]:
-    """A record as the AgentWorldBench evaluation reads it; `turn_idx` lists the turns
-    whose observation is kept (the same hash draw as keep_mode=turn)."""
+def agentworldbench_lines(
+    rec: dict[str, Any], system_str: str, seed: int
+) -> Iterator[dict[str, Any]]:
+    """A record as the AgentWorldBench evaluation reads it: one line per target turn (the
+    turns whose observation the loss keeps, the keep_mode=turn draw). `prompt` and
+    `response` hold the whole trajectory; `turn_idx` (1-based) is the turn to predict,
+    the turns before it are its history."""
     tid = rec[F.TRAJECTORY_ID]
     turns = rec[F.TURNS]
-    return {
-        "id": tid,
-        "task": f"worldtrace/{rec[F.DOMAIN]}",
-        "system_str": system_text(rec.get(F.SYSTEM)),
-        "prompt": [t["action"]["text"] for t in turns],
-        "response": [t["observation"]["text"] for t in turns],
-        "turn_idx": [
-            t["index"]
-            for t in turns
-            if keep_turn(tid, t["index"], seed, 1.0 if t.get("keep") is None else t["keep"])
-        ],
-    }
+    prompt = [t["action"]["text"] for t in turns]
+    response = [t["observation"]["text"] for t in turns]
+    for n, t in enumerate(turns, start=1):
+        if keep_turn(tid, t["index"], seed, 1.0 if t.get("keep") is None else t["keep"]):
+            yield {
+                "id": f"{tid}/{n}",
+                "task": f"worldtrace/{rec[F.DOMAIN]}",
+                "system_str": system_str,
+                "prompt": prompt,
+                "response": response,
+                "turn_idx": n,
+            }
 
 
-def write_agentworldbench(records: list[dict[str, Any]], directory: Path, seed: int) -> int:
-    lines = [
-        json.dumps(agentworldbench_line(r, seed), ensure_ascii=False, sort_keys=True)
-        for r in records
-    ]
-    write_bytes_atomic(directory / AWB_FILE, ("\n".join(lines) + "\n").encode())
-    return len(lines)
+def awb_file(domain: str, part: str) -> str:
+    """`<domain>_test.jsonl`: the official loader globs `*_test.jsonl`."""
+    return f"{domain}_{part}.jsonl"
+
+
+class AgentWorldBenchLines:
+    """Lines -> one JSONL file per domain (`awb_file`), written as they come."""
+
+    def __init__(self, directory: Path, part: str = "test"):
+        self.directory, self.part = directory, part
+        directory.mkdir(parents=True, exist_ok=True)
+        self.rows = 0
+        self._files: dict[str, Any] = {}
+
+    def add(self, domain: str, line: dict[str, Any]) -> None:
+        fh = self._files.get(domain)
+        if fh is None:
+            fh = self._files[domain] = open(  # noqa: SIM115  (closed in close())
+                self.directory / awb_file(domain, self.part), "w", encoding="utf-8"
+            )
+        fh.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+        self.rows += 1
+
+    def close(self) -> int:
+        for fh in self._files.values():
+            fh.close()
+        return self.rows
 
 
 # -- manifest and verification ---------------------------------------------------------
@@ -196,7 +271,8 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
 
 
 def verify(directory: str | os.PathLike) -> list[str]:
-    """Recompute what the manifest claims; returns the problems (empty = verified)."""
+    """Recompute what the manifest claims; returns the problems (empty = verified). A split
+    export (top manifest with `parts`) is verified part by part."""
     d = Path(directory)
     mpath = d / MANIFEST
     if not mpath.exists():
@@ -205,14 +281,35 @@ def verify(directory: str | os.PathLike) -> list[str]:
         m = json.loads(mpath.read_text())
     except json.JSONDecodeError as exc:
         return [f"{mpath}: invalid JSON: {exc}"]
+    if "parts" in m:
+        return _check_parts(d, m["parts"])
     problems = _check_files(d, m["shards"])
     if problems:
         return problems
+    part = m.get("part", "train")
     if m["format"] == "parquet":
         return _check_parquet(d, m)
     if m["format"] == "megatron":
-        return _check_megatron(d, m)
-    return []
+        return _check_megatron(d, m, part)
+    return _check_awb(d, m)
+
+
+def _check_parts(d: Path, parts: dict[str, dict[str, Any]]) -> list[str]:
+    problems = []
+    for name, p in sorted(parts.items()):
+        sub = d / p["path"]
+        pm = sub / MANIFEST
+        if not pm.exists():
+            problems.append(f"{pm}: missing manifest of part {name}")
+            continue
+        if sha256_file(str(pm)) != p["manifest_sha256"]:
+            problems.append(f"{pm}: sha256 differs from the top manifest's")
+        problems.extend(verify(sub))
+    listed = {p["path"] for p in parts.values()}
+    for p in d.iterdir():
+        if p.name != MANIFEST and not p.name.startswith(".") and p.name not in listed:
+            problems.append(f"{p}: not listed in the manifest")
+    return problems
 
 
 def _check_files(d: Path, shards: list[dict[str, Any]]) -> list[str]:
@@ -254,12 +351,31 @@ def _check_parquet(d: Path, m: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _check_megatron(d: Path, m: dict[str, Any]) -> list[str]:
+def _check_megatron(d: Path, m: dict[str, Any], part: str) -> list[str]:
     problems = []
-    sizes_t, _, _, _ = read_index(d / f"{MEGATRON_TEXT}.idx")
-    sizes_m, _, _, _ = read_index(d / f"{MEGATRON_MASK}.idx")
+    sizes_t, _, _, _ = read_index(d / f"{megatron_name(part, 'text')}.idx")
+    sizes_m, _, _, _ = read_index(d / f"{megatron_name(part, 'mask')}.idx")
     if not np.array_equal(sizes_t, sizes_m):
         problems.append(f"{d}: text and loss-mask sequence sizes differ")
     if len(sizes_t) != m["counts"]["rows"]:
         problems.append(f"{d}: {len(sizes_t)} sequences != manifest {m['counts']['rows']}")
+    return problems
+
+
+def _check_awb(d: Path, m: dict[str, Any]) -> list[str]:
+    """Every line parses and names an in-range turn; the line count matches."""
+    problems, n = [], 0
+    for s in m["shards"]:
+        with open(d / s["path"], encoding="utf-8") as fh:
+            for k, line in enumerate(fh, start=1):
+                n += 1
+                try:
+                    rec = json.loads(line)
+                    ok = 1 <= rec["turn_idx"] <= len(rec["prompt"]) == len(rec["response"])
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    ok = False
+                if not ok:
+                    problems.append(f"{d / s['path']}:{k}: not an AgentWorldBench record")
+    if n != m["counts"]["rows"]:
+        problems.append(f"{d}: {n} records != manifest {m['counts']['rows']}")
     return problems

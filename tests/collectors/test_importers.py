@@ -302,11 +302,16 @@ def test_agentworldbench_round_trip(tmp_path):
             format="agentworldbench",
         )
     )
-    r = import_paths([tmp_path / "awb" / "train.jsonl"], tmp_path / "back")
-    assert r.imported["agentworldbench"] == 30 and not r.errors
+    # one record per target turn, each carrying its whole trajectory; ids are `<tid>/<turn>`
+    files = sorted((tmp_path / "awb").glob("*_test.jsonl"))
+    n_lines = sum(len(f.read_text().splitlines()) for f in files)
+    r = import_paths(files, tmp_path / "back")
+    assert r.imported["agentworldbench"] == n_lines and not r.errors
     original = {t.trajectory_id: t for t in read_records(tmp_path / "p" / "trajectories")}
-    for t in read_records(tmp_path / "back"):
-        o = original[t.source.origin_id]
+    back = list(read_records(tmp_path / "back"))
+    assert {t.source.origin_id.rsplit("/", 1)[0] for t in back} == set(original)
+    for t in back:
+        o = original[t.source.origin_id.rsplit("/", 1)[0]]
         assert t.domain == o.domain
         assert [(x.action.text, x.observation.text) for x in t.turns] == [
             (x.action.text, x.observation.text) for x in o.turns

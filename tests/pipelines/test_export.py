@@ -6,26 +6,17 @@ import struct
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from worldtrace.collectors.synthetic import SyntheticConfig, generate
 from worldtrace.pipelines.export import ExportConfig, export
 from worldtrace.pipelines.mask import keep_turn
 from worldtrace.pipelines.process import ProcessConfig, run
-from worldtrace.pipelines.render import CHATML, load_template, system_text
+from worldtrace.pipelines.prompt import SystemPrompt
+from worldtrace.pipelines.render import CHATML, load_template
 from worldtrace.pipelines.samples import best_fit
 from worldtrace.pipelines.tokens import default_tokenizer, load_tokenizer
 from worldtrace.pipelines.writers import verify
-from worldtrace.schemas import ShardWriter, Store, read_records
+from worldtrace.schemas import ShardWriter, read_records
 
 TOKENIZER = str(default_tokenizer())
-
-
-@pytest.fixture(scope="module")
-def processed(tmp_path_factory):
-    store = Store.at(tmp_path_factory.mktemp("exp") / "store")
-    with ShardWriter(store.raw / "s") as w:
-        w.write(generate(SyntheticConfig(n=400, seed=11)))
-    run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
-    return store
 
 
 def do_export(store, out, **kw):
@@ -52,7 +43,7 @@ def test_decode_reproduces_rendered_text_and_mask_only_in_kept_observations(proc
     for r in rows(out)[:150]:
         t = trajs[r["trajectory_id"]]
         d = t.to_dict()
-        rendered = CHATML.render(system_text(d["system"]), d["turns"])
+        rendered = CHATML.render(SystemPrompt().text(d), d["turns"])
         assert tok.decode(r["input_ids"], skip_special_tokens=False) == rendered.text
         enc = tok.encode(rendered.text, add_special_tokens=False)
         allowed = []
@@ -167,18 +158,6 @@ def test_megatron_reads_back_independently(processed, tmp_path):
     for a, mk, r in zip(ids, masks, expected, strict=True):
         assert a.tolist() == r["input_ids"] and mk.tolist() == r["loss_mask"]
     assert verify(tmp_path / "mg") == []
-
-
-def test_agentworldbench_jsonl(processed, tmp_path):
-    do_export(processed, tmp_path / "awb", format="agentworldbench")
-    lines = [json.loads(x) for x in (tmp_path / "awb" / "train.jsonl").read_text().splitlines()]
-    trajs = by_id(processed)
-    first = lines[0]
-    assert set(first) == {"id", "task", "system_str", "prompt", "response", "turn_idx"}
-    t = trajs[first["id"]]
-    assert first["task"].rsplit("/", 1)[-1] == t.domain
-    assert first["prompt"] == [x.action.text for x in t.turns]
-    assert first["response"] == [x.observation.text for x in t.turns]
 
 
 def test_turn_expansion_one_target_per_sample(processed, tmp_path):
@@ -339,19 +318,21 @@ def pinned_records():
 # (created_by), so they are not pinned.
 PINNED = {
     "megatron-split-token": {
-        "train_loss_mask.bin": "f8025dc68aec830d0c052f5f30cfcca6fb6ff9eaba65c6d100cb5cf719ae90f2",
-        "train_loss_mask.idx": "c2babd9659f9d9077634a524815bee9487543a874ba4b47ee2a1d4fd92bf76b5",
-        "train_text_document.bin": "41a8495cc7e1d6aaf2e414a79ae16816746f6454264b78ff800ef17b5b5dcabe",
-        "train_text_document.idx": "cc799c333078ab768a7cfbf22ec601eaf74b36183608f0799499dc7099ffde4d",
+        "train_loss_mask.bin": "3bea2b9e4c119852814bc49b74668f92d45fa617bf8e2bf8f0467afa5232a0af",
+        "train_loss_mask.idx": "c3de262f8f37efb7ba2205d412d1fb29c3843e7d0e6495e5fc8613f3a598d34c",
+        "train_text_document.bin": "a6472b8beb85d15961acfe336dabbe50fd33f044584e299cac9c4f672ba39db7",
+        "train_text_document.idx": "eb36bd14ad8533ea89f9e7b2472cc3af5fe3963ff04b7024cbe161019edc1fb9",
     },
     "megatron-turn-packed": {
-        "train_loss_mask.bin": "d3c9544b8484c718c8a416ba5b57197e54003290d1f2f1605ac19140a26aa996",
-        "train_loss_mask.idx": "4d3b4e251618786894366a70415cc33568e4fb696fca4f4c2dffd2588a9544a8",
-        "train_text_document.bin": "3798b56e613aa683e7521d98d0bd5b97aa6d0a934d408940e3a56cfb694e3100",
-        "train_text_document.idx": "1b1ab5a3562ed100738d4106336fc85c7c21efec7bf6147e0f852422a696d094",
+        "train_loss_mask.bin": "fb5f2ccd17c9e03652f2bb2372cdce68cd2afc5f849e6ac16a4700397917ad97",
+        "train_loss_mask.idx": "a5cd79c5ab31a97d69e4a03c5dc9ad75e278a8999f2ddd5a3655cebeef4b235d",
+        "train_text_document.bin": "32a2468afa19ad6028ab9b50d7fd2ce03809bc444bb7b77c958b4c90879a7450",
+        "train_text_document.idx": "7cced2ea48b9d315747b2059b764583a536e9ef9e9c26e63247671b67d02521e",
     },
     "agentworldbench": {
-        "train.jsonl": "2b54f61eb82e2eba8e97bf1a3ff6bec51107065b691aad498db05421a1283063",
+        "swe_test.jsonl": "e1216699367023cd96f48e4c55d800a6f67278d418b404213cc76fb731dd6cc9",
+        "terminal_test.jsonl": "e20b07b88f3d28e755d3de25564f86e84429da757798bfe9476ad0bce99e8f6b",
+        "web_test.jsonl": "7995b4c1b072d2b4e9d532764122893280791e5d5a57a6cf7c8def1d88078be2",
     },
 }
 
@@ -361,7 +342,7 @@ def test_pinned_shard_hashes(tmp_path):
         w.write(pinned_records())
     runs = {
         "megatron-split-token": {"format": "megatron", "keep_mode": "token", "max_len": 60},
-        "megatron-turn-packed": {"format": "megatron", "sample_mode": "turn", "seq_len": 160},
+        "megatron-turn-packed": {"format": "megatron", "sample_mode": "turn", "seq_len": 1024},
         "agentworldbench": {"format": "agentworldbench", "seed": 5},
     }
     got, counts = {}, {}
@@ -379,6 +360,7 @@ def test_pinned_shard_hashes(tmp_path):
     assert 0 < split["loss_tokens"] < sum(c["obs_tokens"] for c in split["by_category"].values())
     packed = counts["megatron-turn-packed"]
     assert packed["samples"] == 11 and packed["rows"] < packed["samples"]
+    assert counts["agentworldbench"]["rows"] == 8  # one line per kept turn
     assert got == PINNED, "export output changed; update PINNED only for an intended change"
 
 
@@ -394,3 +376,66 @@ def test_default_tokenizer_lookup_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def reference_pack(rows: list[dict], seq_len: int, window: int) -> list[list[str]]:
+    """In-memory reference of windowed packing: the samples in export order, cut into
+    windows of `window`; each window packed best-fit decreasing by brute force (longest
+    first, ties by id; each into the fullest row it fits, ties by the older row)."""
+    packed = []
+    for w in range(0, len(rows), window):
+        chunk = sorted(rows[w : w + window], key=lambda r: (-r["num_tokens"], r["sample_id"]))
+        bins: list[list] = []  # [free tokens, sample ids]
+        for r in chunk:
+            fits = [b for b in bins if b[0] >= r["num_tokens"]]
+            if fits:
+                best = min(fits, key=lambda b: (b[0], bins.index(b)))
+                best[0] -= r["num_tokens"]
+                best[1].append(r["sample_id"])
+            else:
+                bins.append([seq_len - r["num_tokens"], [r["sample_id"]]])
+        packed.extend(sorted(b[1]) for b in bins)
+    return packed
+
+
+def test_windowed_packing_matches_an_in_memory_reference(processed, tmp_path):
+    m = do_export(processed, tmp_path / "flat", max_len=1024)
+    flat = rows(tmp_path / "flat")
+    by_id = {r["sample_id"]: r for r in flat}
+    window = 64
+    assert m["counts"]["samples"] > 4 * window  # the corpus is larger than the buffer
+    for w, out in ((window, "small"), (10**6, "whole")):
+        do_export(processed, tmp_path / out, seq_len=1024, pack_window=w)
+        packed = rows(tmp_path / out)
+        assert [r["sample_ids"] for r in packed] == reference_pack(flat, 1024, w)
+        for r in packed:  # the row is its samples, in order, then padding
+            ids = [t for s in r["sample_ids"] for t in by_id[s]["input_ids"]]
+            mask = [t for s in r["sample_ids"] for t in by_id[s]["loss_mask"]]
+            assert r["input_ids"][: len(ids)] == ids and r["loss_mask"][: len(mask)] == mask
+            starts = np.cumsum([0] + [by_id[s]["num_tokens"] for s in r["sample_ids"]])[:-1]
+            assert r["doc_boundaries"] == starts.tolist()
+    # a window as large as the corpus is whole-corpus best fit, and it packs tighter
+    assert len(rows(tmp_path / "whole")) <= len(rows(tmp_path / "small"))
+    assert [r["sample_ids"] for r in rows(tmp_path / "whole")] != [
+        r["sample_ids"] for r in rows(tmp_path / "small")
+    ]
+
+
+def test_export_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas on the first `pa.array` or timestamp conversion (0.6 s, a
+    fifth of a small export): export builds its columns from buffers and reads no
+    timestamp column."""
+    import subprocess
+    import sys
+
+    with ShardWriter(tmp_path / "in") as w:
+        w.write(pinned_records())
+    code = (
+        "import sys; from worldtrace.pipelines.export import ExportConfig, export;"
+        f"export(ExportConfig(input={str(tmp_path / 'in')!r}, output={str(tmp_path / 'o')!r},"
+        f" tokenizer={TOKENIZER!r}, seq_len=1024));"
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert verify(tmp_path / "o") == []

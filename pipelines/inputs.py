@@ -1,0 +1,78 @@
+"""Streaming the processed trajectories into export, a batch of records at a time.
+
+Only the columns export reads are decoded (Parquet nested-column projection: no stats,
+rules, provenance or timestamps), and the shards are read in name order, row group by
+row group, rows in stored order, so memory holds one batch however large the corpus and
+the same shards always give the same sequence of records. (Export used to sort the
+whole corpus by trajectory_id; that needs the corpus, or an external sort, in hand.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from worldtrace.schemas import fields as F
+from worldtrace.schemas.store import shard_files
+
+from .prompt import CONDITIONS
+
+WANTED = (
+    F.TRAJECTORY_ID,
+    F.DOMAIN,
+    F.SYSTEM,
+    f"{F.TURNS}.index",
+    f"{F.TURNS}.action.text",
+    f"{F.TURNS}.observation.text",
+    f"{F.TURNS}.category",
+    f"{F.TURNS}.keep",
+    f"{F.DEDUP}.cluster_id",
+    CONDITIONS,
+)
+"""Field paths export needs (list levels left out); absent ones are skipped."""
+CLUSTER = "_cluster"
+"""Key of a record's dedup cluster id (`dedup.cluster_id`, else its own `c<trajectory_id>`,
+the id the dedup stage gives a singleton)."""
+
+
+def _columns(pf: pq.ParquetFile) -> list[str]:
+    """Parquet column paths of `pf` under WANTED (`turns.list.element.x` matches `turns.x`)."""
+    out = []
+    for i in range(len(pf.schema)):
+        path = pf.schema.column(i).path
+        parts = path.split(".")
+        plain = ".".join(
+            p for n, p in enumerate(parts) if not (p in ("list", "element", "item") and n)
+        )
+        if any(plain == w or plain.startswith(w + ".") for w in WANTED):
+            out.append(path)
+    return out
+
+
+def check_input(path: str) -> list[Path]:
+    files = shard_files(path)
+    if not files:
+        raise FileNotFoundError(
+            f"no processed trajectories under {path} (run `worldtrace process` first)"
+        )
+    return files
+
+
+def iter_batches(path: str, batch_rows: int = 256) -> Iterator[list[dict[str, Any]]]:
+    """Lists of at most `batch_rows` records (dicts with the WANTED fields and CLUSTER)."""
+    for f in check_input(path):
+        pf = pq.ParquetFile(f)
+        missing = [
+            c for c in (F.TRAJECTORY_ID, F.DOMAIN, F.TURNS) if c not in pf.schema_arrow.names
+        ]
+        if missing:
+            raise ValueError(f"{f}: not a trajectory shard: no column {', '.join(missing)}")
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=_columns(pf)):
+            records = batch.to_pylist()
+            for r in records:
+                dedup = r.get(F.DEDUP) or {}
+                r[CLUSTER] = dedup.get("cluster_id") or f"c{r[F.TRAJECTORY_ID]}"
+                r[F.TURNS] = r[F.TURNS] or []
+            yield records

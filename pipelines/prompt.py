@@ -1,0 +1,256 @@
+"""The world-model system prompt: the report's five parts, composed for every record.
+
+task description + action space + initial state + demonstrations + simulation
+instruction (DESIGN.md "Training shards"). The action space is rendered readably from
+its JSON-Schema tool list; a record without a simulation instruction gets its domain's
+(worldtrace's own texts in `prompts/<domain>.md`, overridable by a user's file); the
+trajectory's sampled `conditions`, when it has any, are stated before the instruction.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worldtrace.schemas import fields as F
+
+PROMPTS_DIR = Path(__file__).with_name("prompts")
+CONDITIONS = "conditions"
+"""Nullable JSON list on the trajectory record: the conditions an episode was run under."""
+HEADERS = {
+    "action_space": "# Action space",
+    "initial_state": "# Initial state",
+    "demonstrations": "# Demonstrations",
+    CONDITIONS: "# Conditions",
+    "simulation_instruction": "# Simulation instruction",
+}
+CONDITIONS_INTRO = (
+    "The environment runs under these conditions; every observation must agree with them:"
+)
+TRIM_MARK = "\n[system prompt truncated]"
+
+
+# -- simulation instructions -----------------------------------------------------------
+def builtin_instructions() -> dict[str, str]:
+    """worldtrace's simulation instruction per domain (package data)."""
+    return {d: (PROMPTS_DIR / f"{d}.md").read_text().strip() for d in F.DOMAINS}
+
+
+def load_instructions(path: str | None) -> dict[str, str]:
+    """The built-in instructions, overridden per domain by `path`: a YAML or JSON file
+    mapping domain -> text, or a directory of `<domain>.md` files."""
+    texts = builtin_instructions()
+    if not path:
+        return texts
+    p = Path(path)
+    if p.is_dir():
+        user = {f.stem: f.read_text() for f in sorted(p.glob("*.md"))}
+        if not user:
+            raise ValueError(f"{p}: simulation_instructions: no <domain>.md files in the directory")
+    elif p.is_file():
+        import yaml
+
+        try:
+            user = yaml.safe_load(p.read_text())  # YAML is a superset of JSON
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{p}: simulation_instructions: not YAML or JSON: {exc}") from exc
+        if not isinstance(user, dict):
+            raise ValueError(f"{p}: simulation_instructions: expected a mapping domain -> text")
+    else:
+        raise FileNotFoundError(f"simulation_instructions: {p} is neither a file nor a directory")
+    for domain, text in user.items():
+        if domain not in F.DOMAINS:
+            raise ValueError(
+                f"{p}: simulation_instructions.{domain}: unknown domain (one of {', '.join(F.DOMAINS)})"
+            )
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{p}: simulation_instructions.{domain}: expected non-empty text")
+        texts[domain] = text.strip()
+    return texts
+
+
+# -- action space ----------------------------------------------------------------------
+def action_space_text(raw: Any) -> str:
+    """A JSON tool list (`[{name, description, input_schema}]`, or the older
+    `{name, description, parameters}` / OpenAI `{"function": ...}` shapes) as readable
+    text; anything else as it is."""
+    if not raw:
+        return ""
+    if isinstance(raw, str):
+        return _action_space_json(raw)
+    return _action_space(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _action_space_json(raw: str) -> str:
+    """Cached: most records of a corpus share a handful of action spaces."""
+    try:
+        space = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw.strip()
+    return _action_space(space)
+
+
+def _action_space(space: Any) -> str:
+    if isinstance(space, dict):
+        space = [space]
+    if not isinstance(space, list):
+        return json.dumps(space, ensure_ascii=False, indent=2)
+    return "\n\n".join(_tool_text(t) for t in space)
+
+
+def _tool_text(tool: Any) -> str:
+    if not isinstance(tool, Mapping):
+        return f"## {tool}" if isinstance(tool, str) else json.dumps(tool, ensure_ascii=False)
+    fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+    lines = [f"## {fn.get('name') or '(unnamed)'}"]
+    if fn.get("description"):
+        lines.append(str(fn["description"]).strip())
+    schema = fn.get("input_schema") or fn.get("inputSchema") or fn.get("parameters")
+    if schema is None:
+        return "\n".join(lines)
+    args = list(_arguments(schema))
+    lines.append("Arguments:" if args else "Arguments: none")
+    lines.extend(args)
+    return "\n".join(lines)
+
+
+def _arguments(schema: Any) -> Iterable[str]:
+    """One line per argument: `- name (type, required): description [details]`."""
+    if isinstance(schema, list):  # [{name, type, description}] or [name, ...]
+        for p in schema:
+            if isinstance(p, Mapping):
+                yield _argument(str(p.get("name", "?")), p, bool(p.get("required")))
+            else:
+                yield f"- {p}"
+        return
+    if not isinstance(schema, Mapping):
+        yield f"- {schema}"
+        return
+    if any(k in schema for k in ("properties", "type", "$schema", "anyOf", "oneOf")):
+        props = schema.get("properties") or {}
+    else:  # an older {name: spec} mapping
+        props = schema
+    required = set(schema.get("required") or ())
+    for name, spec in props.items():
+        spec = spec if isinstance(spec, Mapping) else {"description": str(spec)}
+        yield _argument(name, spec, name in required)
+
+
+def _argument(name: str, spec: Mapping[str, Any], required: bool) -> str:
+    kind = _type(spec)
+    head = f"- {name} ({kind}{', required' if required else ''})"
+    extra = []
+    if "enum" in spec:
+        extra.append("one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in spec["enum"]))
+    if "default" in spec:
+        extra.append(f"default {json.dumps(spec['default'], ensure_ascii=False)}")
+    desc = str(spec.get("description") or "").strip()
+    tail = "; ".join([desc, *extra] if desc else extra)
+    return f"{head}: {tail}" if tail else head
+
+
+def _type(spec: Mapping[str, Any]) -> str:
+    t = spec.get("type")
+    if isinstance(t, list):
+        return " | ".join(map(str, t))
+    if t == "array" and isinstance(spec.get("items"), Mapping):
+        return f"array of {_type(spec['items'])}"
+    if t:
+        return str(t)
+    for key in ("anyOf", "oneOf"):
+        if isinstance(spec.get(key), list):
+            return " | ".join(_type(s) for s in spec[key] if isinstance(s, Mapping))
+    return "any"
+
+
+# -- conditions ------------------------------------------------------------------------
+def conditions_text(raw: Any) -> str:
+    """The record's conditions (a JSON list, or an Arrow list) as a bullet list."""
+    if raw is None or raw == "":
+        return ""
+    items = raw
+    if isinstance(raw, str):
+        try:
+            items = json.loads(raw)
+        except json.JSONDecodeError:
+            items = [raw]
+    if isinstance(items, Mapping) or not isinstance(items, list):
+        items = [items]
+    lines = [f"- {_condition(c)}" for c in items if c not in (None, "", {})]
+    return "\n".join([CONDITIONS_INTRO, *lines]) if lines else ""
+
+
+def _condition(c: Any) -> str:
+    if isinstance(c, Mapping):
+        text = c.get("text") or c.get("description")
+        if isinstance(text, str) and text:
+            return text
+        return ", ".join(f"{k}: {_scalar(v)}" for k, v in c.items())
+    return _scalar(c)
+
+
+def _scalar(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)
+
+
+# -- composition -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class SystemPrompt:
+    """Composes the system prompt of a record; `instructions` fill an empty simulation
+    instruction by domain."""
+
+    instructions: Mapping[str, str] = field(default_factory=builtin_instructions)
+
+    @classmethod
+    def from_file(cls, path: str | None) -> SystemPrompt:
+        return cls(load_instructions(path))
+
+    def parts(self, rec: Mapping[str, Any], drop: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """(part name, text) in prompt order, empty parts left out."""
+        system = rec.get(F.SYSTEM) or {}
+        values = {
+            "task_description": (system.get("task_description") or "").strip(),
+            "action_space": action_space_text(system.get("action_space")),
+            "initial_state": system.get("initial_state") or "",
+            "demonstrations": system.get("demonstrations") or "",
+            CONDITIONS: conditions_text(rec.get(CONDITIONS)),
+            "simulation_instruction": system.get("simulation_instruction")
+            or self.instructions.get(rec.get(F.DOMAIN), ""),
+        }
+        skip = set(drop)
+        return [(k, v) for k, v in values.items() if v and k not in skip]
+
+    def text(self, rec: Mapping[str, Any], drop: Iterable[str] = ()) -> str:
+        return join(self.parts(rec, drop))
+
+    def describe(self, source: str | None) -> dict[str, Any]:
+        """For the manifest: where the instructions came from and the sha256 of each."""
+        return {
+            "source": source or "builtin",
+            "sha256": {
+                d: hashlib.sha256(t.encode()).hexdigest()
+                for d, t in sorted(self.instructions.items())
+            },
+        }
+
+
+def join(parts: list[tuple[str, str]]) -> str:
+    return "\n\n".join(f"{HEADERS[k]}\n{v}" if k in HEADERS else v for k, v in parts)
+
+
+def trimmed(parts: list[tuple[str, str]], keep_chars: int) -> str:
+    """The prompt cut to about `keep_chars` characters, marked; the simulation instruction
+    is kept whole when it fits, since it says what to predict."""
+    last = parts[-1] if parts and parts[-1][0] == "simulation_instruction" else None
+    tail = join([last]) if last else ""
+    if last and len(tail) + len(TRIM_MARK) + 2 < keep_chars:
+        head = join(parts[:-1])
+        cut = max(0, keep_chars - len(tail) - len(TRIM_MARK) - 2)
+        return head[:cut] + TRIM_MARK + "\n\n" + tail
+    return join(parts)[: max(0, keep_chars - len(TRIM_MARK))] + TRIM_MARK
