@@ -142,9 +142,12 @@ class InformationAware:
     """cond_novelty under this is a repeat of the context."""
     repeat_keep: float = 0.1
     common_below_bits: float = 4.0
-    """corpus_surprisal under this many bits is a common template (> 1/16 of turns)."""
+    """corpus_surprisal under this many bits is a common template (seen more than 64 times
+    with the reference of 1024: stats.SURPRISAL_REFERENCE)."""
     common_keep: float = 0.25
     name: str = "agentworld-v1+info"
+    corpus: bool = True
+    """Reads corpus statistics: pass 2 decides again once the corpus counts are known."""
 
     def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision:
         d = self.base.decide(stats, action, observation)

@@ -394,8 +394,13 @@ def worker(ctx: click.Context, concurrency: int, forever: bool, lease: float) ->
     show_default=True,
     help="DirectRunner worker processes (0 = one per core, 1 = in-process).",
 )
+@click.option(
+    "--rebuild", is_flag=True, help="Reprocess every raw file, not only those not seen before."
+)
 @click.pass_context
-def process(ctx: click.Context, inputs, runner, policy, config_file, overrides, workers) -> None:
+def process(
+    ctx: click.Context, inputs, runner, policy, config_file, overrides, workers, rebuild
+) -> None:
     """Raw shards -> processed shards (Beam pipeline): validate, filter, dedup, statistics, mask.
 
     Any further --options are passed to Beam (e.g. --job_endpoint=embed
@@ -411,6 +416,7 @@ def process(ctx: click.Context, inputs, runner, policy, config_file, overrides, 
         policy=policy,
         runner=runner,
         workers=workers,
+        rebuild=rebuild,
         beam_args=list(ctx.args),
     )
     try:
