@@ -1,4 +1,4 @@
-"""Turn-level loss-mask policies (DESIGN.md, report Table 3).
+"""Turn-level loss-mask policies (report Table 3; definitions in docs/pipeline.md).
 
 A policy maps a turn's statistics to a category, the rule that fired and a keep ratio:
 the fraction of the turn's observation tokens that count in the loss. How a partial
@@ -71,7 +71,8 @@ class KeepRatios:
 
 @dataclass(frozen=True)
 class AgentWorldV1:
-    """Report Table 3 with DESIGN.md's precedence: the first matching rule wins."""
+    """Report Table 3, first matching rule wins: echo, boilerplate, expansion, retrieval, action,
+    transform, other (docs/pipeline.md#mask-policies)."""
 
     thresholds: AgentWorldThresholds = field(default_factory=AgentWorldThresholds)
     keep: KeepRatios = field(default_factory=KeepRatios)

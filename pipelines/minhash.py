@@ -2,7 +2,7 @@
 
 A batch of documents becomes one flat array of 64-bit shingle hashes plus row offsets;
 rensa's `RMinHash` turns it into a (documents x num_perm) uint32 matrix without a Python
-object per shingle (DESIGN.md measured rensa ~50x faster than datasketch at the same
+object per shingle (the project design measured rensa ~50x faster than datasketch at the same
 estimation error; `tests/pipelines/test_minhash.py` checks the error against
 datasketch's). The LSH shape is derived from the threshold here, not from a private
 datasketch function.

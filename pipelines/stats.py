@@ -1,4 +1,4 @@
-"""Turn statistics: the report's OL, Nov, Jac, R (DESIGN.md) plus worldtrace's own.
+"""Turn statistics: the report's OL, Nov, Jac, R (docs/pipeline.md#turn-statistics) plus worldtrace's own.
 
 Pure functions on strings; the Beam stages call them per turn.
 """
