@@ -142,9 +142,9 @@ class InformationAware:
     repeat_below: float = 0.25
     """cond_novelty under this is a repeat of the context."""
     repeat_keep: float = 0.1
-    common_below_bits: float = 4.0
-    """corpus_surprisal under this many bits is a common template (seen more than 64 times
-    with the reference of 1024: stats.SURPRISAL_REFERENCE)."""
+    common_below_bits: float = 1.0
+    """corpus_surprisal under this many bits is a common template: kept more than 8 times in
+    the processed corpus (log2(16 / count) < 1; stats.SURPRISAL_REFERENCE = 16)."""
     common_keep: float = 0.25
     name: str = "agentworld-v1+info"
     corpus: bool = True

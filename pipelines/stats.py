@@ -115,17 +115,18 @@ def template_hash(observation: str) -> int:
     return int(template_key(observation), 16)
 
 
-SURPRISAL_REFERENCE = 1024
-"""Occurrences at which a template's surprisal reaches 0 bits (it saturates there)."""
+SURPRISAL_REFERENCE = 16
+"""Occurrences at which a template's surprisal reaches 0 bits: past it a template is common
+whatever the corpus size (it saturates there, which also bounds what a new batch changes)."""
 
 
 def surprisal(count: int) -> float:
     """Bits of rarity of a template seen `count` times in the processed corpus:
-    log2(SURPRISAL_REFERENCE / min(count, SURPRISAL_REFERENCE)), from 10 (seen once) to 0.
+    log2(SURPRISAL_REFERENCE / min(count, SURPRISAL_REFERENCE)), from 4 (seen once) to 0.
 
     A fixed reference instead of the corpus size: -log2(count / turns) is at most
     log2(turns), so in a small corpus every template looked common; counts mean the same
-    in any corpus, and a new batch changes only the turns whose own template count moved
-    below the reference (incremental processing rewrites just those).
+    in any corpus, and a new batch changes only the turns whose own template is still
+    rarer than the reference (incremental processing rewrites just those).
     """
     return math.log2(SURPRISAL_REFERENCE / min(max(count, 1), SURPRISAL_REFERENCE))

@@ -183,9 +183,3 @@ def process_unit(
     segment = pa.Table.from_pylist(records, schema=SEGMENT_SCHEMA)
     counts["dedup.in"] += len(records)
     return UnitResult(stem_of(path, row_group), segment, rejects, counts)
-
-
-def surprisal_column(keys: np.ndarray, counts: dict[int, int]) -> np.ndarray:
-    """corpus_surprisal of each template key; a key absent from `counts` was seen once."""
-    c = np.fromiter((counts.get(k, 1) for k in keys.tolist()), np.float64, len(keys))
-    return np.log2(S.SURPRISAL_REFERENCE / np.clip(c, 1, S.SURPRISAL_REFERENCE))

@@ -72,6 +72,6 @@ def test_conditional_novelty_stays_within_0_and_1_on_short_novel_observations():
 def test_surprisal_rules_on_counts_not_corpus_size():
     """Found: -log2(count/turns) saturated at log2(turns), so a small corpus was all common."""
     assert S.surprisal(1) == pytest.approx(math.log2(S.SURPRISAL_REFERENCE))
-    assert S.surprisal(64) == pytest.approx(4.0)
+    assert S.surprisal(4) == pytest.approx(math.log2(S.SURPRISAL_REFERENCE / 4))
     assert S.surprisal(S.SURPRISAL_REFERENCE) == 0.0
     assert S.surprisal(10 * S.SURPRISAL_REFERENCE) == 0.0  # saturates

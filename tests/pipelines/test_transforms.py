@@ -101,7 +101,7 @@ def test_finalize_drops_duplicates_and_counts_templates(tmp_path):
     assert len(turns) == 6
     # "File saved." is kept 3 times (the 4th is a duplicate); the texts differ in numbers
     # only, so they share one template too: 3 counts each
-    assert {round(t["corpus_surprisal"], 6) for t in turns} == {round(math.log2(1024 / 3), 6)}
+    assert {round(t["corpus_surprisal"], 6) for t in turns} == {round(math.log2(16 / 3), 6)}
     roles = {r["source"]: r["role"] for r in out["clusters"].to_pylist()}
     assert roles[uid0] == "near" and sorted(roles.values()).count("singleton") == 3
     back = out["trajectories"].to_pylist()
