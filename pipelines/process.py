@@ -165,14 +165,17 @@ class ProcessTrajectories(beam.PTransform):
             T._OldMatches(index or ""), probe=beam.pvalue.AsSingleton(probe), was=was
         )
         state = p | "OldClusters" >> beam.Create(prev.members)
-        sigs = (p1.sigs, matched, state) | "AllSigs" >> beam.Flatten()
+        old = (matched, state) | "OldSigs" >> beam.Flatten()
+        sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
         decisions = beam.pvalue.AsDict(sigs | "Dedup" >> DedupDecisions(cfg.dedup))
+        # an earlier record may arrive twice (matched and in the cluster state); new ones once
         distinct = (
-            sigs
+            p1.sigs,
+            old
             | "ByUid" >> beam.Map(lambda s: (s.uid, s))
             | "OnePerUid" >> beam.CombinePerKey(lambda xs: next(iter(xs)))
-            | "Values" >> beam.Values()
-        )
+            | "Values" >> beam.Values(),
+        ) | "Distinct" >> beam.Flatten()
         delta = (
             distinct
             | "KeyDeltas" >> beam.ParDo(T._KeyDeltas(), decisions=decisions)
