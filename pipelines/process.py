@@ -147,75 +147,34 @@ class ProcessTrajectories(beam.PTransform):
 
     def expand(self, paths):
         cfg, out, prev = self.cfg, self.out, self.prev
-        p = paths.pipeline
         policy = get_policy(cfg.policy, **cfg.policy_settings)
         index = str(prev.index) if prev.index else None
-        units = paths | "Split" >> T.SplitFiles()
-        p1 = units | "Pass1" >> beam.ParDo(
-            T._Pass1(out, cfg.filters, cfg.dedup, policy)
-        ).with_outputs("stems", main="sigs")
-        old_stems = p | "OldSegments" >> beam.Create(prev.stems)
-        was = {s.uid: s.was for s in prev.members}
-        probe = (
-            p1.sigs
-            | "ProbeKeys" >> beam.Map(lambda s: (s.tid, s.bands))
-            | "Probe" >> beam.CombineGlobally(T._Probe())
+        p1 = (
+            paths
+            | "Split" >> T.SplitFiles()
+            | "Pass1"
+            >> beam.ParDo(T._Pass1(out, cfg.filters, cfg.dedup, policy)).with_outputs(
+                "stems", main="sigs"
+            )
         )
-        matched = old_stems | "OldMatches" >> beam.ParDo(
-            T._OldMatches(index or ""), probe=beam.pvalue.AsSingleton(probe), was=was
-        )
-        state = p | "OldClusters" >> beam.Create(prev.members)
-        old = (matched, state) | "OldSigs" >> beam.Flatten()
+        old = p1.sigs | "Earlier" >> T.EarlierRecords(prev.index, prev.stems, prev.members)
         sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
         decisions = beam.pvalue.AsDict(sigs | "Dedup" >> DedupDecisions(cfg.dedup))
-        # an earlier record may arrive twice (matched and in the cluster state); new ones once
-        distinct = (
-            p1.sigs,
-            old
-            | "ByUid" >> beam.Map(lambda s: (s.uid, s))
-            | "OnePerUid" >> beam.CombinePerKey(lambda xs: next(iter(xs)))
-            | "Values" >> beam.Values(),
-        ) | "Distinct" >> beam.Flatten()
-        delta = (
-            distinct
-            | "KeyDeltas" >> beam.ParDo(T._KeyDeltas(), decisions=decisions)
-            | "SumDeltas" >> beam.CombinePerKey(sum)
-            | "NonZero" >> beam.Filter(lambda kv: kv[1] != 0)
-        )
-        delta_map = beam.pvalue.AsDict(delta)
-        delta_all = delta | "DeltaDict" >> beam.combiners.ToDict()
-        keys = delta_all | "ChangedKeys" >> beam.Map(lambda d: T.changed_keys(index, d))
-        stems = (
-            distinct
-            | "Changed" >> beam.ParDo(T._Changed(), decisions=decisions)
-            | "StemSet" >> beam.combiners.ToSet()
-        )
+        records = (p1.sigs, old) | "OnePerRecord" >> T.OnePerRecord()
+        delta = records | "Deltas" >> T.TemplateDeltas(decisions)
         side = {
             "decisions": decisions,
-            "delta": delta_map,
-            "stems": beam.pvalue.AsSingleton(stems),
-            "keys": beam.pvalue.AsSingleton(keys),
+            "delta": beam.pvalue.AsDict(delta),
+            "stems": beam.pvalue.AsSingleton(records | "Changed" >> T.ChangedStems(decisions)),
+            "keys": beam.pvalue.AsSingleton(delta | "ChangedKeys" >> T.ChangedKeys(index)),
         }
-        p1.stems | "FinalizeNew" >> beam.ParDo(
-            T._Finalize(out, index, policy, cfg.seed, old=False), **side
-        )
-        old_stems | "RewriteOld" >> beam.ParDo(
-            T._Finalize(out, index, policy, cfg.seed, old=True), **side
-        )
-        (
-            distinct
-            | "MemberRows" >> beam.ParDo(T._MemberRow(), decisions=decisions)
-            | "Members" >> beam.combiners.ToList()
-            | "WriteMembers"
-            >> beam.Map(T.write_rows(out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA))
-        )
-        (
-            delta_all
-            | "DeltaRows" >> beam.Map(lambda d: [{"key": k, "count": v} for k, v in d.items()])
-            | "WriteDelta"
-            >> beam.Map(T.write_rows(out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS))
-        )
-        return beam.pvalue.PDone(p)
+        finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
+        p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
+        earlier = paths.pipeline | "EarlierSegments" >> beam.Create(prev.stems)
+        earlier | "RewriteEarlier" >> beam.ParDo(finalize[1], **side)
+        delta_all = delta | "DeltaDict" >> beam.combiners.ToDict()
+        (records, delta_all) | "WriteState" >> T.WriteState(out, decisions)
+        return beam.pvalue.PDone(paths.pipeline)
 
 
 def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOptions:

@@ -163,6 +163,122 @@ def changed_keys(index: str | None, delta: dict[int, int]) -> set[int]:
     return {k for k, d in delta.items() if min(base.get(k, 0), cap) != min(base.get(k, 0) + d, cap)}
 
 
+class TemplateDeltas(beam.PTransform):
+    """One Sig per record -> (template key, count change) where the change is not 0."""
+
+    def __init__(self, decisions):
+        super().__init__()
+        self.decisions = decisions
+
+    def expand(self, records):
+        return (
+            records
+            | "KeyDeltas" >> beam.ParDo(_KeyDeltas(), decisions=self.decisions)
+            | "Sum" >> beam.CombinePerKey(sum)
+            | "NonZero" >> beam.Filter(lambda kv: kv[1] != 0)
+        )
+
+
+class ChangedStems(beam.PTransform):
+    """One Sig per record -> the set of earlier segments whose decisions changed."""
+
+    def __init__(self, decisions):
+        super().__init__()
+        self.decisions = decisions
+
+    def expand(self, records):
+        return (
+            records
+            | "Changed" >> beam.ParDo(_Changed(), decisions=self.decisions)
+            | "Set" >> beam.combiners.ToSet()
+        )
+
+
+class ChangedKeys(beam.PTransform):
+    """Template count changes -> the set of keys whose (capped) count moved."""
+
+    def __init__(self, index: str | None):
+        super().__init__()
+        self.index = index
+
+    def expand(self, delta):
+        index = self.index
+        return (
+            delta
+            | "All" >> beam.combiners.ToDict()
+            | "Moved" >> beam.Map(lambda d: changed_keys(index, d))
+        )
+
+
+class EarlierRecords(beam.PTransform):
+    """New Sigs -> the Sigs of earlier runs that matter to them: records sharing a content
+    id or a band key with a new one, and every member of an earlier non-singleton cluster."""
+
+    def __init__(self, index: Path | None, stems: list[str], members: list[Sig]):
+        super().__init__()
+        self.index, self.stems, self.members = index, stems, members
+
+    def expand(self, new):
+        p = new.pipeline
+        probe = (
+            new
+            | "ProbeKeys" >> beam.Map(lambda s: (s.tid, s.bands))
+            | "Probe" >> beam.CombineGlobally(_Probe())
+        )
+        was = {s.uid: s.was for s in self.members}
+        matched = (
+            p
+            | "Segments" >> beam.Create(self.stems)
+            | "Matches"
+            >> beam.ParDo(
+                _OldMatches(str(self.index or "")),
+                probe=beam.pvalue.AsSingleton(probe),
+                was=was,
+            )
+        )
+        state = p | "Clusters" >> beam.Create(self.members)
+        return (matched, state) | "Both" >> beam.Flatten()
+
+
+class OnePerRecord(beam.PTransform):
+    """(new, earlier) Sigs -> one Sig per record: an earlier record may arrive twice
+    (matched and in the cluster state), a new one only once."""
+
+    def expand(self, both):
+        new, old = both
+        once = (
+            old
+            | "ByUid" >> beam.Map(lambda s: (s.uid, s))
+            | "OnePerUid" >> beam.CombinePerKey(lambda xs: next(iter(xs)))
+            | "Values" >> beam.Values()
+        )
+        return (new, once) | "All" >> beam.Flatten()
+
+
+class WriteState(beam.PTransform):
+    """The run's cluster state and template count changes, into `out`/_index."""
+
+    def __init__(self, out: str, decisions):
+        super().__init__()
+        self.out, self.decisions = out, decisions
+
+    def expand(self, records_and_delta):
+        records, delta = records_and_delta
+        (
+            records
+            | "MemberRows" >> beam.ParDo(_MemberRow(), decisions=self.decisions)
+            | "Members" >> beam.combiners.ToList()
+            | "WriteMembers"
+            >> beam.Map(write_rows(self.out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA))
+        )
+        return (
+            delta
+            | "DeltaRows" >> beam.Map(lambda d: [{"key": k, "count": v} for k, v in d.items()])
+            | "WriteDelta"
+            >> beam.Map(write_rows(self.out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS))
+        )
+
+
 class _Finalize(beam.DoFn):
     """Write a segment's trajectories, turns and clusters files (pass 2).
 
