@@ -228,9 +228,8 @@ class DedupDecisions(beam.PTransform):
             >> beam.FlatMap(lambda r: [((b, k), (r[0], r[4])) for b, k in enumerate(r[2])])
             | "GroupBands" >> beam.GroupByKey()
             | "Candidates" >> beam.ParDo(_Candidates())
-            | "DistinctPairs" >> beam.Distinct()
-        )
-        ends = pairs | "Ends" >> beam.FlatMap(lambda p: p) | "DistinctEnds" >> beam.Distinct()
+        )  # a pair met in several bands is verified several times: cheaper than a shuffle
+        ends = pairs | "Ends" >> beam.FlatMap(lambda p: p)
         ends_sigs = content.reps | "EndSigs" >> beam.FlatMap(
             lambda r, ends: [(r[0], r[3])] if r[0] in ends else [],
             ends=beam.pvalue.AsSingleton(ends | "EndSet" >> beam.combiners.ToSet()),

@@ -157,22 +157,26 @@ class ProcessTrajectories(beam.PTransform):
                 "stems", main="sigs"
             )
         )
-        old = p1.sigs | "Earlier" >> T.EarlierRecords(prev.index, prev.stems, prev.members)
-        sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
+        if prev.index is None:  # a full run: no earlier records, no earlier segments
+            sigs = records = p1.sigs
+        else:
+            old = p1.sigs | "Earlier" >> T.EarlierRecords(prev.index, prev.stems, prev.members)
+            sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
+            records = (p1.sigs, old) | "OnePerRecord" >> T.OnePerRecord()
         decisions = beam.pvalue.AsDict(sigs | "Dedup" >> DedupDecisions(cfg.dedup))
-        records = (p1.sigs, old) | "OnePerRecord" >> T.OnePerRecord()
         delta = records | "Deltas" >> T.TemplateDeltas(decisions)
+        delta_all = delta | "DeltaDict" >> beam.combiners.ToDict()
         side = {
             "decisions": decisions,
             "delta": beam.pvalue.AsDict(delta),
             "stems": beam.pvalue.AsSingleton(records | "Changed" >> T.ChangedStems(decisions)),
-            "keys": beam.pvalue.AsSingleton(delta | "ChangedKeys" >> T.ChangedKeys(index)),
+            "keys": beam.pvalue.AsSingleton(delta_all | "ChangedKeys" >> T.ChangedKeys(index)),
         }
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
-        earlier = paths.pipeline | "EarlierSegments" >> beam.Create(prev.stems)
-        earlier | "RewriteEarlier" >> beam.ParDo(finalize[1], **side)
-        delta_all = delta | "DeltaDict" >> beam.combiners.ToDict()
+        if prev.stems:
+            earlier = paths.pipeline | "EarlierSegments" >> beam.Create(prev.stems)
+            earlier | "RewriteEarlier" >> beam.ParDo(finalize[1], **side)
         (records, delta_all) | "WriteState" >> T.WriteState(out, decisions)
         return beam.pvalue.PDone(paths.pipeline)
 

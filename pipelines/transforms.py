@@ -195,19 +195,15 @@ class ChangedStems(beam.PTransform):
 
 
 class ChangedKeys(beam.PTransform):
-    """Template count changes -> the set of keys whose (capped) count moved."""
+    """{template key: count change} -> the set of keys whose (capped) count moved."""
 
     def __init__(self, index: str | None):
         super().__init__()
         self.index = index
 
-    def expand(self, delta):
+    def expand(self, delta_dict):
         index = self.index
-        return (
-            delta
-            | "All" >> beam.combiners.ToDict()
-            | "Moved" >> beam.Map(lambda d: changed_keys(index, d))
-        )
+        return delta_dict | "Moved" >> beam.Map(lambda d: changed_keys(index, d))
 
 
 class EarlierRecords(beam.PTransform):
