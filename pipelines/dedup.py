@@ -1,26 +1,29 @@
-"""Exact and near-duplicate removal (MinHash LSH with datasketch).
+"""Exact and near-duplicate decisions over MinHash LSH, incremental-ready.
 
-Only small tuples move through the shuffles: (uid, content hash, rank, band keys). The
-decision map for members of non-singleton clusters is a side input of the final
-filter, so whole trajectories are never grouped. Clusters are connected components of
-the LSH candidate graph (union-find over every band's edges), so a cluster whose
-members meet in different buckets is still one cluster.
+Only small tuples move (`Sig`: ids, rank, band keys, template keys; the 512-byte
+signature rides along only to verify candidate pairs). Records with the same content
+(trajectory id) form one exact group whose best member stands for it in LSH. Records
+that share a band bucket are *candidates*; a candidate pair becomes an edge only when
+its signatures estimate a Jaccard similarity >= the threshold, so one weak collision
+cannot chain two clusters. Connected components: every bundle reduces its edges to a
+union-find forest (one parent per node that has an edge) and the forests merge, so no
+worker ever holds the edge list; what meets at the end is one entry per member of a
+non-singleton cluster. Earlier runs enter as their cluster state (seed edges to each
+member's root) and as the old records that share a content id or a bucket with a new
+one, so a near-duplicate arriving later joins the earlier cluster.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
-from worldtrace.schemas import fields as F
 
 NS = "worldtrace"
-_TOKEN_RE = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,8 @@ class DedupConfig:
     num_perm: int = 128
     """MinHash permutations: estimate error ~ 1/sqrt(num_perm)."""
     threshold: float = 0.8
-    """Target Jaccard similarity of word shingles; sets bands x rows when those are 0."""
+    """Target Jaccard similarity of word shingles: sets bands x rows when those are 0,
+    and a candidate pair is an edge only when its estimate reaches it."""
     bands: int = 0
     rows: int = 0
     shingle_words: int = 5
@@ -46,42 +50,33 @@ class DedupConfig:
                     f"bands*rows={self.bands * self.rows} exceeds num_perm={self.num_perm}"
                 )
             return self.bands, self.rows
-        from datasketch.lsh import _optimal_param
+        from .minhash import lsh_params
 
-        return _optimal_param(self.threshold, self.num_perm, 0.5, 0.5)
+        return lsh_params(self.threshold, self.num_perm)
 
 
 class Sig(NamedTuple):
+    """What dedup knows of one record."""
+
     uid: str
     tid: str
     rank: tuple
-    bands: tuple[str, ...]
+    stem: str
+    sig: bytes | None
+    bands: tuple[int, ...]
+    keys: tuple[int, ...]
+    """Template keys of its turns (the corpus counts follow who is kept)."""
+    was: tuple | None = None
+    """(cluster_id, representative, role) from an earlier run; None for a new record."""
 
 
-def rank_of(uid: str, record: dict[str, Any]) -> tuple:
+Decision = tuple[str, bool, str]
+SINGLETON_KEPT = ("singleton", "representative")
+
+
+def rank_of(status: str | None, turns: int, tid: str, origin: str | None, uid: str) -> tuple:
     """Representative preference: success first, more turns, then stable ids."""
-    status = (record.get(F.OUTCOME) or {}).get("status")
-    origin = (record.get(F.SOURCE) or {}).get("origin_id") or ""
-    return (status != "success", -len(record[F.TURNS]), record[F.TRAJECTORY_ID], origin, uid)
-
-
-def shingles(record: dict[str, Any], k: int) -> set[bytes]:
-    parts = []
-    for t in record[F.TURNS]:
-        parts.append((t.get("action") or {}).get("text") or "")
-        parts.append((t.get("observation") or {}).get("text") or "")
-    tokens = _TOKEN_RE.findall("\n".join(parts).lower())
-    if len(tokens) < k:
-        return {" ".join(tokens).encode()}
-    return {" ".join(tokens[i : i + k]).encode() for i in range(len(tokens) - k + 1)}
-
-
-def band_keys(hashvalues, bands: int, rows: int) -> tuple[str, ...]:
-    out = []
-    for b in range(bands):
-        chunk = hashvalues[b * rows : (b + 1) * rows].tobytes()
-        out.append(f"{b}:{hashlib.blake2b(chunk, digest_size=8).hexdigest()}")
-    return tuple(out)
+    return (status != "success", -turns, tid, origin or "", uid)
 
 
 class UnionFind:
@@ -114,75 +109,75 @@ def components(edges: Iterable[tuple[str, str]]) -> dict[str, str]:
     return {x: uf.find(x) for x in list(uf.parent)}
 
 
-# -- DoFns -------------------------------------------------------------------------
-class _Signature(beam.DoFn):
-    def __init__(self, cfg: DedupConfig):
-        self.cfg = cfg
+class _Forest(beam.CombineFn):
+    """Union-find per bundle; forests merge by re-linking their parent pointers."""
 
-    def setup(self) -> None:
-        import xxhash
-        from datasketch import MinHash
-
-        self._bands, self._rows = self.cfg.band_rows()
-        template = MinHash(num_perm=self.cfg.num_perm, seed=self.cfg.seed)
-        self._kwargs = {
-            "num_perm": self.cfg.num_perm,
-            "seed": self.cfg.seed,
-            "permutations": template.permutations,
-            "hashfunc": xxhash.xxh32_intdigest,  # ~3x faster than datasketch's sha1 default
-        }
-        if getattr(template, "scheme", None):  # datasketch >= 2 asks for it with permutations
-            self._kwargs["scheme"] = template.scheme
-
-    def process(self, item: tuple[str, dict[str, Any]]) -> Iterator[Sig]:
-        from datasketch import MinHash
-
-        uid, record = item
-        bands: tuple[str, ...] = ()
-        if self.cfg.near:
-            m = MinHash(**self._kwargs)
-            m.update_batch(list(shingles(record, self.cfg.shingle_words)))
-            bands = band_keys(m.hashvalues, self._bands, self._rows)
-        yield Sig(uid, record[F.TRAJECTORY_ID], rank_of(uid, record), bands)
-
-
-class _ContentGroup(beam.DoFn):
-    """One group of identical content: its best member stands for it in LSH."""
-
-    def process(self, item: tuple[str, Iterable[Sig]]) -> Iterator[Any]:
-        tid, sigs = item
-        sigs = sorted(sigs, key=lambda s: s.rank)
-        if len(sigs) > 1:  # only exact-duplicate groups travel as a side input
-            yield beam.pvalue.TaggedOutput("members", (tid, [s.uid for s in sigs]))
-        yield (tid, sigs[0].rank, sigs[0].bands)
-
-
-class _BandEdges(beam.DoFn):
-    def process(self, item: tuple[str, Iterable[str]]) -> Iterator[tuple[str, str]]:
-        _, tids = item
-        tids = sorted(set(tids))
-        for other in tids[1:]:
-            yield (tids[0], other)
-
-
-class _ComponentsFn(beam.CombineFn):
-    def create_accumulator(self) -> list[tuple[str, str]]:
-        return []
+    def create_accumulator(self) -> dict[str, str]:
+        return {}
 
     def add_input(self, acc, edge):
-        acc.append(edge)
+        uf = UnionFind()
+        uf.parent = acc
+        uf.union(*edge)
         return acc
 
     def merge_accumulators(self, accs):
-        return [e for a in accs for e in a]
+        uf = UnionFind()
+        for acc in accs:
+            for node, parent in acc.items():
+                uf.union(node, parent)
+        return uf.parent
 
     def extract_output(self, acc) -> dict[str, str]:
-        return components(acc)
+        uf = UnionFind()
+        uf.parent = acc
+        return {x: uf.find(x) for x in list(acc)}
+
+
+class _ContentGroup(beam.DoFn):
+    """One content id: its best member stands for the group in LSH."""
+
+    def process(self, item: tuple[str, Iterable[Sig]]) -> Iterator[Any]:
+        tid, sigs = item
+        by_uid = {s.uid: s for s in sigs}  # an old record may arrive twice (state + match)
+        ordered = sorted(by_uid.values(), key=lambda s: s.rank)
+        if len(ordered) > 1:
+            yield beam.pvalue.TaggedOutput("members", (tid, [s.uid for s in ordered]))
+        sketch = next((s for s in ordered if s.sig is not None), ordered[0])
+        new = any(s.was is None for s in ordered)
+        yield (tid, ordered[0].rank, sketch.bands, sketch.sig, new)
+
+
+class _Candidates(beam.DoFn):
+    """Pairs within one bucket that involve a new record (old pairs were judged before)."""
+
+    def process(self, item: tuple[Any, Iterable[tuple[str, bool]]]):
+        _, entries = item
+        entries = sorted(set(entries))
+        if len(entries) < 2:
+            return
+        for i, (a, a_new) in enumerate(entries):
+            for b, b_new in entries[i + 1 :]:
+                if a_new or b_new:
+                    yield (a, b)
+
+
+class _Verify(beam.DoFn):
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.weak = Metrics.counter(NS, "dedup.candidates_rejected")
+
+    def process(self, pair: tuple[str, str], sigs: dict[str, bytes]):
+        a, b = (np.frombuffer(sigs[x], np.uint32) for x in pair)
+        if np.count_nonzero(a == b) >= self.threshold * len(a):
+            yield pair
+        else:
+            self.weak.inc()
 
 
 class _KeyByComponent(beam.DoFn):
     def process(self, item, comps: dict[str, str], members: dict[str, list[str]]):
-        tid, rank, _ = item
+        tid, rank, *_ = item
         if tid in comps or tid in members:  # singletons need no decision
             yield comps.get(tid, tid), (tid, rank)
 
@@ -203,100 +198,54 @@ class _Decide(beam.DoFn):
                     yield uid, (cluster, False, "exact" if n > 0 else "near")
 
 
-class _Apply(beam.DoFn):
-    """Keep representatives and singletons; emit a clusters row for everyone."""
-
-    def __init__(self) -> None:
-        self.kept = Metrics.counter(NS, "dedup.kept")
-        self.exact = Metrics.counter(NS, "duplicates.exact")
-        self.near = Metrics.counter(NS, "duplicates.near")
-
-    def process(self, item, decisions: dict[str, tuple[str, bool, str]]):
-        uid, record = item
-        tid = record[F.TRAJECTORY_ID]
-        cluster, rep, role = decisions.get(uid, (f"c{tid}", True, "singleton"))
-        yield beam.pvalue.TaggedOutput(
-            "clusters",
-            {
-                "trajectory_id": tid,
-                "origin_id": (record.get(F.SOURCE) or {}).get("origin_id"),
-                "source": uid,
-                "domain": record[F.DOMAIN],
-                "cluster_id": cluster,
-                "representative": rep,
-                "role": role,
-            },
-        )
-        if rep:
-            self.kept.inc()
-            yield {
-                **record,
-                F.DEDUP: {"exact_hash": tid, "cluster_id": cluster, "representative": True},
-            }
-        elif role == "exact":
-            self.exact.inc()
-        else:
-            self.near.inc()
-
-
 class DedupDecisions(beam.PTransform):
-    """(uid, record) -> (uid, (cluster_id, representative, role)) for members of
-    non-singleton clusters only: the small map the apply step takes as a side input."""
+    """Sigs (new, plus old matches and old cluster state) -> (uid, Decision) for every
+    member of a non-singleton cluster: the small map pass 2 takes as a side input."""
 
     def __init__(self, cfg: DedupConfig):
         super().__init__()
         self.cfg = cfg
 
-    def expand(self, pcoll):
-        if not (self.cfg.exact or self.cfg.near):
-            return pcoll | "NoDecisions" >> beam.Filter(lambda _: False)
-        sigs = pcoll | "Signature" >> beam.ParDo(_Signature(self.cfg))
+    def expand(self, sigs):
+        cfg = self.cfg
+        if not (cfg.exact or cfg.near):
+            return sigs | "NoDecisions" >> beam.Filter(lambda _: False)
         content = (
             sigs
-            | "KeyByContent" >> beam.Map(lambda s: (s.tid if self.cfg.exact else s.uid, s))
+            | "KeyByContent" >> beam.Map(lambda s: (s.tid if cfg.exact else s.uid, s))
             | "GroupContent" >> beam.GroupByKey()
             | "ContentGroups" >> beam.ParDo(_ContentGroup()).with_outputs("members", main="reps")
         )
-        comps = (
+        members = beam.pvalue.AsDict(content.members)
+        seeds = (
+            sigs
+            | "OldClusters" >> beam.Filter(lambda s: s.was is not None and s.was[2] != "singleton")
+            | "SeedEdges" >> beam.Map(lambda s: (s.tid, s.was[0][1:]))
+        )
+        pairs = (
             content.reps
-            | "BandKeys" >> beam.FlatMap(lambda r: [(b, r[0]) for b in r[2]])
+            | "BandKeys"
+            >> beam.FlatMap(lambda r: [((b, k), (r[0], r[4])) for b, k in enumerate(r[2])])
             | "GroupBands" >> beam.GroupByKey()
-            | "BandEdges" >> beam.ParDo(_BandEdges())
-            | "Components" >> beam.CombineGlobally(_ComponentsFn())
+            | "Candidates" >> beam.ParDo(_Candidates())
+        )  # a pair met in several bands is verified several times: cheaper than a shuffle
+        ends = pairs | "Ends" >> beam.FlatMap(lambda p: p)
+        ends_sigs = content.reps | "EndSigs" >> beam.FlatMap(
+            lambda r, ends: [(r[0], r[3])] if r[0] in ends else [],
+            ends=beam.pvalue.AsSingleton(ends | "EndSet" >> beam.combiners.ToSet()),
+        )
+        edges = pairs | "Verify" >> beam.ParDo(
+            _Verify(cfg.threshold), sigs=beam.pvalue.AsDict(ends_sigs)
+        )
+        comps = (
+            (edges, seeds)
+            | "AllEdges" >> beam.Flatten()
+            | "Components" >> beam.CombineGlobally(_Forest())
         )
         return (
             content.reps
             | "KeyByComponent"
-            >> beam.ParDo(
-                _KeyByComponent(),
-                comps=beam.pvalue.AsSingleton(comps),
-                members=beam.pvalue.AsDict(content.members),
-            )
+            >> beam.ParDo(_KeyByComponent(), comps=beam.pvalue.AsSingleton(comps), members=members)
             | "GroupComponents" >> beam.GroupByKey()
-            | "Decide" >> beam.ParDo(_Decide(), members=beam.pvalue.AsDict(content.members))
+            | "Decide" >> beam.ParDo(_Decide(), members=members)
         )
-
-
-class ApplyDedup(beam.PTransform):
-    """(uid, record) -> representatives (records with `dedup` set); tagged `clusters` rows."""
-
-    def __init__(self, decisions):
-        super().__init__()
-        self.decisions = decisions
-
-    def expand(self, pcoll):
-        return pcoll | "Apply" >> beam.ParDo(
-            _Apply(), decisions=beam.pvalue.AsDict(self.decisions)
-        ).with_outputs("clusters", main="kept")
-
-
-class Deduplicate(beam.PTransform):
-    """Decisions and their application on the same PCollection (one pass)."""
-
-    def __init__(self, cfg: DedupConfig):
-        super().__init__()
-        self.cfg = cfg
-
-    def expand(self, pcoll):
-        decisions = pcoll | "Decisions" >> DedupDecisions(self.cfg)
-        return pcoll | "ApplyDedup" >> ApplyDedup(decisions)

@@ -41,7 +41,8 @@ class FilterConfig:
     gui_no_change: bool = True
     """GUI: remove turns after which state and observation equal those before."""
     retry_similarity: float = 0.5
-    """Word Jaccard of two actions above which the second retries the first."""
+    """Word Jaccard of two actions (their normalized tool arguments, or their text) at or
+    above which the second retries the first."""
 
 
 Turn = dict[str, Any]
@@ -58,13 +59,42 @@ def _is_error(t: Turn) -> bool:
     return bool(o.get("is_error")) or (code is not None and code != 0)
 
 
-def _is_retry(failed: Turn, nxt: Turn, similarity: float) -> bool:
-    fa, na = failed.get("action") or {}, nxt.get("action") or {}
-    if fa.get("name") and fa.get("name") == na.get("name"):
+def _unflagged(t: Turn) -> bool:
+    """The log says nothing about failure (imported logs often carry no flags)."""
+    o = t.get("observation") or {}
+    return not o.get("is_error") and o.get("exit_code") is None
+
+
+def _failed(t: Turn, nxt: Turn) -> bool:
+    """Flagged as an error, or (without flags) answered with the very text its retry got:
+    an identical repeated error is recognised by content."""
+    if _is_error(t):
         return True
-    wf, wn = words(fa.get("text") or ""), words(na.get("text") or "")
-    union = wf | wn
-    return bool(union) and len(wf & wn) / len(union) >= similarity
+    text = (t.get("observation") or {}).get("text") or ""
+    return (
+        _unflagged(t)
+        and bool(text.strip())
+        and text == ((nxt.get("observation") or {}).get("text") or "")
+    )
+
+
+def _similar(a: set[str], b: set[str], similarity: float) -> bool:
+    union = a | b
+    return bool(union) and len(a & b) / len(union) >= similarity
+
+
+def _is_retry(failed: Turn, nxt: Turn, similarity: float) -> bool:
+    """The next action calls the same tool with similar (normalized) arguments, or types
+    similar keystrokes/text: a retry. Two different `bash` commands are not."""
+    fa, na = failed.get("action") or {}, nxt.get("action") or {}
+    if fa.get("name") or na.get("name"):
+        if fa.get("name") != na.get("name"):
+            return False
+        # arguments are sorted-key JSON after Normalize: their words compare like with like
+        fw = words(fa.get("arguments_json") or fa.get("text") or "")
+        nw = words(na.get("arguments_json") or na.get("text") or "")
+        return _similar(fw, nw, similarity)
+    return _similar(words(fa.get("text") or ""), words(na.get("text") or ""), similarity)
 
 
 def strip_empty_actions(turns: list[Turn]) -> tuple[list[Turn], Removed]:
@@ -81,13 +111,14 @@ def strip_empty_actions(turns: list[Turn]) -> tuple[list[Turn], Removed]:
 def skip_retry_cycles(turns: list[Turn], similarity: float) -> tuple[list[Turn], Removed]:
     """Garbage action -> error -> retry: drop the failed pair, keep the retry.
 
-    Only a failed turn immediately retried is dropped; an error that the agent moves on
-    from is kept (it is real environment behaviour), so the state chain stays intact.
+    Only a failed turn immediately retried (same tool and similar arguments, or similar
+    keystrokes) is dropped; an error that the agent moves on from is kept (it is real
+    environment behaviour), so the state chain stays intact.
     """
     kept, removed = [], []
     for i, t in enumerate(turns):
         nxt = turns[i + 1] if i + 1 < len(turns) else None
-        if nxt is not None and _is_error(t) and _is_retry(t, nxt, similarity):
+        if nxt is not None and _failed(t, nxt) and _is_retry(t, nxt, similarity):
             removed.append((t, "retry_cycle"))
         else:
             kept.append(t)

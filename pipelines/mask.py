@@ -1,4 +1,4 @@
-"""Turn-level loss-mask policies (DESIGN.md, report Table 3).
+"""Turn-level loss-mask policies (report Table 3; definitions in docs/pipeline.md).
 
 A policy maps a turn's statistics to a category, the rule that fired and a keep ratio:
 the fraction of the turn's observation tokens that count in the loss. How a partial
@@ -71,7 +71,8 @@ class KeepRatios:
 
 @dataclass(frozen=True)
 class AgentWorldV1:
-    """Report Table 3 with DESIGN.md's precedence: the first matching rule wins."""
+    """Report Table 3, first matching rule wins: echo, boilerplate, expansion, retrieval, action,
+    transform, other (docs/pipeline.md#mask-policies)."""
 
     thresholds: AgentWorldThresholds = field(default_factory=AgentWorldThresholds)
     keep: KeepRatios = field(default_factory=KeepRatios)
@@ -141,10 +142,13 @@ class InformationAware:
     repeat_below: float = 0.25
     """cond_novelty under this is a repeat of the context."""
     repeat_keep: float = 0.1
-    common_below_bits: float = 4.0
-    """corpus_surprisal under this many bits is a common template (> 1/16 of turns)."""
+    common_below_bits: float = 1.0
+    """corpus_surprisal under this many bits is a common template: kept more than 8 times in
+    the processed corpus (log2(16 / count) < 1; stats.SURPRISAL_REFERENCE = 16)."""
     common_keep: float = 0.25
     name: str = "agentworld-v1+info"
+    corpus: bool = True
+    """Reads corpus statistics: pass 2 decides again once the corpus counts are known."""
 
     def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision:
         d = self.base.decide(stats, action, observation)

@@ -1,7 +1,11 @@
 """`worldtrace process`: raw shards -> processed shards, as one Beam pipeline.
 
-Output goes to a hidden run directory and is published table by table only after the
-pipeline succeeded, so readers never see a half-written run.
+Incremental by default: only raw files not processed before are read; their records are
+deduplicated against everything processed earlier (the segments and cluster state under
+`processed/_index/`) and the corpus template counts are updated, so the tables equal a
+full rebuild on the same data (`ProcessConfig.rebuild`). Output goes to a hidden run
+directory and is published table by table only after the pipeline succeeded, so
+readers never see a half-written run.
 """
 
 from __future__ import annotations
@@ -11,42 +15,36 @@ import os
 import shutil
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.io.parquetio import WriteToParquetBatched
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
-from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import to_dict
-from worldtrace.schemas.store import input_files, sweep_leftovers, temp_name, write_bytes_atomic
-from worldtrace.schemas.tables import CLUSTERS_SCHEMA, REJECTS_SCHEMA, TURNS_SCHEMA
-
-from .dedup import ApplyDedup, DedupConfig, DedupDecisions
-from .filters import FilterConfig
-from .mask import DEFAULT_POLICY, get_policy
-from .transforms import (
-    REJECTS,
-    TEMPLATE_KEYS,
-    ApplyFilters,
-    Normalize,
-    ReadUnits,
-    ScoreTurns,
-    SplitFiles,
-    with_template_keys,
+from worldtrace.schemas.store import (
+    input_files,
+    shard_files,
+    sweep_leftovers,
+    temp_name,
+    write_bytes_atomic,
+    write_table_atomic,
 )
 
+from . import segments as G
+from . import transforms as T
+from .dedup import DedupConfig, DedupDecisions, Sig, rank_of
+from .filters import FilterConfig
+from .mask import DEFAULT_POLICY, get_policy
+
 MANIFEST = "manifest.json"
-TABLE_SCHEMAS = {
-    "trajectories": TRAJECTORY_SCHEMA,
-    "turns": TURNS_SCHEMA,
-    "clusters": CLUSTERS_SCHEMA,
-    "rejects": REJECTS_SCHEMA,
-}
+TABLES = ("trajectories", "turns", "clusters", "rejects")
 
 
 @dataclass
@@ -65,8 +63,12 @@ class ProcessConfig:
     """Threshold / keep overrides for the policy, e.g. echo_ol: 0.8, keep.echo: 0."""
     seed: int = 0
     """Seed of the per-turn keep draw shown in the turns table (`in_loss`)."""
+    rebuild: bool = False
+    """Reprocess every input from scratch instead of only the raw files not seen before
+    (needed after changing filters, dedup, policy or seed: earlier output used the old ones)."""
     runner: str = "DirectRunner"
-    """Beam runner (DirectRunner, PortableRunner, FlinkRunner, SparkRunner, DataflowRunner)."""
+    """Beam runner: DirectRunner, PortableRunner, FlinkRunner, SparkRunner, DataflowRunner
+    (see infra/runners.md for the flags each needs)."""
     workers: int = 0
     """DirectRunner worker processes; 1 = in-process; 0 = auto: in-process under
     `parallel_bytes` of input (worker start-up costs more than it saves), else one per core."""
@@ -75,104 +77,112 @@ class ProcessConfig:
     """Further Beam pipeline options, passed through."""
 
 
-class WaitFor(beam.PTransform):
-    """Pass elements through only after `others` are complete.
+SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
+"""The settings earlier output depends on: an incremental run refuses to mix them."""
 
-    A side input gates the stage, so the runner schedules it (and everything fused after
-    it) once the side inputs it needs exist, instead of buffering its input meanwhile.
-    """
 
-    def __init__(self, *others):
-        super().__init__()
-        self.others = others
+@dataclass
+class Previous:
+    """What earlier runs left under processed/_index (empty on a first run or rebuild)."""
 
-    def expand(self, pcoll):
-        done = (
-            [o | f"Count{i}" >> beam.combiners.Count.Globally() for i, o in enumerate(self.others)]
-            | "Done" >> beam.Flatten()
-            | "AllDone" >> beam.combiners.Count.Globally()
+    index: Path | None = None
+    stems: list[str] = field(default_factory=list)
+    members: list[Sig] = field(default_factory=list)
+    seen: pa.Table | None = None
+
+
+def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
+    index = output / G.INDEX
+    manifest = output / MANIFEST
+    if cfg.rebuild or not (index / G.SHARDS_FILE).exists() or not manifest.exists():
+        return Previous()
+    before = json.loads(manifest.read_text()).get("config", {})
+    now = to_dict(cfg)
+    changed = [k for k in SETTINGS if before.get(k) != now.get(k)]
+    if changed:
+        raise ValueError(
+            f"settings changed since the last run ({', '.join(changed)}): "
+            "run `worldtrace process --rebuild` to reprocess everything with them"
         )
-        return pcoll | "Gate" >> beam.Map(lambda x, _: x, beam.pvalue.AsSingleton(done))
+    members = []
+    if (index / G.MEMBERS_FILE).exists():
+        for m in pq.read_table(index / G.MEMBERS_FILE).to_pylist():
+            rank = rank_of(
+                "failure" if m["failed"] else "success", m["turns"], m["tid"], m["origin"], m["uid"]
+            )
+            was = (m["cluster_id"], m["representative"], m["role"])
+            members.append(
+                Sig(m["uid"], m["tid"], rank, m["stem"], None, (), tuple(m["keys"]), was)
+            )
+    stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
+    return Previous(index, stems, members, pq.read_table(index / G.SHARDS_FILE))
 
 
-class _KeysOfKept(beam.DoFn):
-    """Template keys of the trajectories dedup keeps (the corpus surprisal counts)."""
-
-    def process(self, item, decisions):
-        uid, keys = item
-        if decisions.get(uid, (None, True, None))[1]:
-            yield from keys
+def new_files(files: list[str], prev: Previous) -> list[str]:
+    """Raw files not processed before; a processed file that changed is an error."""
+    if prev.seen is None:
+        return files
+    seen = {r["path"]: r for r in prev.seen.to_pylist()}
+    out = []
+    for f in files:
+        st = os.stat(f)
+        r = seen.get(f)
+        if r is None:
+            out.append(f)
+        elif (r["size"], r["mtime_ns"]) != (st.st_size, st.st_mtime_ns):
+            raise ValueError(
+                f"{f}: changed since it was processed; run `worldtrace process --rebuild`"
+            )
+    return out
 
 
 class ProcessTrajectories(beam.PTransform):
-    """File paths -> {trajectories, turns, clusters, rejects} PCollections."""
+    """New file paths -> segments, rejects and final table files under `out`.
 
-    def __init__(self, cfg: ProcessConfig):
+    Pass 1 (per unit) writes each unit's scored segment and emits only `Sig` tuples;
+    dedup decides on those (with the earlier runs' matches and cluster state); pass 2
+    finalises the new segments and rewrites the earlier ones that the decisions or the
+    template counts changed.
+    """
+
+    def __init__(self, cfg: ProcessConfig, out: str, prev: Previous):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.out, self.prev = cfg, out, prev
 
     def expand(self, paths):
-        cfg = self.cfg
-        units = paths | "Split" >> SplitFiles()
-        # Pass 1 decides and keeps only small things: rejects, the dedup map, template keys.
-        read = units | "Read" >> ReadUnits()
-        filtered = read.valid | "Normalize" >> Normalize() | "Filters" >> ApplyFilters(cfg.filters)
-        decisions = filtered.kept | "DedupDecisions" >> DedupDecisions(cfg.dedup)
-        keys = (
-            filtered.kept
-            | "TemplateKeysByUid"
-            >> beam.MapTuple(lambda uid, r: (uid, with_template_keys(r)[TEMPLATE_KEYS]))
-            | "KeysOfKept" >> beam.ParDo(_KeysOfKept(), decisions=beam.pvalue.AsDict(decisions))
-        )
-        # Pass 2 re-reads the records once pass 1 is done and streams them through dedup,
-        # statistics and mask to the writers: no stage holds the corpus, memory stays flat.
-        again = (
-            units | "AfterPass1" >> WaitFor(decisions, keys) | "Reread" >> ReadUnits(counted=False)
-        )
-        refiltered = (
-            again.valid
-            | "Normalize again" >> Normalize()
-            | "Filters again" >> ApplyFilters(cfg.filters, counted=False)
-        )
-        deduped = refiltered.kept | "ApplyDedup" >> ApplyDedup(decisions)
+        cfg, out, prev = self.cfg, self.out, self.prev
         policy = get_policy(cfg.policy, **cfg.policy_settings)
-        scored = deduped.kept | "Stats+Mask" >> ScoreTurns(policy, cfg.seed, template_keys=keys)
-        rejects = (read[REJECTS], filtered[REJECTS]) | "AllRejects" >> beam.Flatten()
-        return {
-            "trajectories": scored.trajectories,
-            "turns": scored.turns,
-            "clusters": deduped.clusters,
-            "rejects": rejects,
-        }
-
-
-def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
-class WriteTables(beam.PTransform):
-    """Each named PCollection -> zstd Parquet shards under `directory/<name>/`."""
-
-    def __init__(self, directory: str):
-        super().__init__()
-        self.directory = directory
-
-    def expand(self, tables: dict[str, Any]):
-        for name, pcoll in tables.items():
-            schema = TABLE_SCHEMAS[name]
-            (
-                pcoll
-                | f"Batch_{name}" >> beam.BatchElements(min_batch_size=64, max_batch_size=1024)
-                | f"ToArrow_{name}" >> beam.Map(rows_to_table, schema=schema)
-                | f"Write_{name}"
-                >> WriteToParquetBatched(
-                    os.path.join(self.directory, name, "part"),
-                    schema,
-                    codec="zstd",
-                    file_name_suffix=F.SHARD_SUFFIX,
-                )
+        index = str(prev.index) if prev.index else None
+        p1 = (
+            paths
+            | "Split" >> T.SplitFiles()
+            | "Pass1"
+            >> beam.ParDo(T._Pass1(out, cfg.filters, cfg.dedup, policy)).with_outputs(
+                "stems", main="sigs"
             )
-        return beam.pvalue.PDone(next(iter(tables.values())).pipeline)
+        )
+        if prev.index is None:  # a full run: no earlier records, no earlier segments
+            sigs = records = p1.sigs
+        else:
+            old = p1.sigs | "Earlier" >> T.EarlierRecords(prev.index, prev.stems, prev.members)
+            sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
+            records = (p1.sigs, old) | "OnePerRecord" >> T.OnePerRecord()
+        decisions = beam.pvalue.AsDict(sigs | "Dedup" >> DedupDecisions(cfg.dedup))
+        delta = records | "Deltas" >> T.TemplateDeltas(decisions)
+        delta_all = delta | "DeltaDict" >> beam.combiners.ToDict()
+        side = {
+            "decisions": decisions,
+            "delta": beam.pvalue.AsDict(delta),
+            "stems": beam.pvalue.AsSingleton(records | "Changed" >> T.ChangedStems(decisions)),
+            "keys": beam.pvalue.AsSingleton(delta_all | "ChangedKeys" >> T.ChangedKeys(index)),
+        }
+        finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
+        p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
+        if prev.stems:
+            earlier = paths.pipeline | "EarlierSegments" >> beam.Create(prev.stems)
+            earlier | "RewriteEarlier" >> beam.ParDo(finalize[1], **side)
+        (records, delta_all) | "WriteState" >> T.WriteState(out, decisions)
+        return beam.pvalue.PDone(paths.pipeline)
 
 
 def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOptions:
@@ -196,15 +206,80 @@ def counters(result) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def publish(run_dir: Path, output: Path) -> None:
-    """Swap each table directory into place; the old one is removed after."""
-    for name in TABLE_SCHEMAS:
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard links of every visible file of `src` into `dst` (existing names in dst win)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    if src.exists():
+        for f in src.iterdir():
+            if f.is_file() and not f.name.startswith(".") and not (dst / f.name).exists():
+                os.link(f, dst / f.name)
+
+
+def merge_state(run_dir: Path, prev: Previous, files: list[str], run_id: str) -> None:
+    """Complete the run's _index: earlier segments, updated template counts, seen shards."""
+    index = run_dir / G.INDEX
+    _link_tree(prev.index / G.SEGMENTS if prev.index else Path("/nonexistent"), index / G.SEGMENTS)
+    delta = pq.read_table(index / "delta.parquet")
+    counts = delta
+    if prev.index and (prev.index / G.TEMPLATES_FILE).exists():
+        both = pa.concat_tables([pq.read_table(prev.index / G.TEMPLATES_FILE), delta])
+        counts = both.group_by("key").aggregate([("count", "sum")]).rename_columns(["key", "count"])
+    counts = (
+        counts.filter(pc.greater(counts["count"], 0))
+        .select(["key", "count"])
+        .cast(G.TEMPLATE_COUNTS)
+    )
+    write_table_atomic(index / G.TEMPLATES_FILE, counts)
+    (index / "delta.parquet").unlink()
+    rows = [
+        {
+            "path": f,
+            "size": os.stat(f).st_size,
+            "mtime_ns": os.stat(f).st_mtime_ns,
+            "run_id": run_id,
+        }
+        for f in files
+    ]
+    seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
+    if prev.seen is not None:
+        seen = pa.concat_tables([prev.seen.cast(G.SHARDS_SCHEMA), seen])
+    write_table_atomic(index / G.SHARDS_FILE, seen)
+
+
+def publish(run_dir: Path, output: Path, incremental: bool) -> None:
+    """Swap each table directory (and the index) into place; the old one is removed after.
+
+    An incremental run's directories are completed first with hard links to the
+    earlier files it did not rewrite, so each swap is one rename.
+    """
+    for name in (*TABLES, G.INDEX):
         new, final = run_dir / name, output / name
+        new.mkdir(parents=True, exist_ok=True)
+        if incremental and name != G.INDEX:
+            _link_tree(final, new)
         old = output / f".old-{name}-{uuid.uuid4().hex[:8]}"
         if final.exists():
             os.replace(final, old)
         os.replace(new, final)
         shutil.rmtree(old, ignore_errors=True)
+
+
+def accounting(output: Path) -> dict[str, Any]:
+    """in = kept + filtered + duplicates + rejected, over the whole processed corpus."""
+
+    stages = Counter()
+    for f in shard_files(output / "rejects"):
+        stages.update(pq.read_table(f, columns=["stage"])["stage"].to_pylist())
+    roles = Counter()
+    for f in shard_files(output / "clusters"):
+        roles.update(pq.read_table(f, columns=["role"])["role"].to_pylist())
+    acc = {
+        "kept": roles["singleton"] + roles["representative"],
+        "filtered": stages["filter"],
+        "duplicates": roles["exact"] + roles["near"],
+        "rejected": stages["validate"],
+    }
+    return {"in": sum(acc.values()), **acc, "exact": roles["exact"], "near": roles["near"]}
 
 
 def run(cfg: ProcessConfig) -> dict[str, Any]:
@@ -216,43 +291,53 @@ def run(cfg: ProcessConfig) -> dict[str, Any]:
         )
     output = Path(cfg.output)
     output.mkdir(parents=True, exist_ok=True)
+    prev = load_previous(output, cfg)
+    read_before = 0
+    if prev.index is not None:
+        read_before = json.loads((output / MANIFEST).read_text())["accounting"]["in"]
+    todo = new_files(files, prev)
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     sweep_leftovers(output)  # runs that died before cleaning up
     run_dir = output / temp_name(".run-", run_id)  # owned: a later sweep spares it while we run
     started = time.time()
+    counts: dict[str, int] = {}
     try:
-        size = sum(os.path.getsize(f) for f in files)
-        p = beam.Pipeline(options=pipeline_options(cfg, size))
-        tables = p | "Inputs" >> beam.Create(files) | "Process" >> ProcessTrajectories(cfg)
-        tables | "WriteTables" >> WriteTables(str(run_dir))
-        result = p.run()
-        result.wait_until_finish()
-        counts = counters(result)
-        publish(run_dir, output)
+        if todo or not prev.index:
+            size = sum(os.path.getsize(f) for f in todo)
+            p = beam.Pipeline(options=pipeline_options(cfg, size))
+            _ = (
+                p
+                | "Inputs" >> beam.Create(todo)
+                | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev)
+            )
+            result = p.run()
+            result.wait_until_finish()
+            counts = counters(result)
+            merge_state(run_dir, prev, todo, run_id)
+            publish(run_dir, output, incremental=prev.index is not None)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     counts.setdefault("read", 0)
-    accounted = sum(
-        counts.get(k, 0)
-        for k in ("rejected", "filtered", "duplicates.exact", "duplicates.near", "dedup.kept")
-    )
+    run_acc = {
+        "in": counts["read"],
+        "filtered": counts.get("filtered", 0),
+        "rejected": counts.get("rejected", 0),
+    }
+    acc = accounting(output)
+    acc["balanced"] = acc["in"] == read_before + counts["read"]
     manifest = {
         "run_id": run_id,
         "schema_version": F.SCHEMA_VERSION,
         "inputs": files,
+        "new_inputs": todo,
+        "incremental": prev.index is not None,
         "seconds": round(time.time() - started, 3),
         "config": to_dict(cfg),
         "policy": get_policy(cfg.policy, **cfg.policy_settings).describe(),
         "dedup_bands_rows": list(cfg.dedup.band_rows()),
         "counters": counts,
-        "accounting": {
-            "in": counts["read"],
-            "kept": counts.get("dedup.kept", 0),
-            "filtered": counts.get("filtered", 0),
-            "duplicates": counts.get("duplicates.exact", 0) + counts.get("duplicates.near", 0),
-            "rejected": counts.get("rejected", 0),
-            "balanced": accounted == counts["read"],
-        },
+        "this_run": run_acc,
+        "accounting": acc,
     }
     write_bytes_atomic(output / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())
     return manifest

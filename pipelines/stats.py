@@ -1,4 +1,4 @@
-"""Turn statistics: the report's OL, Nov, Jac, R (DESIGN.md) plus worldtrace's own.
+"""Turn statistics: the report's OL, Nov, Jac, R (docs/pipeline.md#turn-statistics) plus worldtrace's own.
 
 Pure functions on strings; the Beam stages call them per turn.
 """
@@ -30,17 +30,21 @@ class ReportStats:
     r: float
 
 
+def ratios(wa: set[str], wo: set[str], action_chars: int, obs_chars: int) -> dict[str, float]:
+    """OL, Nov, Jac, R from the two word sets and the two lengths in characters."""
+    inter = len(wa & wo)
+    union = len(wa) + len(wo) - inter
+    return {
+        "ol": inter / len(wa) if wa else 0.0,
+        "nov": (len(wo) - inter) / len(wo) if wo else 0.0,
+        "jac": inter / union if union else 0.0,
+        "r": obs_chars / action_chars if action_chars else 0.0,
+    }
+
+
 def report_stats(action: str, observation: str) -> ReportStats:
     """Report Table 3 statistics; a ratio with a zero denominator is 0."""
-    wa, wo = words(action), words(observation)
-    inter = len(wa & wo)
-    union = len(wa | wo)
-    return ReportStats(
-        ol=inter / len(wa) if wa else 0.0,
-        nov=len(wo - wa) / len(wo) if wo else 0.0,
-        jac=inter / union if union else 0.0,
-        r=len(observation) / len(action) if action else 0.0,
-    )
+    return ReportStats(**ratios(words(action), words(observation), len(action), len(observation)))
 
 
 def byte_entropy(data: bytes) -> float:
@@ -67,25 +71,26 @@ class ConditionalNovelty:
     """Compressed size of each observation given the preceding turns, over its size alone.
 
     One deflate stream carries the history; its 32 KiB window is the bound on how far
-    back a repeat is found. Near 0: the observation was already seen (the second `cat` of
-    a file); near 1: nothing before it helps.
+    back a repeat is found. Each action and observation is closed as its own deflate
+    block (`Z_BLOCK`: no byte alignment, no empty marker block), so the observation's
+    block is framed like the stand-alone stream it is compared with: like with like.
+    Near 0: the observation was already seen (the second `cat` of a file); 1: nothing
+    before it helps (clamped: a block may come out a byte larger than alone).
     """
 
     def __init__(self) -> None:
         self._history = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, RAW_DEFLATE)
-        self._pending = b""
 
     def observe(self, action: bytes, observation: bytes, alone: int | None = None) -> float:
         """Score `observation` after `action`; `alone` is its deflated size if known."""
-        # the last observation and this action enter the history in one sync flush
-        self._history.compress(self._pending + action)
-        self._history.flush(zlib.Z_SYNC_FLUSH)
-        self._pending = observation
+        h = self._history
+        h.compress(action)
+        h.flush(zlib.Z_BLOCK)
         if not observation:
             return 0.0
-        probe = self._history.copy()
-        given = len(probe.compress(observation)) + len(probe.flush(zlib.Z_SYNC_FLUSH))
-        return given / (alone if alone is not None else deflated_size(observation))
+        given = len(h.compress(observation)) + len(h.flush(zlib.Z_BLOCK))
+        alone = alone if alone is not None else deflated_size(observation)
+        return min(1.0, given / alone)
 
 
 _HEX_RE = re.compile(r"\b(?:0x)?[0-9a-f]{6,}\b")
@@ -105,6 +110,23 @@ def template_key(observation: str) -> str:
     return hashlib.blake2b(template(observation).encode(), digest_size=8).hexdigest()
 
 
-def surprisal(count: int, total: int) -> float:
-    """-log2 of the template's corpus frequency (bits)."""
-    return -math.log2(max(count, 1) / total) if total else 0.0
+def template_hash(observation: str) -> int:
+    """The template key as an unsigned 64-bit integer (how segments and the index store it)."""
+    return int(template_key(observation), 16)
+
+
+SURPRISAL_REFERENCE = 16
+"""Occurrences at which a template's surprisal reaches 0 bits: past it a template is common
+whatever the corpus size (it saturates there, which also bounds what a new batch changes)."""
+
+
+def surprisal(count: int) -> float:
+    """Bits of rarity of a template seen `count` times in the processed corpus:
+    log2(SURPRISAL_REFERENCE / min(count, SURPRISAL_REFERENCE)), from 4 (seen once) to 0.
+
+    A fixed reference instead of the corpus size: -log2(count / turns) is at most
+    log2(turns), so in a small corpus every template looked common; counts mean the same
+    in any corpus, and a new batch changes only the turns whose own template is still
+    rarer than the reference (incremental processing rewrites just those).
+    """
+    return math.log2(SURPRISAL_REFERENCE / min(max(count, 1), SURPRISAL_REFERENCE))

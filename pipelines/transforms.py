@@ -1,106 +1,307 @@
-"""The processing stages as composite PTransforms; per-element logic in private DoFns.
+"""The processing stages as Beam DoFns and composite transforms.
 
-Elements are record dicts in the Arrow row shape, carried as (uid, record) until dedup,
-where uid names the record's origin (`file:row N` or `file:line N`) for rejects.
+Elements are units of work (a Parquet row group or a JSONL file) and segment names, not
+records: per-element Beam overhead is paid once per ~1,000 trajectories. What crosses
+stages between the passes are `dedup.Sig` tuples (no text). Files are written by the
+stage that made them into the run directory (`out`), which `process.publish` swaps in.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.hashing import trajectory_id
-from worldtrace.schemas.redact import redact_record
-from worldtrace.schemas.store import scan_file, scan_units
-from worldtrace.schemas.validate import Problem, validate_dict
+from worldtrace.schemas.store import scan_units, write_table_atomic
+from worldtrace.schemas.tables import REJECTS_SCHEMA
 
+from . import segments as G
 from . import stats as S
-from .filters import FilterConfig, apply_filters
-from .mask import MaskPolicy, keep_turn
+from .dedup import SINGLETON_KEPT, DedupConfig, Sig, rank_of
+from .filters import FilterConfig
+from .mask import MaskPolicy
+from .units import BANDS, SIG, TEMPLATES, UID, process_unit
 
 NS = "worldtrace"
-REJECTS = "rejects"
 
 
-class _Counters(dict):
-    """Counters by name, created once per DoFn instance (creating one per element is slow).
+def count(counts: Counter) -> None:
+    for name, n in counts.items():
+        Metrics.counter(NS, name).inc(n)
 
-    A second pass over the same data counts nothing (`enabled=False`): the first did.
+
+def sigs_of(t: pa.Table, stem: str, was: dict[str, tuple] | None = None) -> list[Sig]:
+    """Dedup's view of segment rows (columnar reads, one tuple per row)."""
+    status = pc.struct_field(t[F.OUTCOME], "status").to_pylist()
+    origin = pc.struct_field(t[F.SOURCE], "origin_id").to_pylist()
+    keys = t[TEMPLATES].to_pylist()
+    out = []
+    for uid, tid, st, org, sig, bands, ks in zip(
+        t[UID].to_pylist(), t[F.TRAJECTORY_ID].to_pylist(), status, origin,
+        t[SIG].to_pylist(), t[BANDS].to_pylist(), keys, strict=True,
+    ):  # fmt: skip
+        prev = None if was is None else was.get(uid, (f"c{tid}", True, "singleton"))
+        rank = rank_of(st, len(ks), tid, org, uid)
+        out.append(Sig(uid, tid, rank, stem, sig, tuple(bands), tuple(ks), prev))
+    return out
+
+
+class _Pass1(beam.DoFn):
+    """One unit: read, validate, filter, score, sketch; write its segment and rejects."""
+
+    def __init__(self, out: str, filters: FilterConfig, dedup: DedupConfig, policy: MaskPolicy):
+        self.out, self.filters, self.dedup, self.policy = Path(out), filters, dedup, policy
+
+    def process(self, unit: tuple[str, int | None]):
+        res = process_unit(unit[0], unit[1], self.filters, self.dedup, self.policy)
+        count(res.counts)
+        if res.rejects:
+            rows = pa.Table.from_pylist(res.rejects, schema=REJECTS_SCHEMA)
+            write_table_atomic(self.out / "rejects" / f"{res.stem}.parquet", rows)
+        if res.segment.num_rows:
+            write_table_atomic(self.out / G.INDEX / G.SEGMENTS / f"{res.stem}.parquet", res.segment)
+            yield beam.pvalue.TaggedOutput("stems", res.stem)
+            yield from sigs_of(res.segment, res.stem)
+
+
+class _OldMatches(beam.DoFn):
+    """Records of an earlier segment that share a content id or a band key with a new one."""
+
+    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.SOURCE, SIG, BANDS, TEMPLATES]
+
+    def __init__(self, index: str):
+        self.index = Path(index)
+
+    def process(self, stem: str, probe: tuple[set, set], was: dict[str, tuple]):
+        tids, bands = probe
+        if not tids:
+            return
+        t = pq.read_table(self.index / G.SEGMENTS / f"{stem}.parquet", columns=self.COLUMNS)
+        hit = pc.is_in(t[F.TRAJECTORY_ID], pa.array(list(tids), pa.string()))
+        if bands:
+            flat = pc.list_flatten(t[BANDS])
+            parents = pc.list_parent_indices(t[BANDS]).to_numpy(zero_copy_only=False)
+            b = pc.is_in(flat, pa.array(np.fromiter(bands, np.uint64, len(bands)))).to_numpy(
+                zero_copy_only=False
+            )
+            rows = np.zeros(len(t), bool)
+            rows[parents[b]] = True
+            hit = pc.or_(hit, pa.array(rows))
+        yield from sigs_of(t.filter(hit), stem, was)
+
+
+class _Probe(beam.CombineFn):
+    def create_accumulator(self):
+        return set(), set()
+
+    def add_input(self, acc, item):
+        acc[0].add(item[0])
+        acc[1].update(item[1])
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = self.create_accumulator()
+        for a in accs:
+            out[0].update(a[0])
+            out[1].update(a[1])
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def was_kept(s: Sig) -> bool:
+    return s.was is not None and s.was[2] in SINGLETON_KEPT
+
+
+def now(s: Sig, decisions: dict) -> tuple:
+    return decisions.get(s.uid, (f"c{s.tid}", True, "singleton"))
+
+
+class _KeyDeltas(beam.DoFn):
+    """+1 per template of a newly kept record, -1 per template of one no longer kept."""
+
+    def process(self, s: Sig, decisions: dict):
+        step = int(now(s, decisions)[1]) - int(was_kept(s))
+        if step:
+            for k in s.keys:
+                yield k, step
+
+
+class _Changed(beam.DoFn):
+    """Stems of earlier segments whose records' cluster, role or keep changed."""
+
+    def process(self, s: Sig, decisions: dict):
+        if s.was is not None and tuple(now(s, decisions)) != tuple(s.was):
+            yield s.stem
+
+
+class _MemberRow(beam.DoFn):
+    def process(self, s: Sig, decisions: dict):
+        if s.uid in decisions:
+            cluster, rep, role = decisions[s.uid]
+            failed, neg_turns, tid, origin, _ = s.rank
+            yield {
+                "uid": s.uid, "tid": tid, "cluster_id": cluster, "representative": rep,
+                "role": role, "failed": failed, "turns": -neg_turns, "origin": origin,
+                "stem": s.stem, "keys": list(s.keys),
+            }  # fmt: skip
+
+
+def changed_keys(index: str | None, delta: dict[int, int]) -> set[int]:
+    """Templates whose (capped) count moved: every turn that has one must be rewritten."""
+    keys = np.fromiter(delta, np.uint64, len(delta))
+    base = G.old_counts(Path(index), keys) if index else {}
+    cap = S.SURPRISAL_REFERENCE
+    return {k for k, d in delta.items() if min(base.get(k, 0), cap) != min(base.get(k, 0) + d, cap)}
+
+
+class TemplateDeltas(beam.PTransform):
+    """One Sig per record -> (template key, count change) where the change is not 0."""
+
+    def __init__(self, decisions):
+        super().__init__()
+        self.decisions = decisions
+
+    def expand(self, records):
+        return (
+            records
+            | "KeyDeltas" >> beam.ParDo(_KeyDeltas(), decisions=self.decisions)
+            | "Sum" >> beam.CombinePerKey(sum)
+            | "NonZero" >> beam.Filter(lambda kv: kv[1] != 0)
+        )
+
+
+class ChangedStems(beam.PTransform):
+    """One Sig per record -> the set of earlier segments whose decisions changed."""
+
+    def __init__(self, decisions):
+        super().__init__()
+        self.decisions = decisions
+
+    def expand(self, records):
+        return (
+            records
+            | "Changed" >> beam.ParDo(_Changed(), decisions=self.decisions)
+            | "Set" >> beam.combiners.ToSet()
+        )
+
+
+class ChangedKeys(beam.PTransform):
+    """{template key: count change} -> the set of keys whose (capped) count moved."""
+
+    def __init__(self, index: str | None):
+        super().__init__()
+        self.index = index
+
+    def expand(self, delta_dict):
+        index = self.index
+        return delta_dict | "Moved" >> beam.Map(lambda d: changed_keys(index, d))
+
+
+class EarlierRecords(beam.PTransform):
+    """New Sigs -> the Sigs of earlier runs that matter to them: records sharing a content
+    id or a band key with a new one, and every member of an earlier non-singleton cluster."""
+
+    def __init__(self, index: Path | None, stems: list[str], members: list[Sig]):
+        super().__init__()
+        self.index, self.stems, self.members = index, stems, members
+
+    def expand(self, new):
+        p = new.pipeline
+        probe = (
+            new
+            | "ProbeKeys" >> beam.Map(lambda s: (s.tid, s.bands))
+            | "Probe" >> beam.CombineGlobally(_Probe())
+        )
+        was = {s.uid: s.was for s in self.members}
+        matched = (
+            p
+            | "Segments" >> beam.Create(self.stems)
+            | "Matches"
+            >> beam.ParDo(
+                _OldMatches(str(self.index or "")),
+                probe=beam.pvalue.AsSingleton(probe),
+                was=was,
+            )
+        )
+        state = p | "Clusters" >> beam.Create(self.members)
+        return (matched, state) | "Both" >> beam.Flatten()
+
+
+class OnePerRecord(beam.PTransform):
+    """(new, earlier) Sigs -> one Sig per record: an earlier record may arrive twice
+    (matched and in the cluster state), a new one only once."""
+
+    def expand(self, both):
+        new, old = both
+        once = (
+            old
+            | "ByUid" >> beam.Map(lambda s: (s.uid, s))
+            | "OnePerUid" >> beam.CombinePerKey(lambda xs: next(iter(xs)))
+            | "Values" >> beam.Values()
+        )
+        return (new, once) | "All" >> beam.Flatten()
+
+
+class WriteState(beam.PTransform):
+    """The run's cluster state and template count changes, into `out`/_index."""
+
+    def __init__(self, out: str, decisions):
+        super().__init__()
+        self.out, self.decisions = out, decisions
+
+    def expand(self, records_and_delta):
+        records, delta = records_and_delta
+        (
+            records
+            | "MemberRows" >> beam.ParDo(_MemberRow(), decisions=self.decisions)
+            | "Members" >> beam.combiners.ToList()
+            | "WriteMembers"
+            >> beam.Map(write_rows(self.out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA))
+        )
+        return (
+            delta
+            | "DeltaRows" >> beam.Map(lambda d: [{"key": k, "count": v} for k, v in d.items()])
+            | "WriteDelta"
+            >> beam.Map(write_rows(self.out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS))
+        )
+
+
+class _Finalize(beam.DoFn):
+    """Write a segment's trajectories, turns and clusters files (pass 2).
+
+    An earlier segment (`old=True`) is rewritten only when one of its records changed
+    cluster or role or one of its templates changed count.
     """
 
-    def __init__(self, enabled: bool = True):
-        super().__init__()
-        self.enabled = enabled
+    def __init__(self, out: str, index: str | None, policy: MaskPolicy, seed: int, old: bool):
+        self.out, self.policy, self.seed, self.old = Path(out), policy, seed, old
+        self.index = Path(index) if index else None
 
-    def inc(self, name: str, n: int = 1) -> None:
-        if not self.enabled:
-            return
-        c = self.get(name)
-        if c is None:
-            c = self[name] = Metrics.counter(NS, name)
-        c.inc(n)
-
-
-def reject_row(uid: str, stage: str, reason: str, tid: str | None = None) -> dict[str, Any]:
-    path, _, record = uid.rpartition(":")
-    if not path:
-        path, record = uid, ""
-    return {
-        "source_path": path,
-        "record": record,
-        "stage": stage,
-        "reason": reason,
-        "trajectory_id": tid,
-    }
-
-
-# -- read + validate ------------------------------------------------------------
-class _ScanUnit(beam.DoFn):
-    def __init__(self, counted: bool = True) -> None:
-        self.counters = _Counters(counted)
-
-    def process(self, unit: tuple[str, int | None]) -> Iterator[tuple[str, Any]]:
-        path, row_group = unit
-        for where, item in scan_file(Path(path), row_group):
-            self.counters.inc("read")
-            yield where, item
-
-
-class _Validate(beam.DoFn):
-    def __init__(self, counted: bool = True) -> None:
-        self.counters = _Counters(counted)
-
-    def process(self, item: tuple[str, Any]):
-        where, d = item
-        problems = [d] if isinstance(d, Problem) else validate_dict(d, where, check_id=False)
-        if problems:
-            self.counters.inc("rejected")
-            tid = d.get(F.TRAJECTORY_ID) if isinstance(d, dict) else None
-            reason = "; ".join(f"{p.field}: {p.message}" for p in problems)
-            yield beam.pvalue.TaggedOutput(REJECTS, reject_row(where, "validate", reason, tid))
-        else:
-            yield where, d
-
-
-class ReadUnits(beam.PTransform):
-    """Units of work (file, row group) -> valid (uid, record); tagged `rejects` rows."""
-
-    def __init__(self, counted: bool = True):
-        super().__init__()
-        self.counted = counted
-
-    def expand(self, units):
-        return (
-            units
-            | "Scan" >> beam.ParDo(_ScanUnit(self.counted))
-            | "Validate" >> beam.ParDo(_Validate(self.counted)).with_outputs(REJECTS, main="valid")
+    def process(self, stem: str, decisions: dict, delta: dict, stems: set, keys: set):
+        src = (self.index if self.old else self.out / G.INDEX) / G.SEGMENTS / f"{stem}.parquet"
+        if self.old and stem not in stems:
+            if not keys:
+                return
+            t = pq.read_table(src, columns=[TEMPLATES])
+            flat = pc.list_flatten(t[TEMPLATES])
+            if not pc.any(pc.is_in(flat, pa.array(list(keys), pa.uint64()))).as_py():
+                return
+        tables = G.finalize(
+            pq.read_table(src), decisions, self.policy, self.seed, self.index, delta
         )
+        for name, table in tables.items():
+            write_table_atomic(self.out / name / f"{stem}.parquet", table)
+        Metrics.counter(NS, "segments.rewritten" if self.old else "segments.new").inc()
+        yield stem
 
 
 class SplitFiles(beam.PTransform):
@@ -114,206 +315,12 @@ class SplitFiles(beam.PTransform):
         )
 
 
-class ReadTrajectories(beam.PTransform):
-    """File paths -> valid (uid, record); tagged `rejects` rows for everything invalid."""
+def write_rows(out: str, name: str, schema: pa.Schema):
+    """A sink for a small collected list of rows: one Parquet file under `out`."""
 
-    def expand(self, paths):
-        return paths | "Split" >> SplitFiles() | "Units" >> ReadUnits()
+    def write(rows: list[dict[str, Any]]) -> str:
+        path = Path(out) / name
+        write_table_atomic(path, pa.Table.from_pylist(rows, schema=schema))
+        return str(path)
 
-
-# -- normalize ------------------------------------------------------------------
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICRO = timedelta(microseconds=1)
-
-
-def micros(value: Any) -> Any:
-    """A timestamp as integer microseconds since the epoch (UTC), the Arrow column's unit.
-
-    Beam's fast coder has no datetime encoding and pickles each one; integers travel
-    natively, and Arrow reads them back into the same timestamp column.
-    """
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return (aware - _EPOCH) // _MICRO
-    return value
-
-
-def normalize(record: dict[str, Any]) -> dict[str, Any]:
-    """Non-thinking form: reasoning stripped, tool arguments canonical, CRLF in actions
-    folded, metadata as map pairs, timestamps as epoch microseconds, secrets redacted
-    (schemas/redact.py). Observation text is otherwise never touched."""
-    out = dict(record)
-    for k in (F.STARTED_AT, F.ENDED_AT):
-        out[k] = micros(out.get(k))
-    turns = []
-    for t in record[F.TURNS]:
-        a = dict(t["action"])
-        a["text"] = a["text"].replace("\r\n", "\n")
-        if a.get("arguments_json"):
-            a["arguments_json"] = json.dumps(
-                json.loads(a["arguments_json"]), sort_keys=True, ensure_ascii=False
-            )
-        turns.append(
-            {**t, "action": a, "reasoning": None, "started_at": micros(t.get("started_at"))}
-        )
-    out[F.TURNS] = turns
-    meta = record.get(F.METADATA) or {}
-    out[F.METADATA] = sorted(meta.items() if isinstance(meta, dict) else (tuple(p) for p in meta))
-    return redact_record(out)  # security: current rules, also on raw data recorded before them
-
-
-class Normalize(beam.PTransform):
-    def expand(self, pcoll):
-        return pcoll | "StripReasoning" >> beam.MapTuple(lambda uid, r: (uid, normalize(r)))
-
-
-# -- filters ----------------------------------------------------------------------
-class _Filter(beam.DoFn):
-    def __init__(self, cfg: FilterConfig, counted: bool = True):
-        self.cfg = cfg
-        self.counters = _Counters(counted)
-
-    def process(self, item: tuple[str, dict[str, Any]]):
-        uid, record = item
-        tid = record.get(F.TRAJECTORY_ID)
-        out, removed, reason = apply_filters(record, self.cfg)
-        for turn, why in removed:
-            self.counters.inc(f"turns_removed.{why}")
-            yield beam.pvalue.TaggedOutput(
-                REJECTS, reject_row(f"{uid}#turn {turn['index']}", "turn_filter", why, tid)
-            )
-        if out is None:
-            self.counters.inc(f"filtered.{reason.split(':')[0]}")
-            self.counters.inc("filtered")
-            yield beam.pvalue.TaggedOutput(REJECTS, reject_row(uid, "filter", reason, tid))
-            return
-        out[F.METADATA] = sorted({**dict(out[F.METADATA]), "raw_trajectory_id": tid or ""}.items())
-        out[F.TRAJECTORY_ID] = trajectory_id(out)  # content changed: the id follows
-        yield uid, out
-
-
-class ApplyFilters(beam.PTransform):
-    """The report's trajectory and turn filters, each switchable and counted."""
-
-    def __init__(self, cfg: FilterConfig, counted: bool = True):
-        super().__init__()
-        self.cfg = cfg
-        self.counted = counted
-
-    def expand(self, pcoll):
-        return pcoll | "Filter" >> beam.ParDo(_Filter(self.cfg, self.counted)).with_outputs(
-            REJECTS, main="kept"
-        )
-
-
-# -- statistics and mask ------------------------------------------------------------
-TEMPLATE_KEYS = "_template_keys"
-"""Transient field: each turn's observation template key, computed once per record."""
-
-
-def with_template_keys(record: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **record,
-        TEMPLATE_KEYS: [S.template_key(t["observation"]["text"]) for t in record[F.TURNS]],
-    }
-
-
-def turn_stats(
-    record: dict[str, Any], templates: dict[str, int], total: int, keys: list[str] | None = None
-) -> list[dict[str, float]]:
-    """Every statistic of every turn, in turn order."""
-    cn = S.ConditionalNovelty()
-    out = []
-    for n, t in enumerate(record[F.TURNS]):
-        a, o = t["action"]["text"], t["observation"]["text"]
-        ob = o.encode()
-        deflated = S.deflated_size(ob) if ob else 0
-        key = keys[n] if keys is not None else S.template_key(o)
-        rs = S.report_stats(a, o)
-        out.append(
-            {
-                "ol": rs.ol,
-                "nov": rs.nov,
-                "jac": rs.jac,
-                "r": rs.r,
-                "byte_entropy": S.byte_entropy(ob),
-                "zlib_ratio": S.zlib_ratio(ob, deflated),
-                "cond_novelty": cn.observe(a.encode(), ob, deflated),
-                "corpus_surprisal": S.surprisal(templates.get(key, 1), total),
-            }
-        )
-    return out
-
-
-class _Score(beam.DoFn):
-    def __init__(self, policy: MaskPolicy, seed: int):
-        self.policy = policy
-        self.seed = seed
-        self.counters = _Counters()
-
-    def process(self, record: dict[str, Any], templates: dict[str, int], total: int):
-        record = dict(record)
-        keys = record.pop(TEMPLATE_KEYS, None)
-        turns = []
-        for t, st in zip(record[F.TURNS], turn_stats(record, templates, total, keys), strict=True):
-            d = self.policy.decide(st, t["action"]["text"], t["observation"]["text"])
-            self.counters.inc(f"category.{d.category}")
-            turns.append({**t, "stats": st, "category": d.category, "keep": d.keep, "rule": d.rule})
-        out = {**record, F.TURNS: turns}
-        yield out
-        for t in turns:
-            yield beam.pvalue.TaggedOutput("turns", flat_turn(out, t, self.seed))
-
-
-def flat_turn(record: dict[str, Any], t: dict[str, Any], seed: int) -> dict[str, Any]:
-    a, o, st = t["action"], t["observation"], t["stats"]
-    return {
-        "trajectory_id": record[F.TRAJECTORY_ID],
-        "origin_id": (record.get(F.SOURCE) or {}).get("origin_id"),
-        "domain": record[F.DOMAIN],
-        "turn_index": t["index"],
-        "action_kind": a["kind"],
-        "tool_name": a.get("name"),
-        "action_chars": len(a["text"]),
-        "obs_chars": len(o["text"]),
-        "is_error": bool(o.get("is_error")) or o.get("exit_code") not in (None, 0),
-        "truncated": bool(o.get("truncated")),
-        **st,
-        "category": t["category"],
-        "keep": t["keep"],
-        "rule": t["rule"],
-        "in_loss": keep_turn(record[F.TRAJECTORY_ID], t["index"], seed, t["keep"]),
-    }
-
-
-class ScoreTurns(beam.PTransform):
-    """Per-turn statistics (with corpus-wide template counts) and the mask policy.
-
-    Template counts travel as a side input holding only templates seen at least twice;
-    a template absent from it occurred once.
-    """
-
-    def __init__(self, policy: MaskPolicy, seed: int = 0, template_keys=None):
-        """`template_keys`: the corpus's template keys (one per turn) when they were
-        counted upstream; otherwise they are counted from `records` here."""
-        super().__init__()
-        self.policy = policy
-        self.seed = seed
-        self.template_keys = template_keys
-
-    def expand(self, records):
-        keyed = records | "TemplateKeys" >> beam.Map(with_template_keys)
-        keys = self.template_keys
-        if keys is None:
-            keys = keyed | "Keys" >> beam.FlatMap(lambda r: r[TEMPLATE_KEYS])
-        repeated = (
-            keys
-            | "CountTemplates" >> beam.combiners.Count.PerElement()
-            | "Repeated" >> beam.Filter(lambda kv: kv[1] > 1)
-        )
-        total = keys | "CountTurns" >> beam.combiners.Count.Globally()
-        return keyed | "Score" >> beam.ParDo(
-            _Score(self.policy, self.seed),
-            templates=beam.pvalue.AsDict(repeated),
-            total=beam.pvalue.AsSingleton(total),
-        ).with_outputs("turns", main="trajectories")
+    return write

@@ -220,7 +220,8 @@ def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: 
         console.print(f"   {p}")
 
     with _timed(console, "3. process (Beam): filters, dedup, statistics, loss mask"):
-        m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))
+        # rebuild: the demo replaced what an earlier demo run wrote under the same names
+        m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), rebuild=True))
         a = m["accounting"]
         removed = ", ".join(
             f"{k.split('.', 1)[1]} {v}"

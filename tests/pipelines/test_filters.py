@@ -118,3 +118,36 @@ def test_gui_no_change():
     assert removed[0][1] == "gui_no_change"
     out, _, _ = run(t, FilterConfig(gui_no_change=False))
     assert len(out["turns"]) == 3
+
+
+def test_a_different_command_after_a_failed_bash_is_not_a_retry():
+    """Found: any failed `bash` followed by any `bash` was dropped as a retry."""
+    missing = Observation("cat: missing.txt: No such file or directory", exit_code=1)
+    t = build(
+        "swe",
+        [
+            (tool("bash", command="cat missing.txt"), missing),
+            (tool("bash", command="ls -la /tmp"), "a b"),
+            (tool("bash", command="pyhton run.py"), Observation("not found", exit_code=127)),
+            (tool("bash", command="python run.py"), "ok"),
+        ],
+    )
+    out, removed, _ = run(t)
+    commands = [json.loads(x["action"]["arguments_json"])["command"] for x in out["turns"]]
+    assert commands == ["cat missing.txt", "ls -la /tmp", "python run.py"]
+    assert [(r[0]["index"], r[1]) for r in removed] == [(2, "retry_cycle")]
+
+
+def test_identical_repeated_error_without_flags_is_a_retry_cycle():
+    """Imported logs carry no error flags: the same answer to a repeated action is found
+    by content; different answers to different actions stay."""
+    err = "bash: pyhton: command not found"
+    t = build(
+        "terminal",
+        [("pyhton run.py\n", err), ("pyhton run.py\n", err), ("python run.py\n", "ok")],
+    )
+    out, removed, _ = run(t)
+    assert [x["action"]["text"] for x in out["turns"]] == ["pyhton run.py\n", "python run.py\n"]
+    assert [r[1] for r in removed] == ["retry_cycle"]
+    moved_on = build("terminal", [("ls\n", "a b"), ("cat a\n", "x"), ("cat b\n", "y")])
+    assert run(moved_on)[1] == []

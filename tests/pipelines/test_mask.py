@@ -95,10 +95,10 @@ def test_thresholds_and_keeps_configurable():
 
 def test_information_aware_policy_down_weights_repeats_and_common():
     p = InformationAware()
-    base = {"ol": 0.0, "nov": 1.0, "r": 3.0, "cond_novelty": 0.9, "corpus_surprisal": 12.0}
+    base = {"ol": 0.0, "nov": 1.0, "r": 3.0, "cond_novelty": 0.9, "corpus_surprisal": 4.0}
     assert p.decide(base, "cat a", "x" * 100).category == "retrieval"
     assert p.decide({**base, "cond_novelty": 0.1}, "cat a", "x" * 100).category == "repeat"
-    assert p.decide({**base, "corpus_surprisal": 1.0}, "cat a", "x" * 100).category == "common"
+    assert p.decide({**base, "corpus_surprisal": 0.5}, "cat a", "x" * 100).category == "common"
     echo = {**base, "ol": 1.0, "nov": 0.0, "cond_novelty": 0.0}
     assert p.decide(echo, "a", "a").category == "echo"  # already masked: unchanged
 

@@ -62,7 +62,16 @@ def test_template_normalizes_numbers_hashes_space():
     assert S.template_key("File saved.") != S.template_key("File deleted.")
 
 
-def test_surprisal():
-    assert S.surprisal(1, 8) == pytest.approx(3.0)
-    assert S.surprisal(8, 8) == 0.0
-    assert S.surprisal(1, 1_000_000) == pytest.approx(math.log2(1_000_000))
+def test_conditional_novelty_stays_within_0_and_1_on_short_novel_observations():
+    """Found: the history's sync-flush marker made short novel observations score 1.5-2."""
+    for action, obs in [(b"ls\n", b"ok"), (b"date\n", b"Tue Nov 30 12:00:01 UTC 2026")]:
+        score = S.ConditionalNovelty().observe(action, obs)
+        assert 0.5 <= score <= 1.0, (obs, score)
+
+
+def test_surprisal_rules_on_counts_not_corpus_size():
+    """Found: -log2(count/turns) saturated at log2(turns), so a small corpus was all common."""
+    assert S.surprisal(1) == pytest.approx(math.log2(S.SURPRISAL_REFERENCE))
+    assert S.surprisal(4) == pytest.approx(math.log2(S.SURPRISAL_REFERENCE / 4))
+    assert S.surprisal(S.SURPRISAL_REFERENCE) == 0.0
+    assert S.surprisal(10 * S.SURPRISAL_REFERENCE) == 0.0  # saturates

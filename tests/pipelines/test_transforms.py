@@ -1,127 +1,118 @@
-"""Each stage as a Beam transform, on TestPipeline with assert_that."""
+"""Pass 1 on one unit (read, validate, normalize, filter, score, sketch) and pass 2 on one
+segment (finalize), on real files."""
 
 from __future__ import annotations
 
-import apache_beam as beam
-from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
-from apache_beam.testing.util import assert_that, equal_to
+import math
+from collections import Counter
+
+import pytest
 from worldtrace.collectors.synthetic import build, tool
+from worldtrace.pipelines import stats as S
+from worldtrace.pipelines.dedup import DedupConfig
 from worldtrace.pipelines.filters import FilterConfig
 from worldtrace.pipelines.mask import AgentWorldV1
-from worldtrace.pipelines.transforms import (
-    REJECTS,
-    ApplyFilters,
-    Normalize,
-    ReadTrajectories,
-    ScoreTurns,
-)
+from worldtrace.pipelines.normalize import normalize
+from worldtrace.pipelines.segments import finalize
+from worldtrace.pipelines.units import UID, filter_records, process_unit, score
 from worldtrace.schemas import Observation, ShardWriter
+
+
+def unit(path, group=None):
+    return process_unit(str(path), group, FilterConfig(), DedupConfig(), AgentWorldV1())
 
 
 def test_read_validates_and_rejects(tmp_path, corpus):
     with ShardWriter(tmp_path / "in") as w:
         w.write(corpus[:3])
+    good = unit(w.paths[0], 0)
+    assert sorted(good.segment["trajectory_id"].to_pylist()) == sorted(
+        t.trajectory_id for t in corpus[:3]
+    )
+    assert good.counts["read"] == 3 and good.rejects == []
     bad = tmp_path / "in" / "bad.jsonl"
-    d = corpus[3].to_dict()
     bad.write_text(corpus[3].to_json().replace('"domain": "', '"domain": "x') + "\n{broken\n")
-    with BeamPipeline() as p:
-        out = p | beam.Create([str(w.paths[0]), str(bad)]) | ReadTrajectories()
-        assert_that(
-            out.valid | beam.MapTuple(lambda uid, r: r["trajectory_id"]),
-            equal_to([t.trajectory_id for t in corpus[:3]]),
-        )
-        assert_that(
-            out[REJECTS] | beam.Map(lambda r: (r["record"], r["stage"], r["reason"].split(":")[0])),
-            equal_to([("line 1", "validate", "domain"), ("line 2", "validate", "<json>")]),
-            label="rejects",
-        )
-    assert d  # the fixture record itself was valid
+    res = unit(bad)
+    assert [(r["record"], r["stage"], r["reason"].split(":")[0]) for r in res.rejects] == [
+        ("line 1", "validate", "domain"),
+        ("line 2", "validate", "<json>"),
+    ]
+    assert res.counts["rejected"] == 2 and res.segment.num_rows == 0
 
 
 def test_normalize_strips_reasoning_only():
     t = build("mcp", [(tool("get", b=2, a=1), "obs\r\n  kept  "), (tool("get", a=3), "x")])
     t.turns[0].reasoning = "I think..."
     t.turns[0].action.arguments_json = '{"b": 2,   "a": 1}'
-    with BeamPipeline() as p:
-        out = p | beam.Create([("u", t.to_dict())]) | Normalize()
-        assert_that(
-            out
-            | beam.MapTuple(
-                lambda uid, r: [
-                    (x["reasoning"], x["action"]["arguments_json"], x["observation"]["text"])
-                    for x in r["turns"]
-                ]
-            ),
-            equal_to([[(None, '{"a": 1, "b": 2}', "obs\r\n  kept  "), (None, '{"a": 3}', "x")]]),
-        )
+    r = normalize(t.to_dict())
+    assert [
+        (x["reasoning"], x["action"]["arguments_json"], x["observation"]["text"])
+        for x in r["turns"]
+    ] == [(None, '{"a": 1, "b": 2}', "obs\r\n  kept  "), (None, '{"a": 3}', "x")]
 
 
-def test_filters_emit_rejects_with_reasons():
+def test_filters_emit_rejects_with_reasons_and_a_new_content_id():
     short = build("terminal", [("ls\n", "a")])
     empty = build("terminal", [("ls\n", "a"), ("\n", "p"), ("pwd\n", "/")])
-    with BeamPipeline() as p:
-        items = p | beam.Create([("f:row 0", short.to_dict()), ("f:row 1", empty.to_dict())])
-        out = items | ApplyFilters(FilterConfig())
-        assert_that(
-            out.kept | beam.MapTuple(lambda uid, r: (uid, len(r["turns"]))),
-            equal_to([("f:row 1", 2)]),
-        )
-        assert_that(
-            out[REJECTS] | beam.Map(lambda r: (r["record"], r["stage"], r["reason"])),
-            equal_to(
-                [("row 0", "filter", "min_turns"), ("row 1#turn 1", "turn_filter", "empty_action")]
-            ),
-            label="rejects",
-        )
+    counts, rejects = Counter(), []
+    items = [("f:row 0", short.to_dict()), ("f:row 1", empty.to_dict())]
+    kept = filter_records(items, FilterConfig(), counts, rejects)
+    assert [(uid, len(r["turns"])) for uid, r in kept] == [("f:row 1", 2)]
+    assert [(r["record"], r["stage"], r["reason"]) for r in rejects] == [
+        ("row 0", "filter", "min_turns"),
+        ("row 1#turn 1", "turn_filter", "empty_action"),
+    ]
+    r = kept[0][1]
+    assert r["trajectory_id"] != empty.trajectory_id
+    assert dict(r["metadata"])["raw_trajectory_id"] == empty.trajectory_id
 
 
-def test_filtered_record_gets_a_new_content_id():
-    t = build("terminal", [("ls\n", "a"), ("\n", "p"), ("pwd\n", "/")])
-    with BeamPipeline() as p:
-        out = p | beam.Create([("u", t.to_dict())]) | ApplyFilters(FilterConfig())
-        assert_that(
-            out.kept
-            | beam.MapTuple(
-                lambda uid, r: (
-                    r["trajectory_id"] != t.trajectory_id,
-                    dict(r["metadata"])["raw_trajectory_id"],
-                )
-            ),
-            equal_to([(True, t.trajectory_id)]),
-        )
+def test_batch_statistics_equal_the_per_turn_functions():
+    t = build("terminal", [("cat a\n", "héllo wörld " * 20), ("ls\n", ""), ("x\n", "ab" * 50)])
+    r = normalize(t.to_dict())
+    score([r], AgentWorldV1())
+    for turn in r["turns"]:
+        a, o = turn["action"]["text"], turn["observation"]["text"]
+        rs = S.report_stats(a, o)
+        st = turn["stats"]
+        assert (st["ol"], st["nov"], st["jac"], st["r"]) == (rs.ol, rs.nov, rs.jac, rs.r)
+        assert st["byte_entropy"] == pytest.approx(S.byte_entropy(o.encode()))
+        assert turn["category"] == AgentWorldV1().decide(st, a, o).category
 
 
-def test_score_turns_uses_corpus_template_counts():
+def segment_of(tmp_path, records):
+    with ShardWriter(tmp_path / "in") as w:
+        w.write(records)
+    return unit(w.paths[0], 0).segment
+
+
+def test_finalize_drops_duplicates_and_counts_templates(tmp_path):
     saved = [
-        build(
-            "terminal",
-            [(f"save {i}\n", "File saved."), (f"cat f{i}\n", f"unique text number {i} " * 5)],
-        )
+        build("terminal", [(f"save {i}\n", "File saved."), (f"cat f{i}\n", f"text {i} " * 9)])
         for i in range(4)
     ]
-    with BeamPipeline() as p:
-        recs = p | beam.Create([t.to_dict() for t in saved])
-        out = recs | ScoreTurns(AgentWorldV1())
-        # 8 turns; "File saved." is 4 of them: surprisal = -log2(4/8) = 1 bit
-        assert_that(
-            out.turns
-            | beam.Filter(lambda r: r["turn_index"] == 0)
-            | beam.Map(lambda r: round(r["corpus_surprisal"], 6)),
-            equal_to([1.0] * 4),
-        )
-        assert_that(
-            out.trajectories
-            | beam.Map(lambda r: [(t["category"], t["keep"]) for t in r["turns"]][1]),
-            equal_to([("retrieval", 1.0)] * 4),
-            label="categories",
-        )
+    seg = segment_of(tmp_path, saved)
+    uid0 = seg[UID][0].as_py()
+    decisions = {uid0: ("cX", False, "near")}
+    delta = Counter(k for ks in seg["_templates"].to_pylist()[1:] for k in ks)
+    out = finalize(seg, decisions, AgentWorldV1(), seed=0, delta=dict(delta))
+    assert out["trajectories"].num_rows == 3 and out["clusters"].num_rows == 4
+    turns = out["turns"].to_pylist()
+    assert len(turns) == 6
+    # "File saved." is kept 3 times (the 4th is a duplicate); the texts differ in numbers
+    # only, so they share one template too: 3 counts each
+    assert {round(t["corpus_surprisal"], 6) for t in turns} == {round(math.log2(16 / 3), 6)}
+    roles = {r["source"]: r["role"] for r in out["clusters"].to_pylist()}
+    assert roles[uid0] == "near" and sorted(roles.values()).count("singleton") == 3
+    back = out["trajectories"].to_pylist()
+    assert all(r["dedup"]["representative"] for r in back)
+    assert back[0]["turns"][0]["stats"]["corpus_surprisal"] == turns[0]["corpus_surprisal"]
 
 
-def test_nonzero_exit_is_an_error_turn():
+def test_nonzero_exit_is_an_error_turn(tmp_path):
     t = build("terminal", [("a\n", Observation("boom", exit_code=2)), ("b\n", "ok")])
-    with BeamPipeline() as p:
-        out = p | beam.Create([t.to_dict()]) | ScoreTurns(AgentWorldV1())
-        assert_that(
-            out.turns | beam.Map(lambda r: (r["turn_index"], r["is_error"])),
-            equal_to([(0, True), (1, False)]),
-        )
+    out = finalize(segment_of(tmp_path, [t]), {}, AgentWorldV1(), seed=0)
+    assert [(r["turn_index"], r["is_error"]) for r in out["turns"].to_pylist()] == [
+        (0, True),
+        (1, False),
+    ]

@@ -1,0 +1,63 @@
+"""Record normalisation for CPT (non-thinking form) and the shape of a rejects row."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from worldtrace.schemas import fields as F
+from worldtrace.schemas.redact import redact_record
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICRO = timedelta(microseconds=1)
+
+
+def micros(value: Any) -> Any:
+    """A timestamp as integer microseconds since the epoch (UTC), the Arrow column's unit.
+
+    Beam's fast coder has no datetime encoding and pickles each one; integers travel
+    natively, and Arrow reads them back into the same timestamp column.
+    """
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return (aware - _EPOCH) // _MICRO
+    return value
+
+
+def normalize(record: dict[str, Any]) -> dict[str, Any]:
+    """Non-thinking form: reasoning stripped, tool arguments canonical, CRLF in actions
+    folded, metadata as map pairs, timestamps as epoch microseconds, secrets redacted
+    (schemas/redact.py). Observation text is otherwise never touched."""
+    out = dict(record)
+    for k in (F.STARTED_AT, F.ENDED_AT):
+        out[k] = micros(out.get(k))
+    turns = []
+    for t in record[F.TURNS]:
+        a = dict(t["action"])
+        a["text"] = a["text"].replace("\r\n", "\n")
+        if a.get("arguments_json"):
+            a["arguments_json"] = json.dumps(
+                json.loads(a["arguments_json"]), sort_keys=True, ensure_ascii=False
+            )
+        turns.append(
+            {**t, "action": a, "reasoning": None, "started_at": micros(t.get("started_at"))}
+        )
+    out[F.TURNS] = turns
+    meta = record.get(F.METADATA) or {}
+    out[F.METADATA] = sorted(meta.items() if isinstance(meta, dict) else (tuple(p) for p in meta))
+    return redact_record(out)  # security: current rules, also on raw data recorded before them
+
+
+def reject_row(uid: str, stage: str, reason: str, tid: str | None = None) -> dict[str, Any]:
+    """A `rejects` row: file, record within it, stage, reason, trajectory id if known."""
+    path, _, record = uid.rpartition(":")
+    if not path:
+        path, record = uid, ""
+    return {
+        "source_path": path,
+        "record": record,
+        "stage": stage,
+        "reason": reason,
+        "trajectory_id": tid,
+    }

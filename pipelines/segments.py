@@ -1,0 +1,196 @@
+"""Pass 2 on one segment, columnar: dedup decisions and corpus counts -> final tables.
+
+A segment (`units.SEGMENT_SCHEMA`) holds every record of one unit that reached dedup,
+already scored. Finalising it drops the non-representatives, sets `dedup`, fills each
+turn's `corpus_surprisal` from the corpus template counts (re-deciding the mask when the
+policy reads corpus statistics) and derives the `turns` and `clusters` rows, all with
+pyarrow: no Python object per record except the decision lookups.
+
+Incremental state lives under `processed/_index/` (docs/pipeline.md#incremental):
+`segments/<stem>.parquet`, `templates.parquet` (key, count over kept trajectories),
+`members.parquet` (the cluster state of every member of a non-singleton cluster) and
+`shards.parquet` (the raw files already processed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from worldtrace.schemas import TRAJECTORY_SCHEMA
+from worldtrace.schemas import fields as F
+from worldtrace.schemas.tables import CLUSTERS_SCHEMA, TURNS_SCHEMA
+
+from . import stats as S
+from .mask import MaskPolicy, keep_turn
+from .units import BANDS, SIG, TEMPLATES, UID
+
+INDEX = "_index"
+SEGMENTS = "segments"
+TEMPLATES_FILE = "templates.parquet"
+MEMBERS_FILE = "members.parquet"
+SHARDS_FILE = "shards.parquet"
+TEMPLATE_COUNTS = pa.schema([pa.field("key", pa.uint64()), pa.field("count", pa.int64())])
+MEMBERS_SCHEMA = pa.schema(
+    [
+        pa.field("uid", pa.string()),
+        pa.field("tid", pa.string()),
+        pa.field("cluster_id", pa.string()),
+        pa.field("representative", pa.bool_()),
+        pa.field("role", pa.string()),
+        pa.field("failed", pa.bool_()),
+        pa.field("turns", pa.int64()),
+        pa.field("origin", pa.string()),
+        pa.field("stem", pa.string()),
+        pa.field("keys", pa.list_(pa.uint64())),
+    ]
+)
+SHARDS_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("mtime_ns", pa.int64()),
+        pa.field("run_id", pa.string()),
+    ]
+)
+
+
+def old_counts(index: Path | None, keys: np.ndarray) -> dict[int, int]:
+    """Template counts of earlier runs for `keys` (a columnar filter, not a full load)."""
+    path = index / TEMPLATES_FILE if index else None
+    if path is None or not path.exists() or not len(keys):
+        return {}
+    t = pq.read_table(path)
+    t = t.filter(pc.is_in(t["key"], pa.array(np.unique(keys), pa.uint64())))
+    return dict(zip(t["key"].to_pylist(), t["count"].to_pylist(), strict=True))
+
+
+def surprisal_of(keys: np.ndarray, index: Path | None, delta: dict[int, int]) -> np.ndarray:
+    base = old_counts(index, keys)
+    c = np.fromiter(
+        (base.get(k, 0) + delta.get(k, 0) for k in keys.tolist()), np.float64, len(keys)
+    )
+    return np.log2(S.SURPRISAL_REFERENCE / np.clip(c, 1, S.SURPRISAL_REFERENCE))
+
+
+def _struct(arr: pa.StructArray, **replace: pa.Array) -> pa.StructArray:
+    names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+    cols = [replace.get(n, arr.field(n)) for n in names]
+    return pa.StructArray.from_arrays(cols, names=names)
+
+
+def _decide_again(turns: pa.StructArray, stats: pa.StructArray, policy: MaskPolicy):
+    rows = stats.to_pylist()
+    acts = pc.struct_field(turns, ["action", "text"]).to_pylist()
+    obs = pc.struct_field(turns, ["observation", "text"]).to_pylist()
+    ds = [policy.decide(s, a, o) for s, a, o in zip(rows, acts, obs, strict=True)]
+    return {
+        "category": pa.array([d.category for d in ds], pa.string()),
+        "keep": pa.array([d.keep for d in ds], pa.float64()),
+        "rule": pa.array([d.rule for d in ds], pa.string()),
+    }
+
+
+def finalize(
+    segment: pa.Table,
+    decisions: dict[str, tuple],
+    policy: MaskPolicy,
+    seed: int,
+    index: Path | None = None,
+    delta: dict[int, int] | None = None,
+) -> dict[str, pa.Table]:
+    """The segment's rows of the `trajectories`, `turns` and `clusters` tables."""
+    uids, tids = segment[UID].to_pylist(), segment[F.TRAJECTORY_ID].to_pylist()
+    dec = [decisions.get(u, (f"c{t}", True, "singleton")) for u, t in zip(uids, tids, strict=True)]
+    origin = pc.struct_field(segment[F.SOURCE], "origin_id")
+    clusters = pa.table(
+        {
+            "trajectory_id": segment[F.TRAJECTORY_ID],
+            "origin_id": origin,
+            "source": segment[UID],
+            "domain": segment[F.DOMAIN],
+            "cluster_id": pa.array([d[0] for d in dec], pa.string()),
+            "representative": pa.array([d[1] for d in dec], pa.bool_()),
+            "role": pa.array([d[2] for d in dec], pa.string()),
+        },
+        schema=CLUSTERS_SCHEMA,
+    )
+    kept = segment.filter(pa.array([d[1] for d in dec], pa.bool_())).combine_chunks()
+    cluster_ids = pa.array([d[0] for d in dec if d[1]], pa.string())
+    turn_lists = kept[F.TURNS].chunk(0) if kept[F.TURNS].num_chunks else pa.array([], F_TURNS)
+    turns = pc.list_flatten(turn_lists)
+    keys = pc.list_flatten(kept[TEMPLATES]).to_numpy(zero_copy_only=False)
+    stats = _struct(
+        turns.field("stats"),
+        corpus_surprisal=pa.array(surprisal_of(keys, index, delta or {}), pa.float64()),
+    )
+    decided = _decide_again(turns, stats, policy) if getattr(policy, "corpus", False) else {}
+    turns = _struct(turns, stats=stats, **decided)
+    lengths = pc.list_value_length(turn_lists).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    dedup = pa.StructArray.from_arrays(
+        [kept[F.TRAJECTORY_ID].chunk(0) if len(kept) else pa.array([], pa.string()), cluster_ids,
+         pa.array(np.ones(len(kept), bool))],
+        names=list(F.DEDUP_FIELDS),
+    )  # fmt: skip
+    trajectories = kept.drop_columns([UID, TEMPLATES, SIG, BANDS])
+    trajectories = trajectories.set_column(
+        trajectories.schema.get_field_index(F.TURNS),
+        F.TURNS,
+        pa.ListArray.from_arrays(pa.array(offsets), turns),
+    )
+    trajectories = trajectories.set_column(
+        trajectories.schema.get_field_index(F.DEDUP), F.DEDUP, dedup
+    ).cast(TRAJECTORY_SCHEMA)
+    return {
+        "trajectories": trajectories,
+        "turns": turn_rows(trajectories, turns, lengths, seed),
+        "clusters": clusters,
+    }
+
+
+F_TURNS = TRAJECTORY_SCHEMA.field(F.TURNS).type
+
+
+def turn_rows(traj: pa.Table, turns: pa.StructArray, lengths: np.ndarray, seed: int) -> pa.Table:
+    """One `turns` row per turn, from the flattened turn structs."""
+    parent = pa.array(np.repeat(np.arange(len(lengths)), lengths))
+    tids = pc.take(traj[F.TRAJECTORY_ID], parent)
+    action, obs, stats = turns.field("action"), turns.field("observation"), turns.field("stats")
+    index, keep = turns.field("index"), turns.field("keep")
+    exit_code = obs.field("exit_code")
+    is_error = pc.or_(
+        pc.fill_null(obs.field("is_error"), False),
+        pc.fill_null(pc.not_equal(exit_code, 0), False),
+    )
+    keeps = keep.to_numpy(zero_copy_only=False)
+    in_loss = keeps >= 1.0
+    partial = np.flatnonzero((keeps > 0.0) & (keeps < 1.0))
+    if len(partial):
+        t_list, i_list = tids.to_pylist(), index.to_pylist()
+        for n in partial.tolist():
+            in_loss[n] = keep_turn(t_list[n], i_list[n], seed, keeps[n])
+    cols: dict[str, Any] = {
+        "trajectory_id": tids,
+        "origin_id": pc.take(pc.struct_field(traj[F.SOURCE], "origin_id"), parent),
+        "domain": pc.take(traj[F.DOMAIN], parent),
+        "turn_index": index,
+        "action_kind": action.field("kind"),
+        "tool_name": action.field("name"),
+        "action_chars": pc.utf8_length(action.field("text")).cast(pa.int64()),
+        "obs_chars": pc.utf8_length(obs.field("text")).cast(pa.int64()),
+        "is_error": is_error,
+        "truncated": pc.fill_null(obs.field("truncated"), False),
+        **{name: stats.field(name) for name in F.STATS_FIELDS},
+        "category": turns.field("category"),
+        "keep": keep,
+        "rule": turns.field("rule"),
+        "in_loss": pa.array(in_loss, pa.bool_()),
+        "perturbation": turns.field("perturbation"),
+    }
+    return pa.table(cols, schema=TURNS_SCHEMA)

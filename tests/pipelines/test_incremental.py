@@ -1,0 +1,102 @@
+"""Incremental processing equals a full rebuild; later near-duplicates join earlier clusters."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from worldtrace.collectors.synthetic import build, near_duplicate_corpus
+from worldtrace.pipelines.process import ProcessConfig, run
+from worldtrace.schemas import ShardWriter, Store
+
+
+def tables(store: Store) -> dict[str, list]:
+    """Every processed table as sorted rows (file layout differs between runs)."""
+    out = {}
+    for name in ("trajectories", "turns", "clusters", "rejects"):
+        rows = pq.read_table(store.processed / name).to_pylist()
+        out[name] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+    return out
+
+
+def write(store: Store, name: str, records) -> None:
+    with ShardWriter(store.raw / name, row_group_rows=40) as w:
+        w.write(records)
+
+
+def cfg(store: Store, **kw) -> ProcessConfig:
+    return ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1, **kw)
+
+
+@pytest.mark.parametrize("policy", ["agentworld-v1", "agentworld-v1+info"])
+def test_incremental_equals_rebuild(store, policy):
+    data, _ = near_duplicate_corpus(n_unique=150, n_groups=10, group_size=3, seed=7, exact_copies=6)
+    # a template repeated across batches: its counts (and +info's decisions) must follow
+    saved = [
+        build("terminal", [(f"save {i}\n", "File saved."), ("ls\n", f"a{i} b")]) for i in range(70)
+    ]
+    data = data + saved
+    first, second = data[: len(data) // 2], data[len(data) // 2 :]
+    write(store, "b1", first)
+    m1 = run(cfg(store, policy=policy))
+    assert not m1["incremental"]
+    write(store, "b2", second)
+    m2 = run(cfg(store, policy=policy))
+    assert m2["incremental"] and all("/b2/" in f for f in m2["new_inputs"])
+    assert m2["counters"]["read"] == len(second)  # only the new shard was read
+    incremental = tables(store)
+    m3 = run(cfg(store, policy=policy, rebuild=True))
+    assert not m3["incremental"] and m3["counters"]["read"] == len(data)
+    rebuilt = tables(store)
+    for name in incremental:
+        assert incremental[name] == rebuilt[name], name
+    assert m2["accounting"] == m3["accounting"] and m3["accounting"]["balanced"]
+    # nothing new: nothing read, nothing changed
+    m4 = run(cfg(store, policy=policy))
+    assert m4["counters"]["read"] == 0 and tables(store) == rebuilt
+
+
+def long_traj(word: str, tweak: str = "", status: str = "success", episode: str = "ep"):
+    pairs = [
+        (f"cat file_{i}.txt\n", f"{word} line {i} " + " ".join(f"{word}{i}_{j}" for j in range(30)))
+        for i in range(8)
+    ]
+    if tweak:
+        pairs[3] = (pairs[3][0], pairs[3][1] + tweak)
+    t = build("terminal", pairs, episode=episode)
+    t.outcome.status = status
+    return t.with_id()
+
+
+def test_near_duplicate_in_a_later_batch_joins_the_earlier_cluster(store):
+    a = long_traj("alpha", status="failure")
+    a2 = long_traj("alpha", tweak=" 17", status="failure")
+    others = [long_traj(w) for w in ("bravo", "charlie", "delta")]
+    write(store, "b1", [a, a2, *others])
+    run(cfg(store))
+    before = {
+        r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()
+    }
+    cluster = before[a.trajectory_id]["cluster_id"]
+    assert before[a2.trajectory_id]["cluster_id"] == cluster
+    # later: a near-duplicate that succeeded, so it becomes the representative
+    late = long_traj("alpha", tweak=" 99 bottles", status="success", episode="late")
+    write(store, "b2", [late])
+    m = run(cfg(store))
+    after = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    ids = {a.trajectory_id, a2.trajectory_id, late.trajectory_id}
+    assert {after[t]["cluster_id"] for t in ids} == {f"c{min(ids)}"}
+    assert after[late.trajectory_id]["role"] == "representative"
+    kept = set(pq.read_table(store.processed / "trajectories")["trajectory_id"].to_pylist())
+    assert late.trajectory_id in kept and not ({a.trajectory_id, a2.trajectory_id} & kept)
+    assert m["accounting"]["kept"] == 4 and m["accounting"]["duplicates"] == 2
+    assert m["accounting"]["balanced"]
+
+
+def test_changed_settings_need_a_rebuild(store):
+    write(store, "b1", [long_traj("alpha"), long_traj("bravo")])
+    run(cfg(store))
+    write(store, "b2", [long_traj("charlie")])
+    with pytest.raises(ValueError, match="--rebuild"):
+        run(cfg(store, seed=3))
