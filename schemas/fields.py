@@ -94,6 +94,8 @@ PROCESSED_DIR = "processed"
 EXPORT_DIR = "export"
 JOBS_DB = "jobs.db"
 PROCESSED_TABLES = ("trajectories", "turns", "clusters", "rejects")
+PROCESS_MANIFEST = "manifest.json"
+"""Under processed/: the last `worldtrace process` run (inputs, seconds, counters)."""
 
 SHARD_SUFFIX = ".parquet"
 SHARD_TARGET_BYTES = 128 * 1024 * 1024

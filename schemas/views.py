@@ -125,6 +125,44 @@ EXPORTS_SCHEMA = pa.schema(
     ]
 )  # fmt: skip
 
+PERTURBATION_COLUMNS = (
+    "trajectory_id", "domain", "source", "kind", "turns", "turn_indexes", "details",
+)  # fmt: skip
+"""Columns of `perturbations` / `raw_perturbations` (checked against the SQL in tests)."""
+PERTURBATION_SOURCES = ("perturbation", "condition")
+"""`source` of a perturbations row: a turn's `perturbation` (a fault injected into that
+turn) or one of the trajectory's `conditions` (the whole episode ran under it)."""
+
+
+def perturbations_sql(trajectories: str) -> str:
+    """One row per (trajectory, source, kind) over the trajectory view `trajectories`:
+    turn perturbations grouped by kind (`turns` = the turns it hit, `turn_indexes`), and
+    each condition (`turns` = every turn of the episode). `details` holds the JSON
+    objects as recorded. Conditions recorded only in `metadata['conditions']` (writers
+    older than the field) count too; a value that is not valid JSON shows as kind
+    `invalid` rather than failing every query."""
+    turn, condition = PERTURBATION_SOURCES
+    return f"""
+WITH src AS (SELECT trajectory_id, domain, turns,
+                    coalesce(conditions, metadata['conditions']) AS conds FROM {trajectories})
+SELECT trajectory_id, domain, '{turn}' AS source, kind, count(*)::INTEGER AS turns,
+       list(turn_index ORDER BY turn_index) AS turn_indexes,
+       list(detail ORDER BY turn_index) AS details
+FROM (SELECT trajectory_id, domain, t.index AS turn_index, t.perturbation AS detail,
+             CASE WHEN json_valid(t.perturbation)
+                  THEN coalesce(json_extract_string(t.perturbation, '$.kind'), 'unknown')
+                  ELSE 'invalid' END AS kind
+      FROM (SELECT trajectory_id, domain, unnest(turns) AS t FROM src)
+      WHERE t.perturbation IS NOT NULL)
+GROUP BY trajectory_id, domain, kind
+UNION ALL BY NAME
+SELECT trajectory_id, domain, '{condition}' AS source,
+       coalesce(json_extract_string(c, '$.kind'), json_extract_string(c, '$'), 'unknown') AS kind,
+       len(turns)::INTEGER AS turns, NULL::INTEGER[] AS turn_indexes, [c::VARCHAR] AS details
+FROM (SELECT trajectory_id, domain, turns, unnest(json_extract(conds, '$[*]')) AS c
+      FROM src WHERE json_valid(conds) AND json_type(conds) = 'ARRAY')"""
+
+
 _DESCRIPTIONS = {
     "trajectories": "processed trajectories (representatives)",
     "turns": "one row per processed turn",
@@ -135,6 +173,9 @@ _DESCRIPTIONS = {
     "jobs": "collection jobs from jobs.db",
     "episodes": "episodes of jobs",
     "exports": "training exports (manifests under export/)",
+    "perturbations": "faults injected into turns and conditions of episodes, one row per "
+    "(trajectory, source, kind), processed",
+    "raw_perturbations": "as perturbations, over raw shards",
 }
 
 
@@ -149,6 +190,8 @@ def columns_by_view(root: type = Trajectory) -> dict[str, list[str]]:
         "jobs": JOBS_SCHEMA.names,
         "episodes": EPISODES_SCHEMA.names,
         "exports": EXPORTS_SCHEMA.names,
+        "perturbations": list(PERTURBATION_COLUMNS),
+        "raw_perturbations": list(PERTURBATION_COLUMNS),
     }
 
 
@@ -325,6 +368,11 @@ def connect(
         f"(SELECT trajectory_id, source.origin_id AS origin_id, domain, unnest(turns) AS t "
         f"FROM {raw})"
     )
+    for name, over in (
+        ("perturbations", "trajectories"),
+        ("raw_perturbations", "raw_trajectories"),
+    ):
+        ddl.append(f"CREATE VIEW {name} AS {perturbations_sql(over)}")
     jobs, episodes = _jobs_tables(store.jobs_db)
     for name, table in (
         ("jobs", jobs),

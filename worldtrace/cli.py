@@ -11,10 +11,21 @@ from __future__ import annotations
 
 import click
 
-from .commands import collect, data, export, gc, global_options, process, query, redact, system
+from .commands import (
+    collect,
+    data,
+    export,
+    gc,
+    global_options,
+    jobs,
+    process,
+    query,
+    redact,
+    system,
+)
 from .options import ConfigCommand
 
-COMMAND_MODULES = (data, collect, process, export, query, redact, gc, system)
+COMMAND_MODULES = (data, collect, jobs, process, export, query, redact, gc, system)
 
 EPILOG = """\b
 Example:

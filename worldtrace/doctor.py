@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shutil
 import subprocess
@@ -17,7 +18,19 @@ class Check:
     name: str
     ok: bool
     detail: str
+    """What was found: a version, a path, or what is missing."""
     fix: str = ""
+    """What to run about it (empty when ok)."""
+
+
+def doctor_document(checks: list[Check]) -> dict:
+    """`doctor --json`: `{"checks": [{"name", "ok", "detail", "fix"}], "available",
+    "total"}` in the order of the text output."""
+    return {
+        "checks": [dataclasses.asdict(c) for c in checks],
+        "available": sum(c.ok for c in checks),
+        "total": len(checks),
+    }
 
 
 def _run(cmd: list[str], timeout: float = 10) -> tuple[bool, str]:

@@ -6,6 +6,7 @@ reuses the same tables. rich and the query libraries are imported inside each fu
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +25,95 @@ FORMAT_BY_SUFFIX = {
 NESTED_TYPES = frozenset({"struct", "map", "list", "array", "union"})
 
 
-def rows_table(rows: list[dict], title: str | None = None):
-    """A rich table of dict rows (columns from the first row; None prints empty)."""
-    from rich.table import Table
+WIDE = 1 << 20
+"""Console width for output that is not a terminal: no line is wrapped, no cell cut."""
 
+
+def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None):
+    """A rich table whose ids stay whole: a column whose values have no whitespace (ids,
+    numbers, names, paths) never wraps, the others fold; cells are plain text, never
+    markup (an error message with `[...]` prints as it is)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    values = [list(row) for row in rows]
+    cells = [["" if v is None else str(v) for v in row] for row in values]
     t = Table(title=title, title_justify="left")
-    for col in rows[0] if rows else []:
-        t.add_column(col)
-    for r in rows:
-        t.add_row(*("" if v is None else str(v) for v in r.values()))
+    for i, name in enumerate(columns):
+        whole = all(not any(ch.isspace() for ch in row[i]) for row in cells)
+        numeric = bool(values) and all(_is_number(row[i]) for row in values)
+        t.add_column(
+            Text(name), no_wrap=whole, overflow="fold", justify="right" if numeric else "left"
+        )
+    for row in cells:
+        t.add_row(*(Text(v) for v in row))
     return t
 
 
-def print_table(table: Any) -> None:
-    from rich.console import Console
+def _is_number(v: Any) -> bool:
+    from decimal import Decimal
 
-    Console().print(table)
+    return v is None or (isinstance(v, (int, float, Decimal)) and not isinstance(v, bool))
+
+
+def rows_table(rows: list[dict], title: str | None = None):
+    """A table of dict rows (columns from the first row; None prints empty)."""
+    return make_table(list(rows[0]) if rows else [], (r.values() for r in rows), title)
+
+
+def fitted(console: Any = None, *renderables: Any):
+    """A console to print `renderables` on without cutting a word: off a terminal (a pipe,
+    a file) as wide as a line needs; on a terminal its width, or wider when the narrowest
+    layout of a table (every column as wide as its longest word or unbreakable value)
+    needs more, so the terminal wraps lines rather than rich cutting ids (`termin…`)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = console or Console()
+    if console.is_terminal:
+        wide = console.options.update_width(WIDE)
+        need = max([Measurement.get(console, wide, r).minimum for r in renderables] or [0])
+        width = max(console.width, need)
+    else:
+        width = WIDE
+    if width == console.width:
+        return console
+    return Console(
+        file=console.file,
+        width=width,
+        force_terminal=console.is_terminal,
+        color_system=console.color_system,
+        highlight=False,
+    )
+
+
+def print_table(table: Any, console: Any = None) -> None:
+    """Print a table (or any renderable) with no id cut, on a terminal or not."""
+    fitted(console, table).print(table)
+
+
+def jsonable(value: Any) -> Any:
+    """Values DuckDB, sqlite and our records hand back, as JSON types (timestamps as ISO
+    8601, decimals as numbers)."""
+    from datetime import date, datetime
+    from decimal import Decimal
+
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def print_json(doc: Any) -> None:
+    """`--json`: one JSON document on stdout (keys as documented in docs/cli.md)."""
+    import json
+
+    click.echo(json.dumps(doc, indent=2, default=jsonable, ensure_ascii=False))
 
 
 def print_checks(checks: list) -> None:
@@ -57,68 +131,52 @@ def print_checks(checks: list) -> None:
 
 def print_import_report(report: Any, dest: Path, show: int) -> None:
     """Counts per format and problem kind; the first `show` problems on stderr."""
-    from rich.table import Table
-
-    t = Table(title=f"import: {report.files} file(s) -> {dest}")
-    t.add_column("")
-    t.add_column("kind")
-    t.add_column("count", justify="right")
-    for name, n in sorted(report.imported.items()):
-        t.add_row("imported", name, str(n))
-    for name, n in sorted(report.present.items()):
-        t.add_row("already present", name, str(n))
-    for kind, n in sorted(report.errors.items()):
-        t.add_row("error", kind, str(n))
-    for kind, n in sorted(report.warnings.items()):
-        t.add_row("warning", kind, str(n))
-    print_table(t)
+    rows = [
+        *(("imported", name, n) for name, n in sorted(report.imported.items())),
+        *(("already present", name, n) for name, n in sorted(report.present.items())),
+        *(("error", kind, n) for kind, n in sorted(report.errors.items())),
+        *(("warning", kind, n) for kind, n in sorted(report.warnings.items())),
+    ]
+    print_table(
+        make_table(("", "kind", "count"), rows, f"import: {report.files} file(s) -> {dest}")
+    )
     for p in report.problems[:show]:
         click.echo(str(p), err=True)
     if len(report.problems) > show:
         click.echo(f"... {len(report.problems) - show} more", err=True)
 
 
-def print_collect_result(result: Any) -> None:
-    """One line per attempt, then where the shards went."""
-    for t in result.trajectories:
-        click.echo(
-            f"{t.trajectory_id} {t.domain} {t.source.episode_id} attempt {t.source.attempt}: {t.outcome.status} ({len(t.turns)} turns)"
-        )
-    click.echo(
-        f"{len(result.trajectories)} trajectories -> {', '.join(str(p) for p in result.shards)}"
-    )
+def job_document(job: dict) -> dict:
+    """`jobs show --json`: the job's fields (`episodes` is their number), its parsed job
+    file as `spec`, and every attempt of its episodes under `attempts` (nothing cut)."""
+    import json
+
+    doc = {k: v for k, v in job.items() if k not in ("episode_rows", "spec_json")}
+    doc["spec"] = json.loads(job["spec_json"]) if job.get("spec_json") else None
+    doc["attempts"] = list(job["episode_rows"])
+    return doc
 
 
 def print_job(job: dict) -> None:
-    """A job's fields on one line, then its episodes (long ids and errors shortened)."""
-    episodes = []
-    for e in job.pop("episode_rows"):
-        row = {
-            **e,
-            "error": (e["error"] or "")[:60],
-            "trajectory_id": (e["trajectory_id"] or "")[:12],
-        }
-        row.pop("worker", None)
-        episodes.append(row)
-    job.pop("spec_json")
-    click.echo("  ".join(f"{k}={v}" for k, v in job.items()))
+    """A job's fields on one line, then its episodes (ids whole; the table folds long
+    errors on a terminal)."""
+    episodes = [{k: v for k, v in e.items() if k != "worker"} for e in job["episode_rows"]]
+    fields = {k: v for k, v in job.items() if k not in ("episode_rows", "spec_json")}
+    click.echo("  ".join(f"{k}={v}" for k, v in fields.items()))
     print_table(rows_table(episodes))
 
 
 def print_accounting(manifest: dict) -> None:
     """A processing run's trajectory accounting and the counters explaining it."""
-    from rich.table import Table
-
     acc, counters = manifest["accounting"], manifest["counters"]
-    t = Table(title=f"process run {manifest['run_id']} ({manifest['seconds']} s)")
-    t.add_column("trajectories")
-    t.add_column("count", justify="right")
-    for k in ("in", "kept", "filtered", "duplicates", "rejected"):
-        t.add_row(k, str(acc[k]))
-    for k, v in counters.items():
-        if k.startswith(("filtered.", "turns_removed.", "duplicates.", "category.")):
-            t.add_row(f"  {k}", str(v))
-    print_table(t)
+    rows = [(k, acc[k]) for k in ("in", "kept", "filtered", "duplicates", "rejected")]
+    rows += [
+        (f"  {k}", v)
+        for k, v in counters.items()
+        if k.startswith(("filtered.", "turns_removed.", "duplicates.", "category."))
+    ]
+    title = f"process run {manifest['run_id']} ({manifest['seconds']} s)"
+    print_table(make_table(("trajectories", "count"), rows, title))
     if not acc["balanced"]:
         click.echo("warning: in != kept + filtered + duplicates + rejected", err=True)
 
@@ -223,25 +281,16 @@ def _ident(name: str) -> str:
 
 
 def _emit_table(rel, output: str | None, max_rows: int) -> None:
-    """A box-drawn table; on a terminal rich fits it to the width, anywhere else (a pipe,
-    a file) no cell is cut, so ids survive copy and paste."""
-    import sys
-
+    """A box-drawn table; on a terminal it fits the width without cutting an id, anywhere
+    else (a pipe, a file) no cell is cut, so ids survive copy and paste."""
     from rich.console import Console
-    from rich.table import Table
 
-    t = Table()
-    for c in rel.columns:
-        t.add_column(c, overflow="fold")
     rows = rel.limit(max_rows + 1).fetchall()
-    for row in rows[:max_rows]:
-        t.add_row(*("" if v is None else str(v) for v in row))
+    t = make_table(rel.columns, rows[:max_rows])
     if len(rows) > max_rows:
         t.caption = f"first {max_rows} rows shown (--max-rows)"
     if output:
         with open(output, "w", encoding="utf-8") as fh:
-            Console(file=fh, width=1 << 20, color_system=None, highlight=False).print(t)
-    elif sys.stdout.isatty():
-        Console().print(t)
+            Console(file=fh, width=WIDE, color_system=None, highlight=False).print(t)
     else:
-        Console(file=sys.stdout, width=1 << 20, color_system=None, highlight=False).print(t)
+        print_table(t)

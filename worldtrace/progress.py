@@ -1,4 +1,4 @@
-"""Live views of collection: `collect`'s progress, `worker` lines, `jobs list` tables.
+"""Live views: `collect`'s and `import`'s progress, `worker` lines, `jobs list` tables.
 
 Each takes the `on_event(event, **info)` calls of `run_job` / `Worker` (or reads the
 job store) and prints; rich is imported inside, so the CLI stays light to start.
@@ -86,6 +86,66 @@ class CollectProgress:
         self._progress.start()
 
 
+class ImportProgress:
+    """`import`'s progress, fed `(files_done, records_done)` by the importer: a bar on
+    stderr when it is a terminal (files done of all, records, records/s, time left);
+    otherwise one plain line on stderr every `every` seconds, so a log shows a long
+    import advancing without filling up with a redrawn bar."""
+
+    def __init__(self, files: int, every: float = 5.0, console: Any = None):
+        from rich.console import Console
+
+        self.files, self.every = files, every
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal
+        self.t0 = self.last = time.monotonic()
+        self.done = self.records = 0
+        self._progress = self._task = None
+
+    def __enter__(self) -> ImportProgress:
+        if self.live:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("import"), BarColumn(), MofNCompleteColumn(), TextColumn("files"),
+                TextColumn("{task.fields[records]} records ({task.fields[rate]}/s)"),
+                TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
+            )  # fmt: skip
+            self._task = self._progress.add_task("import", total=self.files, records=0, rate=0)
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def rate(self) -> float:
+        return self.records / max(time.monotonic() - self.t0, 1e-9)
+
+    def __call__(self, files_done: int, records_done: int) -> None:
+        self.done, self.records = files_done, records_done
+        if self._progress is not None:
+            self._progress.update(
+                self._task, completed=files_done, records=records_done, rate=f"{self.rate():.0f}"
+            )
+            return
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            click.echo(
+                f"{_clock()} import: {files_done}/{self.files} file(s), {records_done} "
+                f"record(s), {self.rate():.0f} records/s",
+                err=True,
+            )
+
+
 def print_run(result: Any, listed: bool) -> None:
     """After `collect`: each attempt (unless plain progress lines showed them), then where
     the trajectories went."""
@@ -147,6 +207,49 @@ def _due(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
 
 
+def _live_workers(store, lease_s: float) -> list[dict[str, Any]]:
+    return [
+        {k: w[k] for k in ("worker", "host", "pid", "started_at")}
+        for w in store.workers(lease_s)
+        if not w["gone"]
+    ]
+
+
+def _schedules(store) -> list[dict[str, Any]]:
+    return [
+        {
+            "schedule": s["schedule_id"],
+            "when": f"cron {s['cron']}" if s["cron"] else f"every {s['every']}",
+            "missed": s["missed"],
+            "next due (UTC)": _due(s["next_due"]),
+            "last job": s["last_job_id"],
+        }
+        for s in store.schedules()
+    ]
+
+
+def jobs_document(store, lease_s: float = 120.0) -> dict[str, Any]:
+    """`jobs list --json`: `{"jobs": [...], "schedules": [...], "workers": [...]}` with
+    the job store's column names (schedules: schedule_id, cron, every, missed, next_due
+    as ISO 8601 UTC, last_job_id; workers: the live ones)."""
+    schedules = [
+        {
+            "schedule_id": s["schedule_id"],
+            "cron": s["cron"],
+            "every": s["every"],
+            "missed": s["missed"],
+            "next_due": _due(s["next_due"]),
+            "last_job_id": s["last_job_id"],
+        }
+        for s in store.schedules()
+    ]
+    return {
+        "jobs": store.jobs(),
+        "schedules": schedules,
+        "workers": _live_workers(store, lease_s),
+    }
+
+
 def jobs_view(store, lease_s: float = 120.0):
     """Jobs, schedules (with their next due time) and live workers, as rich tables."""
     from rich.console import Group
@@ -157,23 +260,10 @@ def jobs_view(store, lease_s: float = 120.0):
     parts: list[Any] = []
     jobs = store.jobs()
     parts.append(rows_table(jobs, title="jobs") if jobs else Text("no jobs"))
-    schedules = [
-        {
-            "schedule": s["schedule_id"],
-            "when": f"cron {s['cron']}" if s["cron"] else f"every {s['every']}",
-            "missed": s["missed"],
-            "next due (UTC)": _due(s["next_due"]),
-            "last job": s["last_job_id"],
-        }
-        for s in store.schedules()
-    ]
+    schedules = _schedules(store)
     if schedules:
         parts.append(rows_table(schedules, title="schedules"))
-    workers = [
-        {k: w[k] for k in ("worker", "host", "pid", "started_at")}
-        for w in store.workers(lease_s)
-        if not w["gone"]
-    ]
+    workers = _live_workers(store, lease_s)
     if workers:
         parts.append(rows_table(workers, title="workers"))
     return Group(*parts)

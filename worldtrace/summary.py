@@ -3,81 +3,145 @@ counts in the loss or not."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 from rich.console import Console
 from rich.table import Table
 
+from worldtrace.freshness import next_step
+from worldtrace.output import make_table, print_table
 from worldtrace.pipelines.mask import keep_turn
+from worldtrace.schemas import Store
 
-STATS_QUERIES: dict[str, str] = {
-    "trajectories by domain and source": """
+
+@dataclass(frozen=True)
+class Section:
+    """One table of `worldtrace stats`."""
+
+    key: str
+    """Its key in `stats --json` (`sections.KEY`: a list of row objects)."""
+    title: str
+    sql: str
+    empty: str = "no data yet"
+    """What `stats` prints when the query has no row."""
+
+
+STATS_SECTIONS = (
+    Section("sources", "trajectories by domain and source", """
         SELECT domain, source_kind, coalesce(origin_format, source_name) AS source,
                count(*) AS raw, sum(num_turns) AS raw_turns,
                (SELECT count(*) FROM trajectories p WHERE p.domain = r.domain) AS processed_in_domain
-        FROM raw_trajectories r GROUP BY ALL ORDER BY ALL""",
-    "turn lengths (characters)": """
+        FROM raw_trajectories r GROUP BY ALL ORDER BY ALL"""),
+    Section("turn_lengths", "turn lengths (characters)", """
         SELECT domain, count(*) AS turns,
                round(avg(action_chars), 1) AS action_mean,
                quantile_disc(obs_chars, 0.5) AS obs_p50, quantile_disc(obs_chars, 0.9) AS obs_p90,
                max(obs_chars) AS obs_max, round(avg(CASE WHEN truncated THEN 1 ELSE 0 END), 4) AS truncated
-        FROM raw_turns GROUP BY domain ORDER BY domain""",
-    "turns per trajectory": """
+        FROM raw_turns GROUP BY domain ORDER BY domain"""),
+    Section("turns_per_trajectory", "turns per trajectory", """
         SELECT domain, count(*) AS trajectories, round(avg(num_turns), 2) AS mean,
                quantile_disc(num_turns, 0.5) AS p50, max(num_turns) AS max
-        FROM trajectories GROUP BY domain ORDER BY domain""",
-    "category shares and effective keep by domain": """
+        FROM trajectories GROUP BY domain ORDER BY domain"""),
+    Section("categories", "category shares and effective keep by domain", """
         SELECT domain, category, count(*) AS turns,
                round(count(*) / sum(count(*)) OVER (PARTITION BY domain), 4) AS share,
                round(sum(keep * obs_chars) / nullif(sum(obs_chars), 0), 4) AS effective_keep
-        FROM turns GROUP BY domain, category ORDER BY domain, turns DESC""",
-    "effective keep by domain": """
+        FROM turns GROUP BY domain, category ORDER BY domain, turns DESC"""),
+    Section("effective_keep", "effective keep by domain", """
         SELECT domain, count(*) AS turns,
                round(sum(keep * obs_chars) / nullif(sum(obs_chars), 0), 4) AS effective_keep_chars,
                round(avg(CASE WHEN in_loss THEN 1 ELSE 0 END), 4) AS turns_in_loss
-        FROM turns GROUP BY domain ORDER BY domain""",
-    "dedup": """
+        FROM turns GROUP BY domain ORDER BY domain"""),
+    Section("dedup", "dedup", """
         SELECT domain, count(*) AS trajectories,
                sum(CASE WHEN role = 'exact' THEN 1 ELSE 0 END) AS exact_dups,
                sum(CASE WHEN role = 'near' THEN 1 ELSE 0 END) AS near_dups,
                round(avg(CASE WHEN representative THEN 0 ELSE 1 END), 4) AS dup_rate,
                count(DISTINCT cluster_id) AS clusters
-        FROM clusters GROUP BY domain ORDER BY domain""",
-    "filters and rejects": """
+        FROM clusters GROUP BY domain ORDER BY domain"""),
+    Section("rejects", "filters and rejects", """
         SELECT stage, split_part(reason, ':', 1) AS reason, count(*) AS count
-        FROM rejects GROUP BY ALL ORDER BY count DESC LIMIT 20""",
-    "exports": "SELECT name, format, samples, rows, tokens, loss_tokens, round(loss_tokens / nullif(tokens, 0), 4) AS loss_share, keep_mode FROM exports ORDER BY name",
-    "jobs": """
+        FROM rejects GROUP BY ALL ORDER BY count DESC, stage, reason LIMIT 20"""),
+    # issue 18: MCP faults (turn perturbations) and episode conditions share one
+    # vocabulary of kinds, so one table counts both; raw beside processed shows what the
+    # filters dropped
+    Section("perturbations", "perturbations and conditions", """
+        WITH r AS (SELECT source, kind, domain, count(*) AS n, sum(turns) AS t
+                   FROM raw_perturbations GROUP BY ALL),
+             p AS (SELECT source, kind, domain, count(*) AS n, sum(turns) AS t
+                   FROM perturbations GROUP BY ALL)
+        SELECT source, kind, domain, coalesce(r.n, 0) AS raw_trajectories,
+               coalesce(r.t, 0) AS raw_turns, coalesce(p.n, 0) AS processed_trajectories,
+               coalesce(p.t, 0) AS processed_turns
+        FROM r FULL JOIN p USING (source, kind, domain) ORDER BY source, kind, domain""",
+        empty="none recorded (no turn perturbation, no episode condition)"),
+    # issue 11: the per-trajectory count of replaced secrets, summed
+    Section("redactions", "redactions (secrets replaced by placeholders)", """
+        WITH r AS (SELECT domain, count(*) AS n, count(*) FILTER (WHERE redactions > 0) AS hit,
+                          coalesce(sum(redactions), 0) AS placeholders
+                   FROM raw_trajectories GROUP BY domain),
+             p AS (SELECT domain, count(*) FILTER (WHERE redactions > 0) AS hit,
+                          coalesce(sum(redactions), 0) AS placeholders
+                   FROM trajectories GROUP BY domain)
+        SELECT domain, coalesce(r.n, 0) AS raw_trajectories,
+               coalesce(r.hit, 0) AS raw_with_redactions,
+               coalesce(r.placeholders, 0) AS raw_placeholders,
+               coalesce(p.hit, 0) AS processed_with_redactions,
+               coalesce(p.placeholders, 0) AS processed_placeholders
+        FROM r FULL JOIN p USING (domain)
+        WHERE coalesce(r.placeholders, 0) + coalesce(p.placeholders, 0) > 0 ORDER BY domain""",
+        empty="none: no secret was replaced"),
+    Section("exports", "exports", "SELECT name, format, samples, rows, tokens, loss_tokens, round(loss_tokens / nullif(tokens, 0), 4) AS loss_share, keep_mode FROM exports ORDER BY name"),
+    Section("jobs", "jobs", """
         SELECT status, count(*) AS jobs, sum(episodes) AS episodes, sum(succeeded) AS succeeded,
                round(sum(succeeded) / nullif(sum(episodes), 0), 4) AS success_rate
-        FROM jobs GROUP BY status ORDER BY status""",
-}
+        FROM jobs GROUP BY status ORDER BY status"""),
+)  # fmt: skip
+STATS_QUERIES: dict[str, str] = {s.title: s.sql for s in STATS_SECTIONS}
+"""Title -> SQL of every stats table (the report repeats some)."""
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
+    cur = con.execute(sql)
+    return [d[0] for d in cur.description], cur.fetchall()
 
 
 def result_table(
     cur: duckdb.DuckDBPyConnection, title: str | None = None, max_rows: int | None = None
 ) -> Table:
-    t = Table(title=title, title_justify="left")
-    for d in cur.description:
-        t.add_column(d[0])
-    for n, row in enumerate(cur.fetchall()):
-        if max_rows is not None and n >= max_rows:
-            t.caption = f"first {max_rows} rows shown"
-            break
-        t.add_row(*("" if v is None else str(v) for v in row))
+    columns = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    t = make_table(columns, rows[:max_rows] if max_rows is not None else rows, title)
+    if max_rows is not None and len(rows) > max_rows:
+        t.caption = f"first {max_rows} rows shown"
     return t
 
 
 def print_stats(con: duckdb.DuckDBPyConnection, console: Console | None = None) -> None:
+    """Every stats table; none cuts an id, on a terminal or piped."""
     console = console or Console()
-    for title, sql in STATS_QUERIES.items():
-        cur = con.execute(sql)
-        table = result_table(cur, title)
-        if table.row_count:
-            console.print(table)
+    for s in STATS_SECTIONS:
+        columns, rows = _rows(con, s.sql)
+        if rows:
+            print_table(make_table(columns, rows, s.title), console)
         else:
-            console.print(f"[dim]{title}: no data yet[/]")
+            console.print(
+                f"{s.title}: {s.empty}", style="dim", markup=False, highlight=False, soft_wrap=True
+            )
+
+
+def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, Any]:
+    """`stats --json`: `{"store", "notes", "sections": {key: [row objects]}}`; every
+    section is present (an empty list when it has no row), keys as in STATS_SECTIONS."""
+    sections = {}
+    for s in STATS_SECTIONS:
+        columns, rows = _rows(con, s.sql)
+        sections[s.key] = [dict(zip(columns, r, strict=True)) for r in rows]
+    note = next_step(store)
+    return {"store": str(store.root), "notes": [note] if note else [], "sections": sections}
 
 
 def _excerpt(text: str, n: int = 160) -> str:
@@ -120,11 +184,104 @@ def find(con: duckdb.DuckDBPyConnection, tid: str) -> dict[str, Any] | None:
     return record(con, ids.pop()) if len(ids) == 1 else None
 
 
-def print_candidates(rows: list[tuple[Any, ...]], tid: str, console: Console) -> None:
-    console.print(f"{tid!r} matches {len(rows)} trajectories; give one of these ids:")
-    for t_id, path, index, domain, fmt, origin in rows[:MAX_CANDIDATES]:
-        where = f"{path}:{index}" if path else f"{fmt or ''}:{origin or ''}"
-        console.print(f"  {t_id}  {where}  {domain}", highlight=False, markup=False, soft_wrap=True)
+def _loads(text: str | None) -> Any:
+    """A JSON field of the record, parsed (the text itself if it is not JSON)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+CANDIDATE_KEYS = ("trajectory_id", "origin_path", "origin_index", "domain", "origin_format",
+                  "origin_id")  # fmt: skip
+
+
+def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict[str, Any]:
+    """What `explain` says about `tid`, as data (`explain --json` prints it as is).
+
+    `status`: `explained` (one processed trajectory, every turn), `ambiguous` (`matches`:
+    every candidate), `dropped` (`rejects` and `duplicates` rows name why it is not in
+    the processed data) or `not_found`. Texts and ids are whole.
+    """
+    rows = matches(con, tid)
+    if len({r[0] for r in rows}) > 1:
+        found = [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
+        return {"query": tid, "status": "ambiguous", "matches": found}
+    if not rows:
+        rejects = con.execute(
+            "SELECT trajectory_id, stage, reason, source_path, record FROM rejects "
+            "WHERE starts_with(trajectory_id, $p) ORDER BY ALL",
+            {"p": tid},
+        ).fetchall()
+        dups = con.execute(
+            "SELECT trajectory_id, cluster_id, role FROM clusters "
+            "WHERE starts_with(trajectory_id, $p) AND NOT representative ORDER BY ALL",
+            {"p": tid},
+        ).fetchall()
+        if not rejects and not dups:
+            return {"query": tid, "status": "not_found"}
+        keys = ("trajectory_id", "stage", "reason", "source_path", "record")
+        return {
+            "query": tid,
+            "status": "dropped",
+            "rejects": [dict(zip(keys, r, strict=True)) for r in rejects],
+            "duplicates": [
+                dict(zip(("trajectory_id", "cluster_id", "role"), d, strict=True)) for d in dups
+            ],
+        }
+    rec = record(con, rows[0][0])
+    turns = []
+    for turn in rec["turns"]:
+        keep = turn["keep"]
+        turns.append(
+            {
+                "index": turn["index"],
+                "category": turn["category"],
+                "keep": keep,
+                "in_loss": keep is not None
+                and keep_turn(rec["trajectory_id"], turn["index"], seed, keep),
+                "rule": turn["rule"],
+                "stats": turn["stats"],
+                "perturbation": _loads(turn.get("perturbation")),
+                "action": turn["action"]["text"],
+                "observation": turn["observation"]["text"],
+            }
+        )
+    return {
+        "query": tid,
+        "status": "explained",
+        "trajectory_id": rec["trajectory_id"],
+        "domain": rec["domain"],
+        "num_turns": rec["num_turns"],
+        "origin_format": rec["origin_format"],
+        "source_name": rec["source_name"],
+        "origin_id": rec["origin_id"],
+        "files": [{"path": r[1], "index": r[2]} for r in rows if r[1]],
+        "cluster_id": (rec["dedup"] or {}).get("cluster_id"),
+        "conditions": _loads(rec.get("conditions")),
+        "redactions": rec.get("redactions"),
+        "seed": seed,
+        "keep_mode": "turn",
+        "turns": turns,
+    }
+
+
+def _print_candidates(doc: dict[str, Any], console: Console) -> None:
+    rows = doc["matches"]
+    console.print(
+        f"{doc['query']!r} matches {len(rows)} trajectories; give one of these ids:",
+        markup=False,
+        highlight=False,
+    )
+    for m in rows[:MAX_CANDIDATES]:
+        path, index = m["origin_path"], m["origin_index"]
+        where = f"{path}:{index}" if path else f"{m['origin_format'] or ''}:{m['origin_id'] or ''}"
+        console.print(
+            f"  {m['trajectory_id']}  {where}  {m['domain']}",
+            highlight=False, markup=False, soft_wrap=True,
+        )  # fmt: skip
     if len(rows) > MAX_CANDIDATES:
         console.print(f"  ... {len(rows) - MAX_CANDIDATES} more", highlight=False)
 
@@ -132,65 +289,67 @@ def print_candidates(rows: list[tuple[Any, ...]], tid: str, console: Console) ->
 def explain(
     con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0, console: Console | None = None
 ) -> bool:
+    """Print the explanation of `tid`; False when it names no trajectory or several."""
+    return print_explanation(explanation(con, tid, seed), console)
+
+
+def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bool:
+    """`explain` for people: a header, then per turn the decision, the rule, the
+    statistics and excerpts; ids and paths are never wrapped."""
     console = console or Console()
-    rows = matches(con, tid)
-    if len({r[0] for r in rows}) > 1:
-        print_candidates(rows, tid, console)
+    say = lambda text, **kw: console.print(text, highlight=False, soft_wrap=True, **kw)  # noqa: E731
+    tid = doc["query"]
+    if doc["status"] == "ambiguous":
+        _print_candidates(doc, console)
         return False
-    rec = record(con, rows[0][0]) if rows else None
-    if rec is None:
-        hits = con.execute(
-            "SELECT stage, reason, source_path || ':' || record FROM rejects WHERE trajectory_id LIKE $p || '%'",
-            {"p": tid},
-        ).fetchall()
-        dup = con.execute(
-            "SELECT cluster_id, role FROM clusters WHERE trajectory_id LIKE $p || '%' AND NOT representative",
-            {"p": tid},
-        ).fetchall()
-        if hits or dup:
-            for stage, reason, where in hits:
-                console.print(f"{tid}: dropped by {stage}: {reason} ({where})")
-            for cluster, role in dup:
-                console.print(
-                    f"{tid}: {role} duplicate in cluster {cluster}; the representative is kept"
-                )
-            return True
-        console.print(
-            f"no processed trajectory matches {tid!r} (an id, id prefix, raw id or origin id)"
-        )
+    if doc["status"] == "not_found":
+        say(f"no processed trajectory matches {tid!r} (an id, id prefix, raw id or origin id)",
+            markup=False)  # fmt: skip
         return False
-    console.print(
-        f"[bold]{rec['trajectory_id']}[/] domain={rec['domain']} turns={rec['num_turns']} "
-        f"origin={rec['origin_format'] or rec['source_name']}:{rec['origin_id'] or ''} "
-        f"cluster={(rec['dedup'] or {}).get('cluster_id')}"
+    if doc["status"] == "dropped":
+        for r in doc["rejects"]:
+            say(f"{r['trajectory_id']}: dropped by {r['stage']}: {r['reason']} "
+                f"({r['source_path']}:{r['record']})", markup=False)  # fmt: skip
+        for d in doc["duplicates"]:
+            say(f"{d['trajectory_id']}: {d['role']} duplicate in cluster {d['cluster_id']}; "
+                "the representative is kept", markup=False)  # fmt: skip
+        return True
+    conditions = doc["conditions"]
+    kinds = (
+        ",".join(str(c.get("kind") if isinstance(c, dict) else c) for c in conditions)
+        if isinstance(conditions, list)
+        else None
     )
-    for r in rows:  # the same content can come from several files
-        if r[1]:
-            console.print(f"  from {r[1]}:{r[2]}", highlight=False, markup=False, soft_wrap=True)
-    for turn in rec["turns"]:
-        st = turn["stats"] or {}
+    say(
+        f"[bold]{doc['trajectory_id']}[/] domain={doc['domain']} turns={doc['num_turns']} "
+        f"origin={doc['origin_format'] or doc['source_name']}:{doc['origin_id'] or ''} "
+        f"cluster={doc['cluster_id']}"
+        + (f" conditions={kinds}" if kinds else "")
+        + (f" redactions={doc['redactions']}" if doc["redactions"] else "")
+    )
+    for f in doc["files"]:  # the same content can come from several files
+        say(f"  from {f['path']}:{f['index']}", markup=False)
+    for turn in doc["turns"]:
         keep = turn["keep"]
-        in_loss = keep is not None and keep_turn(rec["trajectory_id"], turn["index"], seed, keep)
-        console.print(
-            f"[bold]turn {turn['index']}[/]  category={turn['category']}  keep={keep:.2f}  "
-            f"in loss={'yes' if in_loss else 'no'}",
-            highlight=False,
+        say(
+            f"[bold]turn {turn['index']}[/]  category={turn['category']}  "
+            f"keep={'-' if keep is None else f'{keep:.2f}'}  "
+            f"in loss={'yes' if turn['in_loss'] else 'no'}"
         )
-        console.print(f"  rule: {turn['rule']}", highlight=False, markup=False)
-        console.print(
-            "  stats: OL={ol:.3f} Nov={nov:.3f} Jac={jac:.3f} R={r:.3f} | byte_entropy={byte_entropy:.2f} "
-            "zlib_ratio={zlib_ratio:.2f} cond_novelty={cond_novelty:.2f} corpus_surprisal={corpus_surprisal:.2f} bits".format(
-                **st
-            ),
-            highlight=False,
-        )
-        console.print(
-            f"  action: {_excerpt(turn['action']['text'])}", highlight=False, markup=False
-        )
-        console.print(
-            f"  observation: {_excerpt(turn['observation']['text'])}", highlight=False, markup=False
-        )
-    console.print(
-        f"[dim]in loss: keep_mode=turn, seed={seed} (export --keep-mode/--seed change it)[/]"
+        say(f"  rule: {turn['rule']}", markup=False)
+        if turn["stats"]:
+            say(
+                "  stats: OL={ol:.3f} Nov={nov:.3f} Jac={jac:.3f} R={r:.3f} | "
+                "byte_entropy={byte_entropy:.2f} zlib_ratio={zlib_ratio:.2f} "
+                "cond_novelty={cond_novelty:.2f} corpus_surprisal={corpus_surprisal:.2f} bits".format(
+                    **turn["stats"]
+                )
+            )
+        if turn["perturbation"] is not None:
+            say(f"  perturbation: {json.dumps(turn['perturbation'])}", markup=False)
+        say(f"  action: {_excerpt(turn['action'])}", markup=False)
+        say(f"  observation: {_excerpt(turn['observation'])}", markup=False)
+    say(
+        f"[dim]in loss: keep_mode=turn, seed={doc['seed']} (export --keep-mode/--seed change it)[/]"
     )
     return True

@@ -1,5 +1,5 @@
-"""Collection: `collect` runs a job now; `jobs ...` queues jobs, `worker` runs the queue,
-`scheduler` enqueues the runs of scheduled jobs."""
+"""Collection: `collect` runs a job now, `worker` runs the queue, `scheduler` enqueues the
+runs of scheduled jobs (`jobs ...`, in jobs.py, queues and inspects jobs)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,15 @@ jobs_option = click.option(
 )
 
 
-@click.command(cls=ConfigCommand)
+COLLECT_EPILOG = """\b
+Example:
+  worldtrace collect --create examples/terminal-basics.yaml
+  worldtrace collect --sandbox docker --keys 'ls -la\\n' --keys 'cat /etc/os-release\\n'
+  worldtrace collect --sandbox docker --repo ./proj --tool 'bash:{"command": "ls"}'
+"""
+
+
+@click.command(cls=ConfigCommand, epilog=COLLECT_EPILOG)
 @click.argument("job_file", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--sandbox",
@@ -81,7 +89,7 @@ def collect(
     if bool(job_file) == bool(sandbox):
         raise click.UsageError("give a JOB_FILE or --sandbox (not both)")
     if job_file:
-        spec = _load_job(ctx, job_file)
+        spec = load_job(ctx, job_file)
     else:
         try:
             spec = JobSpec.from_dict(
@@ -153,7 +161,7 @@ def _on_signals(stop: Callable[[], None]) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _load_job(ctx: click.Context, job_file: str):
+def load_job(ctx: click.Context, job_file: str):
     """The job file, checked completely; every problem is one line on stderr (exit 1)."""
     from worldtrace.collectors.jobspec import JobSpec
     from worldtrace.schemas.parsing import ConfigError
@@ -171,7 +179,7 @@ def _load_job(ctx: click.Context, job_file: str):
     return spec
 
 
-def _job_store(ctx: click.Context, url: str | None, create: bool = False):
+def job_store(ctx: click.Context, url: str | None, create: bool = False):
     from worldtrace.collectors.jobstore import open_job_store
 
     where = url or store(ctx, create).jobs_db
@@ -181,117 +189,14 @@ def _job_store(ctx: click.Context, url: str | None, create: bool = False):
         raise click.ClickException(f"cannot open the job store {where}: {exc}") from exc
 
 
-@click.group()
-def jobs() -> None:
-    """Collection jobs in the job store (the store's jobs.db, or --jobs URL): submit,
-    list, show, cancel, retry, unschedule. `worldtrace worker` runs what is queued."""
+WORKER_EPILOG = """\b
+Example:
+  worldtrace worker --concurrency 4
+  WORLDTRACE_JOBS=postgresql://wt@127.0.0.1:5432/jobs worldtrace worker   (several hosts)
+"""
 
 
-@jobs.command("submit")
-@click.argument("job_file", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--dry-run", is_flag=True, help="Check the file and print its episodes; queue nothing."
-)
-@jobs_option
-@click.pass_context
-def jobs_submit(ctx: click.Context, job_file: str, dry_run: bool, jobs_url: str | None) -> None:
-    """Queue a job file (see docs/collect.md); prints the job id. A file with a
-    `schedule` registers it instead (`worldtrace scheduler` enqueues its runs)."""
-    from worldtrace.output import print_table, rows_table
-
-    spec = _load_job(ctx, job_file)
-    if dry_run:
-        rows = [
-            {"task": e.task.id, "episode": e.episode_id, "seed": e.seed, "actions": len(e.task.actions)}
-            for e in spec.expand()
-        ]  # fmt: skip
-        print_table(rows_table(rows, title=f"{spec.name}: {len(rows)} episode(s)"))
-        s = spec.options.schedule
-        if s is not None:
-            click.echo(
-                f"schedule: {f'cron {s.cron}' if s.cron else f'every {s.every}'}, missed: {s.missed}"
-            )
-        return
-    js = _job_store(ctx, jobs_url, create=True)
-    if spec.options.schedule is not None:
-        from worldtrace.collectors.scheduler import register
-
-        due = register(js, spec)
-        click.echo(
-            f"schedule {spec.name}: registered, next run due {due.isoformat(timespec='seconds')}"
-        )
-        return
-    click.echo(js.submit(spec))
-
-
-@jobs.command("list")
-@click.option("--watch", is_flag=True, help="Keep the tables on screen, refreshed, until Ctrl-C.")
-@click.option(
-    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
-    help="Seconds between refreshes of --watch.",
-)  # fmt: skip
-@jobs_option
-@click.pass_context
-def jobs_list(ctx: click.Context, watch: bool, interval: float, jobs_url: str | None) -> None:
-    """Jobs with their status and episode counts, schedules with their next due time,
-    and the workers that run."""
-    from worldtrace.output import print_table
-    from worldtrace.progress import jobs_view
-    from worldtrace.progress import watch as watch_view
-
-    js = _job_store(ctx, jobs_url)
-    if watch:
-        watch_view(js, interval)
-    else:
-        print_table(jobs_view(js))
-
-
-@jobs.command("show")
-@click.argument("job_id")
-@jobs_option
-@click.pass_context
-def jobs_show(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
-    """One job and every attempt of its episodes."""
-    from worldtrace.output import print_job
-
-    job = _job_store(ctx, jobs_url).job(job_id)
-    if job is None:
-        raise click.ClickException(f"no single job matches {job_id!r}")
-    print_job(job)
-
-
-@jobs.command("cancel")
-@click.argument("job_id")
-@jobs_option
-@click.pass_context
-def jobs_cancel(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
-    """Cancel a job: its queued episodes will not run (running ones finish)."""
-    n = _job_store(ctx, jobs_url).cancel(job_id)
-    click.echo(f"{job_id}: cancelled, {n} queued episode(s) dropped from the queue")
-
-
-@jobs.command("retry")
-@click.argument("job_id")
-@jobs_option
-@click.pass_context
-def jobs_retry(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
-    """Queue a new attempt of every failed or cancelled episode."""
-    n = _job_store(ctx, jobs_url).retry(job_id)
-    click.echo(f"{job_id}: {n} episode(s) queued again")
-
-
-@jobs.command("unschedule")
-@click.argument("name")
-@jobs_option
-@click.pass_context
-def jobs_unschedule(ctx: click.Context, name: str, jobs_url: str | None) -> None:
-    """Remove the schedule of job NAME (runs already queued stay)."""
-    if not _job_store(ctx, jobs_url).remove_schedule(name):
-        raise click.ClickException(f"no schedule named {name!r}")
-    click.echo(f"schedule {name}: removed")
-
-
-@click.command(cls=ConfigCommand)
+@click.command(cls=ConfigCommand, epilog=WORKER_EPILOG)
 @options_from("worldtrace.collectors.worker:WorkerConfig")
 @jobs_option
 @click.pass_context
@@ -309,7 +214,7 @@ def worker(ctx: click.Context, jobs_url: str | None, **config) -> None:
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     w = Worker(
-        _job_store(ctx, jobs_url, create=True),
+        job_store(ctx, jobs_url, create=True),
         store(ctx, create=True).raw,
         cfg,
         on_event=worker_line,
@@ -324,7 +229,11 @@ def worker(ctx: click.Context, jobs_url: str | None, **config) -> None:
         sys.exit(EXIT_PROBLEMS)
 
 
-@click.command(cls=ConfigCommand)
+@click.command(
+    cls=ConfigCommand,
+    epilog="\b\nExample:\n  worldtrace scheduler          (runs until Ctrl-C)\n"
+    "  worldtrace scheduler --once   (from cron: enqueue what is due, exit)",
+)
 @options_from("worldtrace.collectors.scheduler:SchedulerConfig")
 @click.option("--once", is_flag=True, help="Enqueue what is due now and exit.")
 @jobs_option
@@ -339,7 +248,7 @@ def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) ->
         cfg = parse(SchedulerConfig, config)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    s = Scheduler(_job_store(ctx, jobs_url, create=True), config=cfg)
+    s = Scheduler(job_store(ctx, jobs_url, create=True), config=cfg)
     announce = lambda job_id: click.echo(f"enqueued {job_id}")  # noqa: E731
     if once:
         for job_id in s.tick():
@@ -350,4 +259,4 @@ def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) ->
         s.run(stop, on_enqueue=announce)
 
 
-COMMANDS = (collect, jobs, worker, scheduler)
+COMMANDS = (collect, worker, scheduler)

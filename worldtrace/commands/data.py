@@ -10,8 +10,14 @@ from worldtrace.options import ConfigCommand, RegistryChoice, options_from
 
 from . import EXIT_PROBLEMS, store
 
+VALIDATE_EPILOG = """\b
+Example:
+  worldtrace validate worldtrace-data/raw/          (every shard under it)
+  worldtrace validate records.jsonl -q || echo "problems above"
+"""
 
-@click.command()
+
+@click.command(epilog=VALIDATE_EPILOG)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
 def validate(paths: tuple[str, ...], quiet: bool) -> None:
@@ -40,7 +46,14 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
     sys.exit(EXIT_PROBLEMS if problems else 0)
 
 
-@click.command("import", cls=ConfigCommand)
+IMPORT_EPILOG = """\b
+Example:
+  worldtrace import --create ~/runs/swe-agent/          (formats detected per file)
+  worldtrace import --format atif --domain terminal trials/*.json --strict
+"""
+
+
+@click.command("import", cls=ConfigCommand, epilog=IMPORT_EPILOG)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option(
     "--format",
@@ -58,6 +71,14 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
 @options_from("worldtrace.collectors.importers:ImportConfig", include=["max_observation_chars"])
 @click.option("--strict", is_flag=True, help="Exit 1 if any record could not be imported.")
 @click.option("--show", default=20, show_default=True, help="Problems listed (all are counted).")
+@click.option(
+    "--progress-every",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="When stderr is not a terminal, a progress line this often (a terminal gets a bar).",
+)
 @click.pass_context
 def import_(
     ctx: click.Context,
@@ -67,6 +88,7 @@ def import_(
     max_observation_chars: int,
     strict: bool,
     show: int,
+    progress_every: float,
 ) -> None:
     """Import trajectories recorded elsewhere into raw shards (reasoning kept apart, never
     in the action): SWE-agent .traj, mini-swe-agent .traj.json, Harbor ATIF, OpenAI chat
@@ -74,13 +96,20 @@ def import_(
     with function calls, AgentWorldBench JSONL. Directories are walked; formats are
     detected per file (and per JSONL line). Importing a file again adds only what is not
     there yet (same content from the same file and record)."""
-    from worldtrace.collectors.importers import ImportConfig, ImportWriteError, import_paths
+    from worldtrace.collectors.importers import (
+        ImportConfig,
+        ImportWriteError,
+        import_paths,
+        input_files,
+    )
     from worldtrace.output import print_import_report
+    from worldtrace.progress import ImportProgress
 
     dest = store(ctx, create=True).raw / "import"
     config = ImportConfig(format=fmt, domain=domain, max_observation_chars=max_observation_chars)
     try:
-        report = import_paths(paths, dest, config)
+        with ImportProgress(len(input_files(paths)), every=progress_every) as progress:
+            report = import_paths(paths, dest, config, progress=progress)
     except ImportWriteError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_PROBLEMS)

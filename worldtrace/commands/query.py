@@ -17,7 +17,7 @@ from worldtrace.options import RegistryChoice
 
 from . import EXIT_PROBLEMS, store
 
-PROCESSED_VIEWS = frozenset({"trajectories", "turns", "clusters", "rejects"})
+PROCESSED_VIEWS = frozenset({"trajectories", "turns", "clusters", "rejects", "perturbations"})
 
 
 def _views():
@@ -99,31 +99,46 @@ def tables_read(con, sql: str) -> set[str]:
     return names
 
 
+def _note(st) -> None:
+    """Say on stderr what to run first (no data, nothing processed, processed data older
+    than the raw data), so an empty or old answer is never silent."""
+    from worldtrace.freshness import next_step
+
+    step = next_step(st)
+    if step:
+        click.echo(f"hint: {step}", err=True)
+
+
 def _hint(con, st, sql: str) -> None:
-    """Processed views are empty until `worldtrace process` ran: say so when the SQL
-    reads them while raw data is there."""
+    """Processed views are empty until `worldtrace process` ran, and old after a new
+    collect: say so when the SQL reads them."""
     import duckdb
 
-    from worldtrace.schemas.store import shard_files
+    from worldtrace.freshness import next_step
 
-    if shard_files(st.table("trajectories")) or not shard_files(st.raw):
+    step = next_step(st)
+    if not step:
         return
     try:
         used = tables_read(con, sql) & PROCESSED_VIEWS
     except (duckdb.Error, ValueError):
         return  # running it reports the problem
     if used:
-        click.echo(
-            f"hint: {', '.join(sorted(used))}: no processed data yet, but raw data is here; "
-            f"run `worldtrace process` (raw_trajectories and raw_turns read raw data now)",
-            err=True,
-        )
+        click.echo(f"hint: {', '.join(sorted(used))}: {step}", err=True)
 
 
-@click.command(
-    epilog="`worldtrace query --views` lists every view with its columns; docs/query.md says "
-    "what a query may do."
-)
+QUERY_EPILOG = """\b
+Example:
+  worldtrace query "SELECT domain, count(*) AS n FROM trajectories GROUP BY ALL"
+  worldtrace query "SELECT * FROM turns WHERE category = 'echo'" -o echo.parquet
+  worldtrace query "SELECT trajectory_id FROM trajectories" --format csv | tail -n +2
+
+`worldtrace query --views` lists every view with its columns; docs/query.md says what a
+query may do.
+"""
+
+
+@click.command(epilog=QUERY_EPILOG)
 @click.argument("sql", required=False)
 @click.option(
     "--format",
@@ -212,27 +227,69 @@ def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str]) -> Non
                 click.echo(error)
 
 
-@click.command()
+JSON_HELP = "Print one JSON document on stdout instead (keys in docs/cli.md)."
+
+STATS_EPILOG = """\b
+Example:
+  worldtrace stats --store runs/
+  worldtrace stats --json | jq '.sections.perturbations[] | select(.kind == "timeout")'
+"""
+
+
+@click.command(epilog=STATS_EPILOG)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.pass_context
-def stats(ctx: click.Context) -> None:
+def stats(ctx: click.Context, as_json: bool) -> None:
     """Summary: counts by domain and source, lengths, category shares and effective keep,
-    dedup rates, filter counts, exports, job success rates."""
-    from worldtrace.summary import print_stats
+    dedup rates, filter counts, perturbations and conditions, redactions, exports, job
+    success rates. Says on stderr what to run when nothing is processed or the processed
+    data is older than the raw data."""
+    from worldtrace.output import print_json
+    from worldtrace.summary import print_stats, stats_document
 
-    print_stats(_connect(store(ctx)))
+    st = store(ctx)
+    con = _connect(st)
+    _note(st)
+    if as_json:
+        print_json(stats_document(con, st))
+    else:
+        print_stats(con)
 
 
-@click.command()
+EXPLAIN_EPILOG = """\b
+Example:
+  worldtrace explain 3f2a9c            (an id prefix is enough when it names one)
+  worldtrace query "SELECT trajectory_id FROM turns WHERE category = 'echo' LIMIT 1" \\
+      --format csv | tail -n +2 | xargs worldtrace explain
+  worldtrace explain 3f2a9c --json | jq '.turns[] | {index, category, keep}'
+"""
+
+
+@click.command(epilog=EXPLAIN_EPILOG)
 @click.argument("trajectory_id")
 @click.option("--seed", default=0, show_default=True, help="Seed of the per-turn keep draw shown.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.pass_context
-def explain(ctx: click.Context, trajectory_id: str, seed: int) -> None:
+def explain(ctx: click.Context, trajectory_id: str, seed: int, as_json: bool) -> None:
     """Every turn of one trajectory: excerpts, OL/Nov/Jac/R and extra statistics, the
     category, the rule that fired and the keep decision. Accepts an id, an id prefix, a
-    raw id or an origin id."""
-    from worldtrace.summary import explain as run_explain
+    raw id or an origin id; exit 1 when it names none or several (listed)."""
+    from worldtrace.freshness import missing_processed
+    from worldtrace.output import print_json
+    from worldtrace.summary import explanation, print_explanation
 
-    if not run_explain(_connect(store(ctx)), trajectory_id, seed):
+    st = store(ctx)
+    doc = explanation(_connect(st), trajectory_id, seed)
+    if as_json:
+        print_json(doc)
+        ok = doc["status"] in ("explained", "dropped")
+    else:
+        ok = print_explanation(doc)
+    if doc["status"] == "not_found":
+        step = missing_processed(st)
+        if step:
+            click.echo(f"hint: {step}", err=True)
+    if not ok:
         sys.exit(EXIT_PROBLEMS)
 
 
@@ -252,7 +309,9 @@ def report(ctx: click.Context, output: str) -> None:
     from worldtrace.report import write
 
     st = store(ctx)
-    path = write(_connect(st), output, store_root=st.root)
+    con = _connect(st)
+    _note(st)
+    path = write(con, output, store_root=st.root)
     click.echo(f"report -> {path}")
 
 

@@ -9,8 +9,14 @@ import click
 
 from . import EXIT_PROBLEMS, store
 
+REDACT_EPILOG = """\b
+Example:
+  worldtrace redact --check                         (the whole store)
+  worldtrace redact --check worldtrace-data/export/parquet --all-plugins
+"""
 
-@click.command()
+
+@click.command(epilog=REDACT_EPILOG)
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--check",

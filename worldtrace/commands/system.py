@@ -11,7 +11,7 @@ from worldtrace.demo import SECTION_NAMES
 from . import store
 
 
-@click.command()
+@click.command(epilog="\b\nExample:\n  worldtrace version")
 def version() -> None:
     """Print the version and the record schema version."""
     from worldtrace import __version__
@@ -20,17 +20,32 @@ def version() -> None:
     click.echo(f"worldtrace {__version__} ({SCHEMA_VERSION})")
 
 
-@click.command()
-def doctor() -> None:
-    """Report what this machine has (docker, chromium, node, MCP, adb, tokenizer) and how to fix gaps."""
-    from worldtrace.doctor import run_checks
-    from worldtrace.output import print_checks
+DOCTOR_EPILOG = """\b
+Example:
+  worldtrace doctor --store runs/     (also lists shards of runs/ that do not read)
+  worldtrace doctor --json | jq -r '.checks[] | select(.ok | not) | .fix'
+"""
 
-    print_checks(run_checks())
+
+@click.command(epilog=DOCTOR_EPILOG)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON document on stdout (docs/cli.md)."
+)
+def doctor(as_json: bool) -> None:
+    """Report what this machine has (docker, chromium, node, MCP, adb, tokenizer) and the
+    store's unreadable shards, with how to fix each gap."""
+    from worldtrace.doctor import doctor_document, run_checks
+    from worldtrace.output import print_checks, print_json
+
+    checks = run_checks()
+    if as_json:
+        print_json(doctor_document(checks))
+    else:
+        print_checks(checks)
 
 
 @click.command(
-    epilog="Example: worldtrace demo --sections docker,web --episodes 1\n\n"
+    epilog="\b\nExample:\n  worldtrace demo --sections docker,web --episodes 1\n\n"
     "Without --store the demo writes into ./worldtrace-demo, never into your default store."
 )
 @click.option(

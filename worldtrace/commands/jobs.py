@@ -1,0 +1,199 @@
+"""`jobs submit|list|show|cancel|retry|unschedule`: the job store from the command line.
+
+Each command says what happened (a cancel of a finished job is not a cancel) and the
+reading ones print one JSON document with `--json` (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import EXIT_PROBLEMS
+from .collect import job_store, jobs_option, load_job
+
+JSON_HELP = "Print one JSON document on stdout instead (keys in docs/cli.md)."
+
+
+@click.group(
+    epilog="\b\nExample:\n  worldtrace jobs submit job.yaml && worldtrace worker --concurrency 2\n"
+    "  worldtrace jobs list --json | jq -r '.jobs[] | select(.failed > 0) | .job_id'"
+)
+def jobs() -> None:
+    """Collection jobs in the job store (the store's jobs.db, or --jobs URL): submit,
+    list, show, cancel, retry, unschedule. `worldtrace worker` runs what is queued."""
+
+
+@jobs.command(
+    "submit",
+    epilog="\b\nExample:\n  worldtrace jobs submit --dry-run job.yaml   (check it, list the episodes)\n"
+    "  worldtrace jobs submit job.yaml             (prints the job id)",
+)
+@click.argument("job_file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--dry-run", is_flag=True, help="Check the file and print its episodes; queue nothing."
+)
+@jobs_option
+@click.pass_context
+def jobs_submit(ctx: click.Context, job_file: str, dry_run: bool, jobs_url: str | None) -> None:
+    """Queue a job file (see docs/collect.md); prints the job id. A file with a
+    `schedule` registers it instead (`worldtrace scheduler` enqueues its runs)."""
+    from worldtrace.output import print_table, rows_table
+
+    spec = load_job(ctx, job_file)
+    if dry_run:
+        rows = [
+            {"task": e.task.id, "episode": e.episode_id, "seed": e.seed, "actions": len(e.task.actions)}
+            for e in spec.expand()
+        ]  # fmt: skip
+        print_table(rows_table(rows, title=f"{spec.name}: {len(rows)} episode(s)"))
+        s = spec.options.schedule
+        if s is not None:
+            click.echo(
+                f"schedule: {f'cron {s.cron}' if s.cron else f'every {s.every}'}, missed: {s.missed}"
+            )
+        return
+    js = job_store(ctx, jobs_url, create=True)
+    if spec.options.schedule is not None:
+        from worldtrace.collectors.scheduler import register
+
+        due = register(js, spec)
+        click.echo(
+            f"schedule {spec.name}: registered, next run due {due.isoformat(timespec='seconds')}"
+        )
+        return
+    click.echo(js.submit(spec))
+
+
+@jobs.command(
+    "list",
+    epilog="\b\nExample:\n  worldtrace jobs list --watch --interval 5\n"
+    "  worldtrace jobs list --json | jq -r '.jobs[] | select(.status == \"failed\") | .job_id'",
+)
+@click.option("--watch", is_flag=True, help="Keep the tables on screen, refreshed, until Ctrl-C.")
+@click.option(
+    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+    help="Seconds between refreshes of --watch.",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@jobs_option
+@click.pass_context
+def jobs_list(
+    ctx: click.Context, watch: bool, interval: float, as_json: bool, jobs_url: str | None
+) -> None:
+    """Jobs with their status and episode counts, schedules with their next due time,
+    and the workers that run."""
+    from worldtrace.output import print_json, print_table
+    from worldtrace.progress import jobs_document, jobs_view
+    from worldtrace.progress import watch as watch_view
+
+    if watch and as_json:
+        raise click.UsageError("--watch and --json do not go together")
+    js = job_store(ctx, jobs_url)
+    if as_json:
+        print_json(jobs_document(js))
+    elif watch:
+        watch_view(js, interval)
+    else:
+        print_table(jobs_view(js))
+
+
+@jobs.command(
+    "show",
+    epilog="\b\nExample:\n  worldtrace jobs show j-5592    (a prefix of the id is enough)\n"
+    "  worldtrace jobs show j-5592 --json | jq '.episodes[] | select(.status == \"failed\")'",
+)
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@jobs_option
+@click.pass_context
+def jobs_show(ctx: click.Context, job_id: str, as_json: bool, jobs_url: str | None) -> None:
+    """One job and every attempt of its episodes."""
+    from worldtrace.output import job_document, print_job, print_json
+
+    job = _one_job(job_store(ctx, jobs_url), job_id)
+    if as_json:
+        print_json(job_document(job))
+    else:
+        print_job(job)
+
+
+def _one_job(js, job_id: str) -> dict:
+    """The job JOB_ID (or a prefix of it) names; a one-line error otherwise."""
+    job = js.job(job_id)
+    if job is None:
+        raise click.ClickException(
+            f"no single job matches {job_id!r} (`worldtrace jobs list` shows the ids)"
+        )
+    return job
+
+
+FINISHED = ("succeeded", "failed", "partial")
+"""Job statuses after which there is nothing to cancel."""
+
+
+@jobs.command(
+    "cancel",
+    epilog="\b\nExit status: 0 when the job is cancelled now or was already; 1 when it had\n"
+    "finished (nothing to cancel) or no single job matches.\n\n"
+    "\b\nExample:\n  worldtrace jobs cancel j-5592 && worldtrace jobs retry j-5592",
+)
+@click.argument("job_id")
+@jobs_option
+@click.pass_context
+def jobs_cancel(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
+    """Cancel a job: its queued episodes will not run (running ones finish). Says what
+    happened: cancelled now, already cancelled, or already finished (nothing to cancel)."""
+    js = job_store(ctx, jobs_url)
+    job = _one_job(js, job_id)
+    jid, before = job["job_id"], job["status"]
+    if before == "cancelled":
+        click.echo(f"{jid}: already cancelled; nothing to do")
+        return
+    if before in FINISHED:
+        click.echo(f"{jid}: already finished ({before}); nothing to cancel", err=True)
+        sys.exit(EXIT_PROBLEMS)
+    n = js.cancel(jid)
+    after = _one_job(js, jid)["status"]
+    if after != "cancelled":  # it finished between our look and the cancel
+        click.echo(f"{jid}: finished ({after}) before it could be cancelled", err=True)
+        sys.exit(EXIT_PROBLEMS)
+    running = sum(e["status"] == "running" for e in _one_job(js, jid)["episode_rows"])
+    click.echo(
+        f"{jid}: cancelled ({before} before); {n} queued episode(s) dropped"
+        + (f", {running} running episode(s) will finish" if running else "")
+    )
+
+
+@jobs.command(
+    "retry",
+    epilog="\b\nExample:\n  worldtrace jobs retry j-5592 && worldtrace worker",
+)
+@click.argument("job_id")
+@jobs_option
+@click.pass_context
+def jobs_retry(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
+    """Queue a new attempt of every failed or cancelled episode."""
+    js = job_store(ctx, jobs_url)
+    jid = _one_job(js, job_id)["job_id"]
+    n = js.retry(jid)
+    click.echo(
+        f"{jid}: {n} episode(s) queued again"
+        if n
+        else f"{jid}: nothing to retry (no failed or cancelled episode)"
+    )
+
+
+@jobs.command("unschedule", epilog="\b\nExample:\n  worldtrace jobs unschedule nightly-terminal")
+@click.argument("name")
+@jobs_option
+@click.pass_context
+def jobs_unschedule(ctx: click.Context, name: str, jobs_url: str | None) -> None:
+    """Remove the schedule of job NAME (runs already queued stay)."""
+    if not job_store(ctx, jobs_url).remove_schedule(name):
+        raise click.ClickException(f"no schedule named {name!r}")
+    click.echo(f"schedule {name}: removed")
+
+
+COMMANDS = (jobs,)

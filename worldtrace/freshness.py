@@ -1,0 +1,88 @@
+"""Is the store's processed data there and current? What to run first, in one line.
+
+Reading commands (`stats`, `query`, `explain`, `report`) and `export` would otherwise
+answer from nothing, or from processed data older than what was collected since,
+without a word. Light on purpose (no DuckDB): a command asks before opening anything.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from worldtrace.schemas import Store
+from worldtrace.schemas import fields as F
+from worldtrace.schemas.store import shard_files
+
+PROCESS_MANIFEST = F.PROCESS_MANIFEST
+"""The run manifest `worldtrace process` writes last (its mtime: when the run ended)."""
+
+
+def _mtime_ns(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
+    """(when it finished, as an mtime in ns; its inputs, None when unknown) of the run
+    that wrote processed/; the newest processed trajectory shard stands in for a store
+    without a run manifest. None when nothing was processed."""
+    manifest = store.processed / PROCESS_MANIFEST
+    finished = _mtime_ns(manifest)
+    if finished is not None:
+        try:
+            listed = json.loads(manifest.read_text()).get("inputs")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            listed = None
+        inputs = {str(Path(p)) for p in listed if isinstance(p, str)} if listed else None
+        return finished, inputs
+    times = [t for t in map(_mtime_ns, shard_files(store.table("trajectories"))) if t]
+    return (max(times), None) if times else None
+
+
+def stale_processed(store: Store) -> str | None:
+    """Why the processed data leaves raw data out (None when it does not, or when nothing
+    was processed): raw shards written after the last `worldtrace process` run ended, or
+    not among its inputs (collected during the run, moved in since). `export`, `query`
+    and `stats` would otherwise serve the old data without a word."""
+    run = _last_process(store)
+    if run is None:
+        return None
+    finished, inputs = run
+    left_out = []
+    for path in shard_files(store.raw):
+        t = _mtime_ns(path)
+        if t is not None and (t > finished or (inputs is not None and str(path) not in inputs)):
+            left_out.append((t, path))
+    if not left_out:
+        return None
+    return (
+        f"the processed data leaves out {len(left_out)} raw shard(s) written or added since "
+        f"the last `worldtrace process` (newest: {max(left_out)[1]}); run `worldtrace "
+        "process` to include them"
+    )
+
+
+def missing_processed(store: Store) -> str | None:
+    """What to run before reading processed data, when there is none (None when there
+    is): import or collect on an empty store, else `worldtrace process`."""
+    if _last_process(store) is not None:
+        return None
+    raw = shard_files(store.raw)
+    if not raw:
+        return (
+            f"the store {store.root} holds no trajectories yet: add some with "
+            "`worldtrace import PATH` or `worldtrace collect JOB_FILE`, then `worldtrace process`"
+        )
+    return (
+        f"no processed data yet ({len(raw)} raw shard(s) are here): run `worldtrace process`; "
+        "until then raw_trajectories, raw_turns and raw_perturbations read the raw data"
+    )
+
+
+def next_step(store: Store) -> str | None:
+    """The one thing to say before reading the store: no data, nothing processed, or
+    processed data older than the raw data; None when all is current."""
+    return missing_processed(store) or stale_processed(store)
