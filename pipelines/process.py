@@ -43,7 +43,7 @@ from .dedup import DedupConfig, DedupDecisions, Sig, rank_of
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 
-MANIFEST = "manifest.json"
+MANIFEST = F.PROCESS_MANIFEST
 TABLES = ("trajectories", "turns", "clusters", "rejects")
 
 

@@ -51,7 +51,12 @@ def load_tokenizer(path: str):
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"tokenizer file not found: {path}")
-    return Tokenizer.from_file(str(p))
+    try:
+        return Tokenizer.from_file(str(p))
+    except Exception as exc:  # tokenizers raises a bare Exception for a file it cannot read
+        raise ValueError(
+            f"{path}: not a tokenizer.json the tokenizers library reads ({exc})"
+        ) from None
 
 
 def tokenizer_info(path: str, tok) -> dict[str, Any]:

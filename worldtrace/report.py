@@ -28,6 +28,8 @@ TABLES = (
     "effective keep by domain",
     "dedup",
     "filters and rejects",
+    "perturbations and conditions",
+    "redactions (secrets replaced by placeholders)",
     "exports",
     "jobs",
 )

@@ -16,7 +16,13 @@ from . import EXIT_PROBLEMS, store
 _EXPORT = "worldtrace.pipelines.export"
 
 
-@click.command(cls=ConfigCommand)
+@click.command(
+    cls=ConfigCommand,
+    epilog="\b\nExample:\n  worldtrace export\n"
+    "  worldtrace export --format megatron --seq-len 8192 -o /data/cpt\n"
+    "  worldtrace export --format agentworldbench --split test=0.05\n"
+    "  worldtrace export --verify worldtrace-data/export/parquet",
+)
 @click.option(
     "--tokenizer",
     type=click.Path(dir_okay=False),
@@ -51,10 +57,16 @@ _EXPORT = "worldtrace.pipelines.export"
     type=click.Path(exists=True, file_okay=False),
     help="Check an export against its manifest instead of exporting.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the manifest as one JSON document on stdout."
+)
 @click.pass_context
-def export(ctx: click.Context, tokenizer, output, input_dir, verify_dir, **options) -> None:
+def export(
+    ctx: click.Context, tokenizer, output, input_dir, verify_dir, as_json, **options
+) -> None:
     """Processed shards -> token-level loss-masked training shards plus manifest.json."""
-    from worldtrace.output import print_export
+    from worldtrace.freshness import stale_processed
+    from worldtrace.output import print_export, print_json
     from worldtrace.pipelines.export import ExportConfig
     from worldtrace.pipelines.export import export as run_export
     from worldtrace.pipelines.writers import verify
@@ -71,6 +83,8 @@ def export(ctx: click.Context, tokenizer, output, input_dir, verify_dir, **optio
     from worldtrace.pipelines.tokens import default_tokenizer
 
     s = store(ctx)
+    if not input_dir and (stale := stale_processed(s)):
+        click.echo(f"warning: {stale}", err=True)
     fmt = options["format"]
     tok = tokenizer or default_tokenizer()
     if fmt != "agentworldbench" and not tok:
@@ -85,7 +99,10 @@ def export(ctx: click.Context, tokenizer, output, input_dir, verify_dir, **optio
         m = run_export(cfg)
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    print_export(m["counts"], cfg.output)
+    if as_json:
+        print_json(m)
+    else:
+        print_export(m["counts"], cfg.output)
 
 
 COMMANDS = (export,)

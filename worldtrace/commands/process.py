@@ -12,6 +12,10 @@ from . import store
 @click.command(
     cls=ConfigCommand,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    epilog="\b\nExample:\n  worldtrace process\n"
+    "  worldtrace process --rebuild --set dedup.threshold=0.7 --set filters.min_turns=3\n"
+    "  worldtrace process --runner PortableRunner --job_endpoint=embed "
+    "--environment_type=LOOPBACK",
 )
 @click.option(
     "--input",
@@ -39,14 +43,17 @@ from . import store
     metavar="KEY=VALUE",
     help="Override a setting, e.g. dedup.threshold=0.7, filters.min_turns=3, policy_settings.echo_ol=0.8.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the run manifest as one JSON document."
+)
 @click.pass_context
-def process(ctx: click.Context, inputs, config_file, overrides, **options) -> None:
+def process(ctx: click.Context, inputs, config_file, overrides, as_json, **options) -> None:
     """Raw shards -> processed shards (Beam pipeline): validate, filter, dedup, statistics, mask.
 
     Any further --options are passed to Beam (e.g. --job_endpoint=embed
     --environment_type=LOOPBACK for the PortableRunner).
     """
-    from worldtrace.output import print_accounting
+    from worldtrace.output import print_accounting, print_json
     from worldtrace.pipelines.process import ProcessConfig, run
     from worldtrace.schemas.config import load
 
@@ -62,7 +69,10 @@ def process(ctx: click.Context, inputs, config_file, overrides, **options) -> No
         manifest = run(cfg)
     except (KeyError, ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc.args[0] if exc.args else exc)) from exc
-    print_accounting(manifest)
+    if as_json:
+        print_json(manifest)
+    else:
+        print_accounting(manifest)
 
 
 COMMANDS = (process,)
