@@ -17,7 +17,7 @@ def query(work: str, turns: str) -> dict:
     from worldtrace.schemas import Store
     from worldtrace.schemas.fields import CATEGORIES, STATS_FIELDS
     from worldtrace.schemas.tables import TURNS_SCHEMA
-    from worldtrace.views import connect
+    from worldtrace.schemas.views import connect
 
     n = int(turns)
     rng = np.random.default_rng(0)
