@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -155,9 +155,12 @@ class PartSink:
         return self.writer.close()
 
 
-def export(cfg: ExportConfig, batch: int = 256) -> dict[str, Any]:
+def export(
+    cfg: ExportConfig, batch: int = 256, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
     """Write the export into `cfg.output` (replacing what was there) and return its
-    manifest (for a split export, the top manifest naming each part's)."""
+    manifest (for a split export, the top manifest naming each part's). `progress` is
+    called with (trajectories read, trajectories read) after each batch."""
     cfg.check()
     fractions = parse_split(cfg.split)
     prompt = SystemPrompt.from_file(cfg.simulation_instructions)
@@ -170,7 +173,9 @@ def export(cfg: ExportConfig, batch: int = 256) -> dict[str, Any]:
     trajectories: Counter[str] = Counter()
     with staged(Path(cfg.output)) as staging:
         dirs = {n: staging / n if fractions else staging for n in names}
-        records = _routed(iter_batches(cfg.input, batch), fractions, cfg.seed, trajectories)
+        records = _routed(
+            iter_batches(cfg.input, batch), fractions, cfg.seed, trajectories, progress
+        )
         if awb:
             n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
         else:
@@ -195,13 +200,18 @@ def _routed(
     fractions: dict[str, float],
     seed: int,
     counts: Counter[str],
+    progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
     """Batches with each record's part set (whole dedup clusters per part), counted."""
+    read = 0
     for records in batches:
         for r in records:
             r[PART] = part_of(r[CLUSTER], fractions, seed) if fractions else MAIN_PART
             counts[r[PART]] += 1
         yield records
+        read += len(records)
+        if progress is not None:
+            progress(read, read)
 
 
 def _write_rows(cfg, records, dirs: dict[str, Path], builder, pad: int) -> dict[str, int]:

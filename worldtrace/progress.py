@@ -86,23 +86,24 @@ class CollectProgress:
         self._progress.start()
 
 
-class ImportProgress:
-    """`import`'s progress, fed `(files_done, records_done)` by the importer: a bar on
-    stderr when it is a terminal (files done of all, records, records/s, time left);
-    otherwise one plain line on stderr every `every` seconds, so a log shows a long
-    import advancing without filling up with a redrawn bar."""
+class StepProgress:
+    """A long command's progress, fed `(done, records)` by the library: a bar on stderr
+    when it is a terminal (done of `total` `unit`, records, records/s, time left);
+    otherwise one plain line on stderr every `every` seconds, so a log shows a long run
+    advancing without filling up with a redrawn bar. `import` counts files, `export`
+    trajectories, `process` units of work."""
 
-    def __init__(self, files: int, every: float = 5.0, console: Any = None):
+    def __init__(self, label: str, total: int, unit: str, every: float = 5.0, console: Any = None):
         from rich.console import Console
 
-        self.files, self.every = files, every
+        self.label, self.total, self.unit, self.every = label, total, unit, every
         self.console = console or Console(stderr=True)
         self.live = self.console.is_terminal
         self.t0 = self.last = time.monotonic()
         self.done = self.records = 0
         self._progress = self._task = None
 
-    def __enter__(self) -> ImportProgress:
+    def __enter__(self) -> StepProgress:
         if self.live:
             from rich.progress import (
                 BarColumn,
@@ -114,11 +115,11 @@ class ImportProgress:
             )
 
             self._progress = Progress(
-                TextColumn("import"), BarColumn(), MofNCompleteColumn(), TextColumn("files"),
+                TextColumn(self.label), BarColumn(), MofNCompleteColumn(), TextColumn(self.unit),
                 TextColumn("{task.fields[records]} records ({task.fields[rate]}/s)"),
                 TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
             )  # fmt: skip
-            self._task = self._progress.add_task("import", total=self.files, records=0, rate=0)
+            self._task = self._progress.add_task(self.label, total=self.total, records=0, rate=0)
             self._progress.start()
         return self
 
@@ -129,18 +130,18 @@ class ImportProgress:
     def rate(self) -> float:
         return self.records / max(time.monotonic() - self.t0, 1e-9)
 
-    def __call__(self, files_done: int, records_done: int) -> None:
-        self.done, self.records = files_done, records_done
+    def __call__(self, done: int, records: int) -> None:
+        self.done, self.records = done, records
         if self._progress is not None:
             self._progress.update(
-                self._task, completed=files_done, records=records_done, rate=f"{self.rate():.0f}"
+                self._task, completed=done, records=records, rate=f"{self.rate():.0f}"
             )
             return
         now = time.monotonic()
         if now - self.last >= self.every:
             self.last = now
             click.echo(
-                f"{_clock()} import: {files_done}/{self.files} file(s), {records_done} "
+                f"{_clock()} {self.label}: {done}/{self.total} {self.unit}, {records} "
                 f"record(s), {self.rate():.0f} records/s",
                 err=True,
             )

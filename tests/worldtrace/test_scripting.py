@@ -35,6 +35,7 @@ from worldtrace.schemas import (
     read_records,
 )
 from worldtrace.schemas.redact import redact_trajectory
+from worldtrace.schemas.store import row_count
 from worldtrace.schemas.views import PERTURBATION_COLUMNS, VIEW_DOCS, connect
 
 from worldtrace.cli import cli
@@ -505,3 +506,16 @@ def test_every_help_has_an_example():
             example = r.output.split("Example:", 1)[1]
             assert "worldtrace " in example, path
     assert missing == set()
+
+
+def test_export_progress_lines_and_bar(pstore, wt_env, tmp_path):
+    args = ["worldtrace", "export", "--format", "agentworldbench", "--progress-every", "0",
+            "--store", str(pstore.root), "-o", str(tmp_path / "awb")]  # fmt: skip
+    r = subprocess.run(args, capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if " export: " in x]
+    total = row_count(pstore.table("trajectories"))
+    assert lines and lines[-1].split(" export: ")[1].startswith(f"{total}/{total} trajectories")
+    rc, screen = _pty(args, wt_env, cols=120)
+    assert rc == 0, screen
+    assert "━" in screen and f"{total}/{total}" in screen and " export: " not in screen

@@ -104,3 +104,16 @@ def _named(obj: dict) -> str:
     if os.environ.get(F.STORE_ENV):
         return f"${F.STORE_ENV}"
     return f"--store (the default is ./{F.DEFAULT_STORE})"
+
+
+def progress_every_option(command):
+    """`--progress-every SECONDS`: long commands show a bar on a terminal, and a plain
+    progress line this often otherwise (logs of batch runs)."""
+    return click.option(
+        "--progress-every",
+        default=5.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        metavar="SECONDS",
+        help="When stderr is not a terminal, a progress line this often (a terminal gets a bar).",
+    )(command)

@@ -8,7 +8,7 @@ import click
 
 from worldtrace.options import ConfigCommand, RegistryChoice, options_from
 
-from . import EXIT_PROBLEMS, store
+from . import EXIT_PROBLEMS, progress_every_option, store
 
 VALIDATE_EPILOG = """\b
 Example:
@@ -71,14 +71,7 @@ Example:
 @options_from("worldtrace.collectors.importers:ImportConfig", include=["max_observation_chars"])
 @click.option("--strict", is_flag=True, help="Exit 1 if any record could not be imported.")
 @click.option("--show", default=20, show_default=True, help="Problems listed (all are counted).")
-@click.option(
-    "--progress-every",
-    default=5.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    metavar="SECONDS",
-    help="When stderr is not a terminal, a progress line this often (a terminal gets a bar).",
-)
+@progress_every_option
 @click.pass_context
 def import_(
     ctx: click.Context,
@@ -103,12 +96,13 @@ def import_(
         input_files,
     )
     from worldtrace.output import print_import_report
-    from worldtrace.progress import ImportProgress
+    from worldtrace.progress import StepProgress
 
     dest = store(ctx, create=True).raw / "import"
     config = ImportConfig(format=fmt, domain=domain, max_observation_chars=max_observation_chars)
     try:
-        with ImportProgress(len(input_files(paths)), every=progress_every) as progress:
+        files = len(input_files(paths))
+        with StepProgress("import", files, "file(s)", every=progress_every) as progress:
             report = import_paths(paths, dest, config, progress=progress)
     except ImportWriteError as exc:
         click.echo(f"error: {exc}", err=True)

@@ -11,7 +11,7 @@ import click
 
 from worldtrace.options import ConfigCommand, options_from
 
-from . import EXIT_PROBLEMS, store
+from . import EXIT_PROBLEMS, progress_every_option, store
 
 _EXPORT = "worldtrace.pipelines.export"
 
@@ -60,9 +60,10 @@ _EXPORT = "worldtrace.pipelines.export"
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the manifest as one JSON document on stdout."
 )
+@progress_every_option
 @click.pass_context
 def export(
-    ctx: click.Context, tokenizer, output, input_dir, verify_dir, as_json, **options
+    ctx: click.Context, tokenizer, output, input_dir, verify_dir, as_json, progress_every, **options
 ) -> None:
     """Processed shards -> token-level loss-masked training shards plus manifest.json."""
     from worldtrace.freshness import stale_processed
@@ -95,8 +96,13 @@ def export(
         tokenizer=str(tok or ""),
         **options,
     )
+    from worldtrace.progress import StepProgress
+    from worldtrace.schemas.store import row_count
+
     try:
-        m = run_export(cfg)
+        total = row_count(cfg.input)
+        with StepProgress("export", total, "trajectories", every=progress_every) as progress:
+            m = run_export(cfg, progress=progress)
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
