@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -64,3 +65,36 @@ def repo(tmp_path: Path) -> Path:
     (r / "pkg" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     (r / "README.md").write_text("# calc\n")
     return r
+
+
+def _official_loader(directory: Path) -> tuple[list[tuple[str, list[dict], str]], list[str]]:
+    """The evaluation's reading, written from its description: every `*_test.jsonl`; per
+    record the system message is `system_str`, then for turns 1..turn_idx-1 user=prompt[i],
+    assistant=response[i], then user=prompt[turn_idx-1]; the target is response[turn_idx-1]."""
+    items, errors = [], []
+    for f in sorted(directory.glob("*_test.jsonl")):
+        domain = f.name.removesuffix("_test.jsonl")
+        for k, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
+            try:
+                r = json.loads(line)
+                t = r["turn_idx"]
+                if not isinstance(t, int) or not 1 <= t <= len(r["prompt"]):
+                    raise ValueError(f"turn_idx {t!r} out of range")
+                if not r["task"].endswith(f"/{domain}"):
+                    raise ValueError(f"task {r['task']!r} is not of {domain}")
+                messages = [{"role": "system", "content": r["system_str"]}]
+                for i in range(t - 1):
+                    messages.append({"role": "user", "content": r["prompt"][i]})
+                    messages.append({"role": "assistant", "content": r["response"][i]})
+                messages.append({"role": "user", "content": r["prompt"][t - 1]})
+                items.append((r["id"], messages, r["response"][t - 1]))
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                errors.append(f"{f.name}:{k}: {exc}")
+    return items, errors
+
+
+@pytest.fixture
+def official_loader():
+    """AgentWorldBench's reading of `*_test.jsonl` eval files, written from its description
+    (independent of our writer): returns (items, errors)."""
+    return _official_loader

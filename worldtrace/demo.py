@@ -247,6 +247,20 @@ def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: 
             f"   {c['samples']} samples, {c['tokens']} tokens, {c['loss_tokens']} loss tokens "
             f"({c['loss_tokens'] / max(c['tokens'], 1):.1%}) -> {store.export / 'parquet'}"
         )
+        # an eval set the official AgentWorldBench loader reads, whole dedup clusters held
+        # out (20%: the demo's corpus is small; a real one would use e.g. test=0.02)
+        awb = export(
+            ExportConfig(
+                input=str(store.table("trajectories")),
+                output=str(store.export / "agentworldbench"),
+                format="agentworldbench",
+                split="test=0.2",
+            )
+        )
+        parts = ", ".join(
+            f"{n} {p['counts']['trajectories']} trajectories" for n, p in awb["parts"].items()
+        )
+        console.print(f"   AgentWorldBench eval set: {parts} -> {store.export / 'agentworldbench'}")
 
     console.print("[bold]5. stats[/]")
     con = connect(store)

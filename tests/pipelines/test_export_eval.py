@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pyarrow.parquet as pq
 from worldtrace.pipelines.export import ExportConfig, export
@@ -18,33 +17,9 @@ from worldtrace.schemas.store import read_table
 TOKENIZER = str(default_tokenizer())
 
 
-def official_loader(directory: Path) -> tuple[list[tuple[str, list[dict], str]], list[str]]:
-    """The evaluation's reading, written from its description: every `*_test.jsonl`; per
-    record the system message is `system_str`, then for turns 1..turn_idx-1 user=prompt[i],
-    assistant=response[i], then user=prompt[turn_idx-1]; the target is response[turn_idx-1]."""
-    items, errors = [], []
-    for f in sorted(directory.glob("*_test.jsonl")):
-        domain = f.name.removesuffix("_test.jsonl")
-        for k, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
-            try:
-                r = json.loads(line)
-                t = r["turn_idx"]
-                if not isinstance(t, int) or not 1 <= t <= len(r["prompt"]):
-                    raise ValueError(f"turn_idx {t!r} out of range")
-                if not r["task"].endswith(f"/{domain}"):
-                    raise ValueError(f"task {r['task']!r} is not of {domain}")
-                messages = [{"role": "system", "content": r["system_str"]}]
-                for i in range(t - 1):
-                    messages.append({"role": "user", "content": r["prompt"][i]})
-                    messages.append({"role": "assistant", "content": r["response"][i]})
-                messages.append({"role": "user", "content": r["prompt"][t - 1]})
-                items.append((r["id"], messages, r["response"][t - 1]))
-            except (ValueError, KeyError, TypeError, IndexError) as exc:
-                errors.append(f"{f.name}:{k}: {exc}")
-    return items, errors
-
-
-def test_agentworldbench_split_is_read_by_the_official_loader(processed, tmp_path, wt_env):
+def test_agentworldbench_split_is_read_by_the_official_loader(
+    processed, tmp_path, wt_env, official_loader
+):
     out = tmp_path / "awb"
     r = subprocess.run(
         ["worldtrace", "export", "--format", "agentworldbench", "--split", "test=0.05",
@@ -84,7 +59,9 @@ def test_agentworldbench_split_is_read_by_the_official_loader(processed, tmp_pat
     assert top["counts"]["trajectories"] == len(trajs)
 
 
-def test_agentworldbench_without_split_writes_domain_eval_files(processed, tmp_path):
+def test_agentworldbench_without_split_writes_domain_eval_files(
+    processed, tmp_path, official_loader
+):
     m = export(
         ExportConfig(
             input=str(processed.table("trajectories")),

@@ -62,7 +62,7 @@ def test_doctor_reports_and_suggests(wt_env):
     assert "[MISS] tokenizer" in r.stdout and "--tokenizer PATH" in r.stdout
 
 
-def test_demo_end_to_end(tmp_path, wt_env, docker_engine):
+def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
     """The README's `make demo` on its every section: real environments only, then
     validate, process, export, stats and report; a rerun replaces what it wrote."""
     store = tmp_path / "demo"
@@ -83,6 +83,21 @@ def test_demo_end_to_end(tmp_path, wt_env, docker_engine):
     assert kinds == {"collector"}  # nothing synthetic
     assert (store / "report.html").exists()
     assert (store / "export" / "parquet" / "manifest.json").exists()
+    # the eval set: read by the official loader, no dedup cluster on both sides
+    awb = store / "export" / "agentworldbench"
+    items, errors = official_loader(awb / "test")
+    assert errors == [] and items
+    clusters = dict(con.execute("SELECT trajectory_id, cluster_id FROM clusters").fetchall())
+    train = {
+        json.loads(x)["id"]
+        for f in (awb / "train").glob("*.jsonl")
+        for x in f.read_text().splitlines()
+    }
+    side = {
+        s: {clusters[i.rsplit("/", 1)[0]] for i in ids}
+        for s, ids in (("test", [i for i, _, _ in items]), ("train", train))
+    }
+    assert side["test"] and side["train"] and not side["test"] & side["train"]
     first = sorted(p.name for p in (store / "raw" / "collect").iterdir())
     again = wt(wt_env, "--store", str(store), "demo", "--sections", "docker", "--episodes", "1")
     assert again.returncode == 0, again.stdout[-2000:]

@@ -105,6 +105,13 @@ def export(
             m = run_export(cfg, progress=progress)
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
+    for part, info in (m.get("parts") or {}).items():
+        if not info["counts"]["trajectories"]:
+            click.echo(
+                f"warning: split part {part} is empty: a part holds whole dedup clusters, drawn "
+                "by hash; use a larger corpus or fraction",
+                err=True,
+            )
     if as_json:
         print_json(m)
     else:
