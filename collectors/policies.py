@@ -14,14 +14,12 @@ can be collected without a model.
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import os
 import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Protocol
 
@@ -29,6 +27,7 @@ from pydantic import Field
 from worldtrace.sandboxes.base import ToolSpec
 from worldtrace.schemas import Action, Observation, Trajectory, Turn
 from worldtrace.schemas.parsing import configclass
+from worldtrace.schemas.plugins import entries, load_ref
 
 from .actions import keystrokes, tool, tool_call
 
@@ -270,19 +269,11 @@ class OpenAIChatPolicy:
 @functools.cache
 def policy_registry() -> dict[str, str]:
     """Policy kind -> "module:Class" (entry points add kinds, never replace a builtin)."""
-    found = dict(BUILTIN_POLICIES)
-    for ep in metadata.entry_points(group=POLICY_ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep.value)
-    return found
+    return entries(POLICY_ENTRY_POINT_GROUP, BUILTIN_POLICIES)
 
 
 def policy_kinds() -> list[str]:
     return sorted([*policy_registry(), EXPLORER])
-
-
-def _import(ref: str) -> type:
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def load_policy(kind: str, sandbox_cls: type | None = None) -> type:
@@ -292,8 +283,8 @@ def load_policy(kind: str, sandbox_cls: type | None = None) -> type:
         if not ref:
             name = getattr(sandbox_cls, "kind", "this sandbox")
             raise KeyError(f"sandbox kind {name!r} has no explorer policy")
-        return _import(ref)
+        return load_ref(ref)
     known = policy_registry()
     if kind not in known:
         raise KeyError(f"unknown policy {kind!r} (known: {', '.join(policy_kinds())})")
-    return _import(known[kind])
+    return load_ref(known[kind])

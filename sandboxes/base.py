@@ -21,13 +21,12 @@ infrastructure raises (`SandboxError` or any exception) and fails the attempt.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from worldtrace.schemas import Action, Observation
+from worldtrace.schemas.plugins import entries, load_ref
 
 ENTRY_POINT_GROUP = "worldtrace.sandboxes"
 BUILTIN_KINDS = {
@@ -155,10 +154,7 @@ class Unpicklable:
 @functools.cache
 def registry() -> dict[str, str]:
     """Kind name -> "module:Class"; entry points add kinds but never replace a builtin."""
-    found = dict(BUILTIN_KINDS)
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep.value)
-    return found
+    return entries(ENTRY_POINT_GROUP, BUILTIN_KINDS)
 
 
 def kinds() -> list[str]:
@@ -171,8 +167,7 @@ def load(kind: str) -> type:
     known = registry()
     if kind not in known:
         raise KeyError(f"unknown sandbox kind {kind!r} (known: {', '.join(sorted(known))})")
-    module, _, name = known[kind].partition(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = load_ref(known[kind])
     if getattr(cls, "kind", kind) != kind:
         raise TypeError(f"{known[kind]} declares kind {cls.kind!r}, registered as {kind!r}")
     return cls

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from worldtrace.collectors.synthetic import SyntheticConfig, generate
@@ -98,3 +99,56 @@ def official_loader():
     """AgentWorldBench's reading of `*_test.jsonl` eval files, written from its description
     (independent of our writer): returns (items, errors)."""
     return _official_loader
+
+
+class ChatServer:
+    """A loopback OpenAI-compatible chat-completions endpoint, for the `openai` policy on
+    every kind: each request gets the next of `replies` (assistant messages), or what
+    `replies(body)` returns; `requests` keeps {path, auth, body} of each."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        self.requests: list[dict] = []
+        self.replies: Any = []
+        chat = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                auth = self.headers.get("Authorization")
+                chat.requests.append({"path": self.path, "auth": auth, "body": body})
+                replies = chat.replies
+                msg = replies(body) if callable(replies) else replies[len(chat.requests) - 1]
+                data = json.dumps(
+                    {"id": "x", "object": "chat.completion",
+                     "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]}
+                ).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+    @staticmethod
+    def call(name: str, **arguments: Any) -> dict:
+        """An assistant message calling one tool."""
+        fn = {"name": name, "arguments": json.dumps(arguments)}
+        return {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": fn}]}  # fmt: skip
+
+
+@pytest.fixture
+def chat_server():
+    import threading
+
+    chat = ChatServer()
+    threading.Thread(target=chat.server.serve_forever, args=(0.05,), daemon=True).start()
+    yield chat
+    chat.server.shutdown()
+    chat.server.server_close()

@@ -8,8 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -151,47 +149,9 @@ def test_crash_loses_at_most_the_turn_in_flight(docker_engine, tmp_path):
     assert validate_dict(t.to_dict()) == []
 
 
-class _ChatServer(BaseHTTPRequestHandler):
-    replies: list[dict] = []
-    requests: list[dict] = []
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(
-            {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
-        )
-        reply = type(self).replies[len(type(self).requests) - 1]
-        data = json.dumps(
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}],
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def chat_server():
-    _ChatServer.requests = []
-    server = HTTPServer(("127.0.0.1", 0), _ChatServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server, _ChatServer
-    server.shutdown()
-    server.server_close()
-
-
 def test_openai_policy_against_local_server(docker_engine, store, repo, chat_server, monkeypatch):
-    server, handler = chat_server
     monkeypatch.setenv("TEST_KEY", "sk-local")
-    handler.replies = [
+    chat_server.replies = [
         {
             "role": "assistant",
             "content": "Let me read the file first.",
@@ -222,7 +182,7 @@ def test_openai_policy_against_local_server(docker_engine, store, repo, chat_ser
     ]
     job = {
         "name": "llm", "sandbox": {"kind": "swe", "repo": str(repo)},
-        "policy": {"kind": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "scripted-model", "api_key_env": "TEST_KEY"},
+        "policy": {"kind": "openai", "base_url": chat_server.base_url, "model": "scripted-model", "api_key_env": "TEST_KEY"},
         "tasks": [{"id": "fix", "instruction": "Fix add()."}],
     }  # fmt: skip
     [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
@@ -233,7 +193,7 @@ def test_openai_policy_against_local_server(docker_engine, store, repo, chat_ser
     )
     assert "Let me" not in t.turns[0].action.text
     assert t.agent.model == "scripted-model" and t.outcome.status == "success"
-    reqs = handler.requests
+    reqs = chat_server.requests
     assert (
         len(reqs) == 3
         and reqs[0]["path"] == "/v1/chat/completions"

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -37,39 +35,6 @@ def sim():
     s = start()
     yield s
     s.stop()
-
-
-class _Chat(BaseHTTPRequestHandler):
-    """A chat-completions endpoint answering with scripted replies."""
-
-    replies: list[dict] = []
-    requests: list[dict] = []
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, "body": body})
-        reply = type(self).replies[len(type(self).requests) - 1]
-        data = json.dumps(
-            {"choices": [{"index": 0, "message": reply, "finish_reason": "stop"}]}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def chat_server():
-    _Chat.requests = []
-    server = HTTPServer(("127.0.0.1", 0), _Chat)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    yield server, _Chat
-    server.shutdown()
-    server.server_close()
 
 
 def sandbox(sim, **kw) -> AndroidSandbox:
@@ -282,24 +247,23 @@ def test_explorer_is_reproducible_from_the_seed(sim):
 
 
 def test_openai_policy_drives_the_device(sim, store, chat_server, monkeypatch):
-    server, handler = chat_server
     monkeypatch.setenv("TEST_KEY", "sk-local")
     call = lambda name, args: {"role": "assistant", "content": None, "tool_calls": [  # noqa: E731
         {"id": name, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}  # fmt: skip
-    handler.replies = [
+    chat_server.replies = [
         call("tap", {"x": 540, "y": 630}),
         call("press", {"key": "back"}),
         {"role": "assistant", "content": "Done."},
     ]
     job = {"name": "llm", "sandbox": {"kind": "android", "adb": sim.adb, "serial": sim.serial},
-           "policy": {"kind": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "m", "api_key_env": "TEST_KEY"},
+           "policy": {"kind": "openai", "base_url": chat_server.base_url, "model": "m", "api_key_env": "TEST_KEY"},
            "tasks": [{"id": "wifi", "instruction": "Open Network & internet.", "app": SETTINGS}]}  # fmt: skip
     [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
     assert [x.action.name for x in t.turns] == ["tap", "press"] and t.outcome.status == "success"
     assert "Airplane mode" in t.turns[0].observation.text
     tools = {
         x["function"]["name"]: x["function"]["parameters"]
-        for x in handler.requests[0]["body"]["tools"]
+        for x in chat_server.requests[0]["body"]["tools"]
     }
     assert set(tools) == {"tap", "long_press", "swipe", "type", "press", "launch", "wait"}
     assert tools["press"]["properties"]["key"]["enum"] == [
@@ -309,7 +273,7 @@ def test_openai_policy_drives_the_device(sim, store, chat_server, monkeypatch):
         "recent",
         "delete",
     ]
-    sent = handler.requests[1]["body"]["messages"]
+    sent = chat_server.requests[1]["body"]["messages"]
     assert sent[-1]["role"] == "tool" and "Airplane mode" in sent[-1]["content"]
     assert "[com.android.settings/.Settings]" in sent[0]["content"]  # the initial screen
 

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -140,65 +138,27 @@ def test_search_explorer_fetches_urls_it_was_shown(store):
 
 
 # -- a chat model with native tool calling ----------------------------------------------
-class _Chat(BaseHTTPRequestHandler):
-    replies: list[dict] = []
-    requests: list[dict] = []
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(body)
-        msg = type(self).replies[len(type(self).requests) - 1]
-        data = json.dumps({"choices": [{"index": 0, "message": msg}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-def _call(name, **arguments):
-    fn = {"name": name, "arguments": json.dumps(arguments)}
-    return {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [{"id": "c", "type": "function", "function": fn}],
-    }
-
-
-def test_chat_completions_policy_calls_server_tools_natively(store):
-    _Chat.requests = []
-    _Chat.replies = [
-        _call("write_file", path="plan.txt", content="ship it"),
-        _call("read_text_file", path="plan.txt"),
+def test_chat_completions_policy_calls_server_tools_natively(store, chat_server):
+    call = chat_server.call
+    chat_server.replies = [
+        call("write_file", path="plan.txt", content="ship it"),
+        call("read_text_file", path="plan.txt"),
         {"role": "assistant", "content": "Done."},
     ]
-    server = HTTPServer(("127.0.0.1", 0), _Chat)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        policy = {
-            "kind": "openai",
-            "base_url": f"http://127.0.0.1:{server.server_port}/v1",
-            "model": "m",
-        }
-        job = {
-            "name": "chat",
-            "sandbox": {"kind": "mcp", **FS},
-            "policy": policy,
-            "tasks": [{"id": "w", "instruction": "Plan."}],
-        }
-        [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
-    finally:
-        server.shutdown()
-        server.server_close()
+    job = {
+        "name": "chat",
+        "sandbox": {"kind": "mcp", **FS},
+        "policy": {"kind": "openai", "base_url": chat_server.base_url, "model": "m"},
+        "tasks": [{"id": "w", "instruction": "Plan."}],
+    }
+    [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
     assert [x.observation.text for x in t.turns] == ["Successfully wrote to plan.txt", "ship it"]
-    functions = {f["function"]["name"]: f["function"] for f in _Chat.requests[0]["tools"]}
+    requests = [r["body"] for r in chat_server.requests]
+    functions = {f["function"]["name"]: f["function"] for f in requests[0]["tools"]}
     space = {d["name"]: d for d in json.loads(t.system.action_space)}
     assert set(functions) == set(space)  # the server's tool list, as the model's functions
     assert functions["write_file"]["parameters"] == space["write_file"]["input_schema"]
-    assert _Chat.requests[2]["messages"][-1] == {
+    assert requests[2]["messages"][-1] == {
         "role": "tool",
         "tool_call_id": "call_1",
         "content": "ship it",

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -81,62 +79,36 @@ def test_explorer_is_reproducible_from_the_seed(sites, store):
     assert len(firsts) > 2  # the seed, not the page alone, picks the walk
 
 
-class _Chat(BaseHTTPRequestHandler):
-    """A chat-completions server that reads the page it is shown and answers with tools."""
+def test_chat_completions_policy_browses_with_tool_calls(sites, store, chat_server):
+    """The model reads the page it is shown and answers with tools."""
+    docs, _ = sites
 
-    requests: list[dict] = []
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(body)
+    def reply(body: dict) -> dict:
         msgs = body["messages"]
         n = sum(m["role"] == "tool" for m in msgs)
         last = msgs[-1]["content"] if n else msgs[0]["content"]
         if n == 0:
             bid = re.search(r"\[(\w+)\] link 'Tutorial'", last).group(1)
-            reply = self._call("click", {"bid": bid})
-        elif n == 1:
+            return chat_server.call("click", bid=bid)
+        if n == 1:
             bid = re.search(r"\[(\w+)\] textbox 'Quick search'", last).group(1)
-            reply = self._call("fill", {"bid": bid, "text": "json"})
-        else:
-            reply = {"role": "assistant", "content": "Done."}
-        data = json.dumps({"choices": [{"index": 0, "message": reply}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            return chat_server.call("fill", bid=bid, text="json")
+        return {"role": "assistant", "content": "Done."}
 
-    @staticmethod
-    def _call(name, args):
-        fn = {"name": name, "arguments": json.dumps(args)}
-        return {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": fn}]}  # fmt: skip
-
-    def log_message(self, *args):
-        pass
-
-
-def test_chat_completions_policy_browses_with_tool_calls(sites, store):
-    docs, _ = sites
-    _Chat.requests = []
-    server = HTTPServer(("127.0.0.1", 0), _Chat)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        job = {
-            "name": "llm-web", "sandbox": {"kind": "web", "start_url": docs.url + "index.html"},
-            "policy": {"kind": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "fake"},
-            "tasks": [{"id": "find", "instruction": "Find the json module docs."}],
-        }  # fmt: skip
-        [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
-    finally:
-        server.shutdown()
-        server.server_close()
+    chat_server.replies = reply
+    job = {
+        "name": "llm-web", "sandbox": {"kind": "web", "start_url": docs.url + "index.html"},
+        "policy": {"kind": "openai", "base_url": chat_server.base_url, "model": "fake"},
+        "tasks": [{"id": "find", "instruction": "Find the json module docs."}],
+    }  # fmt: skip
+    [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
     assert [x.action.name for x in t.turns] == ["click", "fill"] and t.outcome.status == "success"
     assert json.loads(t.turns[0].observation.state_json)["url"] == docs.url + "tutorial/index.html"
     assert "value='json'" in t.turns[1].observation.text
-    tools = {f["function"]["name"] for f in _Chat.requests[0]["tools"]}
+    requests = [r["body"] for r in chat_server.requests]
+    tools = {f["function"]["name"] for f in requests[0]["tools"]}
     assert {"click", "fill", "select_option", "goto", "tab_focus", "noop"} <= tools
-    assert _Chat.requests[2]["messages"][-1]["role"] == "tool"
+    assert requests[2]["messages"][-1]["role"] == "tool"
 
 
 def test_example_job_files_are_valid():
