@@ -79,6 +79,9 @@ class ProcessConfig:
 
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
+LAYOUT = 2
+"""Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
+(earlier output stored them final and cannot be extended incrementally)."""
 
 
 @dataclass
@@ -96,7 +99,13 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     manifest = output / MANIFEST
     if cfg.rebuild or not (index / G.SHARDS_FILE).exists() or not manifest.exists():
         return Previous()
-    before = json.loads(manifest.read_text()).get("config", {})
+    last = json.loads(manifest.read_text())
+    if last.get("layout") != LAYOUT:
+        raise ValueError(
+            f"{output} was processed by an older version (layout {last.get('layout', 1)}, "
+            f"now {LAYOUT}): run `worldtrace process --rebuild`"
+        )
+    before = last.get("config", {})
     now = to_dict(cfg)
     changed = [k for k in SETTINGS if before.get(k) != now.get(k)]
     if changed:
@@ -141,8 +150,9 @@ class ProcessTrajectories(beam.PTransform):
 
     Pass 1 (per unit) writes each unit's scored segment and emits only `Sig` tuples;
     dedup decides on those (with the earlier runs' matches and cluster state); pass 2
-    finalises the new segments and rewrites the earlier ones that the decisions or the
-    template counts changed.
+    finalises the new segments and rewrites the earlier ones whose records' decisions
+    changed. Template counts only update `_index/templates.parquet`: the views join them
+    in at read time.
     """
 
     def __init__(self, cfg: ProcessConfig, out: str, prev: Previous):
@@ -172,9 +182,7 @@ class ProcessTrajectories(beam.PTransform):
         delta_all = delta | "DeltaDict" >> beam.combiners.ToDict()
         side = {
             "decisions": decisions,
-            "delta": beam.pvalue.AsDict(delta),
             "stems": beam.pvalue.AsSingleton(records | "Changed" >> T.ChangedStems(decisions)),
-            "keys": beam.pvalue.AsSingleton(delta_all | "ChangedKeys" >> T.ChangedKeys(index)),
         }
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
@@ -328,6 +336,7 @@ def run(cfg: ProcessConfig) -> dict[str, Any]:
     manifest = {
         "run_id": run_id,
         "schema_version": F.SCHEMA_VERSION,
+        "layout": LAYOUT,
         "inputs": files,
         "new_inputs": todo,
         "incremental": prev.index is not None,

@@ -23,7 +23,6 @@ from worldtrace.schemas.store import scan_units, write_table_atomic
 from worldtrace.schemas.tables import REJECTS_SCHEMA
 
 from . import segments as G
-from . import stats as S
 from .dedup import SINGLETON_KEPT, DedupConfig, Sig, rank_of
 from .filters import FilterConfig
 from .mask import MaskPolicy
@@ -155,14 +154,6 @@ class _MemberRow(beam.DoFn):
             }  # fmt: skip
 
 
-def changed_keys(index: str | None, delta: dict[int, int]) -> set[int]:
-    """Templates whose (capped) count moved: every turn that has one must be rewritten."""
-    keys = np.fromiter(delta, np.uint64, len(delta))
-    base = G.old_counts(Path(index), keys) if index else {}
-    cap = S.SURPRISAL_REFERENCE
-    return {k for k, d in delta.items() if min(base.get(k, 0), cap) != min(base.get(k, 0) + d, cap)}
-
-
 class TemplateDeltas(beam.PTransform):
     """One Sig per record -> (template key, count change) where the change is not 0."""
 
@@ -192,18 +183,6 @@ class ChangedStems(beam.PTransform):
             | "Changed" >> beam.ParDo(_Changed(), decisions=self.decisions)
             | "Set" >> beam.combiners.ToSet()
         )
-
-
-class ChangedKeys(beam.PTransform):
-    """{template key: count change} -> the set of keys whose (capped) count moved."""
-
-    def __init__(self, index: str | None):
-        super().__init__()
-        self.index = index
-
-    def expand(self, delta_dict):
-        index = self.index
-        return delta_dict | "Moved" >> beam.Map(lambda d: changed_keys(index, d))
 
 
 class EarlierRecords(beam.PTransform):
@@ -279,25 +258,19 @@ class _Finalize(beam.DoFn):
     """Write a segment's trajectories, turns and clusters files (pass 2).
 
     An earlier segment (`old=True`) is rewritten only when one of its records changed
-    cluster or role or one of its templates changed count.
+    cluster, role or keep: template counts are joined in at read time, so they never
+    make an earlier file stale.
     """
 
     def __init__(self, out: str, index: str | None, policy: MaskPolicy, seed: int, old: bool):
         self.out, self.policy, self.seed, self.old = Path(out), policy, seed, old
         self.index = Path(index) if index else None
 
-    def process(self, stem: str, decisions: dict, delta: dict, stems: set, keys: set):
-        src = (self.index if self.old else self.out / G.INDEX) / G.SEGMENTS / f"{stem}.parquet"
+    def process(self, stem: str, decisions: dict, stems: set):
         if self.old and stem not in stems:
-            if not keys:
-                return
-            t = pq.read_table(src, columns=[TEMPLATES])
-            flat = pc.list_flatten(t[TEMPLATES])
-            if not pc.any(pc.is_in(flat, pa.array(list(keys), pa.uint64()))).as_py():
-                return
-        tables = G.finalize(
-            pq.read_table(src), decisions, self.policy, self.seed, self.index, delta
-        )
+            return
+        src = (self.index if self.old else self.out / G.INDEX) / G.SEGMENTS / f"{stem}.parquet"
+        tables = G.finalize(pq.read_table(src), decisions, self.policy, self.seed)
         for name, table in tables.items():
             write_table_atomic(self.out / name / f"{stem}.parquet", table)
         Metrics.counter(NS, "segments.rewritten" if self.old else "segments.new").inc()

@@ -113,7 +113,8 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> tuple[list[list[
     """Fill every turn's corpus-independent statistics and decision, in place.
 
     Returns each record's word tokens (for shingles) and turn template keys.
-    `corpus_surprisal` is filled in pass 2, when the corpus counts are known.
+    `corpus_surprisal` stays null: it depends on the corpus counts, which the views join
+    in at read time; a policy that reads it decides here as if the template were rare.
     """
     tokens_of, keys_of, blobs, turn_stats = [], [], [], []
     for record in records:
@@ -130,7 +131,7 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> tuple[list[list[
             st = S.ratios(set(ta), set(to), len(a), len(o))
             st["zlib_ratio"] = S.zlib_ratio(ob, alone)
             st["cond_novelty"] = cn.observe(a.encode(), ob, alone)
-            st["corpus_surprisal"] = 0.0
+            st["corpus_surprisal"] = None  # a corpus count: joined in at read time
             t["stats"] = st
             blobs.append(ob)
             turn_stats.append(st)
