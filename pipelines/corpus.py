@@ -58,7 +58,9 @@ def decisions(trajectories_file: Path, counts: TemplateCounts) -> tuple[list, li
     pf = pq.ParquetFile(path)
     if "_alt_from" not in pf.schema_arrow.names:
         return None
-    t = pf.read(columns=["category", "keep", "_template", "_alt_from", "_alt_category", "_alt_keep"])
+    t = pf.read(
+        columns=["category", "keep", "_template", "_alt_from", "_alt_category", "_alt_keep"]
+    )
     if t["_alt_from"].null_count == t.num_rows:
         return None
     keys = t["_template"].to_numpy(zero_copy_only=False).astype(np.uint64)

@@ -161,7 +161,11 @@ class InformationAware:
         adding data never rewrites earlier files (docs/pipeline.md).
         """
         return next(
-            (c for c in range(1, F.SURPRISAL_REFERENCE + 1) if surprisal(c) < self.common_below_bits),
+            (
+                c
+                for c in range(1, F.SURPRISAL_REFERENCE + 1)
+                if surprisal(c) < self.common_below_bits
+            ),
             None,
         )
 

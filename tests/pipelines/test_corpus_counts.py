@@ -48,7 +48,13 @@ def expected(store: Store, policy_name: str) -> dict[tuple, tuple]:
             cs = S.surprisal(counts[S.template_hash(o)])
             d = policy.decide({**t["stats"], "corpus_surprisal": cs}, a, o)
             in_loss = keep_turn(r["trajectory_id"], t["index"], 0, d.keep)
-            out[r["trajectory_id"], t["index"]] = (round(cs, 9), d.category, d.keep, d.rule, in_loss)
+            out[r["trajectory_id"], t["index"]] = (
+                round(cs, 9),
+                d.category,
+                d.keep,
+                d.rule,
+                in_loss,
+            )
     return out
 
 
@@ -137,6 +143,6 @@ def test_older_layout_needs_a_rebuild(store):
     del m["layout"]
     manifest.write_text(json.dumps(m))
     write(store, "b2", saved(3, start=10))
-    with pytest.raises(ValueError, match="older version.*--rebuild"):
+    with pytest.raises(ValueError, match=r"older version.*--rebuild"):
         run(cfg(store))
     assert run(cfg(store, rebuild=True))["accounting"]["kept"] == 6
