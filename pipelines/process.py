@@ -39,9 +39,10 @@ from worldtrace.schemas.store import (
 
 from . import segments as G
 from . import transforms as T
-from .dedup import DedupConfig, DedupDecisions, Sig, rank_of
+from .dedup import DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
+from .state import EarlierRecords, RecordState, members_batch
 
 MANIFEST = F.PROCESS_MANIFEST
 TABLES = ("trajectories", "turns", "clusters", "rejects")
@@ -90,7 +91,8 @@ class Previous:
 
     index: Path | None = None
     stems: list[str] = field(default_factory=list)
-    members: list[Sig] = field(default_factory=list)
+    members: pa.Table | None = None
+    """Cluster state of every earlier non-singleton member, as a `dedup.SIG_SCHEMA` batch."""
     seen: pa.Table | None = None
 
 
@@ -113,16 +115,9 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
             f"settings changed since the last run ({', '.join(changed)}): "
             "run `worldtrace process --rebuild` to reprocess everything with them"
         )
-    members = []
+    members = None
     if (index / G.MEMBERS_FILE).exists():
-        for m in pq.read_table(index / G.MEMBERS_FILE).to_pylist():
-            rank = rank_of(
-                "failure" if m["failed"] else "success", m["turns"], m["tid"], m["origin"], m["uid"]
-            )
-            was = (m["cluster_id"], m["representative"], m["role"])
-            members.append(
-                Sig(m["uid"], m["tid"], rank, m["stem"], None, (), tuple(m["keys"]), was)
-            )
+        members = members_batch(index / G.MEMBERS_FILE)
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
     return Previous(index, stems, members, pq.read_table(index / G.SHARDS_FILE))
 
@@ -148,7 +143,7 @@ def new_files(files: list[str], prev: Previous) -> list[str]:
 class ProcessTrajectories(beam.PTransform):
     """New file paths -> segments, rejects and final table files under `out`.
 
-    Pass 1 (per unit) writes each unit's scored segment and emits only `Sig` tuples;
+    Pass 1 (per unit) writes each unit's scored segment and emits one Sig batch;
     dedup decides on those (with the earlier runs' matches and cluster state); pass 2
     finalises the new segments and rewrites the earlier ones whose records' decisions
     changed. Template counts only update `_index/templates.parquet`: the views join them
@@ -171,25 +166,19 @@ class ProcessTrajectories(beam.PTransform):
                 "stems", main="sigs"
             )
         )
-        if prev.index is None:  # a full run: no earlier records, no earlier segments
-            sigs = records = p1.sigs
-        else:
-            old = p1.sigs | "Earlier" >> T.EarlierRecords(prev.index, prev.stems, prev.members)
+        sigs = p1.sigs
+        if prev.index is not None:  # earlier records that meet the new ones
+            old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems, prev.members)
             sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
-            records = (p1.sigs, old) | "OnePerRecord" >> T.OnePerRecord()
-        decisions = beam.pvalue.AsDict(sigs | "Dedup" >> DedupDecisions(cfg.dedup))
-        delta = records | "Deltas" >> T.TemplateDeltas(decisions)
-        delta_all = delta | "DeltaDict" >> beam.combiners.ToDict()
-        side = {
-            "decisions": decisions,
-            "stems": beam.pvalue.AsSingleton(records | "Changed" >> T.ChangedStems(decisions)),
-        }
+        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup)
+        decisions = beam.pvalue.AsDict(dedup["decisions"])
+        state = dedup["records"] | "State" >> RecordState(out, decisions)
+        side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(state["stems"])}
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
         if prev.stems:
             earlier = paths.pipeline | "EarlierSegments" >> beam.Create(prev.stems)
             earlier | "RewriteEarlier" >> beam.ParDo(finalize[1], **side)
-        (records, delta_all) | "WriteState" >> T.WriteState(out, decisions)
         return beam.pvalue.PDone(paths.pipeline)
 
 

@@ -1,0 +1,240 @@
+"""Incremental state as Beam stages: earlier records that meet new ones, the template
+count changes, the earlier segments to rewrite and the cluster state to keep.
+
+Everything here moves batches (`dedup.SIG_SCHEMA` tables, dicts, sets): one element per
+unit or segment, never one per record, so Beam's per-element cost stays off the corpus
+size. State files are written into the run directory (`out`/_index) that
+`process.merge_state` completes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from worldtrace.schemas import fields as F
+
+from . import segments as G
+from .dedup import SIG_SCHEMA, SINGLETON_KEPT, _Union
+from .transforms import sig_batch, write_rows
+from .units import BANDS, SIG, TEMPLATES, UID
+
+
+def members_batch(path: Path) -> pa.Table:
+    """The cluster state of earlier runs (`_index/members.parquet`) as a Sig batch."""
+    m = pq.read_table(path)
+    n = m.num_rows
+    cols = {name: m[name] for name in ("uid", "tid", "failed", "turns", "origin", "stem")}
+    cols["sig"] = pa.nulls(n, pa.binary())
+    cols["bands"] = pa.array([[]] * n, pa.list_(pa.uint64()))
+    cols["keys"] = m["keys"]
+    for name, source in (("was_cluster", "cluster_id"), ("was_rep", "representative"),
+                         ("was_role", "role")):  # fmt: skip
+        cols[name] = m[source]
+    return pa.table(cols).cast(SIG_SCHEMA)
+
+
+def _probe(t: pa.Table) -> tuple[set, set]:
+    bands = pc.list_flatten(t["bands"]).to_numpy(zero_copy_only=False)
+    return set(t["tid"].to_pylist()), set(bands.tolist())
+
+
+class _OldMatches(beam.DoFn):
+    """Records of an earlier segment that share a content id or a band key with a new one."""
+
+    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.SOURCE, SIG, BANDS, TEMPLATES]
+
+    def __init__(self, index: str):
+        self.index = Path(index)
+
+    def process(self, stem: str, probe: tuple[set, set], was: dict[str, tuple]):
+        tids, bands = probe
+        if not tids:
+            return
+        t = pq.read_table(self.index / G.SEGMENTS / f"{stem}.parquet", columns=self.COLUMNS)
+        hit = pc.is_in(t[F.TRAJECTORY_ID], pa.array(list(tids), pa.string()))
+        if bands:
+            flat = pc.list_flatten(t[BANDS])
+            parents = pc.list_parent_indices(t[BANDS]).to_numpy(zero_copy_only=False)
+            b = pc.is_in(flat, pa.array(np.fromiter(bands, np.uint64, len(bands)))).to_numpy(
+                zero_copy_only=False
+            )
+            rows = np.zeros(len(t), bool)
+            rows[parents[b]] = True
+            hit = pc.or_(hit, pa.array(rows))
+        found = t.filter(hit)
+        if found.num_rows:
+            yield sig_batch(found, stem, was)
+
+
+class EarlierRecords(beam.PTransform):
+    """New batches -> batches of earlier records that matter to them: records sharing a
+    content id or a band key with a new one, and every member of an earlier non-singleton
+    cluster (`members`, a batch; a record may come twice: dedup keeps it once)."""
+
+    def __init__(self, index: Path, stems: list[str], members: pa.Table | None):
+        super().__init__()
+        self.index, self.stems, self.members = index, stems, members
+
+    def expand(self, new):
+        p = new.pipeline
+        probe = (
+            new | "ProbeKeys" >> beam.Map(_probe) | "Probe" >> beam.CombineGlobally(_ProbeUnion())
+        )
+        members = self.members if self.members is not None else SIG_SCHEMA.empty_table()
+        was = dict(zip(members["uid"].to_pylist(), _was(members), strict=True))
+        matched = (
+            p
+            | "Segments" >> beam.Create(self.stems)
+            | "Matches"
+            >> beam.ParDo(
+                _OldMatches(str(self.index)), probe=beam.pvalue.AsSingleton(probe), was=was
+            )
+        )
+        state = p | "Clusters" >> beam.Create([members])
+        return (matched, state) | "Both" >> beam.Flatten()
+
+
+class _ProbeUnion(beam.CombineFn):
+    def create_accumulator(self):
+        return set(), set()
+
+    def add_input(self, acc, item):
+        acc[0].update(item[0])
+        acc[1].update(item[1])
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = self.create_accumulator()
+        for a in accs:
+            self.add_input(out, a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _now(t: pa.Table, decisions: dict) -> list[tuple]:
+    return [
+        tuple(decisions.get(u, (f"c{tid}", True, "singleton")))
+        for u, tid in zip(t["uid"].to_pylist(), t["tid"].to_pylist(), strict=True)
+    ]
+
+
+def _was(t: pa.Table) -> list[tuple | None]:
+    cols = [t[c].to_pylist() for c in ("was_cluster", "was_rep", "was_role")]
+    return [None if r[2] is None else r for r in zip(*cols, strict=True)]
+
+
+def key_deltas(t: pa.Table, decisions: dict) -> dict[int, int]:
+    """+1 per template of a newly kept record, -1 per template of one no longer kept."""
+    out: Counter = Counter()
+    for now, was, keys in zip(_now(t, decisions), _was(t), t["keys"].to_pylist(), strict=True):
+        step = int(now[1]) - int(was is not None and was[2] in SINGLETON_KEPT)
+        if step:
+            for k in keys:
+                out[k] += step
+    return dict(out)
+
+
+def changed_stems(t: pa.Table, decisions: dict) -> set[str]:
+    """Stems of earlier segments whose records' cluster, role or keep changed."""
+    stems = t["stem"].to_pylist()
+    return {
+        stems[i]
+        for i, (now, was) in enumerate(zip(_now(t, decisions), _was(t), strict=True))
+        if was is not None and now != was
+    }
+
+
+def member_rows(t: pa.Table, decisions: dict) -> list[dict[str, Any]]:
+    """`_index/members.parquet` rows of the batch's records in a non-singleton cluster."""
+    hit = pc.is_in(t["uid"], pa.array(list(decisions), pa.string())) if decisions else None
+    if hit is None:
+        return []
+    rows = []
+    for r in (
+        t.filter(hit)
+        .select(["uid", "tid", "failed", "turns", "origin", "stem", "keys"])
+        .to_pylist()
+    ):
+        cluster, rep, role = decisions[r["uid"]]
+        rows.append({**r, "cluster_id": cluster, "representative": rep, "role": role})
+    return rows
+
+
+class _Sum(beam.CombineFn):
+    def create_accumulator(self):
+        return Counter()
+
+    def add_input(self, acc, item):
+        acc.update(item)
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = Counter()
+        for a in accs:
+            out.update(a)
+        return out
+
+    def extract_output(self, acc):
+        return {k: v for k, v in acc.items() if v}
+
+
+class RecordState(beam.PTransform):
+    """Records (batches, each record once) -> `delta` (template key -> count change),
+    `stems` (earlier segments to rewrite); writes the run's cluster state and count
+    changes into `out`/_index."""
+
+    def __init__(self, out: str, decisions):
+        super().__init__()
+        self.out, self.decisions = out, decisions
+
+    def expand(self, records):
+        d = self.decisions
+        delta = (
+            records
+            | "KeyDeltas" >> beam.Map(key_deltas, decisions=d)
+            | "Sum" >> beam.CombineGlobally(_Sum())
+        )
+        stems = (
+            records
+            | "Changed" >> beam.Map(changed_stems, decisions=d)
+            | "Set" >> beam.CombineGlobally(_Union(set))
+        )
+        (
+            records
+            | "MemberRows" >> beam.Map(member_rows, decisions=d)
+            | "Members" >> beam.CombineGlobally(_Concat())
+            | "Sorted" >> beam.Map(lambda rows: sorted(rows, key=lambda r: r["uid"]))
+            | "WriteMembers"
+            >> beam.Map(write_rows(self.out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA))
+        )
+        (
+            delta
+            | "DeltaRows" >> beam.Map(lambda m: [{"key": k, "count": v} for k, v in m.items()])
+            | "WriteDelta"
+            >> beam.Map(write_rows(self.out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS))
+        )
+        return {"delta": delta, "stems": stems}
+
+
+class _Concat(beam.CombineFn):
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, item):
+        acc.extend(item)
+        return acc
+
+    def merge_accumulators(self, accs):
+        return [x for a in accs for x in a]
+
+    def extract_output(self, acc):
+        return acc
