@@ -172,8 +172,8 @@ class ProcessTrajectories(beam.PTransform):
             sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
         dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup)
         decisions = beam.pvalue.AsDict(dedup["decisions"])
-        state = dedup["records"] | "State" >> RecordState(out, decisions)
-        side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(state["stems"])}
+        stems = dedup["records"] | "State" >> RecordState(out, decisions)
+        side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(stems)}
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
         if prev.stems:

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 
 from . import segments as G
-from .dedup import SIG_SCHEMA, SINGLETON_KEPT, _Union
+from .dedup import SIG_SCHEMA, SINGLETON_KEPT
 from .transforms import sig_batch, write_rows
 from .units import BANDS, SIG, TEMPLATES, UID
 
@@ -169,72 +169,56 @@ def member_rows(t: pa.Table, decisions: dict) -> list[dict[str, Any]]:
     return rows
 
 
-class _Sum(beam.CombineFn):
+def changes(t: pa.Table, decisions: dict) -> tuple[Counter, set[str], list[dict[str, Any]]]:
+    """One batch's share of the run's state: count changes, stems to rewrite, members."""
+    return Counter(key_deltas(t, decisions)), changed_stems(t, decisions), member_rows(t, decisions)
+
+
+class _Total(beam.CombineFn):
+    """Sum of `changes` over every batch (one combine: each is a stage barrier)."""
+
     def create_accumulator(self):
-        return Counter()
+        return Counter(), set(), []
 
     def add_input(self, acc, item):
-        acc.update(item)
+        acc[0].update(item[0])
+        acc[1].update(item[1])
+        acc[2].extend(item[2])
         return acc
 
     def merge_accumulators(self, accs):
-        out = Counter()
+        out = self.create_accumulator()
         for a in accs:
-            out.update(a)
+            self.add_input(out, a)
         return out
 
     def extract_output(self, acc):
-        return {k: v for k, v in acc.items() if v}
+        return acc
 
 
 class RecordState(beam.PTransform):
-    """Records (batches, each record once) -> `delta` (template key -> count change),
-    `stems` (earlier segments to rewrite); writes the run's cluster state and count
-    changes into `out`/_index."""
+    """Records (batches, each record once) -> the set of earlier segments to rewrite;
+    writes the run's cluster state (`members.parquet`, sorted by uid) and template count
+    changes (`delta.parquet`) into `out`/_index."""
 
     def __init__(self, out: str, decisions):
         super().__init__()
         self.out, self.decisions = out, decisions
 
     def expand(self, records):
-        d = self.decisions
-        delta = (
+        return (
             records
-            | "KeyDeltas" >> beam.Map(key_deltas, decisions=d)
-            | "Sum" >> beam.CombineGlobally(_Sum())
+            | "Changes" >> beam.Map(changes, decisions=self.decisions)
+            | "Total" >> beam.CombineGlobally(_Total())
+            | "Write" >> beam.Map(write_state, self.out)
         )
-        stems = (
-            records
-            | "Changed" >> beam.Map(changed_stems, decisions=d)
-            | "Set" >> beam.CombineGlobally(_Union(set))
-        )
-        (
-            records
-            | "MemberRows" >> beam.Map(member_rows, decisions=d)
-            | "Members" >> beam.CombineGlobally(_Concat())
-            | "Sorted" >> beam.Map(lambda rows: sorted(rows, key=lambda r: r["uid"]))
-            | "WriteMembers"
-            >> beam.Map(write_rows(self.out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA))
-        )
-        (
-            delta
-            | "DeltaRows" >> beam.Map(lambda m: [{"key": k, "count": v} for k, v in m.items()])
-            | "WriteDelta"
-            >> beam.Map(write_rows(self.out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS))
-        )
-        return {"delta": delta, "stems": stems}
 
 
-class _Concat(beam.CombineFn):
-    def create_accumulator(self):
-        return []
-
-    def add_input(self, acc, item):
-        acc.extend(item)
-        return acc
-
-    def merge_accumulators(self, accs):
-        return [x for a in accs for x in a]
-
-    def extract_output(self, acc):
-        return acc
+def write_state(total: tuple[Counter, set[str], list[dict[str, Any]]], out: str) -> set[str]:
+    delta, stems, members = total
+    write_rows(out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA)(
+        sorted(members, key=lambda r: r["uid"])
+    )
+    rows = [{"key": k, "count": v} for k, v in delta.items() if v]
+    write_rows(out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS)(rows)
+    return stems
