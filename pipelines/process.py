@@ -42,7 +42,7 @@ from . import transforms as T
 from .dedup import DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
-from .state import EarlierRecords, RecordState, members_batch
+from .state import EarlierRecords, RecordState
 
 MANIFEST = F.PROCESS_MANIFEST
 TABLES = ("trajectories", "turns", "clusters", "rejects")
@@ -91,8 +91,6 @@ class Previous:
 
     index: Path | None = None
     stems: list[str] = field(default_factory=list)
-    members: pa.Table | None = None
-    """Cluster state of every earlier non-singleton member, as a `dedup.SIG_SCHEMA` batch."""
     seen: pa.Table | None = None
 
 
@@ -115,11 +113,8 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
             f"settings changed since the last run ({', '.join(changed)}): "
             "run `worldtrace process --rebuild` to reprocess everything with them"
         )
-    members = None
-    if (index / G.MEMBERS_FILE).exists():
-        members = members_batch(index / G.MEMBERS_FILE)
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
-    return Previous(index, stems, members, pq.read_table(index / G.SHARDS_FILE))
+    return Previous(index, stems, pq.read_table(index / G.SHARDS_FILE))
 
 
 def new_files(files: list[str], prev: Previous) -> list[str]:
@@ -168,7 +163,7 @@ class ProcessTrajectories(beam.PTransform):
         )
         sigs = p1.sigs
         if prev.index is not None:  # earlier records that meet the new ones
-            old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems, prev.members)
+            old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems)
             sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
         dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup)
         decisions = beam.pvalue.AsDict(dedup["decisions"])

@@ -45,59 +45,75 @@ def _probe(t: pa.Table) -> tuple[set, set]:
     return set(t["tid"].to_pylist()), set(bands.tolist())
 
 
+def earlier_members(index: Path) -> pa.Table:
+    """The cluster state of earlier runs, or an empty batch."""
+    path = index / G.MEMBERS_FILE
+    return members_batch(path) if path.exists() else SIG_SCHEMA.empty_table()
+
+
 class _OldMatches(beam.DoFn):
-    """Records of an earlier segment that share a content id or a band key with a new one."""
+    """Records of an earlier segment that share a content id or a band key with a new one.
+
+    Reads the earlier cluster state itself (`setup`): a large object passed into the
+    pipeline would be pickled into its graph, which the driver pays for at build time.
+    """
 
     COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.SOURCE, SIG, BANDS, TEMPLATES]
 
     def __init__(self, index: str):
         self.index = Path(index)
 
-    def process(self, stem: str, probe: tuple[set, set], was: dict[str, tuple]):
+    def setup(self):
+        members = earlier_members(self.index)
+        self.was = dict(zip(members["uid"].to_pylist(), _was(members), strict=True))
+
+    def process(self, stem: str, probe: tuple[set, set]):
         tids, bands = probe
         if not tids:
             return
-        t = pq.read_table(self.index / G.SEGMENTS / f"{stem}.parquet", columns=self.COLUMNS)
-        hit = pc.is_in(t[F.TRAJECTORY_ID], pa.array(list(tids), pa.string()))
+        path = self.index / G.SEGMENTS / f"{stem}.parquet"
+        t = pq.ParquetFile(path).read(columns=[F.TRAJECTORY_ID, BANDS])  # the probe's only
+        hit = pc.is_in(t[F.TRAJECTORY_ID], pa.array(list(tids), pa.string())).to_numpy(
+            zero_copy_only=False
+        )
         if bands:
             flat = pc.list_flatten(t[BANDS])
             parents = pc.list_parent_indices(t[BANDS]).to_numpy(zero_copy_only=False)
             b = pc.is_in(flat, pa.array(np.fromiter(bands, np.uint64, len(bands)))).to_numpy(
                 zero_copy_only=False
             )
-            rows = np.zeros(len(t), bool)
-            rows[parents[b]] = True
-            hit = pc.or_(hit, pa.array(rows))
-        found = t.filter(hit)
-        if found.num_rows:
-            yield sig_batch(found, stem, was)
+            hit = hit.copy()
+            hit[parents[b]] = True
+        if hit.any():
+            rows = pq.ParquetFile(path).read(columns=self.COLUMNS)
+            yield sig_batch(rows.take(pa.array(np.flatnonzero(hit))), stem, self.was)
 
 
 class EarlierRecords(beam.PTransform):
     """New batches -> batches of earlier records that matter to them: records sharing a
     content id or a band key with a new one, and every member of an earlier non-singleton
-    cluster (`members`, a batch; a record may come twice: dedup keeps it once)."""
+    cluster (a record may come twice: dedup keeps it once)."""
 
-    def __init__(self, index: Path, stems: list[str], members: pa.Table | None):
+    def __init__(self, index: Path, stems: list[str]):
         super().__init__()
-        self.index, self.stems, self.members = index, stems, members
+        self.index, self.stems = index, stems
 
     def expand(self, new):
         p = new.pipeline
         probe = (
             new | "ProbeKeys" >> beam.Map(_probe) | "Probe" >> beam.CombineGlobally(_ProbeUnion())
         )
-        members = self.members if self.members is not None else SIG_SCHEMA.empty_table()
-        was = dict(zip(members["uid"].to_pylist(), _was(members), strict=True))
         matched = (
             p
             | "Segments" >> beam.Create(self.stems)
             | "Matches"
-            >> beam.ParDo(
-                _OldMatches(str(self.index)), probe=beam.pvalue.AsSingleton(probe), was=was
-            )
+            >> beam.ParDo(_OldMatches(str(self.index)), probe=beam.pvalue.AsSingleton(probe))
         )
-        state = p | "Clusters" >> beam.Create([members])
+        state = (
+            p
+            | "Clusters" >> beam.Create([str(self.index)])
+            | "State" >> beam.Map(lambda index: earlier_members(Path(index)))
+        )
         return (matched, state) | "Both" >> beam.Flatten()
 
 
