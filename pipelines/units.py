@@ -96,17 +96,20 @@ def filter_records(items: list, cfg: FilterConfig, counts: Counter, rejects: lis
 
 
 def byte_entropies(blobs: list[bytes]) -> np.ndarray:
-    """Shannon entropy (bits/byte) of each blob: one bincount over all of them."""
+    """Shannon entropy (bits/byte) of each blob: one bincount over all of them, and the
+    c*log2(c) terms only for the byte values that occur."""
     n = len(blobs)
     lengths = np.fromiter(map(len, blobs), np.int64, n)
     if not n or not lengths.sum():
         return np.zeros(n)
     data = np.frombuffer(b"".join(blobs), np.uint8)
     rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    counts = np.bincount(rows * 256 + data, minlength=n * 256).reshape(n, 256)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        clog = np.where(counts > 0, counts * np.log2(np.maximum(counts, 1)), 0.0).sum(axis=1)
-        ent = np.log2(np.maximum(lengths, 1)) - clog / np.maximum(lengths, 1)
+    counts = np.bincount((rows << 8) | data, minlength=n * 256)
+    seen = np.flatnonzero(counts)
+    c = counts[seen].astype(np.float64)
+    clog = np.bincount(seen >> 8, weights=c * np.log2(c), minlength=n)
+    size = np.maximum(lengths, 1).astype(np.float64)
+    ent = np.log2(size) - clog / size
     return np.where(lengths > 0, np.maximum(ent, 0.0), 0.0)
 
 
