@@ -394,7 +394,11 @@ class _Decide(beam.DoFn):
 class DedupDecisions(beam.PTransform):
     """Sig batches (new, plus old matches and old cluster state) -> `decisions`: (uid,
     Decision) for every member of a non-singleton cluster (the small map pass 2 takes as a
-    side input), and `records`: the batches with every record once."""
+    side input), and `records`: the batches with every record once.
+
+    The global combines run `without_defaults` and their side inputs carry the value for
+    an empty input (`default_value`): a combine's own default costs Beam a further stage
+    barrier, paid by every run however small."""
 
     def __init__(self, cfg: DedupConfig):
         super().__init__()
@@ -413,19 +417,24 @@ class DedupDecisions(beam.PTransform):
             none = content.reps | "NoDecisions" >> beam.Filter(lambda _: False)
             return {"decisions": none, "records": content.records}
         members = beam.pvalue.AsSingleton(
-            content.members | "AllMembers" >> beam.CombineGlobally(_Union(dict))
+            content.members | "AllMembers" >> beam.CombineGlobally(_Union(dict)).without_defaults(),
+            default_value={},
         )
         seeds = content.records | "SeedEdges" >> beam.Map(_seeds)
         edges = self._near(content.reps) if cfg.near else []
         comps = (
             (*edges, seeds)
             | "AllEdges" >> beam.Flatten()
-            | "Components" >> beam.CombineGlobally(_Forest())
+            | "Components" >> beam.CombineGlobally(_Forest()).without_defaults()
         )
         decisions = (
             content.reps
             | "ByComponent"
-            >> beam.ParDo(_ByComponent(), comps=beam.pvalue.AsSingleton(comps), members=members)
+            >> beam.ParDo(
+                _ByComponent(),
+                comps=beam.pvalue.AsSingleton(comps, default_value={}),
+                members=members,
+            )
             | "GroupComponents" >> beam.GroupByKey()
             | "Decide" >> beam.ParDo(_Decide(), members=members)
         )
@@ -440,11 +449,15 @@ class DedupDecisions(beam.PTransform):
             | "Candidates" >> beam.ParDo(_Candidates())
         )
         ends = pairs | "Ends" >> beam.Map(lambda ps: {x for p in ps for x in p})
-        ends_all = beam.pvalue.AsSingleton(ends | "EndSet" >> beam.CombineGlobally(_Union(set)))
+        ends_all = beam.pvalue.AsSingleton(
+            ends | "EndSet" >> beam.CombineGlobally(_Union(set)).without_defaults(),
+            default_value=set(),
+        )
         sigs = (
             reps
             | "EndSigs" >> beam.Map(_end_sigs, ends=ends_all)
-            | "SigDict" >> beam.CombineGlobally(_Union(dict))
+            | "SigDict" >> beam.CombineGlobally(_Union(dict)).without_defaults()
         )
         verify = _Verify(self.cfg.threshold)
-        return [pairs | "Verify" >> beam.ParDo(verify, sigs=beam.pvalue.AsSingleton(sigs))]
+        sigs = beam.pvalue.AsSingleton(sigs, default_value={})
+        return [pairs | "Verify" >> beam.ParDo(verify, sigs=sigs)]

@@ -101,13 +101,18 @@ class EarlierRecords(beam.PTransform):
     def expand(self, new):
         p = new.pipeline
         probe = (
-            new | "ProbeKeys" >> beam.Map(_probe) | "Probe" >> beam.CombineGlobally(_ProbeUnion())
+            new
+            | "ProbeKeys" >> beam.Map(_probe)
+            | "Probe" >> beam.CombineGlobally(_ProbeUnion()).without_defaults()
         )
         matched = (
             p
             | "Segments" >> beam.Create(self.stems)
             | "Matches"
-            >> beam.ParDo(_OldMatches(str(self.index)), probe=beam.pvalue.AsSingleton(probe))
+            >> beam.ParDo(
+                _OldMatches(str(self.index)),
+                probe=beam.pvalue.AsSingleton(probe, default_value=(set(), set())),
+            )
         )
         state = (
             p
