@@ -215,37 +215,46 @@ class _ContentGroups(beam.DoFn):
         t = pa.concat_tables(list(item[1])).combine_chunks()
         # an earlier record may arrive twice (cluster state + match): keep the signed row
         t = t.sort_by([("uid", "ascending"), ("sig", "descending")])
-        uids = t["uid"].to_pylist()
-        first = [i for i in range(len(uids)) if i == 0 or uids[i] != uids[i - 1]]
-        t = t.take(pa.array(first, pa.int64()))
+        t = t.take(pa.array(run_starts(t["uid"])))
         yield beam.pvalue.TaggedOutput("records", t)
         t = t.append_column("key", _content_key(t, self.exact))
         t = t.append_column("origin0", pc.fill_null(t["origin"], ""))
         t = t.sort_by(
             [("key", "ascending"), *((n if n != "origin" else "origin0", o) for n, o in RANK)]
         )
-        keys, uids = t["key"].to_pylist(), t["uid"].to_pylist()
-        signed, new = t["sig"].is_valid().to_pylist(), t["was_role"].is_null().to_pylist()
-        reps, sketches, news, members = [], [], [], {}
-        i, n = 0, len(keys)
-        while i < n:
-            j = i
-            while j < n and keys[j] == keys[i]:
-                j += 1
-            reps.append(i)
-            sketches.append(next((k for k in range(i, j) if signed[k]), i))
-            news.append(any(new[i:j]))
-            if j - i > 1:
-                members[keys[i]] = uids[i:j]
-            i = j
-        if members:
+        starts = run_starts(t["key"])
+        size = np.diff(np.append(starts, t.num_rows))
+        rows = np.arange(t.num_rows)
+        signed = t["sig"].is_valid().to_numpy(zero_copy_only=False)
+        first_signed = np.minimum.reduceat(np.where(signed, rows, t.num_rows), starts)
+        sketches = np.where(first_signed < t.num_rows, first_signed, starts)
+        new = t["was_role"].is_null().to_numpy(zero_copy_only=False)
+        news = np.logical_or.reduceat(new, starts) if len(starts) else new
+        several = np.flatnonzero(size > 1)
+        if len(several):  # groups of several: their members in rank order
+            keys, uids = t["key"], t["uid"]
+            members = {
+                keys[int(starts[g])].as_py(): uids[
+                    int(starts[g]) : int(starts[g] + size[g])
+                ].to_pylist()
+                for g in several
+            }
             yield beam.pvalue.TaggedOutput("members", members)
-        rank = t.select(["key", "failed", "turns", "tid", "origin", "uid"]).take(pa.array(reps))
+        rank = t.select(["key", "failed", "turns", "tid", "origin", "uid"]).take(pa.array(starts))
         sketch = t.select(["bands", "sig"]).take(pa.array(sketches, pa.int64()))
         yield pa.Table.from_arrays(
             [*rank.columns, *sketch.columns, pa.array(news, pa.bool_())],
             names=[*rank.column_names, "bands", "sig", "new"],
         )
+
+
+def run_starts(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Index of the first row of each run of equal values in a sorted column."""
+    a = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(a) == 0:
+        return np.zeros(0, np.int64)
+    differs = pc.not_equal(a[1:], a[:-1]).to_numpy(zero_copy_only=False)
+    return np.concatenate([[0], np.flatnonzero(differs) + 1]).astype(np.int64)
 
 
 def rank_rows(t: pa.Table) -> list[tuple[str, tuple]]:

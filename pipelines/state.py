@@ -154,23 +154,28 @@ def _was(t: pa.Table) -> list[tuple | None]:
 
 
 def key_deltas(t: pa.Table, decisions: dict) -> dict[int, int]:
-    """+1 per template of a newly kept record, -1 per template of one no longer kept."""
-    out: Counter = Counter()
-    for now, was, keys in zip(_now(t, decisions), _was(t), t["keys"].to_pylist(), strict=True):
-        step = int(now[1]) - int(was is not None and was[2] in SINGLETON_KEPT)
-        if step:
-            for k in keys:
-                out[k] += step
-    return dict(out)
+    """+1 per template of a newly kept record, -1 per template of one no longer kept
+    (columnar: a full run adds every template of every record)."""
+    dropped = [u for u, d in decisions.items() if not d[1]]
+    now = ~pc.is_in(t["uid"], pa.array(dropped, pa.string())).to_numpy(zero_copy_only=False)
+    was = pc.is_in(t["was_role"], pa.array(SINGLETON_KEPT)).to_numpy(zero_copy_only=False)
+    step = now.astype(np.int64) - was.astype(np.int64)
+    keys = pc.list_flatten(t["keys"]).to_numpy(zero_copy_only=False)
+    weight = step[pc.list_parent_indices(t["keys"]).to_numpy(zero_copy_only=False)]
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    total = np.bincount(inverse, weights=weight, minlength=len(distinct)).astype(np.int64)
+    moved = np.flatnonzero(total)
+    return dict(zip(distinct[moved].tolist(), total[moved].tolist(), strict=True))
 
 
 def changed_stems(t: pa.Table, decisions: dict) -> set[str]:
     """Stems of earlier segments whose records' cluster, role or keep changed."""
+    t = t.filter(t["was_role"].is_valid())  # earlier records only
     stems = t["stem"].to_pylist()
     return {
         stems[i]
         for i, (now, was) in enumerate(zip(_now(t, decisions), _was(t), strict=True))
-        if was is not None and now != was
+        if now != was
     }
 
 
