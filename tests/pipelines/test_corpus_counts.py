@@ -146,3 +146,25 @@ def test_older_layout_needs_a_rebuild(store):
     with pytest.raises(ValueError, match=r"older version.*--rebuild"):
         run(cfg(store))
     assert run(cfg(store, rebuild=True))["accounting"]["kept"] == 6
+
+
+def test_explain_shows_the_joined_corpus_surprisal(store):
+    from rich.console import Console
+    from worldtrace.summary import explanation, print_explanation
+
+    write(store, "b1", saved(4))
+    run(cfg(store))
+    tid = pq.read_table(store.processed / "trajectories")["trajectory_id"][0].as_py()
+    doc = explanation(connect(store), tid)
+    assert doc["turns"][0]["stats"]["corpus_surprisal"] == pytest.approx(S.surprisal(4))
+    console = Console(record=True, width=200)
+    print_explanation(doc, console)
+    assert "corpus_surprisal=2.00 bits" in console.export_text()
+    # a trajectories file without its turns file (a damaged store): shown as unknown
+    for f in (store.processed / "turns").iterdir():
+        f.unlink()
+    doc = explanation(connect(store), tid)
+    assert doc["turns"][0]["stats"]["corpus_surprisal"] is None
+    console = Console(record=True, width=200)
+    print_explanation(doc, console)
+    assert "corpus_surprisal=- bits" in console.export_text()
