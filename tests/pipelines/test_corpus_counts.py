@@ -150,6 +150,7 @@ def test_older_layout_needs_a_rebuild(store):
 
 def test_explain_shows_the_joined_corpus_surprisal(store):
     from rich.console import Console
+
     from worldtrace.summary import explanation, print_explanation
 
     write(store, "b1", saved(4))
