@@ -1,7 +1,9 @@
 """Exact and near-duplicate decisions over MinHash LSH, incremental-ready.
 
-Only small tuples move (`Sig`: ids, rank, band keys, template keys; the 512-byte
-signature rides along only to verify candidate pairs). Records with the same content
+What moves are *batches*: Arrow tables of `SIG_SCHEMA` rows (ids, rank, band keys,
+template keys, the 512-byte signature only to verify candidate pairs), one per unit of
+pass 1, regrouped by hash into `PARTITIONS` shuffle keys at each step, so Beam's
+per-element cost is paid per batch, not per record. Records with the same content
 (trajectory id) form one exact group whose best member stands for it in LSH. Records
 that share a band bucket are *candidates*; a candidate pair becomes an edge only when
 its signatures estimate a Jaccard similarity >= the threshold, so one weak collision
@@ -15,12 +17,15 @@ one, so a near-duplicate arriving later joins the earlier cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 NS = "worldtrace"
@@ -72,6 +77,29 @@ class Sig(NamedTuple):
 
 Decision = tuple[str, bool, str]
 SINGLETON_KEPT = ("singleton", "representative")
+PARTITIONS = 16
+"""Shuffle keys of each dedup step: enough to spread the work over the workers, few
+enough that Beam moves a handful of batches per unit instead of one element per record."""
+SIG_SCHEMA = pa.schema(
+    [
+        pa.field("uid", pa.string()),
+        pa.field("tid", pa.string()),
+        pa.field("failed", pa.bool_()),
+        pa.field("turns", pa.int64()),
+        pa.field("origin", pa.string()),
+        pa.field("stem", pa.string()),
+        pa.field("sig", pa.binary()),
+        pa.field("bands", pa.list_(pa.uint64())),
+        pa.field("keys", pa.list_(pa.uint64())),
+        pa.field("was_cluster", pa.string()),
+        pa.field("was_rep", pa.bool_()),
+        pa.field("was_role", pa.string()),
+    ]
+)
+"""A batch of what dedup knows of records: `Sig` as columns (`was_*` null: new record)."""
+RANK = [("failed", "ascending"), ("turns", "descending"), ("tid", "ascending"),
+        ("origin", "ascending"), ("uid", "ascending")]  # fmt: skip
+"""`rank_of` as a sort order."""
 
 
 def rank_of(status: str | None, turns: int, tid: str, origin: str | None, uid: str) -> tuple:
@@ -110,15 +138,17 @@ def components(edges: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 class _Forest(beam.CombineFn):
-    """Union-find per bundle; forests merge by re-linking their parent pointers."""
+    """Union-find per bundle of edge lists; forests merge by re-linking their parent
+    pointers."""
 
     def create_accumulator(self) -> dict[str, str]:
         return {}
 
-    def add_input(self, acc, edge):
+    def add_input(self, acc, edges):
         uf = UnionFind()
         uf.parent = acc
-        uf.union(*edge)
+        for a, b in edges:
+            uf.union(a, b)
         return acc
 
     def merge_accumulators(self, accs):
@@ -134,32 +164,173 @@ class _Forest(beam.CombineFn):
         return {x: uf.find(x) for x in list(acc)}
 
 
-class _ContentGroup(beam.DoFn):
-    """One content id: its best member stands for the group in LSH."""
+def sig_table(sigs: list[Sig]) -> pa.Table:
+    """A batch from `Sig` tuples (tests and small inputs)."""
+    rows = []
+    for s in sigs:
+        failed, neg_turns, _, origin, _ = s.rank
+        was = s.was or (None, None, None)
+        rows.append(
+            {"uid": s.uid, "tid": s.tid, "failed": failed, "turns": -neg_turns, "origin": origin,
+             "stem": s.stem, "sig": s.sig, "bands": list(s.bands), "keys": list(s.keys),
+             "was_cluster": was[0], "was_rep": was[1], "was_role": was[2]}
+        )  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=SIG_SCHEMA)
 
-    def process(self, item: tuple[str, Iterable[Sig]]) -> Iterator[Any]:
-        tid, sigs = item
-        by_uid = {s.uid: s for s in sigs}  # an old record may arrive twice (state + match)
-        ordered = sorted(by_uid.values(), key=lambda s: s.rank)
-        if len(ordered) > 1:
-            yield beam.pvalue.TaggedOutput("members", (tid, [s.uid for s in ordered]))
-        sketch = next((s for s in ordered if s.sig is not None), ordered[0])
-        new = any(s.was is None for s in ordered)
-        yield (tid, ordered[0].rank, sketch.bands, sketch.sig, new)
+
+def part_of(text: str) -> int:
+    """A string's shuffle partition (stable across processes, unlike `hash`)."""
+    return zlib.crc32(text.encode()) % PARTITIONS
+
+
+def split(t: pa.Table, parts: np.ndarray) -> list[tuple[int, pa.Table]]:
+    """(partition, rows of `t` in it) for every partition that has rows."""
+    return [(int(p), t.filter(pa.array(parts == p))) for p in np.unique(parts)]
+
+
+def _content_key(t: pa.Table, exact: bool) -> pa.Array:
+    return t["tid"] if exact else t["uid"]
+
+
+class _ByContent(beam.DoFn):
+    """A batch -> its rows by partition of their content key (uid without exact dedup)."""
+
+    def __init__(self, exact: bool):
+        self.exact = exact
+
+    def process(self, t: pa.Table):
+        keys = _content_key(t, self.exact).to_pylist()
+        yield from split(t, np.fromiter(map(part_of, keys), np.int64, len(keys)))
+
+
+class _ContentGroups(beam.DoFn):
+    """One partition: every record once (`records`), each content group's best member
+    standing for it in LSH (main output, a batch of representatives: `key`, rank,
+    the first signature of the group, `new`), and the members of groups of several."""
+
+    def __init__(self, exact: bool):
+        self.exact = exact
+
+    def process(self, item: tuple[int, list[pa.Table]]):
+        t = pa.concat_tables(list(item[1])).combine_chunks()
+        # an earlier record may arrive twice (cluster state + match): keep the signed row
+        t = t.sort_by([("uid", "ascending"), ("sig", "descending")])
+        t = t.take(pa.array(run_starts(t["uid"])))
+        yield beam.pvalue.TaggedOutput("records", t)
+        t = t.append_column("key", _content_key(t, self.exact))
+        t = t.append_column("origin0", pc.fill_null(t["origin"], ""))
+        t = t.sort_by(
+            [("key", "ascending"), *((n if n != "origin" else "origin0", o) for n, o in RANK)]
+        )
+        starts = run_starts(t["key"])
+        size = np.diff(np.append(starts, t.num_rows))
+        rows = np.arange(t.num_rows)
+        signed = t["sig"].is_valid().to_numpy(zero_copy_only=False)
+        first_signed = np.minimum.reduceat(np.where(signed, rows, t.num_rows), starts)
+        sketches = np.where(first_signed < t.num_rows, first_signed, starts)
+        new = t["was_role"].is_null().to_numpy(zero_copy_only=False)
+        news = np.logical_or.reduceat(new, starts) if len(starts) else new
+        several = np.flatnonzero(size > 1)
+        if len(several):  # groups of several: their members in rank order
+            keys, uids = t["key"], t["uid"]
+            members = {
+                keys[int(starts[g])].as_py(): uids[
+                    int(starts[g]) : int(starts[g] + size[g])
+                ].to_pylist()
+                for g in several
+            }
+            yield beam.pvalue.TaggedOutput("members", members)
+        rank = t.select(["key", "failed", "turns", "tid", "origin", "uid"]).take(pa.array(starts))
+        sketch = t.select(["bands", "sig"]).take(pa.array(sketches, pa.int64()))
+        yield pa.Table.from_arrays(
+            [*rank.columns, *sketch.columns, pa.array(news, pa.bool_())],
+            names=[*rank.column_names, "bands", "sig", "new"],
+        )
+
+
+def run_starts(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Index of the first row of each run of equal values in a sorted column."""
+    a = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(a) == 0:
+        return np.zeros(0, np.int64)
+    differs = pc.not_equal(a[1:], a[:-1]).to_numpy(zero_copy_only=False)
+    return np.concatenate([[0], np.flatnonzero(differs) + 1]).astype(np.int64)
+
+
+def rank_rows(t: pa.Table) -> list[tuple[str, tuple]]:
+    """(content key, rank) of every representative row."""
+    cols = [t[n].to_pylist() for n in ("key", "failed", "turns", "tid", "origin", "uid")]
+    return [(k, (f, -n, tid, o or "", u)) for k, f, n, tid, o, u in zip(*cols, strict=True)]
+
+
+class _BandEntries(beam.DoFn):
+    """Representatives -> (partition, [(band, key), content key, new]) by band key."""
+
+    def process(self, t: pa.Table):
+        if not t.num_rows:
+            return
+        bands = t["bands"]
+        lengths = pc.list_value_length(bands).to_numpy(zero_copy_only=False)
+        keys = pc.list_flatten(bands).to_numpy(zero_copy_only=False).astype(np.uint64)
+        band = np.concatenate([np.arange(n) for n in lengths]) if len(keys) else keys
+        parent = np.repeat(np.arange(t.num_rows), lengths)
+        entries = pa.table(
+            {"band": pa.array(band, pa.int64()), "bkey": pa.array(keys, pa.uint64()),
+             "key": t["key"].take(pa.array(parent)), "new": t["new"].take(pa.array(parent))}
+        )  # fmt: skip
+        yield from split(entries, ((keys ^ band.astype(np.uint64)) % PARTITIONS).astype(np.int64))
 
 
 class _Candidates(beam.DoFn):
-    """Pairs within one bucket that involve a new record (old pairs were judged before)."""
+    """Pairs within one bucket that involve a new record (old pairs were judged before);
+    a pair met in several bands comes once per band (verified each time: cheaper than a
+    shuffle to drop repeats)."""
 
-    def process(self, item: tuple[Any, Iterable[tuple[str, bool]]]):
-        _, entries = item
-        entries = sorted(set(entries))
-        if len(entries) < 2:
+    def process(self, item: tuple[int, list[pa.Table]]):
+        t = pa.concat_tables(list(item[1]))
+        t = t.sort_by([("band", "ascending"), ("bkey", "ascending"), ("key", "ascending")])
+        band = t["band"].to_numpy()
+        bkey = t["bkey"].to_numpy()
+        same = (band[1:] == band[:-1]) & (bkey[1:] == bkey[:-1])
+        if not same.any():
             return
-        for i, (a, a_new) in enumerate(entries):
-            for b, b_new in entries[i + 1 :]:
-                if a_new or b_new:
-                    yield (a, b)
+        keys, new = t["key"].to_pylist(), t["new"].to_pylist()
+        pairs = []
+        starts = np.flatnonzero(np.concatenate([[True], ~same]))
+        ends = np.append(starts[1:], len(keys))
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+            if e - s < 2:
+                continue
+            bucket = sorted(set(zip(keys[s:e], new[s:e], strict=True)))
+            for i, (a, a_new) in enumerate(bucket):
+                for b, b_new in bucket[i + 1 :]:
+                    if a_new or b_new:
+                        pairs.append((a, b))
+        if pairs:
+            yield pairs
+
+
+class _Union(beam.CombineFn):
+    """Merge sets or dicts (the ends of candidate pairs, their signatures, members)."""
+
+    def __init__(self, empty):
+        self.empty = empty
+
+    def create_accumulator(self):
+        return self.empty()
+
+    def add_input(self, acc, item):
+        acc.update(item)
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = self.empty()
+        for a in accs:
+            out.update(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
 
 
 class _Verify(beam.DoFn):
@@ -167,85 +338,135 @@ class _Verify(beam.DoFn):
         self.threshold = threshold
         self.weak = Metrics.counter(NS, "dedup.candidates_rejected")
 
-    def process(self, pair: tuple[str, str], sigs: dict[str, bytes]):
-        a, b = (np.frombuffer(sigs[x], np.uint32) for x in pair)
-        if np.count_nonzero(a == b) >= self.threshold * len(a):
-            yield pair
-        else:
-            self.weak.inc()
+    def process(self, pairs: list[tuple[str, str]], sigs: dict[str, bytes]):
+        a = np.stack([np.frombuffer(sigs[x], np.uint32) for x, _ in pairs])
+        b = np.stack([np.frombuffer(sigs[y], np.uint32) for _, y in pairs])
+        strong = np.count_nonzero(a == b, axis=1) >= self.threshold * a.shape[1]
+        if (~strong).any():
+            self.weak.inc(int((~strong).sum()))
+        edges = [p for p, ok in zip(pairs, strong.tolist(), strict=True) if ok]
+        if edges:
+            yield edges
 
 
-class _KeyByComponent(beam.DoFn):
-    def process(self, item, comps: dict[str, str], members: dict[str, list[str]]):
-        tid, rank, *_ = item
-        if tid in comps or tid in members:  # singletons need no decision
-            yield comps.get(tid, tid), (tid, rank)
+def _end_sigs(t: pa.Table, ends: set[str]) -> dict[str, bytes]:
+    if not ends or not t.num_rows:
+        return {}
+    hit = pc.is_in(t["key"], pa.array(list(ends), pa.string()))
+    t = t.filter(hit)
+    return dict(zip(t["key"].to_pylist(), t["sig"].to_pylist(), strict=True))
+
+
+def _seeds(t: pa.Table) -> list[tuple[str, str]]:
+    """Edges from an earlier run's clusters: each member to its cluster's root."""
+    role = t["was_role"]
+    t = t.filter(pc.and_(role.is_valid(), pc.not_equal(pc.fill_null(role, ""), "singleton")))
+    return [
+        (tid, c[1:])
+        for tid, c in zip(t["tid"].to_pylist(), t["was_cluster"].to_pylist(), strict=True)
+    ]
+
+
+class _ByComponent(beam.DoFn):
+    """Representatives in a component or a content group of several -> by partition of
+    their component root: (root, content key, rank)."""
+
+    def process(self, t: pa.Table, comps: dict[str, str], members: dict[str, list[str]]):
+        out: dict[int, list] = {}
+        for key, rank in rank_rows(t):
+            if key in comps or key in members:  # singletons need no decision
+                root = comps.get(key, key)
+                out.setdefault(part_of(root), []).append((root, key, rank))
+        yield from out.items()
 
 
 class _Decide(beam.DoFn):
     """Per component: cluster id, representative content, and each member's role."""
 
     def process(self, item, members: dict[str, list[str]]):
-        root, tids = item
-        tids = sorted(tids, key=lambda x: x[1])
-        cluster = f"c{root}"
-        rep_tid = tids[0][0]
-        for tid, rank in tids:
-            for n, uid in enumerate(members.get(tid, [rank[-1]])):
-                if tid == rep_tid and n == 0:
-                    yield uid, (cluster, True, "representative")
-                else:
-                    yield uid, (cluster, False, "exact" if n > 0 else "near")
+        by_root: dict[str, list] = {}
+        for rows in item[1]:
+            for root, key, rank in rows:
+                by_root.setdefault(root, []).append((key, rank))
+        for root, keys in by_root.items():
+            keys.sort(key=lambda x: x[1])
+            cluster = f"c{root}"
+            rep = keys[0][0]
+            for key, rank in keys:
+                for n, uid in enumerate(members.get(key, [rank[-1]])):
+                    if key == rep and n == 0:
+                        yield uid, (cluster, True, "representative")
+                    else:
+                        yield uid, (cluster, False, "exact" if n > 0 else "near")
 
 
 class DedupDecisions(beam.PTransform):
-    """Sigs (new, plus old matches and old cluster state) -> (uid, Decision) for every
-    member of a non-singleton cluster: the small map pass 2 takes as a side input."""
+    """Sig batches (new, plus old matches and old cluster state) -> `decisions`: (uid,
+    Decision) for every member of a non-singleton cluster (the small map pass 2 takes as a
+    side input), and `records`: the batches with every record once.
+
+    The global combines run `without_defaults` and their side inputs carry the value for
+    an empty input (`default_value`): a combine's own default costs Beam a further stage
+    barrier, paid by every run however small."""
 
     def __init__(self, cfg: DedupConfig):
         super().__init__()
         self.cfg = cfg
 
-    def expand(self, sigs):
+    def expand(self, batches):
         cfg = self.cfg
-        if not (cfg.exact or cfg.near):
-            return sigs | "NoDecisions" >> beam.Filter(lambda _: False)
         content = (
-            sigs
-            | "KeyByContent" >> beam.Map(lambda s: (s.tid if cfg.exact else s.uid, s))
+            batches
+            | "ByContent" >> beam.ParDo(_ByContent(cfg.exact))
             | "GroupContent" >> beam.GroupByKey()
-            | "ContentGroups" >> beam.ParDo(_ContentGroup()).with_outputs("members", main="reps")
+            | "ContentGroups"
+            >> beam.ParDo(_ContentGroups(cfg.exact)).with_outputs("members", "records", main="reps")
         )
-        members = beam.pvalue.AsDict(content.members)
-        seeds = (
-            sigs
-            | "OldClusters" >> beam.Filter(lambda s: s.was is not None and s.was[2] != "singleton")
-            | "SeedEdges" >> beam.Map(lambda s: (s.tid, s.was[0][1:]))
+        if not (cfg.exact or cfg.near):
+            none = content.reps | "NoDecisions" >> beam.Filter(lambda _: False)
+            return {"decisions": none, "records": content.records}
+        members = beam.pvalue.AsSingleton(
+            content.members | "AllMembers" >> beam.CombineGlobally(_Union(dict)).without_defaults(),
+            default_value={},
         )
-        pairs = (
-            content.reps
-            | "BandKeys"
-            >> beam.FlatMap(lambda r: [((b, k), (r[0], r[4])) for b, k in enumerate(r[2])])
-            | "GroupBands" >> beam.GroupByKey()
-            | "Candidates" >> beam.ParDo(_Candidates())
-        )  # a pair met in several bands is verified several times: cheaper than a shuffle
-        ends = pairs | "Ends" >> beam.FlatMap(lambda p: p)
-        ends_sigs = content.reps | "EndSigs" >> beam.FlatMap(
-            lambda r, ends: [(r[0], r[3])] if r[0] in ends else [],
-            ends=beam.pvalue.AsSingleton(ends | "EndSet" >> beam.combiners.ToSet()),
-        )
-        edges = pairs | "Verify" >> beam.ParDo(
-            _Verify(cfg.threshold), sigs=beam.pvalue.AsDict(ends_sigs)
-        )
+        seeds = content.records | "SeedEdges" >> beam.Map(_seeds)
+        edges = self._near(content.reps) if cfg.near else []
         comps = (
-            (edges, seeds)
+            (*edges, seeds)
             | "AllEdges" >> beam.Flatten()
-            | "Components" >> beam.CombineGlobally(_Forest())
+            | "Components" >> beam.CombineGlobally(_Forest()).without_defaults()
         )
-        return (
+        decisions = (
             content.reps
-            | "KeyByComponent"
-            >> beam.ParDo(_KeyByComponent(), comps=beam.pvalue.AsSingleton(comps), members=members)
+            | "ByComponent"
+            >> beam.ParDo(
+                _ByComponent(),
+                comps=beam.pvalue.AsSingleton(comps, default_value={}),
+                members=members,
+            )
             | "GroupComponents" >> beam.GroupByKey()
             | "Decide" >> beam.ParDo(_Decide(), members=members)
         )
+        return {"decisions": decisions, "records": content.records}
+
+    def _near(self, reps) -> list:
+        """Verified near-duplicate edges between representatives (LSH buckets)."""
+        pairs = (
+            reps
+            | "BandEntries" >> beam.ParDo(_BandEntries())
+            | "GroupBands" >> beam.GroupByKey()
+            | "Candidates" >> beam.ParDo(_Candidates())
+        )
+        ends = pairs | "Ends" >> beam.Map(lambda ps: {x for p in ps for x in p})
+        ends_all = beam.pvalue.AsSingleton(
+            ends | "EndSet" >> beam.CombineGlobally(_Union(set)).without_defaults(),
+            default_value=set(),
+        )
+        sigs = (
+            reps
+            | "EndSigs" >> beam.Map(_end_sigs, ends=ends_all)
+            | "SigDict" >> beam.CombineGlobally(_Union(dict)).without_defaults()
+        )
+        verify = _Verify(self.cfg.threshold)
+        sigs = beam.pvalue.AsSingleton(sigs, default_value={})
+        return [pairs | "Verify" >> beam.ParDo(verify, sigs=sigs)]

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import shard_files
 
+from . import corpus
 from .prompt import CONDITIONS
 
 WANTED = (
@@ -61,18 +62,36 @@ def check_input(path: str) -> list[Path]:
 
 
 def iter_batches(path: str, batch_rows: int = 256) -> Iterator[list[dict[str, Any]]]:
-    """Lists of at most `batch_rows` records (dicts with the WANTED fields and CLUSTER)."""
-    for f in check_input(path):
+    """Lists of at most `batch_rows` records (dicts with the WANTED fields and CLUSTER).
+
+    A policy that reads corpus counts stored two decisions per turn; the one the current
+    template counts select replaces the stored one (`corpus.decisions`)."""
+    files = check_input(path)
+    counts = None
+    for f in files:
         pf = pq.ParquetFile(f)
         missing = [
             c for c in (F.TRAJECTORY_ID, F.DOMAIN, F.TURNS) if c not in pf.schema_arrow.names
         ]
         if missing:
             raise ValueError(f"{f}: not a trajectory shard: no column {', '.join(missing)}")
+        if counts is None and corpus.turns_file(f).exists():
+            counts = corpus.TemplateCounts(f.parent.parent)
+        chosen = corpus.decisions(f, counts) if counts is not None else None
+        at = 0
         for batch in pf.iter_batches(batch_size=batch_rows, columns=_columns(pf)):
             records = batch.to_pylist()
             for r in records:
                 dedup = r.get(F.DEDUP) or {}
                 r[CLUSTER] = dedup.get("cluster_id") or f"c{r[F.TRAJECTORY_ID]}"
                 r[F.TURNS] = r[F.TURNS] or []
+                if chosen is not None:
+                    for t in r[F.TURNS]:
+                        t["category"], t["keep"] = chosen[0][at], chosen[1][at]
+                        at += 1
             yield records
+        if chosen is not None and at != len(chosen[0]):
+            raise ValueError(
+                f"{f}: {at} turns, but {corpus.turns_file(f)} has {len(chosen[0])}: "
+                "run `worldtrace process --rebuild`"
+            )

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from worldtrace.schemas import fields as F
+
+from .stats import surprisal
 
 KEEP_MODES = ("turn", "token", "prefix")
 DEFAULT_POLICY = "agentworld-v1"
@@ -147,14 +150,31 @@ class InformationAware:
     the processed corpus (log2(16 / count) < 1; stats.SURPRISAL_REFERENCE = 16)."""
     common_keep: float = 0.25
     name: str = "agentworld-v1+info"
-    corpus: bool = True
-    """Reads corpus statistics: pass 2 decides again once the corpus counts are known."""
+
+    def corpus_from(self) -> int | None:
+        """The template count from which `common` can fire (None: never).
+
+        A policy that reads corpus counts says here where its decisions change: below
+        this count a turn is decided as if its template were rare, at or above it as if
+        common (surprisal falls with the count, so there are exactly two regimes).
+        Processing stores both decisions; the views pick one by the current count, so
+        adding data never rewrites earlier files (docs/pipeline.md).
+        """
+        return next(
+            (
+                c
+                for c in range(1, F.SURPRISAL_REFERENCE + 1)
+                if surprisal(c) < self.common_below_bits
+            ),
+            None,
+        )
 
     def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision:
         d = self.base.decide(stats, action, observation)
         if d.keep < 1.0 or not observation:
             return d
-        cn, cs = stats.get("cond_novelty", 1.0), stats.get("corpus_surprisal", 99.0)
+        cn, cs = stats.get("cond_novelty", 1.0), stats.get("corpus_surprisal")
+        cs = math.inf if cs is None else cs  # count not known here: decided as rare
         if cn < self.repeat_below:
             return Decision(
                 "repeat",
@@ -162,10 +182,12 @@ class InformationAware:
                 f"repeat: cond_novelty={cn:.3f}<{self.repeat_below} (was {d.category})",
             )
         if cs < self.common_below_bits:
+            # no count in the text: it must hold for every count of the regime
             return Decision(
                 "common",
                 self.common_keep,
-                f"common: corpus_surprisal={cs:.2f}<{self.common_below_bits} bits (was {d.category})",
+                f"common: corpus_surprisal<{self.common_below_bits} bits, template kept "
+                f"{self.corpus_from()}+ times (was {d.category})",
             )
         return d
 

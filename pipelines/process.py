@@ -39,9 +39,10 @@ from worldtrace.schemas.store import (
 
 from . import segments as G
 from . import transforms as T
-from .dedup import DedupConfig, DedupDecisions, Sig, rank_of
+from .dedup import DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
+from .state import EarlierRecords, RecordState
 
 MANIFEST = F.PROCESS_MANIFEST
 TABLES = ("trajectories", "turns", "clusters", "rejects")
@@ -79,6 +80,9 @@ class ProcessConfig:
 
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
+LAYOUT = 2
+"""Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
+(earlier output stored them final and cannot be extended incrementally)."""
 
 
 @dataclass
@@ -87,7 +91,6 @@ class Previous:
 
     index: Path | None = None
     stems: list[str] = field(default_factory=list)
-    members: list[Sig] = field(default_factory=list)
     seen: pa.Table | None = None
 
 
@@ -96,7 +99,13 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     manifest = output / MANIFEST
     if cfg.rebuild or not (index / G.SHARDS_FILE).exists() or not manifest.exists():
         return Previous()
-    before = json.loads(manifest.read_text()).get("config", {})
+    last = json.loads(manifest.read_text())
+    if last.get("layout") != LAYOUT:
+        raise ValueError(
+            f"{output} was processed by an older version (layout {last.get('layout', 1)}, "
+            f"now {LAYOUT}): run `worldtrace process --rebuild`"
+        )
+    before = last.get("config", {})
     now = to_dict(cfg)
     changed = [k for k in SETTINGS if before.get(k) != now.get(k)]
     if changed:
@@ -104,18 +113,8 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
             f"settings changed since the last run ({', '.join(changed)}): "
             "run `worldtrace process --rebuild` to reprocess everything with them"
         )
-    members = []
-    if (index / G.MEMBERS_FILE).exists():
-        for m in pq.read_table(index / G.MEMBERS_FILE).to_pylist():
-            rank = rank_of(
-                "failure" if m["failed"] else "success", m["turns"], m["tid"], m["origin"], m["uid"]
-            )
-            was = (m["cluster_id"], m["representative"], m["role"])
-            members.append(
-                Sig(m["uid"], m["tid"], rank, m["stem"], None, (), tuple(m["keys"]), was)
-            )
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
-    return Previous(index, stems, members, pq.read_table(index / G.SHARDS_FILE))
+    return Previous(index, stems, pq.read_table(index / G.SHARDS_FILE))
 
 
 def new_files(files: list[str], prev: Previous) -> list[str]:
@@ -139,10 +138,11 @@ def new_files(files: list[str], prev: Previous) -> list[str]:
 class ProcessTrajectories(beam.PTransform):
     """New file paths -> segments, rejects and final table files under `out`.
 
-    Pass 1 (per unit) writes each unit's scored segment and emits only `Sig` tuples;
+    Pass 1 (per unit) writes each unit's scored segment and emits one Sig batch;
     dedup decides on those (with the earlier runs' matches and cluster state); pass 2
-    finalises the new segments and rewrites the earlier ones that the decisions or the
-    template counts changed.
+    finalises the new segments and rewrites the earlier ones whose records' decisions
+    changed. Template counts only update `_index/templates.parquet`: the views join them
+    in at read time.
     """
 
     def __init__(self, cfg: ProcessConfig, out: str, prev: Previous):
@@ -161,27 +161,19 @@ class ProcessTrajectories(beam.PTransform):
                 "stems", main="sigs"
             )
         )
-        if prev.index is None:  # a full run: no earlier records, no earlier segments
-            sigs = records = p1.sigs
-        else:
-            old = p1.sigs | "Earlier" >> T.EarlierRecords(prev.index, prev.stems, prev.members)
+        sigs = p1.sigs
+        if prev.index is not None:  # earlier records that meet the new ones
+            old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems)
             sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
-            records = (p1.sigs, old) | "OnePerRecord" >> T.OnePerRecord()
-        decisions = beam.pvalue.AsDict(sigs | "Dedup" >> DedupDecisions(cfg.dedup))
-        delta = records | "Deltas" >> T.TemplateDeltas(decisions)
-        delta_all = delta | "DeltaDict" >> beam.combiners.ToDict()
-        side = {
-            "decisions": decisions,
-            "delta": beam.pvalue.AsDict(delta),
-            "stems": beam.pvalue.AsSingleton(records | "Changed" >> T.ChangedStems(decisions)),
-            "keys": beam.pvalue.AsSingleton(delta_all | "ChangedKeys" >> T.ChangedKeys(index)),
-        }
+        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup)
+        decisions = beam.pvalue.AsDict(dedup["decisions"])
+        stems = dedup["records"] | "State" >> RecordState(out, decisions)
+        side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(stems)}
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
         if prev.stems:
             earlier = paths.pipeline | "EarlierSegments" >> beam.Create(prev.stems)
             earlier | "RewriteEarlier" >> beam.ParDo(finalize[1], **side)
-        (records, delta_all) | "WriteState" >> T.WriteState(out, decisions)
         return beam.pvalue.PDone(paths.pipeline)
 
 
@@ -328,6 +320,7 @@ def run(cfg: ProcessConfig) -> dict[str, Any]:
     manifest = {
         "run_id": run_id,
         "schema_version": F.SCHEMA_VERSION,
+        "layout": LAYOUT,
         "inputs": files,
         "new_inputs": todo,
         "incremental": prev.index is not None,

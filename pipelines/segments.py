@@ -1,10 +1,12 @@
 """Pass 2 on one segment, columnar: dedup decisions and corpus counts -> final tables.
 
 A segment (`units.SEGMENT_SCHEMA`) holds every record of one unit that reached dedup,
-already scored. Finalising it drops the non-representatives, sets `dedup`, fills each
-turn's `corpus_surprisal` from the corpus template counts (re-deciding the mask when the
-policy reads corpus statistics) and derives the `turns` and `clusters` rows, all with
-pyarrow: no Python object per record except the decision lookups.
+already scored. Finalising it drops the non-representatives, sets `dedup` and derives
+the `turns` and `clusters` rows, all with pyarrow: no Python object per record except
+the decision lookups. Columns that depend on corpus counts (`corpus_surprisal`, and the
+decisions of a policy that reads it) are not stored final: the `turns` files carry each
+turn's template key (and the decision for a common template), and the views join the
+counts in at read time, so a new batch never rewrites an earlier file for them.
 
 Incremental state lives under `processed/_index/` (docs/pipeline.md#incremental):
 `segments/<stem>.parquet`, `templates.parquet` (key, count over kept trajectories),
@@ -14,24 +16,22 @@ Incremental state lives under `processed/_index/` (docs/pipeline.md#incremental)
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.tables import CLUSTERS_SCHEMA, TURNS_SCHEMA
+from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
 
 from . import stats as S
 from .mask import MaskPolicy, keep_turn
 from .units import BANDS, SIG, TEMPLATES, UID
 
-INDEX = "_index"
+INDEX = F.PROCESS_INDEX
 SEGMENTS = "segments"
-TEMPLATES_FILE = "templates.parquet"
+TEMPLATES_FILE = F.TEMPLATE_COUNTS_FILE
 MEMBERS_FILE = "members.parquet"
 SHARDS_FILE = "shards.parquet"
 TEMPLATE_COUNTS = pa.schema([pa.field("key", pa.uint64()), pa.field("count", pa.int64())])
@@ -59,51 +59,48 @@ SHARDS_SCHEMA = pa.schema(
 )
 
 
-def old_counts(index: Path | None, keys: np.ndarray) -> dict[int, int]:
-    """Template counts of earlier runs for `keys` (a columnar filter, not a full load)."""
-    path = index / TEMPLATES_FILE if index else None
-    if path is None or not path.exists() or not len(keys):
-        return {}
-    t = pq.read_table(path)
-    t = t.filter(pc.is_in(t["key"], pa.array(np.unique(keys), pa.uint64())))
-    return dict(zip(t["key"].to_pylist(), t["count"].to_pylist(), strict=True))
-
-
-def surprisal_of(keys: np.ndarray, index: Path | None, delta: dict[int, int]) -> np.ndarray:
-    base = old_counts(index, keys)
-    c = np.fromiter(
-        (base.get(k, 0) + delta.get(k, 0) for k in keys.tolist()), np.float64, len(keys)
-    )
-    return np.log2(S.SURPRISAL_REFERENCE / np.clip(c, 1, S.SURPRISAL_REFERENCE))
-
-
 def _struct(arr: pa.StructArray, **replace: pa.Array) -> pa.StructArray:
     names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
     cols = [replace.get(n, arr.field(n)) for n in names]
     return pa.StructArray.from_arrays(cols, names=names)
 
 
-def _decide_again(turns: pa.StructArray, stats: pa.StructArray, policy: MaskPolicy):
-    rows = stats.to_pylist()
-    acts = pc.struct_field(turns, ["action", "text"]).to_pylist()
-    obs = pc.struct_field(turns, ["observation", "text"]).to_pylist()
-    ds = [policy.decide(s, a, o) for s, a, o in zip(rows, acts, obs, strict=True)]
+def corpus_columns(
+    turns: pa.StructArray, tids: list[str], keys: pa.Array, policy: MaskPolicy, seed: int
+) -> dict[str, pa.Array]:
+    """The hidden `turns` columns (`tables.TURN_CORPUS_COLUMNS`): template keys, and for a
+    policy that reads corpus counts the decision once the count reaches `corpus_from`."""
+    n = len(turns)
+    start = getattr(policy, "corpus_from", lambda: None)()
+    alt: list = [None] * n
+    if start is not None:
+        cs = S.surprisal(start)
+        stats = turns.field("stats").to_pylist()
+        acts = pc.struct_field(turns, ["action", "text"]).to_pylist()
+        obs = pc.struct_field(turns, ["observation", "text"]).to_pylist()
+        cats, index = turns.field("category").to_pylist(), turns.field("index").to_pylist()
+        for i in range(n):
+            d = policy.decide({**stats[i], "corpus_surprisal": cs}, acts[i], obs[i])
+            if d.category != cats[i]:
+                alt[i] = (d, keep_turn(tids[i], index[i], seed, d.keep))
     return {
-        "category": pa.array([d.category for d in ds], pa.string()),
-        "keep": pa.array([d.keep for d in ds], pa.float64()),
-        "rule": pa.array([d.rule for d in ds], pa.string()),
+        "_template": keys,
+        "_alt_from": pa.array([start if a else None for a in alt], pa.int64()),
+        "_alt_category": pa.array([a and a[0].category for a in alt], pa.string()),
+        "_alt_keep": pa.array([a and a[0].keep for a in alt], pa.float64()),
+        "_alt_rule": pa.array([a and a[0].rule for a in alt], pa.string()),
+        "_alt_in_loss": pa.array([a and a[1] for a in alt], pa.bool_()),
     }
 
 
 def finalize(
-    segment: pa.Table,
-    decisions: dict[str, tuple],
-    policy: MaskPolicy,
-    seed: int,
-    index: Path | None = None,
-    delta: dict[int, int] | None = None,
+    segment: pa.Table, decisions: dict[str, tuple], policy: MaskPolicy, seed: int
 ) -> dict[str, pa.Table]:
-    """The segment's rows of the `trajectories`, `turns` and `clusters` tables."""
+    """The segment's rows of the `trajectories`, `turns` and `clusters` tables.
+
+    Nothing here depends on the corpus counts (they are joined in at read time), so a
+    segment is finalised again only when a decision of its own records changes.
+    """
     uids, tids = segment[UID].to_pylist(), segment[F.TRAJECTORY_ID].to_pylist()
     dec = [decisions.get(u, (f"c{t}", True, "singleton")) for u, t in zip(uids, tids, strict=True)]
     origin = pc.struct_field(segment[F.SOURCE], "origin_id")
@@ -123,13 +120,7 @@ def finalize(
     cluster_ids = pa.array([d[0] for d in dec if d[1]], pa.string())
     turn_lists = kept[F.TURNS].chunk(0) if kept[F.TURNS].num_chunks else pa.array([], F_TURNS)
     turns = pc.list_flatten(turn_lists)
-    keys = pc.list_flatten(kept[TEMPLATES]).to_numpy(zero_copy_only=False)
-    stats = _struct(
-        turns.field("stats"),
-        corpus_surprisal=pa.array(surprisal_of(keys, index, delta or {}), pa.float64()),
-    )
-    decided = _decide_again(turns, stats, policy) if getattr(policy, "corpus", False) else {}
-    turns = _struct(turns, stats=stats, **decided)
+    keys = pc.list_flatten(kept[TEMPLATES])
     lengths = pc.list_value_length(turn_lists).to_numpy(zero_copy_only=False)
     offsets = np.zeros(len(lengths) + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
@@ -147,9 +138,13 @@ def finalize(
     trajectories = trajectories.set_column(
         trajectories.schema.get_field_index(F.DEDUP), F.DEDUP, dedup
     ).cast(TRAJECTORY_SCHEMA)
+    rows = turn_rows(trajectories, turns, lengths, seed)
+    corpus = corpus_columns(turns, rows["trajectory_id"].to_pylist(), keys, policy, seed)
+    for name, column in corpus.items():
+        rows = rows.append_column(name, column)
     return {
         "trajectories": trajectories,
-        "turns": turn_rows(trajectories, turns, lengths, seed),
+        "turns": rows.cast(STORED_TURNS_SCHEMA),
         "clusters": clusters,
     }
 

@@ -12,6 +12,8 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 
+from worldtrace.schemas import fields as F
+
 WORD_RE = re.compile(r"\w+")
 ZLIB_LEVEL = 6
 RAW_DEFLATE = -15  # no zlib header/trailer: measures content, not framing
@@ -115,9 +117,7 @@ def template_hash(observation: str) -> int:
     return int(template_key(observation), 16)
 
 
-SURPRISAL_REFERENCE = 16
-"""Occurrences at which a template's surprisal reaches 0 bits: past it a template is common
-whatever the corpus size (it saturates there, which also bounds what a new batch changes)."""
+SURPRISAL_REFERENCE = F.SURPRISAL_REFERENCE
 
 
 def surprisal(count: int) -> float:
@@ -127,6 +127,7 @@ def surprisal(count: int) -> float:
     A fixed reference instead of the corpus size: -log2(count / turns) is at most
     log2(turns), so in a small corpus every template looked common; counts mean the same
     in any corpus, and a new batch changes only the turns whose own template is still
-    rarer than the reference (incremental processing rewrites just those).
+    rarer than the reference. It is filled at read time from the template counts
+    (docs/pipeline.md#corpus-counts-at-read-time), so a new batch rewrites no earlier file.
     """
     return math.log2(SURPRISAL_REFERENCE / min(max(count, 1), SURPRISAL_REFERENCE))

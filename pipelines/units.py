@@ -26,6 +26,7 @@ from worldtrace.schemas.validate import Problem, validate_dict
 
 from . import minhash as M
 from . import stats as S
+from . import words as W
 from .dedup import DedupConfig
 from .filters import FilterConfig, apply_filters
 from .mask import MaskPolicy
@@ -95,70 +96,82 @@ def filter_records(items: list, cfg: FilterConfig, counts: Counter, rejects: lis
 
 
 def byte_entropies(blobs: list[bytes]) -> np.ndarray:
-    """Shannon entropy (bits/byte) of each blob: one bincount over all of them."""
+    """Shannon entropy (bits/byte) of each blob: one bincount over all of them, and the
+    c*log2(c) terms only for the byte values that occur."""
     n = len(blobs)
     lengths = np.fromiter(map(len, blobs), np.int64, n)
     if not n or not lengths.sum():
         return np.zeros(n)
     data = np.frombuffer(b"".join(blobs), np.uint8)
     rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    counts = np.bincount(rows * 256 + data, minlength=n * 256).reshape(n, 256)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        clog = np.where(counts > 0, counts * np.log2(np.maximum(counts, 1)), 0.0).sum(axis=1)
-        ent = np.log2(np.maximum(lengths, 1)) - clog / np.maximum(lengths, 1)
+    counts = np.bincount((rows << 8) | data, minlength=n * 256)
+    seen = np.flatnonzero(counts)
+    c = counts[seen].astype(np.float64)
+    clog = np.bincount(seen >> 8, weights=c * np.log2(c), minlength=n)
+    size = np.maximum(lengths, 1).astype(np.float64)
+    ent = np.log2(size) - clog / size
     return np.where(lengths > 0, np.maximum(ent, 0.0), 0.0)
 
 
-def score(records: list[dict[str, Any]], policy: MaskPolicy) -> tuple[list[list[str]], list]:
+@dataclass
+class Scored:
+    """What scoring leaves for the sketch: every turn's words (texts action, observation,
+    action, ... in record order), where each record's texts start, its template keys."""
+
+    words: W.Words
+    record_texts: np.ndarray
+    keys_of: list[list[int]]
+
+
+def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
     """Fill every turn's corpus-independent statistics and decision, in place.
 
-    Returns each record's word tokens (for shingles) and turn template keys.
-    `corpus_surprisal` is filled in pass 2, when the corpus counts are known.
+    Words, word-set sizes and templates are computed for the whole batch at once
+    (`words.py`); deflate sizes stay per turn (the conditional one needs the record's
+    history). `corpus_surprisal` stays null: it depends on the corpus counts, which the
+    views join in at read time; a policy that reads it decides here as if the template
+    were rare.
     """
-    tokens_of, keys_of, blobs, turn_stats = [], [], [], []
+    turns = [t for record in records for t in record[F.TURNS]]
+    acts = [t["action"]["text"] for t in turns]
+    obs = [t["observation"]["text"] for t in turns]
+    words = W.words_of([x for pair in zip(acts, obs, strict=True) for x in pair])
+    stats = W.ratios(*W.set_sizes(words), list(map(len, acts)), list(map(len, obs)))
+    keys = W.template_hashes(obs)
+    blobs = [o.encode() for o in obs]
+    entropy = byte_entropies(blobs).tolist()
+    starts = np.zeros(len(records) + 1, np.int64)
+    np.cumsum([len(r[F.TURNS]) for r in records], out=starts[1:])
+    n = 0
     for record in records:
         cn = S.ConditionalNovelty()
-        tokens: list[str] = []
-        keys = []
         for t in record[F.TURNS]:
-            a, o = t["action"]["text"], t["observation"]["text"]
-            ta, to = S.WORD_RE.findall(a.lower()), S.WORD_RE.findall(o.lower())
-            tokens += ta
-            tokens += to
-            ob = o.encode()
+            ob = blobs[n]
             alone = S.deflated_size(ob) if ob else 0
-            st = S.ratios(set(ta), set(to), len(a), len(o))
-            st["zlib_ratio"] = S.zlib_ratio(ob, alone)
-            st["cond_novelty"] = cn.observe(a.encode(), ob, alone)
-            st["corpus_surprisal"] = 0.0
-            t["stats"] = st
-            blobs.append(ob)
-            turn_stats.append(st)
-            keys.append(S.template_hash(o))
-        tokens_of.append(tokens)
-        keys_of.append(keys)
-    for st, h in zip(turn_stats, byte_entropies(blobs).tolist(), strict=True):
-        st["byte_entropy"] = h
-    for record in records:
-        for t in record[F.TURNS]:
-            d = policy.decide(t["stats"], t["action"]["text"], t["observation"]["text"])
+            t["stats"] = {
+                "ol": stats["ol"][n], "nov": stats["nov"][n], "jac": stats["jac"][n],
+                "r": stats["r"][n], "byte_entropy": entropy[n],
+                "zlib_ratio": S.zlib_ratio(ob, alone),
+                "cond_novelty": cn.observe(acts[n].encode(), ob, alone),
+                "corpus_surprisal": None,  # a corpus count: joined in at read time
+            }  # fmt: skip
+            d = policy.decide(t["stats"], acts[n], obs[n])
             t["category"], t["keep"], t["rule"] = d.category, d.keep, d.rule
-    return tokens_of, keys_of
+            n += 1
+    keys_of = [keys[starts[i] : starts[i + 1]] for i in range(len(records))]
+    return Scored(words, 2 * starts, keys_of)
 
 
-def sketch(tokens_of: list[list[str]], cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
-    """MinHash signatures and band keys of every record's word shingles."""
-    n = len(tokens_of)
+def sketch(scored: Scored, cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
+    """MinHash signatures and band keys of every record's word shingles (its turns'
+    action and observation words, in order)."""
+    n = len(scored.record_texts) - 1
     bands, rows = cfg.band_rows()
     if not cfg.near or not n:
         return np.zeros((n, cfg.num_perm), np.uint32), np.zeros((n, 0), np.uint64)
-    vocab: dict[str, int] = {}
-    ids = [vocab.setdefault(w, len(vocab)) for tokens in tokens_of for w in tokens]
-    hashes = (
-        M.token_hashes(list(vocab))[np.asarray(ids, np.int64)] if ids else np.zeros(0, np.uint64)
-    )
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum([len(t) for t in tokens_of], out=offsets[1:])
+    w = scored.words
+    hashes = M.token_hashes(w.vocab)[w.ids] if len(w.ids) else np.zeros(0, np.uint64)
+    offsets = w.offsets[scored.record_texts]
     sh, sh_off = M.shingle_hashes(hashes, offsets, cfg.shingle_words)
     sigs = M.signatures(sh, sh_off, cfg.num_perm, cfg.seed)
     return sigs, M.band_keys(sigs, bands, rows)
@@ -176,9 +189,9 @@ def process_unit(
     rejects: list[dict[str, Any]] = []
     items = filter_records(read_valid(path, row_group, counts, rejects), filters, counts, rejects)
     records = [r for _, r in items]
-    tokens_of, keys_of = score(records, policy)
-    sigs, bands = sketch(tokens_of, dedup)
-    for (uid, r), keys, sig, bk in zip(items, keys_of, sigs, bands, strict=True):
+    scored = score(records, policy)
+    sigs, bands = sketch(scored, dedup)
+    for (uid, r), keys, sig, bk in zip(items, scored.keys_of, sigs, bands, strict=True):
         r[UID], r[TEMPLATES], r[SIG], r[BANDS] = uid, keys, sig.tobytes(), bk.tolist()
     segment = pa.Table.from_pylist(records, schema=SEGMENT_SCHEMA)
     counts["dedup.in"] += len(records)

@@ -96,6 +96,14 @@ JOBS_DB = "jobs.db"
 PROCESSED_TABLES = ("trajectories", "turns", "clusters", "rejects")
 PROCESS_MANIFEST = "manifest.json"
 """Under processed/: the last `worldtrace process` run (inputs, seconds, counters)."""
+PROCESS_INDEX = "_index"
+"""Under processed/: the incremental state of `worldtrace process` (segments, counts)."""
+TEMPLATE_COUNTS_FILE = "templates.parquet"
+"""Under processed/_index/: `key`, `count`: kept turns per observation template. The
+views join it to fill the corpus-count columns at read time (docs/pipeline.md)."""
+SURPRISAL_REFERENCE = 16
+"""Occurrences at which a template's surprisal reaches 0 bits: past it a template is common
+whatever the corpus size (it saturates there, which also bounds what a new batch changes)."""
 
 SHARD_SUFFIX = ".parquet"
 SHARD_TARGET_BYTES = 128 * 1024 * 1024

@@ -66,7 +66,10 @@ class TurnStats:
     byte_entropy: float = field(default=0.0, metadata=spec(required=True))
     zlib_ratio: float = field(default=0.0, metadata=spec(required=True))
     cond_novelty: float = field(default=0.0, metadata=spec(required=True))
-    corpus_surprisal: float = field(default=0.0, metadata=spec(required=True))
+    corpus_surprisal: float | None = None
+    """Bits of rarity of the observation's template in the processed corpus. A corpus
+    count: null in stored processed rows, filled by the views at read time from
+    processed/_index/templates.parquet (docs/pipeline.md), so new data rewrites no file."""
 
 
 @dataclass

@@ -69,5 +69,22 @@ class RejectRow:
 
 TABLE_ROWS: dict[str, type] = {"turns": TurnRow, "clusters": ClusterRow, "rejects": RejectRow}
 TURNS_SCHEMA = arrow_schema(TurnRow)
+TURN_CORPUS_COLUMNS = pa.schema(
+    [
+        pa.field("_template", pa.uint64()),
+        pa.field("_alt_from", pa.int64()),
+        pa.field("_alt_category", pa.string()),
+        pa.field("_alt_keep", pa.float64()),
+        pa.field("_alt_rule", pa.string()),
+        pa.field("_alt_in_loss", pa.bool_()),
+    ]
+)
+"""Hidden columns of the stored `turns` files, after the `TurnRow` ones: the columns that
+depend on corpus counts are filled at read time from them (views.py), so a new batch
+never rewrites earlier files. `_template` is the observation's template key (joined with
+processed/_index/templates.parquet); a policy that reads corpus counts stores the
+decision that holds once the template's count reaches `_alt_from` (`_alt_*`; null:
+the count never changes the decision). The stored `corpus_surprisal` is null then."""
+STORED_TURNS_SCHEMA = pa.schema([*TURNS_SCHEMA, *TURN_CORPUS_COLUMNS])
 CLUSTERS_SCHEMA = arrow_schema(ClusterRow)
 REJECTS_SCHEMA = arrow_schema(RejectRow)

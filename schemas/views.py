@@ -32,7 +32,7 @@ from .lockdown import locked_connection
 from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
 from .store import Store, shard_files
-from .tables import TABLE_ROWS
+from .tables import STORED_TURNS_SCHEMA, TABLE_ROWS
 
 # DESIGN.md's column contracts lead their views, in this order; the rest follow the
 # declaration order.
@@ -163,6 +163,48 @@ FROM (SELECT trajectory_id, domain, turns, unnest(json_extract(conds, '$[*]')) A
       FROM src WHERE json_valid(conds) AND json_type(conds) = 'ARRAY')"""
 
 
+TEMPLATE_COUNTS_SCHEMA = pa.schema([("key", pa.uint64()), ("count", pa.int64())])
+CORPUS_DECISION = ("category", "keep", "rule", "in_loss")
+"""`turns` columns a policy that reads corpus counts decides by the count (`_alt_*`)."""
+
+
+def turns_sql(stored: str, counts: str, names: list[str]) -> str:
+    """The `turns` view: stored rows with the corpus-count columns joined in.
+
+    `corpus_surprisal` is log2(16 / min(count, 16)) of the turn's template count over
+    kept turns (`fields.SURPRISAL_REFERENCE`); where a policy stored a decision for a
+    common template (`_alt_from`), it holds once the count reaches `_alt_from`. Rows
+    without a template key (files written before the counts moved to read time) keep
+    their stored values. Matches `pipelines.stats.surprisal` and the policy's `decide`
+    (tests/pipelines/test_incremental.py)."""
+    ref = F.SURPRISAL_REFERENCE
+    common = "c.count >= s._alt_from"
+    expr = {
+        "corpus_surprisal": f"CASE WHEN s._template IS NULL THEN s.corpus_surprisal ELSE "
+        f"log2({ref}.0 / least(greatest(coalesce(c.count, 1), 1), {ref})) END",
+        **{n: f"CASE WHEN {common} THEN s._alt_{n} ELSE s.{n} END" for n in CORPUS_DECISION},
+    }
+    cols = ", ".join(f"{expr[n]} AS {n}" if n in expr else f"s.{n}" for n in names)
+    return f"SELECT {cols} FROM {stored} s LEFT JOIN {counts} c ON c.key = s._template"
+
+
+def trajectory_turns_sql() -> str:
+    """The trajectories view's `turns`: each turn's corpus-count fields as in `turns`
+    (joined by position: processed turns are indexed 0..n-1 in order)."""
+    return (
+        "CASE WHEN _fix IS NULL THEN turns ELSE list_transform(turns, lambda x, i: "
+        "struct_update(x, stats := struct_update(x.stats, corpus_surprisal := _fix[i].cs), "
+        "category := _fix[i].category, keep := _fix[i].keep, rule := _fix[i].rule)) END"
+    )
+
+
+TRAJECTORY_FIX = (
+    "(SELECT trajectory_id AS _tid, list({'cs': corpus_surprisal, 'category': category, "
+    "'keep': keep, 'rule': rule} ORDER BY turn_index) AS _fix FROM turns GROUP BY trajectory_id)"
+)
+"""Per processed trajectory, its turns' corpus-count fields from the `turns` view."""
+
+
 _DESCRIPTIONS = {
     "trajectories": "processed trajectories (representatives)",
     "turns": "one row per processed turn",
@@ -255,6 +297,18 @@ def _source(
         f"(SELECT * FROM read_parquet([{listed}], union_by_name = true) "
         f"UNION ALL BY NAME SELECT * FROM _empty_{name})"
     )
+
+
+def _counts_source(regs: dict[str, pa.Table], path: Path, skipped: Skipped) -> str:
+    """SQL of the template counts (key, count); empty when processing has not written them."""
+    regs["_empty_templates"] = TEMPLATE_COUNTS_SCHEMA.empty_table()
+    problem = shard_problem(path) if path.exists() else "absent"
+    if problem:
+        if problem != "absent":
+            skipped.append((path, problem))
+        return "_empty_templates"
+    quoted = "'" + str(path).replace("'", "''") + "'"
+    return f"(SELECT key, count FROM read_parquet({quoted}))"
 
 
 def _jobs_tables(db: Path) -> tuple[pa.Table, pa.Table]:
@@ -352,12 +406,21 @@ def connect(
     ddl = []
     traj = _source(regs, "trajectories", store.table("trajectories"), schema, skipped,
                    TRAJECTORY_REQUIRED)  # fmt: skip
-    ddl.append(
-        f"CREATE VIEW trajectories AS SELECT {_select(trajectory_columns(root))} FROM {traj}"
-    )
+    counts = _counts_source(regs, store.processed / F.PROCESS_INDEX / F.TEMPLATE_COUNTS_FILE,
+                            skipped)  # fmt: skip
     for name, row in TABLE_ROWS.items():
+        if name == "turns":
+            src = _source(regs, name, store.table(name), STORED_TURNS_SCHEMA, skipped)
+            names = arrow_schema(row).names
+            ddl.append(f"CREATE VIEW turns AS {turns_sql(src, counts, names)}")
+            continue
         src = _source(regs, name, store.table(name), arrow_schema(row), skipped)
         ddl.append(f"CREATE VIEW {name} AS SELECT * FROM {src}")
+    cols = [(trajectory_turns_sql() if n == F.TURNS else e, n) for e, n in trajectory_columns(root)]
+    ddl.append(  # after `turns`: its corpus-count columns fill the nested ones
+        f"CREATE VIEW trajectories AS SELECT {_select(cols)} FROM {traj} "
+        f"LEFT JOIN {TRAJECTORY_FIX} ON _tid = trajectory_id"
+    )
     raw = _source(regs, "raw", store.raw, schema, skipped, TRAJECTORY_REQUIRED)
     ddl.append(
         f"CREATE VIEW raw_trajectories AS SELECT {_select(trajectory_columns(root, raw=True))} "

@@ -338,11 +338,12 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
         )
         say(f"  rule: {turn['rule']}", markup=False)
         if turn["stats"]:
+            cs = turn["stats"].get("corpus_surprisal")  # joined in by the views; null without
             say(
                 "  stats: OL={ol:.3f} Nov={nov:.3f} Jac={jac:.3f} R={r:.3f} | "
                 "byte_entropy={byte_entropy:.2f} zlib_ratio={zlib_ratio:.2f} "
-                "cond_novelty={cond_novelty:.2f} corpus_surprisal={corpus_surprisal:.2f} bits".format(
-                    **turn["stats"]
+                "cond_novelty={cond_novelty:.2f} corpus_surprisal={cs} bits".format(
+                    **turn["stats"], cs="-" if cs is None else f"{cs:.2f}"
                 )
             )
         if turn["perturbation"] is not None:

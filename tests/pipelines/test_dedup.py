@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
-from worldtrace.pipelines.dedup import DedupConfig, DedupDecisions, Sig, components
+from worldtrace.pipelines.dedup import DedupConfig, DedupDecisions, Sig, components, sig_table
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import ShardWriter
 
@@ -38,7 +38,8 @@ def test_a_weak_bucket_collision_does_not_chain_clusters():
         sig("f:row 3", "a", base, (1, 2), turns=3),  # exact copy of a, fewer turns
     ]
     with BeamPipeline() as p:
-        out = p | beam.Create(sigs) | DedupDecisions(DedupConfig())
+        batches = [sig_table(sigs[:2]), sig_table(sigs[2:])]  # as two units of pass 1
+        out = (p | beam.Create(batches) | DedupDecisions(DedupConfig()))["decisions"]
         assert_that(
             out,
             equal_to(

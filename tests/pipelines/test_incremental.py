@@ -9,6 +9,7 @@ import pytest
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import ShardWriter, Store
+from worldtrace.schemas.views import connect
 
 
 def tables(store: Store) -> dict[str, list]:
@@ -16,6 +17,18 @@ def tables(store: Store) -> dict[str, list]:
     out = {}
     for name in ("trajectories", "turns", "clusters", "rejects"):
         rows = pq.read_table(store.processed / name).to_pylist()
+        out[name] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+    return out
+
+
+def views(store: Store) -> dict[str, list]:
+    """The `turns` and `trajectories` views (corpus-count columns joined in) as sorted rows."""
+    con = connect(store)
+    out = {}
+    for name in ("turns", "trajectories"):
+        cur = con.execute(f"SELECT * FROM {name}")
+        cols = [d[0] for d in cur.description]
+        rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
         out[name] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
     return out
 
@@ -45,12 +58,13 @@ def test_incremental_equals_rebuild(store, policy):
     m2 = run(cfg(store, policy=policy))
     assert m2["incremental"] and all("/b2/" in f for f in m2["new_inputs"])
     assert m2["counters"]["read"] == len(second)  # only the new shard was read
-    incremental = tables(store)
+    incremental, incremental_views = tables(store), views(store)
     m3 = run(cfg(store, policy=policy, rebuild=True))
     assert not m3["incremental"] and m3["counters"]["read"] == len(data)
     rebuilt = tables(store)
     for name in incremental:
         assert incremental[name] == rebuilt[name], name
+    assert incremental_views == views(store)  # with the corpus counts joined in
     assert m2["accounting"] == m3["accounting"] and m3["accounting"]["balanced"]
     # nothing new: nothing read, nothing changed
     m4 = run(cfg(store, policy=policy))

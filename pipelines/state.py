@@ -1,0 +1,250 @@
+"""Incremental state as Beam stages: earlier records that meet new ones, the template
+count changes, the earlier segments to rewrite and the cluster state to keep.
+
+Everything here moves batches (`dedup.SIG_SCHEMA` tables, dicts, sets): one element per
+unit or segment, never one per record, so Beam's per-element cost stays off the corpus
+size. State files are written into the run directory (`out`/_index) that
+`process.merge_state` completes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from worldtrace.schemas import fields as F
+
+from . import segments as G
+from .dedup import SIG_SCHEMA, SINGLETON_KEPT
+from .transforms import sig_batch, write_rows
+from .units import BANDS, SIG, TEMPLATES, UID
+
+
+def members_batch(path: Path) -> pa.Table:
+    """The cluster state of earlier runs (`_index/members.parquet`) as a Sig batch."""
+    m = pq.read_table(path)
+    n = m.num_rows
+    cols = {name: m[name] for name in ("uid", "tid", "failed", "turns", "origin", "stem")}
+    cols["sig"] = pa.nulls(n, pa.binary())
+    cols["bands"] = pa.array([[]] * n, pa.list_(pa.uint64()))
+    cols["keys"] = m["keys"]
+    for name, source in (("was_cluster", "cluster_id"), ("was_rep", "representative"),
+                         ("was_role", "role")):  # fmt: skip
+        cols[name] = m[source]
+    return pa.table(cols).cast(SIG_SCHEMA)
+
+
+def _probe(t: pa.Table) -> tuple[set, set]:
+    bands = pc.list_flatten(t["bands"]).to_numpy(zero_copy_only=False)
+    return set(t["tid"].to_pylist()), set(bands.tolist())
+
+
+def earlier_members(index: Path) -> pa.Table:
+    """The cluster state of earlier runs, or an empty batch."""
+    path = index / G.MEMBERS_FILE
+    return members_batch(path) if path.exists() else SIG_SCHEMA.empty_table()
+
+
+class _OldMatches(beam.DoFn):
+    """Records of an earlier segment that share a content id or a band key with a new one.
+
+    Reads the earlier cluster state itself (`setup`): a large object passed into the
+    pipeline would be pickled into its graph, which the driver pays for at build time.
+    """
+
+    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.SOURCE, SIG, BANDS, TEMPLATES]
+
+    def __init__(self, index: str):
+        self.index = Path(index)
+
+    def setup(self):
+        members = earlier_members(self.index)
+        self.was = dict(zip(members["uid"].to_pylist(), _was(members), strict=True))
+
+    def process(self, stem: str, probe: tuple[set, set]):
+        tids, bands = probe
+        if not tids:
+            return
+        path = self.index / G.SEGMENTS / f"{stem}.parquet"
+        t = pq.ParquetFile(path).read(columns=[F.TRAJECTORY_ID, BANDS])  # the probe's only
+        hit = pc.is_in(t[F.TRAJECTORY_ID], pa.array(list(tids), pa.string())).to_numpy(
+            zero_copy_only=False
+        )
+        if bands:
+            flat = pc.list_flatten(t[BANDS])
+            parents = pc.list_parent_indices(t[BANDS]).to_numpy(zero_copy_only=False)
+            b = pc.is_in(flat, pa.array(np.fromiter(bands, np.uint64, len(bands)))).to_numpy(
+                zero_copy_only=False
+            )
+            hit = hit.copy()
+            hit[parents[b]] = True
+        if hit.any():
+            rows = pq.ParquetFile(path).read(columns=self.COLUMNS)
+            yield sig_batch(rows.take(pa.array(np.flatnonzero(hit))), stem, self.was)
+
+
+class EarlierRecords(beam.PTransform):
+    """New batches -> batches of earlier records that matter to them: records sharing a
+    content id or a band key with a new one, and every member of an earlier non-singleton
+    cluster (a record may come twice: dedup keeps it once)."""
+
+    def __init__(self, index: Path, stems: list[str]):
+        super().__init__()
+        self.index, self.stems = index, stems
+
+    def expand(self, new):
+        p = new.pipeline
+        probe = (
+            new
+            | "ProbeKeys" >> beam.Map(_probe)
+            | "Probe" >> beam.CombineGlobally(_ProbeUnion()).without_defaults()
+        )
+        matched = (
+            p
+            | "Segments" >> beam.Create(self.stems)
+            | "Matches"
+            >> beam.ParDo(
+                _OldMatches(str(self.index)),
+                probe=beam.pvalue.AsSingleton(probe, default_value=(set(), set())),
+            )
+        )
+        state = (
+            p
+            | "Clusters" >> beam.Create([str(self.index)])
+            | "State" >> beam.Map(lambda index: earlier_members(Path(index)))
+        )
+        return (matched, state) | "Both" >> beam.Flatten()
+
+
+class _ProbeUnion(beam.CombineFn):
+    def create_accumulator(self):
+        return set(), set()
+
+    def add_input(self, acc, item):
+        acc[0].update(item[0])
+        acc[1].update(item[1])
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = self.create_accumulator()
+        for a in accs:
+            self.add_input(out, a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _now(t: pa.Table, decisions: dict) -> list[tuple]:
+    return [
+        tuple(decisions.get(u, (f"c{tid}", True, "singleton")))
+        for u, tid in zip(t["uid"].to_pylist(), t["tid"].to_pylist(), strict=True)
+    ]
+
+
+def _was(t: pa.Table) -> list[tuple | None]:
+    cols = [t[c].to_pylist() for c in ("was_cluster", "was_rep", "was_role")]
+    return [None if r[2] is None else r for r in zip(*cols, strict=True)]
+
+
+def key_deltas(t: pa.Table, decisions: dict) -> dict[int, int]:
+    """+1 per template of a newly kept record, -1 per template of one no longer kept
+    (columnar: a full run adds every template of every record)."""
+    dropped = [u for u, d in decisions.items() if not d[1]]
+    now = ~pc.is_in(t["uid"], pa.array(dropped, pa.string())).to_numpy(zero_copy_only=False)
+    was = pc.is_in(t["was_role"], pa.array(SINGLETON_KEPT)).to_numpy(zero_copy_only=False)
+    step = now.astype(np.int64) - was.astype(np.int64)
+    keys = pc.list_flatten(t["keys"]).to_numpy(zero_copy_only=False)
+    weight = step[pc.list_parent_indices(t["keys"]).to_numpy(zero_copy_only=False)]
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    total = np.bincount(inverse, weights=weight, minlength=len(distinct)).astype(np.int64)
+    moved = np.flatnonzero(total)
+    return dict(zip(distinct[moved].tolist(), total[moved].tolist(), strict=True))
+
+
+def changed_stems(t: pa.Table, decisions: dict) -> set[str]:
+    """Stems of earlier segments whose records' cluster, role or keep changed."""
+    t = t.filter(t["was_role"].is_valid())  # earlier records only
+    stems = t["stem"].to_pylist()
+    return {
+        stems[i]
+        for i, (now, was) in enumerate(zip(_now(t, decisions), _was(t), strict=True))
+        if now != was
+    }
+
+
+def member_rows(t: pa.Table, decisions: dict) -> list[dict[str, Any]]:
+    """`_index/members.parquet` rows of the batch's records in a non-singleton cluster."""
+    hit = pc.is_in(t["uid"], pa.array(list(decisions), pa.string())) if decisions else None
+    if hit is None:
+        return []
+    rows = []
+    for r in (
+        t.filter(hit)
+        .select(["uid", "tid", "failed", "turns", "origin", "stem", "keys"])
+        .to_pylist()
+    ):
+        cluster, rep, role = decisions[r["uid"]]
+        rows.append({**r, "cluster_id": cluster, "representative": rep, "role": role})
+    return rows
+
+
+def changes(t: pa.Table, decisions: dict) -> tuple[Counter, set[str], list[dict[str, Any]]]:
+    """One batch's share of the run's state: count changes, stems to rewrite, members."""
+    return Counter(key_deltas(t, decisions)), changed_stems(t, decisions), member_rows(t, decisions)
+
+
+class _Total(beam.CombineFn):
+    """Sum of `changes` over every batch (one combine: each is a stage barrier)."""
+
+    def create_accumulator(self):
+        return Counter(), set(), []
+
+    def add_input(self, acc, item):
+        acc[0].update(item[0])
+        acc[1].update(item[1])
+        acc[2].extend(item[2])
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = self.create_accumulator()
+        for a in accs:
+            self.add_input(out, a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class RecordState(beam.PTransform):
+    """Records (batches, each record once) -> the set of earlier segments to rewrite;
+    writes the run's cluster state (`members.parquet`, sorted by uid) and template count
+    changes (`delta.parquet`) into `out`/_index."""
+
+    def __init__(self, out: str, decisions):
+        super().__init__()
+        self.out, self.decisions = out, decisions
+
+    def expand(self, records):
+        return (
+            records
+            | "Changes" >> beam.Map(changes, decisions=self.decisions)
+            | "Total" >> beam.CombineGlobally(_Total())
+            | "Write" >> beam.Map(write_state, self.out)
+        )
+
+
+def write_state(total: tuple[Counter, set[str], list[dict[str, Any]]], out: str) -> set[str]:
+    delta, stems, members = total
+    write_rows(out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA)(
+        sorted(members, key=lambda r: r["uid"])
+    )
+    rows = [{"key": k, "count": v} for k, v in delta.items() if v]
+    write_rows(out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS)(rows)
+    return stems

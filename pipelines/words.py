@@ -1,0 +1,118 @@
+"""Words and templates of many texts at once, with Python `re` semantics.
+
+The documented definitions are Python's: words are `\\w+` runs (Unicode) of the
+lower-cased text, templates come from three `re` substitutions (stats.template). Python's
+`re` scans ~250 characters per microsecond; Arrow's RE2 kernels do the same work over a
+whole unit in C++. The two engines agree on ASCII text (`\\w`, `\\d`, `\\b` are ASCII
+classes there, and Python's `\\s` is spelled out as the class below), but not beyond it
+(RE2's `\\w` is ASCII-only, Unicode lower-casing differs: 'İ'), so every text with a
+non-ASCII character goes through Python `re` instead. tests/pipelines/test_words.py
+checks both paths against the per-text functions on random ASCII (control characters
+included) and non-ASCII texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import stats as S
+
+NON_WORD = r"[^0-9a-z_]+"
+"""Separators of `\\w+` runs in lower-cased ASCII text."""
+ASCII_SPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f ]+"
+"""Python's `\\s` on ASCII (str.isspace: also VT and the separators 0x1c-0x1f)."""
+HEX = r"\b(?:0x)?[0-9a-f]{6,}\b"
+"""stats._HEX_RE, for RE2 on ASCII (where both `\\b` are ASCII word boundaries)."""
+
+
+@dataclass
+class Words:
+    """The words of n texts: token ids in text order, per-text offsets, distinct words."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    vocab: list[str]
+
+
+def _ascii(arr: pa.Array) -> np.ndarray:
+    return pc.string_is_ascii(arr).to_numpy(zero_copy_only=False)
+
+
+def words_of(texts: list[str]) -> Words:
+    """`stats.WORD_RE.findall(text.lower())` of every text, as one flat id array."""
+    n = len(texts)
+    arr = pa.array(texts, pa.string())
+    ascii_ = _ascii(arr) if n else np.zeros(0, bool)
+    split = pc.split_pattern_regex(pc.ascii_lower(arr), NON_WORD)
+    flat = pc.list_flatten(split)
+    parents = pc.list_parent_indices(split).to_numpy(zero_copy_only=False)
+    keep = (pc.binary_length(flat).to_numpy(zero_copy_only=False) > 0) & ascii_[parents]
+    tokens, parents = flat.filter(pa.array(keep)), parents[keep]
+    other = np.flatnonzero(~ascii_)
+    if len(other):  # Python re for texts beyond ASCII
+        found = [S.WORD_RE.findall(texts[i].lower()) for i in other.tolist()]
+        extra = np.repeat(other, [len(f) for f in found])
+        tokens = pa.concat_arrays([tokens, pa.array([w for f in found for w in f], pa.string())])
+        parents = np.concatenate([parents, extra])
+        order = np.argsort(parents, kind="stable")  # each text's words stay in order
+        tokens, parents = tokens.take(pa.array(order)), parents[order]
+    enc = tokens.dictionary_encode()
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(parents, minlength=n), out=offsets[1:])
+    ids = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return Words(ids, offsets, enc.dictionary.to_pylist())
+
+
+def set_sizes(w: Words) -> tuple[np.ndarray, np.ndarray]:
+    """For texts paired (0, 1), (2, 3), ...: distinct words of each text, and the size of
+    each pair's intersection (what OL, Nov and Jac need), without a Python set."""
+    n = len(w.offsets) - 1
+    text = np.repeat(np.arange(n, dtype=np.int64), np.diff(w.offsets))
+    v = max(len(w.vocab), 1)
+    pairs = np.unique(text * v + w.ids)
+    of = pairs // v
+    distinct = np.bincount(of, minlength=n)
+    pair_key = (of // 2) * v + pairs % v
+    even = of % 2 == 0
+    both = np.intersect1d(pair_key[even], pair_key[~even], assume_unique=True)
+    inter = np.bincount(both // v, minlength=n // 2)
+    return distinct, inter
+
+
+def ratios(distinct: np.ndarray, inter: np.ndarray, a_chars, o_chars) -> dict[str, list]:
+    """stats.ratios for every pair, as lists of Python floats (bit-identical divisions)."""
+    wa, wo = distinct[0::2].astype(np.float64), distinct[1::2].astype(np.float64)
+    i = inter.astype(np.float64)
+    union = wa + wo - i
+    a, o = np.asarray(a_chars, np.float64), np.asarray(o_chars, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "ol": np.where(wa > 0, i / wa, 0.0).tolist(),
+            "nov": np.where(wo > 0, (wo - i) / wo, 0.0).tolist(),
+            "jac": np.where(union > 0, i / union, 0.0).tolist(),
+            "r": np.where(a > 0, o / a, 0.0).tolist(),
+        }
+
+
+def template_hashes(texts: list[str]) -> list[int]:
+    """`stats.template_hash` of every text: RE2 substitutions for ASCII texts."""
+    if not texts:
+        return []
+    arr = pa.array(texts, pa.string())
+    t = pc.replace_substring_regex(pc.ascii_lower(arr), HEX, "<h>")
+    t = pc.replace_substring_regex(t, r"[0-9]+", "0")
+    t = pc.utf8_trim(pc.replace_substring_regex(t, ASCII_SPACE, " "), " ")
+    t = pc.utf8_slice_codeunits(t, 0, S.TEMPLATE_CHARS)
+    out = []
+    for text, ok, tpl in zip(texts, _ascii(arr).tolist(), t.to_pylist(), strict=True):
+        if not ok:
+            out.append(S.template_hash(text))
+        else:
+            h = hashlib.blake2b(tpl.encode(), digest_size=8).digest()
+            out.append(int.from_bytes(h, "big"))
+    return out

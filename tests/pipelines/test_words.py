@@ -1,0 +1,79 @@
+"""The batched words and templates (Arrow RE2 for ASCII, Python re beyond) equal the
+per-text Python definitions, on random and real texts, ASCII and not."""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+from pathlib import Path
+
+from worldtrace.pipelines import stats as S
+from worldtrace.pipelines import words as W
+
+ASCII_PIECES = [
+    "a", "Z", "_", "0", "9", " ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1f", "\x00",
+    "-", ".", "/", "0x", "deadbeef", "CAFE12", "0xABCDEF12", "12345", "g1", "abc_def",
+    "ab12cd34ef", "  ", "\x7f", "!", "x",
+]  # fmt: skip
+OTHER_PIECES = [
+    "é", "Σ", "ΑΣ.", "İ", "ß", "ǅ", "٣", "①", "½", "中文", "\u00a0", "\x85", "\u2028",
+    "\u3000", "e\u0301", "🙂", "ﬁ", "Ⅻ", "\U0001d7d8", "\u200b",
+]  # fmt: skip
+
+
+def random_texts(n: int, seed: int, other: float) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        pieces = [
+            rng.choice(OTHER_PIECES if rng.random() < other else ASCII_PIECES)
+            for _ in range(rng.randrange(0, 40))
+        ]
+        out.append("".join(pieces))
+    return out
+
+
+def real_texts(limit: int = 400) -> list[str]:
+    """Lines of the Python standard library's sources and docs: real text, some of it
+    beyond ASCII."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    out: list[str] = []
+    for path in sorted(root.glob("*.py"))[:60]:
+        text = path.read_text(errors="replace")
+        out += [text[i : i + 700] for i in range(0, min(len(text), 7000), 700)]
+    return [*out[:limit], "Ünïcödé façade naïve Straße İstanbul ΑΣ. x" * 3]
+
+
+def check(texts: list[str]) -> None:
+    w = W.words_of(texts)
+    for i, text in enumerate(texts):
+        got = [w.vocab[k] for k in w.ids[w.offsets[i] : w.offsets[i + 1]]]
+        assert got == S.WORD_RE.findall(text.lower()), repr(text)
+    pairs = texts[: len(texts) // 2 * 2]
+    distinct, inter = W.set_sizes(W.words_of(pairs))
+    got = W.ratios(distinct, inter, [len(t) for t in pairs[0::2]], [len(t) for t in pairs[1::2]])
+    for j in range(len(pairs) // 2):
+        a, o = pairs[2 * j], pairs[2 * j + 1]
+        want = S.ratios(S.words(a), S.words(o), len(a), len(o))
+        assert {k: got[k][j] for k in want} == want, (a, o)
+    assert W.template_hashes(texts) == [S.template_hash(t) for t in texts]
+
+
+def test_random_ascii_texts_match_python_re():
+    check(random_texts(3000, seed=1, other=0.0))
+
+
+def test_random_mixed_texts_match_python_re():
+    check(random_texts(3000, seed=2, other=0.15))
+
+
+def test_real_texts_match_python_re():
+    texts = real_texts()
+    assert any(not t.isascii() for t in texts)
+    check(texts)
+
+
+def test_empty_inputs():
+    w = W.words_of(["", ""])
+    assert len(w.ids) == 0 and w.offsets.tolist() == [0, 0, 0]
+    assert W.template_hashes([]) == []
