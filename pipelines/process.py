@@ -16,6 +16,7 @@ import shutil
 import time
 import uuid
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import to_dict
 from worldtrace.schemas.store import (
     input_files,
+    scan_units,
     shard_files,
     sweep_leftovers,
     temp_name,
@@ -43,6 +45,7 @@ from .dedup import DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .state import EarlierRecords, RecordState
+from .watch import Progress, RunWatch
 
 MANIFEST = F.PROCESS_MANIFEST
 TABLES = ("trajectories", "turns", "clusters", "rejects")
@@ -274,8 +277,12 @@ def accounting(output: Path) -> dict[str, Any]:
     return {"in": sum(acc.values()), **acc, "exact": roles["exact"], "near": roles["near"]}
 
 
-def run(cfg: ProcessConfig) -> dict[str, Any]:
-    """Run the pipeline; returns the run manifest (also written to processed/manifest.json)."""
+def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
+    """Run the pipeline; returns the run manifest (also written to processed/manifest.json).
+
+    `progress(done, records)` hears how many units went through pass 1 and pass 2
+    (`watch.RunWatch`), while the pipeline runs.
+    """
     files = [str(p) for p in input_files(cfg.inputs)]
     if not files:
         raise FileNotFoundError(
@@ -302,8 +309,10 @@ def run(cfg: ProcessConfig) -> dict[str, Any]:
                 | "Inputs" >> beam.Create(todo)
                 | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev)
             )
-            result = p.run()
-            result.wait_until_finish()
+            units = [u for f in todo for u in scan_units(Path(f))] if progress else []
+            with RunWatch(run_dir, units, progress) if progress else nullcontext():
+                result = p.run()
+                result.wait_until_finish()
             counts = counters(result)
             merge_state(run_dir, prev, todo, run_id)
             publish(run_dir, output, incremental=prev.index is not None)

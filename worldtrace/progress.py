@@ -96,7 +96,7 @@ class StepProgress:
     def __init__(self, label: str, total: int, unit: str, every: float = 5.0, console: Any = None):
         from rich.console import Console
 
-        self.label, self.total, self.unit, self.every = label, total, unit, every
+        self.label, self._total, self.unit, self.every = label, total, unit, every
         self.console = console or Console(stderr=True)
         self.live = self.console.is_terminal
         self.t0 = self.last = time.monotonic()
@@ -126,6 +126,17 @@ class StepProgress:
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+    @property
+    def total(self) -> int:
+        return self._total
+
+    @total.setter
+    def total(self, n: int) -> None:
+        """`process` learns its number of units only once it has planned the run."""
+        self._total = n
+        if self._progress is not None:
+            self._progress.update(self._task, total=n)
 
     def rate(self) -> float:
         return self.records / max(time.monotonic() - self.t0, 1e-9)

@@ -519,3 +519,22 @@ def test_export_progress_lines_and_bar(pstore, wt_env, tmp_path):
     rc, screen = _pty(args, wt_env, cols=120)
     assert rc == 0, screen
     assert "━" in screen and f"{total}/{total}" in screen and " export: " not in screen
+
+
+def test_process_progress_lines_and_bar(records, wt_env, tmp_path):
+    s = str(tmp_path / "s")
+    args = ["worldtrace", "import", str(records), "--store", s, "--create"]
+    assert subprocess.run(args, capture_output=True, env=wt_env).returncode == 0
+    args = ["worldtrace", "process", "--progress-every", "0", "--store", s]
+    r = subprocess.run(args, capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stderr
+    lines = [x.split(" process: ")[1] for x in r.stderr.splitlines() if " process: " in x]
+    # import wrote one shard of one row group: pass 1 and pass 2 of that unit
+    assert lines[0].startswith("0/2 unit steps, 0 record(s)")
+    assert lines[-1].startswith("2/2 unit steps, 12 record(s)")
+    done = [int(x.split("/")[0]) for x in lines]
+    assert done == sorted(done) and "━" not in r.stderr
+    rc, screen = _pty([*args, "--rebuild"], wt_env, cols=120)
+    assert rc == 0, screen
+    assert "━" in screen and "2/2" in screen and "12 records" in screen
+    assert " process: " not in screen

@@ -6,7 +6,7 @@ import click
 
 from worldtrace.options import ConfigCommand, options_from
 
-from . import store
+from . import progress_every_option, store
 
 
 @click.command(
@@ -46,15 +46,21 @@ from . import store
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the run manifest as one JSON document."
 )
+@progress_every_option
 @click.pass_context
-def process(ctx: click.Context, inputs, config_file, overrides, as_json, **options) -> None:
+def process(
+    ctx: click.Context, inputs, config_file, overrides, as_json, progress_every, **options
+) -> None:
     """Raw shards -> processed shards (Beam pipeline): validate, filter, dedup, statistics, mask.
 
     Any further --options are passed to Beam (e.g. --job_endpoint=embed
-    --environment_type=LOOPBACK for the PortableRunner).
+    --environment_type=LOOPBACK for the PortableRunner). Progress (units through pass 1
+    and pass 2, records read) goes to stderr: a bar on a terminal, a line every
+    --progress-every seconds otherwise.
     """
     from worldtrace.output import print_accounting, print_json
     from worldtrace.pipelines.process import ProcessConfig, run
+    from worldtrace.progress import StepProgress
     from worldtrace.schemas.config import load
 
     s = store(ctx)
@@ -66,7 +72,8 @@ def process(ctx: click.Context, inputs, config_file, overrides, as_json, **optio
     )
     try:
         cfg = load(cfg, config_file, list(overrides))
-        manifest = run(cfg)
+        with StepProgress("process", 0, "unit steps", every=progress_every) as progress:
+            manifest = run(cfg, progress=progress)
     except (KeyError, ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc.args[0] if exc.args else exc)) from exc
     if as_json:
