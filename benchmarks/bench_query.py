@@ -46,6 +46,8 @@ def query(work: str, turns: str) -> dict:
             "rule": pa.array(["r"] * m),
             "in_loss": pa.array(rng.random(m) < 0.7),
         }
+        # columns the query does not read (added to the schema over time) stay null
+        cols = {f.name: cols.get(f.name, pa.nulls(m, f.type)) for f in TURNS_SCHEMA}
         pq.write_table(
             pa.Table.from_pydict(cols, schema=TURNS_SCHEMA),
             d / f"part-{k}.parquet",

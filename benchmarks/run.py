@@ -90,7 +90,11 @@ def main() -> None:
         started = time.perf_counter()
         module = importlib.import_module(f"benchmarks.{name}")
         if hasattr(module, "run"):
-            rows += module.run(ctx)
+            try:
+                rows += module.run(ctx)
+            except Exception as exc:  # one broken module must not lose the others' rows
+                last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+                rows.append((f"{name}: failed", "-", "-", "-", last[:200]))
         else:
             rows += standalone(name, (QUICK_ARGS if args.quick else STANDALONE_ARGS).get(name, []))
         print(f"{name}: {time.perf_counter() - started:.0f} s", flush=True)

@@ -37,3 +37,11 @@ def test_every_module_is_collected_by_make_bench():
     assert modules() == [*[m for m in ("bench_process", "bench_export") if m in MODULES],
                          *[m for m in MODULES if m not in ("bench_process", "bench_export")]]  # fmt: skip
     assert len(MODULES) >= 10
+
+
+def test_query_benchmark_builds_its_store_from_the_current_schema(tmp_path):
+    """The query module writes turns by hand; a column added to the schema broke it."""
+    from benchmarks.bench_query import query
+
+    r = query(str(tmp_path), "4000")
+    assert r["ours_ms"] > 0 and r["floor_ms"] > 0
