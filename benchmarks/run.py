@@ -40,6 +40,8 @@ QUICK_ARGS = {
     "bench_web": ["--rounds", "1", "--repeats", "1"],
 }
 
+ROW_KEYS = {"name", "ours", "baseline", "ratio"}
+"""What every JSON line of a standalone module carries."""
 FIRST = ["bench_process", "bench_export"]
 """Modules that others depend on (export reads the processed corpus) run first."""
 
@@ -59,7 +61,13 @@ def standalone(name: str, argv: list[str]) -> list[Row]:
     for line in out.stdout.splitlines():
         if not line.startswith("{"):
             continue
-        m = json.loads(line)
+        try:
+            m = json.loads(line)
+        except ValueError:
+            m = None
+        if not isinstance(m, dict) or not m.keys() >= ROW_KEYS:
+            rows.append((f"{name}: unreadable line", "-", "-", "-", line[:200]))
+            continue
         unit = f" {m['unit']}" if m.get("unit") else ""
         rows.append(
             (f"{name.removeprefix('bench_')}: {m['name']}", f"{m['ours']:,}{unit}",
@@ -89,14 +97,16 @@ def main() -> None:
             continue
         started = time.perf_counter()
         module = importlib.import_module(f"benchmarks.{name}")
-        if hasattr(module, "run"):
-            try:
+        try:
+            if hasattr(module, "run"):
                 rows += module.run(ctx)
-            except Exception as exc:  # one broken module must not lose the others' rows
-                last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
-                rows.append((f"{name}: failed", "-", "-", "-", last[:200]))
-        else:
-            rows += standalone(name, (QUICK_ARGS if args.quick else STANDALONE_ARGS).get(name, []))
+            else:
+                rows += standalone(
+                    name, (QUICK_ARGS if args.quick else STANDALONE_ARGS).get(name, [])
+                )
+        except Exception as exc:  # one broken module must not lose the others' rows
+            last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+            rows.append((f"{name}: failed", "-", "-", "-", last[:200]))
         print(f"{name}: {time.perf_counter() - started:.0f} s", flush=True)
     lines = [
         "# worldtrace benchmarks",

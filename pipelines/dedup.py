@@ -310,23 +310,28 @@ class _Candidates(beam.DoFn):
             yield pairs
 
 
-class _Union(beam.CombineFn):
-    """Merge sets or dicts (the ends of candidate pairs, their signatures, members)."""
+class Merge(beam.CombineFn):
+    """Merge containers (sets and dicts update, Counters add, lists extend), or tuples of
+    them field by field: the ends of candidate pairs, their signatures, members, and the
+    incremental state's probe keys and count changes (`state.py`)."""
 
-    def __init__(self, empty):
-        self.empty = empty
+    def __init__(self, *empties):
+        self.empties = empties
 
     def create_accumulator(self):
-        return self.empty()
+        acc = tuple(e() for e in self.empties)
+        return acc if len(acc) > 1 else acc[0]
 
     def add_input(self, acc, item):
-        acc.update(item)
+        pairs = zip(acc, item, strict=True) if len(self.empties) > 1 else [(acc, item)]
+        for a, x in pairs:
+            (a.extend if isinstance(a, list) else a.update)(x)
         return acc
 
     def merge_accumulators(self, accs):
-        out = self.empty()
+        out = self.create_accumulator()
         for a in accs:
-            out.update(a)
+            self.add_input(out, a)
         return out
 
     def extract_output(self, acc):
@@ -426,7 +431,7 @@ class DedupDecisions(beam.PTransform):
             none = content.reps | "NoDecisions" >> beam.Filter(lambda _: False)
             return {"decisions": none, "records": content.records}
         members = beam.pvalue.AsSingleton(
-            content.members | "AllMembers" >> beam.CombineGlobally(_Union(dict)).without_defaults(),
+            content.members | "AllMembers" >> beam.CombineGlobally(Merge(dict)).without_defaults(),
             default_value={},
         )
         seeds = content.records | "SeedEdges" >> beam.Map(_seeds)
@@ -459,13 +464,13 @@ class DedupDecisions(beam.PTransform):
         )
         ends = pairs | "Ends" >> beam.Map(lambda ps: {x for p in ps for x in p})
         ends_all = beam.pvalue.AsSingleton(
-            ends | "EndSet" >> beam.CombineGlobally(_Union(set)).without_defaults(),
+            ends | "EndSet" >> beam.CombineGlobally(Merge(set)).without_defaults(),
             default_value=set(),
         )
         sigs = (
             reps
             | "EndSigs" >> beam.Map(_end_sigs, ends=ends_all)
-            | "SigDict" >> beam.CombineGlobally(_Union(dict)).without_defaults()
+            | "SigDict" >> beam.CombineGlobally(Merge(dict)).without_defaults()
         )
         verify = _Verify(self.cfg.threshold)
         sigs = beam.pvalue.AsSingleton(sigs, default_value={})

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 
 from . import segments as G
-from .dedup import SIG_SCHEMA, SINGLETON_KEPT
+from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
 from .transforms import sig_batch, write_rows
 from .units import BANDS, SIG, TEMPLATES, UID
 
@@ -103,7 +103,7 @@ class EarlierRecords(beam.PTransform):
         probe = (
             new
             | "ProbeKeys" >> beam.Map(_probe)
-            | "Probe" >> beam.CombineGlobally(_ProbeUnion()).without_defaults()
+            | "Probe" >> beam.CombineGlobally(Merge(set, set)).without_defaults()
         )
         matched = (
             p
@@ -120,25 +120,6 @@ class EarlierRecords(beam.PTransform):
             | "State" >> beam.Map(lambda index: earlier_members(Path(index)))
         )
         return (matched, state) | "Both" >> beam.Flatten()
-
-
-class _ProbeUnion(beam.CombineFn):
-    def create_accumulator(self):
-        return set(), set()
-
-    def add_input(self, acc, item):
-        acc[0].update(item[0])
-        acc[1].update(item[1])
-        return acc
-
-    def merge_accumulators(self, accs):
-        out = self.create_accumulator()
-        for a in accs:
-            self.add_input(out, a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
 
 
 def _now(t: pa.Table, decisions: dict) -> list[tuple]:
@@ -200,28 +181,6 @@ def changes(t: pa.Table, decisions: dict) -> tuple[Counter, set[str], list[dict[
     return Counter(key_deltas(t, decisions)), changed_stems(t, decisions), member_rows(t, decisions)
 
 
-class _Total(beam.CombineFn):
-    """Sum of `changes` over every batch (one combine: each is a stage barrier)."""
-
-    def create_accumulator(self):
-        return Counter(), set(), []
-
-    def add_input(self, acc, item):
-        acc[0].update(item[0])
-        acc[1].update(item[1])
-        acc[2].extend(item[2])
-        return acc
-
-    def merge_accumulators(self, accs):
-        out = self.create_accumulator()
-        for a in accs:
-            self.add_input(out, a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
 class RecordState(beam.PTransform):
     """Records (batches, each record once) -> the set of earlier segments to rewrite;
     writes the run's cluster state (`members.parquet`, sorted by uid) and template count
@@ -235,7 +194,8 @@ class RecordState(beam.PTransform):
         return (
             records
             | "Changes" >> beam.Map(changes, decisions=self.decisions)
-            | "Total" >> beam.CombineGlobally(_Total())
+            # one combine for all three: each combine is a stage barrier
+            | "Total" >> beam.CombineGlobally(Merge(Counter, set, list))
             | "Write" >> beam.Map(write_state, self.out)
         )
 

@@ -45,3 +45,36 @@ def test_query_benchmark_builds_its_store_from_the_current_schema(tmp_path):
 
     r = query(str(tmp_path), "4000")
     assert r["ours_ms"] > 0 and r["floor_ms"] > 0
+
+
+def test_a_standalone_line_that_is_not_a_row_is_reported_not_fatal(tmp_path, monkeypatch):
+    """bench_redact printed an indented JSON document: the whole table was lost."""
+    import benchmarks.run as harness
+
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "__init__.py").write_text("")
+    (tmp_path / "benchmarks" / "bench_fake.py").write_text(
+        "import json\n"
+        "print('{')\n"
+        "print(json.dumps({'name': 'x', 'ours': 2, 'baseline': 1, 'ratio': 2.0}))\n"
+    )
+    monkeypatch.setattr(harness, "ROOT", tmp_path)
+    rows = harness.standalone("bench_fake", [])
+    assert rows[0][0] == "bench_fake: unreadable line"
+    assert rows[1][:4] == ("fake: x", "2", "1", "2.000")
+
+
+def test_redact_benchmark_prints_rows_the_harness_reads():
+    from benchmarks.bench_redact import rows
+    from benchmarks.run import ROW_KEYS
+
+    m = {
+        "speed": {"mb": 0.4, "mb_per_s": {"compiled (default rules)": 20.0,
+                                          "detect-secrets analyze_line (same plugins)": 4.0}},
+        "recall_planted": "600/600",
+        "false_positives_synthetic": {"texts": 100, "mb": 0.1, "redactions": 1},
+        "false_positives_docker": {"texts": 10, "mb": 0.01, "redactions": 0},
+    }  # fmt: skip
+    out = rows(m)
+    assert all(r.keys() >= ROW_KEYS for r in out)
+    assert out[0]["ratio"] == 5.0 and [r["ratio"] for r in out[1:]] == [0.99, 1.0]
