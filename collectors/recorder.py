@@ -38,7 +38,7 @@ from worldtrace.schemas.records import (
     trajectory_from_dict,
     utcnow,
 )
-from worldtrace.schemas.redact import redact_payload, redact_trajectory
+from worldtrace.schemas.redact import Redactor, redact_trajectory, redactor
 from worldtrace.schemas.store import read_records, write_table_atomic
 
 JOURNAL_SUFFIX = ".journal.jsonl"
@@ -72,6 +72,7 @@ class Recorder:
         self.turns: list[Turn] = []
         self.started_at = utcnow()
         self._fh = None
+        self._redactor: Redactor | None = None
         self.started = False
         """True once the header (the episode's start) is journaled."""
 
@@ -80,7 +81,9 @@ class Recorder:
         process loses at most the turn in flight. An fsync (~3 ms, most of a fast MCP
         call) is paid at the episode's end, or per turn with durability `fsync` (for
         machines that may lose power mid-episode)."""
-        payload = redact_payload(payload, self.sandbox)  # security: no secret reaches the disk
+        if self._redactor is None:  # the sandbox's environment is fixed for the episode
+            self._redactor = redactor(self.sandbox)
+        payload = self._redactor.value(payload)[0]  # security: no secret reaches the disk
         if self._fh is None:  # "w": whatever a crashed run left under this name is stale
             self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115  (closed in finish)
         self._fh.write(json.dumps({"kind": kind, **payload}, default=str) + "\n")
