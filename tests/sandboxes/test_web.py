@@ -188,6 +188,23 @@ def test_tree_prunes_hidden_and_empty_nodes_and_reads_frames(make, pages):
     assert full.text.count("paragraph ''") == tree.count("paragraph ''") + 1  # the empty <p>
 
 
+def test_the_root_frame_tree_asked_without_frame_id_is_the_same_tree(make, pages, docs):
+    """page_axtree asks the root frame's AXTree without frameId (faster); CDP must give
+    the same nodes as with it, on a page with an iframe and on a large docs page."""
+    sb = make()
+    for url in (pages.url + "edge.html", docs.url + "library/os.path.html"):
+        start(sb, url)
+
+        async def both():
+            cdp = await sb._cdp(sb._page)
+            root = (await cdp.send("Page.getFrameTree"))["frameTree"]["frame"]["id"]
+            plain = await cdp.send("Accessibility.getFullAXTree")
+            return plain, await cdp.send("Accessibility.getFullAXTree", {"frameId": root})
+
+        plain, with_id = sb.host.runner.run(both(), 30)
+        assert len(plain["nodes"]) > 10 and plain == with_id, url
+
+
 def test_requests_outside_the_allowed_origins_are_blocked(make, pages):
     sb = make(record_requests=True)
     obs = start(sb, pages.url + "edge.html")
