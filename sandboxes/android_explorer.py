@@ -9,7 +9,6 @@ seed against the same device state gives the same episode.
 
 from __future__ import annotations
 
-import random
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
@@ -18,6 +17,7 @@ from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.parsing import configclass
 
 from .android_view import Node, parse
+from .base import Explorer
 
 Weight = Annotated[float, Field(ge=0)]
 
@@ -44,18 +44,9 @@ def failure(obs: Observation) -> str | None:
     return obs.env_failure
 
 
-class AndroidExplorer:
-    kind: ClassVar[str] = "explorer"
+class AndroidExplorer(Explorer):
     config_class: ClassVar[type] = ExplorerConfig
     name = "android-explorer"
-
-    def __init__(self, config: ExplorerConfig, seed: int):
-        self.config = config
-        self.rng = random.Random(seed)
-
-    @classmethod
-    def build(cls, config: ExplorerConfig, ctx) -> AndroidExplorer:
-        return cls(config, ctx.seed)
 
     def act(self, history) -> Action | None:
         c = self.config

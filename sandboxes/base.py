@@ -21,6 +21,7 @@ infrastructure raises (`SandboxError` or any exception) and fails the attempt.
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
@@ -148,6 +149,21 @@ class Unpicklable:
             f"{type(self).__name__} is a live sandbox and cannot be pickled: create it in the "
             "worker (e.g. in DoFn.setup or the episode function), not in the driver"
         )
+
+
+class Explorer:
+    """Base of a kind's random explorer (the policy `explorer`): its config and a random
+    generator seeded from the episode (`PolicyContext.seed`), so a run is reproducible."""
+
+    kind: ClassVar[str] = "explorer"
+
+    def __init__(self, config: Any, seed: int = 0):
+        self.config = config
+        self.rng = random.Random(seed)
+
+    @classmethod
+    def build(cls, config: Any, ctx: Any) -> Explorer:
+        return cls(config, ctx.seed)
 
 
 # -- the registry -----------------------------------------------------------------

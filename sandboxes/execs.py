@@ -52,6 +52,20 @@ def exec_capture(
     return code, out.decode("utf-8", errors="replace"), truncated, timed_out
 
 
+def _create(container, cmd: list[str], timeout: float, workdir, user, **opts) -> dict:
+    """A docker exec of `cmd` bounded by `timeout` inside the container, output and
+    errors on one stream."""
+    return container.client.api.exec_create(
+        container.id,
+        _wrapped(cmd, timeout),
+        stdout=True,
+        stderr=True,
+        workdir=workdir,
+        user=user or "",
+        **opts,
+    )
+
+
 def exec_output(
     container,
     cmd: list[str],
@@ -66,15 +80,7 @@ def exec_output(
     Reading stops at `cap` bytes; the in-container timeout bounds what still runs.
     """
     api = container.client.api
-    ex = api.exec_create(
-        container.id,
-        _wrapped(cmd, timeout),
-        stdout=True,
-        stderr=True,
-        workdir=workdir,
-        environment=env,
-        user=user or "",
-    )
+    ex = _create(container, cmd, timeout, workdir, user, environment=env)
     started = time.monotonic()
     stream = api.exec_start(ex["Id"], stream=True, demux=False)
     chunks, size, truncated = [], 0, False
@@ -107,15 +113,7 @@ def exec_input(
     from docker.utils.socket import frames_iter
 
     api = container.client.api
-    ex = api.exec_create(
-        container.id,
-        _wrapped(cmd, timeout),
-        stdin=True,
-        stdout=True,
-        stderr=True,
-        workdir=workdir,
-        user=user or "",
-    )
+    ex = _create(container, cmd, timeout, workdir, user, stdin=True)
     sock = api.exec_start(ex["Id"], socket=True)
     raw = sock._sock
     raw.settimeout(timeout + 10)

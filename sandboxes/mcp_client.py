@@ -274,15 +274,16 @@ def _carried(value: Any, parts: list[str]) -> bool:
         except ValueError:
             pass
     text = "\n".join(parts)
-    return all((x if isinstance(x, str) else json.dumps(x)) in text for x in _scalars(value))
+    return all((x if isinstance(x, str) else json.dumps(x)) in text for x in scalars(value))
 
 
-def _scalars(value: Any):
+def scalars(value: Any):
+    """Every non-null leaf of a JSON value (dicts, lists), in order."""
     if isinstance(value, dict):
         for v in value.values():
-            yield from _scalars(v)
+            yield from scalars(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _scalars(v)
+            yield from scalars(v)
     elif value is not None:
         yield value

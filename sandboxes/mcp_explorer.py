@@ -32,7 +32,8 @@ from pydantic import Field
 from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.parsing import configclass
 
-from .base import ToolSpec
+from .base import Explorer, ToolSpec
+from .mcp_client import scalars
 
 ATTEMPTS = 8
 """Generated argument sets tried per tool before the tool is set aside."""
@@ -125,14 +126,7 @@ class Pool:
 
 
 def _strings(value: Any):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
+    return (x for x in scalars(value) if isinstance(x, str))
 
 
 class Generator:
@@ -289,24 +283,18 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class SchemaExplorer:
+class SchemaExplorer(Explorer):
     """Tool calls with schema-valid arguments, seeded by the episode's seed."""
 
-    kind: ClassVar[str] = "explorer"
     config_class: ClassVar[type] = ExplorerConfig
     name = "mcp-schema-explorer"
 
     def __init__(self, config: ExplorerConfig, seed: int = 0):
-        self.config = config
-        self.rng = random.Random(seed)
+        super().__init__(config, seed)
         self.pool = Pool(config.seeds)
         self.calls: dict[str, int] = {}
         self.unusable: set[str] = set()
         self._seen = -1
-
-    @classmethod
-    def build(cls, config: ExplorerConfig, ctx) -> SchemaExplorer:
-        return cls(config, ctx.seed)
 
     def _learn(self, history) -> None:
         if self._seen < 0:

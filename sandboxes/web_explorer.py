@@ -27,6 +27,8 @@ from worldtrace.schemas import Action
 from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.parsing import configclass
 
+from .base import Explorer
+
 LINE_RE = re.compile(r"^(\t*)\[(\w+)\] (\S+) ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(.*)$")
 URL_RE = re.compile(r"url=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 AVOID_RE = re.compile(r"log ?out|sign ?out|delete|remove|drop|unsubscribe", re.I)
@@ -113,16 +115,14 @@ def plausible(kind: str, name: str, props: str, rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
 
 
-class WebExplorer:
+class WebExplorer(Explorer):
     """`policy: {kind: explorer, max_depth: 3}` for the web kind."""
 
-    kind: ClassVar[str] = "explorer"
     config_class: ClassVar[type] = ExplorerConfig
     name = "web-explorer"
 
-    def __init__(self, config: ExplorerConfig, seed: int):
-        self.config = config
-        self.rng = random.Random(seed)
+    def __init__(self, config: ExplorerConfig, seed: int = 0):
+        super().__init__(config, seed)
         self.trail: list[str] = []
         """URLs from the start page to the current one (the walk's depth)."""
         self.filled: dict[str, set[str]] = {}
@@ -130,10 +130,6 @@ class WebExplorer:
         self.submitted: set[str] = set()
         """URLs whose form was submitted (each page's form is filled and sent once)."""
         self.origin = ""
-
-    @classmethod
-    def build(cls, config: ExplorerConfig, ctx) -> WebExplorer:
-        return cls(config, ctx.seed)
 
     def act(self, history) -> Action | None:
         n = len(history.turns)

@@ -286,37 +286,24 @@ def _iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _share(value: str, x_title: str, title: str) -> tuple[str, Callable]:
+    """A word-share statistic (0..1) per domain, stacked by category."""
+    return (
+        "Stacked by category; each domain has its own y scale.",
+        lambda con: histogram(
+            con, value=value, source="turns", lo=0, hi=1.0000001, bins=20,
+            x_title=x_title, title=f"{title} per domain",
+        ),
+    )  # fmt: skip
+
+
 PLOTS: dict[str, tuple[str, Callable[[duckdb.DuckDBPyConnection], go.Figure]]] = {
     "categories": (
         "Shares of the turn categories (report Table 3) per domain.",
         category_shares,
     ),
-    "nov": (
-        "Stacked by category; each domain has its own y scale.",
-        lambda con: histogram(
-            con,
-            value="nov",
-            source="turns",
-            lo=0,
-            hi=1.0000001,
-            bins=20,
-            x_title="Nov (share of observation words not in the action)",
-            title="Novelty (Nov) per domain",
-        ),
-    ),
-    "ol": (
-        "Stacked by category; each domain has its own y scale.",
-        lambda con: histogram(
-            con,
-            value="ol",
-            source="turns",
-            lo=0,
-            hi=1.0000001,
-            bins=20,
-            x_title="OL (share of action words in the observation)",
-            title="Overlap (OL) per domain",
-        ),
-    ),
+    "nov": _share("nov", "Nov (share of observation words not in the action)", "Novelty (Nov)"),
+    "ol": _share("ol", "OL (share of action words in the observation)", "Overlap (OL)"),
     "r": (
         "R = observation characters / action characters, on a log scale; turns with R = 0 are left out.",
         lambda con: histogram(
