@@ -31,7 +31,6 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import to_dict
 from worldtrace.schemas.store import (
     input_files,
-    scan_units,
     shard_files,
     sweep_leftovers,
     temp_name,
@@ -309,8 +308,7 @@ def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
                 | "Inputs" >> beam.Create(todo)
                 | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev)
             )
-            units = [u for f in todo for u in scan_units(Path(f))] if progress else []
-            with RunWatch(run_dir, units, progress) if progress else nullcontext():
+            with RunWatch(run_dir, todo, progress) if progress else nullcontext():
                 result = p.run()
                 result.wait_until_finish()
             counts = counters(result)

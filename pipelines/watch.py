@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.store import sized_units
 
 from . import segments as G
 from .units import stem_of
@@ -31,14 +31,8 @@ class Progress(Protocol):
     def __call__(self, done: int, records: int) -> None: ...
 
 
-def unit_rows(path: str, row_group: int | None) -> int:
-    """Records in one unit: Parquet metadata, or a JSONL file's lines."""
-    if path.endswith(F.SHARD_SUFFIX):
-        try:
-            meta = pq.ParquetFile(path).metadata
-            return meta.row_group(row_group).num_rows if row_group is not None else meta.num_rows
-        except Exception:
-            return 0  # scanning it reports the problem
+def _lines(path: str) -> int:
+    """Records of a JSONL file: its non-empty lines."""
     with open(path, "rb") as fh:
         return sum(1 for line in fh if line.strip())
 
@@ -66,12 +60,16 @@ class RunWatch:
     def __init__(
         self,
         run_dir: Path,
-        units: Iterable[tuple[str, int | None]],
+        files: Iterable[str],
         progress: Progress,
         every: float = 0.5,
     ):
         self.run_dir, self.progress, self.every = Path(run_dir), progress, every
-        self.rows = {stem_of(p, g): unit_rows(p, g) for p, g in units}
+        self.rows = {
+            stem_of(p, g): (n or 0) if p.endswith(F.SHARD_SUFFIX) else _lines(p)
+            for f in files
+            for p, g, n in sized_units(Path(f))
+        }
         self.total = 2 * len(self.rows)
         self.records = sum(self.rows.values())
         self._stop = threading.Event()

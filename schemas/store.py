@@ -282,13 +282,20 @@ def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 def scan_units(path: Path) -> list[tuple[str, int | None]]:
     """Independent units of work in a file: its row groups (Parquet) or the whole file."""
+    return [(p, g) for p, g, _ in sized_units(path)]
+
+
+def sized_units(path: Path) -> list[tuple[str, int | None, int | None]]:
+    """`scan_units` with each unit's row count where the Parquet footer says it (None for
+    JSONL and for a file whose footer cannot be read)."""
     if path.name.endswith(F.SHARD_SUFFIX):
         try:
-            n = pq.ParquetFile(path).metadata.num_row_groups
+            meta = pq.ParquetFile(path).metadata
         except Exception:
-            return [(str(path), None)]  # scanning it reports the problem
-        return [(str(path), g) for g in range(n)] or [(str(path), None)]
-    return [(str(path), None)]
+            return [(str(path), None, None)]  # scanning it reports the problem
+        groups = [(str(path), g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
+        return groups or [(str(path), None, 0)]
+    return [(str(path), None, None)]
 
 
 def scan_file(

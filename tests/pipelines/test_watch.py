@@ -32,7 +32,7 @@ def test_watch_counts_published_units_and_never_a_file_being_written(tmp_path):
     )
     run_dir = tmp_path / ".run-x"
     calls = Calls()
-    watch = RunWatch(run_dir, [(a, None), (b, None), (c, None)], calls, every=3600)
+    watch = RunWatch(run_dir, [a, b, c], calls, every=3600)
     table = pa.table({"x": [1]})
     assert watch.poll() == (0, 0)
     # a: pass 1 and pass 2 published; b: every record rejected (no segment, no pass 2)
