@@ -52,7 +52,7 @@ def _engine_error() -> str | None:
 def docker_engine():
     err = _engine_error()
     if err:
-        pytest.skip(f"no docker engine answers ({err}); `make test` starts one via infra/setup.sh")
+        pytest.fail(f"no docker engine answers ({err}); `make test` starts one via infra/setup.sh")
     import docker
 
     return docker.from_env()

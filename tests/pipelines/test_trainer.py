@@ -7,13 +7,11 @@ import math
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
-torch = pytest.importorskip("torch", reason="the train extra (torch) is not installed")
-transformers = pytest.importorskip("transformers", reason="the train extra is not installed")
-
-from worldtrace.pipelines.export import ExportConfig, export  # noqa: E402
-from worldtrace.pipelines.tokens import default_tokenizer  # noqa: E402
-from worldtrace.pipelines.trainer import (  # noqa: E402
+import torch
+import transformers
+from worldtrace.pipelines.export import ExportConfig, export
+from worldtrace.pipelines.tokens import default_tokenizer
+from worldtrace.pipelines.trainer import (
     IGNORE_INDEX,
     PackedShards,
     collate_packed,
@@ -139,7 +137,7 @@ def test_tiny_qwen2_learns_from_packed_shards(exports):
 
 
 def test_trl_sft_trainer_runs_two_steps(exports, tmp_path):
-    trl = pytest.importorskip("trl", reason="the train extra (trl) is not installed")
+    import trl
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
 

@@ -11,9 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("uiautomator2", reason="the android extra is not installed")
-
 from worldtrace.collectors.actions import tool
 from worldtrace.collectors.jobs import JobSpec, run_job
 from worldtrace.collectors.policies import History

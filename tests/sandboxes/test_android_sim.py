@@ -12,11 +12,8 @@ import sys
 import urllib.request
 import xml.etree.ElementTree as ET
 
-import pytest
-
-pytest.importorskip("uiautomator2", reason="the android extra is not installed")
-
 import adbutils
+import pytest
 import uiautomator2 as u2
 from worldtrace.collectors.actions import tool
 from worldtrace.sandboxes.android import AndroidConfig, AndroidSandbox, AndroidTask
