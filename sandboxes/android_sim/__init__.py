@@ -156,6 +156,9 @@ def parse_args(argv: list[str] | None) -> SimConfig:
         prog="worldtrace android-sim",
         description="A simulated Android device behind an adb server on loopback "
         "(uiautomator2 and adb clients work against it unchanged).",
+        epilog="Example:\n  worldtrace android-sim --port 15037 --devices 2\n"
+        "  worldtrace collect examples/android-notes.yaml   (in another shell)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--host", default="127.0.0.1", help="loopback address to listen on")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="adb server port (0: any)")

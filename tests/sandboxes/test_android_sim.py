@@ -177,3 +177,26 @@ def test_command_line_refuses_non_loopback_addresses():
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert r.returncode == 0 and "--drop-after" in r.stdout
+
+
+def test_the_documented_command_serves_a_device(wt_env):
+    """Examples, doctor's hint and docs/android.md say `worldtrace android-sim`: the CLI
+    had no such command."""
+    proc = subprocess.Popen(
+        ["worldtrace", "android-sim", "--port", "0", "--devices", "2"],
+        stdout=subprocess.PIPE, text=True, env=wt_env,
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("android-sim listening on 127.0.0.1:"), line
+        adb = line.split()[3]
+        serials = [d.serial for d in client(adb, 10.0).device_list()]
+        assert serials == ["emulator-5554", "emulator-5556"]
+    finally:
+        proc.terminate()  # our own process, by pid
+        proc.wait(timeout=30)
+    assert proc.returncode == 0
+    r = subprocess.run(
+        ["worldtrace", "android-sim", "--help"], capture_output=True, text=True, env=wt_env
+    )
+    assert r.returncode == 0 and "--drop-after" in r.stdout and "Example:" in r.stdout

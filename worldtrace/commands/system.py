@@ -1,4 +1,4 @@
-"""About the installation: `doctor`, `demo`, `version`."""
+"""About the installation: `doctor`, `demo`, `version`, and `android-sim` (the device simulator)."""
 
 from __future__ import annotations
 
@@ -75,4 +75,18 @@ def demo(ctx: click.Context, sections: str, episodes: int) -> None:
     sys.exit(run_demo(root, sections=chosen, episodes=episodes))
 
 
-COMMANDS = (doctor, demo, version)
+@click.command(
+    "android-sim",
+    add_help_option=False,  # --help goes to the simulator's own parser, with its options
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def android_sim(args: tuple[str, ...]) -> None:
+    """Serve simulated Android devices behind an adb server on loopback (uiautomator2 and
+    adb work against it unchanged) until Ctrl-C; --help lists its options."""
+    from worldtrace.sandboxes.android_sim import main
+
+    sys.exit(main(list(args)))
+
+
+COMMANDS = (doctor, demo, version, android_sim)
