@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +154,15 @@ def chat_server():
     yield chat
     chat.server.shutdown()
     chat.server.server_close()
+
+
+def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition"):
+    """Poll `cond` until it is truthy (returns its value) or fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)  # polling interval of a condition with a deadline

@@ -9,25 +9,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from worldtrace.collectors.jobstore import open_job_store
-
-
-def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition"):
-    """Poll `cond` until it is truthy (returns its value) or fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)  # polling interval of a condition with a deadline
 
 
 def _pg_bin() -> Path:

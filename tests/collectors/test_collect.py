@@ -15,7 +15,7 @@ from worldtrace.collectors.jobs import JobSpec, run_job
 from worldtrace.collectors.recorder import recover
 from worldtrace.schemas import read_records, validate_dict
 
-from .conftest import wait_until
+from ..conftest import wait_until
 from .test_queue import slow_job
 
 pytestmark = pytest.mark.docker

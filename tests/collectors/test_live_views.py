@@ -13,7 +13,7 @@ import pytest
 from worldtrace.collectors.jobspec import JobSpec
 from worldtrace.collectors.jobstore import open_job_store
 
-from .conftest import wait_until
+from ..conftest import wait_until
 from .test_queue import slow_job
 
 

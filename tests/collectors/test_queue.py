@@ -17,7 +17,7 @@ from worldtrace.schemas.views import connect
 
 from worldtrace.cli import cli
 
-from .conftest import wait_until
+from ..conftest import wait_until
 
 JOB = {
     "name": "q",

@@ -14,7 +14,7 @@ from worldtrace.collectors.jobstore import open_job_store
 from worldtrace.collectors.owners import owned_containers
 from worldtrace.schemas import read_records
 
-from .conftest import wait_until
+from ..conftest import wait_until
 from .test_queue import slow_job
 
 pytestmark = pytest.mark.docker

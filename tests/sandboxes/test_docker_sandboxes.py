@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ from worldtrace.sandboxes.base import TaskSpec
 from worldtrace.sandboxes.docker import LABEL, DockerConfig
 from worldtrace.sandboxes.swe import SWEConfig, SWESandbox
 from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
+
+from ..conftest import wait_until
 
 pytestmark = pytest.mark.docker
 
@@ -147,15 +148,6 @@ def _pids_cgroup(docker_engine, cid: str) -> Path:
     return unified
 
 
-def _wait_until(condition, timeout: float) -> bool:
-    deadline, tick = time.monotonic() + timeout, threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        tick.wait(0.05)
-    return True
-
-
 def test_fork_bomb_contained_by_pids_limit(swe, docker_engine):
     """Containment, not timing: the bomb fills the container's pids cgroup up to the limit
     and no further (forks are refused there), then the sandbox and the host work on."""
@@ -178,7 +170,7 @@ def test_fork_bomb_contained_by_pids_limit(swe, docker_engine):
     assert refused > 0 and peak <= 64
     [o] = answers  # the environment's answer, killed by the step timeout: not our failure
     assert o.exit_code == 137 and json.loads(o.state_json)["timed_out"]
-    assert _wait_until(lambda: int((cgroup / "pids.current").read_text()) < 8, 30)
+    wait_until(lambda: int((cgroup / "pids.current").read_text()) < 8, 30)
     assert swe.step(tool("bash", command="echo alive")).text == "alive\n"
     assert subprocess.run(["true"]).returncode == 0  # the host still forks
     swe.close()

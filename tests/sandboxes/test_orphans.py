@@ -7,8 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 
 import pytest
 from worldtrace.sandboxes.docker import ContainerPool, DockerConfig, sweep_orphans
@@ -21,6 +19,8 @@ from worldtrace.sandboxes.owners import (
     owner_labels,
     process_start,
 )
+
+from ..conftest import wait_until
 
 pytestmark = pytest.mark.docker
 
@@ -40,15 +40,6 @@ COLLECTOR = textwrap.dedent(
 
 def _exists(docker_engine, cid: str) -> bool:
     return bool(docker_engine.containers.list(all=True, filters={"id": cid}))
-
-
-def _wait_until(condition, timeout: float) -> bool:
-    deadline, tick = time.monotonic() + timeout, threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        tick.wait(0.05)
-    return True
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["KILL", "TERM"])
@@ -127,10 +118,10 @@ def test_warm_container_is_renamed_for_its_episode(docker_engine):
     name when an episode takes it."""
     pool = ContainerPool(DockerConfig(image=BUSYBOX, warm=1))
     try:
-        assert _wait_until(lambda: bool(pool._ready), 30)
+        wait_until(lambda: bool(pool._ready), 30)
         c = pool.acquire(episode_id="task-e3")
         assert c.labels[EPISODE_LABEL] == "pool"
-        assert _wait_until(lambda: (c.reload() or c.name).startswith("wt-task-e3-"), 10)
+        wait_until(lambda: (c.reload() or c.name).startswith("wt-task-e3-"), 10)
         cold = pool.acquire(pool.config.run_kwargs(), episode_id="task-e4")
         assert cold.labels[EPISODE_LABEL] == "task-e4" and cold.name.startswith("wt-task-e4-")
     finally:
