@@ -90,11 +90,11 @@ def main() -> None:
         ours = _collector_steps_per_s(sim.adb, sim.serial, 2)
         one = _collector_steps_per_s(sim.adb, sim.serial, 1)
         raw, compact, screens = _sizes(sim.adb, sim.serial, d)
-    _line("android: collector steps/s vs bare uiautomator2 loop", ours, bare, "steps/s",
+    _line("collector steps/s vs bare uiautomator2 loop", ours, bare, "steps/s",
           f"{STEPS} steps on the simulator; ours: 2 stable dumps + app state + compaction + journal; bare: action + 1 dump")  # fmt: skip
-    _line("android: collector with stable_dumps=1 vs bare uiautomator2 loop", one, bare, "steps/s",
+    _line("collector with stable_dumps=1 vs bare uiautomator2 loop", one, bare, "steps/s",
           "one dump per step, as the bare loop")  # fmt: skip
-    _line("android: observation chars, compacted vs raw dump", compact, raw, "chars",
+    _line("observation chars, compacted vs raw dump", compact, raw, "chars",
           f"mean over {screens} screens of explorer episodes in Settings, Notes, Calculator")  # fmt: skip
 
 

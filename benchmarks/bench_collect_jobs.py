@@ -72,7 +72,7 @@ def bare(concurrency: int, episodes: int) -> float:
 def main(episodes: int = EPISODES) -> None:
     for c in (1, 2, 4):
         _line(
-            f"collect_jobs_concurrency_{c}",
+            f"concurrency_{c}",
             ours(c, episodes),
             bare(c, episodes),
             "episodes/min",

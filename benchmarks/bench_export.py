@@ -185,7 +185,7 @@ def throughput(one: Path, work: Path) -> None:
         "renders, masks, writes shards + manifest and loads the tokenizer; best of 3 each, interleaved"
     )
     emit(
-        "export: tokens/s vs tokenizers.encode_batch alone",
+        "tokens/s vs tokenizers.encode_batch alone",
         o_n / o_s,
         b_n / b_s,
         b_s / o_s,
@@ -193,7 +193,7 @@ def throughput(one: Path, work: Path) -> None:
         what,
     )
     emit(
-        "export: tokens/s vs tokenizers.encode_batch_fast alone (no offsets)",
+        "tokens/s vs tokenizers.encode_batch_fast alone (no offsets)",
         o_n / o_s,
         b_n / f_s,
         f_s / o_s,
@@ -211,7 +211,7 @@ def threads(one: Path, work: Path) -> None:
     e = min(r["seconds"] for r in every)
     n = every[0]["tokens"]
     emit(
-        "export: tokenizers on all cores vs one thread",
+        "tokenizers on all cores vs one thread",
         n / e,
         n / a,
         a / e,
@@ -226,7 +226,7 @@ def memory(one: Path, work: Path) -> None:
         r1 = child([str(one), str(work / f"m1-{seq_len}"), str(seq_len)])
         r10 = child([str(ten), str(work / f"m10-{seq_len}"), str(seq_len)])
         emit(
-            f"export: peak RSS at 10x vs 1x corpus ({label})",
+            f"peak RSS at 10x vs 1x corpus ({label})",
             r10["peak_mb"],
             r1["peak_mb"],
             r10["peak_mb"] / r1["peak_mb"],

@@ -39,8 +39,8 @@ def workloads(repo: Path) -> dict[str, tuple[dict, str, dict]]:
     }
     git = {"command": ["mcp-server-git", "--repository", str(repo)], "set_env": GIT_ENV}
     return {
-        "mcp_echo": (everything, "echo", {"message": "hello"}),
-        "mcp_git_status": (git, "git_status", {"repo_path": str(repo)}),
+        "echo": (everything, "echo", {"message": "hello"}),
+        "git_status": (git, "git_status", {"repo_path": str(repo)}),
     }  # fmt: skip
 
 

@@ -121,9 +121,9 @@ def main() -> None:
     o_chars, b_chars = statistics.mean(c for _, c in ours), statistics.mean(c for _, c in bare)
     steps = args.rounds * len(TOUR)
     for name, o, b, unit, notes in (
-        ("web.steps_per_s", o_rate, b_rate, "steps/s",
+        ("steps_per_s", o_rate, b_rate, "steps/s",
          f"{steps} steps (goto/scroll/go_back) on the Python docs, best of {args.repeats}"),
-        ("web.obs_chars_per_step", o_chars, b_chars, "chars",
+        ("obs_chars_per_step", o_chars, b_chars, "chars",
          "ours: tabs + tree + focus/error sections; bare: the tree text alone"),
     ):  # fmt: skip
         print(json.dumps({"name": name, "ours": round(o, 2), "baseline": round(b, 2),

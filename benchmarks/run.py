@@ -51,13 +51,6 @@ def modules() -> list[str]:
     return [m for m in FIRST if m in found] + [m for m in found if m not in FIRST]
 
 
-def _row_name(module: str, name: str) -> str:
-    """`area: name`, once: some modules already start their names with the area."""
-    area = module.removeprefix("bench_")
-    name = name.removeprefix(f"{area}: ").removeprefix(f"{area}.").removeprefix(f"{area}_")
-    return f"{area}: {name}"
-
-
 def standalone(name: str, argv: list[str]) -> list[Row]:
     """Rows of a module that prints JSON lines (a failed module is a row saying so)."""
     out = subprocess.run(
@@ -77,7 +70,7 @@ def standalone(name: str, argv: list[str]) -> list[Row]:
             continue
         unit = f" {m['unit']}" if m.get("unit") else ""
         rows.append(
-            (_row_name(name, m["name"]), f"{m['ours']:,}{unit}",
+            (f"{name.removeprefix('bench_')}: {m['name']}", f"{m['ours']:,}{unit}",
              f"{m['baseline']:,}{unit}", f"{m['ratio']:.3f}", m.get("notes", ""))
         )  # fmt: skip
     if out.returncode != 0:
