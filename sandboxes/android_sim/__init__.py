@@ -16,7 +16,6 @@ demo's job dicts and a stop callable.
 
 from __future__ import annotations
 
-import argparse
 import os
 import select
 import signal
@@ -31,7 +30,6 @@ from typing import Any
 from .adb_server import AdbServer, serve_in_thread
 from .device import Device, DeviceConfig
 
-DEFAULT_PORT = 15037
 """The simulator's default port: never the real adb server's 5037."""
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -151,37 +149,8 @@ def u2_jar() -> bytes | None:
         return None
 
 
-def parse_args(argv: list[str] | None) -> SimConfig:
-    p = argparse.ArgumentParser(
-        prog="worldtrace android-sim",
-        description="A simulated Android device behind an adb server on loopback "
-        "(uiautomator2 and adb clients work against it unchanged).",
-        epilog="Example:\n  worldtrace android-sim --port 15037 --devices 2\n"
-        "  worldtrace collect examples/android-notes.yaml   (in another shell)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--host", default="127.0.0.1", help="loopback address to listen on")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="adb server port (0: any)")
-    p.add_argument("--devices", type=int, default=1, help="number of simulated devices")
-    p.add_argument("--no-ime", action="store_true", help="without the uiautomator2 keyboard app")
-    p.add_argument(
-        "--preinstall-u2", action="store_true", help="boot with the client's u2.jar already pushed"
-    )
-    p.add_argument("--drop-after", type=int, help="unplug the device on this JSON-RPC call")
-    p.add_argument("--offline-after", type=int, help="turn the device offline on this call")
-    a = p.parse_args(argv)
-    dev = DeviceConfig(
-        ime_installed=not a.no_ime,
-        u2_jar=u2_jar() if a.preinstall_u2 else None,
-        drop_after=a.drop_after,
-        offline_after=a.offline_after,
-    )
-    return SimConfig(a.host, a.port, a.devices, dev)
-
-
-def main(argv: list[str] | None = None) -> int:
+def serve(config: SimConfig) -> None:
     """Serve until SIGTERM or SIGINT; the first line printed is the address."""
-    config = parse_args(argv)
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())
@@ -191,7 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         stopped.wait()
     finally:
         sim.stop()
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (`worldtrace android-sim`, `python -m worldtrace.sandboxes.android_sim`)."""
+    from ..android_sim_cli import command
+
+    return command.main(argv, prog_name="worldtrace android-sim")
 
 
 def start_demo() -> tuple[list[dict[str, Any]], Callable[[], None]]:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from worldtrace.demo import SECTION_NAMES
+from worldtrace.sandboxes.android_sim_cli import command as android_sim
 
 from . import store
 
@@ -73,20 +74,6 @@ def demo(ctx: click.Context, sections: str, episodes: int) -> None:
         )
     root = store(ctx, create=True) if ctx.find_root().obj.get("store") else Store.at(DEMO_STORE)
     sys.exit(run_demo(root, sections=chosen, episodes=episodes))
-
-
-@click.command(
-    "android-sim",
-    add_help_option=False,  # --help goes to the simulator's own parser, with its options
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def android_sim(args: tuple[str, ...]) -> None:
-    """Serve simulated Android devices behind an adb server on loopback (uiautomator2 and
-    adb work against it unchanged) until Ctrl-C; --help lists its options."""
-    from worldtrace.sandboxes.android_sim import main
-
-    sys.exit(main(list(args)))
 
 
 COMMANDS = (doctor, demo, version, android_sim)
