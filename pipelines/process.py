@@ -43,6 +43,7 @@ from . import transforms as T
 from .dedup import DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
+from .runner import LOCAL_RUNNERS, LocalRunner
 from .state import EarlierRecords, RecordState
 from .watch import Progress, RunWatch
 
@@ -181,9 +182,7 @@ class ProcessTrajectories(beam.PTransform):
 
 def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOptions:
     args = [f"--runner={cfg.runner}", "--default_sdk_harness_log_level=WARNING", *cfg.beam_args]
-    if cfg.runner in ("DirectRunner", "direct") and not any(
-        "direct_running_mode" in a for a in args
-    ):
+    if cfg.runner in LOCAL_RUNNERS and not any("direct_running_mode" in a for a in args):
         workers = cfg.workers or (1 if input_bytes < cfg.parallel_bytes else os.cpu_count() or 1)
         mode = "in_memory" if workers == 1 else "multi_processing"
         args += [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
@@ -302,7 +301,9 @@ def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
     try:
         if todo or not prev.index:
             size = sum(os.path.getsize(f) for f in todo)
-            p = beam.Pipeline(options=pipeline_options(cfg, size))
+            options = pipeline_options(cfg, size)
+            local = cfg.runner in LOCAL_RUNNERS
+            p = beam.Pipeline(runner=LocalRunner(options) if local else None, options=options)
             _ = (
                 p
                 | "Inputs" >> beam.Create(todo)

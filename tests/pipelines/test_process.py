@@ -207,3 +207,30 @@ def test_small_corpus_is_not_all_common_under_info_policy(store):
     )
     cats = pq.read_table(store.processed / "turns")["category"].to_pylist()
     assert len(cats) == 10 and "common" not in cats
+
+
+def test_a_run_leaves_no_listener_and_no_temporary_files(store, tmp_path, monkeypatch):
+    """Found: Beam's DirectRunner tried the Prism runner first (a download from GitHub
+    when online); failing, it left a gRPC worker pool listening on every interface and
+    temporary directories behind, one set per `process` run."""
+    import tempfile
+
+    import psutil
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    me = psutil.Process()
+
+    def listening():
+        return {c.laddr for c in me.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+    before = listening()
+    raw_store(store, n=20)
+    for workers in (1, 2):
+        cfg = ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), rebuild=True)
+        cfg.workers = workers
+        assert run(cfg)["accounting"]["balanced"]
+        assert listening() == before
+        assert list(temp.iterdir()) == []

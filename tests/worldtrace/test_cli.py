@@ -270,6 +270,7 @@ READING = [
 ]
 WRITING = [
     ["import", "{records}"],
+    ["process", "--input", "{records}"],
     ["collect", "--sandbox", "docker", "--keys", "ls\\n"],
     ["jobs", "submit", "{job}"],
     ["worker"],

@@ -521,6 +521,34 @@ def test_export_progress_lines_and_bar(pstore, wt_env, tmp_path):
     assert "━" in screen and f"{total}/{total}" in screen and " export: " not in screen
 
 
+def test_process_with_worker_processes_writes_only_progress_to_stderr(records, wt_env, tmp_path):
+    """Found: Beam's SDK worker processes printed their start-up log lines (apitools,
+    semi_persistent_directory, ...) on the user's terminal."""
+    s = str(tmp_path / "s")
+    args = ["worldtrace", "import", str(records), "--store", s, "--create"]
+    assert subprocess.run(args, capture_output=True, env=wt_env).returncode == 0
+    args = ["worldtrace", "process", "--store", s, "--workers", "2", "--progress-every", "0"]
+    r = subprocess.run([*args, "--json"], capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["accounting"]["in"] == 12
+    assert r.stderr.strip() and all(" process: " in x for x in r.stderr.splitlines()), r.stderr
+
+
+def test_process_makes_a_new_store_with_create(records, wt_env, tmp_path):
+    """Found: `process --input ... --create` refused a new store, saying it "only reads"."""
+    s = str(tmp_path / "s")
+    args = ["worldtrace", "import", str(records), "--store", s, "--create"]
+    assert subprocess.run(args, capture_output=True, env=wt_env).returncode == 0
+    new = tmp_path / "new"
+    args = ["worldtrace", "process", "--input", f"{s}/raw", "--store", str(new), "--json"]
+    r = subprocess.run(args, capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 1 and "pass --create to make it" in r.stderr and not new.exists()
+    r = subprocess.run([*args, "--create"], capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["accounting"]["in"] == 12
+    assert (new / "processed" / "manifest.json").exists()
+
+
 def test_process_progress_lines_and_bar(records, wt_env, tmp_path):
     s = str(tmp_path / "s")
     args = ["worldtrace", "import", str(records), "--store", s, "--create"]

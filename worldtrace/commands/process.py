@@ -63,7 +63,8 @@ def process(
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.config import load
 
-    s = store(ctx)
+    # with --input it writes a store's first data: --create may make it
+    s = store(ctx, create=bool(inputs))
     cfg = ProcessConfig(
         inputs=list(inputs) or [str(s.raw)],
         output=str(s.processed),

@@ -1,0 +1,19 @@
+"""Beam's SDK worker process (`python -m apache_beam.runners.worker.sdk_worker_main`),
+quiet on stderr.
+
+Importing Beam logs through the `logging` module functions before any handler exists,
+which makes Python install a stderr handler on the root logger; every later start-up
+line of the worker then lands on the user's terminal. A root handler that drops
+records, added before Beam is imported, prevents that. The worker adds its own handler
+that sends the records to the runner, which logs them in the submitting process.
+"""
+
+import logging
+import sys
+
+logging.getLogger().addHandler(logging.NullHandler())
+
+from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
+
+if __name__ == "__main__":
+    sdk_worker_main.main(sys.argv)
