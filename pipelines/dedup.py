@@ -393,10 +393,12 @@ class _Decide(beam.DoFn):
         for rows in item[1]:
             for root, key, rank in rows:
                 by_root.setdefault(root, []).append((key, rank))
-        for root, keys in by_root.items():
+        for keys in by_root.values():
             keys.sort(key=lambda x: x[1])
-            cluster = f"c{root}"
             rep = keys[0][0]
+            # named after its representative: a singleton that gains members keeps its id,
+            # so an incremental run rewrites only its role (`state.changed_stems`)
+            cluster = f"c{rep}"
             for key, rank in keys:
                 for n, uid in enumerate(members.get(key, [rank[-1]])):
                     if key == rep and n == 0:

@@ -93,21 +93,22 @@ def corpus_columns(
     }
 
 
-def finalize(
-    segment: pa.Table, decisions: dict[str, tuple], policy: MaskPolicy, seed: int
-) -> dict[str, pa.Table]:
-    """The segment's rows of the `trajectories`, `turns` and `clusters` tables.
+CLUSTER_COLUMNS = (F.TRAJECTORY_ID, F.SOURCE, UID, F.DOMAIN)
+"""The segment columns the `clusters` rows need (no text)."""
 
-    Nothing here depends on the corpus counts (they are joined in at read time), so a
-    segment is finalised again only when a decision of its own records changes.
-    """
+
+def segment_decisions(segment: pa.Table, decisions: dict[str, tuple]) -> list[tuple]:
+    """(cluster, representative, role) of each record; absent from `decisions`: singleton."""
     uids, tids = segment[UID].to_pylist(), segment[F.TRAJECTORY_ID].to_pylist()
-    dec = [decisions.get(u, (f"c{t}", True, "singleton")) for u, t in zip(uids, tids, strict=True)]
-    origin = pc.struct_field(segment[F.SOURCE], "origin_id")
-    clusters = pa.table(
+    return [decisions.get(u, (f"c{t}", True, "singleton")) for u, t in zip(uids, tids, strict=True)]
+
+
+def cluster_rows(segment: pa.Table, dec: list[tuple]) -> pa.Table:
+    """The segment's `clusters` rows: one per record, kept or not."""
+    return pa.table(
         {
             "trajectory_id": segment[F.TRAJECTORY_ID],
-            "origin_id": origin,
+            "origin_id": pc.struct_field(segment[F.SOURCE], "origin_id"),
             "source": segment[UID],
             "domain": segment[F.DOMAIN],
             "cluster_id": pa.array([d[0] for d in dec], pa.string()),
@@ -116,6 +117,18 @@ def finalize(
         },
         schema=CLUSTERS_SCHEMA,
     )
+
+
+def finalize(
+    segment: pa.Table, decisions: dict[str, tuple], policy: MaskPolicy, seed: int
+) -> dict[str, pa.Table]:
+    """The segment's rows of the `trajectories`, `turns` and `clusters` tables.
+
+    Nothing here depends on the corpus counts (they are joined in at read time), so a
+    segment is finalised again only when a decision of its own records changes.
+    """
+    dec = segment_decisions(segment, decisions)
+    clusters = cluster_rows(segment, dec)
     kept = segment.filter(pa.array([d[1] for d in dec], pa.bool_())).combine_chunks()
     cluster_ids = pa.array([d[0] for d in dec if d[1]], pa.string())
     turn_lists = kept[F.TURNS].chunk(0) if kept[F.TURNS].num_chunks else pa.array([], F_TURNS)

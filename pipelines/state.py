@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -149,15 +149,19 @@ def key_deltas(t: pa.Table, decisions: dict) -> dict[int, int]:
     return dict(zip(distinct[moved].tolist(), total[moved].tolist(), strict=True))
 
 
-def changed_stems(t: pa.Table, decisions: dict) -> set[str]:
-    """Stems of earlier segments whose records' cluster, role or keep changed."""
+def changed_stems(t: pa.Table, decisions: dict) -> tuple[set[str], set[str]]:
+    """Stems of earlier segments whose records changed: (cluster or keep changed, only
+    the role changed). A role alone (a singleton that became its cluster's
+    representative: the commonest change) only moves the segment's `clusters` rows."""
     t = t.filter(t["was_role"].is_valid())  # earlier records only
     stems = t["stem"].to_pylist()
-    return {
-        stems[i]
-        for i, (now, was) in enumerate(zip(_now(t, decisions), _was(t), strict=True))
-        if now != was
-    }
+    full, roles = set(), set()
+    for i, (now, was) in enumerate(zip(_now(t, decisions), _was(t), strict=True)):
+        if now[:2] != was[:2]:
+            full.add(stems[i])
+        elif now != was:
+            roles.add(stems[i])
+    return full, roles
 
 
 def member_rows(t: pa.Table, decisions: dict) -> list[dict[str, Any]]:
@@ -176,13 +180,15 @@ def member_rows(t: pa.Table, decisions: dict) -> list[dict[str, Any]]:
     return rows
 
 
-def changes(t: pa.Table, decisions: dict) -> tuple[Counter, set[str], list[dict[str, Any]]]:
-    """One batch's share of the run's state: count changes, stems to rewrite, members."""
-    return Counter(key_deltas(t, decisions)), changed_stems(t, decisions), member_rows(t, decisions)
+def changes(t: pa.Table, decisions: dict) -> tuple[Counter, set[str], set[str], list[dict]]:
+    """One batch's share of the run's state: count changes, stems to rewrite (whole, and
+    clusters only), members."""
+    full, roles = changed_stems(t, decisions)
+    return Counter(key_deltas(t, decisions)), full, roles, member_rows(t, decisions)
 
 
 class RecordState(beam.PTransform):
-    """Records (batches, each record once) -> the set of earlier segments to rewrite;
+    """Records (batches, each record once) -> the earlier segments to rewrite (`Rewrite`);
     writes the run's cluster state (`members.parquet`, sorted by uid) and template count
     changes (`delta.parquet`) into `out`/_index."""
 
@@ -195,16 +201,28 @@ class RecordState(beam.PTransform):
             records
             | "Changes" >> beam.Map(changes, decisions=self.decisions)
             # one combine for all three: each combine is a stage barrier
-            | "Total" >> beam.CombineGlobally(Merge(Counter, set, list))
+            | "Total" >> beam.CombineGlobally(Merge(Counter, set, set, list))
             | "Write" >> beam.Map(write_state, self.out)
         )
 
 
-def write_state(total: tuple[Counter, set[str], list[dict[str, Any]]], out: str) -> set[str]:
-    delta, stems, members = total
+class Rewrite(NamedTuple):
+    """Earlier segments pass 2 writes again."""
+
+    full: frozenset[str]
+    """A record changed cluster or keep: every table."""
+    clusters: frozenset[str]
+    """Only roles changed: the `clusters` file alone."""
+
+    def __contains__(self, stem: object) -> bool:
+        return stem in self.full or stem in self.clusters
+
+
+def write_state(total: tuple[Counter, set[str], set[str], list[dict]], out: str) -> Rewrite:
+    delta, full, roles, members = total
     write_rows(out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA)(
         sorted(members, key=lambda r: r["uid"])
     )
     rows = [{"key": k, "count": v} for k, v in delta.items() if v]
     write_rows(out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS)(rows)
-    return stems
+    return Rewrite(frozenset(full), frozenset(roles - full))

@@ -90,14 +90,20 @@ class _Finalize(beam.DoFn):
         self.out, self.policy, self.seed, self.old = Path(out), policy, seed, old
         self.index = Path(index) if index else None
 
-    def process(self, stem: str, decisions: dict, stems: set):
+    def process(self, stem: str, decisions: dict, stems):
         if self.old and stem not in stems:
             return
         src = (self.index if self.old else self.out / G.INDEX) / G.SEGMENTS / f"{stem}.parquet"
-        tables = G.finalize(pq.read_table(src), decisions, self.policy, self.seed)
+        if self.old and stem not in stems.full:  # roles only: no text to read or write
+            segment = pq.read_table(src, columns=list(G.CLUSTER_COLUMNS))
+            tables = {"clusters": G.cluster_rows(segment, G.segment_decisions(segment, decisions))}
+            counter = "segments.rewritten_clusters"
+        else:
+            tables = G.finalize(pq.read_table(src), decisions, self.policy, self.seed)
+            counter = "segments.rewritten" if self.old else "segments.new"
         for name, table in tables.items():
             write_table_atomic(self.out / name / f"{stem}.parquet", table)
-        Metrics.counter(NS, "segments.rewritten" if self.old else "segments.new").inc()
+        Metrics.counter(NS, counter).inc()
         yield stem
 
 

@@ -100,12 +100,38 @@ def test_near_duplicate_in_a_later_batch_joins_the_earlier_cluster(store):
     m = run(cfg(store))
     after = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
     ids = {a.trajectory_id, a2.trajectory_id, late.trajectory_id}
-    assert {after[t]["cluster_id"] for t in ids} == {f"c{min(ids)}"}
+    assert {after[t]["cluster_id"] for t in ids} == {f"c{late.trajectory_id}"}  # its new rep
     assert after[late.trajectory_id]["role"] == "representative"
     kept = set(pq.read_table(store.processed / "trajectories")["trajectory_id"].to_pylist())
     assert late.trajectory_id in kept and not ({a.trajectory_id, a2.trajectory_id} & kept)
     assert m["accounting"]["kept"] == 4 and m["accounting"]["duplicates"] == 2
     assert m["accounting"]["balanced"]
+
+
+def test_a_singleton_joined_by_a_worse_near_duplicate_rewrites_only_its_clusters(store):
+    """The commonest change: an earlier singleton stays representative of the cluster a
+    new near-duplicate joins. Its id and its rows stay; only its `clusters` file moves."""
+    a = long_traj("alpha")
+    write(store, "b1", [a, *(long_traj(w) for w in ("bravo", "charlie"))])
+    run(cfg(store))
+    files = {n: set((store.processed / n).glob("*.parquet")) for n in ("trajectories", "turns")}
+    inodes = {n: {f.stat().st_ino for f in fs} for n, fs in files.items()}
+    late = long_traj("alpha", tweak=" 99 bottles", status="failure", episode="late")
+    write(store, "b2", [late])
+    m = run(cfg(store))
+    assert m["counters"]["segments.rewritten_clusters"] == 1
+    assert "segments.rewritten" not in m["counters"]
+    for name, fs in files.items():  # the earlier files are the same files (hard links)
+        assert {f.stat().st_ino for f in fs if f.exists()} == inodes[name]
+    rows = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    assert rows[a.trajectory_id]["cluster_id"] == f"c{a.trajectory_id}"  # kept its id
+    assert (rows[a.trajectory_id]["role"], rows[late.trajectory_id]["role"]) == (
+        "representative",
+        "near",
+    )
+    incremental = tables(store)
+    run(cfg(store, rebuild=True))
+    assert tables(store) == incremental
 
 
 def test_changed_settings_need_a_rebuild(store):
