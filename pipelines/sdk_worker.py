@@ -6,9 +6,11 @@ which makes Python install a stderr handler on the root logger; every later star
 line of the worker then lands on the user's terminal. A root handler that drops
 records, added before Beam is imported, prevents that. The worker adds its own handler
 that sends the records to the runner, which logs them in the submitting process.
+When the harness is done the process exits at once (see the end).
 """
 
 import logging
+import os
 import sys
 
 logging.getLogger().addHandler(logging.NullHandler())
@@ -17,3 +19,9 @@ from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
 
 if __name__ == "__main__":
     sdk_worker_main.main(sys.argv)
+    # Done: every bundle is reported and the log handler flushed. Skip the interpreter's
+    # teardown (gRPC, pyarrow, Beam: ~0.3 s), which the runner waits for one worker
+    # after another when it stops them.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
