@@ -10,13 +10,15 @@ readers never see a half-written run.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
+import socket
 import time
 import uuid
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -275,6 +277,41 @@ def accounting(output: Path) -> dict[str, Any]:
     return {"in": sum(acc.values()), **acc, "exact": roles["exact"], "near": roles["near"]}
 
 
+class StoreBusy(ValueError):
+    """Another `process` run holds the store's processed/ directory."""
+
+
+@contextmanager
+def exclusive(output: Path):
+    """Hold `processed/.process.lock` for the whole run; a second run fails at once.
+
+    Two runs side by side would each process the same new files from the same earlier
+    state and publish over each other, their table swaps interleaving (tables of two
+    runs, or a swap failing half way). The lock file names its holder for the message;
+    the lock goes with the process (a run that dies holds nothing).
+    """
+    fh = open(output / F.PROCESS_LOCK, "a+")  # noqa: SIM115 (held until the run ends)
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "a process that has not written its name yet"
+        fh.close()
+        raise StoreBusy(
+            f"{output}: another `worldtrace process` is writing this store ({holder}); "
+            "run again when it has finished"
+        ) from None
+    try:
+        fh.truncate(0)
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {since}\n")
+        fh.flush()
+        yield
+    finally:
+        fh.truncate(0)
+        fh.close()
+
+
 def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
     """Run the pipeline; returns the run manifest (also written to processed/manifest.json).
 
@@ -288,6 +325,11 @@ def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
         )
     output = Path(cfg.output)
     output.mkdir(parents=True, exist_ok=True)
+    with exclusive(output):
+        return _run(cfg, files, output, progress)
+
+
+def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress | None):
     prev = load_previous(output, cfg)
     read_before = 0
     if prev.index is not None:

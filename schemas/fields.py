@@ -98,6 +98,8 @@ PROCESS_MANIFEST = "manifest.json"
 """Under processed/: the last `worldtrace process` run (inputs, seconds, counters)."""
 PROCESS_INDEX = "_index"
 """Under processed/: the incremental state of `worldtrace process` (segments, counts)."""
+PROCESS_LOCK = ".process.lock"
+"""Under processed/: held (flock) by the one `process` run writing the store."""
 TEMPLATE_COUNTS_FILE = "templates.parquet"
 """Under processed/_index/: `key`, `count`: kept turns per observation template. The
 views join it to fill the corpus-count columns at read time (docs/pipeline.md)."""

@@ -14,9 +14,11 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
-from worldtrace.pipelines.process import ProcessConfig, run
+from worldtrace.pipelines.process import ProcessConfig, StoreBusy, run
 from worldtrace.schemas import ShardWriter, read_records, validate_dict
 from worldtrace.schemas.store import shard_files
+
+from ..conftest import wait_until
 
 
 def raw_store(store, n=120):
@@ -89,7 +91,9 @@ def test_rerun_replaces_tables_atomically(store):
     first = count(store, "trajectories")
     run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
     assert count(store, "trajectories") == first
-    assert not [p for p in store.processed.iterdir() if p.name.startswith(".")]
+    leftovers = [p for p in store.processed.iterdir() if p.name.startswith(".")]
+    lock = store.processed / ".process.lock"  # stays (removing it would race), released
+    assert leftovers == [lock] and lock.read_text() == ""
 
 
 def test_no_input_is_a_clear_error(store):
@@ -234,3 +238,36 @@ def test_a_run_leaves_no_listener_and_no_temporary_files(store, tmp_path, monkey
         assert run(cfg)["accounting"]["balanced"]
         assert listening() == before
         assert list(temp.iterdir()) == []
+
+
+def test_a_second_run_on_the_same_store_fails_at_once_and_the_first_completes(store, wt_env):
+    """Found: two `process` runs on one store ran side by side, each processing the same
+    new files from the same earlier state and publishing over the other (their table
+    swaps interleaving)."""
+    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=5)
+    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
+        w.write(data)
+    lock = store.processed / ".process.lock"
+    first = subprocess.Popen(
+        ["worldtrace", "process", "--store", str(store.root), "--workers", "1", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
+    )  # fmt: skip
+    try:
+        holder = wait_until(
+            lambda: lock.exists() and lock.read_text().strip(), what="the first run's lock"
+        )
+        assert holder.startswith(f"pid {first.pid} on ")
+        with pytest.raises(StoreBusy, match=r"another `worldtrace process` is writing") as err:
+            run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))
+        assert f"pid {first.pid} on " in str(err.value)
+        out, errs = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, errs
+    assert json.loads(out)["accounting"]["in"] == len(data)
+    # released: the next run goes ahead (nothing new to read)
+    assert (
+        run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))["counters"]["read"]
+        == 0
+    )

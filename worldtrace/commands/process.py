@@ -56,7 +56,8 @@ def process(
     Any further --options are passed to Beam (e.g. --job_endpoint=embed
     --environment_type=LOOPBACK for the PortableRunner). Progress (units through pass 1
     and pass 2, records read) goes to stderr: a bar on a terminal, a line every
-    --progress-every seconds otherwise.
+    --progress-every seconds otherwise. One run per store at a time: a second one fails at
+    once and names the first.
     """
     from worldtrace.output import print_accounting, print_json
     from worldtrace.pipelines.process import ProcessConfig, run
