@@ -6,7 +6,8 @@ which makes Python install a stderr handler on the root logger; every later star
 line of the worker then lands on the user's terminal. A root handler that drops
 records, added before Beam is imported, prevents that. The worker adds its own handler
 that sends the records to the runner, which logs them in the submitting process.
-When the harness is done the process exits at once (see the end).
+A failed instruction's traceback is not printed (`_no_print`), and when the harness is
+done the process exits at once (see the end).
 """
 
 import logging
@@ -15,7 +16,17 @@ import sys
 
 logging.getLogger().addHandler(logging.NullHandler())
 
-from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
+from apache_beam.runners.worker import sdk_worker, sdk_worker_main  # noqa: E402
+
+
+def _no_print(*args, **kwargs) -> None:
+    """The harness prints a failed instruction's traceback on stderr and also sends it to
+    the runner (its response and its log), which raises it in the submitting process:
+    there, `worldtrace.errors` makes a machine failure one line and shows a bug whole.
+    The printed copy would only repeat it on the user's terminal."""
+
+
+sdk_worker.print = _no_print  # the module's one print (a failed instruction's traceback)
 
 if __name__ == "__main__":
     sdk_worker_main.main(sys.argv)

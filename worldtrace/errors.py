@@ -17,15 +17,47 @@ from typing import Any
 EXIT_MACHINE = 1
 
 
+def _os_error_names() -> frozenset[str]:
+    out, todo = set(), [OSError]
+    while todo:
+        cls = todo.pop()
+        out.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return frozenset(out | {"IOError", "StoreWriteError"})
+
+
+_OS_ERRORS = _os_error_names()
+_EXCEPTION_LINE = re.compile(r"^(?:RuntimeError: )?(?:[\w.]+\.)?(\w+): (.+)$")
+
+
+def _worker_failure(text: str) -> str | None:
+    """The machine failure a pipeline worker process reported, as one line, or None.
+
+    A worker in another process sends its traceback as text; the runner raises it as a
+    RuntimeError and logs it. Its last exception line says what happened: an OSError
+    (or our StoreWriteError) is the machine's, anything else is a bug to show whole.
+    """
+    lines = text.replace("\\n", "\n").splitlines()
+    last = next((m for m in map(_EXCEPTION_LINE.match, reversed(lines)) if m), None)
+    if last is None or last.group(1) not in _OS_ERRORS:
+        return None
+    message = last.group(2).rstrip('" ')
+    m = re.match(r"^(.*?) \[while running '(.*)'\]$", message.replace("\\'", "'"))
+    return f"{m.group(1)} (pipeline step {m.group(2)})" if m else message
+
+
 def _machine_error(exc: BaseException) -> BaseException | None:
     """The OSError or sqlite3.Error behind `exc`, following causes and contexts; Beam
-    re-raises a worker's OSError as a RuntimeError whose message starts with its name."""
+    re-raises a worker's OSError as a RuntimeError whose message starts with its name
+    (in-process) or ends with it (a worker process's traceback)."""
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         if isinstance(e, (OSError, sqlite3.Error)):
             return e
-        if isinstance(e, RuntimeError) and str(e).startswith(("OSError: ", "IOError: ")):
+        if isinstance(e, RuntimeError) and (
+            str(e).startswith(("OSError: ", "IOError: ")) or _worker_failure(str(e))
+        ):
             return e
         seen.add(id(e))
         e = e.__cause__ or e.__context__
@@ -41,6 +73,9 @@ def one_line(exc: BaseException, jobs_db: str | None = None, root: str | None = 
     """`exc` as one line; sqlite errors name the job store's file, a pipeline worker's
     OSError the store it was writing into."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    remote = _worker_failure(str(exc)) if isinstance(exc, RuntimeError) else None
+    if remote:
+        return remote
     if isinstance(exc, sqlite3.Error) and jobs_db:
         return f"{jobs_db}: {text}"
     m = _BEAM_WRAPPED.match(text) if isinstance(exc, RuntimeError) else None
@@ -66,14 +101,18 @@ class _DropMachineErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (isinstance(exc, OSError) or str(record.msg).startswith("OSError"))
+        if isinstance(exc, OSError) or str(record.msg).startswith("OSError"):
+            return False
+        # a worker process's log of the same failure, relayed by the runner
+        return not (record.levelno >= logging.ERROR and _worker_failure(record.getMessage()))
 
 
 def run_guarded(cli: Callable[..., Any]) -> None:
     """Run the click group; a machine failure ends it with one line on stderr."""
     import click
 
-    logging.getLogger("apache_beam.runners.common").addFilter(_DropMachineErrors())
+    for name in ("apache_beam.runners.common", "apache_beam.runners.portability.local_job_service"):
+        logging.getLogger(name).addFilter(_DropMachineErrors())
     obj: dict[str, Any] = {}
     try:
         cli(obj=obj)

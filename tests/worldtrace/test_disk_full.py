@@ -138,6 +138,47 @@ def test_full_disk_fails_with_one_line_and_keeps_earlier_shards(tmpfs, tmp_path,
     filler.unlink()
 
 
+def test_full_disk_under_worker_processes_is_one_line_too(tmpfs, tmp_path, wt_env):
+    """Found: with worker processes (the default above 32 MB of input) a full disk printed
+    every worker's traceback, their relayed logs and the runner's own traceback (230
+    lines) instead of the one line the in-process run gives."""
+    store = Store.at(tmpfs / "store")
+    env = dict(wt_env, WORLDTRACE_STORE=str(store.root))
+    small = tmp_path / "small.jsonl"
+    small.write_text(chat_records(40, 2000, seed=3))
+    assert wt(env, "import", "--create", str(small)).returncode == 0
+    before = checksums(store.root)
+    fill(tmpfs / "filler", keep_free=64 << 10)
+    r = wt(env, "process", "--workers", "2")
+    one_error_line(r, "cannot write", str(store.root), "No space left on device", "pipeline step")
+    assert checksums(store.root) == before and not leftovers(tmpfs)
+
+
+def test_a_bug_in_a_worker_process_is_not_taken_for_the_machine():
+    """Only an OSError as the worker's last exception is the machine's; a bug keeps its
+    traceback (the command re-raises it whole)."""
+    from worldtrace.errors import _machine_error, one_line
+
+    tail = '  File "/x/transforms.py", line 76, in process\n    boom()\n'
+    disk = RuntimeError(
+        f"Traceback (most recent call last):\n{tail}RuntimeError: "
+        "worldtrace.schemas.tempfiles.StoreWriteError: cannot write /s/p.parquet: No space "
+        "left on device [while running 'Process/Pass1']\n"
+    )
+    assert _machine_error(disk) is disk
+    assert (
+        one_line(disk)
+        == "cannot write /s/p.parquet: No space left on device (pipeline step Process/Pass1)"
+    )
+    bug = RuntimeError(
+        f"Traceback (most recent call last):\n{tail}OSError: [Errno 28] No space\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        f"Traceback (most recent call last):\n{tail}RuntimeError: TypeError: 'NoneType' object "
+        "is not subscriptable [while running 'Process/Pass1']\n"
+    )
+    assert _machine_error(bug) is None
+
+
 def test_broken_jobs_db_is_one_line(tmp_path, wt_env):
     store = Store.at(tmp_path / "store")
     store.root.mkdir(parents=True, exist_ok=True)
