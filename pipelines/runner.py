@@ -10,20 +10,126 @@ nothing left running after a run.
 With more than one worker the workers are processes started through
 `worldtrace.pipelines.sdk_worker`, which keeps Beam's start-up log lines off the user's
 terminal (the workers' logs still reach the runner over the Fn API logging service).
+A worker that dies (the kernel's out-of-memory killer, a crash) fails the run with
+`WorkerLost`, one line naming how it died, instead of the tracebacks of every thread
+whose channel broke with it.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import signal
 import sys
+import threading
 
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_provision_api_pb2
-from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 
 LOCAL_RUNNERS = ("DirectRunner", "direct")
 """The `--runner` names `process` runs with `LocalRunner`."""
 WORKER_MODULE = "worldtrace.pipelines.sdk_worker"
+WORKER_URN = "worldtrace:env:subprocess_python:v1"
+"""The environment of `LocalRunner`'s worker processes (`_WorkerProcess`)."""
+
+
+_EXITED = re.compile(r"Worker subprocess exited with return code (-?\d+)")
+_BEAM_THREADS = ("run_worker", "beam_control_read", "read_grpc_client_inputs")
+_BROKEN_CHANNEL_LOGS = {
+    "apache_beam.runners.worker.data_plane": "Failed to read inputs in the data plane",
+    "apache_beam.runners.portability.fn_api_runner.worker_handlers": "Error closing worker",
+}
+"""Logger -> message start of what Beam logs when a worker's channels break."""
+
+
+class WorkerLost(RuntimeError):
+    """A worker process of the run died: the run failed and published nothing."""
+
+
+def how_it_died(code: int) -> str:
+    if code >= 0:
+        return f"exited with status {code} (its error is above)"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    if -code == signal.SIGKILL:
+        return (
+            f"was killed by {name} (the kernel's out-of-memory killer sends it: see "
+            "`dmesg`; fewer --workers use less memory)"
+        )
+    return f"was killed by {name}"
+
+
+@worker_handlers.WorkerHandler.register_environment(WORKER_URN, bytes)
+class _WorkerProcess(worker_handlers.SubprocessSdkWorkerHandler):
+    """Beam's subprocess worker handler, plus: when the process dies, what waits for it
+    fails. Beam's handler only raises in its own thread, and the runner then waits for
+    the worker's answers forever (a worker that died while starting) or until a stream
+    notices the closed channel."""
+
+    def start_worker(self) -> None:
+        from apache_beam.runners.portability import local_job_service
+
+        self.worker = local_job_service.SubprocessSdkWorker(
+            self._worker_command_line, self.control_address, self.provision_info, self.worker_id
+        )
+
+        def run() -> None:
+            try:
+                self.worker.run()
+            except RuntimeError as exc:  # the process exited with a non-zero status
+                lost = WorkerLost(str(exc))
+                self.control_conn.abort(lost)  # answers the runner waits for
+                self.data_conn._exception = lost  # outputs it waits for (polled each 1 s)
+                raise
+
+        self.worker_thread = threading.Thread(name="run_worker", target=run)
+        self.worker_thread.start()
+
+
+class _WorkerWatch(logging.Filter):
+    """While a run lasts: collect the exit codes Beam's `run_worker` threads report, and
+    hold back what breaks with a dead worker (its channel threads' exceptions, the data
+    plane's log of the closed stream). Held items are let out after the run unless a
+    lost worker explains them."""
+
+    def __enter__(self) -> _WorkerWatch:
+        self.codes: list[int] = []
+        self.threads: list = []
+        self.records: list[logging.LogRecord] = []
+        self.previous = threading.excepthook
+        threading.excepthook = self.hook
+        for name in _BROKEN_CHANNEL_LOGS:
+            logging.getLogger(name).addFilter(self)
+        return self
+
+    def hook(self, args) -> None:
+        m = _EXITED.search(str(args.exc_value))
+        if m:
+            self.codes.append(int(m.group(1)))
+        elif args.thread is not None and args.thread.name.startswith(_BEAM_THREADS):
+            self.threads.append(args)
+        else:
+            self.previous(args)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith(_BROKEN_CHANNEL_LOGS.get(record.name, "\0")):
+            self.records.append(record)
+            return False
+        return True
+
+    def __exit__(self, *exc) -> None:
+        threading.excepthook = self.previous
+        for name in _BROKEN_CHANNEL_LOGS:
+            logging.getLogger(name).removeFilter(self)
+        if not self.codes:
+            for args in self.threads:
+                self.previous(args)
+            for record in self.records:
+                logging.getLogger(record.name).handle(record)
 
 
 class LocalRunner(fn_runner.FnApiRunner):
@@ -37,9 +143,23 @@ class LocalRunner(fn_runner.FnApiRunner):
         info = beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
         super().__init__(provision_info=fn_runner.ExtendedProvisionInfo(info))
 
+    def run_pipeline(self, pipeline, options):
+        with _WorkerWatch() as watch:
+            try:
+                return super().run_pipeline(pipeline, options)
+            except Exception as exc:
+                if not watch.codes:
+                    raise
+                raise WorkerLost(
+                    f"a pipeline worker process {how_it_died(watch.codes[0])}; the run "
+                    "failed and published nothing (the processed tables are as they were)"
+                ) from exc
+
     def run_via_runner_api(self, pipeline_proto, options):
-        command = f"{sys.executable} -m {WORKER_MODULE}".encode()
+        # `exec`: Beam starts the command through a shell; the worker takes the shell's
+        # pid, so the runner's wait and kill reach the worker itself
+        command = f"exec {sys.executable} -m {WORKER_MODULE}".encode()
         for env in pipeline_proto.components.environments.values():
             if env.urn == python_urns.SUBPROCESS_SDK:
-                env.payload = command
+                env.urn, env.payload = WORKER_URN, command
         return super().run_via_runner_api(pipeline_proto, options)

@@ -271,3 +271,39 @@ def test_a_second_run_on_the_same_store_fails_at_once_and_the_first_completes(st
         run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))["counters"]["read"]
         == 0
     )
+
+
+def test_a_worker_process_killed_mid_run_fails_the_run_in_one_line(store, wt_env):
+    """Found: a worker killed mid-run (what the out-of-memory killer does) ended
+    `process` with 230 lines of tracebacks from every thread whose channel broke and
+    "Channel closed prematurely", never saying that a worker died, or how."""
+    import psutil
+
+    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=6)
+    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
+        w.write(data)
+    cli = subprocess.Popen(
+        ["worldtrace", "process", "--store", str(store.root), "--workers", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
+    )  # fmt: skip
+    try:
+
+        def worker():
+            kids = psutil.Process(cli.pid).children(recursive=True)
+            return next((k for k in kids if "pipelines.sdk_worker" in " ".join(k.cmdline())), None)
+
+        victim = wait_until(worker, what="a worker process of the run")
+        victim.kill()  # a process the run started, by pid
+        out, err = cli.communicate(timeout=300)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 1, out + err
+    lines = [x for x in err.splitlines() if " process: " not in x]  # progress lines
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("Error: a pipeline worker process was killed by SIGKILL")
+    assert "published nothing" in lines[0]
+    assert not [p for p in store.processed.iterdir() if p.name.startswith(".run-")]
+    assert not (store.processed / "trajectories").exists()
+    m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))
+    assert m["accounting"]["in"] == len(data) and m["accounting"]["balanced"]

@@ -61,6 +61,7 @@ def process(
     """
     from worldtrace.output import print_accounting, print_json
     from worldtrace.pipelines.process import ProcessConfig, run
+    from worldtrace.pipelines.runner import WorkerLost
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.config import load
 
@@ -76,7 +77,7 @@ def process(
         cfg = load(cfg, config_file, list(overrides))
         with StepProgress("process", 0, "unit steps", every=progress_every) as progress:
             manifest = run(cfg, progress=progress)
-    except (KeyError, ValueError, FileNotFoundError) as exc:
+    except (KeyError, ValueError, FileNotFoundError, WorkerLost) as exc:
         raise click.ClickException(str(exc.args[0] if exc.args else exc)) from exc
     if as_json:
         print_json(manifest)
