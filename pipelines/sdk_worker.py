@@ -6,15 +6,19 @@ which makes Python install a stderr handler on the root logger; every later star
 line of the worker then lands on the user's terminal. A root handler that drops
 records, added before Beam is imported, prevents that. The worker adds its own handler
 that sends the records to the runner, which logs them in the submitting process.
-A failed instruction's traceback is not printed (`_no_print`), and when the harness is
-done the process exits at once (see the end).
+A failed instruction's traceback is not printed (`_no_print`), Ctrl-C is left to the
+runner, and when the harness is done the process exits at once (see the end).
 """
 
 import logging
 import os
+import signal
 import sys
 
 logging.getLogger().addHandler(logging.NullHandler())
+# Ctrl-C reaches the whole foreground process group; the runner that started this worker
+# stops it (or its channel closes when the runner is gone): no traceback of its own
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 from apache_beam.runners.worker import sdk_worker, sdk_worker_main  # noqa: E402
 

@@ -307,3 +307,40 @@ def test_a_worker_process_killed_mid_run_fails_the_run_in_one_line(store, wt_env
     assert not (store.processed / "trajectories").exists()
     m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))
     assert m["accounting"]["in"] == len(data) and m["accounting"]["balanced"]
+
+
+def test_ctrl_c_with_worker_processes_stops_quietly(store, wt_env):
+    """Found: Ctrl-C (SIGINT to the terminal's process group) during a run with worker
+    processes printed each worker's KeyboardInterrupt traceback and a CRITICAL log line
+    relayed from it before click's "Aborted!"."""
+    import signal
+
+    import psutil
+
+    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=7)
+    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
+        w.write(data)
+    cli = subprocess.Popen(
+        ["worldtrace", "process", "--store", str(store.root), "--workers", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
+        start_new_session=True,  # its own process group, as a terminal gives a command
+    )  # fmt: skip
+    try:
+
+        def workers():
+            kids = psutil.Process(cli.pid).children(recursive=True)
+            found = [k for k in kids if "pipelines.sdk_worker" in " ".join(k.cmdline())]
+            # both started and the run under way: a segment file is being written
+            busy = list(store.processed.glob(".run-*/_index/segments/*"))
+            return found if len(found) == 2 and busy else None
+
+        started = wait_until(workers, what="two worker processes at work")
+        os.killpg(cli.pid, signal.SIGINT)  # the group of the command we started
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    assert cli.returncode == 1
+    assert [x for x in err.splitlines() if x.strip() and " process: " not in x] == ["Aborted!"]
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in started)
+    assert not [p for p in store.processed.iterdir() if p.name.startswith(".run-")]
