@@ -62,7 +62,8 @@ def cpu_seconds() -> float:
 
 
 def process(work: str, workers: str = "2", rebuild: str = "1") -> dict:
-    """`workers` 0: the CLI's default (in-process below 32 MB of new input)."""
+    """`workers` 0: the CLI's default (`process.auto_workers`: in-process for the
+    incremental bench's small increment)."""
     from worldtrace.pipelines.process import ProcessConfig, run
 
     load = os.getloadavg()[0]
@@ -73,7 +74,6 @@ def process(work: str, workers: str = "2", rebuild: str = "1") -> dict:
             inputs=[f"{work}/raw"],
             output=f"{work}/processed",
             workers=int(workers),
-            parallel_bytes=0 if workers != "0" else ProcessConfig.parallel_bytes,
             rebuild=rebuild == "1",
         )
     )

@@ -76,9 +76,13 @@ class ProcessConfig:
     """Beam runner: DirectRunner, PortableRunner, FlinkRunner, SparkRunner, DataflowRunner
     (see infra/runners.md for the flags each needs)."""
     workers: int = 0
-    """DirectRunner worker processes; 1 = in-process; 0 = auto: in-process under
-    `parallel_bytes` of input (worker start-up costs more than it saves), else one per core."""
-    parallel_bytes: int = 32 << 20
+    """DirectRunner worker processes; 1 = in-process; 0 = auto: one per 2 MB
+    (`bytes_per_worker`) of new input, at most one per core, in-process below 4 MB."""
+    bytes_per_worker: int = 2 << 20
+    """New input a worker process must have to pay back its start-up (~1 s of CPU: it
+    imports Beam and worldtrace). Measured on 2 cores (docs/benchmarks.md): 2 workers
+    break even with in-process at 2.3 MB of raw shards and are 1.35x faster at 4.5 MB,
+    1.47x at 9 MB."""
     beam_args: list[str] = field(default_factory=list)
     """Further Beam pipeline options, passed through."""
 
@@ -182,10 +186,17 @@ class ProcessTrajectories(beam.PTransform):
         return beam.pvalue.PDone(paths.pipeline)
 
 
+def auto_workers(input_bytes: int, bytes_per_worker: int, cores: int) -> int:
+    """Worker processes for `input_bytes` of new input: 1 (in-process) below two workers'
+    worth, else one per `bytes_per_worker`, at most one per core."""
+    return max(1, min(cores, input_bytes // max(1, bytes_per_worker)))
+
+
 def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOptions:
     args = [f"--runner={cfg.runner}", "--default_sdk_harness_log_level=WARNING", *cfg.beam_args]
     if cfg.runner in LOCAL_RUNNERS and not any("direct_running_mode" in a for a in args):
-        workers = cfg.workers or (1 if input_bytes < cfg.parallel_bytes else os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+        workers = cfg.workers or auto_workers(input_bytes, cfg.bytes_per_worker, cores)
         mode = "in_memory" if workers == 1 else "multi_processing"
         args += [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
     return PipelineOptions(args)

@@ -139,7 +139,7 @@ def test_full_disk_fails_with_one_line_and_keeps_earlier_shards(tmpfs, tmp_path,
 
 
 def test_full_disk_under_worker_processes_is_one_line_too(tmpfs, tmp_path, wt_env):
-    """Found: with worker processes (the default above 32 MB of input) a full disk printed
+    """Found: with worker processes (the default from 4 MB of new input) a full disk printed
     every worker's traceback, their relayed logs and the runner's own traceback (230
     lines) instead of the one line the in-process run gives."""
     store = Store.at(tmpfs / "store")

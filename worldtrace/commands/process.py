@@ -27,7 +27,7 @@ from . import progress_every_option, store
 @options_from(
     "worldtrace.pipelines.process:ProcessConfig",
     # the store decides the output; the rest is set through --config/--set
-    exclude=("output", "seed", "parallel_bytes"),
+    exclude=("output", "seed", "bytes_per_worker"),
     choices={"policy": "worldtrace.pipelines.mask:POLICIES"},
 )
 @click.option(
