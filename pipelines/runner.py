@@ -13,10 +13,16 @@ terminal (the workers' logs still reach the runner over the Fn API logging servi
 A worker that dies (the kernel's out-of-memory killer, a crash) fails the run with
 `WorkerLost`, one line naming how it died, instead of the tracebacks of every thread
 whose channel broke with it.
+
+The runner's gRPC servers (control, data, state, logging, and the artifact service on
+the control port, which reads any file a caller names) listen on loopback only while
+our runs last (`_loopback_servers`): Beam binds them to every interface, unauthenticated,
+though its local workers always connect through `localhost`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import signal
@@ -132,6 +138,47 @@ class _WorkerWatch(logging.Filter):
                 logging.getLogger(record.name).handle(record)
 
 
+class _LoopbackServer:
+    """A gRPC server whose ports bind loopback where Beam asks for every interface."""
+
+    def __init__(self, server):
+        self._server = server
+
+    def __getattr__(self, name: str):
+        return getattr(self._server, name)
+
+    def add_insecure_port(self, address: str) -> int:
+        return self._server.add_insecure_port(address.replace("[::]:", "localhost:", 1))
+
+
+class _LoopbackGrpc:
+    """The `grpc` module as Beam's runner modules see it during our runs."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+    def server(self, *args, **kwargs) -> _LoopbackServer:
+        return _LoopbackServer(self._real.server(*args, **kwargs))
+
+
+@contextlib.contextmanager
+def _loopback_servers():
+    from apache_beam.runners.portability import local_job_service
+
+    modules = (worker_handlers, local_job_service)  # the runner's servers, each worker's log
+    real = [m.grpc for m in modules]
+    for m, g in zip(modules, real, strict=True):
+        m.grpc = _LoopbackGrpc(g)
+    try:
+        yield
+    finally:
+        for m, g in zip(modules, real, strict=True):
+            m.grpc = g
+
+
 class LocalRunner(fn_runner.FnApiRunner):
     """FnApiRunner whose worker processes start through `WORKER_MODULE`."""
 
@@ -144,7 +191,7 @@ class LocalRunner(fn_runner.FnApiRunner):
         super().__init__(provision_info=fn_runner.ExtendedProvisionInfo(info))
 
     def run_pipeline(self, pipeline, options):
-        with _WorkerWatch() as watch:
+        with _loopback_servers(), _WorkerWatch() as watch:
             try:
                 return super().run_pipeline(pipeline, options)
             except Exception as exc:

@@ -356,3 +356,38 @@ def test_auto_workers_start_only_what_the_input_pays_back():
     assert auto_workers(9 * mb, 2 * mb, cores=2) == 2  # at most one per core
     assert auto_workers(9 * mb, 2 * mb, cores=64) == 4  # one per 2 MB
     assert auto_workers(0, 2 * mb, cores=8) == 1
+
+
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+
+
+def test_a_run_with_worker_processes_listens_on_loopback_only(store, wt_env):
+    """Found: during a run with worker processes, Beam's runner served control, data,
+    state, logging and its artifact service (which reads any file a caller names) on
+    every network interface, unauthenticated."""
+    import psutil
+
+    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=8)
+    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
+        w.write(data)
+    cli = subprocess.Popen(
+        ["worldtrace", "process", "--store", str(store.root), "--workers", "2", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
+    )  # fmt: skip
+    try:
+
+        def listening_while_busy():
+            tree = [psutil.Process(cli.pid), *psutil.Process(cli.pid).children(recursive=True)]
+            workers = [p for p in tree if "pipelines.sdk_worker" in " ".join(p.cmdline())]
+            if len(workers) < 2 or not list(store.processed.glob(".run-*/_index/segments/*")):
+                return None
+            return [c.laddr for p in tree for c in p.net_connections("tcp") if c.status == "LISTEN"]
+
+        listeners = wait_until(listening_while_busy, what="the run's servers, workers at work")
+        out, err = cli.communicate(timeout=300)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert {a.ip for a in listeners} <= LOOPBACK, listeners
+    assert cli.returncode == 0, err
+    assert json.loads(out)["accounting"]["in"] == len(data)
