@@ -138,30 +138,31 @@ class _WorkerWatch(logging.Filter):
                 logging.getLogger(record.name).handle(record)
 
 
-class _LoopbackServer:
-    """A gRPC server whose ports bind loopback where Beam asks for every interface."""
+class _BoundServer:
+    """A gRPC server whose ports bind `host` where Beam asks for every interface."""
 
-    def __init__(self, server):
-        self._server = server
+    def __init__(self, server, host: str):
+        self._server, self._host = server, host
 
     def __getattr__(self, name: str):
         return getattr(self._server, name)
 
     def add_insecure_port(self, address: str) -> int:
-        return self._server.add_insecure_port(address.replace("[::]:", "localhost:", 1))
+        return self._server.add_insecure_port(address.replace("[::]:", f"{self._host}:", 1))
 
 
-class _LoopbackGrpc:
-    """The `grpc` module as Beam's runner modules see it during our runs."""
+class BoundGrpc:
+    """The `grpc` module as a Beam module sees it when its servers must bind `host`
+    (loopback by default) instead of every interface."""
 
-    def __init__(self, real):
-        self._real = real
+    def __init__(self, real, host: str = "localhost"):
+        self._real, self._host = real, host
 
     def __getattr__(self, name: str):
         return getattr(self._real, name)
 
-    def server(self, *args, **kwargs) -> _LoopbackServer:
-        return _LoopbackServer(self._real.server(*args, **kwargs))
+    def server(self, *args, **kwargs) -> _BoundServer:
+        return _BoundServer(self._real.server(*args, **kwargs), self._host)
 
 
 @contextlib.contextmanager
@@ -171,7 +172,7 @@ def _loopback_servers():
     modules = (worker_handlers, local_job_service)  # the runner's servers, each worker's log
     real = [m.grpc for m in modules]
     for m, g in zip(modules, real, strict=True):
-        m.grpc = _LoopbackGrpc(g)
+        m.grpc = BoundGrpc(g)
     try:
         yield
     finally:

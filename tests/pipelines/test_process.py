@@ -127,7 +127,7 @@ def worker_pools():
         for _ in range(2):
             port = free_port()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                [sys.executable, "-m", "worldtrace.pipelines.worker_pool",
                  f"--service_port={port}"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 # the pool starts SDK workers as `python` from PATH: this venv's
@@ -143,6 +143,28 @@ def worker_pools():
 
 
 @pytest.mark.slow
+def test_the_worker_pool_listens_on_loopback_only():
+    """Found: the worker pool infra/runners.md told users to start (Beam's
+    `worker_pool_main`, as these tests did) listens on every interface, and starts SDK
+    workers that run the code any caller sends."""
+    import psutil
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "worldtrace.pipelines.worker_pool", f"--service_port={port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_listening(port, proc)
+        conns = psutil.Process(proc.pid).net_connections("tcp")
+        listeners = [c.laddr for c in conns if c.status == psutil.CONN_LISTEN]
+    finally:
+        proc.terminate()  # the pool we started, by pid
+        proc.wait(timeout=30)
+    assert port in {a.port for a in listeners}
+    assert {a.ip for a in listeners} <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, listeners
+
+
 def test_external_worker_pools_give_the_direct_runners_result(store, worker_pools):
     """PortableRunner, SDK workers outside this process: first batch on one pool, the
     incremental second batch on the other; equals the DirectRunner's rebuild."""
