@@ -355,16 +355,19 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
         if todo or not prev.index:
             size = sum(os.path.getsize(f) for f in todo)
             options = pipeline_options(cfg, size)
-            local = cfg.runner in LOCAL_RUNNERS
-            p = beam.Pipeline(runner=LocalRunner(options) if local else None, options=options)
-            _ = (
-                p
-                | "Inputs" >> beam.Create(todo)
-                | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev)
-            )
-            with RunWatch(run_dir, todo, progress) if progress else nullcontext():
-                result = p.run()
-                result.wait_until_finish()
+            # the local runner starts its worker processes now, warming while the
+            # pipeline is built (and stops any it did not use when the run ends)
+            runner = LocalRunner(options) if cfg.runner in LOCAL_RUNNERS else None
+            with runner or nullcontext():
+                p = beam.Pipeline(runner=runner, options=options)
+                _ = (
+                    p
+                    | "Inputs" >> beam.Create(todo)
+                    | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev)
+                )
+                with RunWatch(run_dir, todo, progress) if progress else nullcontext():
+                    result = p.run()
+                    result.wait_until_finish()
             counts = counters(result)
             merge_state(run_dir, prev, todo, run_id)
             publish(run_dir, output, incremental=prev.index is not None)

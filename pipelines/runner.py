@@ -10,6 +10,8 @@ nothing left running after a run.
 With more than one worker the workers are processes started through
 `worldtrace.pipelines.sdk_worker`, which keeps Beam's start-up log lines off the user's
 terminal (the workers' logs still reach the runner over the Fn API logging service).
+They start when the runner is made, before the pipeline is built, and wait warm
+(`_Standbys`) until the runner asks for them.
 A worker that dies (the kernel's out-of-memory killer, a crash) fails the run with
 `WorkerLost`, one line naming how it died, instead of the tracebacks of every thread
 whose channel broke with it.
@@ -23,13 +25,16 @@ though its local workers always connect through `localhost`.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import signal
+import subprocess
 import sys
 import threading
+import uuid
 
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
@@ -37,6 +42,8 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_hand
 LOCAL_RUNNERS = ("DirectRunner", "direct")
 """The `--runner` names `process` runs with `LocalRunner`."""
 WORKER_MODULE = "worldtrace.pipelines.sdk_worker"
+STANDBY = "--standby"
+"""`WORKER_MODULE`'s flag: start warm and wait on stdin for a worker's environment."""
 WORKER_URN = "worldtrace:env:subprocess_python:v1"
 """The environment of `LocalRunner`'s worker processes (`_WorkerProcess`)."""
 
@@ -69,19 +76,109 @@ def how_it_died(code: int) -> str:
     return f"was killed by {name}"
 
 
+class _Standbys:
+    """Worker processes started before the pipeline is built: they import Beam and
+    worldtrace while the runner builds and plans it (a cold worker spends ~1 s on that
+    after the runner asks for it), then each waits on stdin for the environment of the
+    worker it becomes. Unused ones get EOF and exit."""
+
+    def __init__(self, n: int):
+        cmd = [sys.executable, "-m", WORKER_MODULE, STANDBY]
+        self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE) for _ in range(n)]
+
+    def take(self) -> subprocess.Popen | None:
+        while self.procs:
+            proc = self.procs.pop(0)
+            if proc.poll() is None:
+                return proc
+        return None
+
+    def close(self) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # EOF: the standby exits
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # ours, by pid
+                proc.wait()
+        self.procs = []
+
+
+_STANDBYS: dict[str, _Standbys] = {}
+"""Runner token -> its standby workers (the worker handler finds them by the token in
+its environment's payload)."""
+
+
+def _worker_env(control: str, logging_port: int, provision_info, worker_id) -> dict[str, str]:
+    """What a Beam SDK worker reads from its environment (as `SubprocessSdkWorker` sets)."""
+    from apache_beam.portability.api import endpoints_pb2
+    from google.protobuf import json_format, text_format
+
+    def descriptor(url: str) -> str:
+        return text_format.MessageToString(endpoints_pb2.ApiServiceDescriptor(url=url))
+
+    env = {
+        "CONTROL_API_SERVICE_DESCRIPTOR": descriptor(control),
+        "LOGGING_API_SERVICE_DESCRIPTOR": descriptor(f"localhost:{logging_port}"),
+        "PIPELINE_OPTIONS": json_format.MessageToJson(
+            provision_info.provision_info.pipeline_options
+        ),
+    }
+    if worker_id:
+        env["WORKER_ID"] = worker_id
+    return env
+
+
+def _run_standby(worker, proc: subprocess.Popen) -> None:
+    """`SubprocessSdkWorker.run` for a standby process: its log server, then the
+    environment on its stdin instead of a new process."""
+    import grpc
+    from apache_beam.portability.api import beam_fn_api_pb2_grpc
+    from apache_beam.runners.portability.local_job_service import BeamFnLoggingServicer
+    from apache_beam.utils import thread_pool_executor
+
+    options = [("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)]
+    logs = grpc.server(thread_pool_executor.shared_unbounded_instance(), options=options)
+    port = logs.add_insecure_port("localhost:0")
+    logs.start()
+    beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(BeamFnLoggingServicer(), logs)
+    env = _worker_env(worker._control_address, port, worker._provision_info, worker._worker_id)
+    try:
+        try:
+            proc.stdin.write((json.dumps(env) + "\n").encode())
+            proc.stdin.close()
+        except OSError:  # it died before taking its environment
+            raise RuntimeError(f"Worker subprocess exited with return code {proc.wait()}") from None
+        proc.wait()
+        if proc.returncode:
+            raise RuntimeError(f"Worker subprocess exited with return code {proc.returncode}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        logs.stop(0)
+
+
 @worker_handlers.WorkerHandler.register_environment(WORKER_URN, bytes)
 class _WorkerProcess(worker_handlers.SubprocessSdkWorkerHandler):
-    """Beam's subprocess worker handler, plus: when the process dies, what waits for it
-    fails. Beam's handler only raises in its own thread, and the runner then waits for
-    the worker's answers forever (a worker that died while starting) or until a stream
-    notices the closed channel."""
+    """Beam's subprocess worker handler, plus: a standby process becomes the worker when
+    one is waiting, and when the process dies, what waits for it fails. Beam's handler
+    only raises in its own thread, and the runner then waits for the worker's answers
+    forever (a worker that died while starting) or until a stream notices the closed
+    channel."""
 
     def start_worker(self) -> None:
         from apache_beam.runners.portability import local_job_service
 
+        spec = json.loads(self._worker_command_line)
+        standbys = _STANDBYS.get(spec["standbys"])
+        proc = standbys.take() if standbys else None
         self.worker = local_job_service.SubprocessSdkWorker(
-            self._worker_command_line, self.control_address, self.provision_info, self.worker_id
+            spec["command"].encode(), self.control_address, self.provision_info, self.worker_id
         )
+        if proc is not None:
+            self.worker.run = lambda: _run_standby(self.worker, proc)
 
         def run() -> None:
             try:
@@ -190,6 +287,23 @@ class LocalRunner(fn_runner.FnApiRunner):
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         info = beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
         super().__init__(provision_info=fn_runner.ExtendedProvisionInfo(info))
+        direct = options.view_as(DirectOptions)
+        n = direct.direct_num_workers if direct.direct_running_mode == "multi_processing" else 0
+        self._token = uuid.uuid4().hex
+        if n > 1:
+            _STANDBYS[self._token] = _Standbys(n)
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the standby workers the run did not use."""
+        standbys = _STANDBYS.pop(self._token, None)
+        if standbys:
+            standbys.close()
 
     def run_pipeline(self, pipeline, options):
         with _loopback_servers(), _WorkerWatch() as watch:
@@ -206,8 +320,9 @@ class LocalRunner(fn_runner.FnApiRunner):
     def run_via_runner_api(self, pipeline_proto, options):
         # `exec`: Beam starts the command through a shell; the worker takes the shell's
         # pid, so the runner's wait and kill reach the worker itself
-        command = f"exec {sys.executable} -m {WORKER_MODULE}".encode()
+        command = f"exec {sys.executable} -m {WORKER_MODULE}"
+        payload = json.dumps({"command": command, "standbys": self._token}).encode()
         for env in pipeline_proto.components.environments.values():
             if env.urn == python_urns.SUBPROCESS_SDK:
-                env.urn, env.payload = WORKER_URN, command
+                env.urn, env.payload = WORKER_URN, payload
         return super().run_via_runner_api(pipeline_proto, options)

@@ -32,7 +32,27 @@ def _no_print(*args, **kwargs) -> None:
 
 sdk_worker.print = _no_print  # the module's one print (a failed instruction's traceback)
 
+STANDBY = "--standby"
+"""Start warm: import what the work needs, then wait on stdin for the environment (one
+JSON line) the runner hands a worker it starts (`runner._WorkerProcess`)."""
+
+
+def _standby() -> None:
+    import json
+
+    from worldtrace.pipelines import process  # noqa: F401  (every stage's module)
+    from worldtrace.schemas.redact import redactor
+
+    redactor()  # compiles the detectors pass 1 redacts with
+    line = sys.stdin.readline()
+    if not line:  # the runner did not need this worker (or is gone)
+        os._exit(0)
+    os.environ.update(json.loads(line))
+
+
 if __name__ == "__main__":
+    if STANDBY in sys.argv[1:]:
+        _standby()
     sdk_worker_main.main(sys.argv)
     # Done: every bundle is reported and the log handler flushed. Skip the interpreter's
     # teardown (gRPC, pyarrow, Beam: ~0.3 s), which the runner waits for one worker

@@ -260,6 +260,8 @@ def test_a_run_leaves_no_listener_and_no_temporary_files(store, tmp_path, monkey
         assert run(cfg)["accounting"]["balanced"]
         assert listening() == before
         assert list(temp.iterdir()) == []
+        workers = [k for k in me.children(recursive=True) if "sdk_worker" in " ".join(k.cmdline())]
+        assert not [k for k in workers if k.status() != psutil.STATUS_ZOMBIE]  # none left
 
 
 def test_a_second_run_on_the_same_store_fails_at_once_and_the_first_completes(store, wt_env):
@@ -312,9 +314,13 @@ def test_a_worker_process_killed_mid_run_fails_the_run_in_one_line(store, wt_env
 
         def worker():
             kids = psutil.Process(cli.pid).children(recursive=True)
-            return next((k for k in kids if "pipelines.sdk_worker" in " ".join(k.cmdline())), None)
+            found = [k for k in kids if "pipelines.sdk_worker" in " ".join(k.cmdline())]
+            # at work: a segment file is being written (a standby not yet given work
+            # would simply be replaced)
+            busy = list(store.processed.glob(".run-*/_index/segments/*"))
+            return found[0] if found and busy else None
 
-        victim = wait_until(worker, what="a worker process of the run")
+        victim = wait_until(worker, what="a worker process of the run at work")
         victim.kill()  # a process the run started, by pid
         out, err = cli.communicate(timeout=300)
     finally:
