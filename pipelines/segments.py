@@ -97,10 +97,18 @@ CLUSTER_COLUMNS = (F.TRAJECTORY_ID, F.SOURCE, UID, F.DOMAIN)
 """The segment columns the `clusters` rows need (no text)."""
 
 
+def decisions_for(uids: list[str], tids: list[str], decisions: dict) -> list[tuple]:
+    """(cluster, representative, role) of each record; absent from `decisions`: a
+    singleton, its own cluster `c<trajectory id>`."""
+    return [
+        tuple(decisions.get(u, (f"c{t}", True, "singleton")))
+        for u, t in zip(uids, tids, strict=True)
+    ]
+
+
 def segment_decisions(segment: pa.Table, decisions: dict[str, tuple]) -> list[tuple]:
-    """(cluster, representative, role) of each record; absent from `decisions`: singleton."""
-    uids, tids = segment[UID].to_pylist(), segment[F.TRAJECTORY_ID].to_pylist()
-    return [decisions.get(u, (f"c{t}", True, "singleton")) for u, t in zip(uids, tids, strict=True)]
+    """`decisions_for` the rows of a segment."""
+    return decisions_for(segment[UID].to_pylist(), segment[F.TRAJECTORY_ID].to_pylist(), decisions)
 
 
 def cluster_rows(segment: pa.Table, dec: list[tuple]) -> pa.Table:

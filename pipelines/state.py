@@ -123,10 +123,7 @@ class EarlierRecords(beam.PTransform):
 
 
 def _now(t: pa.Table, decisions: dict) -> list[tuple]:
-    return [
-        tuple(decisions.get(u, (f"c{tid}", True, "singleton")))
-        for u, tid in zip(t["uid"].to_pylist(), t["tid"].to_pylist(), strict=True)
-    ]
+    return G.decisions_for(t["uid"].to_pylist(), t["tid"].to_pylist(), decisions)
 
 
 def _was(t: pa.Table) -> list[tuple | None]:

@@ -48,13 +48,7 @@ def sig_batch(t: pa.Table, stem: str, was: dict[str, tuple] | None = None) -> pa
         "stem": pa.array([stem] * t.num_rows, pa.string()),
         "sig": t[SIG], "bands": t[BANDS], "keys": t[TEMPLATES],
     }  # fmt: skip
-    if was is None:
-        prev = [(None, None, None)] * t.num_rows
-    else:
-        prev = [
-            was.get(u, (f"c{tid}", True, "singleton"))
-            for u, tid in zip(t[UID].to_pylist(), tids.to_pylist(), strict=True)
-        ]
+    prev = [(None, None, None)] * t.num_rows if was is None else G.segment_decisions(t, was)
     for n, name in enumerate(("was_cluster", "was_rep", "was_role")):
         cols[name] = pa.array([p[n] for p in prev], SIG_SCHEMA.field(name).type)
     return pa.table(cols).cast(SIG_SCHEMA)
