@@ -10,7 +10,6 @@ readers never see a half-written run.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -36,6 +35,7 @@ from worldtrace.schemas.store import (
     shard_files,
     sweep_leftovers,
     temp_name,
+    try_lock,
     write_bytes_atomic,
     write_table_atomic,
 )
@@ -301,17 +301,14 @@ def exclusive(output: Path):
     runs, or a swap failing half way). The lock file names its holder for the message;
     the lock goes with the process (a run that dies holds nothing).
     """
-    fh = open(output / F.PROCESS_LOCK, "a+")  # noqa: SIM115 (held until the run ends)
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.seek(0)
-        holder = fh.read().strip() or "a process that has not written its name yet"
-        fh.close()
+    fh = try_lock(output / F.PROCESS_LOCK)
+    if fh is None:
+        holder = (output / F.PROCESS_LOCK).read_text().strip()
+        holder = holder or "a process that has not written its name yet"
         raise StoreBusy(
             f"{output}: another `worldtrace process` is writing this store ({holder}); "
             "run again when it has finished"
-        ) from None
+        )
     try:
         fh.truncate(0)
         since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

@@ -39,7 +39,6 @@ with its lifecycle and the step, which read best together.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -54,6 +53,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass, to_mapping
+from worldtrace.schemas.tempfiles import try_lock
 
 from .aio import AsyncRunner
 from .base import SandboxError, TaskSpec, Unpicklable
@@ -277,12 +277,9 @@ class MCPSandbox(Unpicklable):
             marker = Path(f"{at}.worldtrace-lock")
             if path.exists() and any(path.iterdir()) and not marker.exists():
                 raise SandboxError(f"{at} holds files but no {marker.name}: refusing to empty it")
-            lock = open(marker, "a")  # noqa: SIM115  (closed in _stop)
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.close()
-                raise SandboxError(f"{at} is in use by another sandbox") from None
+            lock = try_lock(marker)  # closed in _stop
+            if lock is None:
+                raise SandboxError(f"{at} is in use by another sandbox")
             self._lock = lock
             shutil.rmtree(path, ignore_errors=True)
         if copy:

@@ -36,6 +36,7 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
     sweep_leftovers,
     sweep_stale_temps,
     temp_name,
+    try_lock,
     write_bytes_atomic,
     write_table_atomic,
 )

@@ -10,6 +10,7 @@ naming the path.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -18,6 +19,7 @@ import socket
 import time
 import uuid
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,6 +47,19 @@ class StoreWriteError(OSError):
 
     def __str__(self) -> str:
         return f"cannot write {self.path}: {self.reason}"
+
+
+def try_lock(path: str | os.PathLike) -> IO[str] | None:
+    """`path` opened (created if missing) and exclusively flock-ed, or None when another
+    process holds it. The lock lasts until the file is closed or its process ends, so a
+    holder that dies holds nothing."""
+    fh = open(path, "a+")  # noqa: SIM115  (held by the caller)
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    return fh
 
 
 def temp_name(prefix: str, name: str = "") -> str:
