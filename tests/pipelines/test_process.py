@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import psutil
 import pyarrow.parquet as pq
 import pytest
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
@@ -35,6 +36,34 @@ def count(store, table):
         .execute(f"select count(*) from read_parquet('{store.processed / table}/*.parquet')")
         .fetchone()[0]
     )
+
+
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+
+
+def big_raw(store, seed: int) -> list:
+    """3,000-odd trajectories in 500-row units: a run long enough to act on mid-way."""
+    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=seed)
+    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
+        w.write(data)
+    return data
+
+
+def cli_process(store, env, *args: str, **popen) -> subprocess.Popen:
+    """`worldtrace process ARGS` on `store`, as a user runs it."""
+    return subprocess.Popen(
+        ["worldtrace", "process", "--store", str(store.root), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen,
+    )  # fmt: skip
+
+
+def workers_at_work(store, cli: subprocess.Popen) -> list | None:
+    """The run's two worker processes once both exist and pass 1 is writing segments (a
+    standby not yet given work would simply be replaced), else None."""
+    kids = psutil.Process(cli.pid).children(recursive=True)
+    found = [k for k in kids if "pipelines.sdk_worker" in " ".join(k.cmdline())]
+    busy = list(store.processed.glob(".run-*/_index/segments/*"))
+    return found if len(found) == 2 and busy else None
 
 
 def test_end_to_end_counts_add_up(store):
@@ -147,8 +176,6 @@ def test_the_worker_pool_listens_on_loopback_only():
     """Found: the worker pool infra/runners.md told users to start (Beam's
     `worker_pool_main`, as these tests did) listens on every interface, and starts SDK
     workers that run the code any caller sends."""
-    import psutil
-
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "worldtrace.pipelines.worker_pool", f"--service_port={port}"],
@@ -162,7 +189,7 @@ def test_the_worker_pool_listens_on_loopback_only():
         proc.terminate()  # the pool we started, by pid
         proc.wait(timeout=30)
     assert port in {a.port for a in listeners}
-    assert {a.ip for a in listeners} <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, listeners
+    assert {a.ip for a in listeners} <= LOOPBACK, listeners
 
 
 def test_external_worker_pools_give_the_direct_runners_result(store, worker_pools):
@@ -241,8 +268,6 @@ def test_a_run_leaves_no_listener_and_no_temporary_files(store, tmp_path, monkey
     temporary directories behind, one set per `process` run."""
     import tempfile
 
-    import psutil
-
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setenv("TMPDIR", str(temp))
@@ -268,14 +293,9 @@ def test_a_second_run_on_the_same_store_fails_at_once_and_the_first_completes(st
     """Found: two `process` runs on one store ran side by side, each processing the same
     new files from the same earlier state and publishing over the other (their table
     swaps interleaving)."""
-    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=5)
-    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
-        w.write(data)
+    data = big_raw(store, seed=5)
     lock = store.processed / ".process.lock"
-    first = subprocess.Popen(
-        ["worldtrace", "process", "--store", str(store.root), "--workers", "1", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
-    )  # fmt: skip
+    first = cli_process(store, wt_env, "--workers", "1", "--json")
     try:
         holder = wait_until(
             lambda: lock.exists() and lock.read_text().strip(), what="the first run's lock"
@@ -301,26 +321,10 @@ def test_a_worker_process_killed_mid_run_fails_the_run_in_one_line(store, wt_env
     """Found: a worker killed mid-run (what the out-of-memory killer does) ended
     `process` with 230 lines of tracebacks from every thread whose channel broke and
     "Channel closed prematurely", never saying that a worker died, or how."""
-    import psutil
-
-    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=6)
-    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
-        w.write(data)
-    cli = subprocess.Popen(
-        ["worldtrace", "process", "--store", str(store.root), "--workers", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
-    )  # fmt: skip
+    data = big_raw(store, seed=6)
+    cli = cli_process(store, wt_env, "--workers", "2")
     try:
-
-        def worker():
-            kids = psutil.Process(cli.pid).children(recursive=True)
-            found = [k for k in kids if "pipelines.sdk_worker" in " ".join(k.cmdline())]
-            # at work: a segment file is being written (a standby not yet given work
-            # would simply be replaced)
-            busy = list(store.processed.glob(".run-*/_index/segments/*"))
-            return found[0] if found and busy else None
-
-        victim = wait_until(worker, what="a worker process of the run at work")
+        victim = wait_until(lambda: workers_at_work(store, cli), what="workers at work")[0]
         victim.kill()  # a process the run started, by pid
         out, err = cli.communicate(timeout=300)
     finally:
@@ -343,26 +347,11 @@ def test_ctrl_c_with_worker_processes_stops_quietly(store, wt_env):
     relayed from it before click's "Aborted!"."""
     import signal
 
-    import psutil
-
-    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=7)
-    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
-        w.write(data)
-    cli = subprocess.Popen(
-        ["worldtrace", "process", "--store", str(store.root), "--workers", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
-        start_new_session=True,  # its own process group, as a terminal gives a command
-    )  # fmt: skip
+    big_raw(store, seed=7)
+    # its own process group, as a terminal gives a command
+    cli = cli_process(store, wt_env, "--workers", "2", start_new_session=True)
     try:
-
-        def workers():
-            kids = psutil.Process(cli.pid).children(recursive=True)
-            found = [k for k in kids if "pipelines.sdk_worker" in " ".join(k.cmdline())]
-            # both started and the run under way: a segment file is being written
-            busy = list(store.processed.glob(".run-*/_index/segments/*"))
-            return found if len(found) == 2 and busy else None
-
-        started = wait_until(workers, what="two worker processes at work")
+        started = wait_until(lambda: workers_at_work(store, cli), what="workers at work")
         os.killpg(cli.pid, signal.SIGINT)  # the group of the command we started
         _, err = cli.communicate(timeout=120)
     finally:
@@ -386,32 +375,17 @@ def test_auto_workers_start_only_what_the_input_pays_back():
     assert auto_workers(0, 2 * mb, cores=8) == 1
 
 
-LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
-
-
 def test_a_run_with_worker_processes_listens_on_loopback_only(store, wt_env):
     """Found: during a run with worker processes, Beam's runner served control, data,
     state, logging and its artifact service (which reads any file a caller names) on
     every network interface, unauthenticated."""
-    import psutil
-
-    data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=8)
-    with ShardWriter(store.raw / "c", row_group_rows=500) as w:
-        w.write(data)
-    cli = subprocess.Popen(
-        ["worldtrace", "process", "--store", str(store.root), "--workers", "2", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
-    )  # fmt: skip
+    data = big_raw(store, seed=8)
+    cli = cli_process(store, wt_env, "--workers", "2", "--json")
     try:
-
-        def listening_while_busy():
-            tree = [psutil.Process(cli.pid), *psutil.Process(cli.pid).children(recursive=True)]
-            workers = [p for p in tree if "pipelines.sdk_worker" in " ".join(p.cmdline())]
-            if len(workers) < 2 or not list(store.processed.glob(".run-*/_index/segments/*")):
-                return None
-            return [c.laddr for p in tree for c in p.net_connections("tcp") if c.status == "LISTEN"]
-
-        listeners = wait_until(listening_while_busy, what="the run's servers, workers at work")
+        wait_until(lambda: workers_at_work(store, cli), what="workers at work")
+        tree = [psutil.Process(cli.pid), *psutil.Process(cli.pid).children(recursive=True)]
+        conns = [c for p in tree for c in p.net_connections("tcp")]
+        listeners = [c.laddr for c in conns if c.status == psutil.CONN_LISTEN]
         out, err = cli.communicate(timeout=300)
     finally:
         if cli.poll() is None:

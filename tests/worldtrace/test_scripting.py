@@ -455,6 +455,15 @@ def records(tmp_path) -> Path:
     return d
 
 
+@pytest.fixture
+def imported(records, wt_env, tmp_path) -> Path:
+    """A new store holding `records`, imported with the CLI (one shard, one row group)."""
+    s = tmp_path / "s"
+    args = ["worldtrace", "import", str(records), "--store", str(s), "--create"]
+    assert subprocess.run(args, capture_output=True, env=wt_env).returncode == 0
+    return s
+
+
 def test_import_progress_lines_when_not_a_terminal(records, wt_env, tmp_path):
     r = subprocess.run(
         ["worldtrace", "import", str(records), "--progress-every", "0",
@@ -521,12 +530,10 @@ def test_export_progress_lines_and_bar(pstore, wt_env, tmp_path):
     assert "━" in screen and f"{total}/{total}" in screen and " export: " not in screen
 
 
-def test_process_with_worker_processes_writes_only_progress_to_stderr(records, wt_env, tmp_path):
+def test_process_with_worker_processes_writes_only_progress_to_stderr(imported, wt_env):
     """Found: Beam's SDK worker processes printed their start-up log lines (apitools,
     semi_persistent_directory, ...) on the user's terminal."""
-    s = str(tmp_path / "s")
-    args = ["worldtrace", "import", str(records), "--store", s, "--create"]
-    assert subprocess.run(args, capture_output=True, env=wt_env).returncode == 0
+    s = str(imported)
     args = ["worldtrace", "process", "--store", s, "--workers", "2", "--progress-every", "0"]
     r = subprocess.run([*args, "--json"], capture_output=True, text=True, env=wt_env)
     assert r.returncode == 0, r.stderr
@@ -534,11 +541,9 @@ def test_process_with_worker_processes_writes_only_progress_to_stderr(records, w
     assert r.stderr.strip() and all(" process: " in x for x in r.stderr.splitlines()), r.stderr
 
 
-def test_process_makes_a_new_store_with_create(records, wt_env, tmp_path):
+def test_process_makes_a_new_store_with_create(imported, wt_env, tmp_path):
     """Found: `process --input ... --create` refused a new store, saying it "only reads"."""
-    s = str(tmp_path / "s")
-    args = ["worldtrace", "import", str(records), "--store", s, "--create"]
-    assert subprocess.run(args, capture_output=True, env=wt_env).returncode == 0
+    s = str(imported)
     new = tmp_path / "new"
     args = ["worldtrace", "process", "--input", f"{s}/raw", "--store", str(new), "--json"]
     r = subprocess.run(args, capture_output=True, text=True, env=wt_env)
@@ -549,10 +554,8 @@ def test_process_makes_a_new_store_with_create(records, wt_env, tmp_path):
     assert (new / "processed" / "manifest.json").exists()
 
 
-def test_process_progress_lines_and_bar(records, wt_env, tmp_path):
-    s = str(tmp_path / "s")
-    args = ["worldtrace", "import", str(records), "--store", s, "--create"]
-    assert subprocess.run(args, capture_output=True, env=wt_env).returncode == 0
+def test_process_progress_lines_and_bar(imported, wt_env):
+    s = str(imported)
     args = ["worldtrace", "process", "--progress-every", "0", "--store", s]
     r = subprocess.run(args, capture_output=True, text=True, env=wt_env)
     assert r.returncode == 0, r.stderr
