@@ -287,7 +287,19 @@ def near_duplicate_corpus(
         d["source"]["episode_id"] = f"copy-{c}"
         out.append(Trajectory.from_dict(d))
     rng.shuffle(out)
+    for i, t in enumerate(out):  # collected in list order, as a collector's stream
+        _collected_at(t, EPOCH + timedelta(seconds=i * 60))
     return out, groups
+
+
+def _collected_at(t: Trajectory, start: datetime) -> None:
+    """Move a trajectory's timestamps so that it starts at `start` (its id stays: ids
+    hash content, not times)."""
+    shift = start - t.started_at
+    t.started_at, t.ended_at = start, t.ended_at and t.ended_at + shift
+    for turn in t.turns:
+        if turn.started_at is not None:
+            turn.started_at += shift
 
 
 def build(

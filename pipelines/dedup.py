@@ -86,6 +86,7 @@ SIG_SCHEMA = pa.schema(
         pa.field("tid", pa.string()),
         pa.field("failed", pa.bool_()),
         pa.field("turns", pa.int64()),
+        pa.field("started", pa.int64()),
         pa.field("origin", pa.string()),
         pa.field("stem", pa.string()),
         pa.field("sig", pa.binary()),
@@ -97,14 +98,21 @@ SIG_SCHEMA = pa.schema(
     ]
 )
 """A batch of what dedup knows of records: `Sig` as columns (`was_*` null: new record)."""
-RANK = [("failed", "ascending"), ("turns", "descending"), ("tid", "ascending"),
-        ("origin", "ascending"), ("uid", "ascending")]  # fmt: skip
-"""`rank_of` as a sort order."""
+RANK = [("failed", "ascending"), ("turns", "descending"), ("started", "ascending"),
+        ("tid", "ascending"), ("origin", "ascending"), ("uid", "ascending")]  # fmt: skip
+"""`rank_of` as a sort order (Arrow puts a null `started` last, as `rank_of` does)."""
+RANK_COLUMNS = ["failed", "turns", "started", "tid", "origin", "uid"]
 
 
-def rank_of(status: str | None, turns: int, tid: str, origin: str | None, uid: str) -> tuple:
-    """Representative preference: success first, more turns, then stable ids."""
-    return (status != "success", -turns, tid, origin or "", uid)
+def rank_of(
+    failed: bool, turns: int, started: int | None, tid: str, origin: str | None, uid: str
+) -> tuple:
+    """Representative preference: success first, more turns, then the first collected
+    (`started_at`, unknown last), then stable ids. Preferring the first collected keeps
+    a cluster's representative when a later re-run of the same task joins it, so an
+    incremental run leaves earlier files alone and an exported training set stays stable
+    as collection goes on; it is a field of the record, so a rebuild chooses the same."""
+    return (failed, -turns, started is None, started or 0, tid, origin or "", uid)
 
 
 class UnionFind:
@@ -168,10 +176,11 @@ def sig_table(sigs: list[Sig]) -> pa.Table:
     """A batch from `Sig` tuples (tests and small inputs)."""
     rows = []
     for s in sigs:
-        failed, neg_turns, _, origin, _ = s.rank
+        failed, neg_turns, unknown, started, _, origin, _ = s.rank
         was = s.was or (None, None, None)
         rows.append(
-            {"uid": s.uid, "tid": s.tid, "failed": failed, "turns": -neg_turns, "origin": origin,
+            {"uid": s.uid, "tid": s.tid, "failed": failed, "turns": -neg_turns,
+             "started": None if unknown else started, "origin": origin,
              "stem": s.stem, "sig": s.sig, "bands": list(s.bands), "keys": list(s.keys),
              "was_cluster": was[0], "was_rep": was[1], "was_role": was[2]}
         )  # fmt: skip
@@ -216,6 +225,9 @@ class _ContentGroups(beam.DoFn):
         # an earlier record may arrive twice (cluster state + match): keep the signed row
         t = t.sort_by([("uid", "ascending"), ("sig", "descending")])
         t = t.take(pa.array(run_starts(t["uid"])))
+        earlier = t.num_rows - t["was_role"].null_count
+        if earlier:
+            Metrics.counter(NS, "dedup.earlier").inc(earlier)
         yield beam.pvalue.TaggedOutput("records", t)
         t = t.append_column("key", _content_key(t, self.exact))
         t = t.append_column("origin0", pc.fill_null(t["origin"], ""))
@@ -240,7 +252,7 @@ class _ContentGroups(beam.DoFn):
                 for g in several
             }
             yield beam.pvalue.TaggedOutput("members", members)
-        rank = t.select(["key", "failed", "turns", "tid", "origin", "uid"]).take(pa.array(starts))
+        rank = t.select(["key", *RANK_COLUMNS]).take(pa.array(starts))
         sketch = t.select(["bands", "sig"]).take(pa.array(sketches, pa.int64()))
         yield pa.Table.from_arrays(
             [*rank.columns, *sketch.columns, pa.array(news, pa.bool_())],
@@ -259,8 +271,8 @@ def run_starts(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def rank_rows(t: pa.Table) -> list[tuple[str, tuple]]:
     """(content key, rank) of every representative row."""
-    cols = [t[n].to_pylist() for n in ("key", "failed", "turns", "tid", "origin", "uid")]
-    return [(k, (f, -n, tid, o or "", u)) for k, f, n, tid, o, u in zip(*cols, strict=True)]
+    cols = [t[n].to_pylist() for n in ("key", *RANK_COLUMNS)]
+    return [(k, rank_of(*r)) for k, *r in zip(*cols, strict=True)]
 
 
 class _BandEntries(beam.DoFn):

@@ -89,9 +89,10 @@ class ProcessConfig:
 
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
-LAYOUT = 2
+LAYOUT = 3
 """Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
-(earlier output stored them final and cannot be extended incrementally)."""
+(earlier output stored them final and cannot be extended incrementally); 3 = the
+cluster state holds each member's `started_at` (the representative rank reads it)."""
 
 
 @dataclass
@@ -170,13 +171,14 @@ class ProcessTrajectories(beam.PTransform):
                 "stems", main="sigs"
             )
         )
-        sigs = p1.sigs
+        sigs, touched = p1.sigs, None
         if prev.index is not None:  # earlier records that meet the new ones
             old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems)
-            sigs = (p1.sigs, old) | "AllSigs" >> beam.Flatten()
+            sigs = (p1.sigs, old["sigs"]) | "AllSigs" >> beam.Flatten()
+            touched = old["touched"]
         dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup)
         decisions = beam.pvalue.AsDict(dedup["decisions"])
-        stems = dedup["records"] | "State" >> RecordState(out, decisions)
+        stems = dedup["records"] | "State" >> RecordState(out, decisions, prev.index, touched)
         side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(stems)}
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
@@ -193,7 +195,15 @@ def auto_workers(input_bytes: int, bytes_per_worker: int, cores: int) -> int:
 
 
 def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOptions:
-    args = [f"--runner={cfg.runner}", "--default_sdk_harness_log_level=WARNING", *cfg.beam_args]
+    # construction-time type checking re-inspects every step's signature (~0.15 s a run)
+    # and finds nothing in a fixed graph the tests run; `--pipeline_type_check` restores it
+    check = [] if "--pipeline_type_check" in cfg.beam_args else ["--no_pipeline_type_check"]
+    args = [
+        f"--runner={cfg.runner}",
+        "--default_sdk_harness_log_level=WARNING",
+        *check,
+        *cfg.beam_args,
+    ]
     if cfg.runner in LOCAL_RUNNERS and not any("direct_running_mode" in a for a in args):
         cores = os.cpu_count() or 1
         workers = cfg.workers or auto_workers(input_bytes, cfg.bytes_per_worker, cores)

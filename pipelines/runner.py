@@ -39,6 +39,8 @@ from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 
+from .tuning import tune_beam
+
 LOCAL_RUNNERS = ("DirectRunner", "direct")
 """The `--runner` names `process` runs with `LocalRunner`."""
 WORKER_MODULE = "worldtrace.pipelines.sdk_worker"
@@ -287,6 +289,7 @@ class LocalRunner(fn_runner.FnApiRunner):
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         info = beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
         super().__init__(provision_info=fn_runner.ExtendedProvisionInfo(info))
+        tune_beam()  # construction, and the bundles run here when there are no workers
         direct = options.view_as(DirectOptions)
         n = direct.direct_num_workers if direct.direct_running_mode == "multi_processing" else 0
         self._token = uuid.uuid4().hex

@@ -51,6 +51,9 @@ def _standby() -> None:
 
 
 if __name__ == "__main__":
+    from worldtrace.pipelines.tuning import tune_beam
+
+    tune_beam()
     if STANDBY in sys.argv[1:]:
         _standby()
     sdk_worker_main.main(sys.argv)

@@ -16,11 +16,13 @@ Incremental state lives under `processed/_index/` (docs/pipeline.md#incremental)
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
@@ -44,6 +46,7 @@ MEMBERS_SCHEMA = pa.schema(
         pa.field("role", pa.string()),
         pa.field("failed", pa.bool_()),
         pa.field("turns", pa.int64()),
+        pa.field("started", pa.int64()),
         pa.field("origin", pa.string()),
         pa.field("stem", pa.string()),
         pa.field("keys", pa.list_(pa.uint64())),
@@ -57,6 +60,18 @@ SHARDS_SCHEMA = pa.schema(
         pa.field("run_id", pa.string()),
     ]
 )
+
+
+def members_table(index: Path) -> pa.Table:
+    """The cluster state of earlier runs: every member of a non-singleton cluster."""
+    path = index / MEMBERS_FILE
+    return pq.read_table(path) if path.exists() else MEMBERS_SCHEMA.empty_table()
+
+
+def member_decisions(members: pa.Table) -> dict[str, tuple]:
+    """uid -> (cluster, representative, role) of each row of a members table."""
+    cols = [members[c].to_pylist() for c in ("cluster_id", "representative", "role")]
+    return dict(zip(members["uid"].to_pylist(), zip(*cols, strict=True), strict=True))
 
 
 def _struct(arr: pa.StructArray, **replace: pa.Array) -> pa.StructArray:

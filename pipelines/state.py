@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.store import write_table_atomic
 
 from . import segments as G
 from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
@@ -26,11 +27,10 @@ from .transforms import sig_batch, write_rows
 from .units import BANDS, SIG, TEMPLATES, UID
 
 
-def members_batch(path: Path) -> pa.Table:
-    """The cluster state of earlier runs (`_index/members.parquet`) as a Sig batch."""
-    m = pq.read_table(path)
+def members_batch(m: pa.Table) -> pa.Table:
+    """Rows of the cluster state of earlier runs (`_index/members.parquet`) as a Sig batch."""
     n = m.num_rows
-    cols = {name: m[name] for name in ("uid", "tid", "failed", "turns", "origin", "stem")}
+    cols = {n: m[n] for n in ("uid", "tid", "failed", "turns", "started", "origin", "stem")}
     cols["sig"] = pa.nulls(n, pa.binary())
     cols["bands"] = pa.array([[]] * n, pa.list_(pa.uint64()))
     cols["keys"] = m["keys"]
@@ -45,10 +45,23 @@ def _probe(t: pa.Table) -> tuple[set, set]:
     return set(t["tid"].to_pylist()), set(bands.tolist())
 
 
-def earlier_members(index: Path) -> pa.Table:
-    """The cluster state of earlier runs, or an empty batch."""
-    path = index / G.MEMBERS_FILE
-    return members_batch(path) if path.exists() else SIG_SCHEMA.empty_table()
+def in_clusters(members: pa.Table, clusters: set[str]) -> np.ndarray:
+    """Which rows of a members table belong to one of `clusters`."""
+    hit = pc.is_in(members["cluster_id"], pa.array(list(clusters), pa.string()))
+    return hit.to_numpy(zero_copy_only=False).astype(bool)
+
+
+def earlier_members(index: Path, clusters: set[str]) -> pa.Table:
+    """The earlier members of `clusters` (the clusters a new record may join), as a Sig
+    batch: only they can change, so a run costs what is new, not the corpus's clusters."""
+    members = G.members_table(index)
+    return members_batch(members.filter(pa.array(in_clusters(members, clusters))))
+
+
+def touched_clusters(t: pa.Table) -> set[str]:
+    """Earlier non-singleton clusters of a batch of earlier records."""
+    role = pc.fill_null(t["was_role"], "singleton")
+    return set(t.filter(pc.not_equal(role, "singleton"))["was_cluster"].to_pylist())
 
 
 class _OldMatches(beam.DoFn):
@@ -58,14 +71,13 @@ class _OldMatches(beam.DoFn):
     pipeline would be pickled into its graph, which the driver pays for at build time.
     """
 
-    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.SOURCE, SIG, BANDS, TEMPLATES]
+    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.STARTED_AT, F.SOURCE, SIG, BANDS, TEMPLATES]
 
     def __init__(self, index: str):
         self.index = Path(index)
 
     def setup(self):
-        members = earlier_members(self.index)
-        self.was = dict(zip(members["uid"].to_pylist(), _was(members), strict=True))
+        self.was = G.member_decisions(G.members_table(self.index))
 
     def process(self, stem: str, probe: tuple[set, set]):
         tids, bands = probe
@@ -90,9 +102,10 @@ class _OldMatches(beam.DoFn):
 
 
 class EarlierRecords(beam.PTransform):
-    """New batches -> batches of earlier records that matter to them: records sharing a
-    content id or a band key with a new one, and every member of an earlier non-singleton
-    cluster (a record may come twice: dedup keeps it once)."""
+    """New batches -> {"sigs": batches of earlier records that matter to them, "touched":
+    the earlier clusters they reach}: records sharing a content id or a band key with a
+    new one, and every member of an earlier non-singleton cluster one of those is in (a
+    record may come twice: dedup keeps it once). Other earlier clusters cannot change."""
 
     def __init__(self, index: Path, stems: list[str]):
         super().__init__()
@@ -114,12 +127,21 @@ class EarlierRecords(beam.PTransform):
                 probe=beam.pvalue.AsSingleton(probe, default_value=(set(), set())),
             )
         )
+        touched = (
+            matched
+            | "Reached" >> beam.Map(touched_clusters)
+            | "Touched" >> beam.CombineGlobally(Merge(set)).without_defaults()
+        )
         state = (
             p
             | "Clusters" >> beam.Create([str(self.index)])
-            | "State" >> beam.Map(lambda index: earlier_members(Path(index)))
+            | "State"
+            >> beam.Map(
+                lambda index, clusters: earlier_members(Path(index), clusters),
+                clusters=beam.pvalue.AsSingleton(touched, default_value=set()),
+            )
         )
-        return (matched, state) | "Both" >> beam.Flatten()
+        return {"sigs": (matched, state) | "Both" >> beam.Flatten(), "touched": touched}
 
 
 def _now(t: pa.Table, decisions: dict) -> list[tuple]:
@@ -169,7 +191,7 @@ def member_rows(t: pa.Table, decisions: dict) -> list[dict[str, Any]]:
     rows = []
     for r in (
         t.filter(hit)
-        .select(["uid", "tid", "failed", "turns", "origin", "stem", "keys"])
+        .select(["uid", "tid", "failed", "turns", "started", "origin", "stem", "keys"])
         .to_pylist()
     ):
         cluster, rep, role = decisions[r["uid"]]
@@ -186,20 +208,24 @@ def changes(t: pa.Table, decisions: dict) -> tuple[Counter, set[str], set[str], 
 
 class RecordState(beam.PTransform):
     """Records (batches, each record once) -> the earlier segments to rewrite (`Rewrite`);
-    writes the run's cluster state (`members.parquet`, sorted by uid) and template count
-    changes (`delta.parquet`) into `out`/_index."""
+    writes the run's cluster state (`members.parquet`, sorted by uid: the earlier state
+    of the clusters no new record reached, `touched` from `EarlierRecords`, and this
+    run's decisions) and template count changes (`delta.parquet`) into `out`/_index."""
 
-    def __init__(self, out: str, decisions):
+    def __init__(self, out: str, decisions, index: Path | None = None, touched=None):
         super().__init__()
-        self.out, self.decisions = out, decisions
+        self.out, self.decisions, self.index, self.touched = out, decisions, index, touched
 
     def expand(self, records):
+        earlier: tuple = (None, set())
+        if self.index is not None:
+            earlier = (str(self.index), beam.pvalue.AsSingleton(self.touched, default_value=set()))
         return (
             records
             | "Changes" >> beam.Map(changes, decisions=self.decisions)
             # one combine for all three: each combine is a stage barrier
             | "Total" >> beam.CombineGlobally(Merge(Counter, set, set, list))
-            | "Write" >> beam.Map(write_state, self.out)
+            | "Write" >> beam.Map(write_state, self.out, *earlier)
         )
 
 
@@ -215,11 +241,20 @@ class Rewrite(NamedTuple):
         return stem in self.full or stem in self.clusters
 
 
-def write_state(total: tuple[Counter, set[str], set[str], list[dict]], out: str) -> Rewrite:
-    delta, full, roles, members = total
-    write_rows(out, f"{G.INDEX}/{G.MEMBERS_FILE}", G.MEMBERS_SCHEMA)(
-        sorted(members, key=lambda r: r["uid"])
-    )
+def write_state(
+    total: tuple[Counter, set[str], set[str], list[dict]],
+    out: str,
+    index: str | None,
+    touched: set[str],
+) -> Rewrite:
+    delta, full, roles, rows = total
+    members = pa.Table.from_pylist(rows, schema=G.MEMBERS_SCHEMA)
+    if index:  # the earlier clusters no new record reached stay as they were
+        before = G.members_table(Path(index)).cast(G.MEMBERS_SCHEMA)
+        members = pa.concat_tables(
+            [before.filter(pa.array(~in_clusters(before, touched))), members]
+        )
+    write_table_atomic(Path(out) / G.INDEX / G.MEMBERS_FILE, members.sort_by("uid"))
     rows = [{"key": k, "count": v} for k, v in delta.items() if v]
     write_rows(out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS)(rows)
     return Rewrite(frozenset(full), frozenset(roles - full))

@@ -8,7 +8,7 @@ stage that made them into the run directory (`out`), which `process.publish` swa
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import ChainMap, Counter
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ def sig_batch(t: pa.Table, stem: str, was: dict[str, tuple] | None = None) -> pa
         "uid": t[UID], "tid": tids,
         "failed": pc.fill_null(pc.not_equal(status, "success"), True),
         "turns": pc.list_value_length(t[TEMPLATES]).cast(pa.int64()),
+        "started": t[F.STARTED_AT].cast(pa.int64()),
         "origin": pc.struct_field(t[F.SOURCE], "origin_id"),
         "stem": pa.array([stem] * t.num_rows, pa.string()),
         "sig": t[SIG], "bands": t[BANDS], "keys": t[TEMPLATES],
@@ -77,16 +78,24 @@ class _Finalize(beam.DoFn):
 
     An earlier segment (`old=True`) is rewritten only when one of its records changed
     cluster, role or keep: template counts are joined in at read time, so they never
-    make an earlier file stale.
+    make an earlier file stale. `decisions` holds this run's (the clusters new records
+    reached); its other records keep the earlier cluster state.
     """
 
     def __init__(self, out: str, index: str | None, policy: MaskPolicy, seed: int, old: bool):
         self.out, self.policy, self.seed, self.old = Path(out), policy, seed, old
         self.index = Path(index) if index else None
+        self.was: dict[str, tuple] = {}
+
+    def setup(self):
+        if self.old:
+            self.was = G.member_decisions(G.members_table(self.index))
 
     def process(self, stem: str, decisions: dict, stems):
         if self.old and stem not in stems:
             return
+        if self.old:
+            decisions = ChainMap(decisions, self.was)
         src = (self.index if self.old else self.out / G.INDEX) / G.SEGMENTS / f"{stem}.parquet"
         if self.old and stem not in stems.full:  # roles only: no text to read or write
             segment = pq.read_table(src, columns=list(G.CLUSTER_COLUMNS))

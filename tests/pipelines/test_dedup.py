@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
-from worldtrace.pipelines.dedup import DedupConfig, DedupDecisions, Sig, components, sig_table
+from worldtrace.pipelines.dedup import DedupConfig, DedupDecisions, Sig, components, rank_of, sig_table
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import ShardWriter
 
@@ -23,7 +23,7 @@ def test_components_span_buckets():
 
 
 def sig(uid, tid, values, bands, turns=5):
-    rank = (False, -turns, tid, "", uid)
+    rank = rank_of(False, turns, None, tid, "", uid)
     return Sig(uid, tid, rank, "s", np.asarray(values, np.uint32).tobytes(), bands, ())
 
 

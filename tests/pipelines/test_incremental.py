@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from datetime import datetime, timedelta, timezone
 
 import pyarrow.parquet as pq
 import pytest
@@ -132,6 +134,74 @@ def test_a_singleton_joined_by_a_worse_near_duplicate_rewrites_only_its_clusters
     incremental = tables(store)
     run(cfg(store, rebuild=True))
     assert tables(store) == incremental
+
+
+def test_a_later_rerun_of_equal_quality_leaves_the_earlier_representative(store):
+    """Equally good near-duplicates: the first collected represents, whatever the content
+    ids say, so a re-run collected later joins without unseating it (no earlier
+    trajectories or turns file rewritten, the kept set stays) and a rebuild agrees."""
+    a = long_traj("alpha")
+    a.started_at = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    write(store, "b1", [a, *(long_traj(w) for w in ("bravo", "charlie"))])
+    run(cfg(store))
+    # a re-run whose content id sorts first: the id alone would make it representative
+    late = next(
+        t
+        for n in range(100)
+        if (t := long_traj("alpha", tweak=f" {n}", episode="late")).trajectory_id
+        < a.trajectory_id
+    )
+    late.started_at = a.started_at + timedelta(days=1)
+    write(store, "b2", [late])
+    m = run(cfg(store))
+    assert "segments.rewritten" not in m["counters"]
+    assert m["counters"]["segments.rewritten_clusters"] == 1
+    rows = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    assert (rows[a.trajectory_id]["role"], rows[late.trajectory_id]["role"]) == (
+        "representative",
+        "near",
+    )
+    incremental = tables(store)
+    run(cfg(store, rebuild=True))
+    assert tables(store) == incremental
+    # collected in the other order, the other one represents
+    late.started_at = a.started_at - timedelta(days=1)
+    shutil.rmtree(store.raw / "b2")
+    write(store, "b2", [late])
+    run(cfg(store, rebuild=True))
+    rows = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    assert rows[late.trajectory_id]["role"] == "representative"
+
+
+def test_an_incremental_run_reconsiders_only_the_clusters_new_records_reach(store):
+    """Earlier clusters no new record reaches stay out of dedup (a run costs what is new,
+    not the corpus's clusters) and keep their state; the result equals a rebuild."""
+    pairs = [(long_traj(w), long_traj(w, tweak=" 7", episode="b")) for w in ("alpha", "bravo", "charlie")]  # fmt: skip
+    write(store, "b1", [t for pair in pairs for t in pair] + [long_traj("delta")])
+    run(cfg(store))
+    members = store.processed / "_index" / "members.parquet"
+    before = pq.read_table(members).to_pylist()
+    assert len(before) == 6
+    late = long_traj("alpha", tweak=" 99 bottles", status="failure", episode="late")
+    write(store, "b2", [late])
+    m = run(cfg(store))
+    assert m["counters"]["dedup.earlier"] == 2  # alpha's two members, not all six
+    after = {r["uid"]: r for r in pq.read_table(members).to_pylist()}
+    assert len(after) == 7
+    for r in before:
+        if r["tid"] not in {t.trajectory_id for t in pairs[0]}:
+            assert after[r["uid"]] == r  # bravo's and charlie's state is kept as it was
+    rows = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    assert rows[late.trajectory_id]["cluster_id"] == rows[pairs[0][0].trajectory_id]["cluster_id"]
+    incremental = tables(store)
+    state = pq.read_table(members).to_pylist()
+    run(cfg(store, rebuild=True))
+    assert tables(store) == incremental
+    rebuilt = pq.read_table(members).to_pylist()
+    strip = lambda rows: sorted(  # noqa: E731 - the unit (stem) differs between the runs
+        json.dumps({**r, "stem": None}, sort_keys=True, default=str) for r in rows
+    )
+    assert strip(state) == strip(rebuilt)
 
 
 def test_changed_settings_need_a_rebuild(store):

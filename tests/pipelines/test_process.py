@@ -86,7 +86,9 @@ def test_end_to_end_counts_add_up(store):
     turns = sum(len(t.turns) for t in read_records(store.processed / "trajectories"))
     assert count(store, "turns") == turns
 
-    raw = {t.trajectory_id: t for t in data}
+    raw = {}  # the representative of exact copies: the first collected (data is in order)
+    for t in data:
+        raw.setdefault(t.trajectory_id, t)
     for t in read_records(store.processed / "trajectories"):
         assert validate_dict(t.to_dict()) == []  # processed records are valid, ids match content
         assert t.dedup.representative and all(x.category and x.stats for x in t.turns)

@@ -1,0 +1,50 @@
+"""Two Beam costs every run paid, however small, removed where Beam offers no option.
+
+- **Bundle ends.** Every bundle starts a thread that samples which step runs; ending the
+  bundle joins it, which waits out the thread's current sleep. The sleep starts at 2 ms
+  and grows by 1.2x up to `sampling_period_ms` (200 by default), so each bundle waited
+  about a sixth of its own length, up to 200 ms, before the next stage could start. A
+  10 ms ceiling bounds that wait; sampling every 10 ms costs nothing measurable.
+- **DoFn introspection.** `userstate.get_dofn_specs` inspects the signature of every
+  method of a DoFn (about 30) to find state and timer parameters, and pipeline
+  construction calls it about 8 times per DoFn: 15,000 signatures, ~0.3 s a run. A DoFn
+  without state or timers (all of ours) is remembered as such; any other is inspected
+  every time, as before.
+
+Together about 0.5 s of a small incremental `process` run (docs/benchmarks.md). Applied
+in the submitting process (`runner.LocalRunner`) and in each worker (`sdk_worker`).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+SAMPLING_MS = 10
+
+
+def tune_beam() -> None:
+    """Idempotent."""
+    from apache_beam.runners.worker import statesampler
+    from apache_beam.transforms import userstate
+
+    statesampler.StateSampler.__init__.__defaults__ = (SAMPLING_MS,)
+    if not getattr(userstate.get_dofn_specs, "remembers", False):
+        userstate.get_dofn_specs = _remembering(userstate.get_dofn_specs)
+
+
+def _remembering(get_specs):
+    plain: weakref.WeakSet = weakref.WeakSet()  # DoFns known to have no state or timers
+
+    def get_dofn_specs(dofn):
+        try:
+            if dofn in plain:
+                return set(), set()
+        except TypeError:  # not hashable or not weakly referenceable: no memory
+            return get_specs(dofn)
+        specs = get_specs(dofn)
+        if not any(specs):
+            plain.add(dofn)
+        return specs
+
+    get_dofn_specs.remembers = True
+    return get_dofn_specs
