@@ -10,7 +10,14 @@ import pyarrow.parquet as pq
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
-from worldtrace.pipelines.dedup import DedupConfig, DedupDecisions, Sig, components, rank_of, sig_table
+from worldtrace.pipelines.dedup import (
+    DedupConfig,
+    DedupDecisions,
+    Sig,
+    components,
+    rank_of,
+    sig_table,
+)
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import ShardWriter
 

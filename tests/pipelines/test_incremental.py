@@ -148,8 +148,7 @@ def test_a_later_rerun_of_equal_quality_leaves_the_earlier_representative(store)
     late = next(
         t
         for n in range(100)
-        if (t := long_traj("alpha", tweak=f" {n}", episode="late")).trajectory_id
-        < a.trajectory_id
+        if (t := long_traj("alpha", tweak=f" {n}", episode="late")).trajectory_id < a.trajectory_id
     )
     late.started_at = a.started_at + timedelta(days=1)
     write(store, "b2", [late])
