@@ -78,26 +78,29 @@ class _OldMatches(beam.DoFn):
 
     def setup(self):
         self.was = G.member_decisions(G.members_table(self.index))
+        self.probed: tuple = (None, None)
+
+    def _arrays(self, probe: tuple[set, set]) -> tuple[pa.Array, pa.Array]:
+        """The probe as Arrow arrays, built once per worker (not once per segment)."""
+        if self.probed[0] is not probe:
+            tids, bands = probe
+            arrays = (pa.array(list(tids), pa.string()), pa.array(np.fromiter(bands, np.uint64, len(bands))))  # fmt: skip
+            self.probed = (probe, arrays)
+        return self.probed[1]
 
     def process(self, stem: str, probe: tuple[set, set]):
-        tids, bands = probe
-        if not tids:
+        if not probe[0]:
             return
-        path = self.index / G.SEGMENTS / f"{stem}.parquet"
-        t = pq.ParquetFile(path).read(columns=[F.TRAJECTORY_ID, BANDS])  # the probe's only
-        hit = pc.is_in(t[F.TRAJECTORY_ID], pa.array(list(tids), pa.string())).to_numpy(
-            zero_copy_only=False
-        )
-        if bands:
+        tids, bands = self._arrays(probe)
+        segment = pq.ParquetFile(self.index / G.SEGMENTS / f"{stem}.parquet")
+        t = segment.read(columns=[F.TRAJECTORY_ID, BANDS])  # the probe's only
+        hit = pc.is_in(t[F.TRAJECTORY_ID], tids).to_numpy(zero_copy_only=False).copy()
+        if len(bands):
             flat = pc.list_flatten(t[BANDS])
             parents = pc.list_parent_indices(t[BANDS]).to_numpy(zero_copy_only=False)
-            b = pc.is_in(flat, pa.array(np.fromiter(bands, np.uint64, len(bands)))).to_numpy(
-                zero_copy_only=False
-            )
-            hit = hit.copy()
-            hit[parents[b]] = True
+            hit[parents[pc.is_in(flat, bands).to_numpy(zero_copy_only=False)]] = True
         if hit.any():
-            rows = pq.ParquetFile(path).read(columns=self.COLUMNS)
+            rows = segment.read(columns=self.COLUMNS)
             yield sig_batch(rows.take(pa.array(np.flatnonzero(hit))), stem, self.was)
 
 
