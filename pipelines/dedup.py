@@ -228,7 +228,9 @@ class _ContentGroups(beam.DoFn):
         earlier = t.num_rows - t["was_role"].null_count
         if earlier:
             Metrics.counter(NS, "dedup.earlier").inc(earlier)
-        yield beam.pvalue.TaggedOutput("records", t)
+        # what the run's state needs of each record: not its signature and band keys
+        # (two thirds of a batch), which only the representatives below carry on
+        yield beam.pvalue.TaggedOutput("records", t.drop_columns(["sig", "bands"]))
         t = t.append_column("key", _content_key(t, self.exact))
         t = t.append_column("origin0", pc.fill_null(t["origin"], ""))
         t = t.sort_by(
@@ -422,7 +424,8 @@ class _Decide(beam.DoFn):
 class DedupDecisions(beam.PTransform):
     """Sig batches (new, plus old matches and old cluster state) -> `decisions`: (uid,
     Decision) for every member of a non-singleton cluster (the small map pass 2 takes as a
-    side input), and `records`: the batches with every record once.
+    side input), and `records`: the batches with every record once (without signatures
+    and band keys).
 
     The global combines run `without_defaults` and their side inputs carry the value for
     an empty input (`default_value`): a combine's own default costs Beam a further stage

@@ -30,7 +30,7 @@ from .units import BANDS, SIG, TEMPLATES, UID
 def members_batch(m: pa.Table) -> pa.Table:
     """Rows of the cluster state of earlier runs (`_index/members.parquet`) as a Sig batch."""
     n = m.num_rows
-    cols = {n: m[n] for n in ("uid", "tid", "failed", "turns", "started", "origin", "stem")}
+    cols = {c: m[c] for c in ("uid", "tid", "failed", "turns", "started", "origin", "stem")}
     cols["sig"] = pa.nulls(n, pa.binary())
     cols["bands"] = pa.array([[]] * n, pa.list_(pa.uint64()))
     cols["keys"] = m["keys"]

@@ -85,16 +85,14 @@ class _Finalize(beam.DoFn):
     def __init__(self, out: str, index: str | None, policy: MaskPolicy, seed: int, old: bool):
         self.out, self.policy, self.seed, self.old = Path(out), policy, seed, old
         self.index = Path(index) if index else None
-        self.was: dict[str, tuple] = {}
-
-    def setup(self):
-        if self.old:
-            self.was = G.member_decisions(G.members_table(self.index))
+        self.was: dict[str, tuple] | None = None
 
     def process(self, stem: str, decisions: dict, stems):
         if self.old and stem not in stems:
             return
-        if self.old:
+        if self.old:  # read once, and only by a run that rewrites an earlier segment
+            if self.was is None:
+                self.was = G.member_decisions(G.members_table(self.index))
             decisions = ChainMap(decisions, self.was)
         src = (self.index if self.old else self.out / G.INDEX) / G.SEGMENTS / f"{stem}.parquet"
         if self.old and stem not in stems.full:  # roles only: no text to read or write
