@@ -1,8 +1,8 @@
 """Exact and near-duplicate decisions over MinHash LSH, incremental-ready.
 
 What moves are *batches*: Arrow tables of `SIG_SCHEMA` rows (ids, rank, band keys,
-template keys, the 512-byte signature only to verify candidate pairs), one per unit of
-pass 1, regrouped by hash into `PARTITIONS` shuffle keys at each step, so Beam's
+template keys; the 512-byte signatures stay in pass 1's segment files and are read for
+the ends of candidate pairs only, `SigSource`), one per unit of pass 1, regrouped by hash into `PARTITIONS` shuffle keys at each step, so Beam's
 per-element cost is paid per batch, not per record. Records with the same content
 (trajectory id) form one exact group whose best member stands for it in LSH. Records
 that share a band bucket are *candidates*; a candidate pair becomes an edge only when
@@ -18,7 +18,7 @@ one, so a near-duplicate arriving later joins the earlier cluster.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -214,23 +214,27 @@ class _ByContent(beam.DoFn):
 
 class _ContentGroups(beam.DoFn):
     """One partition: every record once (`records`), each content group's best member
-    standing for it in LSH (main output, a batch of representatives: `key`, rank,
-    the first signature of the group, `new`), and the members of groups of several."""
+    standing for it in LSH (main output, a batch of representatives: `key`, rank, the
+    band keys of the group's first sketched member and where its signature is, `new`),
+    and the members of groups of several."""
 
     def __init__(self, exact: bool):
         self.exact = exact
 
     def process(self, item: tuple[int, list[pa.Table]]):
         t = pa.concat_tables(list(item[1])).combine_chunks()
-        # an earlier record may arrive twice (cluster state + match): keep the signed row
-        t = t.sort_by([("uid", "ascending"), ("sig", "descending")])
+        # sketched: has band keys (or, in memory, a signature); an earlier cluster's
+        # state has neither. An earlier record may arrive twice (state + match): keep
+        # the sketched row
+        sketched = pc.or_(t["sig"].is_valid(), pc.greater(pc.list_value_length(t["bands"]), 0))
+        t = t.append_column("sketched", sketched)
+        t = t.sort_by([("uid", "ascending"), ("sketched", "descending")])
         t = t.take(pa.array(run_starts(t["uid"])))
         earlier = t.num_rows - t["was_role"].null_count
         if earlier:
             Metrics.counter(NS, "dedup.earlier").inc(earlier)
-        # what the run's state needs of each record: not its signature and band keys
-        # (two thirds of a batch), which only the representatives below carry on
-        yield beam.pvalue.TaggedOutput("records", t.drop_columns(["sig", "bands"]))
+        # what the run's state needs of each record: not its band keys (nor a signature)
+        yield beam.pvalue.TaggedOutput("records", t.drop_columns(["sig", "bands", "sketched"]))
         t = t.append_column("key", _content_key(t, self.exact))
         t = t.append_column("origin0", pc.fill_null(t["origin"], ""))
         t = t.sort_by(
@@ -239,7 +243,7 @@ class _ContentGroups(beam.DoFn):
         starts = run_starts(t["key"])
         size = np.diff(np.append(starts, t.num_rows))
         rows = np.arange(t.num_rows)
-        signed = t["sig"].is_valid().to_numpy(zero_copy_only=False)
+        signed = t["sketched"].to_numpy(zero_copy_only=False)
         first_signed = np.minimum.reduceat(np.where(signed, rows, t.num_rows), starts)
         sketches = np.where(first_signed < t.num_rows, first_signed, starts)
         new = t["was_role"].is_null().to_numpy(zero_copy_only=False)
@@ -255,10 +259,10 @@ class _ContentGroups(beam.DoFn):
             }
             yield beam.pvalue.TaggedOutput("members", members)
         rank = t.select(["key", *RANK_COLUMNS]).take(pa.array(starts))
-        sketch = t.select(["bands", "sig"]).take(pa.array(sketches, pa.int64()))
+        sketch = t.select(["bands", "sig", "uid", "stem"]).take(pa.array(sketches, pa.int64()))
         yield pa.Table.from_arrays(
             [*rank.columns, *sketch.columns, pa.array(news, pa.bool_())],
-            names=[*rank.column_names, "bands", "sig", "new"],
+            names=[*rank.column_names, "bands", "sig", "sketch_uid", "sketch_stem", "new"],
         )
 
 
@@ -368,12 +372,42 @@ class _Verify(beam.DoFn):
             yield edges
 
 
-def _end_sigs(t: pa.Table, ends: set[str]) -> dict[str, bytes]:
+SigSource = Callable[[dict[str, list[str]]], dict[str, bytes]]
+"""{unit stem: [uid, ...]} -> {uid: signature}: where signatures not carried in a batch
+are read (`segments.read_sigs`, the segment files pass 1 wrote)."""
+
+
+def _end_refs(t: pa.Table, ends: set[str]):
+    """The candidate pairs' ends in a batch of representatives, by the unit that holds
+    each one's signature: (stem, [(content key, uid, signature or None)])."""
     if not ends or not t.num_rows:
-        return {}
-    hit = pc.is_in(t["key"], pa.array(list(ends), pa.string()))
-    t = t.filter(hit)
-    return dict(zip(t["key"].to_pylist(), t["sig"].to_pylist(), strict=True))
+        return
+    t = t.filter(pc.is_in(t["key"], pa.array(list(ends), pa.string())))
+    cols = [t[c].to_pylist() for c in ("sketch_stem", "key", "sketch_uid", "sig")]
+    by_stem: dict[str, list] = {}
+    for stem, *ref in zip(*cols, strict=True):
+        by_stem.setdefault(stem, []).append(tuple(ref))
+    yield from by_stem.items()
+
+
+class _EndSigs(beam.DoFn):
+    """One unit's candidate ends -> {content key: signature}: from the batch where it
+    carried them, else read once per unit from `source` (pass 1 leaves signatures in its
+    segments: 512 bytes a record that every stage and shuffle would otherwise move,
+    though only candidates need them)."""
+
+    def __init__(self, source: SigSource | None):
+        self.source = source
+
+    def process(self, item: tuple[str, list[list[tuple]]]):
+        stem, refs = item[0], [r for rs in item[1] for r in rs]
+        out = {key: sig for key, _, sig in refs if sig is not None}
+        need = {uid: key for key, uid, sig in refs if sig is None}
+        if need:
+            if self.source is None:
+                raise ValueError(f"signatures of {stem} are neither in its batch nor readable")
+            out.update((need[uid], sig) for uid, sig in self.source({stem: list(need)}).items())
+        yield out
 
 
 def _seeds(t: pa.Table) -> list[tuple[str, str]]:
@@ -424,16 +458,16 @@ class _Decide(beam.DoFn):
 class DedupDecisions(beam.PTransform):
     """Sig batches (new, plus old matches and old cluster state) -> `decisions`: (uid,
     Decision) for every member of a non-singleton cluster (the small map pass 2 takes as a
-    side input), and `records`: the batches with every record once (without signatures
-    and band keys).
+    side input), and `records`: the batches with every record once (without band keys).
+    `sigs` reads the signatures a batch does not carry (null `sig`).
 
     The global combines run `without_defaults` and their side inputs carry the value for
     an empty input (`default_value`): a combine's own default costs Beam a further stage
     barrier, paid by every run however small."""
 
-    def __init__(self, cfg: DedupConfig):
+    def __init__(self, cfg: DedupConfig, sigs: SigSource | None = None):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.sigs = cfg, sigs
 
     def expand(self, batches):
         cfg = self.cfg
@@ -486,7 +520,9 @@ class DedupDecisions(beam.PTransform):
         )
         sigs = (
             reps
-            | "EndSigs" >> beam.Map(_end_sigs, ends=ends_all)
+            | "EndRefs" >> beam.FlatMap(_end_refs, ends=ends_all)
+            | "ByUnit" >> beam.GroupByKey()
+            | "EndSigs" >> beam.ParDo(_EndSigs(self.sigs))
             | "SigDict" >> beam.CombineGlobally(Merge(dict)).without_defaults()
         )
         verify = _Verify(self.cfg.threshold)

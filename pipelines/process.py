@@ -19,6 +19,7 @@ import uuid
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -176,7 +177,8 @@ class ProcessTrajectories(beam.PTransform):
             old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems)
             sigs = (p1.sigs, old["sigs"]) | "AllSigs" >> beam.Flatten()
             touched = old["touched"]
-        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup)
+        segments = [f"{out}/{G.INDEX}/{G.SEGMENTS}", *([f"{index}/{G.SEGMENTS}"] if index else [])]
+        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup, partial(G.read_sigs, segments))
         decisions = beam.pvalue.AsDict(dedup["decisions"])
         stems = dedup["records"] | "State" >> RecordState(out, decisions, prev.index, touched)
         side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(stems)}

@@ -74,6 +74,20 @@ def member_decisions(members: pa.Table) -> dict[str, tuple]:
     return dict(zip(members["uid"].to_pylist(), zip(*cols, strict=True), strict=True))
 
 
+def read_sigs(dirs: list[str], wanted: dict[str, list[str]]) -> dict[str, bytes]:
+    """uid -> MinHash signature of the `wanted` records ({unit stem: [uid, ...]}), from
+    their segments in the first of `dirs` that has them (this run's, then earlier runs')."""
+    out: dict[str, bytes] = {}
+    for stem, uids in wanted.items():
+        path = next((p for d in dirs if (p := Path(d) / f"{stem}.parquet").exists()), None)
+        if path is None:
+            raise FileNotFoundError(f"segment {stem}.parquet: in none of {', '.join(dirs)}")
+        t = pq.read_table(path, columns=[UID, SIG])
+        t = t.filter(pc.is_in(t[UID], pa.array(uids, pa.string())))
+        out.update(zip(t[UID].to_pylist(), t[SIG].to_pylist(), strict=True))
+    return out
+
+
 def _struct(arr: pa.StructArray, **replace: pa.Array) -> pa.StructArray:
     names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
     cols = [replace.get(n, arr.field(n)) for n in names]

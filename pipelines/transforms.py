@@ -25,7 +25,7 @@ from . import segments as G
 from .dedup import SIG_SCHEMA, DedupConfig
 from .filters import FilterConfig
 from .mask import MaskPolicy
-from .units import BANDS, SIG, TEMPLATES, UID, process_unit
+from .units import BANDS, TEMPLATES, UID, process_unit
 
 NS = "worldtrace"
 
@@ -47,7 +47,8 @@ def sig_batch(t: pa.Table, stem: str, was: dict[str, tuple] | None = None) -> pa
         "started": t[F.STARTED_AT].cast(pa.int64()),
         "origin": pc.struct_field(t[F.SOURCE], "origin_id"),
         "stem": pa.array([stem] * t.num_rows, pa.string()),
-        "sig": t[SIG], "bands": t[BANDS], "keys": t[TEMPLATES],
+        "sig": pa.nulls(t.num_rows, pa.binary()),  # left in the segment (`dedup.SigSource`)
+        "bands": t[BANDS], "keys": t[TEMPLATES],
     }  # fmt: skip
     prev = [(None, None, None)] * t.num_rows if was is None else G.segment_decisions(t, was)
     for n, name in enumerate(("was_cluster", "was_rep", "was_role")):
