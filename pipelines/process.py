@@ -282,15 +282,19 @@ def publish(run_dir: Path, output: Path, incremental: bool) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _tally(table: Path, column: str) -> Counter:
+    """How often each value of `column` occurs in a processed table (one columnar read)."""
+    files = [str(f) for f in shard_files(table)]
+    if not files:
+        return Counter()
+    counts = pc.value_counts(pq.read_table(files, columns=[column])[column])
+    return Counter(dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)))  # fmt: skip
+
+
 def accounting(output: Path) -> dict[str, Any]:
     """in = kept + filtered + duplicates + rejected, over the whole processed corpus."""
 
-    stages = Counter()
-    for f in shard_files(output / "rejects"):
-        stages.update(pq.read_table(f, columns=["stage"])["stage"].to_pylist())
-    roles = Counter()
-    for f in shard_files(output / "clusters"):
-        roles.update(pq.read_table(f, columns=["role"])["role"].to_pylist())
+    stages, roles = _tally(output / "rejects", "stage"), _tally(output / "clusters", "role")
     acc = {
         "kept": roles["singleton"] + roles["representative"],
         "filtered": stages["filter"],
