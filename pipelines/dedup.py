@@ -456,9 +456,9 @@ class _Decide(beam.DoFn):
 
 
 class DedupDecisions(beam.PTransform):
-    """Sig batches (new, plus old matches and old cluster state) -> `decisions`: (uid,
-    Decision) for every member of a non-singleton cluster (the small map pass 2 takes as a
-    side input), and `records`: the batches with every record once (without band keys).
+    """Sig batches (new, plus the earlier records and clusters they reach) -> `decisions`:
+    (uid, Decision) for every member of a non-singleton cluster among them (the small map
+    pass 2 takes as a side input), and `records`: the batches with every record once (without band keys).
     `sigs` reads the signatures a batch does not carry (null `sig`).
 
     The global combines run `without_defaults` and their side inputs carry the value for
