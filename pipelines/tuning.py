@@ -17,6 +17,7 @@ in the submitting process (`runner.LocalRunner`) and in each worker (`sdk_worker
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 SAMPLING_MS = 10
@@ -33,17 +34,17 @@ def tune_beam() -> None:
 
 
 def _remembering(get_specs):
-    plain: weakref.WeakSet = weakref.WeakSet()  # DoFns known to have no state or timers
+    # DoFns known to have no state or timers, by identity (a DoFn's own __eq__ is no
+    # business of this cache), for as long as they live
+    plain: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def get_dofn_specs(dofn):
-        try:
-            if dofn in plain:
-                return set(), set()
-        except TypeError:  # not hashable or not weakly referenceable: no memory
-            return get_specs(dofn)
+        if plain.get(id(dofn)) is dofn:
+            return set(), set()
         specs = get_specs(dofn)
         if not any(specs):
-            plain.add(dofn)
+            with contextlib.suppress(TypeError):  # not weakly referenceable: no memory
+                plain[id(dofn)] = dofn
         return specs
 
     get_dofn_specs.remembers = True
