@@ -53,21 +53,27 @@ from .web_spec import (
 
 BID_RE = re.compile(r"^[a-zA-Z0-9]+$")
 SETTLE_MAX_MS = 1000
+SETTLE_QUIET_MS = 60
 SETTLE_JS = """() => new Promise(r => {
-  let frames = 0, quiet = 0;
-  const seen = new MutationObserver(() => { quiet = 0; });
+  let frames = 0, last = -Infinity;
+  const seen = new MutationObserver(() => { last = performance.now(); });
   seen.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
   const done = () => { seen.disconnect(); clearTimeout(cap); clearTimeout(idle); r(); };
   const cap = setTimeout(done, MAX_MS);
   const idle = setTimeout(() => { if (!frames) done(); }, 100);
-  const tick = () => { frames++; if (++quiet >= 2) done(); else requestAnimationFrame(tick); };
+  const tick = () => {
+    if (++frames >= 2 && performance.now() - last >= QUIET_MS) done();
+    else requestAnimationFrame(tick);
+  };
   requestAnimationFrame(tick);
-})""".replace("MAX_MS", str(SETTLE_MAX_MS))
-"""Resolves once two animation frames pass with no DOM change: synchronous updates, and
-a page still rendering after its load event (a docs search filling in its results a few
-at a time), are in the tree. Two frames on a page that is still; at most
-`SETTLE_MAX_MS` on one that never stops changing; 100 ms for a tab that does not render.
-Two frames alone let the same step observe a half-rendered page one time in ten."""
+})""".replace("MAX_MS", str(SETTLE_MAX_MS)).replace("QUIET_MS", str(SETTLE_QUIET_MS))
+"""Resolves after two animation frames if the DOM did not change meanwhile (a still page:
+as fast as before), else once it has been still for `SETTLE_QUIET_MS`: a page still
+rendering after its load event (a docs search filling in its results from timers a few
+at a time) is in the tree done, not half rendered, even when a busy machine delays its
+timers by a frame or two. At most `SETTLE_MAX_MS` on a page that never stops changing;
+100 ms for a tab that does not render. Two frames alone let the same step observe a
+half-rendered page one time in ten."""
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 """Observation fields of GUI kinds this schema version has; the rest ride in state_json."""
 
