@@ -2,8 +2,9 @@
 
 What moves are *batches*: Arrow tables of `SIG_SCHEMA` rows (ids, rank, band keys,
 template keys; the 512-byte signatures stay in pass 1's segment files and are read for
-the ends of candidate pairs only, `SigSource`), one per unit of pass 1, regrouped by hash into `PARTITIONS` shuffle keys at each step, so Beam's
-per-element cost is paid per batch, not per record. Records with the same content
+the ends of candidate pairs only, `SigSource`), one per unit of pass 1, regrouped by
+hash into `PARTITIONS` shuffle keys at each step, so Beam's per-element cost is paid per
+batch, not per record. Records with the same content
 (trajectory id) form one exact group whose best member stands for it in LSH. Records
 that share a band bucket are *candidates*; a candidate pair becomes an edge only when
 its signatures estimate a Jaccard similarity >= the threshold, so one weak collision
@@ -458,8 +459,8 @@ class _Decide(beam.DoFn):
 class DedupDecisions(beam.PTransform):
     """Sig batches (new, plus the earlier records and clusters they reach) -> `decisions`:
     (uid, Decision) for every member of a non-singleton cluster among them (the small map
-    pass 2 takes as a side input), and `records`: the batches with every record once (without band keys).
-    `sigs` reads the signatures a batch does not carry (null `sig`).
+    pass 2 takes as a side input), and `records`: the batches with every record once
+    (without band keys). `sigs` reads the signatures a batch does not carry (null `sig`).
 
     The global combines run `without_defaults` and their side inputs carry the value for
     an empty input (`default_value`): a combine's own default costs Beam a further stage

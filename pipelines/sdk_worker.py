@@ -32,12 +32,11 @@ def _no_print(*args, **kwargs) -> None:
 
 sdk_worker.print = _no_print  # the module's one print (a failed instruction's traceback)
 
-STANDBY = "--standby"
-"""Start warm: import what the work needs, then wait on stdin for the environment (one
-JSON line) the runner hands a worker it starts (`runner._WorkerProcess`)."""
-
 
 def _standby() -> None:
+    """Start warm (`runner.STANDBY`): import what the work needs, then wait on stdin for
+    the environment (one JSON line) the runner hands a worker it starts
+    (`runner._WorkerProcess`)."""
     import json
 
     from worldtrace.pipelines import process  # noqa: F401  (every stage's module)
@@ -51,6 +50,7 @@ def _standby() -> None:
 
 
 if __name__ == "__main__":
+    from worldtrace.pipelines.runner import STANDBY  # the standby imports it anyway
     from worldtrace.pipelines.tuning import tune_beam
 
     tune_beam()

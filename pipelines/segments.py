@@ -68,8 +68,9 @@ def members_table(index: Path) -> pa.Table:
     return pq.read_table(path) if path.exists() else MEMBERS_SCHEMA.empty_table()
 
 
-def member_decisions(members: pa.Table) -> dict[str, tuple]:
-    """uid -> (cluster, representative, role) of each row of a members table."""
+def member_decisions(index: Path) -> dict[str, tuple]:
+    """uid -> (cluster, representative, role) of every member in earlier runs' state."""
+    members = members_table(index)
     cols = [members[c].to_pylist() for c in ("cluster_id", "representative", "role")]
     return dict(zip(members["uid"].to_pylist(), zip(*cols, strict=True), strict=True))
 

@@ -77,7 +77,7 @@ class _OldMatches(beam.DoFn):
         self.index = Path(index)
 
     def setup(self):
-        self.was = G.member_decisions(G.members_table(self.index))
+        self.was = G.member_decisions(self.index)
         self.probed: tuple = (None, None)
 
     def _arrays(self, probe: tuple[set, set]) -> tuple[pa.Array, pa.Array]:
@@ -250,14 +250,14 @@ def write_state(
     index: str | None,
     touched: set[str],
 ) -> Rewrite:
-    delta, full, roles, rows = total
-    members = pa.Table.from_pylist(rows, schema=G.MEMBERS_SCHEMA)
+    delta, full, roles, new_members = total
+    members = pa.Table.from_pylist(new_members, schema=G.MEMBERS_SCHEMA)
     if index:  # the earlier clusters no new record reached stay as they were
         before = G.members_table(Path(index)).cast(G.MEMBERS_SCHEMA)
         members = pa.concat_tables(
             [before.filter(pa.array(~in_clusters(before, touched))), members]
         )
     write_table_atomic(Path(out) / G.INDEX / G.MEMBERS_FILE, members.sort_by("uid"))
-    rows = [{"key": k, "count": v} for k, v in delta.items() if v]
-    write_rows(out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS)(rows)
+    counts = [{"key": k, "count": v} for k, v in delta.items() if v]
+    write_rows(out, f"{G.INDEX}/delta.parquet", G.TEMPLATE_COUNTS)(counts)
     return Rewrite(frozenset(full), frozenset(roles - full))

@@ -93,7 +93,7 @@ class _Finalize(beam.DoFn):
             return
         if self.old:  # read once, and only by a run that rewrites an earlier segment
             if self.was is None:
-                self.was = G.member_decisions(G.members_table(self.index))
+                self.was = G.member_decisions(self.index)
             decisions = ChainMap(decisions, self.was)
         src = (self.index if self.old else self.out / G.INDEX) / G.SEGMENTS / f"{stem}.parquet"
         if self.old and stem not in stems.full:  # roles only: no text to read or write

@@ -35,6 +35,18 @@ def views(store: Store) -> dict[str, list]:
     return out
 
 
+def clusters(store: Store) -> dict[str, dict]:
+    """The `clusters` rows by trajectory id."""
+    return {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+
+
+def assert_a_rebuild_agrees(store: Store) -> None:
+    """The tables incremental runs left equal a rebuild's on the same files."""
+    incremental = tables(store)
+    run(cfg(store, rebuild=True))
+    assert tables(store) == incremental
+
+
 def write(store: Store, name: str, records) -> None:
     with ShardWriter(store.raw / name, row_group_rows=40) as w:
         w.write(records)
@@ -91,16 +103,14 @@ def test_near_duplicate_in_a_later_batch_joins_the_earlier_cluster(store):
     others = [long_traj(w) for w in ("bravo", "charlie", "delta")]
     write(store, "b1", [a, a2, *others])
     run(cfg(store))
-    before = {
-        r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()
-    }
+    before = clusters(store)
     cluster = before[a.trajectory_id]["cluster_id"]
     assert before[a2.trajectory_id]["cluster_id"] == cluster
     # later: a near-duplicate that succeeded, so it becomes the representative
     late = long_traj("alpha", tweak=" 99 bottles", status="success", episode="late")
     write(store, "b2", [late])
     m = run(cfg(store))
-    after = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    after = clusters(store)
     ids = {a.trajectory_id, a2.trajectory_id, late.trajectory_id}
     assert {after[t]["cluster_id"] for t in ids} == {f"c{late.trajectory_id}"}  # its new rep
     assert after[late.trajectory_id]["role"] == "representative"
@@ -125,15 +135,13 @@ def test_a_singleton_joined_by_a_worse_near_duplicate_rewrites_only_its_clusters
     assert "segments.rewritten" not in m["counters"]
     for name, fs in files.items():  # the earlier files are the same files (hard links)
         assert {f.stat().st_ino for f in fs if f.exists()} == inodes[name]
-    rows = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    rows = clusters(store)
     assert rows[a.trajectory_id]["cluster_id"] == f"c{a.trajectory_id}"  # kept its id
     assert (rows[a.trajectory_id]["role"], rows[late.trajectory_id]["role"]) == (
         "representative",
         "near",
     )
-    incremental = tables(store)
-    run(cfg(store, rebuild=True))
-    assert tables(store) == incremental
+    assert_a_rebuild_agrees(store)
 
 
 def test_a_later_rerun_of_equal_quality_leaves_the_earlier_representative(store):
@@ -155,20 +163,18 @@ def test_a_later_rerun_of_equal_quality_leaves_the_earlier_representative(store)
     m = run(cfg(store))
     assert "segments.rewritten" not in m["counters"]
     assert m["counters"]["segments.rewritten_clusters"] == 1
-    rows = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    rows = clusters(store)
     assert (rows[a.trajectory_id]["role"], rows[late.trajectory_id]["role"]) == (
         "representative",
         "near",
     )
-    incremental = tables(store)
-    run(cfg(store, rebuild=True))
-    assert tables(store) == incremental
+    assert_a_rebuild_agrees(store)
     # collected in the other order, the other one represents
     late.started_at = a.started_at - timedelta(days=1)
     shutil.rmtree(store.raw / "b2")
     write(store, "b2", [late])
     run(cfg(store, rebuild=True))
-    rows = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    rows = clusters(store)
     assert rows[late.trajectory_id]["role"] == "representative"
 
 
@@ -190,12 +196,10 @@ def test_an_incremental_run_reconsiders_only_the_clusters_new_records_reach(stor
     for r in before:
         if r["tid"] not in {t.trajectory_id for t in pairs[0]}:
             assert after[r["uid"]] == r  # bravo's and charlie's state is kept as it was
-    rows = {r["trajectory_id"]: r for r in pq.read_table(store.processed / "clusters").to_pylist()}
+    rows = clusters(store)
     assert rows[late.trajectory_id]["cluster_id"] == rows[pairs[0][0].trajectory_id]["cluster_id"]
-    incremental = tables(store)
     state = pq.read_table(members).to_pylist()
-    run(cfg(store, rebuild=True))
-    assert tables(store) == incremental
+    assert_a_rebuild_agrees(store)
     rebuilt = pq.read_table(members).to_pylist()
     strip = lambda rows: sorted(  # noqa: E731 - the unit (stem) differs between the runs
         json.dumps({**r, "stem": None}, sort_keys=True, default=str) for r in rows
