@@ -288,7 +288,8 @@ def _tally(table: Path, column: str) -> Counter:
     if not files:
         return Counter()
     counts = pc.value_counts(pq.read_table(files, columns=[column])[column])
-    return Counter(dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)))  # fmt: skip
+    values, n = counts.field("values").to_pylist(), counts.field("counts").to_pylist()
+    return Counter(dict(zip(values, n, strict=True)))
 
 
 def accounting(output: Path) -> dict[str, Any]:

@@ -84,7 +84,10 @@ class _OldMatches(beam.DoFn):
         """The probe as Arrow arrays, built once per worker (not once per segment)."""
         if self.probed[0] is not probe:
             tids, bands = probe
-            arrays = (pa.array(list(tids), pa.string()), pa.array(np.fromiter(bands, np.uint64, len(bands))))  # fmt: skip
+            arrays = (
+                pa.array(list(tids), pa.string()),
+                pa.array(np.fromiter(bands, np.uint64, len(bands))),
+            )
             self.probed = (probe, arrays)
         return self.probed[1]
 
