@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import to_dict
 from worldtrace.schemas.store import (
@@ -46,7 +46,7 @@ from . import transforms as T
 from .dedup import DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
-from .runner import LOCAL_RUNNERS, LocalRunner
+from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
 from .state import EarlierRecords, RecordState
 from .watch import Progress, RunWatch
 
@@ -77,17 +77,25 @@ class ProcessConfig:
     """Beam runner: DirectRunner, PortableRunner, FlinkRunner, SparkRunner, DataflowRunner
     (see infra/runners.md for the flags each needs)."""
     workers: int = 0
-    """DirectRunner worker processes; 1 = in-process; 0 = auto: one per 2 MB
-    (`bytes_per_worker`) of new input, at most one per core, in-process below 4 MB."""
-    bytes_per_worker: int = 2 << 20
-    """New input a worker process must have to pay back its start-up (~1 s of CPU: it
-    imports Beam and worldtrace). Measured on 2 cores (docs/benchmarks.md): 2 workers
-    break even with in-process at 2.3 MB of raw shards and are 1.35x faster at 4.5 MB,
-    1.47x at 9 MB."""
+    """DirectRunner worker processes; 1 = in-process; 0 = auto: one per `bytes_per_worker`
+    of new input, at most one per core, in-process below two workers' worth."""
+    bytes_per_worker: int = 0
+    """New input a worker process must have to pay back its start-up; 0 = the measured
+    default (`FORKED_BYTES_PER_WORKER` when the workers fork from the run's process, the
+    CLI's case; `SPAWNED_BYTES_PER_WORKER` when they start as new interpreters)."""
     beam_args: list[str] = field(default_factory=list)
     """Further Beam pipeline options, passed through."""
 
 
+FORKED_BYTES_PER_WORKER = 384 << 10
+"""A forked worker (`runner.can_fork`) costs milliseconds to start. Measured on 2 cores
+(docs/pipeline.md#runners): 2 workers are 1.2x faster than in-process at 0.9 MB of raw
+shards (two 1,024-row units) and 1.27x at 2.2 MB; a single unit (0.44 MB) cannot be
+shared."""
+SPAWNED_BYTES_PER_WORKER = 2 << 20
+"""A worker started as a new interpreter spends ~1 s of CPU importing Beam and
+worldtrace; measured on 2 cores, 2 such workers break even with in-process at 2.3 MB
+and are 1.35x faster at 4.5 MB, 1.47x at 9 MB."""
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
 LAYOUT = 3
@@ -156,9 +164,9 @@ class ProcessTrajectories(beam.PTransform):
     in at read time.
     """
 
-    def __init__(self, cfg: ProcessConfig, out: str, prev: Previous):
+    def __init__(self, cfg: ProcessConfig, out: str, prev: Previous, spread: bool = True):
         super().__init__()
-        self.cfg, self.out, self.prev = cfg, out, prev
+        self.cfg, self.out, self.prev, self.spread = cfg, out, prev, spread
 
     def expand(self, paths):
         cfg, out, prev = self.cfg, self.out, self.prev
@@ -166,7 +174,7 @@ class ProcessTrajectories(beam.PTransform):
         index = str(prev.index) if prev.index else None
         p1 = (
             paths
-            | "Split" >> T.SplitFiles()
+            | "Split" >> T.SplitFiles(self.spread)
             | "Pass1"
             >> beam.ParDo(T._Pass1(out, cfg.filters, cfg.dedup, policy)).with_outputs(
                 "stems", main="sigs"
@@ -174,7 +182,7 @@ class ProcessTrajectories(beam.PTransform):
         )
         sigs, touched = p1.sigs, None
         if prev.index is not None:  # earlier records that meet the new ones
-            old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems)
+            old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems, self.spread)
             sigs = (p1.sigs, old["sigs"]) | "AllSigs" >> beam.Flatten()
             touched = old["touched"]
         segments = [f"{out}/{G.INDEX}/{G.SEGMENTS}", *([f"{index}/{G.SEGMENTS}"] if index else [])]
@@ -185,7 +193,8 @@ class ProcessTrajectories(beam.PTransform):
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
         if prev.stems:
-            earlier = paths.pipeline | "EarlierSegments" >> beam.Create(prev.stems)
+            stems = beam.Create(prev.stems, reshuffle=self.spread)
+            earlier = paths.pipeline | "EarlierSegments" >> stems
             earlier | "RewriteEarlier" >> beam.ParDo(finalize[1], **side)
         return beam.pvalue.PDone(paths.pipeline)
 
@@ -208,10 +217,20 @@ def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOption
     ]
     if cfg.runner in LOCAL_RUNNERS and not any("direct_running_mode" in a for a in args):
         cores = os.cpu_count() or 1
-        workers = cfg.workers or auto_workers(input_bytes, cfg.bytes_per_worker, cores)
+        per_worker = cfg.bytes_per_worker or (
+            FORKED_BYTES_PER_WORKER if can_fork() else SPAWNED_BYTES_PER_WORKER
+        )
+        workers = cfg.workers or auto_workers(input_bytes, per_worker, cores)
         mode = "in_memory" if workers == 1 else "multi_processing"
         args += [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
     return PipelineOptions(args)
+
+
+def spread(options: PipelineOptions) -> bool:
+    """Whether work is worth spreading over workers (a shuffle of its own): not when
+    everything runs in this process, where each shuffle is only a further stage."""
+    direct = options.view_as(DirectOptions).direct_running_mode
+    return options.view_as(StandardOptions).runner not in LOCAL_RUNNERS or direct != "in_memory"
 
 
 def counters(result) -> dict[str, int]:
@@ -237,16 +256,10 @@ def merge_state(run_dir: Path, prev: Previous, files: list[str], run_id: str) ->
     """Complete the run's _index: earlier segments, updated template counts, seen shards."""
     index = run_dir / G.INDEX
     _link_tree(prev.index / G.SEGMENTS if prev.index else Path("/nonexistent"), index / G.SEGMENTS)
-    delta = pq.read_table(index / "delta.parquet")
-    counts = delta
+    before = None
     if prev.index and (prev.index / G.TEMPLATES_FILE).exists():
-        both = pa.concat_tables([pq.read_table(prev.index / G.TEMPLATES_FILE), delta])
-        counts = both.group_by("key").aggregate([("count", "sum")]).rename_columns(["key", "count"])
-    counts = (
-        counts.filter(pc.greater(counts["count"], 0))
-        .select(["key", "count"])
-        .cast(G.TEMPLATE_COUNTS)
-    )
+        before = pq.read_table(prev.index / G.TEMPLATES_FILE)
+    counts = G.merged_counts(before, pq.read_table(index / "delta.parquet"))
     write_table_atomic(index / G.TEMPLATES_FILE, counts)
     (index / "delta.parquet").unlink()
     rows = [
@@ -376,8 +389,8 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                 p = beam.Pipeline(runner=runner, options=options)
                 _ = (
                     p
-                    | "Inputs" >> beam.Create(todo)
-                    | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev)
+                    | "Inputs" >> beam.Create(todo, reshuffle=False)  # Split spreads units
+                    | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev, spread(options))
                 )
                 with RunWatch(run_dir, todo, progress) if progress else nullcontext():
                     result = p.run()

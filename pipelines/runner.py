@@ -7,11 +7,12 @@ worker pool listening on every interface and temporary directories behind, one s
 run. `process` therefore asks for the FnApiRunner itself: the same runner everywhere,
 nothing left running after a run.
 
-With more than one worker the workers are processes started through
+With more than one worker the workers are processes running
 `worldtrace.pipelines.sdk_worker`, which keeps Beam's start-up log lines off the user's
 terminal (the workers' logs still reach the runner over the Fn API logging service).
 They start when the runner is made, before the pipeline is built, and wait warm
-(`_Standbys`) until the runner asks for them.
+(`_Standbys`) until the runner asks for them: forked from this process while gRPC has
+not started in it (`can_fork`), else as new interpreters that import Beam meanwhile.
 A worker that dies (the kernel's out-of-memory killer, a crash) fails the run with
 `WorkerLost`, one line naming how it died, instead of the tracebacks of every thread
 whose channel broke with it.
@@ -27,18 +28,23 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import multiprocessing
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
 import uuid
+import warnings
+from pathlib import Path
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 
+from . import sdk_worker
 from .tuning import tune_beam
 
 LOCAL_RUNNERS = ("DirectRunner", "direct")
@@ -46,6 +52,9 @@ LOCAL_RUNNERS = ("DirectRunner", "direct")
 WORKER_MODULE = "worldtrace.pipelines.sdk_worker"
 STANDBY = "--standby"
 """`WORKER_MODULE`'s flag: start warm and wait on stdin for a worker's environment."""
+FORK_SAFE_THREAD = "jemalloc_bg_thd\n"
+"""The one named native thread `can_fork` allows (jemalloc's, restarted in a child);
+the others must carry the process's own name."""
 WORKER_URN = "worldtrace:env:subprocess_python:v1"
 """The environment of `LocalRunner`'s worker processes (`_WorkerProcess`)."""
 
@@ -78,17 +87,83 @@ def how_it_died(code: int) -> str:
     return f"was killed by {name}"
 
 
+def can_fork() -> bool:
+    """Whether this process may fork its workers instead of starting new interpreters.
+
+    A forked worker starts with Beam and worldtrace imported (a new interpreter spends
+    ~1 s of CPU importing them). Only the calling thread survives a fork, so the rule is
+    about the others: no Python thread, and only native threads whose libraries restore
+    themselves in a child (numpy's OpenBLAS, Arrow's pool and jemalloc, all unnamed or
+    `jemalloc_bg_thd`). gRPC's threads name themselves: once a run has started gRPC in
+    this process (the runner's servers), its half-copied state is not for a child, and
+    workers start as new interpreters.
+    """
+    if threading.active_count() > 1:
+        return False
+    try:
+        main = Path("/proc/self/comm").read_text()
+        tasks = Path("/proc/self/task").iterdir()
+        return all((t / "comm").read_text() in (main, FORK_SAFE_THREAD) for t in tasks)
+    except OSError:  # no /proc: cannot tell
+        return False
+
+
+class _ForkedStandby:
+    """A standby forked from this process (`sdk_worker.forked`), with the part of
+    `subprocess.Popen` the runner uses: `stdin` takes the worker's environment."""
+
+    def __init__(self):
+        env_fd, ours = os.pipe()
+        ctx = multiprocessing.get_context("fork")
+        # daemon: at exit a forgotten one is terminated, not waited for
+        self._proc = ctx.Process(target=sdk_worker.forked, args=(env_fd, ours), daemon=True)
+        # Ctrl-C between the fork and the child's own handler would print its traceback
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            with warnings.catch_warnings():  # Python 3.12+ warns of any thread at fork
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._proc.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            os.close(env_fd)
+        self.stdin = os.fdopen(ours, "wb")
+        self.pid = self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.exitcode
+
+    def poll(self) -> int | None:
+        return self._proc.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._proc.join(timeout)
+        if self._proc.exitcode is None:
+            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+        return self._proc.exitcode
+
+    def kill(self) -> None:
+        self._proc.kill()
+
+
 class _Standbys:
-    """Worker processes started before the pipeline is built: they import Beam and
-    worldtrace while the runner builds and plans it (a cold worker spends ~1 s on that
-    after the runner asks for it), then each waits on stdin for the environment of the
-    worker it becomes. Unused ones get EOF and exit."""
+    """Worker processes started before the pipeline is built, which wait for the
+    environment of the worker each becomes; unused ones get EOF and exit.
+
+    Forked from this process when it may fork (`can_fork`: the CLI's runs): a fork costs
+    milliseconds. Otherwise new interpreters through `WORKER_MODULE`, which import Beam
+    and worldtrace while the runner builds and plans the pipeline (a cold worker spends
+    ~1 s on that after the runner asks for it).
+    """
 
     def __init__(self, n: int):
-        cmd = [sys.executable, "-m", WORKER_MODULE, STANDBY]
-        self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE) for _ in range(n)]
+        if can_fork():
+            self.procs = [_ForkedStandby() for _ in range(n)]
+        else:
+            cmd = [sys.executable, "-m", WORKER_MODULE, STANDBY]
+            self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE) for _ in range(n)]
 
-    def take(self) -> subprocess.Popen | None:
+    def take(self) -> subprocess.Popen | _ForkedStandby | None:
         while self.procs:
             proc = self.procs.pop(0)
             if proc.poll() is None:
@@ -133,7 +208,7 @@ def _worker_env(control: str, logging_port: int, provision_info, worker_id) -> d
     return env
 
 
-def _run_standby(worker, proc: subprocess.Popen) -> None:
+def _run_standby(worker, proc: subprocess.Popen | _ForkedStandby) -> None:
     """`SubprocessSdkWorker.run` for a standby process: its log server, then the
     environment on its stdin instead of a new process."""
     import grpc

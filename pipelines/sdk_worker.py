@@ -1,26 +1,39 @@
 """Beam's SDK worker process (`python -m apache_beam.runners.worker.sdk_worker_main`),
-quiet on stderr.
+quiet on stderr; also what a worker forked from the runner's process runs (`forked`).
 
 Importing Beam logs through the `logging` module functions before any handler exists,
 which makes Python install a stderr handler on the root logger; every later start-up
 line of the worker then lands on the user's terminal. A root handler that drops
-records, added before Beam is imported, prevents that. The worker adds its own handler
-that sends the records to the runner, which logs them in the submitting process.
-A failed instruction's traceback is not printed (`_no_print`), Ctrl-C is left to the
-runner, and when the harness is done the process exits at once (see the end).
+records, added before Beam is imported (`quiet`), prevents that; a forked worker drops
+the handlers it copied from the submitting process the same way. The worker adds its
+own handler that sends the records to the runner, which logs them in the submitting
+process. A failed instruction's traceback is not printed (`_no_print`), Ctrl-C is left
+to the runner, and when the harness is done the process exits at once (see `serve`).
+
+Nothing here runs on import (the runner imports `forked` from it): each entry point
+calls `quiet` first.
 """
 
+from __future__ import annotations
+
+import json
 import logging
 import os
 import signal
 import sys
+from typing import NoReturn
 
-logging.getLogger().addHandler(logging.NullHandler())
-# Ctrl-C reaches the whole foreground process group; the runner that started this worker
-# stops it (or its channel closes when the runner is gone): no traceback of its own
-signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-from apache_beam.runners.worker import sdk_worker, sdk_worker_main  # noqa: E402
+def quiet() -> None:
+    """Logs to the runner only, and Ctrl-C to the runner: it reaches the whole foreground
+    process group, and the runner that started this worker stops it (or its channel
+    closes when the runner is gone), with no traceback of its own."""
+    root = logging.getLogger()
+    for handler in root.handlers[:]:  # a forked worker's copies of the runner's
+        root.removeHandler(handler)
+    root.addHandler(logging.NullHandler())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _no_print(*args, **kwargs) -> None:
@@ -30,32 +43,21 @@ def _no_print(*args, **kwargs) -> None:
     The printed copy would only repeat it on the user's terminal."""
 
 
-sdk_worker.print = _no_print  # the module's one print (a failed instruction's traceback)
-
-
-def _standby() -> None:
-    """Start warm (`runner.STANDBY`): import what the work needs, then wait on stdin for
-    the environment (one JSON line) the runner hands a worker it starts
-    (`runner._WorkerProcess`)."""
-    import json
-
+def warm() -> None:
+    """Import what the work needs and compile the detectors pass 1 redacts with."""
+    from apache_beam.runners.worker import sdk_worker_main  # noqa: F401
     from worldtrace.pipelines import process  # noqa: F401  (every stage's module)
     from worldtrace.schemas.redact import redactor
 
-    redactor()  # compiles the detectors pass 1 redacts with
-    line = sys.stdin.readline()
-    if not line:  # the runner did not need this worker (or is gone)
-        os._exit(0)
-    os.environ.update(json.loads(line))
+    redactor()
 
 
-if __name__ == "__main__":
-    from worldtrace.pipelines.runner import STANDBY  # the standby imports it anyway
-    from worldtrace.pipelines.tuning import tune_beam
+def serve(env: dict[str, str]) -> NoReturn:
+    """Be the SDK worker `env` (what the runner puts in a worker's environment) names."""
+    from apache_beam.runners.worker import sdk_worker, sdk_worker_main
 
-    tune_beam()
-    if STANDBY in sys.argv[1:]:
-        _standby()
+    sdk_worker.print = _no_print  # the module's one print (a failed instruction's traceback)
+    os.environ.update(env)
     sdk_worker_main.main(sys.argv)
     # Done: every bundle is reported and the log handler flushed. Skip the interpreter's
     # teardown (gRPC, pyarrow, Beam: ~0.3 s), which the runner waits for one worker
@@ -63,3 +65,35 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _standby(env_file) -> NoReturn:
+    """Warm up, then wait for the environment (one JSON line) the runner hands a worker
+    it starts (`runner._WorkerProcess`); no line: the runner did not need this worker
+    (or is gone)."""
+    warm()
+    line = env_file.readline()
+    if not line:
+        os._exit(0)
+    serve(json.loads(line))
+
+
+def forked(env_fd: int, runner_end: int) -> NoReturn:
+    """A standby forked from the runner's process (`runner._ForkedStandby`): everything
+    is imported already; the environment comes on `env_fd`."""
+    os.close(runner_end)
+    quiet()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked across the fork
+    with os.fdopen(env_fd, "rb") as env_file:
+        _standby(env_file)
+
+
+if __name__ == "__main__":
+    quiet()
+    from worldtrace.pipelines.runner import STANDBY  # the standby imports it anyway
+    from worldtrace.pipelines.tuning import tune_beam
+
+    tune_beam()
+    if STANDBY in sys.argv[1:]:
+        _standby(sys.stdin)
+    serve({})

@@ -111,11 +111,13 @@ class EarlierRecords(beam.PTransform):
     """New batches -> {"sigs": batches of earlier records that matter to them, "touched":
     the earlier clusters they reach}: records sharing a content id or a band key with a
     new one, and every member of an earlier non-singleton cluster one of those is in (a
-    record may come twice: dedup keeps it once). Other earlier clusters cannot change."""
+    record may come twice: dedup keeps it once). Other earlier clusters cannot change.
+    The earlier segments are probed spread over the workers (`spread`: when there are
+    several)."""
 
-    def __init__(self, index: Path, stems: list[str]):
+    def __init__(self, index: Path, stems: list[str], spread: bool = True):
         super().__init__()
-        self.index, self.stems = index, stems
+        self.index, self.stems, self.spread = index, stems, spread
 
     def expand(self, new):
         p = new.pipeline
@@ -126,7 +128,7 @@ class EarlierRecords(beam.PTransform):
         )
         matched = (
             p
-            | "Segments" >> beam.Create(self.stems)
+            | "Segments" >> beam.Create(self.stems, reshuffle=self.spread)
             | "Matches"
             >> beam.ParDo(
                 _OldMatches(str(self.index)),
@@ -140,7 +142,7 @@ class EarlierRecords(beam.PTransform):
         )
         state = (
             p
-            | "Clusters" >> beam.Create([str(self.index)])
+            | "Clusters" >> beam.Create([str(self.index)], reshuffle=False)
             | "State"
             >> beam.Map(
                 lambda index, clusters: earlier_members(Path(index), clusters),

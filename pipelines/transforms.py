@@ -110,14 +110,16 @@ class _Finalize(beam.DoFn):
 
 
 class SplitFiles(beam.PTransform):
-    """File paths -> (file, row group) units spread over workers."""
+    """File paths -> (file, row group) units, spread over workers when there are
+    several (`spread`)."""
+
+    def __init__(self, spread: bool = True):
+        super().__init__()
+        self.spread = spread
 
     def expand(self, paths):
-        return (
-            paths
-            | "RowGroups" >> beam.FlatMap(lambda p: scan_units(Path(p)))
-            | "Spread" >> beam.Reshuffle()
-        )
+        units = paths | "RowGroups" >> beam.FlatMap(lambda p: scan_units(Path(p)))
+        return units | "Spread" >> beam.Reshuffle() if self.spread else units
 
 
 def write_rows(out: str, name: str, schema: pa.Schema):

@@ -169,3 +169,33 @@ def test_explain_shows_the_joined_corpus_surprisal(store):
     console = Console(record=True, width=200)
     print_explanation(doc, console)
     assert "corpus_surprisal=- bits" in console.export_text()
+
+
+def test_count_changes_merge_as_a_group_by_over_both():
+    """`segments.merged_counts` looks up only a run's keys in the sorted earlier counts;
+    it must equal summing both tables by key: keys new, gone (count 0), at either end,
+    and earlier counts an older version wrote unsorted."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from worldtrace.pipelines.segments import TEMPLATE_COUNTS, merged_counts
+
+    rng = np.random.default_rng(3)
+    keys = np.unique(rng.integers(1, 2**63, 5000, dtype=np.uint64))
+    before = pa.table({"key": keys, "count": rng.integers(1, 4, len(keys))}, TEMPLATE_COUNTS)
+    old = rng.choice(keys, 300, replace=False)
+    fresh = np.array([0, 2**64 - 1, *rng.integers(1, 2**63, 200, dtype=np.uint64)], np.uint64)
+    dk = np.unique(np.concatenate([old, fresh]))
+    delta = pa.table({"key": dk, "count": rng.integers(-3, 3, len(dk))}, TEMPLATE_COUNTS)
+    delta = delta.filter(pc.not_equal(delta["count"], 0))
+    both = pa.concat_tables([before, delta]).group_by("key").aggregate([("count", "sum")])
+    expected = both.rename_columns(["key", "count"]).filter(pc.greater(pc.field("count"), 0))
+    expected = expected.sort_by("key")
+    assert (delta["count"].to_numpy() < 0).sum() > 0  # some earlier counts fall
+    for earlier in (before, before.take(rng.permutation(before.num_rows))):  # sorted, not
+        merged = merged_counts(earlier, delta)
+        assert merged.equals(expected)
+        assert merged.num_rows < before.num_rows + len(fresh)  # some fell to 0 and left
+    assert merged_counts(None, delta).equals(
+        delta.filter(pc.greater(delta["count"], 0)).sort_by("key")
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 from apache_beam.coders import VarIntCoder
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import userstate
 from apache_beam.transforms.userstate import BagStateSpec
@@ -50,3 +50,28 @@ def test_stateful_dofns_keep_their_state_and_plain_ones_are_remembered():
             | beam.Map(lambda kv: (kv[0], kv[1][0]))
         )
         assert_that(out, equal_to([("a", 6), ("b", 5)]))
+
+
+class Extra(PipelineOptions):
+    """Options of a class the options object has not been viewed as yet."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--extra_flag", type=int, default=3)
+
+
+def test_one_view_per_class_serves_every_caller_and_writes_through():
+    tune_beam()
+    tune_beam()  # idempotent: one wrapper
+    assert PipelineOptions.view_as.remembers
+    options = PipelineOptions(["--runner=DirectRunner", "--extra_flag=5"])
+    view = options.view_as(StandardOptions)
+    assert options.view_as(StandardOptions) is view  # remembered: no parser built again
+    view.streaming = True
+    assert options.view_as(StandardOptions).streaming is True
+    assert options.get_all_options()["streaming"] is True  # one store behind every view
+    assert options.view_as(Extra).extra_flag == 5  # a new class still reads the flags
+    other = PipelineOptions([])
+    assert other.view_as(StandardOptions) is not view
+    assert other.view_as(StandardOptions).streaming is False
+    assert other.view_as(Extra).extra_flag == 3
