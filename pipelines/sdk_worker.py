@@ -16,6 +16,7 @@ calls `quiet` first.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -72,6 +73,10 @@ def _standby(env_file) -> NoReturn:
     it starts (`runner._WorkerProcess`); no line: the runner did not need this worker
     (or is gone)."""
     warm()
+    # what is loaded now lives as long as the worker: full collections need not walk it
+    # (a forked worker's would also write to it, copying the pages it shares with the
+    # runner's process)
+    gc.freeze()
     line = env_file.readline()
     if not line:
         os._exit(0)

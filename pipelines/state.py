@@ -24,7 +24,7 @@ from worldtrace.schemas.store import write_table_atomic
 from . import segments as G
 from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
 from .transforms import sig_batch, write_rows
-from .units import BANDS, TEMPLATES, UID
+from .units import BANDS, SIG, TEMPLATES, UID
 
 
 def members_batch(m: pa.Table) -> pa.Table:
@@ -71,7 +71,7 @@ class _OldMatches(beam.DoFn):
     pipeline would be pickled into its graph, which the driver pays for at build time.
     """
 
-    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.STARTED_AT, F.SOURCE, BANDS, TEMPLATES]
+    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.STARTED_AT, F.SOURCE, BANDS, TEMPLATES, SIG]
 
     def __init__(self, index: str):
         self.index = Path(index)
@@ -104,7 +104,7 @@ class _OldMatches(beam.DoFn):
             hit[parents[pc.is_in(flat, bands).to_numpy(zero_copy_only=False)]] = True
         if hit.any():
             rows = segment.read(columns=self.COLUMNS)
-            yield sig_batch(rows.take(pa.array(np.flatnonzero(hit))), stem, self.was)
+            yield sig_batch(rows.take(pa.array(np.flatnonzero(hit))), stem, self.was, sigs=True)
 
 
 class EarlierRecords(beam.PTransform):

@@ -25,7 +25,7 @@ from . import segments as G
 from .dedup import SIG_SCHEMA, DedupConfig
 from .filters import FilterConfig
 from .mask import MaskPolicy
-from .units import BANDS, TEMPLATES, UID, process_unit
+from .units import BANDS, SIG, TEMPLATES, UID, process_unit
 
 NS = "worldtrace"
 
@@ -35,9 +35,14 @@ def count(counts: Counter) -> None:
         Metrics.counter(NS, name).inc(n)
 
 
-def sig_batch(t: pa.Table, stem: str, was: dict[str, tuple] | None = None) -> pa.Table:
+def sig_batch(
+    t: pa.Table, stem: str, was: dict[str, tuple] | None = None, sigs: bool = False
+) -> pa.Table:
     """Dedup's view of segment rows, as a batch (`dedup.SIG_SCHEMA`): `was` gives earlier
-    records their (cluster, representative, role), a singleton when absent."""
+    records their (cluster, representative, role), a singleton when absent. Signatures
+    stay in the segment (`dedup.SigSource`) unless `sigs`: rows read back from an earlier
+    segment for the new ones they meet, which are the likely candidate ends, carry theirs
+    (one more column of a read made anyway, instead of a second read per segment)."""
     status = pc.struct_field(t[F.OUTCOME], "status")
     tids = t[F.TRAJECTORY_ID]
     cols = {
@@ -47,7 +52,7 @@ def sig_batch(t: pa.Table, stem: str, was: dict[str, tuple] | None = None) -> pa
         "started": t[F.STARTED_AT].cast(pa.int64()),
         "origin": pc.struct_field(t[F.SOURCE], "origin_id"),
         "stem": pa.array([stem] * t.num_rows, pa.string()),
-        "sig": pa.nulls(t.num_rows, pa.binary()),  # left in the segment (`dedup.SigSource`)
+        "sig": t[SIG] if sigs else pa.nulls(t.num_rows, pa.binary()),
         "bands": t[BANDS], "keys": t[TEMPLATES],
     }  # fmt: skip
     prev = [(None, None, None)] * t.num_rows if was is None else G.segment_decisions(t, was)
