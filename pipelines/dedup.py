@@ -80,7 +80,9 @@ Decision = tuple[str, bool, str]
 SINGLETON_KEPT = ("singleton", "representative")
 PARTITIONS = 16
 """Shuffle keys of each dedup step: enough to spread the work over the workers, few
-enough that Beam moves a handful of batches per unit instead of one element per record."""
+enough that Beam moves a handful of batches per unit instead of one element per record.
+A run with everything in one process has nothing to spread and uses one
+(`DedupDecisions(partitions=1)`): each partition costs every step a few milliseconds."""
 SIG_SCHEMA = pa.schema(
     [
         pa.field("uid", pa.string()),
@@ -188,9 +190,9 @@ def sig_table(sigs: list[Sig]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SIG_SCHEMA)
 
 
-def part_of(text: str) -> int:
+def part_of(text: str, partitions: int = PARTITIONS) -> int:
     """A string's shuffle partition (stable across processes, unlike `hash`)."""
-    return zlib.crc32(text.encode()) % PARTITIONS
+    return zlib.crc32(text.encode()) % partitions
 
 
 def split(t: pa.Table, parts: np.ndarray) -> list[tuple[int, pa.Table]]:
@@ -205,12 +207,13 @@ def _content_key(t: pa.Table, exact: bool) -> pa.Array:
 class _ByContent(beam.DoFn):
     """A batch -> its rows by partition of their content key (uid without exact dedup)."""
 
-    def __init__(self, exact: bool):
-        self.exact = exact
+    def __init__(self, exact: bool, partitions: int = PARTITIONS):
+        self.exact, self.partitions = exact, partitions
 
     def process(self, t: pa.Table):
         keys = _content_key(t, self.exact).to_pylist()
-        yield from split(t, np.fromiter(map(part_of, keys), np.int64, len(keys)))
+        parts = (part_of(k, self.partitions) for k in keys)
+        yield from split(t, np.fromiter(parts, np.int64, len(keys)))
 
 
 class _ContentGroups(beam.DoFn):
@@ -285,6 +288,9 @@ def rank_rows(t: pa.Table) -> list[tuple[str, tuple]]:
 class _BandEntries(beam.DoFn):
     """Representatives -> (partition, [(band, key), content key, new]) by band key."""
 
+    def __init__(self, partitions: int = PARTITIONS):
+        self.partitions = partitions
+
     def process(self, t: pa.Table):
         if not t.num_rows:
             return
@@ -297,7 +303,8 @@ class _BandEntries(beam.DoFn):
             {"band": pa.array(band, pa.int64()), "bkey": pa.array(keys, pa.uint64()),
              "key": t["key"].take(pa.array(parent)), "new": t["new"].take(pa.array(parent))}
         )  # fmt: skip
-        yield from split(entries, ((keys ^ band.astype(np.uint64)) % PARTITIONS).astype(np.int64))
+        parts = (keys ^ band.astype(np.uint64)) % np.uint64(self.partitions)
+        yield from split(entries, parts.astype(np.int64))
 
 
 class _Candidates(beam.DoFn):
@@ -425,12 +432,15 @@ class _ByComponent(beam.DoFn):
     """Representatives in a component or a content group of several -> by partition of
     their component root: (root, content key, rank)."""
 
+    def __init__(self, partitions: int = PARTITIONS):
+        self.partitions = partitions
+
     def process(self, t: pa.Table, comps: dict[str, str], members: dict[str, list[str]]):
         out: dict[int, list] = {}
         for key, rank in rank_rows(t):
             if key in comps or key in members:  # singletons need no decision
                 root = comps.get(key, key)
-                out.setdefault(part_of(root), []).append((root, key, rank))
+                out.setdefault(part_of(root, self.partitions), []).append((root, key, rank))
         yield from out.items()
 
 
@@ -466,15 +476,17 @@ class DedupDecisions(beam.PTransform):
     an empty input (`default_value`): a combine's own default costs Beam a further stage
     barrier, paid by every run however small."""
 
-    def __init__(self, cfg: DedupConfig, sigs: SigSource | None = None):
+    def __init__(
+        self, cfg: DedupConfig, sigs: SigSource | None = None, partitions: int = PARTITIONS
+    ):
         super().__init__()
-        self.cfg, self.sigs = cfg, sigs
+        self.cfg, self.sigs, self.partitions = cfg, sigs, partitions
 
     def expand(self, batches):
         cfg = self.cfg
         content = (
             batches
-            | "ByContent" >> beam.ParDo(_ByContent(cfg.exact))
+            | "ByContent" >> beam.ParDo(_ByContent(cfg.exact, self.partitions))
             | "GroupContent" >> beam.GroupByKey()
             | "ContentGroups"
             >> beam.ParDo(_ContentGroups(cfg.exact)).with_outputs("members", "records", main="reps")
@@ -497,7 +509,7 @@ class DedupDecisions(beam.PTransform):
             content.reps
             | "ByComponent"
             >> beam.ParDo(
-                _ByComponent(),
+                _ByComponent(self.partitions),
                 comps=beam.pvalue.AsSingleton(comps, default_value={}),
                 members=members,
             )
@@ -510,7 +522,7 @@ class DedupDecisions(beam.PTransform):
         """Verified near-duplicate edges between representatives (LSH buckets)."""
         pairs = (
             reps
-            | "BandEntries" >> beam.ParDo(_BandEntries())
+            | "BandEntries" >> beam.ParDo(_BandEntries(self.partitions))
             | "GroupBands" >> beam.GroupByKey()
             | "Candidates" >> beam.ParDo(_Candidates())
         )

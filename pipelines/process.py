@@ -43,7 +43,7 @@ from worldtrace.schemas.store import (
 
 from . import segments as G
 from . import transforms as T
-from .dedup import DedupConfig, DedupDecisions
+from .dedup import PARTITIONS, DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
@@ -186,7 +186,8 @@ class ProcessTrajectories(beam.PTransform):
             sigs = (p1.sigs, old["sigs"]) | "AllSigs" >> beam.Flatten()
             touched = old["touched"]
         segments = [f"{out}/{G.INDEX}/{G.SEGMENTS}", *([f"{index}/{G.SEGMENTS}"] if index else [])]
-        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup, partial(G.read_sigs, segments))
+        parts = PARTITIONS if self.spread else 1
+        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup, partial(G.read_sigs, segments), parts)
         decisions = beam.pvalue.AsDict(dedup["decisions"])
         stems = dedup["records"] | "State" >> RecordState(out, decisions, prev.index, touched)
         side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(stems)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import apache_beam as beam
 import numpy as np
@@ -59,10 +60,12 @@ def test_a_weak_bucket_collision_does_not_chain_clusters():
         )
 
 
-def process(store, data, **kw):
-    with ShardWriter(store.raw / "c", row_group_rows=64) as w:
-        w.write(data)
-    run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1, **kw))
+def process(store, data, workers=1, **kw):
+    if not store.raw.joinpath("c").exists():
+        with ShardWriter(store.raw / "c", row_group_rows=64) as w:
+            w.write(data)
+    cfg = ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), rebuild=True)
+    run(replace(cfg, workers=workers, **kw))
     return pq.read_table(store.processed / "clusters").to_pylist()
 
 
@@ -112,3 +115,18 @@ def test_quality_on_planted_near_duplicates(store):
     print(f"dedup pairs: precision={precision:.3f} recall={recall:.3f}")
     assert precision >= 0.95
     assert recall >= 0.80
+
+
+def test_one_partition_in_process_decides_as_sixteen_over_workers(store):
+    """An in-process run has nothing to spread: its dedup steps use one shuffle key
+    instead of `PARTITIONS` (and skip the shuffles that spread units and segments). The
+    clusters must be those of a run spread over two workers."""
+    data, _ = near_duplicate_corpus(n_unique=300, n_groups=30, group_size=4, seed=9)
+
+    def key(r):
+        return r["trajectory_id"], r["origin_id"], r["source"]
+
+    one = sorted(process(store, data, workers=1), key=key)
+    spread = sorted(process(store, data, workers=2), key=key)
+    assert one == spread
+    assert sum(r["role"] == "near" for r in one) > 30  # near-duplicate clusters to agree on
