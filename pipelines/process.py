@@ -47,7 +47,7 @@ from .dedup import PARTITIONS, DedupConfig, DedupDecisions
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
-from .state import EarlierRecords, RecordState
+from .state import EarlierRecords, ProbeIndex, RecordState
 from .watch import Progress, RunWatch
 
 MANIFEST = F.PROCESS_MANIFEST
@@ -111,6 +111,8 @@ class Previous:
     index: Path | None = None
     stems: list[str] = field(default_factory=list)
     seen: pa.Table | None = None
+    probed: set[str] = field(default_factory=set)
+    """Segments the probe files cover (`segments.PROBE`)."""
 
 
 def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
@@ -133,7 +135,7 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
             "run `worldtrace process --rebuild` to reprocess everything with them"
         )
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
-    return Previous(index, stems, pq.read_table(index / G.SHARDS_FILE))
+    return Previous(index, stems, pq.read_table(index / G.SHARDS_FILE), G.probed_stems(index))
 
 
 def new_files(files: list[str], prev: Previous) -> list[str]:
@@ -180,9 +182,11 @@ class ProcessTrajectories(beam.PTransform):
                 "stems", main="sigs"
             )
         )
+        p1.sigs | "ProbeIndex" >> beam.ParDo(ProbeIndex(out))
         sigs, touched = p1.sigs, None
         if prev.index is not None:  # earlier records that meet the new ones
-            old = p1.sigs | "Earlier" >> EarlierRecords(prev.index, prev.stems, self.spread)
+            earlier = EarlierRecords(prev.index, prev.stems, self.spread, prev.probed)
+            old = p1.sigs | "Earlier" >> earlier
             sigs = (p1.sigs, old["sigs"]) | "AllSigs" >> beam.Flatten()
             touched = old["touched"]
         segments = [f"{out}/{G.INDEX}/{G.SEGMENTS}", *([f"{index}/{G.SEGMENTS}"] if index else [])]
@@ -254,9 +258,12 @@ def _link_tree(src: Path, dst: Path) -> None:
 
 
 def merge_state(run_dir: Path, prev: Previous, files: list[str], run_id: str) -> None:
-    """Complete the run's _index: earlier segments, updated template counts, seen shards."""
+    """Complete the run's _index: earlier segments and probe files (merged when many),
+    updated template counts, seen shards."""
     index = run_dir / G.INDEX
-    _link_tree(prev.index / G.SEGMENTS if prev.index else Path("/nonexistent"), index / G.SEGMENTS)
+    for part in (G.SEGMENTS, G.PROBE):
+        _link_tree(prev.index / part if prev.index else Path("/nonexistent"), index / part)
+    G.compact_probe(index)
     before = None
     if prev.index and (prev.index / G.TEMPLATES_FILE).exists():
         before = pq.read_table(prev.index / G.TEMPLATES_FILE)

@@ -9,7 +9,8 @@ turn's template key (and the decision for a common template), and the views join
 counts in at read time, so a new batch never rewrites an earlier file for them.
 
 Incremental state lives under `processed/_index/` (docs/pipeline.md#incremental):
-`segments/<stem>.parquet`, `templates.parquet` (key, count over kept trajectories),
+`segments/<stem>.parquet`, `probe/*.parquet` (what incremental runs look earlier
+records up in), `templates.parquet` (key, count over kept trajectories),
 `members.parquet` (the cluster state of every member of a non-singleton cluster) and
 `shards.parquet` (the raw files already processed).
 """
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.store import write_table_atomic
 from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
 
 from . import stats as S
@@ -60,6 +62,36 @@ SHARDS_SCHEMA = pa.schema(
         pa.field("run_id", pa.string()),
     ]
 )
+
+
+PROBE = "probe"
+"""`_index/probe/`: the earlier records as an incremental run probes them, one file per
+run (`state.ProbeIndex`) instead of one read per segment (each costs its footer)."""
+PROBE_COLUMNS = ("uid", "tid", "failed", "turns", "started", "origin", "stem", "bands", "keys")
+PROBE_FILES = 16
+"""More probe files than this are merged into one when a run completes the index."""
+
+
+def probe_files(index: Path) -> list[Path]:
+    return sorted((index / PROBE).glob("*.parquet"))
+
+
+def probed_stems(index: Path) -> set[str]:
+    """The segments the probe files cover (a store processed before they existed has
+    none: its segments are probed one by one)."""
+    files = probe_files(index)
+    if not files:
+        return set()
+    return set(pc.unique(pq.read_table(files, columns=["stem"])["stem"]).to_pylist())
+
+
+def compact_probe(index: Path) -> None:
+    """Merge the probe files into one once there are more than `PROBE_FILES`."""
+    files = probe_files(index)
+    if len(files) > PROBE_FILES:
+        write_table_atomic(index / PROBE / f"{files[0].stem}-m.parquet", pq.read_table(files))
+        for f in files:
+            f.unlink()
 
 
 def members_table(index: Path) -> pa.Table:

@@ -9,6 +9,7 @@ size. State files are written into the run directory (`out`/_index) that
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -97,14 +98,62 @@ class _OldMatches(beam.DoFn):
         tids, bands = self._arrays(probe)
         segment = pq.ParquetFile(self.index / G.SEGMENTS / f"{stem}.parquet")
         t = segment.read(columns=[F.TRAJECTORY_ID, BANDS])  # the probe's only
-        hit = pc.is_in(t[F.TRAJECTORY_ID], tids).to_numpy(zero_copy_only=False).copy()
-        if len(bands):
-            flat = pc.list_flatten(t[BANDS])
-            parents = pc.list_parent_indices(t[BANDS]).to_numpy(zero_copy_only=False)
-            hit[parents[pc.is_in(flat, bands).to_numpy(zero_copy_only=False)]] = True
+        hit = _hits(t, tids, bands, F.TRAJECTORY_ID, BANDS)
         if hit.any():
             rows = segment.read(columns=self.COLUMNS)
             yield sig_batch(rows.take(pa.array(np.flatnonzero(hit))), stem, self.was, sigs=True)
+
+
+def _hits(t: pa.Table, tids: pa.Array, bands: pa.Array, tid: str, band: str) -> np.ndarray:
+    """Rows of `t` whose trajectory id is among `tids` or one of whose band keys is among
+    `bands`."""
+    hit = pc.is_in(t[tid], tids).to_numpy(zero_copy_only=False).copy()
+    if len(bands):
+        flat = pc.list_flatten(t[band])
+        parents = pc.list_parent_indices(t[band]).to_numpy(zero_copy_only=False)
+        hit[parents[pc.is_in(flat, bands).to_numpy(zero_copy_only=False)]] = True
+    return hit
+
+
+class _IndexMatches(_OldMatches):
+    """`_OldMatches` over the probe index (`segments.PROBE`): a few files in all instead of
+    one read per earlier segment. Signatures stay in the segments (`dedup.SigSource`)."""
+
+    def process(self, index: str, probe: tuple[set, set]):
+        if not probe[0]:
+            return
+        tids, bands = self._arrays(probe)
+        t = pq.read_table(G.probe_files(self.index), columns=list(G.PROBE_COLUMNS))
+        hit = _hits(t, tids, bands, "tid", "bands")
+        if hit.any():
+            t = t.take(pa.array(np.flatnonzero(hit)))
+            cols = {c: t[c] for c in G.PROBE_COLUMNS}
+            cols["sig"] = pa.nulls(t.num_rows, pa.binary())
+            was = G.decisions_for(t["uid"].to_pylist(), t["tid"].to_pylist(), self.was)
+            for n, name in enumerate(("was_cluster", "was_rep", "was_role")):
+                cols[name] = pa.array([w[n] for w in was], SIG_SCHEMA.field(name).type)
+            yield pa.table(cols).select(SIG_SCHEMA.names).cast(SIG_SCHEMA)
+
+
+class ProbeIndex(beam.DoFn):
+    """This run's new Sig batches -> its probe files under `out`/_index/probe, one per
+    bundle (pass 1's stage: one per worker here), so a later run reads a few files
+    instead of every segment. Runs in pass 1's stage: nothing is gathered."""
+
+    def __init__(self, out: str):
+        self.out = out
+
+    def start_bundle(self):
+        self.tables: list[pa.Table] = []
+
+    def process(self, t: pa.Table):
+        self.tables.append(t.select(list(G.PROBE_COLUMNS)))
+
+    def finish_bundle(self):
+        if self.tables:
+            path = Path(self.out) / G.INDEX / G.PROBE / f"p{uuid.uuid4().hex[:12]}.parquet"
+            write_table_atomic(path, pa.concat_tables(self.tables))
+        self.tables = []
 
 
 class EarlierRecords(beam.PTransform):
@@ -112,12 +161,15 @@ class EarlierRecords(beam.PTransform):
     the earlier clusters they reach}: records sharing a content id or a band key with a
     new one, and every member of an earlier non-singleton cluster one of those is in (a
     record may come twice: dedup keeps it once). Other earlier clusters cannot change.
-    The earlier segments are probed spread over the workers (`spread`: when there are
-    several)."""
+    Earlier records are looked up in the probe files (`probed`: the segments they
+    cover); segments written before probe files existed are read one by one, spread over
+    the workers when there are several (`spread`)."""
 
-    def __init__(self, index: Path, stems: list[str], spread: bool = True):
+    def __init__(
+        self, index: Path, stems: list[str], spread: bool = True, probed: set[str] = frozenset()
+    ):
         super().__init__()
-        self.index, self.stems, self.spread = index, stems, spread
+        self.index, self.stems, self.spread, self.probed = index, stems, spread, probed
 
     def expand(self, new):
         p = new.pipeline
@@ -126,15 +178,23 @@ class EarlierRecords(beam.PTransform):
             | "ProbeKeys" >> beam.Map(_probe)
             | "Probe" >> beam.CombineGlobally(Merge(set, set)).without_defaults()
         )
-        matched = (
-            p
-            | "Segments" >> beam.Create(self.stems, reshuffle=self.spread)
-            | "Matches"
-            >> beam.ParDo(
-                _OldMatches(str(self.index)),
-                probe=beam.pvalue.AsSingleton(probe, default_value=(set(), set())),
+        probe = beam.pvalue.AsSingleton(probe, default_value=(set(), set()))
+        index = str(self.index)
+        found = []
+        if self.probed:  # the segments the probe files cover
+            found.append(
+                p
+                | "Index" >> beam.Create([index], reshuffle=False)
+                | "IndexMatches" >> beam.ParDo(_IndexMatches(index), probe=probe)
             )
-        )
+        unprobed = [s for s in self.stems if s not in self.probed]
+        if unprobed or not found:  # written before probe files existed: one by one
+            found.append(
+                p
+                | "Segments" >> beam.Create(unprobed, reshuffle=self.spread)
+                | "Matches" >> beam.ParDo(_OldMatches(index), probe=probe)
+            )
+        matched = found[0] if len(found) == 1 else tuple(found) | "Matched" >> beam.Flatten()
         touched = (
             matched
             | "Reached" >> beam.Map(touched_clusters)
