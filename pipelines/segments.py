@@ -66,7 +66,8 @@ SHARDS_SCHEMA = pa.schema(
 
 PROBE = "probe"
 """`_index/probe/`: the earlier records as an incremental run probes them, one file per
-run (`state.ProbeIndex`) instead of one read per segment (each costs its footer)."""
+pass-1 bundle of each run (`state.ProbeIndex`) instead of one read per segment (each
+costs its footer)."""
 PROBE_COLUMNS = ("uid", "tid", "failed", "turns", "started", "origin", "stem", "bands", "keys")
 PROBE_FILES = 16
 """More probe files than this are merged into one when a run completes the index."""
