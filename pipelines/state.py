@@ -24,7 +24,7 @@ from worldtrace.schemas.store import write_table_atomic
 
 from . import segments as G
 from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
-from .transforms import sig_batch, write_rows
+from .transforms import WAS, sig_batch, was_columns, write_rows
 from .units import BANDS, SIG, TEMPLATES, UID
 
 
@@ -130,9 +130,7 @@ class _IndexMatches(_OldMatches):
             cols = {c: t[c] for c in G.PROBE_COLUMNS}
             cols["sig"] = pa.nulls(t.num_rows, pa.binary())
             was = G.decisions_for(t["uid"].to_pylist(), t["tid"].to_pylist(), self.was)
-            for n, name in enumerate(("was_cluster", "was_rep", "was_role")):
-                cols[name] = pa.array([w[n] for w in was], SIG_SCHEMA.field(name).type)
-            yield pa.table(cols).select(SIG_SCHEMA.names).cast(SIG_SCHEMA)
+            yield pa.table({**cols, **was_columns(was)}).select(SIG_SCHEMA.names).cast(SIG_SCHEMA)
 
 
 class ProbeIndex(beam.DoFn):
@@ -217,7 +215,7 @@ def _now(t: pa.Table, decisions: dict) -> list[tuple]:
 
 
 def _was(t: pa.Table) -> list[tuple | None]:
-    cols = [t[c].to_pylist() for c in ("was_cluster", "was_rep", "was_role")]
+    cols = [t[c].to_pylist() for c in WAS]
     return [None if r[2] is None else r for r in zip(*cols, strict=True)]
 
 

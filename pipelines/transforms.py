@@ -56,9 +56,17 @@ def sig_batch(
         "bands": t[BANDS], "keys": t[TEMPLATES],
     }  # fmt: skip
     prev = [(None, None, None)] * t.num_rows if was is None else G.segment_decisions(t, was)
-    for n, name in enumerate(("was_cluster", "was_rep", "was_role")):
-        cols[name] = pa.array([p[n] for p in prev], SIG_SCHEMA.field(name).type)
-    return pa.table(cols).cast(SIG_SCHEMA)
+    return pa.table({**cols, **was_columns(prev)}).cast(SIG_SCHEMA)
+
+
+WAS = ("was_cluster", "was_rep", "was_role")
+"""A Sig batch's earlier decision of each record (all null for a new one)."""
+
+
+def was_columns(prev: list[tuple]) -> dict[str, pa.Array]:
+    """The `WAS` columns from each row's earlier (cluster, representative, role)."""
+    return {name: pa.array([p[n] for p in prev], SIG_SCHEMA.field(name).type)
+            for n, name in enumerate(WAS)}  # fmt: skip
 
 
 class _Pass1(beam.DoFn):
