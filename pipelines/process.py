@@ -34,6 +34,7 @@ from worldtrace.schemas.config import to_dict
 from worldtrace.schemas.store import (
     input_files,
     shard_files,
+    sized_units,
     sweep_leftovers,
     temp_name,
     try_lock,
@@ -48,6 +49,7 @@ from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
 from .state import EarlierRecords, ProbeIndex, RecordState
+from .units import unit_rows
 from .watch import Progress, RunWatch
 
 MANIFEST = F.PROCESS_MANIFEST
@@ -166,9 +168,17 @@ class ProcessTrajectories(beam.PTransform):
     in at read time.
     """
 
-    def __init__(self, cfg: ProcessConfig, out: str, prev: Previous, spread: bool = True):
+    def __init__(
+        self,
+        cfg: ProcessConfig,
+        out: str,
+        prev: Previous,
+        spread: bool = True,
+        max_rows: int | None = None,
+    ):
         super().__init__()
         self.cfg, self.out, self.prev, self.spread = cfg, out, prev, spread
+        self.max_rows = max_rows
 
     def expand(self, paths):
         cfg, out, prev = self.cfg, self.out, self.prev
@@ -176,7 +186,7 @@ class ProcessTrajectories(beam.PTransform):
         index = str(prev.index) if prev.index else None
         p1 = (
             paths
-            | "Split" >> T.SplitFiles(self.spread)
+            | "Split" >> T.SplitFiles(self.spread, self.max_rows)
             | "Pass1"
             >> beam.ParDo(T._Pass1(out, cfg.filters, cfg.dedup, policy)).with_outputs(
                 "stems", main="sigs"
@@ -236,6 +246,15 @@ def spread(options: PipelineOptions) -> bool:
     everything runs in this process, where each shuffle is only a further stage."""
     direct = options.view_as(DirectOptions).direct_running_mode
     return options.view_as(StandardOptions).runner not in LOCAL_RUNNERS or direct != "in_memory"
+
+
+def planned_workers(options: PipelineOptions) -> int:
+    """Worker processes the run's units are spread over: the local runner's, else (a
+    portable runner's pool) one per core here."""
+    if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
+        direct = options.view_as(DirectOptions)
+        return 1 if direct.direct_running_mode == "in_memory" else direct.direct_num_workers
+    return os.cpu_count() or 1
 
 
 def counters(result) -> dict[str, int]:
@@ -393,14 +412,18 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             # the local runner starts its worker processes now, warming while the
             # pipeline is built (and stops any it did not use when the run ends)
             runner = LocalRunner(options) if cfg.runner in LOCAL_RUNNERS else None
+            rows = sum(n or 0 for f in todo for *_, n in sized_units(Path(f)))
+            max_rows = unit_rows(rows, planned_workers(options))
             with runner or nullcontext():
                 p = beam.Pipeline(runner=runner, options=options)
                 _ = (
                     p
                     | "Inputs" >> beam.Create(todo, reshuffle=False)  # Split spreads units
-                    | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev, spread(options))
+                    | "Process"
+                    >> ProcessTrajectories(cfg, str(run_dir), prev, spread(options), max_rows)
                 )
-                with RunWatch(run_dir, todo, progress) if progress else nullcontext():
+                watch = RunWatch(run_dir, todo, progress, max_rows=max_rows) if progress else None
+                with watch or nullcontext():
                     result = p.run()
                     result.wait_until_finish()
             counts = counters(result)

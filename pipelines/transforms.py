@@ -18,14 +18,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import scan_units, write_table_atomic
+from worldtrace.schemas.store import write_table_atomic
 from worldtrace.schemas.tables import REJECTS_SCHEMA
 
 from . import segments as G
 from .dedup import SIG_SCHEMA, DedupConfig
 from .filters import FilterConfig
 from .mask import MaskPolicy
-from .units import BANDS, SIG, TEMPLATES, UID, process_unit
+from .units import BANDS, SIG, TEMPLATES, UID, Unit, plan_units, process_unit
 
 NS = "worldtrace"
 
@@ -75,8 +75,9 @@ class _Pass1(beam.DoFn):
     def __init__(self, out: str, filters: FilterConfig, dedup: DedupConfig, policy: MaskPolicy):
         self.out, self.filters, self.dedup, self.policy = Path(out), filters, dedup, policy
 
-    def process(self, unit: tuple[str, int | None]):
-        res = process_unit(unit[0], unit[1], self.filters, self.dedup, self.policy)
+    def process(self, unit: Unit):
+        path, group, rows = unit
+        res = process_unit(path, group, self.filters, self.dedup, self.policy, rows)
         count(res.counts)
         if res.rejects:
             rows = pa.Table.from_pylist(res.rejects, schema=REJECTS_SCHEMA)
@@ -123,15 +124,18 @@ class _Finalize(beam.DoFn):
 
 
 class SplitFiles(beam.PTransform):
-    """File paths -> (file, row group) units, spread over workers when there are
-    several (`spread`)."""
+    """File paths -> units (`units.Unit`: row groups, cut at `max_rows`), spread over
+    workers when there are several (`spread`)."""
 
-    def __init__(self, spread: bool = True):
+    def __init__(self, spread: bool = True, max_rows: int | None = None):
         super().__init__()
-        self.spread = spread
+        self.spread, self.max_rows = spread, max_rows
 
     def expand(self, paths):
-        units = paths | "RowGroups" >> beam.FlatMap(lambda p: scan_units(Path(p)))
+        cut = self.max_rows
+        units = paths | "RowGroups" >> beam.FlatMap(
+            lambda p: [u[:3] for u in plan_units(Path(p), cut)]
+        )
         return units | "Spread" >> beam.Reshuffle() if self.spread else units
 
 

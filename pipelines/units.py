@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import pyarrow as pa
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
-from worldtrace.schemas.store import scan_file
+from worldtrace.schemas.store import scan_file, sized_units
 from worldtrace.schemas.validate import Problem, validate_dict
 
 from . import minhash as M
@@ -43,9 +44,48 @@ SEGMENT_SCHEMA = (
 template key, its MinHash signature (num_perm little-endian uint32) and LSH band keys."""
 
 
-def stem_of(path: str, row_group: int | None) -> str:
+MAX_UNIT_ROWS = 8 * F.SHARD_ROW_GROUP_ROWS
+"""Rows of a unit at most: a bigger Parquet row group (a foreign writer's) is cut."""
+MIN_UNIT_ROWS = 256
+"""Rows below which a row group is not cut to spread work (each unit is a segment file)."""
+UNITS_PER_WORKER = 4
+"""Units each worker should get when row groups are cut to spread a small run."""
+
+Unit = tuple[str, int | None, tuple[int, int] | None]
+"""A unit of pass 1: (file, Parquet row group or None, rows [start, stop) of that group or
+None for all of it)."""
+
+
+def stem_of(path: str, row_group: int | None, rows: tuple[int, int] | None = None) -> str:
     """A unit's name in the store: the same unit gets the same files in any run."""
-    return "u" + hashlib.blake2b(f"{path}\x1f{row_group}".encode(), digest_size=8).hexdigest()
+    key = f"{path}\x1f{row_group}" + (f"\x1f{rows[0]}:{rows[1]}" if rows else "")
+    return "u" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
+
+def plan_units(path: Path, max_rows: int | None = None) -> list[tuple[Any, ...]]:
+    """The units of a file with their row counts: its row groups (a JSONL file is one),
+    a group of more than `max_rows` rows cut into equal slices of at most that many."""
+    out = []
+    for p, g, n in sized_units(path):
+        parts = -(-n // max_rows) if max_rows and n else 1
+        if parts <= 1:
+            out.append((p, g, None, n))
+            continue
+        cuts = [n * k // parts for k in range(parts + 1)]
+        out += [(p, g, (a, b), b - a) for a, b in pairwise(cuts)]
+    return out
+
+
+def unit_rows(total_rows: int, workers: int) -> int:
+    """The most rows a unit holds: `MAX_UNIT_ROWS` (one unit's records are in memory at
+    once), and with several workers few enough for `UNITS_PER_WORKER` units each (five
+    row groups on two workers are three on one and two on the other, so pass 1 takes a
+    fifth longer than an even split), never below `MIN_UNIT_ROWS` (each unit is a
+    segment file)."""
+    if workers <= 1:
+        return MAX_UNIT_ROWS
+    share = -(-total_rows // (workers * UNITS_PER_WORKER))
+    return min(MAX_UNIT_ROWS, max(MIN_UNIT_ROWS, share))
 
 
 @dataclass
@@ -56,10 +96,16 @@ class UnitResult:
     counts: Counter = field(default_factory=Counter)
 
 
-def read_valid(path: str, row_group: int | None, counts: Counter, rejects: list) -> list:
+def read_valid(
+    path: str,
+    row_group: int | None,
+    counts: Counter,
+    rejects: list,
+    rows: tuple[int, int] | None = None,
+) -> list:
     """(uid, record) of every valid record; invalid ones become rejects rows."""
     out = []
-    for where, d in scan_file(Path(path), row_group):
+    for where, d in scan_file(Path(path), row_group, rows):
         counts["read"] += 1
         problems = [d] if isinstance(d, Problem) else validate_dict(d, where, check_id=False)
         if problems:
@@ -183,11 +229,13 @@ def process_unit(
     filters: FilterConfig,
     dedup: DedupConfig,
     policy: MaskPolicy,
+    rows: tuple[int, int] | None = None,
 ) -> UnitResult:
     """Everything pass 1 does to one unit."""
     counts: Counter = Counter()
     rejects: list[dict[str, Any]] = []
-    items = filter_records(read_valid(path, row_group, counts, rejects), filters, counts, rejects)
+    valid = read_valid(path, row_group, counts, rejects, rows)
+    items = filter_records(valid, filters, counts, rejects)
     records = [r for _, r in items]
     scored = score(records, policy)
     sigs, bands = sketch(scored, dedup)
@@ -195,4 +243,4 @@ def process_unit(
         r[UID], r[TEMPLATES], r[SIG], r[BANDS] = uid, keys, sig.tobytes(), bk.tolist()
     segment = pa.Table.from_pylist(records, schema=SEGMENT_SCHEMA)
     counts["dedup.in"] += len(records)
-    return UnitResult(stem_of(path, row_group), segment, rejects, counts)
+    return UnitResult(stem_of(path, row_group, rows), segment, rejects, counts)

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Protocol
 
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import sized_units
 
 from . import segments as G
-from .units import stem_of
+from .units import plan_units, stem_of
 
 
 class Progress(Protocol):
@@ -63,12 +62,14 @@ class RunWatch:
         files: Iterable[str],
         progress: Progress,
         every: float = 0.5,
+        max_rows: int | None = None,
     ):
+        """`max_rows`: the run's unit size (`units.plan_units`), so stems match its files."""
         self.run_dir, self.progress, self.every = Path(run_dir), progress, every
         self.rows = {
-            stem_of(p, g): (n or 0) if p.endswith(F.SHARD_SUFFIX) else _lines(p)
+            stem_of(p, g, rows): (n or 0) if p.endswith(F.SHARD_SUFFIX) else _lines(p)
             for f in files
-            for p, g, n in sized_units(Path(f))
+            for p, g, rows, n in plan_units(Path(f), max_rows)
         }
         self.total = 2 * len(self.rows)
         self.records = sum(self.rows.values())

@@ -281,14 +281,10 @@ def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return out
 
 
-def scan_units(path: Path) -> list[tuple[str, int | None]]:
-    """Independent units of work in a file: its row groups (Parquet) or the whole file."""
-    return [(p, g) for p, g, _ in sized_units(path)]
-
-
 def sized_units(path: Path) -> list[tuple[str, int | None, int | None]]:
-    """`scan_units` with each unit's row count where the Parquet footer says it (None for
-    JSONL and for a file whose footer cannot be read)."""
+    """Independent units of work in a file, its row groups (Parquet) or the whole file,
+    with each one's row count where the Parquet footer says it (None for JSONL and for a
+    file whose footer cannot be read)."""
     if path.name.endswith(F.SHARD_SUFFIX):
         try:
             meta = pq.ParquetFile(path).metadata
@@ -300,22 +296,22 @@ def sized_units(path: Path) -> list[tuple[str, int | None, int | None]]:
 
 
 def scan_file(
-    path: Path, row_group: int | None = None
+    path: Path, row_group: int | None = None, rows: tuple[int, int] | None = None
 ) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
     """Yield (location, record dict) or (location, Problem) for every record of a file
-    (or of one of its Parquet row groups).
+    (or of one of its Parquet row groups, or of rows `[start, stop)` of that group).
 
     Never raises for bad content: a truncated Parquet file, a foreign schema or a broken
     JSON line becomes a Problem that names the file (and row or line).
     """
     if path.name.endswith(F.SHARD_SUFFIX):
-        yield from _scan_parquet(path, row_group)
+        yield from _scan_parquet(path, row_group, rows)
     else:
         yield from _scan_jsonl(path)
 
 
 def _scan_parquet(
-    path: Path, row_group: int | None
+    path: Path, row_group: int | None, rows: tuple[int, int] | None = None
 ) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
     try:
         pf = pq.ParquetFile(path)
@@ -324,18 +320,25 @@ def _scan_parquet(
         return
     missing = [n for n in (F.DOMAIN, F.TURNS) if n not in pf.schema_arrow.names]
     if missing:
-        if not row_group:  # report a foreign file once, not once per row group
+        if not row_group and not (rows and rows[0]):  # a foreign file: reported once
             msg = f"not a trajectory shard: missing column(s) {', '.join(missing)}"
             yield str(path), Problem(str(path), "<schema>", msg)
         return
     groups = range(pf.metadata.num_row_groups) if row_group is None else [row_group]
-    row = sum(pf.metadata.row_group(g).num_rows for g in range(groups[0] if groups else 0))
+    first = sum(pf.metadata.row_group(g).num_rows for g in range(groups[0] if groups else 0))
+    start, stop = rows or (0, None)
+    at = 0  # rows of the group(s) read so far; rows before `start` are decoded, not converted
     try:
         for batch in pf.iter_batches(batch_size=512, row_groups=list(groups)):
-            for d in batch.to_pylist():
-                yield f"{path}:row {row}", d
-                row += 1
+            lo, hi = max(start - at, 0), batch.num_rows if stop is None else stop - at
+            if lo < batch.num_rows and hi > 0:
+                for n, d in enumerate(batch.slice(lo, hi - lo).to_pylist(), first + at + lo):
+                    yield f"{path}:row {n}", d
+            at += batch.num_rows
+            if stop is not None and at >= stop:
+                return
     except Exception as exc:
+        row = first + max(at, start)
         yield (
             f"{path}:row {row}",
             Problem(f"{path}:row {row}", "<file>", f"unreadable Parquet: {exc}"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from worldtrace.collectors.synthetic import build, tool
 from worldtrace.pipelines import stats as S
@@ -13,7 +15,17 @@ from worldtrace.pipelines.filters import FilterConfig
 from worldtrace.pipelines.mask import AgentWorldV1
 from worldtrace.pipelines.normalize import normalize
 from worldtrace.pipelines.segments import finalize
-from worldtrace.pipelines.units import UID, filter_records, process_unit, score
+from worldtrace.pipelines.units import (
+    MAX_UNIT_ROWS,
+    MIN_UNIT_ROWS,
+    UID,
+    filter_records,
+    plan_units,
+    process_unit,
+    score,
+    stem_of,
+    unit_rows,
+)
 from worldtrace.schemas import Observation, ShardWriter
 
 
@@ -117,3 +129,42 @@ def test_nonzero_exit_is_an_error_turn(tmp_path):
         (0, True),
         (1, False),
     ]
+
+
+def test_units_cut_row_groups_to_spread_a_small_run_and_bound_memory(tmp_path):
+    """Five 1,024-row groups on two workers are three units on one worker and two on the
+    other: pass 1 took a fifth longer than an even split. Groups are cut into equal
+    slices when a run has too few for `UNITS_PER_WORKER` each, and a foreign writer's
+    huge group is cut at `MAX_UNIT_ROWS` (a unit's records are in memory at once)."""
+    assert unit_rows(5000, 2) == 625  # 10 units: five per worker
+    assert unit_rows(20480, 2) == 2560  # enough groups already: none cut
+    assert unit_rows(100, 2) == MIN_UNIT_ROWS
+    assert unit_rows(10**7, 2) == unit_rows(10**7, 1) == MAX_UNIT_ROWS
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": range(1928)}), path, row_group_size=1024)
+    p = str(path)
+    assert plan_units(path, 625) == [
+        (p, 0, (0, 512), 512),
+        (p, 0, (512, 1024), 512),
+        (p, 1, (0, 452), 452),
+        (p, 1, (452, 904), 452),
+    ]
+    assert plan_units(path, 2560) == [(p, 0, None, 1024), (p, 1, None, 904)]
+    huge = tmp_path / "huge.parquet"
+    pq.write_table(pa.table({"x": range(20000)}), huge, row_group_size=20000)
+    sizes = [n for *_, n in plan_units(huge, MAX_UNIT_ROWS)]
+    assert sum(sizes) == 20000 and max(sizes) <= MAX_UNIT_ROWS and len(sizes) == 3
+    stems = {stem_of(*u[:3]) for u in plan_units(path, 625)}
+    assert len(stems) == 4 and stem_of(p, 0) == stem_of(p, 0, None)  # uncut: earlier names
+
+
+def test_a_slice_unit_is_its_rows_of_the_group(tmp_path, corpus):
+    with ShardWriter(tmp_path / "in", row_group_rows=len(corpus)) as w:
+        w.write(corpus)
+    whole = unit(w.paths[0], 0)
+    parts = [
+        process_unit(str(w.paths[0]), 0, FilterConfig(), DedupConfig(), AgentWorldV1(), rows)
+        for rows in [(0, 15), (15, len(corpus))]
+    ]
+    assert pa.concat_tables([x.segment for x in parts]).equals(whole.segment)
+    assert len({x.stem for x in parts} | {whole.stem}) == 3

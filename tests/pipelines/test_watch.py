@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from worldtrace.pipelines import segments as G
 from worldtrace.pipelines.units import stem_of
 from worldtrace.pipelines.watch import RunWatch
@@ -48,3 +49,16 @@ def test_watch_counts_published_units_and_never_a_file_being_written(tmp_path):
     with watch:
         assert calls.total == 6 and calls.seen == [(0, 0)]
     assert calls.seen[-1] == (6, 15)  # a run that ended reports its whole total
+
+
+def test_watch_knows_the_units_of_cut_row_groups(tmp_path):
+    """A run that cuts row groups (`units.plan_units`) publishes one file per slice: the
+    watch expects those stems, or a cut run's progress would stand still."""
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": range(1000)}), path, row_group_size=1000)
+    run_dir = tmp_path / ".run-x"
+    watch = RunWatch(run_dir, [str(path)], Calls(), every=3600, max_rows=400)
+    assert watch.total == 6 and watch.records == 1000  # three slices, two passes each
+    stem = stem_of(str(path), 0, (0, 333))
+    write_table_atomic(run_dir / G.INDEX / G.SEGMENTS / f"{stem}.parquet", pa.table({"x": [1]}))
+    assert watch.poll() == (1, 333)

@@ -207,3 +207,23 @@ def test_failed_write_names_the_path_in_one_line(tmp_path):
             write(target)
         assert str(err.value).startswith(f"cannot write {target}: ") and "\n" not in str(err.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
+
+
+def test_scan_a_slice_of_a_row_group_names_the_rows_of_the_file(tmp_path, corpus):
+    """A unit may be rows [start, stop) of a row group (pipelines/units.plan_units): the
+    slices of a group read back as the group, each record named by its row in the file,
+    across the reader's 512-row batches."""
+    with ShardWriter(tmp_path / "w") as sw:
+        sw.write(corpus)
+    first = pq.read_table(sw.paths[0])
+    path = tmp_path / "big.parquet"
+    group = pa.concat_tables([first] * 30)  # 1,200 rows in one group, after a 40-row one
+    with pq.ParquetWriter(path, first.schema) as w:
+        w.write_table(first, row_group_size=len(corpus))
+        w.write_table(group, row_group_size=len(group))
+    whole = [(where, d["trajectory_id"]) for where, d in scan_file(path, 1)]
+    assert whole[0][0] == f"{path}:row 40" and len(whole) == 1200
+    cuts = [(0, 300), (300, 700), (700, 1100), (1100, 1200)]
+    sliced = [(w, d["trajectory_id"]) for c in cuts for w, d in scan_file(path, 1, c)]
+    assert sliced == whole
+    assert [w for w, _ in scan_file(path, 0, (5, 7))] == [f"{path}:row 5", f"{path}:row 6"]
