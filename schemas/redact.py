@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import functools
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import ahocorasick
 
 from . import fields as F
 from .redact_rules import (
@@ -57,6 +60,34 @@ SKIP_KEYS = frozenset({F.TRAJECTORY_ID, F.SCHEMA_VERSION_F, "exact_hash", "clust
 """Fields that are our own hashes and versions, never secrets: not scanned."""
 
 
+class _Gates:
+    """Which detectors' literals occur in a text. Many literals: one Aho-Corasick pass
+    (pyahocorasick, ~8 ns a character); a few: a substring search each (~0.4 ns a
+    character per literal). The 40 default case-sensitive literals over a 1.8 KB record:
+    31 -> 15 us."""
+
+    AUTOMATON_FROM = 20
+    """Literals from which the one pass is the faster (measured break-even: ~19)."""
+
+    def __init__(self, table: dict[str, set[int]]):
+        self.automaton = None
+        self.few = [(literal, frozenset(d)) for literal, d in table.items()]
+        if len(self.few) >= self.AUTOMATON_FROM:
+            self.automaton = ahocorasick.Automaton()
+            for literal, detectors in self.few:
+                self.automaton.add_word(literal, detectors)
+            self.automaton.make_automaton()
+
+    def add_hits(self, text: str, hit: set[int]) -> None:
+        if self.automaton is None:
+            for literal, detectors in self.few:
+                if literal in text:
+                    hit |= detectors
+        else:
+            for _, detectors in self.automaton.iter(text):
+                hit |= detectors
+
+
 class Redactor:
     """Finds and replaces secrets in text and in nested records."""
 
@@ -79,7 +110,7 @@ class Redactor:
             for g in d.gates or ():
                 table = rxs if not isinstance(g, str) else folded if d.fold else lits
                 table.setdefault(g, set()).add(i)
-        self._lits, self._folded = list(lits.items()), list(folded.items())
+        self._lits, self._folded = _Gates(lits), _Gates(folded)
         self._rxs = list(rxs.items())
         # No built-in detector matches fewer than 7 characters (`://a:b@`); a text shorter
         # than that and than any environment value is skipped. User patterns may be short.
@@ -88,11 +119,9 @@ class Redactor:
     def _active(self, text: str) -> list[int]:
         """Indexes of the detectors whose gate `text` passes, in priority order."""
         hit = set(self._always)
-        for idxs in [i for g, i in self._lits if g in text]:
-            hit |= idxs
+        self._lits.add_hits(text, hit)
         low = text.lower()
-        for idxs in [i for g, i in self._folded if g in low]:
-            hit |= idxs
+        self._folded.add_hits(low, hit)
         for idxs in [i for g, i in self._rxs if g.search(low) is not None]:
             hit |= idxs
         return sorted(hit)
@@ -199,9 +228,13 @@ def _map_strings(obj: Any, fn) -> Any:
     return obj
 
 
+_LEAVES = frozenset({type(None), bool, int, float, bytes, datetime.datetime, datetime.date})
+"""Values that hold no string: skipped without a call (most of a record's values)."""
+
+
 def _collect(obj: Any, out: list[str]) -> None:
     """Append every string of a nested value to `out` (the fast path's walk: no paths,
-    no generators)."""
+    no generators, no call for a number)."""
     t = type(obj)
     if t is str:
         out.append(obj)
@@ -209,15 +242,17 @@ def _collect(obj: Any, out: list[str]) -> None:
         for k, v in obj.items():
             if k in SKIP_KEYS:
                 continue
-            if type(v) is str:
+            tv = type(v)
+            if tv is str:
                 out.append(v)
-            elif v is not None:
+            elif tv not in _LEAVES:
                 _collect(v, out)
     elif t is list or t is tuple:
         for v in obj:
-            if type(v) is str:
+            tv = type(v)
+            if tv is str:
                 out.append(v)
-            elif v is not None:
+            elif tv not in _LEAVES:
                 _collect(v, out)
     elif hasattr(t, "__dataclass_fields__") and not isinstance(obj, type):
         for name in t.__dataclass_fields__:

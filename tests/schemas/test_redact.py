@@ -115,6 +115,34 @@ def test_record_dict_in_arrow_shape():
     assert sorted(k for _, k in find_secrets(d)) == ["aws_access_key"] * 3
 
 
+def test_literal_gates_open_the_detectors_a_substring_test_would():
+    """The literals that gate detectors are found in one Aho-Corasick pass; the detectors
+    it opens must be those a substring test of each literal opens, on texts holding
+    several, overlapping and case-folded ones (the default rules' 40 case-sensitive
+    literals go through the automaton, their 6 folded ones through substring tests)."""
+    red = Redactor(RedactConfig())
+    assert red._lits.automaton is not None and red._folded.automaton is None
+
+    def by_substring(text: str) -> list[int]:
+        low = text.lower()
+        return sorted(
+            i
+            for i, d in enumerate(red.detectors)
+            if d.gates is None
+            or any((g in low if d.fold else g in text) for g in d.gates if isinstance(g, str))
+            or any(g.search(low) for g in d.gates if not isinstance(g, str))
+        )
+
+    literals = [g for d in red.detectors for g in d.gates or () if isinstance(g, str)]
+    rng = random.Random(3)
+    for _ in range(300):
+        parts = rng.sample(literals, rng.randint(0, 4)) + ["x" * rng.randint(0, 5), " = "]
+        rng.shuffle(parts)
+        text = "".join(p.upper() if rng.random() < 0.2 else p for p in parts)
+        assert red._active(text) == by_substring(text), text
+    assert len({tuple(red._active(t)) for t in ["", "sk-ant-x", "AKIA x aws", "xox"]}) == 4
+
+
 def test_config_from_yaml_adds_patterns_and_allows(tmp_path):
     f = tmp_path / "redact.yaml"
     f.write_text(
