@@ -2,13 +2,14 @@
 
 The documented definitions are Python's: words are `\\w+` runs (Unicode) of the
 lower-cased text, templates come from three `re` substitutions (stats.template). Python's
-`re` scans ~250 characters per microsecond; Arrow's RE2 kernels do the same work over a
-whole unit in C++. The two engines agree on ASCII text (`\\w`, `\\d`, `\\b` are ASCII
-classes there, and Python's `\\s` is spelled out as the class below), but not beyond it
-(RE2's `\\w` is ASCII-only, Unicode lower-casing differs: 'İ'), so every text with a
-non-ASCII character goes through Python `re` instead. tests/pipelines/test_words.py
-checks both paths against the per-text functions on random ASCII (control characters
-included) and non-ASCII texts.
+`re` scans ~250 characters per microsecond; Arrow's kernels (RE2 for the hex and number
+substitutions, whitespace splits of texts whose bytes went through a lookup table for
+words and spaces) do the same work over a whole unit in C++. The two agree on ASCII text
+(`\\w`, `\\d`, `\\b` are ASCII classes there, and Python's `\\s` is spelled out in the
+table below), but not beyond it (RE2's `\\w` is ASCII-only, Unicode lower-casing differs:
+'İ'), so every text with a non-ASCII character goes through Python `re` instead.
+tests/pipelines/test_words.py checks both paths against the per-text functions on
+random ASCII (control characters included) and non-ASCII texts.
 """
 
 from __future__ import annotations
@@ -22,12 +23,33 @@ import pyarrow.compute as pc
 
 from . import stats as S
 
-NON_WORD = r"[^0-9a-z_]+"
-"""Separators of `\\w+` runs in lower-cased ASCII text."""
-ASCII_SPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f ]+"
-"""Python's `\\s` on ASCII (str.isspace: also VT and the separators 0x1c-0x1f)."""
 HEX = r"\b(?:0x)?[0-9a-f]{6,}\b"
 """stats._HEX_RE, for RE2 on ASCII (where both `\\b` are ASCII word boundaries)."""
+
+
+WORD_BYTES = np.full(256, ord(" "), np.uint8)
+"""Lower-cased ASCII text with every non-`\\w` byte a space: its `\\w+` runs are its
+whitespace-separated words (a table lookup a byte; RE2 splitting on `[^0-9a-z_]+` was 4x
+slower)."""
+for _c in b"0123456789abcdefghijklmnopqrstuvwxyz_":
+    WORD_BYTES[_c] = _c
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+    WORD_BYTES[_c] = _c | 0x20
+SPACE_BYTES = np.arange(256, dtype=np.uint8)
+"""Python's `\\s` on ASCII (str.isspace: also VT and the separators 0x1c-0x1f) as a
+space, every other byte as it is."""
+SPACE_BYTES[list(b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f")] = ord(" ")
+
+
+def _mapped(arr: pa.Array, table: np.ndarray) -> pa.Array:
+    """`arr` with every byte of its data passed through `table` (same offsets: the map
+    keeps lengths). Only ASCII texts' results are used: a multi-byte character's bytes
+    may map to spaces."""
+    validity, offsets, data = arr.buffers()
+    if data is None:
+        return arr
+    out = pa.py_buffer(table[np.frombuffer(data, np.uint8)])
+    return pa.StringArray.from_buffers(len(arr), offsets, out, validity, arr.null_count, arr.offset)
 
 
 @dataclass
@@ -48,7 +70,7 @@ def words_of(texts: list[str]) -> Words:
     n = len(texts)
     arr = pa.array(texts, pa.string())
     ascii_ = _ascii(arr) if n else np.zeros(0, bool)
-    split = pc.split_pattern_regex(pc.ascii_lower(arr), NON_WORD)
+    split = pc.ascii_split_whitespace(_mapped(arr, WORD_BYTES))
     flat = pc.list_flatten(split)
     parents = pc.list_parent_indices(split).to_numpy(zero_copy_only=False)
     keep = (pc.binary_length(flat).to_numpy(zero_copy_only=False) > 0) & ascii_[parents]
@@ -106,7 +128,8 @@ def template_hashes(texts: list[str]) -> list[int]:
     arr = pa.array(texts, pa.string())
     t = pc.replace_substring_regex(pc.ascii_lower(arr), HEX, "<h>")
     t = pc.replace_substring_regex(t, r"[0-9]+", "0")
-    t = pc.utf8_trim(pc.replace_substring_regex(t, ASCII_SPACE, " "), " ")
+    words = pc.ascii_split_whitespace(_mapped(t, SPACE_BYTES))
+    t = pc.utf8_trim(pc.binary_join(words, " "), " ")  # runs of `\\s` folded to one space
     t = pc.utf8_slice_codeunits(t, 0, S.TEMPLATE_CHARS)
     out = []
     for text, ok, tpl in zip(texts, _ascii(arr).tolist(), t.to_pylist(), strict=True):
