@@ -105,14 +105,15 @@ def lsh_params(
     threshold: float, num_perm: int, fp_weight: float = 0.5, fn_weight: float = 0.5
 ) -> tuple[int, int]:
     """(bands, rows) minimising the weighted false-positive and false-negative areas
-    around `threshold` (the standard LSH S-curve optimisation, integrated numerically)."""
-    best, best_err = (1, 1), float("inf")
+    around `threshold` (the standard LSH S-curve optimisation, integrated numerically).
+    Every (bands, rows) at once: each worker computes it before its first unit."""
+    pairs = [(b, r) for b in range(1, num_perm + 1) for r in range(1, num_perm // b + 1)]
+    b, r = (np.array(x, np.float64)[:, None] for x in zip(*pairs, strict=True))
     lo, hi = np.linspace(0.0, threshold, 201), np.linspace(threshold, 1.0, 201)
-    for b in range(1, num_perm + 1):
-        for r in range(1, num_perm // b + 1):
-            fp = np.trapezoid(1 - (1 - lo**r) ** b, lo)
-            fn = np.trapezoid((1 - hi**r) ** b, hi)
-            err = fp_weight * fp + fn_weight * fn
-            if err < best_err - 1e-12:
-                best, best_err = (b, r), err
+    fp = np.trapezoid(1 - (1 - lo**r) ** b, lo, axis=1)
+    fn = np.trapezoid((1 - hi**r) ** b, hi, axis=1)
+    best, best_err = (1, 1), float("inf")
+    for pair, err in zip(pairs, (fp_weight * fp + fn_weight * fn).tolist(), strict=True):
+        if err < best_err - 1e-12:  # the first of near-equal ones, in (bands, rows) order
+            best, best_err = pair, err
     return best
