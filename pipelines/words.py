@@ -132,21 +132,64 @@ def ratios(distinct: np.ndarray, inter: np.ndarray, a_chars, o_chars) -> dict[st
         }
 
 
-def template_hashes(texts: list[str]) -> list[int]:
-    """`stats.template_hash` of every text: RE2 substitutions for ASCII texts."""
-    if not texts:
-        return []
-    arr = pa.array(texts, pa.string())
-    t = pc.replace_substring_regex(pc.ascii_lower(arr), HEX, "<h>")
+TEMPLATE_SCAN = 4 * S.TEMPLATE_CHARS
+"""Characters of an observation read for its template before a cut is tried."""
+
+
+def template_prefix(text: str) -> str:
+    """`text` up to its first space or newline from `TEMPLATE_SCAN` on (all of it if
+    none): a long observation's template is read from its start.
+
+    No substitution of `stats.template` crosses whitespace (hex and number runs are word
+    characters, `\\b` sees the same boundary at the cut as at the end), so the cut's
+    template is a prefix of the whole text's, and equal to it once it reaches
+    `TEMPLATE_CHARS`; a shorter one is computed again from the whole text.
+    """
+    if len(text) <= TEMPLATE_SCAN:
+        return text
+    cuts = [i for i in (text.find(" ", TEMPLATE_SCAN), text.find("\n", TEMPLATE_SCAN)) if i >= 0]
+    return text[: min(cuts)] if cuts else text
+
+
+def _template_key(template: str) -> int:
+    return int.from_bytes(hashlib.blake2b(template.encode(), digest_size=8).digest(), "big")
+
+
+def _python_template(text: str) -> str:
+    cut = template_prefix(text)
+    t = S.template(cut)
+    return t if cut is text or len(t) >= S.TEMPLATE_CHARS else S.template(text)
+
+
+def _arrow_templates(texts: list[str]) -> pa.Array:
+    """`stats.template` of ASCII texts (whole, not cut to `TEMPLATE_CHARS`)."""
+    t = pc.replace_substring_regex(pc.ascii_lower(pa.array(texts, pa.string())), HEX, "<h>")
     t = pc.replace_substring_regex(t, r"[0-9]+", "0")
     words = pc.ascii_split_whitespace(_mapped(t, SPACE_BYTES))
-    t = pc.utf8_trim(pc.binary_join(words, " "), " ")  # runs of `\\s` folded to one space
-    t = pc.utf8_slice_codeunits(t, 0, S.TEMPLATE_CHARS)
-    out = []
-    for text, ok, tpl in zip(texts, _ascii(arr).tolist(), t.to_pylist(), strict=True):
-        if not ok:
-            out.append(S.template_hash(text))
-        else:
-            h = hashlib.blake2b(tpl.encode(), digest_size=8).digest()
-            out.append(int.from_bytes(h, "big"))
-    return out
+    return pc.utf8_trim(pc.binary_join(words, " "), " ")  # runs of `\\s` folded to one space
+
+
+def template_hashes(texts: list[str]) -> list[int]:
+    """`stats.template_hash` of every text: RE2 substitutions for ASCII texts, each read
+    up to `template_prefix` (a 20 KB tool output costs what its first 2 KB do)."""
+    if not texts:
+        return []
+    cut = [template_prefix(t) for t in texts]
+    arr = pa.array(cut, pa.string())
+    ascii_ = _ascii(arr).tolist()
+    whole = _arrow_templates(cut)
+    short = pc.less(pc.utf8_length(whole), S.TEMPLATE_CHARS).to_numpy(zero_copy_only=False)
+    tpls = pc.utf8_slice_codeunits(whole, 0, S.TEMPLATE_CHARS).to_pylist()
+    again = [i for i in np.flatnonzero(short).tolist() if ascii_[i] and cut[i] is not texts[i]]
+    if again:  # cut, and too short: the whole text (Python re if it is not all ASCII)
+        ascii_again = [i for i in again if texts[i].isascii()]
+        redone = _arrow_templates([texts[i] for i in ascii_again]).to_pylist()
+        for i, t in zip(ascii_again, redone, strict=True):
+            tpls[i] = t[: S.TEMPLATE_CHARS]
+        for i in again:
+            if not texts[i].isascii():
+                tpls[i] = S.template(texts[i])
+    return [
+        _template_key(tpl if ok else _python_template(text))
+        for text, ok, tpl in zip(texts, ascii_, tpls, strict=True)
+    ]

@@ -77,3 +77,31 @@ def test_empty_inputs():
     w = W.words_of(["", ""])
     assert len(w.ids) == 0 and w.offsets.tolist() == [0, 0, 0]
     assert W.template_hashes([]) == []
+
+
+def test_long_texts_templates_read_from_a_cut_equal_the_whole_texts():
+    """A long observation's template is read up to its first space or newline after
+    `TEMPLATE_SCAN` characters (and again from the whole text when the cut's is shorter
+    than `TEMPLATE_CHARS`): the same key as `stats.template_hash` on the whole text, for
+    ASCII and other texts, whitespace runs and hex runs at the cut, and a text that is
+    ASCII only up to the cut."""
+    rng = random.Random(4)
+    scan = W.TEMPLATE_SCAN
+    texts = []
+    for k in range(300):
+        pieces = ASCII_PIECES + (OTHER_PIECES if k % 3 == 0 else []) + [" ", "\n", "ΑΣ "]
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1500, 4000)))
+        texts.append(text)
+    texts += [
+        "deadbeef " * 600,  # shrinks to '<h> <h> ...': the cut alone is long enough
+        "0x1234567 " * 300 + "word " * 10,
+        "12345678901234567890" * 150 + " tail",  # one number run past the cut, no space in it
+        "a" * (scan - 1) + "  \n\t  " + "b" * 600,  # a whitespace run at the cut
+        "x" * (scan + 50),  # nothing to cut at
+        "ok " * (scan // 3) + "é" * 2000,  # ASCII up to the cut only
+        "0 " * (scan // 2) + "ü " * 300,  # ASCII up to the cut, too short there
+        "ΑΣ " * 2000,  # final sigma before each space
+        "w " * 255 + "abcdef" * 400 + "g",  # cut inside the run, '<h>' would land at 510
+    ]
+    assert sum(len(W.template_prefix(t)) < len(t) for t in texts) > 250
+    assert W.template_hashes(texts) == [S.template_hash(t) for t in texts]
