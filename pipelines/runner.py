@@ -330,6 +330,32 @@ def frozen_heap():
         gc.unfreeze()
 
 
+_PAUSE = threading.Lock()
+_paused = {"count": 0, "was_enabled": True}
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """No cyclic garbage collection while pass 1 works on a unit: its records are acyclic
+    dicts and lists, thousands of containers each, and the collections their allocations
+    trigger only walk them again and again (a unit's first pass: 0.45 -> 0.37 s for 800
+    records, a 1% increment's whole pass 1; afterwards ~4%). Cycles made meanwhile are
+    collected after. Overlapping pauses (threads of one worker) keep it off until the
+    last ends; a collector someone else disabled stays disabled."""
+    with _PAUSE:
+        if not _paused["count"]:
+            _paused["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _paused["count"] += 1
+    try:
+        yield
+    finally:
+        with _PAUSE:
+            _paused["count"] -= 1
+            if not _paused["count"] and _paused["was_enabled"]:
+                gc.enable()
+
+
 class _BoundServer:
     """A gRPC server whose ports bind `host` where Beam asks for every interface."""
 

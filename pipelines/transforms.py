@@ -25,6 +25,7 @@ from . import segments as G
 from .dedup import SIG_SCHEMA, DedupConfig
 from .filters import FilterConfig
 from .mask import MaskPolicy
+from .runner import paused_gc
 from .units import BANDS, SIG, TEMPLATES, UID, Unit, plan_units, process_unit
 
 NS = "worldtrace"
@@ -77,7 +78,8 @@ class _Pass1(beam.DoFn):
 
     def process(self, unit: Unit):
         path, group, rows = unit
-        res = process_unit(path, group, self.filters, self.dedup, self.policy, rows)
+        with paused_gc():
+            res = process_unit(path, group, self.filters, self.dedup, self.policy, rows)
         count(res.counts)
         if res.rejects:
             rows = pa.Table.from_pylist(res.rejects, schema=REJECTS_SCHEMA)

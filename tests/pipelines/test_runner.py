@@ -14,7 +14,7 @@ import threading
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
-from worldtrace.pipelines.runner import LocalRunner, can_fork
+from worldtrace.pipelines.runner import LocalRunner, can_fork, paused_gc
 
 SCRIPT = textwrap.dedent(
     """
@@ -129,3 +129,24 @@ def test_a_run_leaves_what_existed_before_it_out_of_full_collections():
         assert gc.get_freeze_count() > theirs // 2  # and not thawed
     finally:
         gc.unfreeze()
+
+
+def test_paused_collection_resumes_after_the_last_overlapping_pause():
+    """Pass 1 pauses the cyclic collector per unit (`runner.paused_gc`); a worker runs
+    bundles on several threads, so pauses overlap: the collector comes back when the
+    last one ends, and one that was off before stays off."""
+    assert gc.isenabled()
+    first, second = paused_gc(), paused_gc()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()  # the second is still working
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -3,18 +3,20 @@ segment (finalize), on real files."""
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from worldtrace.collectors.synthetic import build, tool
+from worldtrace.collectors.synthetic import build, near_duplicate_corpus, tool
 from worldtrace.pipelines import stats as S
 from worldtrace.pipelines.dedup import DedupConfig
 from worldtrace.pipelines.filters import FilterConfig
 from worldtrace.pipelines.mask import AgentWorldV1
 from worldtrace.pipelines.normalize import normalize
 from worldtrace.pipelines.segments import finalize
+from worldtrace.pipelines.transforms import _Pass1
 from worldtrace.pipelines.units import (
     MAX_UNIT_ROWS,
     MIN_UNIT_ROWS,
@@ -168,3 +170,29 @@ def test_a_slice_unit_is_its_rows_of_the_group(tmp_path, corpus):
     ]
     assert pa.concat_tables([x.segment for x in parts]).equals(whole.segment)
     assert len({x.stem for x in parts} | {whole.stem}) == 3
+
+
+def test_pass1_on_a_unit_triggers_no_garbage_collection(tmp_path):
+    """Found: the collections a unit's allocations triggered walked its records again and
+    again (a fresh worker's first unit: 0.45 s instead of 0.37 for 800 records, a 1%
+    increment's whole pass 1). Pass 1 pauses the collector per unit."""
+    data, _ = near_duplicate_corpus(n_unique=300, n_groups=5, group_size=3, seed=1)
+    with ShardWriter(tmp_path / "in", row_group_rows=len(data)) as w:
+        w.write(data)
+    collections: list[int] = []
+
+    def seen(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        unit(w.paths[0], 0)  # the same work with the collector on: it does run
+        assert collections
+        collections.clear()
+        stage = _Pass1(str(tmp_path / "out"), FilterConfig(), DedupConfig(), AgentWorldV1())
+        out = list(stage.process((str(w.paths[0]), 0, None)))
+    finally:
+        gc.callbacks.remove(seen)
+    assert collections == [] and gc.isenabled()
+    assert out and (tmp_path / "out" / "_index" / "segments").exists()

@@ -136,7 +136,7 @@ def test_literal_gates_open_the_detectors_a_substring_test_would():
     literals = [g for d in red.detectors for g in d.gates or () if isinstance(g, str)]
     rng = random.Random(3)
     for _ in range(300):
-        parts = rng.sample(literals, rng.randint(0, 4)) + ["x" * rng.randint(0, 5), " = "]
+        parts = [*rng.sample(literals, rng.randint(0, 4)), "x" * rng.randint(0, 5), " = "]
         rng.shuffle(parts)
         text = "".join(p.upper() if rng.random() < 0.2 else p for p in parts)
         assert red._active(text) == by_substring(text), text
