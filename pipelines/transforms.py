@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import ChainMap, Counter
 from pathlib import Path
-from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
@@ -139,14 +138,3 @@ class SplitFiles(beam.PTransform):
             lambda p: [u[:3] for u in plan_units(Path(p), cut)]
         )
         return units | "Spread" >> beam.Reshuffle() if self.spread else units
-
-
-def write_rows(out: str, name: str, schema: pa.Schema):
-    """A sink for a small collected list of rows: one Parquet file under `out`."""
-
-    def write(rows: list[dict[str, Any]]) -> str:
-        path = Path(out) / name
-        write_table_atomic(path, pa.Table.from_pylist(rows, schema=schema))
-        return str(path)
-
-    return write

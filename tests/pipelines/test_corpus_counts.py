@@ -199,3 +199,30 @@ def test_count_changes_merge_as_a_group_by_over_both():
     assert merged_counts(None, delta).equals(
         delta.filter(pc.greater(delta["count"], 0)).sort_by("key")
     )
+
+
+def test_count_changes_are_summed_per_key_as_arrays():
+    """A run's template count changes travel as arrays from each batch to its total
+    (`state.summed`): a Counter of every template, merged and turned into rows, cost the
+    run's last stages ~0.1 s per 20,000 trajectories. Equal to a Counter: one row per
+    key, sorted, zeros left out, keys at both ends of uint64."""
+    from collections import Counter
+
+    import numpy as np
+    from worldtrace.pipelines.state import summed
+
+    rng = np.random.default_rng(5)
+    keys = rng.choice(
+        np.array([0, 2**64 - 1, *rng.integers(1, 2**63, 300, dtype=np.uint64)], np.uint64),
+        5000,
+    )
+    counts = rng.integers(-2, 3, len(keys))
+    want = Counter()
+    for k, c in zip(keys.tolist(), counts.tolist(), strict=True):
+        want[k] += c
+    got = summed(keys, counts)
+    assert got["key"].to_pylist() == sorted(k for k, c in want.items() if c)
+    assert dict(zip(got["key"].to_pylist(), got["count"].to_pylist(), strict=True)) == {
+        k: c for k, c in want.items() if c
+    }
+    assert summed(np.zeros(0, np.uint64), np.zeros(0, np.int64)).num_rows == 0
