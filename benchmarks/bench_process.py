@@ -146,6 +146,25 @@ def corpus(ctx: Context, n: int, hold_out: int = 0) -> tuple[str, dict]:
     return str(work), measure("bench_process", "make-corpus", str(work), str(n), str(hold_out))
 
 
+RUNS = 2
+"""Each `process` measurement is the best of this many runs, each in a fresh process
+(like the other areas' best-of rows): single runs on these 2-core VMs moved by up to 10%
+from one run to the next (the 20k run with 2 workers: 6.6-7.3 s), which alone flipped
+the 2-vs-1 and incremental goals either way."""
+
+
+def best(work: str, *args: str) -> dict:
+    """The fastest of `RUNS` `process` runs, with the range of all of them."""
+    runs = [measure("bench_process", "process", work, *args) for _ in range(RUNS)]
+    fastest = min(runs, key=lambda r: r["seconds"])
+    return {**fastest, "range": [min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)]}
+
+
+def spread_note(*runs: dict) -> str:
+    """Each run's range over its `RUNS` repeats."""
+    return ", ".join(f"{r['range'][0]:.2f}-{r['range'][1]:.2f} s" for r in runs)
+
+
 def goal(met: bool) -> str:
     return "goal met" if met else "goal NOT met"
 
@@ -163,7 +182,7 @@ def run(ctx: Context) -> list[Row]:
     for size in sizes:
         held = size // 100 if size == sizes[-1] else 0  # the increment, added later
         work, c = corpus(ctx, size, held)
-        per[size] = {**measure("bench_process", "process", work, "2"), **c, "work": work}
+        per[size] = {**best(work, "2"), **c, "work": work}
         per[size]["n"] = c["trajectories"] - held
     main = per[n]
     ctx.shared["processed"] = main["work"]
@@ -173,19 +192,28 @@ def run(ctx: Context) -> list[Row]:
                  f"{n} trajectories, {fmt(main['raw_mb'])} MB zstd Parquet; {main['kept']} kept, {main['duplicates']} duplicates"))  # fmt: skip
     py = datatrove_venv()
     if py:
-        dt = run_datatrove(
-            py, Path(main["work"]) / "text", Path(main["work"]) / "datatrove", os.cpu_count() or 2
+        dt = min(
+            (
+                run_datatrove(
+                    py,
+                    Path(main["work"]) / "text",
+                    Path(main["work"]) / "datatrove",
+                    os.cpu_count() or 2,
+                )
+                for _ in range(RUNS)
+            ),
+            key=lambda r: r["seconds"],
         )
         ratio = dt["seconds"] / main["seconds"]
         rows.append(("process (read, validate, filter, dedup, stats, mask, write) vs datatrove MinHash (4 stages)", f"{fmt(main['seconds'])} s, CPU {fmt(main['cpu_s'])} s", f"{fmt(dt['seconds'])} s, peak {fmt(dt['peak_mb'])} MB",
-                     f"{ratio:.3f}", f"same corpus, 5-gram shingles, 9x13 LSH, 2 workers each; goal >= 3: {goal(ratio >= 3)}; {load_note(main)}"))  # fmt: skip
+                     f"{ratio:.3f}", f"same corpus, 5-gram shingles, 9x13 LSH, 2 workers each; ours best of {RUNS} ({spread_note(main)}), datatrove best of {RUNS}; goal >= 3: {goal(ratio >= 3)}; {load_note(main)}"))  # fmt: skip
     base = per[sizes[0]]["seconds"] / per[sizes[0]]["n"]
     for size in sizes:
         r = per[size]
         us, cpu = r["seconds"] / r["n"] * 1e6, r["cpu_s"] / r["n"] * 1e6
         ratio = base * 1e6 / us
         rows.append((f"process scaling: {r['n']:,} trajectories", f"{fmt(us)} us/traj (CPU {fmt(cpu)} us/traj), peak {fmt(r['peak_mb'])} MB", f"{fmt(base * 1e6)} us/traj at {per[sizes[0]]['n']:,}",
-                     f"{ratio:.3f}", f"per-trajectory wall time, 2 workers; goal: within 15% (0.87-1.15): {goal(0.87 <= ratio <= 1.15) if size != sizes[0] else 'the reference'}; {load_note(r)}"))  # fmt: skip
+                     f"{ratio:.3f}", f"per-trajectory wall time, 2 workers, best of {RUNS} ({spread_note(r)}); goal: within 15% (0.87-1.15): {goal(0.87 <= ratio <= 1.15) if size != sizes[0] else 'the reference'}; {load_note(r)}"))  # fmt: skip
     # the same per-trajectory cost without the fixed start-up: each size step's added
     # seconds over its added trajectories, against the first step's
     steps = [(a, b, (per[b]["seconds"] - per[a]["seconds"]) / (per[b]["n"] - per[a]["n"])) for a, b in pairwise(sizes)]  # fmt: skip
@@ -193,12 +221,12 @@ def run(ctx: Context) -> list[Row]:
         ratio = steps[0][2] / marginal
         rows.append((f"process scaling, marginal: {per[a]['n']:,} -> {per[b]['n']:,} trajectories", f"{fmt(marginal * 1e6)} us/traj", f"{fmt(steps[0][2] * 1e6)} us/traj from {per[sizes[0]]['n']:,} to {per[sizes[1]]['n']:,}",
                      f"{ratio:.3f}", f"added wall time / added trajectories, 2 workers (the start-up is fixed); within 15%: {goal(0.87 <= ratio <= 1.15) if (a, b) != steps[0][:2] else 'the reference'}"))  # fmt: skip
-    one = measure("bench_process", "process", main["work"], "1")
+    one = best(main["work"], "1")
     ratio = one["seconds"] / main["seconds"]
     rows.append(("process: 2 workers vs 1", f"{fmt(main['seconds'])} s (CPU {fmt(main['cpu_s'])} s)", f"{fmt(one['seconds'])} s (CPU {fmt(one['cpu_s'])} s)", f"{ratio:.3f}",
-                 f"{n} trajectories; goal >= 1.7: {goal(ratio >= 1.7)}; {load_note(main, one)}"))  # fmt: skip
+                 f"{n} trajectories, best of {RUNS} each ({spread_note(main, one)}); goal >= 1.7: {goal(ratio >= 1.7)}; {load_note(main, one)}"))  # fmt: skip
     tiny, _ = corpus(ctx, 200)
-    fixed = {w: measure("bench_process", "process", tiny, w)["seconds"] for w in ("1", "2")}
+    fixed = {w: best(tiny, w)["seconds"] for w in ("1", "2")}
     ratio = (one["seconds"] - fixed["1"]) / (main["seconds"] - fixed["2"])
     rows.append(("process: 2 workers vs 1, start-up excluded", f"{fmt(main['seconds'] - fixed['2'])} s", f"{fmt(one['seconds'] - fixed['1'])} s", f"{ratio:.3f}",
                  f"{n} trajectories minus a 200-trajectory run of each ({fmt(fixed['2'])} s with 2 worker processes, {fmt(fixed['1'])} s in-process); goal >= 1.7: {goal(ratio >= 1.7)}"))  # fmt: skip
@@ -208,10 +236,20 @@ def run(ctx: Context) -> list[Row]:
                  "largest process's peak RSS, smallest vs largest corpus; dedup's rows are ~0.26 KB/traj (9 band keys, template keys, ids; signatures stay on disk), the runner holds several copies; records never wait in memory"))  # fmt: skip
     work = hi["work"]
     shutil.move(f"{work}/raw-new", f"{work}/raw/new")
-    # the CLI's defaults both times: in-process for the small increment, 2 workers for all
-    inc = measure("bench_process", "process", work, "0", "0")
-    full = measure("bench_process", "process", work, "0", "1")
+    # the CLI's defaults both times: in-process for the small increment, 2 workers for all;
+    # each increment starts from the same store (a copy of it before the first)
+    before = Path(work) / "processed-before"
+    shutil.copytree(f"{work}/processed", before)
+    incs = []
+    for i in range(RUNS):
+        if i:
+            shutil.rmtree(f"{work}/processed")
+            shutil.copytree(before, f"{work}/processed")
+        incs.append(measure("bench_process", "process", work, "0", "0"))
+    inc = min(incs, key=lambda r: r["seconds"])
+    inc["range"] = [min(r["seconds"] for r in incs), max(r["seconds"] for r in incs)]
+    full = best(work, "0", "1")
     ratio = inc["seconds"] / full["seconds"]
     rows.append(("process: incremental +1% vs full rebuild", f"{fmt(inc['seconds'])} s (read {inc['read']:,}, {inc['earlier']:,} earlier records back in dedup, rewrote {inc['rewritten']} earlier segments whole, {inc['rewritten_clusters']} only their clusters)", f"{fmt(full['seconds'])} s",
-                 f"{ratio:.3f}", f"{hi['n']:,} + {hi['n'] // 99:,} trajectories, CLI default workers; share of a full run, goal <= 0.05: {goal(ratio <= 0.05)}; {load_note(inc, full)}"))  # fmt: skip
+                 f"{ratio:.3f}", f"{hi['n']:,} + {hi['n'] // 99:,} trajectories, CLI default workers, best of {RUNS} each ({spread_note(inc, full)}); share of a full run, goal <= 0.05: {goal(ratio <= 0.05)}; {load_note(inc, full)}"))  # fmt: skip
     return rows
