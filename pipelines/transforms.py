@@ -76,9 +76,9 @@ class _Pass1(beam.DoFn):
         self.out, self.filters, self.dedup, self.policy = Path(out), filters, dedup, policy
 
     def process(self, unit: Unit):
-        path, group, rows = unit
+        path, group, span = unit
         with paused_gc():
-            res = process_unit(path, group, self.filters, self.dedup, self.policy, rows)
+            res = process_unit(path, group, self.filters, self.dedup, self.policy, span)
         count(res.counts)
         if res.rejects:
             rows = pa.Table.from_pylist(res.rejects, schema=REJECTS_SCHEMA)
