@@ -153,11 +153,20 @@ from one run to the next (the 20k run with 2 workers: 6.6-7.3 s), which alone fl
 the 2-vs-1 and incremental goals either way."""
 
 
-def best(work: str, *args: str) -> dict:
-    """The fastest of `RUNS` `process` runs, with the range of all of them."""
-    runs = [measure("bench_process", "process", work, *args) for _ in range(RUNS)]
-    fastest = min(runs, key=lambda r: r["seconds"])
-    return {**fastest, "range": [min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)]}
+def fastest(runs: list[dict]) -> dict:
+    """The fastest of several runs, with the range of all of them."""
+    seconds = [r["seconds"] for r in runs]
+    return {**min(runs, key=lambda r: r["seconds"]), "range": [min(seconds), max(seconds)]}
+
+
+def best(work: str, *args: str, reset=None) -> dict:
+    """The fastest of `RUNS` `process` runs; `reset()` before every run but the first."""
+    runs = []
+    for i in range(RUNS):
+        if i and reset:
+            reset()
+        runs.append(measure("bench_process", "process", work, *args))
+    return fastest(runs)
 
 
 def spread_note(*runs: dict) -> str:
@@ -192,18 +201,8 @@ def run(ctx: Context) -> list[Row]:
                  f"{n} trajectories, {fmt(main['raw_mb'])} MB zstd Parquet; {main['kept']} kept, {main['duplicates']} duplicates"))  # fmt: skip
     py = datatrove_venv()
     if py:
-        dt = min(
-            (
-                run_datatrove(
-                    py,
-                    Path(main["work"]) / "text",
-                    Path(main["work"]) / "datatrove",
-                    os.cpu_count() or 2,
-                )
-                for _ in range(RUNS)
-            ),
-            key=lambda r: r["seconds"],
-        )
+        text, out = Path(main["work"]) / "text", Path(main["work"]) / "datatrove"
+        dt = fastest([run_datatrove(py, text, out, os.cpu_count() or 2) for _ in range(RUNS)])
         ratio = dt["seconds"] / main["seconds"]
         rows.append(("process (read, validate, filter, dedup, stats, mask, write) vs datatrove MinHash (4 stages)", f"{fmt(main['seconds'])} s, CPU {fmt(main['cpu_s'])} s", f"{fmt(dt['seconds'])} s, peak {fmt(dt['peak_mb'])} MB",
                      f"{ratio:.3f}", f"same corpus, 5-gram shingles, 9x13 LSH, 2 workers each; ours best of {RUNS} ({spread_note(main)}), datatrove best of {RUNS}; goal >= 3: {goal(ratio >= 3)}; {load_note(main)}"))  # fmt: skip
@@ -240,14 +239,12 @@ def run(ctx: Context) -> list[Row]:
     # each increment starts from the same store (a copy of it before the first)
     before = Path(work) / "processed-before"
     shutil.copytree(f"{work}/processed", before)
-    incs = []
-    for i in range(RUNS):
-        if i:
-            shutil.rmtree(f"{work}/processed")
-            shutil.copytree(before, f"{work}/processed")
-        incs.append(measure("bench_process", "process", work, "0", "0"))
-    inc = min(incs, key=lambda r: r["seconds"])
-    inc["range"] = [min(r["seconds"] for r in incs), max(r["seconds"] for r in incs)]
+
+    def restore() -> None:
+        shutil.rmtree(f"{work}/processed")
+        shutil.copytree(before, f"{work}/processed")
+
+    inc = best(work, "0", "0", reset=restore)
     full = best(work, "0", "1")
     ratio = inc["seconds"] / full["seconds"]
     rows.append(("process: incremental +1% vs full rebuild", f"{fmt(inc['seconds'])} s (read {inc['read']:,}, {inc['earlier']:,} earlier records back in dedup, rewrote {inc['rewritten']} earlier segments whole, {inc['rewritten_clusters']} only their clusters)", f"{fmt(full['seconds'])} s",

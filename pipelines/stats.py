@@ -114,7 +114,12 @@ def template_key(observation: str) -> str:
 
 def template_hash(observation: str) -> int:
     """The template key as an unsigned 64-bit integer (how segments and the index store it)."""
-    return int(template_key(observation), 16)
+    return hash_template(template(observation))
+
+
+def hash_template(template: str) -> int:
+    """`template_hash` of an observation whose template is `template`."""
+    return int.from_bytes(hashlib.blake2b(template.encode(), digest_size=8).digest(), "big")
 
 
 SURPRISAL_REFERENCE = F.SURPRISAL_REFERENCE

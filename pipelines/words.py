@@ -14,7 +14,6 @@ random ASCII (control characters included) and non-ASCII texts.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,19 +150,15 @@ def template_prefix(text: str) -> str:
     return text[: min(cuts)] if cuts else text
 
 
-def _template_key(template: str) -> int:
-    return int.from_bytes(hashlib.blake2b(template.encode(), digest_size=8).digest(), "big")
-
-
 def _python_template(text: str) -> str:
     cut = template_prefix(text)
     t = S.template(cut)
     return t if cut is text or len(t) >= S.TEMPLATE_CHARS else S.template(text)
 
 
-def _arrow_templates(texts: list[str]) -> pa.Array:
+def _arrow_templates(arr: pa.Array) -> pa.Array:
     """`stats.template` of ASCII texts (whole, not cut to `TEMPLATE_CHARS`)."""
-    t = pc.replace_substring_regex(pc.ascii_lower(pa.array(texts, pa.string())), HEX, "<h>")
+    t = pc.replace_substring_regex(pc.ascii_lower(arr), HEX, "<h>")
     t = pc.replace_substring_regex(t, r"[0-9]+", "0")
     words = pc.ascii_split_whitespace(_mapped(t, SPACE_BYTES))
     return pc.utf8_trim(pc.binary_join(words, " "), " ")  # runs of `\\s` folded to one space
@@ -177,19 +172,13 @@ def template_hashes(texts: list[str]) -> list[int]:
     cut = [template_prefix(t) for t in texts]
     arr = pa.array(cut, pa.string())
     ascii_ = _ascii(arr).tolist()
-    whole = _arrow_templates(cut)
+    whole = _arrow_templates(arr)
     short = pc.less(pc.utf8_length(whole), S.TEMPLATE_CHARS).to_numpy(zero_copy_only=False)
     tpls = pc.utf8_slice_codeunits(whole, 0, S.TEMPLATE_CHARS).to_pylist()
-    again = [i for i in np.flatnonzero(short).tolist() if ascii_[i] and cut[i] is not texts[i]]
-    if again:  # cut, and too short: the whole text (Python re if it is not all ASCII)
-        ascii_again = [i for i in again if texts[i].isascii()]
-        redone = _arrow_templates([texts[i] for i in ascii_again]).to_pylist()
-        for i, t in zip(ascii_again, redone, strict=True):
-            tpls[i] = t[: S.TEMPLATE_CHARS]
-        for i in again:
-            if not texts[i].isascii():
-                tpls[i] = S.template(texts[i])
+    for i in np.flatnonzero(short).tolist():
+        if ascii_[i] and cut[i] is not texts[i]:  # cut, and too short: the whole text
+            tpls[i] = S.template(texts[i])
     return [
-        _template_key(tpl if ok else _python_template(text))
+        S.hash_template(tpl if ok else _python_template(text))
         for text, ok, tpl in zip(texts, ascii_, tpls, strict=True)
     ]

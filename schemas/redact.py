@@ -71,16 +71,16 @@ class _Gates:
 
     def __init__(self, table: dict[str, set[int]]):
         self.automaton = None
-        self.few = [(literal, frozenset(d)) for literal, d in table.items()]
-        if len(self.few) >= self.AUTOMATON_FROM:
+        self.literals = [(literal, frozenset(d)) for literal, d in table.items()]
+        if len(self.literals) >= self.AUTOMATON_FROM:
             self.automaton = ahocorasick.Automaton()
-            for literal, detectors in self.few:
+            for literal, detectors in self.literals:
                 self.automaton.add_word(literal, detectors)
             self.automaton.make_automaton()
 
     def add_hits(self, text: str, hit: set[int]) -> None:
         if self.automaton is None:
-            for literal, detectors in self.few:
+            for literal, detectors in self.literals:
                 if literal in text:
                     hit |= detectors
         else:
