@@ -22,7 +22,7 @@ import pyarrow as pa
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
-from worldtrace.schemas.store import scan_file, sized_units
+from worldtrace.schemas.store import declared, scan_file, sized_units
 from worldtrace.schemas.validate import Problem, validate_dict
 
 from . import minhash as M
@@ -105,9 +105,13 @@ def read_valid(
 ) -> list:
     """(uid, record) of every valid record; invalid ones become rejects rows."""
     out = []
-    for where, d in scan_file(Path(path), row_group, rows):
+    known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
+    for where, d in scan_file(Path(path), row_group, rows, micros=True):
         counts["read"] += 1
-        problems = [d] if isinstance(d, Problem) else validate_dict(d, where, check_id=False)
+        if isinstance(d, Problem):
+            problems = [d]
+        else:
+            problems = validate_dict(d, where, False, micros=True, declared=known)
         if problems:
             counts["rejected"] += 1
             tid = d.get(F.TRAJECTORY_ID) if isinstance(d, dict) else None

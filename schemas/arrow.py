@@ -58,6 +58,36 @@ def arrow_schema(cls: type) -> pa.Schema:
 TRAJECTORY_SCHEMA = arrow_schema(Trajectory)
 
 
+def micros_casts(schema: pa.Schema) -> list[pa.Schema]:
+    """The casts (in order) that turn every timestamp column of `schema`, at any depth,
+    unit or zone, into int64 epoch microseconds: to microseconds first where the unit
+    differs (an int64 cast keeps the unit), then to integers. Empty when it has none.
+
+    Pass 1 wants integers (`normalize.micros`), and Python datetimes with a zone cost ~3
+    us each to make: with 7 timestamps a trajectory, reading them as integers takes a
+    trajectory's conversion from 45 to 17 us.
+    """
+
+    def mapped(t: pa.DataType, leaf) -> pa.DataType:
+        if pa.types.is_timestamp(t):
+            return leaf(t)
+        if pa.types.is_struct(t):
+            return pa.struct([f.with_type(mapped(f.type, leaf)) for f in t])
+        if pa.types.is_list(t):
+            return pa.list_(t.value_field.with_type(mapped(t.value_type, leaf)))
+        return t  # maps and other nestings keep their datetimes (validation takes both)
+
+    def recast(leaf) -> pa.Schema:
+        fields = [f.with_type(mapped(f.type, leaf)) for f in schema]
+        return pa.schema(fields, metadata=schema.metadata)
+
+    micros = recast(lambda t: pa.timestamp("us", t.tz))
+    ints = recast(lambda t: pa.int64())
+    if ints.equals(schema):
+        return []
+    return [micros, ints] if not micros.equals(schema) else [ints]
+
+
 def to_table(records: Iterable[Trajectory]) -> pa.Table:
     return pa.Table.from_pylist([t.to_dict() for t in records], schema=TRAJECTORY_SCHEMA)
 

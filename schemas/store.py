@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import fields as F
-from .arrow import TRAJECTORY_SCHEMA, to_batch
+from .arrow import TRAJECTORY_SCHEMA, micros_casts, to_batch
 from .records import Trajectory, from_jsonable, trajectory_from_dict
 from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing API)
     TEMP_PREFIXES,
@@ -296,22 +296,37 @@ def sized_units(path: Path) -> list[tuple[str, int | None, int | None]]:
 
 
 def scan_file(
-    path: Path, row_group: int | None = None, rows: tuple[int, int] | None = None
+    path: Path,
+    row_group: int | None = None,
+    rows: tuple[int, int] | None = None,
+    micros: bool = False,
 ) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
     """Yield (location, record dict) or (location, Problem) for every record of a file
     (or of one of its Parquet row groups, or of rows `[start, stop)` of that group).
+    `micros`: a Parquet file's timestamps come as int epoch microseconds, not datetimes
+    (`arrow.micros_casts`; validate such records with `micros=True`).
 
     Never raises for bad content: a truncated Parquet file, a foreign schema or a broken
     JSON line becomes a Problem that names the file (and row or line).
     """
     if path.name.endswith(F.SHARD_SUFFIX):
-        yield from _scan_parquet(path, row_group, rows)
+        yield from _scan_parquet(path, row_group, rows, micros)
     else:
         yield from _scan_jsonl(path)
 
 
+def declared(path: Path) -> bool:
+    """Whether `path` is a Parquet file of exactly the declared columns (names, types and
+    nullability at every depth, as our writers write): its rows need no type checks
+    (`validate_dict(declared=True)`). A foreign writer's file is checked whole."""
+    try:
+        return pq.read_schema(path).equals(TRAJECTORY_SCHEMA, check_metadata=False)
+    except Exception:  # not Parquet, or unreadable: scan_file reports it
+        return False
+
+
 def _scan_parquet(
-    path: Path, row_group: int | None, rows: tuple[int, int] | None = None
+    path: Path, row_group: int | None, rows: tuple[int, int] | None = None, micros: bool = False
 ) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
     try:
         pf = pq.ParquetFile(path)
@@ -328,11 +343,15 @@ def _scan_parquet(
     first = sum(pf.metadata.row_group(g).num_rows for g in range(groups[0] if groups else 0))
     start, stop = rows or (0, None)
     at = 0  # rows of the group(s) read so far; rows before `start` are decoded, not converted
+    casts = micros_casts(pf.schema_arrow) if micros else []
     try:
         for batch in pf.iter_batches(batch_size=512, row_groups=list(groups)):
             lo, hi = max(start - at, 0), batch.num_rows if stop is None else stop - at
             if lo < batch.num_rows and hi > 0:
-                for n, d in enumerate(batch.slice(lo, hi - lo).to_pylist(), first + at + lo):
+                part = batch.slice(lo, hi - lo)
+                for schema in casts:
+                    part = part.cast(schema, safe=False)  # ns -> us drops what micros() drops
+                for n, d in enumerate(part.to_pylist(), first + at + lo):
                     yield f"{path}:row {n}", d
             at += batch.num_rows
             if stop is not None and at >= stop:

@@ -57,8 +57,9 @@ class _Checker:
     value of the right type is passed without a call or a path string (`_plan`):
     validation runs on every record a pipeline reads."""
 
-    def __init__(self, record: str):
-        self.record = record
+    def __init__(self, record: str, micros: bool = False, declared: bool = False):
+        self.record, self.micros = record, micros
+        self.plan = _declared_plan if declared else _plan
         self.problems: list[Problem] = []
 
     def add(self, path: str, message: str) -> None:
@@ -68,11 +69,12 @@ class _Checker:
         if not isinstance(value, dict):
             self.add(path, f"wrong type: expected an object, got {type(value).__name__}")
             return
-        names = names_of(cls)
-        for name in value:
-            if name not in names:
-                self.add(_join(path, name), "unknown field")
-        for f, exact, may_be_none in _plan(cls):
+        if self.plan is _plan:
+            names = names_of(cls)
+            for name in value:
+                if name not in names:
+                    self.add(_join(path, name), "unknown field")
+        for f, exact, may_be_none in self.plan(cls):
             v = value.get(f.name)
             if (v is None and may_be_none) or type(v) is exact:
                 continue  # the common cases, decided without a call
@@ -118,6 +120,8 @@ class _Checker:
                 self.add(f"{path}.{k}", "keys and values must be strings")
 
     def scalar(self, path: str, value: Any, kind: str) -> bool:
+        if kind == "time" and self.micros and type(value) is int:
+            return True  # an Arrow timestamp read as epoch microseconds
         types, desc = _KINDS[kind]
         if isinstance(value, bool) and kind in ("int", "float"):
             self.add(path, f"wrong type: expected {desc}, got bool")
@@ -149,8 +153,10 @@ class _Checker:
                 path, f"{label(f)}es must be 0..n-1 in order: found {v} at position {position}"
             )
         if s.after:
-            start, end = _time(parent.get(s.after)), _time(v)
-            if start and end:
+            start, end = parent.get(s.after), v
+            if not (type(start) is int and type(end) is int):  # else epoch microseconds
+                start, end = _time(start), _time(end)
+            if start is not None and end is not None:
                 try:
                     if end < start:
                         self.add(path, "ends before it starts")
@@ -199,6 +205,24 @@ def _plan(cls: type) -> tuple[tuple[FieldInfo, type | None, bool], ...]:
     )
 
 
+@functools.cache
+def _declared_plan(cls: type) -> tuple[tuple[FieldInfo, type | None, bool], ...]:
+    """`_plan` less what a column of the declared Arrow type already guarantees (each
+    value's type, the field names): the null checks of required fields, the rules, and
+    the structs and lists that hold any. A turn's 30-odd fields come down to 15."""
+
+    def holds_checks(f: FieldInfo) -> bool:
+        if f.kind == "struct":
+            return bool(_declared_plan(f.hint))
+        return f.kind == "list" and kind_of(f.item) == "struct" and bool(_declared_plan(f.item))
+
+    return tuple(
+        (f, exact, may_be_none)
+        for f, exact, may_be_none in _plan(cls)
+        if not may_be_none or _has_rules(f.spec) or holds_checks(f)
+    )
+
+
 def _time(value: Any) -> datetime | None:
     if isinstance(value, str):
         try:
@@ -209,14 +233,23 @@ def _time(value: Any) -> datetime | None:
 
 
 def validate_dict(
-    d: Any, where: str = "record", check_id: bool = True, root: type = Trajectory
+    d: Any,
+    where: str = "record",
+    check_id: bool = True,
+    root: type = Trajectory,
+    micros: bool = False,
+    declared: bool = False,
 ) -> list[Problem]:
-    """All problems of one record of `root`; an empty list means valid."""
+    """All problems of one record of `root`; an empty list means valid. `micros`: an int
+    is a timestamp too (epoch microseconds, as `store.scan_file(micros=True)` reads an
+    Arrow timestamp); elsewhere an int timestamp is an error (epoch seconds or millis?).
+    `declared`: `d` is a row of a table of the declared Arrow schema (`store.declared`),
+    so the types and names are known to be right and only the rules are checked."""
     if not isinstance(d, dict):
         return [Problem(where, "<record>", f"expected an object, got {type(d).__name__}")]
     id_field = next((f.name for f in fields_of(root) if f.spec.content_hash), None)
     tid = d.get(id_field) if id_field else None
-    c = _Checker(f"{where} ({tid})" if isinstance(tid, str) and tid else where)
+    c = _Checker(f"{where} ({tid})" if isinstance(tid, str) and tid else where, micros, declared)
     c.struct("", d, root)
     if id_field and check_id and not c.problems:
         if not isinstance(tid, str) or not tid:

@@ -227,3 +227,40 @@ def test_scan_a_slice_of_a_row_group_names_the_rows_of_the_file(tmp_path, corpus
     sliced = [(w, d["trajectory_id"]) for c in cuts for w, d in scan_file(path, 1, c)]
     assert sliced == whole
     assert [w for w, _ in scan_file(path, 0, (5, 7))] == [f"{path}:row 5", f"{path}:row 6"]
+
+
+def test_scan_reads_timestamps_as_epoch_microseconds(tmp_path, corpus):
+    """Pass 1 reads timestamps as integers (`micros=True`): the same instants as the
+    datetimes a plain scan gives, at every depth, whatever unit or zone the writer used
+    (a foreign writer's nanoseconds and naive times included); other columns unchanged."""
+    from worldtrace.pipelines.normalize import micros
+
+    with ShardWriter(tmp_path / "w") as sw:
+        sw.write(corpus)
+    ours = sw.paths[0]
+    table = pq.read_table(ours)
+    foreign = tmp_path / "foreign.parquet"
+    ns = pa.timestamp("ns", tz="UTC")
+    turns = table.schema.field("turns").type.value_type
+    cast = table.schema.set(
+        table.schema.get_field_index("started_at"), pa.field("started_at", pa.timestamp("ns"))
+    ).set(
+        table.schema.get_field_index("turns"),
+        pa.field("turns", pa.list_(pa.struct([
+            f.with_type(ns) if f.name == "started_at" else f for f in turns
+        ]))),
+    )  # fmt: skip
+    pq.write_table(table.cast(cast), foreign)
+
+    def times(d: dict) -> list:
+        return [d["started_at"], d["ended_at"], *(t["started_at"] for t in d["turns"])]
+
+    for path in (ours, foreign):
+        plain = [d for _, d in scan_file(path)]
+        ints = [d for _, d in scan_file(path, micros=True)]
+        assert [[micros(t) for t in times(d)] for d in plain] == [times(d) for d in ints]
+        assert all(type(t) is int for d in ints for t in times(d) if t is not None)
+        assert any(t is not None for d in ints for t in times(d)[2:])
+        strip = lambda d: {**d, "started_at": 0, "ended_at": 0, "turns": [  # noqa: E731
+            {**t, "started_at": 0} for t in d["turns"]]}  # fmt: skip
+        assert [strip(d) for d in ints] == [strip(d) for d in plain]

@@ -180,3 +180,65 @@ def test_validate_raises_with_all_problems(good):
 
 def test_non_object_record():
     assert [p.message for p in validate_dict([1, 2], "x")] == ["expected an object, got list"]
+
+
+def test_epoch_microseconds_are_timestamps_only_where_asked(good):
+    """`micros=True` (records `scan_file(micros=True)` read from Arrow) takes an int as
+    epoch microseconds and still checks the order of start and end; elsewhere an int
+    timestamp stays an error (seconds? milliseconds?)."""
+    from worldtrace.pipelines.normalize import micros
+
+    d = mutate(good, lambda d: d.update(started_at=micros(d["started_at"]), ended_at=0))
+    d["ended_at"] = d["started_at"] + 5
+    assert validate_dict(d, check_id=False, micros=True) == []
+    strict = [(p.field, p.message) for p in validate_dict(d, check_id=False)]
+    assert ("started_at", "wrong type: expected a timestamp, got int") in strict
+    d["ended_at"] = d["started_at"] - 1
+    late = [(p.field, p.message) for p in validate_dict(d, check_id=False, micros=True)]
+    assert late == [("ended_at", "ends before it starts")]
+    d["started_at"], d["ended_at"] = 0, -1  # the epoch itself is a start like any other
+    late = [(p.field, p.message) for p in validate_dict(d, check_id=False, micros=True)]
+    assert late == [("ended_at", "ends before it starts")]
+
+
+def test_rows_of_the_declared_schema_get_the_same_problems_checking_rules_only(good, tmp_path):
+    """`declared=True` skips the type and name checks a column of the declared Arrow
+    type makes (`store.declared`): for every case that a Parquet file of that schema can
+    hold at all, it finds exactly what the whole check finds."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from worldtrace.schemas import TRAJECTORY_SCHEMA
+    from worldtrace.schemas.store import declared, scan_file
+
+    held = 0
+    for name, fn, field, message in CASES:
+        path = tmp_path / f"{name}.parquet"
+        try:
+            pq.write_table(pa.Table.from_pylist([mutate(good, fn)], schema=TRAJECTORY_SCHEMA), path)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            continue  # a wrong type or a null where none may be: no such file exists
+        assert declared(path)
+        [(where, row)] = list(scan_file(path, micros=True))
+        whole = validate_dict(row, where, check_id=False, micros=True)
+        rules = validate_dict(row, where, check_id=False, micros=True, declared=True)
+        assert rules == whole, name
+        held += any(p.field == field and message in p.message for p in whole)
+    assert held >= 16  # the rule cases: enums, JSON, positions, required, time order...
+
+
+def test_a_foreign_writers_file_is_not_declared(good, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from worldtrace.schemas import TRAJECTORY_SCHEMA
+    from worldtrace.schemas.store import declared
+
+    table = pa.Table.from_pylist([good], schema=TRAJECTORY_SCHEMA)
+    pq.write_table(table, tmp_path / "ours.parquet")
+    pq.write_table(table.append_column("colour", pa.array(["red"])), tmp_path / "extra.parquet")
+    i = table.schema.get_field_index("redactions")
+    wider = table.set_column(i, "redactions", table["redactions"].cast(pa.int64()))
+    pq.write_table(wider, tmp_path / "int64.parquet")
+    (tmp_path / "text.parquet").write_text("not parquet")
+    assert [declared(tmp_path / f"{n}.parquet") for n in ("ours", "extra", "int64", "text")] == [
+        True, False, False, False,
+    ]  # fmt: skip
