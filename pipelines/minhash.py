@@ -10,6 +10,7 @@ datasketch function.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -70,16 +71,42 @@ def shingle_hashes(
     return acc, out_offsets
 
 
+_POOL_PID: int | None = None
+"""The process in which rensa started its thread pool: from a few hundred documents a
+batch, rensa runs on Rayon's pool, started on first use and never restarted in a forked
+child."""
+
+
+def _tasks() -> int:
+    """Threads of this process; -1 when it cannot tell (no /proc)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return -1
+
+
+def pool_started() -> bool:
+    """Whether this process may hold rensa's Rayon pool. A child forked from it has the
+    pool's state but not its threads: its next big batch waits for them forever (seen:
+    an in-process `process` run, then a run with forked workers in the same process,
+    hung in pass 1). `runner.can_fork` asks before forking workers."""
+    return os.getpid() == _POOL_PID
+
+
 def signatures(shingles: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int) -> np.ndarray:
     """(documents x num_perm) uint32 MinHash signatures (rensa RMinHash)."""
     from rensa import RMinHash
 
+    global _POOL_PID
+    before = None if pool_started() else _tasks()
     matrix = RMinHash.digest_matrix_from_flat_token_hashes(
         np.ascontiguousarray(shingles, np.uint64),
         np.ascontiguousarray(offsets, np.uint64),
         num_perm,
         seed,
     )
+    if before is not None and (before < 0 or _tasks() > before):
+        _POOL_PID = os.getpid()  # its threads started with this batch
     return np.asarray(matrix.to_rows(), np.uint32).reshape(len(offsets) - 1, num_perm)
 
 

@@ -97,9 +97,13 @@ def can_fork() -> bool:
     themselves in a child (numpy's OpenBLAS, Arrow's pool and jemalloc, all unnamed or
     `jemalloc_bg_thd`). gRPC's threads name themselves: once a run has started gRPC in
     this process (the runner's servers), its half-copied state is not for a child, and
-    workers start as new interpreters.
+    workers start as new interpreters. rensa's Rayon threads are unnamed but do not
+    restart in a child: after pass 1 ran in this process (`minhash.pool_started`),
+    workers start as new interpreters too.
     """
-    if threading.active_count() > 1:
+    from .minhash import pool_started
+
+    if threading.active_count() > 1 or pool_started():
         return False
     try:
         main = Path("/proc/self/comm").read_text()

@@ -81,6 +81,53 @@ def test_workers_fork_from_a_fresh_process_and_start_anew_once_grpc_runs(tmp_pat
     assert all("worldtrace.pipelines.sdk_worker" in r["cmd"] for r in second["rows"])
 
 
+AFTER_IN_PROCESS = textwrap.dedent(
+    """
+    import json, sys
+    from dataclasses import replace
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+    from worldtrace.collectors.synthetic import near_duplicate_corpus
+    from worldtrace.pipelines.process import ProcessConfig, run
+    from worldtrace.pipelines.runner import can_fork
+    from worldtrace.schemas import ShardWriter
+
+    root = Path(sys.argv[1])
+    data, _ = near_duplicate_corpus(n_unique=560, n_groups=10, group_size=4, seed=3)
+    with ShardWriter(root / "raw", row_group_rows=1000) as w:
+        w.write(data)  # one 600-row group: two 300-row units on two workers
+    cfg = ProcessConfig(inputs=[str(root / "raw")], output=str(root / "out"), rebuild=True)
+    report = {}
+    for workers in (1, 2):
+        report[f"can_fork_{workers}"] = can_fork()
+        run(replace(cfg, workers=workers))
+        rows = pq.read_table(root / "out" / "clusters").to_pylist()
+        report[workers] = sorted(map(str, rows))
+    print(json.dumps(report))
+    """
+)
+
+
+def test_a_second_run_after_an_in_process_one_does_not_hang(tmp_path):
+    """Found: an in-process `process` run, then one with worker processes in the same
+    Python process (a notebook, a long-lived service), hung forever in pass 1. rensa
+    signs a batch of a few hundred documents or more on a Rayon thread pool it starts on
+    first use; a forked worker inherits the pool's state without its threads and waits
+    for them. The second run's workers now start as new interpreters, and it decides
+    like the first."""
+    script = tmp_path / "two_runs.py"
+    script.write_text(AFTER_IN_PROCESS)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["can_fork_1"] and not report["can_fork_2"]
+    assert report["1"] == report["2"] and len(report["1"]) == 590
+
+
 def test_a_process_with_a_python_thread_does_not_fork():
     """Only the calling thread survives a fork: a lock another thread held would stay
     held in the worker forever."""
