@@ -34,7 +34,6 @@ from worldtrace.schemas.config import to_dict
 from worldtrace.schemas.store import (
     input_files,
     shard_files,
-    sized_units,
     sweep_leftovers,
     temp_name,
     try_lock,
@@ -49,7 +48,7 @@ from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
 from .state import EarlierRecords, ProbeIndex, RecordState
-from .units import unit_rows
+from .units import plan_run
 from .watch import Progress, RunWatch
 
 MANIFEST = F.PROCESS_MANIFEST
@@ -159,7 +158,8 @@ def new_files(files: list[str], prev: Previous) -> list[str]:
 
 
 class ProcessTrajectories(beam.PTransform):
-    """New file paths -> segments, rejects and final table files under `out`.
+    """The new files' units (`units.Unit`, as `units.plan_run` plans them) -> segments,
+    rejects and final table files under `out`.
 
     Pass 1 (per unit) writes each unit's scored segment and emits one Sig batch;
     dedup decides on those (with the earlier runs' matches and cluster state); pass 2
@@ -174,19 +174,18 @@ class ProcessTrajectories(beam.PTransform):
         out: str,
         prev: Previous,
         spread: bool = True,
-        max_rows: int | None = None,
     ):
         super().__init__()
         self.cfg, self.out, self.prev, self.spread = cfg, out, prev, spread
-        self.max_rows = max_rows
 
-    def expand(self, paths):
+    def expand(self, units):
         cfg, out, prev = self.cfg, self.out, self.prev
         policy = get_policy(cfg.policy, **cfg.policy_settings)
         index = str(prev.index) if prev.index else None
+        # spread over the workers in the order `units.deal` chose
+        spread = units | "Spread" >> beam.Reshuffle() if self.spread else units
         p1 = (
-            paths
-            | "Split" >> T.SplitFiles(self.spread, self.max_rows)
+            spread
             | "Pass1"
             >> beam.ParDo(T._Pass1(out, cfg.filters, cfg.dedup, policy)).with_outputs(
                 "stems", main="sigs"
@@ -209,9 +208,9 @@ class ProcessTrajectories(beam.PTransform):
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
         if prev.stems:
             stems = beam.Create(prev.stems, reshuffle=self.spread)
-            earlier = paths.pipeline | "EarlierSegments" >> stems
+            earlier = units.pipeline | "EarlierSegments" >> stems
             earlier | "RewriteEarlier" >> beam.ParDo(finalize[1], **side)
-        return beam.pvalue.PDone(paths.pipeline)
+        return beam.pvalue.PDone(units.pipeline)
 
 
 def auto_workers(input_bytes: int, bytes_per_worker: int, cores: int) -> int:
@@ -412,17 +411,15 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             # the local runner starts its worker processes now, warming while the
             # pipeline is built (and stops any it did not use when the run ends)
             runner = LocalRunner(options) if cfg.runner in LOCAL_RUNNERS else None
-            rows = sum(n or 0 for f in todo for *_, n in sized_units(Path(f)))
-            max_rows = unit_rows(rows, planned_workers(options))
+            plan = plan_run(todo, planned_workers(options))
             with runner or nullcontext():
                 p = beam.Pipeline(runner=runner, options=options)
                 _ = (
                     p
-                    | "Inputs" >> beam.Create(todo, reshuffle=False)  # Split spreads units
-                    | "Process"
-                    >> ProcessTrajectories(cfg, str(run_dir), prev, spread(options), max_rows)
+                    | "Units" >> beam.Create([u[:3] for u in plan], reshuffle=False)  # in order
+                    | "Process" >> ProcessTrajectories(cfg, str(run_dir), prev, spread(options))
                 )
-                watch = RunWatch(run_dir, todo, progress, max_rows=max_rows) if progress else None
+                watch = RunWatch(run_dir, plan, progress) if progress else None
                 with watch or nullcontext():
                     result = p.run()
                     result.wait_until_finish()

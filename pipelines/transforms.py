@@ -25,7 +25,7 @@ from .dedup import SIG_SCHEMA, DedupConfig
 from .filters import FilterConfig
 from .mask import MaskPolicy
 from .runner import paused_gc
-from .units import BANDS, SIG, TEMPLATES, UID, Unit, plan_units, process_unit
+from .units import BANDS, SIG, TEMPLATES, UID, Unit, process_unit
 
 NS = "worldtrace"
 
@@ -122,19 +122,3 @@ class _Finalize(beam.DoFn):
             write_table_atomic(self.out / name / f"{stem}.parquet", table)
         Metrics.counter(NS, counter).inc()
         yield stem
-
-
-class SplitFiles(beam.PTransform):
-    """File paths -> units (`units.Unit`: row groups, cut at `max_rows`), spread over
-    workers when there are several (`spread`)."""
-
-    def __init__(self, spread: bool = True, max_rows: int | None = None):
-        super().__init__()
-        self.spread, self.max_rows = spread, max_rows
-
-    def expand(self, paths):
-        cut = self.max_rows
-        units = paths | "RowGroups" >> beam.FlatMap(
-            lambda p: [u[:3] for u in plan_units(Path(p), cut)]
-        )
-        return units | "Spread" >> beam.Reshuffle() if self.spread else units

@@ -17,7 +17,7 @@ from typing import Protocol
 from worldtrace.schemas import fields as F
 
 from . import segments as G
-from .units import plan_units, stem_of
+from .units import stem_of
 
 
 class Progress(Protocol):
@@ -59,17 +59,16 @@ class RunWatch:
     def __init__(
         self,
         run_dir: Path,
-        files: Iterable[str],
+        units: Iterable[tuple],
         progress: Progress,
         every: float = 0.5,
-        max_rows: int | None = None,
     ):
-        """`max_rows`: the run's unit size (`units.plan_units`), so stems match its files."""
+        """`units`: the run's plan, (path, group, rows, n) each (`units.plan_run`), so
+        the stems are those of its files."""
         self.run_dir, self.progress, self.every = Path(run_dir), progress, every
         self.rows = {
             stem_of(p, g, rows): (n or 0) if p.endswith(F.SHARD_SUFFIX) else _lines(p)
-            for f in files
-            for p, g, rows, n in plan_units(Path(f), max_rows)
+            for p, g, rows, n in units
         }
         self.total = 2 * len(self.rows)
         self.records = sum(self.rows.values())

@@ -398,9 +398,9 @@ def test_auto_workers_start_only_what_the_input_pays_back():
 def test_a_small_run_on_two_workers_cuts_its_row_groups_and_decides_the_same(store):
     """Found: a run's units were its row groups, so a small corpus (five groups on two
     workers: three on one, two on the other) left one worker idle for a fifth of pass 1.
-    Its groups are now cut into slices (`units.unit_rows`), with the results of the
-    uncut in-process run: rows keep their names in the file, duplicates across slices
-    still meet."""
+    Its groups are now cut where each worker's share of the rows ends (`units.deal`),
+    with the results of the uncut in-process run: rows keep their names in the file,
+    duplicates across slices still meet."""
     data, _ = near_duplicate_corpus(n_unique=560, n_groups=10, group_size=4, seed=3)
     with ShardWriter(store.raw / "c", row_group_rows=1000) as w:
         w.write(data)  # one 600-row group
@@ -416,7 +416,7 @@ def test_a_small_run_on_two_workers_cuts_its_row_groups_and_decides_the_same(sto
         return segments, out
 
     one, cut = tables(1), tables(2)
-    assert (one[0], cut[0]) == (1, 3)  # 600 rows on two workers: three 200-row units
+    assert (one[0], cut[0]) == (1, 2)  # 600 rows on two workers: 300 each
     assert cut[1] == one[1]
     assert sum("'role': 'near'" in r for r in one[1]["clusters"]) >= 20
 

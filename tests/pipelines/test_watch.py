@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 from worldtrace.pipelines import segments as G
-from worldtrace.pipelines.units import stem_of
+from worldtrace.pipelines.units import plan_run, stem_of
 from worldtrace.pipelines.watch import RunWatch
 from worldtrace.schemas.tempfiles import TMP_PREFIX, temp_name, write_table_atomic
 
@@ -33,7 +33,7 @@ def test_watch_counts_published_units_and_never_a_file_being_written(tmp_path):
     )
     run_dir = tmp_path / ".run-x"
     calls = Calls()
-    watch = RunWatch(run_dir, [a, b, c], calls, every=3600)
+    watch = RunWatch(run_dir, plan_run([a, b, c], 1), calls, every=3600)
     table = pa.table({"x": [1]})
     assert watch.poll() == (0, 0)
     # a: pass 1 and pass 2 published; b: every record rejected (no segment, no pass 2)
@@ -52,12 +52,12 @@ def test_watch_counts_published_units_and_never_a_file_being_written(tmp_path):
 
 
 def test_watch_knows_the_units_of_cut_row_groups(tmp_path):
-    """A run that cuts row groups (`units.plan_units`) publishes one file per slice: the
+    """A run that cuts row groups (`units.plan_run`) publishes one file per slice: the
     watch expects those stems, or a cut run's progress would stand still."""
     path = tmp_path / "a.parquet"
     pq.write_table(pa.table({"x": range(1000)}), path, row_group_size=1000)
     run_dir = tmp_path / ".run-x"
-    watch = RunWatch(run_dir, [str(path)], Calls(), every=3600, max_rows=400)
+    watch = RunWatch(run_dir, plan_run([str(path)], 3), Calls(), every=3600)
     assert watch.total == 6 and watch.records == 1000  # three slices, two passes each
     stem = stem_of(str(path), 0, (0, 333))
     write_table_atomic(run_dir / G.INDEX / G.SEGMENTS / f"{stem}.parquet", pa.table({"x": [1]}))
