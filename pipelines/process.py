@@ -184,13 +184,9 @@ class ProcessTrajectories(beam.PTransform):
         index = str(prev.index) if prev.index else None
         # spread over the workers in the order `units.deal` chose
         spread = units | "Spread" >> beam.Reshuffle() if self.spread else units
-        p1 = (
-            spread
-            | "Pass1"
-            >> beam.ParDo(T._Pass1(out, cfg.filters, cfg.dedup, policy)).with_outputs(
-                "stems", main="sigs"
-            )
-        )
+        p1 = spread | "Pass1" >> beam.ParDo(
+            T._Pass1(out, cfg.filters, cfg.dedup, policy)
+        ).with_outputs("stems", main="sigs")
         p1.sigs | "ProbeIndex" >> beam.ParDo(ProbeIndex(out))
         sigs, touched = p1.sigs, None
         if prev.index is not None:  # earlier records that meet the new ones
