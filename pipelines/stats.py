@@ -109,7 +109,8 @@ def template(observation: str) -> str:
 
 
 def template_key(observation: str) -> str:
-    return hashlib.blake2b(template(observation).encode(), digest_size=8).hexdigest()
+    """`template_hash` in hex (16 digits)."""
+    return f"{template_hash(observation):016x}"
 
 
 def template_hash(observation: str) -> int:
