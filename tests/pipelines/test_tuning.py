@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+
 import apache_beam as beam
+import pytest
 from apache_beam.coders import VarIntCoder
+from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.worker.statesampler import StateSampler as Sampler
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import userstate
 from apache_beam.transforms.userstate import BagStateSpec
 from worldtrace.pipelines.runner import LocalRunner
-from worldtrace.pipelines.tuning import SAMPLING_MS, _remembering, tune_beam
+from worldtrace.pipelines.tuning import _remembering, tune_beam
 
 
 class RunningTotal(beam.DoFn):
@@ -36,9 +42,6 @@ def test_stateful_dofns_keep_their_state_and_plain_ones_are_remembered():
     for _ in range(2):
         assert userstate.get_dofn_specs(stateful) == ({RunningTotal.SEEN}, set())
         assert userstate.get_dofn_specs(plain) == (set(), set())
-    from apache_beam.runners.worker import statesampler
-
-    assert statesampler.StateSampler("t", None).sampling_period_ms == SAMPLING_MS
     options = PipelineOptions(["--direct_running_mode=in_memory"])
     with LocalRunner(options) as runner, beam.Pipeline(runner=runner, options=options) as p:
         out = (
@@ -50,6 +53,70 @@ def test_stateful_dofns_keep_their_state_and_plain_ones_are_remembered():
             | beam.Map(lambda kv: (kv[0], kv[1][0]))
         )
         assert_that(out, equal_to([("a", 6), ("b", 5)]))
+
+
+class Counted(beam.DoFn):
+    def process(self, item):
+        Metrics.counter("test", "seen").inc(item)
+        yield item
+
+
+class Unpicklable(beam.DoFn):
+    """Fails where the worker builds a stage's operations (unpickling its DoFns)."""
+
+    def __setstate__(self, state):
+        raise ValueError("cannot rebuild this DoFn")
+
+    def process(self, item):
+        yield item
+
+
+def in_process() -> PipelineOptions:
+    return PipelineOptions(["--direct_running_mode=in_memory"])
+
+
+def test_bundles_start_no_threads_and_metrics_still_count(monkeypatch):
+    """Each bundle started a sampling thread and each stage an `ExecutionTreeCreator`
+    thread, both joined at once (~1.7 ms a stage); the counters that ride on the
+    sampler's step tracking still count."""
+    tune_beam()
+    started: list[threading.Thread] = []
+    real_start = threading.Thread.start
+
+    def start(thread):
+        started.append(thread)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    options = in_process()
+    with LocalRunner(options) as runner:
+        p = beam.Pipeline(runner=runner, options=options)
+        out = (
+            p
+            | beam.Create([1, 2, 3, 4])
+            | "Count" >> beam.ParDo(Counted())
+            | beam.GroupBy(lambda x: x % 2)
+            | beam.MapTuple(lambda k, vs: (k, sorted(vs)))
+        )
+        assert_that(out, equal_to([(0, [2, 4]), (1, [1, 3])]))
+        result = p.run()
+        result.wait_until_finish()
+    sampling = [t for t in started if isinstance(getattr(t._target, "__self__", None), Sampler)]
+    assert sampling == []  # one per bundle before
+    assert not [t for t in started if t.name.startswith("ExecutionTreeCreator")]  # one per stage
+    [seen] = result.metrics().query(MetricsFilter().with_name("seen"))["counters"]
+    assert seen.committed == 10 and seen.key.step.endswith("Count")
+
+
+def test_a_stage_that_cannot_be_built_still_fails_the_run_with_its_error():
+    tune_beam()
+    options = in_process()
+    with (
+        pytest.raises(Exception, match="cannot rebuild this DoFn"),
+        LocalRunner(options) as runner,
+        beam.Pipeline(runner=runner, options=options) as p,
+    ):
+        _ = p | beam.Create([1]) | beam.ParDo(Unpicklable())
 
 
 class Extra(PipelineOptions):
