@@ -3,6 +3,7 @@ that validate and run through the processing pipeline, and the example job files
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ from worldtrace.sandboxes.web import WebSandbox
 from worldtrace.sandboxes.web_explorer import ExplorerConfig, WebExplorer, parse_tree
 from worldtrace.sandboxes.web_sites import demo_jobs, start_datasette, start_docs_site
 from worldtrace.schemas import Observation, read_records, validate_dict
+from worldtrace.schemas.hashing import canonical_content
 
 pytestmark = pytest.mark.browser
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -64,13 +66,38 @@ def test_explorer_stays_on_its_origins_and_its_trajectories_process(sites, store
     assert all(t.domain == "web" and t.turns and t.turns[0].stats for t in kept)
 
 
+def first_difference(a, b) -> str:
+    """Where two episodes part (for the failure message: a flake names its cause)."""
+
+    def diff(x: str, y: str) -> str:
+        return "\n".join(
+            list(difflib.unified_diff(x.splitlines(), y.splitlines(), lineterm=""))[:40]
+        )
+
+    if a.system.initial_state != b.system.initial_state:
+        return "initial state:\n" + diff(a.system.initial_state, b.system.initial_state)
+    for i, (x, y) in enumerate(zip(a.turns, b.turns, strict=False)):
+        if (x.action.name, x.action.arguments_json) != (y.action.name, y.action.arguments_json):
+            return f"turn {i} action: {x.action.arguments_json} | {y.action.arguments_json}"
+        if x.observation.text != y.observation.text:
+            return f"turn {i} ({x.action.arguments_json}) observation:\n" + diff(
+                x.observation.text, y.observation.text
+            )
+    if len(a.turns) != len(b.turns):
+        return f"turns: {len(a.turns)} | {len(b.turns)}"
+    return (
+        f"elsewhere in the canonical content:\n{canonical_content(a)!r}\n{canonical_content(b)!r}"
+    )
+
+
 def test_explorer_is_reproducible_from_the_seed(sites, store):
     docs, library = sites
     [job, _] = demo_jobs(docs, library, episodes=1, max_turns=4)
     job["tasks"] = [{"id": "tutorial", "url": docs.url + "tutorial/index.html"}]
     [a], _ = collect(job, store.raw)
     [b], _ = collect(job, store.raw)
-    assert a.trajectory_id == b.trajectory_id  # same seed, same site: the same episode
+    # same seed, same site: the same episode
+    assert a.trajectory_id == b.trajectory_id, first_difference(a, b)
     start = Observation(a.system.initial_state, state_json=json.dumps({"url": a.environment.url}))
     firsts = set()
     for seed in range(8):
