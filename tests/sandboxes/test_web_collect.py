@@ -71,7 +71,9 @@ def first_difference(a, b) -> str:
 
     def diff(x: str, y: str) -> str:
         return "\n".join(
-            list(difflib.unified_diff(x.splitlines(), y.splitlines(), lineterm=""))[:40]
+            list(difflib.unified_diff((x or "").splitlines(), (y or "").splitlines(), lineterm=""))[
+                :40
+            ]
         )
 
     if a.system.initial_state != b.system.initial_state:
