@@ -9,7 +9,7 @@ turn's template key (and the decision for a common template), and the views join
 counts in at read time, so a new batch never rewrites an earlier file for them.
 
 Incremental state lives under `processed/_index/` (docs/pipeline.md#incremental):
-`segments/<stem>.parquet`, `probe/*.parquet` (what incremental runs look earlier
+`segments/<stem>.parquet`, `probe/*.arrow` (what incremental runs look earlier
 records up in), `templates.parquet` (key, count over kept trajectories),
 `members.parquet` (the cluster state of every member of a non-singleton cluster) and
 `shards.parquet` (the raw files already processed).
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import write_table_atomic
+from worldtrace.schemas.store import write_arrow_atomic
 from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
 
 from . import stats as S
@@ -71,10 +71,34 @@ costs its footer)."""
 PROBE_COLUMNS = ("uid", "tid", "failed", "turns", "started", "origin", "stem", "bands", "keys")
 PROBE_FILES = 16
 """More probe files than this are merged into one when a run completes the index."""
+PROBE_SUFFIX = ".arrow"
+"""Probe files are Arrow IPC files, mapped rather than read: a run touches every row's
+ids and band keys but takes the other columns of only the few rows that match, which a
+Parquet read decoded whole (80k records: 40-70 ms -> 1 ms to open, 13 ms to match).
+Stores processed before keep their Parquet probe files until a compaction merges them."""
 
 
 def probe_files(index: Path) -> list[Path]:
-    return sorted((index / PROBE).glob("*.parquet"))
+    return sorted(
+        f
+        for f in (index / PROBE).glob("*")
+        if f.suffix in (PROBE_SUFFIX, ".parquet") and not f.name.startswith(".")
+    )
+
+
+def read_probe(files: list[Path], columns: list[str] | None = None) -> pa.Table:
+    """The rows of probe files (`columns` of them), in file order."""
+    tables = []
+    for f in files:
+        if f.suffix == PROBE_SUFFIX:
+            t = pa.ipc.open_file(pa.memory_map(str(f))).read_all()
+            tables.append(t.select(columns) if columns else t)
+        else:  # written by an earlier version
+            tables.append(pq.read_table(f, columns=columns))
+    if not tables:
+        raise ValueError("no probe files to read")
+    schema = tables[0].schema
+    return pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema) for t in tables])
 
 
 def probed_stems(index: Path) -> set[str]:
@@ -83,16 +107,18 @@ def probed_stems(index: Path) -> set[str]:
     files = probe_files(index)
     if not files:
         return set()
-    return set(pc.unique(pq.read_table(files, columns=["stem"])["stem"]).to_pylist())
+    return set(pc.unique(read_probe(files, ["stem"])["stem"]).to_pylist())
 
 
 def compact_probe(index: Path) -> None:
     """Merge the probe files into one once there are more than `PROBE_FILES`."""
     files = probe_files(index)
     if len(files) > PROBE_FILES:
-        write_table_atomic(index / PROBE / f"{files[0].stem}-m.parquet", pq.read_table(files))
+        merged = index / PROBE / f"{files[0].stem}-m{PROBE_SUFFIX}"
+        write_arrow_atomic(merged, read_probe(files).combine_chunks())
         for f in files:
-            f.unlink()
+            if f != merged:
+                f.unlink()
 
 
 def members_table(index: Path) -> pa.Table:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import write_table_atomic
+from worldtrace.schemas.store import write_arrow_atomic, write_table_atomic
 
 from . import segments as G
 from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
@@ -122,7 +122,7 @@ class _IndexMatches(_OldMatches):
         if not probe[0]:
             return
         tids, bands = self._arrays(probe)
-        t = pq.read_table(G.probe_files(self.index), columns=list(G.PROBE_COLUMNS))
+        t = G.read_probe(G.probe_files(self.index), list(G.PROBE_COLUMNS))
         hit = _hits(t, tids, bands, "tid", "bands")
         if hit.any():
             t = t.take(pa.array(np.flatnonzero(hit)))
@@ -148,8 +148,10 @@ class ProbeIndex(beam.DoFn):
 
     def finish_bundle(self):
         if self.tables:
-            path = Path(self.out) / G.INDEX / G.PROBE / f"p{uuid.uuid4().hex[:12]}.parquet"
-            write_table_atomic(path, pa.concat_tables(self.tables))
+            name = f"p{uuid.uuid4().hex[:12]}{G.PROBE_SUFFIX}"
+            write_arrow_atomic(
+                Path(self.out) / G.INDEX / G.PROBE / name, pa.concat_tables(self.tables)
+            )
         self.tables = []
 
 

@@ -37,6 +37,7 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
     sweep_stale_temps,
     temp_name,
     try_lock,
+    write_arrow_atomic,
     write_bytes_atomic,
     write_table_atomic,
 )

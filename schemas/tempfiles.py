@@ -166,6 +166,26 @@ def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: st
     return path
 
 
+def write_arrow_atomic(path: str | os.PathLike, table: pa.Table) -> Path:
+    """Write one Arrow IPC file (uncompressed: a reader maps it and touches only what it
+    reads) that appears atomically at `path`."""
+    path = Path(path)
+    tmp = path.parent / temp_name(TMP_PREFIX, path.name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StoreWriteError(path, exc) from exc
+    finally:
+        _drop(tmp)
+    return path
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to a file that appears atomically at `path`."""
     path = Path(path)

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow.parquet as pq
 import pytest
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
+from worldtrace.pipelines import segments
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import ShardWriter, Store
 from worldtrace.schemas.views import connect
@@ -216,12 +217,12 @@ def test_earlier_records_are_found_in_the_probe_files_and_in_segments_without_on
     index = store.processed / "_index"
     write(store, "b1", [long_traj("alpha"), long_traj("bravo")])
     run(cfg(store))
-    probe = list((index / "probe").glob("*.parquet"))
-    assert len(probe) == 1 and pq.read_table(probe[0]).num_rows == 2
+    probe = segments.probe_files(index)
+    assert [f.suffix for f in probe] == [".arrow"] and segments.read_probe(probe).num_rows == 2
     shutil.rmtree(index / "probe")  # as a store processed before probe files existed
     write(store, "b2", [long_traj("charlie")])
     run(cfg(store))  # b1's segment probed by reading it, b2's gets a probe file
-    assert len(list((index / "probe").glob("*.parquet"))) == 1
+    assert len(segments.probe_files(index)) == 1
     late = [
         long_traj(w, tweak=" 99", episode="late", status="failure") for w in ("alpha", "charlie")
     ]
@@ -235,16 +236,27 @@ def test_earlier_records_are_found_in_the_probe_files_and_in_segments_without_on
 
 
 def test_many_probe_files_are_merged_into_one(store, monkeypatch):
-    from worldtrace.pipelines import segments
-
+    """Probe files are Arrow IPC files (mapped: a run reads every row's ids and band keys
+    but the rest of only the rows that match); the Parquet ones of a store processed by
+    an earlier version are still read, and merged into an Arrow one."""
     monkeypatch.setattr(segments, "PROBE_FILES", 2)  # instead of 16 runs
+    index = store.processed / "_index"
     words = ("alpha", "bravo", "charlie", "delta")
-    for n, w in enumerate(words):
-        write(store, f"b{n}", [long_traj(w)])
+    write(store, "b0", [long_traj(words[0])])
+    run(cfg(store))
+    [first] = segments.probe_files(index)
+    pq.write_table(segments.read_probe([first]), first.with_suffix(".parquet"))
+    first.unlink()  # as the earlier version wrote it
+    early = long_traj("alpha", tweak=" 98", episode="early", status="failure")
+    for n, w in enumerate(words[1:], 1):
+        write(store, f"b{n}", [long_traj(w), *([early] if n == 1 else [])])
         run(cfg(store))
-    files = list((store.processed / "_index" / "probe").glob("*.parquet"))
-    assert len(files) == 2  # merged when the third came, then the fourth joined
-    assert sum(pq.read_table(f).num_rows for f in files) == len(words)
+        if n == 1:  # found through the Parquet file; this run's file is Arrow
+            assert sorted(f.suffix for f in segments.probe_files(index)) == [".arrow", ".parquet"]
+            assert clusters(store)[early.trajectory_id]["role"] == "near"
+    files = segments.probe_files(index)
+    assert [f.suffix for f in files] == [".arrow"] * 2  # merged when the third came
+    assert segments.read_probe(files).num_rows == len(words) + 1
     late = long_traj("alpha", tweak=" 99", episode="late", status="failure")
     write(store, "late", [late])
     run(cfg(store))
