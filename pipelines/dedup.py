@@ -415,6 +415,7 @@ class _EndSigs(beam.DoFn):
             if self.source is None:
                 raise ValueError(f"signatures of {stem} are neither in its batch nor readable")
             out.update((need[uid], sig) for uid, sig in self.source({stem: list(need)}).items())
+            Metrics.counter(NS, "dedup.sig_reads").inc()
         yield out
 
 

@@ -186,8 +186,8 @@ class ProcessTrajectories(beam.PTransform):
         spread = units | "Spread" >> beam.Reshuffle() if self.spread else units
         p1 = spread | "Pass1" >> beam.ParDo(
             T._Pass1(out, cfg.filters, cfg.dedup, policy)
-        ).with_outputs("stems", main="sigs")
-        p1.sigs | "ProbeIndex" >> beam.ParDo(ProbeIndex(out))
+        ).with_outputs("stems", "probe", main="sigs")
+        p1.probe | "ProbeIndex" >> beam.ParDo(ProbeIndex(out))
         sigs, touched = p1.sigs, None
         if prev.index is not None:  # earlier records that meet the new ones
             earlier = EarlierRecords(prev.index, prev.stems, self.spread, prev.probed)

@@ -116,26 +116,27 @@ def _hits(t: pa.Table, tids: pa.Array, bands: pa.Array, tid: str, band: str) -> 
 
 class _IndexMatches(_OldMatches):
     """`_OldMatches` over the probe index (`segments.PROBE`): a few files in all instead of
-    one read per earlier segment. Signatures stay in the segments (`dedup.SigSource`)."""
+    one read per earlier segment, signatures included (probe files written before they
+    held them leave them to `dedup.SigSource`)."""
 
     def process(self, index: str, probe: tuple[set, set]):
         if not probe[0]:
             return
         tids, bands = self._arrays(probe)
-        t = G.read_probe(G.probe_files(self.index), list(G.PROBE_COLUMNS))
+        t = G.read_probe(G.probe_files(self.index))
         hit = _hits(t, tids, bands, "tid", "bands")
         if hit.any():
             t = t.take(pa.array(np.flatnonzero(hit)))
             cols = {c: t[c] for c in G.PROBE_COLUMNS}
-            cols["sig"] = pa.nulls(t.num_rows, pa.binary())
             was = G.decisions_for(t["uid"].to_pylist(), t["tid"].to_pylist(), self.was)
             yield pa.table({**cols, **was_columns(was)}).select(SIG_SCHEMA.names).cast(SIG_SCHEMA)
 
 
 class ProbeIndex(beam.DoFn):
-    """This run's new Sig batches -> its probe files under `out`/_index/probe, one per
-    bundle (pass 1's stage: one per worker here), so a later run reads a few files
-    instead of every segment. Runs in pass 1's stage: nothing is gathered."""
+    """This run's new records (pass 1's probe rows: `segments.PROBE_COLUMNS`, signatures
+    included) -> its probe files under `out`/_index/probe, one per bundle (pass 1's
+    stage: one per worker here), so a later run reads a few files instead of every
+    segment. Runs in pass 1's stage: nothing is gathered or shuffled."""
 
     def __init__(self, out: str):
         self.out = out

@@ -70,7 +70,9 @@ def was_columns(prev: list[tuple]) -> dict[str, pa.Array]:
 
 
 class _Pass1(beam.DoFn):
-    """One unit: read, validate, filter, score, sketch; write its segment and rejects."""
+    """One unit: read, validate, filter, score, sketch; write its segment and rejects.
+    Emits the unit's Sig batch without signatures (every stage after moves it), its
+    probe rows with them (`state.ProbeIndex`, in this stage) and its stem."""
 
     def __init__(self, out: str, filters: FilterConfig, dedup: DedupConfig, policy: MaskPolicy):
         self.out, self.filters, self.dedup, self.policy = Path(out), filters, dedup, policy
@@ -86,7 +88,10 @@ class _Pass1(beam.DoFn):
         if res.segment.num_rows:
             write_table_atomic(self.out / G.INDEX / G.SEGMENTS / f"{res.stem}.parquet", res.segment)
             yield beam.pvalue.TaggedOutput("stems", res.stem)
-            yield sig_batch(res.segment, res.stem)
+            batch = sig_batch(res.segment, res.stem, sigs=True)
+            yield beam.pvalue.TaggedOutput("probe", batch.select(list(G.PROBE_COLUMNS)))
+            at = batch.schema.get_field_index("sig")  # dedup reads the few it needs
+            yield batch.set_column(at, "sig", pa.nulls(batch.num_rows, pa.binary()))
 
 
 class _Finalize(beam.DoFn):
