@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import write_arrow_atomic
+from worldtrace.schemas.store import ArrowFileWriter
 from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
 
 from . import stats as S
@@ -122,11 +122,16 @@ def probed_stems(index: Path) -> set[str]:
 
 
 def compact_probe(index: Path) -> None:
-    """Merge the probe files into one once there are more than `PROBE_FILES`."""
+    """Merge the probe files into one once there are more than `PROBE_FILES`, file by file."""
     files = probe_files(index)
     if len(files) > PROBE_FILES:
         merged = index / PROBE / f"{files[0].stem}-m{PROBE_SUFFIX}"
-        write_arrow_atomic(merged, read_probe(files).combine_chunks())
+        writer = None
+        for f in files:  # one at a time, mapped: the whole index never sits in memory
+            t = read_probe([f])
+            writer = writer or ArrowFileWriter(merged, t.schema)
+            writer.write(t if t.schema.equals(writer.schema) else t.cast(writer.schema))
+        writer.close()
         for f in files:
             if f != merged:
                 f.unlink()

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import write_arrow_atomic, write_table_atomic
+from worldtrace.schemas.store import ArrowFileWriter, write_table_atomic
 
 from . import segments as G
 from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
@@ -136,24 +136,32 @@ class ProbeIndex(beam.DoFn):
     """This run's new records (pass 1's probe rows: `segments.PROBE_COLUMNS`, signatures
     included) -> its probe files under `out`/_index/probe, one per bundle (pass 1's
     stage: one per worker here), so a later run reads a few files instead of every
-    segment. Runs in pass 1's stage: nothing is gathered or shuffled."""
+    segment. Runs in pass 1's stage: nothing is gathered or shuffled, and each unit's
+    rows go to the file as they come (held until the bundle's end, a worker's 40,000
+    records held 30 MB)."""
 
     def __init__(self, out: str):
         self.out = out
 
     def start_bundle(self):
-        self.tables: list[pa.Table] = []
+        self.writer: ArrowFileWriter | None = None
 
     def process(self, t: pa.Table):
-        self.tables.append(t.select(list(G.PROBE_COLUMNS)))
+        rows = t.select(list(G.PROBE_COLUMNS))
+        if self.writer is None:
+            name = f"p{uuid.uuid4().hex[:12]}{G.PROBE_SUFFIX}"
+            path = Path(self.out) / G.INDEX / G.PROBE / name
+            self.writer = ArrowFileWriter(path, rows.schema)
+        self.writer.write(rows)
 
     def finish_bundle(self):
-        if self.tables:
-            name = f"p{uuid.uuid4().hex[:12]}{G.PROBE_SUFFIX}"
-            write_arrow_atomic(
-                Path(self.out) / G.INDEX / G.PROBE / name, pa.concat_tables(self.tables)
-            )
-        self.tables = []
+        if self.writer is not None:
+            self.writer.close()
+        self.writer = None
+
+    def teardown(self):
+        if getattr(self, "writer", None) is not None:  # a failed bundle's file
+            self.writer.abort()
 
 
 class EarlierRecords(beam.PTransform):

@@ -30,6 +30,7 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
     TEMP_PREFIXES,
     TMP_PREFIX,
     TMP_STALE_SECONDS,
+    ArrowFileWriter,
     StoreWriteError,
     _fsync_dir,
     is_leftover,
@@ -37,7 +38,6 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
     sweep_stale_temps,
     temp_name,
     try_lock,
-    write_arrow_atomic,
     write_bytes_atomic,
     write_table_atomic,
 )

@@ -166,24 +166,49 @@ def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: st
     return path
 
 
-def write_arrow_atomic(path: str | os.PathLike, table: pa.Table) -> Path:
-    """Write one Arrow IPC file (uncompressed: a reader maps it and touches only what it
-    reads) that appears atomically at `path`."""
-    path = Path(path)
-    tmp = path.parent / temp_name(TMP_PREFIX, path.name)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except OSError as exc:
-        raise StoreWriteError(path, exc) from exc
-    finally:
-        _drop(tmp)
-    return path
+class ArrowFileWriter:
+    """An Arrow IPC file (uncompressed: a reader maps it and touches only what it reads)
+    written table by table, which appears atomically at `path` on `close()`; until then
+    it is a hidden temp beside it (`abort()` removes it), so what it holds never waits in
+    memory."""
+
+    def __init__(self, path: str | os.PathLike, schema: pa.Schema):
+        self.path, self.schema = Path(path), schema
+        self._tmp = self.path.parent / temp_name(TMP_PREFIX, self.path.name)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._sink = pa.OSFile(str(self._tmp), "wb")
+            self._writer = pa.ipc.new_file(self._sink, schema)
+        except OSError as exc:
+            self.abort()
+            raise StoreWriteError(self.path, exc) from exc
+
+    def write(self, table: pa.Table) -> None:
+        try:
+            self._writer.write_table(table)
+        except OSError as exc:
+            self.abort()
+            raise StoreWriteError(self.path, exc) from exc
+
+    def close(self) -> Path:
+        try:
+            self._writer.close()
+            self._sink.close()
+            with open(self._tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(self._tmp, self.path)
+            _fsync_dir(self.path.parent)
+        except OSError as exc:
+            raise StoreWriteError(self.path, exc) from exc
+        finally:
+            _drop(self._tmp)
+        return self.path
+
+    def abort(self) -> None:
+        for part in ("_writer", "_sink"):
+            with contextlib.suppress(Exception):
+                getattr(self, part).close()
+        _drop(self._tmp)
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:

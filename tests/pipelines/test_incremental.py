@@ -238,6 +238,36 @@ def test_earlier_records_are_found_in_the_probe_files_and_in_segments_without_on
     assert_a_rebuild_agrees(store)
 
 
+def test_probe_rows_go_to_disk_unit_by_unit(store, tmp_path):
+    """A worker's bundle (every unit it gets: 40,000 records of the 80k store) held its
+    probe rows, signatures in, until the bundle ended (30 MB); they are written as each
+    unit's come, into the one file that appears when the bundle ends."""
+    from worldtrace.pipelines.dedup import DedupConfig
+    from worldtrace.pipelines.filters import FilterConfig
+    from worldtrace.pipelines.mask import AgentWorldV1
+    from worldtrace.pipelines.state import ProbeIndex
+    from worldtrace.pipelines.transforms import _Pass1
+
+    write(store, "b1", [long_traj(w) for w in ("alpha", "bravo", "charlie")])
+    out = tmp_path / "run"
+    pass1 = _Pass1(str(out), FilterConfig(), DedupConfig(), AgentWorldV1())
+    [shard] = (store.raw / "b1").glob("*.parquet")
+    rows = [
+        o.value for o in pass1.process((str(shard), 0, None)) if getattr(o, "tag", "") == "probe"
+    ]
+    probe = ProbeIndex(str(out))
+    probe.start_bundle()
+    probe.process(rows[0])
+    folder = out / "_index" / "probe"
+    [temp] = list(folder.iterdir())  # on disk already, hidden until the bundle ends
+    assert temp.name.startswith(".") and temp.stat().st_size >= rows[0].nbytes
+    probe.process(rows[0])
+    probe.finish_bundle()
+    [done] = segments.probe_files(out / "_index")
+    got = segments.read_probe([done])
+    assert got.num_rows == 6 and got["sig"].null_count == 0  # signatures in
+
+
 def test_many_probe_files_are_merged_into_one(store, monkeypatch):
     """Probe files are Arrow IPC files (mapped: a run reads every row's ids and band keys
     but the rest of only the rows that match); the Parquet ones of a store processed by

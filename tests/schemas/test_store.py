@@ -194,13 +194,19 @@ def test_sweep_sees_through_a_reused_pid(tmp_path):
 
 
 def test_failed_write_names_the_path_in_one_line(tmp_path):
-    from worldtrace.schemas.store import StoreWriteError, write_bytes_atomic, write_table_atomic
+    from worldtrace.schemas.store import (
+        ArrowFileWriter,
+        StoreWriteError,
+        write_bytes_atomic,
+        write_table_atomic,
+    )
 
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a directory should be")
     for write in (
         lambda p: write_bytes_atomic(p, b"{}"),
         lambda p: write_table_atomic(p, pa.table({"a": [1]})),
+        lambda p: ArrowFileWriter(p, pa.schema([("a", pa.int64())])),
     ):
         target = blocker / "x" / "out"
         with pytest.raises(StoreWriteError) as err:
@@ -264,3 +270,25 @@ def test_scan_reads_timestamps_as_epoch_microseconds(tmp_path, corpus):
         strip = lambda d: {**d, "started_at": 0, "ended_at": 0, "turns": [  # noqa: E731
             {**t, "started_at": 0} for t in d["turns"]]}  # fmt: skip
         assert [strip(d) for d in ints] == [strip(d) for d in plain]
+
+
+def test_an_arrow_file_is_written_as_it_comes_and_appears_whole_or_not_at_all(tmp_path):
+    """`ArrowFileWriter`: each table goes to a hidden temp as it is written (nothing waits
+    in memory), the file appears at its name only on close, and an aborted one leaves
+    nothing."""
+    from worldtrace.schemas.store import ArrowFileWriter
+
+    part = pa.table({"a": list(range(1000))})
+    writer = ArrowFileWriter(tmp_path / "x.arrow", part.schema)
+    writer.write(part)
+    [temp] = list(tmp_path.iterdir())
+    assert temp.name.startswith(TMP_PREFIX) and temp.stat().st_size >= part.nbytes
+    writer.write(part)
+    assert writer.close() == tmp_path / "x.arrow"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.arrow"]
+    back = pa.ipc.open_file(pa.memory_map(str(tmp_path / "x.arrow"))).read_all()
+    assert back["a"].to_pylist() == list(range(1000)) * 2
+    aborted = ArrowFileWriter(tmp_path / "y.arrow", part.schema)
+    aborted.write(part)
+    aborted.abort()
+    assert [p.name for p in tmp_path.iterdir()] == ["x.arrow"]
