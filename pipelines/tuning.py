@@ -89,13 +89,19 @@ class _InlineExecutor:
         return future
 
 
-_INLINE_CONCURRENT = types.SimpleNamespace(
-    futures=types.SimpleNamespace(
-        ThreadPoolExecutor=_InlineExecutor, TimeoutError=concurrent.futures.TimeoutError
-    )
-)
-"""`bundle_processor`'s `concurrent` module as it sees it: the only use is the
-execution tree's thread."""
+class _InlineFutures:
+    """`concurrent.futures` with `_InlineExecutor` for its thread pool (anything else
+    `bundle_processor` may take from it is the real module's)."""
+
+    ThreadPoolExecutor = _InlineExecutor
+
+    def __getattr__(self, name: str):
+        return getattr(concurrent.futures, name)
+
+
+_INLINE_CONCURRENT = types.SimpleNamespace(futures=_InlineFutures())
+"""`bundle_processor`'s `concurrent` module as it sees it: its one use is the execution
+tree's thread."""
 
 
 def _remembering_views(view_as):
