@@ -137,8 +137,8 @@ class ProbeIndex(beam.DoFn):
     included) -> its probe files under `out`/_index/probe, one per bundle (pass 1's
     stage: one per worker here), so a later run reads a few files instead of every
     segment. Runs in pass 1's stage: nothing is gathered or shuffled, and each unit's
-    rows go to the file as they come (held until the bundle's end, a worker's 40,000
-    records held 30 MB)."""
+    rows go to the file as they come (held until the bundle's end, they took 30 MB for
+    a worker's 40,000 records)."""
 
     def __init__(self, out: str):
         self.out = out
