@@ -261,6 +261,13 @@ def cluster_rows(segment: pa.Table, dec: list[tuple]) -> pa.Table:
     )
 
 
+def read_for_finalize(path: Path) -> pa.Table:
+    """A segment's columns `finalize` uses: not the signatures and band keys, a quarter
+    of a segment's read (2.5 of ~10 ms for 1,024 records) that pass 2 only dropped."""
+    segment = pq.ParquetFile(path)
+    return segment.read(columns=[c for c in segment.schema_arrow.names if c not in (SIG, BANDS)])
+
+
 def finalize(
     segment: pa.Table, decisions: dict[str, tuple], policy: MaskPolicy, seed: int
 ) -> dict[str, pa.Table]:
@@ -284,7 +291,9 @@ def finalize(
          pa.array(np.ones(len(kept), bool))],
         names=list(F.DEDUP_FIELDS),
     )  # fmt: skip
-    trajectories = kept.drop_columns([UID, TEMPLATES, SIG, BANDS])
+    trajectories = kept.drop_columns(
+        [c for c in (UID, TEMPLATES, SIG, BANDS) if c in kept.column_names]
+    )
     trajectories = trajectories.set_column(
         trajectories.schema.get_field_index(F.TURNS),
         F.TURNS,

@@ -121,7 +121,7 @@ class _Finalize(beam.DoFn):
             tables = {"clusters": G.cluster_rows(segment, G.segment_decisions(segment, decisions))}
             counter = "segments.rewritten_clusters"
         else:
-            tables = G.finalize(pq.read_table(src), decisions, self.policy, self.seed)
+            tables = G.finalize(G.read_for_finalize(src), decisions, self.policy, self.seed)
             counter = "segments.rewritten" if self.old else "segments.new"
         for name, table in tables.items():
             write_table_atomic(self.out / name / f"{stem}.parquet", table)
