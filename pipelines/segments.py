@@ -30,6 +30,7 @@ from worldtrace.schemas.store import ArrowFileWriter
 from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
 
 from . import stats as S
+from .dedup import SIG_SCHEMA
 from .mask import MaskPolicy, keep_turn
 from .units import BANDS, SIG, TEMPLATES, UID
 
@@ -71,7 +72,8 @@ costs its footer)."""
 PROBE_COLUMNS = (
     "uid", "tid", "failed", "turns", "started", "origin", "stem", "sig", "bands", "keys"
 )  # fmt: skip
-PROBE_OPTIONAL = {"sig": pa.binary()}
+PROBE_SCHEMA = pa.schema([SIG_SCHEMA.field(c) for c in PROBE_COLUMNS])
+PROBE_OPTIONAL = ("sig",)
 """Probe columns that files written before them lack (read as nulls: a record found
 through such a file has its signature read from its segment, as before)."""
 PROBE_FILES = 16
@@ -94,22 +96,23 @@ def probe_files(index: Path) -> list[Path]:
 
 
 def read_probe(files: list[Path], columns: list[str] | tuple = PROBE_COLUMNS) -> pa.Table:
-    """`columns` of the rows of probe files, in file order."""
+    """`columns` of the rows of probe files, in file order, typed as `PROBE_SCHEMA`."""
+    schema = pa.schema([PROBE_SCHEMA.field(c) for c in columns])
     tables = []
     for f in files:
         if f.suffix == PROBE_SUFFIX:
             t = pa.ipc.open_file(pa.memory_map(str(f))).read_all()
         else:  # written by an earlier version
-            names = set(pq.read_schema(f).names)
-            t = pq.read_table(f, columns=[c for c in columns if c in names])
+            pf = pq.ParquetFile(f)
+            t = pf.read(columns=[c for c in columns if c in pf.schema_arrow.names])
         for c in columns:
             if c not in t.column_names and c in PROBE_OPTIONAL:
-                t = t.append_column(c, pa.nulls(t.num_rows, PROBE_OPTIONAL[c]))
-        tables.append(t.select(list(columns)))
+                t = t.append_column(c, pa.nulls(t.num_rows, schema.field(c).type))
+        t = t.select(list(columns))
+        tables.append(t if t.schema.equals(schema) else t.cast(schema))
     if not tables:
         raise ValueError("no probe files to read")
-    schema = tables[0].schema
-    return pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema) for t in tables])
+    return pa.concat_tables(tables)
 
 
 def probed_stems(index: Path) -> set[str]:
@@ -126,11 +129,9 @@ def compact_probe(index: Path) -> None:
     files = probe_files(index)
     if len(files) > PROBE_FILES:
         merged = index / PROBE / f"{files[0].stem}-m{PROBE_SUFFIX}"
-        writer = None
+        writer = ArrowFileWriter(merged, PROBE_SCHEMA)
         for f in files:  # one at a time, mapped: the whole index never sits in memory
-            t = read_probe([f])
-            writer = writer or ArrowFileWriter(merged, t.schema)
-            writer.write(t if t.schema.equals(writer.schema) else t.cast(writer.schema))
+            writer.write(read_probe([f]))
         writer.close()
         for f in files:
             if f != merged:

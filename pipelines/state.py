@@ -146,12 +146,11 @@ class ProbeIndex(beam.DoFn):
     def start_bundle(self):
         self.writer: ArrowFileWriter | None = None
 
-    def process(self, t: pa.Table):
-        rows = t.select(list(G.PROBE_COLUMNS))
+    def process(self, rows: pa.Table):
         if self.writer is None:
             name = f"p{uuid.uuid4().hex[:12]}{G.PROBE_SUFFIX}"
             path = Path(self.out) / G.INDEX / G.PROBE / name
-            self.writer = ArrowFileWriter(path, rows.schema)
+            self.writer = ArrowFileWriter(path, G.PROBE_SCHEMA)
         self.writer.write(rows)
 
     def finish_bundle(self):

@@ -148,6 +148,15 @@ def sweep_stale_temps(directory: Path, max_age_s: float = TMP_STALE_SECONDS) -> 
     return sweep_leftovers(directory, max_age_s)
 
 
+def _commit(tmp: Path, path: Path) -> None:
+    """A finished temp file becomes `path`: its data on disk, then the rename, then the
+    directory entry on disk."""
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
 def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: str = "zstd") -> Path:
     """Write one Parquet file that appears atomically at `path`."""
     path = Path(path)
@@ -155,10 +164,7 @@ def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: st
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, tmp, compression=compression)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        _commit(tmp, path)
     except OSError as exc:
         raise StoreWriteError(path, exc) from exc
     finally:
@@ -194,10 +200,7 @@ class ArrowFileWriter:
         try:
             self._writer.close()
             self._sink.close()
-            with open(self._tmp, "rb+") as fh:
-                os.fsync(fh.fileno())
-            os.replace(self._tmp, self.path)
-            _fsync_dir(self.path.parent)
+            _commit(self._tmp, self.path)
         except OSError as exc:
             raise StoreWriteError(self.path, exc) from exc
         finally:
