@@ -1,10 +1,10 @@
 """Exact and near-duplicate decisions over MinHash LSH, incremental-ready.
 
 What moves are *batches*: Arrow tables of `SIG_SCHEMA` rows (ids, rank, band keys,
-template keys; the 512-byte signatures stay in pass 1's segment files and are read for
-the ends of candidate pairs only, `SigSource`), one per unit of pass 1, regrouped by
-hash into `PARTITIONS` shuffle keys at each step, so Beam's per-element cost is paid per
-batch, not per record. Records with the same content
+template keys; the 512-byte signatures stay on disk, in pass 1's probe files and
+segments, and are looked up for the ends of candidate pairs only, `SigSource`), one per
+unit of pass 1, regrouped by hash into `PARTITIONS` shuffle keys at each step, so Beam's
+per-element cost is paid per batch, not per record. Records with the same content
 (trajectory id) form one exact group whose best member stands for it in LSH. Records
 that share a band bucket are *candidates*; a candidate pair becomes an edge only when
 its signatures estimate a Jaccard similarity >= the threshold, so one weak collision
@@ -200,8 +200,14 @@ def split(t: pa.Table, parts: np.ndarray) -> list[tuple[int, pa.Table]]:
     return [(int(p), t.filter(pa.array(parts == p))) for p in np.unique(parts)]
 
 
+def content_column(exact: bool) -> str:
+    """The column that keys a record's content group: its content id (trajectory id)
+    with exact dedup, else its own uid."""
+    return "tid" if exact else "uid"
+
+
 def _content_key(t: pa.Table, exact: bool) -> pa.Array:
-    return t["tid"] if exact else t["uid"]
+    return t[content_column(exact)]
 
 
 class _ByContent(beam.DoFn):
@@ -219,8 +225,8 @@ class _ByContent(beam.DoFn):
 class _ContentGroups(beam.DoFn):
     """One partition: every record once (`records`), each content group's best member
     standing for it in LSH (main output, a batch of representatives: `key`, rank, the
-    band keys of the group's first sketched member and where its signature is, `new`),
-    and the members of groups of several."""
+    band keys of the group's first sketched member and its signature where the batch
+    carried it, `new`), and the members of groups of several."""
 
     def __init__(self, exact: bool):
         self.exact = exact
@@ -263,10 +269,10 @@ class _ContentGroups(beam.DoFn):
             }
             yield beam.pvalue.TaggedOutput("members", members)
         rank = t.select(["key", *RANK_COLUMNS]).take(pa.array(starts))
-        sketch = t.select(["bands", "sig", "uid", "stem"]).take(pa.array(sketches, pa.int64()))
+        sketch = t.select(["bands", "sig"]).take(pa.array(sketches, pa.int64()))
         yield pa.Table.from_arrays(
             [*rank.columns, *sketch.columns, pa.array(news, pa.bool_())],
-            names=[*rank.column_names, "bands", "sig", "sketch_uid", "sketch_stem", "new"],
+            names=[*rank.column_names, "bands", "sig", "new"],
         )
 
 
@@ -286,7 +292,8 @@ def rank_rows(t: pa.Table) -> list[tuple[str, tuple]]:
 
 
 class _BandEntries(beam.DoFn):
-    """Representatives -> (partition, [(band, key), content key, new]) by band key."""
+    """Representatives -> (partition, rows of band, band key, content key, new, and the
+    signature where the batch carries it: an earlier record read back) by band key."""
 
     def __init__(self, partitions: int = PARTITIONS):
         self.partitions = partitions
@@ -299,18 +306,20 @@ class _BandEntries(beam.DoFn):
         keys = pc.list_flatten(bands).to_numpy(zero_copy_only=False).astype(np.uint64)
         band = np.concatenate([np.arange(n) for n in lengths]) if len(keys) else keys
         parent = np.repeat(np.arange(t.num_rows), lengths)
+        at = pa.array(parent)
         entries = pa.table(
             {"band": pa.array(band, pa.int64()), "bkey": pa.array(keys, pa.uint64()),
-             "key": t["key"].take(pa.array(parent)), "new": t["new"].take(pa.array(parent))}
+             "key": t["key"].take(at), "new": t["new"].take(at), "sig": t["sig"].take(at)}
         )  # fmt: skip
         parts = (keys ^ band.astype(np.uint64)) % np.uint64(self.partitions)
         yield from split(entries, parts.astype(np.int64))
 
 
 class _Candidates(beam.DoFn):
-    """Pairs within one bucket that involve a new record (old pairs were judged before);
-    a pair met in several bands comes once per band (verified each time: cheaper than a
-    shuffle to drop repeats)."""
+    """Pairs within one bucket that involve a new record (old pairs were judged before),
+    with the signatures their entries carry: ([(key, key)], {key: signature}). A pair
+    met in several bands comes once per band (verified each time: cheaper than a shuffle
+    to drop repeats)."""
 
     def process(self, item: tuple[int, list[pa.Table]]):
         t = pa.concat_tables(list(item[1]))
@@ -333,13 +342,16 @@ class _Candidates(beam.DoFn):
                     if a_new or b_new:
                         pairs.append((a, b))
         if pairs:
-            yield pairs
+            ends = {x for p in pairs for x in p}
+            carried = t.filter(t["sig"].is_valid()).select(["key", "sig"])
+            sigs = dict(zip(carried["key"].to_pylist(), carried["sig"].to_pylist(), strict=True))
+            yield pairs, {k: v for k, v in sigs.items() if k in ends}
 
 
 class Merge(beam.CombineFn):
     """Merge containers (sets and dicts update, Counters add, lists extend), or tuples of
-    them field by field: the ends of candidate pairs, their signatures, members, and the
-    incremental state's probe keys and count changes (`state.py`)."""
+    them field by field: content groups' members, and the incremental state's probe
+    keys, touched clusters and count changes (`state.py`)."""
 
     def __init__(self, *empties):
         self.empties = empties
@@ -364,12 +376,27 @@ class Merge(beam.CombineFn):
         return acc
 
 
+SigSource = Callable[[list[str]], dict[str, bytes]]
+"""Content keys -> their MinHash signatures, for the candidate ends no batch carried
+(`segments.ProbeSigs`: this run's probe files, then the earlier runs')."""
+
+
 class _Verify(beam.DoFn):
-    def __init__(self, threshold: float) -> None:
-        self.threshold = threshold
+    """Candidate pairs -> the edges whose signatures estimate a Jaccard >= the threshold.
+    Runs in the candidates' stage: the signatures a batch did not carry are looked up
+    (`source`) rather than gathered from every unit through four more stage barriers."""
+
+    def __init__(self, threshold: float, source: SigSource | None = None) -> None:
+        self.threshold, self.source = threshold, source
         self.weak = Metrics.counter(NS, "dedup.candidates_rejected")
 
-    def process(self, pairs: list[tuple[str, str]], sigs: dict[str, bytes]):
+    def process(self, item: tuple[list[tuple[str, str]], dict[str, bytes]]):
+        pairs, sigs = item
+        need = sorted({x for p in pairs for x in p} - sigs.keys())
+        if need:
+            if self.source is None:
+                raise ValueError(f"signatures of {len(need)} candidates: none carried or readable")
+            sigs = {**sigs, **self.source(need)}
         a = np.stack([np.frombuffer(sigs[x], np.uint32) for x, _ in pairs])
         b = np.stack([np.frombuffer(sigs[y], np.uint32) for _, y in pairs])
         strong = np.count_nonzero(a == b, axis=1) >= self.threshold * a.shape[1]
@@ -378,45 +405,6 @@ class _Verify(beam.DoFn):
         edges = [p for p, ok in zip(pairs, strong.tolist(), strict=True) if ok]
         if edges:
             yield edges
-
-
-SigSource = Callable[[dict[str, list[str]]], dict[str, bytes]]
-"""{unit stem: [uid, ...]} -> {uid: signature}: where signatures not carried in a batch
-are read (`segments.read_sigs`, the segment files pass 1 wrote)."""
-
-
-def _end_refs(t: pa.Table, ends: set[str]):
-    """The candidate pairs' ends in a batch of representatives, by the unit that holds
-    each one's signature: (stem, [(content key, uid, signature or None)])."""
-    if not ends or not t.num_rows:
-        return
-    t = t.filter(pc.is_in(t["key"], pa.array(list(ends), pa.string())))
-    cols = [t[c].to_pylist() for c in ("sketch_stem", "key", "sketch_uid", "sig")]
-    by_stem: dict[str, list] = {}
-    for stem, *ref in zip(*cols, strict=True):
-        by_stem.setdefault(stem, []).append(tuple(ref))
-    yield from by_stem.items()
-
-
-class _EndSigs(beam.DoFn):
-    """One unit's candidate ends -> {content key: signature}: from the batch where it
-    carried them, else read once per unit from `source` (pass 1 leaves signatures in its
-    segments: 512 bytes a record that every stage and shuffle would otherwise move,
-    though only candidates need them)."""
-
-    def __init__(self, source: SigSource | None):
-        self.source = source
-
-    def process(self, item: tuple[str, list[list[tuple]]]):
-        stem, refs = item[0], [r for rs in item[1] for r in rs]
-        out = {key: sig for key, _, sig in refs if sig is not None}
-        need = {uid: key for key, uid, sig in refs if sig is None}
-        if need:
-            if self.source is None:
-                raise ValueError(f"signatures of {stem} are neither in its batch nor readable")
-            out.update((need[uid], sig) for uid, sig in self.source({stem: list(need)}).items())
-            Metrics.counter(NS, "dedup.sig_reads").inc()
-        yield out
 
 
 def _seeds(t: pa.Table) -> list[tuple[str, str]]:
@@ -521,24 +509,10 @@ class DedupDecisions(beam.PTransform):
 
     def _near(self, reps) -> list:
         """Verified near-duplicate edges between representatives (LSH buckets)."""
-        pairs = (
+        return [
             reps
             | "BandEntries" >> beam.ParDo(_BandEntries(self.partitions))
             | "GroupBands" >> beam.GroupByKey()
             | "Candidates" >> beam.ParDo(_Candidates())
-        )
-        ends = pairs | "Ends" >> beam.Map(lambda ps: {x for p in ps for x in p})
-        ends_all = beam.pvalue.AsSingleton(
-            ends | "EndSet" >> beam.CombineGlobally(Merge(set)).without_defaults(),
-            default_value=set(),
-        )
-        sigs = (
-            reps
-            | "EndRefs" >> beam.FlatMap(_end_refs, ends=ends_all)
-            | "ByUnit" >> beam.GroupByKey()
-            | "EndSigs" >> beam.ParDo(_EndSigs(self.sigs))
-            | "SigDict" >> beam.CombineGlobally(Merge(dict)).without_defaults()
-        )
-        verify = _Verify(self.cfg.threshold)
-        sigs = beam.pvalue.AsSingleton(sigs, default_value={})
-        return [pairs | "Verify" >> beam.ParDo(verify, sigs=sigs)]
+            | "Verify" >> beam.ParDo(_Verify(self.cfg.threshold, self.sigs))
+        ]

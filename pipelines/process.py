@@ -19,7 +19,6 @@ import uuid
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ from worldtrace.schemas.store import (
 
 from . import segments as G
 from . import transforms as T
-from .dedup import PARTITIONS, DedupConfig, DedupDecisions
+from .dedup import PARTITIONS, DedupConfig, DedupDecisions, content_column
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
@@ -194,9 +193,11 @@ class ProcessTrajectories(beam.PTransform):
             old = p1.sigs | "Earlier" >> earlier
             sigs = (p1.sigs, old["sigs"]) | "AllSigs" >> beam.Flatten()
             touched = old["touched"]
-        segments = [f"{out}/{G.INDEX}/{G.SEGMENTS}", *([f"{index}/{G.SEGMENTS}"] if index else [])]
+        indexes = [f"{out}/{G.INDEX}", *([index] if index else [])]
+        segments = [f"{i}/{G.SEGMENTS}" for i in indexes]
+        source = G.ProbeSigs(indexes, segments, content_column(cfg.dedup.exact))
         parts = PARTITIONS if self.spread else 1
-        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup, partial(G.read_sigs, segments), parts)
+        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup, source, parts)
         decisions = beam.pvalue.AsDict(dedup["decisions"])
         stems = dedup["records"] | "State" >> RecordState(out, decisions, prev.index, touched)
         side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(stems)}

@@ -24,13 +24,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from apache_beam.metrics import Metrics
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import ArrowFileWriter
 from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
 
 from . import stats as S
-from .dedup import SIG_SCHEMA
+from .dedup import NS, SIG_SCHEMA
 from .mask import MaskPolicy, keep_turn
 from .units import BANDS, SIG, TEMPLATES, UID
 
@@ -192,6 +193,66 @@ def read_sigs(dirs: list[str], wanted: dict[str, list[str]]) -> dict[str, bytes]
         t = t.filter(pc.is_in(t[UID], pa.array(uids, pa.string())))
         out.update(zip(t[UID].to_pylist(), t[SIG].to_pylist(), strict=True))
     return out
+
+
+class ProbeSigs:
+    """`dedup.SigSource`: content keys -> MinHash signatures, looked up in the probe files
+    of `indexes` (this run's `_index` first, then the earlier runs'), where pass 1 left
+    every record's signature beside its ids: candidate ends need no gathering from their
+    units. `by` is the content key's column (`dedup.content_column`): records of equal
+    content have equal signatures, so any row of the key serves. A probe file written
+    before probe files held signatures gives the row's unit instead, and the signature is
+    read from its segment in the first of `segment_dirs` that has it (`read_sigs`).
+
+    Each process maps the probe files once (`_probe`), at its first look-up: pickling
+    leaves them behind."""
+
+    def __init__(self, indexes: list[str], segment_dirs: list[str], by: str):
+        self.indexes, self.segment_dirs, self.by = indexes, segment_dirs, by
+        self._mapped: dict[str, pa.Table] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_mapped": {}}
+
+    def _probe(self, index: str) -> pa.Table:
+        t = self._mapped.get(index)
+        if t is None:
+            files = probe_files(Path(index))
+            columns = list(dict.fromkeys([self.by, "uid", "stem", "sig"]))
+            t = read_probe(files, columns) if files else pa.table({c: [] for c in columns})
+            self._mapped[index] = t
+        return t
+
+    def __call__(self, keys: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        unread: dict[str, tuple[str, str]] = {}  # key -> (stem, uid) of a row without one
+        todo = list(keys)
+        for index in self.indexes:
+            t = self._probe(index)
+            t = t.filter(pc.is_in(t[self.by], pa.array(todo, pa.string())))
+            cols = [t[c].to_pylist() for c in (self.by, "stem", "uid", "sig")]
+            for key, stem, uid, sig in zip(*cols, strict=True):
+                if sig is not None:
+                    out.setdefault(key, sig)
+                else:
+                    unread.setdefault(key, (stem, uid))
+            todo = [k for k in todo if k not in out]
+            if not todo:
+                return out
+        missing = [k for k in todo if k not in unread]
+        if missing:
+            raise ValueError(
+                f"signature of {missing[0]} ({len(missing)} in all): in no probe file under "
+                + ", ".join(self.indexes)
+            )
+        wanted: dict[str, list[str]] = {}
+        for key in todo:
+            stem, uid = unread[key]
+            wanted.setdefault(stem, []).append(uid)
+        sigs = read_sigs(self.segment_dirs, wanted)
+        Metrics.counter(NS, "dedup.sig_reads").inc(len(wanted))
+        out.update((key, sigs[unread[key][1]]) for key in todo)
+        return out
 
 
 def _struct(arr: pa.StructArray, **replace: pa.Array) -> pa.StructArray:

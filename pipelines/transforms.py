@@ -40,7 +40,7 @@ def sig_batch(
 ) -> pa.Table:
     """Dedup's view of segment rows, as a batch (`dedup.SIG_SCHEMA`): `was` gives earlier
     records their (cluster, representative, role), a singleton when absent. Signatures
-    stay in the segment (`dedup.SigSource`) unless `sigs`: rows read back from an earlier
+    stay on disk (`dedup.SigSource`) unless `sigs`: rows read back from an earlier
     segment for the new ones they meet, which are the likely candidate ends, carry theirs
     (one more column of a read made anyway, instead of a second read per segment)."""
     status = pc.struct_field(t[F.OUTCOME], "status")

@@ -117,6 +117,23 @@ def test_quality_on_planted_near_duplicates(store):
     assert recall >= 0.80
 
 
+def test_candidate_signatures_come_from_the_probe_files_not_the_segments(store):
+    """Candidate pairs are verified in the stage that finds them, with the signatures
+    pass 1 left in this run's probe files (looked up by content id): no segment is read
+    for them, and no stages gather them from every unit (four barriers a run paid)."""
+    a, b = long_traj("alpha"), long_traj("bravo-unrelated-content")
+    near = [long_traj("alpha", tweak=f" {n}", episode=f"e{n}") for n in range(3)]
+    with ShardWriter(store.raw / "c", row_group_rows=2) as w:  # three units
+        w.write([a, b, *near])
+    m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
+    assert m["counters"]["dedup.in"] == 5
+    assert m["counters"].get("dedup.sig_reads", 0) == 0  # before: a read per unit with an end
+    rows = pq.read_table(store.processed / "clusters").to_pylist()
+    roles = {r["trajectory_id"]: r["role"] for r in rows}
+    assert sorted(roles[t.trajectory_id] for t in (a, *near)) == ["near"] * 3 + ["representative"]
+    assert roles[b.trajectory_id] == "singleton"
+
+
 def test_one_partition_in_process_decides_as_sixteen_over_workers(store):
     """An in-process run has nothing to spread: its dedup steps use one shuffle key
     instead of `PARTITIONS` (and skip the shuffles that spread units and segments). The
