@@ -223,10 +223,11 @@ class _ByContent(beam.DoFn):
 
 
 class _ContentGroups(beam.DoFn):
-    """One partition: every record once (`records`), each content group's best member
-    standing for it in LSH (main output, a batch of representatives: `key`, rank, the
-    band keys of the group's first sketched member and its signature where the batch
-    carried it, `new`), and the members of groups of several."""
+    """One partition: every record once (`records`), and each content group's best
+    member standing for it in LSH (main output, a batch of representatives: `key`, rank,
+    the band keys of the group's first sketched member and its signature where the batch
+    carried it, `new`, and the uids of a group of several in rank order, `members`: they
+    travel with their representative rather than as a map every worker is sent)."""
 
     def __init__(self, exact: bool):
         self.exact = exact
@@ -258,22 +259,16 @@ class _ContentGroups(beam.DoFn):
         sketches = np.where(first_signed < t.num_rows, first_signed, starts)
         new = t["was_role"].is_null().to_numpy(zero_copy_only=False)
         news = np.logical_or.reduceat(new, starts) if len(starts) else new
-        several = np.flatnonzero(size > 1)
-        if len(several):  # groups of several: their members in rank order
-            keys, uids = t["key"], t["uid"]
-            members = {
-                keys[int(starts[g])].as_py(): uids[
-                    int(starts[g]) : int(starts[g] + size[g])
-                ].to_pylist()
-                for g in several
-            }
-            yield beam.pvalue.TaggedOutput("members", members)
+        members: list[list[str] | None] = [None] * len(starts)
+        for g in np.flatnonzero(size > 1).tolist():  # groups of several, in rank order
+            members[g] = t["uid"][int(starts[g]) : int(starts[g] + size[g])].to_pylist()
         rank = t.select(["key", *RANK_COLUMNS]).take(pa.array(starts))
         sketch = t.select(["bands", "sig"]).take(pa.array(sketches, pa.int64()))
         yield pa.Table.from_arrays(
-            [*rank.columns, *sketch.columns, pa.array(news, pa.bool_())],
-            names=[*rank.column_names, "bands", "sig", "new"],
-        )
+            [*rank.columns, *sketch.columns, pa.array(news, pa.bool_()),
+             pa.array(members, pa.list_(pa.string()))],
+            names=[*rank.column_names, "bands", "sig", "new", "members"],
+        )  # fmt: skip
 
 
 def run_starts(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -350,8 +345,8 @@ class _Candidates(beam.DoFn):
 
 class Merge(beam.CombineFn):
     """Merge containers (sets and dicts update, Counters add, lists extend), or tuples of
-    them field by field: content groups' members, and the incremental state's probe
-    keys, touched clusters and count changes (`state.py`)."""
+    them field by field: the incremental state's probe keys, touched clusters and count
+    changes (`state.py`)."""
 
     def __init__(self, *empties):
         self.empties = empties
@@ -419,36 +414,38 @@ def _seeds(t: pa.Table) -> list[tuple[str, str]]:
 
 class _ByComponent(beam.DoFn):
     """Representatives in a component or a content group of several -> by partition of
-    their component root: (root, content key, rank)."""
+    their component root: (root, content key, rank, members or None)."""
 
     def __init__(self, partitions: int = PARTITIONS):
         self.partitions = partitions
 
-    def process(self, t: pa.Table, comps: dict[str, str], members: dict[str, list[str]]):
+    def process(self, t: pa.Table, comps: dict[str, str]):
         out: dict[int, list] = {}
-        for key, rank in rank_rows(t):
-            if key in comps or key in members:  # singletons need no decision
+        groups = t["members"].to_pylist()
+        for (key, rank), members in zip(rank_rows(t), groups, strict=True):
+            if key in comps or members:  # singletons need no decision
                 root = comps.get(key, key)
-                out.setdefault(part_of(root, self.partitions), []).append((root, key, rank))
+                row = (root, key, rank, members)
+                out.setdefault(part_of(root, self.partitions), []).append(row)
         yield from out.items()
 
 
 class _Decide(beam.DoFn):
     """Per component: cluster id, representative content, and each member's role."""
 
-    def process(self, item, members: dict[str, list[str]]):
+    def process(self, item):
         by_root: dict[str, list] = {}
         for rows in item[1]:
-            for root, key, rank in rows:
-                by_root.setdefault(root, []).append((key, rank))
+            for root, key, rank, members in rows:
+                by_root.setdefault(root, []).append((key, rank, members))
         for keys in by_root.values():
             keys.sort(key=lambda x: x[1])
             rep = keys[0][0]
             # named after its representative: a singleton that gains members keeps its id,
             # so an incremental run rewrites only its role (`state.changed_stems`)
             cluster = f"c{rep}"
-            for key, rank in keys:
-                for n, uid in enumerate(members.get(key, [rank[-1]])):
+            for key, rank, members in keys:
+                for n, uid in enumerate(members or [rank[-1]]):
                     if key == rep and n == 0:
                         yield uid, (cluster, True, "representative")
                     else:
@@ -478,15 +475,11 @@ class DedupDecisions(beam.PTransform):
             | "ByContent" >> beam.ParDo(_ByContent(cfg.exact, self.partitions))
             | "GroupContent" >> beam.GroupByKey()
             | "ContentGroups"
-            >> beam.ParDo(_ContentGroups(cfg.exact)).with_outputs("members", "records", main="reps")
+            >> beam.ParDo(_ContentGroups(cfg.exact)).with_outputs("records", main="reps")
         )
         if not (cfg.exact or cfg.near):
             none = content.reps | "NoDecisions" >> beam.Filter(lambda _: False)
             return {"decisions": none, "records": content.records}
-        members = beam.pvalue.AsSingleton(
-            content.members | "AllMembers" >> beam.CombineGlobally(Merge(dict)).without_defaults(),
-            default_value={},
-        )
         seeds = content.records | "SeedEdges" >> beam.Map(_seeds)
         edges = self._near(content.reps) if cfg.near else []
         comps = (
@@ -500,10 +493,9 @@ class DedupDecisions(beam.PTransform):
             >> beam.ParDo(
                 _ByComponent(self.partitions),
                 comps=beam.pvalue.AsSingleton(comps, default_value={}),
-                members=members,
             )
             | "GroupComponents" >> beam.GroupByKey()
-            | "Decide" >> beam.ParDo(_Decide(), members=members)
+            | "Decide" >> beam.ParDo(_Decide())
         )
         return {"decisions": decisions, "records": content.records}
 
