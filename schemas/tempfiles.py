@@ -157,13 +157,17 @@ def _commit(tmp: Path, path: Path) -> None:
     _fsync_dir(path.parent)
 
 
-def write_table_atomic(path: str | os.PathLike, table: pa.Table, compression: str = "zstd") -> Path:
-    """Write one Parquet file that appears atomically at `path`."""
+def write_table_atomic(
+    path: str | os.PathLike, table: pa.Table, compression: str = "zstd", dictionary: bool = True
+) -> Path:
+    """Write one Parquet file that appears atomically at `path`; `dictionary=False` skips
+    the dictionary encoding Parquet tries on every column first (a loss on columns of
+    mostly distinct values: texts, ids)."""
     path = Path(path)
     tmp = path.parent / temp_name(TMP_PREFIX, path.name)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, tmp, compression=compression)
+        pq.write_table(table, tmp, compression=compression, use_dictionary=dictionary)
         _commit(tmp, path)
     except OSError as exc:
         raise StoreWriteError(path, exc) from exc
