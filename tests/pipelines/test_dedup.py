@@ -8,6 +8,7 @@ from dataclasses import replace
 import apache_beam as beam
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
@@ -117,21 +118,27 @@ def test_quality_on_planted_near_duplicates(store):
     assert recall >= 0.80
 
 
-def test_candidate_signatures_come_from_the_probe_files_not_the_segments(store):
+@pytest.mark.parametrize("exact", [True, False])
+def test_candidate_signatures_come_from_the_probe_files_not_the_segments(store, exact):
     """Candidate pairs are verified in the stage that finds them, with the signatures
-    pass 1 left in this run's probe files (looked up by content id): no segment is read
-    for them, and no stages gather them from every unit (four barriers a run paid)."""
+    pass 1 left in this run's probe files (looked up by content key: the content id, or
+    the record's own uid without exact dedup): no segment is read for them, and no
+    stages gather them from every unit (four barriers a run paid)."""
     a, b = long_traj("alpha"), long_traj("bravo-unrelated-content")
+    copy = long_traj("alpha", episode="copy")  # same content: an exact group with `a`
     near = [long_traj("alpha", tweak=f" {n}", episode=f"e{n}") for n in range(3)]
     with ShardWriter(store.raw / "c", row_group_rows=2) as w:  # three units
-        w.write([a, b, *near])
-    m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
-    assert m["counters"]["dedup.in"] == 5
+        w.write([a, b, copy, *near])
+    cfg = ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1)
+    m = run(replace(cfg, dedup=DedupConfig(exact=exact)))
+    assert m["counters"]["dedup.in"] == 6
     assert m["counters"].get("dedup.sig_reads", 0) == 0  # before: a read per unit with an end
     rows = pq.read_table(store.processed / "clusters").to_pylist()
-    roles = {r["trajectory_id"]: r["role"] for r in rows}
-    assert sorted(roles[t.trajectory_id] for t in (a, *near)) == ["near"] * 3 + ["representative"]
-    assert roles[b.trajectory_id] == "singleton"
+    alpha = {t.trajectory_id for t in (a, copy, *near)}  # a and its copy share one
+    alphas = sorted(r["role"] for r in rows if r["trajectory_id"] in alpha)
+    # without exact dedup the copy is a near-duplicate whose signature agrees everywhere
+    assert alphas == ["exact" if exact else "near", *["near"] * 3, "representative"]
+    assert [r["role"] for r in rows if r["trajectory_id"] == b.trajectory_id] == ["singleton"]
 
 
 def test_one_partition_in_process_decides_as_sixteen_over_workers(store):
