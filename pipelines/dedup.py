@@ -79,10 +79,11 @@ class Sig(NamedTuple):
 Decision = tuple[str, bool, str]
 SINGLETON_KEPT = ("singleton", "representative")
 PARTITIONS = 16
-"""Shuffle keys of each dedup step: enough to spread the work over the workers, few
-enough that Beam moves a handful of batches per unit instead of one element per record.
-A run with everything in one process has nothing to spread and uses one
-(`DedupDecisions(partitions=1)`): each partition costs every step a few milliseconds."""
+"""Shuffle keys of each dedup step on a runner whose parallelism is unknown (a portable
+one): enough to spread the work over its workers, few enough that Beam moves a handful
+of batches per unit instead of one element per record. The local runner uses one per
+worker process (`process.dedup_partitions`; 1 in-process): each key costs every step
+a few milliseconds."""
 SIG_SCHEMA = pa.schema(
     [
         pa.field("uid", pa.string()),

@@ -141,10 +141,12 @@ def test_candidate_signatures_come_from_the_probe_files_not_the_segments(store, 
     assert [r["role"] for r in rows if r["trajectory_id"] == b.trajectory_id] == ["singleton"]
 
 
-def test_one_partition_in_process_decides_as_sixteen_over_workers(store):
-    """An in-process run has nothing to spread: its dedup steps use one shuffle key
-    instead of `PARTITIONS` (and skip the shuffles that spread units and segments). The
-    clusters must be those of a run spread over two workers."""
+def test_one_partition_in_process_decides_as_one_per_worker(store):
+    """An in-process run has nothing to spread: its dedup steps use one shuffle key (and
+    skip the shuffles that spread units and segments), a run over two workers two
+    (`process.dedup_partitions`; a portable runner `PARTITIONS`: see
+    test_process.py::test_external_worker_pools_give_the_direct_runners_result). The
+    clusters must agree."""
     data, _ = near_duplicate_corpus(n_unique=300, n_groups=30, group_size=4, seed=9)
 
     def key(r):
