@@ -219,7 +219,8 @@ class ProbeSigs:
         if t is None:
             files = probe_files(Path(index))
             columns = list(dict.fromkeys([self.by, "uid", "stem", "sig"]))
-            t = read_probe(files, columns) if files else pa.table({c: [] for c in columns})
+            schema = pa.schema([PROBE_SCHEMA.field(c) for c in columns])
+            t = read_probe(files, columns) if files else schema.empty_table()
             self._mapped[index] = t
         return t
 

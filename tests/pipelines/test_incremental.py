@@ -307,3 +307,17 @@ def test_changed_settings_need_a_rebuild(store):
     write(store, "b2", [long_traj("charlie")])
     with pytest.raises(ValueError, match="--rebuild"):
         run(cfg(store, seed=3))
+
+
+def test_a_signature_in_no_probe_file_is_one_clear_error(store, tmp_path):
+    """A candidate end whose signature no probe file holds (a store missing its probe
+    files) fails the run naming the record and where it looked: not Arrow's type error of
+    matching text against the empty probe of an index that has none."""
+    write(store, "b1", [long_traj("alpha")])
+    run(cfg(store))
+    here, empty = store.processed / "_index", tmp_path / "empty"
+    source = segments.ProbeSigs([str(empty), str(here)], [str(here / "segments")], "tid")
+    [tid] = segments.read_probe(segments.probe_files(here), ["tid"])["tid"].to_pylist()
+    assert len(source([tid])[tid]) == 512  # found past the index without probe files
+    with pytest.raises(ValueError, match=r"signature of nope \(1 in all\): in no probe file"):
+        source(["nope"])
