@@ -339,9 +339,9 @@ class _Candidates(beam.DoFn):
                         pairs.append((a, b))
         if pairs:
             ends = {x for p in pairs for x in p}
-            carried = t.filter(t["sig"].is_valid()).select(["key", "sig"])
-            sigs = dict(zip(carried["key"].to_pylist(), carried["sig"].to_pylist(), strict=True))
-            yield pairs, {k: v for k, v in sigs.items() if k in ends}
+            carried = t.filter(t["sig"].is_valid())
+            sigs = zip(carried["key"].to_pylist(), carried["sig"].to_pylist(), strict=True)
+            yield pairs, {k: v for k, v in sigs if k in ends}
 
 
 class Merge(beam.CombineFn):

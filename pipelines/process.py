@@ -42,7 +42,7 @@ from worldtrace.schemas.store import (
 
 from . import segments as G
 from . import transforms as T
-from .dedup import PARTITIONS, DedupConfig, DedupDecisions, content_column
+from .dedup import NS, PARTITIONS, DedupConfig, DedupDecisions, content_column
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
@@ -268,7 +268,7 @@ def planned_workers(options: PipelineOptions) -> int:
 def counters(result) -> dict[str, int]:
     out: dict[str, int] = {}
     for c in result.metrics().query(MetricsFilter())["counters"]:
-        if c.key.metric.namespace == "worldtrace":
+        if c.key.metric.namespace == NS:
             out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (
                 c.committed or c.attempted or 0
             )

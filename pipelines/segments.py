@@ -97,7 +97,8 @@ def probe_files(index: Path) -> list[Path]:
 
 
 def read_probe(files: list[Path], columns: list[str] | tuple = PROBE_COLUMNS) -> pa.Table:
-    """`columns` of the rows of probe files, in file order, typed as `PROBE_SCHEMA`."""
+    """`columns` of the rows of probe files, in file order, typed as `PROBE_SCHEMA` (no
+    rows when there are no files: a store processed before probe files existed)."""
     schema = pa.schema([PROBE_SCHEMA.field(c) for c in columns])
     tables = []
     for f in files:
@@ -111,18 +112,13 @@ def read_probe(files: list[Path], columns: list[str] | tuple = PROBE_COLUMNS) ->
                 t = t.append_column(c, pa.nulls(t.num_rows, schema.field(c).type))
         t = t.select(list(columns))
         tables.append(t if t.schema.equals(schema) else t.cast(schema))
-    if not tables:
-        raise ValueError("no probe files to read")
-    return pa.concat_tables(tables)
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def probed_stems(index: Path) -> set[str]:
     """The segments the probe files cover (a store processed before they existed has
     none: its segments are probed one by one)."""
-    files = probe_files(index)
-    if not files:
-        return set()
-    return set(pc.unique(read_probe(files, ["stem"])["stem"]).to_pylist())
+    return set(pc.unique(read_probe(probe_files(index), ["stem"])["stem"]).to_pylist())
 
 
 def compact_probe(index: Path) -> None:
@@ -217,11 +213,8 @@ class ProbeSigs:
     def _probe(self, index: str) -> pa.Table:
         t = self._mapped.get(index)
         if t is None:
-            files = probe_files(Path(index))
             columns = list(dict.fromkeys([self.by, "uid", "stem", "sig"]))
-            schema = pa.schema([PROBE_SCHEMA.field(c) for c in columns])
-            t = read_probe(files, columns) if files else schema.empty_table()
-            self._mapped[index] = t
+            t = self._mapped[index] = read_probe(probe_files(Path(index)), columns)
         return t
 
     def __call__(self, keys: list[str]) -> dict[str, bytes]:

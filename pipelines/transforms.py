@@ -21,13 +21,11 @@ from worldtrace.schemas.store import write_table_atomic
 from worldtrace.schemas.tables import REJECTS_SCHEMA
 
 from . import segments as G
-from .dedup import SIG_SCHEMA, DedupConfig
+from .dedup import NS, SIG_SCHEMA, DedupConfig
 from .filters import FilterConfig
 from .mask import MaskPolicy
 from .runner import paused_gc
 from .units import BANDS, SIG, TEMPLATES, UID, Unit, process_unit
-
-NS = "worldtrace"
 
 
 def count(counts: Counter) -> None:
