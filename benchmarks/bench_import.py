@@ -6,8 +6,9 @@ calls whose ids repeat, JSON results, chat turns between them), imports them, pr
 the imported raw shards, and re-imports the same file (everything already present).
 One JSON line per measurement: {"name", "ours", "baseline", "ratio", "unit", "notes"};
 ratio = ours / baseline (above 1: import is faster per trajectory). Both are timed
-in-process through their library calls, so start-up (Beam's import) is not counted; CPU
-seconds (self + children) are reported beside wall time because the machine is shared.
+through their library calls, each with its default worker processes, so start-up
+(Beam's import) is not counted; CPU seconds (self + children) are reported beside wall
+time because the machine is shared.
 """
 
 from __future__ import annotations
@@ -119,7 +120,11 @@ def main(argv: list[str] | None = None) -> None:
         acc, proc_wall, proc_cpu = timed(lambda: run(cfg))
         again, re_wall, _ = timed(lambda: import_paths([data], raw))
         assert sum(again.present.values()) == n and not again.imported
-        notes = f"{n} OpenAI records, {size / 1e6:.1f} MB JSONL; process kept {acc['accounting']['kept']}"
+        notes = (
+            f"{n} OpenAI records, {size / 1e6:.1f} MB JSONL; process kept "
+            f"{acc['accounting']['kept']}; each with its default workers (import "
+            f"{rep.workers})"
+        )
         line(
             "import vs process: trajectories/s (wall)", n / imp_wall, n / proc_wall, "traj/s", notes
         )
@@ -131,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
             n / re_wall,
             n / imp_wall,
             "traj/s",
-            "idempotent re-import reads only id/origin columns, writes nothing",
+            "idempotent re-import: converts every record to find its id, skips validation, "
+            "writes nothing",
         )
     finally:
         if args.work is None:

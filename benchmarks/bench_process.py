@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
@@ -104,7 +105,51 @@ def pyarrow_floor(work: str) -> dict:
     return {"seconds": time.perf_counter() - start, "peak_mb": peak_mb()}
 
 
-TASKS = {"make-corpus": make_corpus, "process": process, "pyarrow-floor": pyarrow_floor}
+def pass1_units(work: str, units: str = "8") -> dict:
+    """Pass 1's own work (`units.process_unit`) on `units` units of the corpus, in this
+    one process: the CPU-bound core of a run, without Beam. A first unit warms up
+    untimed (the redaction rules compile on first use)."""
+    from worldtrace.pipelines.dedup import DedupConfig
+    from worldtrace.pipelines.filters import FilterConfig
+    from worldtrace.pipelines.mask import DEFAULT_POLICY, get_policy
+    from worldtrace.pipelines.units import plan_run, process_unit
+    from worldtrace.schemas.store import input_files
+
+    plan = plan_run([str(f) for f in input_files([f"{work}/raw"])], 1)[: 1 + int(units)]
+    args = (FilterConfig(), DedupConfig(), get_policy(DEFAULT_POLICY))
+    (path, group, span, *_), *timed = plan
+    process_unit(path, group, *args, span)
+    start = time.perf_counter()
+    n = sum(
+        process_unit(path, group, *args, span).segment.num_rows for path, group, span, *_ in timed
+    )
+    return {"seconds": time.perf_counter() - start, "records": n}
+
+
+def pass1_pair(work: str, units: str = "8") -> dict:
+    """Two `pass1_units` processes started together: how much two processes slow each
+    other on this machine (shared caches, memory bus, the host's other tenants).
+    `seconds` is the slower one's."""
+    cmd = [sys.executable, "-m", "benchmarks.measure", "bench_process", "pass1-units", work, units]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError("pass1-units failed")
+    each = [json.loads(o.strip().splitlines()[-1]) for o in outs]
+    return {
+        "seconds": max(r["seconds"] for r in each),
+        "each": [r["seconds"] for r in each],
+        "records": each[0]["records"],
+    }
+
+
+TASKS = {
+    "make-corpus": make_corpus,
+    "process": process,
+    "pyarrow-floor": pyarrow_floor,
+    "pass1-units": pass1_units,
+    "pass1-pair": pass1_pair,
+}
 
 
 def datatrove_venv() -> Path | None:
@@ -159,14 +204,23 @@ def fastest(runs: list[dict]) -> dict:
     return {**min(runs, key=lambda r: r["seconds"]), "range": [min(seconds), max(seconds)]}
 
 
-def best(work: str, *args: str, reset=None) -> dict:
-    """The fastest of `RUNS` `process` runs; `reset()` before every run but the first."""
-    runs = []
+def rounds(configs: dict[str, Callable[[], dict]], reset=None) -> dict[str, dict]:
+    """The fastest of `RUNS` runs of each configuration (name -> a run: a `process`
+    measurement, datatrove), run in rounds: every configuration once a round, so a slow
+    spell of the machine (its load moved single runs by 10%) falls on all of them alike
+    instead of on whichever ran in it. `reset()` before every round but the first."""
+    runs: dict[str, list[dict]] = {name: [] for name in configs}
     for i in range(RUNS):
         if i and reset:
             reset()
-        runs.append(measure("bench_process", "process", work, *args))
-    return fastest(runs)
+        for name, one in configs.items():
+            runs[name].append(one())
+    return {name: fastest(r) for name, r in runs.items()}
+
+
+def processing(work: str, *args: str) -> Callable[[], dict]:
+    """One `process` measurement of `work` (`process` task arguments), to run later."""
+    return lambda: measure("bench_process", "process", work, *args)
 
 
 def spread_note(*runs: dict) -> str:
@@ -188,24 +242,32 @@ def run(ctx: Context) -> list[Row]:
     n = ctx.trajectories
     sizes = [n // 4, n, n * 4] if not ctx.quick else [n // 2, n]
     per: dict[int, dict] = {}
+    built = {}
     for size in sizes:
         held = size // 100 if size == sizes[-1] else 0  # the increment, added later
-        work, c = corpus(ctx, size, held)
-        per[size] = {**best(work, "2"), **c, "work": work}
-        per[size]["n"] = c["trajectories"] - held
-    main = per[n]
+        built[size] = (*corpus(ctx, size, held), held)
+    main_work = built[n][0]
+    py = datatrove_venv()
+    configs = {str(size): processing(built[size][0], "2") for size in sizes}
+    configs["one"] = processing(main_work, "1")  # the 2-workers-vs-1 row, same rounds
+    if py:
+        text, out = Path(main_work) / "text", Path(main_work) / "datatrove"
+        configs["datatrove"] = lambda: run_datatrove(py, text, out, os.cpu_count() or 2)
+    measured = rounds(configs)
+    for size in sizes:
+        work, c, held = built[size]
+        per[size] = {**measured[str(size)], **c, "work": work, "n": c["trajectories"] - held}
+    main, one = per[n], measured["one"]
     ctx.shared["processed"] = main["work"]
     floor = measure("bench_process", "pyarrow-floor", main["work"])
     rows.append(("process: whole pipeline vs pyarrow read+write floor", f"{fmt(n / main['seconds'])} traj/s, peak {fmt(main['peak_mb'])} MB",
                  f"{fmt(n / floor['seconds'])} traj/s", f"{floor['seconds'] / main['seconds']:.3f}",
                  f"{n} trajectories, {fmt(main['raw_mb'])} MB zstd Parquet; {main['kept']} kept, {main['duplicates']} duplicates"))  # fmt: skip
-    py = datatrove_venv()
     if py:
-        text, out = Path(main["work"]) / "text", Path(main["work"]) / "datatrove"
-        dt = fastest([run_datatrove(py, text, out, os.cpu_count() or 2) for _ in range(RUNS)])
+        dt = measured["datatrove"]
         ratio = dt["seconds"] / main["seconds"]
         rows.append(("process (read, validate, filter, dedup, stats, mask, write) vs datatrove MinHash (4 stages)", f"{fmt(main['seconds'])} s, CPU {fmt(main['cpu_s'])} s", f"{fmt(dt['seconds'])} s, peak {fmt(dt['peak_mb'])} MB",
-                     f"{ratio:.3f}", f"same corpus, 5-gram shingles, 9x13 LSH, 2 workers each; ours best of {RUNS} ({spread_note(main)}), datatrove best of {RUNS}; goal >= 3: {goal(ratio >= 3)}; {load_note(main)}"))  # fmt: skip
+                     f"{ratio:.3f}", f"same corpus, 5-gram shingles, 9x13 LSH, 2 workers each; best of {RUNS} each, in alternation ({spread_note(main, dt)}); goal >= 3: {goal(ratio >= 3)}; {load_note(main)}"))  # fmt: skip
     base = per[sizes[0]]["seconds"] / per[sizes[0]]["n"]
     for size in sizes:
         r = per[size]
@@ -220,12 +282,21 @@ def run(ctx: Context) -> list[Row]:
         ratio = steps[0][2] / marginal
         rows.append((f"process scaling, marginal: {per[a]['n']:,} -> {per[b]['n']:,} trajectories", f"{fmt(marginal * 1e6)} us/traj", f"{fmt(steps[0][2] * 1e6)} us/traj from {per[sizes[0]]['n']:,} to {per[sizes[1]]['n']:,}",
                      f"{ratio:.3f}", f"added wall time / added trajectories, 2 workers (the start-up is fixed); within 15%: {goal(0.87 <= ratio <= 1.15) if (a, b) != steps[0][:2] else 'the reference'}"))  # fmt: skip
-    one = best(main["work"], "1")
     ratio = one["seconds"] / main["seconds"]
     rows.append(("process: 2 workers vs 1", f"{fmt(main['seconds'])} s (CPU {fmt(main['cpu_s'])} s)", f"{fmt(one['seconds'])} s (CPU {fmt(one['cpu_s'])} s)", f"{ratio:.3f}",
-                 f"{n} trajectories, best of {RUNS} each ({spread_note(main, one)}); goal >= 1.7: {goal(ratio >= 1.7)}; {load_note(main, one)}"))  # fmt: skip
+                 f"{n} trajectories, best of {RUNS} each, in alternation ({spread_note(main, one)}); goal >= 1.7: {goal(ratio >= 1.7)} (this machine's ceiling: the row below); {load_note(main, one)}"))  # fmt: skip
+    side = rounds({
+        "alone": lambda: measure("bench_process", "pass1-units", main["work"]),
+        "pair": lambda: measure("bench_process", "pass1-pair", main["work"]),
+    })  # fmt: skip
+    alone, pair = side["alone"], side["pair"]
+    ceiling = 2 * alone["seconds"] / pair["seconds"]
+    rows.append(("machine: pass 1's work in 2 processes side by side vs 1 alone", f"{fmt(pair['seconds'])} s ({', '.join(fmt(x) for x in pair['each'])} s)", f"{fmt(alone['seconds'])} s alone", f"{ceiling:.3f}",
+                 f"`units.process_unit` on {alone['records']:,} trajectories of that corpus without Beam, twice at once (the slower) vs once, best of {RUNS} each, in alternation: the most 2 workers can gain over 1 on this machine (2.0 where cores do not slow each other)"))  # fmt: skip
     tiny, _ = corpus(ctx, 200)
-    fixed = {w: best(tiny, w)["seconds"] for w in ("1", "2")}
+    fixed = {
+        w: r["seconds"] for w, r in rounds({w: processing(tiny, w) for w in ("1", "2")}).items()
+    }
     ratio = (one["seconds"] - fixed["1"]) / (main["seconds"] - fixed["2"])
     rows.append(("process: 2 workers vs 1, start-up excluded", f"{fmt(main['seconds'] - fixed['2'])} s", f"{fmt(one['seconds'] - fixed['1'])} s", f"{ratio:.3f}",
                  f"{n} trajectories minus a 200-trajectory run of each ({fmt(fixed['2'])} s with 2 worker processes, {fmt(fixed['1'])} s in-process); goal >= 1.7: {goal(ratio >= 1.7)}"))  # fmt: skip
@@ -244,9 +315,11 @@ def run(ctx: Context) -> list[Row]:
         shutil.rmtree(f"{work}/processed")
         shutil.copytree(before, f"{work}/processed")
 
-    inc = best(work, "0", "0", reset=restore)
-    full = best(work, "0", "1")
+    # in rounds: the increment on the store as it was, then the rebuild (which adds the
+    # increment to the store: `restore` before the next round)
+    timed = rounds({"inc": processing(work, "0", "0"), "full": processing(work, "0", "1")}, restore)
+    inc, full = timed["inc"], timed["full"]
     ratio = inc["seconds"] / full["seconds"]
     rows.append(("process: incremental +1% vs full rebuild", f"{fmt(inc['seconds'])} s (read {inc['read']:,}, {inc['earlier']:,} earlier records back in dedup, rewrote {inc['rewritten']} earlier segments whole, {inc['rewritten_clusters']} only their clusters)", f"{fmt(full['seconds'])} s",
-                 f"{ratio:.3f}", f"{hi['n']:,} + {hi['n'] // 99:,} trajectories, CLI default workers, best of {RUNS} each ({spread_note(inc, full)}); share of a full run, goal <= 0.05: {goal(ratio <= 0.05)}; {load_note(inc, full)}"))  # fmt: skip
+                 f"{ratio:.3f}", f"{hi['n']:,} + {hi['n'] // 99:,} trajectories, CLI default workers, best of {RUNS} each, in alternation ({spread_note(inc, full)}); share of a full run, goal <= 0.05: {goal(ratio <= 0.05)}; {load_note(inc, full)}"))  # fmt: skip
     return rows

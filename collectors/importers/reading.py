@@ -87,22 +87,32 @@ def read_json(path: Path) -> Any | ImportProblem:
         return _problem(path, f"line {exc.line}", "invalid_json", exc.message)
 
 
-def jsonl_lines(path: Path) -> Iterator[tuple[int, Any | ImportProblem]]:
-    """(line number, parsed record or problem) for each non-blank line, streamed."""
+def jsonl_text_lines(path: Path) -> Iterator[tuple[int, str | ImportProblem]]:
+    """(line number, text) of each non-blank line, streamed; a read error part way, or a
+    file without any line, ends it with a problem instead."""
     seen = False
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                seen = True
-                try:
-                    record: Any = loads(line)
-                except BadJSON as exc:
-                    record = _problem(path, f"line {n}", "invalid_json", exc.message)
-                yield n, record
+                if line.strip():
+                    seen = True
+                    yield n, line
     except OSError as exc:  # unreadable, or a read error part way
         yield 0, _problem(path, "", "unreadable", exc.strerror or str(exc))
         return
     if not seen:
         yield 1, _problem(path, "line 1", "empty_file", "the file holds no record")
+
+
+def parse_line(path: Path, n: int, line: str) -> Any | ImportProblem:
+    """Line `n` of a JSONL file parsed, or its problem."""
+    try:
+        return loads(line)
+    except BadJSON as exc:
+        return _problem(path, f"line {n}", "invalid_json", exc.message)
+
+
+def jsonl_lines(path: Path) -> Iterator[tuple[int, Any | ImportProblem]]:
+    """(line number, parsed record or problem) for each non-blank line, streamed."""
+    for n, line in jsonl_text_lines(path):
+        yield n, line if isinstance(line, ImportProblem) else parse_line(path, n, line)

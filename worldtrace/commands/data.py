@@ -68,7 +68,9 @@ Example:
     type=RegistryChoice("worldtrace.schemas.fields:DOMAINS"),
     help="Force the domain instead of inferring it.",
 )
-@options_from("worldtrace.collectors.importers:ImportConfig", include=["max_observation_chars"])
+@options_from(
+    "worldtrace.collectors.importers:ImportConfig", include=["max_observation_chars", "workers"]
+)
 @click.option("--strict", is_flag=True, help="Exit 1 if any record could not be imported.")
 @click.option("--show", default=20, show_default=True, help="Problems listed (all are counted).")
 @progress_every_option
@@ -79,6 +81,7 @@ def import_(
     fmt: str,
     domain: str | None,
     max_observation_chars: int,
+    workers: int,
     strict: bool,
     show: int,
     progress_every: float,
@@ -91,6 +94,7 @@ def import_(
     there yet (same content from the same file and record)."""
     from worldtrace.collectors.importers import (
         ImportConfig,
+        ImportWorkerLost,
         ImportWriteError,
         import_paths,
         input_files,
@@ -99,12 +103,14 @@ def import_(
     from worldtrace.progress import StepProgress
 
     dest = store(ctx, create=True).raw / "import"
-    config = ImportConfig(format=fmt, domain=domain, max_observation_chars=max_observation_chars)
+    config = ImportConfig(
+        format=fmt, domain=domain, max_observation_chars=max_observation_chars, workers=workers
+    )
     try:
         files = len(input_files(paths))
         with StepProgress("import", files, "file(s)", every=progress_every) as progress:
             report = import_paths(paths, dest, config, progress=progress)
-    except ImportWriteError as exc:
+    except (ImportWriteError, ImportWorkerLost) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_PROBLEMS)
     print_import_report(report, dest, show)
