@@ -155,6 +155,7 @@ def test_trl_sft_trainer_runs_two_steps(exports, tmp_path):
         output_dir=str(tmp_path / "sft"), max_steps=2, per_device_train_batch_size=2,
         learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to="none",
         use_cpu=True, dataloader_num_workers=0, max_length=SEQ,
+        activation_checkpointing=True,  # trl's default, by the name transformers 5 keeps
     )  # fmt: skip
     trainer = trl.SFTTrainer(model=tiny_qwen2(len(vocab)).train(), args=args, train_dataset=ds,
                              processing_class=tokenizer)  # fmt: skip
