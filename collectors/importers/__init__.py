@@ -16,7 +16,7 @@ import os
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,11 +42,12 @@ BATCH_LINES = 128
 """JSONL lines a worker process converts per task: ~0.15 s of work, so the hand-offs
 cost little beside it and the shard order stays the file's."""
 PARALLEL_BYTES_PER_WORKER = 4 << 20
-"""JSONL input per worker process (`import_workers`; `ImportConfig.workers` says 4 MB):
-below two workers' worth the records are converted in this process. Measured on 2 cores
-with tau-bench-shaped OpenAI records of 7.6 KB (docs/importers.md#worker-processes): 2
-workers vs this process alone 1.0-1.24x at 4.6 MB, 1.2-1.4x at 8.4 MB, 1.34x at 22.8 MB
-(this process reads the lines, hands them over and writes the shards meanwhile)."""
+"""Input per worker process (`import_workers`; `ImportConfig.workers` says 4 MB): below
+two workers' worth the records are converted in this process. Measured on 2 cores
+(docs/importers.md#worker-processes), 2 workers vs this process alone: tau-bench-shaped
+OpenAI records of 7.6 KB 1.0-1.24x at 4.6 MB, 1.2-1.4x at 8.4 MB, 1.34x at 22.8 MB;
+600 SWE-agent runs (16 MB) 1.36-1.45x. This process reads the lines, hands them over
+and writes the shards meanwhile."""
 PROBLEMS_KEPT = 10_000
 """Problems kept for listing; all are counted (a million-record file with a warning on
 every record would otherwise hold them all)."""
@@ -79,10 +80,10 @@ class ImportConfig:
     shard_bytes: int = F.SHARD_TARGET_BYTES
     """A shard is closed and a new one started past this size."""
     workers: int = 0
-    """Processes converting the records of JSONL files (parse, map, redact, validate):
-    1 = this one; 0 = auto, one per 4 MB of JSONL input, at most one per core. Forked
-    from this process, so only while no other thread runs in it. The shards are the
-    same either way."""
+    """Processes converting the records (parse, map, redact, validate; a JSONL file's
+    lines in batches, any other file whole): 1 = this one; 0 = auto, one per 4 MB of
+    input, at most one per core. Forked from this process, so only while no other
+    thread runs in it. The shards are the same either way."""
 
 
 @dataclass
@@ -99,7 +100,7 @@ class ImportReport:
     problems: list[ImportProblem] = field(default_factory=list)
     shards: list[Path] = field(default_factory=list)
     workers: int = 1
-    """Processes that converted the records of JSONL files (`ImportConfig.workers`)."""
+    """Processes that converted the records (`ImportConfig.workers`)."""
 
     def add(self, p: ImportProblem) -> None:
         (self.errors if p.fatal else self.warnings)[p.kind] += 1
@@ -304,19 +305,36 @@ def convert_lines(
     return out
 
 
+def convert_file(
+    path: Path, origin_path: str, cfg: ImportConfig, present: dict[int, set[str]]
+) -> list[Item]:
+    """Everything in a file read whole (a SWE-agent, mini-swe-agent or ATIF trajectory,
+    a JSON file of records), each trajectory `convert`ed: a worker process's task."""
+    cap, out = cfg.max_observation_chars, []
+    for name, index, where, item in _items(path, cfg):
+        if isinstance(item, Trajectory):
+            item = convert(path, origin_path, index, where, item, cap, present.get(index, ()))
+        out.append((name, index, where, item))
+    return out
+
+
 class ImportWorkerLost(RuntimeError):
     """A process converting records died (the out-of-memory killer, a crash)."""
 
 
 def import_workers(cfg: ImportConfig, files: list[Path]) -> int:
-    """Processes that convert the records of JSONL files (`ImportConfig.workers`)."""
+    """Processes that convert the records (`ImportConfig.workers`): one per
+    `PARALLEL_BYTES_PER_WORKER` of input, and no more than its tasks (a file read whole
+    is one) or the cores."""
     if cfg.workers:
         return cfg.workers
-    size = 0
+    size = tasks = 0
     for f in files:
         with contextlib.suppress(OSError):  # an unreadable file is its own problem later
-            size += f.stat().st_size if _by_line(f, cfg) else 0
-    return min(os.cpu_count() or 1, max(1, size // PARALLEL_BYTES_PER_WORKER))
+            n = f.stat().st_size
+            size += n
+            tasks += max(1, n // (BATCH_LINES << 10)) if _by_line(f, cfg) else 1
+    return min(os.cpu_count() or 1, tasks, max(1, size // PARALLEL_BYTES_PER_WORKER))
 
 
 def _pool(workers: int) -> ProcessPoolExecutor | None:
@@ -330,7 +348,7 @@ def _pool(workers: int) -> ProcessPoolExecutor | None:
 
 
 class _Run:
-    """One import: the report, the sink, what is present; `items` converts a file's
+    """One import: the report, the sink, what is present; `batches` converts the files'
     trajectories (in worker processes when there are), `admit` stores one."""
 
     def __init__(self, cfg: ImportConfig, output: Path, files: list[Path], pool=None):
@@ -343,59 +361,63 @@ class _Run:
         for tid, origin, index in self.present:
             self.held.setdefault(origin, {}).setdefault(index, set()).add(tid)
 
-    def items(self, path: Path) -> Iterator[Item]:
-        """Everything in one file, each trajectory `convert`ed."""
-        if _by_line(path, self.cfg):
-            yield from self._lines(path)
-            return
-        origin = self.origins[path]
-        held = self.held.get(origin, {})
-        for name, index, where, item in _items(path, self.cfg):
-            if isinstance(item, Trajectory):
-                cap = self.cfg.max_observation_chars
-                item = convert(path, origin, index, where, item, cap, held.get(index, ()))
-            yield name, index, where, item
-
-    def _lines(self, path: Path) -> Iterator[Item]:
-        """A JSONL file's items, converted batch by batch in order: by the worker
-        processes (at most two batches each in flight, so memory stays bounded however
-        long the file), or here."""
-        origin, pending, batch = self.origins[path], deque(), []
-        held = self.held.get(origin, {})
-        in_flight = 2 * self.report.workers if self.pool else 0
-
-        def submit() -> None:
-            ids = {n - 1: held[n - 1] for n, _ in batch if n - 1 in held}
-            args = (path, origin, self.cfg, batch, ids)
-            pending.append(
-                self.pool.submit(convert_lines, *args) if self.pool else convert_lines(*args)
-            )
-
-        for n, line in jsonl_text_lines(path):
-            if isinstance(line, ImportProblem):  # the file's last item
-                if batch:
-                    submit()
-                while pending:
-                    yield from self._done(pending.popleft())
-                yield "?", max(n - 1, 0), line.where, line
-                return
-            batch.append((n, line))
-            if len(batch) >= BATCH_LINES:
-                submit()
-                batch = []
-                while len(pending) > in_flight:
-                    yield from self._done(pending.popleft())
-        if batch:
-            submit()
+    def batches(self, files: list[Path]) -> Iterator[tuple[Path, list[Item] | None]]:
+        """(file, its next items) in file order, each trajectory `convert`ed, then (file,
+        None) when the file is done. With worker processes the tasks (a JSONL file's
+        lines 128 at a time, any other file whole) are handed out ahead, across files, at
+        most two per worker in flight: memory stays bounded however long the input."""
+        pending: deque = deque()
+        limit, in_flight = 2 * self.report.workers if self.pool else 0, 0
+        for path, work in self._tasks(files):
+            if isinstance(work, tuple):
+                fn, args = work
+                work = self.pool.submit(fn, *args) if self.pool else fn(*args)
+                in_flight += isinstance(work, Future)
+            pending.append((path, work))
+            while in_flight > limit or (pending and not isinstance(pending[0][1], Future)):
+                path_, done = pending.popleft()
+                in_flight -= isinstance(done, Future)
+                yield path_, self._result(done)
         while pending:
-            yield from self._done(pending.popleft())
+            path_, done = pending.popleft()
+            yield path_, self._result(done)
+
+    def _tasks(self, files: list[Path]) -> Iterator[tuple[Path, Any]]:
+        """(file, work) in order, then (file, None) at its end; work: ready items, or
+        (function, arguments) to run in a worker process or here."""
+        for path in files:
+            origin = self.origins[path]
+            held = self.held.get(origin, {})
+            if not _by_line(path, self.cfg):
+                yield path, (convert_file, (path, origin, self.cfg, held))
+                yield path, None
+                continue
+            batch: list[tuple[int, str]] = []
+            for n, line in jsonl_text_lines(path):
+                if isinstance(line, ImportProblem):  # the file's last item
+                    if batch:
+                        yield path, self._lines_task(path, origin, held, batch)
+                        batch = []
+                    yield path, [("?", max(n - 1, 0), line.where, line)]
+                    continue
+                batch.append((n, line))
+                if len(batch) >= BATCH_LINES:
+                    yield path, self._lines_task(path, origin, held, batch)
+                    batch = []
+            if batch:
+                yield path, self._lines_task(path, origin, held, batch)
+            yield path, None
+
+    def _lines_task(self, path: Path, origin: str, held: dict, batch: list) -> tuple:
+        ids = {n - 1: held[n - 1] for n, _ in batch if n - 1 in held}
+        return convert_lines, (path, origin, self.cfg, batch, ids)
 
     @staticmethod
-    def _done(batch) -> list[Item]:
-        if isinstance(batch, list):
-            return batch
+    def _result(work: list[Item] | Future | None) -> list[Item] | None:
+        if not isinstance(work, Future):
+            return work
         try:
-            return batch.result()
+            return work.result()
         except BrokenProcessPool as exc:
             raise ImportWorkerLost(
                 "a process converting records died (the out-of-memory killer sends SIGKILL: "
@@ -445,9 +467,13 @@ def import_paths(
     report, records = run.report, 0
     report.workers = workers if pool else 1
     try:
-        for done, path in enumerate(files, 1):
-            report.files += 1
-            for name, index, _, item in run.items(path):
+        for path, items in run.batches(files):
+            if items is None:  # the file is done
+                report.files += 1
+                if progress:
+                    progress(report.files, records)
+                continue
+            for name, index, _, item in items:
                 if isinstance(item, ImportProblem):
                     report.add(item)
                     records += item.fatal
@@ -455,9 +481,7 @@ def import_paths(
                 records += 1
                 run.admit(path, name, index, item)
                 if progress and records % PROGRESS_EVERY == 0:
-                    progress(done - 1, records)
-            if progress:
-                progress(done, records)
+                    progress(report.files, records)
         report.shards = run.sink.close()
     except BaseException:
         run.sink.abort()

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from worldtrace.collectors.importers import (
     BATCH_LINES,
     PARALLEL_BYTES_PER_WORKER,
@@ -95,20 +96,56 @@ def test_workers_import_exactly_what_one_process_imports(tmp_path):
     assert not again[1]["imported"]
 
 
-def test_auto_workers_follow_the_jsonl_input_only(tmp_path):
-    small = tmp_path / "small.jsonl"
-    small.write_text("{}\n")
-    big = tmp_path / "big.jsonl"
-    with open(big, "wb") as fh:
-        fh.truncate(2 * PARALLEL_BYTES_PER_WORKER)
-    whole = tmp_path / "big.json"  # a whole-file format: converted here in any case
-    with open(whole, "wb") as fh:
-        fh.truncate(4 * PARALLEL_BYTES_PER_WORKER)
-    cfg = ImportConfig()
+def test_auto_workers_follow_the_input_and_its_tasks(tmp_path):
+    def sized(name, n):
+        with open(tmp_path / name, "wb") as fh:
+            fh.truncate(n)
+        return tmp_path / name
+
+    small = sized("small.jsonl", 3)
+    big = sized("big.jsonl", 2 * PARALLEL_BYTES_PER_WORKER)
+    whole = sized("big.json", 4 * PARALLEL_BYTES_PER_WORKER)  # one task: read whole
+    runs = [sized(f"run{i}.traj", PARALLEL_BYTES_PER_WORKER) for i in range(2)]
+    cfg, cores = ImportConfig(), os.cpu_count() or 1
     assert import_workers(cfg, [small]) == 1
-    assert import_workers(cfg, [small, whole]) == 1
-    assert import_workers(cfg, [big]) == min(os.cpu_count() or 1, 2)
+    assert import_workers(cfg, [whole]) == 1  # one file read whole cannot be shared
+    assert import_workers(cfg, [big]) == min(cores, 2)
+    assert import_workers(cfg, runs) == min(cores, 2)
     assert import_workers(ImportConfig(workers=3), [small]) == 3
+
+
+SWE_AGENT = {
+    "environment": "swe_main",
+    "trajectory": [
+        {"action": "ls\n", "observation": "a.py\nb.py\n", "response": "Look.\n```\nls\n```",
+         "thought": "Look.", "state": '{"open_file": "n/a", "working_dir": "/repo"}'},
+        {"action": "cat a.py\n", "observation": "x = 1\n", "response": "Read it", "thought": "Read it",
+         "state": '{"open_file": "/repo/a.py"}'},
+    ],
+    "history": [{"role": "user", "content": "Fix the bug in a.py"}],
+    "info": {"exit_status": "submitted"},
+}  # fmt: skip
+
+
+def test_files_read_whole_are_converted_by_the_workers_too(tmp_path):
+    """SWE-agent runs come as directories of .traj files: one task each."""
+    d = tmp_path / "runs"
+    d.mkdir()
+    for i in range(12):
+        t = json.loads(json.dumps(SWE_AGENT))
+        t["trajectory"][1]["observation"] = f"x = {i}\n" + ("" if i % 5 else f"key {SECRET}\n")
+        (d / f"run{i:02}.traj").write_text(json.dumps(t))
+    (d / "broken.traj").write_text("{")
+    (d / "empty.traj").write_text(json.dumps({**SWE_AGENT, "trajectory": []}))
+    corpus(d / "chats.jsonl", n=BATCH_LINES + 5)
+    one, two = (fresh_import(d, tmp_path / o, w) for o, w in (("one", 1), ("two", 2)))
+    assert (one.pop("workers"), two.pop("workers")) == (1, 2)
+    assert two == one
+    assert one["imported"]["swe-agent"] == 12 and one["files"] == 15
+    assert {"invalid_json", "empty"} <= set(one["errors"])
+    rows = table(tmp_path / "two")
+    assert rows == table(tmp_path / "one")
+    assert not any(SECRET in json.dumps(r, default=str) for r in rows)
 
 
 def test_with_another_thread_running_the_records_are_converted_here(tmp_path):
@@ -130,7 +167,7 @@ import os, signal, sys
 from worldtrace.collectors import importers
 def die(*args):  # what the kernel's out-of-memory killer does to a worker
     os.kill(os.getpid(), signal.SIGKILL)
-importers.convert_lines = die  # the forked workers run this module's function
+setattr(importers, sys.argv[3], die)  # the forked workers run this module's function
 try:
     importers.import_paths([sys.argv[1]], sys.argv[2], importers.ImportConfig(workers=2))
 except importers.ImportWorkerLost as exc:
@@ -138,11 +175,19 @@ except importers.ImportWorkerLost as exc:
 """
 
 
-def test_a_worker_that_dies_fails_the_import_with_one_line_and_no_half_shard(tmp_path):
-    """Fault injection in a fresh interpreter: its forked workers kill themselves."""
-    src = corpus(tmp_path / "runs.jsonl")
+@pytest.mark.parametrize("task", ["convert_lines", "convert_file"])
+def test_a_worker_that_dies_fails_the_import_with_one_line_and_no_half_shard(tmp_path, task):
+    """Fault injection in a fresh interpreter: its forked workers kill themselves, on a
+    JSONL file's batch of lines or on a file read whole (a directory of SWE-agent runs)."""
+    if task == "convert_lines":
+        src = corpus(tmp_path / "runs.jsonl")
+    else:
+        src = tmp_path / "runs"
+        src.mkdir()
+        for i in range(4):
+            (src / f"run{i}.traj").write_text(json.dumps(SWE_AGENT))
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-c", DYING, str(src), str(out)],
+    r = subprocess.run([sys.executable, "-c", DYING, str(src), str(out), task],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("lost: a process converting records died"), r.stdout
