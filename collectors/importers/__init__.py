@@ -366,6 +366,16 @@ class _Run:
         None) when the file is done. With worker processes the tasks (a JSONL file's
         lines 128 at a time, any other file whole) are handed out ahead, across files, at
         most two per worker in flight: memory stays bounded however long the input."""
+        try:
+            yield from self._batches(files)
+        except BrokenProcessPool as exc:  # from a result, or from handing out the next task
+            raise ImportWorkerLost(
+                "a process converting records died (the out-of-memory killer sends SIGKILL: "
+                "see `dmesg`); shards written before it are kept, and importing the same "
+                "files again adds only what is missing"
+            ) from exc
+
+    def _batches(self, files: list[Path]) -> Iterator[tuple[Path, list[Item] | None]]:
         pending: deque = deque()
         limit, in_flight = 2 * self.report.workers if self.pool else 0, 0
         for path, work in self._tasks(files):
@@ -377,10 +387,10 @@ class _Run:
             while in_flight > limit or (pending and not isinstance(pending[0][1], Future)):
                 path_, done = pending.popleft()
                 in_flight -= isinstance(done, Future)
-                yield path_, self._result(done)
+                yield path_, done.result() if isinstance(done, Future) else done
         while pending:
             path_, done = pending.popleft()
-            yield path_, self._result(done)
+            yield path_, done.result() if isinstance(done, Future) else done
 
     def _tasks(self, files: list[Path]) -> Iterator[tuple[Path, Any]]:
         """(file, work) in order, then (file, None) at its end; work: ready items, or
@@ -411,19 +421,6 @@ class _Run:
     def _lines_task(self, path: Path, origin: str, held: dict, batch: list) -> tuple:
         ids = {n - 1: held[n - 1] for n, _ in batch if n - 1 in held}
         return convert_lines, (path, origin, self.cfg, batch, ids)
-
-    @staticmethod
-    def _result(work: list[Item] | Future | None) -> list[Item] | None:
-        if not isinstance(work, Future):
-            return work
-        try:
-            return work.result()
-        except BrokenProcessPool as exc:
-            raise ImportWorkerLost(
-                "a process converting records died (the out-of-memory killer sends SIGKILL: "
-                "see `dmesg`); shards written before it are kept, and importing the same "
-                "files again adds only what is missing"
-            ) from exc
 
     def admit(self, path: Path, name: str, index: int, c: Converted) -> None:
         report = self.report

@@ -165,9 +165,14 @@ def test_with_another_thread_running_the_records_are_converted_here(tmp_path):
 DYING = """
 import os, signal, sys
 from worldtrace.collectors import importers
+task, _, when = sys.argv[3].partition(":")
+real, calls = getattr(importers, task), []
 def die(*args):  # what the kernel's out-of-memory killer does to a worker
+    calls.append(1)
+    if when == "later" and len(calls) == 1:  # each worker's first task goes through
+        return real(*args)
     os.kill(os.getpid(), signal.SIGKILL)
-setattr(importers, sys.argv[3], die)  # the forked workers run this module's function
+setattr(importers, task, die)  # the forked workers run this module's function
 try:
     importers.import_paths([sys.argv[1]], sys.argv[2], importers.ImportConfig(workers=2))
 except importers.ImportWorkerLost as exc:
@@ -175,11 +180,12 @@ except importers.ImportWorkerLost as exc:
 """
 
 
-@pytest.mark.parametrize("task", ["convert_lines", "convert_file"])
+@pytest.mark.parametrize("task", ["convert_lines", "convert_lines:later", "convert_file"])
 def test_a_worker_that_dies_fails_the_import_with_one_line_and_no_half_shard(tmp_path, task):
     """Fault injection in a fresh interpreter: its forked workers kill themselves, on a
-    JSONL file's batch of lines or on a file read whole (a directory of SWE-agent runs)."""
-    if task == "convert_lines":
+    JSONL file's batch of lines (the first, or a later one: the import may then be
+    handing out a task when it learns) or on a file read whole (SWE-agent runs)."""
+    if task.startswith("convert_lines"):
         src = corpus(tmp_path / "runs.jsonl")
     else:
         src = tmp_path / "runs"
