@@ -137,9 +137,10 @@ def print_import_report(report: Any, dest: Path, show: int) -> None:
         *(("error", kind, n) for kind, n in sorted(report.errors.items())),
         *(("warning", kind, n) for kind, n in sorted(report.warnings.items())),
     ]
-    print_table(
-        make_table(("", "kind", "count"), rows, f"import: {report.files} file(s) -> {dest}")
-    )
+    n = report.workers
+    by = f", converted by {n} worker processes" if n > 1 else ""
+    title = f"import: {report.files} file(s) -> {dest}{by}"
+    print_table(make_table(("", "kind", "count"), rows, title))
     for p in report.problems[:show]:
         click.echo(str(p), err=True)
     if len(report.problems) > show:

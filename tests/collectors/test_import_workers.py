@@ -198,3 +198,15 @@ def test_a_worker_that_dies_fails_the_import_with_one_line_and_no_half_shard(tmp
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("lost: a process converting records died"), r.stdout
     assert not out.exists() or not [f for f in out.rglob("*") if f.is_file()]
+
+
+def test_the_cli_takes_workers_and_says_how_many_converted(tmp_path, wt_env):
+    src = corpus(tmp_path / "runs.jsonl", n=2 * BATCH_LINES)
+    out = {}
+    for w in ("2", "1"):
+        r = subprocess.run(["worldtrace", "import", "--workers", w, str(src)],
+                           capture_output=True, text=True, env=wt_env, timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        out[w] = " ".join(r.stdout.split())  # the table's title wraps with the terminal
+    assert "converted by 2 worker processes" in out["2"]
+    assert "worker processes" not in out["1"] and "already present" in out["1"]
