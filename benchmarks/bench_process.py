@@ -13,7 +13,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
-from .common import ROOT, Context, Row, fmt, measure, peak_mb
+from .common import ROOT, Context, Row, fmt, measure, measure_command, peak_mb
 
 BENCH_VENV = ROOT / ".venv-bench"
 
@@ -130,7 +130,7 @@ def pass1_pair(work: str, units: str = "8") -> dict:
     """Two `pass1_units` processes started together: how much two processes slow each
     other on this machine (shared caches, memory bus, the host's other tenants).
     `seconds` is the slower one's."""
-    cmd = [sys.executable, "-m", "benchmarks.measure", "bench_process", "pass1-units", work, units]
+    cmd = measure_command("bench_process", "pass1-units", work, units)
     procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate()[0] for p in procs]
     if any(p.returncode for p in procs):

@@ -37,9 +37,14 @@ def peak_mb() -> float:
     return max(own, kids) / 1024
 
 
+def measure_command(module: str, task: str, *args: str) -> list[str]:
+    """The command that runs one task in a fresh process (`benchmarks.measure`)."""
+    return [sys.executable, "-m", "benchmarks.measure", module, task, *args]
+
+
 def measure(module: str, task: str, *args: str, env: dict | None = None) -> dict:
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.measure", module, task, *args],
+        measure_command(module, task, *args),
         cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})},
     )  # fmt: skip
     if out.returncode != 0:

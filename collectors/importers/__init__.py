@@ -167,11 +167,14 @@ def _record(
     )
 
 
-def _line_items(path: Path, stem: str, cfg: ImportConfig, n: int, line: str) -> Iterator[Item]:
-    """Everything in line `n` of a JSONL file."""
-    d = parse_line(path, n, line)
+def _line_items(
+    path: Path, stem: str, cfg: ImportConfig, n: int, line: str | ImportProblem
+) -> Iterator[Item]:
+    """Everything in line `n` of a JSONL file (`jsonl_text_lines`: a problem reading the
+    file is its last "line")."""
+    d = line if isinstance(line, ImportProblem) else parse_line(path, n, line)
     if isinstance(d, ImportProblem):
-        yield "?", n - 1, d.where, d
+        yield "?", max(n - 1, 0), d.where, d
     else:
         yield from _record(path, d, n - 1, f"line {n}", f"{stem}:{n}", cfg)
 
@@ -186,10 +189,7 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
     stem = origin_stem(path)
     if _by_line(path, cfg):
         for n, line in jsonl_text_lines(path):
-            if isinstance(line, ImportProblem):
-                yield "?", max(n - 1, 0), line.where, line
-            else:
-                yield from _line_items(path, stem, cfg, n, line)
+            yield from _line_items(path, stem, cfg, n, line)
         return
     data = read_json(path)
     if isinstance(data, ImportProblem):
@@ -289,7 +289,7 @@ def convert_lines(
     path: Path,
     origin_path: str,
     cfg: ImportConfig,
-    lines: list[tuple[int, str]],
+    lines: list[tuple[int, str | ImportProblem]],
     present: dict[int, set[str]],
 ) -> list[Item]:
     """A batch of JSONL lines (number, text) -> their items, each trajectory `convert`ed
@@ -376,25 +376,29 @@ class _Run:
             ) from exc
 
     def _batches(self, files: list[Path]) -> Iterator[tuple[Path, list[Item] | None]]:
-        pending: deque = deque()
-        limit, in_flight = 2 * self.report.workers if self.pool else 0, 0
+        pending: deque = deque()  # (file, its items, None at its end, or a worker's Future)
+        limit = 2 * self.report.workers if self.pool else 0
         for path, work in self._tasks(files):
             if isinstance(work, tuple):
                 fn, args = work
                 work = self.pool.submit(fn, *args) if self.pool else fn(*args)
-                in_flight += isinstance(work, Future)
             pending.append((path, work))
-            while in_flight > limit or (pending and not isinstance(pending[0][1], Future)):
-                path_, done = pending.popleft()
-                in_flight -= isinstance(done, Future)
-                yield path_, done.result() if isinstance(done, Future) else done
+            while pending and (
+                not isinstance(pending[0][1], Future)
+                or sum(isinstance(w, Future) for _, w in pending) > limit
+            ):
+                yield self._next(pending)
         while pending:
-            path_, done = pending.popleft()
-            yield path_, done.result() if isinstance(done, Future) else done
+            yield self._next(pending)
+
+    @staticmethod
+    def _next(pending: deque) -> tuple[Path, list[Item] | None]:
+        path, work = pending.popleft()
+        return path, work.result() if isinstance(work, Future) else work
 
     def _tasks(self, files: list[Path]) -> Iterator[tuple[Path, Any]]:
-        """(file, work) in order, then (file, None) at its end; work: ready items, or
-        (function, arguments) to run in a worker process or here."""
+        """(file, work) in order, then (file, None) at its end; work: (function,
+        arguments) to run in a worker process or here."""
         for path in files:
             origin = self.origins[path]
             held = self.held.get(origin, {})
@@ -402,14 +406,8 @@ class _Run:
                 yield path, (convert_file, (path, origin, self.cfg, held))
                 yield path, None
                 continue
-            batch: list[tuple[int, str]] = []
-            for n, line in jsonl_text_lines(path):
-                if isinstance(line, ImportProblem):  # the file's last item
-                    if batch:
-                        yield path, self._lines_task(path, origin, held, batch)
-                        batch = []
-                    yield path, [("?", max(n - 1, 0), line.where, line)]
-                    continue
+            batch: list[tuple[int, str | ImportProblem]] = []
+            for n, line in jsonl_text_lines(path):  # a problem reading it comes last
                 batch.append((n, line))
                 if len(batch) >= BATCH_LINES:
                     yield path, self._lines_task(path, origin, held, batch)

@@ -110,9 +110,3 @@ def parse_line(path: Path, n: int, line: str) -> Any | ImportProblem:
         return loads(line)
     except BadJSON as exc:
         return _problem(path, f"line {n}", "invalid_json", exc.message)
-
-
-def jsonl_lines(path: Path) -> Iterator[tuple[int, Any | ImportProblem]]:
-    """(line number, parsed record or problem) for each non-blank line, streamed."""
-    for n, line in jsonl_text_lines(path):
-        yield n, line if isinstance(line, ImportProblem) else parse_line(path, n, line)
