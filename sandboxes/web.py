@@ -174,6 +174,10 @@ class WebSandbox(Unpicklable):
         self._last: tuple[str, str] | None = None
         self._initial = ""
         self._page_event: asyncio.Event | None = None
+        self._inflight: dict[Any, Any] = {}
+        """The context's requests still in flight, each with its page."""
+        self._started = 0
+        self._net_event: asyncio.Event | None = None
         self._ctx_id: str | None = None
         self._url = ""
         self._version = ""
@@ -221,6 +225,10 @@ class WebSandbox(Unpicklable):
         if c.record_requests:
             ctx.on("request", lambda r: self.requests.append(r.url))
         ctx.on("page", self._on_page)
+        ctx.on("request", self._on_request)
+        ctx.on("requestfinished", self._on_request_done)
+        ctx.on("requestfailed", self._on_request_done)
+        self._inflight, self._net_event = {}, asyncio.Event()
         self._crashed = set()
         self._last = None
         self._page_event = asyncio.Event()
@@ -247,6 +255,41 @@ class WebSandbox(Unpicklable):
             self._page_event.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._page_event.wait(), deadline - loop.time())
+
+    def _on_request(self, request) -> None:
+        try:
+            page = request.frame.page
+        except Exception:  # a worker's request has no frame (service workers are blocked)
+            return
+        self._inflight[request] = page
+        self._started += 1
+
+    def _on_request_done(self, request) -> None:
+        if self._inflight.pop(request, None) is not None and self._net_event is not None:
+            self._net_event.set()
+
+    def _loading(self, page) -> bool:
+        """Whether a request of this tab is still in flight (a closed tab's never end)."""
+        return any(p is page for p in self._inflight.values()) and not page.is_closed()
+
+    async def _settle(self, page) -> None:
+        """Wait until the tab has no request in flight and its DOM is still: a script that
+        fetches data after `load` and then renders it (the docs' glossary box, slower than
+        SETTLE_QUIET_MS) is observed done, not before its answer arrived. Repeated while
+        the settling itself started requests; the network part waits at most
+        SETTLE_MAX_MS (a long poll never ends), the DOM part at most as long again."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_MAX_MS / 1000
+        while True:
+            while self._loading(page) and loop.time() < deadline:
+                self._net_event.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._net_event.wait(), deadline - loop.time())
+            started = self._started
+            await page.evaluate(SETTLE_JS)
+            quiet = started == self._started and not self._loading(page)
+            if quiet or loop.time() >= deadline:
+                return
 
     def _on_crash(self, page) -> None:
         self._crashed.add(page)
@@ -453,7 +496,7 @@ class WebSandbox(Unpicklable):
             try:
                 with contextlib.suppress(PlaywrightError):  # still loading: observe what is there
                     await page.wait_for_load_state("load")
-                await page.evaluate(SETTLE_JS)
+                await self._settle(page)
                 opts = self.config.tree
                 marks = await mark_frames(page, opts.viewport_only)
                 cdp = await self._cdp(page)
