@@ -276,8 +276,8 @@ class WebSandbox(Unpicklable):
         """Wait until the tab has no request in flight and its DOM is still: a script that
         fetches data after `load` and then renders it (the docs' glossary box, slower than
         SETTLE_QUIET_MS) is observed done, not before its answer arrived. Repeated while
-        the settling itself started requests; the network part waits at most
-        SETTLE_MAX_MS (a long poll never ends), the DOM part at most as long again."""
+        the settling itself started requests, until SETTLE_MAX_MS has passed (a long
+        poll never ends); the last DOM wait may take as long again."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SETTLE_MAX_MS / 1000
         while True:
