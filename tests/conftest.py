@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +16,15 @@ from worldtrace.collectors.synthetic import SyntheticConfig, generate
 from worldtrace.schemas import Store
 
 VENV_BIN = Path(sys.executable).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Commands started by tests take Ctrl-C as they would on a terminal. A shell starts
+    a background job (`make test &`, a CI agent's script) with SIGINT ignored, every
+    child inherits that, and the Ctrl-C tests then saw a command ignore it (a `jobs list
+    --watch` that never stopped, a `process` run that finished)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -45,7 +45,12 @@ class Terminal:
         return b"".join(self.chunks).decode(errors="replace")
 
     def wait(self, timeout: float = 60) -> int:
-        rc = self.proc.wait(timeout=timeout)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # ours: a failed test leaves no command running
+            self.proc.wait()
+            raise
         self.reader.join(timeout=5)
         os.close(self.master)
         return rc
