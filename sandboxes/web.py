@@ -224,11 +224,11 @@ class WebSandbox(Unpicklable):
         await ctx.route(self._outside(), self._block)
         if c.record_requests:
             ctx.on("request", lambda r: self.requests.append(r.url))
+        self._inflight, self._net_event = {}, asyncio.Event()
         ctx.on("page", self._on_page)
         ctx.on("request", self._on_request)
         ctx.on("requestfinished", self._on_request_done)
         ctx.on("requestfailed", self._on_request_done)
-        self._inflight, self._net_event = {}, asyncio.Event()
         self._crashed = set()
         self._last = None
         self._page_event = asyncio.Event()
@@ -259,13 +259,13 @@ class WebSandbox(Unpicklable):
     def _on_request(self, request) -> None:
         try:
             page = request.frame.page
-        except Exception:  # a worker's request has no frame (service workers are blocked)
-            return
+        except Exception:  # no frame: a (blocked) service worker's, or a popup's first
+            return  # navigation, which `_popups` and the load wait cover
         self._inflight[request] = page
         self._started += 1
 
     def _on_request_done(self, request) -> None:
-        if self._inflight.pop(request, None) is not None and self._net_event is not None:
+        if self._inflight.pop(request, None) is not None:
             self._net_event.set()
 
     def _loading(self, page) -> bool:

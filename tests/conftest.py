@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,15 +157,25 @@ class ChatServer:
         return {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": fn}]}  # fmt: skip
 
 
+@contextlib.contextmanager
+def serving(server) -> Iterator[str]:
+    """An `http.server` bound to 127.0.0.1, served from a thread while the block runs:
+    its base URL (no trailing slash)."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 @pytest.fixture
 def chat_server():
-    import threading
-
     chat = ChatServer()
-    threading.Thread(target=chat.server.serve_forever, args=(0.05,), daemon=True).start()
-    yield chat
-    chat.server.shutdown()
-    chat.server.server_close()
+    with serving(chat.server):
+        yield chat
 
 
 def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition"):

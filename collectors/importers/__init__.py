@@ -294,15 +294,9 @@ def convert_lines(
 ) -> list[Item]:
     """A batch of JSONL lines (number, text) -> their items, each trajectory `convert`ed
     (`present`: origin index -> ids the store holds): the work a worker process does."""
-    stem, cap = origin_stem(path), cfg.max_observation_chars
-    out = []
-    for n, line in lines:
-        for name, index, where, item in _line_items(path, stem, cfg, n, line):
-            if isinstance(item, Trajectory):
-                ids = present.get(index, ())
-                item = convert(path, origin_path, index, where, item, cap, ids)
-            out.append((name, index, where, item))
-    return out
+    stem = origin_stem(path)
+    items = (x for n, line in lines for x in _line_items(path, stem, cfg, n, line))
+    return _converted(path, origin_path, cfg, items, present)
 
 
 def convert_file(
@@ -310,8 +304,14 @@ def convert_file(
 ) -> list[Item]:
     """Everything in a file read whole (a SWE-agent, mini-swe-agent or ATIF trajectory,
     a JSON file of records), each trajectory `convert`ed: a worker process's task."""
+    return _converted(path, origin_path, cfg, _items(path, cfg), present)
+
+
+def _converted(
+    path: Path, origin_path: str, cfg: ImportConfig, items: Iterable[Item], present: dict
+) -> list[Item]:
     cap, out = cfg.max_observation_chars, []
-    for name, index, where, item in _items(path, cfg):
+    for name, index, where, item in items:
         if isinstance(item, Trajectory):
             item = convert(path, origin_path, index, where, item, cap, present.get(index, ()))
         out.append((name, index, where, item))

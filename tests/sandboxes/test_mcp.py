@@ -18,6 +18,8 @@ from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox
 from worldtrace.schemas import validate_dict
 from worldtrace.schemas.parsing import ConfigError, parse
 
+from ..conftest import serving
+
 PROJECT = Path(__file__).resolve().parents[2]
 NOTES = str(PROJECT / "examples" / "data" / "notes")
 GIT_DOC = "/usr/share/doc/git-doc"
@@ -61,10 +63,8 @@ def site(tmp_path_factory):
     )
     handler = type("Quiet", (SimpleHTTPRequestHandler,), {"log_message": lambda *a: None})
     server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(server) as url:
+        yield url
 
 
 # -- stdio servers: the tool list is the action space; state; errors ------------------

@@ -33,6 +33,8 @@ from worldtrace.sandboxes.web_sites import start_datasette, start_docs_site
 from worldtrace.schemas import Trajectory, Turn
 from worldtrace.schemas.parsing import parse
 
+from ..conftest import serving
+
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_VENV = ROOT / ".venv-browsergym"
@@ -127,13 +129,11 @@ def slow_site():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    release.set()
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    try:
+        with serving(server) as url:
+            yield url + "/"
+    finally:
+        release.set()  # the handler still holding /never returns
 
 
 @pytest.fixture(scope="module")
