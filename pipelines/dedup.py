@@ -420,14 +420,16 @@ class _ByComponent(beam.DoFn):
     def __init__(self, partitions: int = PARTITIONS):
         self.partitions = partitions
 
-    def process(self, t: pa.Table, comps: dict[str, str]):
+    def process(self, t: pa.Table, comps: dict[str, str] | None = None):
+        comps = comps or {}
+        # singletons need no decision: only these rows become Python objects
+        linked = pc.is_in(t["key"], pa.array(list(comps), pa.string()))
+        t = t.filter(pc.or_(linked, t["members"].is_valid()))
         out: dict[int, list] = {}
         groups = t["members"].to_pylist()
         for (key, rank), members in zip(rank_rows(t), groups, strict=True):
-            if key in comps or members:  # singletons need no decision
-                root = comps.get(key, key)
-                row = (root, key, rank, members)
-                out.setdefault(part_of(root, self.partitions), []).append(row)
+            root = comps.get(key, key)
+            out.setdefault(part_of(root, self.partitions), []).append((root, key, rank, members))
         yield from out.items()
 
 
@@ -461,13 +463,20 @@ class DedupDecisions(beam.PTransform):
 
     The global combines run `without_defaults` and their side inputs carry the value for
     an empty input (`default_value`): a combine's own default costs Beam a further stage
-    barrier, paid by every run however small."""
+    barrier, paid by every run however small. Earlier clusters seed edges only when
+    earlier records can come in (`earlier`): the Flatten of those with the near edges,
+    inputs from two stages, is a stage of its own."""
 
     def __init__(
-        self, cfg: DedupConfig, sigs: SigSource | None = None, partitions: int = PARTITIONS
+        self,
+        cfg: DedupConfig,
+        sigs: SigSource | None = None,
+        partitions: int = PARTITIONS,
+        earlier: bool = True,
     ):
         super().__init__()
         self.cfg, self.sigs, self.partitions = cfg, sigs, partitions
+        self.earlier = earlier
 
     def expand(self, batches):
         cfg = self.cfg
@@ -481,20 +490,17 @@ class DedupDecisions(beam.PTransform):
         if not (cfg.exact or cfg.near):
             none = content.reps | "NoDecisions" >> beam.Filter(lambda _: False)
             return {"decisions": none, "records": content.records}
-        seeds = content.records | "SeedEdges" >> beam.Map(_seeds)
         edges = self._near(content.reps) if cfg.near else []
-        comps = (
-            (*edges, seeds)
-            | "AllEdges" >> beam.Flatten()
-            | "Components" >> beam.CombineGlobally(_Forest()).without_defaults()
-        )
+        if self.earlier:
+            edges.append(content.records | "SeedEdges" >> beam.Map(_seeds))
+        side = {}
+        if edges:  # else no record has an edge: exact groups only
+            one = edges[0] if len(edges) == 1 else tuple(edges) | "AllEdges" >> beam.Flatten()
+            comps = one | "Components" >> beam.CombineGlobally(_Forest()).without_defaults()
+            side["comps"] = beam.pvalue.AsSingleton(comps, default_value={})
         decisions = (
             content.reps
-            | "ByComponent"
-            >> beam.ParDo(
-                _ByComponent(self.partitions),
-                comps=beam.pvalue.AsSingleton(comps, default_value={}),
-            )
+            | "ByComponent" >> beam.ParDo(_ByComponent(self.partitions), **side)
             | "GroupComponents" >> beam.GroupByKey()
             | "Decide" >> beam.ParDo(_Decide())
         )

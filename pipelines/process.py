@@ -46,7 +46,7 @@ from .dedup import NS, PARTITIONS, DedupConfig, DedupDecisions, content_column
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
-from .state import EarlierRecords, ProbeIndex, RecordState
+from .state import NO_REWRITE, EarlierRecords, ProbeIndex, RecordState, complete_state
 from .units import plan_run
 from .watch import Progress, RunWatch
 
@@ -198,10 +198,13 @@ class ProcessTrajectories(beam.PTransform):
         indexes = [f"{out}/{G.INDEX}", *([index] if index else [])]
         segments = [f"{i}/{G.SEGMENTS}" for i in indexes]
         source = G.ProbeSigs(indexes, segments, content_column(cfg.dedup.exact))
-        dedup = sigs | "Dedup" >> DedupDecisions(cfg.dedup, source, self.partitions)
+        dedup = sigs | "Dedup" >> DedupDecisions(
+            cfg.dedup, source, self.partitions, earlier=prev.index is not None
+        )
         decisions = beam.pvalue.AsDict(dedup["decisions"])
         stems = dedup["records"] | "State" >> RecordState(out, decisions, prev.index, touched)
-        side = {"decisions": decisions, "stems": beam.pvalue.AsSingleton(stems)}
+        stems = beam.pvalue.AsSingleton(stems, default_value=NO_REWRITE)
+        side = {"decisions": decisions, "stems": stems}
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
         if prev.stems:
@@ -291,12 +294,13 @@ def merge_state(run_dir: Path, prev: Previous, files: list[str], run_id: str) ->
     for part in (G.SEGMENTS, G.PROBE):
         _link_tree(prev.index / part if prev.index else Path("/nonexistent"), index / part)
     G.compact_probe(index)
+    complete_state(run_dir, prev.index)
     before = None
     if prev.index and (prev.index / G.TEMPLATES_FILE).exists():
         before = pq.read_table(prev.index / G.TEMPLATES_FILE)
-    counts = G.merged_counts(before, pq.read_table(index / "delta.parquet"))
+    counts = G.merged_counts(before, pq.read_table(index / G.DELTA_FILE))
     write_table_atomic(index / G.TEMPLATES_FILE, counts)
-    (index / "delta.parquet").unlink()
+    (index / G.DELTA_FILE).unlink()
     rows = [
         {
             "path": f,

@@ -40,6 +40,9 @@ SEGMENTS = "segments"
 TEMPLATES_FILE = F.TEMPLATE_COUNTS_FILE
 MEMBERS_FILE = "members.parquet"
 SHARDS_FILE = "shards.parquet"
+DELTA_FILE = "delta.parquet"
+"""A run's template count changes, in its _index until `process.merge_state` adds them
+to the counts."""
 TEMPLATE_COUNTS = pa.schema([pa.field("key", pa.uint64()), pa.field("count", pa.int64())])
 MEMBERS_SCHEMA = pa.schema(
     [

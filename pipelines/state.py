@@ -294,7 +294,11 @@ class RecordState(beam.PTransform):
     """Records (batches, each record once) -> the earlier segments to rewrite (`Rewrite`);
     writes the run's cluster state (`members.parquet`, sorted by uid: the earlier state
     of the clusters no new record reached, `touched` from `EarlierRecords`, and this
-    run's decisions) and template count changes (`delta.parquet`) into `out`/_index."""
+    run's decisions) and template count changes (`delta.parquet`) into `out`/_index.
+
+    Its combine has no default (a default costs every run a further stage barrier): a
+    run no record reached writes nothing here and the pipeline's `NO_REWRITE` stands
+    for its result; `complete_state` writes its files after the run."""
 
     def __init__(self, out: str, decisions, index: Path | None = None, touched=None):
         super().__init__()
@@ -308,7 +312,7 @@ class RecordState(beam.PTransform):
             records
             | "Changes" >> beam.Map(changes, decisions=self.decisions)
             # one combine for all three: each combine is a stage barrier
-            | "Total" >> beam.CombineGlobally(Merge(list, set, set, list))
+            | "Total" >> beam.CombineGlobally(Merge(list, set, set, list)).without_defaults()
             | "Write" >> beam.Map(write_state, self.out, *earlier)
         )
 
@@ -323,6 +327,18 @@ class Rewrite(NamedTuple):
 
     def __contains__(self, stem: object) -> bool:
         return stem in self.full or stem in self.clusters
+
+
+NO_REWRITE = Rewrite(frozenset(), frozenset())
+"""What `RecordState` stands for when no record reached it."""
+EMPTY_TOTAL: tuple = ([], set(), set(), [])
+
+
+def complete_state(out: Path, index: Path | None) -> None:
+    """Write the state of a run no record reached, if `RecordState` wrote none: the
+    earlier clusters as they were, no count changes."""
+    if not (out / G.INDEX / G.DELTA_FILE).exists():
+        write_state(EMPTY_TOTAL, str(out), str(index) if index else None, set())
 
 
 def write_state(
@@ -341,5 +357,5 @@ def write_state(
     write_table_atomic(Path(out) / G.INDEX / G.MEMBERS_FILE, members.sort_by("uid"))
     delta = pa.concat_tables([G.TEMPLATE_COUNTS.empty_table(), *delta])
     counts = summed(delta["key"].to_numpy(), delta["count"].to_numpy())
-    write_table_atomic(Path(out) / G.INDEX / "delta.parquet", counts)
+    write_table_atomic(Path(out) / G.INDEX / G.DELTA_FILE, counts)
     return Rewrite(frozenset(full), frozenset(roles - full))

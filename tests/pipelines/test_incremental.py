@@ -321,3 +321,42 @@ def test_a_signature_in_no_probe_file_is_one_clear_error(store, tmp_path):
     assert len(source([tid])[tid]) == 512  # found past the index without probe files
     with pytest.raises(ValueError, match=r"signature of nope \(1 in all\): in no probe file"):
         source(["nope"])
+
+
+def test_runs_no_record_reaches_write_the_state_as_it_stands(store):
+    """The state's combine has no default (Beam computes one in a stage every run paid):
+    a run whose new records are all rejected writes its state after the run instead.
+    A first such run leaves an empty state a later run goes on from; a later one keeps
+    the earlier clusters and counts as they were, and a near-duplicate after it still
+    joins its earlier cluster."""
+    index = store.processed / segments.INDEX
+
+    def state() -> tuple:
+        return tuple(
+            pq.read_table(index / f).sort_by(key).to_pylist()
+            for f, key in ((segments.MEMBERS_FILE, "uid"), (segments.TEMPLATES_FILE, "key"))
+        )
+
+    def rejected_only(name: str) -> None:
+        bad = store.raw / name / "broken.jsonl"
+        bad.parent.mkdir(parents=True)
+        bad.write_text("{nope\n" + json.dumps({"domain": "chess", "turns": []}) + "\n")
+
+    rejected_only("b0")
+    m = run(cfg(store))
+    assert m["this_run"]["rejected"] == 2 and m["accounting"]["balanced"]
+    assert state() == ([], [])
+    a, a2 = long_traj("alpha", status="failure"), long_traj("alpha", tweak=" 17")
+    write(store, "b1", [a, a2, long_traj("bravo")])
+    assert run(cfg(store))["incremental"]
+    before, cluster = state(), clusters(store)[a.trajectory_id]["cluster_id"]
+    assert len(before[0]) == 2 and before[1]  # a's cluster of two, template counts
+    rejected_only("b2")
+    m = run(cfg(store))
+    assert m["incremental"] and m["this_run"] == {"in": 2, "filtered": 0, "rejected": 2}
+    assert state() == before
+    late = long_traj("alpha", tweak=" 99 bottles", status="failure", episode="late")
+    write(store, "b3", [late])
+    run(cfg(store))
+    assert clusters(store)[late.trajectory_id]["cluster_id"] == cluster
+    assert_a_rebuild_agrees(store)
