@@ -45,7 +45,12 @@ def _no_print(*args, **kwargs) -> None:
 
 
 def warm() -> None:
-    """Import what the work needs and compile the detectors pass 1 redacts with."""
+    """Import what the work needs and compile the detectors pass 1 redacts with. Some
+    imports happen only when first used: gRPC's channels when the harness connects, the
+    MinHash libraries in the first unit (~7 ms a worker, on the run's critical path)."""
+    import grpc._channel  # noqa: F401
+    import rensa  # noqa: F401  (its thread pool starts on first use, not on import)
+    import xxhash  # noqa: F401
     from apache_beam.runners.worker import sdk_worker_main  # noqa: F401
     from worldtrace.pipelines import process  # noqa: F401  (every stage's module)
     from worldtrace.schemas.redact import redactor
