@@ -191,11 +191,13 @@ def corpus(ctx: Context, n: int, hold_out: int = 0) -> tuple[str, dict]:
     return str(work), measure("bench_process", "make-corpus", str(work), str(n), str(hold_out))
 
 
-RUNS = 2
+RUNS = 3
 """Each `process` measurement is the best of this many runs, each in a fresh process
 (like the other areas' best-of rows): single runs on these 2-core VMs moved by up to 10%
 from one run to the next (the 20k run with 2 workers: 6.6-7.3 s), which alone flipped
-the 2-vs-1 and incremental goals either way."""
+the 2-vs-1 and incremental goals either way; on a slower afternoon by up to 30%
+(7.7-10.1 s), and four back-to-back pairs of a 5k and a 20k run gave per-trajectory
+ratios of 0.96, 1.38, 1.37 and 1.24. A third round costs ~2.5 minutes."""
 
 
 def fastest(runs: list[dict]) -> dict:
