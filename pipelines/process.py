@@ -202,9 +202,11 @@ class ProcessTrajectories(beam.PTransform):
             cfg.dedup, source, self.partitions, earlier=prev.index is not None
         )
         decisions = beam.pvalue.AsDict(dedup["decisions"])
-        stems = dedup["records"] | "State" >> RecordState(out, decisions, prev.index, touched)
-        stems = beam.pvalue.AsSingleton(stems, default_value=NO_REWRITE)
-        side = {"decisions": decisions, "stems": stems}
+        rewrite = dedup["records"] | "State" >> RecordState(out, decisions, prev.index, touched)
+        side = {
+            "decisions": decisions,
+            "stems": beam.pvalue.AsSingleton(rewrite, default_value=NO_REWRITE),
+        }
         finalize = [T._Finalize(out, index, policy, cfg.seed, old=o) for o in (False, True)]
         p1.stems | "FinalizeNew" >> beam.ParDo(finalize[0], **side)
         if prev.stems:
