@@ -117,3 +117,27 @@ def test_pass1_work_alone_times_the_units_after_a_warm_up_unit(tmp_path):
     r = pass1_units(str(tmp_path), "1")
     assert r["records"] == second and 0 < second < 1024
     assert r["seconds"] > 0
+
+
+def test_timeline_lists_a_runs_stages_and_leaves_beam_as_it_was(tmp_path):
+    """`python -m benchmarks.timeline` (the per-stage times docs/benchmarks.md quotes) on
+    a small corpus: every stage the runner fused, pass 1 and pass 2 among them, in order
+    of start, within the run; Beam's methods are its own again afterwards."""
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from worldtrace.collectors.synthetic import near_duplicate_corpus
+    from worldtrace.schemas import ShardWriter
+
+    from benchmarks.timeline import timeline
+
+    data, _ = near_duplicate_corpus(n_unique=40, n_groups=4, group_size=3, seed=1)
+    with ShardWriter(tmp_path / "raw", row_group_rows=32) as w:
+        w.write(data)
+    execute = fn_runner.FnApiRunner._execute_bundle
+    marks, total = timeline(str(tmp_path), workers=1)
+    stages = [label for _, _, label in marks if label.startswith("stage: ")]
+    assert len(stages) == 9  # in-process: no shuffle spreads the units
+    assert "Pass1" in stages[0] and "FinalizeNew" in stages[-1]
+    assert [m[0] for m in marks] == sorted(m[0] for m in marks)
+    assert all(start >= 0 and start + seconds <= total for start, seconds, _ in marks)
+    assert fn_runner.FnApiRunner._execute_bundle is execute
+    assert (tmp_path / "processed" / "trajectories").is_dir()
