@@ -36,8 +36,7 @@ def timeline(work: str, workers: int = 2) -> tuple[list[tuple[float, float, str]
     from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
     from worldtrace.pipelines import process as P
 
-    marks: list[tuple[float, float, str]] = []
-    origin = [0.0]
+    marks: list[tuple[float, float, str]] = []  # (perf_counter at start, seconds, label)
     undo: list[tuple[Any, str, Any]] = []
 
     def wrap(owner: Any, name: str, label: str | None = None) -> None:
@@ -52,7 +51,7 @@ def timeline(work: str, workers: int = 2) -> tuple[list[tuple[float, float, str]
                 what = label or name
                 if name == "_execute_bundle":
                     what = "stage: " + stage_label(args[2].stage.name)
-                marks.append((start - origin[0], time.perf_counter() - start, what))
+                marks.append((start, time.perf_counter() - start, what))
 
         undo.append((owner, name, real))
         setattr(owner, name, timed)
@@ -63,17 +62,17 @@ def timeline(work: str, workers: int = 2) -> tuple[list[tuple[float, float, str]
     for step in STEPS:
         wrap(P, step)
     try:
-        origin[0] = time.perf_counter()
+        origin = time.perf_counter()
         P.run(
             P.ProcessConfig(
                 inputs=[f"{work}/raw"], output=f"{work}/processed", workers=workers, rebuild=True
             )
         )
-        total = time.perf_counter() - origin[0]
+        total = time.perf_counter() - origin
     finally:
         for owner, name, real in reversed(undo):
             setattr(owner, name, real)
-    return sorted(marks), total
+    return sorted((start - origin, seconds, what) for start, seconds, what in marks), total
 
 
 def main(argv: list[str]) -> None:

@@ -290,6 +290,11 @@ def changes(t: pa.Table, decisions: dict) -> tuple[list, set[str], set[str], lis
     return [key_deltas(t, decisions)], full, roles, member_rows(t, decisions)
 
 
+TOTAL = Merge(list, set, set, list)
+"""The run's state from `changes` of every batch: count changes, stems to rewrite (whole,
+clusters only), members; its empty accumulator is a run no record reached."""
+
+
 class RecordState(beam.PTransform):
     """Records (batches, each record once) -> the earlier segments to rewrite (`Rewrite`);
     writes the run's cluster state (`members.parquet`, sorted by uid: the earlier state
@@ -312,7 +317,7 @@ class RecordState(beam.PTransform):
             records
             | "Changes" >> beam.Map(changes, decisions=self.decisions)
             # one combine for all three: each combine is a stage barrier
-            | "Total" >> beam.CombineGlobally(Merge(list, set, set, list)).without_defaults()
+            | "Total" >> beam.CombineGlobally(TOTAL).without_defaults()
             | "Write" >> beam.Map(write_state, self.out, *earlier)
         )
 
@@ -331,14 +336,13 @@ class Rewrite(NamedTuple):
 
 NO_REWRITE = Rewrite(frozenset(), frozenset())
 """What `RecordState` stands for when no record reached it."""
-EMPTY_TOTAL: tuple = ([], set(), set(), [])
 
 
 def complete_state(out: Path, index: Path | None) -> None:
     """Write the state of a run no record reached, if `RecordState` wrote none: the
     earlier clusters as they were, no count changes."""
     if not (out / G.INDEX / G.DELTA_FILE).exists():
-        write_state(EMPTY_TOTAL, str(out), str(index) if index else None, set())
+        write_state(TOTAL.create_accumulator(), str(out), str(index) if index else None, set())
 
 
 def write_state(
