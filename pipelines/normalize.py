@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.redact import redact_record
+from worldtrace.schemas.redact import may_hold_secret, redact_record
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
@@ -25,27 +25,38 @@ def micros(value: Any) -> Any:
     return value
 
 
-def normalize(record: dict[str, Any]) -> dict[str, Any]:
+def normalize(record: dict[str, Any], screened: bool = False) -> dict[str, Any]:
     """Non-thinking form: reasoning stripped, tool arguments canonical, CRLF in actions
     folded, metadata as map pairs, timestamps as epoch microseconds, secrets redacted
-    (schemas/redact.py). Observation text is otherwise never touched."""
+    (schemas/redact.py). Observation text is otherwise never touched.
+
+    `screened`: the record's strings as read were screened (`redact.screen`) and none may
+    hold a secret; the strings rewritten here are screened again, and the record is
+    redacted whole only if one of them may.
+    """
     out = dict(record)
     for k in (F.STARTED_AT, F.ENDED_AT):
         out[k] = micros(out.get(k))
-    turns = []
+    turns, rewritten = [], []
     for t in record[F.TURNS]:
         a = dict(t["action"])
-        a["text"] = a["text"].replace("\r\n", "\n")
+        if "\r\n" in a["text"]:
+            a["text"] = a["text"].replace("\r\n", "\n")
+            rewritten.append(a["text"])
         if a.get("arguments_json"):
             a["arguments_json"] = json.dumps(
                 json.loads(a["arguments_json"]), sort_keys=True, ensure_ascii=False
             )
+            rewritten.append(a["arguments_json"])
         turns.append(
             {**t, "action": a, "reasoning": None, "started_at": micros(t.get("started_at"))}
         )
     out[F.TURNS] = turns
     meta = record.get(F.METADATA) or {}
     out[F.METADATA] = sorted(meta.items() if isinstance(meta, dict) else (tuple(p) for p in meta))
+    if screened and not may_hold_secret(rewritten):
+        out[F.REDACTIONS] = out.get(F.REDACTIONS) or 0  # as redact_record leaves a clean one
+        return out
     return redact_record(out)  # security: current rules, also on raw data recorded before them
 
 

@@ -22,7 +22,8 @@ import pyarrow as pa
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
-from worldtrace.schemas.store import declared, scan_file, sized_units
+from worldtrace.schemas.redact import screen
+from worldtrace.schemas.store import declared, scan_screened, sized_units
 from worldtrace.schemas.validate import Problem, validate_dict
 
 from . import minhash as M
@@ -157,10 +158,11 @@ def read_valid(
     rejects: list,
     rows: tuple[int, int] | None = None,
 ) -> list:
-    """(uid, record) of every valid record; invalid ones become rejects rows."""
+    """(uid, record, whether it must be redacted whole) of every valid record (the flag
+    from `redact.screen`); invalid ones become rejects rows."""
     out = []
     known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
-    for where, d in scan_file(Path(path), row_group, rows, micros=True):
+    for where, d, flagged in scan_screened(Path(path), row_group, rows, True, screen):
         counts["read"] += 1
         if isinstance(d, Problem):
             problems = [d]
@@ -172,15 +174,15 @@ def read_valid(
             reason = "; ".join(f"{p.field}: {p.message}" for p in problems)
             rejects.append(reject_row(where, "validate", reason, tid))
         else:
-            out.append((where, d))
+            out.append((where, d, flagged))
     return out
 
 
 def filter_records(items: list, cfg: FilterConfig, counts: Counter, rejects: list) -> list:
     """Normalize and filter; the id follows the content when a filter changed it."""
     out = []
-    for uid, record in items:
-        record = normalize(record)
+    for uid, record, flagged in items:
+        record = normalize(record, screened=not flagged)
         tid = record.get(F.TRAJECTORY_ID)
         kept, removed, reason = apply_filters(record, cfg)
         for turn, why in removed:

@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -310,10 +310,35 @@ def scan_file(
     Never raises for bad content: a truncated Parquet file, a foreign schema or a broken
     JSON line becomes a Problem that names the file (and row or line).
     """
-    if path.name.endswith(F.SHARD_SUFFIX):
-        yield from _scan_parquet(path, row_group, rows, micros)
-    else:
-        yield from _scan_jsonl(path)
+    for where, item, _ in scan_screened(path, row_group, rows, micros):
+        yield where, item
+
+
+Screen = Callable[[pa.RecordBatch], Any]
+"""Per row of a batch of records, a flag (an array of bools): `redact.screen`."""
+
+
+def scan_screened(
+    path: Path,
+    row_group: int | None = None,
+    rows: tuple[int, int] | None = None,
+    micros: bool = False,
+    screen: Screen | None = None,
+) -> Iterator[tuple[str, dict[str, Any] | Problem, bool]]:
+    """`scan_file`, each record with its flag from `screen` applied to the Arrow batch it
+    was read from (True for a record of a JSON file, or without a screen)."""
+    if not path.name.endswith(F.SHARD_SUFFIX):
+        for where, item in _scan_jsonl(path):
+            yield where, item, True
+        return
+    for first, part in _parquet_parts(path, row_group, rows, micros):
+        if isinstance(part, Problem):
+            yield first, part, True
+            continue
+        n = part.num_rows
+        flags = [bool(f) for f in screen(part)] if screen is not None else [True] * n
+        for k, d, flag in zip(range(first, first + n), part.to_pylist(), flags, strict=True):
+            yield f"{path}:row {k}", d, flag
 
 
 def declared(path: Path) -> bool:
@@ -326,9 +351,10 @@ def declared(path: Path) -> bool:
         return False
 
 
-def _scan_parquet(
+def _parquet_parts(
     path: Path, row_group: int | None, rows: tuple[int, int] | None = None, micros: bool = False
-) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+) -> Iterator[tuple[int, pa.RecordBatch] | tuple[str, Problem]]:
+    """(number of the first row, batch) of the rows asked for, or (location, Problem)."""
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for corrupt files
@@ -352,8 +378,7 @@ def _scan_parquet(
                 part = batch.slice(lo, hi - lo)
                 for schema in casts:
                     part = part.cast(schema, safe=False)  # ns -> us drops what micros() drops
-                for n, d in enumerate(part.to_pylist(), first + at + lo):
-                    yield f"{path}:row {n}", d
+                yield first + at + lo, part
             at += batch.num_rows
             if stop is not None and at >= stop:
                 return

@@ -26,10 +26,13 @@ from worldtrace.pipelines.units import (
     plan_run,
     plan_units,
     process_unit,
+    read_valid,
     score,
     stem_of,
 )
 from worldtrace.schemas import Observation, ShardWriter
+from worldtrace.schemas.arrow import to_table
+from worldtrace.schemas.redact_rules import example_secrets
 
 
 def unit(path, group=None):
@@ -69,7 +72,7 @@ def test_filters_emit_rejects_with_reasons_and_a_new_content_id():
     short = build("terminal", [("ls\n", "a")])
     empty = build("terminal", [("ls\n", "a"), ("\n", "p"), ("pwd\n", "/")])
     counts, rejects = Counter(), []
-    items = [("f:row 0", short.to_dict()), ("f:row 1", empty.to_dict())]
+    items = [("f:row 0", short.to_dict(), True), ("f:row 1", empty.to_dict(), True)]
     kept = filter_records(items, FilterConfig(), counts, rejects)
     assert [(uid, len(r["turns"])) for uid, r in kept] == [("f:row 1", 2)]
     assert [(r["record"], r["stage"], r["reason"]) for r in rejects] == [
@@ -79,6 +82,38 @@ def test_filters_emit_rejects_with_reasons_and_a_new_content_id():
     r = kept[0][1]
     assert r["trajectory_id"] != empty.trajectory_id
     assert dict(r["metadata"])["raw_trajectory_id"] == empty.trajectory_id
+
+
+def test_pass1_redacts_what_redacting_every_record_whole_redacts(tmp_path):
+    """Raw data recorded before the current rules: secrets in observations, actions, tool
+    arguments (one written with JSON escapes, so it appears only once normalisation
+    decodes them), CRLF actions, non-ASCII and clean records. Pass 1 redacts whole only
+    what its screen flags; the result must equal redacting every record whole."""
+    secrets = example_secrets(5)
+    records = []
+    for i, (_, line) in enumerate(secrets.values()):
+        place = i % 3
+        obs = line if place == 0 else "ok"
+        act = tool("run", cmd=line) if place == 1 else f"echo {i}\r\n{line}"
+        records.append(build("mcp", [("pwd", "/"), (act, obs)], episode=f"s{i}"))
+    escaped = build("mcp", [("pwd", "/"), (tool("login", user="a"), "ok")], episode="esc")
+    key = secrets["github_token"][0]
+    hidden = "".join(f"\\u{ord(c):04x}" for c in key[:4]) + key[4:]
+    escaped.turns[1].action.arguments_json = '{"token": "' + hidden + '"}'
+    records.append(escaped)
+    records += [
+        build("terminal", [("ls", "naïve café"), ("pwd", "/")], episode="utf"),
+        build("terminal", [("ls", "a b c"), ("cat x", "d e f")], episode="clean"),
+    ]
+    raw = tmp_path / "raw.parquet"
+    pq.write_table(to_table([t.with_id() for t in records]), raw)
+    items = read_valid(str(raw), 0, Counter(), [])
+    assert [flagged for *_, flagged in items] == [True] * len(secrets) + [False, True, False]
+    screened = filter_records(items, FilterConfig(), Counter(), [])
+    whole = filter_records([(u, d, True) for u, d, _ in items], FilterConfig(), Counter(), [])
+    assert screened == whole
+    assert screened[-3][1]["redactions"] == 1 and screened[-1][1]["redactions"] == 0
+    assert not any(v in repr(screened) for v, _ in secrets.values())
 
 
 def test_batch_statistics_equal_the_per_turn_functions():

@@ -10,16 +10,18 @@ import uuid
 
 import pytest
 from worldtrace.schemas import Action, Observation, Trajectory, Turn, validate_dict
+from worldtrace.schemas.arrow import to_batch
 from worldtrace.schemas.parsing import ConfigError
 from worldtrace.schemas.redact import (
     Redactor,
+    _Screen,
     env_secrets,
     find_secrets,
     redact_payload,
     redact_record,
     redact_trajectory,
 )
-from worldtrace.schemas.redact_rules import RedactConfig, example_secrets
+from worldtrace.schemas.redact_rules import RedactConfig, RedactPattern, example_secrets
 
 
 def planted(seed: int = 7) -> dict[str, str]:
@@ -194,3 +196,67 @@ def test_env_values_of_any_sandbox_config(tmp_path, monkeypatch):
 def test_disabled_config_redacts_nothing():
     value = planted()["github_token"]
     assert Redactor(RedactConfig(enabled=False), [value]).text(value) == (value, 0)
+
+
+def _placed(text: str, place: int) -> Trajectory:
+    """A trajectory holding `text` in one of its strings: an observation, an action, the
+    task, a metadata value, inside a list (the second turn)."""
+    obs, act, meta, task = "ok", "ls", {"k": "v"}, None
+    if place == 0:
+        obs = f"out\n{text}\n"
+    elif place == 1:
+        act = f"echo '{text}'"
+    elif place == 2:
+        meta = {"k": "v", "note": text}
+    else:
+        task = text
+    turns = [
+        Turn(0, Action(kind="command", text="pwd"), Observation(text="/")),
+        Turn(1, Action(kind="command", text=act), Observation(text=obs)),
+    ]
+    t = Trajectory(domain="terminal", turns=turns, metadata=meta)
+    t.task.instruction = task
+    return t.with_id()
+
+
+def test_the_batch_screen_passes_only_rows_the_full_path_leaves_as_they_are():
+    """A record the screen passes skips redaction in `process`: every kind, in every kind
+    of place, is flagged; so is text outside the range the screen is proven for (non-ASCII,
+    the separators Python's `\\s` matches and PCRE's does not) and a placeholder; ordinary
+    data (SHAs, UUIDs, base64, URLs) passes, and the full path finds nothing in it, unless
+    a detector matches it before the allow-list (`user:${PASSWORD}@`), which is the full
+    path's to apply."""
+    red = Redactor()
+    assert red.screen is not None  # hyperscan is installed here: the screen is real
+    flagged = [line for _, line in example_secrets(11).values()]
+    flagged += ["sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "glpat-" + "x1Y2z3W4v5U6t7S8r9Q0"]
+    flagged += ["naïve café", "a\x1cb", "already <secret:github_token> here"]
+    passed = ordinary_data()
+    texts = flagged + passed
+    rows = [_placed(text, i % 4) for i, text in enumerate(texts)]
+    allowed = [any(d.regex.search(text) for d in red.detectors) for text in passed]
+    assert sum(allowed) == 1
+    expect = [True] * len(flagged) + allowed
+    batch = to_batch(rows)
+    assert red.screen.rows(batch).tolist() == expect
+    assert red.screen.rows(batch.slice(3)).tolist() == expect[3:]  # offsets into buffers
+    for t in rows[len(flagged) :]:
+        d = t.to_dict()
+        assert red.record(d) == {**d, "redactions": 0}
+
+
+@pytest.mark.filterwarnings("ignore:Possible nested set")  # Python's reading of `[[:`
+def test_the_screen_reads_python_patterns_as_python_does():
+    """Hyperscan reads PCRE: Python's `{,n}` is a repeat to it only once written `{0,n}`,
+    a verbose pattern keeps its comments, long repeats are widened (the superset it
+    screens with), a class is left as it is; a POSIX class, which Python reads as
+    characters, turns the screen off (every record redacted whole)."""
+    assert _Screen._prefilter(r"a{,3}[{1,100}]x{0,20000}?\\{,5}\{1,200}") == (
+        r"a{0,3}[{1,100}]x{0,}?\\{0,5}\{1,200}"
+    )
+    assert _Screen._prefilter("a{,3} # b{,3} [\n c", verbose=True) == "a{0,3} # b{,3} [\n c"
+    config = RedactConfig(patterns=(RedactPattern("emp", r"EMP-\d{,6}Z"),))
+    screen = Redactor(config).screen
+    assert screen is not None and screen.text("id EMP-123Z") and not screen.text("id EMP-")
+    posix = RedactConfig(patterns=(RedactPattern("p", r"id-[[:digit:]]+"),))
+    assert Redactor(posix).screen is None
