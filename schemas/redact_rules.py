@@ -34,6 +34,9 @@ ENV_KIND = "env_value"
 """Kind of a value handed to a sandbox as an environment variable."""
 CONFIG_ENV = "WORLDTRACE_REDACT_CONFIG"
 """Environment variable naming a RedactConfig YAML file used by every boundary."""
+SCREEN_CACHE = "worldtrace/redact-screen"
+"""Where under the user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`) compiled
+batch screens are kept, one file per set of rules (`redact._Screen`)."""
 
 DETECT_SECRETS_PLUGINS = (
     "AWSKeyDetector", "AzureStorageKeyDetector", "BasicAuthDetector", "DiscordBotTokenDetector",

@@ -21,7 +21,12 @@ from worldtrace.schemas.redact import (
     redact_record,
     redact_trajectory,
 )
-from worldtrace.schemas.redact_rules import RedactConfig, RedactPattern, example_secrets
+from worldtrace.schemas.redact_rules import (
+    SCREEN_CACHE,
+    RedactConfig,
+    RedactPattern,
+    example_secrets,
+)
 
 
 def planted(seed: int = 7) -> dict[str, str]:
@@ -260,3 +265,18 @@ def test_the_screen_reads_python_patterns_as_python_does():
     assert screen is not None and screen.text("id EMP-123Z") and not screen.text("id EMP-")
     posix = RedactConfig(patterns=(RedactPattern("p", r"id-[[:digit:]]+"),))
     assert Redactor(posix).screen is None
+
+
+def test_a_compiled_screen_is_kept_in_the_cache_and_a_damaged_one_replaced(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    config = RedactConfig(patterns=(RedactPattern("emp", r"EMP-\d{6}"),))
+    assert Redactor(config).screen.text("EMP-123456")
+    [kept] = (tmp_path / SCREEN_CACHE).iterdir()
+    written = kept.stat().st_mtime_ns
+    loaded = Redactor(config).screen  # loaded, not compiled and written again
+    assert kept.stat().st_mtime_ns == written
+    assert loaded.text("id EMP-123456") and not loaded.text("id EMP-12")
+    kept.write_bytes(b"not a database")
+    again = Redactor(config).screen
+    assert again.text("id EMP-123456") and not again.text("id EMP-12")
+    assert kept.read_bytes() != b"not a database"
