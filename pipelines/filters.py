@@ -12,16 +12,24 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from worldtrace.sandboxes.web_spec import shows_captcha
 from worldtrace.schemas import fields as F
 
 from .stats import words
 
-CAPTCHA_RE = re.compile(
-    r"\b(captcha|recaptcha|hcaptcha|are you a robot|verify you are human)\b", re.I
-)
+HTTP_ERROR_NAMES = (
+    "Not Found", "Forbidden", "Internal Server Error", "Bad Gateway", "Service Unavailable"
+)  # fmt: skip
 HTTP_ERROR_RE = re.compile(
-    r"\b(HTTP (ERROR )?[45]\d\d|[45]\d\d (Not Found|Forbidden|Internal Server Error|Bad Gateway|Service Unavailable)|ERR_[A-Z_]+)\b"
+    r"\b(HTTP (ERROR )?[45]\d\d|[45]\d\d (" + "|".join(HTTP_ERROR_NAMES) + r")|ERR_[A-Z_]+)\b"
 )
+_HTTP_ERROR_MARKS = ("HTTP ", "ERR_", *(f" {name}" for name in HTTP_ERROR_NAMES))
+"""What every match of `HTTP_ERROR_RE` holds, one of them: looked for first."""
+
+
+def shows_http_error(text: str) -> bool:
+    """Whether `text` reads as an HTTP or browser error page (`HTTP_ERROR_RE`)."""
+    return any(m in text for m in _HTTP_ERROR_MARKS) and HTTP_ERROR_RE.search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -198,14 +206,14 @@ def gui_env_failure(record: dict[str, Any]) -> str | None:
         if not o.get("state_json"):
             return "gui_env_failure:missing_state"
         text = o.get("text") or ""
-        if CAPTCHA_RE.search(text):
+        if shows_captcha(text):
             return "gui_env_failure:captcha"
         try:
             state = json.loads(o["state_json"])
         except json.JSONDecodeError:
             return "gui_env_failure:missing_state"
         status = state.get("status") if isinstance(state, dict) else None
-        if (isinstance(status, int) and status >= 400) or HTTP_ERROR_RE.search(text):
+        if (isinstance(status, int) and status >= 400) or shows_http_error(text):
             return "gui_env_failure:http_error"
     return None
 

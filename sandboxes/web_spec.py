@@ -10,9 +10,17 @@ from urllib.parse import urlsplit
 
 from .base import ToolSpec
 
-CAPTCHA_RE = re.compile(
-    r"\b(captcha|recaptcha|hcaptcha|are you a robot|verify you are human)\b", re.I
-)
+CAPTCHA_PHRASES = ("captcha", "recaptcha", "hcaptcha", "are you a robot", "verify you are human")
+CAPTCHA_RE = re.compile(r"\b(" + "|".join(map(re.escape, CAPTCHA_PHRASES)) + r")\b", re.I)
+
+
+def shows_captcha(text: str) -> bool:
+    """Whether `text` asks for a CAPTCHA (`CAPTCHA_RE`). An ASCII text holding none of the
+    phrases in lower case cannot match and is answered without the regex, whose
+    case-blind alternation costs ~40 ns a character (pages run to kilobytes)."""
+    if text.isascii() and not any(p in text.lower() for p in CAPTCHA_PHRASES):
+        return False
+    return CAPTCHA_RE.search(text) is not None
 
 
 def origin_of(url: str) -> str:
@@ -83,7 +91,7 @@ def classify(
         return f"http_error:{status}"
     if url.startswith(("http://", "https://")) and "\n" not in tree.strip():
         return "blank_page"  # nothing below the root
-    if CAPTCHA_RE.search(tree):
+    if shows_captcha(tree):
         return "captcha"
     return None
 

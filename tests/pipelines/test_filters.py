@@ -151,3 +151,22 @@ def test_identical_repeated_error_without_flags_is_a_retry_cycle():
     assert [r[1] for r in removed] == ["retry_cycle"]
     moved_on = build("terminal", [("ls\n", "a b"), ("cat a\n", "x"), ("cat b\n", "y")])
     assert run(moved_on)[1] == []
+
+
+def test_error_page_checks_answer_as_their_regexes_do():
+    """The literals looked for first never turn away a text the regex would match."""
+    from worldtrace.pipelines.filters import HTTP_ERROR_RE, shows_http_error
+    from worldtrace.sandboxes.web_spec import CAPTCHA_RE, shows_captcha
+
+    texts = [
+        "Please complete the reCAPTCHA", "VERIFY YOU ARE HUMAN", "Are you a ROBOT?",
+        "hcaptcha-box", "captchas", "a CAPTCHA ıs here", "İ: captcha", "verify you are humans",
+        "HTTP 404", "HTTP ERROR 503", "error 500 Internal Server Error", "503 Service Unavailable",
+        "ERR_NAME_NOT_RESOLVED", "net::ERR_", "HTTP 200", "404 not found", "4040 Not Found",
+        "status 502 Bad Gateway!", "a docs page about HTTP", "", "plain text, nothing here",
+    ]  # fmt: skip
+    captcha = [shows_captcha(t) for t in texts]
+    assert captcha == [CAPTCHA_RE.search(t) is not None for t in texts]
+    http = [shows_http_error(t) for t in texts]
+    assert http == [HTTP_ERROR_RE.search(t) is not None for t in texts]
+    assert sum(captcha) == 6 and sum(http) == 6
