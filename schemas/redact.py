@@ -242,9 +242,9 @@ class _Screen:
     where Python's and PCRE's semantics agree, which is proven for ASCII text without the
     separators \\x1c-\\x1f (Python's `\\s` matches them, PCRE's does not): a string outside
     that range counts as a hit, as does one holding a placeholder, and its record takes the
-    full path. A pattern hyperscan refuses, or one whose syntax it reads otherwise (a POSIX
-    class `[:alpha:]`, which Python reads as characters), turns the screen off: every
-    record takes the full path, as before it existed.
+    full path. A pattern hyperscan refuses, or one whose syntax it reads otherwise
+    (`_FOREIGN`), turns the screen off: every record takes the full path, as before it
+    existed.
 
     Compiling takes ~60 ms, which every worker process of a run paid on its critical path;
     the compiled database is kept in the user's cache (`SCREEN_CACHE`), named by the hash
@@ -255,6 +255,9 @@ class _Screen:
     _REPEAT = re.compile(r"\{(\d*),(\d+)\}")
     _FLAGS = {re.I: "HS_FLAG_CASELESS", re.M: "HS_FLAG_MULTILINE", re.S: "HS_FLAG_DOTALL"}
     _KNOWN = re.I | re.M | re.S | re.U | re.A | re.X
+    _FOREIGN = re.compile(r"\[([:=.])[^\]]*\1\]|\\[NuU]")
+    """What Python and PCRE read differently: `[:alpha:]`, `[=a=]`, `[.a.]` (PCRE's
+    classes, characters to Python) and Python's `\\N{name}`, `\\u`, `\\U` escapes."""
 
     def __init__(self, db: Any):
         self.db = db
@@ -263,7 +266,9 @@ class _Screen:
     @classmethod
     def build(cls, patterns: list[re.Pattern]) -> _Screen | None:
         if hyperscan is None or any(
-            p.flags & ~cls._KNOWN or "[:" in p.pattern or not isinstance(p.pattern, str)
+            not isinstance(p.pattern, str)
+            or p.flags & ~cls._KNOWN
+            or cls._FOREIGN.search(p.pattern)
             for p in patterns
         ):
             return None
@@ -367,6 +372,8 @@ class _Screen:
             out[rows] = True  # strings in a shape not read here (dictionary, view): whole path
 
     def _strings(self, arr: pa.Array, rows: np.ndarray, out: np.ndarray) -> None:
+        if not len(arr):
+            return
         width = 8 if pa.types.is_large_string(arr.type) else 4
         _, offs_buf, data = arr.buffers()
         offsets = np.frombuffer(offs_buf, f"<i{width}", len(arr) + 1, arr.offset * width)

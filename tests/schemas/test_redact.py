@@ -263,8 +263,10 @@ def test_the_screen_reads_python_patterns_as_python_does():
     config = RedactConfig(patterns=(RedactPattern("emp", r"EMP-\d{,6}Z"),))
     screen = Redactor(config).screen
     assert screen is not None and screen.text("id EMP-123Z") and not screen.text("id EMP-")
-    posix = RedactConfig(patterns=(RedactPattern("p", r"id-[[:digit:]]+"),))
-    assert Redactor(posix).screen is None
+    for foreign in (r"id-[[:digit:]]+", r"id-\N{DIGIT ONE}", r"id-\u0031"):
+        assert Redactor(RedactConfig(patterns=(RedactPattern("p", foreign),))).screen is None
+    pair = Redactor(RedactConfig(patterns=(RedactPattern("kv", r"tok[:=](\w{8})", 1),))).screen
+    assert pair is not None and pair.text("tok:abcdefgh") and not pair.text("tok abcdefgh")
 
 
 def test_a_compiled_screen_is_kept_in_the_cache_and_a_damaged_one_replaced(tmp_path, monkeypatch):
