@@ -162,7 +162,7 @@ def read_valid(
     from `redact.screen`); invalid ones become rejects rows."""
     out = []
     known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
-    for where, d, flagged in scan_screened(Path(path), row_group, rows, True, screen):
+    for where, d, flagged in scan_screened(Path(path), row_group, rows, micros=True, screen=screen):
         counts["read"] += 1
         if isinstance(d, Problem):
             problems = [d]
