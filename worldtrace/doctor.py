@@ -111,6 +111,27 @@ def store_shards(store=None) -> list[Check]:
     return [Check("store shard", False, f"{path}: {why}", fix) for path, why in bad]
 
 
+def redaction_screen() -> Check:
+    """Whether `process` screens batches for secrets before redacting record by record
+    (docs/security.md): without it every record is redacted whole, with the same output
+    and ~80 us more CPU a record."""
+    from worldtrace.schemas.redact import hyperscan, redactor
+
+    if redactor().screen is not None:
+        return Check("redaction screen", True, "hyperscan screens each batch of records")
+    why = (
+        "hyperscan is not installed (x86-64 only)"
+        if hyperscan is None
+        else "the active rules hold syntax hyperscan reads otherwise (a POSIX class, \\N{..}, \\u)"
+    )
+    return Check(
+        "redaction screen",
+        False,
+        f"{why}: every record is redacted whole (same output, slower)",
+        "optional: pip install hyperscan, or write the rule without it (docs/security.md)",
+    )
+
+
 def run_checks(store=None) -> list[Check]:
     """Every check; `store` is the store whose shards are checked (default: the
     command line's)."""
@@ -143,4 +164,5 @@ def run_checks(store=None) -> list[Check]:
         _module("mcp", "mcp"),
         _module("playwright", "browser"),
         _module("uiautomator2", "android"),
+        redaction_screen(),
     ]

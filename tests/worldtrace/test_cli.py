@@ -60,6 +60,15 @@ def test_doctor_reports_and_suggests(wt_env):
     assert r.returncode == 0
     assert "[MISS] chromium" in r.stdout and "apt-get install chromium" in r.stdout
     assert "[MISS] tokenizer" in r.stdout and "--tokenizer PATH" in r.stdout
+    assert "[ok  ] redaction screen" in r.stdout
+
+
+def test_doctor_names_rules_the_redaction_screen_cannot_read(tmp_path, wt_env):
+    rules = tmp_path / "redact.yaml"
+    rules.write_text("patterns:\n  - {kind: pin, regex: 'pin-[[:digit:]]{4}'}\n")
+    r = wt(dict(wt_env, WORLDTRACE_REDACT_CONFIG=str(rules)), "doctor")
+    line = next(x for x in r.stdout.splitlines() if "redaction screen" in x)
+    assert "MISS" in line and "POSIX class" in line and "redacted whole" in line
 
 
 def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):

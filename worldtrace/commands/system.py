@@ -33,8 +33,8 @@ Example:
     "--json", "as_json", is_flag=True, help="Print one JSON document on stdout (docs/cli.md)."
 )
 def doctor(as_json: bool) -> None:
-    """Report what this machine has (docker, chromium, node, MCP, adb, tokenizer) and the
-    store's unreadable shards, with how to fix each gap."""
+    """Report what this machine has (docker, chromium, node, MCP, adb, tokenizer, the
+    redaction screen) and the store's unreadable shards, with how to fix each gap."""
     from worldtrace.doctor import doctor_document, run_checks
     from worldtrace.output import print_checks, print_json
 
