@@ -45,10 +45,10 @@ def _no_print(*args, **kwargs) -> None:
 
 
 def warm() -> None:
-    """Import what the work needs and compile the detectors pass 1 redacts with, and its
-    batch screen (~0.1 s of hyperscan compiling). Some imports happen only when first
-    used: gRPC's channels when the harness connects, the MinHash libraries in the first
-    unit (~7 ms a worker, on the run's critical path)."""
+    """Import what the work needs and compile the detectors pass 1 redacts with, and load
+    their batch screen (from the user's cache; ~60 ms of compiling the first time). Some
+    imports happen only when first used: gRPC's channels when the harness connects, the
+    MinHash libraries in the first unit (~7 ms a worker, on the run's critical path)."""
     import grpc._channel  # noqa: F401
     import rensa  # noqa: F401  (its thread pool starts on first use, not on import)
     import xxhash  # noqa: F401

@@ -122,7 +122,7 @@ def redaction_screen() -> Check:
     why = (
         "hyperscan is not installed (x86-64 only)"
         if hyperscan is None
-        else "the active rules hold syntax hyperscan reads otherwise (a POSIX class, \\N{..}, \\u)"
+        else "a rule hyperscan refuses or reads otherwise (a POSIX class, \\N{..}, \\u)"
     )
     return Check(
         "redaction screen",
