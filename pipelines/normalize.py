@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.redact import may_hold_secret, redact_record
+from worldtrace.schemas.redact import redact_record
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
@@ -54,10 +54,8 @@ def normalize(record: dict[str, Any], screened: bool = False) -> dict[str, Any]:
     out[F.TURNS] = turns
     meta = record.get(F.METADATA) or {}
     out[F.METADATA] = sorted(meta.items() if isinstance(meta, dict) else (tuple(p) for p in meta))
-    if screened and not may_hold_secret(rewritten):
-        out[F.REDACTIONS] = out.get(F.REDACTIONS) or 0  # as redact_record leaves a clean one
-        return out
-    return redact_record(out)  # security: current rules, also on raw data recorded before them
+    # security: current rules, also on raw data recorded before them
+    return redact_record(out, rewritten if screened else None)
 
 
 def reject_row(uid: str, stage: str, reason: str, tid: str | None = None) -> dict[str, Any]:

@@ -299,7 +299,7 @@ class RecordState(beam.PTransform):
     """Records (batches, each record once) -> the earlier segments to rewrite (`Rewrite`);
     writes the run's cluster state (`members.parquet`, sorted by uid: the earlier state
     of the clusters no new record reached, `touched` from `EarlierRecords`, and this
-    run's decisions) and template count changes (`delta.parquet`) into `out`/_index.
+    run's decisions) and template count changes (`G.DELTA_FILE`) into `out`/_index.
 
     Its combine has no default (a default costs every run a further stage barrier): a
     run no record reached writes nothing here and the pipeline's `NO_REWRITE` stands

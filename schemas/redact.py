@@ -224,8 +224,15 @@ class Redactor:
 
         return _map_strings(obj, fix), held, replaced
 
-    def record(self, d: dict[str, Any]) -> dict[str, Any]:
-        """A record dict (Arrow row or JSON shape) redacted, with `redactions` set."""
+    def record(self, d: dict[str, Any], unscreened: Iterable[str] | None = None) -> dict[str, Any]:
+        """A record dict (Arrow row or JSON shape) redacted, with `redactions` set.
+
+        `unscreened`: the record's strings were screened (`screen`) and none may hold a
+        secret, except possibly these: it is redacted whole only if one of them may."""
+        if unscreened is not None and self.screen is not None:
+            texts = [t for t in unscreened if t]
+            if not any(self.screen.text(t) for t in texts):
+                return {**d, F.REDACTIONS: d.get(F.REDACTIONS) or 0}  # as below, nothing held
         out, n = self.value(d)
         return {**out, F.REDACTIONS: max(n, d.get(F.REDACTIONS) or 0)}
 
@@ -408,12 +415,6 @@ def screen(batch: pa.RecordBatch) -> np.ndarray:
     return s.rows(batch) if s is not None else np.ones(batch.num_rows, bool)
 
 
-def may_hold_secret(texts: Iterable[str]) -> bool:
-    """Whether any of `texts` may hold a secret or a placeholder under the active rules."""
-    s = redactor().screen
-    return s is None or any(s.text(t) for t in texts if t)
-
-
 def _map_strings(obj: Any, fn) -> Any:
     if isinstance(obj, str):
         return fn(obj)
@@ -573,7 +574,8 @@ def redact_trajectory(t: Any, env_source: Any = None) -> Any:
     return out.with_id() if replaced else out
 
 
-def redact_record(d: dict[str, Any]) -> dict[str, Any]:
+def redact_record(d: dict[str, Any], unscreened: Iterable[str] | None = None) -> dict[str, Any]:
     """A record dict (Arrow row shape, as `process` carries it) redacted with the current
-    rules, `redactions` set. The id is left to the caller (process recomputes it)."""
-    return redactor().record(d)
+    rules, `redactions` set (`Redactor.record`, `unscreened` included). The id is left to
+    the caller (process recomputes it)."""
+    return redactor().record(d, unscreened)

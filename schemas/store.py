@@ -336,7 +336,7 @@ def scan_screened(
             yield first, part, True
             continue
         n = part.num_rows
-        flags = [bool(f) for f in screen(part)] if screen is not None else [True] * n
+        flags = screen(part).tolist() if screen is not None else [True] * n
         for k, d, flag in zip(range(first, first + n), part.to_pylist(), flags, strict=True):
             yield f"{path}:row {k}", d, flag
 
