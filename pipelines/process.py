@@ -426,8 +426,8 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             # the local runner starts its worker processes now, warming while the
             # pipeline is built (and stops any it did not use when the run ends)
             runner = LocalRunner(options) if cfg.runner in LOCAL_RUNNERS else None
-            plan = plan_run(todo, planned_workers(options))
-            with runner or nullcontext():
+            with runner or nullcontext():  # stopped however planning or the run ends
+                plan = plan_run(todo, planned_workers(options))
                 p = beam.Pipeline(runner=runner, options=options)
                 _ = (
                     p

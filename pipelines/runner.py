@@ -188,6 +188,8 @@ class _Standbys:
         self.procs = []
 
 
+_RUN_WORKERS: dict[str, list] = {}
+"""Runner token -> the worker handlers it started (`_WorkerProcess.close`)."""
 _STANDBYS: dict[str, _Standbys] = {}
 """Runner token -> its standby workers (the worker handler finds them by the token in
 its environment's payload)."""
@@ -254,6 +256,8 @@ class _WorkerProcess(worker_handlers.SubprocessSdkWorkerHandler):
         from apache_beam.runners.portability import local_job_service
 
         spec = json.loads(self._worker_command_line)
+        self._run_token = spec["standbys"]
+        _RUN_WORKERS.setdefault(self._run_token, []).append(self)
         standbys = _STANDBYS.get(spec["standbys"])
         proc = standbys.take() if standbys else None
         self.worker = local_job_service.SubprocessSdkWorker(
@@ -273,6 +277,19 @@ class _WorkerProcess(worker_handlers.SubprocessSdkWorkerHandler):
 
         self.worker_thread = threading.Thread(name="run_worker", target=run)
         self.worker_thread.start()
+
+    def close(self) -> None:
+        """Beam stops the workers one after another, each waited for until its process
+        has ended (~15 ms); the first to close tells every worker of the run that the
+        run is over, so they end together."""
+        from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
+            BeamFnControlServicer as Control,
+        )
+
+        for worker in _RUN_WORKERS.pop(self._run_token, []):
+            if worker.control_conn._state == Control.STARTED_STATE:
+                worker.control_conn.push(Control._DONE_MARKER)  # its own close adds one more
+        super().close()
 
 
 class _WorkerWatch(logging.Filter):

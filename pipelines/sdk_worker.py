@@ -48,15 +48,18 @@ def warm() -> None:
     """Import what the work needs and compile the detectors pass 1 redacts with, and load
     their batch screen (from the user's cache; ~60 ms of compiling the first time). Some
     imports happen only when first used: gRPC's channels when the harness connects, the
-    MinHash libraries in the first unit (~7 ms a worker, on the run's critical path)."""
+    MinHash libraries in the first unit (~7 ms a worker, on the run's critical path), and
+    the LSH bands and rows of the default threshold (~8 ms)."""
     import grpc._channel  # noqa: F401
     import rensa  # noqa: F401  (its thread pool starts on first use, not on import)
     import xxhash  # noqa: F401
     from apache_beam.runners.worker import sdk_worker_main  # noqa: F401
     from worldtrace.pipelines import process  # noqa: F401  (every stage's module)
+    from worldtrace.pipelines.dedup import DedupConfig
     from worldtrace.schemas.redact import redactor
 
     redactor().screen  # noqa: B018  (compiled on first use)
+    DedupConfig().band_rows()  # remembered (`minhash.lsh_params`)
 
 
 def serve(env: dict[str, str]) -> NoReturn:

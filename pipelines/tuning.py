@@ -38,7 +38,7 @@ def tune_beam() -> None:
     """Idempotent."""
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.worker import bundle_processor, statesampler
-    from apache_beam.transforms import userstate
+    from apache_beam.transforms import core, userstate
 
     if not getattr(statesampler.StateSampler.start, "threadless", False):
         _sampler_without_thread(statesampler)
@@ -47,6 +47,11 @@ def tune_beam() -> None:
         userstate.get_dofn_specs = _remembering(userstate.get_dofn_specs)
     if not getattr(PipelineOptions.view_as, "remembers", False):
         PipelineOptions.view_as = _remembering_views(PipelineOptions.view_as)
+    if not getattr(core.get_function_args_defaults, "remembers", False):
+        core.get_function_args_defaults = _remembering_args(core.get_function_args_defaults)
+    if core._check_fn_use_yield_and_return is not _no_source_lint:
+        _no_source_lint.beams = core._check_fn_use_yield_and_return
+        core._check_fn_use_yield_and_return = _no_source_lint
 
 
 def _sampler_without_thread(statesampler) -> None:
@@ -142,3 +147,33 @@ def _remembering(get_specs):
 
     get_dofn_specs.remembers = True
     return get_dofn_specs
+
+
+def _remembering_args(args_defaults):
+    """Each worker builds every stage's operations, and each operation's method wrappers
+    ask for the signature of the same few dozen methods: ~1,000 `inspect.signature`
+    calls a worker (~15 ms). A plain function's (or a method's) arguments and defaults
+    are remembered by function; other callables are asked every time."""
+    known: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def get_function_args_defaults(f):
+        bound = isinstance(f, types.MethodType)
+        fn = f.__func__ if bound else f
+        if not isinstance(fn, types.FunctionType):
+            return args_defaults(f)
+        seen = known.setdefault(fn, {})
+        if bound not in seen:
+            seen[bound] = args_defaults(f)
+        args, defaults = seen[bound]
+        return list(args), list(defaults)  # callers own the lists they get
+
+    get_function_args_defaults.remembers = True
+    return get_function_args_defaults
+
+
+def _no_source_lint(fn) -> bool:
+    """Beam reads the source of every DoFn's `process` when a ParDo is built, to warn of
+    a method that both yields and returns values (~20 ms of every run's construction).
+    The pipeline here is fixed and none of its methods does
+    (`tests/pipelines/test_tuning.py`), so the answer is no without reading."""
+    return False

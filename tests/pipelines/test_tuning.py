@@ -14,8 +14,9 @@ from apache_beam.runners.worker.statesampler import StateSampler as Sampler
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import userstate
 from apache_beam.transforms.userstate import BagStateSpec
+from worldtrace.pipelines import dedup, state, transforms
 from worldtrace.pipelines.runner import LocalRunner
-from worldtrace.pipelines.tuning import _remembering, tune_beam
+from worldtrace.pipelines.tuning import _no_source_lint, _remembering, tune_beam
 
 
 class RunningTotal(beam.DoFn):
@@ -166,3 +167,56 @@ def test_a_plain_dofn_class_is_inspected_once_unless_an_instance_brings_its_own_
         assert userstate.get_dofn_specs(borrowed) == ({RunningTotal.SEEN}, set())
     assert specs(RunningTotal()) == specs(RunningTotal()) == ({RunningTotal.SEEN}, set())
     assert calls == [Plain, Plain, Plain, RunningTotal, RunningTotal]
+
+
+def dofn_classes(modules) -> list[type]:
+    """Every DoFn class the pipeline's modules define."""
+    found, todo = [], list(beam.DoFn.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__ in {m.__name__ for m in modules}:
+            found.append(cls)
+    return found
+
+
+def test_the_lint_left_out_of_construction_finds_nothing_in_the_pipelines_dofns(caplog):
+    """The tuning answers Beam's source lint (a `process` that both yields and returns
+    values, or returns None) without reading the source: it holds only while Beam's own
+    lint finds nothing in any DoFn the pipeline has."""
+    tune_beam()
+    tune_beam()  # idempotent: Beam's lint is kept, not the tuning's
+    from apache_beam.transforms import core
+
+    lint = _no_source_lint.beams
+    assert core._check_fn_use_yield_and_return is _no_source_lint and lint is not _no_source_lint
+    classes = dofn_classes([dedup, state, transforms])
+    assert {"_Pass1", "_Finalize", "_Verify", "ProbeIndex"} <= {c.__name__ for c in classes}
+    with caplog.at_level("WARNING"):
+        assert [c.__name__ for c in classes if lint(c.__new__(c).process)] == []
+    assert caplog.records == []  # no "returned None" either
+
+    class Mixed(beam.DoFn):
+        def process(self, item):
+            if item:
+                return [item]
+            yield item
+
+    assert lint(Mixed().process)  # the lint the test relies on still finds one
+
+
+def test_remembered_signatures_answer_as_beams_and_hand_out_their_own_lists():
+    tune_beam()
+    from apache_beam.transforms import core
+
+    remembered = core.get_function_args_defaults
+    assert remembered.remembers
+    fn = Plain().process
+    first = remembered(fn)
+    assert first == (["item"], []) == core.get_function_arguments(Plain(), "process")
+    first[0].append("spoiled")  # a caller changing its copy changes no one else's
+    assert remembered(fn) == (["item"], [])
+    stateful = RunningTotal().process
+    args, defaults = remembered(stateful)
+    assert args == ["item", "seen"] and defaults[0].state_spec is RunningTotal.SEEN
+    assert remembered(RunningTotal.process)[0] == ["self", "item", "seen"]  # unbound
