@@ -245,7 +245,9 @@ class _Screen:
     Hyperscan (PyPI `hyperscan`) compiles every detector's regex in prefilter mode, which
     matches a superset of what the regex matches (lookarounds dropped), with bounded
     repeats of more than `WIDE_FROM` widened to unbounded (a superset too: the private
-    key's 20,000-character body took minutes to compile as it was). The superset holds
+    key's 20,000-character body took minutes to compile as it was) and the assertions on
+    a match's surroundings dropped (`_CONTEXT`): a column's strings are scanned back to
+    back, so no string is read in its neighbours' context. The superset holds
     where Python's and PCRE's semantics agree, which is proven for ASCII text without the
     separators \\x1c-\\x1f (Python's `\\s` matches them, PCRE's does not): a string outside
     that range counts as a hit, as does one holding a placeholder, and its record takes the
@@ -259,6 +261,11 @@ class _Screen:
     """
 
     WIDE_FROM = 64
+    _CONTEXT = {"\\b": "", "\\B": "", "\\A": "", "\\Z": "", "^": "", "$": ""}
+    """What reads a match's surroundings, dropped (a superset, as lookarounds are dropped
+    in prefilter mode): a column's strings are scanned back to back, so each string's
+    start and end would be read in its neighbours' context (`Bearer <token>` after a
+    string ending in a letter had no `\\b` before it, and passed)."""
     _REPEAT = re.compile(r"\{(\d*),(\d+)\}")
     _FLAGS = {re.I: "HS_FLAG_CASELESS", re.M: "HS_FLAG_MULTILINE", re.S: "HS_FLAG_DOTALL"}
     _KNOWN = re.I | re.M | re.S | re.U | re.A | re.X
@@ -306,14 +313,19 @@ class _Screen:
     @classmethod
     def _prefilter(cls, pattern: str, verbose: bool = False) -> str:
         """`pattern` with each repeat `{m,n}` outside a character class widened where n >
-        `WIDE_FROM`, and Python's `{,n}` written `{0,n}` (PCRE reads it as text)."""
+        `WIDE_FROM`, Python's `{,n}` written `{0,n}` (PCRE reads it as text), and the
+        assertions on a match's surroundings dropped (`_CONTEXT`)."""
         out, i, in_class = [], 0, False
         while i < len(pattern):
             c = pattern[i]
             if c == "\\" or (c == "#" and verbose and not in_class):
                 end = i + 2 if c == "\\" else (pattern.find("\n", i) + 1 or len(pattern))
-                out.append(pattern[i:end])  # an escape, or a comment to the end of its line
+                text = pattern[i:end]  # an escape, or a comment to the end of its line
+                out.append(cls._CONTEXT.get(text, text) if not in_class else text)
                 i = end
+                continue
+            if c in "^$" and not in_class:
+                i += 1  # `_CONTEXT`
                 continue
             m = None if in_class else cls._REPEAT.match(pattern, i)
             if m:
@@ -389,7 +401,7 @@ class _Screen:
             return
         b = np.frombuffer(data, np.uint8, stop - start, start)
         found: list[int] = []
-        self._scan(b, found)
+        self._scan(b, found)  # the column's strings back to back: see `_CONTEXT`
         odd = np.flatnonzero((b >= 0x80) | ((b & 0xFC) == 0x1C))  # non-ASCII, \x1c-\x1f
         at = np.concatenate([odd, np.asarray(found, np.int64)]) + start
         if len(at):

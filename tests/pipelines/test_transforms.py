@@ -116,6 +116,23 @@ def test_pass1_redacts_what_redacting_every_record_whole_redacts(tmp_path):
     assert not any(v in repr(screened) for v, _ in secrets.values())
 
 
+def test_a_secret_at_the_start_of_an_observation_is_redacted_after_any_neighbour(tmp_path):
+    """Found: an observation starting `Bearer <token>` kept its token through `process`
+    when the record before it ended its last observation with a letter (the batch
+    screen read the two strings as one, and found no word boundary before `Bearer`)."""
+    token = example_secrets(4)["bearer_token"][0]
+    records = [
+        build("terminal", [("cd src", ""), ("make", "build done")], episode="before"),
+        build("terminal", [("curl -v x", f"Bearer {token} accepted"), ("ls", "a")], episode="leak"),
+    ]
+    raw = tmp_path / "raw.parquet"
+    pq.write_table(to_table([t.with_id() for t in records]), raw)
+    items = read_valid(str(raw), 0, Counter(), [])
+    assert [flagged for *_, flagged in items] == [False, True]
+    kept = filter_records(items, FilterConfig(), Counter(), [])
+    assert token not in repr(kept) and kept[1][1]["redactions"] == 1
+
+
 def test_batch_statistics_equal_the_per_turn_functions():
     t = build("terminal", [("cat a\n", "héllo wörld " * 20), ("ls\n", ""), ("x\n", "ab" * 50)])
     r = normalize(t.to_dict())

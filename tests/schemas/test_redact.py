@@ -8,6 +8,7 @@ import json
 import random
 import uuid
 
+import pyarrow as pa
 import pytest
 from worldtrace.schemas import Action, Observation, Trajectory, Turn, validate_dict
 from worldtrace.schemas.arrow import to_batch
@@ -250,6 +251,52 @@ def test_the_batch_screen_passes_only_rows_the_full_path_leaves_as_they_are():
         assert red.record(d) == {**d, "redactions": 0}
 
 
+def test_a_string_is_screened_as_it_stands_alone_whatever_its_neighbours_in_the_column():
+    """Found: the screen scanned a column's strings back to back, so a string's start
+    and end were read in its neighbours' context: `Bearer <token>` at the start of an
+    observation that followed one ending in a letter (`...done`) was not flagged (`\\b`
+    saw no word boundary), and `process` left the token in. Anchored user rules (`^`,
+    `\\A`, `$`, `\\Z`) missed every string but the column's first the same way."""
+    token = "Bearer " + example_secrets(3)["bearer_token"][0]
+    red = Redactor()
+    assert red.text(token)[1] == 1  # alone, the full path finds it
+    column = ["done", token, "ls", "z"]
+    batch = pa.RecordBatch.from_pylist([{"obs": t, "turns": [t, "x"]} for t in column])
+    assert red.screen.rows(batch).tolist()[:2] == [False, True]  # and maybe the next
+    lists = pa.RecordBatch.from_pylist([{"turns": ["ok", "done"]}, {"turns": [token]}])
+    assert red.screen.rows(lists).tolist() == [False, True]
+    for rule in (r"^EMP-\d{6}$", r"\AEMP-\d{6}\Z", r"\bEMP-\d{6}\b"):
+        anchored = Redactor(RedactConfig(patterns=(RedactPattern("emp", rule),)))
+        assert anchored.text("EMP-123456")[1] == 1 and anchored.screen is not None
+        batch = pa.RecordBatch.from_pylist([{"t": v} for v in ("x1", "EMP-123456", "EMP-1")])
+        assert anchored.screen.rows(batch).tolist() == [False, True, False], rule
+
+
+def test_the_screen_flags_every_string_the_full_path_redacts_among_random_neighbours():
+    """The screen's promise, checked on random columns: secrets of every kind, whole and
+    cut, with word and non-word characters around them and on their neighbours' ends."""
+    rng = random.Random(11)
+    red = Redactor()
+    values = [v for v, _ in example_secrets(9).values()]
+    values += [line for _, line in example_secrets(10).values()]
+    bits = ["", "x", "a1", " ", "\n", "=", ":", "'", '"', "_", "-", "/", ".", "Bearer ",
+            "token=", "AKIA", "sk-", "ghp_", "://u:", "@h", "-----BEGIN RSA PRIVATE KEY-----"]  # fmt: skip
+
+    def noise() -> str:
+        return "".join(rng.choice(bits) for _ in range(rng.randint(0, 3)))
+
+    texts = []
+    for _ in range(3000):
+        value = rng.choice(values)
+        cut = value[rng.randint(0, 3) : len(value) - rng.randint(0, 3)]
+        texts.append(noise() + rng.choice(["", value, cut]) + noise())
+    batch = pa.RecordBatch.from_pylist([{"s": t, "l": [noise(), t]} for t in texts])
+    flags = red.screen.rows(batch).tolist()
+    missed = [t for t, f in zip(texts, flags, strict=True) if red.text(t)[1] and not f]
+    assert missed == []
+    assert 0.2 < sum(flags) / len(flags) < 1.0  # real secrets flagged, noise not always
+
+
 @pytest.mark.filterwarnings("ignore:Possible nested set")  # Python's reading of `[[:`
 def test_the_screen_reads_python_patterns_as_python_does():
     """Hyperscan reads PCRE: Python's `{,n}` is a repeat to it only once written `{0,n}`,
@@ -260,6 +307,9 @@ def test_the_screen_reads_python_patterns_as_python_does():
         r"a{0,3}[{1,100}]x{0,}?\\{0,5}\{1,200}"
     )
     assert _Screen._prefilter("a{,3} # b{,3} [\n c", verbose=True) == "a{0,3} # b{,3} [\n c"
+    # a match's surroundings are not read (a column is scanned back to back); in a class
+    # `\b` is a backspace and `^`, `$` are members (or the negation)
+    assert _Screen._prefilter(r"^\Ak\b[\b^$][^a]\B\$x\Z$") == r"k[\b^$][^a]\$x"
     config = RedactConfig(patterns=(RedactPattern("emp", r"EMP-\d{,6}Z"),))
     screen = Redactor(config).screen
     assert screen is not None and screen.text("id EMP-123Z") and not screen.text("id EMP-")
