@@ -122,7 +122,8 @@ def redaction_screen() -> Check:
     why = (
         "hyperscan is not installed (x86-64 only)"
         if hyperscan is None
-        else "a rule hyperscan refuses or reads otherwise (a POSIX class, \\N{..}, \\u)"
+        else "a rule hyperscan refuses or reads otherwise (a POSIX class, \\N{..}, \\u, "
+        "a non-ASCII character matched without case)"
     )
     return Check(
         "redaction screen",

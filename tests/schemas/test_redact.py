@@ -313,8 +313,14 @@ def test_the_screen_reads_python_patterns_as_python_does():
     config = RedactConfig(patterns=(RedactPattern("emp", r"EMP-\d{,6}Z"),))
     screen = Redactor(config).screen
     assert screen is not None and screen.text("id EMP-123Z") and not screen.text("id EMP-")
-    for foreign in (r"id-[[:digit:]]+", r"id-\N{DIGIT ONE}", r"id-\u0031"):
+    kelvin = Redactor(RedactConfig(patterns=(RedactPattern("k", "(?i)tok-\u212a\\d{4}"),)))
+    assert kelvin.text("tok-k1234")[1] == 1  # Python folds the Kelvin sign to `k`
+    caseless = ("(?i)tok-\u212a", "t(?i:ok-\u212a)")  # `\u212a`: a character here
+    for foreign in (r"id-[[:digit:]]+", r"id-\N{DIGIT ONE}", r"id-\u0031", *caseless):
         assert Redactor(RedactConfig(patterns=(RedactPattern("p", foreign),))).screen is None
+    exact = Redactor(RedactConfig(patterns=(RedactPattern("k", "tok-é\\d{4}"),)))
+    assert exact.screen is not None  # matched as written: its bytes
+    assert exact.screen.text("tok-é1234") and not exact.screen.text("tok-e1234")
     pair = Redactor(RedactConfig(patterns=(RedactPattern("kv", r"tok[:=](\w{8})", 1),))).screen
     assert pair is not None and pair.text("tok:abcdefgh") and not pair.text("tok abcdefgh")
 
