@@ -38,6 +38,7 @@ except ImportError:  # no wheel for this machine (x86-64 only): every record is 
     hyperscan = None
 
 from . import fields as F
+from . import prefilter
 from .redact_rules import (
     CONFIG_ENV,
     ENV_KIND,
@@ -247,13 +248,14 @@ class _Screen:
     repeats of more than `WIDE_FROM` widened to unbounded (a superset too: the private
     key's 20,000-character body took minutes to compile as it was) and the assertions on
     a match's surroundings dropped (`_CONTEXT`): a column's strings are scanned back to
-    back, so no string is read in its neighbours' context. The superset holds
-    where Python's and PCRE's semantics agree, which is proven for ASCII text without the
-    separators \\x1c-\\x1f (Python's `\\s` matches them, PCRE's does not): a string outside
-    that range counts as a hit, as does one holding a placeholder, and its record takes the
-    full path. A pattern hyperscan refuses, or one whose syntax it reads otherwise
-    (`_FOREIGN`), turns the screen off: every record takes the full path, as before it
-    existed.
+    back, so no string is read in its neighbours' context. Python reads code points and
+    hyperscan bytes: every rule is first rewritten for UTF-8 text (`prefilter.utf8`), and
+    where one cannot be (`utf8` False) the screen vouches only for ASCII text without the
+    separators \\x1c-\\x1f (Python's `\\s` matches them, PCRE's does not), where the two
+    agree: any other string counts as a hit, as a placeholder always does, and its record
+    takes the full path. A pattern hyperscan refuses, or one whose syntax it reads
+    otherwise (`_FOREIGN`), turns the screen off: every record takes the full path, as
+    before it existed.
 
     Compiling takes ~60 ms, which every worker process of a run paid on its critical path;
     the compiled database is kept in the user's cache (`SCREEN_CACHE`), named by the hash
@@ -266,7 +268,7 @@ class _Screen:
     in prefilter mode): a column's strings are scanned back to back, so each string's
     start and end would be read in its neighbours' context (`Bearer <token>` after a
     string ending in a letter had no `\\b` before it, and passed)."""
-    _REPEAT = re.compile(r"\{(\d*),(\d+)\}")
+    _REPEAT = re.compile(r"\{(\d*),(\d*)\}")
     _FLAGS = {re.I: "HS_FLAG_CASELESS", re.M: "HS_FLAG_MULTILINE", re.S: "HS_FLAG_DOTALL"}
     _KNOWN = re.I | re.M | re.S | re.U | re.A | re.X
     _FOREIGN = re.compile(r"\[([:=.])[^\]]*\1\]|\\[NuU]")
@@ -274,8 +276,11 @@ class _Screen:
     classes, characters to Python) and Python's `\\N{name}`, `\\u`, `\\U` escapes."""
     _INLINE_I = re.compile(r"\(\?[aiLmsux-]*i")
 
-    def __init__(self, db: Any):
+    def __init__(self, db: Any, utf8: bool = False):
         self.db = db
+        self.utf8 = utf8
+        """Every rule rewritten for UTF-8 text (`prefilter.utf8`); else only ASCII text
+        without the separators is screened, and any other string counts as a hit."""
         self._local = threading.local()  # hyperscan's scratch space is one thread's
 
     @classmethod
@@ -288,11 +293,13 @@ class _Screen:
             for p in patterns
         ):
             return None
+        wide = [prefilter.utf8(p.pattern, p.flags) for p in patterns]
+        utf8 = all(w is not None for w in wide)  # else ASCII text only: `_ascii_only`
         exprs, flags = [], []
-        for p in patterns:
-            verbose = bool(p.flags & re.X)  # PCRE's (?x) reads spaces and comments alike
-            text = cls._prefilter(p.pattern, verbose)
-            exprs.append((f"(?x){text}\n" if verbose else text).encode())
+        for p, w in zip(patterns, wide, strict=True):
+            verbose = bool(p.flags & re.X) and not utf8  # `utf8` drops spaces and comments
+            text = cls._prefilter(w if utf8 else p.pattern, verbose)
+            exprs.append((f"(?x){text}\n" if verbose else text).encode())  # PCRE's (?x)
             f = hyperscan.HS_FLAG_PREFILTER
             for bit, name in cls._FLAGS.items():
                 f |= getattr(hyperscan, name) if p.flags & bit else 0
@@ -300,7 +307,7 @@ class _Screen:
         key = hashlib.sha256(repr((hyperscan.__version__, exprs, flags)).encode()).hexdigest()
         cached = _cache_home() / SCREEN_CACHE / f"{key[:32]}.hsdb"
         with contextlib.suppress(OSError, hyperscan.error):
-            return cls(hyperscan.loadb(cached.read_bytes(), hyperscan.HS_MODE_BLOCK))
+            return cls(hyperscan.loadb(cached.read_bytes(), hyperscan.HS_MODE_BLOCK), utf8)
         db = hyperscan.Database()
         try:
             db.compile(
@@ -310,7 +317,7 @@ class _Screen:
             return None
         with contextlib.suppress(OSError):  # a read-only home: compiled again next time
             write_bytes_atomic(cached, hyperscan.dumpb(db))
-        return cls(db)
+        return cls(db, utf8)
 
     @classmethod
     def _folds_to_ascii(cls, p: re.Pattern) -> bool:
@@ -338,7 +345,8 @@ class _Screen:
             m = None if in_class else cls._REPEAT.match(pattern, i)
             if m:
                 low, high = m.group(1) or "0", m.group(2)
-                out.append(f"{{{low},}}" if int(high) > cls.WIDE_FROM else f"{{{low},{high}}}")
+                wide = not high or int(high) > cls.WIDE_FROM  # Python's `{,}` is `*`
+                out.append(f"{{{low},}}" if wide else f"{{{low},{high}}}")
                 i = m.end()
                 continue
             if c == "[" and not in_class:
@@ -368,7 +376,7 @@ class _Screen:
 
     def text(self, text: str) -> bool:
         """Whether `text` may hold a secret or a placeholder."""
-        if not text.isascii() or any(c in text for c in _SEPARATORS):
+        if not self.utf8 and (not text.isascii() or any(c in text for c in _SEPARATORS)):
             return True
         return self._scan(text.encode(), None)
 
@@ -410,8 +418,10 @@ class _Screen:
         b = np.frombuffer(data, np.uint8, stop - start, start)
         found: list[int] = []
         self._scan(b, found)  # the column's strings back to back: see `_CONTEXT`
-        odd = np.flatnonzero((b >= 0x80) | ((b & 0xFC) == 0x1C))  # non-ASCII, \x1c-\x1f
-        at = np.concatenate([odd, np.asarray(found, np.int64)]) + start
+        at = np.asarray(found, np.int64)
+        if not self.utf8:  # non-ASCII, \x1c-\x1f
+            at = np.concatenate([np.flatnonzero((b >= 0x80) | ((b & 0xFC) == 0x1C)), at])
+        at += start
         if len(at):
             out[rows[np.searchsorted(offsets, at, side="right") - 1]] = True
 

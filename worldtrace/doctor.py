@@ -117,8 +117,15 @@ def redaction_screen() -> Check:
     and ~80 us more CPU a record."""
     from worldtrace.schemas.redact import hyperscan, redactor
 
-    if redactor().screen is not None:
-        return Check("redaction screen", True, "hyperscan screens each batch of records")
+    screen = redactor().screen
+    if screen is not None:
+        how = (
+            "hyperscan screens each batch of records"
+            if screen.utf8
+            else "hyperscan screens ASCII text only (a rule with a backreference, a "
+            "conditional or a non-ASCII class member); other records are redacted whole"
+        )
+        return Check("redaction screen", True, how)
     why = (
         "hyperscan is not installed (x86-64 only)"
         if hyperscan is None

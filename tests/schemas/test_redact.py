@@ -227,17 +227,16 @@ def _placed(text: str, place: int) -> Trajectory:
 
 def test_the_batch_screen_passes_only_rows_the_full_path_leaves_as_they_are():
     """A record the screen passes skips redaction in `process`: every kind, in every kind
-    of place, is flagged; so is text outside the range the screen is proven for (non-ASCII,
-    the separators Python's `\\s` matches and PCRE's does not) and a placeholder; ordinary
-    data (SHAs, UUIDs, base64, URLs) passes, and the full path finds nothing in it, unless
-    a detector matches it before the allow-list (`user:${PASSWORD}@`), which is the full
-    path's to apply."""
+    of place, is flagged, and so is a placeholder; ordinary data (SHAs, UUIDs, base64,
+    URLs, text beyond ASCII, the separators Python's `\\s` matches) passes, and the full
+    path finds nothing in it, unless a detector matches it before the allow-list
+    (`user:${PASSWORD}@`), which is the full path's to apply."""
     red = Redactor()
     assert red.screen is not None  # hyperscan is installed here: the screen is real
     flagged = [line for _, line in example_secrets(11).values()]
     flagged += ["sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "glpat-" + "x1Y2z3W4v5U6t7S8r9Q0"]
-    flagged += ["naïve café", "a\x1cb", "already <secret:github_token> here"]
-    passed = ordinary_data()
+    flagged += ["already <secret:github_token> here"]
+    passed = [*ordinary_data(), "naïve café", "a\x1cb", "• Größe — 中文 😀"]
     texts = flagged + passed
     rows = [_placed(text, i % 4) for i, text in enumerate(texts)]
     allowed = [any(d.regex.search(text) for d in red.detectors) for text in passed]

@@ -69,6 +69,10 @@ def test_doctor_names_rules_the_redaction_screen_cannot_read(tmp_path, wt_env):
     r = wt(dict(wt_env, WORLDTRACE_REDACT_CONFIG=str(rules)), "doctor")
     line = next(x for x in r.stdout.splitlines() if "redaction screen" in x)
     assert "MISS" in line and "POSIX class" in line and "redacted whole" in line
+    rules.write_text("patterns:\n  - {kind: pair, regex: '(pin)-\\1-[0-9]{4}'}\n")
+    r = wt(dict(wt_env, WORLDTRACE_REDACT_CONFIG=str(rules)), "doctor")
+    line = next(x for x in r.stdout.splitlines() if "redaction screen" in x)
+    assert "[ok  ]" in line and "ASCII text only" in line and "backreference" in line
 
 
 def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
