@@ -14,11 +14,14 @@ that wherever Python matches in a text, the rewrite matches in the text's bytes:
 - a letter that Python's case-blind matching folds to a non-ASCII character (`CASE_FOLDS`)
   also matches that character's bytes;
 - a non-ASCII literal is written as its bytes, grouped, so a repeat takes all of them;
-- a verbose pattern loses its spaces and comments (`_unverbose`).
+- a verbose pattern loses its spaces and comments (`_unverbose`);
+- lookarounds are dropped (prefilter mode drops them: kept, a widened lookbehind would
+  not compile).
 
 What it cannot vouch for is refused (None): backreferences, conditionals, a non-ASCII
 character inside a class, a negated class holding a negated escape (`[^\\W]` is `\\w`),
-a non-ASCII character matched without regard to case. Hand-written because no library
+a non-ASCII character matched without regard to case, a verbose group in a pattern that
+is not verbose as a whole. Hand-written because no library
 translates Python's `re` to PCRE for bytes; `tests/schemas/test_prefilter.py` checks
 rewrites against Python's own `re` on random UTF-8 text.
 """
@@ -42,6 +45,7 @@ _WIDE_ESCAPES = {
     r"\S": r"\S",
 }
 _INLINE_I = re.compile(r"\(\?[aiLmsux-]*i")
+_LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
 _QUANTIFIER = re.compile(r"(?:([*+?])|\{(\d*)(,?)(\d*)\})([?+]?)")
 _CLASS_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|.)", re.S)
 
@@ -83,6 +87,9 @@ def utf8(pattern: str, flags: int) -> str | None:
             end = _group_start_end(pattern, i)
             if end is None:
                 return None
+            if pattern.startswith(_LOOKAROUNDS, i):  # dropped, as prefilter mode drops them
+                i = _group_end(pattern, end)
+                continue
             out.append(pattern[i:end])
             i = end
             continue
@@ -139,8 +146,10 @@ def _class(text: str, blind: bool) -> tuple[str, bool] | None:
     """A class for bytes, and whether it can match a non-ASCII character in Python."""
     negated = text.startswith("[^")
     escapes = _CLASS_ESCAPE.findall(text)
-    if not text.isascii() or any(e.startswith(r"\x") and int(e[2:], 16) >= 0x80 for e in escapes):
-        return None
+    if not text.isascii() or any(
+        (e.startswith(r"\x") and int(e[2:], 16) >= 0x80) or e[1] in "1234567" for e in escapes
+    ):
+        return None  # a non-ASCII member (`\351` is octal for `é` in a class)
     if negated:
         if any(e in (r"\W", r"\D", r"\S") for e in escapes):
             return None  # `[^\W]` is `\w`: it leaves out the bytes from 0x80
@@ -168,7 +177,25 @@ def _group_start_end(pattern: str, i: int) -> int | None:
         if rest.startswith(opener):
             return i + 2 + len(opener)
     m = re.match(r"[aiLmsux]*(?:-[imsx]+)?[:)]", rest)
-    return None if m is None else i + 2 + m.end()
+    if m is None or (i > 0 and "x" in m.group(0)):
+        return None  # verbose in part: its spaces and comments are not dropped here
+    return i + 2 + m.end()
+
+
+def _group_end(pattern: str, i: int) -> int:
+    """Index after the `)` closing the group whose body starts at `i`."""
+    depth = 1
+    while i < len(pattern) and depth:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i = _class_end(pattern, i)
+            continue
+        depth += (c == "(") - (c == ")")
+        i += 1
+    return i
 
 
 def _unverbose(pattern: str) -> str:
