@@ -55,6 +55,13 @@ def caseless(pattern: str, flags: int) -> bool:
     return bool(flags & re.I) or _INLINE_I.search(pattern) is not None
 
 
+def folds_to_ascii(pattern: str, flags: int) -> bool:
+    """A non-ASCII character matched without regard to case: Python folds some to ASCII
+    (`K`, the Kelvin sign, matches `k`; `ſ` matches `s`), PCRE on bytes does not; no
+    screen can vouch for such a pattern, even on ASCII text."""
+    return not pattern.isascii() and caseless(pattern, flags)
+
+
 def utf8(pattern: str, flags: int) -> str | None:
     """`pattern` (read with `flags`, less `re.X`) for UTF-8 bytes, or None."""
     blind = caseless(pattern, flags)

@@ -274,7 +274,6 @@ class _Screen:
     _FOREIGN = re.compile(r"\[([:=.])[^\]]*\1\]|\\[NuU]")
     """What Python and PCRE read differently: `[:alpha:]`, `[=a=]`, `[.a.]` (PCRE's
     classes, characters to Python) and Python's `\\N{name}`, `\\u`, `\\U` escapes."""
-    _INLINE_I = re.compile(r"\(\?[aiLmsux-]*i")
 
     def __init__(self, db: Any, utf8: bool = False):
         self.db = db
@@ -287,14 +286,14 @@ class _Screen:
     def build(cls, patterns: list[re.Pattern]) -> _Screen | None:
         if hyperscan is None or any(
             not isinstance(p.pattern, str)
-            or cls._folds_to_ascii(p)
+            or prefilter.folds_to_ascii(p.pattern, p.flags)
             or p.flags & ~cls._KNOWN
             or cls._FOREIGN.search(p.pattern)
             for p in patterns
         ):
             return None
         wide = [prefilter.utf8(p.pattern, p.flags) for p in patterns]
-        utf8 = all(w is not None for w in wide)  # else ASCII text only: `_ascii_only`
+        utf8 = all(w is not None for w in wide)  # else ASCII text only (`text`, `_strings`)
         exprs, flags = [], []
         for p, w in zip(patterns, wide, strict=True):
             verbose = bool(p.flags & re.X) and not utf8  # `utf8` drops spaces and comments
@@ -318,12 +317,6 @@ class _Screen:
         with contextlib.suppress(OSError):  # a read-only home: compiled again next time
             write_bytes_atomic(cached, hyperscan.dumpb(db))
         return cls(db, utf8)
-
-    @classmethod
-    def _folds_to_ascii(cls, p: re.Pattern) -> bool:
-        """A non-ASCII character matched without regard to case: Python folds some to ASCII
-        (`K`, the Kelvin sign, matches `k`; `ſ` matches `s`), PCRE on bytes does not."""
-        return not p.pattern.isascii() and bool(p.flags & re.I or cls._INLINE_I.search(p.pattern))
 
     @classmethod
     def _prefilter(cls, pattern: str, verbose: bool = False) -> str:
