@@ -57,7 +57,7 @@ def caseless(pattern: str, flags: int) -> bool:
 
 def folds_to_ascii(pattern: str, flags: int) -> bool:
     """A non-ASCII character matched without regard to case: Python folds some to ASCII
-    (`K`, the Kelvin sign, matches `k`; `ſ` matches `s`), PCRE on bytes does not; no
+    (the Kelvin sign U+212A matches `k`; `ſ` matches `s`), PCRE on bytes does not; no
     screen can vouch for such a pattern, even on ASCII text."""
     return not pattern.isascii() and caseless(pattern, flags)
 

@@ -34,7 +34,7 @@ def hit(db: hyperscan.Database, text: str) -> bool:
 def test_the_case_folds_are_pythons():
     """Every non-ASCII character Python's case-blind matching takes for an ASCII one."""
     letter = re.compile("[a-zA-Z]", re.I)
-    folds: dict[str, set[str]] = {}
+    folds: dict[str, set[bytes]] = {}
     for x in range(0x80, sys.maxunicode + 1):
         ch = chr(x)
         if letter.fullmatch(ch):
@@ -49,7 +49,7 @@ def test_the_case_folds_are_pythons():
 
 
 ODD = [
-    "é", "ü", "ß", "İ", "ı", "K", "ſ", "µ", "\u00a0", "\u2003", "\u3000", "\x1c", "\x1f",
+    "é", "ü", "ß", "İ", "ı", "\u212a", "ſ", "µ", "\u00a0", "\u2003", "\u3000", "\x1c", "\x1f",
     "٣", "中", "文", "😀", "—", "•", "\u200b", "Ω", "ﬀ",
 ]  # fmt: skip
 """Characters Python's classes treat otherwise than ASCII bytes: letters (some that
