@@ -286,7 +286,7 @@ class _WorkerProcess(worker_handlers.SubprocessSdkWorkerHandler):
             BeamFnControlServicer as Control,
         )
 
-        for worker in _RUN_WORKERS.pop(self._run_token, []):
+        for worker in _RUN_WORKERS.pop(getattr(self, "_run_token", None), []):
             if worker.control_conn._state == Control.STARTED_STATE:
                 worker.control_conn.push(Control._DONE_MARKER)  # its own close adds one more
         super().close()
