@@ -1,7 +1,7 @@
 """Python regexes rewritten as byte patterns that match at least as much in UTF-8 text.
 
 The redaction screen (`redact._Screen`) scans UTF-8 bytes with hyperscan, which reads
-PCRE. On ASCII text the two agree once `_Screen._prefilter` has done its rewrites; on
+PCRE. On ASCII text the two agree once `bounded` has done its rewrites; on
 other text Python matches code points and hyperscan bytes. `utf8` rewrites a pattern so
 that wherever Python matches in a text, the rewrite matches in the text's bytes:
 
@@ -23,13 +23,21 @@ character inside a class, a negated class holding a negated escape (`[^\\W]` is 
 a non-ASCII character matched without regard to case, a verbose group in a pattern that
 is not verbose as a whole. Hand-written because no library
 translates Python's `re` to PCRE for bytes; `tests/schemas/test_prefilter.py` checks
-rewrites against Python's own `re` on random UTF-8 text.
+rewrites against Python's own `re` on random UTF-8 text. `bounded`, applied to every
+pattern after, writes what PCRE reads otherwise or too slowly.
 """
 
 from __future__ import annotations
 
 import re
 
+WIDE_FROM = 64
+"""Bounded repeats longer than this are widened to unbounded (`bounded`)."""
+CONTEXT = {"\\b": "", "\\B": "", "\\A": "", "\\Z": "", "^": "", "$": ""}
+"""What reads a match's surroundings, dropped (a superset, as lookarounds are dropped
+in prefilter mode): the screen scans a column's strings back to back, so each string's
+start and end would be read in its neighbours' context (`Bearer <token>` after a
+string ending in a letter had no `\\b` before it, and passed)."""
 HIGH = r"[\x80-\xff]"
 """Any byte of a multi-byte UTF-8 character."""
 CASE_FOLDS = {"i": r"\xc4\xb0|\xc4\xb1", "k": r"\xe2\x84\xaa", "s": r"\xc5\xbf"}
@@ -48,11 +56,43 @@ _INLINE_I = re.compile(r"\(\?[aiLmsux-]*i")
 _LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
 _QUANTIFIER = re.compile(r"(?:([*+?])|\{(\d*)(,?)(\d*)\})([?+]?)")
 _CLASS_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|.)", re.S)
+_REPEAT = re.compile(r"\{(\d*),(\d*)\}")
 
 
 def caseless(pattern: str, flags: int) -> bool:
     """Whether any part of `pattern` may match without regard to case."""
     return bool(flags & re.I) or _INLINE_I.search(pattern) is not None
+
+
+def bounded(pattern: str, verbose: bool = False) -> str:
+    """`pattern` with each repeat `{m,n}` outside a character class widened where n >
+    `WIDE_FROM` (the private key's 20,000-character body took minutes to compile as it
+    was), Python's `{,n}` written `{0,n}` and `{,}` `{0,}` (PCRE reads them as text), and
+    the assertions on a match's surroundings dropped (`CONTEXT`); a verbose pattern's
+    comments are kept as they are."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" or (c == "#" and verbose):
+            end = i + 2 if c == "\\" else (pattern.find("\n", i) + 1 or len(pattern))
+            text = pattern[i:end]  # an escape, or a comment to the end of its line
+            out.append(CONTEXT.get(text, text))
+            i = end
+        elif c == "[":
+            end = _class_end(pattern, i)
+            out.append(pattern[i:end])  # members, whatever they spell
+            i = end
+        elif c in "^$":
+            i += 1  # `CONTEXT`
+        elif m := _REPEAT.match(pattern, i):
+            low, high = m.group(1) or "0", m.group(2)
+            wide = not high or int(high) > WIDE_FROM
+            out.append(f"{{{low},}}" if wide else f"{{{low},{high}}}")
+            i = m.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def folds_to_ascii(pattern: str, flags: int) -> bool:

@@ -245,9 +245,10 @@ class _Screen:
 
     Hyperscan (PyPI `hyperscan`) compiles every detector's regex in prefilter mode, which
     matches a superset of what the regex matches (lookarounds dropped), with bounded
-    repeats of more than `WIDE_FROM` widened to unbounded (a superset too: the private
-    key's 20,000-character body took minutes to compile as it was) and the assertions on
-    a match's surroundings dropped (`_CONTEXT`): a column's strings are scanned back to
+    repeats of more than `prefilter.WIDE_FROM` widened to unbounded (a superset too: the
+    private key's 20,000-character body took minutes to compile as it was) and the
+    assertions on a match's surroundings dropped (`prefilter.CONTEXT`): a column's strings
+    are scanned back to
     back, so no string is read in its neighbours' context. Python reads code points and
     hyperscan bytes: every rule is first rewritten for UTF-8 text (`prefilter.utf8`), and
     where one cannot be (`utf8` False) the screen vouches only for ASCII text without the
@@ -262,13 +263,6 @@ class _Screen:
     of what was compiled, and loads in microseconds.
     """
 
-    WIDE_FROM = 64
-    _CONTEXT = {"\\b": "", "\\B": "", "\\A": "", "\\Z": "", "^": "", "$": ""}
-    """What reads a match's surroundings, dropped (a superset, as lookarounds are dropped
-    in prefilter mode): a column's strings are scanned back to back, so each string's
-    start and end would be read in its neighbours' context (`Bearer <token>` after a
-    string ending in a letter had no `\\b` before it, and passed)."""
-    _REPEAT = re.compile(r"\{(\d*),(\d*)\}")
     _FLAGS = {re.I: "HS_FLAG_CASELESS", re.M: "HS_FLAG_MULTILINE", re.S: "HS_FLAG_DOTALL"}
     _KNOWN = re.I | re.M | re.S | re.U | re.A | re.X
     _FOREIGN = re.compile(r"\[([:=.])[^\]]*\1\]|\\[NuU]")
@@ -297,7 +291,7 @@ class _Screen:
         exprs, flags = [], []
         for p, w in zip(patterns, wide, strict=True):
             verbose = bool(p.flags & re.X) and not utf8  # `utf8` drops spaces and comments
-            text = cls._prefilter(w if utf8 else p.pattern, verbose)
+            text = prefilter.bounded(w if utf8 else p.pattern, verbose)
             exprs.append((f"(?x){text}\n" if verbose else text).encode())  # PCRE's (?x)
             f = hyperscan.HS_FLAG_PREFILTER
             for bit, name in cls._FLAGS.items():
@@ -317,43 +311,6 @@ class _Screen:
         with contextlib.suppress(OSError):  # a read-only home: compiled again next time
             write_bytes_atomic(cached, hyperscan.dumpb(db))
         return cls(db, utf8)
-
-    @classmethod
-    def _prefilter(cls, pattern: str, verbose: bool = False) -> str:
-        """`pattern` with each repeat `{m,n}` outside a character class widened where n >
-        `WIDE_FROM`, Python's `{,n}` written `{0,n}` (PCRE reads it as text), and the
-        assertions on a match's surroundings dropped (`_CONTEXT`)."""
-        out, i, in_class = [], 0, False
-        while i < len(pattern):
-            c = pattern[i]
-            if c == "\\" or (c == "#" and verbose and not in_class):
-                end = i + 2 if c == "\\" else (pattern.find("\n", i) + 1 or len(pattern))
-                text = pattern[i:end]  # an escape, or a comment to the end of its line
-                out.append(cls._CONTEXT.get(text, text) if not in_class else text)
-                i = end
-                continue
-            if c in "^$" and not in_class:
-                i += 1  # `_CONTEXT`
-                continue
-            m = None if in_class else cls._REPEAT.match(pattern, i)
-            if m:
-                low, high = m.group(1) or "0", m.group(2)
-                wide = not high or int(high) > cls.WIDE_FROM  # Python's `{,}` is `*`
-                out.append(f"{{{low},}}" if wide else f"{{{low},{high}}}")
-                i = m.end()
-                continue
-            if c == "[" and not in_class:
-                in_class = True
-                j = i + 1 + (pattern[i + 1 : i + 2] == "^")
-                if pattern[j : j + 1] == "]":  # a leading `]` is a member, not the end
-                    out.append(pattern[i : j + 1])
-                    i = j + 1
-                    continue
-            elif c == "]":
-                in_class = False
-            out.append(c)
-            i += 1
-        return "".join(out)
 
     def _scan(self, data: Any, found: list[int] | None) -> bool:
         """Hit end offsets of `data` into `found`, or (found None) whether there is one."""
@@ -410,7 +367,7 @@ class _Screen:
             return
         b = np.frombuffer(data, np.uint8, stop - start, start)
         found: list[int] = []
-        self._scan(b, found)  # the column's strings back to back: see `_CONTEXT`
+        self._scan(b, found)  # the column's strings back to back: `prefilter.CONTEXT`
         at = np.asarray(found, np.int64)
         if not self.utf8:  # non-ASCII, \x1c-\x1f
             at = np.concatenate([np.flatnonzero((b >= 0x80) | ((b & 0xFC) == 0x1C)), at])

@@ -9,14 +9,14 @@ import sys
 
 import hyperscan
 import pytest
-from worldtrace.schemas.prefilter import CASE_FOLDS, utf8
-from worldtrace.schemas.redact import Redactor, _Screen
+from worldtrace.schemas.prefilter import CASE_FOLDS, bounded, utf8
+from worldtrace.schemas.redact import Redactor
 from worldtrace.schemas.redact_rules import example_secrets
 
 
 def compiled(pattern: re.Pattern) -> hyperscan.Database:
-    """The screen's reading of one pattern: `utf8`, then `_Screen._prefilter`."""
-    text = _Screen._prefilter(utf8(pattern.pattern, pattern.flags))
+    """The screen's reading of one pattern: `utf8`, then `bounded`."""
+    text = bounded(utf8(pattern.pattern, pattern.flags))
     flags = hyperscan.HS_FLAG_PREFILTER
     flags |= hyperscan.HS_FLAG_CASELESS if pattern.flags & re.I else 0
     flags |= hyperscan.HS_FLAG_DOTALL if pattern.flags & re.S else 0

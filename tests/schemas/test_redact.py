@@ -13,9 +13,9 @@ import pytest
 from worldtrace.schemas import Action, Observation, Trajectory, Turn, validate_dict
 from worldtrace.schemas.arrow import to_batch
 from worldtrace.schemas.parsing import ConfigError
+from worldtrace.schemas.prefilter import bounded
 from worldtrace.schemas.redact import (
     Redactor,
-    _Screen,
     env_secrets,
     find_secrets,
     redact_payload,
@@ -302,13 +302,13 @@ def test_the_screen_reads_python_patterns_as_python_does():
     a verbose pattern keeps its comments, long repeats are widened (the superset it
     screens with), a class is left as it is; a POSIX class, which Python reads as
     characters, turns the screen off (every record redacted whole)."""
-    assert _Screen._prefilter(r"a{,3}[{1,100}]x{0,20000}?\\{,5}\{1,200}") == (
+    assert bounded(r"a{,3}[{1,100}]x{0,20000}?\\{,5}\{1,200}") == (
         r"a{0,3}[{1,100}]x{0,}?\\{0,5}\{1,200}"
     )
-    assert _Screen._prefilter("a{,3} # b{,3} [\n c", verbose=True) == "a{0,3} # b{,3} [\n c"
+    assert bounded("a{,3} # b{,3} [\n c", verbose=True) == "a{0,3} # b{,3} [\n c"
     # a match's surroundings are not read (a column is scanned back to back); in a class
     # `\b` is a backspace and `^`, `$` are members (or the negation)
-    assert _Screen._prefilter(r"^\Ak\b[\b^$][^a]\B\$x\Z$") == r"k[\b^$][^a]\$x"
+    assert bounded(r"^\Ak\b[\b^$][^a]\B\$x\Z$") == r"k[\b^$][^a]\$x"
     config = RedactConfig(patterns=(RedactPattern("emp", r"EMP-\d{,6}Z"),))
     screen = Redactor(config).screen
     assert screen is not None and screen.text("id EMP-123Z") and not screen.text("id EMP-")
