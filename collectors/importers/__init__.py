@@ -28,7 +28,7 @@ from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import redact_record
 
 from . import agentworldbench, atif, mini_swe_agent, openai, sharegpt, swe_agent
-from .common import ImportProblem, MissingField, origin_stem
+from .common import ImportProblem, InvalidField, MissingField, origin_stem
 from .reading import jsonl_text_lines, parse_line, read_json
 from .sink import ImportWriteError, Sink, present_keys
 
@@ -135,6 +135,8 @@ def _guarded(
         items = list(parse())
     except (MissingField, KeyError) as exc:
         items = [ImportProblem(str(path), where, "missing_field", str(exc).strip("'\""))]
+    except InvalidField as exc:  # the message names the field
+        items = [ImportProblem(str(path), where, "invalid", str(exc))]
     except RecursionError:
         items = [ImportProblem(str(path), where, "too_deep", "nested too deeply to convert")]
     except Exception as exc:  # a record of a shape no parser expects: it alone is lost
@@ -157,14 +159,30 @@ def _record(
     else:
         mod = next((m for m in RECORD_FORMATS.values() if m.detect_record(d)), None)
     if mod is None:
-        msg = "not a record of any known format" if fmt == "auto" else f"not a {fmt} record"
-        yield "?", index, where, ImportProblem(str(path), where, "unrecognized", msg)
+        yield "?", index, where, _unrecognized(path, where, d, fmt)
         return
     if isinstance(d, dict) and d.get("id") is not None:
         origin = str(d["id"])
     yield from _guarded(
         path, where, index, mod.NAME, lambda: mod.parse_record(d, origin, cfg.domain)
     )
+
+
+def _unrecognized(path: Path, where: str, d: Any, fmt: str) -> ImportProblem:
+    """Why no format took the record. Detection asks for a format's whole signature (a
+    list of messages with roles, not a `messages` key alone); a record that carries one
+    format's own key but of the wrong shape is not imported on that weaker evidence, yet
+    its problem names the field (`invalid`) instead of a bare `unrecognized`."""
+    if fmt != "auto":
+        return ImportProblem(str(path), where, "unrecognized", f"not a {fmt} record")
+    misses = [(m.NAME, *miss) for m in RECORD_FORMATS.values() if (miss := m.near_miss(d))]
+    if len(misses) == 1:
+        [(name, why, by)] = misses
+        return ImportProblem(str(path), where, "invalid", f"{why} (taken for {name} by {by})")
+    msg = "not a record of any known format"
+    if misses:
+        msg += "; " + "; ".join(f"as {name} (by {by}): {why}" for name, why, by in misses)
+    return ImportProblem(str(path), where, "unrecognized", msg)
 
 
 def _line_items(

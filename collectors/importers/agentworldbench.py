@@ -12,7 +12,7 @@ from typing import Any
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas import fields as F
 
-from .common import MissingField, build, text_of
+from .common import MissingField, build, expected, text_of
 
 NAME = "agentworldbench"
 
@@ -26,10 +26,19 @@ def detect_record(d: Any) -> bool:
     )
 
 
+def near_miss(d: Any) -> tuple[str, str] | None:
+    """None: detection already takes any record with the keys (`to_trajectory` then
+    names a field of the wrong type)."""
+    return None
+
+
 def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
-    prompts, responses = d.get("prompt"), d.get("response")
-    if not isinstance(prompts, list) or not isinstance(responses, list):
-        raise MissingField("`prompt` and `response` must be lists")
+    for key in ("prompt", "response"):
+        if key not in d:
+            raise MissingField(f"no `{key}` list")
+        if not isinstance(d[key], list):
+            raise expected(key, "a list", d[key])
+    prompts, responses = d["prompt"], d["response"]
     if len(prompts) != len(responses):
         raise MissingField(f"{len(prompts)} prompts but {len(responses)} responses")
     task = str(d.get("task") or "")

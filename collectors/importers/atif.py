@@ -5,6 +5,9 @@ their listed order (parallel calls keep the order the agent emitted them); each 
 paired with observation.results[{source_call_id, content}] by id (a call with no result
 gets an empty observation and a warning). The step's message and reasoning_content go to
 the first of its turns' `reasoning`. Task <- first user step; domain from tool names.
+A field of the wrong type (`arguments` neither an object nor a string holding one;
+`steps` or `tool_calls` no list, a call no object) refuses the file (`invalid`, naming
+the field).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from worldtrace.schemas import Observation, Outcome
 
 from .common import (
     ImportProblem,
+    InvalidField,
     MissingField,
     build,
+    expected,
     guess_domain,
     join_reasoning,
     origin_stem,
@@ -46,12 +51,16 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
         )
     steps = data.get("steps")
     if not isinstance(steps, list):
-        yield ImportProblem(str(path), "", "missing_field", "no `steps` list")
+        kind = "missing_field" if steps is None else "invalid"
+        msg = "no `steps` list" if steps is None else str(expected("steps", "a list", steps))
+        yield ImportProblem(str(path), "", kind, msg)
         return
     pairs = []
     names = []
     task = system = None
-    for n, step in enumerate(s for s in steps if isinstance(s, dict)):
+    for n, step in enumerate(steps):  # n: the step's index in the file, for problems
+        if not isinstance(step, dict):
+            continue
         src = step.get("source")
         if src == "system" and system is None:
             system = text_of(step.get("message"))
@@ -65,6 +74,10 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             if isinstance(r, dict):
                 results.setdefault(r.get("source_call_id"), []).append(text_of(r.get("content")))
         reasoning = join_reasoning(step.get("reasoning_content"), text_of(step.get("message")))
+        bad = _call_shape(n, calls)
+        if bad:
+            yield ImportProblem(str(path), "", "invalid", bad)
+            return
         for k, call in enumerate(calls):
             name = call.get("function_name")
             if not name:
@@ -83,9 +96,14 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                     fatal=False,
                 )
             obs = Observation("\n".join(results.get(cid, [])))
-            pairs.append(
-                (tool_action(name, call.get("arguments")), obs, reasoning if k == 0 else None)
-            )
+            try:
+                action = tool_action(
+                    name, call.get("arguments"), f"steps[{n}].tool_calls[{k}].arguments"
+                )
+            except InvalidField as exc:  # the message names the field
+                yield ImportProblem(str(path), "", "invalid", str(exc))
+                return
+            pairs.append((action, obs, reasoning if k == 0 else None))
     agent = data.get("agent") or {}
     tools = agent.get("tool_definitions") if isinstance(agent, dict) else None
     try:
@@ -108,3 +126,15 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
         )
     except MissingField as exc:
         yield ImportProblem(str(path), "", "missing_field", str(exc))
+
+
+def _call_shape(n: int, calls: Any) -> str | None:
+    """What is wrong with step `n`'s `tool_calls` if it is no list of objects."""
+    if not isinstance(calls, list):
+        return str(expected(f"steps[{n}].tool_calls", "a list", calls))
+    bad = next((k for k, c in enumerate(calls) if not isinstance(c, dict)), None)
+    return (
+        None
+        if bad is None
+        else str(expected(f"steps[{n}].tool_calls[{bad}]", "an object", calls[bad]))
+    )

@@ -24,6 +24,7 @@ from worldtrace.schemas import (
     Turn,
 )
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.redact import redactor
 
 from ..actions import tool
 
@@ -55,6 +56,30 @@ class ImportProblem:
 
 class MissingField(ValueError):
     """Raised by a parser when a record lacks a field it cannot do without."""
+
+
+class InvalidField(ValueError):
+    """Raised by a parser when a field holds what the format does not allow (a number
+    where arguments go, a string where a list goes); the message starts with the field's
+    path in the record, e.g. `messages[2].tool_calls[0].function.arguments: ...`. The
+    record is not imported (error kind `invalid`): nothing is coerced into a shape it
+    did not have."""
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value as the JSON it was written as, for a problem: secrets replaced as in the
+    shards (the problem goes to stderr and logs), cut to about `limit` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):  # circular or too deep: the type will do
+        text = type(value).__name__
+    text = redactor().text(text[: 4 * limit])[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def expected(field: str, what: str, value: Any) -> InvalidField:
+    """`field: expected WHAT, got <the value as written>`."""
+    return InvalidField(f"{field}: expected {what}, got {shown(value)}")
 
 
 def warning(kind: str, message: str) -> ImportProblem:
@@ -124,17 +149,30 @@ def guess_domain(tool_names: Iterable[str | None], default: str = "mcp") -> str:
     return default
 
 
-def tool_action(name: str, arguments: Any) -> Action:
-    """A tool call as the world model sees it: `name(<canonical JSON arguments>)`."""
+ARGUMENTS = "a JSON object or a string holding one"
+
+
+def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
+    """A tool call as the world model sees it: `name(<canonical JSON arguments>)`.
+
+    Arguments are an object, or a string as the model wrote it (OpenAI's shape): a string
+    that is not JSON is kept as `{"_raw": text}`, one holding JSON other than an object
+    as `{"_value": ...}` (the model's output, faithfully); empty or missing is `{}`.
+    Anything else (a number, a boolean, a list) is the file's error, not the model's:
+    InvalidField naming `field`, never wrapped."""
     if isinstance(arguments, str):
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError:
             parsed = {"_raw": arguments}
+        if not isinstance(parsed, dict):
+            parsed = {"_value": parsed}
+    elif arguments is None:
+        parsed = {}
+    elif isinstance(arguments, dict):
+        parsed = arguments
     else:
-        parsed = arguments if arguments is not None else {}
-    if not isinstance(parsed, dict):
-        parsed = {"_value": parsed}
+        raise expected(field, ARGUMENTS, arguments)
     return tool(name, **parsed)
 
 

@@ -15,7 +15,15 @@ from typing import Any
 
 from worldtrace.schemas import Action, Observation, Outcome
 
-from .common import ImportProblem, MissingField, build, origin_stem, split_command, text_of
+from .common import (
+    ImportProblem,
+    MissingField,
+    build,
+    expected,
+    origin_stem,
+    split_command,
+    text_of,
+)
 
 NAME = "mini-swe-agent"
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -65,7 +73,11 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             fatal=False,
         )
     if not isinstance(messages, list):
-        yield ImportProblem(str(path), "", "missing_field", "no `messages` list")
+        if messages is None:
+            yield ImportProblem(str(path), "", "missing_field", "no `messages` list")
+        else:
+            bad = expected("messages", "a list", messages)
+            yield ImportProblem(str(path), "", "invalid", str(bad))
         return
     msgs = [m for m in messages if isinstance(m, dict)]
     task = next((text_of(m.get("content")) for m in msgs if m.get("role") == "user"), None)

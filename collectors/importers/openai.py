@@ -10,6 +10,12 @@ a user profile as its observation); a result whose id matches no open call answe
 first open call (warning), one with no open call is reported, never joined. The
 assistant's content and any `reasoning_content` go to `reasoning`. `tools` is the action
 space; task <- first user message; domain from tool names; a run's reward -> outcome.
+
+A field of the wrong type refuses the record (`invalid`, naming the field): `arguments`
+must be an object or a string (as the model wrote it); `messages` a list of messages.
+A record is detected by a list of messages with roles; one that only carries the key
+(`messages`, or `traj` in a benchmark run) is not imported, but `near_miss` says which
+field is wrong.
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ from worldtrace.schemas import Observation, Outcome
 
 from .common import (
     ImportProblem,
+    InvalidField,
     MissingField,
     build,
+    expected,
     guess_domain,
     join_reasoning,
+    shown,
     text_of,
     tool_action,
     warning,
@@ -35,6 +44,8 @@ from .common import (
 NAME = "openai"
 MESSAGE_KEYS = ("messages", "traj")
 """Where a record keeps its messages: chat logs `messages`, benchmark result runs `traj`."""
+RUN_KEYS = ("task_id", "reward", "trial")
+"""Beside `traj`, what makes a record a benchmark run (a `traj` key alone says little)."""
 
 
 def _is_messages(msgs: Any) -> bool:
@@ -49,6 +60,26 @@ def detect_record(d: Any) -> bool:
     )
 
 
+def _shape_problem(msgs: Any, key: str) -> str:
+    """What is wrong with `msgs`, under `key`, that is not a list of messages."""
+    if not isinstance(msgs, list):
+        return f"{key}: expected a list, got {shown(msgs)}"
+    first = f"{key}[0] is {shown(msgs[0])}" if msgs else "the list is empty"
+    return f'{key}: no message has a "role" ({first})'
+
+
+def near_miss(d: Any) -> tuple[str, str] | None:
+    """(what is wrong, the evidence) for a record no format took that carries this
+    format's own key with no list of messages under it; None otherwise."""
+    if not isinstance(d, dict) or detect_record(d):
+        return None
+    if "messages" in d:
+        return _shape_problem(d["messages"], "messages"), "its `messages` key"
+    if "traj" in d and any(k in d for k in RUN_KEYS):
+        return _shape_problem(d["traj"], "traj"), "its `traj` key in a benchmark run"
+    return None
+
+
 @dataclass
 class _Call:
     id: Any
@@ -56,14 +87,19 @@ class _Call:
     arguments: Any
     reasoning: str | None
     results: list[dict[str, Any]] = field(default_factory=list)
+    at: str = "arguments"
+    """Where `arguments` is in the record, for a problem with it."""
 
 
-def pair_calls(msgs: list[dict[str, Any]]) -> tuple[list[_Call], list[ImportProblem]]:
-    """Every tool call in order, each with the result messages that answer it."""
+def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], list[ImportProblem]]:
+    """Every tool call in order, each with the result messages that answer it (`msgs` as
+    the record has them, under `key`: problems name `key[n]`; non-messages are skipped)."""
     calls: list[_Call] = []
     open_calls: list[_Call] = []
     problems: list[ImportProblem] = []
     for n, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            continue
         role = m.get("role")
         if role == "assistant" and m.get("tool_calls"):
             problems += [
@@ -74,12 +110,25 @@ def pair_calls(msgs: list[dict[str, Any]]) -> tuple[list[_Call], list[ImportProb
                 m.get("reasoning_content") or m.get("reasoning"), text_of(m.get("content"))
             )
             open_calls = []
+            at = f"{key}[{n}].tool_calls"
+            if not isinstance(m["tool_calls"], list):
+                raise expected(at, "a list", m["tool_calls"])
             for k, call in enumerate(m["tool_calls"]):
-                fn = (call.get("function") or {}) if isinstance(call, dict) else {}
+                if not isinstance(call, dict):
+                    raise expected(f"{at}[{k}]", "an object", call)
+                fn = call.get("function") or {}
+                if not isinstance(fn, dict):
+                    raise expected(f"{at}[{k}].function", "an object", fn)
                 if not fn.get("name"):
-                    raise MissingField(f"messages[{n}].tool_calls[{k}] has no function.name")
+                    raise MissingField(f"{at}[{k}] has no function.name")
+                if not isinstance(fn["name"], str):
+                    raise expected(f"{at}[{k}].function.name", "a string", fn["name"])
                 c = _Call(
-                    call.get("id"), fn["name"], fn.get("arguments"), reasoning if k == 0 else None
+                    call.get("id"),
+                    fn["name"],
+                    fn.get("arguments"),
+                    reasoning if k == 0 else None,
+                    at=f"{at}[{k}].function.arguments",
                 )
                 calls.append(c)
                 open_calls.append(c)
@@ -141,18 +190,23 @@ def _outcome(d: Any) -> Outcome | None:
 
 
 def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
-    msgs = (
-        next((d.get(k) for k in MESSAGE_KEYS if _is_messages(d.get(k))), None)
-        if isinstance(d, dict)
-        else d
-    )
+    key, msgs = "messages", d  # a bare list of messages
+    if isinstance(d, dict):
+        key = next((k for k in MESSAGE_KEYS if _is_messages(d.get(k))), "")
+        if not key:
+            present = [k for k in MESSAGE_KEYS if k in d]
+            if present:
+                raise InvalidField(_shape_problem(d[present[0]], present[0]))
+            raise MissingField("no `messages` (or `traj`) list")
+        msgs = d[key]
     if not isinstance(msgs, list):
         raise MissingField("no `messages` (or `traj`) list")
-    msgs = [m for m in msgs if isinstance(m, dict)]
-    calls, problems = pair_calls(msgs)
+    calls, problems = pair_calls(msgs, key)
     yield from problems
+    msgs = [m for m in msgs if isinstance(m, dict)]
     pairs = [
-        (tool_action(c.name, c.arguments), _observation(c.results), c.reasoning) for c in calls
+        (tool_action(c.name, c.arguments, c.at), _observation(c.results), c.reasoning)
+        for c in calls
     ]
     task = next((text_of(m.get("content")) for m in msgs if m.get("role") == "user"), None)
     system = next((text_of(m.get("content")) for m in msgs if m.get("role") == "system"), None)

@@ -18,6 +18,13 @@ from typing import Any
 from .common import ImportProblem
 
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]|NaN|-?Infinity')
+_CUT_TOKEN = re.compile(
+    r"""\\ | \\?u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,3})?)?  # an escape in a string
+    | n(?:ul?)? | t(?:ru?)? | f(?:a(?:ls?)?)?                    # null, true, false
+    | - | \. | [eE][+-]?                                          # a number""",
+    re.X,
+)
+"""What is left where the decoder stopped when a line is cut inside its last token."""
 
 
 class BadJSON(ValueError):
@@ -54,12 +61,38 @@ def _refuse(constant: str) -> Any:
     raise ValueError(constant)
 
 
-def loads(text: str) -> Any:
-    """json.loads that refuses NaN/Infinity and reports depth; errors are BadJSON."""
+def _undecodable(text: str, exc: json.JSONDecodeError, unit: str) -> BadJSON:
+    """The decoder's complaint, located. json's messages that end in "at" expect a
+    position after them (`Invalid control character at`); ours follows as `at column N`.
+    Text that stops before its value is complete (a string still open, a list or an
+    object unclosed) is called what it most likely is: cut short."""
+    msg = exc.msg.removesuffix(" at")
+    msg = msg[:1].lower() + msg[1:]
+    end = len(text.rstrip())
+    if (
+        exc.pos >= end
+        or msg.startswith("unterminated string")
+        or _CUT_TOKEN.fullmatch(text, exc.pos, end)
+    ):
+        # the decoder ran out of text, or stopped in the token the text ends with: in a
+        # string when it is still open, ends in an escape, or the character the decoder
+        # stopped at is the line break after it (a control character there)
+        in_string = msg.startswith(("unterminated", "invalid control", "invalid \\"))
+        what = "unterminated string" if in_string else "unexpected end"
+        line, col = _position(text, end)
+        return BadJSON(f"{what} at column {col} (the {unit} may be truncated)", line, col)
+    if msg.startswith("invalid control character"):
+        msg = f"invalid control character {text[exc.pos]!r}"
+    return BadJSON(f"{msg} at column {exc.colno}", exc.lineno, exc.colno)
+
+
+def loads(text: str, unit: str = "line") -> Any:
+    """json.loads that refuses NaN/Infinity and reports depth; errors are BadJSON (`unit`:
+    what the text is, `line` or `file`, for the message)."""
     try:
         return json.loads(text, parse_constant=_refuse)
     except json.JSONDecodeError as exc:
-        raise BadJSON(f"{exc.msg} at column {exc.colno}", exc.lineno, exc.colno) from None
+        raise _undecodable(text, exc, unit) from None
     except RecursionError:
         found = _locate(text, want_constant=False)
     except ValueError as exc:  # a refused constant, or e.g. an integer of 5,000 digits
@@ -82,7 +115,7 @@ def read_json(path: Path) -> Any | ImportProblem:
     if not text.strip():
         return _problem(path, "line 1", "empty_file", "the file holds no record")
     try:
-        return loads(text)
+        return loads(text, "file")
     except BadJSON as exc:
         return _problem(path, f"line {exc.line}", "invalid_json", exc.message)
 

@@ -3,7 +3,8 @@
 `function_call` (or gpt messages holding a JSON {name, arguments}) is the action,
 paired with the next `observation`/`tool` message; plain `gpt` text before a call is
 reasoning; task <- first `human` message; `tools` (JSON string or list) is the action
-space; domain from tool names.
+space; domain from tool names. Call `arguments` are an object or a string holding one
+(anything else refuses the record, `invalid`, naming the field).
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from typing import Any
 
 from worldtrace.schemas import Observation
 
-from .common import MissingField, build, guess_domain, join_reasoning, text_of, tool_action
+from .common import (
+    MissingField,
+    build,
+    expected,
+    guess_domain,
+    join_reasoning,
+    text_of,
+    tool_action,
+)
 
 NAME = "sharegpt"
 CALL_ROLES = {"function_call", "tool_call"}
@@ -25,24 +34,44 @@ def detect_record(d: Any) -> bool:
     return isinstance(d, dict) and isinstance(d.get("conversations"), list)
 
 
-def _call(value: str) -> list[dict[str, Any]]:
+def near_miss(d: Any) -> tuple[str, str] | None:
+    """(what is wrong, the evidence) for a record whose `conversations` is no list."""
+    if isinstance(d, dict) and "conversations" in d and not detect_record(d):
+        return str(expected("conversations", "a list", d["conversations"])), (
+            "its `conversations` key"
+        )
+    return None
+
+
+def _call(value: str, at: str) -> list[tuple[dict[str, Any], str]]:
+    """The calls in a function_call message's value (at `at`), each with where its
+    arguments are."""
     try:
         parsed = json.loads(value)
     except (TypeError, json.JSONDecodeError) as exc:
-        raise MissingField(f"function_call is not JSON: {value[:60]!r}") from exc
-    calls = parsed if isinstance(parsed, list) else [parsed]
-    for c in calls:
+        raise MissingField(f"{at}: function_call is not JSON: {value[:60]!r}") from exc
+    if isinstance(parsed, list):
+        calls = [(c, f"{at}[{k}]") for k, c in enumerate(parsed)]
+    else:
+        calls = [(parsed, at)]
+    for c, _ in calls:
         if not isinstance(c, dict) or not c.get("name"):
-            raise MissingField("function_call without a name")
-    return calls
+            raise MissingField(f"{at}: function_call without a name")
+    return [(c, f"{where}.arguments") for c, where in calls]
 
 
 def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
-    conv = [m for m in d["conversations"] if isinstance(m, dict)]
+    if "conversations" not in d:
+        raise MissingField("no `conversations` list")
+    if not isinstance(d["conversations"], list):
+        raise expected("conversations", "a list", d["conversations"])
+    # (index in the record, message): problems name the record's own index
+    numbered = [(n, m) for n, m in enumerate(d["conversations"]) if isinstance(m, dict)]
+    conv = [m for _, m in numbered]
     pairs, names = [], []
     prose: list[str] = []
     task = None
-    for i, m in enumerate(conv):
+    for i, (n, m) in enumerate(numbered):
         role, value = m.get("from"), text_of(m.get("value"))
         if role == "human" and task is None:
             task = value
@@ -52,7 +81,7 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
             continue
         nxt = conv[i + 1] if i + 1 < len(conv) and conv[i + 1].get("from") in OBS_ROLES else None
         results = [text_of(nxt.get("value"))] if nxt else [""]
-        calls = _call(value)
+        calls = _call(value, f"conversations[{n}].value")
         if len(calls) > 1 and nxt:  # parallel calls answered by one JSON list of results
             try:
                 parsed = json.loads(results[0])
@@ -62,12 +91,12 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
                     ]
             except json.JSONDecodeError:
                 pass
-        for k, c in enumerate(calls):
+        for k, (c, at) in enumerate(calls):
             names.append(c["name"])
             obs = Observation(results[k] if k < len(results) else "")
             pairs.append(
                 (
-                    tool_action(c["name"], c.get("arguments")),
+                    tool_action(c["name"], c.get("arguments"), at),
                     obs,
                     join_reasoning(*prose) if k == 0 else None,
                 )

@@ -219,3 +219,33 @@ def test_swe_agent_history_only(tmp_path):
     assert json.loads(b.system.demonstrations) == ["DEMO: ls"]
     assert [(p.kind, p.fatal) for p in problems] == [("unpaired_call", False)]
     assert "submit" in problems[0].message
+
+
+def test_legitimate_tool_argument_shapes_import_as_they_always_did(tmp_path):
+    """What real files hold in `arguments` (a JSON string, as OpenAI writes it; an object,
+    as ATIF and ShareGPT do; an empty or missing value; text the model failed to make
+    JSON) imports unchanged beside the refusal of numbers, booleans and lists."""
+    shapes = [
+        ('{"command": "ls"}', 'bash({"command": "ls"})'),
+        ({"command": "ls"}, 'bash({"command": "ls"})'),
+        ("", "bash({})"),
+        ("  ", "bash({})"),
+        (None, "bash({})"),
+        ({}, "bash({})"),
+        ('{"command": "ls"', 'bash({"_raw": "{\\"command\\": \\"ls\\""})'),  # the model's own text
+        ("[1, 2]", 'bash({"_value": [1, 2]})'),  # a string: the model's output, kept
+    ]
+    msgs = [{"role": "user", "content": "go"}]
+    for k, (args, _) in enumerate(shapes):
+        fn = {"name": "bash", "arguments": args}
+        msgs += [
+            {"role": "assistant", "tool_calls": [{"id": f"c{k}", "function": fn}]},
+            result(f"c{k}", "bash", f"out {k}"),
+        ]
+    no_args = {"role": "assistant", "tool_calls": [{"id": "n", "function": {"name": "bash"}}]}
+    msgs += [no_args, result("n", "bash", "no arguments key")]
+    f = tmp_path / "shapes.jsonl"
+    f.write_text(json.dumps({"id": "shapes", "messages": msgs}) + "\n")
+    [t], problems = items(f)
+    assert not problems
+    assert [x.action.text for x in t.turns] == [want for _, want in shapes] + ["bash({})"]

@@ -159,3 +159,198 @@ def test_validate_goes_on_past_a_file_nested_too_deep(tmp_path, wt_env):
         f"{deep}: <json>: nested too deeply to parse; the rest of the file is not checked"
     ]
     assert "3 record(s), 1 problem(s)" in r.stderr
+
+
+def cli_import(env, *args):
+    r = subprocess.run(
+        ["worldtrace", "import", *map(str, args)], capture_output=True, text=True, env=env
+    )
+    return r, r.stderr.splitlines()
+
+
+def stored(env):
+    return list(read_records(f"{env['WORLDTRACE_STORE']}/raw/import"))
+
+
+def call_chat(rid, arguments, before=(), key="messages", **extra):
+    """An OpenAI record whose one tool call (messages[2] unless `before` adds messages)
+    has `arguments` as given."""
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "go"},
+        *before,
+        {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "bash", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "ok"},
+    ]  # fmt: skip
+    return {"id": rid, key: msgs, **extra}
+
+
+WANT_ARGS = "expected a JSON object or a string holding one, got"
+
+
+def test_tool_arguments_of_a_wrong_type_are_reported_never_wrapped(tmp_path, wt_env):
+    """`"arguments": 42` was imported as `bash({"_value": 42})` without a word; now the
+    record is refused as `invalid`, naming line and field, in every importer that reads
+    tool-call arguments, and the other records of the file are imported."""
+    d = tmp_path / "in"
+    d.mkdir()
+    sharegpt = {
+        "id": "sg",
+        "conversations": [
+            {"from": "human", "value": "find Dune"},
+            {"from": "function_call", "value": json.dumps({"name": "search", "arguments": True})},
+            {"from": "observation", "value": "Herbert"},
+        ],
+    }
+    lines = [
+        call_chat("good", '{"command": "ls"}'),
+        call_chat("number", 42),
+        call_chat("list", [1, 2], before=["a stray string"]),  # indices count it
+        sharegpt,
+        call_chat("run", 1.5, key="traj", task_id=7, reward=1.0),
+        chat("good-2"),
+    ]
+    (d / "chat.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    atif = {
+        "schema_version": "ATIF-v1.2",
+        "session_id": "s1",
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "go"},
+            {"step_id": 2, "source": "agent", "message": "run",
+             "tool_calls": [{"tool_call_id": "c1", "function_name": "bash", "arguments": 42}],
+             "observation": {"results": [{"source_call_id": "c1", "content": "ok"}]}},
+        ],
+    }  # fmt: skip
+    (d / "trajectory.json").write_text(json.dumps(atif))
+    r, err = cli_import(wt_env, d)
+    assert r.returncode == 0, r.stderr
+    chat_f = d / "chat.jsonl"
+    assert err == [
+        f"{chat_f}:line 2: invalid: messages[2].tool_calls[0].function.arguments: {WANT_ARGS} 42",
+        f"{chat_f}:line 3: invalid: messages[3].tool_calls[0].function.arguments: {WANT_ARGS} [1, 2]",
+        f"{chat_f}:line 4: invalid: conversations[1].value.arguments: {WANT_ARGS} true",
+        f"{chat_f}:line 5: invalid: traj[2].tool_calls[0].function.arguments: {WANT_ARGS} 1.5",
+        f"{d / 'trajectory.json'}: invalid: steps[1].tool_calls[0].arguments: {WANT_ARGS} 42",
+    ]
+    trajs = stored(wt_env)
+    assert sorted(t.source.origin_id for t in trajs) == ["good", "good-2"]
+    assert not [x for t in trajs for x in t.turns if "_value" in x.action.text]
+    r, _ = cli_import(wt_env, "--strict", d)
+    assert r.returncode == 1
+
+
+def test_a_field_of_the_wrong_type_is_named(tmp_path, wt_env):
+    """`"messages": "not a list"` was `unrecognized: not a record of any known format`.
+    A record that carries a format's own key is reported on that key's field; a record
+    without one stays unrecognized, and none of them is imported on that evidence."""
+    f = tmp_path / "chat.jsonl"
+    lines = [
+        chat("ok"),
+        {"id": "s", "messages": "not a list"},
+        {"id": "r", "task_id": 3, "reward": 0.0, "traj": {"role": "user"}},
+        {"id": "c", "conversations": 5},
+        {"id": "m", "messages": [{"from": "human", "value": "hi"}]},
+        {"hello": 1},
+        {"id": "t", "traj": "a bare traj key is no evidence"},
+        {"id": "w", "task": "agentworld/terminal", "prompt": "ls", "response": ["a b"]},
+    ]
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r, err = cli_import(wt_env, f)
+    assert r.returncode == 0, r.stderr
+    assert err == [
+        f'{f}:line 2: invalid: messages: expected a list, got "not a list"'
+        " (taken for openai by its `messages` key)",
+        f'{f}:line 3: invalid: traj: expected a list, got {{"role": "user"}}'
+        " (taken for openai by its `traj` key in a benchmark run)",
+        f"{f}:line 4: invalid: conversations: expected a list, got 5"
+        " (taken for sharegpt by its `conversations` key)",
+        f'{f}:line 5: invalid: messages: no message has a "role" (messages[0] is'
+        ' {"from": "human", "value": "hi"}) (taken for openai by its `messages` key)',
+        f"{f}:line 6: unrecognized: not a record of any known format",
+        f"{f}:line 7: unrecognized: not a record of any known format",
+        f'{f}:line 8: invalid: prompt: expected a list, got "ls"',
+    ]
+    assert [t.source.origin_id for t in stored(wt_env)] == ["ok"]
+    one = tmp_path / "one.jsonl"  # the format given: no evidence needed; a secret is shown redacted
+    secret = "AKIA" + "Q" * 16
+    one.write_text(json.dumps({"messages": "not a list"}) + "\n" + json.dumps({"traj": secret}))
+    r, err = cli_import(wt_env, "--format", "openai", one)
+    assert err == [
+        f'{one}:line 1: invalid: messages: expected a list, got "not a list"',
+        f'{one}:line 2: invalid: traj: expected a list, got "<secret:aws_access_key>"',
+    ]
+
+
+def test_a_truncated_line_is_called_truncated(tmp_path, wt_env):
+    """`invalid_json: Invalid control character at at column 151` (json's message ends
+    in "at", and ours added another) for a line cut inside a string."""
+    f = tmp_path / "cut.jsonl"
+    whole = json.dumps({"id": "cut", "messages": [{"role": "user", "content": "x" * 300}]})
+    tab = '{"id": "tab", "content": "a\tb"}'
+    lines = [
+        json.dumps(chat("good-1")),
+        whole[:150],  # cut inside a string, the line's newline follows
+        '{"id": "open", "messages": [',
+        tab,  # a raw tab inside a string, not at the end: not a truncation
+        '{"a": }',
+        json.dumps(chat("good-2")),
+        whole[:90],  # the last line, cut with no newline after it
+    ]
+    f.write_text("\n".join(lines))
+    g = tmp_path / "cut.json"
+    g.write_text('{"messages": [\n  {"role": "user", "content": "abc')
+    r, err = cli_import(wt_env, f, g)
+    assert r.returncode == 0, r.stderr
+    assert err == [
+        f"{f}:line 2: invalid_json: unterminated string at column 151 (the line may be truncated)",
+        f"{f}:line 3: invalid_json: unexpected end at column 29 (the line may be truncated)",
+        f"{f}:line 4: invalid_json: invalid control character '\\t' at column {tab.index(chr(9)) + 1}",
+        f"{f}:line 5: invalid_json: expecting value at column 7",
+        f"{f}:line 7: invalid_json: unterminated string at column 91 (the line may be truncated)",
+        f"{g}:line 2: invalid_json: unterminated string at column 35 (the file may be truncated)",
+    ]
+    assert sorted(t.source.origin_id for t in stored(wt_env)) == ["good-1", "good-2"]
+
+
+def test_every_cut_of_a_line_is_reported_as_truncated(tmp_path):
+    """Whatever token a line is cut in (a string, an escape, a number's fraction or
+    exponent, null/true/false, between tokens), it is called truncated, and the lines
+    around it are imported."""
+    rec = chat("tokens", 'say "hi"\t\\ \u00e9\U0001f600')
+    rec["messages"][0].update(weight=-1.5e-30, seen=True, hidden=False, note=None)
+    line = json.dumps(rec, ensure_ascii=True)
+    assert "\\ud83d\\ude00" in line and "-1.5e-30" in line
+    f = tmp_path / "cuts.jsonl"
+    f.write_text("".join(line[:cut] + "\n" for cut in range(1, len(line))) + line + "\n")
+    r = import_paths([f], tmp_path / "out")
+    assert r.imported["openai"] == 1 and r.errors["invalid_json"] == len(line) - 1
+    off = [p.message for p in r.problems if not p.message.endswith("(the line may be truncated)")]
+    assert off == []
+    # the line ends `\ude00"}]}`: cut in the escape, then after the string closed
+    assert [p.message for p in r.problems[-4:]] == [
+        f"{what} at column {len(line) - k + 1} (the line may be truncated)"
+        for k, what in zip(
+            (4, 3, 2, 1), ["unterminated string"] + ["unexpected end"] * 3, strict=True
+        )
+    ]
+
+
+def test_whole_file_formats_name_a_field_of_the_wrong_type(tmp_path, wt_env):
+    """A file's `steps` or `messages` that is no list was `missing_field: no ... list` as
+    if absent, and ATIF tool calls that are no list broke the parser with an
+    AttributeError; each is now `invalid` on its field."""
+    d = tmp_path / "in"
+    d.mkdir()
+    atif = {"schema_version": "ATIF-v1.2", "session_id": "s"}
+    step = {"step_id": 1, "source": "agent", "message": "run", "tool_calls": {"a": 1}}
+    (d / "a-steps.json").write_text(json.dumps({**atif, "steps": "none"}))
+    (d / "b-calls.json").write_text(json.dumps({**atif, "steps": [{"source": "user"}, step]}))
+    mini = {"trajectory_format": "mini-swe-agent-1", "messages": {"role": "user"}}
+    (d / "c.traj.json").write_text(json.dumps(mini))
+    r, err = cli_import(wt_env, d)
+    assert r.returncode == 1  # nothing imported
+    assert err == [
+        f'{d / "a-steps.json"}: invalid: steps: expected a list, got "none"',
+        f'{d / "b-calls.json"}: invalid: steps[1].tool_calls: expected a list, got {{"a": 1}}',
+        f'{d / "c.traj.json"}: invalid: messages: expected a list, got {{"role": "user"}}',
+    ]
