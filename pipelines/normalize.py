@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.redact import redact_record
+from worldtrace.schemas.redact import redact_record, redactor
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
@@ -59,7 +59,9 @@ def normalize(record: dict[str, Any], screened: bool = False) -> dict[str, Any]:
 
 
 def reject_row(uid: str, stage: str, reason: str, tid: str | None = None) -> dict[str, Any]:
-    """A `rejects` row: file, record within it, stage, reason, trajectory id if known."""
+    """A `rejects` row: file, record within it, stage, reason, trajectory id if known.
+    The reason is redacted: it may quote what it rejects (a filter's or a validator's)."""
+    reason = redactor().text(reason)[0]
     path, _, record = uid.rpartition(":")
     if not path:
         path, record = uid, ""

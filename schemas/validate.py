@@ -28,6 +28,15 @@ class Problem:
     """Dotted path of the field, e.g. `turns[3].observation.text`."""
     message: str
 
+    def __post_init__(self) -> None:
+        # security: a message quotes the value it refuses ("unknown domain 'AKIA...'") and
+        # is printed and kept in processed/rejects, where no record boundary redacts it
+        from .redact import redactor
+
+        red = redactor()
+        for name in ("field", "message"):
+            object.__setattr__(self, name, red.text(getattr(self, name))[0])
+
     def __str__(self) -> str:
         return f"{self.record}: {self.field}: {self.message}"
 

@@ -45,6 +45,10 @@ class ImportProblem:
     message: str
     fatal: bool = True
 
+    def __post_init__(self) -> None:
+        # security: a message may quote what it could not import (an exception's text)
+        object.__setattr__(self, "message", redactor().text(self.message)[0])
+
     def at(self, path: str, where: str) -> ImportProblem:
         """This problem located in `path` at `where` (parsers of one record know neither)."""
         return dataclasses.replace(self, path=self.path or path, where=self.where or where)

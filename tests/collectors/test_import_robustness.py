@@ -354,3 +354,21 @@ def test_whole_file_formats_name_a_field_of_the_wrong_type(tmp_path, wt_env):
         f'{d / "b-calls.json"}: invalid: steps[1].tool_calls: expected a list, got {{"a": 1}}',
         f'{d / "c.traj.json"}: invalid: messages: expected a list, got {{"role": "user"}}',
     ]
+
+
+def test_a_secret_in_what_a_problem_quotes_is_redacted(tmp_path, wt_env):
+    """Every problem's message is redacted where it is made: a warning quoting an
+    unpaired call's id and name printed an AWS key that the record itself (imported,
+    and redacted) no longer held."""
+    secret = "AKIA" + "Q" * 16
+    f = tmp_path / "leak.jsonl"
+    call = {"id": secret, "function": {"name": secret, "arguments": "{}"}}
+    msgs = [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [call]}]
+    f.write_text(json.dumps({"messages": msgs}) + "\n")
+    r, err = cli_import(wt_env, f)
+    assert r.returncode == 0, r.stderr
+    assert err == [
+        f"{f}:line 1: unpaired_call: no result for call '<secret:aws_access_key>'"
+        " (<secret:aws_access_key>)",
+    ]
+    assert secret not in r.stdout + r.stderr

@@ -208,3 +208,36 @@ def test_check_lists_file_record_field_kind_never_the_secret(tmp_path, wt_env):
     assert f"{train / 'train-0.parquet'}: s0: input_ids (decoded): aws_access_key" in lines
     assert key not in r.stdout + r.stderr and planted["aws_access_key"][0] not in r.stdout
     assert "3 secret(s) found" in r.stderr
+
+
+def test_a_secret_in_an_invalid_field_reaches_neither_rejects_nor_what_validate_prints(
+    tmp_path, wt_env
+):
+    """A record rejected for a bad field value was rejected with the value quoted in the
+    reason ("unknown domain 'AKIA...'"): the secret sat in processed/rejects, where no
+    boundary redacts (records are redacted, reasons were not), and `validate` printed it."""
+    planted = example_secrets(seed=7)
+    aws, token = planted["aws_access_key"][0], planted["bearer_token"][0]
+    good = Trajectory(
+        domain="terminal",
+        turns=[Turn(i, Action(kind="command", text="ls"), Observation(text="a")) for i in (0, 1)],
+    ).with_id()
+    bad_domain, bad_kind = good.to_dict(), good.to_dict()
+    bad_domain["domain"] = aws
+    bad_kind["turns"][0]["action"]["kind"] = "Bearer " + token
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps(d, default=str) + "\n" for d in (bad_domain, bad_kind)))
+
+    def cli(*args):
+        return subprocess.run(["worldtrace", *args], capture_output=True, text=True, env=wt_env)
+
+    shown = cli("validate", str(records))
+    assert shown.returncode == 1 and "domain: unknown domain '<secret:aws_access_key>'" in shown.stdout
+    assert "turns[0].action.kind: unknown action kind 'Bearer <secret:bearer_token>'" in shown.stdout
+    assert cli("process", "--input", str(records)).returncode == 0
+    reasons = cli("query", "--format", "json", "SELECT reason FROM rejects")
+    assert reasons.returncode == 0 and reasons.stdout.count("<secret:") == 2, reasons.stdout
+    for out in (shown, reasons):
+        assert aws not in out.stdout + out.stderr and token not in out.stdout + out.stderr
+    check = cli("redact", "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
