@@ -54,26 +54,81 @@ from .web_spec import (
 BID_RE = re.compile(r"^[a-zA-Z0-9]+$")
 SETTLE_MAX_MS = 1000
 SETTLE_QUIET_MS = 60
-SETTLE_JS = """() => new Promise(r => {
-  let frames = 0, last = -Infinity;
-  const seen = new MutationObserver(() => { last = performance.now(); });
-  seen.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
-  const done = () => { seen.disconnect(); clearTimeout(cap); clearTimeout(idle); r(); };
+LAST_CHANGE_KEY = "__worldtrace_last_change_9f3c2e"
+"""The window property (read-only, not enumerable) holding a function that returns the
+performance.now() of the document's last DOM change: a name no page meets."""
+
+
+def _fill(js: str, **names: object) -> str:
+    """The script with its capitalised placeholders replaced (in order): braces would
+    clash with the script's own, as in an f-string."""
+    for name, value in names.items():
+        js = js.replace(name, str(value))
+    return js
+
+
+RECORDER_JS = _fill(
+    """(key, since) => {
+  const have = Object.getOwnPropertyDescriptor(window, key);
+  if (have) return typeof have.value === "function" ? have.value : () => since;
+  let last = since;
+  const aria = new Set(["aria-roledescription", "aria-description"]);
+  const marked = (v) => typeof v === "string" && v.startsWith("browsergym_id_");
+  const ours = (m) => m.type === "attributes" && (m.attributeName === BID_ATTR
+    || (aria.has(m.attributeName)
+        && (marked(m.oldValue) || marked(m.target.getAttribute(m.attributeName)))));
+  new MutationObserver((records) => { if (!records.every(ours)) last = performance.now(); })
+    .observe(document, {subtree: true, childList: true, attributes: true,
+                        attributeOldValue: true, characterData: true});
+  const read = () => last;
+  Object.defineProperty(window, key, {value: read});
+  return read;
+}""",
+    BID_ATTR=json.dumps(BID_ATTR),
+)
+"""Records in `window[key]` when the document last changed, from `since` on (once per
+document; later calls return the same reader). The sandbox's own marks are no change,
+or every step after one would wait out SETTLE_QUIET_MS: the bid attribute, and the
+`browsergym_id_` prefix that `mark_frames` puts on the two ARIA attributes (still there
+when the records arrive) and `unmark_frames` takes off (in the old value)."""
+INIT_JS = _fill(
+    """if (window === window.top) {
+  try { (RECORDER)(KEY, performance.now()); } catch (e) {}
+}""",
+    RECORDER=RECORDER_JS,
+    KEY=json.dumps(LAST_CHANGE_KEY),
+)
+"""Every document of the context records its changes from its creation, before its own
+scripts run, so the settle sees the changes made before it began. Frames skip it: the
+settle reads the main frame's only."""
+SETTLE_JS = _fill(
+    """() => new Promise(r => {
+  const last = (RECORDER)(KEY, -Infinity);
+  let frames = 0, over = false;
+  const done = () => { over = true; clearTimeout(cap); clearTimeout(idle); r(); };
   const cap = setTimeout(done, MAX_MS);
   const idle = setTimeout(() => { if (!frames) done(); }, 100);
   const tick = () => {
-    if (++frames >= 2 && performance.now() - last >= QUIET_MS) done();
+    if (over) return;
+    if (++frames >= 2 && performance.now() - last() >= QUIET_MS) done();
     else requestAnimationFrame(tick);
   };
   requestAnimationFrame(tick);
-})""".replace("MAX_MS", str(SETTLE_MAX_MS)).replace("QUIET_MS", str(SETTLE_QUIET_MS))
-"""Resolves after two animation frames if the DOM did not change meanwhile (a still page:
-as fast as before), else once it has been still for `SETTLE_QUIET_MS`: a page still
-rendering after its load event (a docs search filling in its results from timers a few
-at a time) is in the tree done, not half rendered, even when a busy machine delays its
-timers by a frame or two. At most `SETTLE_MAX_MS` on a page that never stops changing;
-100 ms for a tab that does not render. Two frames alone let the same step observe a
-half-rendered page one time in ten."""
+})""",
+    RECORDER=RECORDER_JS,
+    KEY=json.dumps(LAST_CHANGE_KEY),
+    MAX_MS=SETTLE_MAX_MS,
+    QUIET_MS=SETTLE_QUIET_MS,
+)
+"""Resolves after two animation frames once the DOM has been still for SETTLE_QUIET_MS,
+counted from its last change as INIT_JS recorded it (a page still since then: two
+frames, as fast as before). A page that changes, pauses for less and changes again is
+observed after the second change even when the settle began in the pause (a click's
+first change, a load handler's spinner, timers a busy machine delays): counted from the
+settle's own start, it was observed half done. A document without a recorder (the init
+script did not run or failed: none seen, new tabs and popups included) gets one here,
+and only changes from now on count, as before. At most SETTLE_MAX_MS on a page that
+never stops changing; 100 ms for a tab that does not render."""
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 """Observation fields of GUI kinds this schema version has; the rest ride in state_json."""
 
@@ -221,6 +276,7 @@ class WebSandbox(Unpicklable):
         )
         ctx.set_default_timeout(c.action_timeout * 1000)
         ctx.set_default_navigation_timeout(c.navigation_timeout * 1000)
+        await ctx.add_init_script(INIT_JS)  # before any page: every document records
         await ctx.route(self._outside(), self._block)
         if c.record_requests:
             ctx.on("request", lambda r: self.requests.append(r.url))

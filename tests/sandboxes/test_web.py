@@ -26,7 +26,13 @@ import pytest
 from worldtrace.collectors.actions import tool, tool_call
 from worldtrace.pipelines.filters import FilterConfig, apply_filters
 from worldtrace.sandboxes.base import SandboxError, TaskSpec
-from worldtrace.sandboxes.web import WebConfig, WebSandbox, WebTask
+from worldtrace.sandboxes.web import (
+    LAST_CHANGE_KEY,
+    SETTLE_QUIET_MS,
+    WebConfig,
+    WebSandbox,
+    WebTask,
+)
 from worldtrace.sandboxes.web_browser import NO_NAME_RESOLUTION, BrowserConfig, launch_args
 from worldtrace.sandboxes.web_explorer import parse_tree
 from worldtrace.sandboxes.web_sites import start_datasette, start_docs_site
@@ -66,6 +72,14 @@ window.addEventListener("load", () => {
   setTimeout(add, 5);
 });
 </script></body></html>""",
+    # a click that changes the page at once and again after the same pause; "Add" adds a
+    # node (a new bid to mark) and notes when
+    "click.html": """<html><head><title>Click</title></head><body><p id="s">Ready</p>
+<button onclick="const s = document.getElementById('s'); s.textContent = 'Working';
+setTimeout(() => { s.textContent = 'Finished after a pause'; }, 45)">Run</button>
+<button onclick="window.changedAt = performance.now();
+document.body.insertAdjacentHTML('beforeend', '<p>Added</p>')">Add</button>
+<script>window.changedAt = performance.now();</script></body></html>""",
 }  # fmt: skip
 
 
@@ -230,6 +244,58 @@ def test_a_page_still_rendering_after_load_is_observed_once_it_is_done(make, pag
     for _ in range(3):
         text = start(make(), pages.url + "late.html").text
         assert "All 30 results" in text and text.count("result ") == 30
+
+
+def test_a_click_that_changes_the_page_twice_is_observed_after_the_second(make, pages):
+    """The click's first change comes before the settle begins; the step still waits
+    out the pause before its second."""
+    sb = make()
+    run = bid(start(sb, pages.url + "click.html"), "button", "Run")
+    for _ in range(3):
+        done = sb.step(tool("click", bid=run))
+        assert "Finished after a pause" in done.text and "Working" not in done.text
+
+
+def test_the_dom_quiet_wait_counts_from_the_last_change_before_it_began(make, pages):
+    """The hole itself, without the step's own latency: the page changes, the settle
+    begins at once and the page changes again 45 ms later (more than two frames)."""
+    sb = make()
+    start(sb, pages.url + "blank.html")
+
+    async def change_then_settle() -> str:
+        page = sb._page
+        await page.evaluate(
+            """() => { document.body.textContent = "Working";
+            setTimeout(() => { document.body.textContent = "Finished"; }, 45); }"""
+        )
+        await sb._settle(page)
+        return await page.evaluate("() => document.body.textContent")
+
+    for _ in range(3):
+        assert sb.host.runner.run(change_then_settle(), 10) == "Finished"
+
+
+def test_marking_bids_is_no_change_of_the_page(make, pages):
+    """Marking bids and unmarking the ARIA carriers after every settle must not count as
+    the page changing, or every step after it would wait out the DOM-quiet wait; the
+    recorded last change stays the page's own (its parse, then its click handler)."""
+    sb = make()
+    obs = start(sb, pages.url + "click.html")
+
+    def last_and_own() -> tuple[float, float]:
+        js = f"() => [window[{LAST_CHANGE_KEY!r}](), window.changedAt]"
+        return tuple(sb.host.runner.run(sb._page.evaluate(js), 5))
+
+    parsed, parsed_at = last_and_own()  # recorded from the document's start, marks ignored
+    assert abs(parsed - parsed_at) < SETTLE_QUIET_MS
+    sb.step(tool("noop", ms=0))
+    assert last_and_own()[0] == parsed
+    added = sb.step(tool("click", bid=bid(obs, "button", "Add")))  # a new node, a new bid
+    assert "StaticText 'Added'" in added.text
+    clicked, clicked_at = last_and_own()
+    assert 0 <= clicked - clicked_at < SETTLE_QUIET_MS  # the marks came later than that
+    sb.step(tool("noop", ms=0))
+    assert last_and_own()[0] == clicked
 
 
 def test_a_page_rendering_what_it_fetched_after_load_is_observed_with_it(make, slow_site):
