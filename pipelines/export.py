@@ -33,10 +33,12 @@ from .samples import (
     PART,
     SAMPLE_MODES,
     SAMPLE_TURNS,
+    TRUNCATED,
     Packer,
     Sample,
     SampleBuilder,
     SampleConfig,
+    truncation_totals,
 )
 from .tokens import load_tokenizer, pad_id, tokenizer_info
 from .writers import (
@@ -44,7 +46,9 @@ from .writers import (
     LABEL_SHIFT,
     MANIFEST,
     AgentWorldBenchLines,
+    OutputRefused,
     agentworldbench_lines,
+    check_output,
     row_writer,
     shard_entries,
     staged,
@@ -65,7 +69,7 @@ class ExportConfig(SampleConfig):
     input: str = ""
     """Processed trajectories directory (store processed/trajectories)."""
     output: str = ""
-    """Export directory; replaced as a whole when the export succeeds."""
+    """Export directory: new, empty or an earlier export, replaced as a whole when the export succeeds."""
     tokenizer: str = ""
     """Path of a Hugging Face tokenizer.json."""
     format: str = "parquet"
@@ -162,6 +166,7 @@ def export(
     manifest (for a split export, the top manifest naming each part's). `progress` is
     called with (trajectories read, trajectories read) after each batch."""
     cfg.check()
+    _check_apart(check_output(cfg.output), cfg)  # refused before anything is read or written
     fractions = parse_split(cfg.split)
     prompt = SystemPrompt.from_file(cfg.simulation_instructions)
     template = load_template(cfg.template, cfg.template_eot)
@@ -171,7 +176,7 @@ def export(
     check_input(cfg.input)
     names = [MAIN_PART, *fractions]
     trajectories: Counter[str] = Counter()
-    with staged(Path(cfg.output)) as staging:
+    with staged(cfg.output) as staging:
         dirs = {n: staging / n if fractions else staging for n in names}
         records = _routed(
             iter_batches(cfg.input, batch), fractions, cfg.seed, trajectories, progress
@@ -193,6 +198,17 @@ def export(
         top = _top_manifest(cfg, fractions, manifests, dirs)
         write_manifest(staging, top)
     return top
+
+
+def _check_apart(out: Path, cfg: ExportConfig) -> None:
+    """Refuse an output that is, holds or lies inside the input: replacing it would
+    remove the data being read."""
+    inp = Path(cfg.input).resolve()
+    if out == inp or out in inp.parents or inp in out.parents:
+        how = "is inside" if inp in out.parents else "holds"
+        raise OutputRefused(
+            f"will not write the export to {cfg.output}: it {how} the input {cfg.input}"
+        )
 
 
 def _routed(
@@ -268,7 +284,11 @@ def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> d
         },
         "label_shift": LABEL_SHIFT,
         "only_observation_tokens_are_targets": True,
-        "counts": {"trajectories": n_in, "rows": n_rows, **builder.stats[part].as_dict()},
+        "counts": {
+            "trajectories": n_in,
+            "rows": n_rows,
+            **builder.stats[part].as_dict(),
+        },
         "config": {
             k: v for k, v in asdict(cfg).items() if k not in ("input", "output", "tokenizer")
         },
@@ -290,8 +310,22 @@ def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Pa
             }
             for n, m in manifests.items()
         },
-        "counts": {k: sum(m["counts"][k] for m in manifests.values()) for k in keys},
+        "counts": {
+            **{k: sum(m["counts"][k] for m in manifests.values()) for k in keys},
+            "truncated": truncation_totals(_summed_by_domain(manifests)),
+        },
     }
+
+
+def _summed_by_domain(manifests: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """The parts' `counts.truncated.by_domain`, added up."""
+    out: dict[str, dict[str, int]] = {}
+    for m in manifests.values():
+        for d, v in m["counts"]["truncated"]["by_domain"].items():
+            acc = out.setdefault(d, dict.fromkeys(TRUNCATED, 0))
+            for k in TRUNCATED:
+                acc[k] += v[k]
+    return dict(sorted(out.items()))
 
 
 def _policy_from(input_dir: str) -> dict[str, Any] | None:

@@ -90,6 +90,19 @@ def _domain_counts() -> dict[str, int]:
     return {"samples": 0, "tokens": 0, "loss_tokens": 0}
 
 
+TRUNCATED = ("samples", "turns", "tokens")
+"""What `counts.truncated` counts: samples cut at the length limit, turns whose text lost
+tokens, and the tokens cut."""
+
+
+def truncation_totals(by_domain: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """`counts.truncated`: the totals, and by domain."""
+    return {
+        **{k: sum(v[k] for v in by_domain.values()) for k in TRUNCATED},
+        "by_domain": dict(sorted(by_domain.items())),
+    }
+
+
 @dataclass
 class SampleStats:
     """The manifest's counts of what was built."""
@@ -106,6 +119,11 @@ class SampleStats:
         default_factory=lambda: defaultdict(_category_counts)
     )
     """Per turn category: observation tokens, loss tokens, turns, turns with a target."""
+    truncated: dict[str, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: dict.fromkeys(TRUNCATED, 0))
+    )
+    """Per domain: what cutting samples at the length limit lost (a `--seq-len` that drops
+    most of a domain's tokens is said, not silent)."""
 
     def add(self, domain: str, tokens: int = 0, loss_tokens: int = 0) -> None:
         """One sample (or one record, for formats without tokens)."""
@@ -138,6 +156,9 @@ class SampleStats:
             "system_trimmed": self.system_trimmed,
             "by_domain": dict(sorted(self.by_domain.items())),
             "by_category": dict(sorted(self.by_category.items())),
+            "truncated": truncation_totals(
+                {d: dict(self.truncated[d]) for d in {*self.by_domain, *self.truncated}}
+            ),
         }
 
 
@@ -274,6 +295,10 @@ class SampleBuilder:
 
     def _truncated(self, rec, sid, rendered, enc: Encoded, targets, limit) -> Sample:
         cut = enc.chars(limit - 1)[1] if limit else 0
+        lost = self.stats[rec.get(PART, MAIN_PART)].truncated[rec[F.DOMAIN]]
+        lost["samples"] += 1
+        lost["turns"] += sum(sp.end > cut for sp in rendered.spans)
+        lost["tokens"] += len(enc) - min(len(enc), limit)
         spans = tuple(
             Span(
                 sp.turn,

@@ -8,8 +8,10 @@ manifest holds no clock: the same rows give byte-identical files.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
 from worldtrace.schemas.store import (
     StoreWriteError,
-    sweep_leftovers,
+    is_leftover,
     temp_name,
     write_bytes_atomic,
 )
@@ -67,28 +69,165 @@ ROW_GROUP_ROWS = 256
 SHARD_BYTES = 256 << 20
 
 
+TRAINING_VERSION_PREFIX = F.TRAINING_SCHEMA_VERSION.split("/")[0] + "/"
+"""What every export manifest's `schema_version` starts with (`worldtrace.training/`)."""
+
+
+class OutputRefused(ValueError):
+    """The export will not go to the directory the user named (it would replace what is
+    not an earlier export): one line naming it and why; nothing was touched."""
+
+
+class ExportWriteError(StoreWriteError):
+    """Writing the export failed (a parent that cannot be written, a full disk): one line
+    naming the output as the user gave it, never a staging name."""
+
+    def __init__(self, output: str, cause: OSError, reason: str | None = None):
+        super().__init__(output, cause)
+        self.filename = self.output = output
+        self.reason = reason or self.reason
+
+    def __str__(self) -> str:
+        return f"cannot write the export to {self.output}: {self.reason}"
+
+
+def _not_export(d: Path) -> str | None:
+    """Why `d` is not an earlier export (None when it is): an earlier export holds the
+    manifest.json export writes (its `schema_version` a training schema version) and
+    nothing its manifests do not list."""
+    try:
+        m = json.loads((d / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return f"it has no {MANIFEST} of a worldtrace export"
+    version = m.get(F.SCHEMA_VERSION_F) if isinstance(m, dict) else None
+    if not isinstance(version, str) or not version.startswith(TRAINING_VERSION_PREFIX):
+        return f"its {MANIFEST} is not that of a worldtrace export"
+    parts = m.get("parts")
+    try:
+        listed = {p["path"] for p in (parts.values() if isinstance(parts, dict) else m["shards"])}
+    except (KeyError, TypeError):
+        return f"its {MANIFEST} lists no files"
+    for p in sorted(d.iterdir()):
+        if p.name != MANIFEST and p.name not in listed:
+            return f"{p.name} in it is not part of the earlier export"
+    if isinstance(parts, dict):
+        for name in sorted(listed):
+            why = _not_export(d / name)
+            if why:
+                return f"part {name}: {why}"
+    return None
+
+
+def check_output(output: str | os.PathLike) -> Path:
+    """The directory an export may replace, resolved (symlinks followed), or OutputRefused:
+    only a new or empty directory or an earlier export, never one that holds the current
+    directory (a rename cannot replace that)."""
+    shown, path = str(output), Path(output)
+    for p in (path, *path.parents):  # a regular file where a directory must be
+        if p.exists() and not p.is_dir():
+            what = "it is" if p == path else f"{p} is"
+            raise OutputRefused(f"cannot write the export to {shown}: {what} not a directory")
+    real = path.resolve()
+    try:
+        why = _not_export(real) if real.is_dir() and any(real.iterdir()) else None
+    except OSError as exc:
+        why = f"it cannot be read ({exc.strerror})"
+    if why:
+        raise OutputRefused(
+            f"will not replace {shown}: it is not an earlier export ({why}); --output "
+            "replaces only an earlier export: name that, or a new or empty directory"
+        )
+    cwd = Path.cwd().resolve()
+    if cwd == real or real in cwd.parents:
+        where = "is the current directory" if cwd == real else "holds the current directory"
+        raise OutputRefused(
+            f"will not replace {shown}: it {where}, which an export cannot swap out; run "
+            "export from another directory"
+        )
+    return real
+
+
+def _sweep_own(parent: Path, name: str) -> None:
+    """Remove what earlier exports to `parent/name` left when they died: their staging
+    directories (named with their pid and host, `temp_name`) and a replaced directory
+    (`.old-NAME-xxxxxxxx`) once NAME is back in place; nothing else in `parent`."""
+    pattern = re.compile(
+        rf"^\.staging-\d+-[0-9a-f]{{8}}-[0-9a-f]{{8}}-{re.escape(name)}$"
+        rf"|^\.old-{re.escape(name)}-[0-9a-f]{{8}}$"
+    )
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return  # unreadable: nothing of ours can be told apart there
+    for p in entries:
+        if not pattern.match(p.name) or not is_leftover(p):
+            continue
+        if p.name.startswith(".old-") and not (parent / name).is_dir():
+            continue  # the only copy of an export whose swap was interrupted
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+
+
 @contextmanager
-def staged(out: Path) -> Iterator[Path]:
+def staged(out: str | os.PathLike) -> Iterator[Path]:
     """A fresh directory beside `out` that replaces `out` when the block succeeds and is
-    removed when it fails, so readers never see half an export."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sweep_leftovers(out.parent)  # exports that died before cleaning up
-    staging = out.parent / temp_name(".staging-", out.name)  # owned: spared while we run
-    staging.mkdir()
+    removed when it fails, so readers never see half an export. `out` must be new, empty
+    or an earlier export (`check_output`); a failure is one line naming `out`."""
+    shown = str(out)
+    real = check_output(out)
+    parent = real.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        _sweep_own(parent, real.name)  # exports that died before cleaning up
+        staging = parent / temp_name(".staging-", real.name)  # owned: spared while we run
+        staging.mkdir()
+    except OSError as exc:  # the directory it goes in cannot be written
+        where = Path(exc.filename).parent if exc.filename else parent
+        raise ExportWriteError(shown, exc, _reason(exc, where)) from exc
     try:
         try:
             yield staging
-        except StoreWriteError:
-            raise
         except OSError as exc:  # a full disk mid-export: one line naming where, not a trace
-            raise StoreWriteError(out, exc) from exc
-        old = out.parent / f".old-{out.name}-{uuid.uuid4().hex[:8]}"
-        if out.exists():
-            os.replace(out, old)
-        os.replace(staging, out)
-        shutil.rmtree(old, ignore_errors=True)
+            if exc.filename and staging not in Path(exc.filename).parents:
+                raise  # not the output's: it names its own path (an input shard)
+            reason = _reason(exc).replace(str(staging), shown)  # e.g. pyarrow's, naming a file
+            raise ExportWriteError(shown, exc, reason) from exc
+        _publish(staging, real, shown)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(staging: Path, real: Path, shown: str) -> None:
+    """`staging` becomes `real`; an earlier export there goes only once it has."""
+    old = real.parent / f".old-{real.name}-{uuid.uuid4().hex[:8]}"
+    moved = False
+    try:
+        if real.exists():
+            os.replace(real, old)
+            moved = True
+        os.replace(staging, real)
+    except OSError as exc:
+        reason = f"cannot replace it ({exc.strerror})"
+        if moved:
+            try:
+                os.replace(old, real)  # the earlier export back in place
+            except OSError:
+                reason += f"; the earlier export is now {old}"  # said, so nothing is lost
+        raise ExportWriteError(shown, exc, reason) from exc
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _reason(exc: OSError, parent: Path | None = None) -> str:
+    """Why a write failed, naming no staging path: the directory it may not write in
+    (`parent`), or the system's reason."""
+    if isinstance(exc, StoreWriteError):
+        return exc.reason
+    if parent is not None and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{parent} is not writable ({exc.strerror})"
+    if exc.errno == errno.ENOSPC or "No space left" in str(exc):
+        return "No space left on device"
+    text = exc.strerror or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return re.sub(r"\[Errno \d+\] ", "", text)
 
 
 # -- training rows ---------------------------------------------------------------------

@@ -439,3 +439,67 @@ def test_export_does_not_import_pandas(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert verify(tmp_path / "o") == []
+
+
+def cli_export(store, out, *args):
+    """`worldtrace --store STORE export -o OUT ARGS` as a user runs it: (exit code, output,
+    manifest)."""
+    from click.testing import CliRunner
+
+    from worldtrace.cli import cli
+
+    r = CliRunner().invoke(
+        cli, ["--store", str(store.root), "export", "-o", str(out), *args], obj={}
+    )
+    assert r.exit_code == 0, r.output
+    return r.output, json.loads((out / "manifest.json").read_text())
+
+
+def test_truncation_is_counted_in_the_manifest_and_the_summary(processed, tmp_path):
+    """Found by an audit: `--seq-len 8192` cut most of the demo's web tokens (808,175 ->
+    326,401) and neither the summary line nor the manifest said so."""
+    out, m = cli_export(processed, tmp_path / "full")
+    assert "truncated" not in out and m["counts"]["truncated"]["samples"] == 0
+    full = rows(tmp_path / "full")
+    # truncate at 64 tokens: what is cut follows from the untruncated lengths alone
+    out, m = cli_export(processed, tmp_path / "t", "--max-len", "64", "--overflow", "truncate")
+    t = m["counts"]["truncated"]
+    expect = {}
+    for r in full:
+        d = expect.setdefault(r["domain"], {"samples": 0, "tokens": 0})
+        if r["num_tokens"] > 64:
+            d["samples"] += 1
+            d["tokens"] += r["num_tokens"] - 64
+    assert {
+        d: {k: v[k] for k in ("samples", "tokens")} for d, v in t["by_domain"].items()
+    } == expect
+    assert t["samples"] == sum(v["samples"] for v in expect.values()) > 0
+    assert t["tokens"] == sum(v["tokens"] for v in expect.values())
+    assert 0 < t["turns"] == sum(v["turns"] for v in t["by_domain"].values())
+    assert f"truncated {t['samples']} sample(s) at 64 tokens, cutting {t['tokens']} tokens" in out
+    # packing (the audit's case), split: the top manifest adds up its parts'
+    args = ("--seq-len", "128", "--split", "test=0.2")
+    out, m = cli_export(processed, tmp_path / "p", *args)
+    parts = [json.loads((tmp_path / "p" / n / "manifest.json").read_text()) for n in m["parts"]]
+    t = m["counts"]["truncated"]
+    assert t["samples"] == sum(p["counts"]["truncated"]["samples"] for p in parts) > 0
+    assert t["tokens"] == sum(p["counts"]["truncated"]["tokens"] for p in parts) > 0
+    for d, v in t["by_domain"].items():
+        assert v["tokens"] == sum(p["counts"]["truncated"]["by_domain"][d]["tokens"] for p in parts)
+    assert f"truncated {t['samples']} sample(s) at 128 tokens, cutting {t['tokens']}" in out
+
+
+def test_parquet_row_groups_are_as_documented(processed, tmp_path):
+    """docs/export.md said row groups of 256 rows while manifests record `shard_rows: 4096`:
+    the files hold 256-row groups, and the docs say what `shard_rows` is."""
+    from pathlib import Path
+
+    m = do_export(processed, tmp_path / "e")
+    [shard] = sorted((tmp_path / "e").glob("*.parquet"))
+    meta = pq.ParquetFile(shard).metadata
+    sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert m["counts"]["rows"] > 256 and sizes == [256] * (len(sizes) - 1) + [sizes[-1]]
+    assert m["config"]["shard_rows"] == 4096
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "export.md").read_text().split())
+    assert "row groups of 256 rows" in docs
+    assert "`config.shard_rows` (4096) is not read" in docs

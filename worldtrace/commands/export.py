@@ -6,6 +6,7 @@ Every ExportConfig field but the paths is an option generated from the dataclass
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -32,7 +33,8 @@ _EXPORT = "worldtrace.pipelines.export"
     "--output",
     "-o",
     type=click.Path(file_okay=False),
-    help="Output directory (default: <store>/export/<format>).",
+    help="Output directory (default: <store>/export/<format>): a new or empty directory, "
+    "or an earlier export, which it replaces; anything else is refused.",
 )
 @click.option(
     "--input",
@@ -90,6 +92,8 @@ def export(
     tok = tokenizer or default_tokenizer()
     if fmt != "agentworldbench" and not tok:
         raise click.ClickException("no tokenizer: pass --tokenizer PATH (see `worldtrace doctor`)")
+    if output:
+        _refuse_in_store(output, s)
     cfg = ExportConfig(
         input=input_dir or str(s.table("trajectories")),
         output=output or str(s.export / fmt),
@@ -116,6 +120,37 @@ def export(
         print_json(m)
     else:
         print_export(m["counts"], cfg.output)
+        if m["counts"]["truncated"]["samples"]:
+            click.echo(_truncation_line(m["counts"]["truncated"], cfg.max_len or cfg.seq_len))
+
+
+def _refuse_in_store(output: str, s) -> None:
+    """Refuse an --output that is the store, holds it, or lies in it outside its export
+    directory: replacing it would remove raw or processed data (paths resolved, so a
+    symlink into the store counts as the store)."""
+    real, root, exports = Path(output).resolve(), s.root.resolve(), s.export.resolve()
+    if real == root or real in root.parents:
+        how = "is" if real == root else "holds"
+        raise click.ClickException(f"will not replace {output}: it {how} the store {s.root}")
+    if root in real.parents and exports not in real.parents:
+        where = "the store's export directory" if real == exports else f"inside the store {s.root}"
+        raise click.ClickException(
+            f"will not write the export to {output}: it is {where}; name a directory under "
+            f"{s.export} (the default is {s.export}/FORMAT) or outside the store"
+        )
+
+
+def _truncation_line(t: dict, limit: int) -> str:
+    """What truncation at `limit` tokens cut, in total and per domain that lost any."""
+    domains = ", ".join(
+        f"{d} {v['samples']} sample(s) / {v['tokens']} tokens"
+        for d, v in t["by_domain"].items()
+        if v["samples"]
+    )
+    return (
+        f"truncated {t['samples']} sample(s) at {limit} tokens, cutting {t['tokens']} tokens "
+        f"from {t['turns']} turn(s) ({domains}); counts.truncated in manifest.json"
+    )
 
 
 COMMANDS = (export,)
