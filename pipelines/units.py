@@ -234,7 +234,8 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
 
     Words, word-set sizes and templates are computed for the whole batch at once
     (`words.py`); deflate sizes stay per turn (the conditional one needs the record's
-    history). `corpus_surprisal` stays null: it depends on the corpus counts, which the
+    history; the stand-alone one is computed once per distinct observation of the unit:
+    terminal outputs repeat). `corpus_surprisal` stays null: it depends on the corpus counts, which the
     views join in at read time; a policy that reads it decides here as if the template
     were rare.
     """
@@ -249,11 +250,14 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
     starts = np.zeros(len(records) + 1, np.int64)
     np.cumsum([len(r[F.TURNS]) for r in records], out=starts[1:])
     n = 0
+    alone_of: dict[bytes, int] = {b"": 0}  # a unit's repeated outputs are deflated once
     for record in records:
         cn = S.ConditionalNovelty()
         for t in record[F.TURNS]:
             ob = blobs[n]
-            alone = S.deflated_size(ob) if ob else 0
+            alone = alone_of.get(ob)
+            if alone is None:
+                alone = alone_of[ob] = S.deflated_size(ob)
             t["stats"] = {
                 "ol": stats["ol"][n], "nov": stats["nov"][n], "jac": stats["jac"][n],
                 "r": stats["r"][n], "byte_entropy": entropy[n],

@@ -109,3 +109,31 @@ def test_keep_turn_is_deterministic_and_calibrated():
     assert abs(sum(draws) / len(draws) - 0.1) < 0.01
     assert draws == [keep_turn(f"traj{i}", i % 13, 7, 0.1) for i in range(20000)]
     assert unit_draw("a", 1, 0) != unit_draw("a", 1, 1)
+
+
+@pytest.mark.parametrize(
+    "ol,nov,r,obs_len,rule",
+    [
+        (0.8, 0.1, 2.0, 100, "echo: OL>=0.75 and Nov<0.3 (OL=0.800 Nov=0.100 R=2.000)"),
+        (0.6, 0.1, 2.0, 100, "boilerplate: OL>=0.5 and Nov<0.5 (OL=0.600 Nov=0.100 R=2.000)"),
+        (
+            0.6,
+            0.55,
+            2.0,
+            100,
+            "expansion: OL>=0.5 and Nov>=0.5 and R>1.5 (OL=0.600 Nov=0.550 R=2.000)",
+        ),
+        (0.1, 0.7, 2.0, 100, "retrieval: Nov>=0.6 and R>1.0 (OL=0.100 Nov=0.700 R=2.000)"),
+        (0.1, 0.5, 0.5, 100, "action: Nov>=0.5 and R<=1.0 (OL=0.100 Nov=0.500 R=0.500)"),
+        (0.1, 0.5, 1.2, 9, "action: Nov>=0.5 and len(obs)=9<32 (OL=0.100 Nov=0.500 R=1.200)"),
+        (0.1, 0.4, 0.5, 100, "transform: Nov<0.5 and R<1.0 (OL=0.100 Nov=0.400 R=0.500)"),
+        (0.1, 0.4, 1.2, 100, "other: no rule matched (OL=0.100 Nov=0.400 R=1.200)"),
+    ],
+)
+def test_each_rule_names_its_thresholds_and_the_values_that_fired_it(ol, nov, r, obs_len, rule):
+    """The rule text is data (`turns.rule`): its thresholds are the policy's own
+    (overridden here), its values the turn's, with three decimals."""
+    policy = get_policy("agentworld-v1", echo_ol=0.75, short_chars=32, **{"keep.echo": 0.0})
+    d = policy.decide({"ol": ol, "nov": nov, "r": r}, "", "x" * obs_len)
+    assert d.rule == rule
+    assert d.keep == (0.0 if d.category == "echo" else policy.keep.__dict__[d.category])
