@@ -49,6 +49,26 @@ class DedupConfig:
     """Words per shingle."""
     seed: int = 1
 
+    def __post_init__(self) -> None:
+        """Ranges, checked when a config is made (`--set`/`--config` name the key)."""
+        from worldtrace.schemas.config import check
+
+        check(self, "num_perm", self.num_perm >= 1, "a positive integer")
+        check(self, "threshold", 0 < self.threshold <= 1, "a number in (0, 1]")
+        for name in ("bands", "rows"):
+            check(self, name, getattr(self, name) >= 0, "0 (set from threshold) or more")
+        if bool(self.bands) != bool(self.rows):
+            name, other = ("bands", "rows") if self.bands else ("rows", "bands")
+            check(self, name, False, f"{other} set too (both 0: set from threshold)")
+        check(
+            self,
+            "rows",
+            self.bands * self.rows <= self.num_perm,
+            f"bands x rows ({self.bands} x {self.rows}) at most num_perm ({self.num_perm})",
+        )
+        check(self, "shingle_words", self.shingle_words >= 1, "a positive integer")
+        check(self, "seed", 0 <= self.seed < 1 << 64, "an integer in [0, 2^64)")
+
     def band_rows(self) -> tuple[int, int]:
         if self.bands and self.rows:
             if self.bands * self.rows > self.num_perm:

@@ -52,6 +52,13 @@ class FilterConfig:
     """Word Jaccard of two actions (their normalized tool arguments, or their text) at or
     above which the second retries the first."""
 
+    def __post_init__(self) -> None:
+        """Ranges, checked when a config is made (`--set`/`--config` name the key)."""
+        from worldtrace.schemas.config import check
+
+        check(self, "min_turns", self.min_turns >= 0, "an integer >= 0 (0 disables)")
+        check(self, "retry_similarity", 0 <= self.retry_similarity <= 1, "a number in [0, 1]")
+
 
 Turn = dict[str, Any]
 Removed = list[tuple[Turn, str]]

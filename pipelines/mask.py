@@ -225,12 +225,15 @@ def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
     base = policy.base if isinstance(policy, InformationAware) else policy
     th, kp, own = {}, {}, {}
     for key, value in overrides.items():
-        if key.startswith("keep."):
-            kp[key[5:]] = float(value)
-        elif key in {f.name for f in dataclasses.fields(AgentWorldThresholds)}:
-            th[key] = type(getattr(base.thresholds, key))(value)
-        else:
-            own[key] = float(value)
+        try:
+            if key.startswith("keep."):
+                kp[key[5:]] = float(value)
+            elif key in {f.name for f in dataclasses.fields(AgentWorldThresholds)}:
+                th[key] = type(getattr(base.thresholds, key))(value)
+            else:
+                own[key] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key}={value}: expected a number") from None
     base = dataclasses.replace(
         base,
         thresholds=dataclasses.replace(base.thresholds, **th),

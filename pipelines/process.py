@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import time
@@ -29,7 +30,7 @@ import pyarrow.parquet as pq
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.config import to_dict
+from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
 from worldtrace.schemas.store import (
     input_files,
     shard_files,
@@ -44,7 +45,7 @@ from . import segments as G
 from . import transforms as T
 from .dedup import NS, PARTITIONS, DedupConfig, DedupDecisions, content_column
 from .filters import FilterConfig
-from .mask import DEFAULT_POLICY, get_policy
+from .mask import DEFAULT_POLICY, POLICIES, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
 from .state import NO_REWRITE, EarlierRecords, ProbeIndex, RecordState, complete_state
 from .units import plan_run
@@ -85,6 +86,15 @@ class ProcessConfig:
     CLI's case; `SPAWNED_BYTES_PER_WORKER` when they start as new interpreters)."""
     beam_args: list[str] = field(default_factory=list)
     """Further Beam pipeline options, passed through."""
+
+    def __post_init__(self) -> None:
+        check(self, "workers", self.workers >= 0, "0 (auto) or more")
+        check(self, "bytes_per_worker", self.bytes_per_worker >= 0, "0 (the default) or more")
+        check(self, "policy", self.policy in POLICIES, "one of " + ", ".join(POLICIES))
+        try:  # a threshold the policy does not take fails here, naming it, not in a worker
+            get_policy(self.policy, **self.policy_settings)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SettingError("policy_settings", self.policy_settings, str(exc)) from exc
 
 
 FORKED_BYTES_PER_WORKER = 384 << 10
@@ -130,9 +140,15 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     now = to_dict(cfg)
     changed = [k for k in SETTINGS if before.get(k) != now.get(k)]
     if changed:
+        defaults = to_dict(ProcessConfig())
+        last_run = as_overrides(
+            {k: before[k] for k in SETTINGS if k in before}, {k: defaults[k] for k in SETTINGS}
+        )
+        repeat = "".join(f" --set {shlex.quote(o)}" for o in last_run)
         raise ValueError(
-            f"settings changed since the last run ({', '.join(changed)}): "
-            "run `worldtrace process --rebuild` to reprocess everything with them"
+            f"settings changed since the last run ({', '.join(changed)}): earlier output used "
+            f"the last run's; repeat them to add new data (`worldtrace process{repeat}`), or "
+            "add --rebuild to reprocess everything with the new ones"
         )
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
     return Previous(index, stems, pq.read_table(index / G.SHARDS_FILE), G.probed_stems(index))
@@ -346,6 +362,21 @@ def _tally(table: Path, column: str) -> Counter:
     return Counter(dict(zip(values, n, strict=True)))
 
 
+REJECTS_SHOWN = 5
+"""Rejects of a run named in its manifest (and printed); the rest are in the table."""
+
+
+def run_rejects(run_dir: Path, limit: int = REJECTS_SHOWN) -> list[dict[str, Any]]:
+    """The first `limit` rejects this run wrote (whole files first: a file that is not a
+    trajectory shard is one row however many rows it has), so the user sees why without
+    querying the table."""
+    files = sorted(str(f) for f in (run_dir / "rejects").glob("*.parquet"))
+    if not files:
+        return []
+    rows = pq.read_table(files, columns=["source_path", "record", "stage", "reason"])
+    return sorted(rows.to_pylist(), key=lambda r: bool(r["record"]))[:limit]
+
+
 def accounting(output: Path) -> dict[str, Any]:
     """in = kept + filtered + duplicates + rejected, over the whole processed corpus."""
 
@@ -419,6 +450,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
     run_dir = output / temp_name(".run-", run_id)  # owned: a later sweep spares it while we run
     started = time.time()
     counts: dict[str, int] = {}
+    rejected: list[dict[str, Any]] = []
     try:
         if todo or not prev.index:
             size = sum(os.path.getsize(f) for f in todo)
@@ -442,6 +474,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                     result = p.run()
                     result.wait_until_finish()
             counts = counters(result)
+            rejected = run_rejects(run_dir)
             merge_state(run_dir, prev, todo, run_id)
             publish(run_dir, output, incremental=prev.index is not None)
     finally:
@@ -467,6 +500,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
         "dedup_bands_rows": list(cfg.dedup.band_rows()),
         "counters": counts,
         "this_run": run_acc,
+        "rejected": rejected,
         "accounting": acc,
     }
     write_bytes_atomic(output / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())

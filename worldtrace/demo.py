@@ -12,6 +12,7 @@ The os domain needs a desktop accessibility bus this machine does not have.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tempfile
 import time
@@ -31,6 +32,8 @@ DEMO_STORE = "worldtrace-demo"
 """Where `worldtrace demo` writes unless `--store` names another store."""
 JOB_PREFIX = "demo-"
 """Job ids of the demo start with it: a rerun replaces exactly what the demo wrote."""
+FOLLOW_UP_QUERY = "SELECT domain, category, avg(keep) FROM turns GROUP BY ALL"
+"""The query the demo suggests at its end (the README's too)."""
 
 Jobs = tuple[list[dict[str, Any]], Callable[[], None]]
 
@@ -175,7 +178,7 @@ def collect(store: Store, names: tuple[str, ...], episodes: int, console: Consol
             try:
                 for job in jobs:
                     spec = JobSpec.from_dict(job)
-                    result = run_job(spec, store.raw, job_id=f"{JOB_PREFIX}{spec.name}")
+                    result = run_job(spec, store.raw, job_id=job_id(spec.name))
                     _print_job(console, spec, result.trajectories)
                     failed += all(t.outcome.status == "error" for t in result.trajectories)
             except Exception as exc:
@@ -184,6 +187,11 @@ def collect(store: Store, names: tuple[str, ...], episodes: int, console: Consol
             finally:
                 stop()
     return failed
+
+
+def job_id(name: str) -> str:
+    """The demo's id of a job: its name under JOB_PREFIX (once: `demo-mcp-git` stays)."""
+    return name if name.startswith(JOB_PREFIX) else f"{JOB_PREFIX}{name}"
 
 
 def _print_job(console: Console, spec, trajectories) -> None:
@@ -265,11 +273,16 @@ def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: 
     console.print("[bold]5. stats[/]")
     con = connect(store)
     print_stats(con, console)
-    report = write(con, store.root / "report.html")
+    # the report's `explain` commands name the store: it is not the default one
+    report = write(con, store.root / "report.html", store_root=store.root)
     console.print(f"[bold]6. report[/] -> {report}")
     row = con.execute(
         "SELECT trajectory_id FROM trajectories ORDER BY domain = 'terminal' DESC LIMIT 1"
     ).fetchone()
+    wt = f"worldtrace --store {shlex.quote(str(store.root))}"
+    tries = [f"{wt} query {shlex.quote(FOLLOW_UP_QUERY)}"]
     if row:
-        console.print(f"try: worldtrace --store {store.root} explain {row[0]}", soft_wrap=True)
+        tries.insert(0, f"{wt} explain {row[0]}")
+    for i, line in enumerate(tries):
+        console.print(f"{'try:' if i == 0 else '    '} {line}", soft_wrap=True, markup=False)
     return 0 if not problems and a["balanced"] and not failed else 1

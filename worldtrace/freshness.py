@@ -46,7 +46,9 @@ def stale_processed(store: Store) -> str | None:
     """Why the processed data leaves raw data out (None when it does not, or when nothing
     was processed): raw shards written after the last `worldtrace process` run ended, or
     not among its inputs (collected during the run, moved in since). `export`, `query`
-    and `stats` would otherwise serve the old data without a word."""
+    and `stats` would otherwise serve the old data without a word. A shard among them
+    that does not read (a copy cut short) is named as unreadable: `process` would only
+    reject it."""
     run = _last_process(store)
     if run is None:
         return None
@@ -58,11 +60,26 @@ def stale_processed(store: Store) -> str | None:
             left_out.append((t, path))
     if not left_out:
         return None
-    return (
-        f"the processed data leaves out {len(left_out)} raw shard(s) written or added since "
-        f"the last `worldtrace process` (newest: {max(left_out)[1]}); run `worldtrace "
-        "process` to include them"
-    )
+    from worldtrace.schemas.views import TRAJECTORY_REQUIRED, shard_problem
+
+    problems = {p: shard_problem(p, TRAJECTORY_REQUIRED) for _, p in left_out}
+    readable = [(t, p) for t, p in left_out if not problems[p]]
+    broken = sorted((t, p) for t, p in left_out if problems[p])
+    notes = []
+    if readable:
+        notes.append(
+            f"the processed data leaves out {len(readable)} raw shard(s) written or added "
+            f"since the last `worldtrace process` (newest: {max(readable)[1]}); run "
+            "`worldtrace process` to include them"
+        )
+    if broken:
+        path = broken[-1][1]
+        more = f" and {len(broken) - 1} more (`worldtrace doctor` lists them)" if broken[1:] else ""
+        notes.append(
+            f"raw shard {path} is unreadable: {problems[path]}{more}; `worldtrace process` "
+            "cannot include it: copy it again, or move it out of the store"
+        )
+    return "; ".join(notes)
 
 
 def missing_processed(store: Store) -> str | None:

@@ -6,6 +6,7 @@ reuses the same tables. rich and the query libraries are imported inside each fu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,16 +30,55 @@ WIDE = 1 << 20
 """Console width for output that is not a terminal: no line is wrapped, no cell cut."""
 
 
+@functools.cache
+def _table_class() -> type:
+    """`rich.table.Table` whose title and caption are lines of their own, as wide as the
+    console rather than the table (rich wraps them to the table's width, so a narrow
+    table cut `.../raw/import` and a run id from its time even in a pipe). Made on first
+    use: rich loads when a command prints, not when the CLI starts."""
+    import copy
+
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    def annotation(text: Any, style: str) -> Any:
+        return Text(text, style=style) if isinstance(text, str) else text
+
+    class WholeTitleTable(Table):
+        def _annotations(self) -> list[str]:
+            return [str(a) for a in (self.title, self.caption) if a]
+
+        def __rich_console__(self, console, options):
+            bare = copy.copy(self)
+            bare.title = bare.caption = None
+            if self.title:
+                yield annotation(self.title, self.title_style or "table.title")
+            yield from Table.__rich_console__(bare, console, options)
+            if self.caption:
+                yield annotation(self.caption, self.caption_style or "table.caption")
+
+        def __rich_measure__(self, console, options) -> Measurement:
+            m = super().__rich_measure__(console, options)
+            texts = self._annotations()
+            word = max((cell_len(w) for t in texts for w in t.split()), default=0)
+            line = max((cell_len(x) for t in texts for x in t.splitlines()), default=0)
+            return Measurement(max(m.minimum, word), max(m.maximum, line))
+
+    return WholeTitleTable
+
+
 def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None):
     """A rich table whose ids stay whole: a column whose values have no whitespace (ids,
     numbers, names, paths) never wraps, the others fold; cells are plain text, never
-    markup (an error message with `[...]` prints as it is)."""
-    from rich.table import Table
+    markup (an error message with `[...]` prints as it is). The title (and a caption)
+    is a line of its own: wrapped between words on a terminal only, as any line is."""
     from rich.text import Text
 
     values = [list(row) for row in rows]
     cells = [["" if v is None else str(v) for v in row] for row in values]
-    t = Table(title=title, title_justify="left")
+    t = _table_class()(title=title, title_justify="left")
     for i, name in enumerate(columns):
         whole = all(not any(ch.isspace() for ch in row[i]) for row in cells)
         numeric = bool(values) and all(_is_number(row[i]) for row in values)
@@ -168,16 +208,28 @@ def print_job(job: dict) -> None:
 
 
 def print_accounting(manifest: dict) -> None:
-    """A processing run's trajectory accounting and the counters explaining it."""
-    acc, counters = manifest["accounting"], manifest["counters"]
-    rows = [(k, acc[k]) for k in ("in", "kept", "filtered", "duplicates", "rejected")]
+    """A processing run's trajectory accounting, this run's beside the store's (a second
+    run of 1 file read "in 2": the store's total), the counters explaining the run, and
+    why records were rejected (a file that is not a trajectory shard is one reject)."""
+    acc, counters, run = manifest["accounting"], manifest["counters"], manifest["this_run"]
+    keys = ("in", "kept", "filtered", "duplicates", "rejected")
+    rows = [(k, run.get(k), acc[k]) for k in keys]
     rows += [
-        (f"  {k}", v)
+        (f"  {k}", v, None)
         for k, v in counters.items()
         if k.startswith(("filtered.", "turns_removed.", "duplicates.", "category."))
     ]
     title = f"process run {manifest['run_id']} ({manifest['seconds']} s)"
-    print_table(make_table(("trajectories", "count"), rows, title))
+    print_table(make_table(("trajectories", "this run", "store"), rows, title))
+    if manifest.get("incremental") and not manifest.get("new_inputs"):
+        click.echo("no new input: every file was processed before (--rebuild: all again)", err=True)
+    shown = manifest.get("rejected") or []
+    for r in shown:
+        where = f"{r['source_path']}:{r['record']}" if r["record"] else r["source_path"]
+        click.echo(f"rejected: {where}: {r['stage']}: {r['reason']}", err=True)
+    if run.get("rejected", 0) > len(shown):
+        more = run["rejected"] - len(shown)
+        click.echo(f'rejected: {more} more: worldtrace query "SELECT * FROM rejects"', err=True)
     if not acc["balanced"]:
         click.echo("warning: in != kept + filtered + duplicates + rejected", err=True)
 

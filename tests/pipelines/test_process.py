@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import DirectOptions
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
 from worldtrace.pipelines.process import (
     FORKED_BYTES_PER_WORKER,
+    REJECTS_SHOWN,
     SPAWNED_BYTES_PER_WORKER,
     ProcessConfig,
     StoreBusy,
@@ -126,6 +127,10 @@ def test_rejects_name_file_record_and_reason(store):
     assert "unreadable Parquet" in reasons["torn.parquet"]
     assert "unreadable Parquet" in reasons["x.parquet"]
     assert m["accounting"]["balanced"]
+    # the run's manifest names them first (whole files), the CLI prints why without a query
+    shown = {r["source_path"].rsplit("/", 1)[-1]: r["reason"] for r in m["rejected"][:2]}
+    assert shown == {"torn.parquet": reasons["torn.parquet"], "x.parquet": reasons["x.parquet"]}
+    assert len(m["rejected"]) == min(len(rows), REJECTS_SHOWN)
 
 
 def test_rerun_replaces_tables_atomically(store):

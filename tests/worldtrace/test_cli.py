@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import html
 import json
+import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import click
@@ -77,9 +81,15 @@ def test_doctor_names_rules_the_redaction_screen_cannot_read(tmp_path, wt_env):
 
 def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
     """The README's `make demo` on its every section: real environments only, then
-    validate, process, export, stats and report; a rerun replaces what it wrote."""
-    store = tmp_path / "demo"
-    r = wt(wt_env, "--store", str(store), "--create", "demo", "--episodes", "1")
+    validate, process, export, stats and report; a rerun replaces what it wrote. Run as
+    `make demo` runs it (no --store: ./worldtrace-demo), then the commands the demo, its
+    report and the README suggest next, as printed."""
+    env = {k: v for k, v in wt_env.items() if k != "WORLDTRACE_STORE"}
+    run = lambda args: subprocess.run(  # noqa: E731
+        args, capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    r = run(["worldtrace", "demo", "--episodes", "1"])
+    store = tmp_path / "worldtrace-demo"
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     for step in ("1. collect", "2. validate", "3. process", "4. export", "5. stats", "6. report"):
         assert step in r.stdout
@@ -112,6 +122,20 @@ def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
     }
     assert side["test"] and side["train"] and not side["test"] & side["train"]
     first = sorted(p.name for p in (store / "raw" / "collect").iterdir())
+    # job ids carry the demo's prefix once (found: demo-demo-mcp-git)
+    assert "demo-mcp-git" in first and not [p for p in first if p.startswith("demo-demo-")]
+    # found: the report's `explain` commands had no --store, and so failed
+    reported = re.findall(r"<code class=cmd>(.*?)</code>", (store / "report.html").read_text())
+    assert reported and all(f"--store {store}" in c for c in reported), reported[:3]
+    said = [x.strip() for x in r.stdout.split("try:", 1)[1].splitlines()]
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    after = readme.split("After `make demo`", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    suggested = [*said, *after.splitlines(), html.unescape(reported[0])]
+    commands = [c for c in suggested if c.startswith("worldtrace ")]
+    assert len(commands) >= 5, suggested
+    for command in commands:
+        done = run(shlex.split(command))
+        assert done.returncode == 0 and done.stdout.strip(), (command, done.stderr)
     again = wt(wt_env, "--store", str(store), "demo", "--sections", "docker", "--episodes", "1")
     assert again.returncode == 0, again.stdout[-2000:]
     assert sorted(p.name for p in (store / "raw" / "collect").iterdir()) == [
@@ -177,7 +201,9 @@ def test_choices_come_from_registries():
 
     assert choices("import", "fmt") == ("auto", *IMPORT_FORMATS)
     assert choices("import", "domain") == DOMAINS
-    assert choices("collect", "sandbox") == ("docker", *kinds())
+    # a quick run describes docker episodes only; the other kinds need a job file
+    assert choices("collect", "sandbox") == ("docker", "terminal", "swe")
+    assert {"terminal", "swe"} <= set(kinds())
     assert choices("process", "policy") == tuple(POLICIES)
     assert choices("export", "format") == FORMATS
     assert choices("export", "keep_mode") == KEEP_MODES
@@ -288,6 +314,7 @@ WRITING = [
     ["jobs", "submit", "{job}"],
     ["worker"],
     ["demo", "--episodes", "1"],
+    ["scheduler", "--once"],
 ]
 
 
@@ -342,3 +369,139 @@ def test_create_makes_the_store(tmp_path, wt_env, inputs):
 def test_root_help_has_an_example(wt_env):
     out = wt(wt_env, "--help", check=True).stdout
     assert "Example:" in out and "worldtrace stats --store" in out and "--create" in out
+
+
+def test_root_create_help_names_every_command_that_makes_a_store():
+    """`--create` is accepted by every command; the help names those it makes a store
+    for (WRITING, above, checks that they do)."""
+    r = CliRunner().invoke(cli, ["--help"], obj={}, terminal_width=200)
+    line = " ".join(r.output.split("--create", 1)[1].split("-h, --help")[0].split())
+    for args in WRITING:
+        name = " ".join(args[:2]) if args[0] in ("jobs", "process") else args[0]
+        assert name in line, (name, line)
+
+
+def test_readme_lists_every_command():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    listing = readme.split("## CLI", 1)[1].split("```", 2)[1]
+    named = {w.strip("[]|;,") for line in listing.splitlines() for w in line.split()}
+    assert set(cli.commands) - named == set()
+
+
+# -- process settings (--set, --config) -------------------------------------------------------
+@pytest.fixture
+def raw_store(tmp_path, corpus):
+    """A store holding raw shards only (nothing processed yet)."""
+    root = tmp_path / "rs"
+    with ShardWriter(root / "raw" / "s") as w:
+        w.write(corpus[:6])
+    return root
+
+
+BAD_SETTINGS = [
+    ("dedup.threshold=abc", "dedup.threshold=abc: expected a number"),
+    ("dedup.threshold=7", "dedup.threshold=7: expected a number in (0, 1]"),
+    ("filters.min_turns=-5", "filters.min_turns=-5: expected an integer >= 0 (0 disables)"),
+    ("dedup.num_perm=0", "dedup.num_perm=0: expected a positive integer"),
+    ("dedup.treshold=0.7", "dedup.treshold=0.7: unknown setting (known: dedup.exact, "),
+]
+
+
+@pytest.mark.parametrize("override, message", BAD_SETTINGS, ids=[b[0] for b in BAD_SETTINGS])
+def test_process_names_a_setting_its_field_does_not_take(raw_store, override, message):
+    """Found: `--set dedup.threshold=abc` ended in an 80-frame Beam/numpy traceback and
+    `dedup.threshold=7` or `filters.min_turns=-5` ran as if they meant something."""
+    args = ["--store", str(raw_store), "process", "--rebuild", "--set", override]
+    r = CliRunner().invoke(cli, args, obj={})
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines()[-1].startswith(f"Error: Invalid value for --set: {message}")
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
+    assert not (raw_store / "processed" / "manifest.json").exists()
+
+
+def test_process_names_the_config_file_of_a_bad_setting(raw_store, tmp_path):
+    f = tmp_path / "settings.yaml"
+    f.write_text("dedup:\n  threshold: 7\n")
+    r = CliRunner().invoke(cli, ["--store", str(raw_store), "process", "--config", str(f)], obj={})
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for --config: {f}: dedup.threshold=7: expected a number in (0, 1]"
+    )
+
+
+def test_changed_settings_say_both_ways_out(raw_store, corpus):
+    """After `process --set ...`, a plain `process` refuses (earlier output used the old
+    settings): the message names the --set flags that repeat them, and --rebuild."""
+    runner = CliRunner()
+    base = ["--store", str(raw_store), "process", "--json"]
+    first = runner.invoke(cli, [*base, "--set", "filters.min_turns=3"], obj={})
+    assert first.exit_code == 0, first.output
+    with ShardWriter(raw_store / "raw" / "later") as w:  # new data to add
+        w.write(corpus[6:8])
+    r = runner.invoke(cli, base, obj={})
+    assert r.exit_code == 1
+    [line] = r.stderr.splitlines()
+    assert "settings changed since the last run (filters)" in line
+    assert "worldtrace process --set filters.min_turns=3" in line and "--rebuild" in line
+    again = runner.invoke(cli, [*base, "--set", "filters.min_turns=3"], obj={})
+    assert again.exit_code == 0, again.output
+
+
+# -- quick collect runs ---------------------------------------------------------------------
+def test_collect_help_offers_only_the_quick_kinds():
+    out = CliRunner().invoke(cli, ["collect", "--help"], obj={}, terminal_width=200).output
+    assert "--sandbox [docker|terminal|swe]" in out
+    assert "mcp, web and android need a JOB_FILE" in out
+
+
+@pytest.mark.parametrize("kind", ["mcp", "web", "android"])
+def test_collect_kinds_without_a_quick_run_point_to_a_job_file(store, kind):
+    """Found: `collect --sandbox mcp` said `sandbox.docker: unknown key` (a key the user
+    never wrote) and `policy scripted needs the task's actions`."""
+    r = CliRunner().invoke(cli, ["--store", str(store.root), "collect", "--sandbox", kind], obj={})
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for '--sandbox': {kind} episodes need a job file: worldtrace "
+        f"collect JOB.yaml (see examples/{kind}-*.yaml, docs/collect.md); a quick --sandbox "
+        "run is docker, terminal, swe only"
+    )
+    assert list((Path(__file__).parents[2] / "examples").glob(f"{kind}-*.yaml"))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sandbox", "docker", "--tool", 'bash:{"command": "ls"}'], "--tool is for the swe"),
+        (["--sandbox", "docker"], "give the keystrokes to send: --keys TEXT"),
+        (["--sandbox", "swe", "--tool", "bash"], "--sandbox swe needs --repo DIR"),
+        (["--sandbox", "terminal", "--repo", "{repo}", "--keys", "ls"], "--repo is for the swe"),
+    ],
+)
+def test_quick_collect_options_that_do_not_fit_are_usage_errors(store, repo, args, message):
+    """Found: --tool without --repo was dropped without a word (then `policy scripted
+    needs the task's actions`); `--sandbox swe` without --repo was a TypeError traceback."""
+    args = [str(repo) if a == "{repo}" else a for a in args]
+    r = CliRunner().invoke(cli, ["--store", str(store.root), "collect", *args], obj={})
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines()[-1].startswith(f"Error: {message}"), r.stderr
+
+
+def test_process_says_why_a_file_was_rejected_and_counts_this_run_apart(tmp_path, wt_env):
+    """A Parquet file of other columns given to `process` printed only `in 1 / rejected 1`
+    (the reason was in the rejects table, unsaid), and a second such file read `in 2`: the
+    store's total under the run's title."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for name in ("notatraj", "garbage"):
+        pq.write_table(pa.table({"a": [1, 2, 3]}), tmp_path / f"{name}.parquet")
+    first = wt(wt_env, "process", "--input", str(tmp_path / "notatraj.parquet"))
+    assert first.returncode == 0, first.stderr
+    why = "validate: <schema>: not a trajectory shard: missing column(s) domain, turns"
+    assert f"rejected: {tmp_path / 'notatraj.parquet'}: {why}" in first.stderr
+    second = wt(wt_env, "process", "--input", str(tmp_path / "garbage.parquet"))
+    rows = {ln.split()[1]: ln.split()[3:-1] for ln in second.stdout.splitlines() if "│ " in ln}
+    assert rows["in"] == ["1", "│", "2"] and rows["rejected"] == ["1", "│", "2"]
+    assert f"rejected: {tmp_path / 'garbage.parquet'}: {why}" in second.stderr
+    again = wt(wt_env, "process", "--input", str(tmp_path / "garbage.parquet"))
+    assert "no new input: every file was processed before" in again.stderr

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import struct
 import subprocess
 import termios
@@ -370,6 +371,30 @@ def test_processed_data_older_than_raw_data_is_said(store, corpus):
     assert msg and str(old) in msg
 
 
+def test_an_unreadable_raw_shard_is_named_not_sent_to_process(store, corpus):
+    """Found: a raw shard cut short after the last run got `run worldtrace process to
+    include them`, and process only rejects it; doctor names it, so does the hint now."""
+    from worldtrace.freshness import stale_processed
+
+    with ShardWriter(store.raw / "a") as w:
+        w.write(corpus[:6])
+    [good] = w.paths
+    run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
+    torn = store.raw / "copied" / "part-0.parquet"  # a copy cut short
+    torn.parent.mkdir()
+    torn.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    [hint] = [x for x in invoke(store, "stats").stderr.splitlines() if x.startswith("hint:")]
+    assert hint.startswith(f"hint: raw shard {torn} is unreadable: unreadable Parquet ("), hint
+    assert (
+        "`worldtrace process` cannot include it" in hint and "run `worldtrace process`" not in hint
+    )
+    with ShardWriter(store.raw / "b") as w:  # and a readable new one: both are said
+        w.write(corpus[6:8])
+    msg = stale_processed(store)
+    assert msg.startswith("the processed data leaves out 1 raw shard(s)") and str(w.paths[0]) in msg
+    assert f"raw shard {torn} is unreadable" in msg
+
+
 # -- one line, no traceback ---------------------------------------------------------------
 def test_job_file_typos_are_one_line(store, tmp_path):
     f = tmp_path / "job.yaml"
@@ -384,12 +409,16 @@ def test_job_file_typos_are_one_line(store, tmp_path):
         assert r.exception is None or isinstance(r.exception, SystemExit)
 
 
-def test_quick_collect_tool_without_json_is_one_line(store, repo):
-    r = invoke(store, "collect", "--sandbox", "docker", "--repo", str(repo), "--tool", "bash:ls")
+@pytest.mark.parametrize("with_repo", [True, False], ids=["repo", "no-repo"])
+@pytest.mark.parametrize("tool", ["bash:ls", "bash:[1]"])
+def test_quick_collect_tool_without_json_is_one_line(store, repo, with_repo, tool):
+    """docs/cli.md: exit 2, "the arguments after `:` must be a JSON object". Found:
+    without --repo, `policy scripted needs the task's actions` (exit 1)."""
+    where = ["--repo", str(repo)] if with_repo else []
+    r = invoke(store, "collect", "--sandbox", "docker", *where, "--tool", tool)
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit)
-    assert (
-        "Error: Invalid value for --tool: 'bash:ls': the arguments after ':' must be a JSON "
-        in (r.stderr)
+    assert r.stderr.splitlines()[-1].startswith(
+        f"Error: Invalid value for --tool: {tool!r}: the arguments after ':' must be a JSON object"
     )
     assert "Traceback" not in r.output
 
@@ -438,6 +467,42 @@ def test_tables_keep_ids_whole_piped_and_on_a_narrow_terminal(store, tmp_path, w
         rc, screen = _pty(["worldtrace", *args], env)
         assert rc == 0 and job in screen and "…" not in screen, screen
     assert "cd" * 16 in piped.stdout and "cd" * 16 in screen  # jobs show: the trajectory id
+
+
+def test_table_titles_stay_whole_on_any_console():
+    """A title is a line of its own: rich wrapped it at the table's width, mid-word."""
+    import io
+
+    from rich.console import Console
+
+    from worldtrace.output import make_table, print_table
+
+    title = f"import: 3 file(s) -> /srv/{LONG}/raw/import"
+    for terminal in (False, True):
+        buf = io.StringIO()
+        console = Console(file=buf, width=30, force_terminal=terminal, color_system=None)
+        table = make_table(("kind", "count"), [("imported", 3)], title)
+        table.caption = "first 1 rows shown (--max-rows)"
+        print_table(table, console)
+        lines = buf.getvalue().splitlines()
+        if terminal:  # wrapped between words only, as any line on a terminal
+            assert f"/srv/{LONG}/raw/import" in lines, lines
+        else:
+            assert lines[0] == title and lines[-1] == table.caption, lines
+
+
+def test_table_titles_stay_whole_piped(records, wt_env, tmp_path):
+    """Found: piped, `import` printed `.../raw/i` then `mport`, and `process` its run id
+    on one line and its time on the next."""
+    deep = tmp_path / LONG / "store"
+    args = ["worldtrace", "import", str(records), "--store", str(deep), "--create"]
+    r = subprocess.run(args, capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"import: 3 file(s) -> {deep}/raw/import", r.stdout
+    args = ["worldtrace", "process", "--store", str(deep)]
+    r = subprocess.run(args, capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"process run \S+ \([0-9.]+ s\)", r.stdout.splitlines()[0]), r.stdout
 
 
 # -- import progress --------------------------------------------------------------------------

@@ -232,8 +232,12 @@ def test_a_secret_in_an_invalid_field_reaches_neither_rejects_nor_what_validate_
         return subprocess.run(["worldtrace", *args], capture_output=True, text=True, env=wt_env)
 
     shown = cli("validate", str(records))
-    assert shown.returncode == 1 and "domain: unknown domain '<secret:aws_access_key>'" in shown.stdout
-    assert "turns[0].action.kind: unknown action kind 'Bearer <secret:bearer_token>'" in shown.stdout
+    assert (
+        shown.returncode == 1 and "domain: unknown domain '<secret:aws_access_key>'" in shown.stdout
+    )
+    assert (
+        "turns[0].action.kind: unknown action kind 'Bearer <secret:bearer_token>'" in shown.stdout
+    )
     assert cli("process", "--input", str(records)).returncode == 0
     reasons = cli("query", "--format", "json", "SELECT reason FROM rejects")
     assert reasons.returncode == 0 and reasons.stdout.count("<secret:") == 2, reasons.stdout

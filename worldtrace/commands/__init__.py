@@ -54,7 +54,7 @@ def global_options() -> list[click.Option]:
             expose_value=False,
             callback=_remember,
             help="Make the store if it does not exist (only commands that write: "
-            "collect, import, jobs submit, worker, demo).",
+            "collect, import, process --input, jobs submit, worker, scheduler, demo).",
         ),
     ]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from worldtrace.options import ConfigCommand, RegistryChoice, options_from
+from worldtrace.options import ConfigCommand, options_from
 
 from . import EXIT_PROBLEMS, store, store_path
 
@@ -29,6 +29,33 @@ jobs_option = click.option(
 )
 
 
+QUICK_KINDS = ("docker", "terminal", "swe")
+"""What a quick `--sandbox` run can describe: terminal keystrokes (`--keys`) or SWE tool
+calls on a repository (`--tool`, `--repo`), in a docker container. The other kinds need
+what only a job file says (an MCP server's command, a start page, a device)."""
+
+
+class QuickKind(click.Choice):
+    """`--sandbox`: one of QUICK_KINDS; another registered kind is pointed to a job file."""
+
+    def __init__(self) -> None:
+        super().__init__(QUICK_KINDS)
+
+    def convert(self, value, param, ctx):
+        from worldtrace.sandboxes.base import BUILTIN_KINDS, kinds
+
+        if value not in self.choices and value in kinds():
+            where = f"examples/{value}-*.yaml, " if value in BUILTIN_KINDS else ""
+            self.fail(
+                f"{value} episodes need a job file: worldtrace collect JOB.yaml "
+                f"(see {where}docs/collect.md); a quick --sandbox run is "
+                f"{', '.join(QUICK_KINDS)} only",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
 COLLECT_EPILOG = """\b
 Example:
   worldtrace collect --create examples/terminal-basics.yaml
@@ -41,8 +68,9 @@ Example:
 @click.argument("job_file", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--sandbox",
-    type=RegistryChoice("worldtrace.sandboxes.base:kinds", first=("docker",)),
-    help="Quick single run: docker means terminal, or swe with --repo.",
+    type=QuickKind(),
+    help="Quick single run: docker means terminal (--keys), or swe with --repo (--tool). "
+    "mcp, web and android need a JOB_FILE (examples/*.yaml).",
 )
 @options_from("worldtrace.sandboxes.docker:DockerConfig", include=("image",))
 @click.option(
@@ -86,6 +114,7 @@ def collect(
     from worldtrace.progress import CollectProgress, print_run
     from worldtrace.sandboxes.base import SandboxError
 
+    calls = _tool_calls(tools)  # first: a malformed --tool is the mistake to name
     if bool(job_file) == bool(sandbox):
         raise click.UsageError("give a JOB_FILE or --sandbox (not both)")
     if job_file:
@@ -93,7 +122,7 @@ def collect(
     else:
         try:
             spec = JobSpec.from_dict(
-                _quick_job(sandbox, image, repo, instruction, keys, tools, duration)
+                _quick_job(sandbox, image, repo, instruction, keys, calls, duration)
             )
         except (ValueError, json.JSONDecodeError) as exc:
             raise click.ClickException(str(exc)) from exc
@@ -111,22 +140,48 @@ def collect(
         sys.exit(EXIT_PROBLEMS)
 
 
-def _quick_job(sandbox, image, repo, instruction, keys, tools, duration) -> dict:
-    """The job file a quick `--sandbox` run stands for."""
+def _tool_calls(tools: tuple[str, ...]) -> list[dict]:
+    """`--tool NAME:JSON` values as tool-call actions; a usage error names a bad one."""
+    actions = []
+    for t in tools:
+        name, _, args = t.partition(":")
+        try:
+            arguments = json.loads(args or "{}")
+            problem = None if isinstance(arguments, dict) else f"got {type(arguments).__name__}"
+        except json.JSONDecodeError as exc:
+            problem = exc.msg
+        if problem:
+            raise click.BadParameter(
+                f"{t!r}: the arguments after ':' must be a JSON object ({problem})",
+                param_hint="--tool",
+            )
+        if not name.strip():
+            raise click.BadParameter(f"{t!r}: no tool name before ':'", param_hint="--tool")
+        actions.append({"tool": name.strip(), "arguments": arguments})
+    return actions
+
+
+def _quick_job(sandbox, image, repo, instruction, keys, calls, duration) -> dict:
+    """The job file a quick `--sandbox` run stands for; options that do not fit the
+    kind are usage errors rather than silently left out."""
     kind = ("swe" if repo else "terminal") if sandbox == "docker" else sandbox
     if kind == "swe":
-        actions = []
-        for t in tools:
-            name, _, args = t.partition(":")
-            try:
-                arguments = json.loads(args or "{}")
-            except json.JSONDecodeError as exc:
-                raise click.BadParameter(
-                    f"{t!r}: the arguments after ':' must be a JSON object ({exc.msg})",
-                    param_hint="--tool",
-                ) from None
-            actions.append({"tool": name, "arguments": arguments})
+        if not repo:
+            raise click.UsageError("--sandbox swe needs --repo DIR (the repository it works on)")
+        if keys:
+            raise click.UsageError("--keys is for the terminal sandbox; swe takes --tool")
+        if not calls:
+            raise click.UsageError("give the tool calls to run: --tool NAME:JSON (repeatable)")
+        actions = calls
     else:
+        if calls:
+            raise click.UsageError(
+                "--tool is for the swe sandbox: give --repo DIR too (the terminal takes --keys)"
+            )
+        if repo:
+            raise click.UsageError("--repo is for the swe sandbox (--sandbox swe or docker)")
+        if not keys:
+            raise click.UsageError("give the keystrokes to send: --keys TEXT (repeatable)")
         actions = [
             {"keystrokes": k.encode().decode("unicode_escape"), "duration": duration} for k in keys
         ]

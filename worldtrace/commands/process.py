@@ -41,7 +41,8 @@ from . import progress_every_option, store
     "overrides",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Override a setting, e.g. dedup.threshold=0.7, filters.min_turns=3, policy_settings.echo_ol=0.8.",
+    help="Override a setting, e.g. dedup.threshold=0.7, filters.min_turns=3, "
+    "policy_settings.echo_ol=0.8 (checked against the setting's type and range).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the run manifest as one JSON document."
@@ -63,18 +64,25 @@ def process(
     from worldtrace.pipelines.process import ProcessConfig, run
     from worldtrace.pipelines.runner import WorkerLost
     from worldtrace.progress import StepProgress
-    from worldtrace.schemas.config import load
+    from worldtrace.schemas.config import SettingError, load
 
     # with --input it writes a store's first data: --create may make it
     s = store(ctx, create=bool(inputs))
-    cfg = ProcessConfig(
-        inputs=list(inputs) or [str(s.raw)],
-        output=str(s.processed),
-        beam_args=list(ctx.args),
-        **options,
-    )
     try:
-        cfg = load(cfg, config_file, list(overrides))
+        cfg = load(
+            ProcessConfig(
+                inputs=list(inputs) or [str(s.raw)],
+                output=str(s.processed),
+                beam_args=list(ctx.args),
+                **options,
+            ),
+            config_file,
+            list(overrides),
+        )
+    except SettingError as exc:  # a value its setting does not take: a usage error
+        hint = _given_by(exc, overrides, options)
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+    try:
         with StepProgress("process", 0, "unit steps", every=progress_every) as progress:
             manifest = run(cfg, progress=progress)
     except (KeyError, ValueError, FileNotFoundError, WorkerLost) as exc:
@@ -83,6 +91,15 @@ def process(
         print_json(manifest)
     else:
         print_accounting(manifest)
+
+
+def _given_by(exc, overrides: tuple[str, ...], options: dict) -> str:
+    """The option that gave the setting `exc` (a SettingError) names."""
+    if exc.source:
+        return "--config"
+    if exc.key in options and all(o.partition("=")[0].strip() != exc.key for o in overrides):
+        return "--" + exc.key.replace("_", "-")
+    return "--set"
 
 
 COMMANDS = (process,)
