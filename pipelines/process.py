@@ -123,6 +123,37 @@ class Previous:
     seen: pa.Table | None = None
     probed: set[str] = field(default_factory=set)
     """Segments the probe files cover (`segments.PROBE`)."""
+    moved: bool = False
+    """The store moved (or was copied) since the last run: `seen` holds its files at their
+    new paths, and the shards file is rewritten so even if this run reads nothing."""
+
+
+def moved_paths(seen: pa.Table, was: str, output: Path) -> tuple[pa.Table, bool]:
+    """`seen` with the paths of files inside the store that processed into `was` (the
+    last run's output) moved to where that store is now (`output`'s). The index keeps
+    absolute paths: after `cp -a` or `mv` every raw shard looked new and was counted and
+    deduplicated against itself (in 14, duplicates 8 for 7 records)."""
+    if not was:
+        return seen, False
+    old_root, new_root = Path(was).parent, output.resolve().parent
+    if old_root == new_root:
+        return seen, False
+    paths = seen.column("path").to_pylist()
+    moved = [
+        str(new_root / Path(f).relative_to(old_root)) if Path(f).is_relative_to(old_root) else f
+        for f in paths
+    ]
+    if moved == paths:
+        return seen, False
+    return seen.set_column(seen.schema.get_field_index("path"), "path", pa.array(moved)), True
+
+
+def gone_inputs(prev: Previous) -> list[str]:
+    """Files processed before that are gone: their records stay in the processed data
+    (an incremental run only adds) until `process --rebuild`; said, not silent."""
+    if prev.seen is None:
+        return []
+    return sorted(f for f in set(prev.seen.column("path").to_pylist()) if not os.path.exists(f))
 
 
 def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
@@ -151,7 +182,8 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
             "add --rebuild to reprocess everything with the new ones"
         )
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
-    return Previous(index, stems, pq.read_table(index / G.SHARDS_FILE), G.probed_stems(index))
+    seen, moved = moved_paths(pq.read_table(index / G.SHARDS_FILE), before.get("output"), output)
+    return Previous(index, stems, seen, G.probed_stems(index), moved)
 
 
 def new_files(files: list[str], prev: Previous) -> list[str]:
@@ -477,8 +509,11 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             rejected = run_rejects(run_dir)
             merge_state(run_dir, prev, todo, run_id)
             publish(run_dir, output, incremental=prev.index is not None)
+        elif prev.moved:  # nothing new to read: the moved paths are kept all the same
+            write_table_atomic(output / G.INDEX / G.SHARDS_FILE, prev.seen)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+    gone = gone_inputs(prev)
     counts.setdefault("read", 0)
     run_acc = {
         "in": counts["read"],
@@ -501,6 +536,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
         "counters": counts,
         "this_run": run_acc,
         "rejected": rejected,
+        "gone_inputs": {"count": len(gone), "first": gone[:REJECTS_SHOWN]},
         "accounting": acc,
     }
     write_bytes_atomic(output / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())

@@ -230,6 +230,14 @@ def print_accounting(manifest: dict) -> None:
     if run.get("rejected", 0) > len(shown):
         more = run["rejected"] - len(shown)
         click.echo(f'rejected: {more} more: worldtrace query "SELECT * FROM rejects"', err=True)
+    gone = manifest.get("gone_inputs") or {}
+    if gone.get("count"):
+        click.echo(
+            f"warning: {gone['count']} file(s) processed before are gone (first: "
+            f"{gone['first'][0]}); their records stay in the processed data until "
+            "`worldtrace process --rebuild`",
+            err=True,
+        )
     if not acc["balanced"]:
         click.echo("warning: in != kept + filtered + duplicates + rejected", err=True)
 

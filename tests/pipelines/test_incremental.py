@@ -360,3 +360,24 @@ def test_runs_no_record_reaches_write_the_state_as_it_stands(store):
     run(cfg(store))
     assert clusters(store)[late.trajectory_id]["cluster_id"] == cluster
     assert_a_rebuild_agrees(store)
+
+
+def test_a_moved_store_reads_nothing_again_and_a_gone_input_is_said(store, tmp_path):
+    """The index kept absolute paths: after `cp -a` of a store every raw shard looked new
+    and was deduplicated against itself (in 14, duplicates 8 for 7 records). A raw shard
+    deleted after processing left its records in the processed data without a word."""
+    corpus, _ = near_duplicate_corpus(n_unique=20, n_groups=3, group_size=2, seed=5)
+    write(store, "a", corpus[:20])
+    write(store, "b", corpus[20:])
+    first = run(cfg(store))
+    moved = Store.at(tmp_path / "elsewhere")
+    shutil.copytree(store.root, moved.root)  # copy2: sizes and mtimes kept, as `cp -a`
+    again = run(cfg(moved))
+    assert again["new_inputs"] == [] and again["this_run"]["in"] == 0
+    assert again["accounting"] == first["accounting"]
+    assert run(cfg(moved))["new_inputs"] == []  # the moved paths were kept
+    for shard in (moved.raw / "b").glob("*.parquet"):
+        shard.unlink()
+    only_a = ProcessConfig(inputs=[str(moved.raw / "a")], output=str(moved.processed), workers=1)
+    gone = run(only_a)["gone_inputs"]
+    assert gone["count"] == 1 and gone["first"][0].startswith(str(moved.raw / "b"))
