@@ -255,3 +255,36 @@ def test_truncated_raw_shard_is_skipped_and_named(tmp_path, corpus, wt_env):
 
     [check] = store_shards(store)
     assert not check.ok and str(torn) in check.detail and "unreadable Parquet" in check.detail
+
+
+def test_output_inside_the_store_is_refused(tmp_path, corpus):
+    """`-o` never writes into the store: a file under raw/ would be read as raw data.
+    Symlinks are resolved: the store's, the output's and its parent directory's."""
+    store = Store.at(tmp_path / "store")
+    with ShardWriter(store.raw / "s") as w:
+        w.write(corpus[:5])
+    link = tmp_path / "link"  # the store through a symlink
+    link.symlink_to(store.root)
+    into = tmp_path / "out"  # a directory outside that is a symlink into the store
+    into.symlink_to(store.raw)
+    sql = "SELECT * FROM raw_trajectories"
+    targets = [
+        store.raw / "import" / "copy.parquet",
+        store.root / "q.csv",
+        link / "raw" / "copy.parquet",
+        into / "copy.parquet",
+    ]
+    for via in (store, Store.at(link)):
+        for out in targets:
+            r = run_cli(via, "query", sql, "-o", str(out))
+            assert r.exit_code == 2, (via.root, out, r.output)
+            assert "will not write query output into the store" in r.stderr
+            assert "give -o a path outside it" in r.stderr
+            assert not out.exists()
+    assert sorted(p.name for p in store.raw.iterdir()) == ["s"]
+    assert not (store.root / "q.csv").exists()
+    r = run_cli(store, "query", "SELECT count(*) AS n FROM raw_trajectories", "--format", "csv")
+    assert r.exit_code == 0 and r.stdout == "n\n5\n"
+    r = run_cli(Store.at(link), "query", sql, "-o", str(tmp_path / "copy.parquet"))
+    assert r.exit_code == 0, r.output  # outside the store it is written as before
+    assert (tmp_path / "copy.parquet").exists()

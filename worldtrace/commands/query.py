@@ -127,6 +127,18 @@ def _hint(con, st, sql: str) -> None:
         click.echo(f"hint: {', '.join(sorted(used))}: {step}", err=True)
 
 
+def _refuse_output_in_store(output: str, root: Path) -> None:
+    """`--output` never writes into the store: a file there would be read as data (a
+    Parquet file under raw/ doubles the raw rows). Symlinks are resolved on both sides,
+    so neither a link to the store nor a parent directory linking into it gets through."""
+    inside = Path(output).expanduser().resolve()
+    top = Path(root).expanduser().resolve()
+    if inside == top or inside.is_relative_to(top):
+        raise click.UsageError(
+            f"will not write query output into the store ({top}): give -o a path outside it"
+        )
+
+
 QUERY_EPILOG = """\b
 Example:
   worldtrace query "SELECT domain, count(*) AS n FROM trajectories GROUP BY ALL"
@@ -185,6 +197,8 @@ def query(
         return
     fmt = query_format(fmt, output)
     st = store(ctx)
+    if output:
+        _refuse_output_in_store(output, st.root)
     con = _connect(st)
     if shell:
         _shell(con, max_rows, timeout, views.VIEW_DOCS)
