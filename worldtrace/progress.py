@@ -220,10 +220,17 @@ def _due(ts: float) -> str:
 
 
 def _live_workers(store, lease_s: float) -> list[dict[str, Any]]:
+    """Workers that beat within the lease and, on this host, whose process still runs (a
+    worker killed with -9 never deregisters: its last beat kept it listed for a lease)."""
+    import socket
+
+    from worldtrace.collectors.owners import alive
+
+    host = socket.gethostname()
     return [
         {k: w[k] for k in ("worker", "host", "pid", "started_at")}
         for w in store.workers(lease_s)
-        if not w["gone"]
+        if not w["gone"] and (w["host"] != host or alive(w["pid"], w["process_start"]))
     ]
 
 

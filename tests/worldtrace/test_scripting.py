@@ -301,6 +301,23 @@ def test_jobs_list_and_show_json(store, tmp_path):
     assert r.exit_code == 2
 
 
+def test_jobs_list_shows_live_workers_only(store):
+    """A worker killed with -9 (or crashed) never deregisters; its heartbeat kept it
+    listed as live for the lease's 120 s though its pid was gone from this host."""
+    import socket
+
+    from worldtrace.collectors.owners import process_start
+
+    js = open_job_store(store.jobs_db)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid of this host that no longer runs
+    js.register_worker("gone-w", socket.gethostname(), dead.pid, 1)
+    js.register_worker("live-w", socket.gethostname(), os.getpid(), process_start(os.getpid()))
+    js.register_worker("far-w", "another-host", dead.pid, 1)  # not ours to check
+    doc = json.loads(invoke(store, "jobs", "list", "--json").stdout)
+    assert sorted(w["worker"] for w in doc["workers"]) == ["far-w", "live-w"]
+
+
 # -- jobs cancel says what happened ---------------------------------------------------------
 def test_cancel_reports_only_a_cancel_that_happened(store, tmp_path):
     done = _submit(store, tmp_path, "done")
