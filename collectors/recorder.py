@@ -42,6 +42,21 @@ from worldtrace.schemas.redact import Redactor, redact_trajectory, redactor
 from worldtrace.schemas.store import read_records, write_table_atomic
 
 JOURNAL_SUFFIX = ".journal.jsonl"
+BAD_SUFFIX = ".bad"
+"""Appended to a journal that cannot be read (`set_aside`): kept, never recovered again."""
+
+
+class JournalError(ValueError):
+    """A journal whose content is no trajectory (empty, no header, a line without a kind,
+    a header missing its fields)."""
+
+
+def set_aside(path: Path) -> Path:
+    """Rename an unreadable journal to `<name>.bad` next to it, out of every recovery
+    (never deleted: it may be the only record of its attempt)."""
+    dest = path.with_name(path.name + BAD_SUFFIX)
+    os.replace(path, dest)
+    return dest
 
 
 class Recorder:
@@ -173,21 +188,37 @@ def journal_to_trajectory(path: Path) -> Trajectory:
     header: dict[str, Any] | None = None
     turns: list[dict[str, Any]] = []
     end: dict[str, Any] | None = None
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                break  # the torn last line of a crash
-            kind = rec.pop("kind")
-            if kind == "header":
-                header = rec
-            elif kind == "turn":
-                turns.append(rec)
-            elif kind == "end":
-                end = rec
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    break  # the torn last line of a crash
+                if not isinstance(rec, dict) or "kind" not in rec:
+                    raise JournalError(f"{path}: journal line {n} has no kind")
+                kind = rec.pop("kind")
+                if kind == "header":
+                    header = rec
+                elif kind == "turn":
+                    turns.append(rec)
+                elif kind == "end":
+                    end = rec
+    except UnicodeDecodeError as exc:
+        raise JournalError(f"{path}: journal is not UTF-8 text: {exc}") from exc
     if header is None:
-        raise ValueError(f"{path}: journal has no header")
+        raise JournalError(f"{path}: journal has no header")
+    try:
+        d = _trajectory_dict(path, header, turns, end)
+        t = trajectory_from_dict(from_jsonable(d))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise JournalError(f"{path}: journal is malformed: {exc!r}") from exc
+    return redact_trajectory(t.with_id())  # security: count
+
+
+def _trajectory_dict(
+    path: Path, header: dict[str, Any], turns: list[dict[str, Any]], end: dict[str, Any] | None
+) -> dict[str, Any]:
     outcome = (
         end["outcome"]
         if end
@@ -197,7 +228,7 @@ def journal_to_trajectory(path: Path) -> Trajectory:
             "error": "collector stopped before the episode ended",
         }
     )
-    d = {
+    return {
         **header,
         "turns": turns,
         "outcome": outcome,
@@ -206,7 +237,6 @@ def journal_to_trajectory(path: Path) -> Trajectory:
         else (turns[-1]["started_at"] if turns else header["started_at"]),
         "metadata": {**(header.get("metadata") or {}), "journal": path.name},
     }
-    return redact_trajectory(trajectory_from_dict(from_jsonable(d)).with_id())  # security: count
 
 
 def recover(journal_dir: str | os.PathLike) -> list[tuple[Path, Trajectory]]:
@@ -215,8 +245,11 @@ def recover(journal_dir: str | os.PathLike) -> list[tuple[Path, Trajectory]]:
     for p in sorted(Path(journal_dir).glob(f"*{JOURNAL_SUFFIX}")):
         try:
             out.append((p, journal_to_trajectory(p)))
-        except ValueError:
-            p.unlink()  # a journal without even a header holds nothing
+        except JournalError:
+            if p.stat().st_size:
+                set_aside(p)  # unreadable, yet it may be the only record: kept
+            else:
+                p.unlink()  # an empty journal (a crash before its header) holds nothing
     return out
 
 

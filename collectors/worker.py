@@ -41,7 +41,7 @@ from .jobs import (
 from .jobspec import JobSpec
 from .jobstore import FINAL, Claim, JobStore, Lease
 from .owners import alive, set_owner, sweep_orphans, this_process
-from .recorder import JOURNAL_SUFFIX, publish
+from .recorder import JOURNAL_SUFFIX, JournalError, publish, set_aside
 
 
 class _SlotFailed(Exception):
@@ -307,7 +307,22 @@ class Worker:
                     path.unlink(missing_ok=True)
                     continue
                 publish(path, trajectory_path(self.raw_dir, job_id, episode_id, attempt))
+            except JournalError as exc:  # unreadable: kept aside, the queue goes on
+                self._set_aside(path, exc)
+                continue
             except OSError as exc:
                 self._emit("warning", reason=f"{path}: {failure_reason(exc)}")
                 continue
             self._emit("recovered", job_id=job_id, episode_id=episode_id, attempt=attempt)
+
+    def _set_aside(self, path: Path, exc: JournalError) -> None:
+        """An unreadable journal of an ended attempt: renamed `<name>.bad` (never deleted:
+        it may be the only record), one warning. Its attempt already ended in the store,
+        with the status it had; `worldtrace doctor` lists the set-aside journals."""
+        why = str(exc).removeprefix(f"{path}: ")
+        try:
+            dest = set_aside(path)
+        except OSError as err:
+            self._emit("warning", reason=f"{path}: {why}; not set aside: {failure_reason(err)}")
+            return
+        self._emit("warning", reason=f"{path}: {why}; set aside as {dest.name}")

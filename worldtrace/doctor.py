@@ -96,19 +96,39 @@ def tokenizer() -> Check:
 def store_shards(store=None) -> list[Check]:
     """Every shard under raw/ and processed/ the views would skip (truncated, corrupt,
     foreign), one check each; one passing check when there is none."""
-    from worldtrace.schemas import Store
     from worldtrace.schemas.views import unreadable_shards
+
+    store = _store(store)
+    bad = unreadable_shards(store)
+    if not bad:
+        return [Check("store shards", True, f"every shard under {store.root} reads")]
+    fix = "move it away or delete it (`worldtrace process` rebuilds processed/ from raw/)"
+    return [Check("store shard", False, f"{path}: {why}", fix) for path, why in bad]
+
+
+def _store(store=None):
+    from worldtrace.schemas import Store
 
     if store is None:  # the root --store option, when doctor runs from the command line
         import click
 
         ctx = click.get_current_context(silent=True)
         store = Store.at(((ctx.find_root().obj or {}) if ctx else {}).get("store"))
-    bad = unreadable_shards(store)
-    if not bad:
-        return [Check("store shards", True, f"every shard under {store.root} reads")]
-    fix = "move it away or delete it (`worldtrace process` rebuilds processed/ from raw/)"
-    return [Check("store shard", False, f"{path}: {why}", fix) for path, why in bad]
+    return store
+
+
+def set_aside_journals(store=None) -> list[Check]:
+    """Journals a worker could not read and set aside (`<name>.journal.jsonl.bad`), one
+    check each; none when there is none."""
+    from worldtrace.collectors.recorder import BAD_SUFFIX, JOURNAL_SUFFIX
+
+    store = _store(store)
+    found = sorted(store.raw.glob(f"collect/*/.journals/**/*{JOURNAL_SUFFIX}{BAD_SUFFIX}"))
+    fix = "inspect it; its attempt is ended in the job store, delete it once not needed"
+    return [
+        Check("set-aside journal", False, f"{p}: unreadable, set aside by a worker", fix)
+        for p in found
+    ]
 
 
 def redaction_screen() -> Check:
@@ -145,6 +165,7 @@ def run_checks(store=None) -> list[Check]:
     command line's)."""
     return [
         *store_shards(store),
+        *set_aside_journals(store),
         docker_engine(),
         _binary("chromium", ["--version"], "apt-get install chromium"),
         _binary("node", ["--version"], "apt-get install nodejs npm"),

@@ -15,7 +15,6 @@ swapped out of exists again.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import time
@@ -100,7 +99,7 @@ def _journals(store: Store, idle) -> Iterator[Item]:
     two attempts that failed alike hash alike)."""
     import pyarrow.parquet as pq
 
-    from worldtrace.collectors.recorder import JOURNAL_SUFFIX, journal_to_trajectory
+    from worldtrace.collectors.recorder import JOURNAL_SUFFIX, JournalError, journal_to_trajectory
 
     published: dict[Path, set[tuple]] = {}
     for path in sorted(store.raw.glob(f"collect/*/.journals/**/*{JOURNAL_SUFFIX}")):
@@ -113,9 +112,11 @@ def _journals(store: Store, idle) -> Iterator[Item]:
             published[job_dir] = {_attempt(r) for part in rows for r in part}
         try:
             t = journal_to_trajectory(path)
-            key = _attempt({F.TRAJECTORY_ID: t.trajectory_id, F.SOURCE: vars(t.source)})
-        except (ValueError, KeyError, json.JSONDecodeError):
-            key = None
+        except JournalError as exc:
+            why = f"{str(exc).removeprefix(f'{path}: ')} (`worldtrace worker` sets it aside)"
+            yield Item("journal", str(path), _size(path), why, remove=False)
+            continue
+        key = _attempt({F.TRAJECTORY_ID: t.trajectory_id, F.SOURCE: vars(t.source)})
         if key in published[job_dir]:
             why = f"journal of a published trajectory ({key[0][:12]}, episode {key[1]})"
             item = idle(path, "journal", why)

@@ -125,3 +125,36 @@ def test_a_stopped_worker_is_replaced(docker_engine, store, wt_env, jobs_url, tm
     assert js.job(job_id)["status"] == "succeeded"
     trajs = one_trajectory_per_episode(store, job_id, 2)
     assert all(len(t.turns) == 2 for t in trajs)
+
+
+def test_a_bad_journal_is_set_aside_and_the_queue_goes_on(
+    docker_engine, store, wt_env, jobs_url, tmp_path, repo
+):
+    """A finished attempt's journal truncated to nothing (or holding a line without a
+    kind) is set aside by the next worker with one warning, and the queue goes on."""
+    js = open_job_store(jobs_url)
+    first = submit(wt_env, jobs_url, tmp_path, slow_job(repo, episodes=2, command="true"))
+    w = start_worker(wt_env, jobs_url)
+    _, err = w.communicate(timeout=90)
+    assert w.returncode == 0, err
+    journals = store.raw / "collect" / first / ".journals"
+    empty = journals / "t-e0-a1.journal.jsonl"
+    no_kind = journals / "t-e1-a1.journal.jsonl"
+    empty.write_text("")  # `: > journal`
+    no_kind.write_text('{"episode_id": "t-e1"}\n')
+    second = submit(wt_env, jobs_url, tmp_path, slow_job(repo, command="true"))
+    w = start_worker(wt_env, jobs_url)
+    _, err = w.communicate(timeout=90)
+    assert w.returncode == 0, err
+    assert "Traceback" not in err
+    assert js.job(second)["status"] == "succeeded"
+    for bad in (empty, no_kind):
+        assert not bad.exists()
+        aside = bad.with_name(bad.name + ".bad")
+        assert aside.exists()  # kept: it may be the only record
+        [line] = [x for x in err.splitlines() if str(bad) in x]
+        assert "warning" in line and "set aside" in line
+    assert "no header" in err and "kind" in err
+    assert js.job(first)["status"] == "succeeded"  # published before: the attempts stand
+    doc = subprocess.run(["worldtrace", "doctor"], env=wt_env, capture_output=True, text=True)
+    assert str(empty) + ".bad" in doc.stdout + doc.stderr
