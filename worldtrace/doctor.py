@@ -42,14 +42,29 @@ def _run(cmd: list[str], timeout: float = 10) -> tuple[bool, str]:
     return p.returncode == 0, out[0] if out else ""
 
 
-def _binary(name: str, version_args: list[str], fix: str, label: str | None = None) -> Check:
-    path = shutil.which(name)
+def _binary(
+    name: str, version_args: list[str], fix: str, label: str | None = None, find=shutil.which
+) -> Check:
+    """`find`: how the code that runs the program looks for it (the MCP sandbox also looks
+    beside the running Python, so a venv's servers work without activating the venv)."""
+    path = find(name)
     if not path:
-        return Check(label or name, False, "not found on PATH", fix)
+        where = "on PATH" if find is shutil.which else "where the sandbox looks"
+        return Check(label or name, False, f"not found {where}", fix)
     ok, out = _run([path, *version_args])
     return Check(
         label or name, ok, f"{path}: {out}" if ok else f"{path} fails: {out}", "" if ok else fix
     )
+
+
+def _mcp_command(name: str) -> str | None:
+    from worldtrace.sandboxes.base import SandboxError
+    from worldtrace.sandboxes.mcp_client import find_command
+
+    try:
+        return find_command(name)
+    except SandboxError:
+        return None
 
 
 def _module(name: str, extra: str) -> Check:
@@ -178,12 +193,14 @@ def run_checks(store=None) -> list[Check]:
             ["--help"],
             "optional: pip install mcp-server-git (MCP sandboxes)",
             "mcp: mcp-server-git",
+            find=_mcp_command,
         ),
         _binary(
             "mcp-server-time",
             ["--help"],
             "optional: pip install mcp-server-time (MCP sandboxes)",
             "mcp: mcp-server-time",
+            find=_mcp_command,
         ),
         tokenizer(),
         _module("apache_beam", "beam"),

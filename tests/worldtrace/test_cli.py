@@ -19,6 +19,8 @@ from worldtrace.schemas import ShardWriter
 from worldtrace.cli import cli
 from worldtrace.options import ConfigCommand, options_from
 
+from ..conftest import VENV_BIN
+
 
 def wt(env, *args, check=False):
     return subprocess.run(
@@ -65,6 +67,17 @@ def test_doctor_reports_and_suggests(wt_env):
     assert "[MISS] chromium" in r.stdout and "apt-get install chromium" in r.stdout
     assert "[MISS] tokenizer" in r.stdout and "--tokenizer PATH" in r.stdout
     assert "[ok  ] redaction screen" in r.stdout
+
+
+def test_doctor_finds_the_mcp_servers_where_the_sandbox_does(wt_env):
+    """The venv's `worldtrace` run without activating the venv: the MCP sandbox finds
+    mcp-server-git beside its Python, and doctor called it MISS (`pip install ...`)."""
+    r = subprocess.run(
+        [str(VENV_BIN / "worldtrace"), "doctor"],
+        capture_output=True, text=True, env=dict(wt_env, PATH="/usr/bin:/bin"),
+    )  # fmt: skip
+    for server in ("mcp-server-git", "mcp-server-time"):
+        assert f"[ok  ] mcp: {server}" in r.stdout, r.stdout
 
 
 def test_doctor_names_rules_the_redaction_screen_cannot_read(tmp_path, wt_env):
