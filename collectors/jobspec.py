@@ -33,7 +33,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, Strict
 from worldtrace.sandboxes.base import TaskSpec, action_kinds, load
 from worldtrace.sandboxes.conditions import Condition, ConditionsSpec
 from worldtrace.schemas import Action
@@ -110,14 +110,16 @@ class JobOptions:
     """The job's scalar settings (everything but sandbox, policy and tasks)."""
 
     name: Annotated[str, AfterValidator(_name)]
-    episodes: Annotated[int, Field(ge=1, le=100_000)] = 1
+    # counts are integers as written: `episodes: "3"` or `episodes: true` (run once) is a
+    # mistake in the file, not a number
+    episodes: Annotated[int, Strict(), Field(ge=1, le=100_000)] = 1
     """Episodes per task."""
-    max_turns: Annotated[int, Field(ge=1, le=10_000)] = 30
-    retries: Annotated[int, Field(ge=0, le=20)] = 1
+    max_turns: Annotated[int, Strict(), Field(ge=1, le=10_000)] = 30
+    retries: Annotated[int, Strict(), Field(ge=0, le=20)] = 1
     """Extra attempts when the environment or our code (not the agent) fails."""
-    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    priority: Annotated[int, Strict(), Field(ge=-1000, le=1000)] = 0
     """Workers claim episodes of higher-priority jobs first."""
-    seed: int = 0
+    seed: Annotated[int, Strict()] = 0
     domain: Literal[F.DOMAINS] | None = None  # type: ignore[valid-type]
     """Override the sandbox kind's domain (e.g. `search` for an MCP search server)."""
     schedule: ScheduleSpec | None = None

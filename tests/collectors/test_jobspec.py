@@ -49,6 +49,10 @@ def _errors(tmp_path, text: str) -> str:
         (4, "    cpus: 0", "sandbox.docker.cpus: Input should be greater than 0"),
         (0, "max_turns: -1", "job.yaml:1: max_turns: Input should be greater than or equal to 1"),
         (0, "episodes: 0", "episodes: Input should be greater than or equal to 1"),
+        # a quoted or boolean count is a mistake, not a number (`true` ran 1 episode)
+        (0, 'episodes: "3"', "job.yaml:1: episodes: Input should be a valid integer"),
+        (0, "episodes: true", "job.yaml:1: episodes: Input should be a valid integer"),
+        (0, "retries: yes", "job.yaml:1: retries: Input should be a valid integer"),
     ],
 )
 def test_bad_values_are_refused_naming_line_and_key(tmp_path, line, value, expected):
