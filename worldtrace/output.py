@@ -251,12 +251,19 @@ def print_export(counts: dict, output: str) -> None:
 
 
 def query_format(fmt: str | None, output: str | None) -> str:
-    """`--format`, else the one the output file's extension names, else a table."""
+    """`--format`, else the one the output file's extension names, else a table; a format
+    the extension contradicts (`--format csv -o x.json`) is a usage error, not a file of
+    one format under the other's name."""
+    found = FORMAT_BY_SUFFIX.get(Path(output).suffix.lower()) if output else None
     if fmt:
+        if found and found != fmt:
+            raise click.UsageError(
+                f"--format {fmt} but {Path(output).name} names {found}: give a matching "
+                "extension, or one no format claims"
+            )
         return fmt
     if not output:
         return "table"
-    found = FORMAT_BY_SUFFIX.get(Path(output).suffix.lower())
     if found is None:
         known = ", ".join(FORMAT_BY_SUFFIX)
         raise click.UsageError(

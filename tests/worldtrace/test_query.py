@@ -210,6 +210,12 @@ def test_output_format_follows_the_extension(full_store, tmp_path):
     assert "┃ domain" in (tmp_path / "t.txt").read_text()
     r = run_cli(full_store, "query", sql, "-o", str(tmp_path / "t.xyz"))
     assert r.exit_code == 2 and "give --format" in r.output and not (tmp_path / "t.xyz").exists()
+    # a format the extension contradicts: CSV was written into c.json without a word
+    r = run_cli(full_store, "query", sql, "--format", "csv", "-o", str(tmp_path / "c.json"))
+    assert r.exit_code == 2 and not (tmp_path / "c.json").exists()
+    assert "--format csv but c.json names json" in r.output
+    r = run_cli(full_store, "query", sql, "--format", "csv", "-o", str(tmp_path / "c.out"))
+    assert r.exit_code == 0 and (tmp_path / "c.out").read_text().startswith("domain,n")
 
 
 def test_wide_tables_are_not_cut_off_a_terminal(full_store):
