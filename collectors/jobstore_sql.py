@@ -144,10 +144,13 @@ class SQLJobStore:
         return job
 
     def cancel(self, job_id: str) -> int:
+        """Cancel the job's queued episodes (each with the reason, as every ended attempt
+        has one); running ones finish."""
         with self._tx() as tx:
             n = tx.run(
-                "UPDATE episodes SET status = 'cancelled', ended_at = ? WHERE job_id = ? AND status = 'queued'",
-                now_iso(), job_id,
+                "UPDATE episodes SET status = 'cancelled', ended_at = ?, error = ?"
+                " WHERE job_id = ? AND status = 'queued'",
+                now_iso(), CANCELLED, job_id,
             )  # fmt: skip
             tx.run(
                 "UPDATE jobs SET status = 'cancelled', finished_at = ? WHERE job_id = ?"
@@ -253,10 +256,13 @@ class SQLJobStore:
         with self._tx() as tx:
             n = tx.run(
                 "UPDATE episodes SET status = CASE WHEN (SELECT status FROM jobs WHERE job_id = ?) = 'cancelled'"
-                " THEN 'cancelled' ELSE 'queued' END, worker = NULL, lease_token = NULL, heartbeat = NULL,"
+                " THEN 'cancelled' ELSE 'queued' END,"
+                " error = CASE WHEN (SELECT status FROM jobs WHERE job_id = ?) = 'cancelled'"
+                " THEN ? ELSE error END, worker = NULL, lease_token = NULL, heartbeat = NULL,"
                 " lease_expires = NULL, started_at = NULL"
                 " WHERE job_id = ? AND episode_id = ? AND attempt = ? AND lease_token = ? AND status = 'running'",
-                claim.job_id, claim.job_id, claim.episode_id, claim.attempt, claim.token,
+                claim.job_id, claim.job_id, CANCELLED, claim.job_id, claim.episode_id, claim.attempt,
+                claim.token,
             )  # fmt: skip
             self._refresh(tx, claim.job_id)
         return bool(n)
@@ -401,6 +407,8 @@ class SQLJobStore:
             return job_id
 
 
+CANCELLED = "cancelled by `worldtrace jobs cancel` before it ran"
+"""The error of an attempt the job's cancel kept from running."""
 _LAST = "SELECT episode_id, max(attempt) AS a FROM episodes WHERE job_id = ? GROUP BY episode_id"
 """Each episode's last attempt (binds the job id)."""
 

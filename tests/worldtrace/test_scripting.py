@@ -332,6 +332,9 @@ def test_cancel_reports_only_a_cancel_that_happened(store, tmp_path):
     r = invoke(store, "jobs", "cancel", queued[:9])  # a prefix names it
     assert r.exit_code == 0
     assert r.stdout.strip() == f"{queued}: cancelled (queued before); 1 queued episode(s) dropped"
+    [attempt] = json.loads(invoke(store, "jobs", "show", queued, "--json").stdout)["attempts"]
+    assert attempt["status"] == "cancelled"  # with its reason, as every ended attempt
+    assert attempt["error"] == "cancelled by `worldtrace jobs cancel` before it ran"
     r = invoke(store, "jobs", "cancel", queued)
     assert r.exit_code == 0 and r.stdout.strip() == f"{queued}: already cancelled; nothing to do"
     r = invoke(store, "jobs", "cancel", "nope")
