@@ -123,7 +123,10 @@ def _journals(store: Store, idle) -> Iterator[Item]:
             if item is not None:
                 yield item
         else:
-            why = "its trajectory is in no shard yet (`worldtrace worker` recovers it)"
+            why = (
+                "its trajectory is in no shard yet (the next `worldtrace worker`, or `collect` "
+                "of its job, publishes it or drops it, as its attempt ended)"
+            )
             yield Item("journal", str(path), _size(path), why, remove=False)
 
 
