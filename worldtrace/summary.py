@@ -215,9 +215,12 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
             "WHERE starts_with(trajectory_id, $p) ORDER BY ALL",
             {"p": tid},
         ).fetchall()
+        # by origin id too: an exact duplicate shares its representative's trajectory id,
+        # so the id a user has of it is the one its source gave (`oa:7`)
         dups = con.execute(
             "SELECT trajectory_id, cluster_id, role FROM clusters "
-            "WHERE starts_with(trajectory_id, $p) AND NOT representative ORDER BY ALL",
+            "WHERE (starts_with(trajectory_id, $p) OR origin_id = $p) AND NOT representative "
+            "ORDER BY ALL",
             {"p": tid},
         ).fetchall()
         if not rejects and not dups:

@@ -153,6 +153,28 @@ def test_explain(full_store, wt_env):
     assert wt(env, "explain", "zzzz").returncode == 1
 
 
+def test_an_exact_duplicate_is_explained_by_the_origin_id_its_source_gave(tmp_path, wt_env):
+    """An exact duplicate shares its representative's trajectory id; `explain oa:7` (the
+    id the user's file gave it) said `not_found` though its clusters row names it."""
+    msgs = [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "c", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "a.txt b.txt"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "d", "function": {"name": "bash", "arguments": '{"cmd": "cat a.txt"}'}}]},
+        {"role": "tool", "tool_call_id": "d", "content": "hello"},
+    ]  # fmt: skip
+    f = tmp_path / "chats.jsonl"
+    f.write_text("".join(json.dumps({"id": i, "messages": msgs}) + "\n" for i in ("oa:1", "oa:2")))
+    assert wt(wt_env, "import", str(f)).returncode == 0
+    assert wt(wt_env, "process").returncode == 0
+    con = connect(Store.at(wt_env["WORLDTRACE_STORE"]))
+    [(dup,)] = con.execute("SELECT origin_id FROM clusters WHERE NOT representative").fetchall()
+    r = wt(wt_env, "explain", dup)
+    assert r.returncode == 0 and "exact duplicate in cluster" in r.stdout, r.stdout + r.stderr
+
+
 def run_cli(store, *args):
     """The real command line, in process (a subprocess costs a second of start-up)."""
     from click.testing import CliRunner
