@@ -306,14 +306,18 @@ class Worker:
                 if state["lost"] or not state["trajectory_id"]:
                     path.unlink(missing_ok=True)
                     continue
-                publish(path, trajectory_path(self.raw_dir, job_id, episode_id, attempt))
+                dest = trajectory_path(self.raw_dir, job_id, episode_id, attempt)
+                already = dest.exists()  # a crash after publishing, before the journal went
+                publish(path, dest)
             except JournalError as exc:  # unreadable: kept aside, the queue goes on
                 self._set_aside(path, exc)
                 continue
             except OSError as exc:
                 self._emit("warning", reason=f"{path}: {failure_reason(exc)}")
                 continue
-            self._emit("recovered", job_id=job_id, episode_id=episode_id, attempt=attempt)
+            self._emit(
+                "recovered", job_id=job_id, episode_id=episode_id, attempt=attempt, already=already
+            )
 
     def _set_aside(self, path: Path, exc: JournalError) -> None:
         """An unreadable journal of an ended attempt: renamed `<name>.bad` (never deleted:

@@ -205,8 +205,11 @@ def worker_line(event: str, **info: Any) -> None:
     elif event == "swept":
         text = f"removed {len(info['containers'])} container(s) of dead workers"
     elif event == "recovered":
+        what = f"{info['job_id']}/{info['episode_id']} a{info['attempt']}"
         text = (
-            f"published {info['job_id']}/{info['episode_id']} a{info['attempt']} from its journal"
+            f"removed the journal of {what}: its trajectory was published already"
+            if info.get("already")
+            else f"published {what} from its journal"
         )
     elif info.get("claim") is not None:
         text = f"{event}: {_attempt(info)}: {info.get('reason', '')}"

@@ -158,3 +158,33 @@ def test_a_bad_journal_is_set_aside_and_the_queue_goes_on(
     assert js.job(first)["status"] == "succeeded"  # published before: the attempts stand
     doc = subprocess.run(["worldtrace", "doctor"], env=wt_env, capture_output=True, text=True)
     assert str(empty) + ".bad" in doc.stdout + doc.stderr
+
+
+def test_a_journal_left_after_its_trajectory_was_published_is_said_so(
+    docker_engine, store, wt_env, jobs_url, tmp_path, repo
+):
+    """A crash between publishing a trajectory and removing its journal: the next worker
+    removes the journal and keeps the shard, and said it had "published" it."""
+    import json
+
+    from worldtrace.schemas.records import record_to_dict, to_jsonable
+
+    job = submit(wt_env, jobs_url, tmp_path, slow_job(repo, command="true"))
+    w = start_worker(wt_env, jobs_url)
+    _, err = w.communicate(timeout=90)
+    assert w.returncode == 0, err
+    [shard] = (store.raw / "collect" / job).glob("*.parquet")
+    before = shard.read_bytes()
+    [t] = read_records(shard)
+    d = to_jsonable(record_to_dict(t))
+    end = {"kind": "end", "outcome": d.pop("outcome"), "ended_at": d.pop("ended_at")}
+    turns = [{"kind": "turn", **turn} for turn in d.pop("turns")]
+    lines = [{"kind": "header", **d}, *turns, end]
+    journal = store.raw / "collect" / job / ".journals" / "t-e0-a1.journal.jsonl"
+    journal.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    w = start_worker(wt_env, jobs_url)
+    out, err = w.communicate(timeout=90)
+    assert w.returncode == 0, err
+    assert not journal.exists() and shard.read_bytes() == before
+    assert f"removed the journal of {job}/t-e0 a1: its trajectory was published already" in out
+    assert "from its journal" not in out
