@@ -21,7 +21,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import write_bytes_atomic
 
 from .report_charts import CATEGORY_COLORS, PLOTS, UNKNOWN_COLOR
-from .summary import STATS_QUERIES
+from .summary import STATS_SECTIONS, Section
 
 TABLES = (
     "trajectories by domain and source",
@@ -72,12 +72,14 @@ def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.2f}"
 
 
-def _table(con: duckdb.DuckDBPyConnection, title: str, sql: str) -> str:
-    cur = con.execute(sql)
+def _table(con: duckdb.DuckDBPyConnection, section: Section) -> str:
+    """One `stats` table, saying what `stats` says when it has no row."""
+    title = section.title
+    cur = con.execute(section.sql)
     cols = [d[0] for d in cur.description]
     rows = cur.fetchall()
     if not rows:
-        return f"<h3>{_esc(title)}</h3><p class=empty>no data yet</p>"
+        return f"<h3>{_esc(title)}</h3><p class=empty>{_esc(section.empty)}</p>"
     head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
     body = "".join(
         "<tr>" + "".join(f"<td>{'' if v is None else _esc(v)}</td>" for v in r) + "</tr>"
@@ -157,7 +159,8 @@ def build(
         figures.append(
             f'<figure class=plot data-plot="{name}">{fig}<p class=note>{_esc(note)}</p></figure>'
         )
-    tables = "".join(_table(con, t, STATS_QUERIES[t]) for t in TABLES)
+    sections = {s.title: s for s in STATS_SECTIONS}
+    tables = "".join(_table(con, sections[t]) for t in TABLES)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     where = f"store {_esc(store_root)}, " if store_root else ""
     return (

@@ -100,8 +100,6 @@ STATS_SECTIONS = (
                round(sum(succeeded) / nullif(sum(episodes), 0), 4) AS success_rate
         FROM jobs GROUP BY status ORDER BY status"""),
 )  # fmt: skip
-STATS_QUERIES: dict[str, str] = {s.title: s.sql for s in STATS_SECTIONS}
-"""Title -> SQL of every stats table (the report repeats some)."""
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:

@@ -9,6 +9,7 @@ One browser serves every Chromium test.
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 import subprocess
 from datetime import timedelta
@@ -22,8 +23,9 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import shard_files
 from worldtrace.schemas.views import connect
 
-from worldtrace.report import build
+from worldtrace.report import TABLES, build
 from worldtrace.report_charts import CATEGORY_COLORS, DOMAIN_COLORS, PLOTS
+from worldtrace.summary import STATS_SECTIONS
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
@@ -138,6 +140,18 @@ def test_an_empty_store_reports_no_data_in_every_plot(tmp_path):
         assert f'data-plot="{name}"' in page
     assert page.count("no data yet") >= len(PLOTS)
     assert "no processed turns yet" in page
+
+
+def test_an_empty_table_says_in_the_report_what_stats_says(tmp_path):
+    """The report repeats `stats` tables; an empty one reads the same in both (it said
+    'no data yet' where `stats` said 'none recorded')."""
+    page = build(connect(Store.at(tmp_path / "empty")))
+    sections = {s.title: s for s in STATS_SECTIONS}
+    for title in TABLES:
+        empty = sections[title].empty
+        assert f"<h3>{html.escape(title)}</h3><p class=empty>{html.escape(empty)}</p>" in page
+    assert "none recorded (no turn perturbation, no episode condition)" in page
+    assert "none: no secret was replaced" in page
 
 
 # -- in Chromium --------------------------------------------------------------------------
