@@ -74,23 +74,30 @@ def _is_error(t: Turn) -> bool:
     return bool(o.get("is_error")) or (code is not None and code != 0)
 
 
-def _unflagged(t: Turn) -> bool:
-    """The log says nothing about failure (imported logs often carry no flags)."""
-    o = t.get("observation") or {}
-    return not o.get("is_error") and o.get("exit_code") is None
+def carries_flags(record: dict[str, Any]) -> bool:
+    """Whether the record says which turns failed: our collectors of `F.FLAGGED_DOMAINS`
+    flag every failure, so a turn they recorded without a flag succeeded; any other log
+    (imported, or a terminal screen) counts as flagged when a turn carries a flag."""
+    source = record.get(F.SOURCE) or {}
+    if source.get("kind") == "collector" and record[F.DOMAIN] in F.FLAGGED_DOMAINS:
+        return True
+    return any(
+        (o := t.get("observation") or {}).get("is_error") or o.get("exit_code") is not None
+        for t in record[F.TURNS]
+    )
 
 
-def _failed(t: Turn, nxt: Turn) -> bool:
-    """Flagged as an error, or (without flags) answered with the very text its retry got:
-    an identical repeated error is recognised by content."""
+def _failed(t: Turn, nxt: Turn, flagged: bool) -> bool:
+    """Flagged as an error, or, in a log without flags, answered with the very text its
+    retry got: an identical repeated error is recognised by content. In a flagged log
+    an unflagged turn succeeded, however alike its retry's answer (a repeated search,
+    a scroll back)."""
     if _is_error(t):
         return True
+    if flagged:
+        return False
     text = (t.get("observation") or {}).get("text") or ""
-    return (
-        _unflagged(t)
-        and bool(text.strip())
-        and text == ((nxt.get("observation") or {}).get("text") or "")
-    )
+    return bool(text.strip()) and text == ((nxt.get("observation") or {}).get("text") or "")
 
 
 def _similar(a: set[str], b: set[str], similarity: float) -> bool:
@@ -123,7 +130,9 @@ def strip_empty_actions(turns: list[Turn]) -> tuple[list[Turn], Removed]:
     return kept, removed
 
 
-def skip_retry_cycles(turns: list[Turn], similarity: float) -> tuple[list[Turn], Removed]:
+def skip_retry_cycles(
+    turns: list[Turn], similarity: float, flagged: bool
+) -> tuple[list[Turn], Removed]:
     """Garbage action -> error -> retry: drop the failed pair, keep the retry.
 
     Only a failed turn immediately retried (same tool and similar arguments, or similar
@@ -133,7 +142,7 @@ def skip_retry_cycles(turns: list[Turn], similarity: float) -> tuple[list[Turn],
     kept, removed = [], []
     for i, t in enumerate(turns):
         nxt = turns[i + 1] if i + 1 < len(turns) else None
-        if nxt is not None and _failed(t, nxt) and _is_retry(t, nxt, similarity):
+        if nxt is not None and _failed(t, nxt, flagged) and _is_retry(t, nxt, similarity):
             removed.append((t, "retry_cycle"))
         else:
             kept.append(t)
@@ -248,7 +257,7 @@ def apply_filters(
         turns, r = strip_empty_actions(turns)
         removed += r
     if cfg.retry_cycles:
-        turns, r = skip_retry_cycles(turns, cfg.retry_similarity)
+        turns, r = skip_retry_cycles(turns, cfg.retry_similarity, carries_flags(record))
         removed += r
     if cfg.gui_no_change and gui:
         turns, r = drop_gui_no_change(turns)

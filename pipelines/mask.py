@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -35,7 +36,11 @@ class Decision(NamedTuple):
 class MaskPolicy(Protocol):
     name: str
 
-    def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision: ...
+    def decide(
+        self, stats: dict[str, float], action: str, observation: str, fault: str | None = None
+    ) -> Decision:
+        """`fault`: the kind of fault injected into the turn (`injected_fault`), if any."""
+        ...
 
     def describe(self) -> dict[str, Any]:
         """Name, thresholds and choices, for the manifest."""
@@ -72,6 +77,30 @@ class KeepRatios:
     action: float = 1.0
     transform: float = 0.5
     other: float = 1.0
+    injected: float = 0.0
+    """A turn whose observation our fault proxy made (`F.INJECTED_FAULTS`): a random draw
+    of ours, not the environment's answer, so by default context and never a target."""
+
+
+def injected_fault(perturbation: str | None) -> str | None:
+    """The kind of a turn's `perturbation` JSON if it made the observation (an error,
+    timeout, rate limit or truncation we injected), else None (`latency` only delays)."""
+    if perturbation is None:
+        return None
+    try:
+        kind = json.loads(perturbation).get("kind")
+    except (ValueError, AttributeError):
+        return None
+    return kind if kind in F.INJECTED_FAULTS else None
+
+
+def injected_decision(keep: KeepRatios, fault: str) -> Decision:
+    return Decision(
+        "injected",
+        keep.injected,
+        f"injected: a {fault} fault the collector injected made this observation, not the "
+        "environment",
+    )
 
 
 @dataclass(frozen=True)
@@ -108,7 +137,11 @@ class AgentWorldV1:
             "other": (k.other, "other: no rule matched ("),
         }
 
-    def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision:
+    def decide(
+        self, stats: dict[str, float], action: str, observation: str, fault: str | None = None
+    ) -> Decision:
+        if fault is not None:
+            return injected_decision(self.keep, fault)
         t = self.thresholds
         ol, nov, r = stats["ol"], stats["nov"], stats["r"]
         if ol >= t.echo_ol and nov < t.echo_nov:
@@ -140,6 +173,8 @@ class AgentWorldV1:
             "words": "lower-cased \\w+ runs (Python re, Unicode), de-duplicated",
             "zero_denominator": "0",
             "precedence": list(F.TABLE3_CATEGORIES),
+            "injected": f"a turn flagged with an injected fault ({', '.join(F.INJECTED_FAULTS)}) "
+            "is `injected` before any rule",
         }
 
 
@@ -180,9 +215,11 @@ class InformationAware:
             None,
         )
 
-    def decide(self, stats: dict[str, float], action: str, observation: str) -> Decision:
-        d = self.base.decide(stats, action, observation)
-        if d.keep < 1.0 or not observation:
+    def decide(
+        self, stats: dict[str, float], action: str, observation: str, fault: str | None = None
+    ) -> Decision:
+        d = self.base.decide(stats, action, observation, fault)
+        if d.keep < 1.0 or not observation or fault is not None:
             return d
         cn, cs = stats.get("cond_novelty", 1.0), stats.get("corpus_surprisal")
         cs = math.inf if cs is None else cs  # count not known here: decided as rare

@@ -32,7 +32,7 @@ from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURN
 
 from . import stats as S
 from .dedup import NS, SIG_SCHEMA
-from .mask import MaskPolicy, keep_turn
+from .mask import MaskPolicy, injected_fault, keep_turn
 from .units import BANDS, SIG, TEMPLATES, UID
 
 INDEX = F.PROCESS_INDEX
@@ -272,8 +272,9 @@ def corpus_columns(
         acts = pc.struct_field(turns, ["action", "text"]).to_pylist()
         obs = pc.struct_field(turns, ["observation", "text"]).to_pylist()
         cats, index = turns.field("category").to_pylist(), turns.field("index").to_pylist()
+        faults = [p and injected_fault(p) for p in turns.field("perturbation").to_pylist()]
         for i in range(n):
-            d = policy.decide({**stats[i], "corpus_surprisal": cs}, acts[i], obs[i])
+            d = policy.decide({**stats[i], "corpus_surprisal": cs}, acts[i], obs[i], faults[i])
             if d.category != cats[i]:
                 alt[i] = (d, keep_turn(tids[i], index[i], seed, d.keep))
     return {

@@ -31,7 +31,7 @@ from . import stats as S
 from . import words as W
 from .dedup import DedupConfig
 from .filters import FilterConfig, apply_filters
-from .mask import MaskPolicy
+from .mask import MaskPolicy, injected_fault
 from .normalize import normalize, reject_row
 
 UID, TEMPLATES, SIG, BANDS = "_uid", "_templates", "_sig", "_bands"
@@ -265,7 +265,8 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
                 "cond_novelty": cn.observe(acts[n].encode(), ob, alone),
                 "corpus_surprisal": None,  # a corpus count: joined in at read time
             }  # fmt: skip
-            d = policy.decide(t["stats"], acts[n], obs[n])
+            p = t.get("perturbation")  # rare: parsed only where present
+            d = policy.decide(t["stats"], acts[n], obs[n], p and injected_fault(p))
             t["category"], t["keep"], t["rule"] = d.category, d.keep, d.rule
             n += 1
     keys_of = [keys[starts[i] : starts[i + 1]] for i in range(len(records))]

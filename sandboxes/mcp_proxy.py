@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import Field
+from worldtrace.schemas import fields as F
 from worldtrace.schemas.parsing import configclass
 
 Rate = Annotated[float, Field(ge=0, le=1)]
-FAULT_KINDS = ("error", "timeout", "rate_limit", "truncate")
+FAULT_KINDS = F.INJECTED_FAULTS
 """Answer-changing faults, in the order their rates are stacked on one uniform draw."""
 REQUEST_TIMEOUT = -32001
 """JSON-RPC code the MCP SDKs use for a request that timed out."""

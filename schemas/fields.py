@@ -13,6 +13,9 @@ TRAINING_SCHEMA_VERSION = "worldtrace.training/1"
 DOMAINS = ("mcp", "search", "terminal", "swe", "android", "web", "os")
 GUI_DOMAINS = frozenset({"android", "web", "os"})
 TOOL_DOMAINS = frozenset({"mcp", "swe"})
+FLAGGED_DOMAINS = frozenset({"mcp", "search", "swe", "web", "android"})
+"""Domains whose collectors flag every failed step (`is_error`, exit codes): a collected
+turn there without a flag succeeded. A terminal screen carries no exit code."""
 
 SOURCE_KINDS = ("collector", "import")
 ACTION_KINDS = ("keystrokes", "tool_call", "command", "text", "gui")
@@ -84,7 +87,12 @@ TABLE3_CATEGORIES = (
     "transform",
     "other",
 )
-CATEGORIES = (*TABLE3_CATEGORIES, "repeat", "common")
+CATEGORIES = (*TABLE3_CATEGORIES, "repeat", "common", "injected")
+INJECTED_FAULTS = ("error", "timeout", "rate_limit", "truncate")
+"""Kinds of a turn's `perturbation` whose observation our fault proxy made or cut
+(sandboxes/mcp_proxy.py), not the environment: every policy decides such a turn
+`injected` (keep `keep.injected`, 0 by default: context, never a target). A `latency`
+perturbation only delays a real answer."""
 
 # Store layout under the store root.
 STORE_ENV = "WORLDTRACE_STORE"

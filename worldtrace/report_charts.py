@@ -23,6 +23,7 @@ CATEGORY_COLORS: dict[str, str] = {
     "echo": "#e15759",
     "boilerplate": "#f28e2b",
     "repeat": "#ff9da7",
+    "injected": "#bab0ac",
     "common": "#edc948",
     "transform": "#b07aa1",
     # in the loss: cool colours

@@ -146,6 +146,7 @@ def test_identical_repeated_error_without_flags_is_a_retry_cycle():
         "terminal",
         [("pyhton run.py\n", err), ("pyhton run.py\n", err), ("python run.py\n", "ok")],
     )
+    t.source.kind = "import"
     out, removed, _ = run(t)
     assert [x["action"]["text"] for x in out["turns"]] == ["pyhton run.py\n", "python run.py\n"]
     assert [r[1] for r in removed] == ["retry_cycle"]
@@ -170,3 +171,34 @@ def test_error_page_checks_answer_as_their_regexes_do():
     http = [shows_http_error(t) for t in texts]
     assert http == [HTTP_ERROR_RE.search(t) is not None for t in texts]
     assert sum(captcha) == 6 and sum(http) == 6
+
+
+def test_a_collected_success_repeated_is_no_retry_cycle():
+    """Found: collected MCP/web turns carry `is_error` but no exit code, and were taken for
+    an unflagged log: a search repeated with the same answer, or a scroll and a scroll
+    back, was dropped as `retry_cycle` though every turn succeeded."""
+    page = "Results 1-10 of 16 for 'rebase'"
+    t = build("search", [(tool("search", q="rebase"), page), (tool("search", q="rebase"), page),
+                         (tool("fetch", url="http://127.0.0.1/a"), "text")])  # fmt: skip
+    out, removed, _ = run(t)
+    assert removed == [] and len(out["turns"]) == 3
+    scroll = gui("same view")
+    w = build("web", [(Action("gui", "scroll dy=600"), scroll),
+                      (Action("gui", "scroll dy=-300"), scroll), (Action("gui", "click [3]"), gui("b"))])  # fmt: skip
+    _, removed, _ = run(w, FilterConfig(gui_no_change=False))
+    assert removed == []
+
+
+def test_an_unflagged_log_still_has_its_repeated_error_recognised_by_content():
+    """An imported log without any flag: the same answer to a retried call is a failure
+    recognised by its text; once the log carries a flag anywhere, only flags count."""
+    err = "Error: file not found"
+    pairs = [(tool("read", path="a.txt"), err), (tool("read", path="a.txt"), err),
+             (tool("read", path="b.txt"), "contents")]  # fmt: skip
+    t = build("mcp", pairs)
+    t.source.kind = "import"
+    out, removed, _ = run(t)
+    assert [r[1] for r in removed] == ["retry_cycle"] and len(out["turns"]) == 2
+    t.turns[2].observation.exit_code = 0  # the format has flags: the first two succeeded
+    _, removed, _ = run(t)
+    assert removed == []

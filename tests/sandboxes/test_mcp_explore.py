@@ -219,3 +219,43 @@ def test_faults_are_injected_flagged_and_reproducible(store):
     kinds = {f["kind"] for f in flags if f}
     assert kinds == {*FAULT_KINDS, "latency"}
     assert [json.loads(x.perturbation) if x.perturbation else None for x in again.turns] == flags
+
+
+def test_an_injected_fault_is_context_never_a_target(store):
+    """Found: the faults our proxy makes up ("Rate limit exceeded", a cut answer) were
+    decided by their statistics like real answers, all in the loss at keep 1.0: a world
+    model trained to predict our random draw. Every policy now decides such a turn
+    `injected` (keep 0 unless `keep.injected` says otherwise); latency alone changes
+    nothing in the answer and is decided as usual."""
+    from worldtrace.pipelines.filters import FilterConfig
+    from worldtrace.pipelines.process import ProcessConfig, run
+    from worldtrace.schemas import fields as F
+    from worldtrace.schemas.views import connect
+
+    calls = 40  # the seed draws every kind within 40 calls
+    actions = [{"tool": "read_text_file", "arguments": {"path": "todo.txt"}}] * calls
+    job = {"name": "faults", "sandbox": {"kind": "mcp", **FS, "faults": FAULTS}, "max_turns": calls + 1,
+           "tasks": [{"id": "f", "actions": actions}], "retries": 0}  # fmt: skip
+    run_job(JobSpec.from_dict(job), store.raw)
+    keep_all = FilterConfig(retry_cycles=False)  # a retried error would leave as a retry cycle
+
+    def decided(**settings):
+        run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1,
+                          filters=keep_all, rebuild=True, **settings))  # fmt: skip
+        rows = connect(store).execute(
+            "SELECT perturbation, category, keep, in_loss, rule FROM turns ORDER BY turn_index"
+        )
+        return [(json.loads(p)["kind"] if p else None, *rest) for p, *rest in rows.fetchall()]
+
+    for policy in ("agentworld-v1", "agentworld-v1+info"):
+        rows = decided(policy=policy)
+        assert len(rows) == calls and {r[0] for r in rows} >= {*F.INJECTED_FAULTS, "latency"}
+        for kind, category, keep, in_loss, rule in rows:
+            if kind in F.INJECTED_FAULTS:
+                assert (category, keep, in_loss) == ("injected", 0.0, False), kind
+                assert rule.startswith(f"injected: a {kind} fault"), rule
+            else:  # the real answer, decided by its statistics (+info: repeats cut)
+                assert category != "injected", (kind, category)
+                assert in_loss or policy != "agentworld-v1", (kind, category)
+    rows = decided(policy_settings={"keep.injected": 1.0})
+    assert all(in_loss for kind, _, _, in_loss, _ in rows if kind in F.INJECTED_FAULTS)
