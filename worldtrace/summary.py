@@ -164,7 +164,7 @@ def matches(con: duckdb.DuckDBPyConnection, tid: str) -> list[tuple[Any, ...]]:
     return con.execute(
         f"""SELECT {cols} FROM trajectories
            WHERE starts_with(trajectory_id, $p) OR origin_id = $p
-              OR list_contains(map_extract(metadata, 'raw_trajectory_id'), $p)
+              OR starts_with(coalesce(map_extract(metadata, 'raw_trajectory_id')[1], ''), $p)
            ORDER BY trajectory_id""",
         {"p": tid},
     ).fetchall()
@@ -233,6 +233,13 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
             ],
         }
     rec = record(con, rows[0][0])
+    raw_id = (dict(rec["metadata"] or {})).get("raw_trajectory_id")
+    # turns the filters removed keep the raw id: the kept record's id follows its content
+    removed = con.execute(
+        "SELECT record, reason, source_path FROM rejects "
+        "WHERE trajectory_id = $r AND stage = 'turn_filter' ORDER BY ALL",
+        {"r": raw_id or ""},
+    ).fetchall()
     turns = []
     for turn in rec["turns"]:
         keep = turn["keep"]
@@ -263,6 +270,10 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
         "cluster_id": (rec["dedup"] or {}).get("cluster_id"),
         "conditions": _loads(rec.get("conditions")),
         "redactions": rec.get("redactions"),
+        "raw_trajectory_id": raw_id,
+        "removed_turns": [
+            dict(zip(("record", "reason", "source_path"), r, strict=True)) for r in removed
+        ],
         "seed": seed,
         "keep_mode": "turn",
         "turns": turns,
@@ -309,7 +320,8 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
         return False
     if doc["status"] == "dropped":
         for r in doc["rejects"]:
-            say(f"{r['trajectory_id']}: dropped by {r['stage']}: {r['reason']} "
+            what = "a turn removed" if r["stage"] == "turn_filter" else "dropped"
+            say(f"{r['trajectory_id']}: {what} by {r['stage']}: {r['reason']} "
                 f"({r['source_path']}:{r['record']})", markup=False)  # fmt: skip
         for d in doc["duplicates"]:
             say(f"{d['trajectory_id']}: {d['role']} duplicate in cluster {d['cluster_id']}; "
@@ -330,6 +342,9 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
     )
     for f in doc["files"]:  # the same content can come from several files
         say(f"  from {f['path']}:{f['index']}", markup=False)
+    for r in doc["removed_turns"]:  # indexes below are the kept turns', renumbered
+        say(f"  removed before processing: {r['record']} by turn_filter: {r['reason']} "
+            f"(raw id {doc['raw_trajectory_id']})", markup=False)  # fmt: skip
     for turn in doc["turns"]:
         keep = turn["keep"]
         say(

@@ -175,6 +175,26 @@ def test_an_exact_duplicate_is_explained_by_the_origin_id_its_source_gave(tmp_pa
     assert r.returncode == 0 and "exact duplicate in cluster" in r.stdout, r.stdout + r.stderr
 
 
+def test_a_raw_id_prefix_of_a_kept_trajectory_with_a_removed_turn_is_explained(full_store):
+    """Found: `explain RAWPREFIX` of a trajectory kept without one of its turns said
+    'dropped by turn_filter': a raw id was matched only whole, and a turn's removal read
+    as the trajectory's."""
+    con = connect(full_store)
+    raw_id, where, why, kept = con.execute(
+        "SELECT r.trajectory_id, record, reason, t.trajectory_id FROM rejects r "
+        "JOIN trajectories t ON list_contains(map_extract(t.metadata, 'raw_trajectory_id'), r.trajectory_id) "
+        "WHERE stage = 'turn_filter' ORDER BY ALL LIMIT 1"
+    ).fetchone()
+    assert kept != raw_id  # the id follows the content the filter changed
+    r = run_cli(full_store, "explain", raw_id[:8])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith(kept) and "dropped" not in r.output
+    assert f"removed before processing: {where} by turn_filter: {why}" in r.output
+    doc = json.loads(run_cli(full_store, "explain", "--json", raw_id[:8]).output)
+    assert doc["status"] == "explained" and doc["trajectory_id"] == kept
+    assert doc["removed_turns"] and doc["raw_trajectory_id"] == raw_id
+
+
 def run_cli(store, *args):
     """The real command line, in process (a subprocess costs a second of start-up)."""
     from click.testing import CliRunner
