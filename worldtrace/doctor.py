@@ -114,6 +114,15 @@ def store_shards(store=None) -> list[Check]:
     from worldtrace.schemas.views import unreadable_shards
 
     store = _store(store)
+    if not store.root.is_dir():  # a mistyped --store must not look like a healthy store
+        return [
+            Check(
+                "store",
+                False,
+                f"{store.root} does not exist",
+                "check --store / $WORLDTRACE_STORE; a writing command with --create makes it",
+            )
+        ]
     bad = unreadable_shards(store)
     if not bad:
         return [Check("store shards", True, f"every shard under {store.root} reads")]
