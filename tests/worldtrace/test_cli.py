@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import click
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from worldtrace.pipelines.export import FORMATS, ExportConfig
@@ -67,6 +68,16 @@ def test_doctor_reports_and_suggests(wt_env):
     assert "[MISS] chromium" in r.stdout and "apt-get install chromium" in r.stdout
     assert "[MISS] tokenizer" in r.stdout and "--tokenizer PATH" in r.stdout
     assert "[ok  ] redaction screen" in r.stdout
+
+
+def test_doctor_says_a_store_that_does_not_exist(tmp_path, wt_env):
+    """Found: `--store nope doctor` printed '[ok] store shards every shard under nope
+    reads': a mistyped store looked healthy."""
+    nope = tmp_path / "nope"
+    r = wt(wt_env, "--store", str(nope), "doctor")
+    assert "[MISS] store" in r.stdout and f"{nope} does not exist" in r.stdout, r.stdout
+    assert "--create" in r.stdout and "store shards" not in r.stdout and not nope.exists()
+    assert "[ok  ] store shards" in wt(wt_env, "doctor").stdout  # the store that exists
 
 
 def test_doctor_finds_the_mcp_servers_where_the_sandbox_does(wt_env):
@@ -134,6 +145,15 @@ def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
         for s, ids in (("test", [i for i, _, _ in items]), ("train", train))
     }
     assert side["test"] and side["train"] and not side["test"] & side["train"]
+    # found: the training shards were exported without the split, the eval set in them
+
+    def shard_ids(part: str) -> set[str]:
+        files = (store / "export" / "parquet" / part).glob("*.parquet")
+        return {i for f in files for i in pq.read_table(f).column("trajectory_id").to_pylist()}
+
+    held_out = {i.rsplit("/", 1)[0] for i, _, _ in items}
+    assert shard_ids("train") and not shard_ids("train") & held_out
+    assert held_out <= shard_ids("test")
     first = sorted(p.name for p in (store / "raw" / "collect").iterdir())
     # job ids carry the demo's prefix once (found: demo-demo-mcp-git)
     assert "demo-mcp-git" in first and not [p for p in first if p.startswith("demo-demo-")]
