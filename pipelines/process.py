@@ -48,7 +48,7 @@ from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, POLICIES, get_policy
 from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
 from .state import NO_REWRITE, EarlierRecords, ProbeIndex, RecordState, complete_state
-from .units import plan_run
+from .units import name_root, plan_run
 from .watch import Progress, RunWatch
 
 MANIFEST = F.PROCESS_MANIFEST
@@ -236,7 +236,7 @@ class ProcessTrajectories(beam.PTransform):
         # spread over the workers in the order `units.deal` chose
         spread = units | "Spread" >> beam.Reshuffle() if self.spread else units
         p1 = spread | "Pass1" >> beam.ParDo(
-            T._Pass1(out, cfg.filters, cfg.dedup, policy)
+            T._Pass1(out, cfg.filters, cfg.dedup, policy, name_root(cfg.output))
         ).with_outputs("stems", "probe", main="sigs")
         p1.probe | "ProbeIndex" >> beam.ParDo(ProbeIndex(out))
         sigs, touched = p1.sigs, None
@@ -503,7 +503,9 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                         cfg, str(run_dir), prev, spread(options), dedup_partitions(options)
                     )
                 )
-                watch = RunWatch(run_dir, plan, progress) if progress else None
+                watch = (
+                    RunWatch(run_dir, plan, progress, name_root(cfg.output)) if progress else None
+                )
                 with watch or nullcontext():
                     result = p.run()
                     result.wait_until_finish()

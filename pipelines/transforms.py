@@ -72,13 +72,21 @@ class _Pass1(beam.DoFn):
     Emits the unit's Sig batch without signatures (every stage after moves it), its
     probe rows with them (`state.ProbeIndex`, in this stage) and its stem."""
 
-    def __init__(self, out: str, filters: FilterConfig, dedup: DedupConfig, policy: MaskPolicy):
+    def __init__(
+        self,
+        out: str,
+        filters: FilterConfig,
+        dedup: DedupConfig,
+        policy: MaskPolicy,
+        root: str | None = None,
+    ):
         self.out, self.filters, self.dedup, self.policy = Path(out), filters, dedup, policy
+        self.root = root  # units are named from it (`units.stem_of`)
 
     def process(self, unit: Unit):
         path, group, span = unit
         with paused_gc():
-            res = process_unit(path, group, self.filters, self.dedup, self.policy, span)
+            res = process_unit(path, group, self.filters, self.dedup, self.policy, span, self.root)
         count(res.counts)
         if res.rejects:
             rows = pa.Table.from_pylist(res.rejects, schema=REJECTS_SCHEMA)

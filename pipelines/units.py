@@ -11,6 +11,7 @@ need (`SEGMENT_SCHEMA`), written once and finalised in pass 2.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -56,10 +57,25 @@ Unit = tuple[str, int | None, tuple[int, int] | None]
 None for all of it)."""
 
 
-def stem_of(path: str, row_group: int | None, rows: tuple[int, int] | None = None) -> str:
-    """A unit's name in the store: the same unit gets the same files in any run."""
+def stem_of(
+    path: str,
+    row_group: int | None,
+    rows: tuple[int, int] | None = None,
+    root: str | None = None,
+) -> str:
+    """A unit's name in the store: the same unit gets the same files in any run. A file
+    under `root` (the store: the output's parent) is named by its path from there, so a
+    copied or moved store, or one on another machine, names its units alike, and the
+    export, which reads them in name order, writes the same bytes."""
+    if root is not None and (real := os.path.realpath(path)).startswith(root + os.sep):
+        path = os.path.relpath(real, root)
     key = f"{path}\x1f{row_group}" + (f"\x1f{rows[0]}:{rows[1]}" if rows else "")
     return "u" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
+
+def name_root(output: str | os.PathLike) -> str:
+    """The directory unit names are taken from (`stem_of`): the output's parent, resolved."""
+    return str(Path(output).resolve().parent)
 
 
 def plan_units(path: Path, max_rows: int | None = None) -> list[tuple[Any, ...]]:
@@ -295,8 +311,9 @@ def process_unit(
     dedup: DedupConfig,
     policy: MaskPolicy,
     rows: tuple[int, int] | None = None,
+    root: str | None = None,
 ) -> UnitResult:
-    """Everything pass 1 does to one unit."""
+    """Everything pass 1 does to one unit (named from `root`, `stem_of`)."""
     counts: Counter = Counter()
     rejects: list[dict[str, Any]] = []
     valid = read_valid(path, row_group, counts, rejects, rows)
@@ -308,4 +325,4 @@ def process_unit(
         r[UID], r[TEMPLATES], r[SIG], r[BANDS] = uid, keys, sig.tobytes(), bk.tolist()
     segment = pa.Table.from_pylist(records, schema=SEGMENT_SCHEMA)
     counts["dedup.in"] += len(records)
-    return UnitResult(stem_of(path, row_group, rows), segment, rejects, counts)
+    return UnitResult(stem_of(path, row_group, rows, root), segment, rejects, counts)

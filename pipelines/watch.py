@@ -61,13 +61,14 @@ class RunWatch:
         run_dir: Path,
         units: Iterable[tuple],
         progress: Progress,
+        root: str | None = None,
         every: float = 0.5,
     ):
         """`units`: the run's plan, (path, group, rows, n) each (`units.plan_run`), so
-        the stems are those of its files."""
+        the stems are those of its files (named from `root`, as pass 1 names them)."""
         self.run_dir, self.progress, self.every = Path(run_dir), progress, every
         self.rows = {
-            stem_of(p, g, rows): (n or 0) if p.endswith(F.SHARD_SUFFIX) else _lines(p)
+            stem_of(p, g, rows, root): (n or 0) if p.endswith(F.SHARD_SUFFIX) else _lines(p)
             for p, g, rows, n in units
         }
         self.total = 2 * len(self.rows)

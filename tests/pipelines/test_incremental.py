@@ -381,3 +381,31 @@ def test_a_moved_store_reads_nothing_again_and_a_gone_input_is_said(store, tmp_p
     only_a = ProcessConfig(inputs=[str(moved.raw / "a")], output=str(moved.processed), workers=1)
     gone = run(only_a)["gone_inputs"]
     assert gone["count"] == 1 and gone["first"][0].startswith(str(moved.raw / "b"))
+
+
+def test_a_store_processed_elsewhere_exports_the_same_bytes(store, tmp_path):
+    """Found: units were named by a hash of the raw file's absolute path, and export reads
+    them in name order: the same raw files processed in a copy of the store at another
+    path exported the same samples in another order (another sha256)."""
+    from worldtrace.pipelines.export import ExportConfig, export
+    from worldtrace.pipelines.tokens import default_tokenizer
+
+    corpus, _ = near_duplicate_corpus(n_unique=40, n_groups=3, group_size=2, seed=3)
+    for i in range(4):  # several files, several row groups: several units to order
+        write(store, f"part{i}", corpus[i::4])
+    other = Store.at(tmp_path / "elsewhere" / "deeper" / "store")
+    shutil.copytree(store.root, other.root)
+
+    def exported(s: Store) -> dict[str, bytes]:
+        run(cfg(s, rebuild=True))
+        out = tmp_path / f"export-{s.root.parent.name}"
+        cfg_e = ExportConfig(input=str(s.table("trajectories")), output=str(out),
+                             tokenizer=str(default_tokenizer()))  # fmt: skip
+        export(cfg_e)
+        return {f.name: f.read_bytes() for f in sorted(out.glob("*.parquet"))}
+
+    here, there = exported(store), exported(other)
+    assert here and here == there
+    names = {p.name for p in (store.processed / "trajectories").glob("*.parquet")}
+    assert len(names) > 1
+    assert names == {p.name for p in (other.processed / "trajectories").glob("*.parquet")}
