@@ -29,6 +29,7 @@ from .prompt import SystemPrompt
 from .render import load_template
 from .samples import (
     MAIN_PART,
+    NO_TARGET,
     OVERFLOWS,
     PART,
     SAMPLE_MODES,
@@ -38,7 +39,7 @@ from .samples import (
     Sample,
     SampleBuilder,
     SampleConfig,
-    truncation_totals,
+    domain_totals,
 )
 from .tokens import load_tokenizer, pad_id, tokenizer_info
 from .writers import (
@@ -246,9 +247,14 @@ def _write_awb(records, dirs, fractions, prompt, builder, seed) -> dict[str, int
     for batch in records:
         for rec in batch:
             system = prompt.text(rec)
+            stats = builder.stats[rec[PART]]
+            lines = 0
             for line in agentworldbench_lines(rec, system, seed):
                 writers[rec[PART]].add(rec[F.DOMAIN], line)
-                builder.stats[rec[PART]].add(rec[F.DOMAIN])
+                stats.add(rec[F.DOMAIN])
+                lines += 1
+            # one line per target turn, as turn samples: the others are counted, not written
+            stats.without_target[rec[F.DOMAIN]]["turns"] += len(rec[F.TURNS]) - lines
     return {n: w.close() for n, w in writers.items()}
 
 
@@ -312,18 +318,23 @@ def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Pa
         },
         "counts": {
             **{k: sum(m["counts"][k] for m in manifests.values()) for k in keys},
-            "truncated": truncation_totals(_summed_by_domain(manifests)),
+            **{
+                name: domain_totals(_summed_by_domain(manifests, name, counted), counted)
+                for name, counted in (("truncated", TRUNCATED), ("turns_without_target", NO_TARGET))
+            },
         },
     }
 
 
-def _summed_by_domain(manifests: dict[str, dict]) -> dict[str, dict[str, int]]:
-    """The parts' `counts.truncated.by_domain`, added up."""
+def _summed_by_domain(
+    manifests: dict[str, dict], name: str, keys: tuple[str, ...]
+) -> dict[str, dict[str, int]]:
+    """The parts' `counts.<name>.by_domain`, added up."""
     out: dict[str, dict[str, int]] = {}
     for m in manifests.values():
-        for d, v in m["counts"]["truncated"]["by_domain"].items():
-            acc = out.setdefault(d, dict.fromkeys(TRUNCATED, 0))
-            for k in TRUNCATED:
+        for d, v in m["counts"][name]["by_domain"].items():
+            acc = out.setdefault(d, dict.fromkeys(keys, 0))
+            for k in keys:
                 acc[k] += v[k]
     return dict(sorted(out.items()))
 

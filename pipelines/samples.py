@@ -1,7 +1,8 @@
 """Samples: processed trajectory records -> tokenized, loss-masked samples, and samples ->
 training rows (one per sample, or best-fit packed into rows of a fixed length).
 
-A sample is a whole trajectory or one target turn with its history. One that is too long
+A sample is a whole trajectory or one target turn with its history; a turn with no target
+(not in the loss under the keep mode) is no turn sample, only counted. One that is too long
 is split at turn boundaries or truncated; a system prompt too long to leave room for the
 turns loses its demonstrations, then its middle. Every draw is a hash of (trajectory,
 turn, seed), so the same records and settings give the same samples.
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 from worldtrace.schemas import fields as F
 
-from .mask import unit_draw
+from .mask import keep_turn, unit_draw
 from .prompt import SystemPrompt, trimmed
 from .render import Rendered, Span, Template
 from .tokens import Encoded, Encoder, MaskConfig, loss_mask
@@ -48,7 +49,7 @@ class SampleConfig(MaskConfig):
     sample_mode: str = "trajectory"
     """trajectory: one sample per trajectory; turn: one sample per target turn with its history."""
     sample_turns: str = "all"
-    """With sample_mode=turn: all turns, or one random turn per trajectory (seeded)."""
+    """With sample_mode=turn: all target turns, or one random target turn per trajectory (seeded)."""
     max_len: int = 0
     """Longest sample in tokens (0 = no limit; defaults to seq_len when packing)."""
     overflow: str = "split"
@@ -95,12 +96,34 @@ TRUNCATED = ("samples", "turns", "tokens")
 tokens, and the tokens cut."""
 
 
+NO_TARGET = ("turns",)
+"""What `counts.turns_without_target` counts: turns that made no turn sample because
+they have no target (not in the loss under the keep mode, or no target token left)."""
+
+
 def truncation_totals(by_domain: dict[str, dict[str, int]]) -> dict[str, Any]:
     """`counts.truncated`: the totals, and by domain."""
+    return domain_totals(by_domain, TRUNCATED)
+
+
+def domain_totals(by_domain: dict[str, dict[str, int]], keys: tuple[str, ...]) -> dict[str, Any]:
+    """Per-domain counts of `keys` -> their totals, and by domain (sorted)."""
     return {
-        **{k: sum(v[k] for v in by_domain.values()) for k in TRUNCATED},
+        **{k: sum(v[k] for v in by_domain.values()) for k in keys},
         "by_domain": dict(sorted(by_domain.items())),
     }
+
+
+def has_target(tid: str, turn: dict[str, Any], cfg: MaskConfig) -> bool:
+    """Whether the keep mode can make a turn's observation a target: in `turn` mode the
+    keep draw (as `loss_mask` and AgentWorldBench's target turns make it), in `token` and
+    `prefix` mode a keep above 0. A turn passing this may still get no target token (an
+    empty observation, a token draw that keeps none, truncation)."""
+    keep = turn.get("keep")
+    keep = 1.0 if keep is None else keep
+    if cfg.keep_mode == "turn":
+        return keep_turn(tid, turn["index"], cfg.seed, keep)
+    return keep > 0.0
 
 
 @dataclass
@@ -124,6 +147,10 @@ class SampleStats:
     )
     """Per domain: what cutting samples at the length limit lost (a `--seq-len` that drops
     most of a domain's tokens is said, not silent)."""
+    without_target: dict[str, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: dict.fromkeys(NO_TARGET, 0))
+    )
+    """Per domain: turns that made no turn sample because they have no target."""
 
     def add(self, domain: str, tokens: int = 0, loss_tokens: int = 0) -> None:
         """One sample (or one record, for formats without tokens)."""
@@ -159,6 +186,10 @@ class SampleStats:
             "truncated": truncation_totals(
                 {d: dict(self.truncated[d]) for d in {*self.by_domain, *self.truncated}}
             ),
+            "turns_without_target": domain_totals(
+                {d: dict(self.without_target[d]) for d in {*self.by_domain, *self.without_target}},
+                NO_TARGET,
+            ),
         }
 
 
@@ -192,14 +223,22 @@ class SampleBuilder:
         return self.encoder(texts)
 
     def _pieces(self, rec: dict[str, Any]) -> list[tuple[str, list[dict], set[int] | None]]:
-        """(sample suffix, turns to render, target turns) before length limits."""
+        """(sample suffix, turns to render, target turns) before length limits. Turn mode
+        leaves out (and counts) the turns without a target: such a sample would cost the
+        trainer a forward pass and teach nothing; `--sample-turns one` draws among the rest."""
         turns = rec[F.TURNS]
         if self.cfg.sample_mode == "trajectory":
             return [("", turns, None)]
-        indexes = range(len(turns))
-        if self.cfg.sample_turns == "one" and turns:
-            indexes = [int(unit_draw(rec[F.TRAJECTORY_ID], "turn", self.cfg.seed) * len(turns))]
+        tid = rec[F.TRAJECTORY_ID]
+        indexes = [k for k, t in enumerate(turns) if has_target(tid, t, self.cfg)]
+        if len(indexes) < len(turns):
+            self._no_target(rec, len(turns) - len(indexes))
+        if self.cfg.sample_turns == "one" and indexes:
+            indexes = [indexes[int(unit_draw(tid, "turn", self.cfg.seed) * len(indexes))]]
         return [(f":t{k}", turns[: k + 1], {turns[k]["index"]}) for k in indexes]
+
+    def _no_target(self, rec: dict[str, Any], n: int = 1) -> None:
+        self.stats[rec.get(PART, MAIN_PART)].without_target[rec[F.DOMAIN]]["turns"] += n
 
     def _jobs(self, records: list[dict[str, Any]]) -> list[tuple]:
         jobs = []
@@ -217,45 +256,67 @@ class SampleBuilder:
         ):
             yield from self._fit(rec, system, suffix, turns, targets, rendered, enc)
 
-    def _make(self, rec, sid, rendered: Rendered, enc: Encoded, targets) -> Sample:
+    def _make(
+        self, rec, sid, rendered: Rendered, enc: Encoded, targets, cut: dict[str, int] | None = None
+    ) -> Sample | None:
+        """The sample, counted; None (counted in `without_target`) for a turn sample whose
+        target has no token left. `cut`: what truncation cut, counted when it is kept."""
         tid = rec[F.TRAJECTORY_ID]
         turns = {t["index"]: t for t in rec[F.TURNS]}
         mask, ranges = loss_mask(enc, rendered, turns, tid, self.cfg, targets)
         part = rec.get(PART, MAIN_PART)
         stats = self.stats[part]
-        stats.add_turns(turns, ranges, mask)
         n_loss = int(np.count_nonzero(mask))
+        if targets is not None and not n_loss:
+            self._no_target(rec)
+            return None
+        for k, v in (cut or {}).items():
+            stats.truncated[rec[F.DOMAIN]][k] += v
+        stats.add_turns(turns, ranges, mask)
         stats.add(rec[F.DOMAIN], len(enc), n_loss)
         return Sample(sid, tid, rec[F.DOMAIN], part, enc.ids, mask, n_loss)
 
-    def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> Iterator[Sample]:
+    def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> list[Sample]:
+        """The samples of one piece within the length limit (counting a trimmed system
+        prompt once, when they are kept)."""
         tid = rec[F.TRAJECTORY_ID]
         limit = self.max_len
         if not limit or len(enc) <= limit:
-            yield self._make(rec, tid + suffix, rendered, enc, targets)
-            return
+            return self._kept(self._make(rec, tid + suffix, rendered, enc, targets))
         if self.cfg.overflow == "truncate":
-            yield self._truncated(rec, tid + suffix, rendered, enc, targets, limit)
-            return
+            return self._kept(self._truncated(rec, tid + suffix, rendered, enc, targets, limit))
         shorter = self._fit_system(rec, system, limit // 2)
-        if shorter != system:  # re-render: the long system prompt left no room for turns
-            system = shorter
+        shortened = shorter != system
+        out = self._fit_long(rec, shorter, suffix, turns, targets, rendered, enc, shortened)
+        if shortened and out:
+            self.stats[rec.get(PART, MAIN_PART)].system_trimmed += 1
+        return out
+
+    @staticmethod
+    def _kept(*samples: Sample | None) -> list[Sample]:
+        return [s for s in samples if s is not None]
+
+    def _fit_long(
+        self, rec, system, suffix, turns, targets, rendered, enc, shortened
+    ) -> list[Sample]:
+        """A piece over the limit with `overflow=split` (`system` already trimmed when
+        `shortened`)."""
+        tid = rec[F.TRAJECTORY_ID]
+        limit = self.max_len
+        if shortened:  # re-render: the long system prompt left no room for turns
             rendered = self.template.render(system, turns)
             [enc] = self._encode([rendered.text])
             if len(enc) <= limit:
-                yield self._make(rec, tid + suffix, rendered, enc, targets)
-                return
+                return self._kept(self._make(rec, tid + suffix, rendered, enc, targets))
         if targets is not None:  # turn sample: drop the oldest history until it fits
             for start in range(1, len(turns)):
                 r = self.template.render(system, turns[start:])
                 [e2] = self._encode([r.text])
                 if len(e2) <= limit:
-                    yield self._make(rec, tid + suffix, r, e2, targets)
-                    return
+                    return self._kept(self._make(rec, tid + suffix, r, e2, targets))
             r = self.template.render(system, turns[-1:])
             [e2] = self._encode([r.text])
-            yield self._truncated(rec, tid + suffix, r, e2, targets, limit)
-            return
+            return self._kept(self._truncated(rec, tid + suffix, r, e2, targets, limit))
         # whole trajectory: split at turn boundaries, each part re-rendered with the system prompt
         bounds = [enc.first_at(sp.turn_start) for sp in rendered.spans] + [len(enc)]
         head = bounds[0]
@@ -271,21 +332,22 @@ class SampleBuilder:
         if group:
             groups.append(group)
         texts = [self.template.render(system, g) for g in groups]
+        out = []
         for part, (r, e2) in enumerate(
             zip(texts, self._encode([r.text for r in texts]), strict=True)
         ):
             sid = f"{tid}/p{part}"
             if len(e2) > limit:
-                yield self._truncated(rec, sid, r, e2, None, limit)
+                out.append(self._truncated(rec, sid, r, e2, None, limit))
             else:
-                yield self._make(rec, sid, r, e2, None)
+                out.append(self._make(rec, sid, r, e2, None))
+        return self._kept(*out)
 
     def _fit_system(self, rec: dict[str, Any], system: str, budget: int) -> str:
         """A system prompt within `budget` tokens: demonstrations go first, then its middle
         (the simulation instruction, which says what to predict, stays when it fits)."""
         if not system or len(self._encode([system])[0]) <= budget:
             return system
-        self.stats[rec.get(PART, MAIN_PART)].system_trimmed += 1
         parts = self.prompt.parts(rec, drop=("demonstrations",))
         system = self.prompt.text(rec, drop=("demonstrations",))
         n = len(self._encode([system])[0])
@@ -293,12 +355,13 @@ class SampleBuilder:
             return system
         return trimmed(parts, len(system) * budget // n)
 
-    def _truncated(self, rec, sid, rendered, enc: Encoded, targets, limit) -> Sample:
+    def _truncated(self, rec, sid, rendered, enc: Encoded, targets, limit) -> Sample | None:
         cut = enc.chars(limit - 1)[1] if limit else 0
-        lost = self.stats[rec.get(PART, MAIN_PART)].truncated[rec[F.DOMAIN]]
-        lost["samples"] += 1
-        lost["turns"] += sum(sp.end > cut for sp in rendered.spans)
-        lost["tokens"] += len(enc) - min(len(enc), limit)
+        lost = {
+            "samples": 1,
+            "turns": sum(sp.end > cut for sp in rendered.spans),
+            "tokens": len(enc) - min(len(enc), limit),
+        }
         spans = tuple(
             Span(
                 sp.turn,
@@ -312,7 +375,7 @@ class SampleBuilder:
             if sp.start < cut
         )
         r = Rendered(rendered.text[:cut], spans)
-        return self._make(rec, sid, r, enc.head(limit), targets)
+        return self._make(rec, sid, r, enc.head(limit), targets, lost)
 
 
 # -- rows and packing ----------------------------------------------------------------

@@ -166,15 +166,26 @@ def test_turn_expansion_one_target_per_sample(processed, tmp_path):
     im_start = tok.token_to_id("<|im_start|>")
     rs = rows(tmp_path / "t")
     trajs = by_id(processed)
-    assert len(rs) == sum(len(t.turns) for t in trajs.values())
+    # one sample per turn in the loss (a turn without a target makes none: see
+    # test_export_turn_targets.py)
+    assert len(rs) == sum(
+        keep_turn(t.trajectory_id, u.index, 0, 1.0 if u.keep is None else u.keep)
+        for t in trajs.values()
+        for u in t.turns
+    )
     for r in rs[:100]:
         ids, mask = r["input_ids"], r["loss_mask"]
-        if not any(mask):
-            continue
+        assert any(mask)
         last_assistant = max(i for i, x in enumerate(ids) if x == im_start)
         assert all(i > last_assistant for i, f in enumerate(mask) if f)  # only the final turn
     one = do_export(processed, tmp_path / "one", sample_mode="turn", sample_turns="one", seed=1)
-    assert one["counts"]["samples"] == len(trajs)
+    assert one["counts"]["samples"] == sum(
+        any(
+            keep_turn(t.trajectory_id, u.index, 1, 1.0 if u.keep is None else u.keep)
+            for u in t.turns
+        )
+        for t in trajs.values()
+    )
 
 
 def test_split_at_turn_boundaries_and_truncate(processed, tmp_path):
@@ -324,10 +335,10 @@ PINNED = {
         "train_text_document.idx": "eb36bd14ad8533ea89f9e7b2472cc3af5fe3963ff04b7024cbe161019edc1fb9",
     },
     "megatron-turn-packed": {
-        "train_loss_mask.bin": "fb5f2ccd17c9e03652f2bb2372cdce68cd2afc5f849e6ac16a4700397917ad97",
-        "train_loss_mask.idx": "a5cd79c5ab31a97d69e4a03c5dc9ad75e278a8999f2ddd5a3655cebeef4b235d",
-        "train_text_document.bin": "32a2468afa19ad6028ab9b50d7fd2ce03809bc444bb7b77c958b4c90879a7450",
-        "train_text_document.idx": "7cced2ea48b9d315747b2059b764583a536e9ef9e9c26e63247671b67d02521e",
+        "train_loss_mask.bin": "c3c41c4398ac5e9a7363acb630bbbd332e986282df5cfbd72ae5b26f09128bec",
+        "train_loss_mask.idx": "f69ab1be8c9f440c050a0fa115d094b778651b2003b33c25d72f463d3d3da2ba",
+        "train_text_document.bin": "267b3cc533bc339eed4efc40496e402644aca110164f68c9a115345785da7c45",
+        "train_text_document.idx": "b7388455aa93ea97806857b113e554ad5b6121ad128828c2a9695cc026d08211",
     },
     "agentworldbench": {
         "swe_test.jsonl": "e1216699367023cd96f48e4c55d800a6f67278d418b404213cc76fb731dd6cc9",
@@ -359,7 +370,10 @@ def test_pinned_shard_hashes(tmp_path):
     assert split["samples"] > 3 and split["system_trimmed"] >= 1
     assert 0 < split["loss_tokens"] < sum(c["obs_tokens"] for c in split["by_category"].values())
     packed = counts["megatron-turn-packed"]
-    assert packed["samples"] == 11 and packed["rows"] < packed["samples"]
+    # a turn sample per target turn: 7 of the 11 turns (pin-a's keep-0 turn and three
+    # keep-0.5 turns the draw leaves out make none, and are counted)
+    assert packed["samples"] == 7 and packed["rows"] < packed["samples"]
+    assert packed["turns_without_target"]["turns"] == 4
     assert counts["agentworldbench"]["rows"] == 8  # one line per kept turn
     assert got == PINNED, "export output changed; update PINNED only for an intended change"
 

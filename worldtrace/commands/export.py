@@ -122,6 +122,12 @@ def export(
         print_export(m["counts"], cfg.output)
         if m["counts"]["truncated"]["samples"]:
             click.echo(_truncation_line(m["counts"]["truncated"], cfg.max_len or cfg.seq_len))
+        if (w := m["counts"]["turns_without_target"])["turns"]:
+            by = ", ".join(f"{d} {v['turns']}" for d, v in w["by_domain"].items() if v["turns"])
+            click.echo(
+                f"left out {w['turns']} turn(s) without a target ({by}): nothing to learn "
+                "from them; counts.turns_without_target in manifest.json"
+            )
 
 
 def _refuse_in_store(output: str, s) -> None:
