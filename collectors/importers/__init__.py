@@ -59,6 +59,7 @@ __all__ = [
     "ImportReport",
     "ImportWorkerLost",
     "ImportWriteError",
+    "detect_format",
     "import_paths",
     "parse_file",
 ]
@@ -225,6 +226,18 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
     for n, d in enumerate(data if many else [data]):
         where, origin = (f"record {n}", f"{stem}:{n}") if many else ("", stem)
         yield from _record(path, d, n, where, origin, cfg)
+
+
+def detect_format(path: Path, data: Any) -> str | None:
+    """The format `import --format auto` takes the parsed file `data` for: a whole-file
+    format (SWE-agent, mini-swe-agent, ATIF), else the record format of the record (of
+    the first record of a list of records); None when no format takes it."""
+    mod = next((m for m in FILE_FORMATS.values() if m.detect(path, data)), None)
+    if mod is None:
+        many = isinstance(data, list) and bool(data) and not openai.detect_record(data)
+        first = data[0] if many else data
+        mod = next((m for m in RECORD_FORMATS.values() if m.detect_record(first)), None)
+    return None if mod is None else mod.NAME
 
 
 def _provenance(t: Trajectory, path: str, index: int) -> Trajectory:

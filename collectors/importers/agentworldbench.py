@@ -12,7 +12,7 @@ from typing import Any
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas import fields as F
 
-from .common import MissingField, build, expected, text_of
+from .common import MissingField, NonText, build, expected
 
 NAME = "agentworldbench"
 
@@ -48,11 +48,17 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
             f"task {task!r}: last path part is not a domain ({', '.join(F.DOMAINS)})"
         )
     kind = "keystrokes" if dom == "terminal" else "text"
+    parts = NonText()
     pairs = [
-        (Action(kind, text_of(a)), Observation(text_of(o)), None)
-        for a, o in zip(prompts, responses, strict=True)
+        (
+            Action(kind, parts.text(a, f"turn {i} action (prompt[{i}])")),
+            Observation(parts.text(o, f"turn {i} observation (response[{i}])")),
+            None,
+        )
+        for i, (a, o) in enumerate(zip(prompts, responses, strict=True))
     ]
-    return build(
+    yield from parts.warnings()
+    yield build(
         NAME,
         str(d.get("id") or origin),
         dom,
@@ -63,4 +69,4 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
 
 
 def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
-    yield to_trajectory(d, origin, domain)
+    yield from to_trajectory(d, origin, domain)

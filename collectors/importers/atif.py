@@ -3,16 +3,23 @@
 Each agent step's tool_calls[{tool_call_id, function_name, arguments}] become turns in
 their listed order (parallel calls keep the order the agent emitted them); each is
 paired with observation.results[{source_call_id, content}] by id (a call with no result
-gets an empty observation and a warning). The step's message and reasoning_content go to
-the first of its turns' `reasoning`. Task <- first user step; domain from tool names.
-A field of the wrong type (`arguments` neither an object nor a string holding one;
-`steps` or `tool_calls` no list, a call no object) refuses the file (`invalid`, naming
-the field).
+gets an empty observation and an `unpaired_call` warning; a result for no call of its
+step is not imported: `unpaired_result`). The step's message and reasoning_content go to
+the first of its turns' `reasoning`. Task <- first user step; the first system step's
+message (the agent's system prompt) -> metadata `agent_system_prompt`. A step's
+`timestamp` (ISO 8601) -> `started_at` of each turn it made; the trajectory's
+`started_at` <- the earliest step timestamp (`ended_at` stays null: ATIF says when a
+step happened, not when the run ended). Content parts (v1.6) that hold no text (images)
+are left out and reported (`non_text_part`). Domain from tool names. A field of the
+wrong type (`arguments` neither an object nor a string holding one; `steps`,
+`tool_calls` or `observation.results` no list, a call or `observation` no object, a
+`timestamp` no ISO 8601 string) refuses the file (`invalid`, naming the field).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +29,12 @@ from .common import (
     ImportProblem,
     InvalidField,
     MissingField,
+    NonText,
     build,
     expected,
     guess_domain,
     join_reasoning,
     origin_stem,
-    text_of,
     tool_action,
 )
 
@@ -56,28 +63,55 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
         yield ImportProblem(str(path), "", kind, msg)
         return
     pairs = []
+    starts: list[datetime | None] = []
     names = []
+    times: list[datetime] = []
     task = system = None
+    parts = NonText()
     for n, step in enumerate(steps):  # n: the step's index in the file, for problems
         if not isinstance(step, dict):
             continue
+        try:
+            at = _timestamp(step.get("timestamp"), f"steps[{n}].timestamp")
+        except InvalidField as exc:  # the message names the field
+            yield ImportProblem(str(path), "", "invalid", str(exc))
+            return
+        times += [at] if at else []
         src = step.get("source")
         if src == "system" and system is None:
-            system = text_of(step.get("message"))
+            system = parts.text(step.get("message"), f"system prompt (steps[{n}].message)")
         if src == "user" and task is None:
-            task = text_of(step.get("message"))
+            task = parts.text(step.get("message"), f"task (steps[{n}].message)")
         calls = step.get("tool_calls") or []
         if src != "agent" or not calls:
             continue
-        results = {}
-        for r in (step.get("observation") or {}).get("results") or []:
-            if isinstance(r, dict):
-                results.setdefault(r.get("source_call_id"), []).append(text_of(r.get("content")))
-        reasoning = join_reasoning(step.get("reasoning_content"), text_of(step.get("message")))
         bad = _call_shape(n, calls)
         if bad:
             yield ImportProblem(str(path), "", "invalid", bad)
             return
+        results: dict[Any, list[tuple[int, Any]]] = {}
+        try:
+            found = _results(n, step.get("observation"))
+        except InvalidField as exc:  # the message names the field
+            yield ImportProblem(str(path), "", "invalid", str(exc))
+            return
+        for j, r in found:
+            results.setdefault(r.get("source_call_id"), []).append((j, r.get("content")))
+        ids = {c.get("tool_call_id") for c in calls}
+        for cid, answers in results.items():
+            if cid not in ids:
+                yield ImportProblem(
+                    str(path),
+                    f"steps[{n}].observation.results[{answers[0][0]}]",
+                    "unpaired_result",
+                    f"result for {cid!r} answers no call of its step; not imported",
+                    fatal=False,
+                )
+        turn = len(pairs)
+        reasoning = join_reasoning(
+            step.get("reasoning_content"),
+            parts.text(step.get("message"), f"turn {turn} reasoning (steps[{n}].message)"),
+        )
         for k, call in enumerate(calls):
             name = call.get("function_name")
             if not name:
@@ -95,7 +129,13 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                     f"no result for call {cid!r}",
                     fatal=False,
                 )
-            obs = Observation("\n".join(results.get(cid, [])))
+            texts = [
+                parts.text(
+                    content,
+                    f"turn {len(pairs)} observation (steps[{n}].observation.results[{j}].content)",
+                )
+                for j, content in results.get(cid, [])
+            ]
             try:
                 action = tool_action(
                     name, call.get("arguments"), f"steps[{n}].tool_calls[{k}].arguments"
@@ -103,11 +143,13 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             except InvalidField as exc:  # the message names the field
                 yield ImportProblem(str(path), "", "invalid", str(exc))
                 return
-            pairs.append((action, obs, reasoning if k == 0 else None))
+            pairs.append((action, Observation("\n".join(texts)), reasoning if k == 0 else None))
+            starts.append(at)
+    yield from parts.warnings()
     agent = data.get("agent") or {}
     tools = agent.get("tool_definitions") if isinstance(agent, dict) else None
     try:
-        yield build(
+        t = build(
             NAME,
             str(data.get("session_id") or origin_stem(path)),
             domain or guess_domain(names, "terminal"),
@@ -122,10 +164,44 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             metadata={
                 "schema_version": version,
                 "agent_version": agent.get("version") if isinstance(agent, dict) else None,
+                "agent_system_prompt": system,
             },
         )
     except MissingField as exc:
         yield ImportProblem(str(path), "", "missing_field", str(exc))
+        return
+    for x, at in zip(t.turns, starts, strict=True):
+        x.started_at = at
+    t.started_at = min(times) if times else None
+    yield t
+
+
+def _results(n: int, observation: Any) -> list[tuple[int, dict[str, Any]]]:
+    """(position, result) of each result object of step `n`'s observation."""
+    if observation is None:
+        return []
+    if not isinstance(observation, dict):
+        raise expected(f"steps[{n}].observation", "an object", observation)
+    results = observation.get("results")
+    if results is None:
+        return []
+    if not isinstance(results, list):
+        raise expected(f"steps[{n}].observation.results", "a list", results)
+    return [(j, r) for j, r in enumerate(results) if isinstance(r, dict)]
+
+
+def _timestamp(value: Any, field: str) -> datetime | None:
+    """A step's ISO 8601 `timestamp` (none: None); one without a zone is UTC, as the
+    store reads it. Anything else is the file's error (InvalidField naming `field`)."""
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        at = None
+    if at is None:
+        raise expected(field, "an ISO 8601 timestamp", value)
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
 def _call_shape(n: int, calls: Any) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ class ImportProblem:
     kind: str
     """Errors: invalid_json, empty_file, unreadable, unrecognized, missing_field, empty,
     invalid, too_deep. Warnings: unknown_version, unpaired_call, unpaired_result,
-    repeated_call_id."""
+    repeated_call_id, non_text_part, truncated_observation."""
     message: str
     fatal: bool = True
 
@@ -180,27 +181,65 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     return tool(name, **parsed)
 
 
-def text_of(content: Any) -> str:
-    """Message content as text: strings as is; OpenAI/Anthropic content parts joined."""
+def content_text(content: Any) -> tuple[str, Counter[str]]:
+    """(text, the parts left out by kind) of message content. A string is the text; a
+    list of content parts (OpenAI, Anthropic, ATIF) gives its text parts (a string, a
+    part with `text`, or with `content`, read the same way) joined with "\n", as
+    before; a part with no text (an image, `image_url`, `input_audio`, a file) adds no
+    text and no separator: it is counted by its `type` for a `non_text_part` warning."""
     if content is None:
-        return ""
+        return "", Counter()
     if isinstance(content, str):
-        return content
+        return content, Counter()
     if isinstance(content, list):
-        parts = []
+        texts: list[str] = []
+        left: Counter[str] = Counter()
         for p in content:
             if isinstance(p, str):
-                parts.append(p)
-            elif isinstance(p, dict):
-                parts.append(
-                    str(p.get("text") if p.get("text") is not None else p.get("content", ""))
-                )
-        return "\n".join(parts)
+                texts.append(p)
+            elif isinstance(p, dict) and p.get("text") is not None:
+                texts.append(str(p["text"]))
+            elif isinstance(p, dict) and ("content" in p or "text" in p):
+                text, inner = content_text(p.get("content"))
+                texts.append(text)
+                left += inner
+            else:
+                kind = p.get("type") if isinstance(p, dict) else None
+                left[kind if isinstance(kind, str) and kind else type(p).__name__] += 1
+        return "\n".join(texts), left
     if isinstance(content, dict):
         return str(
             content.get("text") or content.get("content") or json.dumps(content, sort_keys=True)
-        )
-    return str(content)
+        ), Counter()
+    return str(content), Counter()
+
+
+class NonText:
+    """The content parts of one record that hold no text (images, audio, files): an
+    importer reads message content through `text(content, place)` and yields
+    `warnings()`, one `non_text_part` warning per place, e.g. `turn 3 observation
+    (messages[7].content): 1 image part not imported`. Nothing stands in for a part
+    in the text."""
+
+    def __init__(self) -> None:
+        self.left: list[tuple[str, Counter[str]]] = []
+
+    def text(self, content: Any, place: str) -> str:
+        text, left = content_text(content)
+        if left:
+            self.left.append((place, left))
+        return text
+
+    def warnings(self) -> list[ImportProblem]:
+        return [
+            warning(
+                "non_text_part",
+                f"{place}: "
+                + ", ".join(f"{n} {kind} part{'s' if n > 1 else ''}" for kind, n in left.items())
+                + " not imported",
+            )
+            for place, left in self.left
+        ]
 
 
 def join_reasoning(*parts: str | None) -> str | None:

@@ -10,6 +10,8 @@ a user profile as its observation); a result whose id matches no open call answe
 first open call (warning), one with no open call is reported, never joined. The
 assistant's content and any `reasoning_content` go to `reasoning`. `tools` is the action
 space; task <- first user message; domain from tool names; a run's reward -> outcome.
+Content parts with no text (`image_url`, `input_audio`, files) add no text and are
+reported (`non_text_part`, naming the turn and the message).
 
 A field of the wrong type refuses the record (`invalid`, naming the field): `arguments`
 must be an object or a string (as the model wrote it); `messages` a list of messages.
@@ -25,18 +27,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from worldtrace.schemas import Observation, Outcome
+from worldtrace.schemas import Action, Observation, Outcome
 
 from .common import (
     ImportProblem,
     InvalidField,
     MissingField,
+    NonText,
     build,
     expected,
     guess_domain,
     join_reasoning,
     shown,
-    text_of,
     tool_action,
     warning,
 )
@@ -85,8 +87,11 @@ class _Call:
     id: Any
     name: str
     arguments: Any
-    reasoning: str | None
-    results: list[dict[str, Any]] = field(default_factory=list)
+    reasoning: Any
+    """The assistant message's content (read as text with the call's turn known) and its
+    reasoning: (content, reasoning text, index of the message)."""
+    results: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    """(index of the message, message) of each result."""
     at: str = "arguments"
     """Where `arguments` is in the record, for a problem with it."""
 
@@ -106,9 +111,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 warning("unpaired_call", f"no result for call {c.id!r} ({c.name})")
                 for c in open_calls
             ]
-            reasoning = join_reasoning(
-                m.get("reasoning_content") or m.get("reasoning"), text_of(m.get("content"))
-            )
+            reasoning = (m.get("content"), m.get("reasoning_content") or m.get("reasoning"), n)
             open_calls = []
             at = f"{key}[{n}].tool_calls"
             if not isinstance(m["tool_calls"], list):
@@ -145,18 +148,16 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                     problems.append(
                         warning(
                             "unpaired_result",
-                            f"messages[{n}]: tool_call_id {cid!r} matches no open call;"
+                            f"{key}[{n}]: tool_call_id {cid!r} matches no open call;"
                             f" paired with the first open call {match.id!r} ({match.name})",
                         )
                     )
             else:
                 problems.append(
-                    warning(
-                        "unpaired_result", f"messages[{n}]: result {cid!r} answers no open call"
-                    )
+                    warning("unpaired_result", f"{key}[{n}]: result {cid!r} answers no open call")
                 )
                 continue
-            match.results.append(m)
+            match.results.append((n, m))
             open_calls.remove(match)
     problems += [
         warning("unpaired_call", f"no result for call {c.id!r} ({c.name})") for c in open_calls
@@ -174,11 +175,23 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
     return calls, problems
 
 
-def _observation(results: list[dict[str, Any]]) -> Observation:
-    return Observation(
-        "\n".join(text_of(r.get("content")) for r in results),
-        is_error=any(r.get("is_error") or r.get("status") == "error" for r in results),
+def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observation, str | None]:
+    """Call `c` as turn `turn`: its action, its results as the observation, and the
+    reasoning of its assistant message (on the message's first call only); content
+    parts that hold no text go to `parts`."""
+    action = tool_action(c.name, c.arguments, c.at)
+    text = "\n".join(
+        parts.text(r.get("content"), f"turn {turn} observation ({key}[{n}].content)")
+        for n, r in c.results
     )
+    observation = Observation(
+        text, is_error=any(r.get("is_error") or r.get("status") == "error" for _, r in c.results)
+    )
+    if c.reasoning is None:
+        return action, observation, None
+    content, reasoning, n = c.reasoning
+    said = parts.text(content, f"turn {turn} reasoning ({key}[{n}].content)")
+    return action, observation, join_reasoning(reasoning, said)
 
 
 def _outcome(d: Any) -> Outcome | None:
@@ -203,13 +216,26 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         raise MissingField("no `messages` (or `traj`) list")
     calls, problems = pair_calls(msgs, key)
     yield from problems
-    msgs = [m for m in msgs if isinstance(m, dict)]
-    pairs = [
-        (tool_action(c.name, c.arguments, c.at), _observation(c.results), c.reasoning)
-        for c in calls
-    ]
-    task = next((text_of(m.get("content")) for m in msgs if m.get("role") == "user"), None)
-    system = next((text_of(m.get("content")) for m in msgs if m.get("role") == "system"), None)
+    parts = NonText()
+    pairs = [_turn(c, turn, key, parts) for turn, c in enumerate(calls)]
+    numbered = [(n, m) for n, m in enumerate(msgs) if isinstance(m, dict)]
+    task = next(
+        (
+            parts.text(m.get("content"), f"task ({key}[{n}].content)")
+            for n, m in numbered
+            if m.get("role") == "user"
+        ),
+        None,
+    )
+    system = next(
+        (
+            parts.text(m.get("content"), f"system prompt ({key}[{n}].content)")
+            for n, m in numbered
+            if m.get("role") == "system"
+        ),
+        None,
+    )
+    yield from parts.warnings()
     rec = d if isinstance(d, dict) else {}
     tools = rec.get("tools")
     task_id = rec.get("task_id")

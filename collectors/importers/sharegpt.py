@@ -17,11 +17,11 @@ from worldtrace.schemas import Observation
 
 from .common import (
     MissingField,
+    NonText,
     build,
     expected,
     guess_domain,
     join_reasoning,
-    text_of,
     tool_action,
 )
 
@@ -71,16 +71,23 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
     pairs, names = [], []
     prose: list[str] = []
     task = None
+    parts = NonText()
     for i, (n, m) in enumerate(numbered):
-        role, value = m.get("from"), text_of(m.get("value"))
+        role = m.get("from")
+        at = f"conversations[{n}].value"
         if role == "human" and task is None:
-            task = value
+            task = parts.text(m.get("value"), f"task ({at})")
         if role == "gpt":
-            prose.append(value)
+            prose.append(parts.text(m.get("value"), f"turn {len(pairs)} reasoning ({at})"))
         if role not in CALL_ROLES:
             continue
+        value = parts.text(m.get("value"), f"turn {len(pairs)} action ({at})")
         nxt = conv[i + 1] if i + 1 < len(conv) and conv[i + 1].get("from") in OBS_ROLES else None
-        results = [text_of(nxt.get("value"))] if nxt else [""]
+        if nxt:
+            place = f"turn {len(pairs)} observation (conversations[{numbered[i + 1][0]}].value)"
+            results = [parts.text(nxt.get("value"), place)]
+        else:
+            results = [""]
         calls = _call(value, f"conversations[{n}].value")
         if len(calls) > 1 and nxt:  # parallel calls answered by one JSON list of results
             try:
@@ -108,17 +115,20 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
             tools = json.loads(tools)
         except json.JSONDecodeError:
             tools = None
-    return build(
-        NAME,
-        origin,
-        domain or guess_domain(names),
-        pairs,
-        task_description=task,
-        instruction=task,
-        action_space=tools if isinstance(tools, list) else None,
-        metadata={"agent_system_prompt": d.get("system")},
-    )
+    return [
+        *parts.warnings(),
+        build(
+            NAME,
+            origin,
+            domain or guess_domain(names),
+            pairs,
+            task_description=task,
+            instruction=task,
+            action_space=tools if isinstance(tools, list) else None,
+            metadata={"agent_system_prompt": d.get("system")},
+        ),
+    ]
 
 
 def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
-    yield to_trajectory(d, origin, domain)
+    yield from to_trajectory(d, origin, domain)

@@ -32,10 +32,10 @@ from worldtrace.schemas import Action, Observation, Outcome
 from .common import (
     ImportProblem,
     MissingField,
+    NonText,
     build,
     origin_stem,
     split_command,
-    text_of,
     warning,
 )
 
@@ -175,13 +175,16 @@ def action_space(system: str | None) -> list[dict[str, Any]] | None:
     return specs
 
 
-def _from_steps(steps: list[Any]) -> list[tuple[Action, Observation, str | None]]:
+def _from_steps(steps: list[Any], parts: NonText) -> list[tuple[Action, Observation, str | None]]:
     pairs = []
     for n, s in enumerate(steps):
         if not isinstance(s, dict) or "action" not in s:
             raise MissingField(f"trajectory[{n}] has no `action`")
         cmd = str(s.get("action") or "").rstrip("\n")
-        obs = Observation(text_of(s.get("observation")), state_json=_state(s.get("state")))
+        text = parts.text(
+            s.get("observation"), f"turn {n} observation (trajectory[{n}].observation)"
+        )
+        obs = Observation(text, state_json=_state(s.get("state")))
         pairs.append((_command(cmd), obs, s.get("thought") or s.get("response")))
     return pairs
 
@@ -190,24 +193,31 @@ def _command(cmd: str) -> Action:
     return Action("command", cmd, name=cmd.split(maxsplit=1)[0] if cmd.strip() else None)
 
 
-def _from_history(history: list[dict[str, Any]]) -> Iterator[Any]:
+def _from_history(history: list[Any], parts: NonText) -> Iterator[Any]:
     """(action, observation, reasoning) from the message history, then any warnings."""
-    msgs = [h for h in history if not h.get("is_demo") and h.get("role") != "system"]
-    for i, m in enumerate(msgs):
+    msgs = [
+        (n, h)
+        for n, h in enumerate(history)
+        if isinstance(h, dict) and not h.get("is_demo") and h.get("role") != "system"
+    ]
+    turn = 0
+    for i, (n, m) in enumerate(msgs):
         if m.get("role") != "assistant":
             continue
-        content = text_of(m.get("content"))
+        content = parts.text(m.get("content"), f"turn {turn} action (history[{n}].content)")
         if "action" in m:
             cmd, prose = str(m["action"] or ""), m.get("thought")
         else:
             cmd, prose = split_command(content)
         if cmd is None:
             continue  # no command: a format error the agent was told about
-        nxt = msgs[i + 1] if i + 1 < len(msgs) else None
+        k, nxt = msgs[i + 1] if i + 1 < len(msgs) else (None, None)
         if nxt is None or nxt.get("role") == "assistant":
             yield warning("unpaired_call", f"history: no observation after {cmd.strip()!r}")
             continue
-        text, state = text_of(nxt.get("content")), None
+        text = parts.text(nxt.get("content"), f"turn {turn} observation (history[{k}].content)")
+        state = None
+        turn += 1
         prompt = _PROMPT.search(text)
         if prompt:
             text = text[: prompt.start()]
@@ -218,23 +228,42 @@ def _from_history(history: list[dict[str, Any]]) -> Iterator[Any]:
 
 
 def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
-    history = [h for h in d.get("history") or [] if isinstance(h, dict)]
+    history = d.get("history") or []
+    numbered = [(n, h) for n, h in enumerate(history) if isinstance(h, dict)]
+    history = [h for _, h in numbered]
     steps = d.get("trajectory")
+    parts = NonText()
     if isinstance(steps, list) and (steps or not history):
-        pairs = _from_steps(steps)
+        pairs = _from_steps(steps, parts)
     elif history:
         pairs = []
-        for item in _from_history(history):
+        for item in _from_history(d["history"], parts):
             if isinstance(item, ImportProblem):
                 yield item
             else:
                 pairs.append(item)
     else:
         raise MissingField("neither a `trajectory` nor a `history` list")
-    demos = [text_of(h.get("content")) for h in history if h.get("is_demo")]
-    users = [h for h in history if h.get("role") == "user" and not h.get("is_demo")]
-    system = next((text_of(h.get("content")) for h in history if h.get("role") == "system"), None)
-    task = text_of(users[0].get("content")) if users else None
+    demos = [
+        parts.text(h.get("content"), f"demonstration (history[{n}].content)")
+        for n, h in numbered
+        if h.get("is_demo")
+    ]
+    users = [(n, h) for n, h in numbered if h.get("role") == "user" and not h.get("is_demo")]
+    system = next(
+        (
+            parts.text(h.get("content"), f"system prompt (history[{n}].content)")
+            for n, h in numbered
+            if h.get("role") == "system"
+        ),
+        None,
+    )
+    task = (
+        parts.text(users[0][1].get("content"), f"task (history[{users[0][0]}].content)")
+        if users
+        else None
+    )
+    yield from parts.warnings()
     info = d.get("info") or {}
     status = info.get("exit_status")
     outcome = Outcome(
