@@ -20,21 +20,27 @@ tasks:
 
 Everything is checked at parse time: known keys, types and ranges (the sandbox kind's
 config class), duplicate task ids, each scripted action against the kind's action kinds
-and static tool schemas, host paths. Every problem names the file, line and key path.
+and static tool schemas, host paths (they must exist; a relative one starts at the
+directory `worldtrace` runs in and the spec keeps it absolute, so a worker anywhere finds
+it). What needs the store is checked by `check_store` when the job is submitted or run:
+no host path overlaps the store, and each `replay` prefix names one raw trajectory that
+the sandbox kind can replay. Every problem names the file, line and key path.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, Strict
-from worldtrace.sandboxes.base import TaskSpec, action_kinds, load
+from worldtrace.sandboxes.base import TaskSpec, action_kinds, load, static_action_space
 from worldtrace.sandboxes.conditions import Condition, ConditionsSpec
 from worldtrace.schemas import Action
 from worldtrace.schemas import fields as F
@@ -48,7 +54,13 @@ from worldtrace.schemas.parsing import (
 )
 
 from .actions import arguments_of
-from .policies import PolicyContext, load_policy
+from .policies import (
+    PolicyContext,
+    find_replay,
+    load_policy,
+    raw_trajectory_ids,
+    replay_mismatch,
+)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 """Job names and task ids appear in file names and episode ids."""
@@ -183,6 +195,10 @@ class JobSpec:
     tasks: tuple[TaskEntry, ...] = field(default_factory=tuple)
     conditions: ConditionsSpec | None = None
     """Controllable conditions drawn per episode (docs/conditions.md)."""
+    lines: LineMap | None = field(default=None, compare=False, repr=False)
+    """The job file's key lines (`load`), so checks after parsing name their line."""
+    source: str | None = field(default=None, compare=False, repr=False)
+    """The job file (`load`)."""
 
     # -- convenient access -------------------------------------------------------
     @property
@@ -252,14 +268,62 @@ class JobSpec:
         return list(fn(self.sandbox.config)) if fn else []
 
     def check_store(self, store_root: str | Path) -> None:
-        """Refuse host paths inside the store: a sandbox must never see or change it."""
+        """What the job needs of the store, before it is queued or run: no host path
+        overlaps it (a sandbox must never see or change it), and with `policy: replay` each
+        task's prefix names exactly one raw trajectory, which this sandbox kind can replay.
+        Raises a ConfigError naming each problem's key (and line, for a loaded file)."""
+        from worldtrace.schemas import Store
+
         root = Path(store_root).resolve()
+        problems = []
         for p in self.host_paths():
             real = Path(p).resolve()
             if real == root or real.is_relative_to(root) or root.is_relative_to(real):
-                raise ConfigError(
-                    [ConfigProblem(("sandbox",), f"{p} overlaps the store {root}: refused")]
+                problems.append(
+                    ConfigProblem(self._key_of(p), f"{p} overlaps the store {root}: refused")
                 )
+        if self.policy.kind == "replay":
+            raw = Store.at(root).raw
+            ids = raw_trajectory_ids(raw)
+            cls = self.sandbox_class
+            space = static_action_space(cls, self.sandbox.config)
+            tools = None if space is None else {t.name for t in space}
+            for i, task in enumerate(self.tasks):
+                path = ("tasks", i, "replay")
+                try:
+                    found = find_replay(raw, task.replay or "", ids)
+                except ValueError as exc:
+                    problems.append(ConfigProblem(path, str(exc)))
+                    continue
+                why = replay_mismatch(found, cls.kind, self.domain, action_kinds(cls), tools)
+                if why:
+                    problems.append(ConfigProblem(path, why))
+        if problems:
+            raise ConfigError(
+                [dataclasses.replace(p, line=self._line(p.path)) for p in problems],
+                self.source,
+            )
+
+    def _key_of(self, value: str) -> tuple:
+        """The key path of the sandbox setting holding `value` (a host path)."""
+
+        def walk(node: Any, path: tuple) -> tuple | None:
+            if node == value:
+                return path
+            items = (
+                node.items() if isinstance(node, Mapping)
+                else enumerate(node) if isinstance(node, (list, tuple))
+                else ()
+            )  # fmt: skip
+            for k, v in items:
+                if (found := walk(v, (*path, k))) is not None:
+                    return found
+            return None
+
+        return walk(to_mapping(self.sandbox.config), ("sandbox",)) or ("sandbox",)
+
+    def _line(self, path: tuple) -> int | None:
+        return self.lines.line(path) if self.lines else None
 
     # -- (de)serialization ---------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -292,9 +356,10 @@ class JobSpec:
         from .jobparse import parse_job
 
         try:
-            return parse_job(data, default_name)
+            spec = parse_job(data, default_name)
         except ConfigError as exc:
             raise exc.located(lines, source) from None
+        return dataclasses.replace(spec, lines=lines, source=source)
 
 
 def episode_id(task_id: str, index: int) -> str:

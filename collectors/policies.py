@@ -112,17 +112,76 @@ class ReplayPolicy(ScriptedPolicy):
 
     @classmethod
     def build(cls, config: NoConfig, ctx: PolicyContext) -> ReplayPolicy:
-        from worldtrace.schemas import read_records
+        try:
+            return cls(find_replay(ctx.raw_dir, ctx.replay or ""))
+        except ValueError as exc:
+            raise ValueError(f"replay {exc}") from None
 
-        prefix = ctx.replay or ""
-        found = (
-            [t for t in read_records(ctx.raw_dir) if prefix and t.trajectory_id.startswith(prefix)]
-            if ctx.raw_dir
-            else []
+
+def raw_trajectory_ids(raw_dir: str | Path | None) -> dict[str, Path]:
+    """Each trajectory id of the raw shards under `raw_dir` and a shard holding it (only
+    the id column is read; an unreadable shard is skipped: its readers name it)."""
+    import pyarrow.parquet as pq
+    from worldtrace.schemas.store import shard_files
+
+    ids: dict[str, Path] = {}
+    for f in shard_files(raw_dir) if raw_dir else []:
+        try:
+            column = pq.ParquetFile(f).read(columns=["trajectory_id"]).column(0)
+        except Exception:  # pyarrow raises several types for a torn or foreign file
+            continue
+        for tid in column.to_pylist():
+            if tid:
+                ids.setdefault(tid, f)
+    return ids
+
+
+def find_replay(
+    raw_dir: str | Path | None, prefix: str, ids: dict[str, Path] | None = None
+) -> Trajectory:
+    """The raw trajectory whose id starts with `prefix`. Ids are content hashes, so copies
+    of one id (a replay that came out identical, two identical failed attempts) are one
+    trajectory; no match or several distinct ids is a ValueError saying which."""
+    from worldtrace.schemas import read_records
+
+    ids = raw_trajectory_ids(raw_dir) if ids is None else ids
+    found = sorted(t for t in ids if prefix and t.startswith(prefix))
+    if not found:
+        raise ValueError(f"{prefix!r} matches no raw trajectory")
+    if len(found) > 1:
+        raise ValueError(f"{prefix!r} matches {len(found)} raw trajectories: give more of the id")
+    return next(t for t in read_records(ids[found[0]]) if t.trajectory_id == found[0])
+
+
+def replay_mismatch(
+    trajectory: Trajectory,
+    kind: str,
+    domain: str,
+    action_kinds: tuple[str, ...],
+    tools: set[str] | None,
+) -> str | None:
+    """Why sandbox kind `kind` (recording `domain`) cannot replay `trajectory`, or None:
+    the same domain, only the action kinds the kind takes and, when its tools are known
+    before it starts, only those tools."""
+    tid = trajectory.trajectory_id
+    if trajectory.domain != domain:
+        return (
+            f"{tid} was recorded in domain {trajectory.domain}; this job (sandbox kind "
+            f"{kind}) records {domain}: replay it with the kind that recorded it"
         )
-        if len(found) != 1:
-            raise ValueError(f"replay {prefix!r} matches {len(found)} raw trajectories, not 1")
-        return cls(found[0])
+    for turn in trajectory.turns:
+        a = turn.action
+        if a.kind not in action_kinds:
+            return (
+                f"{tid} has {a.kind} actions; sandbox kind {kind} takes "
+                f"{' or '.join(action_kinds)} actions"
+            )
+        if a.kind == "tool_call" and tools is not None and a.name not in tools:
+            return (
+                f"{tid} calls tool {a.name!r}, which sandbox kind {kind} does not have "
+                f"(tools: {', '.join(sorted(tools))})"
+            )
+    return None
 
 
 _BLOCK_RE = re.compile(r"```(?:bash|sh|shell|console)?\n(.*?)```", re.S)

@@ -98,12 +98,42 @@ def _abs_host_path(value: str | None) -> str | None:
     return value
 
 
+def _host_dir(value: str) -> str:
+    """An existing host directory as an absolute path; a relative one starts at the current
+    directory (where `worldtrace` runs), so the queued job never depends on a worker's."""
+    real = os.path.abspath(os.path.expanduser(value))
+    shown = value if real == value else f"{value} ({real})"
+    if not os.path.exists(real):
+        raise ValueError(f"{shown} does not exist")
+    if not os.path.isdir(real):
+        raise ValueError(f"{shown} is not a directory")
+    return real
+
+
+def _copy_dir(value: str | None) -> str | None:
+    if value is None:
+        return None
+    real = _host_dir(value)
+    if real in FORBIDDEN_HOST_PATHS:
+        raise ValueError(f"{real} cannot be copied into a work directory")
+    return real
+
+
+def _cwd_dir(value: str | None) -> str | None:
+    """Placeholders ({workdir}/sub) expand per episode; any other path is the host's."""
+    if value is None or any(x in value for x in PLACEHOLDERS):
+        return value
+    return _host_dir(value)
+
+
 @configclass
 class WorkdirConfig:
     """The per-episode directory `{workdir}` expands to (a new temp dir by default)."""
 
-    copy: str | None = None
-    """Host directory copied into it at every reset (a git repository, data files)."""
+    copy: Annotated[str | None, AfterValidator(_copy_dir)] = None
+    """Host directory copied into it at every reset (a git repository, data files); it
+    must exist, and a relative path starts at the directory `worldtrace` runs in (the job
+    keeps the absolute path)."""
     at: Annotated[str | None, AfterValidator(_abs_host_path)] = None
     """A fixed absolute path instead of a temp dir, so paths in actions stay the same
     across episodes and replays; emptied at each reset and locked while in use."""
@@ -122,9 +152,10 @@ class MCPConfig:
     """Names of variables passed from the collector's environment (values never stored)."""
     set_env: dict[str, str] = field(default_factory=dict)
     """Variables set for the server (stored in the job: no secrets), placeholders expand."""
-    cwd: str | None = None
+    cwd: Annotated[str | None, AfterValidator(_cwd_dir)] = None
     """Working directory of the server process (placeholders expand); default {workdir},
-    so relative paths land in the episode's directory."""
+    so relative paths land in the episode's directory. Without a placeholder it is an
+    existing host directory (relative: from where `worldtrace` runs; kept absolute)."""
     workdir: WorkdirConfig = field(default_factory=WorkdirConfig)
     keep_server: bool = False
     """Keep one server process (and its workdir) across episodes: stateless servers only."""
@@ -283,6 +314,8 @@ class MCPSandbox(Unpicklable):
             self._lock = lock
             shutil.rmtree(path, ignore_errors=True)
         if copy:
+            if not os.path.isdir(copy):  # removed since the job was checked
+                raise SandboxError(f"workdir.copy: {copy} does not exist on this host")
             shutil.copytree(copy, path, symlinks=True)
         else:
             path.mkdir(parents=True, exist_ok=True)

@@ -62,13 +62,15 @@ class ConfigError(ValueError):
         return "\n".join(f"{p.where(self.source)}: {p.message}" for p in self.problems)
 
     def located(self, lines: LineMap | None, source: str | None, prefix: Path_ = ()) -> ConfigError:
+        """The problems under `prefix`, at their lines in `lines` (without a line map, a
+        problem keeps the line it has), in `source` (or the one they had)."""
         probs = [
             dataclasses.replace(
-                p, path=prefix + p.path, line=lines.line(prefix + p.path) if lines else None
+                p, path=prefix + p.path, line=lines.line(prefix + p.path) if lines else p.line
             )
             for p in self.problems
         ]
-        return ConfigError(probs, source)
+        return ConfigError(probs, source or self.source)
 
 
 # -- YAML with line numbers -----------------------------------------------------------

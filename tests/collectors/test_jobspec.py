@@ -157,3 +157,90 @@ def test_every_example_job_file_is_valid(monkeypatch):
     assert len(files) > 30
     kinds = {JobSpec.load(f).sandbox.kind for f in files}
     assert kinds == {"terminal", "swe", "mcp", "web", "android"}
+
+
+# -- policy: replay is resolved against the store at submit ---------------------------
+def _replay_job(tmp_path, kind: str, prefixes: list[str]) -> JobSpec:
+    sandbox = {"terminal": "{kind: terminal}", "swe": f"{{kind: swe, repo: {tmp_path}/repo}}"}[kind]
+    tasks = "".join(f"  - id: r{i}\n    replay: {p!r}\n" for i, p in enumerate(prefixes))
+    f = tmp_path / "job.yaml"
+    f.write_text(f"name: r\nsandbox: {sandbox}\npolicy: replay\ntasks:\n{tasks}")
+    return JobSpec.load(f)
+
+
+def _publish(store, records) -> None:
+    from worldtrace.schemas.store import ShardWriter
+
+    with ShardWriter(store.raw / "import" / "synthetic") as w:
+        w.write(records)
+
+
+def test_replay_prefixes_must_name_one_raw_trajectory(tmp_path, store, corpus):
+    from collections import Counter
+
+    _publish(store, [*corpus, corpus[1]])  # a copy of one id counts once
+    ids = [t.trajectory_id for t in corpus]
+    first, n = Counter(i[0] for i in ids).most_common(1)[0]  # 40 ids: some share a digit
+    terminal = corpus[1]
+    assert terminal.domain == "terminal" and n > 1
+    spec = _replay_job(tmp_path, "terminal", ["ffffffff", first, terminal.trajectory_id[:8]])
+    with pytest.raises(ConfigError) as exc:
+        spec.check_store(store.root)
+    assert str(exc.value).splitlines() == [
+        f"{tmp_path}/job.yaml:6: tasks[0].replay: 'ffffffff' matches no raw trajectory",
+        f"{tmp_path}/job.yaml:8: tasks[1].replay: {first!r} matches {n} raw trajectories: "
+        "give more of the id",
+    ]
+    _replay_job(tmp_path, "terminal", [terminal.trajectory_id[:8]]).check_store(store.root)
+    with pytest.raises(ConfigError, match="'ab' matches no raw trajectory"):
+        _replay_job(tmp_path, "terminal", ["ab"]).check_store(tmp_path / "no-store-yet")
+
+
+def test_a_trajectory_the_sandbox_kind_cannot_replay_is_refused(tmp_path, store, corpus, repo):
+    import dataclasses
+
+    mcp = next(t for t in corpus if t.domain == "mcp")
+    swe = next(t for t in corpus if t.domain == "swe")
+    term = next(t for t in corpus if t.domain == "terminal")
+    bad = dataclasses.replace(swe.turns[0].action, name="git_status")
+    swe_other = dataclasses.replace(
+        swe, turns=[dataclasses.replace(swe.turns[0], action=bad), *swe.turns[1:]]
+    ).with_id()
+    typed = dataclasses.replace(
+        term, turns=[dataclasses.replace(term.turns[0], action=tool("bash", command="ls"))]
+    ).with_id()
+    _publish(store, [mcp, swe, swe_other, term, typed])
+
+    def refusal(kind: str, t) -> str:
+        with pytest.raises(ConfigError) as exc:
+            _replay_job(tmp_path, kind, [t.trajectory_id[:10]]).check_store(store.root)
+        return str(exc.value)
+
+    assert refusal("terminal", mcp) == (
+        f"{tmp_path}/job.yaml:6: tasks[0].replay: {mcp.trajectory_id} was recorded in domain "
+        "mcp; this job (sandbox kind terminal) records terminal: replay it with the kind "
+        "that recorded it"
+    )
+    assert refusal("terminal", typed).endswith(
+        f"tasks[0].replay: {typed.trajectory_id} has tool_call actions; sandbox kind "
+        "terminal takes keystrokes actions"
+    )
+    assert refusal("swe", swe_other).endswith(
+        f"tasks[0].replay: {swe_other.trajectory_id} calls tool 'git_status', which sandbox "
+        "kind swe does not have (tools: bash, edit, read)"
+    )
+    _replay_job(tmp_path, "swe", [swe.trajectory_id[:10]]).check_store(store.root)
+    _replay_job(tmp_path, "terminal", [term.trajectory_id[:10]]).check_store(store.root)
+
+
+def test_submit_refuses_an_unknown_replay_naming_its_line(tmp_path, wt_env):
+    import subprocess
+
+    f = tmp_path / "replay.yaml"
+    f.write_text("name: r\npolicy: replay\ntasks:\n  - {id: r1, replay: ffffff}\n")
+    r = subprocess.run(
+        ["worldtrace", "jobs", "submit", "--dry-run", str(f)],
+        capture_output=True, text=True, env=wt_env,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout
+    assert r.stderr.strip() == f"{f}:4: tasks[0].replay: 'ffffff' matches no raw trajectory"

@@ -232,7 +232,7 @@ def test_jobs_submit_refuses_a_repository_inside_the_store(store, tmp_path):
     )
     r = invoke(store, "jobs", "submit", "--dry-run", str(f))
     assert r.exit_code == 1, r.output
-    assert r.stderr == f"{f}: sandbox: {inside} overlaps the store {store.root}: refused\n"
+    assert r.stderr == f"{f}:2: sandbox.repo: {inside} overlaps the store {store.root}: refused\n"
 
 
 def test_jobs_submit_dry_run_lists_episodes_and_queues_nothing(store, tmp_path):

@@ -409,3 +409,30 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_replay_of_a_collected_trajectory_is_checked_at_submit_and_repeats(store):
+    """A replay job resolves its prefix in the store before it runs: a terminal job
+    cannot replay an MCP trajectory, the MCP job can, and again after its first replay
+    (which came out identical: one id, two raw records)."""
+    echo = [tool("echo", message="replayed")]
+    [orig] = collect(
+        store, EVERYTHING, [{"id": "e", "instruction": "Echo.", "actions": echo}]
+    ).trajectories
+    assert orig.outcome.status == "success"
+    prefix = orig.trajectory_id[:8]
+    terminal = JobSpec.from_dict(
+        {"name": "r", "sandbox": "terminal", "policy": "replay",
+         "tasks": [{"id": "r", "replay": prefix}]}
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=f"tasks\\[0\\].replay: {orig.trajectory_id} was "
+                       "recorded in domain mcp; this job \\(sandbox kind terminal\\)"):  # fmt: skip
+        terminal.check_store(store.root)
+    job = {"name": "r", "sandbox": {"kind": "mcp", **EVERYTHING}, "policy": "replay",
+           "tasks": [{"id": "r", "instruction": "Echo.", "replay": prefix}], "retries": 0}  # fmt: skip
+    for _ in range(2):
+        spec = JobSpec.from_dict(job)
+        spec.check_store(store.root)
+        [again] = run_job(spec, store.raw).trajectories
+        assert again.outcome.status == "success", again.outcome.error
+        assert again.trajectory_id == orig.trajectory_id
