@@ -9,7 +9,9 @@ Errors have owners. A bad bid, an action on a hidden element, a navigation the b
 refuses, a 404: the environment's answer, recorded as an observation (`is_error` and
 the section "Error from previous action", like BrowserGym's `last_action_error`). A
 browser that died or a page that does not answer within `step_timeout` raises
-SandboxError: the attempt fails and is retried.
+SandboxError: the attempt fails and is retried. So does a start page that does not load
+at reset (a network error, a timeout, Chromium's error page, an HTTP 5xx): there is no
+episode to record (`_open_start`; docs/web.md lists the cases).
 
 Every episode gets a fresh browser context (cookies and storage reset; optionally a
 storage-state file to start logged in). Requests outside the allowed origins are
@@ -46,6 +48,7 @@ from .web_spec import (
     TOOLS,
     ActionError,
     classify,
+    load_error,
     origin_of,
     playwright_error,
     render,
@@ -180,7 +183,8 @@ class WebConfig:
     action_timeout: Annotated[float, Field(gt=0, le=60)] = 2.0
     """Seconds an element action waits for its element (BrowserGym uses 0.5)."""
     navigation_timeout: Annotated[float, Field(gt=0, le=300)] = 15.0
-    """Seconds a navigation may take; then it is the action's error."""
+    """Seconds a navigation may take; then it is the action's error (at reset, the start
+    page's: the attempt fails)."""
     max_chars: Annotated[int, Field(ge=1000)] = 200_000
     """Tree text beyond this is cut (the observation is marked truncated)."""
     tree: TreeOptions = field(default_factory=TreeOptions)
@@ -291,7 +295,32 @@ class WebSandbox(Unpicklable):
         self._page = await ctx.new_page()
         info = await (await self._cdp(self._page)).send("Target.getTargetInfo")
         self._ctx_id = info["targetInfo"].get("browserContextId")
-        return await self._observe(await self._goto(url) or "")
+        self._step_blocked, self._blocked_nav = [], None  # not the last episode's
+        await self._open_start(url)
+        return await self._observe("")
+
+    async def _open_start(self, url: str) -> None:
+        """Load the episode's start page. One that does not load starts no episode (the
+        site is down, misnamed or failing): SandboxError, so the attempt fails with the
+        reason and is retried. A 4xx is the site's answer (a 404, a 403 to a visitor not
+        signed in): observed, as in any later step."""
+
+        def failed(why: str) -> SandboxError:
+            return SandboxError(f"start page {url} did not load: {why}")
+
+        if origin_of(url) not in self._origins:
+            raise failed(f"outside the allowed origins ({', '.join(self._origins)})")
+        try:
+            response = await self._page.goto(url)
+        except Exception as exc:
+            await self._alive()
+            if type(exc).__module__.split(".")[0] != "playwright":
+                raise
+            raise failed(load_error(exc)) from None
+        if self._page.url.startswith("chrome-error://"):
+            raise failed(f"Chromium's error page ({self._page.url})")
+        if response is not None and response.status >= 500:
+            raise failed(f"HTTP {response.status} {response.status_text}".rstrip())
 
     def _on_page(self, page) -> None:
         page.on("crash", self._on_crash)

@@ -98,6 +98,18 @@ def classify(
     return None
 
 
+NET_ERROR_RE = re.compile(r"net::ERR_[A-Z0-9_]+")
+
+
+def load_error(exc: BaseException) -> str:
+    """Why a navigation did not load, in a few words: Chromium's network error
+    (`net::ERR_CONNECTION_REFUSED`, `net::ERR_NAME_NOT_RESOLVED`) or Playwright's error
+    without its call log (`TimeoutError: Page.goto: Timeout 15000ms exceeded.`)."""
+    text = playwright_error(exc)
+    found = NET_ERROR_RE.search(text)
+    return found.group(0) if found else text
+
+
 def playwright_error(exc: BaseException) -> str:
     """BrowserGym's `last_action_error` text, without Playwright's call log."""
     from playwright.async_api import TimeoutError as PlaywrightTimeout

@@ -227,8 +227,66 @@ def test_http_errors_and_dead_urls_are_environment_failures(make, docs):
     gone = sb.step(tool("goto", url=dead + "/"))
     assert state(gone)["env_failure"] == "navigation_failed" and gone.is_error
     assert "Error: Page.goto: net::ERR_CONNECTION_REFUSED" in gone.text
-    back = make(allowed_origins=[dead])
-    assert state(start(back, dead + "/"))["env_failure"] == "navigation_failed"  # at reset too
+    assert state(sb.step(tool("goto", url=docs.url)))["env_failure"] is None  # still usable
+
+
+def closed_port() -> str:
+    """The base URL of a loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_start_page_that_does_not_load_fails_the_attempt(make, docs):
+    """At reset a dead start page is ours to report (the site is down, no episode can
+    start); the same navigation in a later step is the environment's answer (above)."""
+    dead = closed_port() + "/index.html"
+    sb = make(allowed_origins=[docs.url.rstrip("/"), dead.rsplit("/", 1)[0]])
+    with pytest.raises(SandboxError) as failed:
+        start(sb, dead)
+    assert str(failed.value) == f"start page {dead} did not load: net::ERR_CONNECTION_REFUSED"
+    ok = start(sb, docs.url)  # the next attempt starts cleanly on a live site
+    assert state(ok)["env_failure"] is None and not ok.is_error
+    gone = sb.step(tool("goto", url=dead))  # a dead link later on: an observation
+    assert state(gone)["env_failure"] == "navigation_failed" and gone.is_error
+    assert "Error: Page.goto: net::ERR_CONNECTION_REFUSED" in gone.text
+
+
+@pytest.fixture(scope="module")
+def status_site():
+    """A loopback server answering `/status/NNN` with that HTTP status and a page."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            code = int(self.path.rsplit("/", 1)[1])
+            data = f"<html><body><h1>Status {code}</h1><p>Said the server.</p></body></html>"
+            self.send_response(code)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    with serving(server) as url:
+        yield url
+
+
+def test_a_server_error_at_the_start_page_fails_the_attempt_a_client_error_does_not(
+    make, status_site
+):
+    sb = make()
+    with pytest.raises(SandboxError) as failed:
+        start(sb, status_site + "/status/503")
+    url = status_site + "/status/503"
+    assert str(failed.value) == f"start page {url} did not load: HTTP 503 Service Unavailable"
+    missing = start(sb, status_site + "/status/404")  # the site's answer: observed, then dropped
+    assert state(missing)["env_failure"] == "http_error:404" and "Status 404" in missing.text
+    later = sb.step(tool("goto", url=status_site + "/status/500"))  # later: an observation
+    assert state(later)["env_failure"] == "http_error:500" and "Status 500" in later.text
 
 
 def test_blank_and_captcha_pages_are_environment_failures(make, pages):
@@ -375,6 +433,14 @@ def test_requests_outside_the_allowed_origins_are_blocked(make, pages):
     origin = pages.url.rstrip("/")
     outside = [u for u in sb.requests if not u.startswith((origin + "/", "about:", "data:"))]
     assert outside == sb.blocked  # every request that was not loopback was aborted
+
+
+def test_a_new_episode_reports_only_its_own_blocked_requests(make, pages):
+    sb = make()
+    obs = start(sb, pages.url + "edge.html")
+    away = sb.step(tool("click", bid=bid(obs, "link", "elsewhere")))
+    assert state(away)["blocked"] == ["http://blocked.invalid/away"]
+    assert "blocked" not in state(start(sb, pages.url + "other.html"))  # nothing of its own
 
 
 def test_tabs_popups_and_history(make, pages):

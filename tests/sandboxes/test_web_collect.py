@@ -146,3 +146,23 @@ def test_example_job_files_are_valid():
     for f in files:
         spec = JobSpec.load(f)
         assert spec.sandbox.kind == "web" and spec.expand()
+
+
+def test_a_job_whose_start_page_is_down_fails_every_attempt(store):
+    """Nothing listens at the start URL: each attempt fails with the reason and is retried
+    per `retries`; no trajectory is recorded as a success."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/index.html"  # closed again
+    job = {
+        "name": "webclosed", "sandbox": {"kind": "web", "start_url": url},
+        "policy": "scripted", "retries": 1,
+        "tasks": [{"id": "t", "instruction": "x", "actions": [{"tool": "noop", "arguments": {"ms": 10}}]}],
+    }  # fmt: skip
+    result = run_job(JobSpec.from_dict(job), store.raw)
+    assert result.failed_attempts == 2 and len(result.trajectories) == 2
+    reason = f"SandboxError: start page {url} did not load: net::ERR_CONNECTION_REFUSED"
+    for t in result.trajectories:
+        assert (t.outcome.status, t.outcome.error, len(t.turns)) == ("error", reason, 0)
