@@ -111,6 +111,10 @@ class ScheduleSpec:
     missed: Literal["one", "skip"] = "one"
     """Runs missed while no scheduler ran: `one` enqueues a single catch-up run, `skip`
     waits for the next due time."""
+    overlap: Literal["skip", "queue"] = "skip"
+    """A run due while the last one is still queued or running: `skip` enqueues none (and
+    says so), so a queue whose workers are down does not fill with runs; `queue` enqueues
+    it anyway."""
 
     def __post_init__(self) -> None:
         if (self.cron is None) == (self.every is None):

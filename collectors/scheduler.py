@@ -9,14 +9,17 @@ old due time, so two schedulers never enqueue the same run twice.
 
 Runs missed while no scheduler ran follow the schedule's `missed` policy: `one`
 enqueues a single catch-up run however many were missed; `skip` enqueues only when the
-latest due time is at most `grace` old, and otherwise waits for the next one. The
-clock is injectable (`Clock`), so tests run schedules on a fake clock.
+latest due time is at most `grace` old, and otherwise waits for the next one. A run due
+while the schedule's last run is still queued or running follows `overlap`: `skip` (the
+default) enqueues none and tells `on_skip`, `queue` enqueues it. The clock is injectable
+(`Clock`), so tests run schedules on a fake clock.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Protocol
 
@@ -98,13 +101,30 @@ def register(store: JobStore, spec: JobSpec, clock: Clock | None = None) -> date
     return due
 
 
+UNFINISHED = ("queued", "running")
+"""Job statuses of a run that has not ended (an `overlap: skip` schedule waits for it)."""
+
+
 class Scheduler:
     def __init__(
-        self, store: JobStore, clock: Clock | None = None, config: SchedulerConfig | None = None
+        self,
+        store: JobStore,
+        clock: Clock | None = None,
+        config: SchedulerConfig | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
     ):
+        """`on_skip(schedule, last job id)`: a due run skipped because the last one has
+        not ended (`overlap: skip`)."""
         self.store = store
         self.clock = clock or SystemClock()
         self.config = config or SchedulerConfig()
+        self.on_skip = on_skip
+
+    def _busy(self, row: dict) -> str | None:
+        """The schedule's last run if it has not ended."""
+        last = row.get("last_job_id")
+        job = self.store.job(last) if last else None
+        return last if job and job["status"] in UNFINISHED else None
 
     def tick(self) -> list[str]:
         """Enqueue every run that is due now; returns the new job ids."""
@@ -120,6 +140,8 @@ class Scheduler:
             latest = latest_due(sched, due, now)
             on_time = now - latest <= timedelta(seconds=self.config.grace)
             run = sched.missed == "one" or on_time
+            busy = self._busy(row) if run and sched.overlap == "skip" else None
+            run = run and busy is None
             job_id = self.store.advance_schedule(
                 row["schedule_id"],
                 row["next_due"],
@@ -129,6 +151,8 @@ class Scheduler:
             )
             if job_id:
                 enqueued.append(job_id)
+            elif job_id == "" and busy and self.on_skip:  # we moved it, and skipped the run
+                self.on_skip(row["schedule_id"], busy)
         return enqueued
 
     def run(self, stop: threading.Event, on_enqueue=None) -> None:

@@ -34,6 +34,8 @@ class FakeClock:
 
 
 def job(schedule: dict, name: str = "nightly") -> JobSpec:
+    """A scheduled job; no worker runs its runs here, so they overlap unless told."""
+    schedule = {"overlap": "queue", **schedule}
     return JobSpec.from_dict(
         {"name": name, "schedule": schedule, "priority": 3, "tasks": [{"id": "t", "actions": ["ls\n"]}]}
     )  # fmt: skip
@@ -100,6 +102,24 @@ def test_run_loop_sleeps_until_the_next_due_time(js):
     Scheduler(js, clock, SchedulerConfig(poll=3600)).run(threading.Event(), enqueued.append)
     assert clock.waits == [900.0, 900.0, 900.0]  # woke exactly when due
     assert len(enqueued) == 3
+
+
+def test_a_run_due_while_the_last_has_not_ended_is_skipped_and_said(js):
+    """Found: with no worker running, `scheduler` queued a run of an every-10s schedule
+    each time it was due (three in 25 s), filling the queue. By default a due run is
+    skipped while the schedule's last run is queued or running, and said."""
+    clock = FakeClock(T0)
+    register(js, job({"every": "15m", "overlap": "skip"}), clock)
+    said: list[tuple[str, str]] = []
+    [first] = Scheduler(js, clock, on_skip=lambda *a: said.append(a)).tick()
+    assert Scheduler(js, at(clock, minutes=15), on_skip=lambda *a: said.append(a)).tick() == []
+    assert said == [("nightly", first)] and [j["job_id"] for j in js.jobs()] == [first]
+    [row] = js.schedules()  # the skipped run's time is past: the next one is due
+    assert datetime.fromtimestamp(row["next_due"], timezone.utc) == T0 + timedelta(minutes=30)
+    assert js.cancel(first)  # the last run has ended: the next due run is queued
+    assert len(Scheduler(js, at(clock, minutes=30)).tick()) == 1
+    assert JobSpec.from_dict({"name": "d", "schedule": {"every": "1h"},
+                              "tasks": [{"id": "t", "actions": ["ls\n"]}]}).options.schedule.overlap == "skip"  # fmt: skip
 
 
 def test_submit_registers_the_schedule_and_list_shows_it(store, tmp_path):
