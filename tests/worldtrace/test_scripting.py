@@ -338,7 +338,12 @@ def test_cancel_reports_only_a_cancel_that_happened(store, tmp_path):
     r = invoke(store, "jobs", "cancel", queued)
     assert r.exit_code == 0 and r.stdout.strip() == f"{queued}: already cancelled; nothing to do"
     r = invoke(store, "jobs", "cancel", "nope")
-    assert r.exit_code == 1 and "no single job matches 'nope'" in r.stderr
+    assert r.exit_code == 1 and "no job matches 'nope'" in r.stderr
+    # found: a prefix naming several jobs said 'no single job matches', naming none
+    other = _submit(store, tmp_path, "waiting")
+    r = invoke(store, "jobs", "show", "waiting")
+    both = ", ".join(sorted((queued, other)))
+    assert r.exit_code == 1 and f"'waiting' matches 2 jobs: {both}; give more" in r.stderr
     r = invoke(store, "jobs", "retry", queued[:9])
     assert r.exit_code == 0 and r.stdout.strip() == f"{queued}: 1 episode(s) queued again"
 

@@ -122,11 +122,23 @@ def jobs_show(ctx: click.Context, job_id: str, as_json: bool, jobs_url: str | No
 def _one_job(js, job_id: str) -> dict:
     """The job JOB_ID (or a prefix of it) names; a one-line error otherwise."""
     job = js.job(job_id)
-    if job is None:
+    if job is not None:
+        return job
+    found = sorted(j["job_id"] for j in js.jobs() if j["job_id"].startswith(job_id))
+    if not found:
         raise click.ClickException(
-            f"no single job matches {job_id!r} (`worldtrace jobs list` shows the ids)"
+            f"no job matches {job_id!r} (`worldtrace jobs list` shows the ids)"
         )
-    return job
+    shown = ", ".join(found[:MAX_SHOWN]) + (
+        f", ... {len(found) - MAX_SHOWN} more" if len(found) > MAX_SHOWN else ""
+    )
+    raise click.ClickException(
+        f"{job_id!r} matches {len(found)} jobs: {shown}; give more of the id"
+    )
+
+
+MAX_SHOWN = 5
+"""Job ids an ambiguous prefix lists at most."""
 
 
 FINISHED = ("succeeded", "failed", "partial")
@@ -136,7 +148,7 @@ FINISHED = ("succeeded", "failed", "partial")
 @jobs.command(
     "cancel",
     epilog="\b\nExit status: 0 when the job is cancelled now or was already; 1 when it had\n"
-    "finished (nothing to cancel) or no single job matches.\n\n"
+    "finished (nothing to cancel), or no job or several jobs match.\n\n"
     "\b\nExample:\n  worldtrace jobs cancel j-5592 && worldtrace jobs retry j-5592",
 )
 @click.argument("job_id")
