@@ -152,10 +152,13 @@ MAX_CANDIDATES = 50
 
 
 def matches(con: duckdb.DuckDBPyConnection, tid: str) -> list[tuple[Any, ...]]:
-    """(trajectory_id, origin_path, origin_index, domain, origin_format, origin_id) of the
-    processed trajectories `tid` names: an exact id alone, else every id with that prefix,
+    """(trajectory_id, origin_path, origin_index, domain, origin_format, origin_id, job_id,
+    episode_id) of the processed trajectories `tid` names: an exact id alone, else every id with that prefix,
     raw id or origin id (the same origin id comes from many files)."""
-    cols = "trajectory_id, origin_path, origin_index, domain, origin_format, origin_id"
+    cols = (
+        "trajectory_id, origin_path, origin_index, domain, origin_format, origin_id, job_id, "
+        "source.episode_id"
+    )
     exact = con.execute(
         f"SELECT {cols} FROM trajectories WHERE trajectory_id = $p", {"p": tid}
     ).fetchall()
@@ -193,7 +196,7 @@ def _loads(text: str | None) -> Any:
 
 
 CANDIDATE_KEYS = ("trajectory_id", "origin_path", "origin_index", "domain", "origin_format",
-                  "origin_id")  # fmt: skip
+                  "origin_id", "job_id", "episode_id")  # fmt: skip
 
 
 def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict[str, Any]:
@@ -289,7 +292,12 @@ def _print_candidates(doc: dict[str, Any], console: Console) -> None:
     )
     for m in rows[:MAX_CANDIDATES]:
         path, index = m["origin_path"], m["origin_index"]
-        where = f"{path}:{index}" if path else f"{m['origin_format'] or ''}:{m['origin_id'] or ''}"
+        if path:
+            where = f"{path}:{index}"
+        elif m["job_id"]:  # collected: the job and episode say where it came from
+            where = f"job {m['job_id']} episode {m['episode_id']}"
+        else:
+            where = f"{m['origin_format'] or ''}:{m['origin_id'] or ''}"
         console.print(
             f"  {m['trajectory_id']}  {where}  {m['domain']}",
             highlight=False, markup=False, soft_wrap=True,

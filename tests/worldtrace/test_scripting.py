@@ -254,6 +254,12 @@ def test_explain_json_has_whole_ids_texts_and_perturbations(pstore):
     assert doc["status"] == "ambiguous" and all(
         len(m["trajectory_id"]) == 32 for m in doc["matches"]
     )
+    # found: a collected candidate showed ':' where an imported one shows its file and row
+    collected = [m for m in doc["matches"] if m["job_id"]]
+    assert collected and all(m["origin_path"] is None for m in collected)
+    listed = invoke(pstore, "explain", "").stdout
+    for m in collected:
+        assert f"{m['trajectory_id']}  job {m['job_id']} episode {m['episode_id']}" in listed
 
 
 def test_doctor_json(wt_env):
