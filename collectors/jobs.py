@@ -6,15 +6,20 @@ as soon as it ends (written atomically, never twice): an exception or a signal l
 the job loses nothing already collected. Journals of attempts in progress sit in
 `raw/collect/<job>/.journals/` (hidden from readers). Re-running a job id resumes it:
 published attempts stay and are not rerun, and the journal a crashed run left becomes
-its attempt as it stands (outcome `incomplete`). The job file format lives in
-`jobspec.py`, the episode loop in `episode.py`.
+its attempt as it stands (outcome `incomplete`). One run of a job id at a time: a run
+holds an exclusive lock on the job's directory (`JobBusy` otherwise), so a resume never
+publishes the journal of an attempt another run is still recording. The job file format
+lives in `jobspec.py`, the episode loop in `episode.py`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +110,34 @@ def _published(out: Path, episode_id: str) -> dict[int, str]:
     return found
 
 
+class JobBusy(RuntimeError):
+    """Another process is running this job id (it holds the job directory's lock)."""
+
+
+def new_job_id(spec: JobSpec) -> str:
+    """`<job name>-<8 hex digits>`: the id of a new run of the job file."""
+    return f"{spec.name}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def _one_run(out: Path, job_id: str) -> Iterator[None]:
+    """Hold the job directory's lock (flock: the kernel frees it when the process dies,
+    even by SIGKILL) for the run."""
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise JobBusy(
+                f"job {job_id} is being run by another process (it holds {out}); "
+                "wait for it to end or stop it first"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def run_job(
     spec: JobSpec,
     raw_dir: str | Path,
@@ -113,10 +146,19 @@ def run_job(
     stop: threading.Event | None = None,
     on_event: EventHook | None = None,
 ) -> JobResult:
-    """Run every episode of a job (with retries), publishing each attempt as it ends."""
-    job_id = job_id or f"{spec.name}-{uuid.uuid4().hex[:8]}"
+    """Run every episode of a job (with retries), publishing each attempt as it ends.
+
+    `job_id` of a job that ran before resumes it (see the module's docstring); events:
+    `job`, `recovered` (a journal a stopped run left, published as it stands),
+    `skipped` (`failed`: every attempt failed), `started`, `finished`, `interrupted`."""
+    job_id = job_id or new_job_id(spec)
+    out = job_dir(raw_dir, job_id)
+    with _one_run(out, job_id):
+        return _run_job(spec, Path(raw_dir), job_id, sandbox, stop, on_event)
+
+
+def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobResult:
     emit = on_event or (lambda event, **info: None)
-    raw_dir = Path(raw_dir)
     out = job_dir(raw_dir, job_id)
     result = JobResult()
 
@@ -127,20 +169,29 @@ def run_job(
         result.shards.append(dest)
         return t
 
-    for path, _ in recover(out / JOURNALS):  # a run of this job id that crashed
-        keep(path, *parse_attempt_name(path.name))
     episodes = spec.expand()
     emit("job", job_id=job_id, episodes=len(episodes))
+    for path, _ in recover(out / JOURNALS):  # a run of this job id that crashed
+        episode_id, attempt = parse_attempt_name(path.name)
+        t = keep(path, episode_id, attempt)
+        result.failed_attempts += t.outcome.status == "error"
+        emit("recovered", episode=episode_id, attempt=attempt, trajectory=t)
     own = sandbox is None
     try:
         for episode in episodes:
             done = _published(out, episode.episode_id)
             errors = sum(s == "error" for s in done.values())
             if (done and any(s != "error" for s in done.values())) or errors > spec.retries:
-                emit("skipped", episode=episode.episode_id)
+                emit("skipped", episode=episode.episode_id, failed=errors == len(done))
                 continue
             attempt = max(done, default=0) + 1
             while True:
+                if stop is not None and stop.is_set():  # between attempts: none was cut short
+                    result.interrupted = True
+                    emit(
+                        "interrupted", episode=episode.episode_id, attempt=attempt, trajectory=None
+                    )
+                    return result
                 if sandbox is None or isinstance(sandbox, Unavailable):
                     sandbox = build_sandbox(spec)
                 emit("started", episode=episode.episode_id, attempt=attempt)
@@ -150,10 +201,9 @@ def run_job(
                         spec, episode, sandbox, journal.parent, job_id, attempt, raw_dir, stop
                     )
                 except Interrupted:
-                    if journal.exists():
-                        keep(journal, episode.episode_id, attempt)
+                    t = keep(journal, episode.episode_id, attempt) if journal.exists() else None
                     result.interrupted = True
-                    emit("interrupted", episode=episode.episode_id, attempt=attempt)
+                    emit("interrupted", episode=episode.episode_id, attempt=attempt, trajectory=t)
                     return result
                 t = keep(journal, episode.episode_id, attempt)
                 failed = t.outcome.status == "error"

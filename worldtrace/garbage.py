@@ -78,7 +78,7 @@ def find(
         items.append(idle(path, "staging", "staging directory of an export that stopped"))
     for path in found[OLD_PREFIX]:
         items.append(_old(path, idle))
-    items.extend(_journals(store, idle))
+    items.extend(_journals(store, idle, open_paths))
     if exports_older_than_s is not None:
         items.extend(_old_exports(store, now, exports_older_than_s, open_paths))
     return [i for i in items if i is not None]
@@ -93,10 +93,11 @@ def _old(path: Path, idle) -> Item | None:
     return idle(path, "old", f"previous {name}, replaced by a finished run")
 
 
-def _journals(store: Store, idle) -> Iterator[Item]:
+def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
     """Journals whose attempt a published raw shard already holds: the same trajectory
     (content hash) of the same episode and attempt (equal content alone is not enough:
-    two attempts that failed alike hash alike)."""
+    two attempts that failed alike hash alike). Any other journal is kept, saying what
+    publishes it: the process that has it open, or the next run of its job."""
     import pyarrow.parquet as pq
 
     from worldtrace.collectors.recorder import JOURNAL_SUFFIX, JournalError, journal_to_trajectory
@@ -122,10 +123,18 @@ def _journals(store: Store, idle) -> Iterator[Item]:
             item = idle(path, "journal", why)
             if item is not None:
                 yield item
-        else:
+        elif _holds(path, open_paths):
             why = (
-                "its trajectory is in no shard yet (the next `worldtrace worker`, or `collect` "
-                "of its job, publishes it or drops it, as its attempt ended)"
+                "an attempt in progress: the process recording it publishes or drops it as it ends"
+            )
+            yield Item("journal", str(path), _size(path), why, remove=False)
+        else:
+            job = job_dir.name
+            why = (
+                "its trajectory is in no shard yet: for a job `worldtrace collect` ran, "
+                f"`worldtrace collect JOB_FILE --resume {job}` publishes it as it stands; "
+                "for a queued job, the next `worldtrace worker` publishes it or drops it, as "
+                "its attempt ended"
             )
             yield Item("journal", str(path), _size(path), why, remove=False)
 

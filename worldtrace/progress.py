@@ -13,16 +13,40 @@ from typing import Any
 import click
 
 
+def outcome_text(status: str, turns: int, error: str | None, seconds: float | None = None) -> str:
+    """How `collect` and `worker` show an ended attempt: `error (1 turns): REASON` (the
+    reason on the same line, whatever line breaks it holds)."""
+    took = f", {seconds:.1f} s" if seconds is not None else ""
+    why = f": {' '.join(error.split())}" if error else ""
+    return f"{status} ({turns} turns{took}){why}"
+
+
+def trajectory_text(t: Any) -> str:
+    return outcome_text(t.outcome.status, len(t.turns), t.outcome.error)
+
+
 class CollectProgress:
     """`collect JOB_FILE`: a progress bar (episodes ok/failed/running, turns/s, ETA) on a
-    terminal; elsewhere one plain line per finished attempt."""
+    terminal; elsewhere one plain line per finished attempt. Either way it keeps what the
+    summary needs: episodes failed for good (every attempt failed), episodes not run."""
 
-    def __init__(self, live: bool):
+    def __init__(self, live: bool, resume_hint: Any = None):
         self.live = live
         self.total = self.ended = self.ok = self.failed = self.running = self.turns = 0
         self.job_id = ""
+        self.cut_short: str | None = None
+        """The attempt an interrupt cut short (published as it stood), if any."""
+        self.failed_episodes: list[str] = []
+        """Episodes of the job whose every attempt failed (in this run or before it)."""
+        self.resume_hint = resume_hint
+        """`job_id -> command` that resumes the job (None: it cannot be resumed)."""
         self.t0 = time.monotonic()
         self._progress = self._task = None
+
+    @property
+    def left(self) -> int:
+        """Episodes this run did not get to (an interrupt)."""
+        return self.total - self.ended
 
     def __enter__(self) -> CollectProgress:
         return self
@@ -44,30 +68,56 @@ class CollectProgress:
     def __call__(self, event: str, **info: Any) -> None:
         if event == "job":
             self.total, self.job_id = info["episodes"], info["job_id"]
+            hint = self.resume_hint and self.resume_hint(self.job_id)
+            click.echo(
+                f"job {self.job_id}: {self.total} episode(s)"
+                + (f"; if it stops, finish it with: {hint}" if hint else "")
+            )
             if self.live:
                 self._start_bar()
+        elif event == "recovered":
+            t = info["trajectory"]
+            self._count(t)
+            self._line(
+                f"{info['episode']} attempt {info['attempt']}: {trajectory_text(t)}  "
+                "[published from the journal a stopped run left]"
+            )
         elif event == "skipped":
             self.ended += 1
+            if info.get("failed"):
+                self.failed_episodes.append(info["episode"])
         elif event == "started":
             self.running = 1
         elif event in ("finished", "interrupted"):
             self.running = 0
             t = info.get("trajectory")
             if t is not None:
-                self.turns += len(t.turns)
-                if t.outcome.status == "error":
-                    self.failed += 1
-                else:
-                    self.ok += 1
-            if info.get("final", event == "interrupted"):
-                self.ended += 1
-            if not self.live and t is not None:
-                click.echo(
-                    f"{_clock()} {info['episode']} attempt {info['attempt']}: {t.outcome.status} "
-                    f"({len(t.turns)} turns)  [{self.ended}/{self.total}, {self.stats()}, eta {self.eta()}]"
+                self._count(t)
+            if event == "interrupted" and t is not None:
+                self.cut_short = f"{info['episode']} attempt {info['attempt']}"
+            if info.get("final", event == "interrupted" and t is not None):
+                self.ended += 1  # an interrupted attempt published stays the episode's
+                if t is not None and t.outcome.status == "error":
+                    self.failed_episodes.append(info["episode"])
+            if t is not None:
+                self._line(
+                    f"{info['episode']} attempt {info['attempt']}: {trajectory_text(t)}  "
+                    f"[{self.ended}/{self.total}, {self.stats()}, eta {self.eta()}]"
                 )
         if self._progress is not None:
             self._progress.update(self._task, completed=self.ended, stats=self.stats())
+
+    def _count(self, t: Any) -> None:
+        self.turns += len(t.turns)
+        if t.outcome.status == "error":
+            self.failed += 1
+        else:
+            self.ok += 1
+
+    def _line(self, text: str) -> None:
+        """One attempt's line, off a terminal (on one, `print_run` lists them at the end)."""
+        if not self.live:
+            click.echo(f"{_clock()} {text}")
 
     def _start_bar(self) -> None:
         from rich.progress import (
@@ -158,21 +208,48 @@ class StepProgress:
             )
 
 
-def print_run(result: Any, listed: bool) -> None:
-    """After `collect`: each attempt (unless plain progress lines showed them), then where
-    the trajectories went."""
+def print_run(result: Any, listed: bool, progress: CollectProgress | None = None) -> None:
+    """After `collect`: each attempt (unless plain progress lines showed them) with the
+    reason of each failure, then where the trajectories went, the episodes that failed
+    for good and, after an interrupt, what is left and how to finish it."""
     if listed:
         for t in result.trajectories:
             click.echo(
                 f"{t.trajectory_id} {t.domain} {t.source.episode_id} attempt {t.source.attempt}: "
-                f"{t.outcome.status} ({len(t.turns)} turns)"
+                f"{trajectory_text(t)}"
             )
     where = sorted({str(p.parent) for p in result.shards})
     failed = sum(t.outcome.status == "error" for t in result.trajectories)
+    cut = sum(t.outcome.status == "incomplete" for t in result.trajectories)
     click.echo(
-        f"{len(result.trajectories)} trajectories ({failed} failed attempts) -> {', '.join(where) or '-'}"
-        + ("  [interrupted: run the job id again to finish]" if result.interrupted else "")
+        f"{len(result.trajectories)} trajectories ({failed} failed attempts"
+        + (f", {cut} incomplete" if cut else "")
+        + f") -> {', '.join(where) or '-'}"
     )
+    if progress is None:
+        return
+    if progress.failed_episodes:
+        names = progress.failed_episodes
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        click.echo(
+            f"{len(names)} episode(s) failed for good (every attempt failed; the reasons are "
+            f"above): {shown}",
+            err=True,
+        )
+    if result.interrupted:
+        cut = (
+            f"{progress.cut_short} was published as it stood (incomplete, kept as that "
+            "episode's attempt); "
+            if progress.cut_short
+            else ""
+        )
+        if progress.left and progress.resume_hint:
+            then = f"run them with: {progress.resume_hint(progress.job_id)}"
+        elif progress.left:
+            then = "a quick --sandbox run cannot be resumed"
+        else:
+            then = "the job has no episode left to run"
+        click.echo(f"interrupted: {cut}{progress.left} episode(s) not run; {then}", err=True)
 
 
 def _clock() -> str:
@@ -191,10 +268,8 @@ def worker_line(event: str, **info: Any) -> None:
     elif event == "started":
         text = f"started   {_attempt(info)}"
     elif event == "finished":
-        err = f": {info['error']}" if info.get("error") else ""
-        text = (
-            f"finished  {_attempt(info)}: {info['status']} "
-            f"({info['turns']} turns, {info['seconds']:.1f} s){err}"
+        text = f"finished  {_attempt(info)}: " + outcome_text(
+            info["status"], info["turns"], info.get("error"), info["seconds"]
         )
     elif event == "released":
         text = f"released  {_attempt(info)} (stopping; queued again)"

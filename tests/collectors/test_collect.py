@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -274,14 +275,38 @@ def test_an_interrupt_keeps_the_episodes_already_collected(docker_engine, wt_env
     )
     raw = Path(wt_env["WORLDTRACE_STORE"]) / "raw"
 
-    def first_ended():
-        ended = [p for p in raw.glob("collect/*/.journals/t-e0-a1.*") if '"end"' in p.read_text()]
-        return ended or list(raw.glob("collect/*/t-e0-a1.parquet"))
+    def second_started():  # the first has ended: its shard is published
+        return list(raw.glob("collect/*/t-e0-a1.parquet")) and list(
+            raw.glob("collect/*/.journals/t-e1-a1.*")
+        )
 
-    wait_until(first_ended, timeout=60, what="the first episode's end")
+    wait_until(second_started, timeout=60, what="the second episode's start")
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "t-e0 attempt 1: success (1 turns)  [1/2" in out  # plain progress lines off a TTY
     got = {t.source.episode_id: t.outcome.status for t in read_records(raw)}
     assert got == {"t-e0": "success", "t-e1": "incomplete"}
+
+
+def test_a_stop_between_attempts_records_no_attempt_and_a_resume_runs_it(docker_engine, store):
+    """Ctrl-C landing between two episodes recorded a 0-turn `incomplete` attempt of the
+    next one, which a resume then never ran: nothing had started."""
+    job = JobSpec.from_dict({**TERMINAL_JOB, "episodes": 2})
+    stop = threading.Event()
+    events = []
+
+    def on_event(event, **info):
+        events.append((event, info.get("episode")))
+        if event == "finished":
+            stop.set()  # after the first episode, before the second starts
+
+    first, second = (e.episode_id for e in job.expand())
+    r = run_job(job, store.raw, job_id="between", stop=stop, on_event=on_event)
+    assert r.interrupted and [t.source.episode_id for t in r.trajectories] == [first]
+    assert ("started", second) not in events and ("interrupted", second) in events
+    assert not list((store.raw / "collect" / "between").glob(".journals/*"))
+    again = run_job(job, store.raw, job_id="between")
+    assert [(t.source.episode_id, t.outcome.status) for t in again.trajectories] == [
+        (second, "success")
+    ]

@@ -16,7 +16,9 @@ from typing import Any
 import click
 
 EXIT_PROBLEMS = 1
-"""Exit status when the input had problems (validation, import, failed attempts)."""
+"""Exit status when the input had problems (validation, import) or a command could not
+do its work (a worker's own errors, a job file `collect` cannot run); `collect` exits 3
+when an episode failed for good (`commands.collect.EXIT_EPISODES_FAILED`)."""
 
 STORE_KEY, CREATE_KEY = "store", "create"
 """Where the global options are kept in `ctx.obj`."""

@@ -19,6 +19,9 @@ from . import EXIT_PROBLEMS, store, store_path
 
 EXIT_INTERRUPTED = 130
 """Exit status after a stop request (SIGINT/SIGTERM), as shells report Ctrl-C."""
+EXIT_EPISODES_FAILED = 3
+"""`collect`: the job ran, and at least one of its episodes failed for good (every
+attempt failed); 1 stays for a run that could not happen (job file, store, machine)."""
 jobs_option = click.option(
     "--jobs",
     "jobs_url",
@@ -59,6 +62,7 @@ class QuickKind(click.Choice):
 COLLECT_EPILOG = """\b
 Example:
   worldtrace collect --create examples/terminal-basics.yaml
+  worldtrace collect examples/terminal-basics.yaml --resume terminal-basics-1a2b3c4d
   worldtrace collect --sandbox docker --keys 'ls -la\\n' --keys 'cat /etc/os-release\\n'
   worldtrace collect --sandbox docker --repo ./proj --tool 'bash:{"command": "ls"}'
 """
@@ -101,15 +105,26 @@ Example:
     show_default=True,
     help="Seconds to wait for terminal output per step.",
 )
+@click.option(
+    "--resume",
+    "resume_id",
+    metavar="JOB_ID",
+    help="Finish job JOB_ID of JOB_FILE (a run that was interrupted or killed): publish "
+    "the journals it left as they stand, run the episodes it did not finish.",
+)
 @click.pass_context
 def collect(
-    ctx: click.Context, job_file, sandbox, image, repo, instruction, keys, tools, duration
-) -> None:
+    ctx: click.Context, job_file, sandbox, image, repo, instruction, keys, tools, duration,
+    resume_id,
+) -> None:  # fmt: skip
     """Run episodes into raw shards: from a job file (see docs/collect.md) or a quick
     --sandbox run. Containers have no network, memory/cpu/pids limits, an output cap and
-    a step timeout; every attempt, failed or not, is published as it ends. A progress bar
-    shows on a terminal (plain lines otherwise); Ctrl-C stops after the current step."""
-    from worldtrace.collectors.jobs import run_job
+    a step timeout; every attempt, failed or not, is published as it ends, and a failed
+    one is printed with its reason. A progress bar shows on a terminal (plain lines
+    otherwise); Ctrl-C stops after the current step (exit 130) and prints how to finish
+    the job (--resume). Exit status 3 when an episode failed for good (every attempt
+    failed)."""
+    from worldtrace.collectors.jobs import JobBusy, run_job
     from worldtrace.collectors.jobspec import JobSpec
     from worldtrace.progress import CollectProgress, print_run
     from worldtrace.sandboxes.base import SandboxError
@@ -117,6 +132,8 @@ def collect(
     calls = _tool_calls(tools)  # first: a malformed --tool is the mistake to name
     if bool(job_file) == bool(sandbox):
         raise click.UsageError("give a JOB_FILE or --sandbox (not both)")
+    if resume_id and not job_file:
+        raise click.UsageError("--resume JOB_ID finishes a job of a JOB_FILE (give the file)")
     if job_file:
         spec = load_job(ctx, job_file)
     else:
@@ -126,18 +143,72 @@ def collect(
             )
         except (ValueError, json.JSONDecodeError) as exc:
             raise click.ClickException(str(exc)) from exc
+    s = store(ctx, create=True)
+    if resume_id:
+        _check_resumable(s, spec, job_file, resume_id)
     stop = threading.Event()
     live = sys.stdout.isatty()
-    with _on_signals(lambda: stop.set()), CollectProgress(live) as progress:
+    hint = (lambda job_id: _resume_command(ctx, job_file, job_id)) if job_file else None
+    with _on_signals(lambda: stop.set()), CollectProgress(live, hint) as progress:
         try:
-            result = run_job(spec, store(ctx, create=True).raw, stop=stop, on_event=progress)
-        except SandboxError as exc:
+            result = run_job(spec, s.raw, job_id=resume_id, stop=stop, on_event=progress)
+        except (SandboxError, JobBusy) as exc:
             raise click.ClickException(str(exc)) from exc
-    print_run(result, listed=live)
+    print_run(result, listed=live, progress=progress)
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
-    if result.trajectories and all(t.outcome.status == "error" for t in result.trajectories):
-        sys.exit(EXIT_PROBLEMS)
+    if progress.failed_episodes:
+        sys.exit(EXIT_EPISODES_FAILED)
+
+
+def _resume_command(ctx: click.Context, job_file: str, job_id: str) -> str:
+    """The command line that finishes `job_id` (with the --store this one was given)."""
+    import shlex
+
+    from . import STORE_KEY
+
+    given = ctx.find_root().ensure_object(dict).get(STORE_KEY)
+    where = f" --store {shlex.quote(str(given))}" if given else ""
+    return f"worldtrace{where} collect {shlex.quote(job_file)} --resume {shlex.quote(job_id)}"
+
+
+def _check_resumable(s, spec, job_file: str, job_id: str) -> None:
+    """`--resume JOB_ID` names a job this store collected from this job file (a job run
+    by `collect`, not a queued one); anything else is one line, exit 1."""
+    from worldtrace.collectors.jobs import JOURNALS, job_dir, parse_attempt_name
+    from worldtrace.collectors.recorder import JOURNAL_SUFFIX
+
+    if s.jobs_db.exists():
+        from worldtrace.collectors.jobstore import open_job_store
+
+        queued = open_job_store(s.jobs_db).job(job_id)
+        if queued is not None and queued["job_id"] == job_id:
+            raise click.ClickException(
+                f"job {job_id} is a queued job: `worldtrace worker` runs it "
+                f"(`worldtrace jobs retry {job_id}` queues its failed episodes again)"
+            )
+    out = job_dir(s.raw, job_id)
+    if "/" in job_id or job_id in ("", ".", "..") or not out.is_dir():
+        raise click.ClickException(
+            f"no job {job_id} in {s.raw / 'collect'}: `collect` prints the job id as it "
+            "starts (`job JOB_ID: N episode(s)`), and the job's directory there has that name"
+        )
+    if job_id.rpartition("-")[0] != spec.name:
+        raise click.ClickException(
+            f"job {job_id} is not a run of {job_file} (its name is {spec.name}, so its job "
+            f"ids are {spec.name}-XXXXXXXX)"
+        )
+    expected = {e.episode_id for e in spec.expand()}
+    found = {
+        parse_attempt_name(p.name)[0]
+        for p in [*out.glob("*.parquet"), *(out / JOURNALS).glob(f"*{JOURNAL_SUFFIX}")]
+    }
+    if found - expected:
+        strange = ", ".join(sorted(found - expected)[:5])
+        raise click.ClickException(
+            f"job {job_id} has episodes {job_file} does not make ({strange}): was the job "
+            "file changed since? --resume needs the job file the job ran from"
+        )
 
 
 def _tool_calls(tools: tuple[str, ...]) -> list[dict]:
@@ -303,7 +374,10 @@ def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) ->
         cfg = parse(SchedulerConfig, config)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    s = Scheduler(job_store(ctx, jobs_url, create=True), config=cfg)
+    skipped = lambda name, last: click.echo(  # noqa: E731
+        f"skipped a run of {name}: its last run {last} has not ended (overlap: skip)"
+    )
+    s = Scheduler(job_store(ctx, jobs_url, create=True), config=cfg, on_skip=skipped)
     announce = lambda job_id: click.echo(f"enqueued {job_id}")  # noqa: E731
     if once:
         for job_id in s.tick():

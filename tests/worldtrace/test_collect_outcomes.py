@@ -1,0 +1,235 @@
+"""`worldtrace collect` tells the truth about how a run ended: the reason of every failed
+attempt, exit status 3 when an episode failed for good, and after an interrupt or a
+SIGKILL a resume command that works (`--resume JOB_ID`). Real CLI, real containers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from worldtrace.schemas import read_records
+
+from ..conftest import wait_until
+
+EXIT_EPISODES_FAILED = 3
+
+
+def wt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["worldtrace", *args], capture_output=True, text=True, env=env)
+
+
+def job_file(tmp_path: Path, job: dict) -> Path:
+    f = tmp_path / f"{job['name']}.yaml"
+    f.write_text(json.dumps(job))
+    return f
+
+
+def published(raw: Path) -> dict[tuple[str, int], object]:
+    return {(t.source.episode_id, t.source.attempt): t for t in read_records(raw)}
+
+
+SHELL_EXITS = "SandboxError: the terminal closed (the shell exited)"
+
+
+@pytest.mark.docker
+def test_failed_attempts_print_their_reason_and_a_failed_episode_exits_3(
+    docker_engine, wt_env, tmp_path
+):
+    """Found: `bad-e0 attempt 1: error (1 turns)` with the reason only in the store, and
+    exit 0 although bad-e0 failed for good (only "every attempt failed" exited 1)."""
+    f = job_file(tmp_path, {
+        "name": "mixed", "sandbox": "terminal", "retries": 1,
+        "tasks": [{"id": "ok", "actions": ["echo hi\n"]},
+                  {"id": "bad", "actions": ["exit\n", "echo never\n"]}],
+    })  # fmt: skip
+    r = wt(wt_env, "collect", str(f))
+    assert r.returncode == EXIT_EPISODES_FAILED, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    for attempt in (1, 2):
+        [line] = [ln for ln in lines if f" bad-e0 attempt {attempt}: error (" in ln]
+        assert f"turns): {SHELL_EXITS}" in line, line
+    assert any(" ok-e0 attempt 1: success (1 turns)  [" in ln for ln in lines), r.stdout
+    assert "2 failed attempts" in lines[-1]
+    assert "1 episode(s) failed for good (every attempt failed" in r.stderr
+    assert r.stderr.rstrip().endswith(": bad-e0"), r.stderr
+    got = published(Path(wt_env["WORLDTRACE_STORE"]) / "raw")
+    assert got[("bad-e0", 2)].outcome.error == SHELL_EXITS  # what was printed is what is kept
+
+
+def test_a_missing_mcp_server_is_named_on_the_attempt_line_and_exits_3(wt_env, tmp_path):
+    f = job_file(tmp_path, {
+        "name": "nomcp", "retries": 0,
+        "sandbox": {"kind": "mcp", "command": ["mcp-server-doesnotexist", "{workdir}"]},
+        "tasks": [{"id": "t", "actions": [{"tool": "read", "arguments": {"path": "x"}}]}],
+    })  # fmt: skip
+    r = wt(wt_env, "collect", str(f))
+    assert r.returncode == EXIT_EPISODES_FAILED, r.stdout + r.stderr
+    [line] = [ln for ln in r.stdout.splitlines() if " t-e0 attempt 1: " in ln]
+    assert "error (0 turns): SandboxError: MCP server command 'mcp-server-doesnotexist' " in line
+    assert "1 episode(s) failed for good" in r.stderr and "t-e0" in r.stderr
+
+
+def test_a_failed_attempt_on_a_terminal_lists_its_reason(wt_env, tmp_path):
+    """On a terminal the attempts are listed after the progress bar: with the reason too."""
+    from ..collectors.test_live_views import Terminal
+
+    f = job_file(tmp_path, {
+        "name": "nomcp", "retries": 0,
+        "sandbox": {"kind": "mcp", "command": ["mcp-server-doesnotexist", "{workdir}"]},
+        "tasks": [{"id": "t", "actions": [{"tool": "read", "arguments": {"path": "x"}}]}],
+    })  # fmt: skip
+    term = Terminal(["worldtrace", "collect", str(f)], wt_env)
+    assert term.wait() == EXIT_EPISODES_FAILED, term.text
+    text = " ".join(term.text.split())  # the terminal may wrap the long line
+    assert "t-e0 attempt 1: error (0 turns): SandboxError: MCP server command" in text, text
+
+
+def slow_job(step_s: float) -> dict:
+    """Two episodes: `a-e0`, one step in flight for `step_s` seconds, then `b-e0`."""
+    return {
+        "name": "slow",
+        "sandbox": "terminal",
+        "tasks": [
+            {"id": "a", "actions": [{"keystrokes": "sleep 600\n", "duration": step_s}]},
+            {"id": "b", "actions": ["echo b\n"]},
+        ],
+    }
+
+
+def started(proc: subprocess.Popen, raw: Path, episode: str) -> str:
+    """The job id `collect` printed first, once `episode` has journaled its start."""
+    first = proc.stdout.readline()
+    m = re.match(
+        r"job (slow-[0-9a-f]{8}): 2 episode\(s\); if it stops, finish it with: (.*)$", first
+    )
+    assert m, first
+    job = m.group(1)
+    journal = raw / "collect" / job / ".journals" / f"{episode}-a1.journal.jsonl"
+    wait_until(lambda: journal.exists() and '"header"' in journal.read_text(), timeout=60,
+               what=f"{episode}'s start")  # fmt: skip
+    return job
+
+
+@pytest.mark.docker
+def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, wt_env, tmp_path):
+    """Found: after `kill -9` the journal stayed forever, gc said `collect` of its job
+    would publish it (a new `collect` makes a new job id: never), and there was no way to
+    resume. Now: the start line prints the resume command; while the run lives a resume
+    is refused and gc says the journal is in progress; after the kill gc names the
+    resume, and the resume publishes the journal (incomplete, with the reason) and runs
+    the episode that never started."""
+    f = job_file(tmp_path, slow_job(step_s=30))  # killed long before the step ends
+    raw = Path(wt_env["WORLDTRACE_STORE"]) / "raw"
+    proc = subprocess.Popen(
+        ["worldtrace", "collect", str(f)], env=wt_env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        job = started(proc, raw, "a-e0")
+        resume = ["collect", str(f), "--resume", job]
+        busy = wt(wt_env, *resume)
+        assert busy.returncode == 1
+        assert f"job {job} is being run by another process" in busy.stderr, busy.stderr
+        journal = raw / "collect" / job / ".journals" / "a-e0-a1.journal.jsonl"
+        dry = wt(wt_env, "gc", "--dry-run", "--no-containers")
+        [line] = [ln for ln in dry.stdout.splitlines() if str(journal) in ln]
+        assert line.startswith("kept") and "an attempt in progress" in line, line
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert journal.exists() and not list((raw / "collect" / job).glob("*.parquet"))
+
+    dry = wt(wt_env, "gc", "--dry-run", "--no-containers")
+    [line] = [ln for ln in dry.stdout.splitlines() if str(journal) in ln]
+    assert f"`worldtrace collect JOB_FILE --resume {job}` publishes it as it stands" in line
+
+    r = wt(wt_env, *resume)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith(f"job {job}: 2 episode(s)")
+    assert (
+        " a-e0 attempt 1: incomplete (0 turns): collector stopped before the episode ended  "
+        "[published from the journal a stopped run left]"
+    ) in r.stdout
+    assert " b-e0 attempt 1: success (1 turns)" in r.stdout
+    assert "2 trajectories (0 failed attempts, 1 incomplete)" in r.stdout
+    got = published(raw)
+    assert sorted(got) == [("a-e0", 1), ("b-e0", 1)]
+    assert {t.source.job_id for t in got.values()} == {job}
+    assert not list((raw / "collect" / job / ".journals").iterdir())
+    again = wt(wt_env, *resume)  # nothing is left: nothing runs, nothing is published twice
+    assert again.returncode == 0 and "0 trajectories" in again.stdout, again.stdout
+    # the killed run could not remove its containers (`gc` would: their owner is gone;
+    # here only ours go, other tests' may be running)
+    for c in docker_engine.containers.list(
+        all=True, filters={"label": f"worldtrace.owner.pid={proc.pid}"}
+    ):
+        c.remove(force=True)
+
+
+@pytest.mark.docker
+def test_ctrl_c_prints_a_resume_command_that_finishes_the_job(docker_engine, wt_env, tmp_path):
+    """Found: `[interrupted: run the job id again to finish]`, but `collect JOB_ID` is no
+    file and the job file again makes a new job id."""
+    f = job_file(tmp_path, slow_job(step_s=3))
+    raw = Path(wt_env["WORLDTRACE_STORE"]) / "raw"
+    proc = subprocess.Popen(
+        ["worldtrace", "collect", str(f)], env=wt_env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    job = started(proc, raw, "a-e0")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    command = f"worldtrace collect {f} --resume {job}"
+    assert (
+        f"interrupted: a-e0 attempt 1 was published as it stood (incomplete, kept as that "
+        f"episode's attempt); 1 episode(s) not run; run them with: {command}"
+    ) in err, err
+    assert published(raw).keys() == {("a-e0", 1)}
+
+    r = subprocess.run(shlex.split(command), capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = published(raw)
+    assert sorted(got) == [("a-e0", 1), ("b-e0", 1)]
+    assert got[("a-e0", 1)].outcome.status == "incomplete"
+    assert got[("b-e0", 1)].outcome.status == "success"
+    assert "1 trajectories (0 failed attempts)" in r.stdout  # a-e0 is not run again
+
+
+def test_resume_refuses_a_job_it_cannot_finish(store, wt_env, tmp_path):
+    """Each refusal is one line naming why (exit 1), or a usage error (exit 2)."""
+    env = {**wt_env, "WORLDTRACE_STORE": str(store.root)}
+    f = job_file(tmp_path, slow_job(step_s=1))
+    r = wt(env, "collect", str(f), "--resume", "slow-0123abcd")
+    assert r.returncode == 1 and "no job slow-0123abcd in " in r.stderr, r.stderr
+    (store.raw / "collect" / "other-0123abcd").mkdir(parents=True)
+    r = wt(env, "collect", str(f), "--resume", "other-0123abcd")
+    assert r.returncode == 1
+    assert f"job other-0123abcd is not a run of {f} (its name is slow" in r.stderr, r.stderr
+    (store.raw / "collect" / "slow-0123abcd").mkdir()
+    (store.raw / "collect" / "slow-0123abcd" / "x-e0-a1.parquet").write_bytes(b"")
+    r = wt(env, "collect", str(f), "--resume", "slow-0123abcd")
+    assert r.returncode == 1 and "has episodes" in r.stderr and "(x-e0)" in r.stderr
+    sub = wt(env, "jobs", "submit", str(f))
+    assert sub.returncode == 0, sub.stderr
+    queued = re.search(r"slow-[0-9a-f]{8}", sub.stdout).group(0)
+    r = wt(env, "collect", str(f), "--resume", queued)
+    assert r.returncode == 1 and f"job {queued} is a queued job" in r.stderr, r.stderr
+    r = wt(env, "collect", "--sandbox", "docker", "--keys", "ls\\n", "--resume", "slow-0123abcd")
+    assert r.returncode == 2 and "--resume JOB_ID finishes a job of a JOB_FILE" in r.stderr
+
+
+@pytest.mark.docker
+def test_a_quick_run_that_fails_says_why_and_offers_no_resume(docker_engine, wt_env):
+    """A quick --sandbox run has no job file to resume from: its start line offers none."""
+    r = wt(wt_env, "collect", "--sandbox", "docker", "--keys", "exit\\n", "--keys", "ls\\n")
+    assert r.returncode == EXIT_EPISODES_FAILED, r.stdout + r.stderr
+    first, *rest = r.stdout.splitlines()
+    assert re.fullmatch(r"job quick-terminal-[0-9a-f]{8}: 1 episode\(s\)", first), first
+    assert sum(f"): {SHELL_EXITS}  [" in ln for ln in rest) == 2, r.stdout  # retries: 1
+    assert "1 episode(s) failed for good" in r.stderr and "quick-e0" in r.stderr
