@@ -367,10 +367,22 @@ def jobs_view(store, lease_s: float = 120.0):
 
 
 def watch(store, interval: float) -> None:
-    """`jobs list --watch`: the tables, refreshed every `interval` seconds until Ctrl-C."""
+    """`jobs list --watch`: the tables, refreshed every `interval` seconds until Ctrl-C.
+    Off a terminal (a file, a pipe) each refresh is printed whole after a time line, as
+    `jobs list` prints its tables: a live view there was squeezed to 80 columns, ids cut."""
+    import sys
+
     from rich.live import Live
 
+    from worldtrace.output import print_table
+
     try:
+        if not sys.stdout.isatty():
+            while True:
+                click.echo(f"-- {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
+                print_table(jobs_view(store))
+                sys.stdout.flush()
+                time.sleep(interval)  # the refresh period
         with Live(jobs_view(store), refresh_per_second=4, screen=False) as live:
             while True:
                 time.sleep(interval)  # the refresh period of a live view

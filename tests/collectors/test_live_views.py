@@ -75,3 +75,24 @@ def test_jobs_list_watch_refreshes_until_ctrl_c(store, wt_env):
     wait_until(lambda: job_id in term.text, what="a refreshed frame with the new job")
     term.proc.send_signal(signal.SIGINT)
     assert term.wait() == 0
+
+
+def test_jobs_list_watch_off_a_terminal_prints_whole_tables(store, wt_env, tmp_path):
+    """Found: `jobs list --watch > watch.log` squeezed the live view to 80 columns: ids
+    cut (`sched-term-f3f`), status and count columns empty."""
+    js = open_job_store(store.jobs_db)
+    name = "a-job-name-long-enough-that-eighty-columns-cannot-hold-its-row"
+    job_id = js.submit(
+        JobSpec.from_dict({"name": name, "tasks": [{"id": "t", "actions": ["ls\n"]}]})
+    )
+    log = tmp_path / "watch.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(["worldtrace", "jobs", "list", "--watch", "--interval", "0.2"],
+                                env=wt_env, stdout=out, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        wait_until(lambda: log.read_text().count("UTC") >= 2, what="two refreshes")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    frames = log.read_text().split("-- ")[1:]
+    for frame in frames[:2]:
+        row = next(line for line in frame.splitlines() if job_id in line)
+        assert "queued" in row and name in row, frame
