@@ -192,3 +192,18 @@ class ConfigCommand(click.Command):
     @params.setter
     def params(self, value: list[click.Parameter]) -> None:
         self._params = value
+
+
+def option_error(exc: Exception) -> click.UsageError:
+    """A ConfigError from parsing `options_from` values, as a usage error naming each
+    option as typed (`--concurrency: ...`, not the config field `concurrency: ...`)."""
+    problems = getattr(exc, "problems", None)
+    if not problems:
+        return click.UsageError(str(exc))
+    lines = [
+        f"--{p.path[0].replace('_', '-')}: {p.message}"
+        if len(p.path) == 1 and isinstance(p.path[0], str)
+        else str(p)
+        for p in problems
+    ]
+    return click.UsageError("\n".join(lines))

@@ -137,3 +137,13 @@ def test_submit_registers_the_schedule_and_list_shows_it(store, tmp_path):
     assert [j["name"] for j in js.jobs()] == ["hourly"]
     assert "every 1h" in run("jobs", "list").stdout
     assert run("jobs", "unschedule", "hourly").exit_code == 0 and js.schedules() == []
+
+
+def test_a_bad_option_value_names_the_option_as_typed(store):
+    """Found: `worker --concurrency 0` said `concurrency: Input should be ...`, the config
+    field, not the option the user typed."""
+    run = lambda *a: CliRunner().invoke(cli, ["--store", str(store.root), *a])  # noqa: E731
+    r = run("worker", "--concurrency", "0")
+    assert r.exit_code == 2 and "Error: --concurrency: Input should be greater" in r.output
+    r = run("scheduler", "--once", "--poll", "0")
+    assert r.exit_code == 2 and "Error: --poll: Input should be greater than 0" in r.output

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from worldtrace.options import ConfigCommand, options_from
+from worldtrace.options import ConfigCommand, option_error, options_from
 
 from . import EXIT_PROBLEMS, store, store_path
 
@@ -338,7 +338,7 @@ def worker(ctx: click.Context, jobs_url: str | None, **config) -> None:
     try:
         cfg = parse(WorkerConfig, config)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise option_error(exc) from None
     w = Worker(
         job_store(ctx, jobs_url, create=True),
         store(ctx, create=True).raw,
@@ -373,7 +373,7 @@ def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) ->
     try:
         cfg = parse(SchedulerConfig, config)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise option_error(exc) from None
     skipped = lambda name, last: click.echo(  # noqa: E731
         f"skipped a run of {name}: its last run {last} has not ended (overlap: skip)"
     )
