@@ -98,7 +98,8 @@ STATS_SECTIONS = (
     Section("jobs", "jobs", """
         SELECT status, count(*) AS jobs, sum(episodes) AS episodes, sum(succeeded) AS succeeded,
                round(sum(succeeded) / nullif(sum(episodes), 0), 4) AS success_rate
-        FROM jobs GROUP BY status ORDER BY status"""),
+        FROM jobs GROUP BY status ORDER BY status""",
+        empty="no queued job (`jobs submit`); what `collect` ran is in raw_trajectories by job_id"),
 )  # fmt: skip
 
 
