@@ -43,6 +43,15 @@ PROMPT = "user@sandbox:\\w$ "
 PROMPT_BYTES = b"user@sandbox:"
 PROMPT_RE = re.compile(rb"user@sandbox:[^\n]*\$ $")
 PROMPT_LINE_RE = re.compile(r"^user@sandbox:.*\$ $")
+INTERRUPTED = b"^C"
+"""How the terminal answers a C-c, before the prompt it brings back: the line discipline
+echoes it (echoctl) while a command runs, and bash's readline and busybox's line editor
+print it when the C-c reaches them at the prompt."""
+TRUNCATED = b"\r\n[output truncated]\r\n"
+ANSWER_WAIT = 1.0
+"""Seconds a C-c sent to stop a flood may go unanswered before it is sent again (the
+last of `C_C_SENDS` is waited for 10 s)."""
+C_C_SENDS = 4
 TOOLS = ("bash", "sh", "python3", "git", "curl", "vim", "nano", "gcc", "make", "pip3", "node")
 ACTION_SPACE = [
     ToolSpec(
@@ -180,9 +189,13 @@ class TerminalSandbox(Unpicklable):
         api = self.container.client.api
         d, c = self.config.docker, self.config
         env = {"PS1": PROMPT, "TERM": c.term, "HOME": d.workdir, "PAGER": "cat", **session.env}
+        # The pty gets its size before the shell starts: resized under a shell already at
+        # its prompt (exec_resize can only follow exec_start), busybox's line editor
+        # redraws the prompt, and that late prompt would end the first step before its keys.
+        sized = f'stty rows {c.rows} cols {c.cols} 2>/dev/null; exec "$@"'
         ex = api.exec_create(
             self.container.id,
-            shell,
+            ["sh", "-c", sized, "sh", *shell],
             stdin=True,
             tty=True,
             environment=env,
@@ -223,15 +236,35 @@ class TerminalSandbox(Unpicklable):
 
     def _read_until_prompt(self, duration: float) -> tuple[bool, bool, bytes, int]:
         """Feed the screen for at most `duration` seconds or until a prompt is back:
-        (prompt returned, truncated, the raw bytes kept, raw bytes received)."""
+        (prompt returned, truncated, the raw bytes kept, raw bytes received).
+
+        Output over the cap is dropped and a C-c sent; the step then ends at the prompt
+        that follows the C-c's own answer (`^C`), not at the first prompt: a command that
+        ended by itself before the C-c arrived printed a prompt already, and the C-c then
+        answers on it with `^C` and a new prompt, which must not land in the next step
+        (nor the C-c on its keys). Bash is racy around its prompt: hit by the C-c just
+        before its readline takes over, it shows the prompt but keeps the interrupt and
+        throws away the next keys it reads; hit while readline draws the prompt, it prints
+        `^C` and the new prompt only once more keys come. So once the first C-c is
+        answered a second one is sent at the prompt (where it clears such a kept
+        interrupt, or just gets `^C` and a prompt), and a C-c unanswered for `ANSWER_WAIT`
+        seconds is sent again (at most `C_C_SENDS` in all)."""
         cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
         deadline = time.monotonic() + duration
         raw, received, size = bytearray(), 0, 0
         truncated = prompted = False
+        sent = answered = 0  # C-c sent after the cut, and their ^C seen
         tail = b""
         while True:
             left = deadline - time.monotonic()
+            if left <= 0 and truncated and sent < C_C_SENDS:
+                sent, tail = sent + 1, b""
+                self._sock.sendall(KEYS["C-c"])
+                deadline = time.monotonic() + (ANSWER_WAIT if sent < C_C_SENDS else 10)
+                continue
             if left <= 0:
+                if truncated:
+                    self.term.feed(TRUNCATED)
                 return False, truncated, bytes(raw), received
             data = self._recv(left)
             if not data:
@@ -239,16 +272,23 @@ class TerminalSandbox(Unpicklable):
             received += len(data)
             raw += data[: max(raw_cap - len(raw), 0)]
             seen, tail = tail + data, (tail + data)[-256:]
-            if truncated:  # draining a flood after C-c: only the prompt's return matters
+            if truncated:  # draining a flood after our C-c: see its answer, then the prompt
+                while answered < sent and (at := seen.find(INTERRUPTED)) >= 0:
+                    answered, seen = answered + 1, seen[at + len(INTERRUPTED) :]
+                if answered < sent:  # a prompt before the ^C is not the C-c's answer:
+                    tail = seen[-1:]  # the command ended by itself first (keep a "^")
+                    continue
+                tail = seen[-256:]
                 if PROMPT_RE.search(ANSI_RE.sub(b"", tail)):
-                    self.term.feed(b"\r\n[output truncated]\r\n" + tail[tail.rfind(PROMPT_BYTES) :])
+                    if answered < 2:  # a second C-c, at a prompt: clears an interrupt
+                        deadline = 0  # bash may still hold (see the doc)
+                        continue
+                    self.term.feed(TRUNCATED + tail[tail.rfind(PROMPT_BYTES) :])
                     return True, True, bytes(raw), received
                 continue
             if size + len(data) > cap:
                 self.term.feed(data[: cap - size])
-                truncated, tail = True, b""
-                self._sock.sendall(KEYS["C-c"])
-                deadline = max(deadline, time.monotonic() + 10)
+                truncated, deadline = True, 0  # the C-c is sent at the top of the loop
                 continue
             size += len(data)
             self.term.feed(data)

@@ -85,3 +85,20 @@ def test_clear_colour_and_long_output_in_a_real_shell(term):
     o = term.step(keystrokes(f"echo {'z' * 150}\n"))
     assert o.text.splitlines()[1] == "z" * 150  # wrapped at 80 columns on screen, one line here
     assert term.describe()["initial_state"].splitlines()[3] == "Terminal: xterm, 80x24"
+
+
+@pytest.mark.docker
+def test_first_turn_answers_its_own_keys_in_busybox(docker_engine):
+    """The pty has its size before the shell starts: sized under a shell at its prompt,
+    busybox's line editor redrew the prompt, and that late prompt ended the first step
+    before its keys were echoed (1 episode in 10): every turn then answered the one before."""
+    s = TerminalSandbox(
+        TerminalConfig(docker=DockerConfig(image="worldtrace/busybox:latest", step_timeout=20))
+    )
+    try:
+        for i in range(30):
+            s.reset(TaskSpec("t"))
+            o = s.step(keystrokes(f"echo first{i}; stty size\n", duration=5))
+            assert o.text == f"echo first{i}; stty size\nfirst{i}\n24 80\nuser@sandbox:~$ ", i
+    finally:
+        s.close()
