@@ -15,8 +15,9 @@ episode to record (`_open_start`; docs/web.md lists the cases).
 
 Every episode gets a fresh browser context (cookies and storage reset; optionally a
 storage-state file to start logged in). Requests outside the allowed origins are
-aborted by a route handler and listed in the state (`blocked`). Environment failures
-(HTTP error status, failed navigation, blank or CAPTCHA-like page, crashed tab) are
+stopped, by a route handler and, for what it never sees (a redirect's next hop, a
+WebSocket), by the context's proxy, and listed in the state (`blocked`). Environment
+failures (HTTP error status, failed navigation, blank or CAPTCHA-like page, crashed tab) are
 reported in `env_failure`, and a turn that changed neither URL nor tree has
 `changed = False`, for the pipeline's GUI filters.
 
@@ -42,7 +43,7 @@ from worldtrace.schemas.parsing import configclass
 from .aio import AsyncTimeout
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
 from .web_axtree import BID_ATTR, TreeOptions, flatten, mark_frames, page_axtree, unmark_frames
-from .web_browser import BrowserConfig, shared_host
+from .web_browser import BrowserConfig, Refuser, shared_host
 from .web_spec import (
     ACTION_SPACE,
     TOOLS,
@@ -51,6 +52,7 @@ from .web_spec import (
     load_error,
     origin_of,
     playwright_error,
+    proxy_bypass,
     render,
 )
 
@@ -132,6 +134,9 @@ settle's own start, it was observed half done. A document without a recorder (th
 script did not run or failed: none seen, new tabs and popups included) gets one here,
 and only changes from now on count, as before. At most SETTLE_MAX_MS on a page that
 never stops changing; 100 ms for a tab that does not render."""
+POPUP_GRACE_S = 0.5
+"""How long a step whose navigation the proxy refused waits for Playwright to report a
+tab Chromium opened, before taking it for a popup that never loaded (`_close_unborn`)."""
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 """Observation fields of GUI kinds this schema version has; the rest ride in state_json."""
 
@@ -173,7 +178,8 @@ class WebConfig:
     """Start page for tasks that do not name one (`url` in the task)."""
     allowed_origins: tuple[Annotated[str, AfterValidator(_origin)], ...] = ()
     """scheme://host:port the pages may load from; empty = the origin of the start page.
-    Every other request is aborted and listed in the state as `blocked`."""
+    Every other request is stopped (a redirect's next hop too: docs/web.md) and listed
+    in the state as `blocked`."""
     viewport: Viewport = field(default_factory=Viewport)
     locale: str = "en-US"
     storage_state: Annotated[str | None, AfterValidator(_file)] = None
@@ -221,14 +227,19 @@ class WebSandbox(Unpicklable):
         self.config = config or WebConfig()
         self.host = shared_host(self.config.browser)
         self.blocked: list[str] = []
-        """Every URL the route handler aborted, over the sandbox's life."""
+        """Every URL outside the allowed origins a page asked for (and did not get), over
+        the sandbox's life."""
         self.requests: list[str] = []
         """Every requested URL (with `record_requests`)."""
         self._ctx = None
         self._page = None
         self._origins: tuple[str, ...] = ()
+        self._outside_re: re.Pattern | None = None
+        self._refuser = Refuser(self._refused)
         self._crashed: set = set()
         self._blocked_nav: str | None = None
+        self._refused_nav: str | None = None
+        """The last navigation the proxy refused in this step (it cannot tell the tab)."""
         self._step_blocked: list[str] = []
         self._last: tuple[str, str] | None = None
         self._initial = ""
@@ -262,6 +273,7 @@ class WebSandbox(Unpicklable):
             raise SandboxError("no start page: set the sandbox's start_url or the task's url")
         self._url = url
         self._origins = self.config.allowed_origins or (origin_of(url),)
+        self._outside_re = self._outside()
         self._run(self._close_context(), "closing the last episode")
         obs = self._run(self._reset(url), f"loading {url}")
         self._initial = obs.text
@@ -271,17 +283,22 @@ class WebSandbox(Unpicklable):
         browser = await self.host.browser()
         self._version = browser.version
         c = self.config
+        # The route handler is never asked about a redirect's next hop or a WebSocket:
+        # the proxy refuses every request the bypass list (the allowed origins) does not
+        # name, at Chromium's network stack, so nothing else can leave the context.
+        proxy = {"server": await self._refuser.url(), "bypass": proxy_bypass(self._origins)}
         self._ctx = ctx = await browser.new_context(
             viewport={"width": c.viewport.width, "height": c.viewport.height},
             locale=c.locale,
             storage_state=c.storage_state,
             service_workers="block",  # a worker's fetches would bypass the route handler
             accept_downloads=False,
+            proxy=proxy,
         )
         ctx.set_default_timeout(c.action_timeout * 1000)
         ctx.set_default_navigation_timeout(c.navigation_timeout * 1000)
         await ctx.add_init_script(INIT_JS)  # before any page: every document records
-        await ctx.route(self._outside(), self._block)
+        await ctx.route(self._outside_re, self._block)
         if c.record_requests:
             ctx.on("request", lambda r: self.requests.append(r.url))
         self._inflight, self._net_event = {}, asyncio.Event()
@@ -295,7 +312,8 @@ class WebSandbox(Unpicklable):
         self._page = await ctx.new_page()
         info = await (await self._cdp(self._page)).send("Target.getTargetInfo")
         self._ctx_id = info["targetInfo"].get("browserContextId")
-        self._step_blocked, self._blocked_nav = [], None  # not the last episode's
+        # not the last episode's
+        self._step_blocked, self._blocked_nav, self._refused_nav = [], None, None
         await self._open_start(url)
         return await self._observe("")
 
@@ -310,13 +328,18 @@ class WebSandbox(Unpicklable):
 
         if origin_of(url) not in self._origins:
             raise failed(f"outside the allowed origins ({', '.join(self._origins)})")
+        outside = "it redirected outside the allowed origins, to {}"
         try:
             response = await self._page.goto(url)
         except Exception as exc:
             await self._alive()
             if type(exc).__module__.split(".")[0] != "playwright":
                 raise
+            if self._blocked_nav:  # the redirect's hop got the proxy's 204: ERR_ABORTED
+                raise failed(outside.format(self._blocked_nav)) from None
             raise failed(load_error(exc)) from None
+        if self._blocked_nav:
+            raise failed(outside.format(self._blocked_nav))
         if self._page.url.startswith("chrome-error://"):
             raise failed(f"Chromium's error page ({self._page.url})")
         if response is not None and response.status >= 500:
@@ -333,15 +356,39 @@ class WebSandbox(Unpicklable):
         await self._alive()  # never relaunch a dead browser in the middle of an episode
         browser_cdp = await self.host.browser_session()
         infos = (await browser_cdp.send("Target.getTargets"))["targetInfos"]
-        ours = sum(t["type"] == "page" and t.get("browserContextId") == self._ctx_id for t in infos)  # fmt: skip
+        ours = [t for t in infos if t["type"] == "page" and t.get("browserContextId") == self._ctx_id]  # fmt: skip
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.navigation_timeout
-        while len(self._ctx.pages) < ours and loop.time() < deadline:
+        start = loop.time()
+
+        def deadline() -> float:  # a tab whose first navigation was refused is no Page
+            return start + (POPUP_GRACE_S if self._refused_nav else self.config.navigation_timeout)  # fmt: skip
+
+        while len(self._ctx.pages) < len(ours) and loop.time() < deadline():
             self._page_event.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._page_event.wait(), deadline - loop.time())
+                await asyncio.wait_for(self._page_event.wait(), deadline() - loop.time())
+        if self._refused_nav and len(self._ctx.pages) < len(ours):
+            await self._close_unborn(browser_cdp, ours)
+
+    async def _close_unborn(self, browser_cdp, ours: list[dict]) -> None:
+        """Close the tabs Playwright never reports: a popup whose first navigation the
+        proxy refused (its 204 keeps it on the initial empty document, and Playwright
+        reports a popup once a navigation commits). The navigation was blocked, as one
+        in an open tab is: the tab that was active stays active."""
+        known = set()
+        for page in self._ctx.pages:
+            info = await (await self._cdp(page)).send("Target.getTargetInfo")
+            known.add(info["targetInfo"]["targetId"])
+        for t in ours:
+            if t["targetId"] not in known and t.get("url", "") in ("", "about:blank"):
+                with contextlib.suppress(Exception):
+                    await browser_cdp.send("Target.closeTarget", {"targetId": t["targetId"]})
+                self._blocked_nav = self._blocked_nav or self._refused_nav
 
     def _on_request(self, request) -> None:
+        redirected = request.redirected_from is not None  # the proxy refuses and records it
+        if redirected and self._outside_re.match(request.url) and self._top_navigation(request):
+            self._blocked_nav = request.url
         try:
             page = request.frame.page
         except Exception:  # no frame: a (blocked) service worker's, or a popup's first
@@ -386,11 +433,30 @@ class WebSandbox(Unpicklable):
         local = "|".join(re.escape(s) for s in LOCAL_SCHEMES)
         return re.compile(rf"^(?!(?:{allowed})(?:[/?#]|$))(?!{local})")
 
+    def _record(self, url: str) -> None:
+        """A request outside the allowed origins was stopped: by the route handler, or by
+        the context's proxy (`Refuser`: a redirect's next hop, a WebSocket)."""
+        self.blocked.append(url)
+        self._step_blocked.append(url)
+
+    def _refused(self, url: str, navigation: bool) -> None:
+        self._record(url)
+        if navigation:
+            self._refused_nav = url
+            if self._page_event is not None:
+                self._page_event.set()  # `_popups` waits less for a tab now
+
+    @staticmethod
+    def _top_navigation(request) -> bool:
+        try:
+            return request.is_navigation_request() and request.frame.parent_frame is None
+        except Exception:  # no frame (a worker's request)
+            return False
+
     async def _block(self, route) -> None:
         req = route.request
-        self.blocked.append(req.url)
-        self._step_blocked.append(req.url)
-        if req.is_navigation_request() and req.frame.parent_frame is None:
+        self._record(req.url)
+        if self._top_navigation(req):
             self._blocked_nav = req.url
             await route.fulfill(status=204)  # "No Content": the tab stays where it was
         else:
@@ -400,6 +466,7 @@ class WebSandbox(Unpicklable):
         """Close the episode's context (the shared browser stays up for the next one)."""
         if not self.host.runner.loop.is_closed():
             self._run(self._close_context(), "closing the context")
+            self.host.runner.loop.call_soon_threadsafe(self._refuser.close)
 
     async def _close_context(self) -> None:
         ctx, self._ctx, self._page = self._ctx, None, None
@@ -413,7 +480,7 @@ class WebSandbox(Unpicklable):
         return self._run(self._step(action), f"the action {action.name}")
 
     async def _step(self, action: Action) -> Observation:
-        self._step_blocked, self._blocked_nav = [], None
+        self._step_blocked, self._blocked_nav, self._refused_nav = [], None, None
         tool = TOOLS.get(action.name or "") if action.kind == "tool_call" else None
         try:
             args = json.loads(action.arguments_json or "{}")
@@ -435,9 +502,9 @@ class WebSandbox(Unpicklable):
             if type(exc).__module__.split(".")[0] != "playwright":
                 raise
             error = playwright_error(exc)
-        if self._blocked_nav and not error:
-            error = f"Error: navigation to {self._blocked_nav} was blocked (outside the allowed origins)"  # fmt: skip
         await self._popups()
+        if self._blocked_nav and (not error or "net::ERR_ABORTED" in error):
+            error = f"Error: navigation to {self._blocked_nav} was blocked (outside the allowed origins)"  # fmt: skip
         pages = self._ctx.pages
         if len(pages) > pages_before:  # a popup opened: it is the active tab now
             self._page = pages[-1]

@@ -7,6 +7,11 @@ threads share the loop, the driver and the browser (Chromium's start is the domi
 cost of a short episode). The sync API would need its own greenlet thread per
 sandbox and has no per-call deadline. A browser that crashed or was killed is launched
 again by the next `browser()` call; the episode that saw it die fails (SandboxError).
+
+Every context a sandbox opens sends what is outside its allowed origins to the
+sandbox's `Refuser`, a loopback proxy that forwards nothing: the boundary that holds
+where Playwright's route handler is never asked (a redirect's next hop, a WebSocket, a
+preconnect; docs/web.md).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import atexit
 import contextlib
 import threading
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import Field
@@ -29,14 +35,81 @@ LAUNCH_ARGS = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    "--disable-features=AutofillServerCommunication",
 )
-"""Debian's Chromium as a headless collector: no background traffic of its own."""
+"""Debian's Chromium as a headless collector: no background traffic of its own (the
+autofill service asks Google about every form a page shows: through a context's proxy
+it would be listed as the page's blocked requests)."""
 NO_NAME_RESOLUTION = (
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.*, EXCLUDE [::1]"
 )
 """Chromium resolves no host name (IP literals and localhost still load): a page, the
 link predictor or a background service can then reach no host by name, not even
 with a DNS query."""
+NO_CONTENT = b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"
+NO_TUNNEL = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+def refused(head: bytes) -> tuple[str, bool]:
+    """(URL, whether a document navigation) of a request to the refusing proxy: the
+    target of an http request (`ws://` for a WebSocket's upgrade), `https://host:port`
+    for a CONNECT (an https or wss request: its path is inside the tunnel). A navigation
+    says so in `Sec-Fetch-Dest: document`, or, to a host not potentially trustworthy
+    (no Sec-Fetch headers), in `Upgrade-Insecure-Requests` (frames' too)."""
+    lines = head.decode("latin-1").split("\r\n")
+    method, _, rest = lines[0].partition(" ")
+    target = rest.rpartition(" ")[0] or rest
+    if method == "CONNECT":
+        return f"https://{target}", False
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip().lower()
+    if headers.get("upgrade") == "websocket" and target.startswith("http:"):
+        return "ws" + target[4:], False
+    dest = headers.get("sec-fetch-dest")
+    return target, dest == "document" or (dest is None and "upgrade-insecure-requests" in headers)
+
+
+class Refuser:
+    """A loopback HTTP proxy that forwards nothing: a context sends it every request its
+    bypass list (the allowed origins) does not name, and Chromium's network stack obeys
+    the proxy for every request, a redirect's next hop, a WebSocket and a preconnect
+    included (Playwright's route handler is never asked about those). It answers
+    `204 No Content` to a request for an http URL (a navigation that gets it does not
+    happen: the tab stays, as with the route handler's 204; a subresource gets nothing)
+    and `403` to a CONNECT (Chromium fails the https or wss request), and calls
+    `refused(url, navigation)` first, on the loop thread. One per sandbox, so what it refused is
+    that sandbox's."""
+
+    def __init__(self, refused: Callable[[str, bool], None]):
+        self.refused = refused
+        self._server: asyncio.Server | None = None
+
+    async def url(self) -> str:
+        """`http://127.0.0.1:<port>`, listening from the first call on."""
+        if self._server is None:
+            self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Then the rest of the request (a body) is read until the browser closes, so
+        that unread bytes do not turn the close into a reset racing the answer."""
+        with contextlib.suppress(Exception):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            self.refused(*refused(head))
+            writer.write(NO_TUNNEL if head.startswith(b"CONNECT ") else NO_CONTENT)
+            await writer.drain()
+            writer.write_eof()
+            async with asyncio.timeout(2):
+                while await reader.read(65536):
+                    pass
+        writer.close()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
 
 
 @configclass

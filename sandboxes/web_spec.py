@@ -33,6 +33,26 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc.lower()}"
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def proxy_bypass(origins: tuple[str, ...] | list[str]) -> str:
+    """Chromium's proxy bypass list for a context that may reach only `origins` (the
+    context's proxy refuses everything else, redirects included: `WebSandbox._reset`).
+    Each origin is one rule for its scheme and one for its WebSocket scheme, with the
+    port written out (a rule without one would match every port). `<-loopback>` first:
+    Chromium never proxies loopback hosts otherwise, and the sites are on loopback."""
+    rules = ["<-loopback>"]
+    for origin in origins:
+        parts = urlsplit(origin)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        port = parts.port or DEFAULT_PORTS[parts.scheme]
+        socket = "ws" if parts.scheme == "http" else "wss"
+        rules += [f"{parts.scheme}://{host}:{port}", f"{socket}://{host}:{port}"]
+    return ",".join(rules)
+
+
 def _tool(name: str, doc: str, props: dict[str, Any], required: tuple[str, ...] = ()) -> ToolSpec:
     schema = {"type": "object", "properties": props, "required": list(required)}
     return ToolSpec(name, doc, {**schema, "additionalProperties": False})
