@@ -205,6 +205,9 @@ def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobRe
                     result.interrupted = True
                     emit("interrupted", episode=episode.episode_id, attempt=attempt, trajectory=t)
                     return result
+                finally:
+                    if getattr(sandbox, "close_between_episodes", False):
+                        sandbox.close()  # another collect's episode may wait for the device
                 t = keep(journal, episode.episode_id, attempt)
                 failed = t.outcome.status == "error"
                 result.failed_attempts += failed

@@ -13,6 +13,12 @@ from the adb server, or a server that stops answering, is infrastructure: the st
 raises and the attempt fails with that reason. After every action the hierarchy is
 dumped until `stable_dumps` consecutive dumps agree (animations settle); a turn whose
 screen, app state and keyboard are unchanged is marked `changed = False`.
+
+One episode at a time on a device: from its first reset until `close()` a sandbox holds
+an exclusive lock on its device (adb server host:port and serial; `android_device.
+hold_device`), across the threads and processes of this host. Another sandbox's reset
+waits for it up to `lock_timeout` (the wait is in `describe()["config"]["device_wait_s"]`),
+then fails the attempt naming the holder's pid.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import threading
 import time
+import weakref
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
@@ -53,6 +61,9 @@ class AndroidConfig:
     """Device port of the uiautomator2 server."""
     timeout: Annotated[float, Field(gt=0, le=600)] = 30.0
     """Seconds any one device call may stay silent before the attempt fails."""
+    lock_timeout: Annotated[float, Field(ge=0, le=86_400)] = 600.0
+    """Seconds a reset waits while another episode (a thread or a process of this host)
+    holds the device; then the attempt fails saying so (0: fail at once)."""
     launch_timeout: Annotated[float, Field(gt=0, le=600)] = 15.0
     """Seconds a reset waits for the task's app to come to the front."""
     settle_timeout: Annotated[float, Field(ge=0, le=60)] = 3.0
@@ -96,6 +107,13 @@ def observation(text: str, state: dict[str, Any], *, changed: bool | None, env_f
     )
 
 
+_HOLDERS: dict[str, tuple[int, weakref.ref[AndroidSandbox]]] = {}
+"""Device key -> the thread and sandbox of this process holding it. A thread runs one
+episode at a time, so a sandbox of the thread that holds the device is idle: a reset in
+that thread (a worker slot keeps a sandbox per job) closes it instead of waiting for it."""
+_HOLDERS_LOCK = threading.Lock()
+
+
 class DeviceOffline(Exception):
     """adb lists the device as offline (an environment failure, recorded as such)."""
 
@@ -107,6 +125,10 @@ class AndroidSandbox(Unpicklable):
     task_class = AndroidTask
     action_kinds = ("tool_call",)
     explorer = "worldtrace.sandboxes.android_explorer:AndroidExplorer"
+    close_between_episodes = True
+    """It holds its device until `close()` (and a reset after close reconnects): a runner
+    that keeps a sandbox across episodes closes it after each, so that another runner's
+    episode waiting for the device gets it."""
 
     @classmethod
     def static_action_space(cls, config: AndroidConfig) -> list[ToolSpec]:
@@ -115,6 +137,8 @@ class AndroidSandbox(Unpicklable):
     def __init__(self, config: AndroidConfig | None = None):
         self.config = config or AndroidConfig()
         self._conn = None
+        self._lock = None  # android_device.DeviceLock, from the first reset until close
+        self._waited = 0.0
         self._ids = NodeIds()
         self._nodes: dict[int, Node] = {}
         self._state = AppState(None, None, False)
@@ -165,11 +189,15 @@ class AndroidSandbox(Unpicklable):
 
     # -- lifecycle -----------------------------------------------------------------------
     def reset(self, task: TaskSpec) -> Observation:
+        self._waited = 0.0
         if self._conn is None:
-            from .android_device import connect
+            from .android_device import client, connect, pick_serial
 
             c = self.config
-            self._conn = connect(c.adb, c.serial, c.u2_port, c.timeout)
+            adb = client(c.adb, c.timeout)
+            serial = pick_serial(adb, c.serial)
+            self._hold(adb.address, serial)
+            self._conn = connect(adb, serial, c.u2_port)
         params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
         self._ids, self._last, self._nodes = NodeIds(), None, {}
         try:
@@ -190,6 +218,33 @@ class AndroidSandbox(Unpicklable):
             f"Installed apps (third-party): {third or 'none'}\n\n{obs.text}"
         )
         return obs
+
+    def _hold(self, address: str, serial: str) -> None:
+        """The device to ourselves before anything touches it (kept until `close`)."""
+        from .android_device import device_key, hold_device
+
+        key = device_key(address, serial)
+        if self._lock is not None and self._lock.key == key:
+            return
+        self._release()  # the only online device changed since the last reset
+        with _HOLDERS_LOCK:
+            thread, ref = _HOLDERS.get(key, (None, None))
+        other = ref() if ref is not None else None
+        if thread == threading.get_ident() and other is not None and other is not self:
+            other.close()  # ours, and idle: this thread is starting another episode
+        self._lock = hold_device(address, serial, self.config.lock_timeout)
+        self._waited = self._lock.waited
+        with _HOLDERS_LOCK:
+            _HOLDERS[key] = (threading.get_ident(), weakref.ref(self))
+
+    def _release(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            with _HOLDERS_LOCK:
+                held = _HOLDERS.get(lock.key)
+                if held is not None and held[1]() is self:
+                    del _HOLDERS[lock.key]
+            lock.release()
 
     def _recover(self) -> None:
         """Dismiss crash/ANR dialogs an earlier episode left on screen (back closes them)."""
@@ -233,6 +288,7 @@ class AndroidSandbox(Unpicklable):
             )  # uiautomator2 registers one per connect
             with contextlib.suppress(Exception):  # the device may be gone: nothing left to free
                 conn.device.stop_uiautomator(wait=False)
+        self._release()  # after our last device call: the next episode has it to itself
 
     # -- observing -----------------------------------------------------------------------
     def _dump(self) -> str:
@@ -379,7 +435,8 @@ class AndroidSandbox(Unpicklable):
             "server": c.adb,
             "device": conn.serial if conn else c.serial,
             "config": {"adb": c.adb, "serial": conn.serial if conn else c.serial, **(conn.facts if conn else {}),
-                       "stable_dumps": c.stable_dumps, "hide_packages": list(c.hide_packages)},
+                       "stable_dumps": c.stable_dumps, "hide_packages": list(c.hide_packages),
+                       "device_wait_s": round(self._waited, 3)},
             "action_space": [t.to_dict() for t in ACTION_SPACE],
             "initial_state": self._initial,
         }  # fmt: skip

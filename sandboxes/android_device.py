@@ -5,16 +5,29 @@ adbutils starts an `adb` server process whenever it cannot connect to one
 collector must do neither. `client()` returns an adbutils client whose connections
 never start a server and whose every socket read is capped at the sandbox's timeout.
 Imported lazily: adbutils and uiautomator2 load only when a device is used.
+
+One episode at a time on a device: `hold_device` flock-s a lock file named from the
+device's key (adb server host:port and serial) in a per-user temp directory, across
+threads and processes of this host, waiting for it up to a timeout. The kernel releases
+the lock when its file is closed or its process dies, so a crashed holder blocks nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import re
+import stat
+import tempfile
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import adbutils
 from adbutils import AdbClient, AdbConnection
+from worldtrace.schemas.tempfiles import try_lock
 
 from .android_actions import parse_address
 from .base import SandboxError
@@ -87,12 +100,10 @@ def pick_serial(c: Client, serial: str | None) -> str:
     return online[0]
 
 
-def connect(adb: str, serial: str | None, u2_port: int, timeout: float) -> Connected:
-    """uiautomator2 on the device (it pushes and starts its server as it needs)."""
+def connect(c: Client, serial: str, u2_port: int) -> Connected:
+    """uiautomator2 on the device `serial` (it pushes and starts its server as it needs)."""
     import uiautomator2
 
-    c = client(adb, timeout)
-    serial = pick_serial(c, serial)
     try:
         d = uiautomator2.connect(c.device(serial), port=u2_port)
         width, height = d.window_size()
@@ -109,6 +120,94 @@ def connect(adb: str, serial: str | None, u2_port: int, timeout: float) -> Conne
     facts = {"model": props["ro.product.model"], "android": props["ro.build.version.release"],
              "sdk": props["ro.build.version.sdk"], "screen": [width, height]}  # fmt: skip
     return Connected(c, serial, d, facts)
+
+
+def device_key(address: str, serial: str) -> str:
+    """What identifies a device on this host: its adb server's host:port and its serial."""
+    host, port = parse_address(address)
+    host = "127.0.0.1" if host == "localhost" else host
+    return f"{host}:{port}/{serial}"
+
+
+def lock_dir() -> Path:
+    """This user's directory of device lock files (created 0700; refused if not ours)."""
+    d = Path(tempfile.gettempdir()) / f"worldtrace-{os.getuid()}" / "android-devices"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = d.parent.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise SandboxError(f"{d.parent} is not a directory of this user: no device lock there")
+    return d
+
+
+def lock_path(address: str, serial: str) -> Path:
+    key = device_key(address, serial)
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:80]
+    return lock_dir() / f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:8]}.lock"
+
+
+@dataclass
+class DeviceLock:
+    """An exclusive hold on one device, from `hold_device` until `release()`."""
+
+    key: str
+    path: Path
+    file: IO[str] | None
+    waited: float
+    """Seconds `hold_device` waited for another episode to let the device go."""
+
+    def release(self) -> None:
+        fh, self.file = self.file, None
+        if fh is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()  # while still locked: a waiter on it then sees it gone
+            fh.close()  # releases the flock
+
+
+def _holder(path: Path) -> str:
+    """Who holds a lock file, as its holder wrote it (`pid N`)."""
+    try:
+        pid = path.read_text().split()[0]
+    except (OSError, IndexError):
+        return "pid unknown"
+    return f"pid {pid}"
+
+
+def _locked(fh: IO[str] | None, path: Path) -> bool:
+    """Whether `fh` is a lock on the file now at `path` (its holder removes it as it lets
+    go: a waiter that locked the removed file closes it and tries the path again)."""
+    if fh is None:
+        return False
+    try:
+        if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
+            return True
+    except FileNotFoundError:
+        pass
+    fh.close()
+    return False
+
+
+def hold_device(address: str, serial: str, timeout: float) -> DeviceLock:
+    """The device to ourselves, waiting up to `timeout` seconds while another episode (a
+    thread or a process of this user on this host) holds it; then a SandboxError naming
+    the holder's pid. A holder that died holds nothing (the kernel drops its flock)."""
+    path = lock_path(address, serial)
+    started = time.monotonic()
+    deadline, pause = started + timeout, 0.02
+    while not _locked(fh := try_lock(path), path):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SandboxError(
+                f"device {serial} on {address} is in use by another episode ({_holder(path)}); "
+                f"waited {timeout:g} s (lock_timeout)"
+            )
+        time.sleep(min(pause, left))  # flock has no timeout: poll, backing off to 0.25 s
+        pause = min(pause * 2, 0.25)
+    waited = time.monotonic() - started
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return DeviceLock(device_key(address, serial), path, fh, waited)
 
 
 @dataclass

@@ -27,13 +27,6 @@ SETTINGS = "com.android.settings"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.fixture
-def sim():
-    s = start()
-    yield s
-    s.stop()
-
-
 def sandbox(sim, **kw) -> AndroidSandbox:
     return AndroidSandbox(AndroidConfig(adb=sim.adb, serial=sim.serial, **kw))
 

@@ -27,13 +27,6 @@ ATTRS = ("index", "text", "resource-id", "class", "package", "content-desc", "ch
          "selected", "bounds")  # fmt: skip
 
 
-@pytest.fixture
-def sim():
-    s = start()
-    yield s
-    s.stop()
-
-
 def _device(sim: Simulator):
     """A device through our client: a lost simulator can never make adbutils start `adb`."""
     return client(sim.adb, 10.0).device(sim.serial)
