@@ -138,6 +138,45 @@ def _one_run(out: Path, job_id: str) -> Iterator[None]:
         os.close(fd)
 
 
+def resume_problem(
+    raw_dir: Path, jobs_db: Path, spec: JobSpec, job_file: str, job_id: str
+) -> str | None:
+    """Why `collect JOB_FILE --resume JOB_ID` cannot finish `job_id`, or None: it must be a
+    job `collect` ran in this store (not a queued one) from this job file."""
+    if jobs_db.exists():
+        from .jobstore import open_job_store
+
+        queued = open_job_store(jobs_db).job(job_id)
+        if queued is not None and queued["job_id"] == job_id:
+            return (
+                f"job {job_id} is a queued job: `worldtrace worker` runs it "
+                f"(`worldtrace jobs retry {job_id}` queues its failed episodes again)"
+            )
+    out = job_dir(raw_dir, job_id)
+    if "/" in job_id or job_id in ("", ".", "..") or not out.is_dir():
+        return (
+            f"no job {job_id} in {Path(raw_dir) / 'collect'}: `collect` prints the job id as "
+            "it starts (`job JOB_ID: N episode(s)`), and the job's directory there has that name"
+        )
+    if job_id.rpartition("-")[0] != spec.name:
+        return (
+            f"job {job_id} is not a run of {job_file} (its name is {spec.name}, so its job "
+            f"ids are {spec.name}-XXXXXXXX)"
+        )
+    expected = {e.episode_id for e in spec.expand()}
+    found = {
+        parse_attempt_name(p.name)[0]
+        for p in [*out.glob("*.parquet"), *(out / JOURNALS).glob(f"*{JOURNAL_SUFFIX}")]
+    }
+    if found - expected:
+        strange = ", ".join(sorted(found - expected)[:5])
+        return (
+            f"job {job_id} has episodes {job_file} does not make ({strange}): was the job "
+            "file changed since? --resume needs the job file the job ran from"
+        )
+    return None
+
+
 def run_job(
     spec: JobSpec,
     raw_dir: str | Path,

@@ -11,6 +11,7 @@ deep, wrong shape, NaN) is a located problem, and the other records and files go
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import os
 import threading
@@ -61,6 +62,7 @@ __all__ = [
     "ImportWriteError",
     "detect_format",
     "import_paths",
+    "one_document",
     "parse_file",
 ]
 
@@ -238,6 +240,63 @@ def detect_format(path: Path, data: Any) -> str | None:
         first = data[0] if many else data
         mod = next((m for m in RECORD_FORMATS.values() if m.detect_record(first)), None)
     return None if mod is None else mod.NAME
+
+
+SNIFF_BYTES = 64 << 20
+"""Files up to this size are parsed whole to tell a JSON document from JSONL records."""
+
+
+def one_document(path: Path) -> str | None:
+    """One line for a file that is one JSON document where `validate` wants records: a
+    non-.json file (read as JSONL, one record per line) whose first line is no JSON
+    value but whose whole text is (pretty-printed, or a foreign trajectory such as a
+    SWE-agent .traj), or a .json file in a format `worldtrace import` reads; None for
+    everything else, which `check_files` checks (and reports) as before."""
+    if path.name.endswith(F.SHARD_SUFFIX):
+        return None
+    try:
+        if path.stat().st_size > SNIFF_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None  # check_files says why it cannot be read
+    as_jsonl = not path.name.endswith(".json")
+    lines = text.splitlines()
+    first = next((line for line in lines if line.strip()), None)
+    try:
+        if as_jsonl and (first is None or _parses(first)):
+            return None  # JSONL: each line is checked
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None  # not JSON as a whole either: the line (or record) problems say where
+    if isinstance(data, dict | list) and _ours(data):
+        fmt = None
+    else:
+        fmt = detect_format(path, data)
+    if not as_jsonl and fmt is None:
+        return None  # a .json file of records (or of something else): checked as before
+    do = f"import it with `worldtrace import {path}`"
+    if not as_jsonl:
+        return f"{path}: one JSON document in the {fmt} format, not worldtrace records: {do}"
+    what = f"{path}: one JSON document over {len(lines)} lines, not JSONL (one record per line)"
+    if fmt is not None:
+        return f"{what}; it reads as the {fmt} format: {do}"
+    return f"{what}: write one record per line, or name the file .json (one record or a list)"
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _ours(data: dict[str, Any] | list[Any]) -> bool:
+    """Whether `data` holds worldtrace records (their `schema_version`): validated, never
+    taken for a foreign format."""
+    records = data if isinstance(data, list) else [data]
+    return any(isinstance(d, dict) and d.get("schema_version") == F.SCHEMA_VERSION for d in records)
 
 
 def _provenance(t: Trajectory, path: str, index: int) -> Trajectory:

@@ -124,7 +124,7 @@ def collect(
     otherwise); Ctrl-C stops after the current step (exit 130) and prints how to finish
     the job (--resume). Exit status 3 when an episode failed for good (every attempt
     failed)."""
-    from worldtrace.collectors.jobs import JobBusy, run_job
+    from worldtrace.collectors.jobs import JobBusy, resume_problem, run_job
     from worldtrace.collectors.jobspec import JobSpec
     from worldtrace.progress import CollectProgress, print_run
     from worldtrace.sandboxes.base import SandboxError
@@ -144,8 +144,8 @@ def collect(
         except (ValueError, json.JSONDecodeError) as exc:
             raise click.ClickException(str(exc)) from exc
     s = store(ctx, create=True)
-    if resume_id:
-        _check_resumable(s, spec, job_file, resume_id)
+    if resume_id and (why := resume_problem(s.raw, s.jobs_db, spec, job_file, resume_id)):
+        raise click.ClickException(why)
     stop = threading.Event()
     live = sys.stdout.isatty()
     hint = (lambda job_id: _resume_command(ctx, job_file, job_id)) if job_file else None
@@ -170,45 +170,6 @@ def _resume_command(ctx: click.Context, job_file: str, job_id: str) -> str:
     given = ctx.find_root().ensure_object(dict).get(STORE_KEY)
     where = f" --store {shlex.quote(str(given))}" if given else ""
     return f"worldtrace{where} collect {shlex.quote(job_file)} --resume {shlex.quote(job_id)}"
-
-
-def _check_resumable(s, spec, job_file: str, job_id: str) -> None:
-    """`--resume JOB_ID` names a job this store collected from this job file (a job run
-    by `collect`, not a queued one); anything else is one line, exit 1."""
-    from worldtrace.collectors.jobs import JOURNALS, job_dir, parse_attempt_name
-    from worldtrace.collectors.recorder import JOURNAL_SUFFIX
-
-    if s.jobs_db.exists():
-        from worldtrace.collectors.jobstore import open_job_store
-
-        queued = open_job_store(s.jobs_db).job(job_id)
-        if queued is not None and queued["job_id"] == job_id:
-            raise click.ClickException(
-                f"job {job_id} is a queued job: `worldtrace worker` runs it "
-                f"(`worldtrace jobs retry {job_id}` queues its failed episodes again)"
-            )
-    out = job_dir(s.raw, job_id)
-    if "/" in job_id or job_id in ("", ".", "..") or not out.is_dir():
-        raise click.ClickException(
-            f"no job {job_id} in {s.raw / 'collect'}: `collect` prints the job id as it "
-            "starts (`job JOB_ID: N episode(s)`), and the job's directory there has that name"
-        )
-    if job_id.rpartition("-")[0] != spec.name:
-        raise click.ClickException(
-            f"job {job_id} is not a run of {job_file} (its name is {spec.name}, so its job "
-            f"ids are {spec.name}-XXXXXXXX)"
-        )
-    expected = {e.episode_id for e in spec.expand()}
-    found = {
-        parse_attempt_name(p.name)[0]
-        for p in [*out.glob("*.parquet"), *(out / JOURNALS).glob(f"*{JOURNAL_SUFFIX}")]
-    }
-    if found - expected:
-        strange = ", ".join(sorted(found - expected)[:5])
-        raise click.ClickException(
-            f"job {job_id} has episodes {job_file} does not make ({strange}): was the job "
-            "file changed since? --resume needs the job file the job ran from"
-        )
 
 
 def _tool_calls(tools: tuple[str, ...]) -> list[dict]:

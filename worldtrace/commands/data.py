@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
-from typing import Any
 
 import click
 
@@ -32,8 +29,10 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
         click.echo("no Parquet or JSONL files found", err=True)
         sys.exit(EXIT_PROBLEMS)
     records = problems = 0
+    from worldtrace.collectors.importers import one_document
+
     for f in files:
-        single = _one_document(f)
+        single = one_document(f)
         if single:  # not records to check, but one line saying what the file is
             problems += 1
             click.echo(single)
@@ -52,69 +51,6 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
     if not quiet:
         click.echo(f"{len(files)} file(s), {records} record(s), {problems} problem(s)", err=True)
     sys.exit(EXIT_PROBLEMS if problems else 0)
-
-
-SNIFF_BYTES = 64 << 20
-"""Files up to this size are parsed whole to tell a JSON document from JSONL records."""
-
-
-def _one_document(path: Path) -> str | None:
-    """One line for a file that is one JSON document where `validate` wants records: a
-    non-.json file (read as JSONL, one record per line) whose first line is no JSON
-    value but whose whole text is (pretty-printed, or a foreign trajectory such as a
-    SWE-agent .traj), or a .json file in a format `worldtrace import` reads; None for
-    everything else, which `check_files` checks (and reports) as before."""
-    from worldtrace.schemas import fields as F
-
-    if path.name.endswith(F.SHARD_SUFFIX):
-        return None
-    try:
-        if path.stat().st_size > SNIFF_BYTES:
-            return None
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None  # check_files says why it cannot be read
-    as_jsonl = not path.name.endswith(".json")
-    lines = text.splitlines()
-    first = next((line for line in lines if line.strip()), None)
-    try:
-        if as_jsonl and (first is None or _parses(first)):
-            return None  # JSONL: each line is checked
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return None  # not JSON as a whole either: the line (or record) problems say where
-    if isinstance(data, dict | list) and _ours(data):
-        fmt = None
-    else:
-        from worldtrace.collectors.importers import detect_format
-
-        fmt = detect_format(path, data)
-    if not as_jsonl and fmt is None:
-        return None  # a .json file of records (or of something else): checked as before
-    do = f"import it with `worldtrace import {path}`"
-    if not as_jsonl:
-        return f"{path}: one JSON document in the {fmt} format, not worldtrace records: {do}"
-    what = f"{path}: one JSON document over {len(lines)} lines, not JSONL (one record per line)"
-    if fmt is not None:
-        return f"{what}; it reads as the {fmt} format: {do}"
-    return f"{what}: write one record per line, or name the file .json (one record or a list)"
-
-
-def _parses(line: str) -> bool:
-    try:
-        json.loads(line)
-    except (ValueError, RecursionError):
-        return False
-    return True
-
-
-def _ours(data: dict[str, Any] | list[Any]) -> bool:
-    """Whether `data` holds worldtrace records (their `schema_version`): validated, never
-    taken for a foreign format."""
-    from worldtrace.schemas import fields as F
-
-    records = data if isinstance(data, list) else [data]
-    return any(isinstance(d, dict) and d.get("schema_version") == F.SCHEMA_VERSION for d in records)
 
 
 IMPORT_EPILOG = """\b
