@@ -69,7 +69,9 @@ def attempt_episode(
 ) -> Trajectory:
     """One attempt of one episode; a failure of ours ends it as outcome `error`.
 
-    `Interrupted` propagates: the caller releases the episode instead of failing it.
+    `Interrupted` propagates: the caller releases the episode instead of failing it. A
+    sandbox that says `close_between_episodes` (it holds a device) is closed after every
+    attempt, whoever runs it; its next reset takes the device again.
     """
     source = Source(
         kind="collector",
@@ -114,3 +116,6 @@ def attempt_episode(
         if not rec.started:
             rec.header(Observation(""), describe=False)  # reset failed: nothing to describe
         return rec.finish(Outcome(status="error", error=failure_reason(exc)))
+    finally:
+        if getattr(sandbox, "close_between_episodes", False):
+            sandbox.close()  # it holds a device: let it go, another episode may wait for it

@@ -15,8 +15,6 @@ lives in `jobspec.py`, the episode loop in `episode.py`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +24,7 @@ from typing import Any
 
 from worldtrace.sandboxes.base import SandboxError
 from worldtrace.schemas import Observation, Trajectory
+from worldtrace.schemas.tempfiles import try_lock
 
 from .episode import Interrupted, attempt_episode, failure_reason
 from .jobspec import JobSpec
@@ -119,23 +118,23 @@ def new_job_id(spec: JobSpec) -> str:
     return f"{spec.name}-{uuid.uuid4().hex[:8]}"
 
 
+RUN_LOCK = ".run.lock"
+"""In a job's directory: held (flock, `try_lock`) by the process running the job id."""
+
+
 @contextlib.contextmanager
 def _one_run(out: Path, job_id: str) -> Iterator[None]:
-    """Hold the job directory's lock (flock: the kernel frees it when the process dies,
-    even by SIGKILL) for the run."""
+    """Hold the job's run lock for the run (the kernel frees it when the process dies,
+    even by SIGKILL)."""
     out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise JobBusy(
-                f"job {job_id} is being run by another process (it holds {out}); "
-                "wait for it to end or stop it first"
-            ) from None
+    fh = try_lock(out / RUN_LOCK)
+    if fh is None:
+        raise JobBusy(
+            f"job {job_id} is being run by another process (it holds {out / RUN_LOCK}); "
+            "wait for it to end or stop it first"
+        )
+    with fh:
         yield
-    finally:
-        os.close(fd)
 
 
 def resume_problem(
@@ -244,9 +243,6 @@ def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobRe
                     result.interrupted = True
                     emit("interrupted", episode=episode.episode_id, attempt=attempt, trajectory=t)
                     return result
-                finally:
-                    if getattr(sandbox, "close_between_episodes", False):
-                        sandbox.close()  # another collect's episode may wait for the device
                 t = keep(journal, episode.episode_id, attempt)
                 failed = t.outcome.status == "error"
                 result.failed_attempts += failed

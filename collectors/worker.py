@@ -185,9 +185,6 @@ class Worker:
             except Interrupted:
                 self._give_back(claim, journal)
                 return
-            finally:
-                if getattr(sandbox, "close_between_episodes", False):
-                    sandbox.close()  # let the device go: another slot's episode may wait for it
             failed = t.outcome.status == "error"
             status = "failed" if failed else "succeeded"
             if not self.store.finish(claim, status, t.trajectory_id, t.outcome.error, retries):

@@ -126,9 +126,9 @@ class AndroidSandbox(Unpicklable):
     action_kinds = ("tool_call",)
     explorer = "worldtrace.sandboxes.android_explorer:AndroidExplorer"
     close_between_episodes = True
-    """It holds its device until `close()` (and a reset after close reconnects): a runner
-    that keeps a sandbox across episodes closes it after each, so that another runner's
-    episode waiting for the device gets it."""
+    """It holds its device until `close()` (and a reset after close reconnects): the
+    episode loop (`collectors.episode.attempt_episode`) closes it after every attempt, so
+    that another runner's episode waiting for the device gets it."""
 
     @classmethod
     def static_action_space(cls, config: AndroidConfig) -> list[ToolSpec]:

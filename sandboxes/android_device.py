@@ -14,7 +14,6 @@ the lock when its file is closed or its process dies, so a crashed holder blocks
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -156,10 +155,10 @@ class DeviceLock:
     """Seconds `hold_device` waited for another episode to let the device go."""
 
     def release(self) -> None:
+        """Let the device go (the lock file stays: one small file per device, in this
+        user's directory; removing it would race a waiter that just opened it)."""
         fh, self.file = self.file, None
         if fh is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()  # while still locked: a waiter on it then sees it gone
             fh.close()  # releases the flock
 
 
@@ -172,20 +171,6 @@ def _holder(path: Path) -> str:
     return f"pid {pid}"
 
 
-def _locked(fh: IO[str] | None, path: Path) -> bool:
-    """Whether `fh` is a lock on the file now at `path` (its holder removes it as it lets
-    go: a waiter that locked the removed file closes it and tries the path again)."""
-    if fh is None:
-        return False
-    try:
-        if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
-            return True
-    except FileNotFoundError:
-        pass
-    fh.close()
-    return False
-
-
 def hold_device(address: str, serial: str, timeout: float) -> DeviceLock:
     """The device to ourselves, waiting up to `timeout` seconds while another episode (a
     thread or a process of this user on this host) holds it; then a SandboxError naming
@@ -193,7 +178,7 @@ def hold_device(address: str, serial: str, timeout: float) -> DeviceLock:
     path = lock_path(address, serial)
     started = time.monotonic()
     deadline, pause = started + timeout, 0.02
-    while not _locked(fh := try_lock(path), path):
+    while (fh := try_lock(path)) is None:
         left = deadline - time.monotonic()
         if left <= 0:
             raise SandboxError(

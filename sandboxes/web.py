@@ -329,15 +329,11 @@ class WebSandbox(Unpicklable):
         if origin_of(url) not in self._origins:
             raise failed(f"outside the allowed origins ({', '.join(self._origins)})")
         outside = "it redirected outside the allowed origins, to {}"
-        try:
-            response = await self._page.goto(url)
-        except Exception as exc:
-            await self._alive()
-            if type(exc).__module__.split(".")[0] != "playwright":
-                raise
+        response, exc = await self._navigate(url)
+        if exc is not None:
             if self._blocked_nav:  # the redirect's hop got the proxy's 204: ERR_ABORTED
-                raise failed(outside.format(self._blocked_nav)) from None
-            raise failed(load_error(exc)) from None
+                raise failed(outside.format(self._blocked_nav))
+            raise failed(load_error(exc))
         if self._blocked_nav:
             raise failed(outside.format(self._blocked_nav))
         if self._page.url.startswith("chrome-error://"):
@@ -561,14 +557,19 @@ class WebSandbox(Unpicklable):
                 return f"Error: {url} is outside the allowed origins ({', '.join(self._origins)})"
         except ValueError:
             return f"Error: cannot open {url!r} (only http and https URLs)"
+        _, exc = await self._navigate(url)
+        return None if exc is None else playwright_error(exc)
+
+    async def _navigate(self, url: str) -> tuple[Any, Exception | None]:
+        """`page.goto`: (the response, None), or (None, Playwright's error: the page's
+        answer) once the browser is known alive; any other exception is ours: raised."""
         try:
-            await self._page.goto(url)
+            return await self._page.goto(url), None
         except Exception as exc:
             await self._alive()
             if type(exc).__module__.split(".")[0] != "playwright":
                 raise
-            return playwright_error(exc)
-        return None
+            return None, exc
 
     async def _do_go_back(self) -> None:
         await self._page.go_back()

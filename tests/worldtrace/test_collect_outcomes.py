@@ -62,12 +62,16 @@ def test_failed_attempts_print_their_reason_and_a_failed_episode_exits_3(
     assert got[("bad-e0", 2)].outcome.error == SHELL_EXITS  # what was printed is what is kept
 
 
+NO_SERVER = {
+    "name": "nomcp", "retries": 0,
+    "sandbox": {"kind": "mcp", "command": ["mcp-server-doesnotexist", "{workdir}"]},
+    "tasks": [{"id": "t", "actions": [{"tool": "read", "arguments": {"path": "x"}}]}],
+}  # fmt: skip
+"""A job whose MCP server command does not exist: every attempt fails at its start."""
+
+
 def test_a_missing_mcp_server_is_named_on_the_attempt_line_and_exits_3(wt_env, tmp_path):
-    f = job_file(tmp_path, {
-        "name": "nomcp", "retries": 0,
-        "sandbox": {"kind": "mcp", "command": ["mcp-server-doesnotexist", "{workdir}"]},
-        "tasks": [{"id": "t", "actions": [{"tool": "read", "arguments": {"path": "x"}}]}],
-    })  # fmt: skip
+    f = job_file(tmp_path, NO_SERVER)
     r = wt(wt_env, "collect", str(f))
     assert r.returncode == EXIT_EPISODES_FAILED, r.stdout + r.stderr
     [line] = [ln for ln in r.stdout.splitlines() if " t-e0 attempt 1: " in ln]
@@ -79,11 +83,7 @@ def test_a_failed_attempt_on_a_terminal_lists_its_reason(wt_env, tmp_path):
     """On a terminal the attempts are listed after the progress bar: with the reason too."""
     from ..collectors.test_live_views import Terminal
 
-    f = job_file(tmp_path, {
-        "name": "nomcp", "retries": 0,
-        "sandbox": {"kind": "mcp", "command": ["mcp-server-doesnotexist", "{workdir}"]},
-        "tasks": [{"id": "t", "actions": [{"tool": "read", "arguments": {"path": "x"}}]}],
-    })  # fmt: skip
+    f = job_file(tmp_path, NO_SERVER)
     term = Terminal(["worldtrace", "collect", str(f)], wt_env)
     assert term.wait() == EXIT_EPISODES_FAILED, term.text
     text = " ".join(term.text.split())  # the terminal may wrap the long line
