@@ -13,14 +13,18 @@ import functools
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from worldtrace.schemas import fields as F
 
+from . import stats as S
 from .stats import surprisal
 
 KEEP_MODES = ("turn", "token", "prefix")
+MAX_PROMPT = 256
+"""Characters a prompt line can have (a longer last line is output, not a prompt)."""
 DEFAULT_POLICY = "agentworld-v1"
 
 
@@ -94,6 +98,28 @@ def injected_fault(perturbation: str | None) -> str | None:
     return kind if kind in F.INJECTED_FAULTS else None
 
 
+PROMPT_END = re.compile(r"[$#%>] ?\Z")
+"""How a shell prompt ends (`user@sandbox:~$ `, `/ # `, `% `, `>>> `): the last line of
+an answer that ends so, without a line break after it, is the prompt that came back."""
+ECHO_NOTE = "; of the answer after the echo of the typed line"
+
+
+def echoed(action: str, observation: str) -> bool:
+    """The observation starts with the action, a typed line (ending with Enter): what a
+    terminal shows first is the echo of the keys, then the command's answer."""
+    return len(action) > 1 and action.endswith("\n") and observation.startswith(action)
+
+
+def split_answer(answer: str) -> tuple[str, str]:
+    """(output, prompt): the prompt is the answer's last line when that line ends like one
+    and no line break follows it (the screen's cursor sits after it)."""
+    cut = answer.rfind("\n") + 1
+    last = answer[cut:]
+    if last and len(last) <= MAX_PROMPT and PROMPT_END.search(last):
+        return answer[:cut], last
+    return answer, ""
+
+
 def injected_decision(keep: KeepRatios, fault: str) -> Decision:
     return Decision(
         "injected",
@@ -111,6 +137,9 @@ class AgentWorldV1:
     thresholds: AgentWorldThresholds = field(default_factory=AgentWorldThresholds)
     keep: KeepRatios = field(default_factory=KeepRatios)
     name: str = "agentworld-v1"
+    answer_after_echo: bool = True
+    """Decide a turn whose observation starts with its typed line (a terminal's echo) on
+    the answer after it (`echoed`): the echo alone makes any short answer look like one."""
 
     @functools.cached_property
     def _rules(self) -> dict[str, tuple[float, str]]:
@@ -142,8 +171,12 @@ class AgentWorldV1:
     ) -> Decision:
         if fault is not None:
             return injected_decision(self.keep, fault)
+        if self.answer_after_echo and echoed(action, observation):
+            return self._after_echo(action, observation)
+        return self._table3(stats["ol"], stats["nov"], stats["r"], len(observation))
+
+    def _table3(self, ol: float, nov: float, r: float, obs_chars: int, note: str = "") -> Decision:
         t = self.thresholds
-        ol, nov, r = stats["ol"], stats["nov"], stats["r"]
         if ol >= t.echo_ol and nov < t.echo_nov:
             category = "echo"
         elif ol >= t.boilerplate_ol and nov < t.boilerplate_nov:
@@ -154,16 +187,32 @@ class AgentWorldV1:
             category = "retrieval"
         elif nov >= t.action_nov and r <= t.action_r:
             category = "action"
-        elif nov >= t.action_nov and len(observation) < t.short_chars:
+        elif nov >= t.action_nov and obs_chars < t.short_chars:
             keep, text = self._rules["action_short"]
-            v = f"OL={ol:.3f} Nov={nov:.3f} R={r:.3f}"
-            return Decision("action", keep, f"{text}{len(observation)}<{t.short_chars} ({v})")
+            v = f"OL={ol:.3f} Nov={nov:.3f} R={r:.3f}{note}"
+            return Decision("action", keep, f"{text}{obs_chars}<{t.short_chars} ({v})")
         elif nov < t.transform_nov and r < t.transform_r:
             category = "transform"
         else:
             category = "other"
         keep, text = self._rules[category]
-        return Decision(category, keep, f"{text}OL={ol:.3f} Nov={nov:.3f} R={r:.3f})")
+        return Decision(category, keep, f"{text}OL={ol:.3f} Nov={nov:.3f} R={r:.3f}{note})")
+
+    def _after_echo(self, action: str, observation: str) -> Decision:
+        """Table 3 on what the environment answered after echoing the typed line: the
+        output without the prompt that ends it. Nothing there is an echo (no prompt yet:
+        still running) or boilerplate (a prompt only: a silent success)."""
+        output, prompt = split_answer(observation[len(action) :])
+        if not output.strip():
+            if prompt:
+                return Decision(
+                    "boilerplate",
+                    self.keep.boilerplate,
+                    "boilerplate: the echo of the typed line and a prompt, no output",
+                )
+            return Decision("echo", self.keep.echo, "echo: the echo of the typed line only")
+        s = S.ratios(S.words(action), S.words(output), len(action), len(output))
+        return self._table3(s["ol"], s["nov"], s["r"], len(output), ECHO_NOTE)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -175,6 +224,7 @@ class AgentWorldV1:
             "precedence": list(F.TABLE3_CATEGORIES),
             "injected": f"a turn flagged with an injected fault ({', '.join(F.INJECTED_FAULTS)}) "
             "is `injected` before any rule",
+            "answer_after_echo": self.answer_after_echo,
         }
 
 
@@ -255,13 +305,19 @@ POLICIES: dict[str, type] = {"agentworld-v1": AgentWorldV1, "agentworld-v1+info"
 
 
 def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
-    """A policy by name; `overrides` set thresholds (`echo_ol=0.8`) or keep ratios (`keep.echo=0`)."""
+    """A policy by name; `overrides` set thresholds (`echo_ol=0.8`), keep ratios
+    (`keep.echo=0`) or `answer_after_echo=false`."""
     if name not in POLICIES:
         raise ValueError(f"unknown mask policy {name!r} (known: {', '.join(POLICIES)})")
     policy = POLICIES[name]()
     base = policy.base if isinstance(policy, InformationAware) else policy
-    th, kp, own = {}, {}, {}
+    th, kp, own, flags = {}, {}, {}, {}
     for key, value in overrides.items():
+        if key == "answer_after_echo":
+            if not isinstance(value, bool) and str(value).lower() not in ("true", "false"):
+                raise ValueError(f"{key}={value}: expected true or false")
+            flags[key] = value if isinstance(value, bool) else str(value).lower() == "true"
+            continue
         try:
             if key.startswith("keep."):
                 kp[key[5:]] = float(value)
@@ -275,6 +331,7 @@ def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
         base,
         thresholds=dataclasses.replace(base.thresholds, **th),
         keep=dataclasses.replace(base.keep, **kp),
+        **flags,
     )
     if isinstance(policy, InformationAware):
         return dataclasses.replace(policy, base=base, **own)

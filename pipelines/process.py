@@ -108,12 +108,13 @@ worldtrace; measured on 2 cores, 2 such workers break even with in-process at 2.
 and are 1.35x faster at 4.5 MB, 1.47x at 9 MB."""
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
-LAYOUT = 4
+LAYOUT = 5
 """Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
 (earlier output stored them final and cannot be extended incrementally); 3 = the
 cluster state holds each member's `started_at` (the representative rank reads it); 4 =
 a turn with an injected fault is decided `injected` (earlier output kept it in the loss
-by its statistics, and an incremental run would mix the two)."""
+by its statistics, and an incremental run would mix the two); 5 = a typed line's turn
+is decided on the answer after its echo (`mask.echoed`)."""
 
 
 @dataclass
