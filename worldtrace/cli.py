@@ -9,6 +9,8 @@ here to the root and to every command, so they may come before or after the comm
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from .commands import (
@@ -39,6 +41,28 @@ Example:
 def cli(ctx: click.Context) -> None:
     """worldtrace: collect, process, query and export trajectories for language world models."""
     ctx.ensure_object(dict)
+    if ctx.invoked_subcommand != "doctor":  # doctor reports a bad file among its checks
+        check_redact_config()
+
+
+def check_redact_config() -> None:
+    """Read the redaction rules `$WORLDTRACE_REDACT_CONFIG` names before any command runs:
+    a bad file failed inside whatever read it first (a collector, a pipeline worker) with
+    a traceback, where it deserves one line naming the file, its line and key."""
+    from worldtrace.schemas.redact_rules import CONFIG_ENV
+
+    path = os.environ.get(CONFIG_ENV)
+    if not path:
+        return
+    from worldtrace.schemas.parsing import ConfigError
+    from worldtrace.schemas.redact import active_config
+
+    try:
+        active_config()
+    except ConfigError as exc:
+        raise click.ClickException(f"${CONFIG_ENV}: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(f"${CONFIG_ENV}: cannot read {path}: {exc.strerror}") from None
 
 
 def add_global_options(command: click.Command) -> None:

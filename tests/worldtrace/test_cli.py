@@ -103,6 +103,29 @@ def test_doctor_names_rules_the_redaction_screen_cannot_read(tmp_path, wt_env):
     assert "[ok  ]" in line and "ASCII text only" in line and "backreference" in line
 
 
+def test_a_bad_redaction_rules_file_is_one_line_naming_it(tmp_path, wt_env):
+    """Found: a rules file with an unknown key (or a pasted code fence) ended `redact
+    --config` with a traceback, and through $WORLDTRACE_REDACT_CONFIG `collect` and
+    `process` with 56 and 196 lines of it, raised where a collector or a pipeline
+    worker first read the rules."""
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("patternz: []\n")
+    fence = tmp_path / "fence.yaml"
+    fence.write_text("```yaml\npatterns: []\n")
+    r = wt(wt_env, "redact", "--check", "--config", str(bad))
+    assert (r.returncode, r.stderr) == (1, f"Error: {bad}:1: patternz: unknown key\n")
+    for rules, said in ((bad, "patternz: unknown key"), (fence, "invalid YAML")):
+        env = dict(wt_env, WORLDTRACE_REDACT_CONFIG=str(rules))
+        for args in (("process",), ("collect", "--sandbox", "docker", "--keys", "ls\n")):
+            r = wt(env, *args)
+            assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+            assert r.stderr.startswith(f"Error: $WORLDTRACE_REDACT_CONFIG: {rules}:1: ")
+            assert said in r.stderr and len(r.stderr.splitlines()) == 1
+    r = wt(dict(wt_env, WORLDTRACE_REDACT_CONFIG=str(bad)), "doctor")  # says it, runs on
+    assert "[MISS] redaction rules" in r.stdout and "patternz: unknown key" in r.stdout
+    assert "[ok  ] docker" in r.stdout
+
+
 def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
     """The README's `make demo` on its every section: real environments only, then
     validate, process, export, stats and report; a rerun replaces what it wrote. Run as

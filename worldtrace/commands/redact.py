@@ -56,7 +56,12 @@ def redact(ctx: click.Context, paths, check, tokenizer, config_path, all_plugins
             "give --check: redaction runs at collect, import and process "
             "(`worldtrace process` re-redacts raw data with the current rules)"
         )
-    cfg = RedactConfig.load(config_path) if config_path else active_config()
+    from worldtrace.schemas.parsing import ConfigError
+
+    try:
+        cfg = RedactConfig.load(config_path) if config_path else active_config()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     if all_plugins:
         extra = tuple(p for p in SLOW_PLUGINS if p not in cfg.detect_secrets)
         cfg = dataclasses.replace(cfg, detect_secrets=(*cfg.detect_secrets, *extra))
