@@ -14,16 +14,27 @@ are left out and reported (`non_text_part`). Domain from tool names. A field of 
 wrong type (`arguments` neither an object nor a string holding one; `steps`,
 `tool_calls` or `observation.results` no list, a call or `observation` no object, a
 `timestamp` no ISO 8601 string) refuses the file (`invalid`, naming the field).
+
+What the agent said to its user is a turn too: an agent step with no tool_calls but a
+`message`, answered by one or more user steps before the next agent step, is a `text`
+turn (the message its action, the user messages joined with "\n" its observation, the
+step's reasoning_content its reasoning, its timestamp its `started_at`), in step order
+among the tool-call turns. The first user step stays the task, not a turn. The agent's
+last message, if no user answered it, -> metadata `final_message`. What is neither is
+not imported and is reported (`message_not_imported`, naming the step): a user step that
+answers no agent message, a system step after the first, an agent message no user
+answered that is not the last.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from worldtrace.schemas import Observation, Outcome
+from worldtrace.schemas import Action, Observation, Outcome
 
 from .common import (
     ImportProblem,
@@ -34,6 +45,7 @@ from .common import (
     expected,
     guess_domain,
     join_reasoning,
+    message_action,
     origin_stem,
     tool_action,
 )
@@ -68,6 +80,8 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
     times: list[datetime] = []
     task = system = None
     parts = NonText()
+    answered, last, unsaid = _conversation(steps)
+    said = {x.step: x for x in answered}
     for n, step in enumerate(steps):  # n: the step's index in the file, for problems
         if not isinstance(step, dict):
             continue
@@ -82,6 +96,10 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             system = parts.text(step.get("message"), f"system prompt (steps[{n}].message)")
         if src == "user" and task is None:
             task = parts.text(step.get("message"), f"task (steps[{n}].message)")
+        if n in said:  # what the agent said to its user, the user's replies
+            pairs.append(_exchange(said[n], steps, len(pairs), parts))
+            starts.append(at)
+            continue
         calls = step.get("tool_calls") or []
         if src != "agent" or not calls:
             continue
@@ -145,6 +163,13 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                 return
             pairs.append((action, Observation("\n".join(texts)), reasoning if k == 0 else None))
             starts.append(at)
+    for n, what in unsaid:
+        yield ImportProblem(
+            str(path), f"steps[{n}]", "message_not_imported", f"{what}; not imported", fatal=False
+        )
+    final = last and parts.text(
+        steps[last.step].get("message"), f"final message (steps[{last.step}].message)"
+    )
     yield from parts.warnings()
     agent = data.get("agent") or {}
     tools = agent.get("tool_definitions") if isinstance(agent, dict) else None
@@ -165,6 +190,7 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                 "schema_version": version,
                 "agent_version": agent.get("version") if isinstance(agent, dict) else None,
                 "agent_system_prompt": system,
+                "final_message": final,
             },
         )
     except MissingField as exc:
@@ -174,6 +200,66 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
         x.started_at = at
     t.started_at = min(times) if times else None
     yield t
+
+
+@dataclass
+class _Said:
+    """An agent step without tool calls and the user steps that answer it."""
+
+    step: int
+    replies: list[int] = field(default_factory=list)
+
+
+def _conversation(steps: list[Any]) -> tuple[list[_Said], _Said | None, list[tuple[int, str]]]:
+    """What the agent said to its user and the replies (each a turn), the agent's last
+    word if nothing answered it, and what is neither, as (step index, what it is): a user
+    step that answers no agent message (the first one is the task) or a later system step."""
+    said: list[_Said] = []
+    open_: _Said | None = None
+    unsaid: list[tuple[int, str]] = []
+    users = systems = 0
+    for n, step in enumerate(steps):
+        if not isinstance(step, dict):
+            continue
+        src = step.get("source")
+        if src == "agent":
+            if open_ is not None and not open_.replies:
+                unsaid.append((open_.step, "an agent message no user answered"))
+            open_ = None
+            if not step.get("tool_calls") and step.get("message"):
+                open_ = _Said(n)
+                said.append(open_)
+        elif src == "user":
+            users += 1
+            if open_ is not None:
+                open_.replies.append(n)
+            elif users > 1:
+                unsaid.append((n, "a user message that answers no agent message"))
+        elif src == "system":
+            systems += 1
+            if systems > 1:
+                unsaid.append((n, "a system message after the first"))
+    last = said[-1] if said and not said[-1].replies and open_ is said[-1] else None
+    return [x for x in said if x.replies], last, unsaid
+
+
+def _exchange(
+    x: _Said, steps: list[Any], turn: int, parts: NonText
+) -> tuple[Action, Observation, str | None]:
+    """What the agent said as turn `turn`'s action, the user's replies as its observation,
+    the step's reasoning_content as its reasoning."""
+    step = steps[x.step]
+    text = parts.text(step.get("message"), f"turn {turn} action (steps[{x.step}].message)")
+    reply = "\n".join(
+        parts.text(steps[n].get("message"), f"turn {turn} observation (steps[{n}].message)")
+        for n in x.replies
+    )
+    reasoning = step.get("reasoning_content")
+    return (
+        message_action(text),
+        Observation(reply),
+        join_reasoning(reasoning) if isinstance(reasoning, str) else None,
+    )
 
 
 def _results(n: int, observation: Any) -> list[tuple[int, dict[str, Any]]]:

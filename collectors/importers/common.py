@@ -181,6 +181,13 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     return tool(name, **parsed)
 
 
+def message_action(text: str) -> Action:
+    """What the agent said to its user, as an action (`text`): the user's reply, which the
+    environment's user (a person or a benchmark's user simulator) wrote, is its
+    observation."""
+    return Action("text", text)
+
+
 def content_text(content: Any) -> tuple[str, Counter[str]]:
     """(text, the parts left out by kind) of message content. A string is the text; a
     list of content parts (OpenAI, Anthropic, ATIF) gives its text parts (a string, a

@@ -8,7 +8,10 @@ assistant message with its `tool_call_id` (real logs reuse ids across a conversa
 an id alone does not pair: joining every result that shares an id gave `calculate(...)`
 a user profile as its observation); a result whose id matches no open call answers the
 first open call (warning), one with no open call is reported, never joined. The
-assistant's content and any `reasoning_content` go to `reasoning`. `tools` is the action
+assistant's content and any `reasoning_content` go to `reasoning`. An assistant message
+without tool calls that the user answers is a `text` turn, the reply its observation
+(`conversation`; the unanswered last word -> metadata `final_message`; a stray user or
+later system message -> `message_not_imported`; docs/importers.md). `tools` is the action
 space; task <- first user message; domain from tool names; a run's reward -> outcome.
 Content parts with no text (`image_url`, `input_audio`, files) add no text and are
 reported (`non_text_part`, naming the turn and the message).
@@ -38,6 +41,7 @@ from .common import (
     expected,
     guess_domain,
     join_reasoning,
+    message_action,
     shown,
     tool_action,
     warning,
@@ -94,6 +98,8 @@ class _Call:
     """(index of the message, message) of each result."""
     at: str = "arguments"
     """Where `arguments` is in the record, for a problem with it."""
+    msg: int = 0
+    """Index of the assistant message that made the call (turns follow message order)."""
 
 
 def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], list[ImportProblem]]:
@@ -132,6 +138,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                     fn.get("arguments"),
                     reasoning if k == 0 else None,
                     at=f"{at}[{k}].function.arguments",
+                    msg=n,
                 )
                 calls.append(c)
                 open_calls.append(c)
@@ -175,6 +182,58 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
     return calls, problems
 
 
+@dataclass
+class _Said:
+    """An assistant message without tool calls and the user messages that answer it."""
+
+    msg: int
+    message: dict[str, Any]
+    replies: list[int] = field(default_factory=list)
+
+
+def conversation(
+    msgs: list[Any], key: str
+) -> tuple[list[_Said], _Said | None, list[ImportProblem]]:
+    """What the agent said to its user and the replies (each a turn), the agent's last
+    word if nothing answered it, and what is neither: a user message that answers no
+    agent message (the first one is the task) or a later system message."""
+    said: list[_Said] = []
+    open_: _Said | None = None
+    problems: list[ImportProblem] = []
+    users = systems = 0
+    for n, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role == "assistant":
+            if open_ is not None and not open_.replies:
+                problems.append(_not_imported(key, open_.msg, "an agent message no user answered"))
+            open_ = None
+            if not m.get("tool_calls") and m.get("content"):
+                open_ = _Said(n, m)
+                said.append(open_)
+        elif role == "user":
+            users += 1
+            if open_ is not None:
+                open_.replies.append(n)
+            elif users > 1:
+                problems.append(
+                    _not_imported(key, n, "a user message that answers no agent message")
+                )
+        elif role == "system":
+            systems += 1
+            if systems > 1:
+                problems.append(_not_imported(key, n, "a system message after the first"))
+        else:
+            open_ = None  # a tool result ends what the agent said
+    last = said[-1] if said and not said[-1].replies and open_ is said[-1] else None
+    return [x for x in said if x.replies], last, problems
+
+
+def _not_imported(key: str, n: int, what: str) -> ImportProblem:
+    return warning("message_not_imported", f"{key}[{n}]: {what}; not imported")
+
+
 def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observation, str | None]:
     """Call `c` as turn `turn`: its action, its results as the observation, and the
     reasoning of its assistant message (on the message's first call only); content
@@ -192,6 +251,24 @@ def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observ
     content, reasoning, n = c.reasoning
     said = parts.text(content, f"turn {turn} reasoning ({key}[{n}].content)")
     return action, observation, join_reasoning(reasoning, said)
+
+
+def _exchange(
+    x: _Said, msgs: list[Any], turn: int, key: str, parts: NonText
+) -> tuple[Action, Observation, str | None]:
+    """What the agent said as turn `turn`'s action, the user's replies as its observation."""
+    m = x.message
+    text = parts.text(m.get("content"), f"turn {turn} action ({key}[{x.msg}].content)")
+    reply = "\n".join(
+        parts.text(msgs[n].get("content"), f"turn {turn} observation ({key}[{n}].content)")
+        for n in x.replies
+    )
+    reasoning = m.get("reasoning_content") or m.get("reasoning")
+    return (
+        message_action(text),
+        Observation(reply),
+        reasoning if isinstance(reasoning, str) else None,
+    )
 
 
 def _outcome(d: Any) -> Outcome | None:
@@ -215,9 +292,15 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     if not isinstance(msgs, list):
         raise MissingField("no `messages` (or `traj`) list")
     calls, problems = pair_calls(msgs, key)
+    said, last, other = conversation(msgs, key)
     yield from problems
+    yield from other
     parts = NonText()
-    pairs = [_turn(c, turn, key, parts) for turn, c in enumerate(calls)]
+    events = sorted([*((c.msg, c) for c in calls), *((x.msg, x) for x in said)], key=lambda e: e[0])
+    pairs = [
+        _turn(e, turn, key, parts) if isinstance(e, _Call) else _exchange(e, msgs, turn, key, parts)
+        for turn, (_, e) in enumerate(events)
+    ]
     numbered = [(n, m) for n, m in enumerate(msgs) if isinstance(m, dict)]
     task = next(
         (
@@ -251,6 +334,10 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         task_id=None if task_id is None else str(task_id),
         metadata={
             "agent_system_prompt": system,
+            "final_message": last
+            and parts.text(
+                last.message.get("content"), f"final message ({key}[{last.msg}].content)"
+            ),
             "model": rec.get("model"),
             "trial": None if rec.get("trial") is None else str(rec["trial"]),
             "info": rec.get("info") if isinstance(rec.get("info"), dict | list) else None,

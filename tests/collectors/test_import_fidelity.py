@@ -53,12 +53,55 @@ def test_reused_call_ids_pair_by_position(tmp_path):
     assert [x.action.name for x in t.turns] == [
         "get_user_details",
         "calculate",
+        None,  # what the agent said to its user, answered by the user
         "cancel_reservation",
     ]
-    assert [x.observation.text for x in t.turns] == [PROFILE, "255.0", '{"status": "cancelled"}']
+    assert [x.observation.text for x in t.turns] == [
+        PROFILE,
+        "255.0",
+        "Cancel R1 then.",
+        '{"status": "cancelled"}',
+    ]
     [warn] = problems
     assert (warn.kind, warn.fatal, warn.where) == ("repeated_call_id", False, "line 1")
     assert "call_A" in warn.message and str(f) in str(warn)
+
+
+def test_what_the_agent_and_its_user_said_are_turns_in_order(tmp_path):
+    """Found: a tau-bench run's conversation (what the agent asked its user, the
+    simulated user's answers: half of the real file's interaction) was dropped without a
+    word; only tool calls were turns. Now each agent message the user answers is a
+    `text` turn, the reply its observation; the agent's unanswered last word is metadata;
+    what fits neither is named in a warning."""
+    msgs = [
+        {"role": "system", "content": "# Airline policy"},
+        {"role": "user", "content": "Cancel my flight."},
+        {"role": "assistant", "content": "Your user id?", "reasoning_content": "need the id"},
+        {"role": "user", "content": "ana_1"},
+        {"role": "user", "content": "and it is R1"},  # two replies: one observation
+        call("c1", "cancel_reservation", {"reservation_id": "R1"}),
+        result("c1", "cancel_reservation", '{"status": "cancelled"}'),
+        {"role": "user", "content": "hello?"},  # answers no agent message
+        {"role": "system", "content": "reminder"},  # a later system message
+        {"role": "assistant", "content": "Done."},
+        {"role": "assistant", "content": "Anything else?"},
+    ]
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps({"messages": msgs}))
+    [t], problems = items(f)
+    assert [(x.action.kind, x.action.text, x.observation.text) for x in t.turns] == [
+        ("text", "Your user id?", "ana_1\nand it is R1"),
+        ("tool_call", 'cancel_reservation({"reservation_id": "R1"})', '{"status": "cancelled"}'),
+    ]
+    assert t.turns[0].reasoning == "need the id"
+    assert t.task.instruction == "Cancel my flight."
+    assert t.metadata["final_message"] == "Anything else?"
+    assert sorted((p.kind, p.message) for p in problems) == [
+        ("message_not_imported", "messages[7]: a user message that answers no agent message; not imported"),
+        ("message_not_imported", "messages[8]: a system message after the first; not imported"),
+        ("message_not_imported", "messages[9]: an agent message no user answered; not imported"),
+    ]  # fmt: skip
+    assert all(not p.fatal for p in problems) and validate_dict(t.to_dict()) == []
 
 
 def test_results_never_joined_across_calls(tmp_path):

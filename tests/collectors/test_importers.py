@@ -369,5 +369,14 @@ def test_real_foreign_files(tmp_path):
                 for c in m.get("tool_calls") or []
                 if m2.get("role") == "tool"
             ]
-            assert [(x.action.name, x.observation.text) for x in t.turns] == calls
+            made = [(x.action.name, x.observation.text) for x in t.turns]
+            assert [x for x in made if x[0]] == calls
+            # what the agent said to its user, each answered by the next user message
+            said = [
+                (m["content"], m2["content"])
+                for m, m2 in itertools.pairwise(run["traj"])
+                if m["role"] == "assistant" and not m.get("tool_calls") and m2["role"] == "user"
+            ]
+            texts = [(x.action.text, x.observation.text) for x in t.turns if not x.action.name]
+            assert said and texts == said
     assert r.warnings["repeated_call_id"] >= 1
