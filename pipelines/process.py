@@ -10,6 +10,7 @@ readers never see a half-written run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -463,13 +464,17 @@ def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
     `progress(done, records)` hears how many units went through pass 1 and pass 2
     (`watch.RunWatch`), while the pipeline runs.
     """
-    files = [str(p) for p in input_files(cfg.inputs)]
+    # canonical paths: the index matches files by path, and the same store named through
+    # `..` or a symlink read its shards again as new files
+    files = [os.path.realpath(p) for p in input_files(cfg.inputs)]
     if not files:
         raise FileNotFoundError(
             f"no Parquet or JSONL input under {', '.join(map(str, cfg.inputs))}"
         )
     output = Path(cfg.output)
     output.mkdir(parents=True, exist_ok=True)
+    output = output.resolve()
+    cfg = dataclasses.replace(cfg, output=str(output))
     with exclusive(output):
         return _run(cfg, files, output, progress)
 

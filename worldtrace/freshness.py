@@ -8,6 +8,7 @@ without a word. Light on purpose (no DuckDB): a command asks before opening anyt
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from worldtrace.schemas import Store
@@ -33,11 +34,21 @@ def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
     finished = _mtime_ns(manifest)
     if finished is not None:
         try:
-            listed = json.loads(manifest.read_text()).get("inputs")
+            run = json.loads(manifest.read_text())
+            listed, output = run.get("inputs"), (run.get("config") or {}).get("output")
         except (OSError, json.JSONDecodeError, AttributeError):
-            listed = None
-        inputs = {str(Path(p)) for p in listed if isinstance(p, str)} if listed else None
-        return finished, inputs
+            listed = output = None
+        if not listed:
+            return finished, None
+        # where the store was when processed: a copied or moved store's files are its
+        # inputs at their new place, as `process` matches them (pipelines.process.moved_paths)
+        was = Path(output).parent if isinstance(output, str) else None
+        here = Path(os.path.realpath(store.root))
+        return finished, {
+            str(here / Path(p).relative_to(was)) if was and Path(p).is_relative_to(was) else p
+            for p in listed
+            if isinstance(p, str)
+        }
     times = [t for t in map(_mtime_ns, shard_files(store.table("trajectories"))) if t]
     return (max(times), None) if times else None
 
@@ -56,7 +67,9 @@ def stale_processed(store: Store) -> str | None:
     left_out = []
     for path in shard_files(store.raw):
         t = _mtime_ns(path)
-        if t is not None and (t > finished or (inputs is not None and str(path) not in inputs)):
+        if t is not None and (
+            t > finished or (inputs is not None and os.path.realpath(path) not in inputs)
+        ):
             left_out.append((t, path))
     if not left_out:
         return None

@@ -372,10 +372,20 @@ def test_a_moved_store_reads_nothing_again_and_a_gone_input_is_said(store, tmp_p
     first = run(cfg(store))
     moved = Store.at(tmp_path / "elsewhere")
     shutil.copytree(store.root, moved.root)  # copy2: sizes and mtimes kept, as `cp -a`
+    from worldtrace.freshness import stale_processed
+
+    # found: after the copy every reading command said the processed data left out
+    # every raw shard, and told to run `process`, which then read nothing
+    assert stale_processed(moved) is None
     again = run(cfg(moved))
     assert again["new_inputs"] == [] and again["this_run"]["in"] == 0
     assert again["accounting"] == first["accounting"]
     assert run(cfg(moved))["new_inputs"] == []  # the moved paths were kept
+    # found: the same store named through `..` read its shards again as new files
+    (tmp_path / "junk").mkdir()
+    dotted = Store.at(tmp_path / "junk" / ".." / "elsewhere")
+    assert stale_processed(dotted) is None
+    assert run(cfg(dotted))["new_inputs"] == []
     for shard in (moved.raw / "b").glob("*.parquet"):
         shard.unlink()
     only_a = ProcessConfig(inputs=[str(moved.raw / "a")], output=str(moved.processed), workers=1)
