@@ -315,7 +315,9 @@ class SQLJobStore:
     def _refresh(self, tx: Tx, job_id: str) -> None:
         """Job counters and status from its episodes' last attempts. The job row is locked
         first, so concurrent finishes of one job (PostgreSQL) read each other's results."""
-        current = tx.one("SELECT status FROM jobs WHERE job_id = ?" + self.ROW_LOCK, job_id)
+        current = tx.one(
+            "SELECT status, finished_at FROM jobs WHERE job_id = ?" + self.ROW_LOCK, job_id
+        )
         rows = tx.all(
             f"SELECT e.status FROM episodes e JOIN ({_LAST}) m ON e.episode_id = m.episode_id"
             " AND e.attempt = m.a WHERE e.job_id = ?",
@@ -329,7 +331,9 @@ class SQLJobStore:
             status = "succeeded" if bad == 0 else ("failed" if ok == 0 else "partial")
         else:
             status = "running" if any(s == "running" or s in FINAL for s in states) else "queued"
-        done = now_iso() if status in ("succeeded", "failed", "partial") else None
+        # a job that had ended keeps when it ended (a retry that reopens it clears it first)
+        ended = status in ("succeeded", "failed", "partial")
+        done = (current["finished_at"] or now_iso()) if ended else None
         tx.run(
             "UPDATE jobs SET succeeded = ?, failed = ?, status = ?, finished_at = ? WHERE job_id = ?",
             ok, bad, status, done, job_id,

@@ -90,6 +90,19 @@ def test_worker_runs_retries_and_records_everything(docker_engine, store, js, jo
         assert con.execute(joined).fetchone()[0] >= 8
 
 
+@pytest.mark.docker
+def test_a_retry_with_nothing_to_retry_changes_nothing(docker_engine, store, js, repo):
+    """Found: `jobs retry` of a finished job with no failed episode said "nothing to
+    retry" and moved the job's finished_at to now (the job's status was recomputed)."""
+    job_id = js.submit(JobSpec.from_dict(slow_job(repo, command="true")))
+    assert Worker(js, store.raw).run().run == 1
+    before = js.job(job_id)
+    assert before["status"] == "succeeded" and before["finished_at"]
+    assert js.retry(job_id) == 0
+    after = js.job(job_id)
+    assert (after["status"], after["finished_at"]) == ("succeeded", before["finished_at"])
+
+
 def test_cancel_keeps_queued_episodes_from_running(store, js):
     job_id = js.submit(JobSpec.from_dict(JOB))
     assert js.cancel(job_id) == 4
