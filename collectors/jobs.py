@@ -6,7 +6,8 @@ as soon as it ends (written atomically, never twice): an exception or a signal l
 the job loses nothing already collected. Journals of attempts in progress sit in
 `raw/collect/<job>/.journals/` (hidden from readers). Re-running a job id resumes it:
 published attempts stay and are not rerun, and the journal a crashed run left becomes
-its attempt as it stands (outcome `incomplete`). One run of a job id at a time: a run
+its attempt as it stands (outcome `incomplete`, `recorder.CUT_SHORT`); an episode whose
+attempts were all cut short or failed (retries left) runs again. One run of a job id at a time: a run
 holds an exclusive lock on the job's directory (`JobBusy` otherwise), so a resume never
 publishes the journal of an attempt another run is still recording. The job file format
 lives in `jobspec.py`, the episode loop in `episode.py`.
@@ -28,7 +29,7 @@ from worldtrace.schemas.tempfiles import try_lock
 
 from .episode import Interrupted, attempt_episode, failure_reason
 from .jobspec import JobSpec
-from .recorder import JOURNAL_SUFFIX, publish, recover
+from .recorder import CUT_SHORT, JOURNAL_SUFFIX, publish, recover
 
 JOURNALS = ".journals"
 """Directory of a job's journals (hidden: shard readers skip it)."""
@@ -96,16 +97,22 @@ class JobResult:
     `incomplete`; re-run the job id to finish)."""
 
 
+CUT = "cut short"
+"""`_published`'s status of an attempt our stop cut short (`recorder.CUT_SHORT`)."""
+
+
 def _published(out: Path, episode_id: str) -> dict[int, str]:
-    """Attempt -> outcome status of the episode's published attempts."""
+    """Attempt -> outcome status of the episode's published attempts (`CUT` for one a
+    stopped run cut short)."""
     import pyarrow.parquet as pq
 
     found = {}
     for p in out.glob(f"{episode_id}-a*.parquet"):
         ep, attempt = parse_attempt_name(p.name)
         if ep == episode_id:
-            status = pq.read_table(p, columns=["outcome"]).column("outcome")[0]["status"]
-            found[attempt] = status.as_py()
+            o = pq.read_table(p, columns=["outcome"]).column("outcome")[0].as_py()
+            cut = o["status"] == "incomplete" and o.get("error") == CUT_SHORT
+            found[attempt] = CUT if cut else o["status"]
     return found
 
 
@@ -219,8 +226,10 @@ def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobRe
         for episode in episodes:
             done = _published(out, episode.episode_id)
             errors = sum(s == "error" for s in done.values())
-            if (done and any(s != "error" for s in done.values())) or errors > spec.retries:
-                emit("skipped", episode=episode.episode_id, failed=errors == len(done))
+            # an attempt our stop cut short ended nothing: the episode runs again
+            ended = [s for s in done.values() if s != CUT]
+            if any(s != "error" for s in ended) or errors > spec.retries:
+                emit("skipped", episode=episode.episode_id, failed=errors == len(ended))
                 continue
             attempt = max(done, default=0) + 1
             while True:

@@ -183,6 +183,11 @@ def take_perturbation(obs: Observation) -> tuple[Observation, str | None]:
     return dataclasses.replace(obs, state_json=rest), json.dumps(flag, sort_keys=True)
 
 
+CUT_SHORT = "collector stopped before the episode ended"
+"""The error of an attempt rebuilt from a journal without an end (outcome `incomplete`):
+our stop cut it, not the environment or the agent; a resume runs its episode again."""
+
+
 def journal_to_trajectory(path: Path) -> Trajectory:
     """Rebuild a trajectory from a journal; one without an end is `incomplete`."""
     header: dict[str, Any] | None = None
@@ -225,7 +230,7 @@ def _trajectory_dict(
         else {
             "status": "incomplete",
             "reward": None,
-            "error": "collector stopped before the episode ended",
+            "error": CUT_SHORT,
         }
     )
     return {

@@ -238,14 +238,15 @@ def print_run(result: Any, listed: bool, progress: CollectProgress | None = None
         )
     if result.interrupted:
         cut = (
-            f"{progress.cut_short} was published as it stood (incomplete, kept as that "
-            "episode's attempt); "
+            f"{progress.cut_short} was published as it stood (incomplete; a resume runs "
+            "that episode again); "
             if progress.cut_short
             else ""
         )
-        if progress.left and progress.resume_hint:
-            then = f"run them with: {progress.resume_hint(progress.job_id)}"
-        elif progress.left:
+        unfinished = progress.left or progress.cut_short
+        if unfinished and progress.resume_hint:
+            then = f"finish the job with: {progress.resume_hint(progress.job_id)}"
+        elif unfinished:
             then = "a quick --sandbox run cannot be resumed"
         else:
             then = "the job has no episode left to run"

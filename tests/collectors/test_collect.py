@@ -235,7 +235,8 @@ CRASHING_RUN = textwrap.dedent(
 
 def test_rerunning_a_crashed_job_id_resumes_without_appending(docker_engine, store):
     """A run killed mid-episode leaves a journal; running the job id again publishes it
-    as it stands and runs the rest: every attempt once, turn indices 0..n-1."""
+    as it stands, runs that episode again (our kill cut it short: found, a resume never
+    finished it) and the rest: every attempt once, turn indices 0..n-1."""
     job = {**TERMINAL_JOB, "episodes": 2, "tasks": [{"id": "t", "actions": [
         "echo one\n", {"keystrokes": "sleep 2\n", "duration": 4}, "echo two\n"]}]}  # fmt: skip
     proc = subprocess.Popen(
@@ -253,13 +254,15 @@ def test_rerunning_a_crashed_job_id_resumes_without_appending(docker_engine, sto
         c.remove(force=True)  # the killed collector could not clean up its own containers
     r = run_job(JobSpec.from_dict(job), store.raw, job_id="crashed")
     got = {(t.source.episode_id, t.source.attempt): t for t in r.trajectories}
-    assert sorted(got) == [("t-e0", 1), ("t-e1", 1)]  # e0 is not run again
+    assert sorted(got) == [("t-e0", 1), ("t-e0", 2), ("t-e1", 1)]
     assert got[("t-e0", 1)].outcome.status == "incomplete"
-    assert got[("t-e1", 1)].outcome.status == "success" and len(got[("t-e1", 1)].turns) == 3
+    for done in (("t-e0", 2), ("t-e1", 1)):
+        assert got[done].outcome.status == "success" and len(got[done].turns) == 3
     for t in read_records(store.raw):
         assert [x.index for x in t.turns] == list(range(len(t.turns)))
     assert sorted(p.name for p in (store.raw / "collect" / "crashed").glob("*.parquet")) == [
         "t-e0-a1.parquet",
+        "t-e0-a2.parquet",
         "t-e1-a1.parquet",
     ]
     assert run_job(JobSpec.from_dict(job), store.raw, job_id="crashed").trajectories == []

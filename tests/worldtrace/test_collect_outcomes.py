@@ -148,6 +148,7 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
     [line] = [ln for ln in dry.stdout.splitlines() if str(journal) in ln]
     assert f"`worldtrace collect JOB_FILE --resume {job}` publishes it as it stands" in line
 
+    f.write_text(f.read_text().replace("\"duration\": 30", "\"duration\": 1"))  # a quick rerun
     r = wt(wt_env, *resume)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith(f"job {job}: 2 episode(s)")
@@ -155,10 +156,12 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
         " a-e0 attempt 1: incomplete (0 turns): collector stopped before the episode ended  "
         "[published from the journal a stopped run left]"
     ) in r.stdout
+    # found: the cut-short attempt counted as the episode's, so a resume never ran it
+    assert " a-e0 attempt 2: success (1 turns)" in r.stdout
     assert " b-e0 attempt 1: success (1 turns)" in r.stdout
-    assert "2 trajectories (0 failed attempts, 1 incomplete)" in r.stdout
+    assert "3 trajectories (0 failed attempts, 1 incomplete)" in r.stdout
     got = published(raw)
-    assert sorted(got) == [("a-e0", 1), ("b-e0", 1)]
+    assert sorted(got) == [("a-e0", 1), ("a-e0", 2), ("b-e0", 1)]
     assert {t.source.job_id for t in got.values()} == {job}
     assert not list((raw / "collect" / job / ".journals").iterdir())
     again = wt(wt_env, *resume)  # nothing is left: nothing runs, nothing is published twice
@@ -187,18 +190,19 @@ def test_ctrl_c_prints_a_resume_command_that_finishes_the_job(docker_engine, wt_
     assert proc.returncode == 130, err
     command = f"worldtrace collect {f} --resume {job}"
     assert (
-        f"interrupted: a-e0 attempt 1 was published as it stood (incomplete, kept as that "
-        f"episode's attempt); 1 episode(s) not run; run them with: {command}"
+        f"interrupted: a-e0 attempt 1 was published as it stood (incomplete; a resume runs "
+        f"that episode again); 1 episode(s) not run; finish the job with: {command}"
     ) in err, err
     assert published(raw).keys() == {("a-e0", 1)}
 
     r = subprocess.run(shlex.split(command), capture_output=True, text=True, env=wt_env)
     assert r.returncode == 0, r.stdout + r.stderr
     got = published(raw)
-    assert sorted(got) == [("a-e0", 1), ("b-e0", 1)]
+    assert sorted(got) == [("a-e0", 1), ("a-e0", 2), ("b-e0", 1)]
     assert got[("a-e0", 1)].outcome.status == "incomplete"
+    assert got[("a-e0", 2)].outcome.status == "success"
     assert got[("b-e0", 1)].outcome.status == "success"
-    assert "1 trajectories (0 failed attempts)" in r.stdout  # a-e0 is not run again
+    assert "2 trajectories (0 failed attempts)" in r.stdout  # a-e0 again, then b-e0
 
 
 def test_resume_refuses_a_job_it_cannot_finish(store, wt_env, tmp_path):
