@@ -3,8 +3,12 @@
 Writers leave hidden names behind only when they stop mid-way: `.tmp-*` files
 (ShardWriter, atomic writes, Megatron writers), `.run-*` directories of `process` runs
 under processed/, `.staging-*` directories of exports, `.old-*` directories of an
-interrupted swap, and episode journals. None of these names carries the writer's pid,
-so a live writer is told apart by two tests that must both pass before anything is
+interrupted swap, and episode journals. Names made by `schemas.tempfiles.temp_name`
+(ShardWriter's and atomic writes' `.tmp-*`, `.run-*`, `.staging-*`) carry the writer's
+pid and host (`.tmp-<pid>-<host>-<random>-name`); Megatron's `.tmp-NAME.bin`/`.idx`,
+`.old-*` and journals carry none, and a pid names a process only on the host that
+wrote it (a store on a shared disk has writers elsewhere). So gc does not read the pid:
+a live writer is told apart by two tests that must both pass before anything is
 removed: nothing in the item was modified for `min_age` seconds, and no process on this
 machine has a file in it open (read from /proc; as a non-root user only that user's
 processes are visible). A journal is removed only when the trajectory it holds is

@@ -37,8 +37,8 @@ Example:
     show_default=True,
     metavar="AGE",
     callback=_duration,
-    help="Leftover files are removed only when untouched this long (their names carry no "
-    "pid) and open in no process.",
+    help="Leftover files are removed only when untouched this long and open in no process "
+    "(gc goes by age, not by the pid some temp names carry: see docs/cli.md).",
 )
 @click.option(
     "--exports-older-than",

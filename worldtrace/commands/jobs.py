@@ -21,8 +21,9 @@ JSON_HELP = "Print one JSON document on stdout instead (keys in docs/cli.md)."
     "  worldtrace jobs list --json | jq -r '.jobs[] | select(.failed > 0) | .job_id'"
 )
 def jobs() -> None:
-    """Collection jobs in the job store (the store's jobs.db, or --jobs URL): submit,
-    list, show, cancel, retry, unschedule. `worldtrace worker` runs what is queued."""
+    """Collection jobs in the job store (the store's jobs.db, or --jobs URL after the
+    subcommand: `jobs list --jobs URL`): submit, list, show, cancel, retry, unschedule.
+    `worldtrace worker` runs what is queued."""
 
 
 @jobs.command(
@@ -102,7 +103,7 @@ def jobs_list(
 @jobs.command(
     "show",
     epilog="\b\nExample:\n  worldtrace jobs show j-5592    (a prefix of the id is enough)\n"
-    "  worldtrace jobs show j-5592 --json | jq '.episodes[] | select(.status == \"failed\")'",
+    "  worldtrace jobs show j-5592 --json | jq '.attempts[] | select(.status == \"failed\") | .error'",
 )
 @click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)

@@ -186,8 +186,9 @@ def query(
     ctx: click.Context, sql, fmt, output, sql_file, shell, list_views, max_rows, timeout
 ) -> None:
     """Run DuckDB SQL over the store's views: trajectories, turns, clusters, rejects,
-    raw_trajectories, raw_turns, jobs, episodes, exports. Reads only: statements that
-    write files, attach databases, load extensions or change settings are refused."""
+    raw_trajectories, raw_turns, jobs, episodes, exports, perturbations,
+    raw_perturbations. Reads only: statements that write files, attach databases, load
+    extensions or change settings are refused."""
     from worldtrace.output import query_format
 
     views = _views()
