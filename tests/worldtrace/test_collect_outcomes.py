@@ -148,7 +148,7 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
     [line] = [ln for ln in dry.stdout.splitlines() if str(journal) in ln]
     assert f"`worldtrace collect JOB_FILE --resume {job}` publishes it as it stands" in line
 
-    f.write_text(f.read_text().replace("\"duration\": 30", "\"duration\": 1"))  # a quick rerun
+    f.write_text(f.read_text().replace('"duration": 30', '"duration": 1'))  # a quick rerun
     r = wt(wt_env, *resume)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith(f"job {job}: 2 episode(s)")
