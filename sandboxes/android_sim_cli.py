@@ -46,4 +46,9 @@ def command(host, port, devices, no_ime, preinstall_u2, drop_after, offline_afte
         drop_after=drop_after,
         offline_after=offline_after,
     )
-    serve(SimConfig(host, port, devices, dev))
+    try:
+        serve(SimConfig(host, port, devices, dev))
+    except ValueError as exc:  # not a loopback address
+        raise click.BadParameter(str(exc), param_hint="--host") from None
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None

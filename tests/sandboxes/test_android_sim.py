@@ -193,3 +193,23 @@ def test_the_documented_command_serves_a_device(wt_env):
         ["worldtrace", "android-sim", "--help"], capture_output=True, text=True, env=wt_env
     )
     assert r.returncode == 0 and "--drop-after" in r.stdout and "Example:" in r.stdout
+
+
+def test_an_address_the_simulator_cannot_serve_is_one_line(wt_env):
+    """Found: `--host 0.0.0.0` (refused: loopback only) and a port in use ended in a
+    traceback."""
+    import socket
+
+    run = lambda *a: subprocess.run(  # noqa: E731
+        ["worldtrace", "android-sim", *a], capture_output=True, text=True, env=wt_env, timeout=60
+    )
+    r = run("--host", "0.0.0.0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "Invalid value for --host: the simulator listens on loopback only" in r.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = run("--port", str(port))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"Error: cannot listen on 127.0.0.1:{port}: "), r.stderr
