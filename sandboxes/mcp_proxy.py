@@ -117,9 +117,19 @@ class FaultPlan:
         return Fault(kind, latency, round(keep, 3), retry)
 
 
+SDK_LOST = ("Connection closed", "SSE stream ended without a response",
+            "SSE stream ended and reconnection attempts were exhausted")  # fmt: skip
+"""The errors the SDK makes up (code -32000) for a request whose answer can never come:
+the stdio connection closed, or a streamable-HTTP stream that ended or failed
+(`mcp.client.streamable_http._resolve_abandoned_request`). A server may answer -32000
+itself (the implementation-defined range), so the code alone does not tell."""
+
+
 def is_transport_failure(code: int, message: str) -> bool:
     """An SDK error meaning the connection is gone (infrastructure), not a server answer."""
-    return code == CONNECTION_CLOSED and message == "Connection closed"
+    return code == CONNECTION_CLOSED and (
+        message in SDK_LOST or message.startswith("SSE stream failed: ")
+    )
 
 
 class FaultProxy:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -277,6 +278,47 @@ def test_dead_or_hung_server_fails_the_attempt(store, sig, reason):
     assert texts(t) == ["Echo: one"]  # the turn before the failure is kept
     assert time.monotonic() - started < 15  # the 20 s tool was not waited for
     assert not _children("mcp-server-everything")  # and the server is gone
+
+
+DIES_MID_STREAM = """
+import asyncio, os, sys
+from mcp.server.mcpserver import Context, MCPServer
+
+app = MCPServer("dies")
+
+
+@app.tool()
+def echo(message: str) -> str:
+    return message
+
+
+@app.tool()
+async def die(ctx: Context) -> str:
+    await ctx.info("about to go")  # the answer streams (SSE) from here on
+    await asyncio.sleep(0.3)
+    os._exit(4)
+
+
+app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+"""
+
+
+def test_a_streamable_http_server_dying_mid_stream_fails_the_attempt(store, tmp_path):
+    """Found: over streamable HTTP the SDK answers a request whose stream ended with an
+    error of its own ("SSE stream ended without a response", -32000), which was recorded
+    as the server's answer in a successful attempt. An MCP server made with the SDK."""
+    server = tmp_path / "dies.py"
+    server.write_text(DIES_MID_STREAM)
+    http = {
+        "command": [sys.executable, str(server), "{port}"],
+        "url": "http://127.0.0.1:{port}/mcp",
+        "call_timeout": 15,
+    }
+    actions = [tool("echo", message="one"), tool("die")]
+    [t] = collect(store, http, [{"id": "d", "actions": actions}]).trajectories
+    assert t.outcome.status == "error", [x.observation.text for x in t.turns]
+    assert "closed the connection" in t.outcome.error and "die" in t.outcome.error
+    assert texts(t) == ["one"]
 
 
 def test_server_that_cannot_start_is_a_failed_attempt_with_its_stderr(store):
