@@ -1,16 +1,23 @@
 """Running commands in sandbox containers: capped output, input on stdin, set-up.
 
 Every command runs under `timeout -s KILL` inside the container, so neither a hang nor a
-flood can hold the collector. Files go in through the container's own processes (`cat`
-and `tar` reading stdin), not the engine's archive API: that API writes beneath tmpfs
-mounts (where nothing inside sees it) and answers a read-only mount with an HTTP 500,
-while a process in the container gets the environment's real answer (`Read-only file
-system`, `No space left on device`, `Permission denied`).
+flood can hold the collector. The engine starts every process in `/`, which always exists;
+a command's working directory is entered by a shell inside (`cd`), so a directory the
+agent deleted is the shell's matter, not a runc `chdir` failure. When the engine cannot
+start a process at all (its exec never got a pid: `OCI runtime exec failed: ...`), that is
+our failure and raises SandboxError: it is never returned as a command's output.
+
+Files go in through the container's own processes (`cat` and `tar` reading stdin), not
+the engine's archive API: that API writes beneath tmpfs mounts (where nothing inside sees
+it) and answers a read-only mount with an HTTP 500, while a process in the container gets
+the environment's real answer (`Read-only file system`, `No space left on device`,
+`Permission denied`).
 """
 
 from __future__ import annotations
 
 import io
+import math
 import socket
 import tarfile
 import time
@@ -22,20 +29,43 @@ INPUT_OUTPUT_CAP = 1 << 16
 """Bytes of output kept from a command fed on stdin (it writes files; it says little)."""
 
 
-def _wrapped(cmd: list[str], timeout: float) -> list[str]:
-    return ["timeout", "-s", "KILL", str(max(int(timeout), 1)), *cmd]
+ENTER = 'cd -- "$1" || exit; shift; exec "$@"'
+"""Enter directory `$1`, then become the command: a directory that cannot be entered fails
+the command (our set-up commands: a missing directory is our mistake)."""
+ENTER_OR_ROOT = 'cd -- "$1" 2>/dev/null || cd /; shift; exec "$@"'
+"""Enter directory `$1`, or `/` when it is gone (the agent deleted it): the command still
+runs, as in a shell whose directory was removed under it."""
 
 
-def _exit_code(api, exec_id: str, wait: float = 5.0) -> int:
-    """The exit code of a finished exec (the engine may lag the end of the stream briefly)."""
+def _wrapped(cmd: list[str], timeout: float, workdir: str | None, fallback: bool) -> list[str]:
+    if workdir:
+        cmd = ["sh", "-c", ENTER_OR_ROOT if fallback else ENTER, "sh", workdir, *cmd]
+    # whole seconds (busybox's timeout ignores fractions), rounded up: a command is never
+    # cut before `timeout`, so a cut one is known as timed out
+    return ["timeout", "-s", "KILL", str(max(math.ceil(timeout), 1)), *cmd]
+
+
+def _exit_code(api, exec_id: str, cmd: list[str], output: bytes, wait: float = 5.0) -> int:
+    """The exit code of a finished exec (the engine may lag the end of the stream briefly).
+
+    An exec that never got a process (pid 0) and failed is the engine's failure to start
+    it (runc: `OCI runtime exec failed: ...`, an unknown user, a missing `timeout`):
+    SandboxError with the engine's message, which `output` holds."""
     deadline = time.monotonic() + wait
     while True:
         info = api.exec_inspect(exec_id)
-        if not info.get("Running") and info.get("ExitCode") is not None:
-            return info["ExitCode"]
-        if time.monotonic() > deadline:
-            return info["ExitCode"] if info.get("ExitCode") is not None else -1
+        done = not info.get("Running") and info.get("ExitCode") is not None
+        if done or time.monotonic() > deadline:
+            break
         time.sleep(0.01)  # polling the engine's state: there is no event to wait on
+    code = info["ExitCode"] if info.get("ExitCode") is not None else -1
+    if done and code != 0 and info.get("Pid", -1) == 0:  # an engine without pids: no verdict
+        said = output.decode("utf-8", errors="replace").strip()[-500:]
+        raise SandboxError(
+            f"docker could not start the command {cmd[0]!r} (exit {code})"
+            + (f": {said}" if said else "")
+        )
+    return code
 
 
 def exec_capture(
@@ -46,21 +76,26 @@ def exec_capture(
     workdir: str | None = None,
     env: dict | None = None,
     user: str | None = None,
+    fallback: bool = False,
 ) -> tuple[int, str, bool, bool]:
     """Run a one-shot command: (exit code, output, truncated, timed_out)."""
-    code, out, truncated, timed_out = exec_output(container, cmd, timeout, cap, workdir, env, user)
+    code, out, truncated, timed_out = exec_output(
+        container, cmd, timeout, cap, workdir, env, user, fallback
+    )
     return code, out.decode("utf-8", errors="replace"), truncated, timed_out
 
 
-def _create(container, cmd: list[str], timeout: float, workdir, user, **opts) -> dict:
-    """A docker exec of `cmd` bounded by `timeout` inside the container, output and
-    errors on one stream."""
+def _create(
+    container, cmd: list[str], timeout: float, workdir, user, fallback: bool = False, **opts
+) -> dict:
+    """A docker exec of `cmd` bounded by `timeout` inside the container, started in `/`
+    and entering `workdir` itself (or `/` when it is gone, with `fallback`)."""
     return container.client.api.exec_create(
         container.id,
-        _wrapped(cmd, timeout),
+        _wrapped(cmd, timeout, workdir, fallback),
         stdout=True,
         stderr=True,
-        workdir=workdir,
+        workdir="/",
         user=user or "",
         **opts,
     )
@@ -74,31 +109,60 @@ def exec_output(
     workdir: str | None = None,
     env: dict | None = None,
     user: str | None = None,
+    fallback: bool = False,
 ) -> tuple[int, bytes, bool, bool]:
     """Run a one-shot command: (exit code, output bytes, truncated, timed_out).
 
-    Reading stops at `cap` bytes; the in-container timeout bounds what still runs.
+    Output and errors come on one stream, in order. Reading stops at `cap` bytes; the
+    in-container timeout bounds what still runs.
+    """
+    code, out, _, truncated, timed_out = exec_streams(
+        container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
+    )
+    return code, out, truncated, timed_out
+
+
+def exec_streams(
+    container,
+    cmd: list[str],
+    timeout: float,
+    cap: int,
+    workdir: str | None = None,
+    env: dict | None = None,
+    user: str | None = None,
+    fallback: bool = False,
+    separate: bool = True,
+) -> tuple[int, bytes, bytes, bool, bool]:
+    """Run a one-shot command: (exit code, stdout, stderr, truncated, timed_out).
+
+    With `separate` the command's errors are kept apart from its output (so a reason is
+    never read out of a file's content); else both are in the first. Reading stops when
+    either passes `cap` bytes (`truncated`; the code is -1 while the command still runs).
     """
     api = container.client.api
-    ex = _create(container, cmd, timeout, workdir, user, environment=env)
+    ex = _create(container, cmd, timeout, workdir, user, fallback, environment=env)
     started = time.monotonic()
-    stream = api.exec_start(ex["Id"], stream=True, demux=False)
-    chunks, size, truncated = [], 0, False
-    for chunk in stream:
-        if size + len(chunk) > cap:
-            chunks.append(chunk[: cap - size])
-            truncated = True
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    stream.close()
+    stream = api.exec_start(ex["Id"], stream=True, demux=True)
+    out, err = bytearray(), bytearray()
+    truncated = False
+    try:
+        for frame_out, frame_err in stream:
+            into = err if separate and frame_err else out
+            chunk = frame_out or frame_err or b""
+            if len(into) + len(chunk) > cap:
+                into += chunk[: cap - len(into)]
+                truncated = True
+                break
+            into += chunk
+    finally:
+        stream.close()
     if truncated:
         code = api.exec_inspect(ex["Id"]).get("ExitCode")  # may still run: do not wait
         code = -1 if code is None else code
     else:
-        code = _exit_code(api, ex["Id"])
+        code = _exit_code(api, ex["Id"], cmd, bytes(out + err))
     timed_out = code == 137 and time.monotonic() - started >= timeout
-    return code, b"".join(chunks), truncated, timed_out
+    return code, bytes(out), bytes(err), truncated, timed_out
 
 
 def exec_input(
@@ -108,12 +172,13 @@ def exec_input(
     timeout: float,
     workdir: str | None = None,
     user: str | None = None,
-) -> tuple[int, str]:
-    """Run a command with `data` on its stdin: (exit code, output)."""
+) -> tuple[int, str, bool]:
+    """Run a command with `data` on its stdin: (exit code, output, timed_out)."""
     from docker.utils.socket import frames_iter
 
     api = container.client.api
     ex = _create(container, cmd, timeout, workdir, user, stdin=True)
+    started = time.monotonic()
     sock = api.exec_start(ex["Id"], socket=True)
     raw = sock._sock
     raw.settimeout(timeout + 10)
@@ -132,24 +197,33 @@ def exec_input(
         raise SandboxError(f"command did not end within {timeout + 10:g}s: {cmd[0]}") from exc
     finally:
         sock.close()
-    return _exit_code(api, ex["Id"]), b"".join(out).decode("utf-8", errors="replace")
+    raw = b"".join(out)
+    code = _exit_code(api, ex["Id"], cmd, raw)
+    timed_out = code == 137 and time.monotonic() - started >= timeout
+    return code, raw.decode("utf-8", errors="replace"), timed_out
 
 
-def reason(output: str) -> str:
-    """The system's reason in a failed command's message (`sh: 1: cannot create /x: Read-only
-    file system` -> `Read-only file system`)."""
-    line = output.strip().splitlines()[-1] if output.strip() else ""
-    return line.rsplit(": ", 1)[-1] if line else "failed"
+def reason(errors: str, code: int | None = None) -> str:
+    """The system's reason in a failed command's error message (`sh: 1: cannot create /x:
+    Read-only file system` -> `Read-only file system`); a command that said nothing is
+    described by its exit status. Give it what the command wrote to stderr only."""
+    line = errors.strip().splitlines()[-1].strip() if errors.strip() else ""
+    if line:
+        return line.rsplit(": ", 1)[-1]
+    if code is not None and code > 128:
+        return f"killed by signal {code - 128}"
+    return f"exit status {code}" if code is not None else "no reason given"
 
 
 def write_file(
     container, path: str, data: bytes, timeout: float, user: str | None = None
-) -> str | None:
-    """Write a file as the container's processes would; None, or the system's reason."""
-    code, out = exec_input(
+) -> tuple[str | None, bool]:
+    """Write a file as the container's processes would: (None, or the system's reason;
+    whether the write timed out)."""
+    code, out, timed_out = exec_input(
         container, ["sh", "-c", 'cat > "$1"', "sh", path], data, timeout, user=user
     )
-    return None if code == 0 else reason(out)
+    return (None if code == 0 else reason(out, code)), timed_out
 
 
 def copy_tree(container, host_dir: str, target: str, timeout: float) -> None:
@@ -157,7 +231,7 @@ def copy_tree(container, host_dir: str, target: str, timeout: float) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(host_dir, arcname=".")
-    code, out = exec_input(
+    code, out, _ = exec_input(
         container,
         ["sh", "-c", 'mkdir -p "$1" && tar -x -f - -C "$1"', "sh", target],
         buf.getvalue(),

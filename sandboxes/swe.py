@@ -10,6 +10,13 @@ The repository is copied into the container (default) or bind-mounted read-only,
 episode never changes the host's copy. Files are read and written by processes in the
 container, so a read-only mount or a full disk answers as it would anyone: `error: cannot
 write pkg/x.py: Read-only file system` is an observation, not a failed attempt.
+
+The repository is the agent's to break: when it is deleted, `bash` runs in `/` (as a shell
+whose directory was removed under it still runs commands) and `read`/`edit` answer with
+the file system's `No such file or directory`. `read` and `edit` answer under the same
+output cap and step timeout as `bash`: a file over the cap (or an endless device) shows
+its beginning flagged `truncated`, a read that hangs (a FIFO) is flagged `timed_out`.
+When docker cannot start a process at all, the step raises SandboxError (execs.py).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import difflib
 import json
 import posixpath
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,7 +40,7 @@ from .docker import FORBIDDEN_HOST_PATHS, DockerConfig, shared_pool
 from .execs import (
     copy_tree,
     exec_capture,
-    exec_output,
+    exec_streams,
     reason,
     root_runner,
     run_setup,
@@ -43,11 +50,27 @@ from .execs import (
 NO_SUCH_FILE = "No such file or directory"
 TOO_LARGE = 3
 READ = (
-    's=$(stat -c %s -- "$1") || exit 1; if [ "$s" -gt "$2" ]; then [ "$3" = part ] || exit 3;'
-    ' head -c "$2" -- "$1"; exit 3; fi; exec cat -- "$1"'
+    's=$(stat -L -c %s -- "$1") || exit 1;'
+    ' [ "$3" = whole ] && [ "$s" -gt "$2" ] && exit 3;'
+    ' exec head -c "$(($2 + 1))" -- "$1"'
 )
-"""Print file `$1` if it has at most `$2` bytes, else exit 3 (after its first `$2` bytes
-when `$3` is `part`): a file too large is never sent whole."""
+"""Print at most `$2 + 1` bytes of file `$1` (more than `$2` means it is over the limit);
+exit 3 at once when `$3` is `whole` and the file (through links) is over `$2` bytes. Sizes
+are not trusted beyond that (`/dev/zero` and `/proc` files say 0): `head` bounds what is
+sent, and the caller tells an oversized file by the bytes it got."""
+
+
+@dataclass
+class _Read:
+    """What reading a file in the container gave."""
+
+    text: str | None = None
+    """The content (its first bytes when `too_large` and read in part); None if not read."""
+    why: str = ""
+    """The system's reason when the read failed."""
+    too_large: bool = False
+    timed_out: bool = False
+
 
 _STR = {"type": "string"}
 ACTION_SPACE = [
@@ -201,23 +224,36 @@ class SWESandbox(Unpicklable):
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.config.repo_path, path))
 
-    def _read(self, path: str, limit: int, part: bool = False) -> tuple[str | None, str, bool]:
-        """(text, "", whether the file is over `limit` bytes: then its first `limit` bytes
-        if `part`, else "") or (None, the system's reason, False). A process in the
-        container reads, so every answer is the file system's own."""
+    def _read(self, path: str, limit: int, part: bool = False) -> _Read:
+        """Read a file of at most `limit` bytes (its first `limit` bytes, flagged too large,
+        if `part`). A process in the container reads, so every answer is the file system's
+        own; the reason of a failure comes from the reader's stderr, never the content."""
         d = self.config.docker
-        code, out, _, _ = exec_output(
+        code, out, err, _, timed_out = exec_streams(
             self.container,
             ["sh", "-c", READ, "sh", self._path(path), str(limit), "part" if part else "whole"],
             d.step_timeout,
-            limit + 4096,
+            limit + 1,
             user=self.session.user,
         )
-        if code == TOO_LARGE:
-            return out.decode("utf-8", errors="replace"), "", True
+        if timed_out:
+            return _Read(timed_out=True)
+        if code == TOO_LARGE or len(out) > limit:
+            text = out[:limit].decode("utf-8", errors="replace") if part else None
+            return _Read(text, too_large=True)
         if code != 0:
-            return None, reason(out.decode("utf-8", errors="replace")), False
-        return out.decode("utf-8", errors="replace"), "", False
+            return _Read(why=reason(err.decode("utf-8", errors="replace"), code))
+        return _Read(out.decode("utf-8", errors="replace"))
+
+    def _timed_out(self, text: str) -> Observation:
+        """A step cut off by the step timeout, flagged as the bash tool flags it."""
+        t = self.config.docker.step_timeout
+        return Observation(
+            f"{text}\n[timed out after {t:g}s]",
+            exit_code=137,
+            is_error=True,
+            state_json=json.dumps({"timed_out": True}),
+        )
 
     def step(self, action: Action) -> Observation:
         if self.container is None:
@@ -237,23 +273,33 @@ class SWESandbox(Unpicklable):
         return getattr(self, f"_tool_{name}")(**args)
 
     def _tool_read(self, path: str, start: int = 1, end: int | None = None) -> Observation:
-        text, why, truncated = self._read(path, self.config.docker.output_cap, part=True)
-        if text is None:
-            return Observation(f"error: cannot read {path}: {why}", is_error=True, exit_code=1)
-        lines = text.splitlines()
+        cap = self.config.docker.output_cap
+        got = self._read(path, cap, part=True)
+        if got.timed_out:
+            return self._timed_out(f"error: cannot read {path}")
+        if got.text is None:
+            return Observation(f"error: cannot read {path}: {got.why}", is_error=True, exit_code=1)
+        lines = got.text.splitlines()
         end = len(lines) if end is None else min(end, len(lines))
         body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(max(start, 1), end + 1))
+        truncated = got.too_large
+        raw = body.encode()
+        if len(raw) > cap:  # line numbers count against the cap, as bash's output does
+            body, truncated = raw[:cap].decode("utf-8", errors="ignore"), True
         return Observation(body, truncated=truncated)
 
     def _tool_edit(
         self, path: str, old: str | None = None, new: str = "", content: str | None = None
     ) -> Observation:
         limit = self.config.edit_limit
-        before, why, too_large = self._read(path, limit)
-        if too_large:
+        got = self._read(path, limit)
+        if got.timed_out:
+            return self._timed_out(f"error: cannot read {path}")
+        if got.too_large:
             return Observation(
                 f"error: {path} is too large to edit (over {human(limit)})", is_error=True
             )
+        before, why = got.text, got.why
         if before is None and (content is None or why != NO_SUCH_FILE):
             gone = why == NO_SUCH_FILE
             msg = f"{path} does not exist" if gone else f"cannot read {path}: {why}"
@@ -269,9 +315,11 @@ class SWESandbox(Unpicklable):
                 )
             after = before.replace(old, new, 1)
         d = self.config.docker
-        failed = write_file(
+        failed, timed_out = write_file(
             self.container, self._path(path), after.encode(), d.step_timeout, self.session.user
         )
+        if timed_out:
+            return self._timed_out(f"error: cannot write {path}")
         if failed:
             return Observation(f"error: cannot write {path}: {failed}", is_error=True)
         diff = difflib.unified_diff(
@@ -292,6 +340,7 @@ class SWESandbox(Unpicklable):
             self.config.repo_path,
             env=self.session.env or None,
             user=self.session.user,
+            fallback=True,  # the agent may delete the repository: its shell still runs
         )
         if timed_out:
             out += f"\n[timed out after {d.step_timeout:g}s]"
