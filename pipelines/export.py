@@ -7,7 +7,8 @@ prompt.py, tokenizer and loss masks in tokens.py.
 
 Determinism: records are read in stored order, every draw (keep, sampled turn, split)
 is a hash of (id, seed), shard names are fixed and manifests hold no clock, so the same
-processed shards and settings give byte-identical files.
+processed shards and settings give byte-identical files. The split has its own seed
+(`split_seed`), so exports of several mask draws (`seed`) hold out the same clusters.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
 
-from .inputs import CLUSTER, check_input, iter_batches
+from .inputs import CLUSTER, check_input, iter_batches, kept_nothing
 from .mask import KEEP_MODES, unit_draw
 from .prompt import SystemPrompt
 from .render import load_template
@@ -41,7 +42,7 @@ from .samples import (
     SampleConfig,
     domain_totals,
 )
-from .tokens import load_tokenizer, pad_id, tokenizer_info
+from .tokens import EOD_TOKENS, eod_id, load_tokenizer, pad_id, tokenizer_info
 from .writers import (
     FORMATS,
     LABEL_SHIFT,
@@ -77,13 +78,15 @@ class ExportConfig(SampleConfig):
     """parquet, megatron or agentworldbench (JSONL eval sets, no tokenizer needed)."""
     split: str | None = None
     """Hold out whole dedup clusters, e.g. test=0.02 (or test=0.02,valid=0.01; from Python also a mapping): each part goes to OUTPUT/<part>/ with its own manifest, the rest to OUTPUT/train/."""
+    split_seed: int = 0
+    """Seed of the split's draw (which dedup clusters are held out); the mask seed does not move it, so exports of several mask draws hold out the same clusters."""
     simulation_instructions: str | None = None
     """YAML/JSON file mapping domain -> simulation instruction, or a directory of <domain>.md files; replaces worldtrace's own text for those domains."""
     shard_rows: int = 4096
     """Not read: Parquet shards are cut at 256 MiB (kept because manifests record it)."""
 
     def check(self) -> None:
-        """Raise ValueError naming the first setting outside its choices."""
+        """Raise ValueError naming the first setting outside its choices or range."""
         for name, allowed in (
             ("format", FORMATS),
             ("keep_mode", KEEP_MODES),
@@ -94,6 +97,14 @@ class ExportConfig(SampleConfig):
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        for name, least, meaning in (
+            ("max_len", 0, "0 (no limit) or a number of tokens"),
+            ("seq_len", 0, "0 (no packing) or a number of tokens"),
+            ("pack_window", 1, "a number of samples, at least 1"),
+        ):
+            value = getattr(self, name)
+            if value < least:
+                raise ValueError(f"{name} must be {meaning}, got {value!r}")
         if self.seq_len and self.max_len > self.seq_len:
             raise ValueError(f"max_len {self.max_len} exceeds seq_len {self.seq_len}")
         parse_split(self.split)
@@ -109,6 +120,8 @@ def parse_split(spec: str | Mapping[str, Any] | None) -> dict[str, float]:
             name, sep, frac = item.partition("=")
             if not sep:
                 raise ValueError(f"split: {item!r} is not PART=FRACTION (e.g. test=0.02)")
+            if name.strip() in items:
+                raise ValueError(f"split: part {name.strip()!r} is given twice in {spec!r}")
             items[name.strip()] = frac.strip()
     else:
         items = dict(spec)
@@ -128,8 +141,8 @@ def parse_split(spec: str | Mapping[str, Any] | None) -> dict[str, float]:
 
 
 def part_of(cluster: str, fractions: dict[str, float], seed: int) -> str:
-    """The part a dedup cluster goes to: a hash draw of (cluster id, seed), so every
-    member of a cluster lands on the same side."""
+    """The part a dedup cluster goes to: a hash draw of (cluster id, split seed), so every
+    member of a cluster lands on the same side, whatever the mask seed."""
     u, acc = unit_draw(cluster, "split", seed), 0.0
     for name, frac in fractions.items():
         acc += frac
@@ -141,10 +154,17 @@ def part_of(cluster: str, fractions: dict[str, float], seed: int) -> str:
 class PartSink:
     """One output part: samples -> rows (packed within a window when seq_len is set) -> writer."""
 
-    def __init__(self, cfg: ExportConfig, directory: Path, part: str, packer: Packer | None):
+    def __init__(
+        self,
+        cfg: ExportConfig,
+        directory: Path,
+        part: str,
+        packer: Packer | None,
+        eod: int | None = None,
+    ):
         directory.mkdir(parents=True, exist_ok=True)
         self.directory, self.packer = directory, packer
-        self.writer = row_writer(cfg.format, directory, bool(cfg.seq_len), part)
+        self.writer = row_writer(cfg.format, directory, bool(cfg.seq_len), part, eod)
 
     def add(self, sample: Sample) -> None:
         if self.packer is None:
@@ -173,6 +193,12 @@ def export(
     template = load_template(cfg.template, cfg.template_eot)
     awb = cfg.format == "agentworldbench"
     tok = None if awb else load_tokenizer(cfg.tokenizer)
+    eod = eod_id(tok) if cfg.format == "megatron" else None
+    if cfg.format == "megatron" and eod is None:
+        raise ValueError(
+            f"{cfg.tokenizer}: no end-of-document token ({', '.join(EOD_TOKENS)}); "
+            "a Megatron export ends every document with one"
+        )
     builder = SampleBuilder(cfg, template, tok, prompt)
     check_input(cfg.input)
     names = [MAIN_PART, *fractions]
@@ -180,17 +206,18 @@ def export(
     with staged(cfg.output) as staging:
         dirs = {n: staging / n if fractions else staging for n in names}
         records = _routed(
-            iter_batches(cfg.input, batch), fractions, cfg.seed, trajectories, progress
+            iter_batches(cfg.input, batch), fractions, cfg.split_seed, trajectories, progress
         )
         if awb:
             n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
         else:
-            n_rows = _write_rows(cfg, records, dirs, builder, pad_id(tok))
+            n_rows = _write_rows(cfg, records, dirs, builder, pad_id(tok), eod)
+        _check_targets(cfg, builder, trajectories)  # before anything replaces the output
         manifests = {}
         for n in names:
             m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n)
             if fractions:
-                m["split"] = _split_info(fractions, cfg.seed, n)
+                m["split"] = _split_info(fractions, cfg.split_seed, n)
             m["shards"] = shard_entries(dirs[n])
             write_manifest(dirs[n], m)
             manifests[n] = m
@@ -212,6 +239,31 @@ def _check_apart(out: Path, cfg: ExportConfig) -> None:
         )
 
 
+def _check_targets(cfg: ExportConfig, builder: SampleBuilder, read: Counter[str]) -> None:
+    """Refuse an export with no target token: training on it computes cross-entropy over
+    nothing (nan). Samples without a target are left out, so no sample means no target."""
+    stats = builder.stats.values()
+    if any(s.samples for s in stats):
+        return
+    if not sum(read.values()):
+        said = kept_nothing(cfg.input)
+        raise ValueError(said or f"no trajectory to export: the shards under {cfg.input} hold none")
+    turns = sum(n["turns"] for s in stats for n in s.without_target.values())
+    samples = sum(n["samples"] for s in stats for n in s.without_target.values())
+    limit = builder.max_len
+    why = (
+        f" (at most {limit} tokens a sample: is --max-len/--seq-len too short to leave room"
+        " for an observation after the system prompt?)"
+        if limit
+        else ""
+    )
+    raise ValueError(
+        f"no target token in the export: none of the {sum(read.values())} trajectories gave a "
+        f"sample with a target ({samples} sample(s) and {turns} turn(s) had none){why}; "
+        "nothing written"
+    )
+
+
 def _routed(
     batches: Iterable[list[dict[str, Any]]],
     fractions: dict[str, float],
@@ -231,10 +283,15 @@ def _routed(
             progress(read, read)
 
 
-def _write_rows(cfg, records, dirs: dict[str, Path], builder, pad: int) -> dict[str, int]:
-    """Samples -> each part's rows (packed within a window when seq_len is set)."""
+def _write_rows(
+    cfg, records, dirs: dict[str, Path], builder, pad: int, eod: int | None = None
+) -> dict[str, int]:
+    """Samples -> each part's rows (packed within a window when seq_len is set); `eod`
+    ends every Megatron document."""
     sinks = {
-        n: PartSink(cfg, d, n, Packer(cfg.seq_len, pad, cfg.pack_window) if cfg.seq_len else None)
+        n: PartSink(
+            cfg, d, n, Packer(cfg.seq_len, pad, cfg.pack_window) if cfg.seq_len else None, eod
+        )
         for n, d in dirs.items()
     }
     for sample in builder.samples(records):
@@ -259,6 +316,7 @@ def _write_awb(records, dirs, fractions, prompt, builder, seed) -> dict[str, int
 
 
 def _split_info(fractions: dict[str, float], seed: int, part: str | None = None) -> dict:
+    """The split: fractions, its seed (`split_seed`, not the mask seed), what is held out whole."""
     info = {"fractions": fractions, "seed": seed, "by": SPLIT_BY}
     return {**info, "part": part} if part else info
 
@@ -294,6 +352,8 @@ def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> d
             "trajectories": n_in,
             "rows": n_rows,
             **builder.stats[part].as_dict(),
+            # Megatron: one end-of-document token after every row, not in `tokens`
+            **({"eod_tokens": n_rows} if cfg.format == "megatron" else {}),
         },
         "config": {
             k: v for k, v in asdict(cfg).items() if k not in ("input", "output", "tokenizer")
@@ -307,7 +367,7 @@ def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Pa
     return {
         "schema_version": F.TRAINING_SCHEMA_VERSION,
         "format": cfg.format,
-        "split": _split_info(fractions, cfg.seed),
+        "split": _split_info(fractions, cfg.split_seed),
         "parts": {
             n: {
                 "path": n,

@@ -5,10 +5,12 @@ rules, provenance or timestamps), and the shards are read in name order, row gro
 row group, rows in stored order, so memory holds one batch however large the corpus and
 the same shards always give the same sequence of records. (Export used to sort the
 whole corpus by trajectory_id; that needs the corpus, or an external sort, in hand.)
+A record without mask decisions (unprocessed, raw data) is refused.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,12 +55,47 @@ def _columns(pf: pq.ParquetFile) -> list[str]:
 
 
 def check_input(path: str) -> list[Path]:
+    """The shard files under `path`; FileNotFoundError when there are none, saying whether
+    a processing run wrote `path` and kept nothing, or none ran."""
     files = shard_files(path)
     if not files:
+        said = kept_nothing(path)
+        if said:
+            raise FileNotFoundError(said)
         raise FileNotFoundError(
             f"no processed trajectories under {path} (run `worldtrace process` first)"
         )
     return files
+
+
+def kept_nothing(path: str) -> str | None:
+    """When the processing run whose output `path` is kept no trajectory: what it did
+    with those it read, and where to see why."""
+    m = Path(path).parent / "manifest.json"
+    try:
+        a = json.loads(m.read_text()).get("accounting") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not a.get("in") or a.get("kept"):
+        return None
+    lost = ", ".join(f"{k} {a[k]}" for k in ("filtered", "duplicates", "rejected") if a.get(k))
+    return (
+        f"nothing to export under {path}: processing kept none of the {a['in']} trajectories "
+        f"it read{f' ({lost})' if lost else ''}; `worldtrace stats` lists the filters and "
+        f"rejects (the processing manifest: {m})"
+    )
+
+
+def _check_decided(f: Path, record: dict[str, Any]) -> None:
+    """Refuse a record without mask decisions: unprocessed (raw) data, whose turns have no
+    keep ratio, would export every observation as a target, unfiltered and undeduplicated."""
+    turns = record[F.TURNS]
+    if turns and all(t.get("keep") is None for t in turns):
+        raise ValueError(
+            f"{f}: trajectory {record[F.TRAJECTORY_ID]} has no mask decisions (no turn has a "
+            "keep ratio): it is unprocessed data; run `worldtrace process` and export its "
+            "output (<store>/processed/trajectories, the default input)"
+        )
 
 
 def iter_batches(path: str, batch_rows: int = 256) -> Iterator[list[dict[str, Any]]]:
@@ -89,6 +126,7 @@ def iter_batches(path: str, batch_rows: int = 256) -> Iterator[list[dict[str, An
                     for t in r[F.TURNS]:
                         t["category"], t["keep"] = chosen[0][at], chosen[1][at]
                         at += 1
+                _check_decided(f, r)
             yield records
         if chosen is not None and at != len(chosen[0]):
             raise ValueError(

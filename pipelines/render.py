@@ -2,8 +2,13 @@
 
 Actions are user turns, observations assistant turns (DESIGN.md). Built-in templates
 are rendered directly; a user Jinja template is rendered with invisible sentinels
-around each observation that are then removed, so spans are exact for any template
+around each message's content that are then removed, so spans are exact for any template
 that places the content verbatim.
+
+The rendered text (`RenderedText`) also knows which of its characters are content (the
+system prompt, actions, observations) rather than template: the encoder reads special
+tokens only in the template's text, so an observation that contains `<|im_end|>` or
+`<|endoftext|>` is tokenized as the characters it is, not as the marker.
 """
 
 from __future__ import annotations
@@ -50,9 +55,34 @@ class Span:
     eot_end: int
 
 
+class RenderedText(str):
+    """Rendered text that knows its content: `content` holds the (start, end) character
+    spans, flattened and in order, of the text the template did not write (system prompt,
+    actions, observations; empty ones left out). `tokens.Encoder` recognises special
+    tokens only outside them. Slicing or concatenating gives a plain `str`, which the
+    encoder reads as the tokenizer does."""
+
+    content: tuple[int, ...]
+
+    def __new__(cls, text: str, content: tuple[int, ...] | list[int]) -> RenderedText:
+        self = super().__new__(cls, text)
+        self.content = tuple(content)
+        return self
+
+    def __reduce__(self):
+        return RenderedText, (str(self), self.content)
+
+
+def content_text(text: str) -> RenderedText:
+    """`text` as content from end to end (a system prompt measured alone): no special
+    token is read in it."""
+    return RenderedText(text, (0, len(text)) if text else ())
+
+
 @dataclass(frozen=True)
 class Rendered:
     text: str
+    """A `RenderedText` as `Template.render` returns it."""
     spans: tuple[Span, ...]
 
 
@@ -79,17 +109,23 @@ class Template:
         user, assistant, end = self.starts["user"], self.starts["assistant"], self.end
         n_eot = len(self.eot)
         out: list[str] = [self.starts["system"], system, end] if system else []
+        content: list[int] = [len(out[0]), len(out[0]) + len(system)] if system else []
         pos = sum(map(len, out))
         spans = []
         for t in turns:  # plain appends: this loop runs for every turn of the corpus
             action, obs = t["action"]["text"], t["observation"]["text"]
             turn_start = pos
-            start = pos + len(user) + len(action) + len(end) + len(assistant)
+            act = pos + len(user)
+            start = act + len(action) + len(end) + len(assistant)
             stop = start + len(obs)
             out += (user, action, end, assistant, obs, end)
             pos = stop + len(end)
             spans.append(Span(t["index"], turn_start, start, stop, stop, stop + n_eot))
-        return Rendered("".join(out), tuple(spans))
+            if action:
+                content += (act, act + len(action))
+            if obs:
+                content += (start, stop)
+        return Rendered(RenderedText("".join(out), content), tuple(spans))
 
 
 CHATML = Template(
@@ -107,7 +143,10 @@ PLAIN = Template(
 BUILTIN = {"chatml": CHATML, "plain": PLAIN}
 
 _OPEN, _MID, _CLOSE, _TURN = "\ue000", "\ue001", "\ue002", "\ue003"
-_SENTINEL_RE = re.compile(f"{_OPEN}(\\d+){_MID}|{_CLOSE}|{_TURN}")
+_BEGIN, _END = "\ue004", "\ue005"
+"""Around the system prompt and each action: where content begins and ends."""
+_SENTINELS = (_OPEN, _MID, _CLOSE, _TURN, _BEGIN, _END)
+_SENTINEL_RE = re.compile(f"{_OPEN}(\\d+){_MID}|{_CLOSE}|{_TURN}|{_BEGIN}|{_END}")
 
 
 def load_template(name_or_path: str, eot: str = "") -> Template:
@@ -126,19 +165,22 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
     import jinja2
 
     env = jinja2.Environment(keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    messages = [{"role": "system", "content": system}] if system else []
+    if any(c in system for c in _SENTINELS):
+        raise ValueError("system prompt contains private-use sentinel characters U+E000..U+E005")
+    messages = [{"role": "system", "content": f"{_BEGIN}{system}{_END}"}] if system else []
     for n, t in enumerate(turns):
-        obs = t["observation"]["text"]
-        if any(c in obs + t["action"]["text"] for c in (_OPEN, _MID, _CLOSE, _TURN)):
-            raise ValueError("turn text contains private-use sentinel characters U+E000..U+E003")
-        messages.append({"role": "user", "content": f"{_TURN}{t['action']['text']}"})
+        obs, action = t["observation"]["text"], t["action"]["text"]
+        if any(c in obs + action for c in _SENTINELS):
+            raise ValueError("turn text contains private-use sentinel characters U+E000..U+E005")
+        messages.append({"role": "user", "content": f"{_TURN}{_BEGIN}{action}{_END}"})
         messages.append({"role": "assistant", "content": f"{_OPEN}{n}{_MID}{obs}{_CLOSE}"})
     raw = env.from_string(tpl.source).render(messages=messages)
     out: list[str] = []
     spans: dict[int, list[int]] = {}
     turn_starts: list[int] = []
+    content: list[int] = []
     pos = last = 0
-    current = None
+    current = begin = None
     for m in _SENTINEL_RE.finditer(raw):
         out.append(raw[last : m.start()])
         pos += m.start() - last
@@ -146,10 +188,17 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
         if m.group(1) is not None:
             current = int(m.group(1))
             spans[current] = [pos]
+            begin = pos
         elif m.group(0) == _TURN:
             turn_starts.append(pos)
-        else:
-            spans[current].append(pos)
+        elif m.group(0) == _BEGIN:
+            begin = pos
+        else:  # the end of an observation (_CLOSE) or of other content (_END)
+            if m.group(0) == _CLOSE:
+                spans[current].append(pos)
+            if begin is not None and pos > begin:
+                content += (begin, pos)
+            begin = None
     out.append(raw[last:])
     text = "".join(out)
     result = []
@@ -159,4 +208,5 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
         start, end = spans[n]
         eot_end = end + len(tpl.eot) if tpl.eot and text.startswith(tpl.eot, end) else end
         result.append(Span(t["index"], turn_starts[n], start, end, end, eot_end))
-    return Rendered(text, tuple(result))
+    pairs = sorted(zip(content[::2], content[1::2], strict=True))  # in text order
+    return Rendered(RenderedText(text, [x for p in pairs for x in p]), tuple(result))

@@ -2,8 +2,10 @@
 training rows (one per sample, or best-fit packed into rows of a fixed length).
 
 A sample is a whole trajectory or one target turn with its history; a turn with no target
-(not in the loss under the keep mode) is no turn sample, only counted. One that is too long
-is split at turn boundaries or truncated; a system prompt too long to leave room for the
+(not in the loss under the keep mode) is no turn sample, and a sample left with no target
+token is not written: both are only counted. A trajectory too long is split at turn
+boundaries or truncated; a turn sample too long drops its oldest history first, and only
+a target turn too long alone is truncated; a system prompt too long to leave room for the
 turns loses its demonstrations, then its middle. Every draw is a hash of (trajectory,
 turn, seed), so the same records and settings give the same samples.
 
@@ -96,9 +98,13 @@ TRUNCATED = ("samples", "turns", "tokens")
 tokens, and the tokens cut."""
 
 
-NO_TARGET = ("turns",)
-"""What `counts.turns_without_target` counts: turns that made no turn sample because
-they have no target (not in the loss under the keep mode, or no target token left)."""
+NO_TARGET = ("turns", "samples")
+"""What `counts.turns_without_target` counts: `turns` left out of the export for want of a
+target (turn mode: a turn that made no turn sample, because the keep mode leaves it out of
+the loss or its sample had no target token left; trajectory mode: every turn of a
+trajectory sample or split part that had no target token), and `samples`, the samples
+built but not written because none of their tokens is a target (a turn sample whose
+target lost every token; a trajectory or part with no target)."""
 
 
 def truncation_totals(by_domain: dict[str, dict[str, int]]) -> dict[str, Any]:
@@ -150,7 +156,7 @@ class SampleStats:
     without_target: dict[str, dict[str, int]] = field(
         default_factory=lambda: defaultdict(lambda: dict.fromkeys(NO_TARGET, 0))
     )
-    """Per domain: turns that made no turn sample because they have no target."""
+    """Per domain: turns and samples left out because they have no target (NO_TARGET)."""
 
     def add(self, domain: str, tokens: int = 0, loss_tokens: int = 0) -> None:
         """One sample (or one record, for formats without tokens)."""
@@ -176,6 +182,7 @@ class SampleStats:
             c["turns_in_loss"] += kept > 0
 
     def as_dict(self) -> dict[str, Any]:
+        domains = {*self.by_domain, *self.truncated, *self.without_target}  # every one read
         return {
             "samples": self.samples,
             "tokens": self.tokens,
@@ -183,12 +190,9 @@ class SampleStats:
             "system_trimmed": self.system_trimmed,
             "by_domain": dict(sorted(self.by_domain.items())),
             "by_category": dict(sorted(self.by_category.items())),
-            "truncated": truncation_totals(
-                {d: dict(self.truncated[d]) for d in {*self.by_domain, *self.truncated}}
-            ),
+            "truncated": truncation_totals({d: dict(self.truncated[d]) for d in domains}),
             "turns_without_target": domain_totals(
-                {d: dict(self.without_target[d]) for d in {*self.by_domain, *self.without_target}},
-                NO_TARGET,
+                {d: dict(self.without_target[d]) for d in domains}, NO_TARGET
             ),
         }
 
@@ -237,8 +241,10 @@ class SampleBuilder:
             indexes = [indexes[int(unit_draw(tid, "turn", self.cfg.seed) * len(indexes))]]
         return [(f":t{k}", turns[: k + 1], {turns[k]["index"]}) for k in indexes]
 
-    def _no_target(self, rec: dict[str, Any], n: int = 1) -> None:
-        self.stats[rec.get(PART, MAIN_PART)].without_target[rec[F.DOMAIN]]["turns"] += n
+    def _no_target(self, rec: dict[str, Any], n: int = 1, samples: int = 0) -> None:
+        counts = self.stats[rec.get(PART, MAIN_PART)].without_target[rec[F.DOMAIN]]
+        counts["turns"] += n
+        counts["samples"] += samples
 
     def _jobs(self, records: list[dict[str, Any]]) -> list[tuple]:
         jobs = []
@@ -257,18 +263,32 @@ class SampleBuilder:
             yield from self._fit(rec, system, suffix, turns, targets, rendered, enc)
 
     def _make(
-        self, rec, sid, rendered: Rendered, enc: Encoded, targets, cut: dict[str, int] | None = None
+        self,
+        rec,
+        sid,
+        rendered: Rendered,
+        enc: Encoded,
+        targets,
+        cut: dict[str, int] | None = None,
+        n_turns: int | None = None,
     ) -> Sample | None:
-        """The sample, counted; None (counted in `without_target`) for a turn sample whose
-        target has no token left. `cut`: what truncation cut, counted when it is kept."""
+        """The sample, counted; None (counted in `without_target`) for a sample with no
+        target token: a turn sample whose target has no token left, a trajectory or part
+        whose turns are all out of the loss (cross-entropy over no target is nan; such a
+        sample would only cost the trainer a forward pass). `cut`: what truncation cut,
+        counted when it is kept; `n_turns`: the turns of the piece before truncation
+        (default: those rendered)."""
         tid = rec[F.TRAJECTORY_ID]
         turns = {t["index"]: t for t in rec[F.TURNS]}
         mask, ranges = loss_mask(enc, rendered, turns, tid, self.cfg, targets)
         part = rec.get(PART, MAIN_PART)
         stats = self.stats[part]
         n_loss = int(np.count_nonzero(mask))
-        if targets is not None and not n_loss:
-            self._no_target(rec)
+        if not n_loss:
+            if targets is not None:  # the target turn
+                self._no_target(rec, 1, 1)
+            else:  # every turn of the trajectory or part
+                self._no_target(rec, len(rendered.spans) if n_turns is None else n_turns, 1)
             return None
         for k, v in (cut or {}).items():
             stats.truncated[rec[F.DOMAIN]][k] += v
@@ -278,12 +298,14 @@ class SampleBuilder:
 
     def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> list[Sample]:
         """The samples of one piece within the length limit (counting a trimmed system
-        prompt once, when they are kept)."""
+        prompt once, when they are kept). `overflow` applies to whole trajectories: a turn
+        sample over the limit drops its oldest history first in either mode, since its
+        target is its last turn (truncating it would cut the target and keep the history)."""
         tid = rec[F.TRAJECTORY_ID]
         limit = self.max_len
         if not limit or len(enc) <= limit:
             return self._kept(self._make(rec, tid + suffix, rendered, enc, targets))
-        if self.cfg.overflow == "truncate":
+        if self.cfg.overflow == "truncate" and targets is None:
             return self._kept(self._truncated(rec, tid + suffix, rendered, enc, targets, limit))
         shorter = self._fit_system(rec, system, limit // 2)
         shortened = shorter != system
@@ -299,8 +321,8 @@ class SampleBuilder:
     def _fit_long(
         self, rec, system, suffix, turns, targets, rendered, enc, shortened
     ) -> list[Sample]:
-        """A piece over the limit with `overflow=split` (`system` already trimmed when
-        `shortened`)."""
+        """A piece over the limit: a trajectory with `overflow=split`, or a turn sample
+        (`system` already trimmed when `shortened`)."""
         tid = rec[F.TRAJECTORY_ID]
         limit = self.max_len
         if shortened:  # re-render: the long system prompt left no room for turns
@@ -309,13 +331,10 @@ class SampleBuilder:
             if len(enc) <= limit:
                 return self._kept(self._make(rec, tid + suffix, rendered, enc, targets))
         if targets is not None:  # turn sample: drop the oldest history until it fits
-            for start in range(1, len(turns)):
-                r = self.template.render(system, turns[start:])
-                [e2] = self._encode([r.text])
-                if len(e2) <= limit:
-                    return self._kept(self._make(rec, tid + suffix, r, e2, targets))
-            r = self.template.render(system, turns[-1:])
-            [e2] = self._encode([r.text])
+            r, e2 = self._latest_history(system, turns, rendered, enc)
+            if len(e2) <= limit:
+                return self._kept(self._make(rec, tid + suffix, r, e2, targets))
+            # the target alone is too long: it is truncated (and counted)
             return self._kept(self._truncated(rec, tid + suffix, r, e2, targets, limit))
         # whole trajectory: split at turn boundaries, each part re-rendered with the system prompt
         bounds = [enc.first_at(sp.turn_start) for sp in rendered.spans] + [len(enc)]
@@ -342,6 +361,35 @@ class SampleBuilder:
             else:
                 out.append(self._make(rec, sid, r, e2, None))
         return self._kept(*out)
+
+    def _latest_history(
+        self, system: str, turns: list[dict], rendered: Rendered, enc: Encoded
+    ) -> tuple[Rendered, Encoded]:
+        """`turns` rendered from the earliest start > 0 that fits the limit (the most
+        history); the last turn alone, over the limit, when none does. The start is found
+        from the tokens each turn took in `enc`, then checked by encoding (and moved when
+        tokens do not add up across a turn boundary), so a long history costs two or
+        three encodings, not one per dropped turn."""
+        limit = self.max_len
+        bounds = [enc.first_at(sp.turn_start) for sp in rendered.spans] + [len(enc)]
+        last = len(turns) - 1
+        start = next(
+            (s for s in range(1, last + 1) if bounds[0] + bounds[-1] - bounds[s] <= limit), last
+        )
+
+        def render(start: int) -> tuple[Rendered, Encoded]:
+            r = self.template.render(system, turns[start:])
+            [e] = self._encode([r.text])
+            return r, e
+
+        fit = render(start)
+        if len(fit[1]) > limit:  # tokens ran over the guess: drop more
+            while start < last and len((fit := render(start := start + 1))[1]) > limit:
+                pass
+            return fit
+        while start > 1 and len((more := render(start - 1))[1]) <= limit:  # more fits
+            start, fit = start - 1, more
+        return fit
 
     def _fit_system(self, rec: dict[str, Any], system: str, budget: int) -> str:
         """A system prompt within `budget` tokens: demonstrations go first, then its middle
@@ -375,7 +423,7 @@ class SampleBuilder:
             if sp.start < cut
         )
         r = Rendered(rendered.text[:cut], spans)
-        return self._make(rec, sid, r, enc.head(limit), targets, lost)
+        return self._make(rec, sid, r, enc.head(limit), targets, lost, len(rendered.spans))
 
 
 # -- rows and packing ----------------------------------------------------------------

@@ -14,6 +14,7 @@ import importlib.util
 import json
 import math
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 TOKENIZER_ENV = "WORLDTRACE_TOKENIZER"
 PAD_TOKEN = "<|endoftext|>"
 """Pads packed rows (id 0 when the vocabulary lacks it); never a target."""
+EOD_TOKENS = (PAD_TOKEN, "<|end_of_text|>", "</s>", "<eos>")
+"""The end-of-document token, the first of these the vocabulary has (Qwen and GPT-2
+`<|endoftext|>`, Llama 3, Llama 2/Mistral, Gemma): ends every Megatron document; never a
+target."""
 
 
 def default_tokenizer() -> Path | None:
@@ -69,17 +74,31 @@ def tokenizer_info(path: str, tok) -> dict[str, Any]:
     if cfg.exists():
         with contextlib.suppress(json.JSONDecodeError):
             name = json.loads(cfg.read_text()).get("tokenizer_class") or name
+    eod = eod_token(tok)
     return {
         "name": name,
         "file": p.name,
         "sha256": sha256_file(str(p)),
         "vocab_size": tok.get_vocab_size(),
+        "eod": eod,
+        "eod_id": None if eod is None else tok.token_to_id(eod),
     }
 
 
 def pad_id(tok) -> int:
     pad = tok.token_to_id(PAD_TOKEN)
     return 0 if pad is None else pad
+
+
+def eod_token(tok) -> str | None:
+    """The tokenizer's end-of-document token (`EOD_TOKENS`); None when it has none."""
+    return next((t for t in EOD_TOKENS if tok.token_to_id(t) is not None), None)
+
+
+def eod_id(tok) -> int | None:
+    """Id of `eod_token`; None when the tokenizer has none."""
+    eod = eod_token(tok)
+    return None if eod is None else tok.token_to_id(eod)
 
 
 class Encoded:
@@ -115,6 +134,16 @@ class Encoder:
     """Texts -> `Encoded` (ids and character offsets), without added special tokens: the
     template already wrote them as text.
 
+    Special tokens are read only where the template wrote them. A text from
+    `Template.render` (a `render.RenderedText`) says which characters are content (system
+    prompt, actions, observations); an added token (special or not: `<|im_end|>`,
+    `<|endoftext|>`, `<think>`) the tokenizer finds in content is not one: in such a text
+    the stretch between the template's own markers (kept as their ids) around it is
+    encoded again as plain text (the tokenizer without its added tokens). Without
+    special-looking content (nearly every text) the result is exactly the tokenizer's, and
+    the check costs a lookup of the ids already encoded. A plain `str` is encoded as the
+    tokenizer does, special tokens included; `plain` encodes texts as content throughout.
+
     For a byte-level BPE tokenizer (Qwen, GPT-2/4 style) the offsets are computed rather
     than asked for: every vocabulary token is a run of bytes (one byte per character of
     its byte-level spelling), so token byte offsets are a cumulative sum of byte lengths,
@@ -125,12 +154,36 @@ class Encoder:
     tokenizer) is encoded again with the tokenizer's own offsets.
     """
 
-    def __init__(self, tok):
+    def __init__(self, tok, byte_len: np.ndarray | None = None):
+        import numpy as np
+
         self.tok = tok
-        self.byte_len = _byte_lengths(tok)
+        self.byte_len = _byte_lengths(tok) if byte_len is None else byte_len
         self.nfc = _component(tok.normalizer) in (None, {"type": "NFC"})
+        added = list(tok.get_added_tokens_decoder())
+        self.added: np.ndarray | None = None
+        """Whether each token id is an added token (None: the tokenizer has none)."""
+        if added:
+            self.added = np.zeros(max(tok.get_vocab_size(True), max(added) + 1), dtype=bool)
+            self.added[added] = True
+        self._plain: Encoder | None = None
+        self._lock = threading.Lock()
 
     def __call__(self, texts: list[str]) -> list[Encoded]:
+        out = self._encode(texts)
+        if self.added is not None:
+            leaks = [
+                k for k, (t, e) in enumerate(zip(texts, out, strict=True)) if self._leaks(t, e)
+            ]
+            if leaks:
+                self._resplit(texts, out, leaks)
+        return out
+
+    def plain(self, texts: list[str]) -> list[Encoded]:
+        """Texts encoded as content: no added token read in them."""
+        return self._plain_encoder()(texts) if self.added is not None else self(texts)
+
+    def _encode(self, texts: list[str]) -> list[Encoded]:
         if self.byte_len is None or not self.nfc:
             return [self._exact(e) for e in self.tok.encode_batch(texts, add_special_tokens=False)]
         fast = getattr(self.tok, "encode_batch_fast", self.tok.encode_batch)
@@ -169,6 +222,95 @@ class Encoder:
             starts = char_at.searchsorted(starts, "right") - 1
             ends = char_at.searchsorted(ends, "left")
         return Encoded(ids, np.stack([starts, ends], axis=1))
+
+    def _leaks(self, text: str, enc: Encoded) -> bool:
+        """Whether the tokenizer read an added token in the content of a rendered text."""
+        content = getattr(text, "content", None)
+        if not content or not len(enc):
+            return False
+        hit = self.added[enc.ids]
+        return bool(hit.any() and _in_content(enc.offsets[hit], content).any())
+
+    def _resplit(self, texts: list[str], out: list[Encoded], leaks: list[int]) -> None:
+        """Re-encode `out[k]` for k in `leaks`. The tokenizer encodes the text between two
+        added tokens it found on its own, so only the stretches between the template's
+        markers (added tokens found outside content) that hold an added token found in
+        content change: each is encoded again as plain text (all of them in one batch) and
+        put in place of its tokens; every other token stays. An added token touching
+        content is plain text too."""
+        import numpy as np
+
+        jobs, pieces = [], []
+        for k in leaks:
+            text, enc = texts[k], out[k]
+            n = len(enc)
+            at = np.flatnonzero(self.added[enc.ids])
+            inside = _in_content(enc.offsets[at], text.content)
+            marks, found = at[~inside], at[inside]
+            # the tokens strictly between the markers around each added token found in content
+            after = marks.searchsorted(found)  # the first marker after it
+            lo = np.zeros(len(found), dtype=np.int64)
+            hi = np.full(len(found), n, dtype=np.int64)
+            if len(marks):
+                lo = np.where(after > 0, marks[np.maximum(after - 1, 0)] + 1, 0)
+                hi = np.where(after < len(marks), marks[np.minimum(after, len(marks) - 1)], n)
+            lo, first = np.unique(lo, return_index=True)
+            hi = hi[first]
+            starts = np.where(lo > 0, enc.offsets[np.maximum(lo - 1, 0), 1], 0)  # marker ends
+            ends = np.where(hi < n, enc.offsets[np.minimum(hi, n - 1), 0], len(text))
+            pieces += [text[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+            jobs.append((k, lo.tolist(), hi.tolist(), starts.tolist()))
+        encoded = iter(self._plain_encoder()(pieces))  # plain str pieces: no content
+        for k, los, his, starts in jobs:
+            enc, ids, offsets, pos = out[k], [], [], 0
+            for lo, hi, start in zip(los, his, starts, strict=True):
+                piece = next(encoded)
+                ids += (enc.ids[pos:lo], piece.ids)
+                offsets += (enc.offsets[pos:lo], piece.offsets + start)
+                pos = hi
+            ids.append(enc.ids[pos:])
+            offsets.append(enc.offsets[pos:])
+            out[k] = Encoded(
+                np.concatenate(ids).astype(np.int32, copy=False),
+                np.concatenate(offsets).astype(np.int64, copy=False),
+            )
+
+    def _plain_encoder(self) -> Encoder:
+        """An encoder over the tokenizer without its added tokens (built once, when first
+        needed: it costs about a second for Qwen's)."""
+        with self._lock:
+            if self._plain is None:
+                self._plain = Encoder(plain_tokenizer(self.tok), self.byte_len)
+            return self._plain
+
+
+def _in_content(spans: np.ndarray, content: tuple[int, ...]) -> np.ndarray:
+    """For each (start, end) character span: whether it overlaps a content span (flat,
+    sorted (start, end) pairs)."""
+    import numpy as np
+
+    c = np.asarray(content, dtype=np.int64).reshape(-1, 2)
+    j = c[:, 1].searchsorted(spans[:, 0], "right")  # the first content span ending after it starts
+    inside = j < len(c)
+    out = np.zeros(len(spans), dtype=bool)
+    out[inside] = c[j[inside], 0] < spans[inside, 1]
+    return out
+
+
+def plain_tokenizer(tok):
+    """A copy of `tok` that reads every text as plain text: no added tokens (special or
+    not). Falls back to `encode_special_tokens` (special tokens only) when the copy cannot
+    be built without them."""
+    from tokenizers import Tokenizer
+
+    spec = json.loads(tok.to_str())
+    spec["added_tokens"] = []
+    try:
+        return Tokenizer.from_str(json.dumps(spec))
+    except Exception:  # tokenizers raises bare Exceptions
+        copy = Tokenizer.from_str(tok.to_str())
+        copy.encode_special_tokens = True
+        return copy
 
 
 def _component(obj) -> dict[str, Any] | None:
@@ -233,7 +375,8 @@ class MaskConfig:
     keep_mode: str = "turn"
     """How a partial keep applies: whole turn by hash, per token, or a prefix."""
     seed: int = 0
-    """Seeds every hash draw: keep decisions, per-token masks, the sampled turn, the split."""
+    """Seeds every hash draw but the split's (--split-seed): keep decisions, per-token
+    masks, the sampled turn."""
     eot_target: bool = True
     """The end-of-turn token closing an observation is a target too."""
 

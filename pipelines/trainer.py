@@ -11,7 +11,9 @@ document boundary: given position_ids and no attention_mask, transformers builds
 block-diagonal causal mask (flash-attention varlen kernels read `cu_seqlens`), so packed
 documents do not attend to each other. Megatron-LM's GPTDataset shifts itself (tokens =
 seq[:-1], labels = seq[1:], its loss_mask aligned with labels), so the loss-mask sidecar
-enters it as `sidecar[1:]` (see `megatron_sample`, docs/training.md).
+enters it as `sidecar[1:]` (see `megatron_sample`, docs/training.md). Every Megatron
+document ends with the tokenizer's end-of-document token (mask 0): the last label, never
+scored, and where Megatron's `--reset-attention-mask` separates packed documents.
 
 Imports torch at module level (the IterableDataset must subclass torch's): import this
 module only where you train; nothing else in worldtrace imports it.
@@ -181,7 +183,9 @@ def megatron_sample(
 ) -> dict[str, np.ndarray]:
     """Sequence `index` of a Megatron export as Megatron-LM's GPTDataset feeds its loss:
     `tokens = seq[:-1]`, `labels = seq[1:]`, `loss_mask = sidecar[1:]` (float32; the
-    sidecar marks targets unshifted, so target i+1 is label i)."""
+    sidecar marks targets unshifted, so target i+1 is label i). The sequence ends with the
+    end-of-document token, so `tokens` is the exported row and the last label (the EOD)
+    has loss mask 0."""
     d = Path(directory)
     out = {}
     for kind in ("text", "mask"):

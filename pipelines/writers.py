@@ -278,16 +278,27 @@ class ParquetRows:
 class MegatronRows:
     """Token ids (int32: the vocabulary exceeds uint16) and the uint8 loss-mask sidecar,
     one sequence and one document per row: `<part>_text_document.bin/.idx`,
-    `<part>_loss_mask.bin/.idx`."""
+    `<part>_loss_mask.bin/.idx`.
 
-    def __init__(self, directory: Path, part: str = "train"):
-        self.rows = 0
+    With `eod` (the tokenizer's end-of-document id, `tokens.eod_id`), every document ends
+    with it, mask 0: Megatron packs documents by concatenating them and finds their
+    boundaries (`--reset-position-ids --reset-attention-mask`, `--eod-mask-loss`) only
+    at that token. `eod_tokens` counts them (one per row)."""
+
+    def __init__(self, directory: Path, part: str = "train", eod: int | None = None):
+        self.rows = self.eod_tokens = 0
+        self.eod = eod
         self._text = IndexedDatasetWriter(directory / megatron_name(part, "text"), np.int32)
         self._mask = IndexedDatasetWriter(directory / megatron_name(part, "mask"), np.uint8)
 
     def add(self, row: dict[str, Any]) -> None:
-        self._text.add(row["input_ids"])
-        self._mask.add(row["loss_mask"])
+        ids, mask = row["input_ids"], row["loss_mask"]
+        if self.eod is not None:
+            ids = np.append(np.asarray(ids, dtype=np.int32), np.int32(self.eod))
+            mask = np.append(np.asarray(mask, dtype=np.uint8), np.uint8(0))
+            self.eod_tokens += 1
+        self._text.add(ids)
+        self._mask.add(mask)
         self.rows += 1
 
     def close(self) -> int:
@@ -301,10 +312,13 @@ def megatron_name(part: str, kind: str) -> str:
     return f"{part}_text_document" if kind == "text" else f"{part}_loss_mask"
 
 
-def row_writer(fmt: str, directory: Path, packed: bool, part: str = "train"):
-    """The writer of training rows in `fmt` (parquet or megatron): `add(row)`, `close() -> rows`."""
+def row_writer(
+    fmt: str, directory: Path, packed: bool, part: str = "train", eod: int | None = None
+):
+    """The writer of training rows in `fmt` (parquet or megatron): `add(row)`, `close() -> rows`.
+    `eod`: the end-of-document id every Megatron document ends with (`tokens.eod_id`)."""
     if fmt == "megatron":
-        return MegatronRows(directory, part)
+        return MegatronRows(directory, part, eod)
     return ParquetRows(directory, PACKED_SCHEMA if packed else TRAIN_SCHEMA, part)
 
 
@@ -492,12 +506,46 @@ def _check_parquet(d: Path, m: dict[str, Any]) -> list[str]:
 
 def _check_megatron(d: Path, m: dict[str, Any], part: str) -> list[str]:
     problems = []
-    sizes_t, _, _, _ = read_index(d / f"{megatron_name(part, 'text')}.idx")
+    text = d / megatron_name(part, "text")
+    sizes_t, pointers, _, dtype = read_index(f"{text}.idx")
     sizes_m, _, _, _ = read_index(d / f"{megatron_name(part, 'mask')}.idx")
     if not np.array_equal(sizes_t, sizes_m):
         problems.append(f"{d}: text and loss-mask sequence sizes differ")
     if len(sizes_t) != m["counts"]["rows"]:
         problems.append(f"{d}: {len(sizes_t)} sequences != manifest {m['counts']['rows']}")
+    if "eod_tokens" in m["counts"]:  # exports that end every document with the EOD
+        problems += _check_eod(d, m, text, sizes_t, pointers, dtype)
+    return problems
+
+
+def _check_eod(d: Path, m: dict[str, Any], text: Path, sizes, pointers, dtype) -> list[str]:
+    """Every document ends with the end-of-document token; the counts add up."""
+    problems = []
+    c, eod = m["counts"], (m.get("tokenizer") or {}).get("eod_id")
+    if c["eod_tokens"] != len(sizes):
+        problems.append(f"{d}: eod_tokens {c['eod_tokens']} != {len(sizes)} documents")
+    seq_len = (m.get("sampling") or {}).get("seq_len")
+    total = int(sizes.sum(dtype=np.int64))
+    if not seq_len and total != c["tokens"] + c["eod_tokens"]:
+        problems.append(
+            f"{d}: {total} tokens != manifest tokens {c['tokens']} + eod_tokens {c['eod_tokens']}"
+        )
+    if seq_len and np.any(sizes != seq_len + 1):
+        problems.append(f"{d}: a packed document is not seq_len + 1 = {seq_len + 1} tokens")
+    if len(sizes) and np.any(sizes < 1):
+        problems.append(f"{d}: an empty document has no end-of-document token")
+    elif len(sizes) and eod is not None:
+        data = np.memmap(f"{text}.bin", dtype=dtype, mode="r")
+        last = pointers // np.dtype(dtype).itemsize + sizes.astype(np.int64) - 1
+        if last.max() >= len(data):
+            problems.append(f"{d}: {text.name}.bin is shorter than its index")
+        else:
+            bad = np.flatnonzero(data[last] != eod)
+            if len(bad):
+                problems.append(
+                    f"{d}: {len(bad)} document(s) do not end with the end-of-document "
+                    f"token {eod} (first: document {int(bad[0])})"
+                )
     return problems
 
 

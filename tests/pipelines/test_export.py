@@ -155,8 +155,10 @@ def test_megatron_reads_back_independently(processed, tmp_path):
     expected = rows(tmp_path / "pq")
     assert len(ids) == len(masks) == len(expected) == m["counts"]["rows"]
     assert list(docs) == list(range(len(ids) + 1)) and list(mdocs) == list(docs)
-    for a, mk, r in zip(ids, masks, expected, strict=True):
-        assert a.tolist() == r["input_ids"] and mk.tolist() == r["loss_mask"]
+    eod = load_tokenizer(TOKENIZER).token_to_id("<|endoftext|>")
+    for a, mk, r in zip(ids, masks, expected, strict=True):  # each row, then the EOD
+        assert a[:-1].tolist() == r["input_ids"] and mk[:-1].tolist() == r["loss_mask"]
+        assert a[-1] == eod and mk[-1] == 0
     assert verify(tmp_path / "mg") == []
 
 
@@ -203,10 +205,17 @@ def test_split_at_turn_boundaries_and_truncate(processed, tmp_path):
             assert r["input_ids"][0] == im_start and r["input_ids"][-2] == im_end
             assert text.endswith("<|im_end|>\n")
     assert m["counts"]["samples"] == len(rs)
-    do_export(processed, tmp_path / "tr", max_len=64, overflow="truncate")
+    m = do_export(processed, tmp_path / "tr", max_len=320, overflow="truncate")
     rs = rows(tmp_path / "tr")
-    assert max(r["num_tokens"] for r in rs) == 64
-    assert len(rs) == len(by_id(processed))
+    assert max(r["num_tokens"] for r in rs) == 320
+    # a sample whose truncation left no target token is left out, and counted
+    left_out = m["counts"]["turns_without_target"]["samples"]
+    assert left_out and len(rs) + left_out == len(by_id(processed))
+    assert all(r["num_loss_tokens"] > 0 for r in rs)
+    # 64 tokens hold only the system prompt: no sample has a target, so nothing is written
+    with pytest.raises(ValueError, match="no target token"):
+        do_export(processed, tmp_path / "t64", max_len=64, overflow="truncate")
+    assert not (tmp_path / "t64").exists()
 
 
 def test_packing_best_fit_with_boundaries(processed, tmp_path):
@@ -329,16 +338,16 @@ def pinned_records():
 # (created_by), so they are not pinned.
 PINNED = {
     "megatron-split-token": {
-        "train_loss_mask.bin": "3bea2b9e4c119852814bc49b74668f92d45fa617bf8e2bf8f0467afa5232a0af",
-        "train_loss_mask.idx": "c3de262f8f37efb7ba2205d412d1fb29c3843e7d0e6495e5fc8613f3a598d34c",
-        "train_text_document.bin": "a6472b8beb85d15961acfe336dabbe50fd33f044584e299cac9c4f672ba39db7",
-        "train_text_document.idx": "eb36bd14ad8533ea89f9e7b2472cc3af5fe3963ff04b7024cbe161019edc1fb9",
+        "train_loss_mask.bin": "05f937baadb259c0d4b0fc4d365c724d11383016f111222ceba9fc804661f568",
+        "train_loss_mask.idx": "daf09fc96ba4f8772521ca72b99c628890a4028469d80882a263ca321afb35c2",
+        "train_text_document.bin": "4e12db75821b7b22120e324b6dc38df23f0b01250be5452af0e8f9ed6c241054",
+        "train_text_document.idx": "25379d4e4563593eb325f31d6b338c20491840ca9baa7b61f04f6d25484e71ef",
     },
     "megatron-turn-packed": {
-        "train_loss_mask.bin": "c3c41c4398ac5e9a7363acb630bbbd332e986282df5cfbd72ae5b26f09128bec",
-        "train_loss_mask.idx": "f69ab1be8c9f440c050a0fa115d094b778651b2003b33c25d72f463d3d3da2ba",
-        "train_text_document.bin": "267b3cc533bc339eed4efc40496e402644aca110164f68c9a115345785da7c45",
-        "train_text_document.idx": "b7388455aa93ea97806857b113e554ad5b6121ad128828c2a9695cc026d08211",
+        "train_loss_mask.bin": "6410d0352cb10ce8fe222dbf0f3aca19177f1d59fa2553aa8a0df457cc774c3b",
+        "train_loss_mask.idx": "91b27fe2674bca65ffc232abd72ae1b47bb93fd2629e07252a19d5d2b6615e9a",
+        "train_text_document.bin": "29793ba8dd09af71c35b344269b7dc8c839f62154f290088356ba6e64f4ed2f8",
+        "train_text_document.idx": "4ecfde6d499dd37ffe2b504a882f365184f07e68e61ce335381c22afc3a065a0",
     },
     "agentworldbench": {
         "swe_test.jsonl": "e1216699367023cd96f48e4c55d800a6f67278d418b404213cc76fb731dd6cc9",
@@ -368,6 +377,8 @@ def test_pinned_shard_hashes(tmp_path):
     # prompt, partial keeps, packing several samples per row
     split = counts["megatron-split-token"]
     assert split["samples"] > 3 and split["system_trimmed"] >= 1
+    # pin-a's third part holds only its keep-0 turn: no target, so it is left out, counted
+    assert split["turns_without_target"]["samples"] == 1
     assert 0 < split["loss_tokens"] < sum(c["obs_tokens"] for c in split["by_category"].values())
     packed = counts["megatron-turn-packed"]
     # a turn sample per target turn: 7 of the 11 turns (pin-a's keep-0 turn and three
@@ -475,22 +486,26 @@ def test_truncation_is_counted_in_the_manifest_and_the_summary(processed, tmp_pa
     out, m = cli_export(processed, tmp_path / "full")
     assert "truncated" not in out and m["counts"]["truncated"]["samples"] == 0
     full = rows(tmp_path / "full")
-    # truncate at 64 tokens: what is cut follows from the untruncated lengths alone
-    out, m = cli_export(processed, tmp_path / "t", "--max-len", "64", "--overflow", "truncate")
+    # truncate at 320 tokens: what is cut from the samples kept follows from their
+    # untruncated lengths alone (a sample whose truncation left no target is not kept: it
+    # is counted in turns_without_target, not here)
+    out, m = cli_export(processed, tmp_path / "t", "--max-len", "320", "--overflow", "truncate")
     t = m["counts"]["truncated"]
+    kept = {r["sample_id"] for r in rows(tmp_path / "t")}
+    assert len(full) - len(kept) == m["counts"]["turns_without_target"]["samples"] > 0
     expect = {}
     for r in full:
         d = expect.setdefault(r["domain"], {"samples": 0, "tokens": 0})
-        if r["num_tokens"] > 64:
+        if r["num_tokens"] > 320 and r["sample_id"] in kept:
             d["samples"] += 1
-            d["tokens"] += r["num_tokens"] - 64
+            d["tokens"] += r["num_tokens"] - 320
     assert {
         d: {k: v[k] for k in ("samples", "tokens")} for d, v in t["by_domain"].items()
     } == expect
     assert t["samples"] == sum(v["samples"] for v in expect.values()) > 0
     assert t["tokens"] == sum(v["tokens"] for v in expect.values())
     assert 0 < t["turns"] == sum(v["turns"] for v in t["by_domain"].values())
-    assert f"truncated {t['samples']} sample(s) at 64 tokens, cutting {t['tokens']} tokens" in out
+    assert f"truncated {t['samples']} sample(s) at 320 tokens, cutting {t['tokens']} tokens" in out
     # packing (the audit's case), split: the top manifest adds up its parts'
     args = ("--seq-len", "128", "--split", "test=0.2")
     out, m = cli_export(processed, tmp_path / "p", *args)

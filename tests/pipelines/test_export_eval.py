@@ -108,12 +108,13 @@ def test_split_holds_out_whole_clusters_deterministically(tmp_path):
         w.write(recs)
     cluster = {t.trajectory_id: t.dedup.cluster_id for t in recs}
 
-    def run(out, seed):
+    def run(out, split_seed, seed=0):
         cfg = ExportConfig(
             input=str(tmp_path / "in"),
             output=str(out),
             tokenizer=TOKENIZER,
             split="test=0.3",
+            split_seed=split_seed,
             seed=seed,
         )
         m = export(cfg)
@@ -140,7 +141,9 @@ def test_split_holds_out_whole_clusters_deterministically(tmp_path):
         tmp_path / "b" / "manifest.json"
     ).read_bytes()
     _, other = run(tmp_path / "c", 7)
-    assert other != side  # the seed moves whole clusters
+    assert other != side  # the split seed moves whole clusters
+    _, same = run(tmp_path / "d", 0, seed=7)
+    assert same == side  # the mask seed does not
     test_manifest = json.loads((tmp_path / "a" / "test" / "manifest.json").read_text())
     assert test_manifest["part"] == "test" and test_manifest["split"]["fractions"] == {"test": 0.3}
     # a corrupted part fails the top-level verification

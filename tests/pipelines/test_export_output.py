@@ -34,6 +34,9 @@ def small(tmp_path) -> Store:
     records = generate(SyntheticConfig(n=8, seed=5))
     with ShardWriter(s.raw / "s") as w:
         w.write(records)
+    for t in records:  # the mask decisions processing adds (export refuses raw records)
+        for turn in t.turns:
+            turn.category, turn.keep = "mixed", 1.0
     with ShardWriter(s.table("trajectories")) as w:
         w.write(records)
     return s

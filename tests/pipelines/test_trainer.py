@@ -10,7 +10,7 @@ import pytest
 import torch
 import transformers
 from worldtrace.pipelines.export import ExportConfig, export
-from worldtrace.pipelines.tokens import default_tokenizer
+from worldtrace.pipelines.tokens import default_tokenizer, load_tokenizer
 from worldtrace.pipelines.trainer import (
     IGNORE_INDEX,
     PackedShards,
@@ -57,14 +57,19 @@ def test_hf_labels_are_the_unshifted_mask(exports, tmp_path):
 
 
 def test_megatron_sidecar_enters_the_loss_shifted(exports):
+    """The Megatron sequence is the Parquet row and then the end-of-document token, which
+    is the last label and never scored."""
     flat = parquet_rows(exports / "flat")
+    eod = load_tokenizer(str(default_tokenizer())).token_to_id("<|endoftext|>")
     for i in (0, 7, len(flat) - 1):
         s = megatron_sample(exports / "mg", i)
-        ids, mask = np.array(flat[i]["input_ids"]), np.array(flat[i]["loss_mask"])
+        ids = np.append(flat[i]["input_ids"], eod)
+        mask = np.append(flat[i]["loss_mask"], 0)
         assert (
             s["labels"].tolist() == ids[1:].tolist() and s["tokens"].tolist() == ids[:-1].tolist()
         )
         assert s["loss_mask"].tolist() == mask[1:].astype(float).tolist()  # target i+1 is label i
+        assert s["labels"][-1] == eod and s["loss_mask"][-1] == 0
 
 
 class Vocab:

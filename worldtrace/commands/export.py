@@ -5,6 +5,7 @@ Every ExportConfig field but the paths is an option generated from the dataclass
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -100,6 +101,10 @@ def export(
         tokenizer=str(tok or ""),
         **options,
     )
+    try:  # settings out of range: a usage error naming the option as typed
+        cfg.check()
+    except ValueError as exc:
+        raise click.UsageError(_as_options(str(exc), ctx)) from exc
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.store import row_count
 
@@ -124,10 +129,23 @@ def export(
             click.echo(_truncation_line(m["counts"]["truncated"], cfg.max_len or cfg.seq_len))
         if (w := m["counts"]["turns_without_target"])["turns"]:
             by = ", ".join(f"{d} {v['turns']}" for d, v in w["by_domain"].items() if v["turns"])
+            parts = ""
+            if cfg.sample_mode == "trajectory" and w.get("samples"):
+                parts = f" in {w['samples']} trajectory sample(s) or part(s)"
             click.echo(
-                f"left out {w['turns']} turn(s) without a target ({by}): nothing to learn "
-                "from them; counts.turns_without_target in manifest.json"
+                f"left out {w['turns']} turn(s) without a target{parts} ({by}): nothing to "
+                "learn from them; counts.turns_without_target in manifest.json"
             )
+
+
+def _as_options(message: str, ctx: click.Context) -> str:
+    """A config error as the command line says it: `max_len` -> `--max-len` (only names
+    with an underscore: a plain word such as `split` may be a value in the message)."""
+    names = {p.name: p.opts[0] for p in ctx.command.params if p.name and "_" in p.name}
+    if not names:
+        return message
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+    return pattern.sub(lambda m: names[m.group(1)], message)
 
 
 def _refuse_in_store(output: str, s) -> None:
