@@ -434,6 +434,8 @@ def verify(directory: str | os.PathLike) -> list[str]:
         m = json.loads(mpath.read_text())
     except json.JSONDecodeError as exc:
         return [f"{mpath}: invalid JSON: {exc}"]
+    if not isinstance(m, dict) or not ("parts" in m or {"shards", "format"} <= m.keys()):
+        return [f"{mpath}: not an export's manifest (no `shards` and `format`, nor `parts`)"]
     if "parts" in m:
         return _check_parts(d, m["parts"])
     problems = _check_files(d, m["shards"])

@@ -128,6 +128,13 @@ def test_verify_catches_a_flipped_byte(processed, tmp_path):
     assert problems and "sha256" in problems[0] and shard.name in problems[0]
 
 
+def test_verify_of_a_directory_that_is_no_export_says_so(processed):
+    """Found: `export --verify` of processed/ (a manifest of another kind) ended in a
+    KeyError traceback."""
+    [problem] = verify(processed.processed)
+    assert "not an export's manifest" in problem and "manifest.json" in problem
+
+
 def read_mmidx(prefix):
     """An independent reader, from the format description (magic, version, dtype,
     counts, sizes int32, pointers int64, document indices int64)."""
