@@ -95,6 +95,7 @@ def attempt_episode(
             instruction=episode.task.instruction,
             domain=spec.domain,
             durability=spec.options.durability,
+            secrets_from=policy,  # its API key: a gateway's error may echo it
         )
         conditions = spec.conditions_for(episode)
         return run_episode(

@@ -28,6 +28,7 @@ from worldtrace.sandboxes.base import ToolSpec
 from worldtrace.schemas import Action, Observation, Trajectory, Turn
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.plugins import entries, load_ref
+from worldtrace.schemas.redact import redactor
 
 from .actions import keystrokes, tool, tool_call
 
@@ -294,7 +295,10 @@ class OpenAIChatPolicy:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
-            raise RuntimeError(f"chat completions HTTP {exc.code}: {exc.read()[:300]!r}") from exc
+            # a gateway may echo the key it refused: the reason is redacted with the key as
+            # a literal before it becomes the attempt's error (printed, kept in jobs.db)
+            body = redactor(self).text(repr(exc.read()[:300]))[0]
+            raise RuntimeError(f"chat completions HTTP {exc.code}: {body}") from exc
 
     def act(self, history: History) -> Action | None:
         body: dict[str, Any] = {

@@ -73,8 +73,13 @@ class Recorder:
         instruction: str,
         domain: str | None = None,
         durability: str = "flush",
+        secrets_from: Any = None,
     ):
+        """`secrets_from`: more holders of values that are secrets wherever they appear,
+        beside the sandbox (`redact.env_secrets`): the policy, whose API key a gateway's
+        error may echo into the outcome."""
         self.sandbox = sandbox
+        self.secrets_from = secrets_from
         self.fsync_each_turn = durability == "fsync"
         self.domain = domain or sandbox.domain
         self.journal_dir = Path(journal_dir)
@@ -97,7 +102,8 @@ class Recorder:
         call) is paid at the episode's end, or per turn with durability `fsync` (for
         machines that may lose power mid-episode)."""
         if self._redactor is None:  # the sandbox's environment is fixed for the episode
-            self._redactor = redactor(self.sandbox)
+            held = self.sandbox if self.secrets_from is None else (self.sandbox, self.secrets_from)
+            self._redactor = redactor(held)
         payload = self._redactor.value(payload)[0]  # security: no secret reaches the disk
         if self._fh is None:  # "w": whatever a crashed run left under this name is stale
             self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115  (closed in finish)

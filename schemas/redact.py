@@ -1,11 +1,15 @@
-"""Secrets never reach a shard: one redactor applied at every boundary.
+"""Secrets of known shape, and values we handed over, redacted at every boundary.
 
 Collectors redact what they journal (`redact_payload`) and the trajectory they build,
 importers what they read (`redact_trajectory`), and `process` what it writes
 (`redact_record`), so raw data recorded under older rules is cleaned with the current
 ones. A secret becomes a typed placeholder, `<secret:aws_access_key>`, that keeps the
-shape of the text for the world model; values handed to a sandbox as environment
-variables become `<secret:env_value>` wherever they appear. A record's `redactions` is
+shape of the text for the world model; values handed to a sandbox (environment
+variables, MCP `set_env`, a web storage state) or to the policy (its API key) become
+`<secret:env_value>` wherever they appear. Texts holding terminal escape sequences are
+also read with them taken out (`grep --color` cuts a value in pieces). What has neither
+a known shape nor was handed over (a `.netrc` password, base64 of a key) is not found:
+docs/security.md, "What is not caught". A record's `redactions` is
 the number of placeholders it holds (or the count it came with, if higher), so
 redacting twice counts the same.
 
@@ -16,13 +20,17 @@ defaults. docs/security.md lists the kinds and the measured false-positive rate.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import datetime
+import fnmatch
 import functools
 import hashlib
+import json
 import os
 import re
+import string
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -65,6 +73,7 @@ __all__ = [
     "redact_trajectory",
     "redactor",
     "screen",
+    "storage_state_values",
 ]
 
 _PLACEHOLDER_RE = re.compile(r"<secret:[a-z0-9_]+>")
@@ -147,7 +156,24 @@ class Redactor:
         return sorted(hit)
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
-        """(start, end, kind) of every secret in `text`, merged where they overlap."""
+        """(start, end, kind) of every secret in `text`, merged where they overlap.
+
+        Also those of the text with its terminal escape sequences taken out, mapped back
+        (from a secret's first character to its last, the sequences between included): a
+        terminal's raw stream (`grep --color`, a prompt's colours) cuts a value into
+        pieces no rule and no literal matches. A text without ESC or its JSON escape pays
+        two substring tests for it."""
+        found = self._spans(text)
+        escapes = _escapes(text)
+        if escapes is not None:
+            stripped = escapes.sub("", text)
+            if len(stripped) < len(text):
+                extra = self._spans(stripped)
+                if extra:
+                    found = _merged([*found, *_mapped(text, escapes, extra)])
+        return found
+
+    def _spans(self, text: str) -> list[tuple[int, int, str]]:
         if len(text) < self._min_chars:
             return []
         found: list[tuple[int, int, int, str]] = []
@@ -162,6 +188,8 @@ class Redactor:
                     groups = [i for i in range(1, (m.lastindex or 0) + 1) if m.group(i)] or [0]
                 for g in groups:
                     s, e = m.span(g)
+                    if d.extend and s < e < len(text) and text[e] in _ALNUM:
+                        e = _token_end(text, s, e)
                     value = text[s:e]
                     if e <= s or (d.check is not None and not d.check(value)):
                         continue
@@ -174,15 +202,14 @@ class Redactor:
             [p.span() for p in _PLACEHOLDER_RE.finditer(text)] if PLACEHOLDER_MARK in text else []
         )
         found.sort(key=lambda f: (f[0], f[0] - f[1], f[2]))
-        out: list[list[Any]] = []
-        for s, e, _, kind in found:
-            if any(s < pe and ps < e for ps, pe in kept):
-                continue  # inside a placeholder: already redacted
-            if out and s < out[-1][1]:
-                out[-1][1] = max(out[-1][1], e)  # overlap: one secret, the first kind
-            else:
-                out.append([s, e, kind])
-        return [(s, e, k) for s, e, k in out]
+        return _merged(
+            (
+                (s, e, kind)
+                for s, e, _, kind in found
+                if not any(s < pe and ps < e for ps, pe in kept)  # in a placeholder: redacted
+            ),
+            presorted=True,
+        )
 
     def text(self, text: str) -> tuple[str, int]:
         """`text` with every secret replaced, and how many were."""
@@ -236,6 +263,92 @@ class Redactor:
                 return {**d, F.REDACTIONS: d.get(F.REDACTIONS) or 0}  # as below, nothing held
         out, n = self.value(d)
         return {**out, F.REDACTIONS: max(n, d.get(F.REDACTIONS) or 0)}
+
+
+def _merged(
+    spans: Iterable[tuple[int, int, str]], presorted: bool = False
+) -> list[tuple[int, int, str]]:
+    """Spans in order, overlapping ones as one secret of the first one's kind (by start,
+    then the longest; `presorted`: so already, priority breaking ties)."""
+    if not presorted:
+        spans = sorted(spans, key=lambda f: (f[0], f[0] - f[1]))
+    out: list[list[Any]] = []
+    for s, e, kind in spans:
+        if out and s < out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e, kind])
+    return [(s, e, k) for s, e, k in out]
+
+
+_ALNUM = frozenset(string.ascii_letters + string.digits)
+_CLASS = {
+    **dict.fromkeys(string.ascii_lowercase, 0),
+    **dict.fromkeys(string.ascii_uppercase, 1),
+    **dict.fromkeys(string.digits, 2),
+}
+
+
+def _token_end(text: str, start: int, end: int) -> int:
+    """Where the token of a match `text[start:end]` ends: past every following character
+    of the classes (lower case, upper case, digits) its last run of letters and digits
+    holds. `sk_live_` + 24 of a 99-character key goes to the 99th; hex stays hex."""
+    i = end
+    while i > start and text[i - 1] in _ALNUM:
+        i -= 1
+    classes = {_CLASS[c] for c in text[i:end]}
+    n = len(text)
+    while end < n and _CLASS.get(text[end]) in classes:
+        end += 1
+    return end
+
+
+_ESC_BODY = (
+    r"(?:\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erases, modes
+    r"|\][^\x07\x1b\n\xff]{0,512}?(?:\x07|\\u0007|\x1b\\|\\u001[bB]\\\\)"  # OSC ... BEL, ST
+    r"|[()*+][A-Za-z0-9]"  # character sets
+    r"|[=>78DEHMNOZc])"  # two-character sequences
+)
+_ESC_LEADS = {  # ESC as it stands, and its JSON escape (a raw stream kept in `state_json`)
+    (True, False): r"\x1b",
+    (False, True): r"\\u001[bB]",
+    (True, True): r"(?:\x1b|\\u001[bB])",
+}
+_ESCAPES = {k: re.compile(lead + _ESC_BODY) for k, lead in _ESC_LEADS.items()}
+_ESCAPES_B = {k: re.compile((lead + _ESC_BODY).encode()) for k, lead in _ESC_LEADS.items()}
+"""Terminal escape sequences (ECMA-48 CSI and OSC, charset and two-character ones), raw
+or JSON-escaped: what a terminal's raw stream interleaves with the text it shows. By
+which forms a text holds: a pattern led by its literal is searched ~6x faster."""
+
+
+def _escapes(text: str) -> re.Pattern | None:
+    """The escape-sequence pattern for the forms `text` holds (None: neither)."""
+    raw, js = "\x1b" in text, "\\u001" in text
+    return _ESCAPES[raw, js] if raw or js else None
+
+
+def _mapped(
+    text: str, escapes: re.Pattern, spans: list[tuple[int, int, str]]
+) -> list[tuple[int, int, str]]:
+    """Spans of `text` with its `escapes` taken out, as spans of `text`."""
+    starts: list[int] = []  # where each kept piece starts, taken out and in `text`
+    origins: list[int] = []
+    pos = n = 0
+    for m in escapes.finditer(text):
+        a, b = m.span()
+        if a > pos:
+            starts.append(n)
+            origins.append(pos)
+            n += a - pos
+        pos = b
+    starts.append(n)
+    origins.append(pos)
+
+    def at(i: int) -> int:
+        k = bisect.bisect_right(starts, i) - 1
+        return origins[k] + i - starts[k]
+
+    return [(at(s), at(e - 1) + 1, kind) for s, e, kind in spans]
 
 
 class _Screen:
@@ -325,10 +438,20 @@ class _Screen:
         return bool(found)
 
     def text(self, text: str) -> bool:
-        """Whether `text` may hold a secret or a placeholder."""
+        """Whether `text` may hold a secret or a placeholder (also once its escape
+        sequences are taken out: `Redactor.spans`)."""
         if not self.utf8 and (not text.isascii() or any(c in text for c in _SEPARATORS)):
             return True
-        return self._scan(text.encode(), None)
+        data = text.encode()
+        return self._scan(data, None) or self._unescaped(data)
+
+    def _unescaped(self, data: bytes) -> bool:
+        """Whether `data` with its escape sequences taken out may hold a secret."""
+        raw, js = b"\x1b" in data, b"\\u001" in data
+        if not (raw or js):
+            return False
+        stripped = _ESCAPES_B[raw, js].sub(b"", data)
+        return len(stripped) < len(data) and self._scan(stripped, None)
 
     def rows(self, batch: pa.RecordBatch) -> np.ndarray:
         """Per row of `batch`, whether any string of it may hold a secret or placeholder."""
@@ -374,6 +497,48 @@ class _Screen:
         at += start
         if len(at):
             out[rows[np.searchsorted(offsets, at, side="right") - 1]] = True
+        self._escaped(b, start, offsets, rows, out)
+
+    def _escaped(
+        self, b: np.ndarray, start: int, offsets: np.ndarray, rows: np.ndarray, out: np.ndarray
+    ) -> None:
+        """Flag the rows of strings that may hold a secret once their escape sequences
+        (ESC, or `\\u001b` in JSON text) are taken out. A column without one costs two
+        vector compares; else the strings that hold one (of rows not flagged yet) are
+        joined, their sequences cut out in one `sub` (~2 ns a byte) and the rest scanned
+        in one call."""
+        esc = np.flatnonzero(b == 0x1B)
+        slash = np.flatnonzero(b[:-5] == 0x5C)
+        if len(slash):
+            slash = slash[
+                (b[slash + 1] == 0x75)  # u001b, u001B
+                & (b[slash + 2] == 0x30)
+                & (b[slash + 3] == 0x30)
+                & (b[slash + 4] == 0x31)
+                & ((b[slash + 5] | 0x20) == 0x62)
+            ]
+        if not len(esc) and not len(slash):
+            return
+        at = np.concatenate([esc, slash]) + start
+        strings = np.unique(np.searchsorted(offsets, at, side="right") - 1)
+        strings = strings[~out[rows[strings]]]  # rows flagged already need no second look
+        if not len(strings):
+            return
+        # joined by 0xFF, which no UTF-8 text holds and no sequence takes: a hit's
+        # string is the number of 0xFF before it
+        view = memoryview(b)
+        lo = (offsets[strings] - start).tolist()
+        hi = (offsets[strings + 1] - start).tolist()
+        joined = b"\xff".join([view[x:y] for x, y in zip(lo, hi, strict=True)])
+        stripped = _ESCAPES_B[bool(len(esc)), bool(len(slash))].sub(b"", joined)
+        if len(stripped) == len(joined):
+            return  # an ESC in no sequence
+        found: list[int] = []
+        self._scan(stripped, found)  # back to back, as the column (`prefilter.CONTEXT`)
+        if found:
+            cuts = np.flatnonzero(np.frombuffer(stripped, np.uint8) == 0xFF)
+            hit = np.searchsorted(cuts, np.asarray(found, np.int64))
+            out[rows[strings[hit]]] = True
 
 
 _SEPARATORS = "\x1c\x1d\x1e\x1f"
@@ -472,16 +637,22 @@ def find_secrets(obj: Any, red: Redactor | None = None) -> Iterator[tuple[str, s
 
 # -- environment values handed to sandboxes ------------------------------------------
 def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
-    """Values of the environment a sandbox (or a config) hands to what it starts.
+    """Values of the environment a sandbox (or a config, or a policy) hands to what it
+    starts, and the other values handed over as they are: they are secrets wherever
+    they appear (`<secret:env_value>`).
 
     Found by shape, so every kind is covered: an object's `resolved_env()` (DockerConfig),
-    any `env` mapping (values), any `env` tuple of names (looked up here), followed
-    through `config` and nested dataclasses. A value that cannot be resolved (a missing
-    env file) is skipped: the sandbox cannot have received it either.
+    any `env` or `set_env` mapping (values: MCP's `set_env`), any `env` tuple of names
+    (looked up here), an `api_key_env` name (a policy's key), a `storage_state` (a
+    Playwright storage-state file or mapping: every cookie and localStorage value),
+    followed through `config` and nested dataclasses. A value that cannot be resolved (a
+    missing env file, an unreadable state file) is skipped: the sandbox cannot have
+    received it either. `env_keep` names and values shorter than `env_min_chars` stay.
     """
     config = config or active_config()
     out: dict[str, str] = {}
     seen: set[int] = set()
+    handed: list[str] = []  # values with no variable name (env_keep does not apply)
 
     def visit(o: Any, depth: int) -> None:
         if o is None or depth > 6 or id(o) in seen or isinstance(o, (str, bytes, int, float)):
@@ -496,6 +667,15 @@ def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
             out.update({str(k): str(v) for k, v in env.items() if v is not None})
         elif isinstance(env, (list, tuple)) and not callable(resolve):
             out.update({n: os.environ[n] for n in env if isinstance(n, str) and n in os.environ})
+        set_env = getattr(o, "set_env", None)
+        if isinstance(set_env, Mapping):
+            out.update({str(k): str(v) for k, v in set_env.items() if v is not None})
+        key_env = getattr(o, "api_key_env", None)
+        if isinstance(key_env, str) and key_env in os.environ:
+            out[key_env] = os.environ[key_env]
+        state = getattr(o, "storage_state", None)
+        if isinstance(state, (str, os.PathLike, Mapping)):
+            handed.extend(storage_state_values(state))
         visit(getattr(o, "config", None), depth + 1)
         if dataclasses.is_dataclass(o) and not isinstance(o, type):
             for f in dataclasses.fields(o):
@@ -506,8 +686,36 @@ def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
                 visit(v, depth + 1)
 
     visit(source, 0)
-    keep = set(config.env_keep)
-    return sorted({v for k, v in out.items() if k not in keep and len(v) >= config.env_min_chars})
+    keep = {k for k in config.env_keep if "*" not in k}
+    globs = [k for k in config.env_keep if "*" in k]
+
+    def kept(name: str) -> bool:
+        return name in keep or any(fnmatch.fnmatchcase(name, g) for g in globs)
+
+    values = {v for k, v in out.items() if not kept(k)} | set(handed)
+    return sorted(v for v in values if len(v) >= config.env_min_chars)
+
+
+def storage_state_values(state: str | os.PathLike | Mapping) -> list[str]:
+    """Every cookie value and localStorage value of a Playwright storage state (a file's
+    path, or its mapping); none of a file that cannot be read as one."""
+    if not isinstance(state, Mapping):
+        try:
+            state = json.loads(Path(state).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+    if not isinstance(state, Mapping):
+        return []
+
+    def values(items: Any) -> list[str]:
+        items = items if isinstance(items, list) else []
+        return [str(i["value"]) for i in items if isinstance(i, Mapping) and i.get("value")]
+
+    out = values(state.get("cookies"))
+    for origin in state.get("origins") or []:
+        if isinstance(origin, Mapping):
+            out += values(origin.get("localStorage"))
+    return out
 
 
 # -- the active rules ------------------------------------------------------------------

@@ -5,8 +5,10 @@ plugin classes (`denylist`, plus JWT's formal-validity check); they are compiled
 into whole-text patterns instead of being run through `analyze_line` line by line,
 which is about 40x slower on trajectory text (docs/security.md, "Speed"). worldtrace adds
 patterns for key formats detect-secrets lacks or only half matches (Anthropic,
-project-scoped OpenAI, fine-grained GitHub, Google, AWS secrets, bearer tokens, whole
-private key blocks, passwords in URLs). The high-entropy, keyword and public-IP plugins
+project-scoped OpenAI, fine-grained GitHub, Google, AWS secrets, Stripe test and
+restricted keys, npm, Hugging Face, DigitalOcean, bearer tokens, whole private key
+blocks, passwords in URLs), and every match of a built-in or detect-secrets rule runs
+to the end of its token (`Detector.extend`). The high-entropy, keyword and public-IP plugins
 are off by default: they flag the SHAs, sums, UUIDs and addresses a world model must
 learn.
 """
@@ -64,6 +66,11 @@ DEFAULT_ALLOW = (
 DEFAULT_ENV_KEEP = (
     "PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "TERM", "TZ", "USER", "SHELL", "PWD",
     "HOSTNAME", "PYTHONPATH", "DEBIAN_FRONTEND", "PAGER", "EDITOR",
+    # what a job sets for a server (MCP `set_env`) and tools print back: identities,
+    # hosts, ports, directories and paths (`*`: any characters)
+    "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+    "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+    "HOST", "PORT", "*_HOST", "*_HOSTS", "*_DOMAINS", "*_PORT", "*_DIR", "*_PATH",
 )  # fmt: skip
 
 
@@ -109,7 +116,8 @@ class RedactConfig:
     """Environment values handed to a sandbox are redacted wherever they appear when at
     least this long (shorter ones such as `1` or `yes` would erase ordinary text)."""
     env_keep: tuple[str, ...] = DEFAULT_ENV_KEEP
-    """Environment variables whose values are not secrets (PATH, HOME, LANG, ...)."""
+    """Environment variables whose values are not secrets (PATH, HOME, LANG, ...); a name
+    with `*` matches any characters there (`*_HOST`)."""
 
     @classmethod
     def load(cls, path: str | Path) -> RedactConfig:
@@ -136,16 +144,24 @@ class Detector(NamedTuple):
     None: always searched."""
     fold: bool = False
     """Gates are lower case and tested against the lower-cased text."""
+    extend: bool = False
+    """A match ends where its token ends: a rule that takes a fixed number of a key's
+    characters (detect-secrets' Stripe rule: 24) would leave the rest of a longer key in
+    the text, so a match followed by more of the letters and digits its last run is made
+    of goes on to the end of that run (`redact._token_end`). Built-in and detect-secrets
+    rules; never a user's pattern (it says exactly what it takes) or a literal value."""
 
 
 _K = "A-Za-z0-9_+/-"  # characters of keys and base64: a key must not continue one
 
 
 def _start(literal: str) -> str:
-    """`literal` at the start of a match, not preceded by a key character. The literal
-    leads the regex so `re` can search for it directly (a leading lookbehind makes the
-    same pattern 10x slower); the lookbehind after it checks the character before."""
-    return f"{literal}(?<![{_K}]{literal})"
+    """`literal` at the start of a match, not preceded by a key character, unless that
+    character ends a JSON escape (`\\n`, `\\r`, `\\t`: a terminal's raw stream in
+    `state_json` puts `\\r\\n` before every line's start). The literal leads the regex
+    so `re` can search for it directly (a leading lookbehind makes the same pattern 10x
+    slower); the lookbehinds after it check the characters before."""
+    return f"{literal}(?:(?<![{_K}]{literal})|(?<=\\\\[nrt]{literal}))"
 
 
 _E = r"(?![A-Za-z0-9_-])"  # nor followed by one
@@ -169,6 +185,15 @@ BUILTIN = (
      r"(?i:aws)[A-Za-z0-9_.-]{0,20}?(?i:secret)[A-Za-z0-9_.-]{0,20}?[\"']?\s*(?:=|:|=>)\s*[\"']?"
      r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", 1, ("secret",)),
     ("google_api_key", _start("AIza") + r"[0-9A-Za-z_-]{35}" + _E, 0, ("AIza",)),
+    # Stripe secret and restricted keys, live and test (detect-secrets: live only, and
+    # only 24 of today's 99 characters); publishable keys (`pk_`) are meant to be public
+    ("stripe_access_key", _start("[rs]k_(?:live|test)_") + r"[0-9A-Za-z]{24,}" + _E, 0,
+     ("k_live_", "k_test_")),
+    ("npm_token", _start("npm_") + r"[A-Za-z0-9]{36,}" + _E, 0, ("npm_",)),
+    # Hugging Face: 34 letters, both cases (`hf_hub_download`, `hf_transfer` stay)
+    ("huggingface_token",
+     _start("hf_") + r"(?=[a-z0-9]*[A-Z])(?=[A-Z0-9]*[a-z])[A-Za-z0-9]{34,}" + _E, 0, ("hf_",)),
+    ("digitalocean_token", _start("do[opr]_v1_") + r"[a-f0-9]{64}" + _E, 0, ("_v1_",)),
     ("slack_token", _start("xox[abposr]-") + r"[A-Za-z0-9-]{10,}", 0, ("xox",)),
     ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", 0, ("hooks.slack",)),
     ("jwt", _start("eyJ") + r"[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*", 0,
@@ -251,14 +276,14 @@ def detect_secrets_detectors(names: tuple[str, ...]) -> tuple[Detector, ...]:
         for rx, gate in zip(regexes, gates, strict=True):
             fold = bool(rx.flags & re.I)
             rx = re.compile(rx.pattern, rx.flags | re.M)
-            out.append(Detector(slug(cls.secret_type), rx, group, check, gate, fold))
+            out.append(Detector(slug(cls.secret_type), rx, group, check, gate, fold, True))
     return tuple(out)
 
 
 @functools.cache
 def builtin_detectors() -> tuple[Detector, ...]:
     return tuple(
-        Detector(k, re.compile(rx, re.M), g, None, gates, "(?i:" in rx)
+        Detector(k, re.compile(rx, re.M), g, None, gates, "(?i:" in rx, True)
         for k, rx, g, gates in BUILTIN
     )
 
@@ -298,6 +323,10 @@ def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
         "bearer_token": rand(20) + "9" + rand(11),
         "private_key": f"-----BEGIN RSA PRIVATE KEY-----\n{pem}\n-----END RSA PRIVATE KEY-----",
         "url_password": rand(14),
+        "stripe_access_key": "sk_live_51" + rand(97),
+        "npm_token": "npm_" + rand(36),
+        "huggingface_token": "hf_" + rand(34, string.ascii_letters),
+        "digitalocean_token": "dop_v1_" + rand(64, "0123456789abcdef"),
     }
     context = {
         "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
