@@ -29,7 +29,6 @@ answered that is not the last.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -37,11 +36,16 @@ from typing import Any
 from worldtrace.schemas import Action, Observation, Outcome
 
 from .common import (
+    AGENT,
+    SYSTEM,
+    USER,
     ImportProblem,
     InvalidField,
     MissingField,
     NonText,
+    Said,
     build,
+    conversation,
     expected,
     guess_domain,
     join_reasoning,
@@ -80,8 +84,8 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
     times: list[datetime] = []
     task = system = None
     parts = NonText()
-    answered, last, unsaid = _conversation(steps)
-    said = {x.step: x for x in answered}
+    answered, last, unsaid = conversation(steps, lambda st: ROLES.get(st.get("source")), _speaks)
+    said = {x.at: x for x in answered}
     for n, step in enumerate(steps):  # n: the step's index in the file, for problems
         if not isinstance(step, dict):
             continue
@@ -168,7 +172,7 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             str(path), f"steps[{n}]", "message_not_imported", f"{what}; not imported", fatal=False
         )
     final = last and parts.text(
-        steps[last.step].get("message"), f"final message (steps[{last.step}].message)"
+        steps[last.at].get("message"), f"final message (steps[{last.at}].message)"
     )
     yield from parts.warnings()
     agent = data.get("agent") or {}
@@ -202,54 +206,21 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
     yield t
 
 
-@dataclass
-class _Said:
-    """An agent step without tool calls and the user steps that answer it."""
-
-    step: int
-    replies: list[int] = field(default_factory=list)
+ROLES = {"agent": AGENT, "user": USER, "system": SYSTEM}
+"""A step's `source`; another source is passed over (ATIF has no tool-result steps)."""
 
 
-def _conversation(steps: list[Any]) -> tuple[list[_Said], _Said | None, list[tuple[int, str]]]:
-    """What the agent said to its user and the replies (each a turn), the agent's last
-    word if nothing answered it, and what is neither, as (step index, what it is): a user
-    step that answers no agent message (the first one is the task) or a later system step."""
-    said: list[_Said] = []
-    open_: _Said | None = None
-    unsaid: list[tuple[int, str]] = []
-    users = systems = 0
-    for n, step in enumerate(steps):
-        if not isinstance(step, dict):
-            continue
-        src = step.get("source")
-        if src == "agent":
-            if open_ is not None and not open_.replies:
-                unsaid.append((open_.step, "an agent message no user answered"))
-            open_ = None
-            if not step.get("tool_calls") and step.get("message"):
-                open_ = _Said(n)
-                said.append(open_)
-        elif src == "user":
-            users += 1
-            if open_ is not None:
-                open_.replies.append(n)
-            elif users > 1:
-                unsaid.append((n, "a user message that answers no agent message"))
-        elif src == "system":
-            systems += 1
-            if systems > 1:
-                unsaid.append((n, "a system message after the first"))
-    last = said[-1] if said and not said[-1].replies and open_ is said[-1] else None
-    return [x for x in said if x.replies], last, unsaid
+def _speaks(step: dict[str, Any]) -> bool:
+    return not step.get("tool_calls") and bool(step.get("message"))
 
 
 def _exchange(
-    x: _Said, steps: list[Any], turn: int, parts: NonText
+    x: Said, steps: list[Any], turn: int, parts: NonText
 ) -> tuple[Action, Observation, str | None]:
     """What the agent said as turn `turn`'s action, the user's replies as its observation,
     the step's reasoning_content as its reasoning."""
-    step = steps[x.step]
-    text = parts.text(step.get("message"), f"turn {turn} action (steps[{x.step}].message)")
+    step = steps[x.at]
+    text = parts.text(step.get("message"), f"turn {turn} action (steps[{x.at}].message)")
     reply = "\n".join(
         parts.text(steps[n].get("message"), f"turn {turn} observation (steps[{n}].message)")
         for n in x.replies

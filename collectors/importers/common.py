@@ -6,8 +6,8 @@ import dataclasses
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +179,57 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     else:
         raise expected(field, ARGUMENTS, arguments)
     return tool(name, **parsed)
+
+
+AGENT, USER, SYSTEM = "agent", "user", "system"
+"""Who wrote a message, for `conversation` (anything else, e.g. a tool result, ends what
+the agent said; None: a message `conversation` passes over)."""
+
+
+@dataclass
+class Said:
+    """An agent message without tool calls and the user messages that answer it (their
+    indices in the record)."""
+
+    at: int
+    replies: list[int] = field(default_factory=list)
+
+
+def conversation(
+    items: list[Any], role: Callable[[dict[str, Any]], str | None], says: Callable[[Any], bool]
+) -> tuple[list[Said], Said | None, list[tuple[int, str]]]:
+    """What the agent said to its user and the replies (each a turn, `message_action`),
+    the agent's last word if nothing answered it, and what is neither, as (index, what):
+    a user message that answers no agent message (the first one is the task), a system
+    message after the first, an agent message no user answered that is not the last.
+    `role(item)` is AGENT, USER, SYSTEM or another word; `says(item)`: an agent message
+    that speaks to the user (text, no tool call)."""
+    said: list[Said] = []
+    open_: Said | None = None
+    unsaid: list[tuple[int, str]] = []
+    users = systems = 0
+    for n, m in enumerate(items):
+        if not isinstance(m, dict) or (who := role(m)) is None:
+            continue
+        if who == AGENT:
+            if open_ is not None and not open_.replies:
+                unsaid.append((open_.at, "an agent message no user answered"))
+            open_ = Said(n) if says(m) else None
+            said += [open_] if open_ else []
+        elif who == USER:
+            users += 1
+            if open_ is not None:
+                open_.replies.append(n)
+            elif users > 1:
+                unsaid.append((n, "a user message that answers no agent message"))
+        elif who == SYSTEM:
+            systems += 1
+            if systems > 1:
+                unsaid.append((n, "a system message after the first"))
+        else:
+            open_ = None  # a tool result ends what the agent said
+    last = said[-1] if said and not said[-1].replies and open_ is said[-1] else None
+    return [x for x in said if x.replies], last, unsaid
 
 
 def message_action(text: str) -> Action:

@@ -33,11 +33,16 @@ from typing import Any
 from worldtrace.schemas import Action, Observation, Outcome
 
 from .common import (
+    AGENT,
+    SYSTEM,
+    USER,
     ImportProblem,
     InvalidField,
     MissingField,
     NonText,
+    Said,
     build,
+    conversation,
     expected,
     guess_domain,
     join_reasoning,
@@ -182,52 +187,11 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
     return calls, problems
 
 
-@dataclass
-class _Said:
-    """An assistant message without tool calls and the user messages that answer it."""
-
-    msg: int
-    message: dict[str, Any]
-    replies: list[int] = field(default_factory=list)
+ROLES = {"assistant": AGENT, "user": USER, "system": SYSTEM}
 
 
-def conversation(
-    msgs: list[Any], key: str
-) -> tuple[list[_Said], _Said | None, list[ImportProblem]]:
-    """What the agent said to its user and the replies (each a turn), the agent's last
-    word if nothing answered it, and what is neither: a user message that answers no
-    agent message (the first one is the task) or a later system message."""
-    said: list[_Said] = []
-    open_: _Said | None = None
-    problems: list[ImportProblem] = []
-    users = systems = 0
-    for n, m in enumerate(msgs):
-        if not isinstance(m, dict):
-            continue
-        role = m.get("role")
-        if role == "assistant":
-            if open_ is not None and not open_.replies:
-                problems.append(_not_imported(key, open_.msg, "an agent message no user answered"))
-            open_ = None
-            if not m.get("tool_calls") and m.get("content"):
-                open_ = _Said(n, m)
-                said.append(open_)
-        elif role == "user":
-            users += 1
-            if open_ is not None:
-                open_.replies.append(n)
-            elif users > 1:
-                problems.append(
-                    _not_imported(key, n, "a user message that answers no agent message")
-                )
-        elif role == "system":
-            systems += 1
-            if systems > 1:
-                problems.append(_not_imported(key, n, "a system message after the first"))
-        else:
-            open_ = None  # a tool result ends what the agent said
-    last = said[-1] if said and not said[-1].replies and open_ is said[-1] else None
-    return [x for x in said if x.replies], last, problems
+def _speaks(m: dict[str, Any]) -> bool:
+    return not m.get("tool_calls") and bool(m.get("content"))
 
 
 def _not_imported(key: str, n: int, what: str) -> ImportProblem:
@@ -254,11 +218,11 @@ def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observ
 
 
 def _exchange(
-    x: _Said, msgs: list[Any], turn: int, key: str, parts: NonText
+    x: Said, msgs: list[Any], turn: int, key: str, parts: NonText
 ) -> tuple[Action, Observation, str | None]:
     """What the agent said as turn `turn`'s action, the user's replies as its observation."""
-    m = x.message
-    text = parts.text(m.get("content"), f"turn {turn} action ({key}[{x.msg}].content)")
+    m = msgs[x.at]
+    text = parts.text(m.get("content"), f"turn {turn} action ({key}[{x.at}].content)")
     reply = "\n".join(
         parts.text(msgs[n].get("content"), f"turn {turn} observation ({key}[{n}].content)")
         for n in x.replies
@@ -292,11 +256,11 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     if not isinstance(msgs, list):
         raise MissingField("no `messages` (or `traj`) list")
     calls, problems = pair_calls(msgs, key)
-    said, last, other = conversation(msgs, key)
+    said, last, unsaid = conversation(msgs, lambda m: ROLES.get(m.get("role"), "other"), _speaks)
     yield from problems
-    yield from other
+    yield from (_not_imported(key, n, what) for n, what in unsaid)
     parts = NonText()
-    events = sorted([*((c.msg, c) for c in calls), *((x.msg, x) for x in said)], key=lambda e: e[0])
+    events = sorted([*((c.msg, c) for c in calls), *((x.at, x) for x in said)], key=lambda e: e[0])
     pairs = [
         _turn(e, turn, key, parts) if isinstance(e, _Call) else _exchange(e, msgs, turn, key, parts)
         for turn, (_, e) in enumerate(events)
@@ -336,7 +300,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
             "agent_system_prompt": system,
             "final_message": last
             and parts.text(
-                last.message.get("content"), f"final message ({key}[{last.msg}].content)"
+                msgs[last.at].get("content"), f"final message ({key}[{last.at}].content)"
             ),
             "model": rec.get("model"),
             "trial": None if rec.get("trial") is None else str(rec["trial"]),
