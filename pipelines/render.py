@@ -171,7 +171,10 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
     for n, t in enumerate(turns):
         obs, action = t["observation"]["text"], t["action"]["text"]
         if any(c in obs + action for c in _SENTINELS):
-            raise ValueError("turn text contains private-use sentinel characters U+E000..U+E005")
+            raise ValueError(
+                f"turn {t['index']} contains private-use characters U+E000..U+E005, which "
+                "a Jinja template's rendering uses as markers (use --template chatml or plain)"
+            )
         messages.append({"role": "user", "content": f"{_TURN}{_BEGIN}{action}{_END}"})
         messages.append({"role": "assistant", "content": f"{_OPEN}{n}{_MID}{obs}{_CLOSE}"})
     raw = env.from_string(tpl.source).render(messages=messages)
@@ -203,8 +206,9 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
     text = "".join(out)
     result = []
     for n, t in enumerate(turns):
-        if n not in spans:
-            raise ValueError(f"template {tpl.name!r} dropped the observation of turn {n}")
+        if n not in spans or n >= len(turn_starts):
+            part = "observation (assistant message)" if n not in spans else "action (user message)"
+            raise ValueError(f"template {tpl.name!r} dropped the {part} of turn {n}")
         start, end = spans[n]
         eot_end = end + len(tpl.eot) if tpl.eot and text.startswith(tpl.eot, end) else end
         result.append(Span(t["index"], turn_starts[n], start, end, end, eot_end))

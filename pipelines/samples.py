@@ -251,9 +251,11 @@ class SampleBuilder:
         for rec in records:
             system = self.prompt.text(rec)
             for suffix, turns, targets in self._pieces(rec):
-                jobs.append(
-                    (rec, system, suffix, turns, self.template.render(system, turns), targets)
-                )
+                try:
+                    rendered = self.template.render(system, turns)
+                except ValueError as exc:  # a template or a text it cannot render: say whose
+                    raise ValueError(f"trajectory {rec[F.TRAJECTORY_ID]}: {exc}") from None
+                jobs.append((rec, system, suffix, turns, rendered, targets))
         return jobs
 
     def _finish(self, jobs: list[tuple], future: Future) -> Iterator[Sample]:

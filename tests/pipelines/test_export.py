@@ -253,6 +253,28 @@ def test_jinja_template_spans(tmp_path, processed):
     assert m["template"]["name"] == "t" and m["counts"]["loss_tokens"] > 0
 
 
+def test_a_record_or_template_jinja_cannot_render_is_named(tmp_path, processed):
+    """Found: a template that leaves out the user messages ended the export with an
+    IndexError traceback; a text holding the renderer's private-use markers failed the
+    export naming neither the trajectory nor the turn."""
+    no_user = tmp_path / "no_user.j2"
+    no_user.write_text(
+        "{% for m in messages if m.role != 'user' %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
+    )
+    with pytest.raises(ValueError, match=r"trajectory \w+: template 'no_user' dropped the action"):
+        do_export(processed, tmp_path / "a", template=str(no_user), template_eot="")
+    ok = tmp_path / "t.j2"
+    ok.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}")
+    records = list(by_id(processed).values())[:3]
+    records[1].turns[0].observation.text += "\ue000"
+    with ShardWriter(tmp_path / "in") as w:
+        w.write(records)
+    bad = records[1].trajectory_id
+    with pytest.raises(ValueError, match=rf"trajectory {bad}: turn 0 contains private-use"):
+        export(ExportConfig(input=str(tmp_path / "in"), output=str(tmp_path / "b"),
+                            tokenizer=str(default_tokenizer()), template=str(ok)))  # fmt: skip
+
+
 def test_parquet_export_loads_with_hf_datasets(processed, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
