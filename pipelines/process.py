@@ -34,6 +34,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
 from worldtrace.schemas.store import (
     input_files,
+    rebased,
     shard_files,
     sweep_leftovers,
     temp_name,
@@ -143,10 +144,7 @@ def moved_paths(seen: pa.Table, was: str, output: Path) -> tuple[pa.Table, bool]
     if old_root == new_root:
         return seen, False
     paths = seen.column("path").to_pylist()
-    moved = [
-        str(new_root / Path(f).relative_to(old_root)) if Path(f).is_relative_to(old_root) else f
-        for f in paths
-    ]
+    moved = [rebased(f, old_root, new_root) for f in paths]
     if moved == paths:
         return seen, False
     return seen.set_column(seen.schema.get_field_index("path"), "path", pa.array(moved)), True

@@ -78,9 +78,11 @@ def exec_capture(
     user: str | None = None,
     fallback: bool = False,
 ) -> tuple[int, str, bool, bool]:
-    """Run a one-shot command: (exit code, output, truncated, timed_out)."""
-    code, out, truncated, timed_out = exec_output(
-        container, cmd, timeout, cap, workdir, env, user, fallback
+    """Run a one-shot command: (exit code, output, truncated, timed_out). Output and
+    errors come on one stream, in order; reading stops at `cap` bytes, the in-container
+    timeout bounds what still runs."""
+    code, out, _, truncated, timed_out = exec_streams(
+        container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
     )
     return code, out.decode("utf-8", errors="replace"), truncated, timed_out
 
@@ -99,27 +101,6 @@ def _create(
         user=user or "",
         **opts,
     )
-
-
-def exec_output(
-    container,
-    cmd: list[str],
-    timeout: float,
-    cap: int,
-    workdir: str | None = None,
-    env: dict | None = None,
-    user: str | None = None,
-    fallback: bool = False,
-) -> tuple[int, bytes, bool, bool]:
-    """Run a one-shot command: (exit code, output bytes, truncated, timed_out).
-
-    Output and errors come on one stream, in order. Reading stops at `cap` bytes; the
-    in-container timeout bounds what still runs.
-    """
-    code, out, _, truncated, timed_out = exec_streams(
-        container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
-    )
-    return code, out, truncated, timed_out
 
 
 def exec_streams(

@@ -218,6 +218,13 @@ def _visible(p: Path) -> bool:
     return not p.name.startswith((".", "_"))
 
 
+def rebased(path: str, old_root: Path, new_root: Path) -> str:
+    """`path` under `new_root` if it was under `old_root` (a store copied or moved since
+    it recorded the path), else as it was."""
+    p = Path(path)
+    return str(new_root / p.relative_to(old_root)) if p.is_relative_to(old_root) else path
+
+
 def shard_files(
     path: str | os.PathLike, suffixes: tuple[str, ...] = (F.SHARD_SUFFIX,)
 ) -> list[Path]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import shard_files
+from worldtrace.schemas.store import rebased, shard_files
 
 PROCESS_MANIFEST = F.PROCESS_MANIFEST
 """The run manifest `worldtrace process` writes last (its mtime: when the run ended)."""
@@ -44,11 +44,7 @@ def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
         # inputs at their new place, as `process` matches them (pipelines.process.moved_paths)
         was = Path(output).parent if isinstance(output, str) else None
         here = Path(os.path.realpath(store.root))
-        return finished, {
-            str(here / Path(p).relative_to(was)) if was and Path(p).is_relative_to(was) else p
-            for p in listed
-            if isinstance(p, str)
-        }
+        return finished, {rebased(p, was, here) if was else p for p in listed if isinstance(p, str)}
     times = [t for t in map(_mtime_ns, shard_files(store.table("trajectories"))) if t]
     return (max(times), None) if times else None
 

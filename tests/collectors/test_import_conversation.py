@@ -9,17 +9,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from worldtrace.collectors.importers import parse_file
-from worldtrace.collectors.importers.common import ImportProblem
 from worldtrace.schemas import validate_dict
 
-
-def items(path):
-    out = [i for _, i in parse_file(path)]
-    return (
-        [i for i in out if not isinstance(i, ImportProblem)],
-        [i for i in out if isinstance(i, ImportProblem)],
-    )
+from .test_import_fidelity import items
 
 
 def turns(t):
