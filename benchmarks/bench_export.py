@@ -82,15 +82,18 @@ def replicate(src: Path, dst: Path, times: int) -> Path:
 
 
 def rendered_texts(trajectories: Path) -> list[str]:
+    from worldtrace.pipelines.export import ExportConfig
     from worldtrace.pipelines.inputs import iter_batches
     from worldtrace.pipelines.prompt import SystemPrompt
     from worldtrace.pipelines.render import CHATML
+    from worldtrace.pipelines.samples import has_target
 
-    prompt = SystemPrompt()
-    return [
+    prompt, cfg = SystemPrompt(), ExportConfig()
+    return [  # export leaves out a sample without a target: so does the baseline
         CHATML.render(prompt.text(r), r["turns"]).text
         for batch in iter_batches(str(trajectories))
         for r in batch
+        if any(has_target(r["trajectory_id"], t, cfg) for t in r["turns"])
     ]
 
 
