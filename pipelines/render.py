@@ -13,6 +13,7 @@ tokens only in the template's text, so an observation that contains `<|im_end|>`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -142,11 +143,53 @@ PLAIN = Template(
 )
 BUILTIN = {"chatml": CHATML, "plain": PLAIN}
 
-_OPEN, _MID, _CLOSE, _TURN = "\ue000", "\ue001", "\ue002", "\ue003"
-_BEGIN, _END = "\ue004", "\ue005"
-"""Around the system prompt and each action: where content begins and ends."""
-_SENTINELS = (_OPEN, _MID, _CLOSE, _TURN, _BEGIN, _END)
-_SENTINEL_RE = re.compile(f"{_OPEN}(\\d+){_MID}|{_CLOSE}|{_TURN}|{_BEGIN}|{_END}")
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
+_PRIVATE_USE_CHARS = [chr(c) for c in range(0xE000, 0xF900)]
+
+
+@dataclass(frozen=True)
+class _Markers:
+    """Six private-use characters a Jinja rendering cannot hold otherwise: they mark where
+    each observation and each other content begins and ends in the rendered text.
+
+    Chosen per trajectory among those its texts and the template do not use, so a record
+    holding U+E000 (icon fonts in web and Android observations do) renders like any other.
+    """
+
+    open: str
+    mid: str
+    close: str
+    turn: str
+    begin: str
+    end: str
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _marker_pattern(self)
+
+
+DEFAULT_MARKERS = _Markers(*_PRIVATE_USE_CHARS[:6])
+
+
+def _choose_markers(source: str, system: str, turns: list[dict[str, Any]]) -> _Markers:
+    texts = [source, system]
+    for t in turns:
+        texts += (t["action"]["text"], t["observation"]["text"])
+    used = {c for x in texts for c in _PRIVATE_USE.findall(x)}
+    if not used:  # nearly always: one scan of each text
+        return DEFAULT_MARKERS
+    free = [c for c in _PRIVATE_USE_CHARS if c not in used][:6]
+    if len(free) < 6:
+        raise ValueError("the texts use every private-use character (U+E000..U+F8FF)")
+    return _Markers(*free)
+
+
+@functools.lru_cache(maxsize=64)
+def _marker_pattern(m: _Markers) -> re.Pattern[str]:
+    return re.compile(
+        f"{re.escape(m.open)}(\\d+){re.escape(m.mid)}|"
+        + "|".join(re.escape(c) for c in (m.close, m.turn, m.begin, m.end))
+    )
 
 
 def load_template(name_or_path: str, eot: str = "") -> Template:
@@ -165,18 +208,12 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
     import jinja2
 
     env = jinja2.Environment(keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    if any(c in system for c in _SENTINELS):
-        raise ValueError("system prompt contains private-use sentinel characters U+E000..U+E005")
-    messages = [{"role": "system", "content": f"{_BEGIN}{system}{_END}"}] if system else []
+    mk = _choose_markers(tpl.source or "", system, turns)
+    messages = [{"role": "system", "content": f"{mk.begin}{system}{mk.end}"}] if system else []
     for n, t in enumerate(turns):
         obs, action = t["observation"]["text"], t["action"]["text"]
-        if any(c in obs + action for c in _SENTINELS):
-            raise ValueError(
-                f"turn {t['index']} contains private-use characters U+E000..U+E005, which "
-                "a Jinja template's rendering uses as markers (use --template chatml or plain)"
-            )
-        messages.append({"role": "user", "content": f"{_TURN}{_BEGIN}{action}{_END}"})
-        messages.append({"role": "assistant", "content": f"{_OPEN}{n}{_MID}{obs}{_CLOSE}"})
+        messages.append({"role": "user", "content": f"{mk.turn}{mk.begin}{action}{mk.end}"})
+        messages.append({"role": "assistant", "content": f"{mk.open}{n}{mk.mid}{obs}{mk.close}"})
     raw = env.from_string(tpl.source).render(messages=messages)
     out: list[str] = []
     spans: dict[int, list[int]] = {}
@@ -184,7 +221,7 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
     content: list[int] = []
     pos = last = 0
     current = begin = None
-    for m in _SENTINEL_RE.finditer(raw):
+    for m in mk.pattern.finditer(raw):
         out.append(raw[last : m.start()])
         pos += m.start() - last
         last = m.end()
@@ -192,12 +229,12 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
             current = int(m.group(1))
             spans[current] = [pos]
             begin = pos
-        elif m.group(0) == _TURN:
+        elif m.group(0) == mk.turn:
             turn_starts.append(pos)
-        elif m.group(0) == _BEGIN:
+        elif m.group(0) == mk.begin:
             begin = pos
-        else:  # the end of an observation (_CLOSE) or of other content (_END)
-            if m.group(0) == _CLOSE:
+        else:  # the end of an observation (close) or of other content (end)
+            if m.group(0) == mk.close:
                 spans[current].append(pos)
             if begin is not None and pos > begin:
                 content += (begin, pos)

@@ -253,26 +253,40 @@ def test_jinja_template_spans(tmp_path, processed):
     assert m["template"]["name"] == "t" and m["counts"]["loss_tokens"] > 0
 
 
-def test_a_record_or_template_jinja_cannot_render_is_named(tmp_path, processed):
+def test_a_template_jinja_cannot_render_is_named(tmp_path, processed):
     """Found: a template that leaves out the user messages ended the export with an
-    IndexError traceback; a text holding the renderer's private-use markers failed the
-    export naming neither the trajectory nor the turn."""
+    IndexError traceback."""
     no_user = tmp_path / "no_user.j2"
     no_user.write_text(
         "{% for m in messages if m.role != 'user' %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
     )
     with pytest.raises(ValueError, match=r"trajectory \w+: template 'no_user' dropped the action"):
         do_export(processed, tmp_path / "a", template=str(no_user), template_eot="")
+
+
+def test_private_use_characters_render_with_a_jinja_template(tmp_path, processed):
+    """Found: a text holding U+E000..U+E005 (icon fonts put them in web and Android
+    observations) stopped the whole export with a Jinja template: the renderer marked
+    content with those characters. It now marks with private-use characters the record
+    and the template do not use."""
     ok = tmp_path / "t.j2"
     ok.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}")
+    tpl = load_template(str(ok))
     records = list(by_id(processed).values())[:3]
-    records[1].turns[0].observation.text += "\ue000"
+    icons = "".join(chr(c) for c in range(0xE000, 0xE008))
+    records[1].turns[0].observation.text += f" {icons}"
+    records[1].turns[0].action.text += "\ue005"
+    t = records[1].to_dict()
+    r = tpl.render("SYS \ue004", t["turns"])
+    for sp, turn in zip(r.spans, t["turns"], strict=True):
+        assert r.text[sp.start : sp.end] == turn["observation"]["text"]
+    assert r.text.count(icons) == 1 and "<user>" + t["turns"][0]["action"]["text"] in r.text
+    assert "SYS \ue004" in r.text
     with ShardWriter(tmp_path / "in") as w:
         w.write(records)
-    bad = records[1].trajectory_id
-    with pytest.raises(ValueError, match=rf"trajectory {bad}: turn 0 contains private-use"):
-        export(ExportConfig(input=str(tmp_path / "in"), output=str(tmp_path / "b"),
+    m = export(ExportConfig(input=str(tmp_path / "in"), output=str(tmp_path / "b"),
                             tokenizer=str(default_tokenizer()), template=str(ok)))  # fmt: skip
+    assert m["counts"]["samples"] == 3
 
 
 def test_parquet_export_loads_with_hf_datasets(processed, tmp_path, monkeypatch):
