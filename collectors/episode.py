@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from worldtrace.sandboxes.base import StopRequested
 from worldtrace.sandboxes.conditions import reset_sandbox
 from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
 
@@ -34,7 +35,10 @@ def run_episode(
     conditions: tuple = (),
 ) -> Trajectory:
     """Policy <-> sandbox until the policy stops or `max_turns`; raises on our failures."""
-    initial = reset_sandbox(sandbox, task, conditions, recorder.episode_id)
+    try:
+        initial = reset_sandbox(sandbox, task, conditions, recorder.episode_id, stop)
+    except StopRequested as exc:  # waiting for a device when the worker stopped
+        raise Interrupted(str(exc)) from exc
     recorder.header(initial)
     history = History(task.instruction, initial, sandbox.describe().get("action_space") or [])
     status = "success"

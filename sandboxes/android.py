@@ -18,7 +18,8 @@ One episode at a time on a device: from its first reset until `close()` a sandbo
 an exclusive lock on its device (adb server host:port and serial; `android_device.
 hold_device`), across the threads and processes of this host. Another sandbox's reset
 waits for it up to `lock_timeout` (the wait is in `describe()["config"]["device_wait_s"]`),
-then fails the attempt naming the holder's pid.
+then fails the attempt naming the holder's pid; a collector stopping meanwhile ends the wait
+(StopRequested: the episode goes back to the queue).
 """
 
 from __future__ import annotations
@@ -188,7 +189,9 @@ class AndroidSandbox(Unpicklable):
         return r.output, r.exit_code
 
     # -- lifecycle -----------------------------------------------------------------------
-    def reset(self, task: TaskSpec) -> Observation:
+    accepts_stop = True  # its reset may wait for the device (`reset_sandbox`)
+
+    def reset(self, task: TaskSpec, stop: threading.Event | None = None) -> Observation:
         self._waited = 0.0
         if self._conn is None:
             from .android_device import client, connect, pick_serial
@@ -196,7 +199,7 @@ class AndroidSandbox(Unpicklable):
             c = self.config
             adb = client(c.adb, c.timeout)
             serial = pick_serial(adb, c.serial)
-            self._hold(adb.address, serial)
+            self._hold(adb.address, serial, stop)
             self._conn = connect(adb, serial, c.u2_port)
         params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
         self._ids, self._last, self._nodes = NodeIds(), None, {}
@@ -219,7 +222,7 @@ class AndroidSandbox(Unpicklable):
         )
         return obs
 
-    def _hold(self, address: str, serial: str) -> None:
+    def _hold(self, address: str, serial: str, stop: threading.Event | None = None) -> None:
         """The device to ourselves before anything touches it (kept until `close`)."""
         from .android_device import device_key, hold_device
 
@@ -232,7 +235,7 @@ class AndroidSandbox(Unpicklable):
         other = ref() if ref is not None else None
         if thread == threading.get_ident() and other is not None and other is not self:
             other.close()  # ours, and idle: this thread is starting another episode
-        self._lock = hold_device(address, serial, self.config.lock_timeout)
+        self._lock = hold_device(address, serial, self.config.lock_timeout, stop)
         self._waited = self._lock.waited
         with _HOLDERS_LOCK:
             _HOLDERS[key] = (threading.get_ident(), weakref.ref(self))

@@ -19,6 +19,7 @@ import os
 import re
 import stat
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from adbutils import AdbClient, AdbConnection
 from worldtrace.schemas.tempfiles import try_lock
 
 from .android_actions import parse_address
-from .base import SandboxError
+from .base import SandboxError, StopRequested
 
 
 class _Connection(AdbConnection):
@@ -171,13 +172,17 @@ def _holder(path: Path) -> str:
     return f"pid {pid}"
 
 
-def hold_device(address: str, serial: str, timeout: float) -> DeviceLock:
+def hold_device(
+    address: str, serial: str, timeout: float, stop: threading.Event | None = None
+) -> DeviceLock:
     """The device to ourselves, waiting up to `timeout` seconds while another episode (a
     thread or a process of this user on this host) holds it; then a SandboxError naming
-    the holder's pid. A holder that died holds nothing (the kernel drops its flock)."""
+    the holder's pid. A holder that died holds nothing (the kernel drops its flock).
+    `stop` set while waiting (the worker is stopping) ends the wait with StopRequested."""
     path = lock_path(address, serial)
     started = time.monotonic()
     deadline, pause = started + timeout, 0.02
+    stop = stop or threading.Event()
     while (fh := try_lock(path)) is None:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -185,7 +190,9 @@ def hold_device(address: str, serial: str, timeout: float) -> DeviceLock:
                 f"device {serial} on {address} is in use by another episode ({_holder(path)}); "
                 f"waited {timeout:g} s (lock_timeout)"
             )
-        time.sleep(min(pause, left))  # flock has no timeout: poll, backing off to 0.25 s
+        # flock has no timeout: poll, backing off to 0.25 s
+        if stop.wait(min(pause, left)):
+            raise StopRequested(f"stop requested while waiting for device {serial} on {address}")
         pause = min(pause * 2, 0.25)
     waited = time.monotonic() - started
     fh.seek(0)

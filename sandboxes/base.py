@@ -43,6 +43,11 @@ class SandboxError(RuntimeError):
     """The environment failed (not the agent's action): the attempt fails and is retried."""
 
 
+class StopRequested(Exception):
+    """The collector was asked to stop while a reset waited (for a device): neither the
+    environment's answer nor its failure, so the episode goes back to the queue."""
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One tool of an action space, as JSON Schema (the MCP / OpenAI function shape)."""

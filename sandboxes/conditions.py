@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -210,15 +211,22 @@ class Plan:
 
 
 def reset_sandbox(
-    sandbox, task: TaskSpec, conditions: Sequence[Condition] = (), episode_id: str | None = None
+    sandbox,
+    task: TaskSpec,
+    conditions: Sequence[Condition] = (),
+    episode_id: str | None = None,
+    stop: threading.Event | None = None,
 ):
     """`sandbox.reset(task)`, handing the episode's conditions and id to kinds that take
-    them (`accepts_conditions = True`); other kinds cannot be given conditions."""
+    them (`accepts_conditions = True`; other kinds cannot be given conditions), and the
+    collector's stop event to kinds whose reset may wait (`accepts_stop = True`: a device
+    another episode holds)."""
+    kw: dict[str, Any] = {"stop": stop} if getattr(sandbox, "accepts_stop", False) else {}
     if getattr(sandbox, "accepts_conditions", False):
-        return sandbox.reset(task, conditions=tuple(conditions), episode_id=episode_id)
+        return sandbox.reset(task, conditions=tuple(conditions), episode_id=episode_id, **kw)
     if conditions:
         raise SandboxError(f"sandbox kind {sandbox.kind!r} takes no conditions")
-    return sandbox.reset(task)
+    return sandbox.reset(task, **kw)
 
 
 def demo_job() -> dict[str, Any]:

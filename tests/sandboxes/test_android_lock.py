@@ -188,3 +188,36 @@ def test_worker_with_two_slots_on_one_device_never_records_a_mixed_up_episode(si
         assert t.outcome.status == "success" and f"\n[{app}/" in t.system.initial_state
         assert [package(x.observation) for x in t.turns] == [app] * len(swipes), t.task.task_id
     assert stats.failed == 0
+
+
+def test_stopping_a_worker_ends_its_wait_for_the_device_and_gives_the_episode_back(sim, store):
+    """Found: `worker.stop()` (SIGTERM, Ctrl-C) could not interrupt a reset waiting for a
+    device another episode holds: the worker stayed until `lock_timeout` (600 s by
+    default) ran out. The wait now ends at the stop and the episode goes back to the queue,
+    neither failed nor recorded."""
+    holder = sandbox(sim)
+    job = {
+        "name": "waits", "retries": 0,
+        "sandbox": {"kind": "android", "adb": sim.adb, "serial": sim.serial, "lock_timeout": 600},
+        "tasks": [{"id": "notes", "app": NOTES,
+                   "actions": [{"tool": "swipe", "arguments": {"direction": "up"}}]}],
+    }  # fmt: skip
+    js = open_job_store(str(store.jobs_db))
+    js.submit(JobSpec.from_dict(job))
+    worker = Worker(js, store.raw, WorkerConfig(concurrency=1))
+    try:
+        holder.reset(task(SETTINGS))
+        t, out = in_thread(worker.run)
+        wait_until(
+            lambda: any(waiting_for_the_device(x) for x in threading.enumerate()) or out,
+            what="the worker's reset to wait for the device",
+        )
+        assert not out, f"the worker did not wait for the device: {out}"
+        worker.stop()
+        t.join(60)
+        assert not t.is_alive(), "the worker still waits for the device"
+    finally:
+        holder.close()
+    assert "error" not in out and out["value"].released == 1 and out["value"].run == 0
+    assert js.pending() == {"queued": 1, "running": 0}  # back in the queue, not failed
+    assert list(read_records(store.raw)) == []
