@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
@@ -57,6 +57,9 @@ from .writers import (
     write_manifest,
 )
 
+if TYPE_CHECKING:
+    from .selection import Selection
+
 __all__ = ["FORMATS", "ExportConfig", "export", "parse_split"]
 
 SPLIT_BY = "dedup.cluster_id"
@@ -80,6 +83,8 @@ class ExportConfig(SampleConfig):
     """Hold out whole dedup clusters, e.g. test=0.02 (or test=0.02,valid=0.01; from Python also a mapping): each part goes to OUTPUT/<part>/ with its own manifest, the rest to OUTPUT/train/."""
     split_seed: int = 0
     """Seed of the split's draw (which dedup clusters are held out); the mask seed does not move it, so exports of several mask draws hold out the same clusters."""
+    where: str | None = None
+    """Only the trajectories for which this DuckDB condition on the `trajectories` view's columns holds, e.g. "domain = 'terminal'" or "outcome.status = 'success'" (`worldtrace query --views` lists the columns)."""
     simulation_instructions: str | None = None
     """YAML/JSON file mapping domain -> simulation instruction, or a directory of <domain>.md files; replaces worldtrace's own text for those domains."""
     shard_rows: int = 4096
@@ -203,10 +208,20 @@ def export(
     check_input(cfg.input)
     names = [MAIN_PART, *fractions]
     trajectories: Counter[str] = Counter()
+    selection = None
+    if cfg.where is not None:
+        from .selection import Selection
+
+        selection = Selection(cfg.where, Path(cfg.input))
     with staged(cfg.output) as staging:
         dirs = {n: staging / n if fractions else staging for n in names}
         records = _routed(
-            iter_batches(cfg.input, batch), fractions, cfg.split_seed, trajectories, progress
+            iter_batches(cfg.input, batch, selection),
+            fractions,
+            cfg.split_seed,
+            trajectories,
+            progress,
+            selection,
         )
         if awb:
             n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
@@ -216,6 +231,8 @@ def export(
         manifests = {}
         for n in names:
             m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n)
+            if selection is not None:
+                m["where"] = _where_info(selection)
             if fractions:
                 m["split"] = _split_info(fractions, cfg.split_seed, n)
             m["shards"] = shard_entries(dirs[n])
@@ -224,6 +241,8 @@ def export(
         if not fractions:
             return manifests[MAIN_PART]
         top = _top_manifest(cfg, fractions, manifests, dirs)
+        if selection is not None:
+            top["where"] = _where_info(selection)
         write_manifest(staging, top)
     return top
 
@@ -270,8 +289,10 @@ def _routed(
     seed: int,
     counts: Counter[str],
     progress: Callable[[int, int], None] | None = None,
+    selection: Selection | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
-    """Batches with each record's part set (whole dedup clusters per part), counted."""
+    """Batches with each record's part set (whole dedup clusters per part), counted;
+    `progress` counts the records `selection` left out as read."""
     read = 0
     for records in batches:
         for r in records:
@@ -280,7 +301,14 @@ def _routed(
         yield records
         read += len(records)
         if progress is not None:
-            progress(read, read)
+            seen = read + (selection.left_out if selection is not None else 0)
+            progress(seen, seen)
+
+
+def _where_info(selection: Selection) -> dict[str, Any]:
+    """The condition and how many trajectories of the input it left out (the whole
+    export's: in a split export every part's manifest says the same)."""
+    return {"condition": selection.where, "left_out": selection.left_out}
 
 
 def _write_rows(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
@@ -21,6 +21,9 @@ from worldtrace.schemas.store import shard_files
 
 from . import corpus
 from .prompt import CONDITIONS
+
+if TYPE_CHECKING:
+    from .selection import Selection
 
 WANTED = (
     F.TRAJECTORY_ID,
@@ -98,15 +101,22 @@ def _check_decided(f: Path, record: dict[str, Any]) -> None:
         )
 
 
-def iter_batches(path: str, batch_rows: int = 256) -> Iterator[list[dict[str, Any]]]:
-    """Lists of at most `batch_rows` records (dicts with the WANTED fields and CLUSTER).
+def iter_batches(
+    path: str, batch_rows: int = 256, selection: Selection | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    """Lists of at most `batch_rows` records (dicts with the WANTED fields and CLUSTER),
+    only those `selection` (`export --where`) takes.
 
     A policy that reads corpus counts stored two decisions per turn; the one the current
     template counts select replaces the stored one (`corpus.decisions`)."""
     files = check_input(path)
+    if selection is not None:
+        selection.check(files[0])
     counts = None
     for f in files:
         pf = pq.ParquetFile(f)
+        taken = selection.rows(f, pf.metadata.num_rows) if selection is not None else None
+        row = 0
         missing = [
             c for c in (F.TRAJECTORY_ID, F.DOMAIN, F.TURNS) if c not in pf.schema_arrow.names
         ]
@@ -127,6 +137,9 @@ def iter_batches(path: str, batch_rows: int = 256) -> Iterator[list[dict[str, An
                         t["category"], t["keep"] = chosen[0][at], chosen[1][at]
                         at += 1
                 _check_decided(f, r)
+            if taken is not None:
+                mask, row = taken[row : row + len(records)], row + len(records)
+                records = [r for r, t in zip(records, mask, strict=True) if t]
             yield records
         if chosen is not None and at != len(chosen[0]):
             raise ValueError(

@@ -97,6 +97,12 @@ def trajectory_columns(root: type = Trajectory, raw: bool = False) -> list[tuple
     return _ordered([*view_columns(root, raw=raw), *TRAJECTORY_COMPUTED], TRAJECTORY_HEAD)
 
 
+def trajectory_select(root: type = Trajectory) -> str:
+    """The `trajectories` view's columns as a SELECT list over trajectory shards (the
+    stored turns: without the corpus counts the view joins in)."""
+    return _select(trajectory_columns(root))
+
+
 def raw_turn_columns(root: type = Trajectory) -> list[tuple[str, str]]:
     ids = [(F.TRAJECTORY_ID, F.TRAJECTORY_ID), ("origin_id", "origin_id"), (F.DOMAIN, F.DOMAIN)]
     turn = view_columns(turn_class(root), "t", whole=False, raw=True)

@@ -575,3 +575,52 @@ def test_parquet_row_groups_are_as_documented(processed, tmp_path):
     docs = " ".join((Path(__file__).parents[2] / "docs" / "export.md").read_text().split())
     assert "row groups of 256 rows" in docs
     assert "`config.shard_rows` (4096) is not read" in docs
+
+
+def test_where_exports_what_the_same_condition_counts_in_query(tmp_path, processed):
+    """Found: an export took every trajectory of its input; leaving out simulator data,
+    a domain or failed episodes meant processing another store. `--where` takes a DuckDB
+    condition on the `trajectories` view's columns: the export holds exactly what
+    `worldtrace query` counts with it, and the manifest says what it left out."""
+    from worldtrace.schemas.views import connect
+
+    where = "domain = 'terminal' AND num_turns >= 3 AND source.kind IS NOT NULL"
+    con = connect(processed)
+    want = {
+        x
+        for (x,) in con.execute(f"SELECT trajectory_id FROM trajectories WHERE {where}").fetchall()
+    }
+    total = con.execute("SELECT count(*) FROM trajectories").fetchone()[0]
+    assert 0 < len(want) < total
+    seen = []
+    cfg = ExportConfig(input=str(processed.table("trajectories")), output=str(tmp_path / "e"),
+                       tokenizer=TOKENIZER, where=where, split="test=0.3")  # fmt: skip
+    m = export(cfg, batch=16, progress=lambda n, _: seen.append(n))
+    got = {r["trajectory_id"] for p in ("train", "test") for r in rows(tmp_path / "e" / p)}
+    assert got == want
+    assert m["where"] == {"condition": where, "left_out": total - len(want)}
+    assert sum(x["counts"]["trajectories"] for x in m["parts"].values()) == len(want)
+    assert seen[-1] == total  # the progress counts what the condition left out as read
+    part = json.loads((tmp_path / "e" / "test" / "manifest.json").read_text())
+    assert part["where"] == m["where"] and part["config"]["where"] == where
+    assert verify(tmp_path / "e" / "test") == []
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ("no_such_column = 1", "no_such_column"),
+        ("domain = 'terminal'; SELECT 1", "syntax error"),
+        ("true), false); COPY (SELECT 1) TO 'x.csv' --", "not one condition"),
+        ("read_text('/etc/hostname') IS NOT NULL", "/etc/hostname"),
+        ("", "the condition is empty"),
+    ],
+)
+def test_a_where_that_cannot_run_is_refused_before_anything_is_written(
+    tmp_path, processed, where, says
+):
+    out = tmp_path / "e"
+    with pytest.raises(ValueError, match="where") as err:
+        do_export(processed, out, where=where)
+    assert says in str(err.value)
+    assert not out.exists()

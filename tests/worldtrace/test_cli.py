@@ -153,6 +153,21 @@ def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
     assert kinds == {"collector"}  # nothing synthetic
     assert (store / "report.html").exists()
     assert (store / "export" / "parquet" / "manifest.json").exists()
+    # docs/android.md's export without the simulator's trajectories, as written there
+    no_sim = (
+        "json_extract_string(environment.config, '$.model') IS DISTINCT FROM 'WorldTrace Simulator'"
+    )
+    ex = run(["worldtrace", "--store", str(store), "export", "-o", "nosim", "--where", no_sim])
+    android = con.execute("SELECT count(*) FROM trajectories WHERE domain = 'android'").fetchone()
+    assert ex.returncode == 0 and f"--where left out {android[0]} trajectory" in ex.stdout, (
+        ex.stderr
+    )
+    exported = {
+        d
+        for f in (tmp_path / "nosim").glob("*.parquet")
+        for d in pq.read_table(f).column("domain").to_pylist()
+    }
+    assert android[0] and exported == {"terminal", "swe", "mcp", "search", "web"}
     # the eval set: read by the official loader, no dedup cluster on both sides
     awb = store / "export" / "agentworldbench"
     items, errors = official_loader(awb / "test")

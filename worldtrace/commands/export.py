@@ -125,6 +125,8 @@ def export(
         print_json(m)
     else:
         print_export(m["counts"], cfg.output)
+        if "where" in m:
+            click.echo(f"--where left out {m['where']['left_out']} trajectory(ies) of the input")
         if m["counts"]["truncated"]["samples"]:
             click.echo(_truncation_line(m["counts"]["truncated"], cfg.max_len or cfg.seq_len))
         if (w := m["counts"]["turns_without_target"])["turns"]:

@@ -1,0 +1,79 @@
+"""`export --where`: which trajectories an export takes, as a DuckDB condition.
+
+The condition sees the columns of the `trajectories` view (`worldtrace query --views`:
+`domain`, `source`, `environment`, `outcome`, `num_turns`, ...), computed per shard file
+over the same Parquet files export streams, so `worldtrace query "SELECT count(*) FROM
+trajectories WHERE <condition>"` counts what the export takes. Each file's answer is a
+row mask (one byte a row), so memory stays flat however large the corpus.
+
+It runs on a locked connection (`schemas.lockdown`: read-only, files only under the
+input directory) as one expression: a `;` or a statement that writes is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+from worldtrace.schemas.lockdown import locked_connection, refusal
+from worldtrace.schemas.views import trajectory_select
+
+ROW = "_worldtrace_row"
+
+
+@dataclass
+class Selection:
+    """The rows of each shard file for which `where` holds (NULL counts as false)."""
+
+    where: str
+    root: Path
+    """The input directory: the only place the condition's connection may read."""
+    left_out: int = 0
+    """Trajectories the condition left out so far."""
+
+    def __post_init__(self) -> None:
+        self._con = locked_connection([], {}, [self.root])
+
+    def _sql(self, where: str) -> str:
+        return (
+            f"SELECT {ROW} FROM (SELECT {trajectory_select()}, file_row_number AS {ROW} "
+            f"FROM read_parquet($f, file_row_number = true)) AS trajectories "
+            f"WHERE coalesce(({where}), false)"
+        )
+
+    def check(self, first: Path) -> None:
+        """Refuse a condition that is not one expression over the view's columns, before
+        the export reads or writes anything (ValueError naming the option)."""
+        where = self.where.strip()
+        if not where:
+            raise ValueError("where: the condition is empty")
+        sql = self._sql(where)
+        try:
+            one = len(duckdb.extract_statements(sql)) == 1
+        except duckdb.Error as exc:
+            raise ValueError(f"where {self.where!r}: {_first_line(exc)}") from exc
+        why = refusal(sql) if one else "a `;` ends it"
+        if why:
+            raise ValueError(f"where {self.where!r}: not one condition ({why})")
+        try:
+            self._con.execute(f"{sql} LIMIT 0", {"f": str(first)})
+        except duckdb.Error as exc:
+            raise ValueError(f"where {self.where!r}: {_first_line(exc)}") from exc
+
+    def rows(self, f: Path, n: int) -> np.ndarray:
+        """A boolean mask of the `n` rows of shard file `f`: True where the condition holds."""
+        try:
+            got = self._con.execute(self._sql(self.where), {"f": str(f)}).fetchnumpy()[ROW]
+        except duckdb.Error as exc:
+            raise ValueError(f"{f}: where {self.where!r}: {_first_line(exc)}") from exc
+        mask = np.zeros(n, dtype=bool)
+        mask[np.asarray(got, dtype=np.int64)] = True
+        self.left_out += n - int(mask.sum())
+        return mask
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
