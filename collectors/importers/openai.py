@@ -1,6 +1,7 @@
-"""OpenAI chat messages with tool calls: JSON or JSONL of {messages, tools?, id?}, bare
-message lists, and the result files of agent benchmarks (a list of runs, each with the
-messages under `traj` plus `reward`, `task_id`, `trial`, `info`, as tau-bench writes).
+"""OpenAI chat messages with tool calls, and Anthropic Messages (content blocks; the two
+dialects may mix): JSON or JSONL of {messages, tools?, system?, id?}, bare message lists,
+and the result files of agent benchmarks (a list of runs, each with the messages under
+`traj` plus `reward`, `task_id`, `trial`, `info`, as tau-bench writes).
 
 Each assistant `tool_calls[{id, function: {name, arguments}}]` entry becomes a turn, in
 listed order. A `tool` message answers the first still-unanswered call of the latest
@@ -16,8 +17,17 @@ space; task <- first user message; domain from tool names; a run's reward -> out
 Content parts with no text (`image_url`, `input_audio`, files) add no text and are
 reported (`non_text_part`, naming the turn and the message).
 
+Anthropic: an assistant's `tool_use` blocks {id, name, input} are its calls (after any
+`tool_calls`), its `thinking` blocks reasoning (`redacted_thinking` holds none); a user
+message's `tool_result` blocks {tool_use_id, content, is_error?} are results, paired as
+`tool` messages are (content read as message content); a user message of results only
+is no reply (it ends what the agent said, as a `tool` message does); with text, the
+text is a user message. A top-level `system` (a string or text blocks) is the system
+prompt when no `system` message is.
+
 A field of the wrong type refuses the record (`invalid`, naming the field): `arguments`
-must be an object or a string (as the model wrote it); `messages` a list of messages.
+must be an object or a string (as the model wrote it), `input` an object; `messages` a
+list of messages.
 A record is detected by a list of messages with roles; one that only carries the key
 (`messages`, or `traj` in a benchmark run) is not imported, but `near_miss` says which
 field is wrong.
@@ -53,8 +63,9 @@ from .common import (
 )
 
 NAME = "openai"
-MESSAGE_KEYS = ("messages", "traj")
-"""Where a record keeps its messages: chat logs `messages`, benchmark result runs `traj`."""
+MESSAGE_KEYS = ("messages", "traj", "conversations")
+"""Where a record keeps its messages: chat logs `messages`, benchmark result runs `traj`,
+datasets that put role messages under ShareGPT's key `conversations`."""
 RUN_KEYS = ("task_id", "reward", "trial")
 """Beside `traj`, what makes a record a benchmark run (a `traj` key alone says little)."""
 
@@ -98,18 +109,99 @@ class _Call:
     arguments: Any
     reasoning: Any
     """The assistant message's content (read as text with the call's turn known) and its
-    reasoning: (content, reasoning text, index of the message)."""
-    results: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    """(index of the message, message) of each result."""
+    reasoning: (content, reasoning text, thinking text, index of the message)."""
+    results: list[tuple[str, Any, bool]] = field(default_factory=list)
+    """(where its content is, e.g. `messages[4].content`, content, is an error) of each
+    result."""
     at: str = "arguments"
     """Where `arguments` is in the record, for a problem with it."""
     msg: int = 0
     """Index of the assistant message that made the call (turns follow message order)."""
 
 
+def _blocks(m: dict[str, Any], kind: str) -> list[tuple[int, dict[str, Any]]]:
+    """(index, block) of each Anthropic content block of type `kind` in message `m`."""
+    content = m.get("content")
+    if not isinstance(content, list):
+        return []
+    return [(k, b) for k, b in enumerate(content) if isinstance(b, dict) and b.get("type") == kind]
+
+
+TAKEN = {"assistant": ("tool_use", "thinking", "redacted_thinking"), "user": ("tool_result",)}
+"""Anthropic blocks read as calls, reasoning and results, by the role of their message."""
+
+
+def _said(m: dict[str, Any]) -> Any:
+    """A message's content as what it says: without the blocks in TAKEN (read elsewhere)."""
+    content = m.get("content")
+    taken = TAKEN.get(m.get("role"), ())
+    if not taken or not isinstance(content, list):
+        return content
+    return [b for b in content if not (isinstance(b, dict) and b.get("type") in taken)]
+
+
+def _thinking(m: dict[str, Any]) -> str | None:
+    """An assistant message's `thinking` blocks (`redacted_thinking` holds no text)."""
+    thoughts = (b.get("thinking") for _, b in _blocks(m, "thinking"))
+    return join_reasoning(*(t for t in thoughts if isinstance(t, str)))
+
+
+def _calls(m: dict[str, Any], at: str) -> Iterator[tuple[Any, str, Any, str]]:
+    """(id, name, arguments, where the arguments are) of each call of assistant message
+    `m` (at `at` in the record): its OpenAI `tool_calls`, then its `tool_use` blocks."""
+    if m.get("tool_calls"):
+        if not isinstance(m["tool_calls"], list):
+            raise expected(f"{at}.tool_calls", "a list", m["tool_calls"])
+        for k, call in enumerate(m["tool_calls"]):
+            there = f"{at}.tool_calls[{k}]"
+            if not isinstance(call, dict):
+                raise expected(there, "an object", call)
+            fn = call.get("function") or {}
+            if not isinstance(fn, dict):
+                raise expected(f"{there}.function", "an object", fn)
+            if not fn.get("name"):
+                raise MissingField(f"{there} has no function.name")
+            if not isinstance(fn["name"], str):
+                raise expected(f"{there}.function.name", "a string", fn["name"])
+            yield call.get("id"), fn["name"], fn.get("arguments"), f"{there}.function.arguments"
+    for k, block in _blocks(m, "tool_use"):
+        there = f"{at}.content[{k}]"
+        if not block.get("name"):
+            raise MissingField(f"{there} has no name")
+        if not isinstance(block["name"], str):
+            raise expected(f"{there}.name", "a string", block["name"])
+        arguments = block.get("input")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise expected(f"{there}.input", "an object", arguments)
+        yield block.get("id"), block["name"], arguments, f"{there}.input"
+
+
+def _results(m: dict[str, Any], at: str) -> list[tuple[Any, Any, str, str, tuple[str, Any, bool]]]:
+    """(call id, tool name, the id's field, where the result is, (where its content is,
+    content, is an error)) of each result in message `m` (at `at` in the record): a
+    `tool` message is one, a user message holds a `tool_result` block for each."""
+
+    def error(r: dict[str, Any]) -> bool:
+        return bool(r.get("is_error") or r.get("status") == "error")
+
+    if m.get("role") == "tool":
+        content = (f"{at}.content", m.get("content"), error(m))
+        return [(m.get("tool_call_id"), m.get("name"), "tool_call_id", at, content)]
+    return [
+        (
+            b.get("tool_use_id"),
+            None,
+            "tool_use_id",
+            f"{at}.content[{k}]",
+            (f"{at}.content[{k}].content", b.get("content"), error(b)),
+        )
+        for k, b in _blocks(m, "tool_result")
+    ]
+
+
 def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], list[ImportProblem]]:
-    """Every tool call in order, each with the result messages that answer it (`msgs` as
-    the record has them, under `key`: problems name `key[n]`; non-messages are skipped)."""
+    """Every tool call in order, each with the results that answer it (`msgs` as the
+    record has them, under `key`: problems name `key[n]`; non-messages are skipped)."""
     calls: list[_Call] = []
     open_calls: list[_Call] = []
     problems: list[ImportProblem] = []
@@ -117,60 +209,46 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
         if not isinstance(m, dict):
             continue
         role = m.get("role")
-        if role == "assistant" and m.get("tool_calls"):
+        if role == "assistant" and (m.get("tool_calls") or _blocks(m, "tool_use")):
             problems += [
                 warning("unpaired_call", f"no result for call {c.id!r} ({c.name})")
                 for c in open_calls
             ]
-            reasoning = (m.get("content"), m.get("reasoning_content") or m.get("reasoning"), n)
+            reasoning = (
+                _said(m),
+                m.get("reasoning_content") or m.get("reasoning"),
+                _thinking(m),
+                n,
+            )
             open_calls = []
-            at = f"{key}[{n}].tool_calls"
-            if not isinstance(m["tool_calls"], list):
-                raise expected(at, "a list", m["tool_calls"])
-            for k, call in enumerate(m["tool_calls"]):
-                if not isinstance(call, dict):
-                    raise expected(f"{at}[{k}]", "an object", call)
-                fn = call.get("function") or {}
-                if not isinstance(fn, dict):
-                    raise expected(f"{at}[{k}].function", "an object", fn)
-                if not fn.get("name"):
-                    raise MissingField(f"{at}[{k}] has no function.name")
-                if not isinstance(fn["name"], str):
-                    raise expected(f"{at}[{k}].function.name", "a string", fn["name"])
-                c = _Call(
-                    call.get("id"),
-                    fn["name"],
-                    fn.get("arguments"),
-                    reasoning if k == 0 else None,
-                    at=f"{at}[{k}].function.arguments",
-                    msg=n,
-                )
+            for k, (cid, name, arguments, at) in enumerate(_calls(m, f"{key}[{n}]")):
+                c = _Call(cid, name, arguments, reasoning if k == 0 else None, at=at, msg=n)
                 calls.append(c)
                 open_calls.append(c)
-        elif role == "tool":
-            cid = m.get("tool_call_id")
-            same = [c for c in open_calls if c.id == cid]
-            if m.get("name"):
-                same = [c for c in same if c.name == m["name"]] or same
-            if same:
-                match = same[0]
-            elif open_calls:
-                match = open_calls[0]
-                if cid is not None:
-                    problems.append(
-                        warning(
-                            "unpaired_result",
-                            f"{key}[{n}]: tool_call_id {cid!r} matches no open call;"
-                            f" paired with the first open call {match.id!r} ({match.name})",
+        elif role in ("tool", "user"):
+            for cid, name, field_, at, result in _results(m, f"{key}[{n}]"):
+                same = [c for c in open_calls if c.id == cid]
+                if name:
+                    same = [c for c in same if c.name == name] or same
+                if same:
+                    match = same[0]
+                elif open_calls:
+                    match = open_calls[0]
+                    if cid is not None:
+                        problems.append(
+                            warning(
+                                "unpaired_result",
+                                f"{at}: {field_} {cid!r} matches no open call;"
+                                f" paired with the first open call {match.id!r} ({match.name})",
+                            )
                         )
+                else:
+                    problems.append(
+                        warning("unpaired_result", f"{at}: result {cid!r} answers no open call")
                     )
-            else:
-                problems.append(
-                    warning("unpaired_result", f"{key}[{n}]: result {cid!r} answers no open call")
-                )
-                continue
-            match.results.append((n, m))
-            open_calls.remove(match)
+                    continue
+                match.results.append(result)
+                open_calls.remove(match)
     problems += [
         warning("unpaired_call", f"no result for call {c.id!r} ({c.name})") for c in open_calls
     ]
@@ -190,8 +268,17 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
 ROLES = {"assistant": AGENT, "user": USER, "system": SYSTEM}
 
 
+def _role(m: dict[str, Any]) -> str:
+    """Who wrote `m`, for `conversation`: a user message of `tool_result` blocks only is
+    a tool result (it ends what the agent said, as a `tool` message does), no reply."""
+    role = ROLES.get(m.get("role"), "other")
+    if role == USER and not _said(m) and _blocks(m, "tool_result"):
+        return "other"
+    return role
+
+
 def _speaks(m: dict[str, Any]) -> bool:
-    return not m.get("tool_calls") and bool(m.get("content"))
+    return not m.get("tool_calls") and not _blocks(m, "tool_use") and bool(_said(m))
 
 
 def _not_imported(key: str, n: int, what: str) -> ImportProblem:
@@ -204,17 +291,14 @@ def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observ
     parts that hold no text go to `parts`."""
     action = tool_action(c.name, c.arguments, c.at)
     text = "\n".join(
-        parts.text(r.get("content"), f"turn {turn} observation ({key}[{n}].content)")
-        for n, r in c.results
+        parts.text(content, f"turn {turn} observation ({at})") for at, content, _ in c.results
     )
-    observation = Observation(
-        text, is_error=any(r.get("is_error") or r.get("status") == "error" for _, r in c.results)
-    )
+    observation = Observation(text, is_error=any(error for *_, error in c.results))
     if c.reasoning is None:
         return action, observation, None
-    content, reasoning, n = c.reasoning
+    content, reasoning, thinking, n = c.reasoning
     said = parts.text(content, f"turn {turn} reasoning ({key}[{n}].content)")
-    return action, observation, join_reasoning(reasoning, said)
+    return action, observation, join_reasoning(reasoning, thinking, said)
 
 
 def _exchange(
@@ -222,16 +306,18 @@ def _exchange(
 ) -> tuple[Action, Observation, str | None]:
     """What the agent said as turn `turn`'s action, the user's replies as its observation."""
     m = msgs[x.at]
-    text = parts.text(m.get("content"), f"turn {turn} action ({key}[{x.at}].content)")
+    text = parts.text(_said(m), f"turn {turn} action ({key}[{x.at}].content)")
     reply = "\n".join(
-        parts.text(msgs[n].get("content"), f"turn {turn} observation ({key}[{n}].content)")
+        parts.text(_said(msgs[n]), f"turn {turn} observation ({key}[{n}].content)")
         for n in x.replies
     )
     reasoning = m.get("reasoning_content") or m.get("reasoning")
+    reasoning = reasoning if isinstance(reasoning, str) else None
+    thinking = _thinking(m)
     return (
         message_action(text),
         Observation(reply),
-        reasoning if isinstance(reasoning, str) else None,
+        join_reasoning(reasoning, thinking) if thinking else reasoning,
     )
 
 
@@ -256,7 +342,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     if not isinstance(msgs, list):
         raise MissingField("no `messages` (or `traj`) list")
     calls, problems = pair_calls(msgs, key)
-    said, last, unsaid = conversation(msgs, lambda m: ROLES.get(m.get("role"), "other"), _speaks)
+    said, last, unsaid = conversation(msgs, _role, _speaks)
     yield from problems
     yield from (_not_imported(key, n, what) for n, what in unsaid)
     parts = NonText()
@@ -268,12 +354,13 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     numbered = [(n, m) for n, m in enumerate(msgs) if isinstance(m, dict)]
     task = next(
         (
-            parts.text(m.get("content"), f"task ({key}[{n}].content)")
+            parts.text(_said(m), f"task ({key}[{n}].content)")
             for n, m in numbered
-            if m.get("role") == "user"
+            if _role(m) == USER
         ),
         None,
     )
+    rec = d if isinstance(d, dict) else {}
     system = next(
         (
             parts.text(m.get("content"), f"system prompt ({key}[{n}].content)")
@@ -282,8 +369,9 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         ),
         None,
     )
+    if system is None and rec.get("system"):  # Anthropic's: a string or text blocks
+        system = parts.text(rec["system"], "system prompt (system)")
     yield from parts.warnings()
-    rec = d if isinstance(d, dict) else {}
     tools = rec.get("tools")
     task_id = rec.get("task_id")
     yield build(
@@ -299,9 +387,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         metadata={
             "agent_system_prompt": system,
             "final_message": last
-            and parts.text(
-                msgs[last.at].get("content"), f"final message ({key}[{last.at}].content)"
-            ),
+            and parts.text(_said(msgs[last.at]), f"final message ({key}[{last.at}].content)"),
             "model": rec.get("model"),
             "trial": None if rec.get("trial") is None else str(rec["trial"]),
             "info": rec.get("info") if isinstance(rec.get("info"), dict | list) else None,

@@ -1,0 +1,254 @@
+"""Anthropic Messages records (`tool_use` / `tool_result` / `thinking` content blocks, a
+top-level `system`), imported by the OpenAI importer as its own dialect
+(collectors/importers/openai.py): the same record kinds, the same pairing rules. Our
+own fixtures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from worldtrace.sandboxes.base import ToolSpec
+from worldtrace.schemas import read_records, validate_dict
+
+from .test_import_fidelity import items
+
+
+def turns(t):
+    return [(x.action.kind, x.action.text, x.observation.text) for x in t.turns]
+
+
+def imported(tmp_path, record, name="anthropic.jsonl"):
+    f = tmp_path / name
+    f.write_text(json.dumps(record) + "\n" if name.endswith(".jsonl") else json.dumps(record))
+    trajs, problems = items(f)
+    for t in trajs:
+        assert validate_dict(t.to_dict()) == []
+    return trajs, problems
+
+
+def said(*blocks):
+    return {"role": "assistant", "content": list(blocks)}
+
+
+def text(s):
+    return {"type": "text", "text": s}
+
+
+def use(cid, name, **args):
+    return {"type": "tool_use", "id": cid, "name": name, "input": args}
+
+
+def answer(cid, content, **extra):
+    return {"type": "tool_result", "tool_use_id": cid, "content": content, **extra}
+
+
+def results(*blocks):
+    return {"role": "user", "content": list(blocks)}
+
+
+BASH = {
+    "name": "bash",
+    "description": "run",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
+RECORD = {
+    "id": "a1",
+    "system": "You are a coding agent.",
+    "tools": [BASH],
+    "messages": [
+        {"role": "user", "content": "List files"},
+        said(text("I'll list."), use("toolu_1", "bash", command="ls")),
+        results(answer("toolu_1", [text("a.txt\nb.txt")])),
+        said(text("Two files.")),
+    ],
+}
+
+
+def test_a_tool_use_is_a_turn_its_tool_result_the_observation(tmp_path):
+    [t], problems = imported(tmp_path, RECORD)
+    assert problems == []
+    assert turns(t) == [("tool_call", 'bash({"command": "ls"})', "a.txt\nb.txt")]
+    [turn] = t.turns
+    assert (turn.action.name, json.loads(turn.action.arguments_json)) == ("bash", {"command": "ls"})
+    assert turn.reasoning == "I'll list." and turn.observation.is_error is False
+    assert t.metadata["final_message"] == "Two files."
+    assert t.metadata["agent_system_prompt"] == "You are a coding agent."
+    assert t.task.instruction == "List files"
+    assert (t.domain, t.source.origin_format, t.source.origin_id) == ("terminal", "openai", "a1")
+    [spec] = [ToolSpec.from_dict(x) for x in json.loads(t.system.action_space)]
+    assert (spec.name, spec.input_schema) == ("bash", BASH["input_schema"])
+
+
+def test_a_bare_list_of_messages_and_a_system_of_text_blocks(tmp_path):
+    [t], problems = imported(tmp_path, RECORD["messages"], name="bare.json")
+    assert problems == [] and turns(t) == [("tool_call", 'bash({"command": "ls"})', "a.txt\nb.txt")]
+    record = {**RECORD, "system": [text("You are"), text("a coding agent.")]}
+    [t], problems = imported(tmp_path, record)
+    assert problems == [] and t.metadata["agent_system_prompt"] == "You are\na coding agent."
+
+
+@pytest.mark.parametrize("order", [("t1", "t2"), ("t2", "t1")], ids=["in_order", "by_id"])
+def test_parallel_tool_uses_are_answered_by_their_ids(tmp_path, order):
+    out = {"t1": "a.txt", "t2": "/repo"}
+    msgs = [
+        {"role": "user", "content": "Where am I, what is here?"},
+        said(use("t1", "bash", command="ls"), use("t2", "bash", command="pwd")),
+        results(*(answer(cid, out[cid]) for cid in order)),
+    ]
+    [t], problems = imported(tmp_path, {"id": "p", "messages": msgs})
+    assert problems == []
+    assert turns(t) == [
+        ("tool_call", 'bash({"command": "ls"})', "a.txt"),
+        ("tool_call", 'bash({"command": "pwd"})', "/repo"),
+    ]
+    assert [x.reasoning for x in t.turns] == [None, None]
+
+
+def test_string_content_and_is_error(tmp_path):
+    msgs = [
+        {"role": "user", "content": "Read it"},
+        said(use("t1", "read_file", path="a.txt"), use("t2", "read_file", path="b.txt")),
+        results(answer("t1", "hello"), answer("t2", "no such file", is_error=True)),
+    ]
+    [t], problems = imported(tmp_path, {"id": "s", "messages": msgs})
+    assert problems == []
+    assert [(x.observation.text, x.observation.is_error) for x in t.turns] == [
+        ("hello", False),
+        ("no such file", True),
+    ]
+    assert t.domain == "swe"
+
+
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}
+
+
+def test_an_image_in_a_tool_result_adds_no_text_and_is_reported(tmp_path):
+    msgs = [
+        {"role": "user", "content": "Screenshot"},
+        said(use("t1", "screenshot")),
+        results(answer("t1", [text("taken"), IMAGE, text("800x600")])),
+    ]
+    [t], problems = imported(tmp_path, {"id": "i", "messages": msgs})
+    assert turns(t) == [("tool_call", "screenshot({})", "taken\n800x600")]
+    assert [(p.kind, p.fatal, p.message) for p in problems] == [
+        (
+            "non_text_part",
+            False,
+            "turn 0 observation (messages[2].content[0].content): 1 image part not imported",
+        )
+    ]
+
+
+@pytest.mark.parametrize("value", ["ls", ["ls"], 42])
+def test_an_input_that_is_not_an_object_refuses_the_record(tmp_path, value):
+    record = json.loads(json.dumps(RECORD))
+    record["messages"][1]["content"][1]["input"] = value
+    trajs, problems = imported(tmp_path, record)
+    assert trajs == []
+    assert [(p.kind, p.where, p.message) for p in problems] == [
+        (
+            "invalid",
+            "line 1",
+            f"messages[1].content[1].input: expected an object, got {json.dumps(value)}",
+        )
+    ]
+
+
+def test_thinking_is_reasoning_and_a_user_reply_is_a_text_turn(tmp_path):
+    msgs = [
+        {"role": "user", "content": "Clean up"},
+        said({"type": "thinking", "thinking": "which dir?", "signature": "sig"}, text("Which directory?")),
+        {"role": "user", "content": [text("/tmp")]},
+        said({"type": "redacted_thinking", "data": "opaque"},
+             {"type": "thinking", "thinking": "remove the logs"},
+             text("Removing them."),
+             use("t1", "bash", command="rm /tmp/*.log")),
+        results(answer("t1", "")),
+        said({"type": "redacted_thinking", "data": "opaque"}, text("Done.")),
+    ]  # fmt: skip
+    [t], problems = imported(tmp_path, {"id": "c", "messages": msgs})
+    assert problems == []  # redacted thinking holds no text to import: not reported
+    assert turns(t) == [
+        ("text", "Which directory?", "/tmp"),
+        ("tool_call", 'bash({"command": "rm /tmp/*.log"})', ""),
+    ]
+    assert [x.reasoning for x in t.turns] == ["which dir?", "remove the logs\n\nRemoving them."]
+    assert t.metadata["final_message"] == "Done."
+    assert t.task.instruction == "Clean up"
+
+
+def test_a_user_message_of_tool_results_only_is_not_a_reply(tmp_path):
+    """A result with no open call is reported (not joined), and is neither part of the
+    reply of a `text` turn nor a user message not imported."""
+    msgs = [
+        {"role": "user", "content": "Hi"},
+        said(text("Hello, what now?")),
+        {"role": "user", "content": "List files"},
+        results(answer("t9", "stale")),
+        said(use("t1", "bash", command="ls")),
+        results(answer("t1", "a.txt")),
+    ]
+    [t], problems = imported(tmp_path, {"id": "r", "messages": msgs})
+    assert turns(t) == [
+        ("text", "Hello, what now?", "List files"),
+        ("tool_call", 'bash({"command": "ls"})', "a.txt"),
+    ]
+    assert [(p.kind, p.message) for p in problems] == [
+        ("unpaired_result", "messages[3].content[0]: result 't9' answers no open call")
+    ]
+
+
+def test_results_with_user_text_answer_calls_and_the_text_is_a_user_message(tmp_path):
+    msgs = [
+        {"role": "user", "content": "List files"},
+        said(use("t1", "bash", command="ls")),
+        results(answer("t1", "a.txt"), text("also show hidden ones")),
+        said(use("t2", "bash", command="ls -a")),
+        results(answer("t2", ".env\na.txt")),
+    ]
+    [t], problems = imported(tmp_path, {"id": "m", "messages": msgs})
+    assert turns(t) == [
+        ("tool_call", 'bash({"command": "ls"})', "a.txt"),
+        ("tool_call", 'bash({"command": "ls -a"})', ".env\na.txt"),
+    ]
+    assert [(p.kind, p.message) for p in problems] == [
+        (
+            "message_not_imported",
+            "messages[2]: a user message that answers no agent message; not imported",
+        )
+    ]
+
+
+def test_unknown_ids_and_mixed_dialects_pair_as_openai_results_do(tmp_path):
+    msgs = [
+        {"role": "user", "content": "Go"},
+        said(use("t1", "bash", command="ls")),
+        results(answer("zz", "a.txt")),  # an unknown id answers the first open call
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c2", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}]},
+        results(answer("c2", "/repo")),  # an OpenAI call, an Anthropic result
+        said(use("t3", "bash", command="whoami")),
+        {"role": "tool", "tool_call_id": "t3", "content": "me"},  # and the other way round
+    ]  # fmt: skip
+    [t], problems = imported(tmp_path, {"id": "x", "messages": msgs})
+    assert [x.observation.text for x in t.turns] == ["a.txt", "/repo", "me"]
+    assert [(p.kind, p.message) for p in problems] == [
+        (
+            "unpaired_result",
+            "messages[2].content[0]: tool_use_id 'zz' matches no open call;"
+            " paired with the first open call 't1' (bash)",
+        )
+    ]
+
+
+def test_cli_imports_the_record_without_a_warning(tmp_path, wt_env):
+    f = tmp_path / "anth.json"
+    f.write_text(json.dumps(RECORD))
+    r = subprocess.run(["worldtrace", "import", str(f)], capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "" and "warning" not in r.stdout
+    [t] = list(read_records(f"{wt_env['WORLDTRACE_STORE']}/raw/import"))
+    assert turns(t) == [("tool_call", 'bash({"command": "ls"})', "a.txt\nb.txt")]
+    assert t.metadata["final_message"] == "Two files."
