@@ -1,25 +1,38 @@
-"""ShareGPT conversations with function calls: {conversations: [{from, value}], tools?, id?}.
+"""ShareGPT conversations with function calls: {conversations: [{from, value}], tools?,
+system?, id?}.
 
-`function_call` (or gpt messages holding a JSON {name, arguments}) is the action,
-paired with the next `observation`/`tool` message; plain `gpt` text before a call is
-reasoning; task <- first `human` message; `tools` (JSON string or list) is the action
-space; domain from tool names. Call `arguments` are an object or a string holding one
-(anything else refuses the record, `invalid`, naming the field).
+The calls: a `function_call`/`tool_call` message (JSON {name, arguments}, or a list for
+parallel calls); a `gpt` message holding `<tool_call>` blocks (the Hermes format), one
+call per block, the body JSON or a Python-literal dict with a `name` (a block that is
+neither refuses the record, `invalid`, naming `conversations[n].value<tool_call>[k]`),
+the text outside the blocks the first call's reasoning; a `gpt` message that is a JSON object
+with `name` and `arguments`. Call `arguments` are an object or a string holding one
+(anything else refuses the record, `invalid`, naming the field). The results: the
+`observation`/`tool`/`function`/`tool_response` messages right after the call message;
+each `<tool_response>` block (or a message without one) answers the next call, in order;
+a body that is JSON {name: the call's name, content: C} is C; one JSON list answering
+parallel calls is split across them. Plain `gpt` text before a call is its reasoning;
+task <- first `human` message; `system` messages (after a top-level `system`, joined
+with "\n\n") -> metadata `agent_system_prompt`; `tools` (JSON string or list) is the
+action space; domain from tool names.
 
 What the agent said to its user is a turn too: a `gpt` message answered by one or more
 `human` messages before the agent's next message (`gpt` or a call) is a `text` turn (the
 message its action, the replies joined with "\n" its observation), in order among the
 tool-call turns, and is then no call's reasoning. The first `human` message stays the
 task, not a turn. The agent's last `gpt` message, if nothing answered it and no call
-followed it, -> metadata `final_message`. What is neither is not imported and is
+followed it, -> metadata `final_message`. What is none of this is not imported and is
 reported (`message_not_imported`, naming `conversations[n]`): a `human` message that
 answers no agent message, a `gpt` message no user answered that is neither the last nor
-before a call.
+before a call, a tool result that answers no call (or text outside its
+`<tool_response>` blocks), a message of a role not named here.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,10 +43,12 @@ from .common import (
     MissingField,
     NonText,
     build,
+    content_text,
     expected,
     guess_domain,
     join_reasoning,
     message_action,
+    shown,
     tool_action,
     warning,
 )
@@ -41,10 +56,32 @@ from .common import (
 NAME = "sharegpt"
 CALL_ROLES = {"function_call", "tool_call"}
 OBS_ROLES = {"observation", "tool", "function", "tool_response"}
+ROLES = {"human", "gpt", "system", *CALL_ROLES, *OBS_ROLES}
+ALIASES = {"user": "human", "assistant": "gpt"}
+"""`from` values some ShareGPT datasets write for the user and the agent."""
+
+
+def _role(m: dict[str, Any]) -> str | None:
+    """A message's role (`from`), aliases resolved; None when it is not a string."""
+    raw = m.get("from")
+    return ALIASES.get(raw, raw) if isinstance(raw, str) else None
+
+
+# a block the model did not close runs to the end of the message
+TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+TOOL_RESPONSE = re.compile(r"<tool_response>(.*?)(?:</tool_response>|\Z)", re.S)
+
+Call = tuple[dict[str, Any], str]  # a call and where its arguments are
 
 
 def detect_record(d: Any) -> bool:
-    return isinstance(d, dict) and isinstance(d.get("conversations"), list)
+    """A `conversations` list, unless it holds OpenAI role messages ({role, content}, no
+    `from`: many datasets keep those under this key; the OpenAI importer reads them)."""
+    conv = d.get("conversations") if isinstance(d, dict) else None
+    if not isinstance(conv, list):
+        return False
+    messages = [m for m in conv if isinstance(m, dict)]
+    return not (any("role" in m for m in messages) and not any("from" in m for m in messages))
 
 
 def near_miss(d: Any) -> tuple[str, str] | None:
@@ -56,7 +93,7 @@ def near_miss(d: Any) -> tuple[str, str] | None:
     return None
 
 
-def _call(value: str, at: str) -> list[tuple[dict[str, Any], str]]:
+def _call(value: str, at: str) -> list[Call]:
     """The calls in a function_call message's value (at `at`), each with where its
     arguments are."""
     try:
@@ -73,6 +110,115 @@ def _call(value: str, at: str) -> list[tuple[dict[str, Any], str]]:
     return [(c, f"{where}.arguments") for c, where in calls]
 
 
+def _is_json(value: Any) -> bool:
+    """A value JSON holds as it is (no set, tuple, bytes, non-string key or infinity)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False)) == value
+    except (TypeError, ValueError):
+        return False
+
+
+def _block_call(body: str, at: str) -> dict[str, Any]:
+    """The call in a <tool_call> block (at `at`): JSON, else a Python literal, as Hermes
+    data writes it ({'arguments': {...}, 'name': ...})."""
+    text = body.strip()
+    try:
+        call = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            call = ast.literal_eval(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError):
+            call = None
+    if (
+        isinstance(call, dict)
+        and isinstance(call.get("name"), str)
+        and call["name"]
+        and _is_json(call)
+    ):
+        return call
+    raise expected(at, "a JSON (or Python-literal) object with a `name`", body)
+
+
+def _gpt_calls(text: str, n: int) -> tuple[list[Call], str] | None:
+    """(the calls, the text around them) of a gpt message (conversations[n]) that makes
+    calls: <tool_call> blocks, or the whole message a JSON {name, arguments}."""
+    at = f"conversations[{n}].value"
+    blocks = list(TOOL_CALL.finditer(text))
+    if blocks:
+        calls = [
+            (_block_call(b.group(1), f"{at}<tool_call>[{k}]"), f"{at}<tool_call>[{k}].arguments")
+            for k, b in enumerate(blocks)
+        ]
+        edges = [0, *(x for b in blocks for x in b.span()), len(text)]
+        around = (text[edges[k] : edges[k + 1]].strip() for k in range(0, len(edges), 2))
+        return calls, "\n".join(p for p in around if p)
+    if text.lstrip().startswith("{"):
+        try:
+            call = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        named = isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]
+        if named and "arguments" in call:
+            return [(call, f"{at}.arguments")], ""
+    return None
+
+
+def _content(body: str, name: str) -> str:
+    """A result body: JSON {name: the call's name, content: C} is C, anything else as
+    it is."""
+    if not body.lstrip().startswith("{"):
+        return body
+    try:
+        parsed = json.loads(body)
+    except json.JSONDecodeError:
+        return body
+    if isinstance(parsed, dict) and parsed.keys() == {"name", "content"} and parsed["name"] == name:
+        c = parsed["content"]
+        return c if isinstance(c, str) else json.dumps(c, sort_keys=True)
+    return body
+
+
+def _results(
+    numbered: list[tuple[int, dict[str, Any]]],
+    i: int,
+    calls: list[Call],
+    turn: int,
+    parts: NonText,
+) -> tuple[list[str], int, list[ImportProblem]]:
+    """The observations of `calls` (made by numbered[i], its first call turn `turn`),
+    how many result messages follow the call message, and what of them answers no
+    call."""
+    found: list[tuple[int, int | None, str]] = []  # (message, block or None, body)
+    problems: list[ImportProblem] = []
+    j = i + 1
+    while j < len(numbered) and _role(numbered[j][1]) in OBS_ROLES:
+        n, m = numbered[j]
+        k = min(len(found), len(calls) - 1)
+        text = parts.text(m.get("value"), f"turn {turn + k} observation (conversations[{n}].value)")
+        blocks = list(TOOL_RESPONSE.finditer(text))
+        if not blocks:
+            found.append((n, None, text))
+        for b, block in enumerate(blocks):
+            found.append((n, b, block.group(1).strip("\r\n")))
+        if blocks and TOOL_RESPONSE.sub("", text).strip():
+            problems.append(_not_imported(n, "text outside its <tool_response> blocks"))
+        j += 1
+    results = [body for _, _, body in found]
+    if len(calls) > 1 and len(found) == 1:  # parallel calls answered by one JSON list?
+        try:
+            parsed = json.loads(results[0])
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, list) and len(parsed) == len(calls):
+            results = [p if isinstance(p, str) else json.dumps(p, sort_keys=True) for p in parsed]
+            return results, j - i - 1, problems
+    for n, b, _ in found[len(calls) :]:
+        what = "a tool result" if b is None else f"<tool_response> block {b}, a tool result"
+        problems.append(_not_imported(n, f"{what} that answers no call"))
+    out = [_content(body, c["name"]) for body, (c, _) in zip(results, calls, strict=False)]
+    return out + [""] * (len(calls) - len(out)), j - i - 1, problems
+
+
 def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
     if "conversations" not in d:
         raise MissingField("no `conversations` list")
@@ -80,7 +226,6 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
         raise expected("conversations", "a list", d["conversations"])
     # (index in the record, message): problems name the record's own index
     numbered = [(n, m) for n, m in enumerate(d["conversations"]) if isinstance(m, dict)]
-    conv = [m for _, m in numbered]
     pairs: list[Any] = []
     names = []
     # gpt messages since the last call or the last answered one: (index in the record, value)
@@ -88,11 +233,13 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
     replies: dict[int, list[str]] = {}  # turn of what the agent said -> the user's replies
     answering: int | None = None  # the turn the user's messages now answer
     problems: list[ImportProblem] = []
+    systems: list[str] = []
     users = 0
     task = None
     parts = NonText()
+    taken = 0  # result messages still ahead that a call took
     for i, (n, m) in enumerate(numbered):
-        role = m.get("from")
+        role = _role(m)
         at = f"conversations[{n}].value"
         if role == "human":
             users += 1
@@ -112,38 +259,42 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
                 problems.append(_not_imported(n, "a user message that answers no agent message"))
             continue
         answering = None  # anything else ends what the user says to the agent
-        if role == "gpt":
-            prose.append((n, m.get("value")))
-        if role not in CALL_ROLES:
+        if role in OBS_ROLES:
+            if taken:
+                taken -= 1
+            else:
+                problems.append(_not_imported(n, "a tool result that answers no call"))
             continue
-        value = parts.text(m.get("value"), f"turn {len(pairs)} action ({at})")
-        nxt = conv[i + 1] if i + 1 < len(conv) and conv[i + 1].get("from") in OBS_ROLES else None
-        if nxt:
-            place = f"turn {len(pairs)} observation (conversations[{numbered[i + 1][0]}].value)"
-            results = [parts.text(nxt.get("value"), place)]
-        else:
-            results = [""]
-        calls = _call(value, f"conversations[{n}].value")
-        if len(calls) > 1 and nxt:  # parallel calls answered by one JSON list of results
-            try:
-                parsed = json.loads(results[0])
-                if isinstance(parsed, list) and len(parsed) == len(calls):
-                    results = [
-                        p if isinstance(p, str) else json.dumps(p, sort_keys=True) for p in parsed
-                    ]
-            except json.JSONDecodeError:
-                pass
+        if role == "system":
+            systems.append(parts.text(m.get("value"), f"agent system prompt ({at})"))
+            continue
+        if role not in ROLES:
+            problems.append(
+                _not_imported(n, f"a message of the unknown role {shown(m.get('from'))}")
+            )
+            continue
         turn = len(pairs)
+        if role == "gpt":
+            made = _gpt_calls(content_text(m.get("value"))[0], n)
+            if made is None:
+                prose.append((n, m.get("value")))
+                continue
+            parts.text(m.get("value"), f"turn {turn} action ({at})")  # its non-text parts
+            calls, around = made
+        else:
+            calls, around = _call(parts.text(m.get("value"), f"turn {turn} action ({at})"), at), ""
+        results, taken, found = _results(numbered, i, calls, turn, parts)
+        problems += found
         reasoning = join_reasoning(
-            *(parts.text(v, f"turn {turn} reasoning (conversations[{g}].value)") for g, v in prose)
+            *(parts.text(v, f"turn {turn} reasoning (conversations[{g}].value)") for g, v in prose),
+            around,
         )
-        for k, (c, at) in enumerate(calls):
+        for k, (c, where) in enumerate(calls):
             names.append(c["name"])
-            obs = Observation(results[k] if k < len(results) else "")
             pairs.append(
                 (
-                    tool_action(c["name"], c.get("arguments"), at),
-                    obs,
+                    tool_action(c["name"], c.get("arguments"), where),
+                    Observation(results[k]),
                     reasoning if k == 0 else None,
                 )
             )
@@ -173,9 +324,20 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
             task_description=task,
             instruction=task,
             action_space=tools if isinstance(tools, list) else None,
-            metadata={"agent_system_prompt": d.get("system"), "final_message": final},
+            metadata={
+                "agent_system_prompt": _system_prompt(d.get("system"), systems),
+                "final_message": final,
+            },
         ),
     ]
+
+
+def _system_prompt(top: Any, systems: list[str]) -> Any:
+    """The top-level `system` (as it always was), then the `system` messages."""
+    if not systems:
+        return top
+    first = [] if top is None else [top if isinstance(top, str) else json.dumps(top)]
+    return "\n\n".join(t for t in [*first, *systems] if t) or None
 
 
 def _not_imported(n: int, what: str) -> ImportProblem:
