@@ -226,8 +226,10 @@ def conversation(
             systems += 1
             if systems > 1:
                 unsaid.append((n, "a system message after the first"))
-        else:
-            open_ = None  # a tool result ends what the agent said
+        else:  # a tool result ends what the agent said
+            if open_ is not None and not open_.replies:
+                unsaid.append((open_.at, "an agent message no user answered"))
+            open_ = None
     last = said[-1] if said and not said[-1].replies and open_ is said[-1] else None
     return [x for x in said if x.replies], last, unsaid
 

@@ -252,3 +252,21 @@ def test_cli_imports_the_record_without_a_warning(tmp_path, wt_env):
     [t] = list(read_records(f"{wt_env['WORLDTRACE_STORE']}/raw/import"))
     assert turns(t) == [("tool_call", 'bash({"command": "ls"})', "a.txt\nb.txt")]
     assert t.metadata["final_message"] == "Two files."
+
+
+def test_an_agent_message_a_stray_result_follows_is_reported_not_lost(tmp_path):
+    """Found: an agent message that a tool result answering no call followed, with nothing
+    after it, was neither a turn, nor the final message, nor reported: it vanished."""
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Let me check the weather."},
+        {"role": "tool", "tool_call_id": "c9", "content": "sunny"},
+    ]
+    f = tmp_path / "stray.json"
+    f.write_text(json.dumps({"id": "s", "messages": msgs}))
+    [t], problems = items(f)
+    assert t.turns == [] and "final_message" not in t.metadata
+    assert sorted(p.message for p in problems) == [
+        "messages[1]: an agent message no user answered; not imported",
+        "messages[2]: result 'c9' answers no open call",
+    ]
