@@ -17,6 +17,9 @@ space; task <- first user message; domain from tool names; a run's reward -> out
 Content parts with no text (`image_url`, `input_audio`, files) add no text and are
 reported (`non_text_part`, naming the turn and the message).
 
+The functions API before `tools`: an assistant's `function_call` {name, arguments} is one
+call (no id), a `function` message answers it by `name`, `functions` is the action space.
+
 Anthropic: an assistant's `tool_use` blocks {id, name, input} are its calls (after any
 `tool_calls`), its `thinking` blocks reasoning (`redacted_thinking` holds none); a user
 message's `tool_result` blocks {tool_use_id, content, is_error?} are results, paired as
@@ -146,9 +149,23 @@ def _thinking(m: dict[str, Any]) -> str | None:
     return join_reasoning(*(t for t in thoughts if isinstance(t, str)))
 
 
+def _makes_calls(m: dict[str, Any]) -> bool:
+    return bool(m.get("tool_calls") or m.get("function_call") or _blocks(m, "tool_use"))
+
+
 def _calls(m: dict[str, Any], at: str) -> Iterator[tuple[Any, str, Any, str]]:
     """(id, name, arguments, where the arguments are) of each call of assistant message
-    `m` (at `at` in the record): its OpenAI `tool_calls`, then its `tool_use` blocks."""
+    `m` (at `at` in the record): its legacy `function_call`, its OpenAI `tool_calls`, then
+    its `tool_use` blocks."""
+    if m.get("function_call"):  # the functions API before tools: one call, no id
+        fn = m["function_call"]
+        if not isinstance(fn, dict):
+            raise expected(f"{at}.function_call", "an object", fn)
+        if not fn.get("name"):
+            raise MissingField(f"{at}.function_call has no name")
+        if not isinstance(fn["name"], str):
+            raise expected(f"{at}.function_call.name", "a string", fn["name"])
+        yield None, fn["name"], fn.get("arguments"), f"{at}.function_call.arguments"
     if m.get("tool_calls"):
         if not isinstance(m["tool_calls"], list):
             raise expected(f"{at}.tool_calls", "a list", m["tool_calls"])
@@ -184,7 +201,7 @@ def _results(m: dict[str, Any], at: str) -> list[tuple[Any, Any, str, str, tuple
     def error(r: dict[str, Any]) -> bool:
         return bool(r.get("is_error") or r.get("status") == "error")
 
-    if m.get("role") == "tool":
+    if m.get("role") in ("tool", "function"):  # `function`: the legacy answer, by name
         content = (f"{at}.content", m.get("content"), error(m))
         return [(m.get("tool_call_id"), m.get("name"), "tool_call_id", at, content)]
     return [
@@ -209,7 +226,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
         if not isinstance(m, dict):
             continue
         role = m.get("role")
-        if role == "assistant" and (m.get("tool_calls") or _blocks(m, "tool_use")):
+        if role == "assistant" and _makes_calls(m):
             problems += [
                 warning("unpaired_call", f"no result for call {c.id!r} ({c.name})")
                 for c in open_calls
@@ -225,7 +242,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 c = _Call(cid, name, arguments, reasoning if k == 0 else None, at=at, msg=n)
                 calls.append(c)
                 open_calls.append(c)
-        elif role in ("tool", "user"):
+        elif role in ("tool", "function", "user"):
             for cid, name, field_, at, result in _results(m, f"{key}[{n}]"):
                 same = [c for c in open_calls if c.id == cid]
                 if name:
@@ -278,7 +295,7 @@ def _role(m: dict[str, Any]) -> str:
 
 
 def _speaks(m: dict[str, Any]) -> bool:
-    return not m.get("tool_calls") and not _blocks(m, "tool_use") and bool(_said(m))
+    return not _makes_calls(m) and bool(_said(m))
 
 
 def _not_imported(key: str, n: int, what: str) -> ImportProblem:
@@ -372,7 +389,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     if system is None and rec.get("system"):  # Anthropic's: a string or text blocks
         system = parts.text(rec["system"], "system prompt (system)")
     yield from parts.warnings()
-    tools = rec.get("tools")
+    tools = rec.get("tools") if rec.get("tools") is not None else rec.get("functions")
     task_id = rec.get("task_id")
     yield build(
         NAME,

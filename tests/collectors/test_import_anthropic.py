@@ -270,3 +270,42 @@ def test_an_agent_message_a_stray_result_follows_is_reported_not_lost(tmp_path):
         "messages[1]: an agent message no user answered; not imported",
         "messages[2]: result 'c9' answers no open call",
     ]
+
+
+def test_the_legacy_functions_api_is_read_as_tool_calls(tmp_path):
+    """Found: chat logs of OpenAI's functions API (before `tools`: an assistant
+    `function_call`, answered by a `function` message with its name; `functions` the
+    action space), as older function-calling datasets keep them, were refused as
+    `empty`: no (action, observation) pair found."""
+    rec = {
+        "id": "legacy",
+        "functions": [{"name": "get_weather", "description": "now",
+                       "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+        "messages": [
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": None,
+             "function_call": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
+            {"role": "function", "name": "get_weather", "content": '{"temp": -3}'},
+            {"role": "assistant", "content": "Checking Bergen too.",
+             "function_call": {"name": "get_weather", "arguments": '{"city": "Bergen"}'}},
+            {"role": "function", "name": "get_weather", "content": '{"temp": 4}'},
+            {"role": "assistant", "content": "Oslo -3 C, Bergen 4 C."},
+        ],
+    }  # fmt: skip
+    f = tmp_path / "legacy.json"
+    f.write_text(json.dumps(rec))
+    [t], problems = items(f)
+    assert problems == []
+    assert [(x.action.text, x.observation.text) for x in t.turns] == [
+        ('get_weather({"city": "Oslo"})', '{"temp": -3}'),
+        ('get_weather({"city": "Bergen"})', '{"temp": 4}'),
+    ]
+    assert t.turns[1].reasoning == "Checking Bergen too."
+    assert t.metadata["final_message"] == "Oslo -3 C, Bergen 4 C."
+    assert [s["name"] for s in json.loads(t.system.action_space)] == ["get_weather"]
+    assert validate_dict(t.to_dict()) == []
+    rec["messages"][1]["function_call"] = "get_weather"
+    f.write_text(json.dumps(rec))
+    assert [str(p) for p in items(f)[1]] == [
+        f'{f}: invalid: messages[1].function_call: expected an object, got "get_weather"'
+    ]
