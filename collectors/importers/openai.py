@@ -69,6 +69,9 @@ NAME = "openai"
 MESSAGE_KEYS = ("messages", "traj", "conversations")
 """Where a record keeps its messages: chat logs `messages`, benchmark result runs `traj`,
 datasets that put role messages under ShareGPT's key `conversations`."""
+RESULT_ROLES = ("tool", "function", "ipython")
+"""Messages that are one tool result: `function` answers a legacy `function_call` (by
+name), `ipython` is how Llama 3 chat logs answer a call."""
 RUN_KEYS = ("task_id", "reward", "trial")
 """Beside `traj`, what makes a record a benchmark run (a `traj` key alone says little)."""
 
@@ -135,8 +138,11 @@ TAKEN = {"assistant": ("tool_use", "thinking", "redacted_thinking"), "user": ("t
 
 
 def _said(m: dict[str, Any]) -> Any:
-    """A message's content as what it says: without the blocks in TAKEN (read elsewhere)."""
+    """A message's content as what it says: without the blocks in TAKEN (read elsewhere);
+    an assistant's `refusal` when it has no content (what the model said instead)."""
     content = m.get("content")
+    if not content and isinstance(m.get("refusal"), str) and m.get("role") == "assistant":
+        return m["refusal"]
     taken = TAKEN.get(m.get("role"), ())
     if not taken or not isinstance(content, list):
         return content
@@ -201,7 +207,7 @@ def _results(m: dict[str, Any], at: str) -> list[tuple[Any, Any, str, str, tuple
     def error(r: dict[str, Any]) -> bool:
         return bool(r.get("is_error") or r.get("status") == "error")
 
-    if m.get("role") in ("tool", "function"):  # `function`: the legacy answer, by name
+    if m.get("role") in RESULT_ROLES:
         content = (f"{at}.content", m.get("content"), error(m))
         return [(m.get("tool_call_id"), m.get("name"), "tool_call_id", at, content)]
     return [
@@ -242,7 +248,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 c = _Call(cid, name, arguments, reasoning if k == 0 else None, at=at, msg=n)
                 calls.append(c)
                 open_calls.append(c)
-        elif role in ("tool", "function", "user"):
+        elif role in (*RESULT_ROLES, "user"):
             for cid, name, field_, at, result in _results(m, f"{key}[{n}]"):
                 same = [c for c in open_calls if c.id == cid]
                 if name:
@@ -282,7 +288,8 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
     return calls, problems
 
 
-ROLES = {"assistant": AGENT, "user": USER, "system": SYSTEM}
+ROLES = {"assistant": AGENT, "user": USER, "system": SYSTEM, "developer": SYSTEM}
+"""`developer`: what newer OpenAI models call the system message."""
 
 
 def _role(m: dict[str, Any]) -> str:
@@ -382,7 +389,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         (
             parts.text(m.get("content"), f"system prompt ({key}[{n}].content)")
             for n, m in numbered
-            if m.get("role") == "system"
+            if ROLES.get(m.get("role")) == SYSTEM
         ),
         None,
     )

@@ -309,3 +309,59 @@ def test_the_legacy_functions_api_is_read_as_tool_calls(tmp_path):
     assert [str(p) for p in items(f)[1]] == [
         f'{f}: invalid: messages[1].function_call: expected an object, got "get_weather"'
     ]
+
+
+def _import(tmp_path, msgs):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"id": "r", "messages": msgs}))
+    [t], problems = items(f)
+    assert validate_dict(t.to_dict()) == []
+    return t, problems
+
+
+LS = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"c": "ls"}'}}
+
+
+def test_a_developer_message_is_the_system_prompt(tmp_path):
+    """Found: the `developer` role (newer OpenAI models' system message) was skipped: the
+    agent's system prompt was lost without a word."""
+    t, problems = _import(tmp_path, [
+        {"role": "developer", "content": "You are a shell agent."},
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": None, "tool_calls": [LS]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    ])  # fmt: skip
+    assert problems == [] and t.metadata["agent_system_prompt"] == "You are a shell agent."
+
+
+def test_a_refusal_is_what_the_agent_said(tmp_path):
+    """Found: an assistant message with `content: null` and a `refusal` was empty: the
+    user's answer to it was reported as answering no agent message, and a refusal as the
+    last word vanished."""
+    t, problems = _import(tmp_path, [
+        {"role": "user", "content": "hack the server"},
+        {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+        {"role": "user", "content": "ok then list files"},
+        {"role": "assistant", "content": None, "tool_calls": [LS]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {"role": "assistant", "content": None, "refusal": "I won't delete it."},
+    ])  # fmt: skip
+    assert problems == []
+    assert [(x.action.kind, x.action.text, x.observation.text) for x in t.turns] == [
+        ("text", "I can't help with that.", "ok then list files"),
+        ("tool_call", 'bash({"c": "ls"})', "a.txt"),
+    ]
+    assert t.metadata["final_message"] == "I won't delete it."
+
+
+def test_an_ipython_message_is_the_tool_result(tmp_path):
+    """Found: Llama 3 chat logs answer a call with `role: ipython`; the result was lost
+    (`unpaired_call`) and the message never mentioned."""
+    t, problems = _import(tmp_path, [
+        {"role": "user", "content": "weather in SF?"},
+        {"role": "assistant", "content": "", "tool_calls": [LS]},
+        {"role": "ipython", "content": '{"temp": 18}'},
+        {"role": "assistant", "content": "It is 18C."},
+    ])  # fmt: skip
+    assert problems == [] and [x.observation.text for x in t.turns] == ['{"temp": 18}']
+    assert t.metadata["final_message"] == "It is 18C."
