@@ -3,7 +3,9 @@
 action <- `action` (the executed command, trailing newline dropped); observation <-
 `observation`; reasoning <- `thought` (else `response`); state_json <- `state`;
 task <- first non-demo user message of `history`; demonstrations <- demo messages;
-outcome <- info.exit_status; domain swe.
+outcome <- info.exit_status; domain swe. A step SWE-agent appends when it ends the run
+itself (`exit_cost`, `exit_context`...: "Exited (autosubmitted)") is no turn: no command
+ran; its action -> metadata `exit_action`.
 
 The system message documents the agent's commands (`open`, `goto`, `edit`...), which a
 world model must simulate: they become the action space, one ToolSpec dict
@@ -175,12 +177,26 @@ def action_space(system: str | None) -> list[dict[str, Any]] | None:
     return specs
 
 
-def _from_steps(steps: list[Any], parts: NonText) -> list[tuple[Action, Observation, str | None]]:
+EXIT_ACTIONS = frozenset(
+    {"exit_cost", "exit_context", "exit_api", "exit_format", "exit_error", "exit_forfeit"}
+)
+"""Steps SWE-agent appends when it ends a run itself (a limit hit, autosubmission): no
+command ran; the answer ("Exited (autosubmitted)") is the framework's, not the
+environment's."""
+
+
+def _from_steps(
+    steps: list[Any], parts: NonText, ended: list[str]
+) -> list[tuple[Action, Observation, str | None]]:
+    """The turns of `trajectory`; the exit steps (EXIT_ACTIONS) go to `ended`."""
     pairs = []
     for n, s in enumerate(steps):
         if not isinstance(s, dict) or "action" not in s:
             raise MissingField(f"trajectory[{n}] has no `action`")
         cmd = str(s.get("action") or "").rstrip("\n")
+        if cmd.strip() in EXIT_ACTIONS:
+            ended.append(cmd.strip())
+            continue
         text = parts.text(
             s.get("observation"), f"turn {n} observation (trajectory[{n}].observation)"
         )
@@ -233,8 +249,9 @@ def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
     history = [h for _, h in numbered]
     steps = d.get("trajectory")
     parts = NonText()
+    ended: list[str] = []
     if isinstance(steps, list) and (steps or not history):
-        pairs = _from_steps(steps, parts)
+        pairs = _from_steps(steps, parts, ended)
     elif history:
         pairs = []
         for item in _from_history(d["history"], parts):
@@ -284,6 +301,7 @@ def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
         metadata={
             "environment": d.get("environment"),
             "exit_status": status,
+            "exit_action": ended[-1] if ended else None,
             "submission": info.get("submission"),
             "agent_system_prompt": system,
         },

@@ -292,3 +292,21 @@ def test_legitimate_tool_argument_shapes_import_as_they_always_did(tmp_path):
     [t], problems = items(f)
     assert not problems
     assert [x.action.text for x in t.turns] == [want for _, want in shapes] + ["bash({})"]
+
+
+def test_swe_agent_exit_steps_are_no_turns(tmp_path):
+    """Found: the step SWE-agent appends when it ends a run itself (a cost limit:
+    `exit_cost`, answered "Exited (autosubmitted)" by SWE-agent, not by the environment)
+    was imported as a command turn."""
+    exit_step = {"action": "exit_cost", "observation": "Exited (autosubmitted)",
+                 "thought": "Exit due to cost limit", "state": "{}"}  # fmt: skip
+    f = tmp_path / "cost.traj"
+    info = {"exit_status": "submitted (exit_cost)", "submission": "diff --git a/a.py b/a.py"}
+    f.write_text(json.dumps({"trajectory": [*STEPS, exit_step], "history": HISTORY, "info": info}))
+    [t], problems = items(f)
+    assert [x.action.text for x in t.turns] == [s["action"].rstrip("\n") for s in STEPS]
+    assert "Exited (autosubmitted)" not in [x.observation.text for x in t.turns]
+    assert t.metadata["exit_action"] == "exit_cost"
+    assert t.metadata["submission"] == info["submission"]
+    assert t.outcome.status == "failure" and t.outcome.error == "submitted (exit_cost)"
+    assert problems == [] and validate_dict(t.to_dict()) == []
