@@ -17,6 +17,12 @@ space; task <- first user message; domain from tool names; a run's reward -> out
 Content parts with no text (`image_url`, `input_audio`, files) add no text and are
 reported (`non_text_part`, naming the turn and the message).
 
+Responses API items (under `messages`, a request's `input` with its `output`, or a bare
+list, as the Agents SDK saves a run): a `function_call` is a call (consecutive ones, and
+one right after an assistant message, are that message's parallel calls), a
+`function_call_output` its result by `call_id`, a `reasoning` summary the next call's
+reasoning; other item types are reported (`message_not_imported`).
+
 The functions API before `tools`: an assistant's `function_call` {name, arguments} is one
 call (no id), a `function` message answers it by `name`, `functions` is the action space.
 
@@ -55,6 +61,7 @@ from .common import (
     NonText,
     Said,
     build,
+    content_text,
     conversation,
     expected,
     guess_domain,
@@ -76,16 +83,82 @@ RUN_KEYS = ("task_id", "reward", "trial")
 """Beside `traj`, what makes a record a benchmark run (a `traj` key alone says little)."""
 
 
+RESPONSES_ITEMS = ("function_call", "function_call_output", "reasoning")
+"""Item types of the Responses API (and the Agents SDK's item lists) besides messages."""
+
+
+def _is_item(m: Any) -> bool:
+    return isinstance(m, dict) and ("role" in m or m.get("type") in RESPONSES_ITEMS)
+
+
 def _is_messages(msgs: Any) -> bool:
-    return isinstance(msgs, list) and any(isinstance(m, dict) and "role" in m for m in msgs)
+    return isinstance(msgs, list) and any(_is_item(m) for m in msgs)
+
+
+def _key(d: dict[str, Any]) -> str:
+    """The record's key holding its messages ("" when none does): MESSAGE_KEYS, or a
+    Responses API request's `input` list."""
+    keys = (*MESSAGE_KEYS, "input") if isinstance(d.get("input"), list) else MESSAGE_KEYS
+    return next((k for k in keys if _is_messages(d.get(k))), "")
 
 
 def detect_record(d: Any) -> bool:
     if isinstance(d, dict):
-        return any(_is_messages(d.get(k)) for k in MESSAGE_KEYS)
-    return (
-        isinstance(d, list) and bool(d) and all(isinstance(m, dict) and "role" in m for m in d[:3])
-    )
+        return bool(_key(d))
+    return isinstance(d, list) and bool(d) and all(_is_item(m) for m in d[:3])
+
+
+def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProblem]]:
+    """Responses API items as chat messages, one for one (`key[n]` stays item n): a
+    `function_call` is an assistant call (consecutive ones, and one right after an
+    assistant message, join that message as parallel calls; their own places become
+    None, which every reader skips), a `function_call_output` a `tool` message, a
+    `reasoning` item's summary the next assistant message's reasoning. Messages pass as
+    they are (their `input_text`/`output_text` parts are text); other item types are
+    reported, not imported."""
+    out: list[Any] = []
+    problems: list[ImportProblem] = []
+    thought: list[str] = []
+    caller: dict[str, Any] | None = None  # the assistant message calls now join
+    for n, it in enumerate(items):
+        kind = it.get("type") if isinstance(it, dict) else None
+        if not isinstance(it, dict) or ("role" in it and kind in (None, "message")):
+            m = it
+            if isinstance(it, dict) and it.get("role") == "assistant" and thought:
+                m = {
+                    **it,
+                    "reasoning_content": join_reasoning(it.get("reasoning_content"), *thought),
+                }
+                thought = []
+            caller = m if isinstance(m, dict) and m.get("role") == "assistant" else None
+            out.append(m)
+        elif kind == "function_call":
+            call = {"id": it.get("call_id") or it.get("id"), "_at": f"{key}[{n}]",
+                    "function": {"name": it.get("name"), "arguments": it.get("arguments")}}  # fmt: skip
+            if caller is not None:
+                caller.setdefault("tool_calls", []).append(call)
+                out.append(None)
+            else:
+                reasoning = join_reasoning(*thought) if thought else None
+                caller = {"role": "assistant", "content": None, "tool_calls": [call],
+                          "reasoning_content": reasoning}  # fmt: skip
+                thought = []
+                out.append(caller)
+        elif kind == "function_call_output":
+            out.append(
+                {"role": "tool", "tool_call_id": it.get("call_id"), "content": it.get("output")}
+            )
+            caller = None
+        elif kind == "reasoning":
+            summary = it.get("summary") if isinstance(it.get("summary"), list) else []
+            text = content_text(summary or it.get("content"))[0]
+            thought += [text] if text else []
+            out.append(None)
+        else:
+            problems.append(_not_imported(key, n, f"a Responses API item of type {shown(kind)}"))
+            out.append(None)
+            caller = None
+    return out, problems
 
 
 def _shape_problem(msgs: Any, key: str) -> str:
@@ -179,6 +252,17 @@ def _calls(m: dict[str, Any], at: str) -> Iterator[tuple[Any, str, Any, str]]:
             there = f"{at}.tool_calls[{k}]"
             if not isinstance(call, dict):
                 raise expected(there, "an object", call)
+            if "_at" in call:  # a Responses API `function_call` item (`_from_items`)
+                there = call["_at"]
+                if not call["function"]["name"] or not isinstance(call["function"]["name"], str):
+                    raise expected(f"{there}.name", "a name", call["function"]["name"])
+                yield (
+                    call["id"],
+                    call["function"]["name"],
+                    call["function"]["arguments"],
+                    (f"{there}.arguments"),
+                )
+                continue
             fn = call.get("function") or {}
             if not isinstance(fn, dict):
                 raise expected(f"{there}.function", "an object", fn)
@@ -356,16 +440,22 @@ def _outcome(d: Any) -> Outcome | None:
 def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
     key, msgs = "messages", d  # a bare list of messages
     if isinstance(d, dict):
-        key = next((k for k in MESSAGE_KEYS if _is_messages(d.get(k))), "")
+        key = _key(d)
         if not key:
             present = [k for k in MESSAGE_KEYS if k in d]
             if present:
                 raise InvalidField(_shape_problem(d[present[0]], present[0]))
             raise MissingField("no `messages` (or `traj`) list")
         msgs = d[key]
+        if key == "input" and isinstance(d.get("output"), list):  # a response with its request
+            msgs = [*msgs, *d["output"]]  # output[k] is input[len(input) + k] in problems
     if not isinstance(msgs, list):
         raise MissingField("no `messages` (or `traj`) list")
+    items: list[ImportProblem] = []
+    if any(isinstance(m, dict) and m.get("type") in RESPONSES_ITEMS for m in msgs):
+        msgs, items = _from_items(msgs, key)
     calls, problems = pair_calls(msgs, key)
+    problems = [*items, *problems]
     said, last, unsaid = conversation(msgs, _role, _speaks)
     yield from problems
     yield from (_not_imported(key, n, what) for n, what in unsaid)

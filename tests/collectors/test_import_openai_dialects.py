@@ -1,7 +1,8 @@
-"""Anthropic Messages records (`tool_use` / `tool_result` / `thinking` content blocks, a
-top-level `system`), imported by the OpenAI importer as its own dialect
-(collectors/importers/openai.py): the same record kinds, the same pairing rules. Our
-own fixtures."""
+"""The OpenAI importer's dialects (collectors/importers/openai.py), each read with the
+same record kinds and pairing rules: Anthropic Messages (`tool_use` / `tool_result` /
+`thinking` content blocks, a top-level `system`), the legacy functions API, the
+Responses API's items, and the roles other chat logs use (`developer`, `ipython`,
+refusals). Our own fixtures."""
 
 from __future__ import annotations
 
@@ -365,3 +366,53 @@ def test_an_ipython_message_is_the_tool_result(tmp_path):
     ])  # fmt: skip
     assert problems == [] and [x.observation.text for x in t.turns] == ['{"temp": 18}']
     assert t.metadata["final_message"] == "It is 18C."
+
+
+RESPONSES = [
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]},
+    {"type": "reasoning", "summary": [{"type": "summary_text", "text": "use ls"}]},
+    {"type": "function_call", "call_id": "fc1", "name": "bash", "arguments": '{"command": "ls"}'},
+    {"type": "function_call_output", "call_id": "fc1", "output": "a.txt\nb.txt"},
+    {"type": "message", "role": "assistant",
+     "content": [{"type": "output_text", "text": "Reading both."}]},
+    {"type": "function_call", "call_id": "fc2", "name": "cat", "arguments": '{"path": "a.txt"}'},
+    {"type": "function_call", "call_id": "fc3", "name": "cat", "arguments": '{"path": "b.txt"}'},
+    {"type": "function_call_output", "call_id": "fc3", "output": "B"},
+    {"type": "function_call_output", "call_id": "fc2", "output": "A"},
+    {"type": "web_search_call", "id": "ws1", "status": "completed"},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "A, B."}]},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", ["messages", "bare list", "input and output"])
+def test_responses_api_items_are_calls_results_and_reasoning(tmp_path, shape):
+    """Found: Responses API items (`function_call`, `function_call_output`, `reasoning`;
+    the Agents SDK saves runs as such lists) were refused as `empty`, or not recognised
+    at all under a request's `input`."""
+    record = {
+        "messages": {"id": "r", "messages": RESPONSES},
+        "bare list": RESPONSES,
+        "input and output": {"id": "r", "input": RESPONSES[:4], "output": RESPONSES[4:]},
+    }[shape]
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(record))
+    [t], problems = items(f)
+    assert [(x.action.text, x.observation.text, x.reasoning) for x in t.turns] == [
+        ('bash({"command": "ls"})', "a.txt\nb.txt", "use ls"),
+        ('cat({"path": "a.txt"})', "A", "Reading both."),  # parallel calls, answered by id
+        ('cat({"path": "b.txt"})', "B", None),
+    ]
+    key = "input" if shape == "input and output" else "messages"
+    assert [p.message for p in problems] == [
+        f'{key}[9]: a Responses API item of type "web_search_call"; not imported'
+    ]
+    assert t.task.instruction == "list files" and t.metadata["final_message"] == "A, B."
+    assert validate_dict(t.to_dict()) == []
+
+
+def test_a_responses_call_whose_arguments_are_no_object_names_its_item(tmp_path):
+    bad = [*RESPONSES[:2], {**RESPONSES[2], "arguments": 42}, *RESPONSES[3:4]]
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"id": "r", "messages": bad}))
+    [problem] = items(f)[1]
+    assert problem.kind == "invalid" and "messages[2].arguments" in problem.message
