@@ -17,6 +17,10 @@ space; task <- first user message; domain from tool names; a run's reward -> out
 Content parts with no text (`image_url`, `input_audio`, files) add no text and are
 reported (`non_text_part`, naming the turn and the message).
 
+A logged chat completion keeps its answer: `choices[0].message` beside the messages, or
+in a gateway log `{request: {messages, tools...}, response: {choices}}`, is the next
+message (other choices are reported).
+
 Responses API items (under `messages`, a request's `input` with its `output`, or a bare
 list, as the Agents SDK saves a run): a `function_call` is a call (consecutive ones, and
 one right after an assistant message, are that message's parallel calls), a
@@ -102,9 +106,37 @@ def _key(d: dict[str, Any]) -> str:
     return next((k for k in keys if _is_messages(d.get(k))), "")
 
 
+def _request(d: Any) -> dict[str, Any] | None:
+    """A gateway log's request (`{request: {messages, ...}, response: {choices}}`), if `d`
+    is one."""
+    req = d.get("request") if isinstance(d, dict) else None
+    return req if isinstance(req, dict) and _key(req) else None
+
+
+def _answered(
+    d: dict[str, Any], msgs: list[Any], key: str
+) -> tuple[list[Any], list[ImportProblem]]:
+    """`msgs` and the model's answer when the record logs one (`choices[0].message`
+    beside the messages, or in a gateway log's `response`): a logged chat completion's
+    answer is the conversation's next message. Other choices (n > 1) are reported."""
+    response = d.get("response") if isinstance(d.get("response"), dict) else d
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return msgs, []
+    answers = [c.get("message") if isinstance(c, dict) else None for c in choices]
+    where = "response.choices" if response is not d else "choices"
+    problems = [
+        warning("message_not_imported", f"{where}[{k}]: another sampled answer; not imported")
+        for k in range(1, len(answers))
+    ]
+    if not isinstance(answers[0], dict):
+        return msgs, [*problems, _not_imported(where, 0, "a choice without a message")]
+    return [*msgs, answers[0]], problems  # numbered on after the messages in problems
+
+
 def detect_record(d: Any) -> bool:
     if isinstance(d, dict):
-        return bool(_key(d))
+        return bool(_key(d)) or _request(d) is not None
     return isinstance(d, list) and bool(d) and all(_is_item(m) for m in d[:3])
 
 
@@ -439,6 +471,9 @@ def _outcome(d: Any) -> Outcome | None:
 
 def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
     key, msgs = "messages", d  # a bare list of messages
+    logged: list[ImportProblem] = []
+    if (req := _request(d)) is not None:  # its request's fields, then the record's own
+        d = {**req, **{k: v for k, v in d.items() if k != "request"}}
     if isinstance(d, dict):
         key = _key(d)
         if not key:
@@ -449,13 +484,15 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         msgs = d[key]
         if key == "input" and isinstance(d.get("output"), list):  # a response with its request
             msgs = [*msgs, *d["output"]]  # output[k] is input[len(input) + k] in problems
+        msgs, logged = _answered(d, msgs, key) if isinstance(msgs, list) else (msgs, [])
+        key = f"request.{key}" if req is not None else key
     if not isinstance(msgs, list):
         raise MissingField("no `messages` (or `traj`) list")
     items: list[ImportProblem] = []
     if any(isinstance(m, dict) and m.get("type") in RESPONSES_ITEMS for m in msgs):
         msgs, items = _from_items(msgs, key)
     calls, problems = pair_calls(msgs, key)
-    problems = [*items, *problems]
+    problems = [*logged, *items, *problems]
     said, last, unsaid = conversation(msgs, _role, _speaks)
     yield from problems
     yield from (_not_imported(key, n, what) for n, what in unsaid)

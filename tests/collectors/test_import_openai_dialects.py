@@ -416,3 +416,40 @@ def test_a_responses_call_whose_arguments_are_no_object_names_its_item(tmp_path)
     f.write_text(json.dumps({"id": "r", "messages": bad}))
     [problem] = items(f)[1]
     assert problem.kind == "invalid" and "messages[2].arguments" in problem.message
+
+
+CONVERSATION = [
+    {"role": "user", "content": "list files"},
+    {"role": "assistant", "tool_calls": [LS]},
+    {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+]
+ANSWER = {"role": "assistant", "content": "Found a.txt", "tool_calls": None}
+
+
+@pytest.mark.parametrize("shape", ["choices beside messages", "gateway request and response"])
+def test_a_logged_completion_keeps_its_answer(tmp_path, shape):
+    """Found: a logged chat completion (`{messages, choices}`) lost the model's answer
+    without a word, and a gateway's `{request: {messages}, response: {choices}}` log was
+    not recognised."""
+    choices = [
+        {"index": 0, "message": ANSWER},
+        {"index": 1, "message": {"role": "assistant", "content": "b"}},
+    ]
+    record = {
+        "choices beside messages": {"id": "g", "model": "m", "messages": CONVERSATION, "choices": choices},
+        "gateway request and response": {
+            "id": "g", "request": {"model": "m", "messages": CONVERSATION, "tools": [
+                {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]},
+            "response": {"id": "chatcmpl-1", "choices": choices},
+        },
+    }[shape]  # fmt: skip
+    f = tmp_path / "g.jsonl"
+    f.write_text(json.dumps(record) + "\n")
+    [t], problems = items(f)
+    assert [(x.action.text, x.observation.text) for x in t.turns] == [
+        ('bash({"c": "ls"})', "a.txt")
+    ]
+    assert t.metadata["final_message"] == "Found a.txt" and t.metadata["model"] == "m"
+    where = "choices" if shape.startswith("choices") else "response.choices"
+    assert [p.message for p in problems] == [f"{where}[1]: another sampled answer; not imported"]
+    assert validate_dict(t.to_dict()) == []
