@@ -1,23 +1,33 @@
 """mini-swe-agent `.traj.json`: {info, messages[], trajectory_format} or a bare message list.
 
-action <- the command in the assistant message's last fenced code block (never its
-prose); reasoning <- the prose around it; observation <- the user message right after
-it, with `<returncode>` -> exit_code and `<output>` -> text (none: an empty observation
-and an `unpaired_call` warning); task <- first user message; the system message ->
-metadata `agent_system_prompt`; the action space is one `bash` tool; domain swe.
+action <- the command of the assistant message's one ```bash block (v2:
+```mswea_bash_command; a file with neither: any fenced block), never its prose; a
+message with none or several was rejected by mini-swe-agent (a format error): no step
+happened, no turn. v2 (`mini-swe-agent-1.1`) tool calls: each `bash` call's `command` is
+an action, and a message with a call to another tool or without `command` is rejected
+likewise. reasoning <- the prose around the block (with tool calls: the whole content,
+on the first call); observation <- the message right after it (a call's: the `tool`
+message with its `tool_call_id`, else the next one), `<returncode>` -> exit_code and
+`<output>` -> text (none: an empty observation and an `unpaired_call` warning); a
+timeout notice -> the output so far + `[timed out]`, an error, state `{"timed_out":
+true}`; task <- first user message; the system message -> metadata
+`agent_system_prompt`; the action space is one `bash` tool; domain swe.
 
 The submission is not a turn: when the last command prints a finish marker
 (`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`, or MINI_SWE_AGENT_FINAL_OUTPUT) and what
-follows it is no command output (no `<returncode>`), mini-swe-agent saw the marker as
-the output's first line, ended the episode and wrote the rest of the output as the last
-user message: the agent's end-of-episode signal, not an answer from the environment. The
-command -> metadata `submit_command`, that message -> metadata `submission` (else
-`info.submission`). A marker the environment answered with a `<returncode>` (not on the
-output's first line, or the command failed) is an ordinary turn.
+follows it is no command output (no `<returncode>`, no timeout notice), mini-swe-agent
+saw the marker as the output's first line, ended the episode and wrote the rest of the
+output as the last message (v2: an `exit` message): the agent's end-of-episode signal,
+not an answer from the environment. The command -> metadata `submit_command`, that
+message -> metadata `submission` (else `info.submission`). A marker the environment
+answered with a `<returncode>` (not on the output's first line, or the command failed)
+is an ordinary turn.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,15 +41,22 @@ from .common import (
     NonText,
     build,
     expected,
+    join_reasoning,
     origin_stem,
-    split_command,
     warning,
 )
 
 NAME = "mini-swe-agent"
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _OUT = re.compile(r"<output>\n?(.*?)\n?</output>", re.S)
-KNOWN_FORMATS = ("mini-swe-agent-1",)
+_BLOCK = re.compile(r"```([a-zA-Z0-9_\-]*)\n(.*?)```", re.S)
+ACTION_TAGS = ("bash", "mswea_bash_command")
+"""The fenced blocks mini-swe-agent reads as actions: v1's ```bash, v2's
+```mswea_bash_command (a file with neither: any block, as its `action_regex` may say)."""
+_TIMEOUT = re.compile(
+    r"\s*The last command <command>.*?</command> timed out and has been killed\.", re.S
+)
+KNOWN_FORMATS = ("mini-swe-agent-1", "mini-swe-agent-1.1")
 FINISH_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
 """A command output whose first line is one of these ends the episode (mini-swe-agent's
 `has_finished`)."""
@@ -66,10 +83,46 @@ def detect(path: Path, head: Any) -> bool:
     )
 
 
+def _command(message: str) -> tuple[str | None, str]:
+    """(the command of the message's one action block, the prose around it); (None, the
+    message) for none or several: mini-swe-agent answered a format error, ran nothing."""
+    blocks = list(_BLOCK.finditer(message))
+    actions = [b for b in blocks if b.group(1) in ACTION_TAGS] or blocks
+    if len(actions) != 1:
+        return None, message
+    [b] = actions
+    return b.group(2).strip(), join_reasoning(message[: b.start()], message[b.end() :]) or ""
+
+
+def _calls(calls: list[Any]) -> list[tuple[str | None, str]] | None:
+    """(id, command) of each `bash` tool call; None when mini-swe-agent rejected the
+    message (a call to another tool, arguments without `command`): it ran none of them."""
+    out = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or fn.get("name") != "bash":
+            return None
+        args = fn.get("arguments")
+        try:
+            args = json.loads(args) if isinstance(args, str) else args
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(args, dict) or not isinstance(args.get("command"), str):
+            return None
+        cid = c.get("id")
+        out.append((cid if isinstance(cid, str) else None, args["command"]))
+    return out
+
+
 def _observation(text: str) -> Observation:
     rc = _RC.search(text)
     out = _OUT.search(text)
     body = out.group(1) if out else text
+    if _TIMEOUT.match(text):
+        # mini-swe-agent killed it: no return code; the output so far (no <output>, as
+        # when it was too long: the whole notice)
+        body = "\n".join(x for x in (body, "[timed out]") if x) if out else text
+        return Observation(body, is_error=True, state_json=json.dumps({"timed_out": True}))
     code = int(rc.group(1)) if rc else None
     return Observation(body, exit_code=code, is_error=bool(code))
 
@@ -80,7 +133,7 @@ def _is_submit(cmd: str, reply: str | None) -> bool:
     when the output's first line is the marker, with the rest of the output as the
     submission message, no `<returncode>`); nothing answered it at all in a cut file."""
     return any(marker in cmd for marker in FINISH_MARKERS) and (
-        reply is None or _RC.search(reply) is None
+        reply is None or (_RC.search(reply) is None and not _TIMEOUT.match(reply))
     )
 
 
@@ -119,30 +172,65 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
         if m.get("role") != "assistant":
             continue
         turn = len(pairs)
-        cmd, prose = split_command(
-            parts.text(m.get("content"), f"turn {turn} action (messages[{n}].content)")
-        )
-        if cmd is None:
-            continue  # a format error the agent was told about; no environment step happened
-        k, nxt = msgs[i + 1] if i + 1 < len(msgs) else (None, None)
-        answered = nxt is not None and nxt.get("role") in ("user", "tool")
-        reply = (
-            parts.text(nxt.get("content"), f"turn {turn} observation (messages[{k}].content)")
-            if answered
-            else None
-        )
-        if i == last and _is_submit(cmd, reply):
-            # the end-of-episode signal: mini-swe-agent took what the command printed
-            # after the marker line as the submission and showed the agent no output
-            submit = {"submit_command": cmd}
-            if reply is not None:
-                submit["submission"] = reply
-            continue
-        if reply is None:
-            yield warning("unpaired_call", f"messages[{n}]: no output after {cmd!r}")
-        pairs.append(
-            (Action("command", cmd, name="bash"), _observation(reply or ""), prose or None)
-        )
+        calls = m.get("tool_calls")
+        # the messages that answer this one: those up to the next assistant message
+        after = list(itertools.takewhile(lambda x: x[1].get("role") != "assistant", msgs[i + 1 :]))
+        if calls:
+            if not isinstance(calls, list):
+                yield ImportProblem(
+                    str(path),
+                    "",
+                    "invalid",
+                    str(expected(f"messages[{n}].tool_calls", "a list", calls)),
+                )
+                return
+            text = parts.text(m.get("content"), f"turn {turn} reasoning (messages[{n}].content)")
+            steps = _calls(calls)
+            if steps is None:
+                continue  # mini-swe-agent rejected the message; no environment step happened
+            ids = {cid for cid, _ in steps if cid}
+            tools = [(k, r) for k, r in after if r.get("role") == "tool"]
+            answers = []
+            for cid, _ in steps:  # the result with the call's id, else the next one of none
+                got = next((x for x in tools if cid and x[1].get("tool_call_id") == cid), None)
+                got = got or next((x for x in tools if x[1].get("tool_call_id") not in ids), None)
+                if got is not None:
+                    tools.remove(got)
+                answers.append(got)
+            prose: str | None = text
+        else:
+            cmd, prose = _command(
+                parts.text(m.get("content"), f"turn {turn} action (messages[{n}].content)")
+            )
+            if cmd is None:
+                continue  # a format error the agent was told about; no environment step happened
+            steps = [(None, cmd)]
+            answers = [after[0] if after and after[0][1].get("role") in ("user", "tool") else None]
+        # v2 writes the submission as a last `exit` message, no tool result
+        exit_ = next((r for _, r in after if r.get("role") == "exit"), None)
+        for (_, cmd), got in zip(steps, answers, strict=True):
+            turn = len(pairs)
+            k, nxt = got or (None, None)
+            reply = (
+                parts.text(nxt.get("content"), f"turn {turn} observation (messages[{k}].content)")
+                if nxt is not None
+                else None
+            )
+            if i == last and _is_submit(cmd, reply):
+                # the end-of-episode signal: mini-swe-agent took what the command printed
+                # after the marker line as the submission and showed the agent no output
+                submit = {"submit_command": cmd}
+                if reply is None and exit_ is not None:
+                    reply = parts.text(exit_.get("content"), "submission (exit message)")
+                if reply is not None:
+                    submit["submission"] = reply
+                continue
+            if reply is None:
+                yield warning("unpaired_call", f"messages[{n}]: no output after {cmd!r}")
+            pairs.append(
+                (Action("command", cmd, name="bash"), _observation(reply or ""), prose or None)
+            )
+            prose = None  # the message's reasoning goes with its first call
     yield from parts.warnings()
     try:
         status = info.get("exit_status")
