@@ -5,13 +5,18 @@ The calls: a `function_call`/`tool_call` message (JSON {name, arguments}, or a l
 parallel calls); a `gpt` message holding `<tool_call>` blocks (the Hermes format), one
 call per block, the body JSON or a Python-literal dict with a `name` (a block that is
 neither refuses the record, `invalid`, naming `conversations[n].value<tool_call>[k]`),
-the text outside the blocks the first call's reasoning; a `gpt` message that is a JSON object
-with `name` and `arguments`. Call `arguments` are an object or a string holding one
+the text outside the blocks the first call's reasoning; likewise glaive's `<functioncall>
+{...} <|endoftext|>` (the end token optional; its `arguments` may be a single-quoted JSON
+string), named `<functioncall>[k]`; a `gpt` message that is a JSON object with `name`
+and `arguments`. Call `arguments` are an object or a string holding one
 (anything else refuses the record, `invalid`, naming the field). The results: the
-`observation`/`tool`/`function`/`tool_response` messages right after the call message;
-each `<tool_response>` block (or a message without one) answers the next call, in order;
-a body that is JSON {name: the call's name, content: C} is C; one JSON list answering
-parallel calls is split across them. Plain `gpt` text before a call is its reasoning;
+`observation`/`tool`/`function`/`tool_response`/`function_response` messages right after
+the call message, and glaive's `human` messages starting `FUNCTION RESPONSE:` (prefix
+removed; never a user message or the task); each `<tool_response>` block (or a message
+without one) answers the next call, in order; a body that is JSON {name: the call's
+name, content: C} is C; one JSON list answering parallel calls is split across them; a
+call nothing answers gets an empty observation and an `unpaired_call` warning naming
+`conversations[n]` and the call. Plain `gpt` text before a call is its reasoning;
 task <- first `human` message; `system` messages (after a top-level `system`, joined
 with "\n\n") -> metadata `agent_system_prompt`; `tools` (JSON string or list) is the
 action space; domain from tool names.
@@ -31,6 +36,7 @@ before a call, a tool result that answers no call (or text outside its
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -55,7 +61,7 @@ from .common import (
 
 NAME = "sharegpt"
 CALL_ROLES = {"function_call", "tool_call"}
-OBS_ROLES = {"observation", "tool", "function", "tool_response"}
+OBS_ROLES = {"observation", "tool", "function", "tool_response", "function_response"}
 ROLES = {"human", "gpt", "system", *CALL_ROLES, *OBS_ROLES}
 ALIASES = {"user": "human", "assistant": "gpt"}
 """`from` values some ShareGPT datasets write for the user and the agent."""
@@ -67,9 +73,26 @@ def _role(m: dict[str, Any]) -> str | None:
     return ALIASES.get(raw, raw) if isinstance(raw, str) else None
 
 
+FUNCTION_RESPONSE = "FUNCTION RESPONSE:"
+"""How glaive-function-calling data writes a tool's answer as a `human` message."""
+
+
+def _kind(m: dict[str, Any]) -> str | None:
+    """A message's role, a `human` message starting `FUNCTION RESPONSE:` a tool result."""
+    role = _role(m)
+    value = m.get("value")
+    if role == "human" and isinstance(value, str) and value.lstrip().startswith(FUNCTION_RESPONSE):
+        return "function_response"
+    return role
+
+
 # a block the model did not close runs to the end of the message
 TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 TOOL_RESPONSE = re.compile(r"<tool_response>(.*?)(?:</tool_response>|\Z)", re.S)
+# glaive: `<functioncall> {...} <|endoftext|>`, the end token optional
+FUNCTIONCALL = re.compile(r"<functioncall>(.*?)(?:<\|endoftext\|>|(?=<functioncall>)|\Z)", re.S)
+# glaive's arguments: a single-quoted JSON string, the body's last value
+QUOTED_ARGUMENTS = re.compile(r"""("arguments"\s*:\s*)'(.*)'(\s*\}\s*)\Z""", re.S)
 
 Call = tuple[dict[str, Any], str]  # a call and where its arguments are
 
@@ -119,16 +142,27 @@ def _is_json(value: Any) -> bool:
 
 
 def _block_call(body: str, at: str) -> dict[str, Any]:
-    """The call in a <tool_call> block (at `at`): JSON, else a Python literal, as Hermes
-    data writes it ({'arguments': {...}, 'name': ...})."""
+    """The call in a <tool_call> or <functioncall> block (at `at`): JSON; else JSON with
+    its `arguments` a single-quoted string, as glaive writes it (the string kept as
+    written, `\\'` an apostrophe); else a Python literal, as Hermes data writes it
+    ({'arguments': {...}, 'name': ...})."""
     text = body.strip()
+    call = None
     try:
         call = json.loads(text)
     except json.JSONDecodeError:
-        try:
-            call = ast.literal_eval(text)
-        except (ValueError, TypeError, SyntaxError, MemoryError):
-            call = None
+        quoted = QUOTED_ARGUMENTS.search(text)
+        if quoted:
+            swapped = json.dumps(quoted.group(2).replace("\\'", "'"))
+            with contextlib.suppress(json.JSONDecodeError):
+                call = json.loads(
+                    f"{text[: quoted.start()]}{quoted.group(1)}{swapped}{quoted.group(3)}"
+                )
+        if call is None:
+            try:
+                call = ast.literal_eval(text)
+            except (ValueError, TypeError, SyntaxError, MemoryError):
+                call = None
     if (
         isinstance(call, dict)
         and isinstance(call.get("name"), str)
@@ -141,12 +175,15 @@ def _block_call(body: str, at: str) -> dict[str, Any]:
 
 def _gpt_calls(text: str, n: int) -> tuple[list[Call], str] | None:
     """(the calls, the text around them) of a gpt message (conversations[n]) that makes
-    calls: <tool_call> blocks, or the whole message a JSON {name, arguments}."""
+    calls: <tool_call> blocks, <functioncall>s, or the whole message a JSON {name,
+    arguments}."""
     at = f"conversations[{n}].value"
-    blocks = list(TOOL_CALL.finditer(text))
-    if blocks:
+    for tag, pattern in (("tool_call", TOOL_CALL), ("functioncall", FUNCTIONCALL)):
+        blocks = list(pattern.finditer(text))
+        if not blocks:
+            continue
         calls = [
-            (_block_call(b.group(1), f"{at}<tool_call>[{k}]"), f"{at}<tool_call>[{k}].arguments")
+            (_block_call(b.group(1), f"{at}<{tag}>[{k}]"), f"{at}<{tag}>[{k}].arguments")
             for k, b in enumerate(blocks)
         ]
         edges = [0, *(x for b in blocks for x in b.span()), len(text)]
@@ -191,10 +228,12 @@ def _results(
     found: list[tuple[int, int | None, str]] = []  # (message, block or None, body)
     problems: list[ImportProblem] = []
     j = i + 1
-    while j < len(numbered) and _role(numbered[j][1]) in OBS_ROLES:
+    while j < len(numbered) and _kind(numbered[j][1]) in OBS_ROLES:
         n, m = numbered[j]
         k = min(len(found), len(calls) - 1)
         text = parts.text(m.get("value"), f"turn {turn + k} observation (conversations[{n}].value)")
+        if _role(m) == "human":  # glaive's FUNCTION RESPONSE: <result>
+            text = text.lstrip()[len(FUNCTION_RESPONSE) :].strip()
         blocks = list(TOOL_RESPONSE.finditer(text))
         if not blocks:
             found.append((n, None, text))
@@ -216,6 +255,14 @@ def _results(
         what = "a tool result" if b is None else f"<tool_response> block {b}, a tool result"
         problems.append(_not_imported(n, f"{what} that answers no call"))
     out = [_content(body, c["name"]) for body, (c, _) in zip(results, calls, strict=False)]
+    for k, (c, _) in enumerate(calls[len(out) :], start=len(out)):
+        of = f" ({k + 1} of {len(calls)})" if len(calls) > 1 else ""
+        problems.append(
+            warning(
+                "unpaired_call",
+                f"conversations[{numbered[i][0]}]: no result for call {c['name']!r}{of}",
+            )
+        )
     return out + [""] * (len(calls) - len(out)), j - i - 1, problems
 
 
@@ -239,7 +286,7 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
     parts = NonText()
     taken = 0  # result messages still ahead that a call took
     for i, (n, m) in enumerate(numbered):
-        role = _role(m)
+        role = _kind(m)
         at = f"conversations[{n}].value"
         if role == "human":
             users += 1

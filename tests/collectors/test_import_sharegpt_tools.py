@@ -308,3 +308,181 @@ def test_user_and_assistant_are_human_and_gpt_and_a_role_that_is_no_string_is_re
     assert [p.message for p in problems] == [
         'conversations[3]: a message of the unknown role ["gpt"]; not imported'
     ]
+
+
+def glaive_call(name, arguments, before=""):
+    """A glaive-function-calling-v2 call as its ShareGPT conversions write it: the
+    arguments a single-quoted JSON string, so the body as a whole is not JSON."""
+    body = f'{{"name": "{name}", "arguments": \'{arguments}\'}}'
+    return {"from": "gpt", "value": f"{before}<functioncall> {body} <|endoftext|>"}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"from": "human", "value": ' FUNCTION RESPONSE:  {"rate": 0.92}\n'},
+        {"from": "function_response", "value": '{"rate": 0.92}'},
+        {"from": "function", "value": '{"rate": 0.92}'},
+    ],
+    ids=["human-FUNCTION-RESPONSE", "function_response", "function"],
+)
+def test_a_glaive_functioncall_is_a_call_and_its_function_response_the_result(tmp_path, answer):
+    """Found (F13): a `<functioncall>` in a `gpt` message was imported as what the agent
+    said, and the `FUNCTION RESPONSE:` after it as the user's reply: a `text` turn."""
+    conv = [
+        {"from": "human", "value": "What is the USD to EUR rate?"},
+        glaive_call("get_exchange_rate", '{"base": "USD", "target": "EUR"}', "Let me check. "),
+        answer,
+        {"from": "gpt", "value": "The rate is 0.92."},
+    ]
+    [t], problems = items(write(tmp_path / "g.jsonl", {"id": "g", "conversations": conv}))
+    assert turns(t) == [
+        ("tool_call", 'get_exchange_rate({"base": "USD", "target": "EUR"})', '{"rate": 0.92}')
+    ]
+    assert t.turns[0].action.name == "get_exchange_rate"
+    assert t.turns[0].reasoning == "Let me check."
+    assert t.task.instruction == "What is the USD to EUR rate?"
+    assert t.metadata["final_message"] == "The rate is 0.92."
+    assert problems == [] and t.domain != "conversation"
+    assert validate_dict(t.to_dict()) == []
+
+
+def test_glaive_arguments_with_quotes_escapes_and_an_object_and_an_unclosed_call(tmp_path):
+    """The argument string is JSON as written: an apostrophe in it, `\\n` stays JSON's;
+    arguments already an object are read as they are; no `<|endoftext|>`: the end."""
+    conv = [
+        {"from": "human", "value": "Post it."},
+        glaive_call("post", '{"text": "Don\'t stop,\\nsaid Bo"}'),
+        {"from": "human", "value": "FUNCTION RESPONSE: posted"},
+        {"from": "gpt", "value": '<functioncall> {"name": "count", "arguments": {"n": 2}}'},
+        {"from": "human", "value": "FUNCTION RESPONSE: 2"},
+    ]
+    [t], problems = items(write(tmp_path / "q.jsonl", {"id": "q", "conversations": conv}))
+    assert [(x.action.name, json.loads(x.action.arguments_json)) for x in t.turns] == [
+        ("post", {"text": "Don't stop,\nsaid Bo"}),
+        ("count", {"n": 2}),
+    ]
+    assert [x.observation.text for x in t.turns] == ["posted", "2"]
+    assert problems == []
+    assert validate_dict(t.to_dict()) == []
+
+
+def test_the_reproduced_glaive_record_imports_its_call(tmp_path):
+    glaive = {
+        "id": "glaive1",
+        "system": "SYSTEM: You are a helpful assistant with access to the following functions.",
+        "conversations": [
+            {"from": "human", "value": "What is the USD to EUR rate?"},
+            glaive_call("get_exchange_rate", '{"base": "USD", "target": "EUR"}'),
+            {"from": "human", "value": 'FUNCTION RESPONSE: {"rate": 0.92}'},
+            {"from": "gpt", "value": "The rate is 0.92."},
+        ],
+    }
+    [t], problems = items(write(tmp_path / "glaive1.jsonl", glaive))
+    assert [x.action.kind for x in t.turns] == ["tool_call"]
+    assert t.turns[0].reasoning is None and problems == []
+    assert validate_dict(t.to_dict()) == []
+
+
+def test_a_function_response_that_answers_no_call_is_no_user_reply_and_no_task(tmp_path):
+    conv = [
+        {"from": "human", "value": "FUNCTION RESPONSE: stray"},  # not the task
+        {"from": "human", "value": "Rate?"},
+        {"from": "gpt", "value": "Which currencies?"},
+        {"from": "human", "value": "FUNCTION RESPONSE: 0.92"},  # not the user's reply
+        {"from": "human", "value": "USD to EUR"},
+    ]
+    [t], problems = items(write(tmp_path / "s.jsonl", {"id": "s", "conversations": conv}))
+    assert t.task.instruction == "Rate?"
+    assert turns(t) == [("text", "Which currencies?", "USD to EUR")]
+    assert [p.message for p in problems] == [
+        "conversations[0]: a tool result that answers no call; not imported",
+        "conversations[3]: a tool result that answers no call; not imported",
+    ]
+    assert validate_dict(t.to_dict()) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"name": "get_rate", "arguments": \'{"base": "USD"}\'',  # cut
+        "{\"arguments\": '{}'}",  # no name
+        '["get_rate", {}]',  # no object
+        "",  # nothing
+    ],
+)
+def test_a_malformed_functioncall_refuses_the_record(tmp_path, body):
+    bad = {
+        "id": "bad",
+        "conversations": [
+            {"from": "human", "value": "Rate?"},
+            {"from": "gpt", "value": f"<functioncall> {body} <|endoftext|>"},
+            {"from": "human", "value": "FUNCTION RESPONSE: 0.92"},
+        ],
+    }
+    trajs, problems = items(write(tmp_path / "bad.jsonl", bad, HERMES))
+    assert [t.source.origin_id for t in trajs] == ["rate-1"]
+    [p] = problems
+    assert (p.where, p.kind, p.fatal) == ("line 1", "invalid", True)
+    assert p.message.startswith("conversations[1].value<functioncall>[0]: expected ")
+
+
+def unpaired(problems):
+    return [(p.kind, p.fatal, p.message) for p in problems]
+
+
+def test_a_call_nothing_answers_is_reported(tmp_path):
+    """Found (F14): a call with no result after it got an empty observation without a
+    word (a function_call before the agent's answer; a last Hermes <tool_call>)."""
+    fc = [
+        {"from": "human", "value": "weather in SF?"},
+        {
+            "from": "function_call",
+            "value": json.dumps({"name": "get_weather", "arguments": {"city": "SF"}}),
+        },
+        {"from": "gpt", "value": "I could not get it."},
+    ]
+    hermes = [
+        {"from": "system", "value": "You are a function calling AI model."},
+        {"from": "human", "value": "weather in SF?"},
+        call('{"name": "get_weather", "arguments": {"city": "SF"}}'),
+    ]
+    f = write(tmp_path / "u.jsonl", {"id": "fc", "conversations": fc}, {"id": "h", "conversations": hermes})  # fmt: skip
+    [a, b], problems = items(f)
+    for t in (a, b):
+        assert turns(t) == [("tool_call", 'get_weather({"city": "SF"})', "")]
+        assert validate_dict(t.to_dict()) == []
+    assert a.metadata["final_message"] == "I could not get it."
+    assert unpaired(problems) == [
+        ("unpaired_call", False, "conversations[1]: no result for call 'get_weather'"),
+        ("unpaired_call", False, "conversations[2]: no result for call 'get_weather'"),
+    ]
+
+
+def test_parallel_calls_with_fewer_results_report_the_unanswered_one(tmp_path):
+    calls = [{"name": "get_weather", "arguments": {"city": c}} for c in ("SF", "NY")]
+    conv = [
+        {"from": "human", "value": "weather in SF and NY?"},
+        {"from": "function_call", "value": json.dumps(calls)},
+        {"from": "observation", "value": '{"temp": 18}'},
+        {"from": "gpt", "value": "SF 18, NY unknown."},
+    ]
+    [t], problems = items(write(tmp_path / "p.jsonl", {"id": "p", "conversations": conv}))
+    assert [x.observation.text for x in t.turns] == ['{"temp": 18}', ""]
+    assert unpaired(problems) == [
+        ("unpaired_call", False, "conversations[1]: no result for call 'get_weather' (2 of 2)")
+    ]
+    assert validate_dict(t.to_dict()) == []
+
+
+def test_an_unanswered_glaive_functioncall_is_reported(tmp_path):
+    conv = [
+        {"from": "human", "value": "Rate?"},
+        glaive_call("get_exchange_rate", '{"base": "USD"}'),
+    ]
+    [t], problems = items(write(tmp_path / "n.jsonl", {"id": "n", "conversations": conv}))
+    assert turns(t) == [("tool_call", 'get_exchange_rate({"base": "USD"})', "")]
+    assert unpaired(problems) == [
+        ("unpaired_call", False, "conversations[1]: no result for call 'get_exchange_rate'")
+    ]
+    assert validate_dict(t.to_dict()) == []
