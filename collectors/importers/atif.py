@@ -4,7 +4,13 @@ Each agent step's tool_calls[{tool_call_id, function_name, arguments}] become tu
 their listed order (parallel calls keep the order the agent emitted them); each is
 paired with observation.results[{source_call_id, content}] by id (a call with no result
 gets an empty observation and an `unpaired_call` warning; a result for no call of its
-step is not imported: `unpaired_result`). The step's message and reasoning_content go to
+step is not imported: `unpaired_result`). Results without a source_call_id answer their
+own step's calls (those without a tool_call_id, if any): one each by position when there
+are as many and no result has an id, else joined, the last of those calls (Terminus-2's
+screen after all the step's keystrokes; the earlier calls were answered with it: empty,
+no warning). A result with no content that refers to a subagent's trajectory
+(subagent_trajectory_ref) has the refs' `extra.summary` as its text; that trajectory is
+not imported (`subagent_not_imported`). The step's message and reasoning_content go to
 the first of its turns' `reasoning`. Task <- first user step; the first system step's
 message (the agent's system prompt) -> metadata `agent_system_prompt`. A step's
 `timestamp` (ISO 8601) -> `started_at` of each turn it made; the trajectory's
@@ -111,24 +117,20 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
         if bad:
             yield ImportProblem(str(path), "", "invalid", bad)
             return
-        results: dict[Any, list[tuple[int, Any]]] = {}
         try:
             found = _results(n, step.get("observation"))
         except InvalidField as exc:  # the message names the field
             yield ImportProblem(str(path), "", "invalid", str(exc))
             return
-        for j, r in found:
-            results.setdefault(r.get("source_call_id"), []).append((j, r.get("content")))
-        ids = {c.get("tool_call_id") for c in calls}
-        for cid, answers in results.items():
-            if cid not in ids:
-                yield ImportProblem(
-                    str(path),
-                    f"steps[{n}].observation.results[{answers[0][0]}]",
-                    "unpaired_result",
-                    f"result for {cid!r} answers no call of its step; not imported",
-                    fatal=False,
-                )
+        answers, together, stray = _pair(calls, found)
+        for j, cid in stray:
+            yield ImportProblem(
+                str(path),
+                f"steps[{n}].observation.results[{j}]",
+                "unpaired_result",
+                f"result for {cid!r} answers no call of its step; not imported",
+                fatal=False,
+            )
         turn = len(pairs)
         reasoning = join_reasoning(
             step.get("reasoning_content"),
@@ -143,7 +145,7 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                 return
             names.append(name)
             cid = call.get("tool_call_id")
-            if cid not in results:
+            if not answers[k] and k not in together:
                 yield ImportProblem(
                     str(path),
                     f"steps[{n}].tool_calls[{k}]",
@@ -151,13 +153,25 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                     f"no result for call {cid!r}",
                     fatal=False,
                 )
-            texts = [
-                parts.text(
-                    content,
-                    f"turn {len(pairs)} observation (steps[{n}].observation.results[{j}].content)",
+            texts = []
+            for j, r in answers[k]:
+                place = f"steps[{n}].observation.results[{j}]"
+                text = parts.text(
+                    r.get("content"), f"turn {len(pairs)} observation ({place}.content)"
                 )
-                for j, content in results.get(cid, [])
-            ]
+                refs = r.get("subagent_trajectory_ref")
+                if refs:  # the subagent's result is in its own file
+                    summary, named = _subagents(refs)
+                    note = "" if text or not summary else "; its summary is the observation"
+                    text = text or summary
+                    yield ImportProblem(
+                        str(path),
+                        place,
+                        "subagent_not_imported",
+                        f"the subagent's own trajectory ({named}) is not imported{note}",
+                        fatal=False,
+                    )
+                texts.append(text)
             try:
                 action = tool_action(
                     name, call.get("arguments"), f"steps[{n}].tool_calls[{k}].arguments"
@@ -244,7 +258,56 @@ def _results(n: int, observation: Any) -> list[tuple[int, dict[str, Any]]]:
         return []
     if not isinstance(results, list):
         raise expected(f"steps[{n}].observation.results", "a list", results)
-    return [(j, r) for j, r in enumerate(results) if isinstance(r, dict)]
+    found = [(j, r) for j, r in enumerate(results) if isinstance(r, dict)]
+    for j, r in found:
+        cid = r.get("source_call_id")
+        if cid is not None and not isinstance(cid, str | int):
+            raise expected(f"steps[{n}].observation.results[{j}].source_call_id", "a string", cid)
+    return found
+
+
+def _pair(
+    calls: list[dict[str, Any]], found: list[tuple[int, dict[str, Any]]]
+) -> tuple[list[list[tuple[int, dict[str, Any]]]], set[int], list[tuple[int, Any]]]:
+    """Step results per call (position, result), in file order; the calls answered
+    together by results without a `source_call_id`; (position, id) of each first result
+    for an id no call has. A result with an id answers the calls with that id. Those
+    without one answer the calls without one (none: every call): one each by position
+    when there are as many and no result has an id, else all of them, joined, the last
+    (Terminus-2: the screen after all the step's keystrokes)."""
+    per: list[list[tuple[int, dict[str, Any]]]] = [[] for _ in calls]
+    ids = [c.get("tool_call_id") for c in calls]
+    stray: dict[Any, int] = {}
+    idless = []
+    for j, r in found:
+        cid = r.get("source_call_id")
+        if cid is None:
+            idless.append((j, r))
+        elif cid in ids:
+            for k, x in enumerate(ids):
+                per[k] += [(j, r)] if x == cid else []
+        else:
+            stray.setdefault(cid, j)
+    targets = [k for k, x in enumerate(ids) if x is None] or list(range(len(calls)))
+    if len(idless) == len(targets) == len(found):
+        for k, x in zip(targets, idless, strict=True):
+            per[k].append(x)
+    elif idless and targets:
+        per[targets[-1]] = sorted(per[targets[-1]] + idless, key=lambda x: x[0])
+    together = set(targets) if idless else set()
+    return per, together, [(j, cid) for cid, j in stray.items()]
+
+
+def _subagents(refs: Any) -> tuple[str, str]:
+    """(the summaries, joined, of `subagent_trajectory_ref`'s entries that have one in
+    `extra.summary`; the trajectory paths, else session ids, they name)."""
+    refs = [r for r in (refs if isinstance(refs, list) else [refs]) if isinstance(r, dict)]
+    extras = [r.get("extra") for r in refs]
+    summary = "\n".join(
+        x["summary"] for x in extras if isinstance(x, dict) and isinstance(x.get("summary"), str)
+    )
+    names = [r.get("trajectory_path") or r.get("session_id") for r in refs]
+    return summary, ", ".join(str(x) for x in names if x) or "unnamed"
 
 
 def _timestamp(value: Any, field: str) -> datetime | None:

@@ -42,7 +42,8 @@ class ImportProblem:
     kind: str
     """Errors: invalid_json, empty_file, unreadable, unrecognized, missing_field, empty,
     invalid, too_deep. Warnings: unknown_version, unpaired_call, unpaired_result,
-    repeated_call_id, non_text_part, truncated_observation."""
+    repeated_call_id, non_text_part, truncated_observation, message_not_imported,
+    subagent_not_imported."""
     message: str
     fatal: bool = True
 
