@@ -221,9 +221,9 @@ class _Call:
     reasoning: Any
     """The assistant message's content (read as text with the call's turn known) and its
     reasoning: (content, reasoning text, thinking text, index of the message)."""
-    results: list[tuple[str, Any, bool]] = field(default_factory=list)
-    """(where its content is, e.g. `messages[4].content`, content, is an error) of each
-    result."""
+    results: list[tuple[int, int | None, dict[str, Any]]] = field(default_factory=list)
+    """(message index, block index or None for a whole message, the message or block) of
+    each result: its content and where it is are read when the turn is built."""
     at: str = "arguments"
     """Where `arguments` is in the record, for a problem with it."""
     msg: int = 0
@@ -256,6 +256,8 @@ def _said(m: dict[str, Any]) -> Any:
 
 def _thinking(m: dict[str, Any]) -> str | None:
     """An assistant message's `thinking` blocks (`redacted_thinking` holds no text)."""
+    if not isinstance(m.get("content"), list):  # OpenAI's string content: none
+        return None
     thoughts = (b.get("thinking") for _, b in _blocks(m, "thinking"))
     return join_reasoning(*(t for t in thoughts if isinstance(t, str)))
 
@@ -264,78 +266,67 @@ def _makes_calls(m: dict[str, Any]) -> bool:
     return bool(m.get("tool_calls") or m.get("function_call") or _blocks(m, "tool_use"))
 
 
-def _calls(m: dict[str, Any], at: str) -> Iterator[tuple[Any, str, Any, str]]:
+def _calls(m: dict[str, Any], at: str) -> list[tuple[Any, str, Any, str]]:
     """(id, name, arguments, where the arguments are) of each call of assistant message
-    `m` (at `at` in the record): its legacy `function_call`, its OpenAI `tool_calls`, then
-    its `tool_use` blocks."""
+    `m` (at `at` in the record): its legacy `function_call`, its OpenAI `tool_calls` (a
+    Responses API `function_call` item among them names its own place, `_at`), then its
+    `tool_use` blocks."""
+    out = []
     if m.get("function_call"):  # the functions API before tools: one call, no id
         fn = m["function_call"]
         if not isinstance(fn, dict):
             raise expected(f"{at}.function_call", "an object", fn)
-        if not fn.get("name"):
-            raise MissingField(f"{at}.function_call has no name")
-        if not isinstance(fn["name"], str):
-            raise expected(f"{at}.function_call.name", "a string", fn["name"])
-        yield None, fn["name"], fn.get("arguments"), f"{at}.function_call.arguments"
+        out.append((None, _name(fn, f"{at}.function_call", "name"), fn.get("arguments"),
+                    f"{at}.function_call.arguments"))  # fmt: skip
     if m.get("tool_calls"):
         if not isinstance(m["tool_calls"], list):
             raise expected(f"{at}.tool_calls", "a list", m["tool_calls"])
         for k, call in enumerate(m["tool_calls"]):
-            there = f"{at}.tool_calls[{k}]"
             if not isinstance(call, dict):
-                raise expected(there, "an object", call)
-            if "_at" in call:  # a Responses API `function_call` item (`_from_items`)
-                there = call["_at"]
-                if not call["function"]["name"] or not isinstance(call["function"]["name"], str):
-                    raise expected(f"{there}.name", "a name", call["function"]["name"])
-                yield (
-                    call["id"],
-                    call["function"]["name"],
-                    call["function"]["arguments"],
-                    (f"{there}.arguments"),
-                )
-                continue
+                raise expected(f"{at}.tool_calls[{k}]", "an object", call)
+            item = call.get("_at")
+            there = item or f"{at}.tool_calls[{k}]"
             fn = call.get("function") or {}
             if not isinstance(fn, dict):
                 raise expected(f"{there}.function", "an object", fn)
-            if not fn.get("name"):
-                raise MissingField(f"{there} has no function.name")
-            if not isinstance(fn["name"], str):
-                raise expected(f"{there}.function.name", "a string", fn["name"])
-            yield call.get("id"), fn["name"], fn.get("arguments"), f"{there}.function.arguments"
+            name = _name(fn, there, "name" if item else "function.name")
+            args_at = f"{there}.arguments" if item else f"{there}.function.arguments"
+            out.append((call.get("id"), name, fn.get("arguments"), args_at))
     for k, block in _blocks(m, "tool_use"):
         there = f"{at}.content[{k}]"
-        if not block.get("name"):
-            raise MissingField(f"{there} has no name")
-        if not isinstance(block["name"], str):
-            raise expected(f"{there}.name", "a string", block["name"])
         arguments = block.get("input")
         if arguments is not None and not isinstance(arguments, dict):
             raise expected(f"{there}.input", "an object", arguments)
-        yield block.get("id"), block["name"], arguments, f"{there}.input"
+        out.append((block.get("id"), _name(block, there, "name"), arguments, f"{there}.input"))
+    return out
 
 
-def _results(m: dict[str, Any], at: str) -> list[tuple[Any, Any, str, str, tuple[str, Any, bool]]]:
-    """(call id, tool name, the id's field, where the result is, (where its content is,
-    content, is an error)) of each result in message `m` (at `at` in the record): a
-    `tool` message is one, a user message holds a `tool_result` block for each."""
+def _name(holder: dict[str, Any], there: str, field_: str) -> str:
+    """A call's name (`holder["name"]`), a string; else the record's error at `there`."""
+    name = holder.get("name")
+    if not name:
+        raise MissingField(f"{there} has no {field_}")
+    if not isinstance(name, str):
+        raise expected(f"{there}.{field_}", "a string", name)
+    return name
 
-    def error(r: dict[str, Any]) -> bool:
-        return bool(r.get("is_error") or r.get("status") == "error")
 
+def _place(key: str, n: int, block: int | None) -> str:
+    """Where a result is: a message `key[n]`, or its content block `key[n].content[k]`."""
+    return f"{key}[{n}]" if block is None else f"{key}[{n}].content[{block}]"
+
+
+def _error(r: dict[str, Any]) -> bool:
+    return bool(r.get("is_error") or r.get("status") == "error")
+
+
+def _results(m: dict[str, Any]) -> list[tuple[Any, Any, int | None, dict[str, Any]]]:
+    """(call id, tool name, block index or None, the result) of each result in message
+    `m`: a `tool` message is one (None), a user message holds a `tool_result` block for
+    each."""
     if m.get("role") in RESULT_ROLES:
-        content = (f"{at}.content", m.get("content"), error(m))
-        return [(m.get("tool_call_id"), m.get("name"), "tool_call_id", at, content)]
-    return [
-        (
-            b.get("tool_use_id"),
-            None,
-            "tool_use_id",
-            f"{at}.content[{k}]",
-            (f"{at}.content[{k}].content", b.get("content"), error(b)),
-        )
-        for k, b in _blocks(m, "tool_result")
-    ]
+        return [(m.get("tool_call_id"), m.get("name"), None, m)]
+    return [(b.get("tool_use_id"), None, k, b) for k, b in _blocks(m, "tool_result")]
 
 
 def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], list[ImportProblem]]:
@@ -364,8 +355,8 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 c = _Call(cid, name, arguments, reasoning if k == 0 else None, at=at, msg=n)
                 calls.append(c)
                 open_calls.append(c)
-        elif role in (*RESULT_ROLES, "user"):
-            for cid, name, field_, at, result in _results(m, f"{key}[{n}]"):
+        elif role in RESULT_ROLES or (role == "user" and isinstance(m.get("content"), list)):
+            for cid, name, k, result in _results(m):
                 same = [c for c in open_calls if c.id == cid]
                 if name:
                     same = [c for c in same if c.name == name] or same
@@ -374,19 +365,23 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 elif open_calls:
                     match = open_calls[0]
                     if cid is not None:
+                        field_ = "tool_call_id" if k is None else "tool_use_id"
                         problems.append(
                             warning(
                                 "unpaired_result",
-                                f"{at}: {field_} {cid!r} matches no open call;"
+                                f"{_place(key, n, k)}: {field_} {cid!r} matches no open call;"
                                 f" paired with the first open call {match.id!r} ({match.name})",
                             )
                         )
                 else:
                     problems.append(
-                        warning("unpaired_result", f"{at}: result {cid!r} answers no open call")
+                        warning(
+                            "unpaired_result",
+                            f"{_place(key, n, k)}: result {cid!r} answers no open call",
+                        )
                     )
                     continue
-                match.results.append(result)
+                match.results.append((n, k, result))
                 open_calls.remove(match)
     problems += [
         warning("unpaired_call", f"no result for call {c.id!r} ({c.name})") for c in open_calls
@@ -412,7 +407,12 @@ def _role(m: dict[str, Any]) -> str:
     """Who wrote `m`, for `conversation`: a user message of `tool_result` blocks only is
     a tool result (it ends what the agent said, as a `tool` message does), no reply."""
     role = ROLES.get(m.get("role"), "other")
-    if role == USER and not _said(m) and _blocks(m, "tool_result"):
+    if (
+        role == USER
+        and isinstance(m.get("content"), list)
+        and not _said(m)
+        and _blocks(m, "tool_result")
+    ):
         return "other"
     return role
 
@@ -431,9 +431,10 @@ def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observ
     parts that hold no text go to `parts`."""
     action = tool_action(c.name, c.arguments, c.at)
     text = "\n".join(
-        parts.text(content, f"turn {turn} observation ({at})") for at, content, _ in c.results
+        parts.text(r.get("content"), f"turn {turn} observation ({_place(key, n, k)}.content)")
+        for n, k, r in c.results
     )
-    observation = Observation(text, is_error=any(error for *_, error in c.results))
+    observation = Observation(text, is_error=any(_error(r) for *_, r in c.results))
     if c.reasoning is None:
         return action, observation, None
     content, reasoning, thinking, n = c.reasoning
