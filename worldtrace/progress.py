@@ -371,17 +371,21 @@ def watch(store, interval: float) -> None:
     """`jobs list --watch`: the tables, refreshed every `interval` seconds until Ctrl-C.
     Off a terminal (a file, a pipe) each refresh is printed whole after a time line, as
     `jobs list` prints its tables: a live view there was squeezed to 80 columns, ids cut."""
+    import io
     import sys
 
+    from rich.console import Console
     from rich.live import Live
 
     from worldtrace.output import print_table
 
     try:
         if not sys.stdout.isatty():
-            while True:
-                click.echo(f"-- {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
-                print_table(jobs_view(store))
+            while True:  # each frame rendered first, then written at once: Ctrl-C never
+                frame = io.StringIO()  # leaves a time line without its tables
+                frame.write(f"-- {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC\n")
+                print_table(jobs_view(store), Console(file=frame))
+                sys.stdout.write(frame.getvalue())
                 sys.stdout.flush()
                 time.sleep(interval)  # the refresh period
         with Live(jobs_view(store), refresh_per_second=4, screen=False) as live:

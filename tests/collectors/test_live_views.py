@@ -93,6 +93,10 @@ def test_jobs_list_watch_off_a_terminal_prints_whole_tables(store, wt_env, tmp_p
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
     frames = log.read_text().split("-- ")[1:]
-    for frame in frames[:2]:
-        row = next(line for line in frame.splitlines() if job_id in line)
+    # found (CI): Ctrl-C between a frame's time line and its tables left the line alone;
+    # each frame is written whole, the last included
+    assert len(frames) >= 2
+    for frame in frames:
+        row = next((line for line in frame.splitlines() if job_id in line), None)
+        assert row is not None, frame
         assert "queued" in row and name in row, frame
