@@ -28,14 +28,17 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import redact_record
 
-from . import agentworldbench, atif, mini_swe_agent, openai, sharegpt, swe_agent
+from . import agentworldbench, atif, mini_swe_agent, openai, openhands, sharegpt, swe_agent
 from .common import ImportProblem, InvalidField, MissingField, origin_stem
 from .reading import jsonl_text_lines, parse_line, read_json
 from .sink import ImportWriteError, Sink, present_keys
 
-FILE_FORMATS = {m.NAME: m for m in (swe_agent, mini_swe_agent, atif)}
-RECORD_FORMATS = {m.NAME: m for m in (agentworldbench, sharegpt, openai)}
-FORMATS = (*FILE_FORMATS, *RECORD_FORMATS)
+# OpenHands is both: an event list is a whole file, an eval output a record. It is
+# detected first: its test is strict (events with `action` xor `observation`), while
+# SWE-agent takes any `trajectory` list (the GUI's download is `{trajectory: [...]}`).
+FILE_FORMATS = {m.NAME: m for m in (openhands, swe_agent, mini_swe_agent, atif)}
+RECORD_FORMATS = {m.NAME: m for m in (agentworldbench, sharegpt, openai, openhands)}
+FORMATS = tuple(dict.fromkeys((*FILE_FORMATS, *RECORD_FORMATS)))
 SUFFIXES = (".traj", ".json", ".jsonl")
 PROGRESS_EVERY = 1024
 """Records between two progress calls (besides one after every file)."""
@@ -202,7 +205,9 @@ def _line_items(
 
 def _by_line(path: Path, cfg: ImportConfig) -> bool:
     """Whether `path` is read line by line (a JSONL file of records)."""
-    return path.name.endswith(".jsonl") and cfg.format not in FILE_FORMATS
+    return path.name.endswith(".jsonl") and (
+        cfg.format not in FILE_FORMATS or cfg.format in RECORD_FORMATS
+    )
 
 
 def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
@@ -218,10 +223,12 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
         return
     if cfg.format != "auto":
         mod = FILE_FORMATS.get(cfg.format)
+        if mod is not None and cfg.format in RECORD_FORMATS and not mod.detect(path, data):
+            mod = None  # a file of that format's records (an OpenHands eval output)
     else:
         mod = next((m for m in FILE_FORMATS.values() if m.detect(path, data)), None)
     if mod is not None:
-        args = (path, data, cfg.domain) if mod is atif else (path, data)
+        args = (path, data, cfg.domain) if mod in (atif, openhands) else (path, data)
         yield from _guarded(path, "", 0, mod.NAME, lambda: mod.parse(*args))
         return
     many = isinstance(data, list) and bool(data) and not openai.detect_record(data)

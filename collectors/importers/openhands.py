@@ -1,0 +1,619 @@
+"""OpenHands (All-Hands-AI/OpenHands) event streams: what `--save-trajectory-path` writes
+and the GUI's "download trajectory" saves (a JSON list of events, or `{trajectory: [...]}`
+as the server's `/trajectory` route answers), and the eval harness's `output.jsonl`
+records `{instance_id, instruction, history: [events], test_result, metadata, error}`.
+
+An event is `event_to_dict`'s dict: `id`, `timestamp`, `source` (agent/user/environment),
+`message`, then either `action` + `args` or `observation` + `content` + `extras`, with
+`cause` (an observation's action id) and `tool_call_metadata` {function_name,
+tool_call_id, model_response} when the model called a tool. Old eval histories hold
+[action, observation] pairs; they are read as the events they hold.
+
+Each agent action the environment executes (run, run_ipython, read, write, edit, browse,
+browse_interactive, call_tool_mcp, ...) is a turn: `run` is a `command` (named after the
+tool the model called, else `bash`; `is_input` - keys sent to the running process - is
+`keystrokes`), any other a tool call named after the model's function
+(`tool_call_metadata.function_name`, else the action type) with the arguments the model
+wrote (its tool call in `model_response`, matched by `tool_call_id`; else `args` without
+OpenHands' bookkeeping: thought, security_risk, confirmation_state, hidden, blocking,
+impl_source, ... and nulls). `thought` (and `reasoning_content`) -> reasoning; a `think`
+action's thought -> the next turn's reasoning (none follows: `message_not_imported`).
+Observation <- the observation whose `cause` is the action's id, else the next one
+without a known cause before the agent's next action: `content` (a command's output
+framed by its metadata prefix/suffix, as the agent saw it, e.g. the "no new output after
+N seconds" notice), exit code <- `extras.metadata.exit_code` (older: `extras.exit_code`;
+-1, OpenHands' "no exit code", is none), non-zero, an `error` or `user_rejected`
+observation, a browser `extras.error` -> is_error; `state_json` <- the command's working
+dir, the browser's url. None: empty + `unpaired_call`.
+
+What the agent said to its user (an agent `message`), answered by user messages, is a
+`text` turn (`common.conversation`, as for OpenAI/ATIF); the agent's last unanswered
+message -> metadata `final_message`. The first user message is the task; a `system`
+action -> metadata `agent_system_prompt`, its `tools` -> action space. `finish`/`reject`
+are no turn: `final_thought`, `outputs`, `task_completed` -> metadata. Framework
+bookkeeping (agent_state_changed, recall, null, condensation, think acknowledgements) is
+skipped; any other observation that answers no agent action and has content is
+`message_not_imported`, as is an action the user ran. Outcome <- `test_result.report.
+resolved` (or a merged record's `report.resolved`), else unknown. Domain: web when most
+turns browse, else swe (OpenHands is a coding agent; eval outputs are SWE tasks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from worldtrace.schemas import Action, Observation, Outcome
+
+from ..actions import keystrokes
+from .common import (
+    AGENT,
+    SYSTEM,
+    USER,
+    ImportProblem,
+    NonText,
+    Said,
+    build,
+    conversation,
+    expected,
+    guess_domain,
+    join_reasoning,
+    message_action,
+    origin_stem,
+    tool_action,
+    warning,
+)
+
+NAME = "openhands"
+
+NOT_STEPS = frozenset(
+    {
+        "message",
+        "system",
+        "finish",
+        "reject",
+        "think",
+        "recall",
+        "change_agent_state",
+        "null",
+        "condensation",
+        "condensation_request",
+        "summarize",
+        "pause",
+        "resume",
+        "stop",
+        "start",
+    }
+)
+"""Actions that are no environment step (said, ended, logged, or framework bookkeeping)."""
+CLAIMS_BY_CAUSE = frozenset({"think", "recall", "condensation", "condensation_request"})
+"""Non-step actions whose acknowledgement (an observation with their id as cause) is
+passed over with them."""
+BOOKKEEPING = frozenset(
+    {"agent_state_changed", "null", "recall", "condense", "condensation", "think"}
+)
+"""Observations of the framework, not of the environment: skipped when they answer nothing."""
+NOT_ARGUMENTS = frozenset(
+    {
+        "thought",
+        "reasoning_content",
+        "security_risk",
+        "confirmation_state",
+        "is_confirmed",
+        "hidden",
+        "blocking",
+        "impl_source",
+        "is_static",
+        "cwd",
+        "include_extra",
+        "kernel_init_code",
+        "return_axtree",
+        "runnable",
+        "timestamp",
+    }
+)
+"""OpenHands' bookkeeping in an action's `args`, not what the model passed."""
+LLM_EDIT_ONLY = {"content": "", "start": 1, "end": -1}
+ACI_EDIT_ONLY = ("command", "file_text", "old_str", "new_str", "insert_line")
+BROWSE = frozenset({"browse", "browse_interactive"})
+
+
+# ---------------------------------------------------------------------------- detection
+
+
+def _is_event(e: Any) -> bool:
+    """An `event_to_dict` dict: `action` (a string) with `args`, or `observation` with
+    `content`/`extras` - never both (a SWE-agent step has both)."""
+    if not isinstance(e, dict) or ("action" in e) == ("observation" in e):
+        return False
+    if "action" in e:
+        return isinstance(e["action"], str) and isinstance(e.get("args", {}), dict)
+    return isinstance(e["observation"], str) and ("content" in e or "extras" in e)
+
+
+def _is_pair(p: Any) -> bool:
+    return isinstance(p, list) and len(p) == 2 and all(_is_event(e) for e in p)
+
+
+def _is_history(xs: Any) -> bool:
+    """A non-empty list of events (or of the old [action, observation] pairs)."""
+    return (
+        isinstance(xs, list)
+        and bool(xs)
+        and (all(_is_event(e) for e in xs) or all(_is_pair(p) for p in xs))
+    )
+
+
+def _events_of(data: Any) -> tuple[str, Any] | None:
+    """(key, events) of a whole-file trajectory: a list of events ("events"), or the
+    `/trajectory` route's `{trajectory: [...]}`; None for anything else."""
+    if isinstance(data, list):
+        return ("events", data) if _is_history(data) and _sourced(data) else None
+    if isinstance(data, dict) and _is_history(data.get("trajectory")):
+        return "trajectory", data["trajectory"]
+    return None
+
+
+def _sourced(xs: list[Any]) -> bool:
+    flat = [e for p in xs for e in (p if isinstance(p, list) else [p])]
+    return any("source" in e or "id" in e for e in flat)
+
+
+def detect(path: Path, head: Any) -> bool:
+    return _events_of(head) is not None
+
+
+def detect_record(d: Any) -> bool:
+    """An eval harness record: a `history` of events (an empty one beside `instance_id`:
+    the run stopped before its first event)."""
+    if not isinstance(d, dict):
+        return False
+    history = d.get("history")
+    return _is_history(history) or (history == [] and "instance_id" in d)
+
+
+def near_miss(d: Any) -> tuple[str, str] | None:
+    """(what is wrong, the evidence) for an eval record (`instance_id`) whose `history`
+    is no list of events (another format's role messages are not taken for it)."""
+    if not isinstance(d, dict) or "instance_id" not in d or "history" not in d:
+        return None
+    history = d["history"]
+    if detect_record(d) or (
+        isinstance(history, list) and any(isinstance(m, dict) and "role" in m for m in history)
+    ):
+        return None
+    return str(expected("history", "a list of OpenHands events", history)), (
+        "its `history` beside `instance_id`"
+    )
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
+    found = _events_of(data)
+    if found is None:  # --format openhands on something else
+        yield ImportProblem("", "", "unrecognized", "not an OpenHands event list")
+        return
+    key, events = found
+    yield from _convert(key, events, origin_stem(path), domain, None)
+
+
+def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
+    if not isinstance(d, dict):
+        raise expected("record", "an object with a `history` list", d)
+    history = d.get("history")
+    if not isinstance(history, list):
+        raise expected("history", "a list of OpenHands events", history)
+    iid = d.get("instance_id")
+    yield from _convert("history", history, str(iid) if iid is not None else origin, domain, d)
+
+
+def _flatten(key: str, events: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(place, event) in order; old pair histories give `history[n][0]`, `[1]`."""
+    out = []
+    for n, e in enumerate(events):
+        if isinstance(e, list):
+            out += [(f"{key}[{n}][{j}]", x) for j, x in enumerate(e) if isinstance(x, dict)]
+        elif isinstance(e, dict):
+            out.append((f"{key}[{n}]", e))
+        else:
+            raise expected(f"{key}[{n}]", "an OpenHands event (an object)", e)
+    return out
+
+
+def _kind(e: dict[str, Any]) -> str | None:
+    return e.get("action") if "action" in e else None
+
+
+def _by_agent(e: dict[str, Any]) -> bool:
+    """An agent's action (old histories may lack `source`: not a message, so the agent's)."""
+    src = e.get("source")
+    return src == "agent" or (src is None and e.get("action") != "message")
+
+
+def _steps(e: dict[str, Any]) -> bool:
+    """Whether `e` is an action the environment executes."""
+    return "action" in e and e["action"] not in NOT_STEPS
+
+
+def _answers(evs: list[tuple[str, dict[str, Any]]]) -> dict[int, int]:
+    """Position of each action -> the position of the observation that answers it: the
+    first with its id as `cause`, else (an executed action) the next observation without
+    a known cause before the agent's next action."""
+    ids = {e["id"]: k for k, (_, e) in enumerate(evs) if "action" in e and "id" in e}
+    by_cause: dict[Any, list[int]] = {}
+    for k, (_, e) in enumerate(evs):
+        if "observation" in e and e.get("cause") is not None:
+            by_cause.setdefault(e["cause"], []).append(k)
+    out: dict[int, int] = {}
+    claimed: set[int] = set()
+    for k, (_, e) in enumerate(evs):
+        kind = _kind(e)
+        if kind is None or not (_steps(e) or kind in CLAIMS_BY_CAUSE):
+            continue
+        got = next((j for j in by_cause.get(e.get("id"), []) if j not in claimed), None)
+        if got is None and _steps(e):
+            for j in range(k + 1, len(evs)):
+                x = evs[j][1]
+                if "action" in x and _by_agent(x):
+                    break
+                if "observation" in x and j not in claimed and x.get("cause") not in ids:
+                    got = j
+                    break
+        if got is not None:
+            out[k] = got
+            claimed.add(got)
+    return out
+
+
+def _role(e: dict[str, Any]) -> str | None:
+    kind = _kind(e)
+    if kind == "message":
+        return {"agent": AGENT, "user": USER}.get(e.get("source"))
+    if kind == "system":
+        return SYSTEM
+    if kind is not None and _steps(e) and _by_agent(e):
+        return AGENT  # a step of the agent's ends what it said
+    return None
+
+
+def _says(e: dict[str, Any]) -> bool:
+    return _kind(e) == "message" and bool(_args(e, "").get("content"))
+
+
+def _args(e: dict[str, Any], place: str) -> dict[str, Any]:
+    args = e.get("args", {})
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise expected(f"{place}.args", "an object", args)
+    return args
+
+
+def _content(e: dict[str, Any], place: str) -> Any:
+    """A message's `content` with its `image_urls` as parts (reported, not imported)."""
+    args = _args(e, place)
+    urls = args.get("image_urls") or args.get("images_urls") or []
+    if not urls:
+        return args.get("content")
+    return [args.get("content") or "", *({"type": "image_url"} for _ in urls)]
+
+
+def _thought(args: dict[str, Any]) -> list[str | None]:
+    """The reasoning an action carries: `reasoning_content`, then `thought` (a string, or
+    newer OpenHands' {text, reasoning_content})."""
+    t = args.get("thought")
+    if isinstance(t, dict):
+        return [_str(t.get("reasoning_content")), _str(t.get("text"))]
+    return [_str(args.get("reasoning_content")), _str(t)]
+
+
+def _str(x: Any) -> str | None:
+    return x if isinstance(x, str) else None
+
+
+def _model_call(meta: Any, place: str) -> tuple[str | None, Any, str]:
+    """(the function the model called, the arguments it wrote or None, their place) from
+    `tool_call_metadata`: its tool call in `model_response` with `tool_call_id`."""
+    if not isinstance(meta, dict):
+        return None, None, ""
+    name = _str(meta.get("function_name")) or None
+    cid = meta.get("tool_call_id")
+    response = meta.get("model_response")
+    choices = response.get("choices") if isinstance(response, dict) else None
+    for c, choice in enumerate(choices if isinstance(choices, list) else []):
+        msg = choice.get("message") if isinstance(choice, dict) else None
+        calls = msg.get("tool_calls") if isinstance(msg, dict) else None
+        for j, call in enumerate(calls if isinstance(calls, list) else []):
+            fn = call.get("function") if isinstance(call, dict) else None
+            if cid is not None and isinstance(fn, dict) and call.get("id") == cid:
+                where = (
+                    f"{place}.tool_call_metadata.model_response.choices[{c}]"
+                    f".message.tool_calls[{j}].function.arguments"
+                )
+                return name or _str(fn.get("name")), fn.get("arguments"), where
+    return name, None, ""
+
+
+def _model_name(meta: Any) -> str | None:
+    response = meta.get("model_response") if isinstance(meta, dict) else None
+    return _str(response.get("model")) if isinstance(response, dict) else None
+
+
+def _arguments(kind: str, args: dict[str, Any]) -> dict[str, Any]:
+    """`args` as the model passed them: OpenHands' bookkeeping and nulls left out, and an
+    edit's fields of the other editing mode at their defaults."""
+    out = {k: v for k, v in args.items() if k not in NOT_ARGUMENTS and v is not None}
+    if kind == "edit":
+        if args.get("impl_source", "oh_aci") == "oh_aci":
+            out = {k: v for k, v in out.items() if LLM_EDIT_ONLY.get(k, object()) != v}
+        elif not out.get("command"):
+            out = {k: v for k, v in out.items() if k not in ACI_EDIT_ONLY}
+    return out
+
+
+def _step(
+    e: dict[str, Any], place: str, reasoning: list[str | None]
+) -> tuple[Action, str | None, str]:
+    """(action, reasoning, tool name for the domain) of an executed agent action."""
+    kind = e["action"]
+    args = _args(e, place)
+    name, written, where = _model_call(e.get("tool_call_metadata"), place)
+    why = join_reasoning(*reasoning, *_thought(args))
+    if kind == "run":
+        cmd = args.get("command")
+        if not isinstance(cmd, str):
+            raise expected(f"{place}.args.command", "a string", cmd)
+        if args.get("is_input") is True:  # keys sent to the running process
+            return keystrokes(cmd), why, name or "bash"
+        return Action("command", cmd, name=name or "bash"), why, name or "bash"
+    if kind == "call_tool_mcp" and written is None:
+        name = name or _str(args.get("name"))
+        written, where = args.get("arguments"), f"{place}.args.arguments"
+    name = name or kind
+    if written is None:
+        written, where = _arguments(kind, args), f"{place}.args"
+    return tool_action(name, written, where), why, name
+
+
+def _observation(o: dict[str, Any] | None, place: str, turn: int, parts: NonText) -> Observation:
+    if o is None:
+        return Observation("")
+    text = parts.text(o.get("content"), f"turn {turn} observation ({place}.content)")
+    extras = o.get("extras") if isinstance(o.get("extras"), dict) else {}
+    meta = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
+    at = (
+        f"{place}.extras.metadata.exit_code" if "exit_code" in meta else f"{place}.extras.exit_code"
+    )
+    code = meta["exit_code"] if "exit_code" in meta else extras.get("exit_code")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+        raise expected(at, "an integer", code)
+    if code == -1:  # OpenHands' "no exit code" (still running, timed out)
+        code = None
+    prefix, suffix = _str(meta.get("prefix")) or "", _str(meta.get("suffix")) or ""
+    typ = o.get("observation")
+    state = {}
+    if _str(meta.get("working_dir")):
+        state["working_dir"] = meta["working_dir"]
+    if typ in BROWSE and _str(extras.get("url")):
+        state["url"] = extras["url"]
+    return Observation(
+        prefix + text + suffix,
+        is_error=typ in ("error", "user_rejected") or bool(code) or extras.get("error") is True,
+        exit_code=code,
+        state_json=json.dumps(state, sort_keys=True) if state else None,
+    )
+
+
+def _timestamp(value: Any, field: str) -> datetime | None:
+    """An event's ISO 8601 `timestamp` (OpenHands writes local time without a zone: read
+    as UTC, as the store does); anything else is the file's error."""
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        at = None
+    if at is None:
+        raise expected(field, "an ISO 8601 timestamp", value)
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+
+
+def _convert(
+    key: str, raw: list[Any], origin: str, domain: str | None, record: dict[str, Any] | None
+) -> Iterator[Any]:
+    evs = _flatten(key, raw)
+    events = [e for _, e in evs]
+    answers = _answers(evs)
+    answered = set(answers.values())
+    said_to, last, unsaid = conversation(events, _role, _says)
+    said = {x.at: x for x in said_to}
+    parts = NonText()
+    pairs: list[tuple[Action, Observation, str | None]] = []
+    starts: list[datetime | None] = []
+    times: list[datetime] = []
+    steps: list[str] = []  # action types of the turns, for the domain
+    names: list[str] = []
+    thinks: list[tuple[str, str | None]] = []  # (place, thought) waiting for a turn
+    task = system = tools = version = agent_class = model = None
+    ended: dict[str, Any] = {}
+    user_ids: set[Any] = set()
+    problems = []
+    for k, (place, e) in enumerate(evs):
+        at = _timestamp(e.get("timestamp"), f"{place}.timestamp")
+        times += [at] if at else []
+        model = model or _model_name(e.get("tool_call_metadata"))
+        kind = _kind(e)
+        if kind is None:  # an observation: it answers an action, or it is reported below
+            if k not in answered:
+                problems += _stray(e, place, user_ids, parts)
+            continue
+        args = _args(e, place)
+        if kind == "system":
+            if system is None:
+                system = parts.text(args.get("content"), f"system prompt ({place}.args.content)")
+                tools = args.get("tools") if isinstance(args.get("tools"), list) else None
+                version = _str(args.get("openhands_version"))
+                agent_class = _str(args.get("agent_class"))
+        elif kind == "message":
+            if e.get("source") == "user" and task is None:
+                task = parts.text(_content(e, place), f"task ({place}.args.content)")
+            if k in said:
+                pairs.append(_exchange(said[k], evs, len(pairs), parts, thinks))
+                thinks = []
+                starts.append(at)
+                steps.append("message")
+        elif kind == "think":
+            thinks.append((place, join_reasoning(*_thought(args))))
+        elif kind in ("finish", "reject"):
+            ended = {
+                "end_action": kind,
+                "final_thought": _str(args.get("final_thought")) or join_reasoning(*_thought(args)),
+                "end_outputs": args.get("outputs") or None,
+                "task_completed": args.get("task_completed"),
+            }
+        elif kind in NOT_STEPS:
+            continue  # framework bookkeeping: recall, state changes, condensation
+        elif not _by_agent(e):
+            user_ids.add(e.get("id"))
+            problems.append(
+                warning(
+                    "message_not_imported",
+                    f"{place}: a {kind!r} action by the {e.get('source')}, not the agent's; "
+                    "not imported",
+                )
+            )
+        else:
+            turn = len(pairs)
+            action, why, name = _step(e, place, [t for _, t in thinks])
+            thinks = []
+            o = answers.get(k)
+            if o is None:
+                problems.append(
+                    warning(
+                        "unpaired_call",
+                        f"{place}: no observation for the agent's {kind!r} action "
+                        f"(id {e.get('id')})",
+                    )
+                )
+            obs_place, obs = evs[o] if o is not None else ("", None)
+            pairs.append((action, _observation(obs, obs_place, turn, parts), why))
+            starts.append(at)
+            steps.append(kind)
+            names.append(name)
+    for place, _ in thinks:
+        problems.append(
+            warning(
+                "message_not_imported", f"{place}: a think action no turn follows; not imported"
+            )
+        )
+    for n, what in unsaid:
+        problems.append(warning("message_not_imported", f"{evs[n][0]}: {what}; not imported"))
+    final = last and parts.text(
+        _content(events[last.at], evs[last.at][0]),
+        f"final message ({evs[last.at][0]}.args.content)",
+    )
+    yield from problems
+    yield from parts.warnings()
+    rec = record or {}
+    meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+    llm = meta.get("llm_config") if isinstance(meta.get("llm_config"), dict) else {}
+    instance = rec.get("instance") if isinstance(rec.get("instance"), dict) else {}
+    instruction = _str(rec.get("instruction")) or task
+    t = build(
+        NAME,
+        origin,
+        domain or _domain(steps, names, record is not None),
+        pairs,
+        task_description=task,
+        instruction=instruction,
+        action_space=tools,
+        agent={"name": "OpenHands", "model": _str(llm.get("model")) or model},
+        outcome=_outcome(rec),
+        metadata={
+            "agent_class": _str(meta.get("agent_class")) or agent_class,
+            "openhands_version": version,
+            "agent_system_prompt": system,
+            "final_message": final,
+            **{k: v for k, v in ended.items() if v not in (None, "", {})},
+            "dataset": meta.get("dataset"),
+            "data_split": meta.get("data_split"),
+            "max_iterations": meta.get("max_iterations"),
+            "git_commit": meta.get("git_commit"),
+            "repo": instance.get("repo"),
+            "base_commit": instance.get("base_commit"),
+            "test_result": rec.get("test_result") or None,
+            "eval_error": rec.get("error"),
+        },
+    )
+    for x, when in zip(t.turns, starts, strict=True):
+        x.started_at = when
+    t.started_at = min(times) if times else None
+    t.ended_at = max(times) if times else None
+    yield t
+
+
+def _stray(e: dict[str, Any], place: str, user_ids: set[Any], parts: NonText) -> list[Any]:
+    """An observation no agent action claimed: framework bookkeeping, or the answer to
+    an action the user ran (reported with it), passes; one with content is reported."""
+    typ = e.get("observation")
+    if typ in BOOKKEEPING or (e.get("cause") is not None and e.get("cause") in user_ids):
+        return []
+    content = e.get("content")
+    if not (content.strip() if isinstance(content, str) else content):
+        return []
+    return [
+        warning(
+            "message_not_imported",
+            f"{place}: a {typ!r} observation that answers no agent action; not imported",
+        )
+    ]
+
+
+def _exchange(
+    x: Said,
+    evs: list[tuple[str, dict[str, Any]]],
+    turn: int,
+    parts: NonText,
+    thinks: list[tuple[str, str | None]],
+) -> tuple[Action, Observation, str | None]:
+    place, e = evs[x.at]
+    text = parts.text(_content(e, place), f"turn {turn} action ({place}.args.content)")
+    reply = "\n".join(
+        parts.text(
+            _content(evs[n][1], evs[n][0]), f"turn {turn} observation ({evs[n][0]}.args.content)"
+        )
+        for n in x.replies
+    )
+    return message_action(text), Observation(reply), join_reasoning(*(t for _, t in thinks))
+
+
+def _domain(steps: list[str], names: list[str], eval_record: bool) -> str:
+    """web when most environment steps browse; MCP tools only: from their names; else
+    swe (OpenHands is a coding agent, its eval outputs SWE tasks)."""
+    env = [s for s in steps if s != "message"]
+    if env and sum(s in BROWSE for s in env) * 2 > len(env):
+        return "web"
+    if env and not eval_record and all(s == "call_tool_mcp" for s in env):
+        return guess_domain([n for s, n in zip(env, names, strict=True)], "mcp")
+    return "swe"
+
+
+def _outcome(rec: dict[str, Any]) -> Outcome:
+    """success/failure from the SWE-bench report's `resolved` (in `test_result.report`,
+    or a merged output's `report`); unknown without one."""
+    error = _str(rec.get("error"))
+    result = rec.get("test_result")
+    report = result.get("report") if isinstance(result, dict) else None
+    if not isinstance(report, dict):
+        report = rec.get("report")
+    resolved = report.get("resolved") if isinstance(report, dict) else None
+    if isinstance(resolved, bool):
+        return Outcome(
+            status="success" if resolved else "failure", reward=float(resolved), error=error
+        )
+    return Outcome(error=error)
