@@ -156,12 +156,11 @@ def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProbl
         kind = it.get("type") if isinstance(it, dict) else None
         if not isinstance(it, dict) or ("role" in it and kind in (None, "message")):
             m = it
-            if isinstance(it, dict) and it.get("role") == "assistant" and thought:
-                m = {
-                    **it,
-                    "reasoning_content": join_reasoning(it.get("reasoning_content"), *thought),
-                }
-                thought = []
+            if isinstance(it, dict) and it.get("role") == "assistant":
+                m = dict(it)  # calls may join it: the record itself stays as read
+                if thought:
+                    m["reasoning_content"] = join_reasoning(it.get("reasoning_content"), *thought)
+                    thought = []
             caller = m if isinstance(m, dict) and m.get("role") == "assistant" else None
             out.append(m)
         elif kind == "function_call":

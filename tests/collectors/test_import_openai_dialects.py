@@ -453,3 +453,15 @@ def test_a_logged_completion_keeps_its_answer(tmp_path, shape):
     where = "choices" if shape.startswith("choices") else "response.choices"
     assert [p.message for p in problems] == [f"{where}[1]: another sampled answer; not imported"]
     assert validate_dict(t.to_dict()) == []
+
+
+def test_reading_responses_items_leaves_the_record_as_read():
+    """An assistant message that calls join keeps its record's dict unchanged (a record is
+    hashed for its id and may be read again)."""
+    import copy
+
+    from worldtrace.collectors.importers import openai
+
+    record = {"id": "r", "messages": copy.deepcopy(RESPONSES)}
+    [*_, t] = openai.to_trajectory(record, "o")
+    assert record == {"id": "r", "messages": RESPONSES} and len(t.turns) == 3
