@@ -27,6 +27,9 @@ one right after an assistant message, are that message's parallel calls), a
 `function_call_output` its result by `call_id`, a `reasoning` summary the next call's
 reasoning; other item types are reported (`message_not_imported`).
 
+A custom (free-form) tool call (`type: custom`, `custom: {name, input}`; Responses'
+`custom_tool_call`) is a call whose arguments are its input text (`{"_raw": text}`).
+
 The functions API before `tools`: an assistant's `function_call` {name, arguments} is one
 call (no id), a `function` message answers it by `name`, `functions` is the action space.
 
@@ -87,7 +90,10 @@ RUN_KEYS = ("task_id", "reward", "trial")
 """Beside `traj`, what makes a record a benchmark run (a `traj` key alone says little)."""
 
 
-RESPONSES_ITEMS = ("function_call", "function_call_output", "reasoning")
+RESPONSES_ITEMS = (
+    "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+    "reasoning",
+)  # fmt: skip
 """Item types of the Responses API (and the Agents SDK's item lists) besides messages."""
 
 
@@ -163,9 +169,15 @@ def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProbl
                     thought = []
             caller = m if isinstance(m, dict) and m.get("role") == "assistant" else None
             out.append(m)
-        elif kind == "function_call":
-            call = {"id": it.get("call_id") or it.get("id"), "_at": f"{key}[{n}]",
-                    "function": {"name": it.get("name"), "arguments": it.get("arguments")}}  # fmt: skip
+        elif kind in ("function_call", "custom_tool_call"):
+            call: dict[str, Any] = {"id": it.get("call_id") or it.get("id"), "_at": f"{key}[{n}]"}
+            if kind == "custom_tool_call":  # a free-form tool: its input is text
+                call |= {
+                    "type": "custom",
+                    "custom": {"name": it.get("name"), "input": it.get("input")},
+                }
+            else:
+                call["function"] = {"name": it.get("name"), "arguments": it.get("arguments")}
             if caller is not None:
                 caller.setdefault("tool_calls", []).append(call)
                 out.append(None)
@@ -175,7 +187,7 @@ def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProbl
                           "reasoning_content": reasoning}  # fmt: skip
                 thought = []
                 out.append(caller)
-        elif kind == "function_call_output":
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             out.append(
                 {"role": "tool", "tool_call_id": it.get("call_id"), "content": it.get("output")}
             )
@@ -285,6 +297,14 @@ def _calls(m: dict[str, Any], at: str) -> list[tuple[Any, str, Any, str]]:
                 raise expected(f"{at}.tool_calls[{k}]", "an object", call)
             item = call.get("_at")
             there = item or f"{at}.tool_calls[{k}]"
+            if call.get("type") == "custom":  # a custom (free-form) tool: its input is text
+                fn = call.get("custom")
+                if not isinstance(fn, dict):
+                    raise expected(f"{there}.custom", "an object", fn)
+                name = _name(fn, there, "name" if item else "custom.name")
+                args_at = f"{there}.input" if item else f"{there}.custom.input"
+                out.append((call.get("id"), name, fn.get("input"), args_at))
+                continue
             fn = call.get("function") or {}
             if not isinstance(fn, dict):
                 raise expected(f"{there}.function", "an object", fn)

@@ -465,3 +465,33 @@ def test_reading_responses_items_leaves_the_record_as_read():
     record = {"id": "r", "messages": copy.deepcopy(RESPONSES)}
     [*_, t] = openai.to_trajectory(record, "o")
     assert record == {"id": "r", "messages": RESPONSES} and len(t.turns) == 3
+
+
+PATCH = "*** Begin Patch\n*** Update File: a.py\n-x = 1\n+x = 2\n*** End Patch"
+
+
+@pytest.mark.parametrize("shape", ["chat tool_calls", "responses items"])
+def test_a_custom_tool_call_is_a_call_with_its_free_form_input(tmp_path, shape):
+    """Found: a custom (free-form) tool call (`type: custom`, its `input` text, as
+    apply_patch is called) refused the record with `... has no function.name`; in
+    Responses items (`custom_tool_call`) it was not read."""
+    msgs = {
+        "chat tool_calls": [
+            {"role": "user", "content": "patch it"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "custom", "custom": {"name": "apply_patch", "input": PATCH}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Done"},
+        ],
+        "responses items": [
+            {"type": "message", "role": "user", "content": "patch it"},
+            {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": PATCH},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done"},
+        ],
+    }[shape]  # fmt: skip
+    t, problems = _import(tmp_path, msgs)
+    assert problems == []
+    [turn] = t.turns
+    assert turn.action.name == "apply_patch" and json.loads(turn.action.arguments_json) == {
+        "_raw": PATCH
+    }
+    assert turn.observation.text == "Done"
