@@ -35,11 +35,11 @@ answered that is not the last.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from worldtrace.schemas import Action, Observation, Outcome
+from worldtrace.schemas import Observation, Outcome
 
 from .common import (
     AGENT,
@@ -49,13 +49,12 @@ from .common import (
     InvalidField,
     MissingField,
     NonText,
-    Said,
     build,
     conversation,
     expected,
     guess_domain,
+    iso_timestamp,
     join_reasoning,
-    message_action,
     origin_stem,
     tool_action,
 )
@@ -96,7 +95,7 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
         if not isinstance(step, dict):
             continue
         try:
-            at = _timestamp(step.get("timestamp"), f"steps[{n}].timestamp")
+            at = iso_timestamp(step.get("timestamp"), f"steps[{n}].timestamp")
         except InvalidField as exc:  # the message names the field
             yield ImportProblem(str(path), "", "invalid", str(exc))
             return
@@ -107,7 +106,15 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
         if src == "user" and task is None:
             task = parts.text(step.get("message"), f"task (steps[{n}].message)")
         if n in said:  # what the agent said to its user, the user's replies
-            pairs.append(_exchange(said[n], steps, len(pairs), parts))
+            reasoning = step.get("reasoning_content")
+            pairs.append(
+                said[n].turn(
+                    lambda k: (steps[k].get("message"), f"steps[{k}].message"),
+                    len(pairs),
+                    parts,
+                    join_reasoning(reasoning) if isinstance(reasoning, str) else None,
+                )
+            )
             starts.append(at)
             continue
         calls = step.get("tool_calls") or []
@@ -228,25 +235,6 @@ def _speaks(step: dict[str, Any]) -> bool:
     return not step.get("tool_calls") and bool(step.get("message"))
 
 
-def _exchange(
-    x: Said, steps: list[Any], turn: int, parts: NonText
-) -> tuple[Action, Observation, str | None]:
-    """What the agent said as turn `turn`'s action, the user's replies as its observation,
-    the step's reasoning_content as its reasoning."""
-    step = steps[x.at]
-    text = parts.text(step.get("message"), f"turn {turn} action (steps[{x.at}].message)")
-    reply = "\n".join(
-        parts.text(steps[n].get("message"), f"turn {turn} observation (steps[{n}].message)")
-        for n in x.replies
-    )
-    reasoning = step.get("reasoning_content")
-    return (
-        message_action(text),
-        Observation(reply),
-        join_reasoning(reasoning) if isinstance(reasoning, str) else None,
-    )
-
-
 def _results(n: int, observation: Any) -> list[tuple[int, dict[str, Any]]]:
     """(position, result) of each result object of step `n`'s observation."""
     if observation is None:
@@ -308,20 +296,6 @@ def _subagents(refs: Any) -> tuple[str, str]:
     )
     names = [r.get("trajectory_path") or r.get("session_id") for r in refs]
     return summary, ", ".join(str(x) for x in names if x) or "unnamed"
-
-
-def _timestamp(value: Any, field: str) -> datetime | None:
-    """A step's ISO 8601 `timestamp` (none: None); one without a zone is UTC, as the
-    store reads it. Anything else is the file's error (InvalidField naming `field`)."""
-    if value is None:
-        return None
-    try:
-        at = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        at = None
-    if at is None:
-        raise expected(field, "an ISO 8601 timestamp", value)
-    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
 def _call_shape(n: int, calls: Any) -> str | None:

@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,22 @@ class Said:
     at: int
     replies: list[int] = field(default_factory=list)
 
+    def turn(
+        self,
+        read: Callable[[int], tuple[Any, str]],
+        turn: int,
+        parts: NonText,
+        reasoning: str | None = None,
+    ) -> tuple[Action, Observation, str | None]:
+        """This exchange as turn `turn`: what the agent said is its action, the replies
+        joined with "\n" its observation. `read(n)`: item n's content and where it is."""
+        content, where = read(self.at)
+        text = parts.text(content, f"turn {turn} action ({where})")
+        reply = "\n".join(
+            parts.text(c, f"turn {turn} observation ({w})") for c, w in map(read, self.replies)
+        )
+        return message_action(text), Observation(reply), reasoning
+
 
 def conversation(
     items: list[Any], role: Callable[[dict[str, Any]], str | None], says: Callable[[Any], bool]
@@ -233,6 +250,20 @@ def conversation(
             open_ = None
     last = said[-1] if said and not said[-1].replies and open_ is said[-1] else None
     return [x for x in said if x.replies], last, unsaid
+
+
+def iso_timestamp(value: Any, field: str) -> datetime | None:
+    """An ISO 8601 timestamp (none: None); one without a zone is UTC, as the store reads
+    it. Anything else is the file's error (InvalidField naming `field`)."""
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        at = None
+    if at is None:
+        raise expected(field, "an ISO 8601 timestamp", value)
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
 def message_action(text: str) -> Action:

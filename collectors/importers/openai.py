@@ -73,7 +73,6 @@ from .common import (
     expected,
     guess_domain,
     join_reasoning,
-    message_action,
     shown,
     tool_action,
     warning,
@@ -464,19 +463,16 @@ def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observ
 def _exchange(
     x: Said, msgs: list[Any], turn: int, key: str, parts: NonText
 ) -> tuple[Action, Observation, str | None]:
-    """What the agent said as turn `turn`'s action, the user's replies as its observation."""
+    """What the agent said as turn `turn`'s action, the user's replies as its observation,
+    its reasoning_content and thinking blocks as reasoning."""
     m = msgs[x.at]
-    text = parts.text(_said(m), f"turn {turn} action ({key}[{x.at}].content)")
-    reply = "\n".join(
-        parts.text(_said(msgs[n]), f"turn {turn} observation ({key}[{n}].content)")
-        for n in x.replies
-    )
     reasoning = m.get("reasoning_content") or m.get("reasoning")
     reasoning = reasoning if isinstance(reasoning, str) else None
     thinking = _thinking(m)
-    return (
-        message_action(text),
-        Observation(reply),
+    return x.turn(
+        lambda n: (_said(msgs[n]), f"{key}[{n}].content"),
+        turn,
+        parts,
         join_reasoning(reasoning, thinking) if thinking else reasoning,
     )
 

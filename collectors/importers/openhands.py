@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +55,12 @@ from .common import (
     USER,
     ImportProblem,
     NonText,
-    Said,
     build,
     conversation,
     expected,
     guess_domain,
+    iso_timestamp,
     join_reasoning,
-    message_action,
     origin_stem,
     tool_action,
     warning,
@@ -409,20 +408,6 @@ def _observation(o: dict[str, Any] | None, place: str, turn: int, parts: NonText
     )
 
 
-def _timestamp(value: Any, field: str) -> datetime | None:
-    """An event's ISO 8601 `timestamp` (OpenHands writes local time without a zone: read
-    as UTC, as the store does); anything else is the file's error."""
-    if value is None:
-        return None
-    try:
-        at = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        at = None
-    if at is None:
-        raise expected(field, "an ISO 8601 timestamp", value)
-    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
-
-
 def _convert(
     key: str, raw: list[Any], origin: str, domain: str | None, record: dict[str, Any] | None
 ) -> Iterator[Any]:
@@ -444,7 +429,7 @@ def _convert(
     user_ids: set[Any] = set()
     problems = []
     for k, (place, e) in enumerate(evs):
-        at = _timestamp(e.get("timestamp"), f"{place}.timestamp")
+        at = iso_timestamp(e.get("timestamp"), f"{place}.timestamp")
         times += [at] if at else []
         model = model or _model_name(e.get("tool_call_metadata"))
         kind = _kind(e)
@@ -463,7 +448,14 @@ def _convert(
             if e.get("source") == "user" and task is None:
                 task = parts.text(_content(e, place), f"task ({place}.args.content)")
             if k in said:
-                pairs.append(_exchange(said[k], evs, len(pairs), parts, thinks))
+                pairs.append(
+                    said[k].turn(
+                        lambda n: (_content(evs[n][1], evs[n][0]), f"{evs[n][0]}.args.content"),
+                        len(pairs),
+                        parts,
+                        join_reasoning(*(t for _, t in thinks)),
+                    )
+                )
                 thinks = []
                 starts.append(at)
                 steps.append("message")
@@ -572,24 +564,6 @@ def _stray(e: dict[str, Any], place: str, user_ids: set[Any], parts: NonText) ->
             f"{place}: a {typ!r} observation that answers no agent action; not imported",
         )
     ]
-
-
-def _exchange(
-    x: Said,
-    evs: list[tuple[str, dict[str, Any]]],
-    turn: int,
-    parts: NonText,
-    thinks: list[tuple[str, str | None]],
-) -> tuple[Action, Observation, str | None]:
-    place, e = evs[x.at]
-    text = parts.text(_content(e, place), f"turn {turn} action ({place}.args.content)")
-    reply = "\n".join(
-        parts.text(
-            _content(evs[n][1], evs[n][0]), f"turn {turn} observation ({evs[n][0]}.args.content)"
-        )
-        for n in x.replies
-    )
-    return message_action(text), Observation(reply), join_reasoning(*(t for _, t in thinks))
 
 
 def _domain(steps: list[str], names: list[str], eval_record: bool) -> str:
