@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -267,27 +267,34 @@ def changed_stems(t: pa.Table, decisions: dict) -> tuple[set[str], set[str]]:
     return full, roles
 
 
-def member_rows(t: pa.Table, decisions: dict) -> list[dict[str, Any]]:
-    """`_index/members.parquet` rows of the batch's records in a non-singleton cluster."""
-    hit = pc.is_in(t["uid"], pa.array(list(decisions), pa.string())) if decisions else None
-    if hit is None:
-        return []
-    rows = []
-    for r in (
-        t.filter(hit)
-        .select(["uid", "tid", "failed", "turns", "started", "origin", "stem", "keys"])
-        .to_pylist()
-    ):
-        cluster, rep, role = decisions[r["uid"]]
-        rows.append({**r, "cluster_id": cluster, "representative": rep, "role": role})
-    return rows
+def member_rows(t: pa.Table, decisions: dict) -> pa.Table:
+    """`_index/members.parquet` rows of the batch's records in a non-singleton cluster.
+
+    Columnar, as the count changes: built as Python dicts, a duplicate-heavy batch's
+    members (half of a corpus holding each trajectory twice) cost the two state stages
+    more than dedup itself, and were pickled again on their way to the total."""
+    if not decisions:
+        return G.MEMBERS_SCHEMA.empty_table()
+    m = t.filter(pc.is_in(t["uid"], pa.array(list(decisions), pa.string())))
+    got = [decisions[u] for u in m["uid"].to_pylist()]
+    cols = {"cluster_id": 0, "representative": 1, "role": 2}
+    return pa.table(
+        {
+            f.name: pa.array([d[cols[f.name]] for d in got], f.type)
+            if f.name in cols
+            else m[f.name]
+            for f in G.MEMBERS_SCHEMA
+        },
+        schema=G.MEMBERS_SCHEMA,
+    )
 
 
-def changes(t: pa.Table, decisions: dict) -> tuple[list, set[str], set[str], list[dict]]:
+def changes(t: pa.Table, decisions: dict) -> tuple[list, set[str], set[str], list[pa.Table]]:
     """One batch's share of the run's state: count changes (a one-table list: the total
-    concatenates them), stems to rewrite (whole, and clusters only), members."""
+    concatenates them), stems to rewrite (whole, and clusters only), members (a one-table
+    list too)."""
     full, roles = changed_stems(t, decisions)
-    return [key_deltas(t, decisions)], full, roles, member_rows(t, decisions)
+    return [key_deltas(t, decisions)], full, roles, [member_rows(t, decisions)]
 
 
 TOTAL = Merge(list, set, set, list)
@@ -346,13 +353,13 @@ def complete_state(out: Path, index: Path | None) -> None:
 
 
 def write_state(
-    total: tuple[list[pa.Table], set[str], set[str], list[dict]],
+    total: tuple[list[pa.Table], set[str], set[str], list[pa.Table]],
     out: str,
     index: str | None,
     touched: set[str],
 ) -> Rewrite:
     delta, full, roles, new_members = total
-    members = pa.Table.from_pylist(new_members, schema=G.MEMBERS_SCHEMA)
+    members = pa.concat_tables([G.MEMBERS_SCHEMA.empty_table(), *new_members])
     if index:  # the earlier clusters no new record reached stay as they were
         before = G.members_table(Path(index)).cast(G.MEMBERS_SCHEMA)
         members = pa.concat_tables(

@@ -25,7 +25,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import screen
 from worldtrace.schemas.store import declared, scan_screened, sized_units
-from worldtrace.schemas.validate import Problem, validate_dict
+from worldtrace.schemas.validate import Problem, suspects, validate_dict
 
 from . import minhash as M
 from . import stats as S
@@ -175,13 +175,17 @@ def read_valid(
     rows: tuple[int, int] | None = None,
 ) -> list:
     """(uid, record, whether it must be redacted whole) of every valid record (the flag
-    from `redact.screen`); invalid ones become rejects rows."""
+    from `redact.screen`); invalid ones become rejects rows. A shard of the declared
+    schema is checked by batch (`validate.suspects`): only the rows it flags are walked."""
     out = []
     known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
-    for where, d, flagged in scan_screened(Path(path), row_group, rows, micros=True, screen=screen):
+    flags = _screen_and_suspects if known else screen
+    for where, d, flag in scan_screened(Path(path), row_group, rows, micros=True, screen=flags):
         counts["read"] += 1
         if isinstance(d, Problem):
             problems = [d]
+        elif known and not flag & SUSPECT:
+            problems = []
         else:
             problems = validate_dict(d, where, False, micros=True, declared=known)
         if problems:
@@ -190,8 +194,18 @@ def read_valid(
             reason = "; ".join(f"{p.field}: {p.message}" for p in problems)
             rejects.append(reject_row(where, "validate", reason, tid))
         else:
-            out.append((where, d, flagged))
+            out.append((where, d, bool(flag & REDACT) if known else flag))
     return out
+
+
+REDACT, SUSPECT = 1, 2
+"""The bits of a declared shard's row flag (`_screen_and_suspects`)."""
+
+
+def _screen_and_suspects(batch: pa.RecordBatch) -> np.ndarray:
+    """Per row: `REDACT` where `redact.screen` flags it, `SUSPECT` where
+    `validate.suspects` does."""
+    return screen(batch).astype(np.int8) * REDACT | suspects(batch).astype(np.int8) * SUSPECT
 
 
 def filter_records(items: list, cfg: FilterConfig, counts: Counter, rejects: list) -> list:
