@@ -279,24 +279,26 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
     entropy = byte_entropies(blobs).tolist()
     starts = np.zeros(len(records) + 1, np.int64)
     np.cumsum([len(r[F.TURNS]) for r in records], out=starts[1:])
+    ol, nov, jac, ratio = stats["ol"], stats["nov"], stats["jac"], stats["r"]
+    decide, deflated = policy.decide, S.deflated_size
     n = 0
     alone_of: dict[bytes, int] = {b"": 0}  # a unit's repeated outputs are deflated once
     for record in records:
-        cn = S.ConditionalNovelty()
+        observe = S.ConditionalNovelty().observe
         for t in record[F.TURNS]:
             ob = blobs[n]
             alone = alone_of.get(ob)
             if alone is None:
-                alone = alone_of[ob] = S.deflated_size(ob)
-            t["stats"] = {
-                "ol": stats["ol"][n], "nov": stats["nov"][n], "jac": stats["jac"][n],
-                "r": stats["r"][n], "byte_entropy": entropy[n],
+                alone = alone_of[ob] = deflated(ob)
+            t["stats"] = s = {
+                "ol": ol[n], "nov": nov[n], "jac": jac[n], "r": ratio[n],
+                "byte_entropy": entropy[n],
                 "zlib_ratio": S.zlib_ratio(ob, alone),
-                "cond_novelty": cn.observe(acts[n].encode(), ob, alone),
+                "cond_novelty": observe(acts[n].encode(), ob, alone),
                 "corpus_surprisal": None,  # a corpus count: joined in at read time
             }  # fmt: skip
             p = t.get("perturbation")  # rare: parsed only where present
-            d = policy.decide(t["stats"], acts[n], obs[n], p and injected_fault(p))
+            d = decide(s, acts[n], obs[n], p and injected_fault(p))
             t["category"], t["keep"], t["rule"] = d.category, d.keep, d.rule
             n += 1
     keys_of = [keys[starts[i] : starts[i + 1]] for i in range(len(records))]
