@@ -7,6 +7,7 @@ writes every removal to `rejects`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -180,8 +181,11 @@ def drop_gui_no_change(turns: list[Turn]) -> tuple[list[Turn], Removed]:
     return kept, removed
 
 
-def declared_tools(action_space: str | None) -> set[str] | None:
-    """Tool names of the action space; None when none is declared (nothing to check)."""
+@functools.lru_cache(maxsize=256)
+def declared_tools(action_space: str | None) -> frozenset[str] | None:
+    """Tool names of the action space; None when none is declared (nothing to check).
+    Remembered: a source's trajectories share one action space, often kilobytes of
+    tool schemas, which every record parsed again."""
     if not action_space:
         return None
     try:
@@ -196,7 +200,7 @@ def declared_tools(action_space: str | None) -> set[str] | None:
                 names.add(fn["name"])
         elif isinstance(item, str):
             names.add(item)
-    return names or None
+    return frozenset(names) or None
 
 
 def undeclared_tool(record: dict[str, Any]) -> str | None:
