@@ -348,7 +348,7 @@ def _struct_suspects(
             bad[rows[parent[null_items]]] = True
             pos = np.arange(len(parent)) - np.searchsorted(parent, parent)
             _struct_suspects(f.item, flat.field, at & ~null_items, rows[parent], pos, bad)
-        elif _has_rules(s):
+        elif f.kind not in ("list", "map") and _has_rules(s):  # the walk's rules: scalars
             bad[rows[here & _breaks(arr, f, child, position)]] = True
 
 
