@@ -231,9 +231,25 @@ def filter_records(items: list, cfg: FilterConfig, counts: Counter, rejects: lis
     return out
 
 
+ENTROPY_BLOBS = 512
+"""Blobs counted at once by `byte_entropies`: the counts of a whole unit (256 per blob,
+~10 MB for 5,000 observations) were fresh memory every unit; 512 blobs' stay in cache
+(17 -> 9 us a trajectory, the same values)."""
+
+
 def byte_entropies(blobs: list[bytes]) -> np.ndarray:
-    """Shannon entropy (bits/byte) of each blob: one bincount over all of them, and the
-    c*log2(c) terms only for the byte values that occur."""
+    """Shannon entropy (bits/byte) of each blob, `ENTROPY_BLOBS` at a time."""
+    if len(blobs) <= ENTROPY_BLOBS:
+        return _byte_entropies(blobs)
+    step = ENTROPY_BLOBS
+    return np.concatenate(
+        [_byte_entropies(blobs[i : i + step]) for i in range(0, len(blobs), step)]
+    )
+
+
+def _byte_entropies(blobs: list[bytes]) -> np.ndarray:
+    """One bincount over all of `blobs`, and the c*log2(c) terms only for the byte values
+    that occur."""
     n = len(blobs)
     lengths = np.fromiter(map(len, blobs), np.int64, n)
     if not n or not lengths.sum():

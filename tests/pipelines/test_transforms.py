@@ -18,9 +18,11 @@ from worldtrace.pipelines.normalize import normalize
 from worldtrace.pipelines.segments import finalize
 from worldtrace.pipelines.transforms import _Pass1
 from worldtrace.pipelines.units import (
+    ENTROPY_BLOBS,
     MAX_UNIT_ROWS,
     MIN_CUT_ROWS,
     UID,
+    byte_entropies,
     deal,
     filter_records,
     plan_run,
@@ -144,6 +146,17 @@ def test_batch_statistics_equal_the_per_turn_functions():
         assert (st["ol"], st["nov"], st["jac"], st["r"]) == (rs.ol, rs.nov, rs.jac, rs.r)
         assert st["byte_entropy"] == pytest.approx(S.byte_entropy(o.encode()))
         assert turn["category"] == AgentWorldV1().decide(st, a, o).category
+
+
+def test_byte_entropies_in_chunks_equal_each_blob_alone():
+    """A unit's observations are counted `ENTROPY_BLOBS` at a time: blobs on both sides
+    of each cut (empty ones too) get the entropy they have alone."""
+    n = 2 * ENTROPY_BLOBS + 3
+    blobs = [bytes(range(i % 7, i % 7 + i % 50)) * (1 + i % 3) for i in range(n)]
+    blobs[ENTROPY_BLOBS - 1] = blobs[ENTROPY_BLOBS] = b""
+    got = byte_entropies(blobs)
+    assert len(got) == n
+    assert got.tolist() == pytest.approx([S.byte_entropy(b) for b in blobs])
 
 
 def segment_of(tmp_path, records):
