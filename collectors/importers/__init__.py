@@ -59,7 +59,15 @@ from .sink import ImportWriteError, Sink, present_keys
 # no other format's files have.
 FILE_FORMATS = {
     m.NAME: m
-    for m in (openhands, openhands_v1, swe_agent, mini_swe_agent, atif, gemini_cli.DOCUMENT)
+    for m in (
+        openhands,
+        openhands_v1,
+        swe_agent,
+        mini_swe_agent,
+        atif,
+        gemini_cli.DOCUMENT,
+        codex.DOCUMENT,
+    )
 }
 RECORD_FORMATS = {m.NAME: m for m in (agentworldbench, sharegpt, openai, openhands)}
 SESSION_FORMATS = {m.NAME: m for m in (claude_code, codex, gemini_cli)}
@@ -307,7 +315,7 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
     else:
         mod = next((m for m in FILE_FORMATS.values() if m.detect(path, data)), None)
     if mod is not None:
-        with_domain = mod in (atif, openhands, openhands_v1, gemini_cli.DOCUMENT)
+        with_domain = mod in (atif, openhands, openhands_v1, gemini_cli.DOCUMENT, codex.DOCUMENT)
         args = (path, data, cfg.domain) if with_domain else (path, data)
         yield from _guarded(path, "", 0, mod.NAME, lambda: mod.parse(*args))
         return

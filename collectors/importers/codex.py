@@ -10,8 +10,12 @@ the model saw it), `event_msg` (Codex's events: `user_message`, `agent_message`,
 `patch_apply_end` / `mcp_tool_call_end`), `turn_context` (`{cwd, approval_policy,
 sandbox_policy, model, ...}`) or `compacted` (`{message, replacement_history}`). Before,
 the first line was a bare session header `{id, timestamp, instructions, git}`, then bare
-response items and `{record_type: "state"}` markers. The TypeScript codex-cli's `.json`
-sessions are not read.
+response items and `{record_type: "state"}` markers. The TypeScript codex-cli (before
+codex-rs) wrote one JSON document per session, `rollout-<date>-<id>.json`: `{session:
+{timestamp, id, instructions[, model, provider, lastResponseId]}, items: [response
+items]}` (`detect`, `parse_document`): its items are read as a rollout's response items,
+each named `items[N]`, and its own answers (`aborted`, an empty output with no metadata,
+`no function found`, `invalid arguments: ...`) are no turn (`_typescript_refused`).
 
 One trajectory per rollout, origin id the session's id. The conversation is the
 response items in file order; `event_msg` messages repeat them (not doubled: one that
@@ -192,7 +196,7 @@ from .common import (
     timed_out,
     tool_action,
 )
-from .reading import jsonl_values
+from .reading import jsonl_values, read_json
 
 NAME = "codex"
 
@@ -291,6 +295,12 @@ class _Line:
     at: datetime | None
     pre: str
     """The payload's place in the line, for problems: `payload.` or ``."""
+    where: str = ""
+    """Where it is, for problems: `line N` (a rollout), `items[N]` (a TypeScript
+    codex-cli session)."""
+
+    def __post_init__(self) -> None:
+        self.where = self.where or f"line {self.n}"
 
 
 def _line(n: int, d: Any, first: bool) -> _Line | None:
@@ -937,6 +947,10 @@ class _Group:
     def n(self) -> int:
         return self.lines[0].n
 
+    @property
+    def where(self) -> str:
+        return self.lines[0].where
+
 
 def _texts(p: dict[str, Any]) -> list[Any]:
     c = p.get("content")
@@ -964,7 +978,7 @@ def _shell_line(argv: list[str]) -> str:
 def _call(group: int, line: _Line) -> _Call:
     p, at = line.p, line.pre
     kind = p["type"]
-    where = f"line {line.n}: {at}"
+    where = f"{line.where}: {at}"
     if kind == "local_shell_call":
         argv = p["action"]["command"]
         cid = p.get("call_id") or p.get("id")
@@ -1106,8 +1120,11 @@ class _Reader:
         ends: dict[str, dict[str, Any]],
         mcp_ends: dict[str, dict[str, Any]] | None = None,
         images: dict[str, tuple[list[Any], str]] | None = None,
+        typescript: bool = False,
     ):
         self.parts, self.ends = parts, ends
+        self.typescript = typescript
+        """A TypeScript codex-cli session: its own answers read first (`_typescript_answer`)."""
         self.mcp_ends = mcp_ends or {}
         """`mcp_tool_call_end` by call id (persisted only in Codex's extended history)."""
         self.images = images or {}
@@ -1117,9 +1134,11 @@ class _Reader:
         """(observation, None) or (None, (kind, why)) when no turn is made."""
         assert c.output is not None
         o = c.output.p["output"]
-        place = f"turn {turn} observation (line {c.output.n}: {c.output.pre}output)"
+        place = f"turn {turn} observation ({c.output.where}: {c.output.pre}output)"
         if isinstance(o, dict):
             o = o["content"]
+        if self.typescript and isinstance(o, str) and (why := _typescript_refused(c, o)):
+            return None, why
         if isinstance(o, str) and (why := _refused(o)) is not None:
             return None, why
         if c.mcp:
@@ -1252,7 +1271,22 @@ class _Reader:
 
 
 def parse(path: Path, domain: str | None = None) -> Iterator[tuple[int, Any]]:
-    """(origin index, Trajectory | ImportProblem) of everything in a rollout file."""
+    """(origin index, Trajectory | ImportProblem) of everything in a rollout file, or in a
+    TypeScript codex-cli session (`--format codex` on a `.json` file `detect` takes)."""
+    if path.name.endswith(".json") and not isinstance(next(json_head(path, 1), None), dict):
+        data = read_json(path)
+        if isinstance(data, ImportProblem) or not detect(path, data):
+            yield (
+                0,
+                data
+                if isinstance(data, ImportProblem)
+                else ImportProblem(
+                    str(path), "", "unrecognized", "not a Codex rollout or codex-cli session"
+                ),
+            )
+            return
+        yield from ((0, x) for x in parse_document(path, data, domain))
+        return
     lines, problems = _read(path)
     yield from ((0, p) for p in problems)
     if not any(line.kind == "response_item" for line in lines):
@@ -1262,7 +1296,118 @@ def parse(path: Path, domain: str | None = None) -> Iterator[tuple[int, Any]]:
     yield from ((0, x) for x in _trajectory(path, lines, domain))
 
 
-def _trajectory(path: Path, lines: list[_Line], domain: str | None) -> Iterator[Any]:
+# -- the TypeScript codex-cli's sessions ---------------------------------------------
+
+TS_SESSION = frozenset({"timestamp", "id", "instructions", "model", "provider", "lastResponseId"})
+"""The `session` header the TypeScript codex-cli wrote (codex-cli/src/utils/storage/
+save-rollout.ts: `timestamp, id, instructions`; later `model, provider, lastResponseId`)."""
+
+
+def detect(path: Path, data: Any) -> bool:
+    """A TypeScript codex-cli session (`~/.codex/sessions/rollout-<date>-<id>.json`, the
+    CLI before codex-rs): one JSON document `{session: {timestamp, id, ...}, items:
+    [Responses API items]}`, rewritten whole after every turn."""
+    if not isinstance(data, dict) or set(data) != {"session", "items"}:
+        return False
+    head = data["session"]
+    return (
+        isinstance(head, dict)
+        and set(head) <= TS_SESSION
+        and isinstance(head.get("id"), str)
+        and isinstance(head.get("timestamp"), str)
+        and isinstance(data["items"], list)
+    )
+
+
+def parse_document(path: Path, data: dict[str, Any], domain: str | None = None) -> Iterator[Any]:
+    """A TypeScript codex-cli session (a `.json` file `detect` took): its items read as a
+    rollout's response items, each named `items[N]`."""
+    lines, problems = _document_lines(path, data)
+    yield from problems
+    if not any(line.kind == "response_item" for line in lines):
+        if not problems:
+            yield ImportProblem(str(path), "", "empty", "no codex-cli item in the session")
+        return
+    yield from _trajectory(path, lines, domain, typescript=True)
+
+
+def _document_lines(path: Path, data: dict[str, Any]) -> tuple[list[_Line], list[ImportProblem]]:
+    head = data["session"]
+    at = iso_timestamp(head.get("timestamp"), "session.timestamp")
+    meta = {k: head[k] for k in ("id", "timestamp", "instructions") if k in head}
+    lines = [_Line(0, "session_meta", meta, at, "session.", "session")]
+    if isinstance(head.get("model"), str):  # the model of the whole session
+        lines.append(_Line(0, "turn_context", {"model": head["model"]}, at, "session.", "session"))
+    problems: list[ImportProblem] = []
+    unknown: dict[str, list[int]] = {}
+    for i, d in enumerate(data["items"]):
+        where = f"items[{i}]"
+        if not isinstance(d, dict) or d.get("type") not in ITEM_TYPES:
+            kind = shown(d.get("type")) if isinstance(d, dict) else type(d).__name__
+            unknown.setdefault(kind, []).append(i)
+            continue
+        line = _Line(i + 1, "response_item", d, None, "", where)
+        try:
+            _check(line)
+        except InvalidField as exc:  # the message names the field; only this item is lost
+            problems.append(ImportProblem(str(path), where, "invalid", str(exc)))
+            continue
+        lines.append(line)
+    for kind, ns in unknown.items():
+        problems.append(
+            file_warning(
+                path,
+                f"items[{ns[0]}]",
+                "message_not_imported",
+                f"{plural(len(ns), 'item')} of type {kind} (items {', '.join(map(str, ns))}):"
+                " not a type codex-cli recorded; not imported",
+            )
+        )
+    return lines, problems
+
+
+class _Document:
+    """The registry's entry for a TypeScript codex-cli session: detected and read on the
+    parsed file, as the whole-file formats are."""
+
+    NAME = NAME
+    detect = staticmethod(detect)
+    parse = staticmethod(parse_document)
+
+
+DOCUMENT = _Document()
+
+
+def _typescript_refused(c: _Call, text: str) -> tuple[str, str] | None:
+    """(kind, why) when codex-cli answered a call itself (agent-loop.ts
+    `handleFunctionCall`, handle-exec-command.ts): `aborted` (the user declined the
+    command, its policy rejected it, or a cancel came before it answered), an empty output
+    with no metadata (cancelled while it ran), `no function found`, `invalid arguments:
+    ...`. Else None: a command's `{"output", "metadata": {"exit_code",
+    "duration_seconds"}}` is read as a rollout's (its output, stdout else stderr, and
+    exit code)."""
+    if text == "no function found":
+        return ("not_run", "codex-cli has no such tool")
+    if text.startswith("invalid arguments: "):
+        return ("not_run", "codex-cli could not read the call's arguments")
+    d = _json_object(text) if c.shell else None
+    if d is None or set(d) != {"output", "metadata"}:
+        return None  # read as a rollout's
+    meta = d["metadata"] if isinstance(d["metadata"], dict) else {}
+    if d["output"] == "aborted":
+        if meta.get("error") == "command rejected":
+            return ("not_run", "codex-cli's approval policy rejected the command")
+        if not meta:
+            return ("not_run", "the user declined the command at codex-cli's prompt")
+        return ("not_run", "the turn was cancelled before the call answered")
+    if d["output"] == "" and not meta:
+        return ("not_run", "the turn was cancelled while the command ran; no output kept")
+    return None
+
+
+def _trajectory(
+    path: Path, lines: list[_Line], domain: str | None, typescript: bool = False
+) -> Iterator[Any]:
     metas = [line.p for line in lines if line.kind == "session_meta"]
     meta0 = metas[0] if metas else {}
     ctx: dict[str, Any] = {}
@@ -1292,7 +1437,7 @@ def _trajectory(path: Path, lines: list[_Line], domain: str | None) -> Iterator[
                     if c is None
                     else "answers a call already answered"
                 )
-                yield file_warning(path, f"line {line.n}", "unpaired_result", f"{p['type']} for {p['call_id']!r} {why}; not imported")  # fmt: skip
+                yield file_warning(path, line.where, "unpaired_result", f"{p['type']} for {p['call_id']!r} {why}; not imported")  # fmt: skip
                 continue
             c.output = line
     yield from _left_out(path, lines, kept, groups)
@@ -1304,11 +1449,9 @@ def _trajectory(path: Path, lines: list[_Line], domain: str | None) -> Iterator[
         lambda m: not groups[m["i"]].calls and bool(_plain(groups[m["i"]].said).strip()),
     )
     for n, what in unsaid:
-        yield file_warning(
-            path, f"line {groups[n].n}", "message_not_imported", f"{what}; not imported"
-        )
+        yield file_warning(path, groups[n].where, "message_not_imported", f"{what}; not imported")
     parts = NonText()
-    reader = _Reader(parts, ends, mcp_ends, images)
+    reader = _Reader(parts, ends, mcp_ends, images, typescript)
     turns: list[tuple[int, int, Any]] = [(c.group, j, c) for j, c in enumerate(calls)]
     turns = sorted([*turns, *((x.at, -1, x) for x in said)], key=lambda t: (t[0], t[1]))
     pairs: list[tuple[Action, Observation, str | None]] = []
@@ -1323,7 +1466,7 @@ def _trajectory(path: Path, lines: list[_Line], domain: str | None) -> Iterator[
                 x.turn(
                     lambda n: (
                         groups[n].said,
-                        f"line {groups[n].n}: {groups[n].lines[0].pre}content",
+                        f"{groups[n].where}: {groups[n].lines[0].pre}content",
                     ),
                     len(pairs),
                     parts,
@@ -1335,18 +1478,18 @@ def _trajectory(path: Path, lines: list[_Line], domain: str | None) -> Iterator[
             continue
         c = x
         if c.output is None:
-            yield file_warning(path, f"line {c.line.n}", "unpaired_call", f"{c.name} call {c.call_id!r}: no output; no turn (what the environment answered is unknown)")  # fmt: skip
+            yield file_warning(path, c.line.where, "unpaired_call", f"{c.name} call {c.call_id!r}: no output; no turn (what the environment answered is unknown)")  # fmt: skip
             continue
         obs, no_turn = reader.answer(c, len(pairs))
         if obs is None:
             kind, why = no_turn
-            yield file_warning(path, f"line {c.output.n}", kind, f"{c.name} call {c.call_id!r} (line {c.line.n}): {why}; no turn")  # fmt: skip
+            yield file_warning(path, c.output.where, kind, f"{c.name} call {c.call_id!r} ({c.line.where}): {why}; no turn")  # fmt: skip
             continue
         names.append(c.name)
         reasoning = None
         if gi not in reasoned:
             reasoned.add(gi)
-            prose = parts.text(g.said, f"turn {len(pairs)} reasoning (line {g.n}: content)")
+            prose = parts.text(g.said, f"turn {len(pairs)} reasoning ({g.where}: content)")
             reasoning = join_reasoning(_thought(g), prose)
         pairs.append((c.action, obs, reasoning))
         starts.append(c.line.at)
@@ -1354,14 +1497,14 @@ def _trajectory(path: Path, lines: list[_Line], domain: str | None) -> Iterator[
 
     task = next(
         (
-            parts.text(g.said, f"task (line {g.n}: {g.lines[0].pre}content)")
+            parts.text(g.said, f"task ({g.where}: {g.lines[0].pre}content)")
             for g in groups
             if g.role == USER
         ),
         None,
     )
     final = last and parts.text(
-        groups[last.at].said, f"final message (line {groups[last.at].n}: content)"
+        groups[last.at].said, f"final message ({groups[last.at].where}: content)"
     )
     yield from parts.warnings()
     contexts = [line.p for line in lines if line.kind == "turn_context"]
@@ -1427,7 +1570,7 @@ def _attached_images(groups: list[_Group], calls: list[_Call]) -> dict[str, tupl
         if g is None or g.role != USER or _plain(g.said).strip():
             continue
         g.role = None
-        images[c.call_id] = (g.said, f"line {g.n}: {g.lines[0].pre}content")
+        images[c.call_id] = (g.said, f"{g.where}: {g.lines[0].pre}content")
     return images
 
 
@@ -1485,9 +1628,7 @@ def _left_out(
     (`kept`: the lines no rollback took out)."""
     for g in groups:
         if g.why:
-            yield file_warning(
-                path, f"line {g.n}", "message_not_imported", f"{g.why}; not imported"
-            )
+            yield file_warning(path, g.where, "message_not_imported", f"{g.why}; not imported")
     said = {_plain(_texts(line.p)).strip() for line in lines if line.kind == "response_item" and line.p["type"] == "message"}  # fmt: skip
     called = {line.p.get("call_id") for line in lines if line.kind == "response_item" and line.p["type"] in (*CALLS, *OUTPUTS)}  # fmt: skip
     for line in lines:
@@ -1502,7 +1643,7 @@ def _left_out(
     for line in kept:
         p = line.p
         if line.kind == "response_item" and p["type"] not in (*CALLS, *OUTPUTS, "message", "reasoning", "ghost_snapshot"):  # fmt: skip
-            yield file_warning(path, f"line {line.n}", "message_not_imported", f"a response item of type {shown(p['type'])} (no output Codex recorded); not imported")  # fmt: skip
+            yield file_warning(path, line.where, "message_not_imported", f"a response item of type {shown(p['type'])} (no output Codex recorded); not imported")  # fmt: skip
 
 
 def _compacted(

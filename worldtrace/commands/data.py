@@ -102,7 +102,8 @@ def import_(
     conversations (software-agent-sdk: <conversation>/base_state.json and
     events/event-*.json, one trajectory each), AgentWorldBench JSONL, Claude Code session
     transcripts (~/.claude/projects/*/<session>.jsonl: one trajectory per session), Codex
-    CLI rollouts (~/.codex/sessions/**/rollout-*.jsonl: one trajectory per rollout), Gemini
+    CLI rollouts (~/.codex/sessions/**/rollout-*.jsonl, and the TypeScript codex-cli's
+    rollout-*.json: one trajectory per rollout), Gemini
     CLI sessions (~/.gemini/tmp/*/chats/session-*.json or .jsonl: one trajectory per
     session). Directories are walked; formats are detected per file (and per JSONL line).
     Importing a file again adds only what is not there yet (same content from the same file
