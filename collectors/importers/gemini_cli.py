@@ -546,24 +546,31 @@ def _result(tc: dict[str, Any], place: str, parts: NonText) -> tuple[str | None,
 # -- answers ------------------------------------------------------------------------------
 
 
-def tool_answer(name: str, args: Any, text: str | None) -> Observation | tuple[str, str]:
+def tool_answer(
+    name: str, args: Any, text: str | None, fork_mark: str | None = None
+) -> Observation | tuple[str, str]:
     """What this importer makes of the result of a Gemini CLI call `name(args)` whose text
     is `text` (the functionResponse's `output`, all harbor's ATIF keeps of it: its error is
     dropped, None or "" there): the observation, or (warning kind, why) when it is no turn
     (the action is `call_action`'s). A command with no output kept is no turn: Gemini CLI
     answered it with an error alone (a refusal, a cancel, a lost output), which is not
-    kept."""
+    kept. `fork_mark`: a fork's own cut separator under Gemini CLI's older notice (`_cut`)."""
     if not text and name == SHELL:
         return (
             "harness_failure",
             "no output kept: Gemini CLI answered with an error alone (a refusal, a cancel or "
             "a lost output), which harbor's conversion leaves out",
         )
-    return answer(name, args, text or "", None, None)
+    return answer(name, args, text or "", None, None, fork_mark)
 
 
 def answer(
-    name: str, args: Any, output: str | None, error: str | None, status: str | None
+    name: str,
+    args: Any,
+    output: str | None,
+    error: str | None,
+    status: str | None,
+    fork_mark: str | None = None,
 ) -> Observation | tuple[str, str]:
     """The observation of call `name(args)` from its response's `output` and `error` and
     its `status` (None: unknown), or (warning kind, why) when it is no turn."""
@@ -572,7 +579,7 @@ def answer(
         return _error_only(name, error or "", status)
     output = output.removesuffix(HOOK_NOTICE)
     cancelled = error is not None and _CANCELLED.fullmatch(error) is not None
-    head, tail = _cut(output)
+    head, tail = _cut(output, fork_mark)
     if name == SHELL:
         return _shell(head, tail, args.get("command"), status)
     text = head if tail is None else kept_ends(head, tail)
@@ -619,10 +626,12 @@ def _u16(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _cut(text: str) -> tuple[str, str | None]:
+def _cut(text: str, fork_mark: str | None = None) -> tuple[str, str | None]:
     """(head, tail) of an output Gemini CLI cut in the middle, without its notice; (text,
     None) when it did not. Only where its cut puts the notice: the first H and last T
-    characters it names (current), or the first fifth of the lines kept (older)."""
+    characters it names (current), or the first fifth of the lines kept (older). A fork's
+    own separator under the older notice (`fork_mark`: Qwen Code's, whose head and tail
+    are budgets of characters, or one of them empty) is taken where it first is."""
     if (m := _CUT.match(text)) is not None:
         rest = text[m.end() :]
         h, t = (int(m[g].replace(",", "")) for g in ("h", "t"))
@@ -632,6 +641,8 @@ def _cut(text: str) -> tuple[str, str | None]:
                 return head, tail
     if (m := _OLD_CUT.match(text)) is not None:
         rest = text[m.end() :]
+        if fork_mark is not None and (at := rest.find(fork_mark)) >= 0:
+            return rest[:at], rest[at + len(fork_mark) :]
         at = rest.find(OLD_CUT_MARK)
         while at >= 0:
             head, tail = rest[:at], rest[at + len(OLD_CUT_MARK) :]

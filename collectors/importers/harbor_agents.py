@@ -30,7 +30,9 @@ the agent wrote it for its model:
   `gemini_cli.tool_answer`, as are its other tools; its own timeout template (`Command
   timed out after Nms before it could complete. ...`) is a timeout, the long-run
   advisory it appends (`\\n\\nNote: this foreground command ran for Ns. Next time ...`) is
-  removed. Its own cut (utils/truncation.ts, a `---` separator) stays as it is.
+  removed. Its own cut (utils/truncation.ts `truncateAndSaveToFile`: Gemini CLI's older
+  notice, then head, `\\n\\n---\\n... [CONTENT TRUNCATED] ...\\n---\\n\\n`, tail) is
+  truncation, the head and tail shown, read in the shell framing they hold.
 - `openhands-sdk` (openhands_sdk_runner.py `build_trajectory`: an ObservationEvent's
   `observation.content` text parts joined with "\\n"; not its `metadata`, `exit_code`,
   `is_error`): a terminal result is the output alone (the SDK keeps its framing in
@@ -186,6 +188,11 @@ _QWEN_LONG_RUN = re.compile(
     r" Background tasks dialog also has a per-entry detail view \+ live updates\.\Z"
 )
 """shell.ts buildLongRunningForegroundHint, appended to a foreground command that ran long."""
+QWEN_CUT_MARK = "\n\n---\n... [CONTENT TRUNCATED] ...\n---\n\n"
+"""Qwen Code's cut of a long tool output (packages/core/src/utils/truncation.ts
+`truncateAndSaveToFile`), under Gemini CLI's older notice (`Tool output was too large and
+has been truncated. ... Truncated part of the output:`): head, separator, tail; the
+separator ends the text when only the head is kept, starts it when only the tail is."""
 
 
 def qwen_answer(name: str, args: Any, text: str) -> Observation | NoTurn:
@@ -195,7 +202,7 @@ def qwen_answer(name: str, args: Any, text: str) -> Observation | NoTurn:
         text = _QWEN_LONG_RUN.sub("", text)
         if (m := _QWEN_TIMEOUT.fullmatch(text)) is not None:
             return timed_out(m["out"] or "")
-    return gemini_cli.tool_answer(name, args, text)
+    return gemini_cli.tool_answer(name, args, text, QWEN_CUT_MARK)
 
 
 # -- OpenHands SDK -------------------------------------------------------------------------

@@ -333,3 +333,58 @@ def test_openhands_sdk_lookalikes_are_kept(tmp_path):
     )  # fmt: skip
     assert [x.observation.text for x in t.turns] == [SDK_CUT, NO_PREVIOUS] and problems == []
     assert acts(t)[0][0] == "tool_call"
+
+
+QWEN_NOTICE = (
+    "Tool output was too large and has been truncated.\n"
+    "The full output has been saved to: /root/.qwen/tmp/ab12/run_shell_command_3f9a.output\n"
+    "To read the complete output, use the read_file tool with the absolute file path above.\n"
+    "The truncated output below shows the beginning and end of the content. The marker"
+    " '... [CONTENT TRUNCATED] ...' indicates where content was removed.\n\n"
+    "Truncated part of the output:\n"
+)
+QWEN_SEP = "\n\n---\n... [CONTENT TRUNCATED] ...\n---\n\n"
+
+
+def qwen_cut(text, head_lines, tail_lines):
+    """truncation.ts `truncateAndSaveToFile` over a whole tool text: the notice, then the
+    first and last lines kept around its separator (one side empty for keep head/tail)."""
+    lines = text.split("\n")
+    head = "\n".join(lines[:head_lines])
+    tail = "\n".join(lines[len(lines) - tail_lines :]) if tail_lines else ""
+    return QWEN_NOTICE + head + QWEN_SEP + tail
+
+
+def test_qwen_code_cut_is_truncation_read_in_its_shell_framing(tmp_path):
+    """Found: Qwen Code's own cut of a long output stayed in the observation: its notice
+    (where it saved the whole output, how to read it), the `---` separator and the shell
+    framing around the output. Now it is truncation: the head and tail of the output it
+    kept, with the exit code the framing's tail holds; another tool's head-only cut is
+    its head."""
+    seq = "\n".join(str(i) for i in range(1, 1001))
+    whole = framed("seq 1 1000", seq, 0)
+    t, problems = one(
+        tmp_path,
+        "trajectory.json",
+        qwen_run(
+            ("run_shell_command", {"command": "seq 1 1000"}, qwen_cut(whole, 6, 9)),
+            ("grep_search", {"pattern": "TODO"}, qwen_cut(seq, 5, 0)),
+        ),
+    )
+    assert problems == []
+    both, head = t.turns[0].observation, t.turns[1].observation
+    assert (both.text, both.exit_code, both.is_error, both.truncated) == (
+        "1\n2\n3\n4\n996\n997\n998\n999\n1000", 0, False, True)  # fmt: skip
+    assert (head.text, head.truncated) == ("1\n2\n3\n4\n5\n", True)
+
+
+def test_qwen_code_cut_is_qwen_codes_own(tmp_path):
+    """Gemini CLI never wrote Qwen Code's separator: its ATIF keeps such a text as it is."""
+    cut = qwen_cut(framed("seq 1 1000", "\n".join(map(str, range(1, 1001))), 0), 6, 9)
+    t, _ = one(
+        tmp_path,
+        "trajectory.json",
+        qwen_run(("run_shell_command", {"command": "seq 1 1000"}, cut), agent="gemini-cli"),
+    )
+    assert "... [CONTENT TRUNCATED] ..." in t.turns[0].observation.text
+    assert not t.turns[0].observation.truncated
