@@ -585,9 +585,14 @@ class _Run:
     def _tasks(self, files: list[Path]) -> Iterator[tuple[Path, Any]]:
         """(file, work) in order, then (file, None) at its end; work: (function,
         arguments) to run in a worker process or here."""
+        copies = claude_code.superseded(files) if self.cfg.format in ("auto", claude_code.NAME) else {}  # fmt: skip
         for path in files:
             origin = self.origins[path]
             held = self.held.get(origin, {})
+            if path in copies:  # its conversation is in another file of the run
+                yield path, [(claude_code.NAME, 0, "", claude_code.superseded_problem(path, copies[path]))]  # fmt: skip
+                yield path, None
+                continue
             if not _by_line(path, self.cfg):
                 yield path, (convert_file, (path, origin, self.cfg, held))
                 yield path, None

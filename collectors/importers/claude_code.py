@@ -48,12 +48,15 @@ environment (2.1.31 to 2.1.80 their transcript opens with a copy of the whole pa
 conversation; session notes may edit only the session's `session-memory/summary.md`):
 no trajectory, one warning each, `subagent_not_imported`.
 
-Not done, as it needs the other files: a session file that `/branch` (`/fork`) writes
-(each copied line marked `forkedFrom: {sessionId, messageUuid}`), `--fork-session` (2.1.112:
-the copies unmarked, the new `sessionId`) or 1.0.x `--resume` wrote (the copies keep their
-`sessionId`) opens with copies of another session file's messages (same uuids): when both
-files are imported those turns are imported twice. (2.1.x `--resume`/`--continue` append to
-the resumed session's own file: no copies.)
+Copies in another file: a session file that `/branch` (`/fork`) writes (each copied line
+marked `forkedFrom: {sessionId, messageUuid}`), `--fork-session` (2.1.112: the copies
+unmarked, the new `sessionId`) or 1.0.x `--resume` wrote (the copies keep their
+`sessionId`) opens with copies of another session file's messages (same uuids). When the
+new file holds the earlier one's whole conversation (it did not go on after the copy),
+the earlier file imports nothing when both are in one import (`superseded`, wired in the
+import run: files are parsed alone). When both went on, the copied turns are in both
+trajectories. (2.1.x `--resume`/`--continue` append to the resumed session's own file: no
+copies.)
 
 Actions: each `tool_use` block {id, name, input} (`call_action`). `Bash` (and `PowerShell`)
 is a `command` (its `command`; `description`, `timeout` are Claude Code's options), any
@@ -139,7 +142,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -424,6 +427,68 @@ def owns(path: Path) -> bool:
     sidecar, a file of a session's directory or sessions-index.json (`parse` passes it
     over, or reports why it imports nothing)."""
     return _kept(path) is not None
+
+
+# -- copies in other session files ----------------------------------------------------
+
+
+def superseded(files: list[Path]) -> dict[Path, Path]:
+    """Session files among `files` whose whole conversation another of them holds: file ->
+    that file. 1.0.x `--resume`, `--fork-session` and `/branch` write a new session file
+    that opens with copies of the earlier file's messages (same uuids): when the earlier
+    conversation did not go on after it, the new file holds all of it, and importing both
+    would import those turns twice. Only files whose first message is the same (in their
+    first lines: a cheap read of each) are compared; one holds another when the other's
+    last message is in it. The larger keeps it (by size, then name: of two equal copies
+    one is kept), and a file another holds holds none. Only files of one import run
+    count: named alone, a file is imported."""
+    groups: dict[tuple[Path, str], list[Path]] = {}
+    for f in files:
+        session = f.name.endswith(".jsonl") and SESSION_ID.fullmatch(f.stem) and sniff(f)
+        if session and (root := _message_uuids(json_head(f, SNIFF_LINES))) is not None:
+            groups.setdefault((f.parent, root[0]), []).append(f)
+    out: dict[Path, Path] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda f: (-f.stat().st_size, f.name))
+        holders: list[tuple[Path, str]] = []
+        for f in group:
+            ends = _message_uuids(d for _, d in jsonl_values(f))
+            holder = next((h for h, text in holders if ends and ends[1] in text), None)
+            if holder is None:
+                holders.append((f, f.read_text(encoding="utf-8", errors="replace")))
+            else:
+                out[f] = holder
+    return out
+
+
+def _message_uuids(values: Iterable[Any]) -> tuple[str, str] | None:
+    """The uuids of the first and the last message event among `values` (a session file's
+    lines: its own conversation's, not a sidechain's), None without one."""
+    first = last = None
+    for d in values:
+        if (
+            isinstance(d, dict)
+            and d.get("type") in MESSAGES
+            and not d.get("isSidechain")
+            and isinstance(d.get("uuid"), str)
+        ):
+            first = first or d["uuid"]
+            last = d["uuid"]
+    return None if first is None else (first, last)
+
+
+def superseded_problem(path: Path, holder: Path) -> ImportProblem:
+    """Why a session file another one holds (`superseded`) imports nothing."""
+    return file_warning(
+        path,
+        "",
+        "message_not_imported",
+        f"its conversation is in {holder.name} too, which goes on from it (Claude Code copied"
+        " it there: 1.0.x --resume, --fork-session or /branch); imported from there, not"
+        " twice",
+    )
 
 
 def _kept_problems(path: Path, kept: _Kept) -> list[ImportProblem]:
