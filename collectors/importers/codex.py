@@ -1273,17 +1273,13 @@ class _Reader:
 def parse(path: Path, domain: str | None = None) -> Iterator[tuple[int, Any]]:
     """(origin index, Trajectory | ImportProblem) of everything in a rollout file, or in a
     TypeScript codex-cli session (`--format codex` on a `.json` file `detect` takes)."""
-    if path.name.endswith(".json") and not isinstance(next(json_head(path, 1), None), dict):
+    if path.name.endswith(".json"):  # a codex-cli session, never a rollout's lines
         data = read_json(path)
-        if isinstance(data, ImportProblem) or not detect(path, data):
-            yield (
-                0,
-                data
-                if isinstance(data, ImportProblem)
-                else ImportProblem(
-                    str(path), "", "unrecognized", "not a Codex rollout or codex-cli session"
-                ),
-            )
+        if not isinstance(data, ImportProblem) and not detect(path, data):
+            why = "not a codex-cli session ({session, items})"
+            data = ImportProblem(str(path), "", "unrecognized", why)
+        if isinstance(data, ImportProblem):
+            yield 0, data
             return
         yield from ((0, x) for x in parse_document(path, data, domain))
         return

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from worldtrace.collectors.importers import detect_format
-from worldtrace.schemas import validate_dict
+from worldtrace.collectors.importers import ImportConfig, detect_format, import_paths
+from worldtrace.schemas import read_records, validate_dict
 
 from .test_import_claude_code import obs
 from .test_import_codex import CWD, bash, out, say, think, user
@@ -142,3 +142,14 @@ def test_a_json_file_of_another_shape_is_not_taken(tmp_path):
     g.write_text(json.dumps({"session": {"id": TS_ID, "timestamp": "2025-05-02T10:00:00Z"},
                              "items": [], "extra": 1}))  # fmt: skip
     assert detect_format(g, json.loads(g.read_text())) != "codex"
+
+
+def test_format_codex_reads_a_session_written_on_one_line(tmp_path):
+    """`--format codex` takes a `.json` file as a codex-cli session, pretty-printed or not
+    (a `.json` file is never a rollout's lines)."""
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"session": {"id": TS_ID, "timestamp": "2025-05-02T10:00:00Z"},
+                             "items": [user("Show the date"), bash("c1", "date"), out("c1", ran("Fri\n"))]}))  # fmt: skip
+    report = import_paths([f], tmp_path / "raw", ImportConfig(format="codex", workers=1))
+    [t] = [t for g in sorted((tmp_path / "raw").rglob("*.parquet")) for t in read_records(g)]
+    assert [x.action.text for x in t.turns] == ["date"] and report.problems == []
