@@ -141,6 +141,8 @@ conversation.
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -452,15 +454,24 @@ def superseded(files: list[Path]) -> dict[Path, Path]:
         if len(group) < 2:
             continue
         group.sort(key=lambda f: (-f.stat().st_size, f.name))
-        holders: list[tuple[Path, str]] = []
+        holders: list[Path] = []
         for f in group:
             ends = _message_uuids(d for _, d in jsonl_values(f))
-            holder = next((h for h, text in holders if ends and ends[1] in text), None)
+            holder = next((h for h in holders if ends and _holds(h, ends[1])), None)
             if holder is None:
-                holders.append((f, f.read_text(encoding="utf-8", errors="replace")))
+                holders.append(f)
             else:
                 out[f] = holder
     return out
+
+
+def _holds(path: Path, uuid: str) -> bool:
+    """Whether the file's bytes hold `uuid` (searched in place, not read into memory)."""
+    with open(path, "rb") as fh:
+        if not os.fstat(fh.fileno()).st_size:
+            return False
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(uuid.encode()) >= 0
 
 
 def _message_uuids(values: Iterable[Any]) -> tuple[str, str] | None:
