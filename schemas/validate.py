@@ -177,13 +177,8 @@ class _Checker:
                     self.add(path, "mixes timezone-aware and naive timestamps")
 
     def json_text(self, path: str, value: str, expected: type) -> None:
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as exc:
-            self.add(path, f"invalid JSON: {exc.msg} at char {exc.pos}")
-            return
-        if not isinstance(parsed, expected):
-            self.add(path, f"JSON must be {expected.__name__}, got {type(parsed).__name__}")
+        if (why := json_problem(value, expected)) is not None:
+            self.add(path, why)
 
     def in_range(self, path: str, v: float, bounds: tuple[float | None, float | None]) -> None:
         lo, hi = bounds
@@ -194,6 +189,17 @@ class _Checker:
             self.add(path, f"must be >= {lo}, got {v}")
         elif hi is not None and v > hi:
             self.add(path, f"must be <= {hi}, got {v}")
+
+
+def json_problem(value: str, expected: type) -> str | None:
+    """What is wrong with `value` as JSON text whose top level is `expected`, or None."""
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON: {exc.msg} at char {exc.pos}"
+    if not isinstance(parsed, expected):
+        return f"JSON must be {expected.__name__}, got {type(parsed).__name__}"
+    return None
 
 
 _EXACT = {"str": str, "int": int, "float": float, "bool": bool}
@@ -382,12 +388,7 @@ def _breaks(
         for i, text in enumerate(arr.to_pylist()):
             if text is None or text in good:
                 continue
-            try:
-                parsed = json.loads(text)
-            except ValueError:
-                out[i] = True
-                continue
-            if isinstance(parsed, s.json):
+            if json_problem(text, s.json) is None:
                 good.add(text)
             else:
                 out[i] = True

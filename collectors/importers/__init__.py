@@ -47,7 +47,7 @@ from . import (
     sharegpt,
     swe_agent,
 )
-from .common import ImportProblem, InvalidField, MissingField, origin_stem
+from .common import Document, ImportProblem, InvalidField, MissingField, origin_stem
 from .reading import jsonl_text_lines, parse_line, read_json
 from .sink import ImportWriteError, Sink, present_keys
 
@@ -315,7 +315,7 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
     else:
         mod = next((m for m in FILE_FORMATS.values() if m.detect(path, data)), None)
     if mod is not None:
-        with_domain = mod in (atif, openhands, openhands_v1, gemini_cli.DOCUMENT, codex.DOCUMENT)
+        with_domain = mod in (atif, openhands, openhands_v1) or isinstance(mod, Document)
         args = (path, data, cfg.domain) if with_domain else (path, data)
         yield from _guarded(path, "", 0, mod.NAME, lambda: mod.parse(*args))
         return

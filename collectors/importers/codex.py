@@ -175,6 +175,7 @@ from worldtrace.schemas import Action, Observation, Outcome
 from .common import (
     AGENT,
     USER,
+    Document,
     ImportProblem,
     InvalidField,
     NonText,
@@ -1299,6 +1300,11 @@ TS_SESSION = frozenset({"timestamp", "id", "instructions", "model", "provider", 
 save-rollout.ts: `timestamp, id, instructions`; later `model, provider, lastResponseId`)."""
 
 
+TS_OWN_CHARS = 512
+"""Longer than any answer codex-cli wrote itself (`aborted` with its metadata: ~120
+characters)."""
+
+
 def detect(path: Path, data: Any) -> bool:
     """A TypeScript codex-cli session (`~/.codex/sessions/rollout-<date>-<id>.json`, the
     CLI before codex-rs): one JSON document `{session: {timestamp, id, ...}, items:
@@ -1362,16 +1368,8 @@ def _document_lines(path: Path, data: dict[str, Any]) -> tuple[list[_Line], list
     return lines, problems
 
 
-class _Document:
-    """The registry's entry for a TypeScript codex-cli session: detected and read on the
-    parsed file, as the whole-file formats are."""
-
-    NAME = NAME
-    detect = staticmethod(detect)
-    parse = staticmethod(parse_document)
-
-
-DOCUMENT = _Document()
+DOCUMENT = Document(NAME, detect, parse_document)
+"""A session written as one JSON document, in the registry (`common.Document`)."""
 
 
 def _typescript_refused(c: _Call, text: str) -> tuple[str, str] | None:
@@ -1386,7 +1384,8 @@ def _typescript_refused(c: _Call, text: str) -> tuple[str, str] | None:
         return ("not_run", "codex-cli has no such tool")
     if text.startswith("invalid arguments: "):
         return ("not_run", "codex-cli could not read the call's arguments")
-    d = _json_object(text) if c.shell else None
+    # codex-cli's own answers are short; a command's output is parsed once, by `_framed`
+    d = _json_object(text) if c.shell and len(text) <= TS_OWN_CHARS else None
     if d is None or set(d) != {"output", "metadata"}:
         return None  # read as a rollout's
     meta = d["metadata"] if isinstance(d["metadata"], dict) else {}

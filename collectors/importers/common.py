@@ -102,6 +102,17 @@ def file_warning(path: Path, where: str, kind: str, message: str) -> ImportProbl
     return ImportProblem(str(path), where, kind, message, fatal=False)
 
 
+@dataclass(frozen=True)
+class Document:
+    """The registry's entry (`FILE_FORMATS`) for a session format that is also written as
+    one JSON document (Gemini CLI before v0.40, the TypeScript codex-cli): detected and
+    read on the parsed file, as the whole-file formats are, with the domain asked for."""
+
+    NAME: str
+    detect: Callable[[Path, Any], bool]
+    parse: Callable[..., Iterator[Any]]
+
+
 def file_cached(check: Callable[[Path], bool]) -> Callable[[Path], bool]:
     """`check(path)` remembered while the file is unchanged (path, mtime, size): a sniff
     or a test that every file of a directory asks of the same file. False for a file

@@ -99,6 +99,7 @@ from worldtrace.schemas import Action, Observation, Outcome
 from .common import (
     AGENT,
     USER,
+    Document,
     ImportProblem,
     InvalidField,
     NonText,
@@ -769,16 +770,8 @@ def parse_document(path: Path, data: dict[str, Any], domain: str | None = None) 
     yield from _trajectory(path, _document(path, data), domain)
 
 
-class _Document:
-    """The registry's entry for a session written as one JSON document (before v0.40):
-    detected and read on the parsed file, as the whole-file formats are."""
-
-    NAME = NAME
-    detect = staticmethod(detect)
-    parse = staticmethod(parse_document)
-
-
-DOCUMENT = _Document()
+DOCUMENT = Document(NAME, detect, parse_document)
+"""A session written as one JSON document, in the registry (`common.Document`)."""
 
 
 @dataclass
