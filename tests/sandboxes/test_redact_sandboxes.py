@@ -55,6 +55,26 @@ def test_an_env_value_the_terminal_colours_reaches_no_shard(docker_engine, store
     assert t.turns[0].observation.text.splitlines()[1] == "MY_PLAIN_TOKEN=<secret:env_value>"
 
 
+@pytest.mark.docker
+def test_a_token_typed_with_a_correction_reaches_no_shard(docker_engine, store):
+    """Found: a key corrected while typing reached the raw stream as readline drew it,
+    `ghp_...X\b\e[K...`, in pieces no rule matched (`schemas/line_edits.py`)."""
+    token = "ghp_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    typed = f"echo {token[:20]}X\x7f{token[20:]} > /dev/null\n"  # X, then Backspace
+    job = {
+        "name": "typo",
+        "sandbox": {"kind": "terminal", "cols": 40},
+        "retries": 0,
+        "tasks": [{"id": "t", "instruction": "type a token", "actions": [typed]}],
+    }
+    [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
+    raw = json.loads(t.turns[0].observation.state_json)["raw"]
+    assert raw.startswith("echo <secret:github_token> > /dev/null\r\n")  # edits and all
+    text = shard_text(store.raw)
+    assert not [token[i : i + 8] for i in range(4, len(token) - 7) if token[i : i + 8] in text]
+    assert t.turns[0].observation.text.startswith("echo <secret:github_token> > /dev/null")
+
+
 # -- the web kind: the storage state's values ------------------------------------------
 PAGE = """<html><body><h1>Account</h1><p id=c></p><p id=l></p><script>
 document.getElementById('c').textContent = 'cookie: ' + document.cookie;
