@@ -29,6 +29,7 @@ import datetime
 import fnmatch
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -226,14 +227,7 @@ class Redactor:
     def text(self, text: str) -> tuple[str, int]:
         """`text` with every secret replaced, and how many were."""
         spans = self.spans(text)
-        if not spans:
-            return text, 0
-        parts, pos = [], 0
-        for s, e, kind in spans:
-            parts += [text[pos:s], PLACEHOLDER.format(kind=kind)]
-            pos = e
-        parts.append(text[pos:])
-        return "".join(parts), len(spans)
+        return (_replaced(text, spans), len(spans)) if spans else (text, 0)
 
     # -- records -----------------------------------------------------------------------
     def value(self, obj: Any) -> tuple[Any, int]:
@@ -274,7 +268,110 @@ class Redactor:
             if not any(self.screen.text(t) for t in texts):
                 return {**d, F.REDACTIONS: d.get(F.REDACTIONS) or 0}  # as below, nothing held
         out, n = self.value(d)
+        if isinstance(turns := out.get(F.TURNS), list):
+            turns, added = self.across_steps(turns)
+            if added:
+                out, n = {**out, F.TURNS: turns}, n + added
         return {**out, F.REDACTIONS: max(n, d.get(F.REDACTIONS) or 0)}
+
+    def across_steps(self, turns: list[Any]) -> tuple[list[Any], int]:
+        """`turns` (dicts or `Turn`s) with every secret a step boundary cut replaced, and
+        how many placeholders that added.
+
+        A terminal's steps are one session cut in time: keys typed over several steps
+        (`ghp_AbCd` now, the rest next), output cut where a step stopped waiting. Along
+        each run of keystroke steps the keys, the observations and the raw streams
+        (`state_json.raw`) are each read joined; a secret found across a boundary is
+        replaced in every text holding a piece of it. Texts are redacted one by one
+        before (`value`); here only what crosses a boundary is left to find."""
+        out = list(turns)
+        added = 0
+        for run in _keystroke_runs(out):
+            for part, name, key in STEP_STREAMS:
+                pieces = [_stream_text(_field(out[i], part), name, key) for i in run]
+                cuts = list(itertools.accumulate(map(len, pieces), initial=0))
+                crossing = [
+                    (s, e, kind)
+                    for s, e, kind in self.spans("".join(pieces))
+                    if bisect.bisect_right(cuts, s) != bisect.bisect_left(cuts, e)
+                ]
+                if not crossing:
+                    continue
+                for k, i in enumerate(run):
+                    lo, hi = cuts[k], cuts[k + 1]
+                    mine = [(max(s, lo) - lo, min(e, hi) - lo, kind) for s, e, kind in crossing]
+                    mine = [m for m in mine if m[0] < m[1]]
+                    if mine:
+                        text = _replaced(pieces[k], mine)
+                        holder = _set_stream(_field(out[i], part), name, key, text)
+                        out[i] = _with(out[i], part, holder)
+                        added += len(mine)
+        return out, added
+
+
+KEYSTROKES = "keystrokes"
+STEP_STREAMS = (
+    ("action", "text", None),
+    ("action", "arguments_json", KEYSTROKES),
+    ("observation", "text", None),
+    ("observation", "state_json", "raw"),
+)
+"""What a terminal session's steps continue one another in (`Redactor.across_steps`): its
+keys (the action's text, and its arguments when they were JSON), its screen, its raw
+stream (kept in the observation's `state_json`). (part, field, key of a JSON field)."""
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _with(obj: Any, name: str, value: Any) -> Any:
+    if isinstance(obj, dict):
+        return {**obj, name: value}
+    return dataclasses.replace(obj, **{name: value})
+
+
+def _keystroke_runs(turns: list[Any]) -> list[list[int]]:
+    """Indexes of each run of two or more consecutive keystroke steps."""
+    runs: list[list[int]] = []
+    for i, t in enumerate(turns):
+        action = _field(t, "action")
+        if action is not None and _field(action, "kind") == KEYSTROKES:
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+    return [r for r in runs if len(r) > 1]
+
+
+def _stream_text(holder: Any, name: str, key: str | None) -> str:
+    """A step's text of one stream ("" where it has none)."""
+    value = _field(holder, name) if holder is not None else None
+    if key is None or not isinstance(value, str):
+        return value if isinstance(value, str) else ""
+    if f'"{key}"' not in value:
+        return ""
+    try:
+        inner = json.loads(value).get(key)
+    except (ValueError, AttributeError):
+        return ""
+    return inner if isinstance(inner, str) else ""
+
+
+def _set_stream(holder: Any, name: str, key: str | None, text: str) -> Any:
+    if key is None:
+        return _with(holder, name, text)
+    doc = json.loads(_field(holder, name))
+    value = json.dumps({**doc, key: text}, ensure_ascii=_field(holder, name).isascii())
+    return _with(holder, name, value)
+
+
+def _replaced(text: str, spans: list[tuple[int, int, str]]) -> str:
+    parts, pos = [], 0
+    for s, e, kind in spans:
+        parts += [text[pos:s], PLACEHOLDER.format(kind=kind)]
+        pos = e
+    return "".join([*parts, text[pos:]])
 
 
 def _merged(
@@ -844,7 +941,11 @@ def redact_payload(payload: dict[str, Any], env_source: Any = None) -> dict[str,
 
 def redact_trajectory(t: Any, env_source: Any = None) -> Any:
     """A Trajectory redacted, `redactions` set and the id recomputed if text changed."""
-    out, held, replaced = redactor(env_source).value_counts(t)
+    red = redactor(env_source)
+    out, held, replaced = red.value_counts(t)
+    turns, added = red.across_steps(out.turns)
+    if added:
+        out, held, replaced = dataclasses.replace(out, turns=turns), held + added, replaced + added
     out = dataclasses.replace(out, redactions=max(held, t.redactions or 0))
     return out.with_id() if replaced else out
 

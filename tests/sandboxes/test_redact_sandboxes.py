@@ -58,7 +58,7 @@ def test_an_env_value_the_terminal_colours_reaches_no_shard(docker_engine, store
 @pytest.mark.docker
 def test_a_token_typed_with_a_correction_reaches_no_shard(docker_engine, store):
     """Found: a key corrected while typing reached the raw stream as readline drew it,
-    `ghp_...X\b\e[K...`, in pieces no rule matched (`schemas/line_edits.py`)."""
+    `ghp_...X\\b\\e[K...`, in pieces no rule matched (`schemas/line_edits.py`)."""
     token = "ghp_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
     typed = f"echo {token[:20]}X\x7f{token[20:]} > /dev/null\n"  # X, then Backspace
     job = {
@@ -73,6 +73,27 @@ def test_a_token_typed_with_a_correction_reaches_no_shard(docker_engine, store):
     text = shard_text(store.raw)
     assert not [token[i : i + 8] for i in range(4, len(token) - 7) if token[i : i + 8] in text]
     assert t.turns[0].observation.text.startswith("echo <secret:github_token> > /dev/null")
+
+
+@pytest.mark.docker
+def test_a_token_typed_over_several_steps_reaches_no_shard(docker_engine, store):
+    """Found: keys sent in three steps left a piece of the token in each step's keys,
+    screen and raw stream (`Redactor.across_steps`)."""
+    token = "ghp_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    keys = ["echo " + token[:14], token[14:30], token[30:] + " > /dev/null\n"]
+    actions = [{"keystrokes": k, "duration": 0.3} for k in keys[:-1]] + [keys[-1]]
+    job = {
+        "name": "steps",
+        "sandbox": {"kind": "terminal"},
+        "retries": 0,
+        "tasks": [{"id": "s", "instruction": "type in steps", "actions": actions}],
+    }
+    [t] = run_job(JobSpec.from_dict(job), store.raw).trajectories
+    assert [x.observation.text for x in t.turns[:2]] == [
+        "echo <secret:github_token>", "<secret:github_token>"
+    ]  # fmt: skip
+    text = shard_text(store.raw)
+    assert not [token[i : i + 6] for i in range(4, len(token) - 5) if token[i : i + 6] in text]
 
 
 # -- the web kind: the storage state's values ------------------------------------------

@@ -8,13 +8,20 @@ typed line past the terminal's width is cut by `' \\r'` the same way."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+from collections import Counter
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from worldtrace.pipelines.filters import FilterConfig
+from worldtrace.pipelines.units import filter_records, read_valid
+from worldtrace.schemas import Action, Observation, Trajectory, Turn
+from worldtrace.schemas.arrow import to_batch, to_table
 from worldtrace.schemas.line_edits import edited, may_be_edited
-from worldtrace.schemas.redact import Redactor
+from worldtrace.schemas.redact import Redactor, redact_trajectory, redactor
 from worldtrace.schemas.redact_rules import example_secrets
 
 from .test_redact_leaks import GHP, terminal_state
@@ -75,7 +82,7 @@ def test_a_text_without_edits_is_not_replayed():
 def test_a_token_drawn_as_edits_is_redacted_in_raw_and_json_text(text):
     red = Redactor()
     for form in (text, terminal_state(text.encode())):
-        out, n = red.text(form)
+        out = red.text(form)[0]
         assert "<secret:github_token>" in out and not pieces(GHP[4:], out), out
         assert red.text(out) == (out, 0)  # redacted twice: the same
     state = json.loads(red.text(terminal_state(CORRECTED.encode()))[0])
@@ -157,3 +164,73 @@ def test_the_screen_flags_every_secret_the_full_path_finds_through_edits():
         if [p for p in pieces(value, out) if p.isalnum()]:
             missed.append((text, out))
     assert missed == []
+
+
+# -- a secret cut by a step boundary ------------------------------------------------------
+def steps(*parts: str, raw: bool = True) -> list[Turn]:
+    """Keystroke steps typing `parts` one after the other, as the terminal kind records
+    them: the keys as text and as arguments, the screen, the raw stream."""
+    turns = []
+    for i, part in enumerate(parts):
+        args = json.dumps({"duration": 0.3, "keystrokes": part})
+        echo = part.replace("\n", "\r\n")
+        state = terminal_state(echo.encode()) if raw else None
+        action = Action(kind="keystrokes", text=part, arguments_json=args)
+        turns.append(Turn(i, action, Observation(part.rstrip("\n"), state_json=state)))
+    return turns
+
+
+def test_a_token_typed_over_several_steps_is_redacted_in_every_piece():
+    """Found: keys typed in three steps (`echo ghp_AbCd...`, `...`, `...\\n`) left the
+    token's pieces in each step's keys, arguments, screen and raw stream (a real terminal
+    sandbox, `tests/sandboxes/test_redact_sandboxes.py`)."""
+    parts = ("echo " + GHP[:14], GHP[14:30], GHP[30:] + " > /dev/null\n")
+    t = Trajectory(domain="terminal", turns=steps(*parts)).with_id()
+    out = redact_trajectory(t)
+    text = json.dumps(dataclasses.asdict(out))
+    assert not pieces(GHP[4:], text, 6), text
+    first, second, last = out.turns
+    assert first.action.text == "echo <secret:github_token>" == first.observation.text
+    assert second.action.text == "<secret:github_token>"
+    assert json.loads(last.action.arguments_json)["keystrokes"] == (
+        "<secret:github_token> > /dev/null\n"
+    )
+    assert json.loads(last.observation.state_json)["raw"].startswith("<secret:github_token> >")
+    assert json.loads(last.observation.state_json)["waited_s"] == 1.0  # the rest as it was
+    assert out.redactions == 12 and out.trajectory_id != t.trajectory_id  # 3 steps x 4 texts
+    assert redact_trajectory(out) == out  # twice: the same
+
+
+def test_only_what_crosses_a_boundary_is_added_and_other_steps_are_left():
+    red = Redactor()
+    record = to_batch(
+        [Trajectory(domain="terminal", turns=steps("ls\n", "echo " + GHP + "\n", "pwd\n"))]
+    ).to_pylist()[0]
+    out = red.record(record)
+    assert out["redactions"] == 4  # the whole token in one step: one placeholder a text
+    assert [t["action"]["text"] for t in out["turns"]] == [
+        "ls\n", "echo <secret:github_token>\n", "pwd\n"
+    ]  # fmt: skip
+    calls = Trajectory(domain="mcp", turns=steps("ghp_" + GHP[4:20], GHP[20:]))
+    calls.turns[:] = [
+        dataclasses.replace(x, action=dataclasses.replace(x.action, kind="tool_call"))
+        for x in calls.turns
+    ]
+    assert red.across_steps(calls.turns) == (calls.turns, 0)  # tool calls are not one stream
+
+
+def test_process_redacts_a_token_cut_by_a_step_boundary(tmp_path):
+    """Raw data recorded before: the batch screen reads a column's strings back to back,
+    so consecutive steps' pieces are read joined and the row is flagged; pass 1 redacts
+    it as redacting every record whole does."""
+    parts = ("echo " + GHP[:14], GHP[14:30], GHP[30:] + "\n")
+    leaky = Trajectory(domain="terminal", turns=steps(*parts)).with_id()
+    clean = Trajectory(domain="terminal", turns=steps("ls\n", "pwd\n")).with_id()
+    raw = tmp_path / "raw.parquet"
+    pq.write_table(to_table([clean, leaky]), raw)
+    assert redactor().screen.rows(pq.read_table(raw).to_batches()[0]).tolist() == [False, True]
+    items = read_valid(str(raw), 0, Counter(), [])
+    screened = filter_records(items, FilterConfig(), Counter(), [])
+    whole = filter_records([(u, d, True) for u, d, _ in items], FilterConfig(), Counter(), [])
+    assert screened == whole
+    assert not pieces(GHP[4:], repr(screened), 6) and screened[1][1]["redactions"] == 12
