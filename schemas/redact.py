@@ -286,27 +286,32 @@ class Redactor:
         before (`value`); here only what crosses a boundary is left to find."""
         out = list(turns)
         added = 0
-        for run in _keystroke_runs(out):
-            for part, name, key in STEP_STREAMS:
-                pieces = [_stream_text(_field(out[i], part), name, key) for i in run]
+        for i, (part, name, key), pieces in self.step_pieces(out):
+            text = _replaced(_stream_text(_field(out[i], part), name, key), pieces)
+            out[i] = _with(out[i], part, _set_stream(_field(out[i], part), name, key, text))
+            added += len(pieces)
+        return out, added
+
+    def step_pieces(
+        self, turns: list[Any]
+    ) -> Iterator[tuple[int, tuple[str, str, str | None], list[tuple[int, int, str]]]]:
+        """(turn, stream, spans in that turn's text) of every piece of a secret a step
+        boundary cut (`across_steps`)."""
+        for run in _keystroke_runs(turns):
+            for stream in STEP_STREAMS:
+                part, name, key = stream
+                pieces = [_stream_text(_field(turns[i], part), name, key) for i in run]
                 cuts = list(itertools.accumulate(map(len, pieces), initial=0))
                 crossing = [
                     (s, e, kind)
                     for s, e, kind in self.spans("".join(pieces))
                     if bisect.bisect_right(cuts, s) != bisect.bisect_left(cuts, e)
                 ]
-                if not crossing:
-                    continue
                 for k, i in enumerate(run):
                     lo, hi = cuts[k], cuts[k + 1]
                     mine = [(max(s, lo) - lo, min(e, hi) - lo, kind) for s, e, kind in crossing]
-                    mine = [m for m in mine if m[0] < m[1]]
-                    if mine:
-                        text = _replaced(pieces[k], mine)
-                        holder = _set_stream(_field(out[i], part), name, key, text)
-                        out[i] = _with(out[i], part, holder)
-                        added += len(mine)
-        return out, added
+                    if mine := [m for m in mine if m[0] < m[1]]:
+                        yield i, stream, mine
 
 
 KEYSTROKES = "keystrokes"
@@ -817,6 +822,12 @@ def find_secrets(obj: Any, red: Redactor | None = None) -> Iterator[tuple[str, s
     for path, s in _walk_strings(obj, ""):
         for _, _, kind in red.spans(s):
             yield path, kind
+    turns = _field(obj, F.TURNS) if isinstance(obj, dict) or hasattr(obj, F.TURNS) else None
+    if isinstance(turns, list):  # pieces of a secret a step boundary cut
+        for i, (part, name, key), pieces in red.step_pieces(turns):
+            where = f"{F.TURNS}[{i}].{part}.{name}" + (f".{key}" if key else "")
+            for _, _, kind in pieces:
+                yield where, kind
 
 
 # -- environment values handed to sandboxes ------------------------------------------

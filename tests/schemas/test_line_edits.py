@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from worldtrace.pipelines.filters import FilterConfig
 from worldtrace.pipelines.units import filter_records, read_valid
-from worldtrace.schemas import Action, Observation, Trajectory, Turn
+from worldtrace.schemas import Action, Observation, ShardWriter, Trajectory, Turn
 from worldtrace.schemas.arrow import to_batch, to_table
 from worldtrace.schemas.line_edits import edited, may_be_edited
 from worldtrace.schemas.redact import Redactor, redact_trajectory, redactor
@@ -234,3 +234,20 @@ def test_process_redacts_a_token_cut_by_a_step_boundary(tmp_path):
     whole = filter_records([(u, d, True) for u, d, _ in items], FilterConfig(), Counter(), [])
     assert screened == whole
     assert not pieces(GHP[4:], repr(screened), 6) and screened[1][1]["redactions"] == 12
+
+
+def test_redact_check_reports_every_piece_of_a_token_cut_by_a_step_boundary(tmp_path):
+    from worldtrace.leaks import Checker
+
+    parts = ("echo " + GHP[:14], GHP[14:] + "\n")
+    with ShardWriter(tmp_path / "raw") as w:  # written directly: no boundary redacted it
+        w.write([Trajectory(domain="terminal", turns=steps(*parts)).with_id()])
+    found = {(f.field, f.kind) for f in Checker(Redactor()).check(w.paths[0])}
+    assert found == {
+        (f"turns[{i}].{where}", "github_token")
+        for i in (0, 1)
+        for where in (
+            "action.text", "action.arguments_json.keystrokes",
+            "observation.text", "observation.state_json.raw",
+        )
+    }  # fmt: skip
