@@ -45,8 +45,11 @@ as the Claude Code importer keeps Read/Edit/Write). The observation is the call'
 (`Command:`/`Directory:` header, `Output:`/`Stdout:`/`Stderr:` labels, `(empty)`), its exit
 code from `Exit Code: N` (0 when the current layout leaves the line out and reports no
 error or signal; `(none)` none), `Signal:` and `Background PIDs:` to `state_json`, the
-process group id dropped. A call with no result (the session ended while it ran) is no
-turn, `unpaired_call`.
+process group id dropped. A command's text in none of those layouts is, with
+`summarizeToolOutput` set, the summarizer model's summary of a long output (not the
+environment's answer): the call's `resultDisplay`, the output its user was shown, is the
+observation where the record kept it. A call with no result (the session ended while it
+ran) is no turn, `unpaired_call`.
 
 Gemini CLI's own text is not the environment's answer (docs/importers.md, "Harness text"):
 the user's cancel before the command started, an unknown tool, arguments that failed its
@@ -572,9 +575,11 @@ def answer(
     error: str | None,
     status: str | None,
     fork_mark: str | None = None,
+    display: str | None = None,
 ) -> Observation | tuple[str, str]:
     """The observation of call `name(args)` from its response's `output` and `error` and
-    its `status` (None: unknown), or (warning kind, why) when it is no turn."""
+    its `status` (None: unknown), or (warning kind, why) when it is no turn. `display`:
+    the call's `resultDisplay` text, what Gemini CLI showed its user (`_shell`)."""
     args = args if isinstance(args, dict) else {}
     if output is None:
         return _error_only(name, error or "", status)
@@ -582,7 +587,7 @@ def answer(
     cancelled = error is not None and _CANCELLED.fullmatch(error) is not None
     head, tail = _cut(output, fork_mark)
     if name == SHELL:
-        return _shell(head, tail, args.get("command"), status)
+        return _shell(head, tail, args.get("command"), status, display)
     text = head if tail is None else kept_ends(head, tail)
     cut = tail is not None
     if name == READ_FILE:
@@ -622,6 +627,18 @@ def _error_only(name: str, error: str, status: str | None) -> Observation | tupl
     return Observation(error, is_error=True)  # the tool's own error: a file not found ...
 
 
+def _display(value: Any) -> str | None:
+    """A tool call record's `resultDisplay` as text: a string, or the shell's terminal
+    lines (`AnsiOutput`: lines of `{text, bold, ...}` tokens); None for other shapes (a
+    file diff) or none."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(line, list) for line in value):
+        lines = ["".join(t.get("text", "") for t in line if isinstance(t, dict)) for line in value]
+        return "\n".join(lines).rstrip("\n")
+    return None
+
+
 def _u16(text: str) -> int:
     """Length in UTF-16 code units, as Gemini CLI (JavaScript) counts and cuts."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
@@ -654,9 +671,17 @@ def _cut(text: str, fork_mark: str | None = None) -> tuple[str, str | None]:
     return text, None
 
 
-def _shell(head: str, tail: str | None, command: Any, status: str | None) -> Observation | tuple:
+def _shell(
+    head: str, tail: str | None, command: Any, status: str | None, display: str | None = None
+) -> Observation | tuple:
     """A command's observation from the shell tool's text (cut or not): its templates for
-    a cancel, a timeout and the background, else what its framing says."""
+    a cancel, a timeout and the background, else what its framing says.
+
+    Text in none of the tool's layouts is what Gemini CLI's summarizer wrote in place of
+    a long output (`summarizeToolOutput`, configured per tool: the model's summary, not
+    the environment's answer) or a layout not read here. Where the record keeps what the
+    user was shown (`resultDisplay`: the output itself), that is the observation, its exit
+    code unknown; else (harbor's ATIF keeps no display) the text is kept as it is."""
     cut = tail is not None
     whole = head if tail is None else kept_ends(head, tail)
     if whole == NOT_STARTED:
@@ -668,9 +693,15 @@ def _shell(head: str, tail: str | None, command: Any, status: str | None) -> Obs
     if (m := _BACKGROUND.fullmatch(whole)) is not None:
         return Observation("", state_json=json.dumps({"background_pid": int(m["pid"])}))
     framed = _unframe(head, tail, command, status)
-    if framed is None:
-        return Observation(whole, is_error=status == "error", truncated=cut)
-    return framed
+    if framed is not None:
+        return framed
+    if display is not None and display != whole:
+        shown_framed = _unframe(display, None, command, status)  # debug mode: the text
+        if shown_framed is not None:
+            return shown_framed
+        state = json.dumps({"output_from": "resultDisplay"})
+        return Observation(display, is_error=status == "error", state_json=state)
+    return Observation(whole, is_error=status == "error", truncated=cut)
 
 
 def _unframe(head: str, tail: str | None, command: Any, status: str | None) -> Observation | None:
@@ -873,7 +904,7 @@ def _trajectory(path: Path, s: _Session, domain: str | None) -> Iterator[Any]:
             )
             continue
         status = tc.get("status") if isinstance(tc.get("status"), str) else None
-        obs = answer(name, tc.get("args"), *result, status)
+        obs = answer(name, tc.get("args"), *result, status, None, _display(tc.get("resultDisplay")))
         if isinstance(obs, tuple):
             kind, why = obs
             yield file_warning(path, where, kind, f"{label}: {why}; no turn")

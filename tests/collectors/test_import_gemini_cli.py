@@ -296,6 +296,37 @@ def test_text_like_the_framing_stays(tmp_path):
     ]
 
 
+def test_a_summarized_output_is_replaced_by_what_the_user_was_shown(tmp_path):
+    """Found: with `summarizeToolOutput` set for the shell, Gemini CLI sends the model its
+    summarizer's text in place of a long output (tools/shell.ts, utils/summarizer.ts);
+    that summary, the model's words, was imported as what the environment answered. The
+    record keeps the output itself in `resultDisplay` (a string, or the terminal's lines
+    in newer versions; the framed text in debug mode): that is the observation."""
+    output = "\n".join(f"line {i}: test_{i} PASSED" for i in range(120))
+    summary = "The test suite ran 120 tests and all passed. <warning>none</warning>"
+    ansi = [
+        [{"text": f"line {i}: ", "bold": False}, {"text": f"test_{i} PASSED"}] for i in range(3)
+    ]
+    calls = [sh("a", "pytest", summary), sh("b", "pytest -q", summary), sh("c", "make", summary),
+             sh("d", "ls", summary)]  # fmt: skip
+    calls[0]["resultDisplay"] = output
+    calls[1]["resultDisplay"] = ansi
+    calls[2]["resultDisplay"] = framed("built", code=2)  # debug mode: the text itself
+    s = Session()
+    s.user("go")
+    s.gemini("", *calls)
+    t, problems = one(s, tmp_path)
+    assert problems == []
+    shown = "\n".join(f"line {i}: test_{i} PASSED" for i in range(3))
+    assert obs(t) == [
+        (output, False, None, False), (shown, False, None, False), ("built", True, 2, False),
+        (summary, False, None, False),  # no display kept: the text as it is
+    ]  # fmt: skip
+    assert [x.observation.state_json for x in t.turns] == [
+        '{"output_from": "resultDisplay"}', '{"output_from": "resultDisplay"}', None, None
+    ]  # fmt: skip
+
+
 def test_cancels_timeouts_and_the_background(tmp_path):
     """The shell tool's templates: the user's cancel keeps the output so far +
     `[interrupted]`; the inactivity timeout is a timeout; a command moved to the background
