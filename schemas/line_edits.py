@@ -157,22 +157,23 @@ class Edited:
         return min(c[1] for c in ends), max(c[2] for c in ends)
 
 
-_LINE_ENDS = re.compile(r"\n|\\n")
-_JSON_LINE_ENDS = re.compile(r'\n|\\n|(?<!\\)"')
+_LINE_ENDS = re.compile(r'\n|\\n|(?<!\\)"')
+"""Where a line ends: a newline, raw or in JSON, or a quote (`edited`)."""
 
 
 def edited(text: str) -> Edited:
     """`text` as a terminal shows it once the line editor's edits are applied: the lines
     `TRIGGER` finds an edit in are replayed, the rest stands as it is (the other views
-    read it; ~1 ms for 15 KB of `ls` with one corrected key). In JSON text (a
-    `state_json`: it starts with `{` or `[`) a string's quotes end its lines too: what
-    follows a stream is the document's, not drawn at its cursor."""
+    read it; ~1 ms for 15 KB of `ls` with one corrected key).
+
+    A quote ends a line too: in JSON text (a `state_json`) what follows a stream's closing
+    quote is the document's, not drawn at the stream's cursor, and a text read alone must
+    read as it does among a record's strings joined (`Redactor.value_counts`). In a raw
+    stream a quote is only a character, and a line cut there loses nothing a rule needs."""
     hits = [m.start() for m in TRIGGER.finditer(text)]
     if not hits:
         return Edited([(text, 0, len(text))] if text else [])
-    json_text = text.lstrip()[:1] in ("{", "[")
-    ends = (_JSON_LINE_ENDS if json_text else _LINE_ENDS).finditer(text)
-    cuts = [m.end() for m in ends]  # where each line after the first starts
+    cuts = [m.end() for m in _LINE_ENDS.finditer(text)]  # where each line after the first starts
     out: list[tuple[str, int, int]] = []
     pos = 0
     for line in sorted({bisect.bisect_right(cuts, h) for h in hits}):
@@ -181,8 +182,7 @@ def edited(text: str) -> Edited:
         if a > pos:
             out.append((text[pos:a], pos, a))
         tokens = list(_TOKEN.finditer(text, a, b))
-        kinds = [("lf" if json_text else "run") if m.lastgroup == "quote" else m.lastgroup
-                 for m in tokens] + [None]  # fmt: skip
+        kinds = ["lf" if m.lastgroup == "quote" else m.lastgroup for m in tokens] + [None]
         last = len(tokens) - (kinds[-2] == "lf" if tokens else 0)
         out += _replay(kinds, tokens, 0, last)
         out += [(m.group(), *m.span()) for m in tokens[last:]]

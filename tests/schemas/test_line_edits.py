@@ -158,6 +158,9 @@ def test_the_screen_flags_every_secret_the_full_path_finds_through_edits():
     flags = red.screen.rows(batch).tolist()
     assert [t for t, f in zip(column, flags, strict=True) if red.text(t)[1] and not f] == []
     assert all(red.screen.text(t) for t in column if red.text(t)[1])
+    # a record's strings are first searched joined: that search finds what each alone does
+    for t, n in zip(column, reversed(column), strict=True):
+        assert red.value({"s": t, "l": [n]})[0] == {"s": red.text(t)[0], "l": [red.text(n)[0]]}
     missed = []
     for text, value in zip(texts, values, strict=True):
         out = red.text(text)[0]
@@ -251,3 +254,18 @@ def test_redact_check_reports_every_piece_of_a_token_cut_by_a_step_boundary(tmp_
             "observation.text", "observation.state_json.raw",
         )
     }  # fmt: skip
+
+
+def test_a_record_whose_stream_ends_with_the_cursor_moved_back_is_redacted():
+    """A record's strings are first searched joined (`value_counts`): a stream in JSON
+    whose last line leaves the cursor back over the token must read there as it reads
+    alone (the document's closing quote is no text drawn at that cursor)."""
+    raw = "$ export K=" + GHP[:20] + "X\x08" + GHP[20:] + "\x1b[D\x1b[D\x1b[D"
+    turn = Turn(
+        0,
+        Action(kind="keystrokes", text="x"),
+        Observation("ok", state_json=terminal_state(raw.encode())),
+    )
+    t = Trajectory(domain="terminal", turns=[turn]).with_id()
+    out = redact_trajectory(t)
+    assert out.redactions == 1 and not pieces(GHP[4:], out.turns[0].observation.state_json), out
