@@ -61,6 +61,7 @@ from .redact_rules import (
     RedactPattern,
     detectors,
 )
+from .steps import STEP_STREAMS, get_field, keystroke_runs, set_stream, stream_text, with_field
 from .tempfiles import write_bytes_atomic
 
 __all__ = [
@@ -168,7 +169,7 @@ class Redactor:
         last, what lies between included: a terminal's raw stream (`grep --color`, a
         prompt's colours, a long or corrected typed line) cuts a value into pieces no rule
         and no literal matches. A text without ESC or its JSON escape pays two substring
-        tests for the first, one regex search for the second."""
+        tests for the first; one without an edit one hyperscan pass for the second."""
         found = self._spans(text)
         escapes = _escapes(text)
         stripped = text
@@ -287,8 +288,9 @@ class Redactor:
         out = list(turns)
         added = 0
         for i, (part, name, key), pieces in self.step_pieces(out):
-            text = _replaced(_stream_text(_field(out[i], part), name, key), pieces)
-            out[i] = _with(out[i], part, _set_stream(_field(out[i], part), name, key, text))
+            holder = get_field(out[i], part)
+            text = _replaced(stream_text(holder, name, key), pieces)
+            out[i] = with_field(out[i], part, set_stream(holder, name, key, text))
             added += len(pieces)
         return out, added
 
@@ -297,10 +299,10 @@ class Redactor:
     ) -> Iterator[tuple[int, tuple[str, str, str | None], list[tuple[int, int, str]]]]:
         """(turn, stream, spans in that turn's text) of every piece of a secret a step
         boundary cut (`across_steps`)."""
-        for run in _keystroke_runs(turns):
+        for run in keystroke_runs(turns):
             for stream in STEP_STREAMS:
                 part, name, key = stream
-                pieces = [_stream_text(_field(turns[i], part), name, key) for i in run]
+                pieces = [stream_text(get_field(turns[i], part), name, key) for i in run]
                 cuts = list(itertools.accumulate(map(len, pieces), initial=0))
                 crossing = [
                     (s, e, kind)
@@ -312,63 +314,6 @@ class Redactor:
                     mine = [(max(s, lo) - lo, min(e, hi) - lo, kind) for s, e, kind in crossing]
                     if mine := [m for m in mine if m[0] < m[1]]:
                         yield i, stream, mine
-
-
-KEYSTROKES = "keystrokes"
-STEP_STREAMS = (
-    ("action", "text", None),
-    ("action", "arguments_json", KEYSTROKES),
-    ("observation", "text", None),
-    ("observation", "state_json", "raw"),
-)
-"""What a terminal session's steps continue one another in (`Redactor.across_steps`): its
-keys (the action's text, and its arguments when they were JSON), its screen, its raw
-stream (kept in the observation's `state_json`). (part, field, key of a JSON field)."""
-
-
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def _with(obj: Any, name: str, value: Any) -> Any:
-    if isinstance(obj, dict):
-        return {**obj, name: value}
-    return dataclasses.replace(obj, **{name: value})
-
-
-def _keystroke_runs(turns: list[Any]) -> list[list[int]]:
-    """Indexes of each run of two or more consecutive keystroke steps."""
-    runs: list[list[int]] = []
-    for i, t in enumerate(turns):
-        action = _field(t, "action")
-        if action is not None and _field(action, "kind") == KEYSTROKES:
-            if runs and runs[-1][-1] == i - 1:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
-    return [r for r in runs if len(r) > 1]
-
-
-def _stream_text(holder: Any, name: str, key: str | None) -> str:
-    """A step's text of one stream ("" where it has none)."""
-    value = _field(holder, name) if holder is not None else None
-    if key is None or not isinstance(value, str):
-        return value if isinstance(value, str) else ""
-    if f'"{key}"' not in value:
-        return ""
-    try:
-        inner = json.loads(value).get(key)
-    except (ValueError, AttributeError):
-        return ""
-    return inner if isinstance(inner, str) else ""
-
-
-def _set_stream(holder: Any, name: str, key: str | None, text: str) -> Any:
-    if key is None:
-        return _with(holder, name, text)
-    doc = json.loads(_field(holder, name))
-    value = json.dumps({**doc, key: text}, ensure_ascii=_field(holder, name).isascii())
-    return _with(holder, name, value)
 
 
 def _replaced(text: str, spans: list[tuple[int, int, str]]) -> str:
@@ -822,7 +767,7 @@ def find_secrets(obj: Any, red: Redactor | None = None) -> Iterator[tuple[str, s
     for path, s in _walk_strings(obj, ""):
         for _, _, kind in red.spans(s):
             yield path, kind
-    turns = _field(obj, F.TURNS) if isinstance(obj, dict) or hasattr(obj, F.TURNS) else None
+    turns = get_field(obj, F.TURNS)
     if isinstance(turns, list):  # pieces of a secret a step boundary cut
         for i, (part, name, key), pieces in red.step_pieces(turns):
             where = f"{F.TURNS}[{i}].{part}.{name}" + (f".{key}" if key else "")
