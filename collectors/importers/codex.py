@@ -135,7 +135,9 @@ timeout - `request timed out`, `timed out awaiting tools/call after D`) is
 are their text; `function_call_output.output` given as content items (newer protocol,
 `[{type: input_text, text}, {type: input_image, image_url}]`) is read as the text of its
 text items (a text-only list then as a string output: a shell's framing, Codex's refusals),
-its images `non_text_part`. view_image answers `attached local image path` and injects the
+its images `non_text_part`; over its budget Codex cuts such a list item by item
+(`_items_uncut`: `truncated`, the cut item's two ends, its `[omitted N text items ...]`
+left out). view_image answers `attached local image path` and injects the
 image as a user message after the outputs: the observation is empty, the image
 `non_text_part` named at that message, which is no user message. Nothing else frames
 its answer: `update_plan`'s `Plan updated`, the experimental read_file's `L<n>: <line>`
@@ -903,13 +905,41 @@ def _budget_cut(text: str) -> tuple[int, int] | None:
     return cuts[0].span()
 
 
+_OMITTED = re.compile(r"\[omitted \d+ text items \.\.\.\]")
+"""What `truncate_function_output_items_with_policy` appends for the text items it left out."""
+
+
+def _items_uncut(items: list[Any]) -> tuple[list[Any], bool]:
+    """Content items without Codex's cut, and whether it cut them. Over its budget
+    (`truncate_function_output_items_with_policy`: an MCP result with an image, a code-mode
+    result) Codex keeps the text items that fit, cuts the one that does not with
+    `truncate_text` (the marker between two halves of what was left of the budget) and
+    leaves the rest out, saying so in one text item last (`[omitted N text items ...]`);
+    images stay. The marker counts only in the last text item and with as many bytes on
+    each side (`_budget_cut`); anywhere else it is the tool's text."""
+    out = list(items)
+    cut = False
+    if out and _is_text_item(out[-1]) and _OMITTED.fullmatch(out[-1]["text"]):
+        out.pop()
+        cut = True
+    texts = [i for i, x in enumerate(out) if _is_text_item(x)]
+    if texts and (span := _budget_cut(text := out[texts[-1]]["text"])) is not None:
+        out[texts[-1]] = {**out[texts[-1]], "text": _ends(text[: span[0]], text[span[1] :])}
+        cut = True
+    return out, cut
+
+
+def _is_text_item(x: Any) -> bool:
+    return (
+        isinstance(x, dict)
+        and x.get("type") in ("input_text", "output_text", "text")
+        and isinstance(x.get("text"), str)
+    )
+
+
 def _text_only(items: list[Any]) -> bool:
     """Whether a list output holds text items only (read as the text they join to)."""
-    return bool(items) and all(
-        isinstance(x, dict) and x.get("type") in ("input_text", "output_text", "text")
-        and isinstance(x.get("text"), str)
-        for x in items
-    )  # fmt: skip
+    return bool(items) and all(_is_text_item(x) for x in items)
 
 
 # -- items -----------------------------------------------------------------------------
@@ -1146,7 +1176,8 @@ class _Reader:
             return self._mcp(o, c, place)
         if isinstance(o, list):
             if not _text_only(o):  # an image, a dynamic tool's content items
-                return Observation(self.parts.text(o, place)), None
+                o, cut = _items_uncut(o)
+                return Observation(self.parts.text(o, place), truncated=cut), None
             o = content_text(o)[0]  # text items: the text the tool answered
             if (why := _refused(o)) is not None:
                 return None, why
@@ -1222,7 +1253,8 @@ class _Reader:
             first = o[0] if o else None
             if isinstance(first, dict) and _MCP_HEADER_ITEM.match(str(first.get("text"))):
                 o = o[1:]
-            return Observation(self.parts.text(o, place), is_error=error), None
+            o, cut = _items_uncut(o)
+            return Observation(self.parts.text(o, place), is_error=error, truncated=cut), None
         m = _MCP_FRAME.match(o)
         body = o if m is None else m["body"] or ""
         if m is not None and (cut := _budget_cut(o)) is not None:

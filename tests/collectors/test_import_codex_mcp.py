@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 
+from worldtrace.collectors.importers.common import kept_ends
+
 from .test_import_claude_code import obs
 from .test_import_codex import bash, freeform, imported, out, start
 
@@ -98,6 +100,31 @@ def test_mcp_results_are_the_servers_answer_without_codex_framing(tmp_path):
     at = outputs(r)[5]
     image = f"turn 5 observation (line {at}: payload.output): 1 input_image part not imported"
     assert [(p.kind, p.message) for p in problems] == [("non_text_part", image)]
+
+
+def test_codex_cuts_inside_content_items_are_read(tmp_path):
+    """Found: over its budget Codex cuts an MCP result given as content items (an image
+    among them: `truncate_function_output_items_with_policy`) item by item: the text item
+    that does not fit is cut in the middle (`…N tokens truncated…`, half of what was left
+    at each end) and the text items after it are left out, `[omitted N text items ...]`
+    last. That notice and the marker were imported as the server's text, untruncated."""
+    head, tail = "h" * 400, "t" * 400
+    cut_item = f"{head}…1234 tokens truncated…{tail}"
+    r = start()
+    header = {"type": "input_text", "text": framed("")}
+    image = {"type": "input_image", "image_url": PNG}
+    r.item(mcp("c1", "plot", "render"), out("c1", [header, {"type": "input_text", "text": "fits"}, image,
+           {"type": "input_text", "text": cut_item}, {"type": "input_text", "text": "[omitted 2 text items ...]"}]))  # fmt: skip
+    r.item(mcp("c2", "plot", "render"), out("c2", [header, image, {"type": "input_text", "text": cut_item}]))  # fmt: skip
+    odd = f"{head}…5 tokens truncated…short"  # the tool's own text: not Codex's halves
+    r.item(mcp("c3", "plot", "render"), out("c3", [header, image, {"type": "input_text", "text": odd}]))  # fmt: skip
+    [t], _ = imported(tmp_path, r)
+    shown = kept_ends(head, tail)
+    assert obs(t) == [
+        (f"fits\n{shown}", False, None, True),
+        (shown, False, None, True),
+        (odd, False, None, False),
+    ]
 
 
 def test_an_mcp_tool_counts_for_the_domain_by_its_own_name(tmp_path):
