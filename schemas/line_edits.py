@@ -39,19 +39,19 @@ TRIGGER = re.compile(
     r"[\x08\x7f]|[ ](?:\r|\\r)|\\(?:b|u0008|u007[fF]|u001[bB]\[[0-9;]*[@ABCDGP])"
     r"|\x1b\[[0-9;]*[@ABCDGP]"
 )
-"""What a text holds if a line editor drew in it, or keys typed into one hold: a backspace,
-a rubout (the Backspace key as typed, DEL), readline's wrap (a space
-and `\\r`), a CSI moving the cursor or inserting or deleting characters. Without one,
-the text is shown as it stands with its escape sequences taken out (`\\r` alone goes
-back over a progress bar, erasing to the end of the line is then a no-op)."""
+"""What a text holds if a line editor drew in it, or keys typed into one hold: a
+backspace, a rubout (the Backspace key as typed, DEL), readline's wrap (a space and
+`\\r`), a CSI moving the cursor or inserting or deleting characters. Without one, the
+text is shown as it stands with its escape sequences taken out (`\\r` alone goes back
+over a progress bar, erasing to the end of the line is then a no-op)."""
 _EDITS = frozenset("@ABCDGKP")
 """CSI finals the model follows: insert, up, down, right, left, column, erase, delete."""
 _SHOWN = frozenset({"run", "lit"})
 
 
 def may_be_edited(text: str) -> bool:
-    """Whether `text` holds a backspace, a readline wrap or a CSI: `edited` may read it
-    otherwise than with its escape sequences merely taken out."""
+    """Whether `text` holds an edit (`TRIGGER`): `edited` may read it otherwise than with
+    its escape sequences merely taken out."""
     return TRIGGER.search(text) is not None
 
 
@@ -181,29 +181,28 @@ def edited(text: str) -> Edited:
         b = cuts[line] if line < len(cuts) else len(text)
         if a > pos:
             out.append((text[pos:a], pos, a))
-        tokens = list(_TOKEN.finditer(text, a, b))
-        kinds = ["lf" if m.lastgroup == "quote" else m.lastgroup for m in tokens] + [None]
-        last = len(tokens) - (kinds[-2] == "lf" if tokens else 0)
-        out += _replay(kinds, tokens, 0, last)
-        out += [(m.group(), *m.span()) for m in tokens[last:]]
+        out += _replay(list(_TOKEN.finditer(text, a, b)))
         pos = b
     if pos < len(text):
         out.append((text[pos:], pos, len(text)))
     return Edited(out)
 
 
-def _replay(
-    kinds: list[str | None], tokens: list[re.Match], i: int, j: int
-) -> list[tuple[str, int, int]]:
-    """The cells of one line, tokens `i:j`, as its edits leave it."""
+def _replay(tokens: list[re.Match]) -> list[tuple[str, int, int]]:
+    """The cells of a line's tokens as its edits leave it. A line end among them (a quote
+    after an escaped backslash, which `_LINE_ENDS` does not cut at) ends the line there."""
+    kinds = ["lf" if m.lastgroup == "quote" else m.lastgroup for m in tokens] + [None]
+    out: list[tuple[str, int, int]] = []
     line = _Line()
-    for k in range(i, j):
-        m, kind = tokens[k], kinds[k]
-        a = m.start()
+    for k, m in enumerate(tokens):
+        kind, a = kinds[k], m.start()
         if kind == "run":
             line.run(m.group(), a)
         elif kind == "lit":
             line.put(m.group(), a, m.end())
+        elif kind == "lf":
+            out += [*line.cells, (m.group(), a, m.end())]
+            line = _Line()
         elif kind == "bs":
             line.cursor = max(line.rows[line.row], line.cursor - 1)
         elif kind == "rubout" and line.cursor > line.rows[line.row]:  # typed: erases
@@ -212,7 +211,7 @@ def _replay(
         elif kind == "cr" and kinds[k + 1] != "lf":
             wrap = (  # readline's: a space written at the line's end, `\r`, more text
                 kinds[k + 1] in _SHOWN
-                and k > i
+                and k > 0
                 and kinds[k - 1] == "run"
                 and tokens[k - 1].group().endswith(" ")
                 and line.cursor == len(line.cells)
@@ -223,4 +222,4 @@ def _replay(
                 line.cursor = line.rows[line.row]
         elif kind == "esc" and m.group("f") in _EDITS and m.group("p") is not None:
             line.csi(m.group("p"), m.group("f"), a)
-    return line.cells
+    return out + line.cells

@@ -59,6 +59,9 @@ def test_the_edits_replay_to_what_the_terminal_shows(form):
     assert shown("10% \r20% \r30%") == "10%20%30%"  # read as wraps: every piece kept
     assert shown("50%\r60%") == "50%\r60%"  # a carriage return alone: no edit, as it stands
     assert shown("echo abX\x7fcd\x7f\x7f") == "echo ab"  # typed keys: Backspace erases
+    # a JSON string ending in an escaped backslash ends there, as any other
+    doc = json.dumps({"path": "C:\\", "raw": "ab\x08\x08Zq"})
+    assert edited(doc).text == json.dumps({"path": "C:\\", "raw": "Zq"})
 
 
 def test_the_map_covers_the_raw_text_from_first_to_last_character():
