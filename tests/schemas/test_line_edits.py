@@ -60,8 +60,8 @@ def test_the_edits_replay_to_what_the_terminal_shows(form):
     assert shown("50%\r60%") == "50%\r60%"  # a carriage return alone: no edit, as it stands
     assert shown("echo abX\x7fcd\x7f\x7f") == "echo ab"  # typed keys: Backspace erases
     # a JSON string ending in an escaped backslash ends there, as any other
-    doc = json.dumps({"path": "C:\\", "raw": "ab\x08\x08Zq"})
-    assert edited(doc).text == json.dumps({"path": "C:\\", "raw": "Zq"})
+    doc = json.dumps({"raw": "abc\x08\x08\x08Zq C:\\", "n": 1})
+    assert edited(doc).text == json.dumps({"raw": "Zq C:\\", "n": 1})
 
 
 def test_the_map_covers_the_raw_text_from_first_to_last_character():
