@@ -904,7 +904,8 @@ def _trajectory(path: Path, s: _Session, domain: str | None) -> Iterator[Any]:
             )
             continue
         status = tc.get("status") if isinstance(tc.get("status"), str) else None
-        obs = answer(name, tc.get("args"), *result, status, None, _display(tc.get("resultDisplay")))
+        display = _display(tc.get("resultDisplay"))
+        obs = answer(name, tc.get("args"), *result, status, display=display)
         if isinstance(obs, tuple):
             kind, why = obs
             yield file_warning(path, where, kind, f"{label}: {why}; no turn")
