@@ -38,7 +38,9 @@ import sys
 import threading
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from apache_beam.portability import python_urns
@@ -330,15 +332,45 @@ class _WorkerWatch(logging.Filter):
             return False
         return True
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, *exc) -> None:
         threading.excepthook = self.previous
         for name in _BROKEN_CHANNEL_LOGS:
             logging.getLogger(name).removeFilter(self)
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            _quiet_after_interrupt()  # what breaks now is the interrupt's doing
+            return
         if not self.codes:
             for args in self.threads:
                 self.previous(args)
             for record in self.records:
                 logging.getLogger(record.name).handle(record)
+
+
+class _Interrupted(logging.Filter):
+    """After a run was interrupted (Ctrl-C): Beam's channel threads and their logs break
+    as the runner closes the workers and its servers, during the run's unwinding and
+    after it. None of it is news: the user stopped the run, and click says "Aborted!"."""
+
+    def __init__(self, previous: Callable[[Any], None]):
+        super().__init__()
+        self.previous = previous
+
+    def hook(self, args) -> None:
+        if args.thread is None or not args.thread.name.startswith(_BEAM_THREADS):
+            self.previous(args)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_BROKEN_CHANNEL_LOGS.get(record.name, "\0"))
+
+
+def _quiet_after_interrupt() -> None:
+    """Keep Beam's broken channels quiet from now on (once: the process is stopping)."""
+    if isinstance(getattr(threading.excepthook, "__self__", None), _Interrupted):
+        return
+    quiet = _Interrupted(threading.excepthook)
+    threading.excepthook = quiet.hook
+    for name in _BROKEN_CHANNEL_LOGS:
+        logging.getLogger(name).addFilter(quiet)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ import textwrap
 import threading
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 from worldtrace.pipelines.runner import LocalRunner, can_fork, paused_gc
@@ -197,3 +198,52 @@ def test_paused_collection_resumes_after_the_last_overlapping_pause():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_an_interrupted_run_leaves_beams_broken_channels_unsaid():
+    """Found (a CI run, 2026-12-02): Ctrl-C while the workers moved data printed the
+    runner's data-plane thread traceback, "Failed to read inputs in the data plane" and
+    "Error closing worker_handler" before "Aborted!": the run's watch held them back,
+    then let them out because no worker had died. After an interrupt they are the
+    interrupt's doing, during the run's unwinding and after it; other threads and other
+    log lines still speak."""
+    import logging
+
+    from worldtrace.pipelines import runner as R
+
+    said: list[str] = []
+    logged: list[str] = []
+
+    class Kept(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record.getMessage())
+
+    def broken() -> None:
+        raise RuntimeError("grpc.RpcError")
+
+    def thread(name: str) -> None:
+        t = threading.Thread(target=broken, name=name)
+        t.start()
+        t.join()
+
+    hook = threading.excepthook
+    threading.excepthook = lambda args: said.append(args.thread.name)
+    data_plane = logging.getLogger("apache_beam.runners.worker.data_plane")
+    kept = Kept()
+    data_plane.addHandler(kept)
+    try:
+        with pytest.raises(KeyboardInterrupt), R._WorkerWatch():
+            thread("read_grpc_client_inputs")
+            data_plane.error("Failed to read inputs in the data plane.")
+            raise KeyboardInterrupt
+        thread("read_grpc_client_inputs")  # after the run: still the interrupt's
+        data_plane.error("Failed to read inputs in the data plane.")
+        thread("mine")
+        data_plane.error("something else")
+        assert (said, logged) == (["mine"], ["something else"])
+    finally:
+        threading.excepthook = hook
+        data_plane.removeHandler(kept)
+        for name in R._BROKEN_CHANNEL_LOGS:
+            for f in [f for f in logging.getLogger(name).filters if isinstance(f, R._Interrupted)]:
+                logging.getLogger(name).removeFilter(f)
