@@ -35,7 +35,7 @@ import os
 import re
 import string
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -242,22 +242,33 @@ class Redactor:
 
         The strings are first searched joined (a separator no detector crosses keeps
         matches apart): a record without secrets, the common case, is returned as is
-        after one pass per detector instead of one per string and detector."""
+        after one pass per detector instead of one per string and detector. A value with
+        turns (a trajectory, a record) is then read across its steps (`across_steps`)."""
         strings: list[str] = []
         _collect(obj, strings)
         joined = _JOIN.join(strings)
-        if not self.spans(joined):
-            return obj, joined.count(PLACEHOLDER_MARK), 0
         held = replaced = 0
+        if self.spans(joined):
 
-        def fix(s: str) -> str:
-            nonlocal held, replaced
-            out, n = self.text(s)
-            replaced += n
-            held += out.count(PLACEHOLDER_MARK) if n or PLACEHOLDER_MARK in s else 0
-            return out
+            def fix(s: str) -> str:
+                nonlocal held, replaced
+                out, n = self.text(s)
+                replaced += n
+                held += out.count(PLACEHOLDER_MARK) if n or PLACEHOLDER_MARK in s else 0
+                return out
 
-        return _map_strings(obj, fix), held, replaced
+            obj = _map_strings(obj, fix)
+        else:
+            held = joined.count(PLACEHOLDER_MARK)
+        if isinstance(turns := get_field(obj, F.TURNS), list):
+            turns, added = self.across_steps(turns)
+            if added:
+                obj, held, replaced = (
+                    with_field(obj, F.TURNS, turns),
+                    held + added,
+                    replaced + added,
+                )
+        return obj, held, replaced
 
     def record(self, d: dict[str, Any], unscreened: Iterable[str] | None = None) -> dict[str, Any]:
         """A record dict (Arrow row or JSON shape) redacted, with `redactions` set.
@@ -269,10 +280,6 @@ class Redactor:
             if not any(self.screen.text(t) for t in texts):
                 return {**d, F.REDACTIONS: d.get(F.REDACTIONS) or 0}  # as below, nothing held
         out, n = self.value(d)
-        if isinstance(turns := out.get(F.TURNS), list):
-            turns, added = self.across_steps(turns)
-            if added:
-                out, n = {**out, F.TURNS: turns}, n + added
         return {**out, F.REDACTIONS: max(n, d.get(F.REDACTIONS) or 0)}
 
     def across_steps(self, turns: list[Any]) -> tuple[list[Any], int]:
@@ -284,7 +291,7 @@ class Redactor:
         each run of keystroke steps the keys, the observations and the raw streams
         (`state_json.raw`) are each read joined; a secret found across a boundary is
         replaced in every text holding a piece of it. Texts are redacted one by one
-        before (`value`); here only what crosses a boundary is left to find."""
+        before (`value_counts`); here only what crosses a boundary is left to find."""
         out = list(turns)
         added = 0
         for i, (part, name, key), pieces in self.step_pieces(out):
@@ -442,12 +449,11 @@ class _Screen:
     classes, characters to Python) and Python's `\\N{name}`, `\\u`, `\\U` escapes."""
 
     def __init__(self, db: Any, utf8: bool = False):
-        self.db = db
+        self.rules = _Scanner(db)
         self.utf8 = utf8
         """Every rule rewritten for UTF-8 text (`prefilter.utf8`); else only ASCII text
         without the separators is screened, and any other string counts as a hit."""
-        self._local = threading.local()  # hyperscan's scratch space is one thread's
-        _edits_db()  # ~2 ms: with the rest, in a worker's warm-up
+        _edits()  # ~2 ms: with the rest, in a worker's warm-up
 
     @classmethod
     def build(cls, patterns: list[re.Pattern]) -> _Screen | None:
@@ -487,14 +493,9 @@ class _Screen:
 
     def _scan(self, data: Any, found: list[int] | None) -> bool:
         """Hit end offsets of `data` into `found`, or (found None) whether there is one."""
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            scratch = self._local.scratch = hyperscan.Scratch(self.db)
-        on = (lambda i, s, e, f, c: found.append(e - 1)) if found is not None else _stop
-        try:
-            self.db.scan(data, match_event_handler=on, scratch=scratch)
-        except hyperscan.ScanTerminated:
-            return True
+        if found is None:
+            return self.rules.scan(data, _stop)
+        self.rules.scan(data, lambda i, s, e, f, c: found.append(e - 1))
         return bool(found)
 
     def text(self, text: str) -> bool:
@@ -585,25 +586,25 @@ class _Screen:
         if not len(esc) and not len(slash):
             return
         at = np.concatenate([esc, slash]) + start
-        strings = np.unique(np.searchsorted(offsets, at, side="right") - 1)
-        strings = strings[~out[rows[strings]]]  # rows flagged already need no second look
+        strings = _unflagged(at, offsets, rows, out)
         if not len(strings):
             return
-        # joined by 0xFF, which no UTF-8 text holds and no sequence takes: a hit's
-        # string is the number of 0xFF before it
-        view = memoryview(b)
-        lo = (offsets[strings] - start).tolist()
-        hi = (offsets[strings + 1] - start).tolist()
-        joined = b"\xff".join([view[x:y] for x, y in zip(lo, hi, strict=True)])
+        joined = b"\xff".join(_pieces(b, start, offsets, strings))
         stripped = _ESCAPES_B[bool(len(esc)), bool(len(slash))].sub(b"", joined)
-        if len(stripped) == len(joined):
-            return  # an ESC in no sequence
+        if len(stripped) < len(joined):  # else an ESC in no sequence
+            self._flag_joined(stripped, strings, rows, out)
+
+    def _flag_joined(
+        self, joined: bytes, strings: np.ndarray, rows: np.ndarray, out: np.ndarray
+    ) -> None:
+        """Scan `joined`, the texts of `strings` joined by 0xFF (which no UTF-8 text holds
+        and no sequence takes), back to back as the column (`prefilter.CONTEXT`), and flag
+        the rows of those with a hit: a hit's string is the number of 0xFF before it."""
         found: list[int] = []
-        self._scan(stripped, found)  # back to back, as the column (`prefilter.CONTEXT`)
+        self._scan(joined, found)
         if found:
-            cuts = np.flatnonzero(np.frombuffer(stripped, np.uint8) == 0xFF)
-            hit = np.searchsorted(cuts, np.asarray(found, np.int64))
-            out[rows[strings[hit]]] = True
+            cuts = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0xFF)
+            out[rows[strings[np.searchsorted(cuts, np.asarray(found, np.int64))]]] = True
 
     def _line_edits(
         self, b: np.ndarray, start: int, offsets: np.ndarray, rows: np.ndarray, out: np.ndarray
@@ -614,60 +615,66 @@ class _Screen:
         hold one (of rows not flagged yet) are replayed one by one and what they show is
         scanned in one call."""
         ends: list[int] = []
-        _edits_scan(b, lambda i, s, e, f, c: ends.append(e - 1))
+        _edits().scan(b, lambda i, s, e, f, c: ends.append(e - 1))
         if not ends:
             return
-        at = np.asarray(ends, np.int64)
-        strings = np.unique(np.searchsorted(offsets, at + start, side="right") - 1)
-        strings = strings[~out[rows[strings]]]
-        if not len(strings):
-            return
-        view = memoryview(b)
-        lo = (offsets[strings] - start).tolist()
-        hi = (offsets[strings + 1] - start).tolist()
-        shown: list[int] = []
-        texts: list[bytes] = []
-        for k, (x, y) in enumerate(zip(lo, hi, strict=True)):
-            text = bytes(view[x:y]).decode("utf-8", "replace")
-            if _edits_in(text):
-                shown.append(k)
-                texts.append(edited(text).text.encode())
-        if not texts:
-            return
-        joined = b"\xff".join(texts)  # as in `_escaped`: a hit's string by the 0xFF before it
-        found: list[int] = []
-        self._scan(joined, found)
-        if found:
-            cuts = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0xFF)
-            hit = np.searchsorted(cuts, np.asarray(found, np.int64))
-            out[rows[strings[np.asarray(shown)[hit]]]] = True
+        strings = _unflagged(np.asarray(ends, np.int64) + start, offsets, rows, out)
+        kept: list[int] = []
+        shown: list[bytes] = []
+        for k, piece in enumerate(_pieces(b, start, offsets, strings)):
+            text = bytes(piece).decode("utf-8", "replace")
+            view = edited(text).text  # the column's pass found its edit: no second search
+            if view != text:
+                kept.append(k)
+                shown.append(view.encode())
+        if shown:
+            self._flag_joined(b"\xff".join(shown), strings[kept], rows, out)
+
+
+def _unflagged(at: np.ndarray, offsets: np.ndarray, rows: np.ndarray, out: np.ndarray) -> Any:
+    """The strings of a column holding the byte positions `at` (in `offsets`' terms),
+    less those whose rows are flagged already: they need no second look."""
+    strings = np.unique(np.searchsorted(offsets, at, side="right") - 1)
+    return strings[~out[rows[strings]]]
+
+
+def _pieces(b: np.ndarray, start: int, offsets: np.ndarray, strings: np.ndarray) -> list[Any]:
+    """The bytes of `strings` of a column (`b` its data from `start`), as views."""
+    view = memoryview(b)
+    lo = (offsets[strings] - start).tolist()
+    hi = (offsets[strings + 1] - start).tolist()
+    return [view[x:y] for x, y in zip(lo, hi, strict=True)]
+
+
+class _Scanner:
+    """A hyperscan database and a scratch space for each thread that scans with it (a
+    scratch is one thread's)."""
+
+    def __init__(self, db: Any):
+        self.db = db
+        self._local = threading.local()
+
+    def scan(self, data: Any, on_match: Callable[..., Any]) -> bool:
+        """Scan `data`, `on_match` called for each hit; True if it stopped the scan."""
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = hyperscan.Scratch(self.db)
+        try:
+            self.db.scan(data, match_event_handler=on_match, scratch=scratch)
+        except hyperscan.ScanTerminated:
+            return True
+        return False
 
 
 _SEPARATORS = "\x1c\x1d\x1e\x1f"
 
 
 @functools.cache
-def _edits_db() -> Any:
+def _edits() -> _Scanner:
     """`line_edits.TRIGGER` for hyperscan: where strings hold an edit."""
     db = hyperscan.Database()
     db.compile(expressions=[TRIGGER.pattern.encode()], ids=[0], elements=1, flags=[0])
-    return db
-
-
-_EDITS_LOCAL = threading.local()  # hyperscan's scratch space is one thread's
-
-
-def _edits_scan(data: Any, on_match: Any) -> bool:
-    """Scan `data` for edits (`_edits_db`); True if `on_match` stopped the scan."""
-    db = _edits_db()
-    scratch = getattr(_EDITS_LOCAL, "scratch", None)
-    if scratch is None:
-        scratch = _EDITS_LOCAL.scratch = hyperscan.Scratch(db)
-    try:
-        db.scan(data, match_event_handler=on_match, scratch=scratch)
-    except hyperscan.ScanTerminated:
-        return True
-    return False
+    return _Scanner(db)
 
 
 def _edits_in(text: str) -> bool:
@@ -675,7 +682,7 @@ def _edits_in(text: str) -> bool:
     against Python's regex's ~25, paid by every text the full path reads."""
     if hyperscan is None:
         return may_be_edited(text)
-    return _edits_scan(text.encode("utf-8", "surrogatepass"), _stop)
+    return _edits().scan(text.encode("utf-8", "surrogatepass"), _stop)
 
 
 def _cache_home() -> Path:
@@ -897,11 +904,7 @@ def redact_payload(payload: dict[str, Any], env_source: Any = None) -> dict[str,
 
 def redact_trajectory(t: Any, env_source: Any = None) -> Any:
     """A Trajectory redacted, `redactions` set and the id recomputed if text changed."""
-    red = redactor(env_source)
-    out, held, replaced = red.value_counts(t)
-    turns, added = red.across_steps(out.turns)
-    if added:
-        out, held, replaced = dataclasses.replace(out, turns=turns), held + added, replaced + added
+    out, held, replaced = redactor(env_source).value_counts(t)
     out = dataclasses.replace(out, redactions=max(held, t.redactions or 0))
     return out.with_id() if replaced else out
 
