@@ -71,6 +71,17 @@ _BROKEN_CHANNEL_LOGS = {
 """Logger -> message start of what Beam logs when a worker's channels break."""
 
 
+def _beam_thread(args: Any) -> bool:
+    """Whether an uncaught thread exception (`threading.excepthook`'s args) is one of
+    Beam's channel threads'."""
+    return args.thread is not None and args.thread.name.startswith(_BEAM_THREADS)
+
+
+def _broken_channel(record: logging.LogRecord) -> bool:
+    """Whether a log record is Beam's of a worker's broken channel."""
+    return record.getMessage().startswith(_BROKEN_CHANNEL_LOGS.get(record.name, "\0"))
+
+
 class WorkerLost(RuntimeError):
     """A worker process of the run died: the run failed and published nothing."""
 
@@ -321,13 +332,13 @@ class _WorkerWatch(logging.Filter):
         m = _EXITED.search(str(args.exc_value))
         if m:
             self.codes.append(int(m.group(1)))
-        elif args.thread is not None and args.thread.name.startswith(_BEAM_THREADS):
+        elif _beam_thread(args):
             self.threads.append(args)
         else:
             self.previous(args)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.getMessage().startswith(_BROKEN_CHANNEL_LOGS.get(record.name, "\0")):
+        if _broken_channel(record):
             self.records.append(record)
             return False
         return True
@@ -356,11 +367,11 @@ class _Interrupted(logging.Filter):
         self.previous = previous
 
     def hook(self, args) -> None:
-        if args.thread is None or not args.thread.name.startswith(_BEAM_THREADS):
+        if not _beam_thread(args):
             self.previous(args)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(_BROKEN_CHANNEL_LOGS.get(record.name, "\0"))
+        return not _broken_channel(record)
 
 
 def _quiet_after_interrupt() -> None:

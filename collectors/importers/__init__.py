@@ -157,9 +157,9 @@ def input_files(paths: Iterable[str | Path]) -> list[Path]:
     a Claude Code subagent's sidecar for its transcript, another file of a Claude Code
     session's directory for the session's transcript (`claude_code.entry`). A walked V1
     conversation is read at its entry alone: its event files are read once, by the
-    conversation (`openhands_v1._load` reports those it cannot read), not once more each as
-    a file of the walk (3,000 events: 0.57 -> 0.29 s; 0.25 s named at one of its files). A file named twice is read twice
-    (the second adds nothing: already present)."""
+    conversation (`openhands_v1._load` reports those it cannot read), not once more each
+    as a file of the walk (3,000 events: 0.57 -> 0.29 s; 0.25 s named at one of its
+    files). A file named twice is read twice (the second adds nothing: already present)."""
     out: list[Path] = []
     sessions: set[Path] = set()
     for p in map(Path, paths):

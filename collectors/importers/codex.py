@@ -922,9 +922,9 @@ def _items_uncut(items: list[Any]) -> tuple[list[Any], bool]:
     if out and _is_text_item(out[-1]) and _OMITTED.fullmatch(out[-1]["text"]):
         out.pop()
         cut = True
-    texts = [i for i, x in enumerate(out) if _is_text_item(x)]
-    if texts and (span := _budget_cut(text := out[texts[-1]]["text"])) is not None:
-        out[texts[-1]] = {**out[texts[-1]], "text": _ends(text[: span[0]], text[span[1] :])}
+    last = next((i for i in reversed(range(len(out))) if _is_text_item(out[i])), None)
+    if last is not None and (span := _budget_cut(text := out[last]["text"])) is not None:
+        out[last] = {**out[last], "text": _ends(text[: span[0]], text[span[1] :])}
         cut = True
     return out, cut
 

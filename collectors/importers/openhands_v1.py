@@ -272,8 +272,7 @@ def _first(conv: Path) -> Path | None:
 def session_entry(path: Path) -> Path | None:
     """The file a conversation is imported at, for any of its files named on its own (an
     event file, base_state.json): one conversation, one trajectory. None for others."""
-    found = _conversation_file(path)
-    return _first(found[0]) if found else None
+    return session_entries([path])[0]
 
 
 def session_entries(files: list[Path]) -> list[Path | None]:
