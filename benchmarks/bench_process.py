@@ -126,6 +126,60 @@ def pass1_units(work: str, units: str = "8") -> dict:
     return {"seconds": time.perf_counter() - start, "records": n}
 
 
+def deflate_floor(work: str, units: str = "4") -> dict:
+    """The deflates of `units.score` alone, as it runs them (stand-alone once per distinct
+    observation of a unit, one history stream per record), at zlib levels 1 and 6, and a
+    1-byte stand-alone call per turn: whether the statistics' cost is per byte (the
+    level would move it) or per call and block (it would not). us per trajectory, best
+    of 3."""
+    import zlib
+
+    import pyarrow.parquet as pq
+    from worldtrace.pipelines.units import plan_run
+    from worldtrace.schemas.store import input_files
+
+    plan = plan_run([str(f) for f in input_files([f"{work}/raw"])], 1)[: int(units)]
+    records = []
+    for path, group, *_ in plan:
+        cols = pq.ParquetFile(path).read_row_group(group, columns=["turns"])["turns"]
+        for turns in cols.to_pylist():
+            acts = [t["action"]["text"].encode() for t in turns]
+            obs = [t["observation"]["text"].encode() for t in turns]
+            records.append(list(zip(acts, obs, strict=True)))
+
+    def deflates(level: int) -> None:
+        alone: dict[bytes, int] = {}
+        for turns in records:
+            h = zlib.compressobj(level, zlib.DEFLATED, -15)
+            for a, o in turns:
+                if o not in alone:
+                    alone[o] = len(zlib.compress(o, level, -15))
+                h.compress(a), h.flush(zlib.Z_BLOCK), h.compress(o), h.flush(zlib.Z_BLOCK)
+
+    def one_byte() -> None:
+        for turns in records:
+            for _ in turns:
+                zlib.compress(b"x", 6, -15)
+
+    def best(fn: Callable[[], None]) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return round(min(times) / len(records) * 1e6, 1)
+
+    n_turns = sum(map(len, records))
+    return {
+        "trajectories": len(records),
+        "turns_per_traj": round(n_turns / len(records), 2),
+        "obs_bytes": round(sum(len(o) for r in records for _, o in r) / n_turns, 1),
+        "level6_us": best(lambda: deflates(6)),
+        "level1_us": best(lambda: deflates(1)),
+        "one_byte_call_us": best(one_byte),
+    }
+
+
 def pass1_pair(work: str, units: str = "8") -> dict:
     """Two `pass1_units` processes started together: how much two processes slow each
     other on this machine (shared caches, memory bus, the host's other tenants).
@@ -149,6 +203,7 @@ TASKS = {
     "pyarrow-floor": pyarrow_floor,
     "pass1-units": pass1_units,
     "pass1-pair": pass1_pair,
+    "deflate-floor": deflate_floor,
 }
 
 

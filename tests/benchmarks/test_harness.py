@@ -119,6 +119,23 @@ def test_pass1_work_alone_times_the_units_after_a_warm_up_unit(tmp_path):
     assert r["seconds"] > 0
 
 
+def test_deflate_floor_reads_the_turns_of_the_units_it_is_given(tmp_path):
+    """docs/benchmarks.md's deflate floor times the deflates of the turns of the first
+    units, as many as the corpus holds there (one unit of 1,024 rows, not the corpus)."""
+    import pyarrow.parquet as pq
+    from worldtrace.schemas.store import input_files
+
+    from benchmarks.bench_process import deflate_floor, make_corpus
+
+    make_corpus(str(tmp_path), "1100")
+    r = deflate_floor(str(tmp_path), "1")
+    first = pq.ParquetFile(input_files([tmp_path / "raw"])[0]).read_row_group(0)
+    turns = first.column("turns").to_pylist()
+    assert r["trajectories"] == len(turns) < 1100
+    assert r["turns_per_traj"] == round(sum(map(len, turns)) / len(turns), 2)
+    assert all(r[k] > 0 for k in ("level6_us", "level1_us", "one_byte_call_us"))
+
+
 def test_timeline_lists_a_runs_stages_and_leaves_beam_as_it_was(tmp_path):
     """`python -m benchmarks.timeline` (the per-stage times docs/benchmarks.md quotes) on
     a small corpus: every stage the runner fused, pass 1 and pass 2 among them, in order
