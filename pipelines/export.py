@@ -227,7 +227,7 @@ def export(
             n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
         else:
             n_rows = _write_rows(cfg, records, dirs, builder, pad_id(tok), eod)
-        _check_targets(cfg, builder, trajectories)  # before anything replaces the output
+        _check_targets(cfg, builder, trajectories, selection)  # before the output is replaced
         manifests = {}
         for n in names:
             m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n)
@@ -258,13 +258,23 @@ def _check_apart(out: Path, cfg: ExportConfig) -> None:
         )
 
 
-def _check_targets(cfg: ExportConfig, builder: SampleBuilder, read: Counter[str]) -> None:
+def _check_targets(
+    cfg: ExportConfig,
+    builder: SampleBuilder,
+    read: Counter[str],
+    selection: Selection | None = None,
+) -> None:
     """Refuse an export with no target token: training on it computes cross-entropy over
     nothing (nan). Samples without a target are left out, so no sample means no target."""
     stats = builder.stats.values()
     if any(s.samples for s in stats):
         return
     if not sum(read.values()):
+        if selection is not None and selection.left_out:
+            raise ValueError(
+                f"no trajectory to export: --where left out all {selection.left_out} "
+                f"trajectories under {cfg.input} ({selection.where}); nothing written"
+            )
         said = kept_nothing(cfg.input)
         raise ValueError(said or f"no trajectory to export: the shards under {cfg.input} hold none")
     turns = sum(n["turns"] for s in stats for n in s.without_target.values())

@@ -304,6 +304,18 @@ class InformationAware:
 POLICIES: dict[str, type] = {"agentworld-v1": AgentWorldV1, "agentworld-v1+info": InformationAware}
 
 
+def _check_range(key: str, given: Any, x: float) -> None:
+    """Keep ratios and the OL, Nov and cond_novelty thresholds are fractions; R
+    thresholds, lengths and bits are not negative; none is NaN or infinite (a NaN keep
+    ratio reached the turns table, a manifest that was not JSON, and stopped a prefix
+    export)."""
+    name = key.removeprefix("keep.")
+    fraction = key != name or name.endswith(("_ol", "_nov", "_keep")) or name == "repeat_below"
+    if not math.isfinite(x) or x < 0 or (fraction and x > 1):
+        want = "a number in [0, 1]" if fraction else "a finite number >= 0"
+        raise ValueError(f"{key}={given}: expected {want}")
+
+
 def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
     """A policy by name; `overrides` set thresholds (`echo_ol=0.8`), keep ratios
     (`keep.echo=0`) or `answer_after_echo=false`."""
@@ -312,7 +324,18 @@ def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
     policy = POLICIES[name]()
     base = policy.base if isinstance(policy, InformationAware) else policy
     th, kp, own, flags = {}, {}, {}, {}
+    known = {
+        *(f"keep.{f.name}" for f in dataclasses.fields(KeepRatios)),
+        *(f.name for f in dataclasses.fields(AgentWorldThresholds)),
+        "answer_after_echo",
+    }
+    if isinstance(policy, InformationAware):  # its own thresholds and keep ratios
+        known |= {f.name for f in dataclasses.fields(policy)} - {"base", "name"}
     for key, value in overrides.items():
+        if key not in known:
+            raise ValueError(
+                f"unknown setting {key} for {name} (known: {', '.join(sorted(known))})"
+            )
         if key == "answer_after_echo":
             if not isinstance(value, bool) and str(value).lower() not in ("true", "false"):
                 raise ValueError(f"{key}={value}: expected true or false")
@@ -320,13 +343,14 @@ def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
             continue
         try:
             if key.startswith("keep."):
-                kp[key[5:]] = float(value)
+                kp[key[5:]] = number = float(value)
             elif key in {f.name for f in dataclasses.fields(AgentWorldThresholds)}:
-                th[key] = type(getattr(base.thresholds, key))(value)
+                th[key] = number = type(getattr(base.thresholds, key))(value)
             else:
-                own[key] = float(value)
+                own[key] = number = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"{key}={value}: expected a number") from None
+        _check_range(key, value, number)
     base = dataclasses.replace(
         base,
         thresholds=dataclasses.replace(base.thresholds, **th),
@@ -335,8 +359,6 @@ def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
     )
     if isinstance(policy, InformationAware):
         return dataclasses.replace(policy, base=base, **own)
-    if own:
-        raise ValueError(f"unknown setting(s) for {name}: {', '.join(own)}")
     return base
 
 

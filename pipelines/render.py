@@ -197,24 +197,45 @@ def load_template(name_or_path: str, eot: str = "") -> Template:
     if name_or_path in BUILTIN:
         return BUILTIN[name_or_path]
     path = Path(name_or_path)
-    if not path.exists():
+    if not path.is_file():
         raise FileNotFoundError(
             f"template {name_or_path!r} is neither built in ({', '.join(BUILTIN)}) nor a file"
         )
-    return Template(path.stem, {}, "", eot, source=path.read_text())
+    source = path.read_text(encoding="utf-8", errors="replace")
+    import jinja2
+
+    try:  # a broken file is said before any shard is written, once, not per trajectory
+        _jinja().parse(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ValueError(f"template {path}: line {exc.lineno}: {exc.message}") from None
+    return Template(path.stem, {}, "", eot, source=source)
+
+
+def _jinja():
+    import jinja2
+
+    return jinja2.Environment(keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(source: str):
+    """A user template compiled once per export, not once per trajectory."""
+    return _jinja().from_string(source)
 
 
 def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Rendered:
     import jinja2
 
-    env = jinja2.Environment(keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     mk = _choose_markers(tpl.source or "", system, turns)
     messages = [{"role": "system", "content": f"{mk.begin}{system}{mk.end}"}] if system else []
     for n, t in enumerate(turns):
         obs, action = t["observation"]["text"], t["action"]["text"]
         messages.append({"role": "user", "content": f"{mk.turn}{mk.begin}{action}{mk.end}"})
         messages.append({"role": "assistant", "content": f"{mk.open}{n}{mk.mid}{obs}{mk.close}"})
-    raw = env.from_string(tpl.source).render(messages=messages)
+    try:  # what the template asks of a message that has no such field, say
+        raw = _compiled(tpl.source).render(messages=messages)
+    except jinja2.TemplateError as exc:
+        raise ValueError(f"template {tpl.name}: {type(exc).__name__}: {exc}") from None
     out: list[str] = []
     spans: dict[int, list[int]] = {}
     turn_starts: list[int] = []

@@ -17,8 +17,12 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 from worldtrace.schemas.lockdown import locked_connection, refusal
-from worldtrace.schemas.views import trajectory_select
+from worldtrace.schemas.tables import STORED_TURNS_SCHEMA
+from worldtrace.schemas.views import corrected_trajectories, trajectory_select
+
+from . import corpus
 
 ROW = "_worldtrace_row"
 
@@ -34,14 +38,31 @@ class Selection:
     """Trajectories the condition left out so far."""
 
     def __post_init__(self) -> None:
-        self._con = locked_connection([], {}, [self.root])
+        processed = Path(self.root).parent  # a store's: its turns and template counts
+        counts = corpus.TemplateCounts(processed)
+        tables = {
+            "_counts": pa.table({"key": counts.keys, "count": counts.counts}),
+            "_empty_turns": STORED_TURNS_SCHEMA.empty_table(),
+        }
+        allowed = [self.root, processed] if (processed / "turns").is_dir() else [self.root]
+        self._con = locked_connection([], tables, allowed)
 
-    def _sql(self, where: str) -> str:
-        return (
-            f"SELECT {ROW} FROM (SELECT {trajectory_select()}, file_row_number AS {ROW} "
-            f"FROM read_parquet($f, file_row_number = true)) AS trajectories "
+    def _sql(self, where: str, f: Path) -> tuple[str, dict[str, str]]:
+        """The condition over file `f` read as the `trajectories` view reads it: with its
+        stored turns' corpus-count fields under the current counts where they exist."""
+        rows = f"(SELECT *, file_row_number AS {ROW} FROM read_parquet($f, file_row_number = true))"
+        turns = corpus.turns_file(f)
+        if turns.exists():
+            stored = "(SELECT * FROM read_parquet($t) UNION ALL BY NAME SELECT * FROM _empty_turns)"
+            source = corrected_trajectories(rows, stored, "_counts")
+            select, params = trajectory_select(fixed=True), {"f": str(f), "t": str(turns)}
+        else:
+            source, select, params = rows, trajectory_select(), {"f": str(f)}
+        sql = (
+            f"SELECT {ROW} FROM (SELECT {select}, {ROW} FROM {source}) AS trajectories "
             f"WHERE coalesce(({where}), false)"
         )
+        return sql, params
 
     def check(self, first: Path) -> None:
         """Refuse a condition that is not one expression over the view's columns, before
@@ -49,7 +70,7 @@ class Selection:
         where = self.where.strip()
         if not where:
             raise ValueError("where: the condition is empty")
-        sql = self._sql(where)
+        sql, params = self._sql(where, first)
         try:
             one = len(duckdb.extract_statements(sql)) == 1
         except duckdb.Error as exc:
@@ -58,14 +79,14 @@ class Selection:
         if why:
             raise ValueError(f"where {self.where!r}: not one condition ({why})")
         try:
-            self._con.execute(f"{sql} LIMIT 0", {"f": str(first)})
+            self._con.execute(f"{sql} LIMIT 0", params)
         except duckdb.Error as exc:
             raise ValueError(f"where {self.where!r}: {_first_line(exc)}") from exc
 
     def rows(self, f: Path, n: int) -> np.ndarray:
         """A boolean mask of the `n` rows of shard file `f`: True where the condition holds."""
         try:
-            got = self._con.execute(self._sql(self.where), {"f": str(f)}).fetchnumpy()[ROW]
+            got = self._con.execute(*self._sql(self.where, f)).fetchnumpy()[ROW]
         except duckdb.Error as exc:
             raise ValueError(f"{f}: where {self.where!r}: {_first_line(exc)}") from exc
         mask = np.zeros(n, dtype=bool)

@@ -97,10 +97,24 @@ def trajectory_columns(root: type = Trajectory, raw: bool = False) -> list[tuple
     return _ordered([*view_columns(root, raw=raw), *TRAJECTORY_COMPUTED], TRAJECTORY_HEAD)
 
 
-def trajectory_select(root: type = Trajectory) -> str:
-    """The `trajectories` view's columns as a SELECT list over trajectory shards (the
-    stored turns: without the corpus counts the view joins in)."""
-    return _select(trajectory_columns(root))
+def trajectory_select(root: type = Trajectory, fixed: bool = False) -> str:
+    """The `trajectories` view's columns as a SELECT list over trajectory shards: the
+    stored turns, or (`fixed`) with each turn's corpus-count fields from a `_fix` column
+    joined in, as the view does (`corrected_trajectories`)."""
+    if not fixed:
+        return _select(trajectory_columns(root))
+    cols = trajectory_columns(root)
+    return _select([(trajectory_turns_sql() if n == F.TURNS else e, n) for e, n in cols])
+
+
+def corrected_trajectories(trajectories: str, stored_turns: str, counts: str) -> str:
+    """The `trajectories` view over one source of trajectory rows and the stored turns
+    that go with them, `counts` the template counts (key, count): what `export --where`
+    reads a shard file as, so a condition on a turn's corpus-count fields counts there
+    what `query` counts (`pipelines.selection`)."""
+    names = arrow_schema(TABLE_ROWS["turns"]).names
+    fix = TRAJECTORY_FIX.replace("FROM turns", f"FROM ({turns_sql(stored_turns, counts, names)})")
+    return f"{trajectories} LEFT JOIN {fix} ON _tid = trajectory_id"
 
 
 def raw_turn_columns(root: type = Trajectory) -> list[tuple[str, str]]:

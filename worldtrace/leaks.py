@@ -41,8 +41,9 @@ class CannotCheck(Exception):
 
 
 def files_under(paths: list[Path]) -> list[Path]:
-    """The files to check: given files, and every file with a known suffix under given
-    directories (hidden journals included, in-flight temp files not)."""
+    """The files to check: given files (whatever their suffix: one of no known format is
+    read as text), and every file with a known suffix under given directories (hidden
+    journals included, in-flight temp files not)."""
     out: list[Path] = []
     for p in paths:
         if p.is_file():
@@ -76,6 +77,10 @@ class Checker:
             yield from self._megatron(path)
         elif name.endswith(".db"):
             yield from self._sqlite(path)
+        elif name.endswith(".bin"):
+            raise CannotCheck(f"{path}: a token shard without its .idx index beside it")
+        else:  # a file named on the command line (a log, a page): its text, line by line
+            yield from self._text(path)
 
     def _found(self, path: Path, record: str, obj: Any, prefix: str = "") -> Iterator[Finding]:
         for field, kind in find_secrets(obj, self.red):
@@ -112,6 +117,16 @@ class Checker:
                     continue
                 rid = d.get("trajectory_id") or d.get("id") if isinstance(d, dict) else None
                 yield from self._found(path, str(rid or f"line {n}"), d)
+
+    def _text(self, path: Path) -> Iterator[Finding]:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                lines = list(enumerate(fh, 1))
+        except OSError as exc:
+            raise CannotCheck(f"{path}: unreadable ({exc.strerror or exc})") from exc
+        for n, line in lines:
+            for _, _, kind in self.red.spans(line):
+                yield Finding(path, f"line {n}", "text", kind)
 
     def _json(self, path: Path) -> Iterator[Finding]:
         text = path.read_text(encoding="utf-8", errors="replace")

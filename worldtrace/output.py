@@ -7,6 +7,7 @@ reuses the same tables. rich and the query libraries are imported inside each fu
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,10 @@ def print_job(job: dict) -> None:
     print_table(rows_table(episodes))
 
 
+REJECT_LABELS = {"validate": "rejected", "filter": "filtered", "turn_filter": "turn removed"}
+"""What each stage of a rejects row did to its record, in `process`'s lines."""
+
+
 def print_accounting(manifest: dict) -> None:
     """A processing run's trajectory accounting, this run's beside the store's (a second
     run of 1 file read "in 2": the store's total), the counters explaining the run, and
@@ -224,12 +229,19 @@ def print_accounting(manifest: dict) -> None:
     if manifest.get("incremental") and not manifest.get("new_inputs"):
         click.echo("no new input: every file was processed before (--rebuild: all again)", err=True)
     shown = manifest.get("rejected") or []
-    for r in shown:
+    for r in shown:  # the rejects table's rows: said as what they are, as the table above
         where = f"{r['source_path']}:{r['record']}" if r["record"] else r["source_path"]
-        click.echo(f"rejected: {where}: {r['stage']}: {r['reason']}", err=True)
-    if run.get("rejected", 0) > len(shown):
-        more = run["rejected"] - len(shown)
-        click.echo(f'rejected: {more} more: worldtrace query "SELECT * FROM rejects"', err=True)
+        said = REJECT_LABELS.get(r["stage"], "rejected")
+        click.echo(f"{said}: {where}: {r['stage']}: {r['reason']}", err=True)
+    removed = sum(v for k, v in counters.items() if k.startswith("turns_removed."))
+    rows = run.get("rejected", 0) + run.get("filtered", 0) + removed
+    if rows > len(shown):
+        more = rows - len(shown)
+        click.echo(
+            f'{more} more (rejected, filtered or turns removed): worldtrace query "SELECT * '
+            'FROM rejects"',
+            err=True,
+        )
     gone = manifest.get("gone_inputs") or {}
     if gone.get("count"):
         click.echo(
@@ -242,11 +254,14 @@ def print_accounting(manifest: dict) -> None:
         click.echo("warning: in != kept + filtered + duplicates + rejected", err=True)
 
 
-def print_export(counts: dict, output: str) -> None:
+def print_export(counts: dict, output: str, tokens: bool = True) -> None:
+    """`tokens`: the format holds token ids (an AgentWorldBench export holds text: its
+    token counts are not zeros to report)."""
     c = counts
+    size = f"{c['rows']} rows, {c['tokens']} tokens, {c['loss_tokens']} loss tokens"
     click.echo(
-        f"exported {c['samples']} samples ({c['rows']} rows, {c['tokens']} tokens, "
-        f"{c['loss_tokens']} loss tokens) from {c['trajectories']} trajectories -> {output}"
+        f"exported {c['samples']} samples ({size if tokens else str(c['rows']) + ' rows'}) "
+        f"from {c['trajectories']} trajectories -> {output}"
     )
 
 
@@ -285,19 +300,49 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
     if fmt == "parquet":
         if not output:
             raise click.UsageError("--format parquet needs --output FILE")
-        from worldtrace.schemas.store import write_table_atomic
+        import io
 
-        table = rel.to_arrow_table()
-        write_table_atomic(output, table)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            table = rel.to_arrow_table()
+            buf = io.BytesIO()
+            pq.write_table(table, buf, compression="zstd")
+        except pa.ArrowException as exc:  # a DuckDB type Parquet has no form for
+            raise click.ClickException(f"cannot write Parquet: {exc}") from None
+        _write_output(output, buf.getvalue())
         click.echo(f"{table.num_rows} rows -> {output}", err=True)
         return
     text = _csv(rel) if fmt == "csv" else _json(rel, lines=fmt == "jsonl")
     if output:
-        from worldtrace.schemas.store import write_bytes_atomic
-
-        write_bytes_atomic(output, text.encode())
+        _write_output(output, text.encode())
     else:
         click.echo(text, nl=False)
+
+
+def _write_output(output: str, data: bytes) -> None:
+    """`data` to what `output` names: `-` is stdout; a device or a pipe (`/dev/stdout`)
+    is written into, not replaced; a symlink's target is replaced, atomically, not the
+    link; any other path atomically (never a half file under the name)."""
+    import os
+    import stat
+
+    from worldtrace.schemas.store import write_bytes_atomic
+
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    try:
+        mode = os.stat(output).st_mode  # through links: /dev/stdout is a link to a pipe
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        with open(output, "wb") as fh:
+            fh.write(data)
+        return
+    write_bytes_atomic(os.path.realpath(output), data)
 
 
 def _csv(rel) -> str:
@@ -358,7 +403,10 @@ def _emit_table(rel, output: str | None, max_rows: int) -> None:
     if len(rows) > max_rows:
         t.caption = f"first {max_rows} rows shown (--max-rows)"
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            Console(file=fh, width=WIDE, color_system=None, highlight=False).print(t)
+        import io
+
+        buf = io.StringIO()
+        Console(file=buf, width=WIDE, color_system=None, highlight=False).print(t)
+        _write_output(output, buf.getvalue().encode())
     else:
         print_table(t)

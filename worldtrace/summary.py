@@ -212,9 +212,12 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
         found = [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
         return {"query": tid, "status": "ambiguous", "matches": found}
     if not rows:
+        # by origin id too, through the raw record it was read from: a filtered one is
+        # known to its user by the id its source gave as much as by ours
         rejects = con.execute(
             "SELECT trajectory_id, stage, reason, source_path, record FROM rejects "
-            "WHERE starts_with(trajectory_id, $p) ORDER BY ALL",
+            "WHERE starts_with(trajectory_id, $p) OR trajectory_id IN "
+            "(SELECT trajectory_id FROM raw_trajectories WHERE origin_id = $p) ORDER BY ALL",
             {"p": tid},
         ).fetchall()
         # by origin id too: an exact duplicate shares its representative's trajectory id,

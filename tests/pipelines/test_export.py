@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 import numpy as np
@@ -264,6 +265,44 @@ def test_a_template_jinja_cannot_render_is_named(tmp_path, processed):
         do_export(processed, tmp_path / "a", template=str(no_user), template_eot="")
 
 
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("{% for m in messages %", r"template \S+bad.j2: line 1: unexpected 'end of template'"),
+        (
+            "{% for m in messages %}{{ m.bogus.x }}{% endfor %}",
+            r"template bad: UndefinedError: 'dict object' has no attribute 'bogus'",
+        ),
+    ],
+)
+def test_a_template_jinja_cannot_read_or_run_is_one_line(tmp_path, processed, source, says):
+    """Found: a Jinja template with a syntax error, or one naming a field the messages
+    do not have, ended `export` with Jinja's traceback (~40 lines). Now one line naming
+    the template and what Jinja said (a syntax error before anything is read), and
+    nothing is written."""
+    from click.testing import CliRunner
+
+    from worldtrace.cli import cli
+
+    bad = tmp_path / "bad.j2"
+    bad.write_text(source)
+    out = tmp_path / "e"
+    r = CliRunner().invoke(cli, ["--store", str(processed.root), "export", "--tokenizer",
+                                 TOKENIZER, "--template", str(bad), "-o", str(out)], obj={})  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert re.search(says, r.output) and "Traceback" not in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_where_that_leaves_out_everything_says_so(tmp_path, processed):
+    """Found: `export --where false` said the shards hold no trajectory, blaming the
+    data; the condition left them all out."""
+    total = len(by_id(processed))
+    with pytest.raises(ValueError, match=rf"--where left out all {total} trajectories") as err:
+        do_export(processed, tmp_path / "e", where="domain = 'no such domain'")
+    assert "hold none" not in str(err.value) and not (tmp_path / "e").exists()
+
+
 def test_private_use_characters_render_with_a_jinja_template(tmp_path, processed):
     """Found: a text holding U+E000..U+E005 (icon fonts put them in web and Android
     observations) stopped the whole export with a Jinja template: the renderer marked
@@ -331,6 +370,23 @@ def test_long_system_prompt_is_trimmed_so_parts_carry_observations(tmp_path):
     tok = load_tokenizer(TOKENIZER)
     text = tok.decode(parts[0]["input_ids"], skip_special_tokens=False)
     assert "Read every part." in text and "DEMO" not in text  # demonstrations went first
+    # Found: the command said nothing of it (13,279 tokens of a SWE prompt became 3,664
+    # with only the manifest knowing), and an AgentWorldBench export (text, no token ids)
+    # ended with `0 tokens, 0 loss tokens`
+    from click.testing import CliRunner
+
+    from worldtrace.cli import cli
+
+    (tmp_path / "store").mkdir()
+    base = ["--store", str(tmp_path / "store"), "export", "--tokenizer", TOKENIZER,
+            "--input", str(tmp_path / "p" / "trajectories")]  # fmt: skip
+    r = CliRunner().invoke(cli, [*base, "--max-len", "512", "-o", str(tmp_path / "c")], obj={})
+    assert r.exit_code == 0, r.output
+    said = f"trimmed the system prompt of {m['counts']['system_trimmed']} trajectory(ies)"
+    assert said in r.output and "half of 512 tokens" in r.output
+    r = CliRunner().invoke(cli, [*base, "--format", "agentworldbench", "-o", str(tmp_path / "a")],
+                           obj={})  # fmt: skip
+    assert r.exit_code == 0 and "tokens" not in r.output and " rows) from 1 " in r.output, r.output
 
 
 def pinned_records():
@@ -624,3 +680,56 @@ def test_a_where_that_cannot_run_is_refused_before_anything_is_written(
         do_export(processed, out, where=where)
     assert says in str(err.value)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "megatron", "agentworldbench"])
+def test_a_split_with_an_empty_part_verifies(tmp_path, fmt):
+    """Found: `export --verify` of a Parquet split export whose one part is empty (one
+    trajectory: its cluster goes to one side) ended in pyarrow's `Must pass at least one
+    table`; Megatron and AgentWorldBench ones verified."""
+    from worldtrace.collectors.synthetic import build
+
+    t = build("terminal", [(f"cat part{i}.txt\n", f"part {i}: " + "alpha " * 20) for i in range(3)])
+    with ShardWriter(tmp_path / "raw") as w:
+        w.write(t)
+    run(ProcessConfig(inputs=[str(tmp_path / "raw")], output=str(tmp_path / "p"), workers=1))
+    cfg = ExportConfig(input=str(tmp_path / "p" / "trajectories"), output=str(tmp_path / "e"),
+                       tokenizer=TOKENIZER, format=fmt, split="test=0.5")  # fmt: skip
+    m = export(cfg)
+    sizes = sorted(p["counts"]["trajectories"] for p in m["parts"].values())
+    assert sizes == [0, 1]
+    assert verify(tmp_path / "e") == []
+
+
+def test_where_sees_the_corpus_count_fields_query_sees(tmp_path):
+    """Found: under a policy that reads corpus counts, `--where` read each turn's stored
+    fields (surprisal null, the decision for a rare template) where `query` reads them
+    under the current template counts: `list_contains([t.category for t in turns],
+    'common')` counted 173 in query and exported none, and a null-surprisal condition
+    counted 0 and exported all. The export takes what query counts."""
+    from worldtrace.collectors.synthetic import SyntheticConfig, generate
+    from worldtrace.schemas import Store
+    from worldtrace.schemas.views import connect
+
+    store = Store.at(tmp_path / "store")
+    with ShardWriter(store.raw / "s") as w:
+        w.write(generate(SyntheticConfig(n=200, seed=5)))
+    run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1,
+                      policy="agentworld-v1+info"))  # fmt: skip
+    con = connect(store)
+    total = con.execute("SELECT count(*) FROM trajectories").fetchone()[0]
+    for where in (
+        "list_contains([t.category for t in turns], 'common')",
+        "list_min([t.stats.corpus_surprisal for t in turns]) IS NOT NULL",
+        "len(list_filter(turns, lambda t: starts_with(t.rule, 'common:'))) >= 2",
+    ):
+        sql = f"SELECT trajectory_id FROM trajectories WHERE {where}"
+        want = {x for (x,) in con.execute(sql).fetchall()}
+        assert 0 < len(want) < total or where.startswith("list_min"), where
+        out = tmp_path / f"e{len(want)}"
+        m = do_export(store, out, where=where)
+        assert m["where"]["left_out"] == total - len(want), where
+        got = {r["trajectory_id"] for r in rows(out)}  # less those left with no target
+        assert (
+            got <= want and len(got) >= len(want) - m["counts"]["turns_without_target"]["samples"]
+        ), where

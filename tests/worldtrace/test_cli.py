@@ -417,6 +417,23 @@ def test_a_missing_store_is_an_error_for_reading_commands(tmp_path, monkeypatch,
         assert not missing.exists()
 
 
+@pytest.mark.parametrize("sub", [["list"], ["show", "x"], ["cancel", "x"], ["retry", "x"]])
+def test_a_reading_jobs_command_makes_no_job_store_at_a_mistyped_path(tmp_path, sub):
+    """Found: `jobs list --jobs /typo/x.db` made the directory and an empty job store
+    there, then said `no jobs`: the reason reading commands refuse a missing store."""
+    (tmp_path / "s").mkdir()
+    missing = tmp_path / "typo" / "x.db"
+    for url in (str(missing), f"sqlite:///{missing}"):
+        r = CliRunner().invoke(
+            cli, ["--store", str(tmp_path / "s"), "jobs", *sub, "--jobs", url], obj={}
+        )
+        assert r.exit_code == 1, r.output
+        assert r.stderr.strip() == f"Error: no job store at {missing}: check --jobs " + (
+            "(`jobs submit` and `worker` make one)"
+        )
+        assert not (tmp_path / "typo").exists()
+
+
 @pytest.mark.parametrize("args", WRITING, ids=lambda a: " ".join(a[:2]))
 def test_writing_commands_make_a_store_only_with_create(tmp_path, inputs, args):
     missing = tmp_path / "new"
@@ -475,6 +492,29 @@ BAD_SETTINGS = [
     ("filters.min_turns=-5", "filters.min_turns=-5: expected an integer >= 0 (0 disables)"),
     ("dedup.num_perm=0", "dedup.num_perm=0: expected a positive integer"),
     ("dedup.treshold=0.7", "dedup.treshold=0.7: unknown setting (known: dedup.exact, "),
+    # found: keep ratios and thresholds took any number (a NaN keep reached the turns
+    # table and a manifest that is not JSON, and stopped `export --keep-mode prefix`), and
+    # an unknown keep ratio said `KeepRatios.__init__() got an unexpected keyword ...`
+    (
+        "policy_settings.keep.other=nan",
+        'policy_settings={"keep.other": "nan"}: keep.other=nan: expected a number in [0, 1]',
+    ),
+    (
+        "policy_settings.keep.action=2",
+        'policy_settings={"keep.action": 2}: keep.action=2: expected a number in [0, 1]',
+    ),
+    (
+        "policy_settings.echo_ol=-5",
+        'policy_settings={"echo_ol": -5}: echo_ol=-5: expected a number in [0, 1]',
+    ),
+    (
+        "policy_settings.expansion_r=inf",
+        'policy_settings={"expansion_r": "inf"}: expansion_r=inf: expected a finite number >= 0',
+    ),
+    (
+        "policy_settings.keep.bogus=1",
+        'policy_settings={"keep.bogus": 1}: unknown setting keep.bogus for agentworld-v1 (known: ',
+    ),
 ]
 
 
@@ -488,6 +528,27 @@ def test_process_names_a_setting_its_field_does_not_take(raw_store, override, me
     assert r.stderr.splitlines()[-1].startswith(f"Error: Invalid value for --set: {message}")
     assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
     assert not (raw_store / "processed" / "manifest.json").exists()
+
+
+BAD_OPTIONS = [
+    (["--polcy=agentworld-v1+info"], "No such option '--polcy'. Did you mean '--policy'?"),
+    (["--rebuid"], "No such option '--rebuid'. Did you mean '--rebuild'?"),
+    (["--runner", "bogus"], "Invalid value for --runner: Unexpected pipeline runner: bogus."),
+    (["--frobnicate=3"], "no such option: --frobnicate (neither a process option nor one of"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_OPTIONS, ids=[b[0][0] for b in BAD_OPTIONS])
+def test_process_refuses_an_option_the_run_would_drop(raw_store, args, message):
+    """Found: `process --rebuild --polcy=...` ran with the default policy and exit 0, and
+    `--rebuid` or `--runner bogus` passed in silence: every unknown option went to Beam,
+    which drops what it does not define. A near miss of a process option, an unknown
+    runner, and on the local runner any option Beam does not define either, is a usage
+    error before anything runs; Beam's own options still pass (other tests run them)."""
+    r = CliRunner().invoke(cli, ["--store", str(raw_store), "process", *args], obj={})
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines()[-1].startswith(f"Error: {message}"), r.stderr
+    assert not (raw_store / "processed").exists()
 
 
 def test_process_names_the_config_file_of_a_bad_setting(raw_store, tmp_path):
@@ -576,3 +637,22 @@ def test_process_says_why_a_file_was_rejected_and_counts_this_run_apart(tmp_path
     assert f"rejected: {tmp_path / 'garbage.parquet'}: {why}" in second.stderr
     again = wt(wt_env, "process", "--input", str(tmp_path / "garbage.parquet"))
     assert "no new input: every file was processed before" in again.stderr
+
+
+def test_process_says_a_filtered_record_was_filtered_and_counts_every_row_left_unshown(
+    tmp_path, corpus
+):
+    """Found: a record a filter dropped was printed `rejected: ...: filter: min_turns`
+    while the table above said `rejected 0, filtered 1`; and the `N more` line counted
+    only validation rejects, so six filtered records showed five lines and no `more`."""
+    from worldtrace.collectors.synthetic import build
+
+    short = [build("terminal", [(f"echo {i}\n", f"{i}")]) for i in range(6)]
+    with ShardWriter(tmp_path / "s" / "raw" / "a") as w:
+        w.write([*corpus[:2], *short])
+    r = CliRunner().invoke(cli, ["--store", str(tmp_path / "s"), "process"], obj={})
+    assert r.exit_code == 0, r.output
+    said = [ln for ln in r.stderr.splitlines() if ": filter: min_turns" in ln]
+    assert len(said) == 5 and all(ln.startswith("filtered: ") for ln in said), r.stderr
+    assert "rejected: " not in r.stderr
+    assert "1 more (rejected, filtered or turns removed): worldtrace query" in r.stderr

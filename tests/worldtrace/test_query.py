@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from worldtrace.collectors.synthetic import near_duplicate_corpus
@@ -112,6 +113,27 @@ def test_sql_error_without_traceback(full_store, wt_env):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("SELECT 1", "--sql-file", "{q}"), "give SQL or --sql-file, not both"),
+        (("--sql-file", "{latin1}"), "not UTF-8 (byte 0xe9 at offset 6)"),
+        (("   ",), "give SQL, --sql-file, --shell or --views"),
+        (("SELECT 1", "--max-rows", "-1"), "-1 is not in the range x>=1"),
+    ],
+)
+def test_query_misuse_is_a_usage_error(full_store, tmp_path, args, says):
+    """Found: SQL given with --sql-file ran the file's and dropped the argument; a
+    Latin-1 --sql-file ended in a UnicodeDecodeError traceback; blank SQL printed `ok`;
+    --max-rows -1 printed `first -1 rows shown`."""
+    (tmp_path / "q.sql").write_text("SELECT count(*) AS n FROM turns")
+    (tmp_path / "latin1.sql").write_bytes("-- caf\u00e9\nSELECT 1;\n".encode("latin-1"))
+    files = {"q": tmp_path / "q.sql", "latin1": tmp_path / "latin1.sql"}
+    r = run_cli(full_store, "query", *(a.format(**files) for a in args))
+    assert r.exit_code == 2 and says in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
 def test_shell(full_store, wt_env):
     env = dict(wt_env, WORLDTRACE_STORE=str(full_store.root))
     r = wt(
@@ -156,9 +178,13 @@ def test_explain(full_store, wt_env):
     assert wt(env, "explain", "zzzz").returncode == 1
 
 
-def test_an_exact_duplicate_is_explained_by_the_origin_id_its_source_gave(tmp_path, wt_env):
+def test_a_duplicate_or_filtered_record_is_explained_by_the_origin_id_its_source_gave(
+    tmp_path, wt_env
+):
     """An exact duplicate shares its representative's trajectory id; `explain oa:7` (the
-    id the user's file gave it) said `not_found` though its clusters row names it."""
+    id the user's file gave it) said `not_found` though its clusters row names it. Found
+    too: a record a filter dropped (one turn: `min_turns`) was `not_found` by its origin
+    id, though its id prefix found its rejects row."""
     msgs = [
         {"role": "user", "content": "list the files"},
         {"role": "assistant", "tool_calls": [
@@ -170,12 +196,16 @@ def test_an_exact_duplicate_is_explained_by_the_origin_id_its_source_gave(tmp_pa
     ]  # fmt: skip
     f = tmp_path / "chats.jsonl"
     f.write_text("".join(json.dumps({"id": i, "messages": msgs}) + "\n" for i in ("oa:1", "oa:2")))
+    with f.open("a") as fh:
+        fh.write(json.dumps({"id": "oa:short", "messages": msgs[:3]}) + "\n")
     assert wt(wt_env, "import", str(f)).returncode == 0
     assert wt(wt_env, "process").returncode == 0
     con = connect(Store.at(wt_env["WORLDTRACE_STORE"]))
     [(dup,)] = con.execute("SELECT origin_id FROM clusters WHERE NOT representative").fetchall()
     r = wt(wt_env, "explain", dup)
     assert r.returncode == 0 and "exact duplicate in cluster" in r.stdout, r.stdout + r.stderr
+    r = wt(wt_env, "explain", "oa:short")
+    assert r.returncode == 0 and "dropped by filter: min_turns" in r.stdout, r.stdout + r.stderr
 
 
 def test_a_raw_id_prefix_of_a_kept_trajectory_with_a_removed_turn_is_explained(full_store):
@@ -339,3 +369,41 @@ def test_output_inside_the_store_is_refused(tmp_path, corpus):
     r = run_cli(Store.at(link), "query", sql, "-o", str(tmp_path / "copy.parquet"))
     assert r.exit_code == 0, r.output  # outside the store it is written as before
     assert (tmp_path / "copy.parquet").exists()
+
+
+def test_output_goes_through_links_devices_and_dash(tmp_path, monkeypatch):
+    """Found: `-o` replaced what it named: a symlink became a file (its target as it
+    was), and run as root `-o /dev/stdout` replaced the system's link with a regular
+    file; `-o -` wrote a file named `-`; a type Parquet has no form for (an INTERVAL)
+    ended in a traceback. Now a link's target is replaced (atomically), a pipe or device
+    is written into, `-` is stdout, and the type is one line."""
+    import os
+    import threading
+
+    monkeypatch.chdir(tmp_path)  # where a file named `-` would be written
+    store = Store.at(tmp_path / "store")
+    store.root.mkdir()
+    target, link = tmp_path / "target.csv", tmp_path / "link.csv"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    r = run_cli(store, "query", "SELECT 1 AS a", "-o", str(link))
+    assert r.exit_code == 0, r.output
+    assert link.is_symlink() and target.read_text() == "a\n1\n"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    r = run_cli(store, "query", "SELECT 2 AS b", "--format", "csv", "-o", str(fifo))
+    reader.join(timeout=30)
+    assert r.exit_code == 0 and got == [b"b\n2\n"], r.output
+    assert fifo.is_fifo()
+    r = run_cli(store, "query", "SELECT 3 AS c", "--format", "json", "-o", "-")
+    assert r.exit_code == 0 and r.stdout == '[{"c": 3}]\n' and not Path("-").exists()
+    r = run_cli(store, "query", "SELECT INTERVAL 3 DAY AS iv", "-o", str(tmp_path / "t.parquet"))
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.stderr.strip() == (
+        "Error: cannot write Parquet: Unhandled type for Arrow to Parquet schema conversion: "
+        "month_day_nano_interval"
+    )
+    assert not (tmp_path / "t.parquet").exists()

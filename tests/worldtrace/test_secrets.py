@@ -210,6 +210,29 @@ def test_check_lists_file_record_field_kind_never_the_secret(tmp_path, wt_env):
     assert "3 secret(s) found" in r.stderr
 
 
+def test_check_reads_a_named_file_of_any_other_suffix_as_text(tmp_path, wt_env):
+    """Found: `redact --check notes.txt` (or a saved .html page) said `0 secret(s) found`
+    and exit 0 without reading the file: only known suffixes were read. A file named on
+    the command line is read as text, line by line; a `.bin` without its `.idx` cannot be
+    checked, and says so (exit 1)."""
+    planted = example_secrets(seed=9)
+    key, line = planted["aws_access_key"]
+    (tmp_path / "notes.txt").write_text(f"first line\n{line}\n")
+    (tmp_path / "page.html").write_text(f"<pre>{line}</pre>")
+    (tmp_path / "orphan.bin").write_bytes(b"\x00" * 8)
+    check = lambda *names: subprocess.run(  # noqa: E731
+        ["worldtrace", "redact", "--check", *(str(tmp_path / n) for n in names)],
+        capture_output=True, text=True, env=wt_env,
+    )  # fmt: skip
+    r = check("notes.txt", "page.html")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{tmp_path / 'notes.txt'}: line 2: text: aws_access_key" in r.stdout.splitlines()
+    assert f"{tmp_path / 'page.html'}: line 1: text: aws_access_key" in r.stdout.splitlines()
+    assert key not in r.stdout + r.stderr and "2 secret(s) found in 2 file(s)" in r.stderr
+    r = check("orphan.bin")
+    assert r.returncode == 1 and "orphan.bin: a token shard without its .idx" in r.stderr
+
+
 def test_a_secret_in_an_invalid_field_reaches_neither_rejects_nor_what_validate_prints(
     tmp_path, wt_env
 ):

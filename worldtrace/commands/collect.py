@@ -270,6 +270,12 @@ def job_store(ctx: click.Context, url: str | None, create: bool = False):
     from worldtrace.collectors.jobstore import open_job_store
 
     where = url or store(ctx, create).jobs_db
+    path = str(where).removeprefix("sqlite:///") if url else ""
+    if path and not create and "://" not in path and not Path(path).exists():
+        # a command that reads must not leave a new job store at a mistyped path
+        raise click.ClickException(
+            f"no job store at {path}: check --jobs (`jobs submit` and `worker` make one)"
+        )
     try:
         return open_job_store(where)
     except Exception as exc:  # psycopg and sqlite3 raise their own types

@@ -124,11 +124,17 @@ def export(
     if as_json:
         print_json(m)
     else:
-        print_export(m["counts"], cfg.output)
+        print_export(m["counts"], cfg.output, tokens=cfg.format != "agentworldbench")
         if "where" in m:
             click.echo(f"--where left out {m['where']['left_out']} trajectory(ies) of the input")
         if m["counts"]["truncated"]["samples"]:
             click.echo(_truncation_line(m["counts"]["truncated"], cfg.max_len or cfg.seq_len))
+        if trimmed := m["counts"].get("system_trimmed"):
+            click.echo(
+                f"trimmed the system prompt of {trimmed} trajectory(ies) to half of "
+                f"{cfg.max_len or cfg.seq_len} tokens (--max-len/--seq-len): demonstrations "
+                "first, then its middle; counts.system_trimmed in manifest.json"
+            )
         if (w := m["counts"]["turns_without_target"])["turns"]:
             by = ", ".join(f"{d} {v['turns']}" for d, v in w["by_domain"].items() if v["turns"])
             parts = ""

@@ -55,7 +55,8 @@ def process(
     """Raw shards -> processed shards (Beam pipeline): validate, filter, dedup, statistics, mask.
 
     Any further --options are passed to Beam (e.g. --job_endpoint=embed
-    --environment_type=LOOPBACK for the PortableRunner). Progress (units through pass 1
+    --environment_type=LOOPBACK for the PortableRunner); one Beam does not define is
+    refused on the local runner, and one close to an option here on every runner. Progress (units through pass 1
     and pass 2, records read) goes to stderr: a bar on a terminal, a line every
     --progress-every seconds otherwise. One run per store at a time: a second one fails at
     once and names the first.
@@ -66,6 +67,7 @@ def process(
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.config import SettingError, load
 
+    _check_beam_args(ctx, options.get("runner") or "DirectRunner")
     # with --input it writes a store's first data: --create may make it
     s = store(ctx, create=bool(inputs))
     try:
@@ -91,6 +93,45 @@ def process(
         print_json(manifest)
     else:
         print_accounting(manifest)
+
+
+def _check_beam_args(ctx: click.Context, runner: str) -> None:
+    """Refuse what the run would silently drop: an option close to one of this command's
+    (`--polcy`, `--rebuid`), a runner Beam does not know, and on the local runner any
+    option Beam does not define either (Beam discards it with a log line). Other runners
+    get unknown options through: Dataflow, Flink and Spark hand them to their SDK
+    workers or job server."""
+    import difflib
+
+    from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+    from apache_beam.runners.runner import create_runner
+
+    from worldtrace.pipelines.runner import LOCAL_RUNNERS
+
+    try:
+        create_runner(runner)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--runner") from None
+    except ImportError:  # a runner whose extras are missing: the run says so
+        pass
+    parser = _BeamArgumentParser(allow_abbrev=False)  # as PipelineOptions.get_all_options
+    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(list(ctx.args))
+    own = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
+    for arg in unknown:
+        if not arg.startswith("-"):
+            continue  # the value of an unknown option before it
+        name = arg.partition("=")[0]
+        near = difflib.get_close_matches(name, own, n=1, cutoff=0.75)
+        if near:
+            raise click.NoSuchOption(name, possibilities=near, ctx=ctx)
+        if runner in LOCAL_RUNNERS:
+            raise click.UsageError(
+                f"no such option: {name} (neither a process option nor one of Beam's; "
+                "the local runner would drop it)",
+                ctx,
+            )
 
 
 def _given_by(exc, overrides: tuple[str, ...], options: dict) -> str:

@@ -173,7 +173,13 @@ query may do.
     "--shell", is_flag=True, help="Interactive prompt; statements end with ';', .exit quits."
 )
 @click.option("--views", "list_views", is_flag=True, help="List the views and their columns.")
-@click.option("--max-rows", default=200, show_default=True, help="Rows shown by --format table.")
+@click.option(
+    "--max-rows",
+    default=200,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rows shown by --format table.",
+)
 @click.option(
     "--timeout",
     default=60.0,
@@ -205,14 +211,26 @@ def query(
         _shell(con, max_rows, timeout, views.VIEW_DOCS)
         return
     if sql_file:
-        sql = Path(sql_file).read_text()
-    if not sql:
+        if sql is not None:
+            raise click.UsageError("give SQL or --sql-file, not both")
+        sql = _sql_text(sql_file)
+    if not (sql or "").strip():
         raise click.UsageError("give SQL, --sql-file, --shell or --views")
     _hint(con, st, sql)
     error = run_sql(con, sql, fmt, output, max_rows, timeout)
     if error:
         click.echo(error, err=True)
         sys.exit(EXIT_PROBLEMS)
+
+
+def _sql_text(path: str) -> str:
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise click.UsageError(
+            f"--sql-file {path}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
 
 
 def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str]) -> None:
