@@ -20,6 +20,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import re
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -48,7 +49,7 @@ from . import (
     swe_agent,
 )
 from .common import Document, ImportProblem, InvalidField, MissingField, origin_stem
-from .reading import jsonl_text_lines, parse_line, read_json
+from .reading import jsonl_text_lines, parse_line, read_json, surrogate_escapes
 from .sink import ImportWriteError, Sink, present_keys
 
 # OpenHands is both: an event list is a whole file, an eval output a record. It is
@@ -73,7 +74,11 @@ RECORD_FORMATS = {m.NAME: m for m in (agentworldbench, sharegpt, openai, openhan
 SESSION_FORMATS = {m.NAME: m for m in (claude_code, codex, gemini_cli)}
 """JSONL files read whole, one event a line (detected on their first lines, per file)."""
 FORMATS = tuple(dict.fromkeys((*FILE_FORMATS, *RECORD_FORMATS, *SESSION_FORMATS)))
-SUFFIXES = (".traj", ".json", ".jsonl")
+SUFFIXES = (".traj", ".json", ".jsonl", ".ndjson")
+"""The files a walk reads, whatever the case of their names (`UPPER.JSON`); `.ndjson` is
+JSONL. A walk names the others it passes over (`ImportReport.skipped`)."""
+LINE_SUFFIXES = (".jsonl", ".ndjson")
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz")
 PROGRESS_EVERY = 1024
 """Records between two progress calls (besides one after every file)."""
 BATCH_LINES = 128
@@ -141,6 +146,8 @@ class ImportReport:
     shards: list[Path] = field(default_factory=list)
     workers: int = 1
     """Processes that converted the records (`ImportConfig.workers`)."""
+    skipped: list[Path] = field(default_factory=list)
+    """Files of a walked directory not read: not of a suffix in `SUFFIXES`."""
 
     def add(self, p: ImportProblem) -> None:
         (self.errors if p.fatal else self.warnings)[p.kind] += 1
@@ -148,7 +155,7 @@ class ImportReport:
             self.problems.append(p)
 
 
-def input_files(paths: Iterable[str | Path]) -> list[Path]:
+def input_files(paths: Iterable[str | Path], skipped: list[Path] | None = None) -> list[Path]:
     """The files to read: directories walked, less the files Claude Code keeps beside its
     sessions that hold no conversation (`claude_code.passed_over`); a file of an OpenHands
     file-store session (or of an OpenHands V1 conversation) named on its own stands for
@@ -159,19 +166,16 @@ def input_files(paths: Iterable[str | Path]) -> list[Path]:
     conversation is read at its entry alone: its event files are read once, by the
     conversation (`openhands_v1._load` reports those it cannot read), not once more each
     as a file of the walk (3,000 events: 0.57 -> 0.29 s; 0.25 s named at one of its
-    files). A file named twice is read twice (the second adds nothing: already present)."""
+    files). A file named twice is read twice (the second adds nothing: already present).
+    Walked files of other suffixes (not hidden ones) are added to `skipped`, to be said."""
     out: list[Path] = []
     sessions: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
-            walked = sorted(
-                f
-                for f in p.rglob("*")
-                if f.is_file()
-                and f.name.endswith(SUFFIXES)
-                and not f.name.startswith(".")
-                and not claude_code.passed_over(f)
-            )
+            found = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            walked = [f for f in found if _readable_suffix(f) and not claude_code.passed_over(f)]
+            if skipped is not None:
+                skipped.extend(f for f in found if not _readable_suffix(f))
             for f, entry in zip(walked, openhands_v1.session_entries(walked), strict=True):
                 if entry is None:  # a V1 conversation's files: read once, at its entry
                     out.append(f)
@@ -188,6 +192,15 @@ def input_files(paths: Iterable[str | Path]) -> list[Path]:
             sessions.add(entry)
             out.append(entry)
     return out
+
+
+def _readable_suffix(path: Path) -> bool:
+    return path.name.lower().endswith(SUFFIXES)
+
+
+def _lines_file(path: Path) -> bool:
+    """Whether `path` is named as JSONL (`.jsonl`, `.ndjson`, any case)."""
+    return path.name.lower().endswith(LINE_SUFFIXES)
 
 
 # (format, origin index, where, Trajectory | ImportProblem)
@@ -268,7 +281,7 @@ def _line_items(
 def _by_line(path: Path, cfg: ImportConfig) -> bool:
     """Whether `path` is read line by line (a JSONL file of records)."""
     return (
-        path.name.endswith(".jsonl")
+        _lines_file(path)
         and (cfg.format not in FILE_FORMATS or cfg.format in RECORD_FORMATS)
         and _session(path, cfg) is None
     )
@@ -286,7 +299,7 @@ def _session(path: Path, cfg: ImportConfig) -> Any:
         return None
     if claude_code.owns(path):
         return claude_code
-    if not path.name.endswith(".jsonl"):
+    if not _lines_file(path):
         return None
     return next((m for m in SESSION_FORMATS.values() if m.sniff(path)), None)
 
@@ -361,7 +374,7 @@ def one_document(path: Path) -> str | None:
     try:
         if path.stat().st_size > SNIFF_BYTES:
             return None
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
     except OSError:
         return None  # check_files says why it cannot be read
     as_jsonl = not path.name.endswith(".json")
@@ -445,6 +458,28 @@ class Converted(NamedTuple):
     """Observations cut to `ImportConfig.max_observation_chars`."""
     loc: str
     """Where it is, for a problem: the line or record, else its origin id."""
+    warning: ImportProblem | None = None
+    """What was changed to store it (`lone_surrogate`)."""
+
+
+_LONE = re.compile("[\ud800-\udfff]")
+"""A surrogate in a decoded str is a lone one (json joins the halves of a pair)."""
+
+
+def _mended(v: Any, at: str, found: list[str]) -> Any:
+    """`v` with each lone UTF-16 surrogate (from a JSON `\\ud83d` escape: an emoji cut in
+    two by a tool) replaced by U+FFFD, which UTF-8 can store (Parquet, the id's hash
+    cannot take a surrogate); the field paths changed added to `found`."""
+    if isinstance(v, str):
+        if v.isascii() or not _LONE.search(v):
+            return v
+        found.append(at)
+        return _LONE.sub("\ufffd", v)
+    if isinstance(v, dict):
+        return {_mended(k, at, found): _mended(x, f"{at}.{k}" if at else k, found) for k, x in v.items()}  # fmt: skip
+    if isinstance(v, list):
+        return [_mended(x, f"{at}[{i}]", found) for i, x in enumerate(v)]
+    return v
 
 
 def convert(
@@ -455,19 +490,30 @@ def convert(
     t: Trajectory,
     cap: int,
     present: Collection[str] = (),
+    mend: bool = True,
 ) -> Converted:
     """Everything `import` does to one trajectory before the store is consulted:
     provenance, redaction, the observation cap, the dict, its id and its validation
     (not of a record whose id is in `present`, the ids the store holds from this file
-    and record: it is counted as present, whatever its validity)."""
+    and record: it is counted as present, whatever its validity). `mend`: whether its
+    strings may hold a lone surrogate (`_mended`; `reading.surrogate_escapes`)."""
     loc = where or t.source.origin_id or ""
     if not t.turns:
         problem = ImportProblem(str(path), loc, "empty", "no (action, observation) pair found")
         return Converted(None, problem, "", 0, loc)
+    warning = None
     try:
         # once: redaction, hashing, validation and Arrow all read this dict (redacting
         # the dict, not the dataclasses, walks its strings in half the time)
         d = _provenance(t, origin_path, index).to_dict()
+        found: list[str] = []
+        d = _mended(d, "", found) if mend else d
+        if found:
+            why = (
+                "a lone UTF-16 surrogate (half a character, e.g. an emoji cut in two) "
+                f"replaced by U+FFFD in {', '.join(dict.fromkeys(found))}"
+            )
+            warning = ImportProblem(str(path), loc, "lone_surrogate", why, fatal=False)
         d = redact_record(d)  # security: secrets in foreign files never reach a shard
         cut = cap_observations(d, cap)
         d["trajectory_id"] = tid = trajectory_id(d)
@@ -476,7 +522,7 @@ def convert(
         problem = ImportProblem(str(path), where, "too_deep", "nested too deeply to convert")
         return Converted(None, problem, "", 0, loc)
     invalid = "; ".join(f"{p.field}: {p.message}" for p in problems)
-    return Converted(d, None, invalid, cut, loc)
+    return Converted(d, None, invalid, cut, loc, warning)
 
 
 def convert_lines(
@@ -505,10 +551,11 @@ def convert_file(
 def _converted(
     path: Path, origin_path: str, cfg: ImportConfig, items: Iterable[Item], present: dict
 ) -> list[Item]:
-    cap, out = cfg.max_observation_chars, []
+    cap, out, escapes = cfg.max_observation_chars, [], surrogate_escapes()
     for name, index, where, item in items:
         if isinstance(item, Trajectory):
-            item = convert(path, origin_path, index, where, item, cap, present.get(index, ()))
+            mend = surrogate_escapes() != escapes  # a text read since held an escape
+            item = convert(path, origin_path, index, where, item, cap, present.get(index, ()), mend)
         out.append((name, index, where, item))
     return out
 
@@ -622,6 +669,8 @@ class _Run:
 
     def admit(self, path: Path, name: str, index: int, c: Converted) -> None:
         report = self.report
+        if c.warning is not None:
+            report.add(c.warning)
         if c.problem is not None:
             report.add(c.problem)
             return
@@ -655,11 +704,13 @@ def import_paths(
     cfg = config or ImportConfig()
     if cfg.format != "auto" and cfg.format not in FORMATS:
         raise ValueError(f"unknown format {cfg.format!r} (known: {', '.join(FORMATS)})")
-    files = input_files(paths)
+    skipped: list[Path] = []
+    files = input_files(paths, skipped)
     workers = import_workers(cfg, files)
     pool = _pool(workers)
     run = _Run(cfg, Path(output), files, pool)
     report, records = run.report, 0
+    report.skipped = skipped
     report.workers = workers if pool else 1
     try:
         for path, items in run.batches(files):

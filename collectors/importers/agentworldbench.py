@@ -1,7 +1,11 @@
 """AgentWorldBench-style JSONL: {id, task, system_str, prompt: [actions], response: [observations], turn_idx}.
 
 Turn i = (prompt[i], response[i]); system_str -> task_description; domain <- the last
-path part of `task` (e.g. "agentworld/terminal"); origin_id <- `id`.
+path part of `task` (e.g. "agentworld/terminal"); origin_id <- `id`; `turn_idx` (the
+1-based turn to predict; a list of indices is kept too) -> metadata. Prompts and responses are strings; a null response is an answer
+nobody knows: no turn (`unpaired_call`), never an empty output. Any other type refuses
+the record (`invalid`, naming the field), as do an `id`, `task`, `system_str` or
+`turn_idx` of the wrong type.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas import fields as F
 
-from .common import MissingField, NonText, build, expected
+from .common import MissingField, build, expected, record_id, warning
 
 NAME = "agentworldbench"
 
@@ -41,31 +45,45 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
     prompts, responses = d["prompt"], d["response"]
     if len(prompts) != len(responses):
         raise MissingField(f"{len(prompts)} prompts but {len(responses)} responses")
-    task = str(d.get("task") or "")
+    for key in ("task", "system_str"):
+        if d.get(key) is not None and not isinstance(d[key], str):
+            raise expected(key, "a string", d[key])
+    idx = d.get("turn_idx")  # AgentWorldBench's: the 1-based turn to predict
+    number = type(idx) is int and 1 <= idx <= len(prompts)
+    if idx is not None and not number and not _ints(idx):
+        raise expected("turn_idx", "a turn number (1-based) or a list of turn indices", idx)
+    task = d.get("task") or ""
     dom = domain or task.rstrip("/").rsplit("/", 1)[-1]
     if dom not in F.DOMAINS:
         raise MissingField(
             f"task {task!r}: last path part is not a domain ({', '.join(F.DOMAINS)})"
         )
     kind = "keystrokes" if dom == "terminal" else "text"
-    parts = NonText()
-    pairs = [
-        (
-            Action(kind, parts.text(a, f"turn {i} action (prompt[{i}])")),
-            Observation(parts.text(o, f"turn {i} observation (response[{i}])")),
-            None,
-        )
-        for i, (a, o) in enumerate(zip(prompts, responses, strict=True))
-    ]
-    yield from parts.warnings()
+    pairs = []
+    for i, (a, o) in enumerate(zip(prompts, responses, strict=True)):
+        if not isinstance(a, str):
+            raise expected(f"prompt[{i}]", "a string", a)
+        if o is None:
+            yield warning(
+                "unpaired_call",
+                f"response[{i}]: null, the answer to prompt[{i}] is unknown; no turn",
+            )
+        elif not isinstance(o, str):
+            raise expected(f"response[{i}]", "a string", o)
+        else:
+            pairs.append((Action(kind, a), Observation(o), None))
     yield build(
         NAME,
-        str(d.get("id") or origin),
+        record_id(d, "id") or origin,
         dom,
         pairs,
         task_description=d.get("system_str") or None,
         metadata={"task": task, "turn_idx": d.get("turn_idx")},
     )
+
+
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and all(type(i) is int for i in value)
 
 
 def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:

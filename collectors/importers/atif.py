@@ -100,10 +100,12 @@ from .common import (
     join_reasoning,
     kept_ends,
     origin_stem,
+    record_id,
     timed_out,
     tool_action,
     warning,
 )
+from .common import shown as shown_value
 
 NAME = "atif"
 KNOWN_MAJOR = "ATIF-v1."
@@ -141,11 +143,14 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
     terminus = "terminus" in str(who or "").lower()
     ended: list[str] = []  # SWE-agent's own end of the run (`exit_cost`, ...): no turn
     format_warnings: list[dict[str, Any]] = []
+    for n, step in enumerate(steps):
+        if not isinstance(step, dict):
+            raise expected(f"steps[{n}]", "an object", step)
+        if step.get("source") not in ROLES:
+            yield _unknown_source(path, n, step.get("source"))
     answered, last, unsaid = conversation(steps, lambda st: ROLES.get(st.get("source")), _speaks)
     said = {x.at: x for x in answered}
     for n, step in enumerate(steps):  # n: the step's index in the file, for problems
-        if not isinstance(step, dict):
-            continue
         try:
             at = iso_timestamp(step.get("timestamp"), f"steps[{n}].timestamp")
         except InvalidField as exc:  # the message names the field
@@ -210,6 +215,7 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             names.append(name)
             cid = call.get("tool_call_id")
             missing = not answers[k] and k not in together
+            null = next((j for j, r in answers[k] if _unknown(r)), None)
             texts, cut, killed = [], False, False
             for j, r in answers[k]:
                 place = f"steps[{n}].observation.results[{j}]"
@@ -250,6 +256,16 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             if isinstance(read, _NoTurn):
                 yield warning(read.kind, f"steps[{n}].tool_calls[{k}]: {read.what(action.text)}")
                 continue
+            if null is not None and read is None:  # the agent's own reading knows no null
+                yield ImportProblem(
+                    str(path),
+                    f"steps[{n}].tool_calls[{k}]",
+                    "unpaired_call",
+                    f"steps[{n}].observation.results[{null}].content: null, the answer to call"
+                    f" {cid!r} is unknown; no turn",
+                    fatal=False,
+                )
+                continue
             if missing:
                 yield ImportProblem(
                     str(path),
@@ -273,7 +289,7 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
     try:
         t = build(
             NAME,
-            str(data.get("session_id") or origin_stem(path)),
+            record_id(data, "session_id") or origin_stem(path),
             domain or guess_domain(names, "terminal"),
             pairs,
             task_description=task,
@@ -303,6 +319,29 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
 
 ROLES = {"agent": AGENT, "user": USER, "system": SYSTEM}
 """A step's `source`; another source is passed over (ATIF has no tool-result steps)."""
+
+
+def _unknown_source(path: Path, n: int, source: Any) -> ImportProblem:
+    """A step of a source ATIF does not have (`ROLES`; matched as written, lower case):
+    not imported, named."""
+    known = isinstance(source, str) and source.lower() in ROLES
+    hint = " (sources are lower case)" if known else ""
+    return ImportProblem(
+        str(path),
+        f"steps[{n}]",
+        "message_not_imported",
+        f"a step of the unknown source {shown_value(source)}{hint}; not imported",
+        fatal=False,
+    )
+
+
+def _unknown(result: dict[str, Any]) -> bool:
+    """A result whose `content` is null (or left out) and that names no subagent (whose
+    summary would be its text): read as ATIF, what the tool answered is unknown, the call
+    makes no turn (an empty output would pose as what it printed). Agents whose results
+    harbor keeps in their own way (a goose or Gemini CLI error: no content) are read by
+    their own rules (`_agent_answer`)."""
+    return result.get("content") is None and not result.get("subagent_trajectory_ref")
 
 
 def _speaks(step: dict[str, Any]) -> bool:

@@ -168,7 +168,6 @@ from .common import (
     interrupted,
     iso_timestamp,
     join_reasoning,
-    json_head,
     kept_ends,
     line_list,
     origin_stem,
@@ -177,7 +176,7 @@ from .common import (
     shown,
     timed_out,
 )
-from .reading import jsonl_values, read_json
+from .reading import json_head, jsonl_values, read_json
 
 NAME = "claude-code"
 

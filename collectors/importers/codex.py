@@ -190,7 +190,6 @@ from .common import (
     guess_domain,
     iso_timestamp,
     join_reasoning,
-    json_head,
     kept_ends,
     line_list,
     origin_stem,
@@ -199,7 +198,7 @@ from .common import (
     timed_out,
     tool_action,
 )
-from .reading import jsonl_values, read_json
+from .reading import json_head, jsonl_values, read_json
 
 NAME = "codex"
 

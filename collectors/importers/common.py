@@ -44,10 +44,11 @@ class ImportProblem:
     where: str
     """`line N`, `record N`, or "" for the whole file."""
     kind: str
-    """Errors: invalid_json, empty_file, unreadable, unrecognized, missing_field, empty,
-    invalid, too_deep. Warnings: unknown_version, unpaired_call, unpaired_result,
-    repeated_call_id, non_text_part, truncated_observation, message_not_imported,
-    subagent_not_imported, not_run, harness_failure, missing_event."""
+    """Errors: invalid_json, invalid_utf8, compressed, empty_file, unreadable,
+    unrecognized, missing_field, empty, invalid, too_deep. Warnings: unknown_version,
+    unpaired_call, unpaired_result, repeated_call_id, non_text_part, truncated_observation,
+    message_not_imported, subagent_not_imported, not_run, harness_failure, missing_event,
+    lone_surrogate."""
     message: str
     fatal: bool = True
 
@@ -90,6 +91,34 @@ def shown(value: Any, limit: int = 60) -> str:
 def expected(field: str, what: str, value: Any) -> InvalidField:
     """`field: expected WHAT, got <the value as written>`."""
     return InvalidField(f"{field}: expected {what}, got {shown(value)}")
+
+
+def record_id(rec: dict[str, Any], key: str) -> str | None:
+    """An id field as written (a string, or a number's JSON); anything else is the record's
+    error (InvalidField): its Python rendering (`['x']`) would name the record."""
+    value = rec.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return json.dumps(value)
+    raise expected(key, "a string or a number", value)
+
+
+def tool_list(tools: Any, field: str = "tools") -> list[Any] | None:
+    """Declared tools: a list, or a JSON string holding one (as datasets store them);
+    none or a blank string: None. Anything else is the record's error (InvalidField):
+    dropping it would leave the action space silently empty."""
+    if tools is None or (isinstance(tools, str) and not tools.strip()):
+        return None
+    if isinstance(tools, str):
+        try:
+            parsed = json.loads(tools)
+        except json.JSONDecodeError:
+            parsed = None
+        tools = parsed if isinstance(parsed, list) else tools
+    if not isinstance(tools, list):
+        raise expected(field, "a list (or a JSON string holding one)", tools)
+    return tools
 
 
 def warning(kind: str, message: str) -> ImportProblem:
@@ -177,23 +206,6 @@ def line_list(ns: list[int]) -> str:
         return f"lines {ns[0]}-{ns[-1]}"
     head = ", ".join(map(str, ns[:5]))
     return f"lines {head}" + (f" and {len(ns) - 5} more" if len(ns) > 5 else "")
-
-
-def json_head(path: str | Path, lines: int) -> Iterator[Any]:
-    """The values of the first `lines` lines of a file that parse as JSON (blank and
-    broken lines passed over; an unreadable file gives none): what a session format's
-    `sniff` looks at."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for _, line in zip(range(lines), fh, strict=False):
-                if not line.strip():
-                    continue
-                try:
-                    yield json.loads(line)
-                except (ValueError, RecursionError):
-                    continue
-    except OSError:
-        return
 
 
 def origin_stem(path: Path) -> str:
@@ -439,37 +451,58 @@ def kept_ends(head: str, tail: str) -> str:
     return f"{head}\n{tail}"
 
 
-def content_text(content: Any) -> tuple[str, Counter[str]]:
-    """(text, the parts left out by kind) of message content. A string is the text; a
-    list of content parts (OpenAI, Anthropic, ATIF) gives its text parts (a string, a
-    part with `text`, or with `content`, read the same way) joined with "\n", as
-    before; a part with no text (an image, `image_url`, `input_audio`, a file) adds no
-    text and no separator: it is counted by its `type` for a `non_text_part` warning."""
+def content_text(content: Any, field: str = "content") -> tuple[str, Counter[str]]:
+    """(text, the parts left out by kind) of message content (at `field` in the record).
+    A string is the text, a number its JSON (as written); a list of content parts (OpenAI,
+    Anthropic, ATIF) gives its text parts (a string, a part with `text`, or with `content`,
+    read the same way) joined with "\n", as before; a part with no text (an image,
+    `image_url`, `input_audio`, a file) adds no text and no separator: it is counted by
+    its `type` for a `non_text_part` warning. One object is read as one part; an object
+    with neither `text` nor `content` is its JSON (a tool's structured answer). Anything
+    else (a boolean, a `text` that is no string, a number or list among the parts) is the
+    file's error, InvalidField naming the field: Python's rendering of it would pose as
+    what the environment printed."""
     if content is None:
         return "", Counter()
     if isinstance(content, str):
         return content, Counter()
-    if isinstance(content, list):
-        texts: list[str] = []
-        left: Counter[str] = Counter()
-        for p in content:
-            if isinstance(p, str):
-                texts.append(p)
-            elif isinstance(p, dict) and p.get("text") is not None:
-                texts.append(str(p["text"]))
-            elif isinstance(p, dict) and ("content" in p or "text" in p):
-                text, inner = content_text(p.get("content"))
-                texts.append(text)
-                left += inner
-            else:
-                kind = p.get("type") if isinstance(p, dict) else None
-                left[kind if isinstance(kind, str) and kind else type(p).__name__] += 1
-        return "\n".join(texts), left
+    if isinstance(content, int | float) and not isinstance(content, bool):
+        return json.dumps(content), Counter()
     if isinstance(content, dict):
-        return str(
-            content.get("text") or content.get("content") or json.dumps(content, sort_keys=True)
-        ), Counter()
-    return str(content), Counter()
+        if "text" not in content and "content" not in content:
+            return json.dumps(content, sort_keys=True, ensure_ascii=False), Counter()
+        return _part_text(content, field)
+    if not isinstance(content, list):
+        raise expected(field, "a string or a list of content parts", content)
+    texts: list[str] = []
+    left: Counter[str] = Counter()
+    for k, p in enumerate(content):
+        if isinstance(p, str):
+            texts.append(p)
+        elif not isinstance(p, dict):
+            raise expected(f"{field}[{k}]", "a string or a content part object", p)
+        elif "content" in p or "text" in p:
+            text, inner = _part_text(p, f"{field}[{k}]")
+            texts.append(text)
+            left += inner
+        else:
+            kind = p.get("type")
+            left[kind if isinstance(kind, str) and kind else "dict"] += 1
+    return "\n".join(texts), left
+
+
+def _part_text(p: dict[str, Any], field: str) -> tuple[str, Counter[str]]:
+    """A content part's text: its `text`, a string; else its `content`, read as content."""
+    text = p.get("text")
+    if text is None and "content" in p:
+        return content_text(p["content"], f"{field}.content")
+    if not isinstance(text, str):
+        raise expected(f"{field}.text", "a string", text)
+    return text, Counter()
+
+
+_PLACE_FIELD = re.compile(r"\(([^()]*)\)\Z")
+"""The field in a `NonText.text` place: `turn 3 observation (messages[7].content)`."""
 
 
 class NonText:
@@ -483,7 +516,9 @@ class NonText:
         self.left: list[tuple[str, Counter[str]]] = []
 
     def text(self, content: Any, place: str) -> str:
-        text, left = content_text(content)
+        """The text of `content`; its field (for InvalidField) is the place's `(...)`."""
+        at = _PLACE_FIELD.search(place)
+        text, left = content_text(content, at[1] if at else "content")
         if left:
             self.left.append((place, left))
         return text

@@ -116,7 +116,6 @@ from .common import (
     interrupted,
     iso_timestamp,
     join_reasoning,
-    json_head,
     kept_ends,
     line_list,
     origin_stem,
@@ -125,7 +124,7 @@ from .common import (
     shown,
     timed_out,
 )
-from .reading import jsonl_values, read_json
+from .reading import json_head, jsonl_values, read_json
 
 NAME = "gemini-cli"
 

@@ -312,6 +312,12 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
         for (_, cmd), got in zip(steps, answers, strict=True):
             turn = len(pairs)
             k, nxt = got or (None, None)
+            if nxt is not None and nxt.get("content") is None and _raw(nxt) is None:
+                yield warning(  # what the command printed is unknown: never ""
+                    "unpaired_call",
+                    f"messages[{k}].content: null, the answer to {cmd!r} is unknown; no turn",
+                )
+                continue
             reply = (
                 parts.text(nxt.get("content"), f"turn {turn} observation (messages[{k}].content)")
                 if nxt is not None
@@ -338,8 +344,12 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             pairs.append((Action("command", cmd, name="bash"), obs, prose or None))
             prose = None  # the message's reasoning goes with its first call
     yield from parts.warnings()
+    status = info.get("exit_status")
+    if status is not None and not isinstance(status, str):
+        bad = expected("info.exit_status", "a string", status)
+        yield ImportProblem(str(path), "", "invalid", str(bad))
+        return
     try:
-        status = info.get("exit_status")
         yield build(
             NAME,
             origin_stem(path),
@@ -358,7 +368,7 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
                 status="unknown"
                 if status is None
                 else ("success" if status == "Submitted" else "failure"),
-                error=None if status in (None, "Submitted") else str(status),
+                error=None if status in (None, "Submitted") else status,
             ),
             metadata={
                 "trajectory_format": fmt,

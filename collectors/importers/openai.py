@@ -73,8 +73,10 @@ from .common import (
     expected,
     guess_domain,
     join_reasoning,
+    record_id,
     shown,
     tool_action,
+    tool_list,
     warning,
 )
 
@@ -334,8 +336,13 @@ def _place(key: str, n: int, block: int | None) -> str:
     return f"{key}[{n}]" if block is None else f"{key}[{n}].content[{block}]"
 
 
-def _error(r: dict[str, Any]) -> bool:
-    return bool(r.get("is_error") or r.get("status") == "error")
+def _error(r: dict[str, Any], at: str) -> bool:
+    """A result's error flag: `is_error` a boolean (a string "false" is not false), or
+    `status: error`."""
+    flag = r.get("is_error")
+    if flag is not None and not isinstance(flag, bool):
+        raise expected(f"{at}.is_error", "a boolean", flag)
+    return bool(flag) or r.get("status") == "error"
 
 
 def _results(m: dict[str, Any]) -> list[tuple[Any, Any, int | None, dict[str, Any]]]:
@@ -443,6 +450,20 @@ def _not_imported(key: str, n: int, what: str) -> ImportProblem:
     return warning("message_not_imported", f"{key}[{n}]: {what}; not imported")
 
 
+def _unknown(c: _Call, key: str) -> ImportProblem | None:
+    """The warning for call `c` when a `tool` message answered it with null content: what
+    the tool answered is unknown, so the call makes no turn (an empty output would pose as
+    what it printed). Anthropic's `tool_result` may leave `content` out: that is empty."""
+    null = next(((n, k) for n, k, r in c.results if k is None and r.get("content") is None), None)
+    if null is None:
+        return None
+    return warning(
+        "unpaired_call",
+        f"{_place(key, *null)}.content: null, the answer to call {c.id!r} ({c.name}) is"
+        " unknown; no turn",
+    )
+
+
 def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observation, str | None]:
     """Call `c` as turn `turn`: its action, its results as the observation, and the
     reasoning of its assistant message (on the message's first call only); content
@@ -452,7 +473,8 @@ def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observ
         parts.text(r.get("content"), f"turn {turn} observation ({_place(key, n, k)}.content)")
         for n, k, r in c.results
     )
-    observation = Observation(text, is_error=any(_error(r) for *_, r in c.results))
+    error = [_error(r, _place(key, n, k)) for n, k, r in c.results]
+    observation = Observation(text, is_error=any(error))
     if c.reasoning is None:
         return action, observation, None
     content, reasoning, thinking, n = c.reasoning
@@ -507,17 +529,29 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     items: list[ImportProblem] = []
     if any(isinstance(m, dict) and m.get("type") in RESPONSES_ITEMS for m in msgs):
         msgs, items = _from_items(msgs, key)
+    for n, m in enumerate(msgs):
+        if isinstance(m, dict) and not isinstance(m.get("role"), str | None):
+            raise expected(f"{key}[{n}].role", "a string", m["role"])
     calls, problems = pair_calls(msgs, key)
     problems = [*logged, *items, *problems]
     said, last, unsaid = conversation(msgs, _role, _speaks)
     yield from problems
     yield from (_not_imported(key, n, what) for n, what in unsaid)
+    yield from _unknown_roles(msgs, key)
     parts = NonText()
     events = sorted([*((c.msg, c) for c in calls), *((x.at, x) for x in said)], key=lambda e: e[0])
-    pairs = [
-        _turn(e, turn, key, parts) if isinstance(e, _Call) else _exchange(e, msgs, turn, key, parts)
-        for turn, (_, e) in enumerate(events)
-    ]
+    pairs = []
+    for _, e in events:
+        if isinstance(e, _Call) and (unknown := _unknown(e, key)) is not None:
+            tool_action(e.name, e.arguments, e.at)  # its arguments are checked all the same
+            yield unknown
+            continue
+        turn = len(pairs)
+        pairs.append(
+            _turn(e, turn, key, parts)
+            if isinstance(e, _Call)
+            else _exchange(e, msgs, turn, key, parts)
+        )
     numbered = [(n, m) for n, m in enumerate(msgs) if isinstance(m, dict)]
     task = next(
         (
@@ -539,8 +573,10 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     if system is None and rec.get("system"):  # Anthropic's: a string or text blocks
         system = parts.text(rec["system"], "system prompt (system)")
     yield from parts.warnings()
-    tools = rec.get("tools") if rec.get("tools") is not None else rec.get("functions")
-    task_id = rec.get("task_id")
+    tools_key = "tools" if rec.get("tools") is not None else "functions"
+    tools = tool_list(rec.get(tools_key), tools_key)
+    task_id, trial = (record_id(rec, k) for k in ("task_id", "trial"))
+    record_id(rec, "id")  # the import loop's origin id: str(id)
     yield build(
         NAME,
         origin,
@@ -548,18 +584,32 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         pairs,
         task_description=task,
         instruction=task,
-        action_space=tools if isinstance(tools, list) else None,
+        action_space=tools,
         outcome=_outcome(rec),
-        task_id=None if task_id is None else str(task_id),
+        task_id=task_id,
         metadata={
             "agent_system_prompt": system,
             "final_message": last
             and parts.text(_said(msgs[last.at]), f"final message ({key}[{last.at}].content)"),
             "model": rec.get("model"),
-            "trial": None if rec.get("trial") is None else str(rec["trial"]),
+            "trial": trial,
             "info": rec.get("info") if isinstance(rec.get("info"), dict | list) else None,
         },
     )
+
+
+def _unknown_roles(msgs: list[Any], key: str) -> Iterator[ImportProblem]:
+    """A warning for each message of a role this format does not have (none of ROLES or
+    RESULT_ROLES): it is not imported. Roles are matched as OpenAI writes them, lower
+    case; an `Assistant` is named with that hint, never guessed."""
+    for n, m in enumerate(msgs):
+        role = m.get("role") if isinstance(m, dict) else None
+        if isinstance(m, dict) and role not in ROLES and role not in RESULT_ROLES:
+            known = isinstance(role, str) and (
+                role.lower() in ROLES or role.lower() in RESULT_ROLES
+            )
+            hint = " (roles are lower case)" if known else ""
+            yield _not_imported(key, n, f"a message of the unknown role {shown(role)}{hint}")
 
 
 def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:

@@ -679,8 +679,13 @@ def _observation(
         raise expected(at, "an integer", code)
     if code == -1:  # OpenHands' "no exit code" (still running, timed out)
         code = None
+    failed = extras.get("error")
+    if failed is not None and not isinstance(failed, bool):  # "false" is not false
+        raise expected(f"{place}.extras.error", "a boolean", failed)
     typ = o.get("observation")
     raw = o.get("content")
+    if raw is None and typ != "user_rejected":  # what it answered is unknown: never ""
+        return NoTurn("unpaired_call", "")
     prefix, suffix = _str(meta.get("prefix")) or "", _str(meta.get("suffix")) or ""
     framed = isinstance(extras.get("metadata"), dict)  # 0.19+: the framing is in the metadata
     skip = _not_answered(typ, raw, suffix, code, framed)
@@ -715,7 +720,7 @@ def _observation(
         return timed_out(text, state_json, cut)
     return Observation(
         text,
-        is_error=typ == "error" or bool(code) or extras.get("error") is True,
+        is_error=typ == "error" or bool(code) or failed is True,
         exit_code=code,
         truncated=cut,
         state_json=state_json,
@@ -737,7 +742,8 @@ def observation(
 
 class NoTurn(NamedTuple):
     """An action OpenHands answered with its own text instead of running it: `not_run`
-    (it did not run it) or `harness_failure` (its runtime failed on it)."""
+    (it did not run it) or `harness_failure` (its runtime failed on it); or one whose
+    observation has null `content` (`unpaired_call`: the answer is unknown)."""
 
     kind: str
     why: str
@@ -1048,6 +1054,15 @@ def _convert(
             obs_place, obs = evs[o] if o is not None else ("", None)
             command = args.get("command") if kind == "run" else None
             answer = _observation(obs, obs_place, turn, parts, _str(command))
+            if answer == NoTurn("unpaired_call", ""):
+                problems.append(
+                    warning(
+                        "unpaired_call",
+                        f"{obs_place}.content: null, the answer to the agent's {kind!r} action "
+                        f"(id {e.get('id')}) is unknown; no turn",
+                    )
+                )
+                continue
             if isinstance(answer, NoTurn):
                 did = "did not run" if answer.kind == "not_run" else "failed to run"
                 problems.append(
@@ -1148,9 +1163,12 @@ def _outcome(rec: dict[str, Any]) -> Outcome:
     error = _str(rec.get("error"))
     result = rec.get("test_result")
     report = result.get("report") if isinstance(result, dict) else None
+    at = "test_result.report.resolved"
     if not isinstance(report, dict):
-        report = rec.get("report")
+        report, at = rec.get("report"), "report.resolved"
     resolved = report.get("resolved") if isinstance(report, dict) else None
+    if resolved is not None and not isinstance(resolved, bool):  # "false" is not false
+        raise expected(at, "a boolean", resolved)
     if isinstance(resolved, bool):
         return Outcome(
             status="success" if resolved else "failure", reward=float(resolved), error=error

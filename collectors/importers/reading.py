@@ -4,11 +4,15 @@ The stdlib decoder is kept (orjson decodes these records only ~25% faster, a few
 of an import); what it lacks is added here: NaN/Infinity are refused (they are not JSON
 and would poison arguments and observations downstream), and a record nested deeper than
 the interpreter can follow is reported with its line and column instead of unwinding the
-whole run with a RecursionError.
+whole run with a RecursionError. So is a number too large for a float (`1e400` would be
+Infinity). Files are read as bytes and decoded strictly: bytes that are not UTF-8 (a
+Latin-1 file) are a located problem, never replaced in silence; a leading UTF-8 byte order
+mark is passed over; a UTF-16 or compressed file is one problem saying what it is.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections.abc import Iterator
@@ -17,7 +21,9 @@ from typing import Any
 
 from .common import ImportProblem
 
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]|NaN|-?Infinity')
+_TOKENS = re.compile(
+    r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]|NaN|-?Infinity|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?'
+)
 _CUT_TOKEN = re.compile(
     r"""\\ | \\?u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,3})?)?  # an escape in a string
     | n(?:ul?)? | t(?:ru?)? | f(?:a(?:ls?)?)?                    # null, true, false
@@ -39,8 +45,8 @@ def _position(text: str, pos: int) -> tuple[int, int]:
 
 
 def _locate(text: str, want_constant: bool) -> tuple[str, int, int] | None:
-    """(what, line, column) of the first non-JSON constant (None if there is none), or
-    of the deepest nesting."""
+    """(what, line, column) of the first value that is no JSON number (NaN, Infinity, a
+    number too large for a float; None if there is none), or of the deepest nesting."""
     depth = deepest = where = 0
     for m in _TOKENS.finditer(text):
         tok = m.group()
@@ -50,8 +56,15 @@ def _locate(text: str, want_constant: bool) -> tuple[str, int, int] | None:
                 deepest, where = depth, m.start()
         elif tok[0] in "]}":
             depth -= 1
-        elif tok[0] != '"' and want_constant:
+        elif tok[0] == '"' or not want_constant:
+            continue
+        elif tok[-1].isalpha():  # NaN, Infinity
             return f"{tok} is not valid JSON", *_position(text, m.start())
+        elif not tok.lstrip("-").isdigit() and abs(float(tok)) == _INF:
+            shown = tok if len(tok) <= 24 else f"{tok[:20]}..."
+            sign = "-" if tok[0] == "-" else ""
+            what = f"{shown} is too large for a number: it would be {sign}Infinity, not JSON"
+            return what, *_position(text, m.start())
     if want_constant:
         return None
     return f"nested {deepest} levels deep, deeper than can be parsed", *_position(text, where)
@@ -59,6 +72,17 @@ def _locate(text: str, want_constant: bool) -> tuple[str, int, int] | None:
 
 def _refuse(constant: str) -> Any:
     raise ValueError(constant)
+
+
+_INF = float("inf")
+
+
+def _finite(number: str) -> float:
+    """A JSON number as a float, refused when too large for one (`1e400` would be inf)."""
+    f = float(number)
+    if f == _INF or f == -_INF:
+        raise ValueError(number)
+    return f
 
 
 def _undecodable(text: str, exc: json.JSONDecodeError, unit: str) -> BadJSON:
@@ -87,10 +111,14 @@ def _undecodable(text: str, exc: json.JSONDecodeError, unit: str) -> BadJSON:
 
 
 def loads(text: str, unit: str = "line") -> Any:
-    """json.loads that refuses NaN/Infinity and reports depth; errors are BadJSON (`unit`:
-    what the text is, `line` or `file`, for the message)."""
+    """json.loads that refuses NaN/Infinity and numbers too large for a float, and reports
+    depth; errors are BadJSON (`unit`: what the text is, `line` or `file`, for the message).
+    Counts the texts that hold a surrogate escape (`surrogate_escapes`)."""
+    global _escaped
+    if "\\ud" in text or "\\uD" in text:
+        _escaped += 1
     try:
-        return json.loads(text, parse_constant=_refuse)
+        return json.loads(text, parse_constant=_refuse, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise _undecodable(text, exc, unit) from None
     except RecursionError:
@@ -102,16 +130,80 @@ def loads(text: str, unit: str = "line") -> Any:
     raise BadJSON(f"{what} (column {col})", line, col)
 
 
+_escaped = 0
+
+
+def surrogate_escapes() -> int:
+    """Texts `loads` has seen holding a `\\uD800`-`\\uDFFF` escape (in this process): a
+    value parsed since this changed may hold a lone surrogate, which UTF-8 cannot store,
+    and is mended before it is (`worldtrace.collectors.importers.convert`); the others,
+    nearly all, are not walked for one."""
+    return _escaped
+
+
 def _problem(path: Path, where: str, kind: str, message: str) -> ImportProblem:
     return ImportProblem(str(path), where, kind, message)
 
 
-def read_json(path: Path) -> Any | ImportProblem:
-    """The parsed file, or the problem that stops it (unreadable, empty, invalid)."""
+_MAGIC = {
+    b"\x1f\x8b": ("gzip", "gunzip -k"),
+    b"BZh": ("bzip2", "bunzip2 -k"),
+    b"\xfd7zXZ\x00": ("xz", "unxz -k"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
+    b"PK\x03\x04": ("zip", "unzip"),
+}
+
+
+def _unreadable_start(path: Path, head: bytes) -> ImportProblem | None:
+    """The file-level problem of a file that is not UTF-8 text at all, told by its first
+    bytes: compressed, or UTF-16/32 (a byte order mark; PowerShell 5's `>` writes UTF-16)."""
+    for magic, (name, tool) in _MAGIC.items():
+        if head.startswith(magic):
+            why = f"the file is {name}-compressed: decompress it first ({tool} {path})"
+            return _problem(path, "", "compressed", why)
+    for bom, name in ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+                      (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16")):  # fmt: skip
+        if head.startswith(bom):
+            why = (
+                f"the file is {name} (it starts with a {name} byte order mark; PowerShell 5 "
+                f"writes it), not UTF-8: convert it: iconv -f {name.lower()} -t utf-8 "
+                f"{path} > {path}.utf8"
+            )
+            return _problem(path, "", "invalid_utf8", why)
+    return None
+
+
+def _decoded(path: Path, data: bytes, n: int) -> str | ImportProblem:
+    """`data` (line `n` of the file, or all of it) as text, or where it is not UTF-8."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        at = data.rfind(b"\n", 0, exc.start) + 1
+        line = n + data.count(b"\n", 0, at)
+        col = len(data[at : exc.start].decode()) + 1
+        if exc.reason == "unexpected end of data":  # the last bytes, a character cut short
+            why = f"a character cut short at column {col} (the file may be truncated)"
+            return _problem(path, f"line {line}", "invalid_utf8", why)
+        why = (
+            f"byte 0x{data[exc.start]:02x} at column {col} is not UTF-8: the file is in "
+            f"another encoding (Latin-1 or cp1252?); convert it: iconv -f cp1252 -t utf-8 "
+            f"{path} > {path}.utf8"
+        )
+        return _problem(path, f"line {line}", "invalid_utf8", why)
+
+
+def read_json(path: Path) -> Any | ImportProblem:
+    """The parsed file, or the problem that stops it (unreadable, not UTF-8, empty,
+    invalid). A leading UTF-8 byte order mark is passed over."""
+    try:
+        data = path.read_bytes()
     except OSError as exc:
         return _problem(path, "", "unreadable", exc.strerror or str(exc))
+    if (problem := _unreadable_start(path, data[:4])) is not None:
+        return problem
+    text = _decoded(path, data.removeprefix(codecs.BOM_UTF8), 1)
+    if isinstance(text, ImportProblem):
+        return text
     if not text.strip():
         return _problem(path, "line 1", "empty_file", "the file holds no record")
     try:
@@ -121,20 +213,43 @@ def read_json(path: Path) -> Any | ImportProblem:
 
 
 def jsonl_text_lines(path: Path) -> Iterator[tuple[int, str | ImportProblem]]:
-    """(line number, text) of each non-blank line, streamed; a read error part way, or a
-    file without any line, ends it with a problem instead."""
+    """(line number, text) of each non-blank line, streamed; a line that is not UTF-8 as
+    its problem; a read error part way, a file without any line, or one that is not text
+    (`_unreadable_start`) ends it with a problem instead. Lines end at `\\n` alone."""
     seen = False
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh, 1):
-                if line.strip():
+        with open(path, "rb") as fh:
+            for n, raw in enumerate(fh, 1):
+                if n == 1:
+                    if (problem := _unreadable_start(path, raw[:4])) is not None:
+                        yield 0, problem
+                        return
+                    raw = raw.removeprefix(codecs.BOM_UTF8)
+                if raw.strip():
                     seen = True
-                    yield n, line
+                    yield n, _decoded(path, raw, n)
     except OSError as exc:  # unreadable, or a read error part way
         yield 0, _problem(path, "", "unreadable", exc.strerror or str(exc))
         return
     if not seen:
         yield 1, _problem(path, "line 1", "empty_file", "the file holds no record")
+
+
+def json_head(path: str | Path, lines: int) -> Iterator[Any]:
+    """The values of the first `lines` lines of a file that parse as JSON (blank and
+    broken lines passed over, a UTF-8 byte order mark too; an unreadable file gives none):
+    what a session format's `sniff` looks at."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            for _, line in zip(range(lines), fh, strict=False):
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+    except OSError:
+        return
 
 
 def jsonl_values(path: Path) -> Iterator[tuple[int, Any | ImportProblem]]:

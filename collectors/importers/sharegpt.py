@@ -54,8 +54,10 @@ from .common import (
     guess_domain,
     join_reasoning,
     message_action,
+    record_id,
     shown,
     tool_action,
+    tool_list,
     warning,
 )
 
@@ -221,16 +223,21 @@ def _results(
     calls: list[Call],
     turn: int,
     parts: NonText,
-) -> tuple[list[str], int, list[ImportProblem]]:
+) -> tuple[list[str | None], int, list[ImportProblem]]:
     """The observations of `calls` (made by numbered[i], its first call turn `turn`),
     how many result messages follow the call message, and what of them answers no
-    call."""
-    found: list[tuple[int, int | None, str]] = []  # (message, block or None, body)
+    call. A null `value` is an answer nobody knows: None, that call makes no turn
+    (`unpaired_call`), never an empty output."""
+    found: list[tuple[int, int | None, str | None]] = []  # (message, block or None, body)
     problems: list[ImportProblem] = []
     j = i + 1
     while j < len(numbered) and _kind(numbered[j][1]) in OBS_ROLES:
         n, m = numbered[j]
         k = min(len(found), len(calls) - 1)
+        if m.get("value") is None:  # an answer nobody knows (`to_trajectory`: no turn)
+            found.append((n, None, None))
+            j += 1
+            continue
         text = parts.text(m.get("value"), f"turn {turn + k} observation (conversations[{n}].value)")
         if _role(m) == "human":  # glaive's FUNCTION RESPONSE: <result>
             text = text.lstrip()[len(FUNCTION_RESPONSE) :].strip()
@@ -243,7 +250,7 @@ def _results(
             problems.append(_not_imported(n, "text outside its <tool_response> blocks"))
         j += 1
     results = [body for _, _, body in found]
-    if len(calls) > 1 and len(found) == 1:  # parallel calls answered by one JSON list?
+    if len(calls) > 1 and len(found) == 1 and results[0] is not None:  # one JSON list?
         try:
             parsed = json.loads(results[0])
         except json.JSONDecodeError:
@@ -254,7 +261,19 @@ def _results(
     for n, b, _ in found[len(calls) :]:
         what = "a tool result" if b is None else f"<tool_response> block {b}, a tool result"
         problems.append(_not_imported(n, f"{what} that answers no call"))
-    out = [_content(body, c["name"]) for body, (c, _) in zip(results, calls, strict=False)]
+    out = [
+        body if body is None else _content(body, c["name"])
+        for body, (c, _) in zip(results, calls, strict=False)
+    ]
+    for (n, _, body), (c, _) in zip(found, calls, strict=False):
+        if body is None:
+            problems.append(
+                warning(
+                    "unpaired_call",
+                    f"conversations[{n}].value: null, the answer to call {c['name']!r} is"
+                    " unknown; no turn",
+                )
+            )
     for k, (c, _) in enumerate(calls[len(out) :], start=len(out)):
         of = f" ({k + 1} of {len(calls)})" if len(calls) > 1 else ""
         problems.append(
@@ -338,11 +357,14 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
         )
         for k, (c, where) in enumerate(calls):
             names.append(c["name"])
+            action = tool_action(c["name"], c.get("arguments"), where)
+            if results[k] is None:
+                continue
             pairs.append(
                 (
-                    tool_action(c["name"], c.get("arguments"), where),
+                    action,
                     Observation(results[k]),
-                    reasoning if k == 0 else None,
+                    reasoning if len(pairs) == turn else None,
                 )
             )
         prose = []
@@ -354,12 +376,8 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
         problems += _unanswered(prose[:-1])
         said, value = prose[-1]
         final = parts.text(value, f"final message (conversations[{said}].value)")
-    tools = d.get("tools")
-    if isinstance(tools, str):
-        try:
-            tools = json.loads(tools)
-        except json.JSONDecodeError:
-            tools = None
+    tools = tool_list(d.get("tools"))
+    record_id(d, "id")  # the import loop's origin id: str(id)
     return [
         *problems,
         *parts.warnings(),
@@ -370,7 +388,7 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
             pairs,
             task_description=task,
             instruction=task,
-            action_space=tools if isinstance(tools, list) else None,
+            action_space=tools,
             metadata={
                 "agent_system_prompt": _system_prompt(d.get("system"), systems),
                 "final_message": final,

@@ -60,6 +60,7 @@ from .common import (
     MissingField,
     NonText,
     build,
+    expected,
     origin_stem,
     split_command,
     timed_out,
@@ -335,7 +336,7 @@ def _from_steps(
     for n, s in enumerate(steps):
         if not isinstance(s, dict) or "action" not in s:
             raise MissingField(f"trajectory[{n}] has no `action`")
-        cmd = str(s.get("action") or "").rstrip("\n")
+        cmd = _text(s, "action", f"trajectory[{n}]").rstrip("\n")
         if cmd.strip() in EXIT_ACTIONS:
             ended.append(cmd.strip())
             continue
@@ -350,6 +351,14 @@ def _from_steps(
                         " error, blocked command or bash syntax error): no turn",
                     )
                 )
+            continue
+        if s.get("observation") is None:  # what it printed is unknown: never ""
+            problems.append(
+                warning(
+                    "unpaired_call",
+                    f"trajectory[{n}].observation: null, the answer to {cmd!r} is unknown; no turn",
+                )
+            )
             continue
         text = parts.text(
             s.get("observation"), f"turn {n} observation (trajectory[{n}].observation)"
@@ -366,6 +375,15 @@ def _from_steps(
         obs = harness_observation(text, _state(s.get("state")))
         pairs.append((_command(cmd), obs, s.get("thought") or s.get("response")))
     return pairs
+
+
+def _text(holder: dict[str, Any], key: str, at: str) -> str:
+    """`holder[key]`, a string (null: ""); anything else is the file's error, never its
+    Python rendering as a command."""
+    value = holder.get(key)
+    if value is not None and not isinstance(value, str):
+        raise expected(f"{at}.{key}", "a string", value)
+    return value or ""
 
 
 def _command(cmd: str) -> Action:
@@ -385,7 +403,7 @@ def _from_history(history: list[Any], parts: NonText) -> Iterator[Any]:
             continue
         content = parts.text(m.get("content"), f"turn {turn} action (history[{n}].content)")
         if "action" in m:
-            cmd, prose = str(m["action"] or ""), m.get("thought")
+            cmd, prose = _text(m, "action", f"history[{n}]"), m.get("thought")
         else:
             cmd, prose = split_command(content)
         if cmd is None:
@@ -408,6 +426,9 @@ def _from_history(history: list[Any], parts: NonText) -> Iterator[Any]:
 
 
 def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
+    for key in ("trajectory", "history"):
+        if d.get(key) is not None and not isinstance(d[key], list):
+            raise expected(key, "a list", d[key])
     history = d.get("history") or []
     numbered = [(n, h) for n, h in enumerate(history) if isinstance(h, dict)]
     history = [h for _, h in numbered]
@@ -449,9 +470,11 @@ def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
     yield from parts.warnings()
     info = d.get("info") or {}
     status = info.get("exit_status")
+    if status is not None and not isinstance(status, str):
+        raise expected("info.exit_status", "a string", status)
     outcome = Outcome(
         status="success" if status == "submitted" else ("unknown" if status is None else "failure"),
-        error=None if status in (None, "submitted") else str(status),
+        error=None if status in (None, "submitted") else status,
     )
     yield build(
         NAME,

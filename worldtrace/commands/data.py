@@ -130,9 +130,40 @@ def import_(
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_PROBLEMS)
     print_import_report(report, dest, show)
+    for line in _not_read(paths, report.skipped, report.files):
+        click.echo(line, err=True)
     total = sum(report.imported.values()) + sum(report.present.values())
     if (strict and report.errors) or (not total and report.errors) or not report.files:
         sys.exit(EXIT_PROBLEMS)
+
+
+SHOWN_SKIPPED = 5
+
+
+def _not_read(paths: tuple[str, ...], skipped: list, files: int) -> list[str]:
+    """What the walk passed over (a few names; compressed ones said so) and, when nothing
+    was read, why: a run must not end on an empty table alone."""
+    from worldtrace.collectors.importers import COMPRESSED, SUFFIXES
+
+    kinds = sorted(SUFFIXES)
+    out, where = [], ", ".join(paths)
+    if skipped:
+        names = [
+            f"{f} (compressed: decompress it first)"
+            if f.name.lower().endswith(COMPRESSED)
+            else str(f)
+            for f in skipped[:SHOWN_SKIPPED]
+        ]
+        more = f" and {len(skipped) - SHOWN_SKIPPED} more" if len(skipped) > SHOWN_SKIPPED else ""
+        out.append(
+            f"import: {len(skipped)} file(s) not read under {where} (only {', '.join(kinds[:-1])} "
+            f"and {kinds[-1]} files are): {', '.join(names)}{more}"
+        )
+    if not files:
+        hold = "holds" if len(paths) == 1 else "hold"
+        why = f"import: no file to import: {where} {hold} no {', '.join(kinds[:-1])} or {kinds[-1]} file"
+        out.append(why + (f" ({len(skipped)} other file(s), listed above)" if skipped else ""))
+    return out
 
 
 COMMANDS = (validate, import_)
