@@ -1318,7 +1318,7 @@ def parse(path: Path, domain: str | None = None) -> Iterator[tuple[int, Any]]:
     lines, problems = _read(path)
     yield from ((0, p) for p in problems)
     if not any(line.kind == "response_item" for line in lines):
-        if not problems:
+        if not any(p.fatal for p in problems):  # warnings alone would end it at exit 0
             yield 0, ImportProblem(str(path), "", "empty", "no Codex response item in the file")
         return
     yield from ((0, x) for x in _trajectory(path, lines, domain))
@@ -1358,7 +1358,7 @@ def parse_document(path: Path, data: dict[str, Any], domain: str | None = None) 
     lines, problems = _document_lines(path, data)
     yield from problems
     if not any(line.kind == "response_item" for line in lines):
-        if not problems:
+        if not any(p.fatal for p in problems):
             yield ImportProblem(str(path), "", "empty", "no codex-cli item in the session")
         return
     yield from _trajectory(path, lines, domain, typescript=True)

@@ -656,3 +656,30 @@ def test_process_says_a_filtered_record_was_filtered_and_counts_every_row_left_u
     assert len(said) == 5 and all(ln.startswith("filtered: ") for ln in said), r.stderr
     assert "rejected: " not in r.stderr
     assert "1 more (rejected, filtered or turns removed): worldtrace query" in r.stderr
+
+
+def test_validate_of_a_store_checks_its_trajectories_not_its_other_files(tmp_path, corpus):
+    """Found: `validate STORE` reported 39 problems in a valid store: its manifests
+    (`run_id: unknown field`), the processed turns, clusters and rejects tables (`not a
+    trajectory shard`) and an export's files. A walk passes over the store's own files
+    that hold no trajectories and says how many; one named is checked as before."""
+    from worldtrace.pipelines.export import ExportConfig, export
+    from worldtrace.pipelines.process import ProcessConfig, run
+
+    store = tmp_path / "s"
+    with ShardWriter(store / "raw" / "a") as w:
+        w.write(corpus[:6])
+    run(ProcessConfig(inputs=[str(store / "raw")], output=str(store / "processed"), workers=1))
+    export(ExportConfig(input=str(store / "processed" / "trajectories"),
+                        output=str(store / "export" / "awb"), format="agentworldbench"))  # fmt: skip
+    for target in (store, store / "processed"):
+        r = CliRunner().invoke(cli, ["validate", str(target)], obj={})
+        assert r.exit_code == 0, r.output
+        assert "0 problem(s)" in r.stderr and "passed over" in r.stderr
+    kept = sum(pq.read_metadata(f).num_rows for f in (store / "processed").rglob("*.parquet")
+               if f.parent.name == "trajectories")  # fmt: skip
+    r = CliRunner().invoke(cli, ["validate", str(store)], obj={})
+    assert f", {6 + kept} record(s), 0 problem(s)" in r.stderr, r.stderr  # raw + processed
+    named = store / "processed" / "manifest.json"
+    r = CliRunner().invoke(cli, ["validate", str(named)], obj={})
+    assert r.exit_code == 1 and "unknown field" in r.stdout

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from worldtrace.options import ConfigCommand, RegistryChoice, options_from
+from worldtrace.schemas import fields as F
 
 from . import EXIT_PROBLEMS, progress_every_option, store
 
@@ -24,7 +26,18 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
     """Validate trajectory shards (Parquet) or JSONL of records; exit 1 if anything is invalid."""
     from worldtrace.schemas.store import check_files, input_files
 
-    files = input_files(paths)
+    files, passed = [], 0
+    for p in paths:  # a walk passes over the store's own files that hold no trajectories
+        found = input_files([p])
+        root = _store_root(Path(p)) if Path(p).is_dir() else None
+        kept = [f for f in found if not _store_own(f, root)] if root else found
+        files, passed = files + kept, passed + len(found) - len(kept)
+    if passed and not quiet:
+        click.echo(
+            f"passed over {passed} file(s) of the store that hold no trajectories (manifests, "
+            "processed turns, clusters and rejects, exports); name one to check it",
+            err=True,
+        )
     if not files:
         click.echo("no Parquet or JSONL files found", err=True)
         sys.exit(EXIT_PROBLEMS)
@@ -51,6 +64,25 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
     if not quiet:
         click.echo(f"{len(files)} file(s), {records} record(s), {problems} problem(s)", err=True)
     sys.exit(EXIT_PROBLEMS if problems else 0)
+
+
+def _store_root(d: Path) -> Path | None:
+    """The store `d` is (or is inside): the nearest directory holding `raw/` or
+    `processed/`."""
+    d = d.resolve()
+    return next(
+        (a for a in (d, *d.parents) if (a / "raw").is_dir() or (a / F.PROCESSED_DIR).is_dir()),
+        None,
+    )
+
+
+def _store_own(f: Path, root: Path) -> bool:
+    """A file the store at `root` writes beside its trajectories: a manifest, a processed
+    table other than `trajectories` (or the run's index), an export."""
+    rel = f.resolve().relative_to(root).parts
+    if f.name == F.PROCESS_MANIFEST or rel[0] == F.EXPORT_DIR:
+        return True
+    return rel[0] == F.PROCESSED_DIR and (len(rel) < 3 or rel[1] != "trajectories")
 
 
 IMPORT_EPILOG = """\b
