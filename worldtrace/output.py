@@ -7,6 +7,7 @@ reuses the same tables. rich and the query libraries are imported inside each fu
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -370,23 +371,56 @@ def _json(rel, lines: bool) -> str:
     import json
 
     nested = [t.id in NESTED_TYPES for t in rel.types]
-    if any(nested):
-        exprs = ", ".join(
-            (f"to_json(#{i})" if n else f"#{i}") + f" AS {_ident(c)}"
-            for i, (n, c) in enumerate(zip(nested, rel.columns, strict=True), 1)
-        )
-        rel = rel.project(exprs)
+    rel = _as_text(rel, nested=True)
     names = rel.columns
     rows = [
         {
-            c: json.loads(v) if n and v is not None else v
+            c: _finite(json.loads(v)) if n and v is not None else _finite(v)
             for c, n, v in zip(names, nested, row, strict=True)
         }
         for row in rel.fetchall()
     ]
+    dump = functools.partial(json.dumps, default=str, ensure_ascii=False, allow_nan=False)
     if lines:
-        return "".join(json.dumps(r, default=str, ensure_ascii=False) + "\n" for r in rows)
-    return json.dumps(rows, default=str, ensure_ascii=False) + "\n"
+        return "".join(dump(r) + "\n" for r in rows)
+    return dump(rows) + "\n"
+
+
+TEXT_TYPES = frozenset({"blob", "interval", "bit"})
+"""Types whose Python value would print as Python's rendering (`b'\\x00'`, `3 days,
+0:00:00`): written in DuckDB's text form instead, as CSV writes them."""
+
+
+def _as_text(rel, nested: bool):
+    """`rel` with nested columns as JSON text (`nested`) and `TEXT_TYPES` as DuckDB's
+    text form; as it is when it has neither."""
+    kinds = [t.id for t in rel.types]
+    if not any(k in TEXT_TYPES or (nested and k in NESTED_TYPES) for k in kinds):
+        return rel
+    exprs = ", ".join(
+        (
+            f"to_json(#{i})"
+            if nested and k in NESTED_TYPES
+            else f"CAST(#{i} AS VARCHAR)"
+            if k in TEXT_TYPES
+            else f"#{i}"
+        )
+        + f" AS {_ident(c)}"
+        for i, (k, c) in enumerate(zip(kinds, rel.columns, strict=True), 1)
+    )
+    return rel.project(exprs)
+
+
+def _finite(v: Any) -> Any:
+    """JSON has no NaN or Infinity (strict parsers refuse them): null, in values at any
+    depth."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    return v
 
 
 def _ident(name: str) -> str:
@@ -398,7 +432,7 @@ def _emit_table(rel, output: str | None, max_rows: int) -> None:
     else (a pipe, a file) no cell is cut, so ids survive copy and paste."""
     from rich.console import Console
 
-    rows = rel.limit(max_rows + 1).fetchall()
+    rows = _as_text(rel, nested=True).limit(max_rows + 1).fetchall()
     t = make_table(rel.columns, rows[:max_rows])
     if len(rows) > max_rows:
         t.caption = f"first {max_rows} rows shown (--max-rows)"

@@ -407,3 +407,31 @@ def test_output_goes_through_links_devices_and_dash(tmp_path, monkeypatch):
         "month_day_nano_interval"
     )
     assert not (tmp_path / "t.parquet").exists()
+
+
+def test_json_output_is_strict_json_and_no_value_is_pythons_rendering(tmp_path):
+    """Found: `--format json` wrote NaN and Infinity (not JSON: strict parsers refuse
+    them), a BLOB as `"b'\\\\x00\\\\x01'"` and an INTERVAL as `"3 days, 0:00:00"`; a table
+    showed a nested value as Python's rendering (`{'s': datetime.datetime(...)}`). Non-
+    finite numbers are null at any depth, those types are DuckDB's text form (as CSV
+    writes them), nested values in a table are JSON."""
+    store = Store.at(tmp_path / "store")
+    store.root.mkdir()
+    sql = (
+        "SELECT 'nan'::DOUBLE AS x, '-inf'::DOUBLE AS y, [1.5, 'inf'::DOUBLE] AS l, "
+        "'\\x00\\x01'::BLOB AS b, INTERVAL 3 DAY AS iv, "
+        "{'t': TIMESTAMPTZ '2026-01-01 05:02:00+00'} AS s"
+    )
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+
+    for fmt in ("json", "jsonl"):
+        r = run_cli(store, "query", sql, "--format", fmt)
+        assert r.exit_code == 0, r.output
+        row = strict(r.stdout)[0] if fmt == "json" else strict(r.stdout.splitlines()[0])
+        assert row["x"] is None and row["y"] is None and row["l"] == [1.5, None]
+        assert row["b"] == "\\x00\\x01" and row["iv"] == "3 days"
+    r = run_cli(store, "query", sql)
+    assert r.exit_code == 0 and '{"t":"2026-01-01 05:02:00+00"}' in r.stdout, r.stdout
+    assert "datetime" not in r.stdout and "[1.5,Infinity]" in r.stdout  # DuckDB's JSON text
