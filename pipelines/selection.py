@@ -60,7 +60,7 @@ class Selection:
             source, select, params = rows, trajectory_select(), {"f": str(f)}
         sql = (
             f"SELECT {ROW} FROM (SELECT {select}, {ROW} FROM {source}) AS trajectories "
-            f"WHERE coalesce(({where}), false)"
+            f"WHERE coalesce((\n{where}\n), false)"  # a `--` comment ends at its line
         )
         return sql, params
 

@@ -294,6 +294,19 @@ def test_a_template_jinja_cannot_read_or_run_is_one_line(tmp_path, processed, so
     assert len(r.output.strip().splitlines()) == 1 and not out.exists()
 
 
+def test_a_where_with_a_comment_is_the_condition_query_runs(tmp_path, processed):
+    """Found: `--where "domain = 'terminal' -- the terminal ones"` was refused (the
+    comment swallowed what closed the condition), though query runs it."""
+    from worldtrace.schemas.views import connect
+
+    where = "domain = 'terminal' -- the terminal ones"
+    sql = f"SELECT count(*) FROM trajectories WHERE {where}\n"
+    [(want,)] = connect(processed).execute(sql).fetchall()
+    total = len(by_id(processed))
+    m = do_export(processed, tmp_path / "e", where=where)
+    assert 0 < want < total and m["where"]["left_out"] == total - want
+
+
 def test_a_where_that_leaves_out_everything_says_so(tmp_path, processed):
     """Found: `export --where false` said the shards hold no trajectory, blaming the
     data; the condition left them all out."""
@@ -667,7 +680,8 @@ def test_where_exports_what_the_same_condition_counts_in_query(tmp_path, process
     [
         ("no_such_column = 1", "no_such_column"),
         ("domain = 'terminal'; SELECT 1", "syntax error"),
-        ("true), false); COPY (SELECT 1) TO 'x.csv' --", "not one condition"),
+        ("true), false); COPY (SELECT 1) TO 'x.csv' --", "syntax error"),
+        ("false), true) --", "syntax error"),  # found: accepted, and took everything
         ("read_text('/etc/hostname') IS NOT NULL", "/etc/hostname"),
         ("", "the condition is empty"),
     ],
