@@ -130,6 +130,15 @@ class ImportConfig:
     input, at most one per core. Forked from this process, so only while no other
     thread runs in it. The shards are the same either way."""
 
+    def __post_init__(self) -> None:
+        """Ranges: a negative cap was no cap, a negative worker count auto, in silence."""
+        from worldtrace.schemas.config import check
+
+        check(self, "max_observation_chars", self.max_observation_chars >= 0,
+              "an integer >= 0 (0: no cap)")  # fmt: skip
+        check(self, "workers", self.workers >= 0, "an integer >= 0 (0: auto)")
+        check(self, "shard_bytes", self.shard_bytes > 0, "a positive integer")
+
 
 @dataclass
 class ImportReport:

@@ -683,3 +683,21 @@ def test_validate_of_a_store_checks_its_trajectories_not_its_other_files(tmp_pat
     named = store / "processed" / "manifest.json"
     r = CliRunner().invoke(cli, ["validate", str(named)], obj={})
     assert r.exit_code == 1 and "unknown field" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--max-observation-chars", "-5"], "--max-observation-chars: expected an integer >= 0"),
+        (["--workers", "-2"], "--workers: expected an integer >= 0 (0: auto)"),
+    ],
+)
+def test_import_refuses_a_negative_cap_or_worker_count(tmp_path, inputs, args, message):
+    """Found: `import --max-observation-chars -5` imported with no cap and `--workers -2`
+    as auto, in silence. A usage error before anything is made or read."""
+    new = tmp_path / "new"
+    r = CliRunner().invoke(
+        cli, ["--store", str(new), "--create", "import", *args, inputs["records"]], obj={}
+    )
+    assert r.exit_code == 2 and f"Invalid value for {message}" in r.stderr, r.output
+    assert not new.exists()

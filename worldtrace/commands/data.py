@@ -149,11 +149,15 @@ def import_(
     )
     from worldtrace.output import print_import_report
     from worldtrace.progress import StepProgress
+    from worldtrace.schemas.config import SettingError
 
+    try:
+        config = ImportConfig(
+            format=fmt, domain=domain, max_observation_chars=max_observation_chars, workers=workers
+        )
+    except SettingError as exc:  # a value out of range: the option as typed
+        raise click.BadParameter(exc.problem, param_hint=f"--{exc.key.replace('_', '-')}") from None
     dest = store(ctx, create=True).raw / "import"
-    config = ImportConfig(
-        format=fmt, domain=domain, max_observation_chars=max_observation_chars, workers=workers
-    )
     try:
         files = len(input_files(paths))
         with StepProgress("import", files, "file(s)", every=progress_every) as progress:
