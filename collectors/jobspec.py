@@ -77,10 +77,11 @@ def _name(value: str) -> str:
     return value
 
 
-def parse_every(value: str) -> timedelta:
-    """`15m`, `2h`, `30s`, `1d` as a timedelta."""
+def parse_every(value: str, zero: bool = False) -> timedelta:
+    """`15m`, `2h`, `30s`, `1d` as a timedelta; `zero`: `0s` is one too (an age, where a
+    schedule's interval must be positive)."""
     m = EVERY_RE.match(value.strip())
-    if not m or int(m.group(1)) <= 0:
+    if not m or int(m.group(1)) < (0 if zero else 1):
         raise ValueError(f"not an interval: {value!r} (write e.g. 30s, 15m, 2h, 1d)")
     return timedelta(seconds=int(m.group(1)) * EVERY_UNITS[m.group(2)])
 

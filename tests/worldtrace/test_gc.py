@@ -124,6 +124,10 @@ def test_gc_removes_only_what_no_live_writer_owns(littered, wt_env):
 def test_gc_refuses_a_bad_age_and_a_missing_store(tmp_path, wt_env):
     r = wt(wt_env, "gc", "--store", str(tmp_path), "--exports-older-than", "soon")
     assert r.returncode == 2 and "not an interval: 'soon'" in r.stderr
+    # found: an age of 0 (`--min-age 0s`: whatever its age) was `not an interval`
+    r = wt(wt_env, "gc", "--store", str(tmp_path), "--dry-run", "--no-containers",
+           "--min-age", "0s", "--exports-older-than", "0d")  # fmt: skip
+    assert r.returncode == 0 and "gc: 0 item(s)" in r.stderr, r.stderr
     r = wt(wt_env, "gc", "--store", str(tmp_path / "missing"))
     assert r.returncode == 1 and f"store {tmp_path / 'missing'} does not exist" in r.stderr
 

@@ -16,7 +16,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     from worldtrace.collectors.jobspec import parse_every
 
     try:
-        return parse_every(value).total_seconds()
+        return parse_every(value, zero=True).total_seconds()  # 0s: whatever its age
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 
