@@ -58,7 +58,10 @@ def load_instructions(path: str | None) -> dict[str, str]:
         try:
             user = yaml.safe_load(p.read_text())  # YAML is a superset of JSON
         except yaml.YAMLError as exc:
-            raise ValueError(f"{p}: simulation_instructions: not YAML or JSON: {exc}") from exc
+            from worldtrace.schemas.config import yaml_problem
+
+            why = yaml_problem(exc)
+            raise ValueError(f"{p}: simulation_instructions: not YAML or JSON ({why})") from None
         if not isinstance(user, dict):
             raise ValueError(f"{p}: simulation_instructions: expected a mapping domain -> text")
     else:

@@ -247,6 +247,13 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def yaml_problem(exc: Exception) -> str:
+    """A YAML error as one line, `line N: problem` (PyYAML's own text is several, with a
+    copy of the line and a caret)."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    return (f"line {mark.line + 1}: " if mark else "") + str(problem or exc).splitlines()[0]
+
+
 def load(obj: Any, yaml_path: str | Path | None = None, overrides: list[str] = ()) -> Any:
     """Apply a YAML file (nested mapping) then `key.path=value` strings to dataclass `obj`
     (the later value of a key wins). A value its field does not take, by type or by range,
@@ -257,11 +264,7 @@ def load(obj: Any, yaml_path: str | Path | None = None, overrides: list[str] = (
         try:
             data = yaml.safe_load(Path(yaml_path).read_text()) or {}
         except yaml.YAMLError as exc:
-            mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
-            where = f"line {mark.line + 1}: " if mark else ""
-            raise SettingError(
-                "", _NO_VALUE, f"not YAML ({where}{problem or exc})", source
-            ) from None
+            raise SettingError("", _NO_VALUE, f"not YAML ({yaml_problem(exc)})", source) from None
         if not isinstance(data, dict):
             raise SettingError(
                 "", _NO_VALUE, "expected a mapping of settings (dedup: {threshold: 0.7})", source

@@ -140,6 +140,13 @@ def test_instructions_overridden_by_file_or_directory(tmp_path):
         load_instructions(str(j))
     with pytest.raises(FileNotFoundError):
         load_instructions(str(tmp_path / "missing.yaml"))
+    # found: a YAML error was PyYAML's five lines (a copy of the line, a caret)
+    j.write_text('terminal: "abc\nweb: [\n')
+    with pytest.raises(ValueError) as err:
+        load_instructions(str(j))
+    assert str(err.value) == (
+        f"{j}: simulation_instructions: not YAML or JSON (line 3: found unexpected end of stream)"
+    )
 
 
 def test_export_renders_the_prompt_and_records_the_instructions(tmp_path):
