@@ -41,6 +41,9 @@ class StoreWriteError(OSError):
         reason = (cause.strerror or str(cause)).splitlines()[0] if str(cause) else repr(cause)
         if "No space left" in str(cause):
             reason = "No space left on device"
+        elif isinstance(cause, FileExistsError | NotADirectoryError):  # making its folders
+            file = next((p for p in Path(path).parents if p.is_file()), None)
+            reason = f"{file} is a file, not a directory" if file else reason
         super().__init__(cause.errno, reason, str(path))
         self.path = Path(path)
         self.reason = reason

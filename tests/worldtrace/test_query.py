@@ -435,3 +435,14 @@ def test_json_output_is_strict_json_and_no_value_is_pythons_rendering(tmp_path):
     r = run_cli(store, "query", sql)
     assert r.exit_code == 0 and '{"t":"2026-01-01 05:02:00+00"}' in r.stdout, r.stdout
     assert "datetime" not in r.stdout and "[1.5,Infinity]" in r.stdout  # DuckDB's JSON text
+
+
+def test_an_output_under_a_file_names_the_file(tmp_path, wt_env):
+    """Found: `query -o afile/q.csv` (and `report -o afile/r.html`), where afile is a
+    file, said `cannot write afile/q.csv: File exists`."""
+    (tmp_path / "afile").write_text("x")
+    for out in (tmp_path / "afile" / "q.csv", tmp_path / "afile" / "sub" / "r.html"):
+        cmd = ["query", "SELECT 1 AS a", "-o"] if out.suffix == ".csv" else ["report", "-o"]
+        r = wt(wt_env, *cmd, str(out))
+        said = f"cannot write {out}: {tmp_path / 'afile'} is a file, not a directory"
+        assert r.returncode == 1 and said in r.stderr, r.stderr
