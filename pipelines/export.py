@@ -402,9 +402,13 @@ def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> d
 def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Path]) -> dict:
     """The split export's own manifest: the split and each part's manifest (path, sha256)."""
     keys = ("trajectories", "samples", "rows", "tokens", "loss_tokens")
+    first = next(iter(manifests.values()))
+    # what every part shares, said at the top too (the `exports` view reads the top)
+    shared = ("tokenizer", "template", "keep_mode", "seed", "simulation_instructions", "config")
     return {
         "schema_version": F.TRAINING_SCHEMA_VERSION,
         "format": cfg.format,
+        **{k: first[k] for k in shared if k in first},
         "split": _split_info(fractions, cfg.split_seed),
         "parts": {
             n: {
@@ -416,6 +420,7 @@ def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Pa
         },
         "counts": {
             **{k: sum(m["counts"][k] for m in manifests.values()) for k in keys},
+            "system_trimmed": sum(m["counts"].get("system_trimmed", 0) for m in manifests.values()),
             **{
                 name: domain_totals(_summed_by_domain(manifests, name, counted), counted)
                 for name, counted in (("truncated", TRUNCATED), ("turns_without_target", NO_TARGET))

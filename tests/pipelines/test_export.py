@@ -673,6 +673,16 @@ def test_where_exports_what_the_same_condition_counts_in_query(tmp_path, process
     part = json.loads((tmp_path / "e" / "test" / "manifest.json").read_text())
     assert part["where"] == m["where"] and part["config"]["where"] == where
     assert verify(tmp_path / "e" / "test") == []
+    # found: the top manifest of a split export had no config (so no `config.where`),
+    # tokenizer, template, keep mode or seed, and the `exports` view, which reads it,
+    # showed them NULL
+    assert m["config"] == part["config"]
+    assert all(m[k] == part[k] for k in ("tokenizer", "template", "keep_mode", "seed"))
+    from worldtrace.schemas.views import _exports_table
+
+    [row] = _exports_table(tmp_path).to_pylist()
+    assert row["name"] == "e" and row["tokenizer"] == part["tokenizer"]["name"]
+    assert row["template"] == "chatml" and row["keep_mode"] == cfg.keep_mode
 
 
 @pytest.mark.parametrize(
