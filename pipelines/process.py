@@ -172,6 +172,8 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     before = last.get("config", {})
     now = to_dict(cfg)
     changed = [k for k in SETTINGS if before.get(k) != now.get(k)]
+    if _same_policy(before, now):  # `keep.echo=0.05` given is the default, not a change
+        changed = [k for k in changed if k not in ("policy", "policy_settings")]
     if changed:
         defaults = to_dict(ProcessConfig())
         last_run = as_overrides(
@@ -186,6 +188,17 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
     seen, moved = moved_paths(pq.read_table(index / G.SHARDS_FILE), before.get("output"), output)
     return Previous(index, stems, seen, G.probed_stems(index), moved)
+
+
+def _same_policy(before: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether two runs' policy and settings make the same policy (a default value
+    given, or the same values written another way)."""
+    try:
+        return get_policy(
+            before.get("policy", DEFAULT_POLICY), **before.get("policy_settings") or {}
+        ) == (get_policy(now.get("policy", DEFAULT_POLICY), **now.get("policy_settings") or {}))
+    except ValueError:  # an earlier run's settings this version refuses: not the same
+        return False
 
 
 def new_files(files: list[str], prev: Previous) -> list[str]:

@@ -579,6 +579,26 @@ def test_changed_settings_say_both_ways_out(raw_store, corpus):
     assert again.exit_code == 0, again.output
 
 
+def test_a_policy_setting_given_at_its_default_is_no_change(raw_store, corpus):
+    """Found: `--set policy_settings.keep.echo=0.05` (the default) after a run without it
+    was refused as `settings changed (policy_settings)`, where `dedup.threshold=0.8`
+    (also the default) was accepted. The policy the settings make is compared; a value
+    that differs is still a change."""
+    runner = CliRunner()
+    base = ["--store", str(raw_store), "process", "--json"]
+    assert runner.invoke(cli, base, obj={}).exit_code == 0
+    with ShardWriter(raw_store / "raw" / "later") as w:
+        w.write(corpus[6:8])
+    same = runner.invoke(cli, [*base, "--set", "policy_settings.keep.echo=0.05"], obj={})
+    assert same.exit_code == 0, same.output
+    with ShardWriter(raw_store / "raw" / "more") as w:
+        w.write(corpus[8:10])
+    other = runner.invoke(cli, [*base, "--set", "policy_settings.keep.echo=0.5"], obj={})
+    assert other.exit_code == 1 and "settings changed since the last run (policy_settings)" in (
+        other.stderr
+    )
+
+
 # -- quick collect runs ---------------------------------------------------------------------
 def test_collect_help_offers_only_the_quick_kinds():
     out = CliRunner().invoke(cli, ["collect", "--help"], obj={}, terminal_width=200).output
