@@ -112,6 +112,10 @@ class ExportConfig(SampleConfig):
                 raise ValueError(f"{name} must be {meaning}, got {value!r}")
         if self.seq_len and self.max_len > self.seq_len:
             raise ValueError(f"max_len {self.max_len} exceeds seq_len {self.seq_len}")
+        if self.sample_turns != SAMPLE_TURNS[0] and self.sample_mode != "turn":
+            raise ValueError(  # it would be dropped: a trajectory sample holds every turn
+                f"sample_turns {self.sample_turns} needs sample_mode turn, got {self.sample_mode}"
+            )
         parse_split(self.split)
 
 

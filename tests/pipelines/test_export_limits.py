@@ -139,6 +139,15 @@ def test_negative_lengths_are_refused_naming_the_setting(processed, tmp_path, fi
     assert not (tmp_path / "c").exists()
 
 
+def test_one_turn_a_trajectory_needs_turn_samples(processed, tmp_path):
+    """Found: `--sample-turns one` without `--sample-mode turn` exported every turn of
+    every trajectory in silence (a trajectory sample holds them all)."""
+    r = cli_run(processed, "-o", str(tmp_path / "c"), "--sample-turns", "one")
+    assert r.exit_code == 2, r.output
+    assert "--sample-turns one needs --sample-mode turn, got trajectory" in r.output
+    assert not (tmp_path / "c").exists()
+
+
 def test_zero_lengths_still_mean_no_limit(processed, tmp_path):
     m = do_export(processed.table("trajectories"), tmp_path / "z", max_len=0, seq_len=0)
     assert m["counts"]["samples"] == m["counts"]["trajectories"]
