@@ -32,6 +32,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
+from worldtrace.schemas.hashing import sha256_file
 from worldtrace.schemas.store import (
     input_files,
     rebased,
@@ -129,8 +130,9 @@ class Previous:
     probed: set[str] = field(default_factory=set)
     """Segments the probe files cover (`segments.PROBE`)."""
     moved: bool = False
-    """The store moved (or was copied) since the last run: `seen` holds its files at their
-    new paths, and the shards file is rewritten so even if this run reads nothing."""
+    """The store moved (or was copied) since the last run, or files were only touched:
+    `seen` holds its files at their new paths and times, and the shards file is
+    rewritten so even if this run reads nothing."""
 
 
 def moved_paths(seen: pa.Table, was: str, output: Path) -> tuple[pa.Table, bool]:
@@ -186,7 +188,10 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
             "add --rebuild to reprocess everything with the new ones"
         )
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
-    seen, moved = moved_paths(pq.read_table(index / G.SHARDS_FILE), before.get("output"), output)
+    seen = pq.read_table(index / G.SHARDS_FILE)
+    if "sha256" not in seen.schema.names:  # an index from before hashes were kept
+        seen = seen.append_column("sha256", pa.nulls(seen.num_rows, pa.string()))
+    seen, moved = moved_paths(seen, before.get("output"), output)
     return Previous(index, stems, seen, G.probed_stems(index), moved)
 
 
@@ -202,10 +207,13 @@ def _same_policy(before: dict[str, Any], now: dict[str, Any]) -> bool:
 
 
 def new_files(files: list[str], prev: Previous) -> list[str]:
-    """Raw files not processed before; a processed file that changed is an error."""
+    """Raw files not processed before; a processed file that changed is an error. One
+    whose mtime alone moved (`cp -r`, `touch`, a checkout) is the same file when its
+    content hash is the one recorded: its new time goes into `prev.seen`."""
     if prev.seen is None:
         return files
-    seen = {r["path"]: r for r in prev.seen.to_pylist()}
+    rows = prev.seen.to_pylist()
+    seen = {r["path"]: r for r in rows}
     out = []
     for f in files:
         st = os.stat(f)
@@ -213,9 +221,13 @@ def new_files(files: list[str], prev: Previous) -> list[str]:
         if r is None:
             out.append(f)
         elif (r["size"], r["mtime_ns"]) != (st.st_size, st.st_mtime_ns):
-            raise ValueError(
-                f"{f}: changed since it was processed; run `worldtrace process --rebuild`"
-            )
+            if r["size"] != st.st_size or r["sha256"] != sha256_file(f):
+                raise ValueError(
+                    f"{f}: changed since it was processed; run `worldtrace process --rebuild`"
+                )
+            r["mtime_ns"], prev.moved = st.st_mtime_ns, True
+    if prev.moved:
+        prev.seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
     return out
 
 
@@ -372,6 +384,7 @@ def merge_state(run_dir: Path, prev: Previous, files: list[str], run_id: str) ->
             "size": os.stat(f).st_size,
             "mtime_ns": os.stat(f).st_mtime_ns,
             "run_id": run_id,
+            "sha256": sha256_file(f),
         }
         for f in files
     ]
@@ -530,7 +543,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             rejected = run_rejects(run_dir)
             merge_state(run_dir, prev, todo, run_id)
             publish(run_dir, output, incremental=prev.index is not None)
-        elif prev.moved:  # nothing new to read: the moved paths are kept all the same
+        elif prev.moved:  # nothing new to read: moved paths and new times are kept all the same
             write_table_atomic(output / G.INDEX / G.SHARDS_FILE, prev.seen)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

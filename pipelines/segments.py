@@ -65,8 +65,12 @@ SHARDS_SCHEMA = pa.schema(
         pa.field("size", pa.int64()),
         pa.field("mtime_ns", pa.int64()),
         pa.field("run_id", pa.string()),
+        pa.field("sha256", pa.string()),
     ]
 )
+"""Each raw file a run read: its size and mtime (the quick test for a change) and its
+content hash (whether a file whose mtime alone moved, copied or touched, changed; null
+in an index written before it was kept)."""
 
 
 PROBE = "probe"

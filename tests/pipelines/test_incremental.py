@@ -393,6 +393,38 @@ def test_a_moved_store_reads_nothing_again_and_a_gone_input_is_said(store, tmp_p
     assert gone["count"] == 1 and gone["first"][0].startswith(str(moved.raw / "b"))
 
 
+def test_a_copy_with_new_mtimes_is_the_same_data_and_a_real_change_is_not(store, tmp_path):
+    """Found: after `cp -r` of a store (new mtimes, same bytes) the hint said the
+    processed data left out its raw shards and to run `process`, which then refused
+    every shard as `changed since it was processed; run process --rebuild`. A file whose
+    mtime alone moved is the file processed (its content hash is the one recorded): no
+    new input, the hint gone; one whose bytes changed is still refused."""
+    import os
+    import time
+
+    from worldtrace.freshness import stale_processed
+
+    corpus, _ = near_duplicate_corpus(n_unique=12, n_groups=2, group_size=2, seed=9)
+    write(store, "a", corpus)
+    first = run(cfg(store))
+    copy = Store.at(tmp_path / "copy")
+    shutil.copytree(store.root, copy.root, copy_function=shutil.copyfile)  # as `cp -r`
+    now = time.time_ns()  # the copy's time: after the run
+    for f in (copy.raw / "a").glob("*.parquet"):
+        os.utime(f, ns=(now, now))
+    assert stale_processed(copy) is not None  # newer than the run: process is named
+    again = run(cfg(copy))
+    assert again["new_inputs"] == [] and again["accounting"] == first["accounting"]
+    assert stale_processed(copy) is None
+    assert run(cfg(copy))["new_inputs"] == []  # the new times were kept: no hash again
+    [shard] = (copy.raw / "a").glob("*.parquet")
+    data = bytearray(shard.read_bytes())
+    data[-20] ^= 0xFF  # the same size, other bytes
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="changed since it was processed"):
+        run(cfg(copy))
+
+
 def test_a_store_processed_elsewhere_exports_the_same_bytes(store, tmp_path):
     """Found: units were named by a hash of the raw file's absolute path, and export reads
     them in name order: the same raw files processed in a copy of the store at another
