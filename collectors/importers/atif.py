@@ -3,7 +3,7 @@
 Each agent step's tool_calls[{tool_call_id, function_name, arguments}] become turns in
 their listed order (parallel calls keep the order the agent emitted them); each is
 paired with observation.results[{source_call_id, content}] by id (a call with no result
-gets an empty observation and an `unpaired_call` warning; a result for no call of its
+makes no turn, `unpaired_call`: what it answered is unknown; a result for no call of its
 step is not imported: `unpaired_result`). Results without a source_call_id answer their
 own step's calls (those without a tool_call_id, if any): one each by position when there
 are as many and no result has an id, else joined, the last of those calls (Terminus-2's
@@ -266,14 +266,15 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                     fatal=False,
                 )
                 continue
-            if missing:
+            if missing:  # what it answered is unknown: an empty output would pose as it
                 yield ImportProblem(
                     str(path),
                     f"steps[{n}].tool_calls[{k}]",
                     "unpaired_call",
-                    f"no result for call {cid!r}",
+                    f"no result for call {cid!r} ({name}); no turn",
                     fatal=False,
                 )
+                continue
             obs = read or obs
             pairs.append((action, obs, reasoning if k == 0 else None))
             starts.append(at)

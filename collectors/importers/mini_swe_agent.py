@@ -8,9 +8,9 @@ an action, and a message with a call to another tool or without `command` is rej
 likewise. reasoning <- the prose around the block (with tool calls: the whole content,
 on the first call); observation <- the message right after it (a call's: the `tool`
 message with its `tool_call_id`, else the next one), `<returncode>` -> exit_code and
-`<output>` -> text (none: an empty observation and an `unpaired_call` warning); a
-timeout notice -> the output so far + `[timed out]`, an error, state `{"timed_out":
-true}`; task <- first user message; the system message -> metadata
+`<output>` -> text (none: no turn, an `unpaired_call` warning: what it printed is
+unknown); a timeout notice -> the output so far + `[timed out]`, an error, state
+`{"timed_out": true}`; task <- first user message; the system message -> metadata
 `agent_system_prompt`; the action space is one `bash` tool; domain swe.
 
 The submission is not a turn: when the last command prints a finish marker
@@ -338,9 +338,10 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             if raw == NOT_EXECUTED:
                 yield warning("not_run", f"messages[{k}]: mini-swe-agent did not run {cmd!r}")
                 continue
-            if reply is None:
-                yield warning("unpaired_call", f"messages[{n}]: no output after {cmd!r}")
-            obs = raw if isinstance(raw, Observation) else _observation(reply or "")
+            if reply is None:  # what it printed is unknown: never ""
+                yield warning("unpaired_call", f"messages[{n}]: no result for {cmd!r}; no turn")
+                continue
+            obs = raw if isinstance(raw, Observation) else _observation(reply)
             pairs.append((Action("command", cmd, name="bash"), obs, prose or None))
             prose = None  # the message's reasoning goes with its first call
     yield from parts.warnings()

@@ -8,7 +8,8 @@ listed order. A `tool` message answers the first still-unanswered call of the la
 assistant message with its `tool_call_id` (real logs reuse ids across a conversation, so
 an id alone does not pair: joining every result that shares an id gave `calculate(...)`
 a user profile as its observation); a result whose id matches no open call answers the
-first open call (warning), one with no open call is reported, never joined. The
+first open call (warning), one with no open call is reported, never joined; a call no
+result answers makes no turn (`unpaired_call`: what it answered is unknown). The
 assistant's content and any `reasoning_content` go to `reasoning`. An assistant message
 without tool calls that the user answers is a `text` turn, the reply its observation
 (`conversation`; the unanswered last word -> metadata `final_message`; a stray user or
@@ -365,10 +366,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
             continue
         role = m.get("role")
         if role == "assistant" and _makes_calls(m):
-            problems += [
-                warning("unpaired_call", f"no result for call {c.id!r} ({c.name})")
-                for c in open_calls
-            ]
+            problems += [_unanswered(c) for c in open_calls]
             reasoning = (
                 _said(m),
                 m.get("reasoning_content") or m.get("reasoning"),
@@ -408,9 +406,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                     continue
                 match.results.append((n, k, result))
                 open_calls.remove(match)
-    problems += [
-        warning("unpaired_call", f"no result for call {c.id!r} ({c.name})") for c in open_calls
-    ]
+    problems += [_unanswered(c) for c in open_calls]
     repeated = sorted(str(i) for i, k in Counter(c.id for c in calls if c.id).items() if k > 1)
     if repeated:
         problems.append(
@@ -422,6 +418,12 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
             )
         )
     return calls, problems
+
+
+def _unanswered(c: _Call) -> ImportProblem:
+    """A call no result answered: what the tool answered is unknown, so it makes no turn
+    (`to_trajectory`; an empty output would pose as what it printed)."""
+    return warning("unpaired_call", f"no result for call {c.id!r} ({c.name}); no turn")
 
 
 ROLES = {"assistant": AGENT, "user": USER, "system": SYSTEM, "developer": SYSTEM}
@@ -542,10 +544,12 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     events = sorted([*((c.msg, c) for c in calls), *((x.at, x) for x in said)], key=lambda e: e[0])
     pairs = []
     for _, e in events:
-        if isinstance(e, _Call) and (unknown := _unknown(e, key)) is not None:
-            tool_action(e.name, e.arguments, e.at)  # its arguments are checked all the same
-            yield unknown
-            continue
+        if isinstance(e, _Call):
+            unknown = _unknown(e, key)
+            if unknown is not None or not e.results:  # unanswered: `pair_calls` warned
+                tool_action(e.name, e.arguments, e.at)  # its arguments are checked all the same
+                yield from [unknown] if unknown else []
+                continue
         turn = len(pairs)
         pairs.append(
             _turn(e, turn, key, parts)

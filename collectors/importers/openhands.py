@@ -23,7 +23,7 @@ without a known cause before the agent's next action: its `content` without Open
 own text (below), exit code <- `extras.metadata.exit_code` (older: `extras.exit_code`;
 -1, OpenHands' "no exit code", is none), non-zero, an `error` observation, a browser
 `extras.error` -> is_error; `state_json` <- the command's (or cell's) working dir, the
-browser's url. None: empty + `unpaired_call`.
+browser's url. None: no turn, `unpaired_call` (what it answered is unknown).
 
 Harness text (templates read in openhands-ai 0.8.3-0.62.0; only whole and in place): a
 command's `extras.metadata.prefix`/`suffix` (0.19+) are what `to_agent_observation` adds for
@@ -658,7 +658,7 @@ def _step(
 
 
 def _observation(
-    o: dict[str, Any] | None,
+    o: dict[str, Any],
     place: str,
     turn: int,
     parts: NonText,
@@ -667,8 +667,6 @@ def _observation(
     """The environment's answer in observation `o` (of the agent's action at turn `turn`;
     `command`: the command a `run` action sent), without OpenHands' own text (module doc,
     "Harness text"); `NoTurn` when OpenHands did not run the action or failed to."""
-    if o is None:
-        return Observation("")
     extras = o.get("extras") if isinstance(o.get("extras"), dict) else {}
     meta = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
     at = (
@@ -728,7 +726,7 @@ def _observation(
 
 
 def observation(
-    o: dict[str, Any] | None, place: str, turn: int, parts: NonText, command: str | None = None
+    o: dict[str, Any], place: str, turn: int, parts: NonText, command: str | None = None
 ) -> Observation | NoTurn:
     """`_observation`, for files other tools wrote from OpenHands' observation events
     (harbor's ATIF keeps an observation's `content`, not its type or extras)."""
@@ -1043,15 +1041,16 @@ def _convert(
             action, why, name = _step(e, place, [t for _, t in thinks])
             thinks = []
             o = answers.get(k)
-            if o is None:
+            if o is None:  # what the environment answered is unknown: never ""
                 problems.append(
                     warning(
                         "unpaired_call",
                         f"{place}: no observation for the agent's {kind!r} action "
-                        f"(id {e.get('id')})",
+                        f"(id {e.get('id')}); no turn",
                     )
                 )
-            obs_place, obs = evs[o] if o is not None else ("", None)
+                continue
+            obs_place, obs = evs[o]
             command = args.get("command") if kind == "run" else None
             answer = _observation(obs, obs_place, turn, parts, _str(command))
             if answer == NoTurn("unpaired_call", ""):

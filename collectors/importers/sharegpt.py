@@ -15,11 +15,11 @@ the call message, and glaive's `human` messages starting `FUNCTION RESPONSE:` (p
 removed; never a user message or the task); each `<tool_response>` block (or a message
 without one) answers the next call, in order; a body that is JSON {name: the call's
 name, content: C} is C; one JSON list answering parallel calls is split across them; a
-call nothing answers gets an empty observation and an `unpaired_call` warning naming
-`conversations[n]` and the call. Plain `gpt` text before a call is its reasoning;
-task <- first `human` message; `system` messages (after a top-level `system`, joined
-with "\n\n") -> metadata `agent_system_prompt`; `tools` (JSON string or list) is the
-action space; domain from tool names.
+call nothing answers (or a null `value`) makes no turn, what it answered being unknown:
+an `unpaired_call` warning names `conversations[n]` and the call. Plain `gpt` text
+before a call is its reasoning; task <- first `human` message; `system` messages (after
+a top-level `system`, joined with "\n\n") -> metadata `agent_system_prompt`; `tools`
+(JSON string or list) is the action space; domain from tool names.
 
 What the agent said to its user is a turn too: a `gpt` message answered by one or more
 `human` messages before the agent's next message (`gpt` or a call) is a `text` turn (the
@@ -226,8 +226,8 @@ def _results(
 ) -> tuple[list[str | None], int, list[ImportProblem]]:
     """The observations of `calls` (made by numbered[i], its first call turn `turn`),
     how many result messages follow the call message, and what of them answers no
-    call. A null `value` is an answer nobody knows: None, that call makes no turn
-    (`unpaired_call`), never an empty output."""
+    call. A null `value`, or no result at all, is an answer nobody knows: None, that
+    call makes no turn (`unpaired_call`), never an empty output."""
     found: list[tuple[int, int | None, str | None]] = []  # (message, block or None, body)
     problems: list[ImportProblem] = []
     j = i + 1
@@ -279,10 +279,10 @@ def _results(
         problems.append(
             warning(
                 "unpaired_call",
-                f"conversations[{numbered[i][0]}]: no result for call {c['name']!r}{of}",
+                f"conversations[{numbered[i][0]}]: no result for call {c['name']!r}{of}; no turn",
             )
         )
-    return out + [""] * (len(calls) - len(out)), j - i - 1, problems
+    return out + [None] * (len(calls) - len(out)), j - i - 1, problems
 
 
 def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):

@@ -218,7 +218,7 @@ def test_mini_swe_agent_bare_submit_with_empty_submission(tmp_path):
 
 def test_mini_swe_agent_marker_the_environment_answered_is_a_turn(tmp_path):
     """The marker not on the output's first line: mini-swe-agent went on, the output is
-    an ordinary observation; a last command nothing answered is `unpaired_call`."""
+    an ordinary observation; a last command nothing answered is no turn, `unpaired_call`."""
     f = tmp_path / "run.traj.json"
     f.write_text(
         json.dumps(
@@ -233,9 +233,10 @@ def test_mini_swe_agent_marker_the_environment_answered_is_a_turn(tmp_path):
     assert [(x.action.text, x.observation.text, x.observation.exit_code) for x in t.turns] == [
         ("echo 'hello world'", "hello world", 0),
         ("ls && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "a.py\nCOMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", 0),
-        ("python a.py", "", None),
     ]  # fmt: skip
-    assert warnings(problems, "unpaired_call") == ["messages[6]: no output after 'python a.py'"]
+    assert warnings(problems, "unpaired_call") == [
+        "messages[6]: no result for 'python a.py'; no turn"
+    ]
     assert "submit_command" not in t.metadata
 
 

@@ -173,9 +173,8 @@ def test_v2_parallel_calls_pair_by_id_else_in_order(tmp_path):
         ("ls", "a.py", 0),
         ("pwd", "/repo", 0),
         ("id", "uid=0", 0),
-        ("date", "", None),
-    ]
-    assert [x.reasoning for x in t.turns] == ["Both.", None, None, "Again."]
+    ]  # `date`: nothing answered it, no turn
+    assert [x.reasoning for x in t.turns] == ["Both.", None, None]
     assert [(p.kind, p.fatal) for p in problems] == [("unpaired_call", False)]
 
 

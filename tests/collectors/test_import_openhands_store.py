@@ -211,9 +211,11 @@ def test_malformed_event_file_is_named_and_costs_only_itself(tmp_path):
     assert problems[(str(ev), "missing_event")].startswith("event 9 of 0-16 is missing")
     assert "unrecognized" not in r.errors
     # echo 1's action is lost, its output stays unclaimed (reported); 9.json held the
-    # output of `echo 3` (event 8): that turn has no observation; nothing else is lost
-    assert [x.action.text for x in t.turns] == [c for c in COMMANDS if c != "echo 1"]
-    assert [x.observation.text for x in t.turns][2] == ""
+    # output of `echo 3` (event 8): nothing answers it, no turn; nothing else is lost
+    assert [x.action.text for x in t.turns] == [
+        c for c in COMMANDS if c not in ("echo 1", "echo 3")
+    ]
+    assert [x.observation.text for x in t.turns] == [f"out of {x.action.text}" for x in t.turns]
 
 
 def test_cache_pages_do_not_double_events(tmp_path):
@@ -249,7 +251,7 @@ def test_gap_in_event_ids_is_reported(tmp_path):
             str(session),
             "unpaired_call",
             False,
-            "events/8.json: no observation for the agent's 'run' action (id 8)",
+            "events/8.json: no observation for the agent's 'run' action (id 8); no turn",
         ),
         (
             str(session),
@@ -258,9 +260,11 @@ def test_gap_in_event_ids_is_reported(tmp_path):
             "events/11.json: a 'run' observation that answers no agent action; not imported",
         ),
     ]
-    assert [x.action.text for x in t.turns] == [c for c in COMMANDS if c != "echo 4"]
-    # `echo 3` is not answered by the output of the lost `echo 4`
-    assert [x.observation.text for x in t.turns][3] == ""
+    # `echo 3` is not answered by the output of the lost `echo 4`: no turn
+    assert [x.action.text for x in t.turns] == [
+        c for c in COMMANDS if c not in ("echo 3", "echo 4")
+    ]
+    assert [x.observation.text for x in t.turns] == [f"out of {x.action.text}" for x in t.turns]
 
 
 def test_one_event_file_named_alone_imports_its_session(tmp_path):

@@ -363,12 +363,15 @@ def test_a_secret_in_what_a_problem_quotes_is_redacted(tmp_path, wt_env):
     secret = "AKIA" + "Q" * 16
     f = tmp_path / "leak.jsonl"
     call = {"id": secret, "function": {"name": secret, "arguments": "{}"}}
-    msgs = [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [call]}]
+    ok = {"id": "c0", "function": {"name": "ls", "arguments": "{}"}}  # a turn: imported
+    msgs = [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [ok]},
+            {"role": "tool", "tool_call_id": "c0", "content": "a"},
+            {"role": "assistant", "tool_calls": [call]}]  # fmt: skip
     f.write_text(json.dumps({"messages": msgs}) + "\n")
     r, err = cli_import(wt_env, f)
     assert r.returncode == 0, r.stderr
     assert err == [
         f"{f}:line 1: unpaired_call: no result for call '<secret:aws_access_key>'"
-        " (<secret:aws_access_key>)",
+        " (<secret:aws_access_key>); no turn",
     ]
     assert secret not in r.stdout + r.stderr
