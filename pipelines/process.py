@@ -492,8 +492,13 @@ def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
     # `..` or a symlink read its shards again as new files
     files = [os.path.realpath(p) for p in input_files(cfg.inputs)]
     if not files:
+        kept = ""
+        if (Path(cfg.output) / MANIFEST).exists():  # say what stays: a rebuild of nothing
+            kept = (  # is more likely a wrong path than a wish to empty the store
+                f"; the processed data under {cfg.output} stays as it was (move it away to drop it)"
+            )
         raise FileNotFoundError(
-            f"no Parquet or JSONL input under {', '.join(map(str, cfg.inputs))}"
+            f"no Parquet or JSONL input under {', '.join(map(str, cfg.inputs))}{kept}"
         )
     output = Path(cfg.output)
     output.mkdir(parents=True, exist_ok=True)

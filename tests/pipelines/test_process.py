@@ -144,9 +144,20 @@ def test_rerun_replaces_tables_atomically(store):
     assert leftovers == [lock] and lock.read_text() == ""
 
 
-def test_no_input_is_a_clear_error(store):
-    with pytest.raises(FileNotFoundError, match="no Parquet or JSONL input"):
+def test_no_input_is_a_clear_error(store, corpus):
+    with pytest.raises(FileNotFoundError, match="no Parquet or JSONL input") as err:
         run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed)))
+    assert "stays as it was" not in str(err.value)  # nothing processed to keep
+    # found: `process --rebuild` after every raw file was removed failed with the same
+    # line, and the processed data it kept was not said
+    with ShardWriter(store.raw / "a") as w:
+        w.write(corpus[:3])
+    run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
+    for f in (store.raw / "a").glob("*.parquet"):
+        f.unlink()
+    again = ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), rebuild=True)
+    with pytest.raises(FileNotFoundError, match="the processed data under .* stays as it was"):
+        run(again)
 
 
 def free_port() -> int:
