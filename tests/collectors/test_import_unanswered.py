@@ -8,24 +8,7 @@ from __future__ import annotations
 
 import json
 
-from worldtrace.collectors.importers import import_paths
-from worldtrace.schemas import read_records
-
-
-def run(tmp_path, name, data, lines=False):
-    """(report, imported trajectories by origin id) of importing `data` written as `name`
-    (JSONL when `lines`)."""
-    f = tmp_path / name
-    f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text("".join(json.dumps(d) + "\n" for d in data) if lines else json.dumps(data))
-    out = tmp_path / "out"
-    r = import_paths([f], out)
-    got = {t.source.origin_id: t for t in read_records(out)} if out.exists() else {}
-    return r, got
-
-
-def found(r, kind):
-    return [(p.where, p.message) for p in r.problems if p.kind == kind]
+from .test_import_value_types import found, run
 
 
 def seen(t):

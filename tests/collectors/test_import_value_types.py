@@ -31,8 +31,8 @@ def chat(rid, result=None, **extra):
 
 
 def run(tmp_path, name, data, lines=False):
-    """(report, imported trajectories by origin id, problems by where) of importing
-    `data` written as `name` (JSONL when `lines`)."""
+    """(report, imported trajectories by origin id) of importing `data` written as
+    `name` (JSONL when `lines`)."""
     f = tmp_path / name
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text("".join(json.dumps(d) + "\n" for d in data) if lines else json.dumps(data))
