@@ -102,8 +102,9 @@ def _check_beam_args(ctx: click.Context, runner: str) -> None:
     get unknown options through: Dataflow, Flink and Spark hand them to their SDK
     workers or job server."""
     import difflib
+    import logging
 
-    from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+    from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.runner import create_runner
 
     from worldtrace.pipelines.runner import LOCAL_RUNNERS
@@ -114,15 +115,20 @@ def _check_beam_args(ctx: click.Context, runner: str) -> None:
         raise click.BadParameter(str(exc), param_hint="--runner") from None
     except ImportError:  # a runner whose extras are missing: the run says so
         pass
-    parser = _BeamArgumentParser(allow_abbrev=False)  # as PipelineOptions.get_all_options
-    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
-        cls._add_argparse_args(parser)
-    _, unknown = parser.parse_known_args(list(ctx.args))
+    options = PipelineOptions(list(ctx.args))
+    quiet = logging.getLogger("apache_beam.options.pipeline_options")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # its "Discarding unparseable args", said better below
+    try:  # what Beam defines, and what it would keep were it told to keep all
+        known = options.get_all_options()
+        given = options.get_all_options(retain_unknown_options=True)
+    finally:
+        quiet.setLevel(level)
+    flags = [a.partition("=")[0] for a in ctx.args if a.startswith("--")]
+    typed = {f.lstrip("-").replace("-", "_"): f for f in flags}  # Beam's name -> as typed
     own = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
-    for arg in unknown:
-        if not arg.startswith("-"):
-            continue  # the value of an unknown option before it
-        name = arg.partition("=")[0]
+    for dest in sorted(set(given) - set(known)):
+        name = typed.get(dest, f"--{dest}")
         near = difflib.get_close_matches(name, own, n=1, cutoff=0.75)
         if near:
             raise click.NoSuchOption(name, possibilities=near, ctx=ctx)
