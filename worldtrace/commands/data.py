@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from worldtrace.options import ConfigCommand, RegistryChoice, options_from
-from worldtrace.schemas import fields as F
 
 from . import EXIT_PROBLEMS, progress_every_option, store
 
@@ -69,6 +68,8 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
 def _store_root(d: Path) -> Path | None:
     """The store `d` is (or is inside): the nearest directory holding `raw/` or
     `processed/`."""
+    from worldtrace.schemas import fields as F
+
     d = d.resolve()
     return next(
         (a for a in (d, *d.parents) if (a / "raw").is_dir() or (a / F.PROCESSED_DIR).is_dir()),
@@ -79,6 +80,8 @@ def _store_root(d: Path) -> Path | None:
 def _store_own(f: Path, root: Path) -> bool:
     """A file the store at `root` writes beside its trajectories: a manifest, a processed
     table other than `trajectories` (or the run's index), an export."""
+    from worldtrace.schemas import fields as F
+
     rel = f.resolve().relative_to(root).parts
     if f.name == F.PROCESS_MANIFEST or rel[0] == F.EXPORT_DIR:
         return True
