@@ -156,7 +156,7 @@ def test_no_input_is_a_clear_error(store, corpus):
     for f in (store.raw / "a").glob("*.parquet"):
         f.unlink()
     again = ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), rebuild=True)
-    with pytest.raises(FileNotFoundError, match="the processed data under .* stays as it was"):
+    with pytest.raises(FileNotFoundError, match=r"the processed data under .* stays as it was"):
         run(again)
 
 
