@@ -11,7 +11,8 @@ screen after all the step's keystrokes; the earlier calls were answered with it:
 no warning). A result with no content that refers to a subagent's trajectory
 (subagent_trajectory_ref) has the refs' `extra.summary` as its text; that trajectory is
 not imported (`subagent_not_imported`). The step's message and reasoning_content go to
-the first of its turns' `reasoning`. Task <- first user step; the first system step's
+the `reasoning` of the first of its calls that makes a turn (a first call left
+unanswered leaves them to the next). Task <- first user step; the first system step's
 message (the agent's system prompt) -> metadata `agent_system_prompt`. A step's
 `timestamp` (ISO 8601) -> `started_at` of each turn it made; the trajectory's
 `started_at` <- the earliest step timestamp (`ended_at` stays null: ATIF says when a
@@ -200,7 +201,7 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
         if who == openhands.NAME:
             said = [r.get("content") for _, r in answers[0]] if answers else []
             message = _openhands_reasoning(message, calls[0], said)
-        reasoning = join_reasoning(step.get("reasoning_content"), message)
+        reasoning = join_reasoning(step.get("reasoning_content"), message)  # its first turn's
         for k, call in enumerate(calls):
             name = call.get("function_name")
             if not name:
@@ -276,7 +277,8 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                 )
                 continue
             obs = read or obs
-            pairs.append((action, obs, reasoning if k == 0 else None))
+            pairs.append((action, obs, reasoning))
+            reasoning = None
             starts.append(at)
     for n, what in unsaid:
         yield ImportProblem(

@@ -48,7 +48,7 @@ class ImportProblem:
     unrecognized, missing_field, empty, invalid, too_deep. Warnings: unknown_version,
     unpaired_call, unpaired_result, repeated_call_id, non_text_part, truncated_observation,
     message_not_imported, subagent_not_imported, not_run, harness_failure, missing_event,
-    lone_surrogate."""
+    lone_surrogate, unknown_status."""
     message: str
     fatal: bool = True
 

@@ -10,7 +10,9 @@ an id alone does not pair: joining every result that shares an id gave `calculat
 a user profile as its observation); a result whose id matches no open call answers the
 first open call (warning), one with no open call is reported, never joined; a call no
 result answers makes no turn (`unpaired_call`: what it answered is unknown). The
-assistant's content and any `reasoning_content` go to `reasoning`. An assistant message
+assistant's content and any `reasoning_content` go to the `reasoning` of its first call
+that makes a turn. A result is an error by `is_error` or `status: error` (any case); a
+status none of `STATUSES` is named (`unknown_status`), not an error. An assistant message
 without tool calls that the user answers is a `text` turn, the reply its observation
 (`conversation`; the unanswered last word -> metadata `final_message`; a stray user or
 later system message -> `message_not_imported`; docs/importers.md). `tools` is the action
@@ -191,7 +193,12 @@ def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProbl
                 out.append(caller)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             out.append(
-                {"role": "tool", "tool_call_id": it.get("call_id"), "content": it.get("output")}
+                {
+                    "role": "tool",
+                    "tool_call_id": it.get("call_id"),
+                    "content": it.get("output"),
+                    "status": it.get("status"),
+                }
             )
             caller = None
         elif kind == "reasoning":
@@ -233,7 +240,8 @@ class _Call:
     arguments: Any
     reasoning: Any
     """The assistant message's content (read as text with the call's turn known) and its
-    reasoning: (content, reasoning text, thinking text, index of the message)."""
+    reasoning: (content, reasoning text, thinking text, index of the message); every call
+    of the message holds it, the first that makes a turn takes it (`to_trajectory`)."""
     results: list[tuple[int, int | None, dict[str, Any]]] = field(default_factory=list)
     """(message index, block index or None for a whole message, the message or block) of
     each result: its content and where it is are read when the turn is built."""
@@ -337,13 +345,39 @@ def _place(key: str, n: int, block: int | None) -> str:
     return f"{key}[{n}]" if block is None else f"{key}[{n}].content[{block}]"
 
 
+STATUSES = {
+    "error": True, "success": False, "completed": False, "in_progress": False, "incomplete": False,
+}  # fmt: skip
+"""A result's `status`, lower case (some exporters write `ERROR`) -> whether it is an error:
+LangChain's ToolMessage writes `success` or `error`; the Responses API's item statuses
+(a `function_call_output`'s) say how far the item was generated, not how the tool fared."""
+
+
+def _status(r: dict[str, Any]) -> str:
+    """A result's `status` in lower case ("": none, or not a string)."""
+    status = r.get("status")
+    return status.lower() if isinstance(status, str) else ""
+
+
 def _error(r: dict[str, Any], at: str) -> bool:
     """A result's error flag: `is_error` a boolean (a string "false" is not false), or
-    `status: error`."""
+    `status: error` in any case."""
     flag = r.get("is_error")
     if flag is not None and not isinstance(flag, bool):
         raise expected(f"{at}.is_error", "a boolean", flag)
-    return bool(flag) or r.get("status") == "error"
+    return bool(flag) or STATUSES.get(_status(r), False)
+
+
+def _unknown_statuses(c: _Call, key: str) -> Iterator[ImportProblem]:
+    """A warning for each result of call `c` whose `status` is none of the known ones: it
+    is not read as an error, and that reading is said, not silent."""
+    for n, k, r in c.results:
+        if r.get("status") is not None and _status(r) not in STATUSES:
+            yield warning(
+                "unknown_status",
+                f"{_place(key, n, k)}.status: {shown(r['status'])} is none of"
+                f" {', '.join(STATUSES)}; not read as an error",
+            )
 
 
 def _results(m: dict[str, Any]) -> list[tuple[Any, Any, int | None, dict[str, Any]]]:
@@ -374,8 +408,8 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 n,
             )
             open_calls = []
-            for k, (cid, name, arguments, at) in enumerate(_calls(m, f"{key}[{n}]")):
-                c = _Call(cid, name, arguments, reasoning if k == 0 else None, at=at, msg=n)
+            for cid, name, arguments, at in _calls(m, f"{key}[{n}]"):
+                c = _Call(cid, name, arguments, reasoning, at=at, msg=n)
                 calls.append(c)
                 open_calls.append(c)
         elif role in RESULT_ROLES or (role == "user" and isinstance(m.get("content"), list)):
@@ -466,10 +500,13 @@ def _unknown(c: _Call, key: str) -> ImportProblem | None:
     )
 
 
-def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observation, str | None]:
-    """Call `c` as turn `turn`: its action, its results as the observation, and the
-    reasoning of its assistant message (on the message's first call only); content
-    parts that hold no text go to `parts`."""
+def _turn(
+    c: _Call, turn: int, key: str, parts: NonText, first: bool
+) -> tuple[Action, Observation, str | None]:
+    """Call `c` as turn `turn`: its action, its results as the observation, and, when it
+    is the `first` turn its assistant message makes, the message's reasoning (an earlier
+    call that made no turn leaves it to this one); content parts that hold no text go to
+    `parts`."""
     action = tool_action(c.name, c.arguments, c.at)
     text = "\n".join(
         parts.text(r.get("content"), f"turn {turn} observation ({_place(key, n, k)}.content)")
@@ -477,7 +514,7 @@ def _turn(c: _Call, turn: int, key: str, parts: NonText) -> tuple[Action, Observ
     )
     error = [_error(r, _place(key, n, k)) for n, k, r in c.results]
     observation = Observation(text, is_error=any(error))
-    if c.reasoning is None:
+    if not first:
         return action, observation, None
     content, reasoning, thinking, n = c.reasoning
     said = parts.text(content, f"turn {turn} reasoning ({key}[{n}].content)")
@@ -543,6 +580,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     parts = NonText()
     events = sorted([*((c.msg, c) for c in calls), *((x.at, x) for x in said)], key=lambda e: e[0])
     pairs = []
+    reasoned: set[int] = set()  # assistant messages whose reasoning a turn has taken
     for _, e in events:
         if isinstance(e, _Call):
             unknown = _unknown(e, key)
@@ -550,12 +588,13 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
                 tool_action(e.name, e.arguments, e.at)  # its arguments are checked all the same
                 yield from [unknown] if unknown else []
                 continue
+            yield from _unknown_statuses(e, key)
         turn = len(pairs)
-        pairs.append(
-            _turn(e, turn, key, parts)
-            if isinstance(e, _Call)
-            else _exchange(e, msgs, turn, key, parts)
-        )
+        if isinstance(e, _Call):
+            pairs.append(_turn(e, turn, key, parts, e.msg not in reasoned))
+            reasoned.add(e.msg)
+        else:
+            pairs.append(_exchange(e, msgs, turn, key, parts))
     numbered = [(n, m) for n, m in enumerate(msgs) if isinstance(m, dict)]
     task = next(
         (

@@ -13,11 +13,12 @@ mark is passed over; a UTF-16 or compressed file is one problem saying what it i
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .common import ImportProblem
 
@@ -39,9 +40,16 @@ class BadJSON(ValueError):
         self.message, self.line, self.column = message, line, column
 
 
+LINE_END = re.compile(r"\r\n?|\n")
+"""Where a line ends: `\\n`, `\\r\\n` or a bare `\\r` (old Mac files). A raw `\\r` is never
+inside a JSON value (strings escape it), so it can only end a line (or be garbage)."""
+_LINE_END_BYTES = re.compile(LINE_END.pattern.encode())
+
+
 def _position(text: str, pos: int) -> tuple[int, int]:
-    line = text.count("\n", 0, pos) + 1
-    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+    """(line, column), 1-based, of `text[pos]`, lines ending as LINE_END says."""
+    ends = list(LINE_END.finditer(text, 0, pos))
+    return len(ends) + 1, pos - (ends[-1].end() if ends else 0) + 1
 
 
 def _locate(text: str, want_constant: bool) -> tuple[str, int, int] | None:
@@ -107,7 +115,8 @@ def _undecodable(text: str, exc: json.JSONDecodeError, unit: str) -> BadJSON:
         return BadJSON(f"{what} at column {col} (the {unit} may be truncated)", line, col)
     if msg.startswith("invalid control character"):
         msg = f"invalid control character {text[exc.pos]!r}"
-    return BadJSON(f"{msg} at column {exc.colno}", exc.lineno, exc.colno)
+    line, col = _position(text, exc.pos)  # json's own lineno counts `\n` alone
+    return BadJSON(f"{msg} at column {col}", line, col)
 
 
 def loads(text: str, unit: str = "line") -> Any:
@@ -152,6 +161,8 @@ _MAGIC = {
     b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
     b"PK\x03\x04": ("zip", "unzip"),
 }
+_HEAD = max(map(len, _MAGIC))
+"""The first bytes of a file that tell what it is (`_unreadable_start`)."""
 
 
 def _unreadable_start(path: Path, head: bytes) -> ImportProblem | None:
@@ -178,8 +189,9 @@ def _decoded(path: Path, data: bytes, n: int) -> str | ImportProblem:
     try:
         return data.decode()
     except UnicodeDecodeError as exc:
-        at = data.rfind(b"\n", 0, exc.start) + 1
-        line = n + data.count(b"\n", 0, at)
+        ends = list(_LINE_END_BYTES.finditer(data, 0, exc.start))
+        at = ends[-1].end() if ends else 0
+        line = n + len(ends)
         col = len(data[at : exc.start].decode()) + 1
         if exc.reason == "unexpected end of data":  # the last bytes, a character cut short
             why = f"a character cut short at column {col} (the file may be truncated)"
@@ -199,7 +211,7 @@ def read_json(path: Path) -> Any | ImportProblem:
         data = path.read_bytes()
     except OSError as exc:
         return _problem(path, "", "unreadable", exc.strerror or str(exc))
-    if (problem := _unreadable_start(path, data[:4])) is not None:
+    if (problem := _unreadable_start(path, data[:_HEAD])) is not None:
         return problem
     text = _decoded(path, data.removeprefix(codecs.BOM_UTF8), 1)
     if isinstance(text, ImportProblem):
@@ -212,16 +224,26 @@ def read_json(path: Path) -> Any | ImportProblem:
         return _problem(path, f"line {exc.line}", "invalid_json", exc.message)
 
 
+def _byte_lines(fh: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary file as bytes, streamed, each ending as LINE_END says (a
+    `\\r\\n` split across reads is one end). Latin-1 gives every byte back as it was, and
+    a UTF-8 character never holds a `\\r` or `\\n` byte: the lines are cut where the file's
+    line ends are, and decoded strictly afterwards (`_decoded`)."""
+    for line in io.TextIOWrapper(fh, encoding="latin-1", newline=""):
+        yield line.encode("latin-1")
+
+
 def jsonl_text_lines(path: Path) -> Iterator[tuple[int, str | ImportProblem]]:
     """(line number, text) of each non-blank line, streamed; a line that is not UTF-8 as
     its problem; a read error part way, a file without any line, or one that is not text
-    (`_unreadable_start`) ends it with a problem instead. Lines end at `\\n` alone."""
+    (`_unreadable_start`) ends it with a problem instead. Lines end at `\\n`, `\\r\\n` or
+    a bare `\\r` (LINE_END)."""
     seen = False
     try:
         with open(path, "rb") as fh:
-            for n, raw in enumerate(fh, 1):
+            for n, raw in enumerate(_byte_lines(fh), 1):
                 if n == 1:
-                    if (problem := _unreadable_start(path, raw[:4])) is not None:
+                    if (problem := _unreadable_start(path, raw[:_HEAD])) is not None:
                         yield 0, problem
                         return
                     raw = raw.removeprefix(codecs.BOM_UTF8)
