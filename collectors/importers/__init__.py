@@ -45,6 +45,7 @@ from . import (
     openai,
     openhands,
     openhands_v1,
+    reading,
     sharegpt,
     swe_agent,
 )
@@ -387,7 +388,7 @@ def one_document(path: Path) -> str | None:
     except OSError:
         return None  # check_files says why it cannot be read
     as_jsonl = not path.name.endswith(".json")
-    lines = text.splitlines()
+    lines = reading.LINE_END.split(text.rstrip("\r\n"))  # not splitlines: U+2028 is text
     first = next((line for line in lines if line.strip()), None)
     try:
         if as_jsonl and (first is None or _parses(first)):

@@ -294,3 +294,18 @@ def test_validate_pretty_printed_record_in_jsonl_is_one_line(tmp_path, wt_env):
     (tmp_path / "one-line.jsonl").write_text(record.to_json() + "\n")
     (tmp_path / "one.json").write_text(pretty.read_text())
     assert validate(wt_env, tmp_path / "one-line.jsonl", tmp_path / "one.json") == (0, [])
+
+
+def test_validate_reads_a_raw_line_separator_inside_a_string_as_text(tmp_path, wt_env):
+    """Found: `one_document` cut lines with `str.splitlines`, which also ends a line at
+    U+2028, U+0085, \\v and \\f: JSON allows them raw inside a string, so a valid one-line
+    record holding one was called 'one JSON document over 2 lines, not JSONL'."""
+    from worldtrace.collectors.synthetic import SyntheticConfig, generate
+
+    [record] = generate(SyntheticConfig(n=1, seed=3))
+    d = json.loads(record.to_json())
+    d["metadata"]["note"] = "first\u2028second\x85third\x0bfourth\x0cfifth"
+    line = tmp_path / "one-line.jsonl"
+    line.write_text(json.dumps(d, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert "\u2028" in line.read_text(encoding="utf-8")
+    assert validate(wt_env, line) == (0, [])
