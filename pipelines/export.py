@@ -17,7 +17,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from worldtrace.schemas.hashing import sha256_file
 from .inputs import CLUSTER, check_input, iter_batches, kept_nothing
 from .mask import KEEP_MODES, unit_draw
 from .prompt import SystemPrompt
-from .render import load_template
+from .render import BUILTIN, load_template
 from .samples import (
     MAIN_PART,
     NO_TARGET,
@@ -60,9 +60,15 @@ from .writers import (
 if TYPE_CHECKING:
     from .selection import Selection
 
-__all__ = ["FORMATS", "ExportConfig", "export", "parse_split"]
+__all__ = ["FORMATS", "TOKEN_FORMATS", "TOKEN_SETTINGS", "ExportConfig", "export", "parse_split"]
 
 SPLIT_BY = "dedup.cluster_id"
+TOKEN_FORMATS = tuple(f for f in FORMATS if f != "agentworldbench")
+"""The formats that tokenize: parquet and megatron."""
+TOKEN_SETTINGS = ("tokenizer", *(f.name for f in fields(SampleConfig) if f.name != "seed"))
+"""Settings only TOKEN_FORMATS read. AgentWorldBench writes text, one line per target turn
+of the keep_mode=turn draw, so of the sample settings it reads only `seed` (a new sample
+setting is refused with it until it reads one)."""
 EVAL_PART = "test"
 """AgentWorldBench files of an export without `split` are eval sets: `<domain>_test.jsonl`."""
 
@@ -78,7 +84,7 @@ class ExportConfig(SampleConfig):
     tokenizer: str = ""
     """Path of a Hugging Face tokenizer.json."""
     format: str = "parquet"
-    """parquet, megatron or agentworldbench (JSONL eval sets, no tokenizer needed)."""
+    """parquet, megatron or agentworldbench (JSONL eval sets: no tokenizer, template, mask or length settings)."""
     split: str | None = None
     """Hold out whole dedup clusters, e.g. test=0.02 (or test=0.02,valid=0.01; from Python also a mapping): each part goes to OUTPUT/<part>/ with its own manifest, the rest to OUTPUT/train/."""
     split_seed: int = 0
@@ -91,7 +97,8 @@ class ExportConfig(SampleConfig):
     """Not read: Parquet shards are cut at 256 MiB (kept because manifests record it)."""
 
     def check(self) -> None:
-        """Raise ValueError naming the first setting outside its choices or range."""
+        """Raise ValueError naming the first setting outside its choices or range, or the
+        token settings changed for a format that does not read them."""
         for name, allowed in (
             ("format", FORMATS),
             ("keep_mode", KEEP_MODES),
@@ -102,6 +109,7 @@ class ExportConfig(SampleConfig):
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        self._check_format_reads()
         for name, least, meaning in (
             ("max_len", 0, "0 (no limit) or a number of tokens"),
             ("seq_len", 0, "0 (no packing) or a number of tokens"),
@@ -116,7 +124,51 @@ class ExportConfig(SampleConfig):
             raise ValueError(  # it would be dropped: a trajectory sample holds every turn
                 f"sample_turns {self.sample_turns} needs sample_mode turn, got {self.sample_mode}"
             )
+        self._check_needs()
         parse_split(self.split)
+
+    def unread(self) -> dict[str, str]:
+        """Settings nothing reads, the others being as they are -> what would read them:
+        without packing no window is used, without a length limit nothing overflows, a
+        built-in template has its own end-of-turn text."""
+        needs = (
+            ("pack_window", "seq_len (packing)", self.seq_len),
+            ("overflow", "max_len or seq_len (a length limit)", self.max_len or self.seq_len),
+            ("template_eot", "a Jinja template file", self.template not in BUILTIN),
+        )
+        return {name: what for name, what, met in needs if not met}
+
+    def _check_needs(self) -> None:
+        """Refuse a setting changed where nothing reads it (`unread`): it would be recorded
+        in the manifest as if it had acted. The CLI also refuses one typed at its default."""
+        default = ExportConfig()
+        for name, needs in self.unread().items():
+            if (value := getattr(self, name)) != getattr(default, name):
+                raise ValueError(f"{name} {value!r} needs {needs}; without it nothing reads it")
+
+    def _check_format_reads(self) -> None:
+        """Refuse a token setting changed for a format that does not read it: it would be
+        recorded in the manifest without having changed anything. `tokenizer` is let
+        through (a path callers pass to every format); the CLI also refuses a token option
+        given at its default, which a dataclass cannot tell from one left alone."""
+        if self.format in TOKEN_FORMATS:
+            return
+        unread = ExportConfig()
+        changed = [
+            n for n in TOKEN_SETTINGS if n != "tokenizer" and getattr(self, n) != getattr(unread, n)
+        ]
+        if changed:
+            raise ValueError(unread_by_format(changed, self.format))
+
+
+def unread_by_format(names: Iterable[str], fmt: str, format_name: str = "format") -> str:
+    """One line: these settings (field names, or options as typed) do nothing in `fmt`."""
+    names = list(names)
+    verb = "applies" if len(names) == 1 else "apply"
+    return (
+        f"{', '.join(names)} {verb} only to {format_name} {' and '.join(TOKEN_FORMATS)}, "
+        f"not {fmt} (text eval sets, no tokens)"
+    )
 
 
 def parse_split(spec: str | Mapping[str, Any] | None) -> dict[str, float]:

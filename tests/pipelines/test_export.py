@@ -391,9 +391,13 @@ def test_long_system_prompt_is_trimmed_so_parts_carry_observations(tmp_path):
     from worldtrace.cli import cli
 
     (tmp_path / "store").mkdir()
-    base = ["--store", str(tmp_path / "store"), "export", "--tokenizer", TOKENIZER,
+    base = ["--store", str(tmp_path / "store"), "export",
             "--input", str(tmp_path / "p" / "trajectories")]  # fmt: skip
-    r = CliRunner().invoke(cli, [*base, "--max-len", "512", "-o", str(tmp_path / "c")], obj={})
+    r = CliRunner().invoke(
+        cli,
+        [*base, "--tokenizer", TOKENIZER, "--max-len", "512", "-o", str(tmp_path / "c")],
+        obj={},
+    )
     assert r.exit_code == 0, r.output
     said = f"trimmed the system prompt of {m['counts']['system_trimmed']} trajectory(ies)"
     assert said in r.output and "half of 512 tokens" in r.output

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from worldtrace.options import ConfigCommand, options_from
 
@@ -68,7 +69,14 @@ _EXPORT = "worldtrace.pipelines.export"
 def export(
     ctx: click.Context, tokenizer, output, input_dir, verify_dir, as_json, progress_every, **options
 ) -> None:
-    """Processed shards -> token-level loss-masked training shards plus manifest.json."""
+    """Processed shards -> token-level loss-masked training shards plus manifest.json.
+
+    \b
+    Token options, for parquet and megatron only (refused with agentworldbench):
+      --tokenizer --keep-mode --eot-target --template --template-eot
+      --sample-mode --sample-turns --max-len --overflow --seq-len --pack-window
+    Every other option applies to every format.
+    """
     from worldtrace.freshness import stale_processed
     from worldtrace.output import print_export, print_json
     from worldtrace.pipelines.export import ExportConfig
@@ -76,6 +84,7 @@ def export(
     from worldtrace.pipelines.writers import verify
 
     if verify_dir:
+        _refuse_beside_verify(ctx)
         problems = verify(verify_dir)
         for p in problems:
             click.echo(p)
@@ -84,6 +93,7 @@ def export(
             err=True,
         )
         sys.exit(EXIT_PROBLEMS if problems else 0)
+    _refuse_unread(ctx, options["format"])  # a usage error, before the store is looked at
     from worldtrace.pipelines.tokens import default_tokenizer
 
     s = store(ctx)
@@ -101,6 +111,11 @@ def export(
         tokenizer=str(tok or ""),
         **options,
     )
+    opts = {p.name: p.opts[0] for p in ctx.command.params}
+    for name, needs in cfg.unread().items():  # typed, even at its default: asked for
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            message = f"{opts[name]} needs {needs}; without it nothing reads it"
+            raise click.UsageError(_as_options(message, ctx), ctx)
     try:  # settings out of range: a usage error naming the option as typed
         cfg.check()
     except ValueError as exc:
@@ -144,6 +159,39 @@ def export(
                 f"left out {w['turns']} turn(s) without a target{parts} ({by}): nothing to "
                 "learn from them; counts.turns_without_target in manifest.json"
             )
+
+
+def _refuse_unread(ctx: click.Context, fmt: str) -> None:
+    """Refuse token options typed for a format that does not read them: the user would
+    believe they took effect. Only what the command line gave counts (not a default,
+    nor $WORLDTRACE_TOKENIZER, which serves every command that tokenizes)."""
+    from worldtrace.pipelines.export import TOKEN_FORMATS, TOKEN_SETTINGS, unread_by_format
+
+    if fmt in TOKEN_FORMATS:
+        return
+    given = [
+        p.opts[0] if ctx.params[p.name] is not False else p.secondary_opts[0]
+        for p in ctx.command.params
+        if p.name in TOKEN_SETTINGS
+        and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(unread_by_format(given, fmt, "--format"), ctx)
+
+
+def _refuse_beside_verify(ctx: click.Context) -> None:
+    """`--verify DIR` checks an export against its manifest and nothing else: an option
+    given with it (`--format`, `-o`, `--json`...) would be ignored in silence."""
+    given = [
+        p.opts[0]
+        for p in ctx.command.params
+        if p.name != "verify_dir"
+        and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(
+            f"--verify checks an export and takes no other option; given: {', '.join(given)}", ctx
+        )
 
 
 def _as_options(message: str, ctx: click.Context) -> str:
