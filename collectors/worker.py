@@ -90,7 +90,7 @@ class Worker:
         self.store = store
         self.raw_dir = Path(raw_dir)
         self.config = config or WorkerConfig()
-        self.owner = this_process(f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}")
+        self.owner = this_process(f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.name = self.owner.worker
         self.stats = WorkerStats()
         self._emit = on_event or (lambda event, **info: None)

@@ -123,7 +123,7 @@ def test_claims_follow_priority_then_age(js):
 def test_a_lost_lease_cannot_finish_and_a_poison_episode_stops(js):
     job_id = js.submit(JobSpec.from_dict({**JOB, "episodes": 1, "tasks": JOB["tasks"][:1]}))
     for n in range(1, MAX_LOST + 1):
-        claim = js.claim(f"w{n}", 0.0)  # expired at once
+        claim = js.claim(f"w{n}", -1.0)  # expired already (SQLite's clock ticks in ms)
         assert claim.attempt == n
         [lease] = js.running()
         assert lease.expired and lease.token == claim.token
