@@ -33,6 +33,8 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
 from worldtrace.schemas.hashing import sha256_file
+from worldtrace.schemas.publish import finish_stopped
+from worldtrace.schemas.publish import publish as journalled_publish
 from worldtrace.schemas.store import (
     input_files,
     rebased,
@@ -394,22 +396,15 @@ def merge_state(run_dir: Path, prev: Previous, files: list[str], run_id: str) ->
     write_table_atomic(index / G.SHARDS_FILE, seen)
 
 
-def publish(run_dir: Path, output: Path, incremental: bool) -> None:
-    """Swap each table directory (and the index) into place; the old one is removed after.
-
-    An incremental run's directories are completed first with hard links to the
-    earlier files it did not rewrite, so each swap is one rename.
-    """
-    for name in (*TABLES, G.INDEX):
-        new, final = run_dir / name, output / name
-        new.mkdir(parents=True, exist_ok=True)
-        if incremental and name != G.INDEX:
-            _link_tree(final, new)
-        old = output / f".old-{name}-{uuid.uuid4().hex[:8]}"
-        if final.exists():
-            os.replace(final, old)
-        os.replace(new, final)
-        shutil.rmtree(old, ignore_errors=True)
+def complete_tables(run_dir: Path, output: Path, incremental: bool) -> None:
+    """Make the run's table directories whole before they are published: an incremental
+    run's gain hard links to the earlier files it did not rewrite, so each swap is one
+    rename (`schemas.publish`: journalled, so a run stopped between two swaps is
+    finished by the next command, not left with a table missing or tables of two runs)."""
+    for name in TABLES:
+        (run_dir / name).mkdir(parents=True, exist_ok=True)
+        if incremental:
+            _link_tree(output / name, run_dir / name)
 
 
 def _tally(table: Path, column: str) -> Counter:
@@ -509,6 +504,7 @@ def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
 
 
 def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress | None):
+    finish_stopped(output)  # a run that died between its table swaps: finish them first
     prev = load_previous(output, cfg)
     read_before = 0
     if prev.index is not None:
@@ -547,21 +543,45 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             counts = counters(result)
             rejected = run_rejects(run_dir)
             merge_state(run_dir, prev, todo, run_id)
-            publish(run_dir, output, incremental=prev.index is not None)
-        elif prev.moved:  # nothing new to read: moved paths and new times are kept all the same
+            complete_tables(run_dir, output, incremental=prev.index is not None)
+            manifest = _manifest(cfg, prev, files, todo, run_id, started, counts, rejected)
+            manifest["accounting"] = _balanced(accounting(run_dir), read_before, counts)
+            write_bytes_atomic(run_dir / MANIFEST, _json(manifest))
+            journalled_publish(run_dir, output, (*TABLES, G.INDEX, MANIFEST))
+            return manifest
+        if prev.moved:  # nothing new to read: moved paths and new times are kept all the same
             write_table_atomic(output / G.INDEX / G.SHARDS_FILE, prev.seen)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+    manifest = _manifest(cfg, prev, files, todo, run_id, started, {}, rejected)
+    manifest["accounting"] = _balanced(accounting(output), read_before, {})
+    write_bytes_atomic(output / MANIFEST, _json(manifest))
+    return manifest
+
+
+def _json(manifest: dict[str, Any]) -> bytes:
+    return json.dumps(manifest, indent=2, default=str).encode()
+
+
+def _balanced(acc: dict[str, Any], read_before: int, counts: dict[str, int]) -> dict[str, Any]:
+    """The corpus accounting, and whether it holds what every run read."""
+    return {**acc, "balanced": acc["in"] == read_before + counts.get("read", 0)}
+
+
+def _manifest(
+    cfg: ProcessConfig,
+    prev: Previous,
+    files: list[str],
+    todo: list[str],
+    run_id: str,
+    started: float,
+    counts: dict[str, int],
+    rejected: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The run manifest but its accounting (counted over the tables it publishes)."""
     gone = gone_inputs(prev)
-    counts.setdefault("read", 0)
-    run_acc = {
-        "in": counts["read"],
-        "filtered": counts.get("filtered", 0),
-        "rejected": counts.get("rejected", 0),
-    }
-    acc = accounting(output)
-    acc["balanced"] = acc["in"] == read_before + counts["read"]
-    manifest = {
+    counts = {**counts, "read": counts.get("read", 0)}
+    return {
         "run_id": run_id,
         "schema_version": F.SCHEMA_VERSION,
         "layout": LAYOUT,
@@ -573,10 +593,11 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
         "policy": get_policy(cfg.policy, **cfg.policy_settings).describe(),
         "dedup_bands_rows": list(cfg.dedup.band_rows()),
         "counters": counts,
-        "this_run": run_acc,
+        "this_run": {
+            "in": counts["read"],
+            "filtered": counts.get("filtered", 0),
+            "rejected": counts.get("rejected", 0),
+        },
         "rejected": rejected,
         "gone_inputs": {"count": len(gone), "first": gone[:REJECTS_SHOWN]},
-        "accounting": acc,
     }
-    write_bytes_atomic(output / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())
-    return manifest

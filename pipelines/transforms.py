@@ -3,7 +3,7 @@
 Elements are units of work (a Parquet row group or a JSONL file), segment names and
 batches, not records: per-element Beam overhead is paid once per ~1,000 trajectories.
 What crosses stages between the passes are `dedup.SIG_SCHEMA` batches (no text). Files are written by the
-stage that made them into the run directory (`out`), which `process.publish` swaps in.
+stage that made them into the run directory (`out`), which `process` publishes (schemas/publish.py).
 """
 
 from __future__ import annotations

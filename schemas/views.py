@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from . import fields as F
 from .arrow import arrow_schema
 from .lockdown import locked_connection
+from .publish import finish_publish
 from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
 from .store import Store, shard_files
@@ -419,7 +420,10 @@ def connect(
     temporary objects can be created or changed), files are reachable only under the
     store root, extensions cannot be installed or loaded and the configuration is
     locked. Statements that would write files (COPY, EXPORT, ATTACH...) are refused by
-    `refusal`, which callers running user SQL check first (docs/query.md)."""
+    `refusal`, which callers running user SQL check first (docs/query.md). A publish a
+    dead `process` run left half done is finished first (`publish.finish_publish`)."""
+    if store.processed.is_dir():
+        finish_publish(store.processed)  # a live one is said by `freshness`
     regs: dict[str, pa.Table] = {}
     skipped: Skipped = []
     schema = arrow_schema(root)

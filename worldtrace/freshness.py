@@ -49,13 +49,24 @@ def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
     return (max(times), None) if times else None
 
 
+def settled(store: Store) -> str | None:
+    """Finish the table swaps of a `process` run that died publishing them
+    (`schemas.publish`), before anything reads processed/; a note when a live run is
+    publishing right now, else None."""
+    from worldtrace.schemas.publish import finish_publish
+
+    return finish_publish(store.processed) if store.processed.is_dir() else None
+
+
 def stale_processed(store: Store) -> str | None:
     """Why the processed data leaves raw data out (None when it does not, or when nothing
     was processed): raw shards written after the last `worldtrace process` run ended, or
     not among its inputs (collected during the run, moved in since). `export`, `query`
     and `stats` would otherwise serve the old data without a word. A shard among them
     that does not read (a copy cut short) is named as unreadable: `process` would only
-    reject it."""
+    reject it. A publish a dead run left half done is finished first (`settled`)."""
+    if note := settled(store):
+        return note
     run = _last_process(store)
     if run is None:
         return None
@@ -94,7 +105,7 @@ def stale_processed(store: Store) -> str | None:
 def missing_processed(store: Store) -> str | None:
     """What to run before reading processed data, when there is none (None when there
     is): import or collect on an empty store, else `worldtrace process`."""
-    if _last_process(store) is not None:
+    if settled(store) or _last_process(store) is not None:
         return None
     raw = shard_files(store.raw)
     if not raw:

@@ -73,6 +73,15 @@ def find(
         return Item(kind, str(path), _size(path), why)
 
     found = _leftovers(store.root)
+    publishing = _publishing(store)
+    for path in [p for prefix in (RUN_PREFIX, OLD_PREFIX) for p in found[prefix]]:
+        if path in publishing:  # what a stopped publish still moves in: never removed
+            found[RUN_PREFIX if path.name.startswith(RUN_PREFIX) else OLD_PREFIX].remove(path)
+            why = (
+                "part of a `process` run's publish that stopped half way; `worldtrace "
+                "process` (or any command reading the store) finishes it"
+            )
+            items.append(Item("run", str(path), _size(path), why, remove=False))
     for path in found[TMP_PREFIX]:
         items.append(idle(path, "temp", "temp file of a writer that stopped"))
     for path in found[RUN_PREFIX]:
@@ -86,6 +95,23 @@ def find(
     if exports_older_than_s is not None:
         items.extend(_old_exports(store, now, exports_older_than_s, open_paths))
     return [i for i in items if i is not None]
+
+
+def _publishing(store: Store) -> set[Path]:
+    """The run directory and swapped-out tables a publish journal names (`schemas.publish`):
+    a stopped publish is finished from them."""
+    from worldtrace.schemas.publish import pending
+
+    try:
+        journal = pending(store.processed)
+    except ValueError:
+        journal = None
+    if journal is None:
+        return set()
+    return {
+        store.processed / journal["run"],
+        *(store.processed / o for o in journal["old"].values()),
+    }
 
 
 def _old(path: Path, idle) -> Item | None:

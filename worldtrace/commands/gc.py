@@ -65,7 +65,10 @@ def gc(
     journals whose trajectory is published, containers of dead owners, and old exports
     on request. Prints each item with its size and why; nothing a live process uses."""
     from worldtrace import garbage
+    from worldtrace.freshness import settled
 
+    if not dry_run:  # a publish a dead `process` left half done is finished, not removed
+        settled(store(ctx))
     items = garbage.find(store(ctx), min_age_s=min_age, exports_older_than_s=exports_older_than)
     notes: list[str] = []
     if containers:
