@@ -416,7 +416,10 @@ def _split_info(fractions: dict[str, float], seed: int, part: str | None = None)
 
 
 def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> dict:
-    """Everything needed to reproduce and check one part, except its shard list."""
+    """Everything needed to reproduce and check one part, except its shard list. A text
+    format's has no template nor sampling: it used none (the `exports` view showed the
+    default chatml for AgentWorldBench files)."""
+    tokens = cfg.format in TOKEN_FORMATS
     return {
         "schema_version": F.TRAINING_SCHEMA_VERSION,
         "format": cfg.format,
@@ -427,12 +430,16 @@ def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> d
             "sha256": builder.template.sha256,
             "eot": builder.template.eot,
             "eot_target": cfg.eot_target,
-        },
+        }
+        if tokens
+        else None,
         "simulation_instructions": prompt.describe(cfg.simulation_instructions),
         "mask_policy": _policy_from(cfg.input),
         "keep_mode": cfg.keep_mode,
         "seed": cfg.seed,
-        "sampling": {
+        "sampling": None
+        if not tokens
+        else {
             "mode": cfg.sample_mode,
             "turns": cfg.sample_turns,
             "max_len": builder.max_len,

@@ -239,3 +239,18 @@ def test_verify_takes_no_other_option(small, tmp_path):
     assert r.exit_code == 2
     assert "--verify checks an export and takes no other option; given: " in error_line(r)
     assert all(o in error_line(r) for o in ("--format", "--json", "--output"))
+
+
+def test_an_agentworldbench_manifest_names_no_template_nor_sampling(small, tmp_path):
+    """Found: its manifest (and the `exports` view) named the default chatml template and
+    sampling settings, which AgentWorldBench files never used."""
+    assert export(small, *AWB).exit_code == 0
+    m = json.loads((small.export / "agentworldbench" / "manifest.json").read_text())
+    assert (m["template"], m["sampling"], m["tokenizer"]) == (None, None, None)
+    assert m["keep_mode"] == "turn"  # the draw it does use
+    r = CliRunner().invoke(
+        cli, ["--store", str(small.root), "query", "--format", "json",
+              "SELECT format, template FROM exports"], obj={},
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == [{"format": "agentworldbench", "template": None}]
