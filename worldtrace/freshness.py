@@ -80,6 +80,8 @@ def stale_processed(store: Store) -> str | None:
             left_out.append((t, path))
     if not left_out:
         return None
+    changed = _changed(store, [p for _, p in left_out])
+    left_out = [(t, p) for t, p in left_out if p not in changed]
     from worldtrace.schemas.views import TRAJECTORY_REQUIRED, shard_problem
 
     problems = {p: shard_problem(p, TRAJECTORY_REQUIRED) for _, p in left_out}
@@ -99,7 +101,50 @@ def stale_processed(store: Store) -> str | None:
             f"raw shard {path} is unreadable: {problems[path]}{more}; `worldtrace process` "
             "cannot include it: copy it again, or move it out of the store"
         )
+    if changed:
+        more = f" and {len(changed) - 1} more" if changed[1:] else ""
+        notes.append(
+            f"raw shard {changed[0]}{more} changed since it was processed: `worldtrace "
+            "process` refuses it; `worldtrace process --rebuild` reprocesses everything"
+        )
     return "; ".join(notes)
+
+
+def _changed(store: Store, paths: list[Path]) -> list[Path]:
+    """Those of `paths` processed before whose content changed since (size or sha256 not
+    the ones `_index/shards.parquet` recorded): `process` refuses them, so "run
+    `worldtrace process`" would send the user into that refusal. A file whose mtime alone
+    moved (`touch`, `cp -r`) is not changed: `process` takes it as the file processed."""
+    index = store.processed / F.PROCESS_INDEX / "shards.parquet"
+    if not index.is_file():
+        return []
+    import pyarrow.parquet as pq
+
+    from worldtrace.schemas.hashing import sha256_file
+
+    try:
+        rows = pq.read_table(index, columns=["path", "size", "sha256"]).to_pylist()
+    except (OSError, ValueError, KeyError):
+        return []  # an index before hashes were kept: `process` says what it finds
+    was = _recorded_root(store)
+    here = Path(os.path.realpath(store.root))
+    seen = {rebased(r["path"], was, here) if was else r["path"]: r for r in rows}
+    out = []
+    for p in paths:
+        r = seen.get(os.path.realpath(p))
+        if r is not None and (r["size"] != p.stat().st_size or r["sha256"] != sha256_file(p)):
+            out.append(p)
+    return out
+
+
+def _recorded_root(store: Store) -> Path | None:
+    """Where the store was when last processed (its run manifest's output's parent)."""
+    try:
+        run = json.loads((store.processed / PROCESS_MANIFEST).read_text())
+        output = (run.get("config") or {}).get("output")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return Path(output).parent if isinstance(output, str) else None
 
 
 def missing_processed(store: Store) -> str | None:

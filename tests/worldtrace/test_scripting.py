@@ -428,6 +428,31 @@ def test_an_unreadable_raw_shard_is_named_not_sent_to_process(store, corpus):
     assert f"raw shard {torn} is unreadable" in msg
 
 
+def test_a_changed_raw_shard_is_sent_to_rebuild_not_to_process(store, corpus):
+    """Found: a raw shard rewritten after it was processed got `run worldtrace process`,
+    which refuses it (`changed since it was processed; run --rebuild`). A shard whose
+    mtime alone moved is the same file to `process`, and still sent there."""
+    from worldtrace.freshness import stale_processed
+
+    with ShardWriter(store.raw / "a") as w:
+        w.write(corpus[:6])
+    [shard] = w.paths
+    run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
+    os.utime(shard)  # touched: the same content
+    msg = stale_processed(store)
+    assert msg.startswith("the processed data leaves out 1 raw shard(s)"), msg
+    with ShardWriter(store.raw / "b") as w:  # rewritten with other records, same name
+        w.write(corpus[6:9])
+    os.replace(w.paths[0], shard)
+    msg = stale_processed(store)
+    assert msg == (
+        f"raw shard {shard} changed since it was processed: `worldtrace process` refuses it; "
+        "`worldtrace process --rebuild` reprocesses everything"
+    )
+    with pytest.raises(ValueError, match="changed since it was processed"):
+        run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
+
+
 # -- one line, no traceback ---------------------------------------------------------------
 def test_job_file_typos_are_one_line(store, tmp_path):
     f = tmp_path / "job.yaml"
