@@ -1,7 +1,7 @@
 """A deterministic generator of realistic-looking trajectories for every domain.
 
-Used by the demo, tests and benchmarks when no live environment is wanted, and for
-measuring dedup quality: `near_duplicate_corpus` plants groups of known near-duplicates
+Used by tests and benchmarks when no live environment is wanted (never by the demo nor
+`collect`: training data comes from real environments), and for measuring dedup quality: `near_duplicate_corpus` plants groups of known near-duplicates
 (edits, reorderings, changed numbers) among unrelated trajectories.
 """
 
