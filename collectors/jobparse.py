@@ -15,7 +15,7 @@ from worldtrace.sandboxes.conditions import parse_conditions
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 
 from .actions import arguments_of, from_spec
-from .jobspec import NAME_RE, TASK_KEYS, JobOptions, JobSpec, Part, TaskEntry
+from .jobspec import MAX_EPISODES, NAME_RE, TASK_KEYS, JobOptions, JobSpec, Part, TaskEntry
 from .policies import EXPLORER, load_policy
 
 
@@ -94,6 +94,14 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
                 policy = Part(kind, config)
 
     tasks = _parse_tasks(data.get("tasks"), sandbox_cls, sandbox, policy, p)
+    n_tasks = len(data["tasks"]) if isinstance(data.get("tasks"), list) else 0
+    if options is not None and n_tasks * options.episodes > MAX_EPISODES:
+        p.add(
+            ("episodes",) if "episodes" in data else ("tasks",),
+            f"{n_tasks} tasks x {options.episodes} episodes = "
+            f"{n_tasks * options.episodes} episodes: at most {MAX_EPISODES} a job "
+            "(split it into several jobs)",
+        )
     conditions = p.attempt(parse_conditions, data.get("conditions"), ("conditions",))
     if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):
         p.add(("conditions",), f"sandbox kind {sandbox_cls.kind} takes no conditions")

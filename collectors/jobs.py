@@ -9,13 +9,17 @@ published attempts stay and are not rerun, and the journal a crashed run left be
 its attempt as it stands (outcome `incomplete`, `recorder.CUT_SHORT`); an episode whose
 attempts were all cut short or failed (retries left) runs again. One run of a job id at a time: a run
 holds an exclusive lock on the job's directory (`JobBusy` otherwise), so a resume never
-publishes the journal of an attempt another run is still recording. The job file format
+publishes the journal of an attempt another run is still recording. The first run
+records the spec it ran (`SPEC_FILE`), so `collect --resume` refuses a job file changed
+since (`resume_problem`) instead of mixing two jobs under one id. The job file format
 lives in `jobspec.py`, the episode loop in `episode.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,7 +29,7 @@ from typing import Any
 
 from worldtrace.sandboxes.base import SandboxError
 from worldtrace.schemas import Observation, Trajectory
-from worldtrace.schemas.tempfiles import try_lock
+from worldtrace.schemas.tempfiles import try_lock, write_bytes_atomic
 
 from .episode import Interrupted, attempt_episode, failure_reason
 from .jobspec import JobSpec
@@ -144,6 +148,59 @@ def _one_run(out: Path, job_id: str) -> Iterator[None]:
         yield
 
 
+SPEC_FILE = ".spec.json"
+"""In a job's directory: `{"sha256": ..., "spec": ...}`, the spec its first run ran."""
+RUN_SETTINGS = ("retries", "priority", "durability", "schedule")
+"""Settings of how a run goes, not of what its episodes are: a resume may change them
+(more retries for episodes that failed) without mixing two jobs under one id."""
+
+
+def _episode_spec(spec: JobSpec) -> dict[str, Any]:
+    return {k: v for k, v in spec.to_dict().items() if k not in RUN_SETTINGS}
+
+
+def spec_fingerprint(spec: JobSpec) -> str:
+    """sha256 of the parsed spec (but `RUN_SETTINGS`) as canonical JSON: the same job,
+    however its file is written (key order, comments, defaults left out), gives the same
+    fingerprint."""
+    text = json.dumps(_episode_spec(spec), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def record_spec(out: Path, spec: JobSpec) -> None:
+    """Keep the spec of the job's first run (a later run of the id leaves it)."""
+    path = out / SPEC_FILE
+    if not path.exists():
+        doc = {"sha256": spec_fingerprint(spec), "spec": _episode_spec(spec)}
+        write_bytes_atomic(path, json.dumps(doc, sort_keys=True, indent=1).encode())
+
+
+def spec_changes(out: Path, spec: JobSpec) -> list[str] | None:
+    """The keys (`episodes`, `sandbox.docker`, `tasks`) in which `spec` differs from the
+    spec the job first ran, or None when it is the same or was not recorded (a job
+    collected before fingerprints)."""
+    path = out / SPEC_FILE
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    if doc.get("sha256") == spec_fingerprint(spec):
+        return None
+    old, new = doc.get("spec") or {}, _episode_spec(spec)
+    changed = []
+    for key in sorted(old.keys() | new.keys()):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            subs = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            changed.extend(f"{key}.{k}" for k in subs)
+        else:
+            changed.append(key)
+    return changed or ["the spec"]
+
+
 def resume_problem(
     raw_dir: Path, jobs_db: Path, spec: JobSpec, job_file: str, job_id: str
 ) -> str | None:
@@ -168,6 +225,15 @@ def resume_problem(
         return (
             f"job {job_id} is not a run of {job_file} (its name is {spec.name}, so its job "
             f"ids are {spec.name}-XXXXXXXX)"
+        )
+    try:
+        changed = spec_changes(out, spec)
+    except (OSError, ValueError) as exc:
+        return f"cannot read {out / SPEC_FILE} (the spec job {job_id} ran): {exc}"
+    if changed:
+        return (
+            f"job {job_id} ran from another version of {job_file} (changed: "
+            f"{', '.join(changed)}): --resume needs the job file the job ran from"
         )
     expected = {e.episode_id for e in spec.expand()}
     found = {
@@ -199,6 +265,7 @@ def run_job(
     job_id = job_id or new_job_id(spec)
     out = job_dir(raw_dir, job_id)
     with _one_run(out, job_id):
+        record_spec(out, spec)
         return _run_job(spec, Path(raw_dir), job_id, sandbox, stop, on_event)
 
 

@@ -65,6 +65,9 @@ from .policies import (
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 """Job names and task ids appear in file names and episode ids."""
 TASK_KEYS = ("id", "instruction", "setup", "actions", "replay")
+MAX_EPISODES = 100_000
+"""Episodes of one run of a job at most (tasks x episodes): the job store holds a row per
+episode, and `collect` lists them all before the first one runs."""
 EVERY_RE = re.compile(r"^(\d+)\s*([smhd])$")
 EVERY_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -93,11 +96,17 @@ def _every(value: str | None) -> str | None:
 
 
 def _cron(value: str | None) -> str | None:
+    """A valid cron expression that matches some time: `0 0 31 2 *` is valid but never
+    due, and would break `jobs submit` and the scheduler (croniter finds no next time)."""
     if value is not None:
-        from croniter import croniter
+        from croniter import CroniterBadDateError, croniter
 
         if not croniter.is_valid(value):
             raise ValueError(f"not a cron expression: {value!r}")
+        try:
+            croniter(value).get_next(float)
+        except CroniterBadDateError:
+            raise ValueError(f"{value!r} never matches") from None
     return value
 
 
@@ -129,8 +138,8 @@ class JobOptions:
     name: Annotated[str, AfterValidator(_name)]
     # counts are integers as written: `episodes: "3"` or `episodes: true` (run once) is a
     # mistake in the file, not a number
-    episodes: Annotated[int, Strict(), Field(ge=1, le=100_000)] = 1
-    """Episodes per task."""
+    episodes: Annotated[int, Strict(), Field(ge=1, le=MAX_EPISODES)] = 1
+    """Episodes per task (times the tasks, at most `MAX_EPISODES` a job)."""
     max_turns: Annotated[int, Strict(), Field(ge=1, le=10_000)] = 30
     retries: Annotated[int, Strict(), Field(ge=0, le=20)] = 1
     """Extra attempts when the environment or our code (not the agent) fails."""

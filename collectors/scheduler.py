@@ -58,13 +58,28 @@ class SchedulerConfig:
     """Seconds late a due run may still be enqueued under `missed: skip`."""
 
 
+NEVER = datetime(9999, 1, 1, tzinfo=timezone.utc)
+"""The next time of a cron expression that never matches (`0 0 31 2 *`): job files
+with one are refused, but a stored schedule must not make the scheduler crash."""
+
+
+def _cron_time(expr: str, t: datetime, prev: bool = False) -> datetime | None:
+    """The cron's first time after `t` (last one before with `prev`); None if there is none."""
+    from croniter import CroniterBadDateError, croniter
+
+    it = croniter(expr, t.astimezone(timezone.utc))
+    try:
+        return it.get_prev(datetime) if prev else it.get_next(datetime)
+    except CroniterBadDateError:
+        return None
+
+
 def next_after(schedule: ScheduleSpec, t: datetime) -> datetime:
-    """The schedule's first time strictly after `t`."""
+    """The schedule's first time strictly after `t` (`NEVER` for a cron without one)."""
     if schedule.every is not None:
         return t + parse_every(schedule.every)
-    from croniter import croniter
-
-    return croniter(schedule.cron, t.astimezone(timezone.utc)).get_next(datetime)
+    assert schedule.cron is not None
+    return _cron_time(schedule.cron, t) or NEVER
 
 
 def first_due(schedule: ScheduleSpec, now: datetime) -> datetime:
@@ -77,9 +92,10 @@ def latest_due(schedule: ScheduleSpec, due: datetime, now: datetime) -> datetime
     if schedule.every is not None:
         step = parse_every(schedule.every)
         return due + step * ((now - due) // step)
-    from croniter import croniter
-
-    prev = croniter(schedule.cron, now.astimezone(timezone.utc)).get_prev(datetime)
+    assert schedule.cron is not None
+    prev = _cron_time(schedule.cron, now, prev=True)
+    if prev is None:
+        return due
     if next_after(schedule, prev) <= now:  # `now` itself is a match
         prev = next_after(schedule, prev)
     return max(prev, due)

@@ -96,11 +96,13 @@ class LineMap:
         except yaml.YAMLError:
             return cls()
         lines: dict[Path_, int] = {}
+        inside: set[int] = set()  # nodes being walked: an alias may close a cycle
 
         def walk(n, path: Path_) -> None:
-            if n is None:
+            if n is None or id(n) in inside:
                 return
             lines[path] = n.start_mark.line + 1
+            inside.add(id(n))
             if isinstance(n, yaml.MappingNode):
                 for k, v in n.value:
                     key = k.value
@@ -110,16 +112,92 @@ class LineMap:
             elif isinstance(n, yaml.SequenceNode):
                 for i, v in enumerate(n.value):
                     walk(v, (*path, i))
+            inside.discard(id(n))
 
         walk(node, ())
         return cls(lines)
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A key given twice in one mapping: PyYAML would keep the last one silently (a second
+    `tasks:` block would drop the first)."""
+
+    def __init__(self, key: Any, first_line: int, mapping: yaml.Node, key_node: yaml.Node):
+        super().__init__(
+            "while constructing a mapping",
+            mapping.start_mark,
+            f"duplicate key {key!r} (first at line {first_line})",
+            key_node.start_mark,
+        )
+        self.mapping_mark = mapping.start_mark
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses duplicate keys at any depth (`DuplicateKeyError`,
+    a `yaml.YAMLError`); keys a `<<` merge brings in may still be overridden."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = first.get(key)
+                except TypeError:  # an unhashable key: the constructor says so below
+                    continue
+                if seen is not None:
+                    raise DuplicateKeyError(key, seen, node, key_node)
+                first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def safe_load(text: str) -> Any:
+    """`yaml.safe_load` that refuses duplicate keys: every YAML the project reads."""
+    return yaml.load(text, Loader=UniqueKeyLoader)
+
+
+def _mapping_path(text: str, line: int, column: int) -> Path_:
+    """The key path of the mapping that starts at (line, column), 0-based, or ()."""
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    seen: set[int] = set()  # an alias may close a cycle
+
+    def walk(n, path: Path_) -> Path_ | None:
+        if id(n) in seen:
+            return None
+        seen.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            if (n.start_mark.line, n.start_mark.column) == (line, column):
+                return path
+            items = [(k.value, v) for k, v in n.value]
+        elif isinstance(n, yaml.SequenceNode):
+            items = list(enumerate(n.value))
+        else:
+            return None
+        for key, v in items:
+            if (found := walk(v, (*path, key))) is not None:
+                return found
+        return None
+
+    return walk(node, ()) or ()
+
+
 def load_yaml(path: str | Path) -> tuple[Any, LineMap]:
-    """A YAML file's data and its line map; a syntax error is a ConfigError with its line."""
+    """A YAML file's data and its line map; a syntax error or a duplicate key is a
+    ConfigError with its line."""
     text = Path(path).read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
+    except DuplicateKeyError as exc:
+        at = exc.mapping_mark
+        problem = ConfigProblem(
+            _mapping_path(text, at.line, at.column), str(exc.problem), exc.problem_mark.line + 1
+        )
+        raise ConfigError([problem], str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None

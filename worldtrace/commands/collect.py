@@ -141,6 +141,8 @@ def collect(
             spec = JobSpec.from_dict(
                 _quick_job(sandbox, image, repo, instruction, keys, calls, duration)
             )
+            # what load_job checks of a job file: a --repo overlapping the store is refused
+            spec.check_store(store_path(ctx).root)
         except (ValueError, json.JSONDecodeError) as exc:
             raise click.ClickException(str(exc)) from exc
     s = store(ctx, create=True)
@@ -306,6 +308,7 @@ def worker(ctx: click.Context, jobs_url: str | None, **config) -> None:
         cfg = parse(WorkerConfig, config)
     except ConfigError as exc:
         raise option_error(exc) from None
+    _check_heartbeat(cfg.heartbeat, cfg.lease)
     w = Worker(
         job_store(ctx, jobs_url, create=True),
         store(ctx, create=True).raw,
@@ -320,6 +323,25 @@ def worker(ctx: click.Context, jobs_url: str | None, **config) -> None:
     )
     if stats.errors:
         sys.exit(EXIT_PROBLEMS)
+
+
+def _check_heartbeat(heartbeat: float | None, lease: float) -> None:
+    """A heartbeat must renew a lease before it expires: one at or past the lease lets
+    another worker end a running attempt as lost and run it again (the work is wasted).
+    Over half the lease, one late heartbeat does the same: a warning."""
+    if heartbeat is None:
+        return
+    if heartbeat >= lease:
+        raise click.UsageError(
+            f"--heartbeat {heartbeat:g} must be shorter than --lease {lease:g}: leases "
+            "would lapse between heartbeats and other workers take the running attempts"
+        )
+    if heartbeat > lease / 2:
+        click.echo(
+            f"warning: --heartbeat {heartbeat:g} is over half of --lease {lease:g}: one "
+            "late heartbeat loses the lease (the default is a quarter of it)",
+            err=True,
+        )
 
 
 @click.command(

@@ -52,7 +52,8 @@ def jobs_submit(ctx: click.Context, job_file: str, dry_run: bool, jobs_url: str 
         s = spec.options.schedule
         if s is not None:
             click.echo(
-                f"schedule: {f'cron {s.cron}' if s.cron else f'every {s.every}'}, missed: {s.missed}"
+                f"schedule: {f'cron {s.cron}' if s.cron else f'every {s.every}'}, "
+                f"missed: {s.missed}, overlap: {s.overlap}"
             )
         return
     js = job_store(ctx, jobs_url, create=True)
