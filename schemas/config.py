@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import yaml
 
+from .parsing import safe_load
+
 _NO_VALUE = object()
 
 
@@ -134,7 +136,7 @@ def _readings(text: str, hint: Any) -> list[Any]:
     if low in ("null", "none"):
         readings.append(None)
     with contextlib.suppress(yaml.YAMLError):
-        readings.append(yaml.safe_load(text))
+        readings.append(safe_load(text))
     with contextlib.suppress(ValueError):
         readings.append(float(text))  # 1e-3, which YAML 1.1 reads as text
     return [*readings, text]
@@ -145,7 +147,7 @@ def _yaml(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return yaml.safe_load(value)
+        return safe_load(value)
     except yaml.YAMLError:
         return value
 
@@ -262,7 +264,7 @@ def load(obj: Any, yaml_path: str | Path | None = None, overrides: list[str] = (
     if yaml_path:
         source = str(yaml_path)
         try:
-            data = yaml.safe_load(Path(yaml_path).read_text()) or {}
+            data = safe_load(Path(yaml_path).read_text()) or {}
         except yaml.YAMLError as exc:
             raise SettingError("", _NO_VALUE, f"not YAML ({yaml_problem(exc)})", source) from None
         if not isinstance(data, dict):

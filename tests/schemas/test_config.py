@@ -126,6 +126,12 @@ def test_yaml_file_errors_name_the_file_and_overrides_win(tmp_path):
     f.write_text("- dedup\n")
     with pytest.raises(SettingError, match="expected a mapping of settings"):
         load(ProcessConfig(), f)
+    # found: a key given twice kept the last in silence (a second `dedup:` block dropped
+    # the first's settings)
+    f.write_text("dedup:\n  threshold: 0.8\n  threshold: 0.9\n")
+    with pytest.raises(SettingError) as e:
+        load(ProcessConfig(), f)
+    assert str(e.value) == f"{f}: not YAML (line 3: duplicate key 'threshold' (first at line 2))"
 
 
 def test_mapping_values_read_alike_from_yaml_and_overrides(tmp_path):
