@@ -32,7 +32,8 @@ class CollectProgress:
 
     def __init__(self, live: bool, resume_hint: Any = None):
         self.live = live
-        self.total = self.ended = self.ok = self.failed = self.running = self.turns = 0
+        self.total = self.ended = self.ok = self.failed = self.cut = self.running = 0
+        self.turns = 0
         self.job_id = ""
         self.cut_short: str | None = None
         """The attempt an interrupt cut short (published as it stood), if any."""
@@ -57,7 +58,10 @@ class CollectProgress:
 
     def stats(self) -> str:
         rate = self.turns / max(time.monotonic() - self.t0, 1e-9)
-        return f"ok {self.ok}  failed {self.failed}  running {self.running}  {rate:.1f} turns/s"
+        cut = f"  cut short {self.cut}" if self.cut else ""
+        return (
+            f"ok {self.ok}  failed {self.failed}{cut}  running {self.running}  {rate:.1f} turns/s"
+        )
 
     def eta(self) -> str:
         if not self.ended:
@@ -108,9 +112,13 @@ class CollectProgress:
             self._progress.update(self._task, completed=self.ended, stats=self.stats())
 
     def _count(self, t: Any) -> None:
+        from worldtrace.collectors.recorder import CUT_SHORT
+
         self.turns += len(t.turns)
         if t.outcome.status == "error":
             self.failed += 1
+        elif t.outcome.error == CUT_SHORT:  # a stopped run's journal: our stop ended it
+            self.cut += 1
         else:
             self.ok += 1
 
@@ -313,12 +321,24 @@ def _live_workers(store, lease_s: float) -> list[dict[str, Any]]:
     ]
 
 
+def _overlap(s: dict[str, Any]) -> str:
+    """A schedule's `overlap` (skip or queue): kept in its job spec, not a column."""
+    import json
+
+    try:
+        spec = json.loads(s.get("spec_json") or "{}")
+    except ValueError:
+        spec = {}
+    return ((spec.get("schedule") or {}) if isinstance(spec, dict) else {}).get("overlap", "skip")
+
+
 def _schedules(store) -> list[dict[str, Any]]:
     return [
         {
             "schedule": s["schedule_id"],
             "when": f"cron {s['cron']}" if s["cron"] else f"every {s['every']}",
             "missed": s["missed"],
+            "overlap": _overlap(s),
             "next due (UTC)": _due(s["next_due"]),
             "last job": s["last_job_id"],
         }
@@ -328,7 +348,7 @@ def _schedules(store) -> list[dict[str, Any]]:
 
 def jobs_document(store, lease_s: float = 120.0) -> dict[str, Any]:
     """`jobs list --json`: `{"jobs": [...], "schedules": [...], "workers": [...]}` with
-    the job store's column names (schedules: schedule_id, cron, every, missed, next_due
+    the job store's column names (schedules: schedule_id, cron, every, missed, overlap, next_due
     as ISO 8601 UTC, last_job_id; workers: the live ones)."""
     schedules = [
         {
@@ -336,6 +356,7 @@ def jobs_document(store, lease_s: float = 120.0) -> dict[str, Any]:
             "cron": s["cron"],
             "every": s["every"],
             "missed": s["missed"],
+            "overlap": _overlap(s),
             "next_due": _due(s["next_due"]),
             "last_job_id": s["last_job_id"],
         }

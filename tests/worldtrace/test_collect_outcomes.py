@@ -160,6 +160,8 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
     ) in r.stdout
     # found: the cut-short attempt counted as the episode's, so a resume never ran it
     assert " a-e0 attempt 2: success (1 turns)" in r.stdout
+    # and the progress counted it `ok`
+    assert "ok 1  failed 0  cut short 1  running" in r.stdout, r.stdout
     assert " b-e0 attempt 1: success (1 turns)" in r.stdout
     assert "3 trajectories (0 failed attempts, 1 incomplete)" in r.stdout
     got = published(raw)

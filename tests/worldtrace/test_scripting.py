@@ -324,6 +324,18 @@ def test_jobs_list_shows_live_workers_only(store):
     assert sorted(w["worker"] for w in doc["workers"]) == ["far-w", "live-w"]
 
 
+def test_jobs_list_shows_a_schedules_overlap(store, tmp_path):
+    """Found: `jobs list` (table and JSON) left out whether a schedule's runs may
+    overlap (`overlap: queue`) or a due run is skipped while one runs (`skip`)."""
+    f = tmp_path / "s.yaml"
+    f.write_text(JOB.format(name="s") + "schedule: {every: 1h, overlap: queue}\n")
+    assert invoke(store, "jobs", "submit", str(f), "--create").exit_code == 0
+    [s] = json.loads(invoke(store, "jobs", "list", "--json").stdout)["schedules"]
+    assert (s["every"], s["overlap"]) == ("1h", "queue")
+    table = invoke(store, "jobs", "list").stdout
+    assert "overlap" in table and "queue" in table
+
+
 # -- jobs cancel says what happened ---------------------------------------------------------
 def test_cancel_reports_only_a_cancel_that_happened(store, tmp_path):
     done = _submit(store, tmp_path, "done")
