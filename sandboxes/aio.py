@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class AsyncTimeout(TimeoutError):
@@ -115,4 +117,16 @@ class AsyncRunner:
 
 
 async def _as_coro(aw: Awaitable[T]) -> T:
+    task = asyncio.current_task()
+    if task is not None:
+        task.add_done_callback(_retrieve)
     return await aw
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    """Read the ending task's exception. A caller gone at its timeout (`run` cancelled the
+    future) never reads it, and a task whose clean-up failed after the cancel (a page
+    closed under it) would be printed by asyncio as `Task exception was never retrieved`;
+    the caller already raised AsyncTimeout, so it is only logged at debug."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("abandoned task ended with %r", task.exception())

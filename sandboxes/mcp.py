@@ -13,7 +13,9 @@ held open with `hold()`; see `mcp_client.py`). `describe()` gives the server's
 observation is the result as text (`mcp_client.render`), `is_error` from the result.
 
 State: each episode gets a fresh server process and a fresh `{workdir}` (seeded by
-copying `workdir.copy`, then the task's `setup` commands run in it); `keep_server: true`
+copying `workdir.copy`, then the task's `setup` commands run in it; by default
+`$TMPDIR/worldtrace-mcp-UID/N/work`, the lowest free numbered folder, so one collector
+shows the server the same path in every episode: `take_slot`); `keep_server: true`
 keeps one process across episodes for stateless servers. `{workdir}`, `{port}` (a free loopback port) and `{python}` (this
 interpreter) expand in `command`, `url`, `cwd` and `set_env` values. A bare command name
 is looked up on PATH, beside this interpreter (the `mcp-servers` extra) and in the
@@ -28,7 +30,9 @@ is infrastructure: the step raises and the attempt fails with the reason and the
 of the server's stderr; the next reset starts a new server.
 
 Server log notifications and progress notifications go to the observation's
-`state_json` (`{"logs": [...], "progress": [...]}`), never into its text; an injected
+`state_json` (`{"logs": [...], "progress": [...]}`), never into its text; so do a stdio
+server's stdout lines that are not JSON-RPC (`stdout: {lines, first}`; a server that
+writes only those fails to start with a reason quoting them); an injected
 fault (`faults:`, see `mcp_proxy.py`) is reported there as `{"perturbation": {kind,...}}`,
 which the Recorder moves onto the turn (`Turn.perturbation`).
 
@@ -40,6 +44,7 @@ with its lifecycle and the step, which read best together.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -88,6 +93,72 @@ SIGKILL (its exit hooks never run, and not every server exits when its stdin clo
 STOP_TIMEOUT = 10.0
 """Seconds to close a session and stop its server (stdin, SIGTERM, SIGKILL)."""
 
+SLOTS_ROOT = "worldtrace-mcp-{uid}"
+"""Folder (in the temp dir) of the episode folders `SLOT/` (server log, `work/`), each
+locked by `SLOT.lock` while a sandbox uses it."""
+MAX_SLOTS = 1024
+
+log = logging.getLogger(__name__)
+
+
+def slots_root() -> Path:
+    return Path(tempfile.gettempdir()) / SLOTS_ROOT.format(uid=os.getuid())
+
+
+def _own_root(root: Path) -> Path:
+    """`root`, made private to this user (the temp dir is shared: a folder someone else
+    made, or a symlink, is refused rather than written into)."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = root.lstat()
+    if not root.is_dir() or root.is_symlink() or st.st_uid != os.getuid():
+        raise SandboxError(f"{root} is not a folder of this user: remove it or set TMPDIR")
+    return root
+
+
+def take_slot(root: Path | None = None) -> tuple[Path, Any]:
+    """The lowest free episode folder `root/N`, empty, and its held lock (closed: free).
+
+    Numbered slots rather than random temp names: the default `{workdir}` is then the same
+    path in every episode of a collector (`/tmp/worldtrace-mcp-UID/0/work`), so the paths
+    the server shows repeat across episodes (dedup, replays); and a collector killed with
+    SIGKILL leaves a folder whose lock nobody holds, which the next sandbox (or `gc`,
+    `sweep_workdirs`) empties."""
+    root = _own_root(root or slots_root())
+    sweep_workdirs(root)
+    for n in range(MAX_SLOTS):
+        lock = try_lock(root / f"{n}.lock")
+        if lock is None:
+            continue
+        path = root / str(n)
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(mode=0o700)
+        return path, lock
+    raise SandboxError(f"all {MAX_SLOTS} MCP episode folders in {root} are in use")
+
+
+def sweep_workdirs(root: Path | None = None, dry_run: bool = False) -> list[dict[str, Any]]:
+    """Episode folders no live sandbox holds (their owner died): removed under their lock,
+    so never one a sandbox is taking. Returns `{path, size, reason}` for each."""
+    root = root or slots_root()
+    found: list[dict[str, Any]] = []
+    try:
+        slots = [p for p in root.iterdir() if p.name.isdigit() and p.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for path in slots:
+        lock = try_lock(root / f"{path.name}.lock")
+        if lock is None:
+            continue  # in use
+        try:
+            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            if not dry_run:
+                shutil.rmtree(path, ignore_errors=True)
+        finally:
+            lock.close()
+        reason = "MCP episode folder of a sandbox that stopped (its lock is free)"
+        found.append({"path": str(path), "size": size, "reason": reason})
+    return found
+
 
 def _abs_host_path(value: str | None) -> str | None:
     if value is not None:
@@ -128,14 +199,15 @@ def _cwd_dir(value: str | None) -> str | None:
 
 @configclass
 class WorkdirConfig:
-    """The per-episode directory `{workdir}` expands to (a new temp dir by default)."""
+    """The per-episode directory `{workdir}` expands to (by default `work/` in the lowest
+    free numbered folder of `$TMPDIR/worldtrace-mcp-UID/`, emptied at every reset)."""
 
     copy: Annotated[str | None, AfterValidator(_copy_dir)] = None
     """Host directory copied into it at every reset (a git repository, data files); it
     must exist, and a relative path starts at the directory `worldtrace` runs in (the job
     keeps the absolute path)."""
     at: Annotated[str | None, AfterValidator(_abs_host_path)] = None
-    """A fixed absolute path instead of a temp dir, so paths in actions stay the same
+    """A fixed absolute path instead of the numbered folder, so paths in actions stay the same
     across episodes and replays; emptied at each reset and locked while in use."""
 
 
@@ -213,12 +285,15 @@ class MCPSandbox(Unpicklable):
         self._private: Path | None = None
         self._workdir: Path | None = None
         self._lock = None
+        self._slot_lock = None
         self._task_id = ""
         self._calls = 0
         self._initial = ""
         self._spec: ServerSpec | None = None
         self._values: dict[str, str] = {}
         self._env: dict[str, str] = {}
+        self._warned = False
+        """Whether the server's non-JSON stdout was warned about (once per sandbox)."""
 
     # -- lifecycle ---------------------------------------------------------------
     def reset(self, task: TaskSpec) -> Observation:
@@ -230,16 +305,27 @@ class MCPSandbox(Unpicklable):
         else:
             self._run_setup(task.setup)
         self._task_id, self._calls = task.task_id, 0
-        logs = self._runner.run(self._take_logs(), STOP_TIMEOUT)
-        return Observation(self._initial, state_json=_state(logs=logs))
+        logs, stdout = self._runner.run(self._take_notes(), STOP_TIMEOUT)
+        return Observation(self._initial, state_json=_state(logs=logs, stdout=stdout))
 
-    async def _take_logs(self) -> list[dict[str, Any]]:
-        return self._conn.take_logs()  # on the loop, where the logging callback appends
+    async def _take_notes(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """Logs and non-JSON stdout lines since the last observation; on the loop, where
+        the logging callback and the SDK's stdout reader add them."""
+        stdout = self._spec.stdout_noise.take()
+        if stdout and not self._warned:
+            self._warned = True
+            log.warning(
+                "MCP server %s wrote to stdout what is not JSON-RPC (ignored, kept in the "
+                "observation's state_json as `stdout`): %r",
+                self.config.command[:1] or self.config.url,
+                stdout["first"][0],
+            )
+        return self._conn.take_logs(), stdout
 
     def _prepare(self) -> None:
         """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
         c = self.config
-        self._private = Path(tempfile.mkdtemp(prefix="worldtrace-mcp-"))
+        self._private, self._slot_lock = take_slot()
         self._workdir = self._fresh_workdir()
         values = {"{workdir}": str(self._workdir), "{python}": sys.executable}
         if any("{port}" in x for x in (*c.command, c.url or "", *c.set_env.values())):
@@ -291,6 +377,8 @@ class MCPSandbox(Unpicklable):
             self._conn, self._release = self._runner.hold(lambda: connect(spec), c.start_timeout)
         except Exception as exc:
             reason = _reason(root_cause(exc))
+            if spec.stdout_noise.total:
+                reason += f"; {spec.stdout_noise.summary()}"
             tail = stderr_tail(spec.stderr_path)
             self._stop()
             raise SandboxError(
@@ -339,6 +427,9 @@ class MCPSandbox(Unpicklable):
         if self._private is not None:
             shutil.rmtree(self._private, ignore_errors=True)
             self._private = None
+        if self._slot_lock is not None:
+            self._slot_lock.close()  # emptied above: free for the next sandbox
+            self._slot_lock = None
         if self._lock is not None:
             self._lock.close()  # releases the flock
             self._lock = None
@@ -359,7 +450,7 @@ class MCPSandbox(Unpicklable):
         index, self._calls = self._calls, self._calls + 1
         timeout = self.config.call_timeout
         try:  # past the timeout the call is cancelled (the SDK tells the server so)
-            answer, flag, progress, logs = self._runner.run(
+            answer, flag, progress, (logs, stdout) = self._runner.run(
                 self._call(action.name, arguments, index), timeout
             )
         except TimeoutError:
@@ -380,7 +471,7 @@ class MCPSandbox(Unpicklable):
             text,
             is_error=is_error,
             truncated=truncated or bool(flag and flag["kind"] == "truncate"),
-            state_json=_state(perturbation=flag, progress=progress, logs=logs),
+            state_json=_state(perturbation=flag, progress=progress, logs=logs, stdout=stdout),
         )
 
     async def _call(self, name: str, arguments: dict[str, Any], index: int):
@@ -401,7 +492,7 @@ class MCPSandbox(Unpicklable):
             if is_transport_failure(exc.code, exc.message):
                 raise
             answer, flag = exc.error, None  # the server's JSON-RPC error answer
-        return answer, flag, progress, conn.take_logs()
+        return answer, flag, progress, await self._take_notes()
 
     def describe(self) -> dict[str, Any]:
         c, conn = self.config, self._conn
@@ -414,6 +505,9 @@ class MCPSandbox(Unpicklable):
             "output_cap": c.output_cap,
             "faults": to_mapping(c.faults) if c.faults else None,
         }
+        noise = self._spec.stdout_noise if self._spec else None
+        if noise is not None and noise.total:  # a banner: harmless, but worth a look
+            config["server_stdout_not_json"] = {"lines": noise.total, "first": noise.first}
         d: dict[str, Any] = {"backend": "mcp", "config": config, "initial_state": self._initial}
         if conn is not None:
             d["server"] = conn.server

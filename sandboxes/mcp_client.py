@@ -13,12 +13,18 @@ and resources as one bracketed line each, with their URI, type and size), then t
 structured content as canonical JSON unless the text parts already carry it (the same
 JSON, or every value of it: servers often send both forms); a JSON-RPC error reads
 `MCP error CODE: MESSAGE`, as MCP clients show it.
+
+A stdio server's stdout lines that are not JSON-RPC (a banner, a stray print) are
+counted and the first few kept (`StdoutNoise`), never logged: the SDK logs each one at
+ERROR with a traceback (a server printing in a loop wrote 100,000 lines of them in 5 s).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
+import logging
 import os
 import shutil
 import socket
@@ -43,6 +49,82 @@ MAX_NOTES = 200
 """Log and progress notifications kept per observation (later ones are dropped)."""
 PORT_POLL_S = 0.05
 """Interval between connection attempts while a started HTTP server comes up."""
+SDK_STDIO_LOGGER = "mcp.client.stdio"
+PARSE_FAILURE = "Failed to parse JSONRPC message from server"
+"""What the SDK logs (ERROR, with the traceback) for every stdout line that is not
+JSON-RPC; it has no hook for those lines, so a filter on its logger takes them."""
+NOISE_KEPT = 3
+"""Non-JSON stdout lines kept word for word (per server, and per observation)."""
+NOISE_CHARS = 200
+
+
+@dataclass
+class StdoutNoise:
+    """Lines a stdio server wrote to stdout that are not JSON-RPC: counted, the first
+    few kept, for a failure reason and the next observation's `state_json`."""
+
+    total: int = 0
+    first: list[str] = field(default_factory=list)
+    _new: int = 0
+    _new_first: list[str] = field(default_factory=list)
+
+    def add(self, line: str) -> None:
+        line = line[:NOISE_CHARS]
+        self.total += 1
+        self._new += 1
+        if len(self.first) < NOISE_KEPT:
+            self.first.append(line)
+        if len(self._new_first) < NOISE_KEPT:
+            self._new_first.append(line)
+
+    def take(self) -> dict[str, Any] | None:
+        """The lines since the last take, as `{"lines": N, "first": [...]}`, or None."""
+        if not self._new:
+            return None
+        taken = {"lines": self._new, "first": list(self._new_first)}
+        self._new, self._new_first = 0, []
+        return taken
+
+    def summary(self) -> str:
+        shown = ", ".join(repr(x) for x in self.first)
+        return (
+            f"it wrote {self.total} line(s) to stdout that are not JSON-RPC (first: {shown}); "
+            "a stdio server must write only JSON-RPC messages there"
+        )
+
+
+_NOISE: contextvars.ContextVar[StdoutNoise | None] = contextvars.ContextVar(
+    "worldtrace_mcp_stdout_noise", default=None
+)
+"""The collector of the connection whose task logs: `connect` sets it, and the SDK's
+stdout reader task, started inside, inherits it."""
+
+
+class _NoiseFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        noise = _NOISE.get()
+        if noise is None or record.msg != PARSE_FAILURE:
+            return True  # not one of our connections: the SDK's logging as it is
+        noise.add(_bad_line(record.exc_info[1] if record.exc_info else None))
+        return False
+
+
+def _bad_line(exc: BaseException | None) -> str:
+    """The offending line, from the pydantic error the SDK logs (its `input`)."""
+    errors = getattr(exc, "errors", None)
+    try:
+        value = errors(include_url=False)[0].get("input") if errors else None
+    except (IndexError, TypeError):
+        value = None
+    if value is None:
+        return "?"
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _filter_sdk_stdio_log() -> None:
+    log = logging.getLogger(SDK_STDIO_LOGGER)
+    if not any(isinstance(f, _NoiseFilter) for f in log.filters):
+        log.addFilter(_NoiseFilter())
 
 
 @dataclass(frozen=True)
@@ -58,6 +140,8 @@ class ServerSpec:
     """Where the server's stderr (and a started HTTP server's stdout) goes."""
     start_timeout: float = 30.0
     faults: FaultConfig | None = None
+    stdout_noise: StdoutNoise = field(default_factory=StdoutNoise, compare=False)
+    """Filled while the connection lives (stdio only): what it wrote that is not JSON-RPC."""
 
 
 @dataclass
@@ -88,6 +172,8 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
     from mcp.client.streamable_http import streamable_http_client
 
     logs: list[dict[str, Any]] = []
+    _filter_sdk_stdio_log()
+    _NOISE.set(spec.stdout_noise)  # this task's context, inherited by the SDK's reader
 
     async def on_log(params) -> None:
         if len(logs) < MAX_NOTES:
