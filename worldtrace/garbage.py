@@ -114,6 +114,25 @@ def _publishing(store: Store) -> set[Path]:
     }
 
 
+def mcp_workdirs(dry_run: bool) -> list[Item]:
+    """MCP episode folders (`$TMPDIR/worldtrace-mcp-UID/N/`) whose sandbox stopped: nobody
+    holds their lock. The sandbox code removes them under that lock
+    (`sandboxes.mcp.sweep_workdirs`), so a live one's is never touched."""
+    try:
+        from worldtrace.sandboxes.mcp import sweep_workdirs
+    except ImportError:  # installed without the MCP extra: it made none
+        return []
+    return [
+        Item(MCP_WORKDIR, f["path"], f["size"], f["reason"])
+        for f in sweep_workdirs(dry_run=dry_run)
+    ]
+
+
+MCP_WORKDIR = "mcp workdir"
+SWEPT_BY_OWNER = ("container", "volume", MCP_WORKDIR)
+"""Kinds removed by the code that finds them (`remove` is not called for them)."""
+
+
 def _old(path: Path, idle) -> Item | None:
     """`.old-NAME-xxxxxxxx`: garbage once NAME is back in place; else the only copy."""
     name = path.name[len(OLD_PREFIX) :].rsplit("-", 1)[0]

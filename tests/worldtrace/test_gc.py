@@ -192,3 +192,29 @@ def test_a_removal_that_fails_is_reported_and_exits_1(tmp_path, wt_env):
     [line] = r.stdout.splitlines()
     assert line.startswith("failed") and str(temp) in line and "not permitted" in line.lower()
     assert "1 item(s) could not be removed" in r.stderr and temp.exists()
+
+
+def test_gc_removes_the_mcp_folder_of_a_stopped_sandbox_only(tmp_path, wt_env):
+    """Found: a killed collector's MCP episode folder (a copy of its workdir) stayed in
+    the temp directory and `gc` did not know it. A folder whose lock a process holds is
+    a live sandbox's: kept."""
+    from worldtrace.schemas.tempfiles import try_lock
+
+    env = {**wt_env, "TMPDIR": str(tmp_path / "tmp")}
+    root = tmp_path / "tmp" / f"worldtrace-mcp-{os.getuid()}"
+    for n in ("0", "1"):
+        (root / n / "work").mkdir(parents=True)
+        (root / n / "work" / "f.txt").write_text("copied workdir")
+    held = try_lock(root / "1.lock")  # a live sandbox holds slot 1
+    try:
+        dry = wt(env, "gc", "--dry-run")
+        assert "would remove" in dry.stdout and f"{root / '0'}  (MCP episode folder" in dry.stdout
+        assert str(root / "1") not in dry.stdout and (root / "0").exists()
+        r = wt(env, "gc")
+        assert r.returncode == 0, r.stderr
+        assert not (root / "0").exists() and (root / "1" / "work" / "f.txt").exists()
+        (root / "2").mkdir()  # --no-containers leaves the sandboxes' leftovers alone
+        assert str(root / "2") not in wt(env, "gc", "--no-containers").stdout
+        assert (root / "2").exists()
+    finally:
+        held.close()

@@ -50,7 +50,7 @@ Example:
     "--containers/--no-containers",
     default=True,
     show_default=True,
-    help="Also remove sandbox containers and volumes whose owner process is dead.",
+    help="Also remove sandbox containers, volumes and MCP episode folders whose owner process is dead.",
 )
 @click.pass_context
 def gc(
@@ -75,11 +75,12 @@ def gc(
         found, note = garbage.containers(dry_run)
         items.extend(found)
         notes.extend([note] if note else [])
+        items.extend(garbage.mcp_workdirs(dry_run))
     verb = "would remove" if dry_run else "removed"
     freed = n = failed = 0
     for item in items:
         action, why = (verb if item.remove else "kept"), item.why
-        if item.remove and item.kind not in ("container", "volume") and not dry_run:
+        if item.remove and item.kind not in garbage.SWEPT_BY_OWNER and not dry_run:
             try:
                 garbage.remove(item)
             except OSError as exc:  # ours to report: the item stays, gc exits 1
