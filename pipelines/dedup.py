@@ -111,7 +111,7 @@ SIG_SCHEMA = pa.schema(
         pa.field("failed", pa.bool_()),
         pa.field("turns", pa.int64()),
         pa.field("started", pa.int64()),
-        pa.field("origin", pa.string()),
+        pa.field("arrival", pa.string()),
         pa.field("stem", pa.string()),
         pa.field("sig", pa.binary()),
         pa.field("bands", pa.list_(pa.uint64())),
@@ -123,20 +123,25 @@ SIG_SCHEMA = pa.schema(
 )
 """A batch of what dedup knows of records: `Sig` as columns (`was_*` null: new record)."""
 RANK = [("failed", "ascending"), ("turns", "descending"), ("started", "ascending"),
-        ("tid", "ascending"), ("origin", "ascending"), ("uid", "ascending")]  # fmt: skip
+        ("arrival", "ascending"), ("tid", "ascending"), ("uid", "ascending")]  # fmt: skip
 """`rank_of` as a sort order (Arrow puts a null `started` last, as `rank_of` does)."""
-RANK_COLUMNS = ["failed", "turns", "started", "tid", "origin", "uid"]
+RANK_COLUMNS = ["failed", "turns", "started", "tid", "arrival", "uid"]
+"""`rank_of`'s arguments."""
 
 
 def rank_of(
-    failed: bool, turns: int, started: int | None, tid: str, origin: str | None, uid: str
+    failed: bool, turns: int, started: int | None, tid: str, arrival: str | None, uid: str
 ) -> tuple:
     """Representative preference: success first, more turns, then the first collected
-    (`started_at`, unknown last), then stable ids. Preferring the first collected keeps
-    a cluster's representative when a later re-run of the same task joins it, so an
-    incremental run leaves earlier files alone and an exported training set stays stable
-    as collection goes on; it is a field of the record, so a rebuild chooses the same."""
-    return (failed, -turns, started is None, started or 0, tid, origin or "", uid)
+    (`started_at`, unknown last), then the first to arrive (`units.arrival_key`: its raw
+    file's time, name and row), then stable ids. Preferring the first collected keeps a
+    cluster's representative when a later re-run of the same task joins it, and the first
+    to arrive keeps it when the same record comes again (an import of a copy of a file;
+    imports have no `started_at`, and exact copies share their id, so the tie fell to
+    the origin's name), so an incremental run leaves earlier files alone and an exported
+    training set stays stable as collection goes on; both are facts of the raw data, so a
+    rebuild chooses the same."""
+    return (failed, -turns, started is None, started or 0, arrival or "", tid, uid)
 
 
 class UnionFind:
@@ -200,11 +205,11 @@ def sig_table(sigs: list[Sig]) -> pa.Table:
     """A batch from `Sig` tuples (tests and small inputs)."""
     rows = []
     for s in sigs:
-        failed, neg_turns, unknown, started, _, origin, _ = s.rank
+        failed, neg_turns, unknown, started, arrival, _, _ = s.rank
         was = s.was or (None, None, None)
         rows.append(
             {"uid": s.uid, "tid": s.tid, "failed": failed, "turns": -neg_turns,
-             "started": None if unknown else started, "origin": origin,
+             "started": None if unknown else started, "arrival": arrival,
              "stem": s.stem, "sig": s.sig, "bands": list(s.bands), "keys": list(s.keys),
              "was_cluster": was[0], "was_rep": was[1], "was_role": was[2]}
         )  # fmt: skip
@@ -268,9 +273,9 @@ class _ContentGroups(beam.DoFn):
         # what the run's state needs of each record: not its band keys (nor a signature)
         yield beam.pvalue.TaggedOutput("records", t.drop_columns(["sig", "bands", "sketched"]))
         t = t.append_column("key", _content_key(t, self.exact))
-        t = t.append_column("origin0", pc.fill_null(t["origin"], ""))
+        t = t.append_column("arrival0", pc.fill_null(t["arrival"], ""))
         t = t.sort_by(
-            [("key", "ascending"), *((n if n != "origin" else "origin0", o) for n, o in RANK)]
+            [("key", "ascending"), *((n if n != "arrival" else "arrival0", o) for n, o in RANK)]
         )
         starts = run_starts(t["key"])
         size = np.diff(np.append(starts, t.num_rows))

@@ -113,13 +113,16 @@ worldtrace; measured on 2 cores, 2 such workers break even with in-process at 2.
 and are 1.35x faster at 4.5 MB, 1.47x at 9 MB."""
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
-LAYOUT = 5
+LAYOUT = 6
 """Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
 (earlier output stored them final and cannot be extended incrementally); 3 = the
 cluster state holds each member's `started_at` (the representative rank reads it); 4 =
 a turn with an injected fault is decided `injected` (earlier output kept it in the loss
 by its statistics, and an incremental run would mix the two); 5 = a typed line's turn
-is decided on the answer after its echo (`mask.echoed`)."""
+is decided on the answer after its echo (`mask.echoed`); 6 = the representative's ties
+are broken by arrival (`units.arrival_key`: an `arrival` column in segments, probe files
+and members instead of `origin`), and files in the store are named from its root in
+uids, `rejects.source_path` and `clusters.source`."""
 
 
 @dataclass
@@ -429,7 +432,11 @@ def run_rejects(run_dir: Path, limit: int = REJECTS_SHOWN) -> list[dict[str, Any
     if not files:
         return []
     rows = pq.read_table(files, columns=["source_path", "record", "stage", "reason"])
-    return sorted(rows.to_pylist(), key=lambda r: bool(r["record"]))[:limit]
+    shown = sorted(rows.to_pylist(), key=lambda r: bool(r["record"]))[:limit]
+    for r in shown:  # stored from the store's root (`units.in_store`): said in full
+        if r["source_path"] and not os.path.isabs(r["source_path"]):
+            r["source_path"] = os.path.join(run_dir.parent.parent, r["source_path"])
+    return shown
 
 
 def accounting(output: Path) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURN
 from . import stats as S
 from .dedup import NS, SIG_SCHEMA
 from .mask import MaskPolicy, injected_fault, keep_turn
-from .units import BANDS, SIG, TEMPLATES, UID
+from .units import ARRIVAL, BANDS, SIG, TEMPLATES, UID
 
 INDEX = F.PROCESS_INDEX
 SEGMENTS = "segments"
@@ -54,7 +54,7 @@ MEMBERS_SCHEMA = pa.schema(
         pa.field("failed", pa.bool_()),
         pa.field("turns", pa.int64()),
         pa.field("started", pa.int64()),
-        pa.field("origin", pa.string()),
+        pa.field("arrival", pa.string()),
         pa.field("stem", pa.string()),
         pa.field("keys", pa.list_(pa.uint64())),
     ]
@@ -78,7 +78,7 @@ PROBE = "probe"
 pass-1 bundle of each run (`state.ProbeIndex`) instead of one read per segment (each
 costs its footer)."""
 PROBE_COLUMNS = (
-    "uid", "tid", "failed", "turns", "started", "origin", "stem", "sig", "bands", "keys"
+    "uid", "tid", "failed", "turns", "started", "arrival", "stem", "sig", "bands", "keys"
 )  # fmt: skip
 PROBE_SCHEMA = pa.schema([SIG_SCHEMA.field(c) for c in PROBE_COLUMNS])
 PROBE_OPTIONAL = ("sig",)
@@ -356,7 +356,7 @@ def finalize(
         names=list(F.DEDUP_FIELDS),
     )  # fmt: skip
     trajectories = kept.drop_columns(
-        [c for c in (UID, TEMPLATES, SIG, BANDS) if c in kept.column_names]
+        [c for c in (UID, TEMPLATES, SIG, BANDS, ARRIVAL) if c in kept.column_names]
     )
     trajectories = trajectories.set_column(
         trajectories.schema.get_field_index(F.TURNS),

@@ -24,13 +24,13 @@ from worldtrace.schemas.store import ArrowFileWriter, write_table_atomic
 from . import segments as G
 from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
 from .transforms import WAS, sig_batch, was_columns
-from .units import BANDS, SIG, TEMPLATES, UID
+from .units import ARRIVAL, BANDS, SIG, TEMPLATES, UID
 
 
 def members_batch(m: pa.Table) -> pa.Table:
     """Rows of the cluster state of earlier runs (`_index/members.parquet`) as a Sig batch."""
     n = m.num_rows
-    cols = {c: m[c] for c in ("uid", "tid", "failed", "turns", "started", "origin", "stem")}
+    cols = {c: m[c] for c in ("uid", "tid", "failed", "turns", "started", "arrival", "stem")}
     cols["sig"] = pa.nulls(n, pa.binary())
     cols["bands"] = pa.array([[]] * n, pa.list_(pa.uint64()))
     cols["keys"] = m["keys"]
@@ -71,7 +71,7 @@ class _OldMatches(beam.DoFn):
     pipeline would be pickled into its graph, which the driver pays for at build time.
     """
 
-    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.STARTED_AT, F.SOURCE, BANDS, TEMPLATES, SIG]
+    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.STARTED_AT, ARRIVAL, BANDS, TEMPLATES, SIG]
 
     def __init__(self, index: str):
         self.index = Path(index)

@@ -25,7 +25,7 @@ from .dedup import NS, SIG_SCHEMA, DedupConfig
 from .filters import FilterConfig
 from .mask import MaskPolicy
 from .runner import paused_gc
-from .units import BANDS, SIG, TEMPLATES, UID, Unit, process_unit
+from .units import ARRIVAL, BANDS, SIG, TEMPLATES, UID, Unit, process_unit
 
 
 def count(counts: Counter) -> None:
@@ -48,7 +48,7 @@ def sig_batch(
         "failed": pc.fill_null(pc.not_equal(status, "success"), True),
         "turns": pc.list_value_length(t[TEMPLATES]).cast(pa.int64()),
         "started": t[F.STARTED_AT].cast(pa.int64()),
-        "origin": pc.struct_field(t[F.SOURCE], "origin_id"),
+        "arrival": t[ARRIVAL],
         "stem": pa.array([stem] * t.num_rows, pa.string()),
         "sig": t[SIG] if sigs else pa.nulls(t.num_rows, pa.binary()),
         "bands": t[BANDS], "keys": t[TEMPLATES],

@@ -36,14 +36,17 @@ from .mask import MaskPolicy, injected_fault
 from .normalize import normalize, reject_row
 
 UID, TEMPLATES, SIG, BANDS = "_uid", "_templates", "_sig", "_bands"
+ARRIVAL = "_arrival"
 SEGMENT_SCHEMA = (
     TRAJECTORY_SCHEMA.append(pa.field(UID, pa.string()))
     .append(pa.field(TEMPLATES, pa.list_(pa.uint64())))
     .append(pa.field(SIG, pa.binary()))
     .append(pa.field(BANDS, pa.list_(pa.uint64())))
+    .append(pa.field(ARRIVAL, pa.string()))
 )
-"""A segment row: the trajectory record plus its origin (`file:row N`), each turn's
-template key, its MinHash signature (num_perm little-endian uint32) and LSH band keys."""
+"""A segment row: the trajectory record plus its origin (`file:row N`, the file from the
+store's root when it is in the store: `in_store`), each turn's template key, its MinHash
+signature (num_perm little-endian uint32), LSH band keys and its arrival (`arrival_key`)."""
 
 
 MAX_UNIT_ROWS = 8 * F.SHARD_ROW_GROUP_ROWS
@@ -67,10 +70,32 @@ def stem_of(
     under `root` (the store: the output's parent) is named by its path from there, so a
     copied or moved store, or one on another machine, names its units alike, and the
     export, which reads them in name order, writes the same bytes."""
-    if root is not None and (real := os.path.realpath(path)).startswith(root + os.sep):
-        path = os.path.relpath(real, root)
-    key = f"{path}\x1f{row_group}" + (f"\x1f{rows[0]}:{rows[1]}" if rows else "")
+    key = f"{in_store(path, root)}\x1f{row_group}" + (f"\x1f{rows[0]}:{rows[1]}" if rows else "")
     return "u" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
+
+def in_store(path: str, root: str | None) -> str:
+    """`path` from the store's root (`root`) when the file is in the store, else as it is.
+    What processing records of where a record came from (its uid, `rejects.source_path`,
+    `clusters.source`) then follows the store when it is copied or moved; the views put
+    the store's root back in front (`schemas.views.in_store_sql`)."""
+    if root is not None and (real := os.path.realpath(path)).startswith(root + os.sep):
+        return os.path.relpath(real, root)
+    return path
+
+
+def arrival_key(mtime_ns: int, name: str, where: str) -> str:
+    """A record's place in the order records came into the store: its raw file's mtime
+    when first processed (when the file was written: an import or a collection), then the
+    file (by a hash of its name: files of equal times only need some fixed order), then
+    its row. It breaks the representative's ties (`dedup.rank_of`): an exact copy
+    imported or collected later never takes an earlier record's place, so an incremental
+    run rewrites no earlier file for it, and a rebuild, which sees the same files with
+    the same times, chooses alike."""
+    tail = where.rpartition(" ")[2]
+    # the name as a short hash (44 characters in all: dedup holds one per record)
+    file = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+    return f"{mtime_ns:020d}-{file}-{int(tail) if tail.isdigit() else 0:010d}"
 
 
 def name_root(output: str | os.PathLike) -> str:
@@ -173,15 +198,20 @@ def read_valid(
     counts: Counter,
     rejects: list,
     rows: tuple[int, int] | None = None,
+    root: str | None = None,
 ) -> list:
     """(uid, record, whether it must be redacted whole) of every valid record (the flag
     from `redact.screen`); invalid ones become rejects rows. A shard of the declared
-    schema is checked by batch (`validate.suspects`): only the rows it flags are walked."""
+    schema is checked by batch (`validate.suspects`): only the rows it flags are walked.
+    Uids and rejects name a file in the store from `root` (`in_store`)."""
     out = []
     known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
     flags = _screen_and_suspects if known else screen
+    name = in_store(path, root)
     for where, d, flag in scan_screened(Path(path), row_group, rows, micros=True, screen=flags):
         counts["read"] += 1
+        if name != path and where.startswith(path):
+            where = name + where[len(path) :]
         if isinstance(d, Problem):
             problems = [d]
         elif known and not flag & SUSPECT:
@@ -348,13 +378,15 @@ def process_unit(
     """Everything pass 1 does to one unit (named from `root`, `stem_of`)."""
     counts: Counter = Counter()
     rejects: list[dict[str, Any]] = []
-    valid = read_valid(path, row_group, counts, rejects, rows)
+    valid = read_valid(path, row_group, counts, rejects, rows, root)
     items = filter_records(valid, filters, counts, rejects)
     records = [r for _, r in items]
     scored = score(records, policy)
     sigs, bands = sketch(scored, dedup)
+    mtime, name = os.stat(path).st_mtime_ns, in_store(path, root)
     for (uid, r), keys, sig, bk in zip(items, scored.keys_of, sigs, bands, strict=True):
         r[UID], r[TEMPLATES], r[SIG], r[BANDS] = uid, keys, sig.tobytes(), bk.tolist()
+        r[ARRIVAL] = arrival_key(mtime, name, uid)
     segment = pa.Table.from_pylist(records, schema=SEGMENT_SCHEMA)
     counts["dedup.in"] += len(records)
     return UnitResult(stem_of(path, row_group, rows, root), segment, rejects, counts)

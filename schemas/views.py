@@ -358,9 +358,27 @@ def _ts(value):
     return datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
+IN_STORE = {"rejects": "source_path", "clusters": "source"}
+"""Processed columns that name a raw file: from the store's root when it is in the store
+(`pipelines.units.in_store`), so they follow a copied or moved store."""
+
+
+def in_store_sql(column: str, root: Path) -> str:
+    """SQL of `column` with the store's root (as it is now) put back in front of a path
+    recorded from it; an absolute path (a file outside the store, or recorded by an
+    earlier version) stays as it is."""
+    quoted = "'" + (str(Path(root).resolve()) + "/").replace("'", "''") + "'"
+    return (
+        f"CASE WHEN {column} IS NULL OR starts_with({column}, '/') THEN {column} "
+        f"ELSE {quoted} || {column} END"
+    )
+
+
 def _exports_table(export_dir: Path) -> pa.Table:
     rows = []
     for m in sorted(export_dir.glob("*/manifest.json")) if export_dir.exists() else []:
+        if m.parent.name.startswith("."):  # an export being written or replaced (`.staging-*`,
+            continue  # `.old-*`), or one an interrupted export left: not an export
         try:
             d = json.loads(m.read_text())
         except json.JSONDecodeError:
@@ -439,7 +457,9 @@ def connect(
             ddl.append(f"CREATE VIEW turns AS {turns_sql(src, counts, names)}")
             continue
         src = _source(regs, name, store.table(name), arrow_schema(row), skipped)
-        ddl.append(f"CREATE VIEW {name} AS SELECT * FROM {src}")
+        col = IN_STORE.get(name)
+        cols = f"* REPLACE ({in_store_sql(col, store.root)} AS {col})" if col else "*"
+        ddl.append(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}")
     cols = [(trajectory_turns_sql() if n == F.TURNS else e, n) for e, n in trajectory_columns(root)]
     ddl.append(  # after `turns`: its corpus-count columns fill the nested ones
         f"CREATE VIEW trajectories AS SELECT {_select(cols)} FROM {traj} "

@@ -140,14 +140,25 @@ def histogram(
     by_category: bool = True,
     log_ticks: bool = False,
 ) -> go.Figure:
-    """Per-domain histogram of `value` (SQL over `source`), stacked by category."""
+    """Per-domain histogram of `value` (SQL over `source`), stacked by category: bins
+    [edge, next edge), the last one closed, values outside [lo, hi] in the end bins."""
+    edges = bin_edges(lo, hi, bins)
     width = (hi - lo) / bins
     cat = "coalesce(category, 'none')" if by_category else "NULL"
+    e = "([" + ", ".join(map(repr, edges)) + "]::DOUBLE[])"
+    # numpy.histogram's way: a guess from the width, then moved by one where it is on
+    # the wrong side of an edge (a division alone put 0.5 in [0.45, 0.5): 0.5 / 0.05 can
+    # round below 10, and 0.3 / 0.05 does)
     rows = con.execute(
-        f"""SELECT domain, {cat} AS category,
-                   least(greatest(floor((v - {lo}) / {width}), 0), {bins - 1})::INT AS b, count(*)
-            FROM (SELECT domain, {"category" if by_category else "NULL AS category"}, {value} AS v FROM {source})
-            WHERE v IS NOT NULL AND isfinite(v) GROUP BY ALL ORDER BY ALL"""
+        f"""SELECT domain, category,
+                   least(greatest(g - (v < {e}[g + 1])::INT
+                                  + (g < {bins - 1} AND v >= {e}[g + 2])::INT, 0), {bins - 1}) AS b,
+                   count(*)
+            FROM (SELECT domain, category, v,
+                         least(greatest(floor((v - {lo!r}) / {width!r}), 0), {bins - 1})::INT AS g
+                  FROM (SELECT domain, {cat} AS category, {value} AS v FROM {source})
+                  WHERE v IS NOT NULL AND isfinite(v))
+            GROUP BY ALL ORDER BY ALL"""
     ).fetchall()
     domains = _order({r[0] for r in rows}, F.DOMAINS)
     fig = _facets(domains, x_title, "turns", title)
@@ -158,12 +169,12 @@ def histogram(
     for i, domain in enumerate(domains):
         here = [r for r in rows if r[0] == domain]
         for category in _order({r[1] for r in here}, F.CATEGORIES) if by_category else [None]:
-            pts = [(lo + (b + 0.5) * width, n) for d, c, b, n in here if c == category]
+            pts = [(b, n) for d, c, b, n in here if c == category]
             name = category or domain
             color = (CATEGORY_COLORS if by_category else DOMAIN_COLORS).get(name, UNKNOWN_COLOR)
             fig.add_trace(
                 go.Bar(
-                    x=[x for x, _ in pts],
+                    x=[(edges[b] + edges[b + 1]) / 2 for b, _ in pts],
                     y=[n for _, n in pts],
                     width=width,
                     name=name,
@@ -172,8 +183,7 @@ def histogram(
                     showlegend=by_category and name not in shown,
                     legendrank=_rank(name, F.CATEGORIES if by_category else F.DOMAINS),
                     customdata=[
-                        [_edge(x - width / 2, log_ticks), _edge(x + width / 2, log_ticks)]
-                        for x, _ in pts
+                        [_edge(edges[b], log_ticks), _edge(edges[b + 1], log_ticks)] for b, _ in pts
                     ],
                     hovertemplate=f"{domain}, {name}<br>{x_title}: %{{customdata[0]}} to %{{customdata[1]}}"
                     "<br>%{y} turns<extra></extra>",
@@ -188,6 +198,13 @@ def histogram(
         ticks = [t for t in LOG_TICKS if lo <= t <= hi]
         fig.update_xaxes(tickvals=ticks, ticktext=[LOG_TICKS[t] for t in ticks])
     return fig
+
+
+def bin_edges(lo: float, hi: float, bins: int) -> list[float]:
+    """`bins` + 1 edges from `lo` to `hi`, each the number its label shows (0.3, not
+    0.30000000000000004, which is 6 * 0.05): a value equal to a threshold the rules
+    compare with (`Nov >= 0.5`) is drawn in the bin that starts there."""
+    return [float(f"{lo + (hi - lo) * k / bins:.12g}") for k in range(bins + 1)]
 
 
 def _edge(x: float, log: bool) -> str:
@@ -292,7 +309,7 @@ def _share(value: str, x_title: str, title: str) -> tuple[str, Callable]:
     return (
         "Stacked by category; each domain has its own y scale.",
         lambda con: histogram(
-            con, value=value, source="turns", lo=0, hi=1.0000001, bins=20,
+            con, value=value, source="turns", lo=0, hi=1, bins=20,
             x_title=x_title, title=f"{title} per domain",
         ),
     )  # fmt: skip

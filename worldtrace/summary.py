@@ -30,11 +30,21 @@ class Section:
 
 
 STATS_SECTIONS = (
+    # processed per source, not per domain: a source whose every trajectory was filtered
+    # shows 0 beside the others of its domain
     Section("sources", "trajectories by domain and source", """
-        SELECT domain, source_kind, coalesce(origin_format, source_name) AS source,
-               count(*) AS raw, sum(num_turns) AS raw_turns,
-               (SELECT count(*) FROM trajectories p WHERE p.domain = r.domain) AS processed_in_domain
-        FROM raw_trajectories r GROUP BY ALL ORDER BY ALL"""),
+        WITH r AS (SELECT domain, source_kind, coalesce(origin_format, source_name) AS source,
+                          count(*) AS raw, sum(num_turns) AS raw_turns
+                   FROM raw_trajectories GROUP BY ALL),
+             p AS (SELECT domain, source_kind, coalesce(origin_format, source_name) AS source,
+                          count(*) AS n
+                   FROM trajectories GROUP BY ALL)
+        SELECT r.domain, r.source_kind, r.source, r.raw, r.raw_turns,
+               coalesce(p.n, 0) AS processed
+        FROM r LEFT JOIN p ON p.domain = r.domain
+             AND p.source_kind IS NOT DISTINCT FROM r.source_kind
+             AND p.source IS NOT DISTINCT FROM r.source
+        ORDER BY ALL"""),
     Section("turn_lengths", "turn lengths (characters)", """
         SELECT domain, count(*) AS turns,
                round(avg(action_chars), 1) AS action_mean,
@@ -221,32 +231,51 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
             {"p": tid},
         ).fetchall()
         # by origin id too: an exact duplicate shares its representative's trajectory id,
-        # so the id a user has of it is the one its source gave (`oa:7`)
+        # so the id a user has of it is the one its source gave (`oa:7`); the kept one is
+        # named by where it came from, as its id alone may be this one's
         dups = con.execute(
-            "SELECT trajectory_id, cluster_id, role FROM clusters "
-            "WHERE (starts_with(trajectory_id, $p) OR origin_id = $p) AND NOT representative "
-            "ORDER BY ALL",
+            "SELECT d.trajectory_id, d.cluster_id, d.role, d.origin_id, d.source, "
+            "k.trajectory_id, k.origin_id, k.source FROM clusters d "
+            "LEFT JOIN clusters k ON k.cluster_id = d.cluster_id AND k.representative "
+            "WHERE (starts_with(d.trajectory_id, $p) OR d.origin_id = $p) "
+            "AND NOT d.representative ORDER BY ALL",
             {"p": tid},
         ).fetchall()
         if not rejects and not dups:
             return {"query": tid, "status": "not_found"}
         keys = ("trajectory_id", "stage", "reason", "source_path", "record")
-        return {
-            "query": tid,
-            "status": "dropped",
-            "rejects": [dict(zip(keys, r, strict=True)) for r in rejects],
-            "duplicates": [
-                dict(zip(("trajectory_id", "cluster_id", "role"), d, strict=True)) for d in dups
-            ],
-        }
+        found = [dict(zip(keys, r, strict=True)) for r in rejects]
+        if dups:  # turns removed from these copies, not from the others of the same content
+            found = [r for r in found if r["stage"] != "turn_filter" or _where(r) in
+                     {d[4] for d in dups}]  # fmt: skip
+        dup_keys = ("trajectory_id", "cluster_id", "role", "origin_id", "source")
+        kept_keys = ("trajectory_id", "origin_id", "source")
+        duplicates = [
+            {**dict(zip(dup_keys, d[:5], strict=True)),
+             "representative": dict(zip(kept_keys, d[5:], strict=True))}
+            for d in dups
+        ]  # fmt: skip
+        return {"query": tid, "status": "dropped", "rejects": found, "duplicates": duplicates}
     rec = record(con, rows[0][0])
     raw_id = (dict(rec["metadata"] or {})).get("raw_trajectory_id")
-    # turns the filters removed keep the raw id: the kept record's id follows its content
-    removed = con.execute(
-        "SELECT record, reason, source_path FROM rejects "
-        "WHERE trajectory_id = $r AND stage = 'turn_filter' ORDER BY ALL",
-        {"r": raw_id or ""},
+    # where the kept record was read, and the exact copies of it dedup dropped
+    members = con.execute(
+        "SELECT representative, origin_id, source FROM clusters "
+        "WHERE trajectory_id = $t ORDER BY ALL",
+        {"t": rec["trajectory_id"]},
     ).fetchall()
+    own = {m[2] for m in members if m[0]}
+    # turns the filters removed keep the raw id: the kept record's id follows its content;
+    # those of its copies (the same raw id, another file) are theirs
+    removed = [
+        r
+        for r in con.execute(
+            "SELECT record, reason, source_path FROM rejects "
+            "WHERE trajectory_id = $r AND stage = 'turn_filter' ORDER BY ALL",
+            {"r": raw_id or ""},
+        ).fetchall()
+        if not own or _where({"record": r[0], "source_path": r[2]}) in own
+    ]
     turns = []
     for turn in rec["turns"]:
         keep = turn["keep"]
@@ -281,10 +310,16 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
         "removed_turns": [
             dict(zip(("record", "reason", "source_path"), r, strict=True)) for r in removed
         ],
+        "copies": [{"origin_id": m[1], "source": m[2]} for m in members if not m[0]],
         "seed": seed,
         "keep_mode": "turn",
         "turns": turns,
     }
+
+
+def _where(reject: dict[str, Any]) -> str:
+    """The record a `rejects` row is about, as `clusters.source` names it (`FILE:row N`)."""
+    return f"{reject['source_path']}:{reject['record'].split('#', 1)[0]}"
 
 
 def _print_candidates(doc: dict[str, Any], console: Console) -> None:
@@ -336,8 +371,12 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
             say(f"{r['trajectory_id']}: {what} by {r['stage']}: {r['reason']} "
                 f"({r['source_path']}:{r['record']})", markup=False)  # fmt: skip
         for d in doc["duplicates"]:
-            say(f"{d['trajectory_id']}: {d['role']} duplicate in cluster {d['cluster_id']}; "
-                "the representative is kept", markup=False)  # fmt: skip
+            k = d["representative"]  # an exact copy has its id: said, and told by origin
+            same = ", the same id," if k["trajectory_id"] == d["trajectory_id"] else ""
+            say(f"{d['trajectory_id']} ({d['origin_id'] or '-'}, {d['source']}): {d['role']} "
+                f"duplicate in cluster {d['cluster_id']}, not kept; the kept one is "
+                f"{k['trajectory_id']}{same} from {k['origin_id'] or '-'} ({k['source']})",
+                markup=False)  # fmt: skip
         return True
     conditions = doc["conditions"]
     kinds = (
@@ -354,6 +393,8 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
     )
     for f in doc["files"]:  # the same content can come from several files
         say(f"  from {f['path']}:{f['index']}", markup=False)
+    for c in doc["copies"]:
+        say(f"  exact copy, not kept: {c['origin_id'] or '-'} ({c['source']})", markup=False)
     for r in doc["removed_turns"]:  # indexes below are the kept turns', renumbered
         say(f"  removed before processing: {r['record']} by turn_filter: {r['reason']} "
             f"(raw id {doc['raw_trajectory_id']})", markup=False)  # fmt: skip
