@@ -5,6 +5,10 @@ Observation and is recorded. Anything raised (a SandboxError, a docker API error
 in a tool, a policy that cannot reach its model) is ours or the infrastructure's: the
 attempt ends with outcome `error` and the reason, and is retried per the job's policy.
 Such text never becomes an observation.
+
+An environment may end an episode itself (a terminal whose shell exited): the sandbox
+then sets `ended` to why after that step, which is recorded like any other; the episode
+ends with outcome `success` and that reason, since no later action could reach it.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ def run_episode(
         recorder.step(action, history.pending_reasoning)
         history.pending_reasoning = None
         history.turns = recorder.turns
+        ended = getattr(sandbox, "ended", None)
+        if ended:  # the environment itself is over (the shell exited): say why
+            return recorder.finish(Outcome(status="success", error=ended))
     else:
         status = "incomplete"  # stopped by max_turns
     return recorder.finish(Outcome(status=status))

@@ -282,8 +282,9 @@ class JobSpec:
         return list(fn(self.sandbox.config)) if fn else []
 
     def check_store(self, store_root: str | Path) -> None:
-        """What the job needs of the store, before it is queued or run: no host path
-        overlaps it (a sandbox must never see or change it), and with `policy: replay` each
+        """What the job needs of the store and this host, before it is queued or run: no
+        host path overlaps the store (a sandbox must never see or change it), its docker
+        env file reads and its named variables are set here, and with `policy: replay` each
         task's prefix names exactly one raw trajectory, which this sandbox kind can replay.
         Raises a ConfigError naming each problem's key (and line, for a loaded file)."""
         from worldtrace.schemas import Store
@@ -296,6 +297,12 @@ class JobSpec:
                 problems.append(
                     ConfigProblem(self._key_of(p), f"{p} overlaps the store {root}: refused")
                 )
+        docker = getattr(self.sandbox.config, "docker", None)
+        for why in docker.env_problems() if docker is not None else ():
+            # an env file that cannot be read, or a variable this host lacks: every attempt
+            # would fail at its start with it
+            key = "env_file" if why.startswith("docker.env_file") else "env"
+            problems.append(ConfigProblem(("sandbox", "docker", key), why))
         if self.policy.kind == "replay":
             raw = Store.at(root).raw
             ids = raw_trajectory_ids(raw)

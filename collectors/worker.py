@@ -10,7 +10,10 @@ is the idempotent key). A heartbeat thread renews the leases, stops episodes who
 was lost, ends attempts of workers that died (lease expired, or their process is gone
 from this host) with the journal they left, and removes containers of dead workers.
 A stop request (SIGTERM/SIGINT in the CLI) interrupts episodes between two steps and
-gives them back to the queue; their sandboxes and containers are closed.
+gives them back to the queue; their sandboxes and containers are closed. A second one
+exits at once: the attempts still running are ended as lost and queued again, and none
+of them is finished or published afterwards (the exit removes their containers, which
+their steps would otherwise record as the environment failing).
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ from .jobspec import JobSpec
 from .jobstore import FINAL, Claim, JobStore, Lease
 from .owners import alive, set_owner, sweep_orphans, this_process
 from .recorder import JOURNAL_SUFFIX, JournalError, publish, set_aside
+
+ABANDONED = "the worker was stopped at once (a second stop signal)"
+"""Why the attempts running when a worker exits at once are lost (not failed)."""
 
 
 class _SlotFailed(Exception):
@@ -98,6 +104,9 @@ class Worker:
         self._held: dict[str, tuple[Claim, threading.Event]] = {}
         self._lost: set[str] = set()
         self._lock = threading.Lock()
+        self._ending = threading.Lock()
+        """Held while an attempt is finished, and while `_abandon` marks the worker abandoned."""
+        self._abandoned = False
         self._changed = threading.Condition()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -117,8 +126,12 @@ class Worker:
         ]
         for t in slots:
             t.start()
-        for t in slots:
-            t.join()
+        try:
+            for t in slots:
+                t.join()
+        except BaseException:  # a second signal (SystemExit): the process exits at once
+            self._abandon()
+            raise
         done.set()
         beat.join()
         self.store.worker_stopped(self.name, "failed" if self.stats.errors else "stopped")
@@ -132,6 +145,36 @@ class Worker:
                 ctl.set()
         with self._changed:
             self._changed.notify_all()
+
+    def _abandon(self) -> None:
+        """The process exits now while episodes may still step: no attempt of ours is
+        finished or published from here on (the exit's container removal makes their
+        steps fail: our shutdown, not the environment's answer). The running ones end as
+        lost and are queued again at once, under a new attempt number, whose journal no
+        thread of ours can reach; a store that does not answer leaves that to the next
+        worker (this process is gone)."""
+        with self._ending:
+            self._abandoned = True
+        with self._lock:
+            held = [claim for claim, _ in self._held.values()]
+        for c in held:
+            lease = Lease(
+                c.job_id, c.episode_id, c.attempt, c.token, self.name, False, None, None, None
+            )
+            try:
+                if self.store.expire(lease, ABANDONED, only_if_expired=False):
+                    journal_path(self.raw_dir, c.job_id, c.episode_id, c.attempt).unlink(
+                        missing_ok=True
+                    )
+                    self._emit("requeued", claim=c, reason=ABANDONED)
+            except Exception as exc:  # best effort: the next worker ends it as lost
+                self._emit(
+                    "warning", reason=f"cannot requeue {c.episode_id}: {failure_reason(exc)}"
+                )
+        try:
+            self.store.worker_stopped(self.name, "stopped")
+        except Exception as exc:  # the store is unreachable: our lease simply lapses
+            self._emit("warning", reason=f"cannot record the stop: {failure_reason(exc)}")
 
     # -- slots ----------------------------------------------------------------------
     def _slot(self) -> None:
@@ -187,7 +230,11 @@ class Worker:
                 return
             failed = t.outcome.status == "error"
             status = "failed" if failed else "succeeded"
-            if not self.store.finish(claim, status, t.trajectory_id, t.outcome.error, retries):
+            with self._ending:
+                if self._abandoned:  # the process is exiting: this result may be our doing
+                    return
+                ended = self.store.finish(claim, status, t.trajectory_id, t.outcome.error, retries)
+            if not ended:
                 self._discard(claim, journal)
                 return
             dest = trajectory_path(self.raw_dir, claim.job_id, claim.episode_id, claim.attempt)
@@ -199,11 +246,16 @@ class Worker:
                 seconds=time.monotonic() - started, error=t.outcome.error,
             )  # fmt: skip
         except Exception as exc:  # ours, outside the episode loop: the attempt fails with it
+            if self._abandoned:  # the process exits at once: `_abandon` ended the attempt
+                return
             if claim.token in self._lost or not self.store.renew([claim.token], self.config.lease):
                 self._discard(claim, journal)
                 return
             reason = f"worker error: {failure_reason(exc)}"
-            self.store.finish(claim, "failed", None, reason, retries)
+            with self._ending:
+                if self._abandoned:
+                    return
+                self.store.finish(claim, "failed", None, reason, retries)
             journal.unlink(missing_ok=True)
             self.stats.errors.append(reason)
             self._emit("error", claim=claim, reason=reason)

@@ -10,6 +10,9 @@ A condition is a configclass with a `kind` and up to three hooks:
   say how the agent's processes run (`session.user`, `session.env`).
 - `text(where)`: the sentence the initial state says ("the disk is full ...").
 
+A limit a condition sets only tightens the job's own (`within`): `memory_low: 100g` under
+a job's `memory: 256m` keeps 256m, and the record and the text say what was applied.
+
 What the agent then meets is the environment's own answer: the kernel's ENOSPC, EROFS,
 OOM kill, EAGAIN on fork; the shell's `command not found`. The record of a condition is
 `{"kind": ..., **fields}`, the vocabulary shared with the MCP fault proxy. The module
@@ -18,17 +21,18 @@ is over 400 lines because it is that whole vocabulary, thirteen small units, in 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 from worldtrace.schemas.parsing import configclass, to_mapping
 
-from .docker import Memory, abs_path, memory_bytes
+from .docker import DockerConfig, Memory, abs_path, memory_bytes
 from .owners import ro_volume
 
 Run = Callable[[str], str]
@@ -106,6 +110,10 @@ class Condition:
 
     def text(self, where: Where) -> str:
         raise NotImplementedError
+
+    def within(self, docker: DockerConfig) -> Condition:
+        """This condition as applied under the job's limits (a limit only tightens)."""
+        return self
 
     @property
     def restarts(self) -> bool:
@@ -261,6 +269,11 @@ class MemoryLow(Condition):
     limit: Memory = "64m"
     """Memory (and swap) limit of the container."""
 
+    def within(self, docker):
+        if memory_bytes(self.limit) <= memory_bytes(docker.memory):
+            return self
+        return dataclasses.replace(self, limit=docker.memory)
+
     def start(self, kw, where):
         kw["mem_limit"] = kw["memswap_limit"] = self.limit
 
@@ -279,6 +292,9 @@ class PidsLow(Condition):
     limit: Annotated[int, Field(ge=8, le=65536)] = 24
     """Processes (and threads) the container may hold at once."""
 
+    def within(self, docker):
+        return dataclasses.replace(self, limit=min(self.limit, docker.pids_limit))
+
     def start(self, kw, where):
         kw["pids_limit"] = self.limit
 
@@ -294,6 +310,9 @@ class CpuSlow(Condition):
     shorthand = "cpus"
     cpus: Annotated[float, Field(ge=0.01, le=1)] = 0.05
     """Share of one core."""
+
+    def within(self, docker):
+        return dataclasses.replace(self, cpus=min(self.cpus, docker.cpus))
 
     def start(self, kw, where):
         kw["nano_cpus"] = int(self.cpus * 1e9)
@@ -466,6 +485,11 @@ class Setup(Condition):
 
     def text(self, where):
         return self.description
+
+
+def within(conditions: Sequence[Condition], docker: DockerConfig) -> tuple[Condition, ...]:
+    """The episode's conditions as applied under the job's limits (what is recorded)."""
+    return tuple(c.within(docker) for c in conditions)
 
 
 KINDS: dict[str, type[Condition]] = {

@@ -75,10 +75,61 @@ def _memory_floor(value: str) -> str:
     return value
 
 
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _env_name(value: str) -> str:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+    if not ENV_NAME_RE.fullmatch(value):
         raise ValueError(f"not an environment variable name: {value!r}")
     return value
+
+
+def _host_file(value: str) -> str:
+    """A host path kept absolute (a relative one starts where `worldtrace` runs, as the
+    job's other host paths), so a worker anywhere reads the same file."""
+    return os.path.abspath(os.path.expanduser(value))
+
+
+class EnvError(ValueError):
+    """The environment a job hands its sandboxes cannot be made: an env file that cannot
+    be read or holds a line that is no variable, or a named variable unset on this host.
+    One line naming the file (or the names), never a value."""
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    """The variables of an env file.
+
+    Docker's `--env-file` rules (`KEY=VALUE` taken literally, `#` comments, blank lines,
+    a bare `KEY` takes the host's value) and what shell-style files add: a leading
+    `export`, a value inside matching quotes (taken literally between them). A problem
+    names the file and line, never the line's text (it may be a pasted secret)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise EnvError(f"docker.env_file {path}: cannot read it: {why}") from None
+    out: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export ") or line.startswith("export\t"):
+            line = line[7:].lstrip()
+        key, sep, value = line.partition("=")
+        if not ENV_NAME_RE.fullmatch(key):  # the line may be a bare secret: never quoted
+            raise EnvError(f"docker.env_file {path}:{n}: not KEY=VALUE (a variable name first)")
+        if not sep:
+            if key not in os.environ:
+                raise EnvError(
+                    f"docker.env_file {path}:{n}: a bare name, and this host has no such "
+                    "variable (write KEY=VALUE)"
+                )
+            out[key] = os.environ[key]
+            continue
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[key] = value
+    return out
 
 
 def abs_path(value: str) -> str:
@@ -112,8 +163,10 @@ class DockerConfig:
     env: tuple[Annotated[str, AfterValidator(_env_name)], ...] = ()
     """Names of environment variables passed from the collector's environment (the job
     store keeps names, never values)."""
-    env_file: str | None = None
-    """A KEY=VALUE file read by the worker when the sandbox starts (values never stored)."""
+    env_file: Annotated[str, AfterValidator(_host_file)] | None = None
+    """A KEY=VALUE file (docker's env-file rules; `export` and quotes as in a shell file)
+    read by the worker when the sandbox starts (values never stored); a relative path
+    starts where `worldtrace` runs, as the job's other host paths."""
     step_timeout: Annotated[float, Field(gt=0, le=3600)] = 30.0
     """Seconds one step may take before it is cut off."""
     output_cap: Annotated[int, Field(ge=1024, le=256 << 20)] = 1 << 20
@@ -124,14 +177,28 @@ class DockerConfig:
     """Size of the tmpfs mounts of a read-only root."""
 
     def resolved_env(self) -> dict[str, str]:
-        """The values handed to the container: named variables, then the env file."""
+        """The values handed to the container: named variables, then the env file (an
+        EnvError when the file cannot be read or holds a line that is no variable)."""
         out = {name: os.environ[name] for name in self.env if name in os.environ}
         if self.env_file:
-            for line in Path(self.env_file).read_text(encoding="utf-8").splitlines():
-                key, sep, value = line.strip().partition("=")
-                if sep and key and not key.startswith("#"):
-                    out[key.strip()] = value.strip()
+            out.update(read_env_file(self.env_file))
         return out
+
+    def container_env(self) -> dict[str, str]:
+        """`resolved_env`, refusing names this host does not set: the sandbox would run
+        in another environment than the job says."""
+        unset = [name for name in self.env if name not in os.environ]
+        if unset:
+            raise EnvError(f"docker.env names variables not set on this host: {', '.join(unset)}")
+        return self.resolved_env()
+
+    def env_problems(self) -> list[str]:
+        """What starting a container here would refuse (for the check when a job loads)."""
+        try:
+            self.container_env()
+        except EnvError as exc:
+            return [str(exc)]
+        return []
 
     def summary(self) -> dict[str, Any]:
         """The limits recorded in a trajectory's environment.config."""
@@ -155,7 +222,7 @@ class DockerConfig:
             "pids_limit": self.pids_limit,
             "read_only": self.read_only,
             "working_dir": self.workdir,
-            "environment": self.resolved_env(),
+            "environment": self.container_env(),
             "detach": True,
             "cap_drop": ["NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"],
             "security_opt": ["no-new-privileges"],

@@ -1,7 +1,10 @@
 """Running commands in sandbox containers: capped output, input on stdin, set-up.
 
 Every command runs under `timeout -s KILL` inside the container, so neither a hang nor a
-flood can hold the collector. The engine starts every process in `/`, which always exists;
+flood can hold the collector. A command whose output passes the cap is killed with its
+process group there and then (every exec leads a session of its own, whose id a one-shot
+command reports first on stderr): nothing of it runs on into the next step, and its exit
+code is None (we stopped it; the command did not fail). The engine starts every process in `/`, which always exists;
 a command's working directory is entered by a shell inside (`cd`), so a directory the
 agent deleted is the shell's matter, not a runc `chdir` failure. When the engine cannot
 start a process at all (its exec never got a pid: `OCI runtime exec failed: ...`), that is
@@ -37,12 +40,22 @@ ENTER_OR_ROOT = 'cd -- "$1" 2>/dev/null || cd /; shift; exec "$@"'
 runs, as in a shell whose directory was removed under it."""
 
 
-def _wrapped(cmd: list[str], timeout: float, workdir: str | None, fallback: bool) -> list[str]:
+SESSION = 'command -v "$1" >/dev/null || exit 127; echo "$$" >&2; exec "$@"'
+"""Say the exec's pid on stderr (its first line), then become the command (`timeout`).
+Docker starts every exec as a session leader, so that pid is also the id of the process
+group of the command and its children: what is killed when the output passes the cap.
+No pid line means the command could not start (`timeout` is gone): our failure."""
+
+
+def _wrapped(
+    cmd: list[str], timeout: float, workdir: str | None, fallback: bool, session: bool = False
+) -> list[str]:
     if workdir:
         cmd = ["sh", "-c", ENTER_OR_ROOT if fallback else ENTER, "sh", workdir, *cmd]
     # whole seconds (busybox's timeout ignores fractions), rounded up: a command is never
     # cut before `timeout`, so a cut one is known as timed out
-    return ["timeout", "-s", "KILL", str(max(math.ceil(timeout), 1)), *cmd]
+    cmd = ["timeout", "-s", "KILL", str(max(math.ceil(timeout), 1)), *cmd]
+    return ["sh", "-c", SESSION, "sh", *cmd] if session else cmd
 
 
 def _exit_code(api, exec_id: str, cmd: list[str], output: bytes, wait: float = 5.0) -> int:
@@ -77,10 +90,10 @@ def exec_capture(
     env: dict | None = None,
     user: str | None = None,
     fallback: bool = False,
-) -> tuple[int, str, bool, bool]:
+) -> tuple[int | None, str, bool, bool]:
     """Run a one-shot command: (exit code, output, truncated, timed_out). Output and
-    errors come on one stream, in order; reading stops at `cap` bytes, the in-container
-    timeout bounds what still runs."""
+    errors come on one stream, in order; at `cap` bytes the command is killed (code
+    None, as `exec_streams`)."""
     code, out, _, truncated, timed_out = exec_streams(
         container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
     )
@@ -88,19 +101,38 @@ def exec_capture(
 
 
 def _create(
-    container, cmd: list[str], timeout: float, workdir, user, fallback: bool = False, **opts
+    container,
+    cmd: list[str],
+    timeout: float,
+    workdir,
+    user,
+    fallback: bool = False,
+    session: bool = False,
+    **opts,
 ) -> dict:
     """A docker exec of `cmd` bounded by `timeout` inside the container, started in `/`
-    and entering `workdir` itself (or `/` when it is gone, with `fallback`)."""
+    and entering `workdir` itself (or `/` when it is gone, with `fallback`); with
+    `session` it says its process group first (`SESSION`)."""
     return container.client.api.exec_create(
         container.id,
-        _wrapped(cmd, timeout, workdir, fallback),
+        _wrapped(cmd, timeout, workdir, fallback, session),
         stdout=True,
         stderr=True,
         workdir="/",
         user=user or "",
         **opts,
     )
+
+
+KILL_GROUP = 'kill -s KILL -- "-$1" 2>/dev/null || kill -s KILL "-$1"'
+"""Kill process group `$1` (dash wants `--` before a negative pid, busybox refuses it)."""
+
+
+def _kill_group(container, group: int) -> None:
+    """Kill the process group `group` in the container (as root; gone already is fine)."""
+    api = container.client.api
+    cmd = ["sh", "-c", KILL_GROUP, "sh", str(group)]
+    api.exec_start(api.exec_create(container.id, cmd, user="0", workdir="/")["Id"])
 
 
 def exec_streams(
@@ -113,21 +145,31 @@ def exec_streams(
     user: str | None = None,
     fallback: bool = False,
     separate: bool = True,
-) -> tuple[int, bytes, bytes, bool, bool]:
+) -> tuple[int | None, bytes, bytes, bool, bool]:
     """Run a one-shot command: (exit code, stdout, stderr, truncated, timed_out).
 
     With `separate` the command's errors are kept apart from its output (so a reason is
     never read out of a file's content); else both are in the first. Reading stops when
-    either passes `cap` bytes (`truncated`; the code is -1 while the command still runs).
+    either passes `cap` bytes (`truncated`): a command still running then is killed with
+    its process group, and its code is None (it did not end by itself).
     """
     api = container.client.api
-    ex = _create(container, cmd, timeout, workdir, user, fallback, environment=env)
+    ex = _create(container, cmd, timeout, workdir, user, fallback, True, environment=env)
     started = time.monotonic()
     stream = api.exec_start(ex["Id"], stream=True, demux=True)
-    out, err = bytearray(), bytearray()
+    out, err, head = bytearray(), bytearray(), bytearray()
+    group: int | None = None
     truncated = False
     try:
         for frame_out, frame_err in stream:
+            if frame_err and group is None and len(head) < 32:  # the session line first
+                head += frame_err
+                line, nl, frame_err = bytes(head).partition(b"\n")
+                if not nl:
+                    continue
+                group = int(line) if line.isdigit() else 0
+                if not group:  # not ours (the engine's own error): keep it all
+                    frame_err = bytes(head)
             into = err if separate and frame_err else out
             chunk = frame_out or frame_err or b""
             if len(into) + len(chunk) > cap:
@@ -137,11 +179,21 @@ def exec_streams(
             into += chunk
     finally:
         stream.close()
-    if truncated:
-        code = api.exec_inspect(ex["Id"]).get("ExitCode")  # may still run: do not wait
-        code = -1 if code is None else code
+    if group is None:  # the stream ended inside the session line: it is output after all
+        (err if separate else out)[0:0] = head
+    code: int | None
+    if truncated and api.exec_inspect(ex["Id"]).get("Running", True):
+        if group:
+            _kill_group(container, group)
+        code = None  # we stopped it: no status of its own
     else:
         code = _exit_code(api, ex["Id"], cmd, bytes(out + err))
+        if code and not group:  # no session line: `timeout` (or the command) cannot run
+            said = bytes(out + err).decode("utf-8", errors="replace").strip()[-500:]
+            raise SandboxError(
+                f"docker could not start the command {cmd[0]!r} (exit {code})"
+                + (f": {said}" if said else "")
+            )
     timed_out = code == 137 and time.monotonic() - started >= timeout
     return code, bytes(out), bytes(err), truncated, timed_out
 

@@ -4,7 +4,8 @@
 - `edit(path, old, new)`: replace the one occurrence of `old` with `new` (or write the
   whole file with `content`), observed as a unified diff;
 - `bash(command)`: a one-shot command (cwd = the repository) with its exit code, under
-  the step timeout and the output cap.
+  the step timeout and the output cap (a command whose output passes the cap is killed
+  with its process group: flagged `truncated`, exit code None, not an error).
 
 The repository is copied into the container (default) or bind-mounted read-only, so an
 episode never changes the host's copy. Files are read and written by processes in the
@@ -34,7 +35,7 @@ from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
-from .condition_kinds import human
+from .condition_kinds import human, within
 from .conditions import Condition, Plan, Session, Where
 from .docker import FORBIDDEN_HOST_PATHS, DockerConfig, shared_pool
 from .execs import (
@@ -184,7 +185,7 @@ class SWESandbox(Unpicklable):
         """A fresh container with the repository, under the episode's conditions."""
         self._release(wait=False)  # the last episode's container goes in the background
         d, repo, at = self.config.docker, self.config.repo, self.config.repo_path
-        plan = Plan(conditions, Where(at, binds={at: repo}))
+        plan = Plan(within(conditions, d), Where(at, binds={at: repo}))
         base = d.run_kwargs()
         if self.config.mount:
             base.update(working_dir=at, volumes={repo: {"bind": at, "mode": "ro"}})
@@ -347,7 +348,7 @@ class SWESandbox(Unpicklable):
         return Observation(
             out,
             exit_code=code,
-            is_error=code != 0,
+            is_error=code is not None and code != 0,
             truncated=truncated,
             state_json=json.dumps({"timed_out": timed_out}),
         )

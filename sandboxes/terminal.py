@@ -10,6 +10,14 @@ losing what scrolled off. The raw byte stream of the step is kept, capped, in th
 observation's `state_json` (`raw`). A step returns as soon as a prompt is back, or after
 `duration` seconds with what the screen shows so far (the command may still run: the
 next keystrokes reach it). Output over the cap is dropped after a C-c.
+
+A prompt is known by a mark, not by its look: bash runs `PROMPT_COMMAND` before every
+prompt whatever PS1 became (a venv's `(v) ...`, `PS1='$ '`), and ours prints an OSC
+sequence the emulator swallows (and `raw` leaves out); the prompt's own text then
+follows. Shells without it (busybox) and an agent that unsets it fall back to our PS1's
+look. A shell that exits (`exit`, `exec cmd`, C-d) ends the episode after a last
+observation of what it printed (`ended` says so); a container that stopped under it is
+the infrastructure failing (SandboxError with the container's state).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .condition_kinds import within
 from .conditions import Condition, Plan, Session, Where
 from .docker import DockerConfig, shared_pool
 from .execs import exec_capture, root_runner, run_setup
@@ -43,6 +52,22 @@ PROMPT = "user@sandbox:\\w$ "
 PROMPT_BYTES = b"user@sandbox:"
 PROMPT_RE = re.compile(rb"user@sandbox:[^\n]*\$ $")
 PROMPT_LINE_RE = re.compile(r"^user@sandbox:.*\$ $")
+PROMPT_MARK = b"\x1b]6973;wt-prompt\x07"
+"""Printed by `PROMPT_COMMAND` just before each prompt (an OSC the screen ignores)."""
+MARK_COMMAND = "export -n PROMPT_COMMAND 2>/dev/null; printf '\\033]6973;wt-prompt\\007'"
+"""`PROMPT_COMMAND`: the mark; unexported at the first prompt, so no child sees it."""
+SETTLE = 0.05
+"""Seconds of quiet after the prompt's text (which follows its mark) that end a step."""
+MARK_WAIT = 1.0
+"""Seconds the prompt's text may take to follow its mark (a slow CPU, an empty PS1)."""
+
+
+def _settle(data: bytes) -> float:
+    """When a step whose last chunk holds the mark ends, unless more comes."""
+    rest = data[data.rfind(PROMPT_MARK) + len(PROMPT_MARK) :]
+    return time.monotonic() + (SETTLE if rest else MARK_WAIT)
+
+
 INTERRUPTED = b"^C"
 """How the terminal answers a C-c, before the prompt it brings back: the line discipline
 echoes it (echoctl) while a command runs, and bash's readline and busybox's line editor
@@ -107,6 +132,10 @@ def parse_action(action: Action) -> tuple[bytes, float | None]:
     return keys.encode(), duration
 
 
+class _Closed(Exception):
+    """The terminal's stream ended while the container runs on: the shell exited."""
+
+
 class TerminalSandbox(Unpicklable):
     kind = "terminal"
     domain = "terminal"
@@ -126,6 +155,9 @@ class TerminalSandbox(Unpicklable):
         self._sock = None
         self._initial = ""
         self._conditions: list[dict[str, Any]] = []
+        self._exec_id: str | None = None
+        self.ended: str | None = None
+        """Set when the shell exited in a step: the episode is over, and this says why."""
 
     # -- lifecycle ---------------------------------------------------------------
     def reset(
@@ -133,14 +165,18 @@ class TerminalSandbox(Unpicklable):
     ) -> Observation:
         """A fresh container and shell for the task, under the episode's conditions."""
         self._release(wait=False)  # the last episode's container goes in the background
+        self.ended = None
         d = self.config.docker
-        plan = Plan(conditions, Where(d.workdir))
+        plan = Plan(within(conditions, d), Where(d.workdir))
         self.container = self.pool.acquire(plan.run_kwargs(d.run_kwargs()), episode_id)
         run_setup(self.container, task.setup, d.step_timeout, d.output_cap, d.workdir)
         facts = self._image_facts()
         session = plan.after(root_runner(self.container, d.step_timeout, d.workdir))
         self._open_shell(facts["shell"], session)
-        self._read_until_prompt(d.step_timeout)
+        try:
+            self._read_until_prompt(d.step_timeout)
+        except _Closed as exc:
+            raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
         prompt = self.term.observation()
         tools = [t for t in facts["tools"] if t not in session.missing]
         c = self.config
@@ -189,6 +225,8 @@ class TerminalSandbox(Unpicklable):
         api = self.container.client.api
         d, c = self.config.docker, self.config
         env = {"PS1": PROMPT, "TERM": c.term, "HOME": d.workdir, "PAGER": "cat", **session.env}
+        if shell[0].endswith("bash"):  # others (busybox ash) have no PROMPT_COMMAND
+            env["PROMPT_COMMAND"] = MARK_COMMAND
         # The pty gets its size before the shell starts: resized under a shell already at
         # its prompt (exec_resize can only follow exec_start), busybox's line editor
         # redraws the prompt, and that late prompt would end the first step before its keys.
@@ -202,6 +240,7 @@ class TerminalSandbox(Unpicklable):
             workdir=d.workdir,
             user=session.user or "",
         )
+        self._exec_id = ex["Id"]
         self._sock = api.exec_start(ex["Id"], socket=True, tty=True)._sock
         api.exec_resize(ex["Id"], height=c.rows, width=c.cols)
         self._sock.setblocking(False)
@@ -231,8 +270,35 @@ class TerminalSandbox(Unpicklable):
         except BlockingIOError:
             return b""
         if not data:
-            raise SandboxError("the terminal closed (the shell exited)")
+            raise _Closed(self._why_closed())
         return data
+
+    def _why_closed(self) -> str:
+        """Why the terminal's stream ended: the shell's own exit (the container runs on:
+        `the shell exited (status N)`), or raises SandboxError when the container itself
+        stopped or went away (killed from outside, the engine, our own shutdown). A shell
+        killed by a signal may be the container's end that the engine has yet to record:
+        its state is watched a moment longer then."""
+        api = self.container.client.api
+        code = None
+        for _ in range(100):  # the engine records the exit a moment after the stream ends
+            info = api.exec_inspect(self._exec_id)
+            if not info.get("Running"):
+                code = info.get("ExitCode")
+                break
+            time.sleep(0.01)  # polling the engine's state: there is no event to wait on
+        for _ in range(20 if code is None or code > 128 else 1):
+            try:
+                state = api.inspect_container(self.container.id)["State"]
+            except Exception as exc:  # docker.errors.NotFound and engine errors alike
+                raise SandboxError(f"the terminal closed: the container is gone ({exc})") from exc
+            if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
+                raise SandboxError(
+                    f"the terminal closed: the container {state.get('Status', 'stopped')} "
+                    f"(exit code {state.get('ExitCode')}, OOM killed: {state.get('OOMKilled')})"
+                )
+            time.sleep(0.05)  # as above: the container's end has no event we can wait on
+        return f"the shell exited (status {code})"
 
     def _read_until_prompt(self, duration: float) -> tuple[bool, bool, bytes, int]:
         """Feed the screen for at most `duration` seconds or until a prompt is back:
@@ -255,7 +321,16 @@ class TerminalSandbox(Unpicklable):
         truncated = prompted = False
         sent = answered = 0  # C-c sent after the cut, and their ^C seen
         tail = b""
+        settle = None  # after the prompt's mark: when the prompt is surely drawn
         while True:
+            if settle is not None and time.monotonic() >= settle:  # the prompt is drawn
+                if truncated and answered < 2:  # a second C-c, at a prompt: clears an
+                    settle, deadline = None, 0  # interrupt bash may still hold (see above)
+                    continue
+                if truncated:
+                    at = tail.rfind(PROMPT_MARK)
+                    self.term.feed(TRUNCATED + (tail[at + len(PROMPT_MARK) :] if at >= 0 else tail))
+                return True, truncated, bytes(raw), received
             left = deadline - time.monotonic()
             if left <= 0 and truncated and sent < C_C_SENDS:
                 sent, tail = sent + 1, b""
@@ -266,11 +341,12 @@ class TerminalSandbox(Unpicklable):
                 if truncated:
                     self.term.feed(TRUNCATED)
                 return False, truncated, bytes(raw), received
-            data = self._recv(left)
+            data = self._recv(left if settle is None else min(left, settle - time.monotonic()))
             if not data:
                 continue
-            received += len(data)
-            raw += data[: max(raw_cap - len(raw), 0)]
+            kept = data.replace(PROMPT_MARK, b"")  # ours, not the terminal's
+            received += len(kept)
+            raw += kept[: max(raw_cap - len(raw), 0)]
             seen, tail = tail + data, (tail + data)[-256:]
             if truncated:  # draining a flood after our C-c: see its answer, then the prompt
                 while answered < sent and (at := seen.find(INTERRUPTED)) >= 0:
@@ -279,6 +355,12 @@ class TerminalSandbox(Unpicklable):
                     tail = seen[-1:]  # the command ended by itself first (keep a "^")
                     continue
                 tail = seen[-256:]
+                if settle is not None:
+                    settle = time.monotonic() + SETTLE  # the prompt is still being drawn
+                    continue
+                if PROMPT_MARK in tail:  # wait for the prompt's text: readline has it then
+                    settle = _settle(tail)
+                    continue
                 if PROMPT_RE.search(ANSI_RE.sub(b"", tail)):
                     if answered < 2:  # a second C-c, at a prompt: clears an interrupt
                         deadline = 0  # bash may still hold (see the doc)
@@ -292,22 +374,35 @@ class TerminalSandbox(Unpicklable):
                 continue
             size += len(data)
             self.term.feed(data)
+            if settle is not None:  # the prompt's text, after its mark
+                settle = time.monotonic() + SETTLE
+                continue
+            if PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]:
+                settle = _settle(seen)
+                continue
             prompted = prompted or PROMPT_BYTES in seen[-len(data) - len(PROMPT_BYTES) :]
             if prompted and PROMPT_LINE_RE.match(self.term.cursor_text()):
                 return True, False, bytes(raw), received
 
     def step(self, action: Action) -> Observation:
         if self._sock is None:
-            raise SandboxError("step before reset")
+            raise SandboxError(f"step after {self.ended}" if self.ended else "step before reset")
         keys, duration = parse_action(action)
         duration = min(
             duration if duration is not None else self.config.default_duration,
             self.config.docker.step_timeout,
         )
         self.term.mark()
-        self._sock.sendall(keys)
-        prompt, truncated, raw, received = self._read_until_prompt(duration)
-        state: dict[str, Any] = {"prompt_returned": prompt, "waited_s": duration}
+        started = time.monotonic()
+        try:
+            self._sock.sendall(keys)
+            prompt, truncated, raw, received = self._read_until_prompt(duration)
+        except (_Closed, OSError) as exc:  # the shell exited: its last words are the step's
+            return self._shell_exited(exc, time.monotonic() - started)
+        state: dict[str, Any] = {
+            "prompt_returned": prompt,
+            "waited_s": round(time.monotonic() - started, 3),
+        }
         if self.config.raw_cap:
             state["raw"] = raw.decode("utf-8", errors="backslashreplace")
             if received > len(raw):
@@ -315,6 +410,16 @@ class TerminalSandbox(Unpicklable):
         return Observation(
             self.term.observation(), truncated=truncated, state_json=json.dumps(state)
         )
+
+    def _shell_exited(self, exc: Exception, waited: float) -> Observation:
+        """The step in which the shell ended: what the screen shows, and the episode ends.
+        A closed socket on sending is asked the same question as one found on reading."""
+        why = str(exc) if isinstance(exc, _Closed) else self._why_closed()
+        self.ended = why
+        self._sock.close()
+        self._sock = None
+        state = {"prompt_returned": False, "waited_s": round(waited, 3), "shell_exited": why}
+        return Observation(self.term.observation(), state_json=json.dumps(state))
 
     def describe(self) -> dict[str, Any]:
         d = self.config.docker

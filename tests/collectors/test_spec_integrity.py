@@ -155,3 +155,34 @@ def test_an_alias_that_closes_a_cycle_is_an_error_not_a_recursion(tmp_path):
     """Found while here: `a: &x [*x]` made the line map recurse until RecursionError."""
     errors = _errors(tmp_path, "a: &x [*x]\n")
     assert "job.yaml:1: a: unknown key" in errors
+
+
+def test_an_env_file_or_variable_missing_here_is_refused_when_the_job_loads(tmp_path, monkeypatch):
+    """Found: `docker.env_file` naming no file (or a relative one, read from the worker's
+    directory) and a `docker.env` name unset on this host were accepted by `jobs submit`
+    and `--dry-run`; every attempt then failed at its start with a raw FileNotFoundError,
+    or started without the variable."""
+    monkeypatch.delenv("WT_TEST_UNSET_VAR", raising=False)
+    job = tmp_path / "e.yaml"
+    job.write_text(
+        "name: e\nsandbox:\n  kind: terminal\n  docker:\n"
+        f"    env_file: {tmp_path / 'none.env'}\n    env: [WT_TEST_UNSET_VAR]\n"
+        "tasks: [{id: t, actions: ['ls\\n']}]\n"
+    )
+    monkeypatch.setenv("WT_TEST_UNSET_VAR", "x")
+    with pytest.raises(ConfigError) as exc:
+        JobSpec.load(job).check_store(tmp_path / "store")
+    [line] = exc.value.render().splitlines()
+    assert line == (
+        f"{job}:5: sandbox.docker.env_file: docker.env_file {tmp_path / 'none.env'}: cannot "
+        "read it: No such file or directory"
+    )
+    (tmp_path / "none.env").write_text("export A=1\nB='two words'\n")
+    monkeypatch.delenv("WT_TEST_UNSET_VAR")
+    with pytest.raises(ConfigError) as exc:
+        JobSpec.load(job).check_store(tmp_path / "store")
+    assert exc.value.render().endswith(
+        "sandbox.docker.env: docker.env names variables not set on this host: WT_TEST_UNSET_VAR"
+    )
+    monkeypatch.setenv("WT_TEST_UNSET_VAR", "x")
+    JobSpec.load(job).check_store(tmp_path / "store")  # all there: the job loads

@@ -1,0 +1,70 @@
+"""A worker stopped at once (a second SIGTERM) while its episodes step: the exit removes
+their containers, and that is our shutdown, never the environment's answer. The running
+attempts end as lost and are queued again; nothing of them is finished or published."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from worldtrace.collectors.jobstore import LOST_PREFIX, open_job_store
+from worldtrace.collectors.owners import owned_containers
+from worldtrace.collectors.worker import ABANDONED
+from worldtrace.schemas import read_records
+
+from ..conftest import wait_until
+from .test_workers import running_mid_episode, start_worker, submit
+
+pytestmark = pytest.mark.docker
+
+SLOW_TERMINAL = {
+    "name": "slow",
+    "sandbox": {"kind": "terminal", "docker": {"warm": 0, "step_timeout": 30}},
+    "episodes": 2,
+    "retries": 1,
+    "tasks": [
+        {
+            "id": "t",
+            "actions": [
+                "echo start\n",
+                {"keystrokes": "sleep 3; echo one\n", "duration": 5},
+                {"keystrokes": "sleep 3; echo two\n", "duration": 5},
+            ],
+        }
+    ],
+}
+
+
+def test_a_second_sigterm_loses_the_running_attempts_and_records_no_failure(
+    docker_engine, store, wt_env, tmp_path
+):
+    jobs_url = str(store.jobs_db)
+    js = open_job_store(jobs_url)
+    job_id = submit(wt_env, jobs_url, tmp_path, SLOW_TERMINAL)
+    a = start_worker(wt_env, jobs_url, "--concurrency", "2")
+    lease = wait_until(lambda: running_mid_episode(js, store, job_id), what="A mid-episode")
+    a.send_signal(signal.SIGTERM)
+    for line in a.stderr:  # until the first one was handled
+        if "stopping" in line:
+            break
+    a.send_signal(signal.SIGTERM)  # while the steps still run: exit at once
+    out_a, _ = a.communicate(timeout=60)
+    assert a.returncode == 130
+    rows = js.job(job_id)["episode_rows"]
+    ended = [r for r in rows if r["status"] not in ("queued", "running")]
+    assert ended, rows
+    for r in ended:  # lost (queued again without using a retry), never an environment failure
+        assert r["status"] == "failed" and r["error"] == LOST_PREFIX + ABANDONED, r
+        assert r["trajectory_id"] is None
+    assert not list((store.raw / "collect" / job_id).glob("*.parquet"))
+    assert owned_containers(lease.worker, docker_engine) == []
+    assert f"requeued  {job_id}/{lease.episode_id} a1: {ABANDONED}" in out_a
+
+    b = start_worker(wt_env, jobs_url, "--concurrency", "2")
+    _, err_b = b.communicate(timeout=120)
+    assert b.returncode == 0, err_b
+    assert js.job(job_id)["status"] == "succeeded"
+    trajs = [t for t in read_records(store.raw) if t.source.job_id == job_id]
+    assert sorted(t.source.episode_id for t in trajs) == ["t-e0", "t-e1"]  # no error shard
+    assert {t.outcome.status for t in trajs} == {"success"}
+    assert not list(store.raw.rglob("*.journal.jsonl"))
