@@ -30,6 +30,7 @@ WANTED = (
     F.DOMAIN,
     F.SYSTEM,
     f"{F.TURNS}.index",
+    f"{F.TURNS}.action.kind",
     f"{F.TURNS}.action.text",
     f"{F.TURNS}.observation.text",
     f"{F.TURNS}.category",

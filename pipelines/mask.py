@@ -82,8 +82,23 @@ class KeepRatios:
     transform: float = 0.5
     other: float = 1.0
     injected: float = 0.0
-    """A turn whose observation our fault proxy made (`F.INJECTED_FAULTS`): a random draw
-    of ours, not the environment's answer, so by default context and never a target."""
+    """A turn whose observation our fault proxy made (`F.INJECTED_FAULTS`) or our collector
+    cut (`COLLECTOR_CUTS`): a draw or a cut of ours, not the environment's answer, so by
+    default context and never a target."""
+
+
+COLLECTOR_CUTS = {
+    "truncated": "the collector cut this observation (observation.truncated)",
+    "timed_out": "the collector's step timeout ended this observation (state timed_out)",
+    "interrupted": "an interruption ended this observation (state interrupted)",
+}
+"""Why the collector, not the environment, ended an observation, and the rule text: a cap
+on the output, a step timeout, a Ctrl-C (worldtrace's sandboxes and importers record each
+so). Where the text stops, and the marker after it (`[output truncated]`, `[timed out after
+30s]`, `[interrupted]`), are ours; a model trained on them learns to stop mid-answer."""
+STATE_CUTS = ("timed_out", "interrupted")
+"""The `COLLECTOR_CUTS` read from the turn's `observation.state_json` (true values)."""
+_STATE_KEYS = tuple(f'"{k}"' for k in STATE_CUTS)
 
 
 def injected_fault(perturbation: str | None) -> str | None:
@@ -96,6 +111,32 @@ def injected_fault(perturbation: str | None) -> str | None:
     except (ValueError, AttributeError):
         return None
     return kind if kind in F.INJECTED_FAULTS else None
+
+
+def collector_cut(truncated: bool | None, state_json: str | None) -> str | None:
+    """The `COLLECTOR_CUTS` key that ended a turn's observation, else None: `truncated`
+    first, then a true `timed_out` or `interrupted` in its state (only parsed when named:
+    a terminal state can hold a large raw capture)."""
+    if truncated:
+        return "truncated"
+    if not state_json or not any(k in state_json for k in _STATE_KEYS):
+        return None
+    try:
+        state = json.loads(state_json)
+    except ValueError:
+        return None
+    if not isinstance(state, dict):
+        return None
+    return next((k for k in STATE_CUTS if state.get(k) is True), None)
+
+
+def turn_fault(
+    perturbation: str | None, truncated: bool | None = False, state_json: str | None = None
+) -> str | None:
+    """What `decide` takes as `fault`: the injected fault that made the observation
+    (`injected_fault`), else the collector's cut of it (`collector_cut`), else None."""
+    fault = injected_fault(perturbation) if perturbation else None
+    return fault or collector_cut(truncated, state_json)
 
 
 PROMPT_END = re.compile(r"[$#%>] ?\Z")
@@ -121,12 +162,11 @@ def split_answer(answer: str) -> tuple[str, str]:
 
 
 def injected_decision(keep: KeepRatios, fault: str) -> Decision:
-    return Decision(
-        "injected",
-        keep.injected,
-        f"injected: a {fault} fault the collector injected made this observation, not the "
-        "environment",
-    )
+    if fault in COLLECTOR_CUTS:
+        why = f"{COLLECTOR_CUTS[fault]}: where it ends is ours, not the environment's answer"
+    else:
+        why = f"a {fault} fault the collector injected made this observation, not the environment"
+    return Decision("injected", keep.injected, f"injected: {why}")
 
 
 @dataclass(frozen=True)
@@ -140,6 +180,9 @@ class AgentWorldV1:
     answer_after_echo: bool = True
     """Decide a turn whose observation starts with its typed line (a terminal's echo) on
     the answer after it (`echoed`): the echo alone makes any short answer look like one."""
+    cuts_injected: bool = True
+    """Decide a turn the collector cut (`COLLECTOR_CUTS`) `injected`; off, it is decided on
+    its text like any other (for a corpus whose caps are part of the observation format)."""
 
     @functools.cached_property
     def _rules(self) -> dict[str, tuple[float, str]]:
@@ -169,7 +212,7 @@ class AgentWorldV1:
     def decide(
         self, stats: dict[str, float], action: str, observation: str, fault: str | None = None
     ) -> Decision:
-        if fault is not None:
+        if fault is not None and (self.cuts_injected or fault not in COLLECTOR_CUTS):
             return injected_decision(self.keep, fault)
         if self.answer_after_echo and echoed(action, observation):
             return self._after_echo(action, observation)
@@ -223,7 +266,9 @@ class AgentWorldV1:
             "zero_denominator": "0",
             "precedence": list(F.TABLE3_CATEGORIES),
             "injected": f"a turn flagged with an injected fault ({', '.join(F.INJECTED_FAULTS)}) "
-            "is `injected` before any rule",
+            f"or, with cuts_injected, cut by the collector ({', '.join(COLLECTOR_CUTS)}) is "
+            "`injected` before any rule",
+            "cuts_injected": self.cuts_injected,
             "answer_after_echo": self.answer_after_echo,
         }
 
@@ -269,7 +314,7 @@ class InformationAware:
         self, stats: dict[str, float], action: str, observation: str, fault: str | None = None
     ) -> Decision:
         d = self.base.decide(stats, action, observation, fault)
-        if d.keep < 1.0 or not observation or fault is not None:
+        if d.keep < 1.0 or not observation or d.category == "injected":
             return d
         cn, cs = stats.get("cond_novelty", 1.0), stats.get("corpus_surprisal")
         cs = math.inf if cs is None else cs  # count not known here: decided as rare
@@ -302,6 +347,8 @@ class InformationAware:
 
 
 POLICIES: dict[str, type] = {"agentworld-v1": AgentWorldV1, "agentworld-v1+info": InformationAware}
+FLAGS = ("answer_after_echo", "cuts_injected")
+"""The boolean settings of `AgentWorldV1` (`--set policy_settings.cuts_injected=false`)."""
 
 
 def _check_range(key: str, given: Any, x: float) -> None:
@@ -318,7 +365,7 @@ def _check_range(key: str, given: Any, x: float) -> None:
 
 def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
     """A policy by name; `overrides` set thresholds (`echo_ol=0.8`), keep ratios
-    (`keep.echo=0`) or `answer_after_echo=false`."""
+    (`keep.echo=0`) or the switches `FLAGS` (`answer_after_echo=false`)."""
     if name not in POLICIES:
         raise ValueError(f"unknown mask policy {name!r} (known: {', '.join(POLICIES)})")
     policy = POLICIES[name]()
@@ -327,7 +374,7 @@ def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
     known = {
         *(f"keep.{f.name}" for f in dataclasses.fields(KeepRatios)),
         *(f.name for f in dataclasses.fields(AgentWorldThresholds)),
-        "answer_after_echo",
+        *FLAGS,
     }
     if isinstance(policy, InformationAware):  # its own thresholds and keep ratios
         known |= {f.name for f in dataclasses.fields(policy)} - {"base", "name"}
@@ -336,7 +383,7 @@ def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
             raise ValueError(
                 f"unknown setting {key} for {name} (known: {', '.join(sorted(known))})"
             )
-        if key == "answer_after_echo":
+        if key in FLAGS:
             if not isinstance(value, bool) and str(value).lower() not in ("true", "false"):
                 raise ValueError(f"{key}={value}: expected true or false")
             flags[key] = value if isinstance(value, bool) else str(value).lower() == "true"

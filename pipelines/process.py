@@ -121,8 +121,9 @@ a turn with an injected fault is decided `injected` (earlier output kept it in t
 by its statistics, and an incremental run would mix the two); 5 = a typed line's turn
 is decided on the answer after its echo (`mask.echoed`); 6 = the representative's ties
 are broken by arrival (`units.arrival_key`: an `arrival` column in segments, probe files
-and members instead of `origin`), and files in the store are named from its root in
-uids, `rejects.source_path` and `clusters.source`."""
+and members instead of `origin`), files in the store are named from its root in uids,
+`rejects.source_path` and `clusters.source`, and a turn the collector cut (truncated,
+timed out, interrupted) is decided `injected` (`mask.collector_cut`)."""
 
 
 @dataclass

@@ -3,7 +3,9 @@
 task description + action space + initial state + demonstrations + simulation
 instruction (DESIGN.md "Training shards"). The action space is rendered readably from
 its JSON-Schema tool list; a record without a simulation instruction gets its domain's
-(worldtrace's own texts in `prompts/<domain>.md`, overridable by a user's file); the
+(worldtrace's own texts in `prompts/<domain>.md`, overridable by a user's file), followed,
+when the agent also talks to its user (`text` actions beside tool calls: an imported
+customer-service chat), by the instruction for those turns (`prompts/text.md`); the
 trajectory's sampled `conditions`, when it has any, are stated before the instruction.
 """
 
@@ -33,6 +35,12 @@ CONDITIONS_INTRO = (
     "The environment runs under these conditions; every observation must agree with them:"
 )
 TRIM_MARK = "\n[system prompt truncated]"
+TEXT_TURNS = "text"
+"""Key (and file `prompts/text.md`) of the instruction for turns in which the agent talks to
+its user: every domain's instruction says each user message is an action on the
+environment, which such a turn is not. Overridable like a domain's."""
+TEXT_KIND = "text"
+"""`action.kind` of a message the agent says to its user (importers' `message_action`)."""
 
 
 # -- simulation instructions -----------------------------------------------------------
@@ -41,9 +49,16 @@ def builtin_instructions() -> dict[str, str]:
     return {d: (PROMPTS_DIR / f"{d}.md").read_text().strip() for d in F.DOMAINS}
 
 
+@functools.lru_cache(maxsize=1)
+def builtin_text_turns() -> str:
+    """worldtrace's instruction for turns in which the agent talks to its user."""
+    return (PROMPTS_DIR / f"{TEXT_TURNS}.md").read_text().strip()
+
+
 def load_instructions(path: str | None) -> dict[str, str]:
     """The built-in instructions, overridden per domain by `path`: a YAML or JSON file
-    mapping domain -> text, or a directory of `<domain>.md` files."""
+    mapping domain -> text, or a directory of `<domain>.md` files; the key `text`
+    (`text.md`) replaces the instruction for turns in which the agent talks to its user."""
     texts = builtin_instructions()
     if not path:
         return texts
@@ -67,9 +82,10 @@ def load_instructions(path: str | None) -> dict[str, str]:
     else:
         raise FileNotFoundError(f"simulation_instructions: {p} is neither a file nor a directory")
     for domain, text in user.items():
-        if domain not in F.DOMAINS:
+        if domain not in F.DOMAINS and domain != TEXT_TURNS:
             raise ValueError(
-                f"{p}: simulation_instructions.{domain}: unknown domain (one of {', '.join(F.DOMAINS)})"
+                f"{p}: simulation_instructions.{domain}: unknown domain (one of "
+                f"{', '.join(F.DOMAINS)}; or {TEXT_TURNS}: the turns where the agent talks to its user)"
             )
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{p}: simulation_instructions.{domain}: expected non-empty text")
@@ -206,9 +222,20 @@ def _scalar(v: Any) -> str:
 @dataclass(frozen=True)
 class SystemPrompt:
     """Composes the system prompt of a record; `instructions` fill an empty simulation
-    instruction by domain."""
+    instruction by domain (and `TEXT_TURNS`, when given, replaces `prompts/text.md`)."""
 
     instructions: Mapping[str, str] = field(default_factory=builtin_instructions)
+
+    def instruction(self, rec: Mapping[str, Any]) -> str:
+        """worldtrace's simulation instruction for a record: its domain's, and when the
+        agent also talks to its user (`talks_to_user`), the instruction for those turns
+        after it, which says the domain's rules do not apply to them (a tau-bench chat
+        imported as `mcp` was told every message is a tool call answered by a server)."""
+        text = self.instructions.get(rec.get(F.DOMAIN), "")
+        if not talks_to_user(rec):
+            return text
+        extra = self.instructions.get(TEXT_TURNS) or builtin_text_turns()
+        return f"{text}\n\n{extra}" if text else extra
 
     @classmethod
     def from_file(cls, path: str | None) -> SystemPrompt:
@@ -223,8 +250,7 @@ class SystemPrompt:
             "initial_state": system.get("initial_state") or "",
             "demonstrations": system.get("demonstrations") or "",
             CONDITIONS: conditions_text(rec.get(CONDITIONS)),
-            "simulation_instruction": system.get("simulation_instruction")
-            or self.instructions.get(rec.get(F.DOMAIN), ""),
+            "simulation_instruction": system.get("simulation_instruction") or self.instruction(rec),
         }
         skip = set(drop)
         return [(k, v) for k, v in values.items() if v and k not in skip]
@@ -233,14 +259,28 @@ class SystemPrompt:
         return join(self.parts(rec, drop))
 
     def describe(self, source: str | None) -> dict[str, Any]:
-        """For the manifest: where the instructions came from and the sha256 of each."""
+        """For the manifest: where the instructions came from and the sha256 of each
+        domain's, and of the instruction for turns in which the agent talks to its user."""
+        text_turns = self.instructions.get(TEXT_TURNS) or builtin_text_turns()
         return {
             "source": source or "builtin",
             "sha256": {
                 d: hashlib.sha256(t.encode()).hexdigest()
                 for d, t in sorted(self.instructions.items())
+                if d != TEXT_TURNS
             },
+            "text_turns_sha256": hashlib.sha256(text_turns.encode()).hexdigest(),
         }
+
+
+def talks_to_user(rec: Mapping[str, Any]) -> bool:
+    """Whether the agent both acts on the environment and talks to its user: a `text`
+    action beside an action of another kind (a tool call, a command). Only then is `text`
+    known to be a message to the user: it is also the kind of an action whose kind an
+    import does not know (AgentWorldBench's JSONL makes every non-terminal action `text`)
+    and the schema's default. A record read without `action.kind` has no kind known."""
+    kinds = {(t.get("action") or {}).get("kind") for t in rec.get(F.TURNS) or ()}
+    return TEXT_KIND in kinds and bool(kinds - {TEXT_KIND, None})
 
 
 def join(parts: list[tuple[str, str]]) -> str:

@@ -32,7 +32,7 @@ from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURN
 
 from . import stats as S
 from .dedup import NS, SIG_SCHEMA
-from .mask import MaskPolicy, injected_fault, keep_turn
+from .mask import MaskPolicy, keep_turn, turn_fault
 from .units import ARRIVAL, BANDS, SIG, TEMPLATES, UID
 
 INDEX = F.PROCESS_INDEX
@@ -276,7 +276,16 @@ def corpus_columns(
         acts = pc.struct_field(turns, ["action", "text"]).to_pylist()
         obs = pc.struct_field(turns, ["observation", "text"]).to_pylist()
         cats, index = turns.field("category").to_pylist(), turns.field("index").to_pylist()
-        faults = [p and injected_fault(p) for p in turns.field("perturbation").to_pylist()]
+        seen = turns.field("observation")
+        faults = [
+            turn_fault(p, cut, state)
+            for p, cut, state in zip(
+                turns.field("perturbation").to_pylist(),
+                seen.field("truncated").to_pylist(),
+                seen.field("state_json").to_pylist(),
+                strict=True,
+            )
+        ]
         for i in range(n):
             d = policy.decide({**stats[i], "corpus_surprisal": cs}, acts[i], obs[i], faults[i])
             if d.category != cats[i]:

@@ -9,6 +9,7 @@ lack numpy.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import importlib.util
 import json
@@ -128,6 +129,16 @@ class Encoded:
         """Tokens lying wholly inside characters [s, e)."""
         lo = int(self.offsets[:, 0].searchsorted(s, "left"))
         return lo, max(lo, int(self.offsets[:, 1].searchsorted(e, "right")))
+
+    def overlap_range(self, s: int, e: int) -> tuple[int, int]:
+        """Tokens holding at least one of characters [s, e) (none when s >= e): a token the
+        pre-tokenizer merged across s or e (`}` of an observation and the template's
+        `\\n\\n` after it) is one of them."""
+        if s >= e:
+            lo = self.first_at(s)
+            return lo, lo
+        lo = int(self.offsets[:, 1].searchsorted(s, "right"))
+        return lo, max(lo, int(self.offsets[:, 0].searchsorted(e, "left")))
 
 
 class Encoder:
@@ -404,7 +415,7 @@ def loss_mask(
             continue
         keep = turns[sp.turn]["keep"]
         keep = 1.0 if keep is None else keep
-        lo, hi = encoded.token_range(sp.start, sp.end)
+        lo, hi = target_range(encoded, rendered.text, sp.start, sp.end)
         ranges.append((sp.turn, lo, hi))
         n = hi - lo
         if cfg.keep_mode == "turn":
@@ -419,6 +430,38 @@ def loss_mask(
             mask[lo : lo + math.ceil(keep * n)] = 1
             on = keep >= 1.0
         if cfg.eot_target and on and sp.eot_end > sp.eot_start:
-            elo, ehi = encoded.token_range(sp.eot_start, sp.eot_end)
+            elo, ehi = target_range(encoded, rendered.text, sp.eot_start, sp.eot_end)
             mask[elo:ehi] = 1
     return mask, ranges
+
+
+def target_range(encoded: Encoded, text: str, s: int, e: int) -> tuple[int, int]:
+    """The tokens that predict characters [s, e) of `text`: every token holding one of them,
+    but a token reaching past s or e into other content (an action, the system prompt,
+    another observation) is left out.
+
+    The pre-tokenizer merges an observation's last characters with the template text after
+    it (Qwen: `}` + `\\n\\n` of the plain template is one token `}\\n\\n`) and a leading
+    newline with the one before it (chatml's `assistant\\n` + `\\nfoo`): with only the tokens
+    wholly inside, those characters were never targets (81% of the observations of a plain
+    export lost their last one). The template text such a token also covers follows from
+    the template, so predicting it teaches nothing false. Where the content is not known (a
+    plain `str`: a truncated sample's text), everything outside [s, e) counts as template.
+    """
+    lo, hi = encoded.overlap_range(s, e)
+    content = getattr(text, "content", ())
+    if lo >= hi or not content:
+        return lo, hi
+    a, b = int(encoded.offsets[lo, 0]), int(encoded.offsets[hi - 1, 1])
+    if a < s and _touches(content, a, s):
+        lo += 1
+    if b > e and _touches(content, e, b):
+        hi -= 1
+    return lo, max(lo, hi)
+
+
+def _touches(content: tuple[int, ...], a: int, b: int) -> bool:
+    """Whether characters [a, b) overlap a content span (flat, sorted, non-empty (start,
+    end) pairs)."""
+    i = bisect.bisect_right(content, a)
+    return i % 2 == 1 or (i < len(content) and content[i] < b)

@@ -32,7 +32,7 @@ from . import stats as S
 from . import words as W
 from .dedup import DedupConfig
 from .filters import FilterConfig, apply_filters
-from .mask import MaskPolicy, injected_fault
+from .mask import MaskPolicy, turn_fault
 from .normalize import normalize, reject_row
 
 UID, TEMPLATES, SIG, BANDS = "_uid", "_templates", "_sig", "_bands"
@@ -343,8 +343,9 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
                 "cond_novelty": observe(acts[n].encode(), ob, alone),
                 "corpus_surprisal": None,  # a corpus count: joined in at read time
             }  # fmt: skip
-            p = t.get("perturbation")  # rare: parsed only where present
-            d = decide(s, acts[n], obs[n], p and injected_fault(p))
+            o = t["observation"]  # the fault proxy's draw or the collector's cut, if any
+            fault = turn_fault(t.get("perturbation"), o.get("truncated"), o.get("state_json"))
+            d = decide(s, acts[n], obs[n], fault)
             t["category"], t["keep"], t["rule"] = d.category, d.keep, d.rule
             n += 1
     keys_of = [keys[starts[i] : starts[i + 1]] for i in range(len(records))]
