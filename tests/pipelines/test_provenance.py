@@ -9,11 +9,12 @@ import json
 import os
 import shutil
 
-import pyarrow.parquet as pq
 from worldtrace.collectors.synthetic import build
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import ShardWriter, Store
 from worldtrace.schemas.views import connect
+
+from .test_incremental import tables
 
 
 def cfg(store: Store, **kw) -> ProcessConfig:
@@ -40,14 +41,6 @@ def write(store: Store, name: str, records, mtime: float | None = None) -> None:
     if mtime is not None:  # written later than what was processed before, for sure
         for f in (store.raw / name).iterdir():
             os.utime(f, (mtime, mtime))
-
-
-def tables(store: Store) -> dict[str, list]:
-    out = {}
-    for name in ("trajectories", "turns", "clusters", "rejects"):
-        rows = pq.read_table(store.processed / name).to_pylist()
-        out[name] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
-    return out
 
 
 def rows(store: Store, sql: str) -> list[tuple]:

@@ -12,3 +12,16 @@ def sim():
     s = start()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def term(docker_engine):
+    """A terminal sandbox on the local image, closed after the test."""
+    from worldtrace.sandboxes.base import TaskSpec
+    from worldtrace.sandboxes.docker import DockerConfig
+    from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
+
+    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=20)))
+    s.reset(TaskSpec("t"))
+    yield s
+    s.close()

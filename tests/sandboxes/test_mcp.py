@@ -393,21 +393,26 @@ def test_tool_spec_from_a_server_listing():
     assert spec == ToolSpec("get", "d", t.input_schema, {"type": "object"}, {"readOnlyHint": True})
 
 
+HOLDING_COLLECTOR = (
+    "import json, sys, time\n"
+    "from worldtrace.sandboxes.base import TaskSpec\n"
+    "from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox\n"
+    "from worldtrace.schemas.parsing import parse\n"
+    "box = MCPSandbox(parse(MCPConfig, json.loads(sys.argv[1])))\n"
+    "box.reset(TaskSpec('k'))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(600)\n"
+)
+"""A collector process (python -c, the config as JSON in argv[1]) that starts its MCP
+sandbox, says `ready` and holds it until it is killed."""
+
+
 def test_servers_die_with_a_collector_killed_by_sigkill(tmp_path):
     import select
     import subprocess
     import sys
 
-    script = (
-        "import json, sys, time\n"
-        "from worldtrace.sandboxes.base import TaskSpec\n"
-        "from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox\n"
-        "from worldtrace.schemas.parsing import parse\n"
-        "box = MCPSandbox(parse(MCPConfig, json.loads(sys.argv[1])))\n"
-        "box.reset(TaskSpec('k'))\n"
-        "print('ready', flush=True)\n"
-        "time.sleep(600)\n"
-    )
+    script = HOLDING_COLLECTOR
     http = {  # a server started for HTTP never sees its stdin close
         "command": ["mcp-server-everything", "streamableHttp"],
         "set_env": {"PORT": "{port}"},

@@ -18,6 +18,8 @@ from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox
 from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.parsing import parse
 
+from .test_mcp import HOLDING_COLLECTOR
+
 PROJECT = Path(__file__).resolve().parents[2]
 NOTES = str(PROJECT / "examples" / "data" / "notes")
 FS = {"command": ["mcp-server-filesystem", "{workdir}"], "workdir": {"copy": NOTES}}
@@ -107,16 +109,7 @@ def test_a_sigkilled_collectors_workdir_is_swept(tmp_path, tmpdir_root):
     the collector was SIGKILLed, and nothing knew it."""
     from worldtrace.sandboxes.mcp import sweep_workdirs
 
-    script = (
-        "import json, sys, time\n"
-        "from worldtrace.sandboxes.base import TaskSpec\n"
-        "from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox\n"
-        "from worldtrace.schemas.parsing import parse\n"
-        "box = MCPSandbox(parse(MCPConfig, json.loads(sys.argv[1])))\n"
-        "box.reset(TaskSpec('k'))\n"
-        "print('ready', flush=True)\n"
-        "time.sleep(600)\n"
-    )
+    script = HOLDING_COLLECTOR
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-c", script, json.dumps(FS)], stdout=subprocess.PIPE, env=env

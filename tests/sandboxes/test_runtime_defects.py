@@ -73,14 +73,6 @@ def test_bash_that_ends_on_its_own_keeps_its_status(swe):
 
 
 # -- the terminal: prompts whatever PS1 says, a shell that exits -----------------------------
-@pytest.fixture
-def term(docker_engine):
-    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=20)))
-    s.reset(TaskSpec("t"))
-    yield s
-    s.close()
-
-
 @pytest.mark.docker
 @pytest.mark.parametrize(
     ("keys", "prompt"),

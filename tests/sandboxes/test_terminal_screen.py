@@ -56,14 +56,6 @@ def test_scrolled_off_output_is_kept():
     assert o.splitlines() == ["seq 200", *map(str, range(1, 201)), "user@sandbox:~$ "]
 
 
-@pytest.fixture
-def term(docker_engine):
-    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=20)))
-    s.reset(TaskSpec("t"))
-    yield s
-    s.close()
-
-
 @pytest.mark.docker
 def test_progress_bar_reads_as_its_last_state(term):
     cmd = "for i in 1 2 3; do printf '\\rprogress %d' $i; sleep 0.1; done; echo\n"
