@@ -42,7 +42,15 @@ from worldtrace.schemas.parsing import configclass
 
 from .aio import AsyncTimeout
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
-from .web_axtree import BID_ATTR, TreeOptions, flatten, mark_frames, page_axtree, unmark_frames
+from .web_axtree import (
+    BID_ATTR,
+    TreeOptions,
+    flatten,
+    mark_frames,
+    page_axtree,
+    unmark_frames,
+    walk_tree,
+)
 from .web_browser import BrowserConfig, Refuser, shared_host
 from .web_spec import (
     ACTION_SPACE,
@@ -600,9 +608,11 @@ class WebSandbox(Unpicklable):
     async def _observe(self, error: str) -> Observation:
         page = self._page
         crashed = page in self._crashed
-        tree, focused, status, inputs, truncated = "", "", None, {}, False
+        tree, focused, status, inputs, truncated, walked = "", "", None, {}, False, None
         if not crashed:
-            tree, focused, status, inputs = await self._extract(page)
+            tree, got, inputs = await self._extract(page)
+            focused, status, walked = got["focused"], got["status"], got.get("walked")
+            truncated = walked == "cut"
             if len(tree) > self.config.max_chars:
                 cut = tree.rfind("\n", 0, self.config.max_chars)
                 tree = tree[: cut if cut > 0 else self.config.max_chars]
@@ -626,6 +636,8 @@ class WebSandbox(Unpicklable):
         }
         if self._step_blocked:
             state["blocked"] = list(self._step_blocked)
+        if walked:
+            state["tree_source"] = "dom_walk"  # not Chromium's AXTree: docs/web.md
         return Observation(
             render(tabs, active, tree, focused, error),
             is_error=bool(error),
@@ -641,8 +653,10 @@ class WebSandbox(Unpicklable):
         return await page.title()
 
     async def _extract(self, page, tries: int = 3):
-        """(tree text, focused bid, HTTP status, input types) of the page once it settled;
-        a navigation racing the extraction (a script redirect) is waited out and retried."""
+        """(tree text, {focused, status, walked?}, input types) of the page once it
+        settled; a navigation racing the extraction (a script redirect) is waited out and
+        retried. `walked` says a page too big for the AXTree was read by a DOM walk
+        (`TreeOptions.dom_walk_over`), "cut" when it stopped at max_chars."""
         from playwright.async_api import Error as PlaywrightError
 
         for left in reversed(range(tries)):
@@ -651,7 +665,12 @@ class WebSandbox(Unpicklable):
                     await page.wait_for_load_state("load")
                 await self._settle(page)
                 opts = self.config.tree
-                marks = await mark_frames(page, opts.viewport_only)
+                marks = await mark_frames(page, opts.viewport_only, opts.dom_walk_over)
+                if marks["walk"]:  # too big for the AXTree: walked, up to max_chars
+                    walked = await walk_tree(page, opts, self.config.max_chars)
+                    state = await unmark_frames(page, marks["frames"], carriers=False)
+                    state["walked"] = "whole" if walked["complete"] else "cut"
+                    return walked["text"], state, walked["inputs"]
                 cdp = await self._cdp(page)
                 try:
                     axtree = await page_axtree(page, cdp)
@@ -659,7 +678,7 @@ class WebSandbox(Unpicklable):
                     state = await unmark_frames(page, marks["frames"])
                 tree = flatten(axtree, opts, frozenset(marks["hidden"]), marks["visibility"])
                 inputs = {b: t for b, t in marks["inputs"].items() if b not in marks["hidden"]}
-                return tree, state["focused"], state["status"], inputs
+                return tree, state, inputs
             except PlaywrightError as exc:
                 await self._alive()
                 gone = ("context was destroyed", "detached", "navigat", "frameId")
@@ -691,6 +710,7 @@ class WebSandbox(Unpicklable):
                     "prune_hidden": c.tree.prune_hidden,
                     "prune_empty": c.tree.prune_empty,
                     "viewport_only": c.tree.viewport_only,
+                    "dom_walk_over": c.tree.dom_walk_over,
                 },
             },
             "action_space": [t.to_dict() for t in ACTION_SPACE],

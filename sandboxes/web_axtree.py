@@ -47,9 +47,10 @@ INTERACTIVE_ROLES = frozenset((
 
 # Marks every element of one frame (BrowserGym's frame_mark_elements.js, trimmed to what
 # the AXTree needs: bid attribute, the ARIA carriers, frame ids a, b, ..., aA; plus the
-# not-rendered test and input types). Returns {hidden, inputs, visibility}.
+# not-rendered test and input types). Returns {hidden, inputs, visibility, walk}: a main
+# document of more than `walkOver` elements only gets bids (walk: true), for WALK_JS.
 MARK_JS = r"""
-async ([parentBid, bidAttr, withVisibility]) => {
+async ([parentBid, bidAttr, withVisibility, walkOver]) => {
   const TAGS = new Set(["a","abbr","acronym","address","applet","area","article","aside",
     "audio","b","base","basefont","bdi","bdo","big","blockquote","body","br","button",
     "canvas","caption","center","cite","code","col","colgroup","data","datalist","dd","del",
@@ -84,6 +85,7 @@ async ([parentBid, bidAttr, withVisibility]) => {
   };
   const seen = new Set(), hidden = [], inputs = {}, visibility = {}, observed = [];
   let elements = Array.from(document.querySelectorAll("*"));
+  const walk = parentBid === "" && walkOver > 0 && elements.length > walkOver;
   for (let i = 0; i < elements.length; i++) {
     const elem = elements[i];
     if (elem.shadowRoot !== null) {
@@ -101,6 +103,7 @@ async ([parentBid, bidAttr, withVisibility]) => {
       elem.setAttribute(bidAttr, bid);
     }
     seen.add(bid);
+    if (walk) continue;  // bids only: WALK_JS reads the rest of what it shows
     push(bid, elem, "aria-roledescription");
     push(bid, elem, "aria-description");
     if (!NO_BOX.has(tag)) {
@@ -128,15 +131,15 @@ async ([parentBid, bidAttr, withVisibility]) => {
       setTimeout(() => { io.disconnect(); resolve(); }, 1000);
     });
   }
-  return {hidden, inputs, visibility};
+  return {hidden, inputs, visibility, walk};
 }
 """
 
 # Removes the ARIA carriers again (BrowserGym's frame_unmark_elements.js) and reads the
 # page state in the same round trip: focused element, HTTP status of the document.
 UNMARK_JS = r"""
-([bidAttr]) => {
-  let elements = Array.from(document.querySelectorAll("*"));
+([bidAttr, carriers = true]) => {
+  let elements = carriers ? Array.from(document.querySelectorAll("*")) : [];
   for (let i = 0; i < elements.length; i++) {
     const elem = elements[i];
     if (elem.shadowRoot !== null) {
@@ -161,6 +164,256 @@ UNMARK_JS = r"""
 }
 """
 
+# A main document too big for the AXTree (TreeOptions.dom_walk_over) is read by a walk of
+# its DOM in the page: flatten's text from the elements' own roles, names and states, in
+# document order, stopping once maxChars are written. Returns {text, complete, inputs}.
+WALK_JS = r"""
+([bidAttr, maxChars, pruneHidden, pruneEmpty, viewportOnly, interactive]) => {
+  const SKIP = new Set(["script", "style", "template", "noscript", "head", "title", "meta",
+    "link", "base", "param", "source", "track", "wbr", "datalist"]);
+  const NO_BOX = new Set(["option", "optgroup", "area"]);
+  const INTERACTIVE = new Set(interactive);
+  const LANDMARK_SCOPE = "article, aside, main, nav, section";
+  const INPUT_ROLES = {checkbox: "checkbox", radio: "radio", range: "slider", number: "spinbutton",
+    search: "searchbox", button: "button", submit: "button", reset: "button", image: "button",
+    file: "button", date: "Date", "datetime-local": "DateTime", time: "InputTime",
+    color: "ColorWell", month: "DateTime", week: "DateTime"};
+  const ROLES = {p: "paragraph", button: "button", textarea: "textbox", ul: "list", ol: "list",
+    menu: "list", li: "listitem", dl: "list", dt: "term", dd: "definition", table: "table",
+    tr: "row", td: "cell", thead: "rowgroup", tbody: "rowgroup", tfoot: "rowgroup", caption: "caption",
+    nav: "navigation", main: "main", article: "article",
+    form: "form", fieldset: "group", details: "group", hgroup: "group", legend: "LegendText",
+    label: "LabelText", figure: "figure", blockquote: "blockquote", code: "code",
+    strong: "strong", em: "emphasis", hr: "separator", dialog: "dialog",
+    summary: "DisclosureTriangle", iframe: "Iframe", frame: "Iframe", progress: "progressbar",
+    meter: "meter", option: "option", optgroup: "group", mark: "mark", time: "time",
+    sub: "subscript", sup: "superscript", del: "deletion", ins: "insertion", search: "search",
+    output: "status", math: "math", canvas: "Canvas", video: "Video", audio: "Audio",
+    h1: "heading", h2: "heading", h3: "heading", h4: "heading", h5: "heading", h6: "heading"};
+  const FROM_CONTENT = new Set(["link", "button", "heading", "cell", "columnheader",
+    "rowheader", "gridcell", "option", "tab", "menuitem", "menuitemcheckbox", "menuitemradio",
+    "treeitem", "tooltip", "switch", "checkbox", "radio", "DisclosureTriangle", "caption", "term", "doc-noteref", "doc-backlink", "doc-biblioref",
+    "doc-glossref"]);
+  const MARKERS = {disc: "•", circle: "◦", square: "■"};
+  const lines = [], inputs = {};
+  let size = 0, full = false;
+  const norm = (s) => (s || "").replace(/\s+/g, " ").trim();
+  const repr = (s) => {
+    const q = s.includes("'") && !s.includes('"') ? '"' : "'";
+    let out = q;
+    for (const ch of s) {
+      const c = ch.codePointAt(0);
+      if (ch === q || ch === "\\") out += "\\" + ch;
+      else if (ch === "\n") out += "\\n";
+      else if (ch === "\r") out += "\\r";
+      else if (ch === "\t") out += "\\t";
+      else if (c < 0x20 || (c >= 0x7f && c < 0xa1) || c === 0xad) {
+        out += "\\x" + c.toString(16).padStart(2, "0");
+      } else if (/[\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cn}]/u.test(ch) || (c > 0xa0 && /\p{Zs}/u.test(ch))) {
+        out += c > 0xffff ? "\\U" + c.toString(16).padStart(8, "0")
+                          : "\\u" + c.toString(16).padStart(4, "0");
+      } else out += ch;
+    }
+    return out + q;
+  };
+  const pseudo = (el, which) => {
+    const c = getComputedStyle(el, which).content;
+    return /^".*"$/.test(c) ? JSON.parse(c) : "";
+  };
+  const textOf = (node) => {
+    if (node.nodeType === Node.TEXT_NODE) return node.data;
+    if (node.nodeType !== Node.ELEMENT_NODE) return "";
+    const tag = node.localName, style = getComputedStyle(node);
+    if (SKIP.has(tag) || node.getAttribute("aria-hidden") === "true") return "";
+    if (style.display === "none" || style.visibility !== "visible") return "";
+    if (node.hasAttribute("aria-label")) return " " + node.getAttribute("aria-label") + " ";
+    if (tag === "img") return node.getAttribute("alt") || "";
+    if (tag === "input" && ["submit", "button", "reset"].includes(node.type)) return node.value;
+    let out = pseudo(node, "::before");
+    for (const c of (node.shadowRoot || node).childNodes) out += textOf(c);
+    out += pseudo(node, "::after");
+    return style.display.startsWith("inline") ? out : ` ${out} `;
+  };
+  let wsOf = null, ws = "";
+  const textName = (node) => {  // as Chromium keeps it: white-space: pre keeps all
+    const parent = node.parentElement;
+    if (parent !== wsOf) { wsOf = parent; ws = parent ? getComputedStyle(parent).whiteSpace : ""; }
+    if (/^(pre|pre-wrap|break-spaces)$/.test(ws)) return node.data.trim();
+    if (ws === "pre-line") return node.data.replace(/[ \t]+/g, " ").trim();
+    return norm(node.data);
+  };
+  const roleOf = (el, tag) => {
+    const explicit = (el.getAttribute("role") || "").trim().split(/\s+/)[0];
+    if (explicit === "none" || explicit === "presentation") return "generic";
+    if (explicit) return explicit;
+    if (tag === "a" || tag === "area") return el.hasAttribute("href") ? "link" : "generic";
+    if (tag === "input") {
+      const type = (el.getAttribute("type") || "text").toLowerCase();
+      if (type === "search" || (type === "text" && el.hasAttribute("list"))) return "searchbox";
+      return INPUT_ROLES[type] || "textbox";
+    }
+    if (tag === "select") return el.multiple || el.size > 1 ? "listbox" : "combobox";
+    if (tag === "img") return el.getAttribute("alt") === "" ? "generic" : "image";
+    if (tag === "th") {
+      if (el.scope === "row" || el.scope === "rowgroup") return "rowheader";
+      const cells = el.parentElement && el.parentElement.querySelector(":scope > td");
+      return el.scope === "col" || !cells ? "columnheader" : "rowheader";
+    }
+    if (tag === "header" || tag === "footer" || tag === "aside") {
+      if (el.parentElement && el.parentElement.closest(LANDMARK_SCOPE)) return "generic";
+      return {header: "banner", footer: "contentinfo", aside: "complementary"}[tag];
+    }
+    if (tag === "section") return el.hasAttribute("aria-label") || el.hasAttribute("aria-labelledby") ? "region" : "generic";
+    if (tag === "svg") return el.hasAttribute("aria-label") ? "image" : "generic";
+    return ROLES[tag] || "generic";
+  };
+  const nameOf = (el, tag, role) => {
+    const by = el.getAttribute("aria-labelledby");
+    if (by) {
+      const parts = by.split(/\s+/).map((id) => document.getElementById(id)).filter(Boolean);
+      if (parts.length) return norm(parts.map(textOf).join(" "));
+    }
+    const label = el.getAttribute("aria-label");
+    if (label && label.trim()) return norm(label);
+    if (tag === "input" && ["submit", "reset", "button"].includes(el.type)) {
+      return norm(el.value || (el.type === "submit" ? "Submit" : el.type === "reset" ? "Reset" : ""));
+    }
+    if (tag === "input" && el.type === "image") return norm(el.alt || el.value || "Submit");
+    if (["input", "select", "textarea", "meter", "progress"].includes(tag) && el.labels && el.labels.length) {
+      return norm(Array.from(el.labels).map(textOf).join(" "));
+    }
+    if (tag === "img" || tag === "area") return norm(el.getAttribute("alt") || el.title);
+    if (tag === "fieldset") {
+      const legend = el.querySelector(":scope > legend");
+      if (legend) return norm(textOf(legend));
+    }
+    if (tag === "table") {
+      const caption = el.querySelector(":scope > caption");
+      if (caption) return norm(textOf(caption));
+    }
+    if (FROM_CONTENT.has(role)) {
+      const text = norm(textOf(el));
+      if (text) return text;
+    }
+    if (tag === "input" || tag === "textarea") return norm(el.title || el.placeholder);
+    return norm(el.title);
+  };
+  const rendered = (el) => {
+    let area = 0;
+    for (const r of el.getClientRects()) area += r.width * r.height;
+    return area > 0 && getComputedStyle(el).visibility === "visible";
+  };
+  const inView = (el) => {
+    const r = el.getBoundingClientRect(), area = r.width * r.height;
+    if (!area) return false;
+    const w = Math.max(0, Math.min(r.right, innerWidth) - Math.max(r.left, 0));
+    const h = Math.max(0, Math.min(r.bottom, innerHeight) - Math.max(r.top, 0));
+    return (w * h) / area >= 0.5;
+  };
+  const attrsOf = (el, tag, role) => {
+    const out = [];
+    const aria = (a) => el.getAttribute(a);
+    if (el.disabled || aria("aria-disabled") === "true") out.push("disabled=True");
+    if (el === document.activeElement) out.push("focused");
+    if (el.required || aria("aria-required") === "true") out.push("required");
+    if (role === "checkbox" || role === "radio" || role === "switch" || role === "menuitemcheckbox") {
+      const checked = tag === "input" ? String(el.checked) : aria("aria-checked") || "false";
+      out.push(`checked=${repr(el.indeterminate ? "mixed" : checked)}`);
+    }
+    if (role === "combobox" && tag === "select") out.push("hasPopup='menu'");
+    const expanded = tag === "select" && role === "combobox" ? "false" : tag === "details" ? String(el.open) : aria("aria-expanded");
+    if (expanded === "true" || expanded === "false") out.push(`expanded=${expanded === "true" ? "True" : "False"}`);
+    if (aria("aria-pressed")) out.push(`pressed=${repr(aria("aria-pressed"))}`);
+    if (tag === "option") out.push(`selected=${el.selected ? "True" : "False"}`);
+    else if (aria("aria-selected") === "true") out.push("selected=True");
+    if ((tag === "a" || tag === "area") && el.href && role !== "generic") {
+      out.push(`url=${repr(String(el.href))}`);
+    }
+    if (role === "image" && tag === "img" && el.src) out.push(`url=${repr(el.src)}`);
+    const key = el.getAttribute("accesskey");
+    if (key) out.push(`keyshortcuts=${repr("Alt+" + key.toUpperCase())}`);
+    return out;
+  };
+  const valueOf = (el, tag, role) => {
+    if (tag === "textarea" || (tag === "input" && ["textbox", "searchbox", "spinbutton", "slider",
+        "Date", "DateTime", "InputTime", "ColorWell"].includes(role))) {
+      return el.type === "password" ? "•".repeat(el.value.length) : el.value;
+    }
+    if (tag === "select" && role === "combobox") {
+      const o = el.selectedOptions[0];
+      return o ? norm(o.label || o.textContent) : "";
+    }
+    if (tag === "progress" || tag === "meter") return String(el.value);
+    return "";
+  };
+  const emit = (depth, text) => {
+    lines.push("\t".repeat(depth) + text);
+    size += depth + text.length + 1;
+    if (size > maxChars) full = true;
+  };
+  const visit = (node, depth, filtered, parentName) => {
+    if (full) return;
+    if (node.nodeType === Node.TEXT_NODE) {
+      const name = textName(node);
+      if (name && !filtered && !parentName.includes(name)) emit(depth, `StaticText ${repr(name)}`);
+      return;
+    }
+    if (node.nodeType !== Node.ELEMENT_NODE) return;
+    const el = node, tag = el.localName;
+    if (SKIP.has(tag) || (tag === "input" && el.type === "hidden")) return;
+    if (el.getAttribute("aria-hidden") === "true" || el.inert) return;
+    if (!NO_BOX.has(tag) && getComputedStyle(el).display === "none") return;
+    const bid = el.getAttribute(bidAttr);
+    const role = tag === "br" ? "LineBreak" : roleOf(el, tag);
+    const name = role === "generic" || role === "LineBreak" ? "" : nameOf(el, tag, role);
+    let skip = role === "generic" || role === "LineBreak", mine = filtered;
+    if (!skip && bid !== null && !NO_BOX.has(tag)) {
+      if ((pruneHidden && !rendered(el)) || (viewportOnly && !inView(el))) mine = skip = true;
+    }
+    const at = lines.length, before = size;
+    let empty = true;
+    if (!skip) {
+      const value = valueOf(el, tag, role), attrs = attrsOf(el, tag, role);
+      let text = `${role} ${repr(name)}`;
+      if (bid !== null) text = `[${bid}] ${text}`;
+      if (value) text += ` value=${repr(value)}`;
+      if (attrs.length) text += ", " + attrs.join(", ");
+      emit(depth, text);
+      empty = !name && !value && !attrs.length && !INTERACTIVE.has(role);
+      if (bid !== null && (tag === "input" || tag === "textarea" || tag === "select")) {
+        inputs[bid] = tag === "input" ? (el.getAttribute("type") || "text").toLowerCase() : tag;
+      }
+    }
+    if (tag === "iframe" || tag === "frame" || role === "image") return;
+    if (!skip && tag === "li") {
+      const type = getComputedStyle(el).listStyleType;
+      const ordinal = el.value || Array.from(el.parentElement.children).indexOf(el) + 1;
+      const marker = type === "decimal" ? `${ordinal}.` : MARKERS[type];
+      if (marker) emit(depth + 1, `ListMarker ${repr(marker)}`);
+    }
+    if (!skip && tag === "input" && el.value && ["textbox", "searchbox"].includes(role)) {
+      const shown = el.type === "password" ? "•".repeat(el.value.length) : el.value;
+      if (!name.includes(shown)) emit(depth + 1, `StaticText ${repr(shown)}`);
+    }
+    if (!skip && tag === "select" && role === "combobox") {
+      emit(depth + 1, "MenuListPopup ''");
+      depth += 1;
+    }
+    let kids = el.shadowRoot ? el.shadowRoot.childNodes : el.childNodes;
+    if (tag === "slot") kids = el.assignedNodes({flatten: true});
+    for (const c of kids) visit(c, skip ? depth : depth + 1, mine, name);
+    if (!skip && empty && pruneEmpty && lines.length === at + 1 && !full) {
+      lines.pop();
+      size = before;
+    }
+  };
+  const focused = document.hasFocus() ? ", focused" : "";
+  emit(0, `RootWebArea ${repr(norm(document.title))}${focused}, url=${repr(location.href)}`);
+  if (document.body) visit(document.body, 1, false, "");
+  return {text: lines.join("\n"), complete: !full, inputs};
+}
+"""
+
 _DATA_RE = re.compile(r"^browsergym_id_([a-zA-Z0-9]+)\s?(.*)", re.S)
 
 
@@ -176,6 +429,11 @@ class TreeOptions:
     """Drop non-interactive leaves with no name, value or properties (e.g. an empty `<p>`)."""
     viewport_only: bool = False
     """Drop elements less than half inside the viewport (BrowserGym's filter_visible_only)."""
+    dom_walk_over: int = 5000
+    """A main document with more elements is read by a walk of its DOM in the page, up to
+    `max_chars` (WALK_JS): Chromium's full AXTree of 10,000 elements takes seconds, of
+    60,000 minutes. Its text is flatten's format from the elements' own roles and names,
+    close to the AXTree's, not equal; 0 = always the AXTree."""
 
 
 def strip_marks(axtree: dict[str, Any]) -> None:
@@ -313,19 +571,26 @@ async def page_axtree(page, cdp) -> dict[str, Any]:
     return merged
 
 
-async def mark_frames(page, with_visibility: bool) -> dict[str, Any]:
+async def mark_frames(page, with_visibility: bool, walk_over: int = 0) -> dict[str, Any]:
     """Mark every frame (recursively, child bids prefixed by their frame's bid).
 
-    Returns the union of the frames' hidden bids, input types and viewport ratios.
+    Returns the union of the frames' hidden bids, input types and viewport ratios, and
+    `walk`: the main document has more than `walk_over` elements, so only its elements got
+    bids (no ARIA carriers, no frames): `walk_tree` reads it.
     """
-    out: dict[str, Any] = {"hidden": set(), "inputs": {}, "visibility": {}, "frames": {}}
+    out: dict[str, Any] = {
+        "hidden": set(), "inputs": {}, "visibility": {}, "frames": {}, "walk": False
+    }  # fmt: skip
 
     async def mark(frame, prefix: str) -> None:
         out["frames"][prefix] = frame
-        res = await frame.evaluate(MARK_JS, [prefix, BID_ATTR, with_visibility])
+        res = await frame.evaluate(MARK_JS, [prefix, BID_ATTR, with_visibility, walk_over])
         out["hidden"].update(res["hidden"])
         out["inputs"].update(res["inputs"])
         out["visibility"].update(res["visibility"])
+        if res.get("walk"):
+            out["walk"] = True
+            return
         for child in frame.child_frames:
             if child.is_detached():
                 continue
@@ -341,17 +606,32 @@ async def mark_frames(page, with_visibility: bool) -> dict[str, Any]:
     return out
 
 
-async def unmark_frames(page, frames: dict[str, Any]) -> dict[str, Any]:
-    """Remove the ARIA carriers from every marked frame (keyed by bid prefix).
+async def unmark_frames(page, frames: dict[str, Any], carriers: bool = True) -> dict[str, Any]:
+    """Remove the ARIA carriers from every marked frame (keyed by bid prefix); without
+    `carriers` (a walked document has none) only read the state.
 
     Returns the main document's HTTP status and the focused element's bid, followed
     into frames (BrowserGym's extract_focused_element_bid)."""
     found = {}
     for prefix, frame in frames.items():
         if not frame.is_detached():
-            found[prefix] = await frame.evaluate(UNMARK_JS, [BID_ATTR])
+            found[prefix] = await frame.evaluate(UNMARK_JS, [BID_ATTR, carriers])
     main = found.get("", {"focused": "", "status": None})
     focused = main["focused"]
     while focused in found and found[focused]["focused"]:
         focused = found[focused]["focused"]
     return {"focused": focused, "status": main["status"]}
+
+
+async def walk_tree(page, options: TreeOptions, max_chars: int) -> dict[str, Any]:
+    """The main document's tree text by WALK_JS, about `max_chars` long at most:
+    {text, complete (the whole document was written), inputs (bid -> type, shown fields)}."""
+    args = [
+        BID_ATTR,
+        max_chars,
+        options.prune_hidden,
+        options.prune_empty,
+        options.viewport_only,
+        sorted(INTERACTIVE_ROLES),
+    ]
+    return await page.main_frame.evaluate(WALK_JS, args)
