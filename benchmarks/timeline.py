@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-STEPS = ("plan_run", "merge_state", "publish", "accounting")
+STEPS = ("plan_run", "merge_state", "complete_tables", "journalled_publish", "accounting")
 """`pipelines.process` functions timed around the pipeline."""
 
 
