@@ -374,6 +374,9 @@ class TerminalSandbox(Unpicklable):
                 continue
             size += len(data)
             self.term.feed(data)
+            marked = settle is not None or PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]
+            if marked and PROMPT_LINE_RE.match(self.term.cursor_text()):
+                return True, False, bytes(raw), received  # our own PS1, whole: nothing to wait
             if settle is not None:  # the prompt's text, after its mark
                 settle = time.monotonic() + SETTLE
                 continue

@@ -13,14 +13,19 @@ right after one of its own renames (the only fault injected).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import pytest
 from worldtrace.collectors.synthetic import SyntheticConfig, generate
 from worldtrace.schemas import ShardWriter
 from worldtrace.schemas.publish import JOURNAL
+
+from ..conftest import VENV_BIN
 
 KILL_AFTER = """
 import fnmatch, os, signal, sys
@@ -54,13 +59,40 @@ def ids(store) -> list[str]:
     return [r[0] for r in rows]
 
 
+CORPUS = SyntheticConfig(n=40, seed=11)
+
+
+def _env(root: Path) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "WORLDTRACE_STORE": str(root)}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory) -> Path:
+    """A store whose first 24 of the 40 trajectories are processed (once a module; each
+    test works on a copy, as `cp -a` makes one)."""
+    root = tmp_path_factory.mktemp("first") / "store"
+    with ShardWriter(root / "raw" / "a") as w:
+        w.write(generate(CORPUS)[:24])
+    wt(_env(root), "process")
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, int]:
+    """Rows of each table when the 40 are processed in one go, never interrupted."""
+    root = tmp_path_factory.mktemp("ref") / "store"
+    with ShardWriter(root / "raw" / "all") as w:
+        w.write(generate(CORPUS))
+    wt(_env(root), "process")
+    return {t: count_in(root, t) for t in ("trajectories", "turns", "clusters")}
+
+
 @pytest.fixture
-def two_batches(store):
+def two_batches(store, first_run):
     """40 trajectories: the first 24 processed, the other 16 raw and new."""
-    corpus = generate(SyntheticConfig(n=40, seed=11))
-    with ShardWriter(store.raw / "a") as w:
-        w.write(corpus[:24])
-    return store, corpus
+    shutil.rmtree(store.root)
+    shutil.copytree(first_run, store.root, symlinks=True)
+    return store, generate(CORPUS)
 
 
 @pytest.mark.parametrize(
@@ -74,10 +106,9 @@ def two_batches(store):
     ],
 )
 def test_a_run_killed_between_its_swaps_is_finished_by_the_next_command(
-    two_batches, wt_env, tmp_path, pattern
+    two_batches, reference, wt_env, pattern
 ):
     store, corpus = two_batches
-    wt(wt_env, "process")
     before = ids(store)
     with ShardWriter(store.raw / "b") as w:
         w.write(corpus[24:])
@@ -88,23 +119,14 @@ def test_a_run_killed_between_its_swaps_is_finished_by_the_next_command(
     assert killed.returncode == -9, killed.stderr
     assert (store.processed / JOURNAL).exists()  # stopped inside its publish
 
-    # the reference: the same raw data processed in one go, never interrupted
-    ref_env = {**wt_env, "WORLDTRACE_STORE": str(tmp_path / "ref")}
-    (tmp_path / "ref").mkdir()
-    with ShardWriter(tmp_path / "ref" / "raw" / "all") as w:
-        w.write(corpus)
-    wt(ref_env, "process")
-    want = json.loads(wt(ref_env, "query", "SELECT count(*) AS n FROM trajectories", "--format",
-                         "json").stdout)  # fmt: skip
-
     # a reading command finishes the publish: every record of both runs is there
     got = wt(wt_env, "query", "SELECT count(*) AS n FROM trajectories", "--format", "json")
-    assert json.loads(got.stdout) == want
+    assert json.loads(got.stdout) == [{"n": reference["trajectories"]}]
     assert not (store.processed / JOURNAL).exists()
     assert not [p for p in store.processed.iterdir() if p.name.startswith(".old-")]
     assert set(before) < set(ids(store))
     for table in ("trajectories", "turns", "clusters"):
-        assert count(store, table) == count_in(tmp_path / "ref", table), table
+        assert count(store, table) == reference[table], table
     # the next run has nothing new to read and the accounting holds
     m = json.loads(wt(wt_env, "process", "--json").stdout)
     assert m["counters"]["read"] == 0
@@ -120,7 +142,6 @@ def test_process_and_gc_finish_a_stopped_publish_too(two_batches, wt_env):
     """The next `process` finishes the publish before it reads the index (it published
     a table of its own records alone); `gc` finishes it and removes nothing it needs."""
     store, corpus = two_batches
-    wt(wt_env, "process")
     with ShardWriter(store.raw / "b") as w:
         w.write(corpus[24:])
     kill = [sys.executable, "-c", KILL_AFTER, str(store.processed), ".old-trajectories-*"]
