@@ -26,23 +26,27 @@ def _mtime_ns(path: Path) -> int | None:
         return None
 
 
+def _recorded(store: Store) -> tuple[list | None, Path | None]:
+    """(inputs, where the store was) as the last run manifest recorded them, each None
+    when unknown: a copied or moved store's files are matched at their new place, as
+    `process` matches them (pipelines.process.moved_paths)."""
+    try:
+        run = json.loads((store.processed / PROCESS_MANIFEST).read_text())
+        listed, output = run.get("inputs"), (run.get("config") or {}).get("output")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None, None
+    return listed, Path(output).parent if isinstance(output, str) else None
+
+
 def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
     """(when it finished, as an mtime in ns; its inputs, None when unknown) of the run
     that wrote processed/; the newest processed trajectory shard stands in for a store
     without a run manifest. None when nothing was processed."""
-    manifest = store.processed / PROCESS_MANIFEST
-    finished = _mtime_ns(manifest)
+    finished = _mtime_ns(store.processed / PROCESS_MANIFEST)
     if finished is not None:
-        try:
-            run = json.loads(manifest.read_text())
-            listed, output = run.get("inputs"), (run.get("config") or {}).get("output")
-        except (OSError, json.JSONDecodeError, AttributeError):
-            listed = output = None
+        listed, was = _recorded(store)
         if not listed:
             return finished, None
-        # where the store was when processed: a copied or moved store's files are its
-        # inputs at their new place, as `process` matches them (pipelines.process.moved_paths)
-        was = Path(output).parent if isinstance(output, str) else None
         here = Path(os.path.realpath(store.root))
         return finished, {rebased(p, was, here) if was else p for p in listed if isinstance(p, str)}
     times = [t for t in map(_mtime_ns, shard_files(store.table("trajectories"))) if t]
@@ -126,7 +130,7 @@ def _changed(store: Store, paths: list[Path]) -> list[Path]:
         rows = pq.read_table(index, columns=["path", "size", "sha256"]).to_pylist()
     except (OSError, ValueError, KeyError):
         return []  # an index before hashes were kept: `process` says what it finds
-    was = _recorded_root(store)
+    _, was = _recorded(store)
     here = Path(os.path.realpath(store.root))
     seen = {rebased(r["path"], was, here) if was else r["path"]: r for r in rows}
     out = []
@@ -135,16 +139,6 @@ def _changed(store: Store, paths: list[Path]) -> list[Path]:
         if r is not None and (r["size"] != p.stat().st_size or r["sha256"] != sha256_file(p)):
             out.append(p)
     return out
-
-
-def _recorded_root(store: Store) -> Path | None:
-    """Where the store was when last processed (its run manifest's output's parent)."""
-    try:
-        run = json.loads((store.processed / PROCESS_MANIFEST).read_text())
-        output = (run.get("config") or {}).get("output")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
-    return Path(output).parent if isinstance(output, str) else None
 
 
 def missing_processed(store: Store) -> str | None:

@@ -12,13 +12,14 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from worldtrace.collectors.synthetic import SyntheticConfig, generate
 from worldtrace.pipelines.export import ExportConfig
 from worldtrace.pipelines.tokens import default_tokenizer
-from worldtrace.schemas import ShardWriter, Store
+from worldtrace.schemas import Store
 from worldtrace.schemas.hashing import sha256_file
 
 from worldtrace.cli import cli
+
+from .conftest import decided_store
 
 TOKENIZER = str(default_tokenizer())
 AWB = ["--format", "agentworldbench"]
@@ -44,14 +45,7 @@ TOKEN_OPTIONS = {  # option as typed -> (field, arguments)
 def small(tmp_path) -> Store:
     """A processed store of 8 synthetic trajectories whose turns the loss keeps half of,
     so the keep draw (and its seed) decides which turns are targets."""
-    s = Store.at(tmp_path / "store")
-    records = generate(SyntheticConfig(n=8, seed=5))
-    for t in records:  # the mask decisions processing adds (export refuses raw records)
-        for turn in t.turns:
-            turn.category, turn.keep = "mixed", 0.5
-    with ShardWriter(s.table("trajectories")) as w:
-        w.write(records)
-    return s
+    return decided_store(tmp_path, 0.5)
 
 
 def export(s: Store, *args: str, env: dict[str, str] | None = None):

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from worldtrace.collectors.synthetic import SyntheticConfig, generate
 from worldtrace.pipelines.writers import verify
-from worldtrace.schemas import ShardWriter, Store
+from worldtrace.schemas import Store
 from worldtrace.schemas.store import temp_name
 
 from worldtrace.cli import cli
+
+from .conftest import decided_store
 
 AWB = ["--format", "agentworldbench"]  # no tokenizer: the fastest real export
 
@@ -30,16 +31,7 @@ AWB = ["--format", "agentworldbench"]  # no tokenizer: the fastest real export
 def small(tmp_path) -> Store:
     """A store with raw and processed trajectories (8 synthetic records), as a user has
     after `worldtrace process`."""
-    s = Store.at(tmp_path / "store")
-    records = generate(SyntheticConfig(n=8, seed=5))
-    with ShardWriter(s.raw / "s") as w:
-        w.write(records)
-    for t in records:  # the mask decisions processing adds (export refuses raw records)
-        for turn in t.turns:
-            turn.category, turn.keep = "mixed", 1.0
-    with ShardWriter(s.table("trajectories")) as w:
-        w.write(records)
-    return s
+    return decided_store(tmp_path, 1.0, raw=True)
 
 
 def export(s: Store, *args: str):
