@@ -181,9 +181,17 @@ BUILTIN = (
     ("github_token", _start("github_pat_") + r"[A-Za-z0-9_]{22,}", 0, ("github_pat_",)),
     ("aws_access_key", r"A(?<![A-Z0-9]A)(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Z0-9])", 0,
      _AWS_IDS),
+    # a key named `aws..secret..` or `SecretAccessKey`/`secret_access_key` (what `aws sts`,
+    # `aws configure export-credentials` and the metadata endpoints print)
     ("aws_secret_key",
-     r"(?i:aws)[A-Za-z0-9_.-]{0,20}?(?i:secret)[A-Za-z0-9_.-]{0,20}?[\"']?\s*(?:=|:|=>)\s*[\"']?"
-     r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", 1, ("secret",)),
+     r"(?i:aws[A-Za-z0-9_.-]{0,20}?secret|secret_?access_?key)[A-Za-z0-9_.-]{0,20}?[\"']?\s*"
+     r"(?:=|:|=>)\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", 1, ("secret",)),
+    # an STS session token (hundreds of base64 characters) beside its key: `SessionToken`,
+    # `aws_session_token`, `aws_security_token`, the metadata endpoints' `"Token"`
+    ("aws_session_token",
+     r"(?i:(?:session|security)_?token|\"token\")[\"']?\s*(?:=|:|=>)\s*[\"']?"
+     r"([A-Za-z0-9/+]{100,}={0,2})(?![A-Za-z0-9/+=])", 1,
+     ("sessiontoken", "session_token", "securitytoken", "security_token", '"token"')),
     ("google_api_key", _start("AIza") + r"[0-9A-Za-z_-]{35}" + _E, 0, ("AIza",)),
     # Stripe secret and restricted keys, live and test (detect-secrets: live only, and
     # only 24 of today's 99 characters); publishable keys (`pk_`) are meant to be public
@@ -201,7 +209,8 @@ BUILTIN = (
     ("bearer_token", r"(?i:\bbearer)\s+((?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)", 1,
      ("bearer",)),
     ("basic_auth", r"(?i:authorization:\s*basic)\s+([A-Za-z0-9+/]{8,}={0,2})", 1, ("basic",)),
-    ("url_password", r"://[^\s:/@\"'<>]+:([^\s/@\"'<>]+)@", 1, ("://",)),
+    # the password runs to the last `@` before the host (`root:p@ss@db`)
+    ("url_password", r"://[^\s:/@\"'<>]+:([^\s/\"'<>]+)@", 1, ("://",)),
 )  # fmt: skip
 """(kind, regex, group, gates) of worldtrace's own detectors; earlier ones win overlaps.
 Gates of patterns with `(?i:` are lower case (tested on the lower-cased text)."""
@@ -317,6 +326,7 @@ def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
         "github_pat": "github_pat_11" + rand(20) + "_" + rand(59),
         "aws_access_key": "AKIA" + rand(16, string.ascii_uppercase + string.digits),
         "aws_secret_key": rand(40, alnum + "/+"),
+        "aws_session_token": "IQoJb3JpZ2luX2Vj" + rand(340, alnum + "/+") + "==",
         "google_api_key": "AIza" + rand(35, alnum + "_-"),
         "slack_token": f"xoxb-{rand(12, string.digits)}-{rand(13, string.digits)}-{rand(24)}",
         "jwt": f"{b64({'alg': 'HS256', 'typ': 'JWT'})}.{b64({'sub': rand(8)})}.{rand(43)}",
@@ -330,6 +340,7 @@ def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
     }
     context = {
         "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
+        "aws_session_token": '"SessionToken": "{}",',
         "bearer_token": "curl -H 'Authorization: Bearer {}' http://127.0.0.1/",
         "url_password": "git clone https://alice:{}@git.example.com/r.git",
     }

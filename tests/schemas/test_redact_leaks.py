@@ -136,8 +136,9 @@ def test_a_secret_split_by_escape_sequences_is_found_in_raw_and_json_text(raw):
     assert state["raw"].startswith("<secret:github_token>") and GHP[-6:] not in state["raw"]
 
 
-NEED_CONTEXT = {"aws_secret_key", "bearer_token", "url_password"}
-"""Kinds found only with what precedes them (`AWS_SECRET_ACCESS_KEY=`, `Bearer `, `://u:`)."""
+NEED_CONTEXT = {"aws_secret_key", "aws_session_token", "bearer_token", "url_password"}
+"""Kinds found only with what precedes them (`AWS_SECRET_ACCESS_KEY=`, `SessionToken`,
+`Bearer `, `://u:`)."""
 
 
 @pytest.mark.parametrize("kind", [k for k in example_secrets(3) if k not in NEED_CONTEXT])
@@ -408,3 +409,39 @@ def test_helpers_read_what_they_wrote(tmp_path):
     t, shard = record(tmp_path, Recorded(object(), [obs]), [Action(kind="keystrokes", text="x")])
     assert t.redactions == 0 and "hello" in shard
     assert pa.Table.from_batches([to_batch([t])]).num_rows == 1
+
+
+STS_SECRET = "Qm9vZ3VzU2VjcmV0S2V5Rm9yVGVzdGluZ09ubHkx"  # 40 characters
+STS_TOKEN = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD" + _b62(300, 6) + "=="
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # `aws sts assume-role`, `aws configure export-credentials`, IMDS and the CLI's cache
+        f'{{"Credentials": {{"AccessKeyId": "ASIAABCDEFGHIJKLMNOP", "SecretAccessKey": '
+        f'"{STS_SECRET}", "SessionToken": "{STS_TOKEN}", "Expiration": "2026-12-03T12:00:00Z"}}}}',
+        f'  "SecretAccessKey" : "{STS_SECRET}",\n  "Token" : "{STS_TOKEN}",\n',
+        f"secret_access_key = {STS_SECRET}\naws_session_token = {STS_TOKEN}\n",
+        f"export AWS_SECRET_ACCESS_KEY={STS_SECRET} AWS_SESSION_TOKEN={STS_TOKEN}",
+    ],
+)
+def test_aws_credentials_in_the_cli_and_sts_shapes_are_redacted(text):
+    """Found: `"SecretAccessKey": "..."` and `"SessionToken": "..."` (what `aws sts
+    assume-role` and the metadata endpoints print) were kept: the rule wanted `aws` in
+    the key's name before `secret`, and no rule knew session tokens."""
+    out, _ = Redactor().text(text)
+    assert STS_SECRET not in out and STS_TOKEN[:40] not in out, out
+    assert "<secret:aws_secret_key>" in out and "<secret:aws_session_token>" in out, out
+
+
+def test_a_url_password_holding_an_at_sign_goes_whole():
+    """Found: `mysql://root:p@ssw0rdLong99@db...` kept `@ssw0rdLong99`: the rule's
+    password stopped at its first `@`; the host starts after the last one."""
+    out, n = Redactor().text("mysql -h x --url mysql://root:p@ssw0rdLong99@db.internal:3306/x")
+    assert out == "mysql -h x --url mysql://root:<secret:url_password>@db.internal:3306/x"
+    assert n == 1
+    # a path or a second URL after it is not taken into the password
+    text = "git clone https://alice:s3cretpw@git.example.com/r@v1.git and ssh://b@h"
+    out, _ = Redactor().text(text)
+    assert out == text.replace("s3cretpw", "<secret:url_password>"), out
