@@ -159,19 +159,36 @@ def _episode_spec(spec: JobSpec) -> dict[str, Any]:
     return {k: v for k, v in spec.to_dict().items() if k not in RUN_SETTINGS}
 
 
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def spec_fingerprint(spec: JobSpec) -> str:
     """sha256 of the parsed spec (but `RUN_SETTINGS`) as canonical JSON: the same job,
     however its file is written (key order, comments, defaults left out), gives the same
     fingerprint."""
-    text = json.dumps(_episode_spec(spec), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _digest(_episode_spec(spec))
+
+
+def _part_digests(spec: dict[str, Any]) -> dict[str, str]:
+    """A digest of each key of the spec, and of each key of a mapping (`sandbox.docker`):
+    enough to name what changed without keeping a value (a job's actions and settings
+    can hold secrets; the store keeps none of them)."""
+    out = {}
+    for key, value in spec.items():
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": _digest(v) for k, v in value.items()})
+        else:
+            out[key] = _digest(value)
+    return out
 
 
 def record_spec(out: Path, spec: JobSpec) -> None:
-    """Keep the spec of the job's first run (a later run of the id leaves it)."""
+    """Keep the fingerprint of the job's first run (a later run of the id leaves it)."""
     path = out / SPEC_FILE
     if not path.exists():
-        doc = {"sha256": spec_fingerprint(spec), "spec": _episode_spec(spec)}
+        doc = {"sha256": spec_fingerprint(spec), "parts": _part_digests(_episode_spec(spec))}
         write_bytes_atomic(path, json.dumps(doc, sort_keys=True, indent=1).encode())
 
 
@@ -187,17 +204,11 @@ def spec_changes(out: Path, spec: JobSpec) -> list[str] | None:
         raise ValueError("not a JSON object")
     if doc.get("sha256") == spec_fingerprint(spec):
         return None
-    old, new = doc.get("spec") or {}, _episode_spec(spec)
-    changed = []
-    for key in sorted(old.keys() | new.keys()):
-        a, b = old.get(key), new.get(key)
-        if a == b:
-            continue
-        if isinstance(a, dict) and isinstance(b, dict):
-            subs = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-            changed.extend(f"{key}.{k}" for k in subs)
-        else:
-            changed.append(key)
+    new = _episode_spec(spec)
+    # records of 12-03 kept the spec itself
+    old = doc.get("parts") or _part_digests(doc.get("spec") or {})
+    now = _part_digests(new)
+    changed = sorted(k for k in old.keys() | now.keys() if old.get(k) != now.get(k))
     return changed or ["the spec"]
 
 

@@ -139,8 +139,11 @@ def test_a_run_records_its_spec_and_a_changed_one_is_named(store):
     spec = JobSpec.from_dict(NO_SERVER)
     run_job(spec, store.raw, job_id="fp-00000000")
     out = job_dir(store.raw, "fp-00000000")
-    doc = json.loads((out / SPEC_FILE).read_text())
-    assert doc["spec"]["tasks"] == spec.to_dict()["tasks"] and len(doc["sha256"]) == 64
+    text = (out / SPEC_FILE).read_text()
+    doc = json.loads(text)
+    assert len(doc["sha256"]) == 64 and {"tasks", "sandbox.command"} <= doc["parts"].keys()
+    # found: the record kept the spec as written, secrets of its actions and settings too
+    assert "mcp-server-doesnotexist" not in text and '"path"' not in text
     assert spec_changes(out, JobSpec.from_dict(dict(reversed(NO_SERVER.items())))) is None
     more = JobSpec.from_dict({**NO_SERVER, "retries": 3, "priority": 5})  # how a run goes
     assert spec_changes(out, more) is None
