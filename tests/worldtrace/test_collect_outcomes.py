@@ -92,14 +92,19 @@ def test_a_failed_attempt_on_a_terminal_lists_its_reason(wt_env, tmp_path):
     assert "t-e0 attempt 1: error (0 turns): SandboxError: MCP server command" in text, text
 
 
-def slow_job(step_s: float, sleep_s: int = 600) -> dict:
+def slow_job(step_s: float, sleep: int | str = 600) -> dict:
     """Two episodes: `a-e0`, one step in flight for `step_s` seconds (or until its
-    `sleep_s` sleep ends), then `b-e0`."""
+    `sleep` ends: seconds, or a variable the sandbox takes from the collector's
+    environment), then `b-e0`."""
+    sandbox: dict = {"kind": "terminal"}
+    if isinstance(sleep, str):
+        sandbox["docker"] = {"env": [sleep]}
+        sleep = f"${sleep}"
     return {
         "name": "slow",
-        "sandbox": "terminal",
+        "sandbox": sandbox,
         "tasks": [
-            {"id": "a", "actions": [{"keystrokes": f"sleep {sleep_s}\n", "duration": step_s}]},
+            {"id": "a", "actions": [{"keystrokes": f"sleep {sleep}\n", "duration": step_s}]},
             {"id": "b", "actions": ["echo b\n"]},
         ],
     }
@@ -127,17 +132,21 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
     is refused and gc says the journal is in progress; after the kill gc names the
     resume, and the resume publishes the journal (incomplete, with the reason) and runs
     the episode that never started."""
-    # killed long before the step ends; the resume's step ends with its sleep (a resume
-    # needs the job file the job ran from: it cannot be made quicker by an edit)
-    f = job_file(tmp_path, slow_job(step_s=60, sleep_s=20))
+    # killed long before the step ends; the resume's step ends at once: a resume needs
+    # the job file the job ran from, so the nap comes from the environment (the job
+    # keeps the variable's name, not its value)
+    f = job_file(tmp_path, slow_job(step_s=60, sleep="WT_NAP"))
     raw = Path(wt_env["WORLDTRACE_STORE"]) / "raw"
     proc = subprocess.Popen(
-        ["worldtrace", "collect", str(f)], env=wt_env, stdout=subprocess.PIPE, text=True
+        ["worldtrace", "collect", str(f)],
+        env={**wt_env, "WT_NAP": "600"},
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         job = started(proc, raw, "a-e0")
         resume = ["collect", str(f), "--resume", job]
-        busy = wt(wt_env, *resume)
+        busy = wt({**wt_env, "WT_NAP": "0"}, *resume)
         assert busy.returncode == 1
         assert f"job {job} is being run by another process" in busy.stderr, busy.stderr
         journal = raw / "collect" / job / ".journals" / "a-e0-a1.journal.jsonl"
@@ -153,7 +162,7 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
     [line] = [ln for ln in dry.stdout.splitlines() if str(journal) in ln]
     assert f"`worldtrace collect JOB_FILE --resume {job}` publishes it as it stands" in line
 
-    r = wt(wt_env, *resume)
+    r = wt({**wt_env, "WT_NAP": "0"}, *resume)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith(f"job {job}: 2 episode(s)")
     assert (
@@ -170,7 +179,7 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
     assert sorted(got) == [("a-e0", 1), ("a-e0", 2), ("b-e0", 1)]
     assert {t.source.job_id for t in got.values()} == {job}
     assert not list((raw / "collect" / job / ".journals").iterdir())
-    again = wt(wt_env, *resume)  # nothing is left: nothing runs, nothing is published twice
+    again = wt({**wt_env, "WT_NAP": "0"}, *resume)  # nothing is left: nothing runs, nothing is published twice
     assert again.returncode == 0 and "0 trajectories" in again.stdout, again.stdout
     # the killed run could not remove its containers (`gc` would: their owner is gone;
     # here only ours go, other tests' may be running)
