@@ -179,7 +179,8 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
     assert sorted(got) == [("a-e0", 1), ("a-e0", 2), ("b-e0", 1)]
     assert {t.source.job_id for t in got.values()} == {job}
     assert not list((raw / "collect" / job / ".journals").iterdir())
-    again = wt({**wt_env, "WT_NAP": "0"}, *resume)  # nothing is left: nothing runs, nothing is published twice
+    # nothing is left: nothing runs, nothing is published twice
+    again = wt({**wt_env, "WT_NAP": "0"}, *resume)
     assert again.returncode == 0 and "0 trajectories" in again.stdout, again.stdout
     # the killed run could not remove its containers (`gc` would: their owner is gone;
     # here only ours go, other tests' may be running)
