@@ -91,12 +91,16 @@ COLLECTOR_CUTS = {
     "truncated": "the collector cut this observation (observation.truncated)",
     "timed_out": "the collector's step timeout ended this observation (state timed_out)",
     "interrupted": "an interruption ended this observation (state interrupted)",
+    "still_printing": "the step's wait ended while output was still arriving (state "
+    "still_printing)",
 }
 """Why the collector, not the environment, ended an observation, and the rule text: a cap
 on the output, a step timeout, a Ctrl-C (worldtrace's sandboxes and importers record each
 so). Where the text stops, and the marker after it (`[output truncated]`, `[timed out after
-30s]`, `[interrupted]`), are ours; a model trained on them learns to stop mid-answer."""
-STATE_CUTS = ("timed_out", "interrupted")
+30s]`, `[interrupted]`), are ours; a model trained on them learns to stop mid-answer. A
+terminal step whose wait ended mid-stream (`seq 1 3000000` with the default 1 s) stops
+where our clock did: the same."""
+STATE_CUTS = ("timed_out", "interrupted", "still_printing")
 """The `COLLECTOR_CUTS` read from the turn's `observation.state_json` (true values)."""
 _STATE_KEYS = tuple(f'"{k}"' for k in STATE_CUTS)
 

@@ -77,6 +77,11 @@ ANSWER_WAIT = 1.0
 """Seconds a C-c sent to stop a flood may go unanswered before it is sent again (the
 last of `C_C_SENDS` is waited for 10 s)."""
 C_C_SENDS = 4
+PRINTING = 0.25
+"""A step whose wait ended with output arriving in its last `PRINTING` seconds, or waiting
+to be read (and no prompt), was cut by our clock, not ended by the environment: state
+`still_printing`
+(`pipelines.mask.COLLECTOR_CUTS`). A REPL's prompt or a quiet `sleep` is not."""
 TOOLS = ("bash", "sh", "python3", "git", "curl", "vim", "nano", "gcc", "make", "pip3", "node")
 ACTION_SPACE = [
     ToolSpec(
@@ -153,6 +158,7 @@ class TerminalSandbox(Unpicklable):
         self.container = None
         self.term: Terminal | None = None
         self._sock = None
+        self._last_output = 0.0  # when the shell last sent bytes (`PRINTING`)
         self._initial = ""
         self._conditions: list[dict[str, Any]] = []
         self._exec_id: str | None = None
@@ -261,6 +267,10 @@ class TerminalSandbox(Unpicklable):
             self.container = None
 
     # -- steps -------------------------------------------------------------------
+    def _pending(self) -> bool:
+        """Output is waiting to be read (a flood outruns the screen it is fed to)."""
+        return bool(select.select([self._sock], [], [], 0)[0])
+
     def _recv(self, wait: float) -> bytes:
         r, _, _ = select.select([self._sock], [], [], max(wait, 0))
         if not r:
@@ -344,6 +354,7 @@ class TerminalSandbox(Unpicklable):
             data = self._recv(left if settle is None else min(left, settle - time.monotonic()))
             if not data:
                 continue
+            self._last_output = time.monotonic()
             kept = data.replace(PROMPT_MARK, b"")  # ours, not the terminal's
             received += len(kept)
             raw += kept[: max(raw_cap - len(raw), 0)]
@@ -396,16 +407,20 @@ class TerminalSandbox(Unpicklable):
             self.config.docker.step_timeout,
         )
         self.term.mark()
-        started = time.monotonic()
+        started = self._last_output = time.monotonic()
         try:
             self._sock.sendall(keys)
             prompt, truncated, raw, received = self._read_until_prompt(duration)
         except (_Closed, OSError) as exc:  # the shell exited: its last words are the step's
             return self._shell_exited(exc, time.monotonic() - started)
-        state: dict[str, Any] = {
-            "prompt_returned": prompt,
-            "waited_s": round(time.monotonic() - started, 3),
-        }
+        ended = time.monotonic()
+        state: dict[str, Any] = {"prompt_returned": prompt, "waited_s": round(ended - started, 3)}
+        if (
+            not prompt
+            and not truncated
+            and (ended - self._last_output < PRINTING or self._pending())
+        ):
+            state["still_printing"] = True
         if self.config.raw_cap:
             state["raw"] = raw.decode("utf-8", errors="backslashreplace")
             if received > len(raw):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from worldtrace.collectors.actions import keystrokes, tool
+from worldtrace.pipelines.mask import turn_fault
 from worldtrace.sandboxes.base import TaskSpec
 from worldtrace.sandboxes.docker import LABEL, DockerConfig
 from worldtrace.sandboxes.swe import SWEConfig, SWESandbox
@@ -49,6 +50,20 @@ def test_background_jobs_persist(term):
     term.step(keystrokes("sleep 300 &\n"))
     o = term.step(keystrokes("jobs\n"))
     assert "sleep 300" in o.text
+
+
+def test_a_wait_that_ends_mid_stream_is_a_cut_of_ours_and_a_quiet_one_is_not(term):
+    """Found: `seq 1 3000000` with the default 1 s wait stopped at line ~43,000, where our
+    clock did, and was a full loss target (248,064 tokens) like any answer."""
+    o = term.step(keystrokes("seq 1 3000000\n", duration=1.0))
+    assert state(o) == {**state(o), "prompt_returned": False, "still_printing": True}
+    assert turn_fault(None, o.truncated, o.state_json) == "still_printing"
+    term.step(keystrokes("C-c", duration=5))
+    # waiting on a sleep, or at a REPL's prompt, the screen was quiet when the wait ended
+    for keys, wait in (("sleep 300\n", 0.5), ("C-c", 5), ("python3 -q\n", 1.5)):
+        o = term.step(keystrokes(keys, duration=wait))
+        assert "still_printing" not in state(o), (keys, o.text)
+    assert o.text.endswith(">>> ") and turn_fault(None, o.truncated, o.state_json) is None
 
 
 def test_ctrl_c_interrupts_sleep(term):
