@@ -19,6 +19,7 @@ from pathlib import Path
 from worldtrace.sandboxes.base import StopRequested
 from worldtrace.sandboxes.conditions import reset_sandbox
 from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
+from worldtrace.schemas.tempfiles import StoreWriteError
 
 from .jobspec import Episode, JobSpec
 from .policies import History, Policy
@@ -112,8 +113,8 @@ def attempt_episode(
         return run_episode(
             sandbox, policy, episode.task.spec(), rec, spec.max_turns, stop, conditions
         )
-    except Interrupted:
-        raise
+    except (Interrupted, StoreWriteError):  # released; or the store is full: the run stops
+        raise  # and its journal waits for a resume
     except Exception as exc:  # ours or the infrastructure's: the attempt fails with its reason
         if rec is None:
             rec = Recorder(

@@ -40,6 +40,7 @@ from worldtrace.schemas.records import (
 )
 from worldtrace.schemas.redact import Redactor, redact_trajectory, redactor
 from worldtrace.schemas.store import read_records, write_table_atomic
+from worldtrace.schemas.tempfiles import StoreWriteError
 
 JOURNAL_SUFFIX = ".journal.jsonl"
 BAD_SUFFIX = ".bad"
@@ -105,12 +106,16 @@ class Recorder:
             held = self.sandbox if self.secrets_from is None else (self.sandbox, self.secrets_from)
             self._redactor = redactor(held)
         payload = self._redactor.value(payload)[0]  # security: no secret reaches the disk
-        if self._fh is None:  # "w": whatever a crashed run left under this name is stale
-            self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115  (closed in finish)
-        self._fh.write(json.dumps({"kind": kind, **payload}, default=str) + "\n")
-        self._fh.flush()
-        if sync or self.fsync_each_turn:
-            os.fsync(self._fh.fileno())
+        line = json.dumps({"kind": kind, **payload}, default=str) + "\n"
+        try:
+            if self._fh is None:  # "w": whatever a crashed run left under this name is stale
+                self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115  (closed in finish)
+            self._fh.write(line)
+            self._fh.flush()
+            if sync or self.fsync_each_turn:
+                os.fsync(self._fh.fileno())
+        except OSError as exc:  # the store's (a full disk): the run stops naming the journal
+            raise StoreWriteError(self.path, exc) from exc
 
     def header(self, initial: Observation, describe: bool = True) -> None:
         """Journal the episode's start; `describe=False` when the sandbox never started."""

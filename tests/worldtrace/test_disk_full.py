@@ -186,3 +186,35 @@ def test_broken_jobs_db_is_one_line(tmp_path, wt_env):
     r = wt(dict(wt_env, WORLDTRACE_STORE=str(store.root)), "jobs", "list")
     one_error_line(r, str(store.jobs_db), "not a database")
     shutil.rmtree(store.root)
+
+
+@pytest.mark.docker
+def test_full_disk_under_collect_names_the_journal_and_the_resume_publishes_it(
+    docker_engine, tmpfs, tmp_path, wt_env
+):
+    """Found: `collect` on a full store ended `error: [Errno 28] No space left on device`,
+    naming neither the episode nor the journal it could not write."""
+    store = Store.at(tmpfs / "store")
+    env = dict(wt_env, WORLDTRACE_STORE=str(store.root))
+    job = tmp_path / "big.yaml"
+    job.write_text(
+        json.dumps(
+            {
+                "name": "big",
+                "sandbox": "terminal",
+                # ~200 KB of screen a step: the journal outgrows what is left
+                "tasks": [{"id": "a", "actions": ["head -c 110000 /dev/zero | base64\n"] * 4}],
+            }
+        )
+    )
+    store.raw.mkdir(parents=True)
+    fill(tmpfs / "filler", keep_free=256 << 10)
+    r = wt(env, "collect", str(job))
+    one_error_line(r, "cannot write", ".journals/a-e0-a1.journal.jsonl", "No space left on device")
+    (tmpfs / "filler").unlink()
+    [jid] = [p.name for p in (store.raw / "collect").iterdir()]
+    again = wt(env, "collect", str(job), "--resume", jid)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (
+        " a-e0 attempt 1: incomplete" in again.stdout and " a-e0 attempt 2: success" in again.stdout
+    )
