@@ -386,6 +386,10 @@ WRITING = [
     ["worker"],
     ["demo", "--episodes", "1"],
     ["scheduler", "--once"],
+    # found: with a job store named apart, the store was neither checked nor made
+    ["jobs", "submit", "{job}", "--jobs", "{jobs_db}"],
+    ["worker", "--jobs", "{jobs_db}"],
+    ["scheduler", "--once", "--jobs", "{jobs_db}"],
 ]
 
 
@@ -399,7 +403,7 @@ def inputs(tmp_path):
         "name: j\nsandbox: {kind: terminal}\n"
         "tasks: [{id: t, instruction: x, actions: [{keystrokes: 'ls\\n'}]}]\n"
     )
-    return {"records": str(records), "job": str(job)}
+    return {"records": str(records), "job": str(job), "jobs_db": str(tmp_path / "jobs.db")}
 
 
 @pytest.mark.parametrize("args", READING, ids=" ".join)
@@ -411,8 +415,8 @@ def test_a_missing_store_is_an_error_for_reading_commands(tmp_path, monkeypatch,
         assert r.exit_code == 1, r.output
         assert r.stderr.strip().splitlines() == [
             f"Error: store {missing} does not exist: check --store; "
-            f"`cli {' '.join(args[:2] if args[0] == 'jobs' else args[:1])}` only reads "
-            "(a command that writes makes a new store with --create)"
+            f"`cli {' '.join(args[:2] if args[0] == 'jobs' else args[:1])}` works on a store "
+            "that exists (`collect`, `import` and `worker` make a new one with --create)"
         ]
         assert not missing.exists()
 

@@ -89,8 +89,8 @@ def store(ctx: click.Context, create: bool = False):
     hint = (
         "pass --create to make it"
         if create
-        else f"check {_named(obj)}; `{ctx.command_path}` only reads "
-        "(a command that writes makes a new store with --create)"
+        else f"check {_named(obj)}; `{ctx.command_path}` works on a store that exists "
+        "(`collect`, `import` and `worker` make a new one with --create)"
     )
     raise click.ClickException(f"store {s.root} does not exist: {hint}")
 

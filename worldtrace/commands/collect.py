@@ -271,7 +271,10 @@ def load_job(ctx: click.Context, job_file: str):
 def job_store(ctx: click.Context, url: str | None, create: bool = False):
     from worldtrace.collectors.jobstore import open_job_store
 
-    where = url or store(ctx, create).jobs_db
+    # a command that queues or runs jobs writes into the store (the episodes' raw shards,
+    # the checks of a job against it) even when the job store is named apart
+    local = store(ctx, create) if create or not url else None
+    where = url or local.jobs_db
     path = str(where).removeprefix("sqlite:///") if url else ""
     if path and not create and "://" not in path and not Path(path).exists():
         # a command that reads must not leave a new job store at a mistyped path
