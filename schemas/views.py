@@ -332,25 +332,29 @@ def _counts_source(regs: dict[str, pa.Table], path: Path, skipped: Skipped) -> s
     return f"(SELECT key, count FROM read_parquet({quoted}))"
 
 
-def _jobs_tables(db: Path) -> tuple[pa.Table, pa.Table]:
+def _jobs_tables(db: Path, skipped: Skipped) -> tuple[pa.Table, pa.Table]:
+    """The job store's jobs and episodes; one it cannot read (not a database, locked,
+    without its tables) is added to `skipped`, as an unreadable shard: empty views must
+    not read as "no jobs"."""
+    empty = JOBS_SCHEMA.empty_table(), EPISODES_SCHEMA.empty_table()
     if not db.exists():
-        return JOBS_SCHEMA.empty_table(), EPISODES_SCHEMA.empty_table()
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
-        out = []
-        for table, schema in (("jobs", JOBS_SCHEMA), ("episodes", EPISODES_SCHEMA)):
-            try:
+        return empty
+    out = []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            for table, schema in (("jobs", JOBS_SCHEMA), ("episodes", EPISODES_SCHEMA)):
                 cur = c.execute(f"SELECT {', '.join(schema.names)} FROM {table}")
-            except sqlite3.Error:
-                out.append(schema.empty_table())
-                continue
-            rows = [
-                {
-                    k: _ts(v) if pa.types.is_timestamp(schema.field(k).type) else v
-                    for k, v in zip(schema.names, r, strict=True)
-                }
-                for r in cur.fetchall()
-            ]
-            out.append(pa.Table.from_pylist(rows, schema=schema))
+                rows = [
+                    {
+                        k: _ts(v) if pa.types.is_timestamp(schema.field(k).type) else v
+                        for k, v in zip(schema.names, r, strict=True)
+                    }
+                    for r in cur.fetchall()
+                ]
+                out.append(pa.Table.from_pylist(rows, schema=schema))
+    except sqlite3.Error as exc:
+        skipped.append((db, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+        return empty
     return out[0], out[1]
 
 
@@ -480,7 +484,7 @@ def connect(
         ("raw_perturbations", "raw_trajectories"),
     ):
         ddl.append(f"CREATE VIEW {name} AS {perturbations_sql(over)}")
-    jobs, episodes = _jobs_tables(store.jobs_db)
+    jobs, episodes = _jobs_tables(store.jobs_db, skipped)
     for name, table in (
         ("jobs", jobs),
         ("episodes", episodes),

@@ -446,3 +446,19 @@ def test_an_output_under_a_file_names_the_file(tmp_path, wt_env):
         r = wt(wt_env, *cmd, str(out))
         said = f"cannot write {out}: {tmp_path / 'afile'} is a file, not a directory"
         assert r.returncode == 1 and said in r.stderr, r.stderr
+
+
+def test_an_unreadable_job_store_is_named_not_taken_for_no_jobs(tmp_path, corpus, wt_env):
+    """Found: a `jobs.db` that is no database made the `jobs` and `episodes` views empty
+    and `stats` say "no queued job", without a word (`jobs list` said the truth)."""
+    store = Store.at(tmp_path / "store")
+    with ShardWriter(store.raw / "good") as w:
+        w.write(corpus[:2])
+    store.jobs_db.write_bytes(b"garbage\n" * 64)
+    env = dict(wt_env, WORLDTRACE_STORE=str(store.root))
+    r = wt(env, "query", "SELECT count(*) AS n FROM jobs", "--format", "csv")
+    assert r.returncode == 0 and r.stdout == "n\n0\n"
+    assert f"warning: skipped {store.jobs_db}: file is not a database" in r.stderr, r.stderr
+    assert r.stderr.count(str(store.jobs_db)) == 1  # once, for both of its views
+    r = run_cli(store, "stats")
+    assert r.exit_code == 0 and str(store.jobs_db) in r.stderr
