@@ -22,7 +22,7 @@ from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
 from worldtrace.schemas.tempfiles import StoreWriteError
 
 from .jobspec import Episode, JobSpec
-from .policies import History, Policy
+from .policies import History, Policy, ReplayPolicy, replay_task
 from .recorder import Recorder
 
 
@@ -98,21 +98,22 @@ def attempt_episode(
         agent = Agent(
             name=policy.name, model=getattr(policy, "model", None), policy=spec.policy.kind
         )
+        task, conditions = episode.task.spec(), spec.conditions_for(episode)
+        if isinstance(policy, ReplayPolicy):  # where the recording ran, unless the job says
+            task, conditions = replay_task(policy.recorded, task, conditions)
         rec = Recorder(
             sandbox,
             journals,
             source=source,
             agent=agent,
             task_id=episode.task.id,
-            instruction=episode.task.instruction,
+            instruction=task.instruction,
             domain=spec.domain,
             durability=spec.options.durability,
             secrets_from=policy,  # its API key: a gateway's error may echo it
+            setup=task.setup,
         )
-        conditions = spec.conditions_for(episode)
-        return run_episode(
-            sandbox, policy, episode.task.spec(), rec, spec.max_turns, stop, conditions
-        )
+        return run_episode(sandbox, policy, task, rec, spec.max_turns, stop, conditions)
     except (Interrupted, StoreWriteError):  # released; or the store is full: the run stops
         raise  # and its journal waits for a resume
     except Exception as exc:  # ours or the infrastructure's: the attempt fails with its reason

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Protocol
 
 from pydantic import Field
-from worldtrace.sandboxes.base import ToolSpec
+from worldtrace.sandboxes.base import TaskSpec, ToolSpec
 from worldtrace.schemas import Action, Observation, Trajectory, Turn
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.plugins import entries, load_ref
@@ -110,6 +110,7 @@ class ReplayPolicy(ScriptedPolicy):
     def __init__(self, trajectory: Trajectory):
         super().__init__([t.action for t in trajectory.turns])
         self.source_id = trajectory.trajectory_id
+        self.recorded = trajectory
 
     @classmethod
     def build(cls, config: NoConfig, ctx: PolicyContext) -> ReplayPolicy:
@@ -117,6 +118,30 @@ class ReplayPolicy(ScriptedPolicy):
             return cls(find_replay(ctx.raw_dir, ctx.replay or ""))
         except ValueError as exc:
             raise ValueError(f"replay {exc}") from None
+
+
+def replay_task(recorded: Trajectory, task: TaskSpec, conditions: tuple) -> tuple[TaskSpec, tuple]:
+    """The task and conditions a replay runs under: the recording's instruction, set-up
+    (`environment.config.setup`, kept since 12-03) and conditions, where the job gives
+    none of its own. Without them the actions ran in another environment (`cd
+    /root/demo` before the `mkdir` of a set-up) and the replay recorded another episode."""
+    import dataclasses
+
+    from worldtrace.sandboxes.conditions import parse_conditions
+
+    env = recorded.environment
+    try:
+        config = json.loads(env.config) if env is not None and env.config else {}
+    except ValueError:
+        config = {}
+    if not isinstance(config, dict):
+        config = {}
+    setup = task.setup or tuple(config.get("setup") or ())
+    instruction = task.instruction or (recorded.task.instruction if recorded.task else "") or ""
+    if not conditions and recorded.conditions:
+        spec = parse_conditions(json.loads(recorded.conditions))
+        conditions = spec.sample(0) if spec is not None else ()
+    return dataclasses.replace(task, instruction=instruction, setup=setup), conditions
 
 
 def raw_trajectory_ids(raw_dir: str | Path | None) -> dict[str, Path]:

@@ -75,10 +75,13 @@ class Recorder:
         domain: str | None = None,
         durability: str = "flush",
         secrets_from: Any = None,
+        setup: tuple[str, ...] = (),
     ):
         """`secrets_from`: more holders of values that are secrets wherever they appear,
         beside the sandbox (`redact.env_secrets`): the policy, whose API key a gateway's
-        error may echo into the outcome."""
+        error may echo into the outcome. `setup`: the task's set-up commands, kept in
+        `environment.config` (a replay runs them again: `policies.replay_task`)."""
+        self.setup = tuple(setup)
         self.sandbox = sandbox
         self.secrets_from = secrets_from
         self.fsync_each_turn = durability == "fsync"
@@ -133,7 +136,10 @@ class Recorder:
             server=d.get("server"),
             url=d.get("url"),
             device=d.get("device"),
-            config=json.dumps(d.get("config") or {}, sort_keys=True),
+            config=json.dumps(
+                {**(d.get("config") or {}), **({"setup": list(self.setup)} if self.setup else {})},
+                sort_keys=True,
+            ),
         )
         # the episode's controllable conditions (JSON list) go to Trajectory.conditions
         conditions = json.dumps(d["conditions"], sort_keys=True) if d.get("conditions") else None

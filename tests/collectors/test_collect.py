@@ -76,6 +76,29 @@ def test_replay_reproduces_deterministic_observations(docker_engine, store):
     assert again.source.job_id != original.source.job_id
 
 
+def test_a_replay_runs_under_the_recordings_instruction_setup_and_conditions(
+    docker_engine, store
+):
+    """Found: the documented `{id: r, replay: PREFIX}` replayed the actions without the
+    recording's set-up (`cd /root/proj: No such file or directory`), instruction ("") and
+    conditions, and kept that other episode as a success."""
+    job = {**TERMINAL_JOB, "conditions": [{"kind": "memory_low", "limit": "128m"}]}
+    [original] = run_job(JobSpec.from_dict(job), store.raw).trajectories
+    assert json.loads(original.environment.config)["setup"] == ["mkdir -p /root/proj"]
+    replay = {
+        "name": "replay",
+        "sandbox": "terminal",
+        "policy": "replay",
+        "tasks": [{"id": "r", "replay": original.trajectory_id[:12]}],
+    }
+    [again] = run_job(JobSpec.from_dict(replay), store.raw).trajectories
+    assert [x.observation.text for x in again.turns] == [x.observation.text for x in original.turns]
+    assert again.trajectory_id == original.trajectory_id
+    assert again.task.instruction == "Make a file and read it back."
+    assert json.loads(again.conditions) == json.loads(original.conditions)
+    assert json.loads(again.environment.config) == json.loads(original.environment.config)
+
+
 def test_swe_job(docker_engine, store, repo):
     job = {
         "name": "swe",
