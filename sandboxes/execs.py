@@ -10,6 +10,15 @@ agent deleted is the shell's matter, not a runc `chdir` failure. When the engine
 start a process at all (its exec never got a pid: `OCI runtime exec failed: ...`), that is
 our failure and raises SandboxError: it is never returned as a command's output.
 
+A container that stops under a command (killed or removed from outside, its init
+OOM-killed) is our infrastructure failing too, never the command's answer: SandboxError
+with the container's state (`the container stopped under the command: exited (exit code
+137, OOM killed: False)`). Its commands die by SIGKILL (exit 137), as a command the agent
+kills, the kernel OOM-kills in a still-running container, or `timeout` cuts off does, and
+the engine records the container's end a moment after the exec's: so only an exec that
+ended by a signal (or with no status), or an engine error, costs a look at the container:
+a probe exec (`_alive`) answers at once while it runs, else its state is awaited.
+
 Files go in through the container's own processes (`cat` and `tar` reading stdin), not
 the engine's archive API: that API writes beneath tmpfs mounts (where nothing inside sees
 it) and answers a read-only mount with an HTTP 500, while a process in the container gets
@@ -19,6 +28,7 @@ the environment's real answer (`Read-only file system`, `No space left on device
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import socket
@@ -58,12 +68,16 @@ def _wrapped(
     return ["sh", "-c", SESSION, "sh", *cmd] if session else cmd
 
 
-def _exit_code(api, exec_id: str, cmd: list[str], output: bytes, wait: float = 5.0) -> int:
+def _exit_code(
+    container, exec_id: str, cmd: list[str], output: bytes, wait: float = 5.0, probe: bool = False
+) -> int:
     """The exit code of a finished exec (the engine may lag the end of the stream briefly).
 
     An exec that never got a process (pid 0) and failed is the engine's failure to start
     it (runc: `OCI runtime exec failed: ...`, an unknown user, a missing `timeout`):
-    SandboxError with the engine's message, which `output` holds."""
+    SandboxError with the engine's message, which `output` holds, or with the container's
+    state when it stopped (`cannot exec in a stopped state`); a `probe` just raises."""
+    api = container.client.api
     deadline = time.monotonic() + wait
     while True:
         info = api.exec_inspect(exec_id)
@@ -73,11 +87,9 @@ def _exit_code(api, exec_id: str, cmd: list[str], output: bytes, wait: float = 5
         time.sleep(0.01)  # polling the engine's state: there is no event to wait on
     code = info["ExitCode"] if info.get("ExitCode") is not None else -1
     if done and code != 0 and info.get("Pid", -1) == 0:  # an engine without pids: no verdict
-        said = output.decode("utf-8", errors="replace").strip()[-500:]
-        raise SandboxError(
-            f"docker could not start the command {cmd[0]!r} (exit {code})"
-            + (f": {said}" if said else "")
-        )
+        if probe:
+            raise SandboxError(f"the probe did not start (exit {code})")
+        _cannot_start(container, cmd, code, output)
     return code
 
 
@@ -124,6 +136,85 @@ def _create(
     )
 
 
+STOP_WAIT = 5.0
+"""Seconds the engine may take to record the end of a container that refused a probe."""
+
+
+def _stopped(container, wait: float = 0.0) -> str | None:
+    """How the container stopped (`exited (exit code 137, OOM killed: False)`, `is gone
+    (...)`), or None when it still runs after `wait` seconds."""
+    api = container.client.api
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            state = api.inspect_container(container.id)["State"]
+        except Exception as exc:  # docker.errors.NotFound and engine errors alike
+            return f"is gone ({exc})"
+        if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
+            return (
+                f"{state.get('Status', 'stopped')} (exit code {state.get('ExitCode')}, "
+                f"OOM killed: {state.get('OOMKilled')})"
+            )
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)  # polling the engine's state: there is no event to wait on
+
+
+def _cannot_start(container, cmd: list[str], code: int, output: bytes) -> None:
+    """Raise SandboxError: docker could not start `cmd` (its reason in `output`), or the
+    container stopped under it (the runtime refuses execs of a dying container)."""
+    if not _alive(container):
+        how = _stopped(container, STOP_WAIT)
+        if how:
+            raise SandboxError(f"the container stopped under the command: {how}")
+    said = output.decode("utf-8", errors="replace").strip()[-500:]
+    raise SandboxError(
+        f"docker could not start the command {cmd[0]!r} (exit {code})"
+        + (f": {said}" if said else "")
+    )
+
+
+def _alive(container) -> bool:
+    """Whether the container still starts processes: a probe (`sh -c :` as root). The
+    kernel ends a container's init before its other processes, so once an exec died with
+    it, the runtime refuses the probe even while the engine still says `running`."""
+    import docker.errors
+
+    api = container.client.api
+    try:
+        ex = api.exec_create(container.id, ["sh", "-c", ":"], user="0", workdir="/")
+        api.exec_start(ex["Id"])
+        return _exit_code(container, ex["Id"], ["sh"], b"", probe=True) == 0
+    except (docker.errors.APIError, SandboxError):
+        return False
+
+
+def _check_stopped(container, code: int | None) -> None:
+    """Raise SandboxError when the container stopped under a command that ended with
+    `code`: looked at only for a kill (above 128) or no status (negative); a probe the
+    container runs clears it at once (the command's own death is the answer)."""
+    if code is None or 0 <= code <= 128 or _alive(container):
+        return
+    how = _stopped(container, STOP_WAIT)
+    if how:
+        raise SandboxError(f"the container stopped under the command: {how}")
+
+
+@contextlib.contextmanager
+def _engine(container):
+    """An engine error while running a command (`409 ... is not running`, a runtime
+    that lost the task): when the container stopped, SandboxError with its state."""
+    import docker.errors
+
+    try:
+        yield
+    except docker.errors.APIError as exc:
+        how = _stopped(container, STOP_WAIT)
+        if how:
+            raise SandboxError(f"the container stopped: {how}; docker: {exc}") from exc
+        raise
+
+
 KILL_GROUP = 'kill -s KILL -- "-$1" 2>/dev/null || kill -s KILL "-$1"'
 """Kill process group `$1` (dash wants `--` before a negative pid, busybox refuses it)."""
 
@@ -153,6 +244,11 @@ def exec_streams(
     either passes `cap` bytes (`truncated`): a command still running then is killed with
     its process group, and its code is None (it did not end by itself).
     """
+    with _engine(container):
+        return _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate)
+
+
+def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate):
     api = container.client.api
     ex = _create(container, cmd, timeout, workdir, user, fallback, True, environment=env)
     started = time.monotonic()
@@ -187,13 +283,10 @@ def exec_streams(
             _kill_group(container, group)
         code = None  # we stopped it: no status of its own
     else:
-        code = _exit_code(api, ex["Id"], cmd, bytes(out + err))
+        code = _exit_code(container, ex["Id"], cmd, bytes(out + err))
         if code and not group:  # no session line: `timeout` (or the command) cannot run
-            said = bytes(out + err).decode("utf-8", errors="replace").strip()[-500:]
-            raise SandboxError(
-                f"docker could not start the command {cmd[0]!r} (exit {code})"
-                + (f": {said}" if said else "")
-            )
+            _cannot_start(container, cmd, code, bytes(out + err))
+        _check_stopped(container, code)
     timed_out = code == 137 and time.monotonic() - started >= timeout
     return code, bytes(out), bytes(err), truncated, timed_out
 
@@ -207,6 +300,11 @@ def exec_input(
     user: str | None = None,
 ) -> tuple[int, str, bool]:
     """Run a command with `data` on its stdin: (exit code, output, timed_out)."""
+    with _engine(container):
+        return _input(container, cmd, data, timeout, workdir, user)
+
+
+def _input(container, cmd, data, timeout, workdir, user):
     from docker.utils.socket import frames_iter
 
     api = container.client.api
@@ -231,7 +329,8 @@ def exec_input(
     finally:
         sock.close()
     raw = b"".join(out)
-    code = _exit_code(api, ex["Id"], cmd, raw)
+    code = _exit_code(container, ex["Id"], cmd, raw)
+    _check_stopped(container, code)
     timed_out = code == 137 and time.monotonic() - started >= timeout
     return code, raw.decode("utf-8", errors="replace"), timed_out
 

@@ -17,7 +17,16 @@ whose directory was removed under it still runs commands) and `read`/`edit` answ
 the file system's `No such file or directory`. `read` and `edit` answer under the same
 output cap and step timeout as `bash`: a file over the cap (or an endless device) shows
 its beginning flagged `truncated`, a read that hangs (a FIFO) is flagged `timed_out`.
-When docker cannot start a process at all, the step raises SandboxError (execs.py).
+When docker cannot start a process at all, the step raises SandboxError (execs.py), and
+so does a container that stops under a step (killed from outside, its init OOM-killed):
+that step is no observation; the attempt fails with the container's state. A command the
+agent kills (`kill -9 $$`) or the kernel OOM-kills while the container runs on answers
+exit 137 as usual.
+
+`edit` changes only the bytes it replaces: a file that is not UTF-8 (Latin-1, binary)
+keeps every other byte as it was (held with `surrogateescape`), and its diff shows those
+bytes as U+FFFD, as `read` and `bash` show them; `old` matches text only, never such
+bytes. An argument that cannot be written as UTF-8 (a lone surrogate) is the tool's error.
 """
 
 from __future__ import annotations
@@ -61,11 +70,27 @@ are not trusted beyond that (`/dev/zero` and `/proc` files say 0): `head` bounds
 sent, and the caller tells an oversized file by the bytes it got."""
 
 
+def shown(text: str) -> str:
+    """Text held with `surrogateescape` as the agent sees it: bytes that are not UTF-8
+    as U+FFFD, as `read` and `bash` show them."""
+    return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
+def not_text(name: str, value: str) -> str | None:
+    """The tool's error when an argument cannot be written as UTF-8 (a lone surrogate,
+    which JSON's `\\ud800` can carry), else None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"error: `{name}` is not text (a lone surrogate: {exc.object[exc.start]!r})"
+    return None
+
+
 @dataclass
 class _Read:
     """What reading a file in the container gave."""
 
-    text: str | None = None
+    data: bytes | None = None
     """The content (its first bytes when `too_large` and read in part); None if not read."""
     why: str = ""
     """The system's reason when the read failed."""
@@ -240,11 +265,10 @@ class SWESandbox(Unpicklable):
         if timed_out:
             return _Read(timed_out=True)
         if code == TOO_LARGE or len(out) > limit:
-            text = out[:limit].decode("utf-8", errors="replace") if part else None
-            return _Read(text, too_large=True)
+            return _Read(out[:limit] if part else None, too_large=True)
         if code != 0:
             return _Read(why=reason(err.decode("utf-8", errors="replace"), code))
-        return _Read(out.decode("utf-8", errors="replace"))
+        return _Read(out)
 
     def _timed_out(self, text: str) -> Observation:
         """A step cut off by the step timeout, flagged as the bash tool flags it."""
@@ -278,9 +302,9 @@ class SWESandbox(Unpicklable):
         got = self._read(path, cap, part=True)
         if got.timed_out:
             return self._timed_out(f"error: cannot read {path}")
-        if got.text is None:
+        if got.data is None:
             return Observation(f"error: cannot read {path}: {got.why}", is_error=True, exit_code=1)
-        lines = got.text.splitlines()
+        lines = got.data.decode("utf-8", errors="replace").splitlines()
         end = len(lines) if end is None else min(end, len(lines))
         body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(max(start, 1), end + 1))
         truncated = got.too_large
@@ -292,6 +316,10 @@ class SWESandbox(Unpicklable):
     def _tool_edit(
         self, path: str, old: str | None = None, new: str = "", content: str | None = None
     ) -> Observation:
+        for name, value in (("old", old), ("new", new), ("content", content)):
+            problem = not_text(name, value) if value is not None else None
+            if problem:
+                return Observation(problem, is_error=True)
         limit = self.config.edit_limit
         got = self._read(path, limit)
         if got.timed_out:
@@ -300,7 +328,10 @@ class SWESandbox(Unpicklable):
             return Observation(
                 f"error: {path} is too large to edit (over {human(limit)})", is_error=True
             )
-        before, why = got.text, got.why
+        # bytes that are not UTF-8 are kept as they are (surrogateescape): only what the
+        # edit replaces changes; the diff shows them as `read` does (U+FFFD)
+        why = got.why
+        before = None if got.data is None else got.data.decode("utf-8", "surrogateescape")
         if before is None and (content is None or why != NO_SUCH_FILE):
             gone = why == NO_SUCH_FILE
             msg = f"{path} does not exist" if gone else f"cannot read {path}: {why}"
@@ -310,14 +341,22 @@ class SWESandbox(Unpicklable):
         else:
             count = before.count(old or "")
             if not old or count != 1:
+                found = f"found {count if old else 0}"
+                if not count and old and "\ufffd" in old and shown(before) != before:
+                    found += (
+                        "; U+FFFD stands for bytes that are not UTF-8, which `old` cannot match"
+                    )
                 return Observation(
-                    f"error: `old` must occur exactly once in {path} (found {count if old else 0})",
-                    is_error=True,
+                    f"error: `old` must occur exactly once in {path} ({found})", is_error=True
                 )
             after = before.replace(old, new, 1)
         d = self.config.docker
         failed, timed_out = write_file(
-            self.container, self._path(path), after.encode(), d.step_timeout, self.session.user
+            self.container,
+            self._path(path),
+            after.encode("utf-8", errors="surrogateescape"),
+            d.step_timeout,
+            self.session.user,
         )
         if timed_out:
             return self._timed_out(f"error: cannot write {path}")
@@ -329,7 +368,7 @@ class SWESandbox(Unpicklable):
             f"a/{path}",
             f"b/{path}",
         )
-        return Observation("".join(diff) or "(no change)")
+        return Observation(shown("".join(diff)) or "(no change)")
 
     def _tool_bash(self, command: str) -> Observation:
         d = self.config.docker
