@@ -429,6 +429,17 @@ class SampleBuilder:
 
 
 # -- rows and packing ----------------------------------------------------------------
+MIXED = "mixed"
+"""A packed row's `domain` when its samples come from more than one domain."""
+
+
+def _shared(domains: Iterable[str]) -> str:
+    """The one domain of a packed row's samples, or `MIXED`: the first sample's would
+    make a trainer's per-domain filter take rows of other domains."""
+    found = set(domains)
+    return found.pop() if len(found) == 1 else MIXED
+
+
 def best_fit(lengths: list[tuple[int, str]], capacity: int) -> list[list[int]]:
     """Best-fit decreasing: indexes of `lengths` per bin; ties broken by id for determinism."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i][0], lengths[i][1]))
@@ -494,7 +505,7 @@ class Packer:
             "sample_id": f"pack{self.rows - 1:07d}",
             "sample_ids": [s.sample_id for s in members],
             "trajectory_id": members[0].trajectory_id,
-            "domain": members[0].domain,
+            "domain": _shared(s.domain for s in members),
             "input_ids": ids,
             "loss_mask": mask,
             "doc_boundaries": bounds,

@@ -555,6 +555,11 @@ def test_windowed_packing_matches_an_in_memory_reference(processed, tmp_path):
             assert r["input_ids"][: len(ids)] == ids and r["loss_mask"][: len(mask)] == mask
             starts = np.cumsum([0] + [by_id[s]["num_tokens"] for s in r["sample_ids"]])[:-1]
             assert r["doc_boundaries"] == starts.tolist()
+            # found: a row of 1 swe and 5 terminal samples said `domain: swe` (its first)
+            domains = {by_id[s]["domain"] for s in r["sample_ids"]}
+            assert r["domain"] == (domains.pop() if len(domains) == 1 else "mixed")
+            assert r["trajectory_id"] == by_id[r["sample_ids"][0]]["trajectory_id"]
+        assert {r["domain"] for r in packed} >= {"mixed"}
     # a window as large as the corpus is whole-corpus best fit, and it packs tighter
     assert len(rows(tmp_path / "whole")) <= len(rows(tmp_path / "small"))
     assert [r["sample_ids"] for r in rows(tmp_path / "whole")] != [
