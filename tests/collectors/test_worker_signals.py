@@ -68,3 +68,15 @@ def test_a_second_sigterm_loses_the_running_attempts_and_records_no_failure(
     assert sorted(t.source.episode_id for t in trajs) == ["t-e0", "t-e1"]  # no error shard
     assert {t.outcome.status for t in trajs} == {"success"}
     assert not list(store.raw.rglob("*.journal.jsonl"))
+
+
+def test_a_sigterm_while_the_worker_starts_stops_it_cleanly(wt_env, tmp_path):
+    """Found: SIGTERM in a worker's first second (its imports, opening the job store)
+    killed it with status 143 where the docs promise a clean stop and 0."""
+    db = tmp_path / "jobs.db"
+    w = start_worker(wt_env, str(db))
+    wait_until(db.exists, what="the worker opening its job store")
+    w.send_signal(signal.SIGTERM)
+    out, err = w.communicate(timeout=60)
+    assert w.returncode == 0, err
+    assert "0 episode attempt(s) run" in out and "SIGTERM: stopping" in err

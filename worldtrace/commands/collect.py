@@ -103,6 +103,7 @@ Example:
     "--duration",
     default=1.0,
     show_default=True,
+    type=click.FloatRange(min=0),
     help="Seconds to wait for terminal output per step.",
 )
 @click.option(
@@ -303,22 +304,33 @@ def worker(ctx: click.Context, jobs_url: str | None, **config) -> None:
     that died are ended and queued again, and their containers removed. SIGTERM or
     Ctrl-C gives the running episodes back to the queue and exits; exit status 1 when
     the worker itself failed (each failure ends its episode attempt with the reason)."""
-    from worldtrace.collectors.worker import Worker, WorkerConfig
-    from worldtrace.progress import worker_line
-    from worldtrace.schemas.parsing import ConfigError, parse
+    started: list = []  # a signal while the worker starts stops it before it claims
+    stopping = threading.Event()
 
-    try:
-        cfg = parse(WorkerConfig, config)
-    except ConfigError as exc:
-        raise option_error(exc) from None
-    _check_heartbeat(cfg.heartbeat, cfg.lease)
-    w = Worker(
-        job_store(ctx, jobs_url, create=True),
-        store(ctx, create=True).raw,
-        cfg,
-        on_event=worker_line,
-    )
-    with _on_signals(w.stop):
+    def stop() -> None:
+        stopping.set()
+        for w in started:
+            w.stop()
+
+    with _on_signals(stop):  # before the imports: ~1 s in which SIGTERM would exit 143
+        from worldtrace.collectors.worker import Worker, WorkerConfig
+        from worldtrace.progress import worker_line
+        from worldtrace.schemas.parsing import ConfigError, parse
+
+        try:
+            cfg = parse(WorkerConfig, config)
+        except ConfigError as exc:
+            raise option_error(exc) from None
+        _check_heartbeat(cfg.heartbeat, cfg.lease)
+        w = Worker(
+            job_store(ctx, jobs_url, create=True),
+            store(ctx, create=True).raw,
+            cfg,
+            on_event=worker_line,
+        )
+        started.append(w)
+        if stopping.is_set():
+            w.stop()
         stats = w.run()
     click.echo(
         f"worker {w.name}: {stats.run} episode attempt(s) run ({stats.failed} failed), "
