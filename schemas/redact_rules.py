@@ -165,6 +165,7 @@ def _start(literal: str) -> str:
 
 
 _E = r"(?![A-Za-z0-9_-])"  # nor followed by one
+_Q = r"(?:\\?[\"'])?"  # a quote around a key or a value, also escaped inside a JSON string
 _AWS_IDS = ("A3T", "AKIA", "ASIA", "ABIA", "ACCA")
 BUILTIN = (
     # A whole PEM/OpenSSH/PGP private key block, or a cut one up to where base64 ends;
@@ -184,14 +185,15 @@ BUILTIN = (
     # a key named `aws..secret..` or `SecretAccessKey`/`secret_access_key` (what `aws sts`,
     # `aws configure export-credentials` and the metadata endpoints print)
     ("aws_secret_key",
-     r"(?i:aws[A-Za-z0-9_.-]{0,20}?secret|secret_?access_?key)[A-Za-z0-9_.-]{0,20}?[\"']?\s*"
-     r"(?:=|:|=>)\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", 1, ("secret",)),
+     r"(?i:aws[A-Za-z0-9_.-]{0,20}?secret|secret_?access_?key)[A-Za-z0-9_.-]{0,20}?" + _Q +
+     r"\s*(?:=|:|=>)\s*" + _Q + r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", 1, ("secret",)),
     # an STS session token (hundreds of base64 characters) beside its key: `SessionToken`,
     # `aws_session_token`, `aws_security_token`, the metadata endpoints' `"Token"`
     ("aws_session_token",
-     r"(?i:(?:session|security)_?token|\"token\")[\"']?\s*(?:=|:|=>)\s*[\"']?"
+     r"(?i:(?:session|security)_?token|\\?\"token)" + _Q + r"\s*(?:=|:|=>)\s*" + _Q +
      r"([A-Za-z0-9/+]{100,}={0,2})(?![A-Za-z0-9/+=])", 1,
-     ("sessiontoken", "session_token", "securitytoken", "security_token", '"token"')),
+     ("sessiontoken", "session_token", "securitytoken", "security_token", '"token"',
+      '"token\\"')),
     ("google_api_key", _start("AIza") + r"[0-9A-Za-z_-]{35}" + _E, 0, ("AIza",)),
     # Stripe secret and restricted keys, live and test (detect-secrets: live only, and
     # only 24 of today's 99 characters); publishable keys (`pk_`) are meant to be public
@@ -340,7 +342,7 @@ def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
     }
     context = {
         "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
-        "aws_session_token": '"SessionToken": "{}",',
+        "aws_session_token": "AWS_SESSION_TOKEN={}",
         "bearer_token": "curl -H 'Authorization: Bearer {}' http://127.0.0.1/",
         "url_password": "git clone https://alice:{}@git.example.com/r.git",
     }

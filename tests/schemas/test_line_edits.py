@@ -124,8 +124,9 @@ def test_edits_without_a_secret_change_nothing():
 
 def draw(text: str, rng: random.Random) -> str:
     """`text` as readline may draw it: typed without one key that is then put in (the
-    cursor moved back), or with 1-3 wraps and corrected keys between its characters."""
-    if rng.random() < 0.3:
+    cursor moved back: within its line, readline's cursor never leaves it), or with 1-3
+    wraps and corrected keys between its characters."""
+    if rng.random() < 0.3 and "\n" not in text:
         k = rng.randrange(1, len(text))
         rest = text[k + 1 :]
         back = f"\x1b[{len(rest)}D" if rest else ""

@@ -137,8 +137,8 @@ def test_a_secret_split_by_escape_sequences_is_found_in_raw_and_json_text(raw):
 
 
 NEED_CONTEXT = {"aws_secret_key", "aws_session_token", "bearer_token", "url_password"}
-"""Kinds found only with what precedes them (`AWS_SECRET_ACCESS_KEY=`, `SessionToken`,
-`Bearer `, `://u:`)."""
+"""Kinds found only with what precedes them (`AWS_SECRET_ACCESS_KEY=`,
+`AWS_SESSION_TOKEN=`, `Bearer `, `://u:`)."""
 
 
 @pytest.mark.parametrize("kind", [k for k in example_secrets(3) if k not in NEED_CONTEXT])
@@ -445,3 +445,14 @@ def test_a_url_password_holding_an_at_sign_goes_whole():
     text = "git clone https://alice:s3cretpw@git.example.com/r@v1.git and ssh://b@h"
     out, _ = Redactor().text(text)
     assert out == text.replace("s3cretpw", "<secret:url_password>"), out
+
+
+def test_aws_credentials_inside_a_json_string_are_redacted():
+    """Found with the above: the same shapes as a tool call's JSON argument (its quotes
+    escaped) were kept."""
+    for text in (
+        f'"SecretAccessKey": "{STS_SECRET}", "SessionToken": "{STS_TOKEN}"',
+        f'{{"Token" : "{STS_TOKEN}"}}',
+    ):
+        out, _ = Redactor().text(json.dumps({"cmd": text}))
+        assert STS_SECRET not in out and STS_TOKEN[:40] not in out, out
