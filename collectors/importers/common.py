@@ -540,17 +540,30 @@ def join_reasoning(*parts: str | None) -> str | None:
     return text or None
 
 
-_CODE_BLOCK_RE = re.compile(r"```[a-zA-Z0-9_\-]*\n(.*?)```", re.S)
+_FENCE_RE = re.compile(r"^```(\S*)\s*\n|^```\s*$", re.M)
+"""A fence as SWE-agent's ThoughtActionParser finds one (0.x sweagent/agent/parsing.py, 1.x
+sweagent/tools/parsing.py): at the start of a line only; group 1 is None for a bare ```
+that ends the text or its line without a newline (it only closes)."""
 
 
 def split_command(message: str) -> tuple[str | None, str]:
-    """(command in the last fenced block, prose around it) of an agent message."""
-    blocks = list(_CODE_BLOCK_RE.finditer(message))
-    if not blocks:
+    """(command, prose around it) of an agent message, read as SWE-agent's
+    ThoughtActionParser reads it: a fence with a tag opens a block, a bare one closes
+    the innermost open block (or opens one), and the command is the last block not
+    nested in another, whole (``` inside a line of the command is the command's)."""
+    stack: list[re.Match[str]] = []
+    last = None
+    for fence in _FENCE_RE.finditer(message):
+        if stack and not fence.group(1):
+            start = stack.pop()
+            last = (start, fence) if not stack else last
+        elif fence.group(1) is not None:
+            stack.append(fence)
+    if last is None:
         return None, message
-    last = blocks[-1]
-    prose = (message[: last.start()] + message[last.end() :]).strip()
-    return last.group(1).rstrip("\n"), prose
+    start, end = last
+    prose = (message[: start.start()] + message[end.end() :]).strip()
+    return message[start.end() : end.start()].rstrip("\n"), prose
 
 
 def tool_spec(tool: Any) -> Any:

@@ -1,14 +1,16 @@
 """mini-swe-agent `.traj.json`: {info, messages[], trajectory_format} or a bare message list.
 
 action <- the command of the assistant message's one ```bash block (v2:
-```mswea_bash_command; a file with neither: any fenced block), never its prose; a
+```mswea_bash_command; a file with neither: any fenced block), closed as its
+`action_regex` closes one (at a line starting with ```), never its prose; a
 message with none or several was rejected by mini-swe-agent (a format error): no step
 happened, no turn. v2 (`mini-swe-agent-1.1`) tool calls: each `bash` call's `command` is
 an action, and a message with a call to another tool or without `command` is rejected
 likewise. reasoning <- the prose around the block (with tool calls: the whole content,
 on the first call); observation <- the message right after it (a call's: the `tool`
 message with its `tool_call_id`, else the next one), `<returncode>` -> exit_code and
-`<output>` -> text (none: no turn, an `unpaired_call` warning: what it printed is
+`<output>` -> text, all of it up to the template's (last) `</output>` with its own last
+newline (`_OUT`) (none: no turn, an `unpaired_call` warning: what it printed is
 unknown); a timeout notice -> the output so far + `[timed out]`, an error, state
 `{"timed_out": true}`; task <- first user message; the system message -> metadata
 `agent_system_prompt`; the action space is one `bash` tool; domain swe.
@@ -66,11 +68,20 @@ from .common import (
 
 NAME = "mini-swe-agent"
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
-_OUT = re.compile(r"<output>\n?(.*?)\n?</output>", re.S)
-_BLOCK = re.compile(r"```([a-zA-Z0-9_\-]*)\n(.*?)```", re.S)
+_OUT = re.compile(r"<output>\n?(.*)</output>", re.S)
+"""The output in v1's `<output>\n{{ output.output -}}\n</output>` and v2's
+`<output>\n{{output.output}}</output>`: both render `<output>\n` + output + `</output>` (the
+dash strips the template's newline, not the output's), so only the newline after `<output>`
+is the template's, and the output runs to the last `</output>` (it may print the tag)."""
 ACTION_TAGS = ("bash", "mswea_bash_command")
 """The fenced blocks mini-swe-agent reads as actions: v1's ```bash, v2's
 ```mswea_bash_command (a file with neither: any block, as its `action_regex` may say)."""
+_ACTION = re.compile(r"```(?:" + "|".join(ACTION_TAGS) + r")\s*\n(.*?)\n```", re.S)
+"""mini-swe-agent's `action_regex` (v1 "```bash\\s*\\n(.*?)\\n```", v2 the same with
+mswea_bash_command; re.DOTALL): a block closes only at a line starting with ```, so
+backticks inside the command are the command's."""
+_ANY_BLOCK = re.compile(r"```[a-zA-Z0-9_\-]*\s*\n(.*?)\n```", re.S)
+"""Any fenced block, closed as `_ACTION` is (a file with neither tag)."""
 _TIMEOUT = re.compile(
     r"\s*The last command <command>.*?</command> timed out and has been killed\.", re.S
 )
@@ -100,6 +111,9 @@ _KILLED = re.compile(
 `<output>`)."""
 _EXCEPTION = re.compile(r"<exception>(?P<info>.*?)</exception>\n", re.S)
 """v2's observation template starts with the execution's exception, if any."""
+_EXCEPTION_RC = re.compile(r"<exception>(?P<info>.*?)</exception>\n(?=<returncode>)", re.S)
+"""The same, ended by the `</exception>` the template's `<returncode>` follows (the
+exception may quote a command that holds the tag)."""
 _TIMED_OUT = re.compile(
     r"An error occurred while executing the command: Command '.*' timed out after [\d.]+"
     r" seconds",
@@ -139,12 +153,11 @@ def detect(path: Path, head: Any) -> bool:
 def _command(message: str) -> tuple[str | None, str]:
     """(the command of the message's one action block, the prose around it); (None, the
     message) for none or several: mini-swe-agent answered a format error, ran nothing."""
-    blocks = list(_BLOCK.finditer(message))
-    actions = [b for b in blocks if b.group(1) in ACTION_TAGS] or blocks
+    actions = list(_ACTION.finditer(message)) or list(_ANY_BLOCK.finditer(message))
     if len(actions) != 1:
         return None, message
     [b] = actions
-    return b.group(2).strip(), join_reasoning(message[: b.start()], message[b.end() :]) or ""
+    return b.group(1).strip(), join_reasoning(message[: b.start()], message[b.end() :]) or ""
 
 
 def _calls(calls: list[Any]) -> list[tuple[str | None, str]] | None:
@@ -167,6 +180,12 @@ def _calls(calls: list[Any]) -> list[tuple[str | None, str]] | None:
     return out
 
 
+def _exception(text: str) -> re.Match[str] | None:
+    """v2's `<exception>` at the start of a result message (`_EXCEPTION_RC`, else the
+    first `</exception>`)."""
+    return _EXCEPTION_RC.match(text) or _EXCEPTION.match(text)
+
+
 def _observation(text: str) -> Observation:
     """The environment's answer in a result message (module doc): mini-swe-agent's
     templates read for what they stand for, anything else kept as it is."""
@@ -178,17 +197,21 @@ def _observation(text: str) -> Observation:
         if killed:
             return timed_out(kept_ends(killed["head"], killed["tail"]), truncated=True)
         out = _OUT.search(text)  # another layout: its output, else the whole notice
-        if out:
-            return timed_out(out.group(1))
+        if out:  # `<output>\n{{output}}\n</output>`: the newline before the tag is its own
+            return timed_out(out.group(1).removesuffix("\n"))
         return Observation(text, is_error=True, state_json=json.dumps({"timed_out": True}))
-    exception = _EXCEPTION.match(text)
+    exception = _exception(text)
     rest = text[exception.end() :] if exception else text
     long = _LONG.fullmatch(rest)
     if long:
         code: int | None = int(long["rc"])
         body, cut = kept_ends(long["head"], long["tail"]), True
     else:
-        rc, out = _RC.search(text), _OUT.search(text)
+        out = _OUT.search(rest)
+        if out:  # the template's return code is outside the output (which may print one)
+            rc = _RC.search(rest, 0, out.start()) or _RC.search(rest, out.end())
+        else:
+            rc = _RC.search(rest)
         code, body, cut = int(rc.group(1)) if rc else None, out.group(1) if out else text, False
     if exception and code == -1 and _TIMED_OUT.fullmatch(exception["info"]):
         return timed_out(body, truncated=cut)
@@ -203,7 +226,7 @@ def rendered(text: str) -> Observation | None:
     """A result message's text as mini-swe-agent rendered it (its templates, module doc),
     for files other tools wrote from its messages (harbor's ATIF): None for a call it
     never ran (v2's `<exception>action was not executed</exception>`)."""
-    exception = _EXCEPTION.match(text)
+    exception = _exception(text)
     if exception and exception["info"] == NOT_EXECUTED:
         return None
     return _observation(text)
@@ -212,7 +235,7 @@ def rendered(text: str) -> Observation | None:
 def _raw(msg: dict[str, Any] | None) -> Observation | str | None:
     """The environment's answer as v2 keeps it beside the rendered message (`extra`:
     `raw_output`, `returncode`, `exception_info`): the output whole, as printed, where
-    the template cut a long one and dropped its last newline. NOT_EXECUTED for a call v2
+    the template cut a long one. NOT_EXECUTED for a call v2
     did not run; None where there is no such `extra` (v1, or another writer) or its
     exception is not a timeout (the message is read as before)."""
     extra = msg.get("extra") if isinstance(msg, dict) else None

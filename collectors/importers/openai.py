@@ -7,8 +7,10 @@ Each assistant `tool_calls[{id, function: {name, arguments}}]` entry becomes a t
 listed order. A `tool` message answers the first still-unanswered call of the latest
 assistant message with its `tool_call_id` (real logs reuse ids across a conversation, so
 an id alone does not pair: joining every result that shares an id gave `calculate(...)`
-a user profile as its observation); a result whose id matches no open call answers the
-first open call (warning), one with no open call is reported, never joined; a call no
+a user profile as its observation); a result with its call's id always takes that call,
+so one whose id matches no open call answers only an open call no later result names by
+id: the one with its `name`, else the first (warning; none: reported, not joined); one
+with no open call is reported, never joined; a call no
 result answers makes no turn (`unpaired_call`: what it answered is unknown). The
 assistant's content and any `reasoning_content` go to the `reasoning` of its first call
 that makes a turn. A result is an error by `is_error` or `status: error` (any case); a
@@ -16,7 +18,10 @@ status none of `STATUSES` is named (`unknown_status`), not an error. An assistan
 without tool calls that the user answers is a `text` turn, the reply its observation
 (`conversation`; the unanswered last word -> metadata `final_message`; a stray user or
 later system message -> `message_not_imported`; docs/importers.md). `tools` is the action
-space; task <- first user message; domain from tool names; a run's reward -> outcome.
+space; task <- first user message; domain from tool names; a run's reward (a number)
+-> outcome, its `info` (an object or a list) -> metadata, tau-bench's
+`info.task.instruction` (the simulated user's script) -> the simulation instruction; a
+top-level `model` string -> the agent's model.
 Content parts with no text (`image_url`, `input_audio`, files) add no text and are
 reported (`non_text_part`, naming the turn and the message).
 
@@ -389,6 +394,38 @@ def _results(m: dict[str, Any]) -> list[tuple[Any, Any, int | None, dict[str, An
     return [(b.get("tool_use_id"), None, k, b) for k, b in _blocks(m, "tool_result")]
 
 
+def _later_ids(msgs: list[Any], n: int, k: int | None) -> Counter[Any]:
+    """The call ids the results after result `k` of message `n` name (up to the next
+    assistant message that makes calls, which closes the open calls), each counted."""
+    later: Counter[Any] = Counter()
+    for j in range(n, len(msgs)):
+        m = msgs[j]
+        if not isinstance(m, dict):
+            continue
+        if j > n and m.get("role") == "assistant" and _makes_calls(m):
+            break
+        if m.get("role") in RESULT_ROLES or (
+            m.get("role") == "user" and isinstance(m.get("content"), list)
+        ):
+            after = (r for r in _results(m) if j > n or (k is not None and (r[2] or 0) > k))
+            later.update(cid for cid, _, _, _ in after)
+    return later
+
+
+def _unclaimed(open_calls: list[_Call], later: Counter[Any]) -> list[_Call]:
+    """The open calls no later result names by id (`later`): a result with an unknown id
+    may answer only these, so that a result with a call's own id always finds it. Of
+    calls sharing an id, the first are claimed (results pair by position)."""
+    left = Counter(later)
+    free = []
+    for c in open_calls:
+        if c.id is not None and left[c.id] > 0:
+            left[c.id] -= 1
+        else:
+            free.append(c)
+    return free
+
+
 def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], list[ImportProblem]]:
     """Every tool call in order, each with the results that answer it (`msgs` as the
     record has them, under `key`: problems name `key[n]`; non-messages are skipped)."""
@@ -420,14 +457,26 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 if same:
                     match = same[0]
                 elif open_calls:
-                    match = open_calls[0]
+                    free = _unclaimed(open_calls, _later_ids(msgs, n, k))
+                    named = [c for c in free if name and c.name == name]
+                    field_ = "tool_call_id" if k is None else "tool_use_id"
+                    if not free:
+                        problems.append(
+                            warning(
+                                "unpaired_result",
+                                f"{_place(key, n, k)}: {field_} {cid!r} matches no open call,"
+                                " and a later result names each open call's id; not imported",
+                            )
+                        )
+                        continue
+                    match = (named or free)[0]
                     if cid is not None:
-                        field_ = "tool_call_id" if k is None else "tool_use_id"
+                        how = "by name" if named else "the first no later result names by id"
                         problems.append(
                             warning(
                                 "unpaired_result",
                                 f"{_place(key, n, k)}: {field_} {cid!r} matches no open call;"
-                                f" paired with the first open call {match.id!r} ({match.name})",
+                                f" paired with open call {match.id!r} ({match.name}), {how}",
                             )
                         )
                 else:
@@ -538,12 +587,35 @@ def _exchange(
     )
 
 
-def _outcome(d: Any) -> Outcome | None:
-    """A benchmark run's reward: success at full reward (>= 1), failure below."""
-    reward = d.get("reward") if isinstance(d, dict) else None
-    if isinstance(reward, bool) or not isinstance(reward, int | float):
+def _outcome(rec: dict[str, Any]) -> Outcome | None:
+    """A benchmark run's reward: success at full reward (>= 1), failure below; none:
+    unknown. A reward that is not a number (`"1.0"`, `true`) is the record's error."""
+    reward = rec.get("reward")
+    if reward is None:
         return None
+    if isinstance(reward, bool) or not isinstance(reward, int | float):
+        raise expected("reward", "a number", reward)
     return Outcome(status="success" if reward >= 1 else "failure", reward=float(reward))
+
+
+def _info(rec: dict[str, Any]) -> Any:
+    """A benchmark run's `info` (an object, or a list), for metadata; else the record's
+    error."""
+    info = rec.get("info")
+    if info is not None and not isinstance(info, dict | list):
+        raise expected("info", "an object or a list", info)
+    return info
+
+
+def _user_script(info: Any) -> str | None:
+    """tau-bench's script for its simulated user (`info.task.instruction`: who the user
+    is and what they want), the environment's side of the conversation: the record's
+    simulation instruction. Not a string: the record's error."""
+    task = info.get("task") if isinstance(info, dict) else None
+    script = task.get("instruction") if isinstance(task, dict) else None
+    if script is not None and not isinstance(script, str):
+        raise expected("info.task.instruction", "a string", script)
+    return script or None
 
 
 def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
@@ -620,7 +692,8 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     tools = tool_list(rec.get(tools_key), tools_key)
     task_id, trial = (record_id(rec, k) for k in ("task_id", "trial"))
     record_id(rec, "id")  # the import loop's origin id: str(id)
-    yield build(
+    info, model = _info(rec), rec.get("model")
+    traj = build(
         NAME,
         origin,
         domain or guess_domain(c.name for c in calls),
@@ -628,17 +701,20 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         task_description=task,
         instruction=task,
         action_space=tools,
+        agent={"model": model if isinstance(model, str) else None},
         outcome=_outcome(rec),
         task_id=task_id,
         metadata={
             "agent_system_prompt": system,
             "final_message": last
             and parts.text(_said(msgs[last.at]), f"final message ({key}[{last.at}].content)"),
-            "model": rec.get("model"),
+            "model": model,  # a gateway's model object too (no agent model is read from it)
             "trial": trial,
-            "info": rec.get("info") if isinstance(rec.get("info"), dict | list) else None,
+            "info": info,
         },
     )
+    traj.system.simulation_instruction = _user_script(info)
+    yield traj
 
 
 def _unknown_roles(msgs: list[Any], key: str) -> Iterator[ImportProblem]:

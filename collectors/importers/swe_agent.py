@@ -1,7 +1,9 @@
 """SWE-agent `.traj`: {environment, trajectory[{action, observation, response, thought, state}], history, info}.
 
 action <- `action` (the executed command, trailing newline dropped); observation <-
-`observation`; reasoning <- `thought` (else `response`); state_json <- `state`;
+`observation`; reasoning <- `thought` (else `response`); state_json <- the state after
+the action: 1.x's step `state` (read after it ran), 0.x's next step's (0.x read it
+before asking the model; after its last step it is unknown);
 task <- first non-demo user message of `history`; demonstrations <- demo messages;
 outcome <- info.exit_status; domain swe. A step SWE-agent appends when it ends the run
 itself (`exit_cost`, `exit_context`...: "Exited (autosubmitted)") is no turn: no command
@@ -24,9 +26,11 @@ unrecorded): then those, with the argument names they were called with. The whol
 system text also goes to metadata `agent_system_prompt`.
 
 A `.traj` with only `history` (no `trajectory` list) is imported from it: each
-assistant message's `action` (else its last fenced block) paired with the next user
-message, whose trailing `(Open file: F)\n(Current directory: D)\nbash-$` prompt becomes
-state_json {open_file, working_dir}; an action nothing answered is reported, not a turn.
+assistant message's `action` (else its command as SWE-agent's ThoughtActionParser reads
+it, `common.split_command`: the last fenced block, fences only at line starts) paired
+with the next user message, whose trailing `(Open file: F)\n(Current directory: D)\nbash-$`
+prompt becomes state_json {open_file, working_dir} (the state after the action, as on
+the `trajectory` path); an action nothing answered is reported, not a turn.
 
 SWE-agent's own text is not the environment's answer (`harness_observation`). A step's
 `observation` is the raw output, except when a command timed out: 1.x writes its
@@ -327,12 +331,27 @@ def _not_run(step: dict[str, Any]) -> bool:
     return type(t) in (int, float) and t == 0
 
 
+def _state_after(steps: list[Any]) -> bool:
+    """Whether a step's `state` is the state after its action: 1.x sets `step.state =
+    tools.get_state(env)` once the action ran (agents.py `handle_action`; its steps have
+    an `execution_time`, the state is an object). 0.x read the state command before it
+    asked the model (`run`: `state = env.communicate(state_command)`, then `forward`; a
+    JSON string, no `execution_time`): the state after step N's action is step N+1's."""
+    return any(
+        isinstance(s, dict) and ("execution_time" in s or isinstance(s.get("state"), dict))
+        for s in steps
+    )
+
+
 def _from_steps(
     steps: list[Any], parts: NonText, ended: list[str], problems: list[ImportProblem]
 ) -> list[tuple[Action, Observation, str | None]]:
     """The turns of `trajectory`; the exit steps (EXIT_ACTIONS, 1.x's `exit` and
-    autosubmission) go to `ended`, the actions 1.x did not run to `problems`."""
+    autosubmission) go to `ended`, the actions 1.x did not run to `problems`. Each
+    turn's state is the state after its action (`_state_after`; after 0.x's last step:
+    unknown, none)."""
     pairs = []
+    after = _state_after(steps)
     for n, s in enumerate(steps):
         if not isinstance(s, dict) or "action" not in s:
             raise MissingField(f"trajectory[{n}] has no `action`")
@@ -372,7 +391,8 @@ def _from_steps(
                 )
             )
             continue
-        obs = harness_observation(text, _state(s.get("state")))
+        nxt = s if after else (steps[n + 1] if n + 1 < len(steps) else None)
+        obs = harness_observation(text, _state(nxt.get("state") if isinstance(nxt, dict) else None))
         pairs.append((_command(cmd), obs, s.get("thought") or s.get("response")))
     return pairs
 

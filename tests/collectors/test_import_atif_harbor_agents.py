@@ -59,8 +59,8 @@ def test_mini_swe_agent_results_are_read_as_its_template(tmp_path):
     )
     obs = [(x.observation.text, x.observation.exit_code, x.observation.is_error, x.observation.truncated) for x in t.turns]  # fmt: skip
     assert obs == [
-        ("a.py", 0, False, False),
-        ("cat: nope: No such file", 1, True, False),
+        ("a.py\n", 0, False, False),
+        ("cat: nope: No such file\n", 1, True, False),
         ("line 0\nline 3", 1, True, True),
         ("waiting\n[timed out]", None, True, False),
     ]

@@ -193,7 +193,7 @@ def test_mini_swe_agent_keeps_the_system_prompt_and_submit_is_no_turn(tmp_path):
     [t], problems = items(f)
     assert problems == []
     assert [(x.action.text, x.observation.text) for x in t.turns] == [
-        ("echo 'hello world'", "hello world")
+        ("echo 'hello world'", "hello world\n")  # the output's own last newline
     ]
     assert t.metadata["agent_system_prompt"] == MINI_SYSTEM
     assert (t.metadata["submit_command"], t.metadata["submission"]) == (submit, DIFF)
@@ -231,8 +231,8 @@ def test_mini_swe_agent_marker_the_environment_answered_is_a_turn(tmp_path):
     )  # fmt: skip
     [t], problems = items(f)
     assert [(x.action.text, x.observation.text, x.observation.exit_code) for x in t.turns] == [
-        ("echo 'hello world'", "hello world", 0),
-        ("ls && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "a.py\nCOMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", 0),
+        ("echo 'hello world'", "hello world\n", 0),
+        ("ls && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "a.py\nCOMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n", 0),
     ]  # fmt: skip
     assert warnings(problems, "unpaired_call") == [
         "messages[6]: no result for 'python a.py'; no turn"

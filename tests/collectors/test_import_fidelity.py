@@ -111,8 +111,9 @@ def test_results_never_joined_across_calls(tmp_path):
             {"id": "a", "function": {"name": "f", "arguments": "{}"}},
             {"id": "b", "function": {"name": "g", "arguments": "{}"}}]},
         result("b", "g", "from g"),
-        result("zz", None, "mislabelled"),  # unknown id: the first open call, with a warning
-        result("a", "f", "late duplicate"),  # nothing open any more: reported, not joined
+        # unknown id: only a call no later result names by id; `a` is named: reported
+        result("zz", None, "mislabelled"),
+        result("a", "f", "late"),  # its own id: it answers `a`, whatever came before
         call("c", "h", {}),  # never answered: no turn
         call("d", "k", {}),
         result("d", "k", "from k"),
@@ -121,12 +122,12 @@ def test_results_never_joined_across_calls(tmp_path):
     f.write_text(json.dumps({"messages": msgs}))
     [t], problems = items(f)
     assert [(x.action.name, x.observation.text) for x in t.turns] == [
-        ("f", "mislabelled"),
+        ("f", "late"),
         ("g", "from g"),
         ("k", "from k"),
     ]
     kinds = sorted(p.kind for p in problems)
-    assert kinds == ["unpaired_call", "unpaired_result", "unpaired_result"]
+    assert kinds == ["unpaired_call", "unpaired_result"]
     assert all(not p.fatal for p in problems)
 
 

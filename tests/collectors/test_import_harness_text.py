@@ -278,7 +278,7 @@ def test_mini_format_error_answer_is_no_turn(tmp_path):
     data = {"trajectory_format": "mini-swe-agent-1", "info": {}, "messages": messages}
     t, problems = one(tmp_path, "fmt.traj.json", data)
     assert problems == []
-    assert [(x.action.text, x.observation.text) for x in t.turns] == [("ls", "a.py")]
+    assert [(x.action.text, x.observation.text) for x in t.turns] == [("ls", "a.py\n")]
 
 
 def test_mini_text_like_its_templates_is_kept(tmp_path):
@@ -298,7 +298,7 @@ def test_mini_text_like_its_templates_is_kept(tmp_path):
         ],
     )
     assert obs(t) == [
-        (printed, False, 0, False),
+        (printed + "\n", False, 0, False),  # `<output>\n` + what it printed + `</output>`
         ("a\nb", False, 0, True),
         (
             "The last command <command>sleep 9</command> timed out and has been killed.\nbye",

@@ -11,7 +11,7 @@ from worldtrace.schemas import validate_dict
 from .test_import_fidelity import items
 
 TASK = "Please solve this issue: fix a.py"
-OK_LS = "<returncode>0</returncode>\n<output>\na.py\nb.py\n</output>"
+OK_LS = "<returncode>0</returncode>\n<output>\na.py\nb.py\n</output>"  # `ls`: "a.py\nb.py\n"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"
 DIFF = "diff --git a/a.py b/a.py\n+x = 2\n"
 
@@ -63,7 +63,7 @@ def test_two_bash_blocks_are_no_step(tmp_path):
         ],
     )  # fmt: skip
     assert problems == []
-    assert steps(t) == [("ls", "a.py\nb.py", 0)]
+    assert steps(t) == [("ls", "a.py\nb.py\n", 0)]
     assert t.turns[0].reasoning == "One."
 
 
@@ -80,7 +80,7 @@ def test_a_python_block_beside_the_bash_block_is_prose(tmp_path):
         ],
     )  # fmt: skip
     assert problems == []
-    assert steps(t) == [("ls", "a.py\nb.py", 0), ("cat a.py", "x = 1", 0)]
+    assert steps(t) == [("ls", "a.py\nb.py\n", 0), ("cat a.py", "x = 1\n", 0)]
     assert t.turns[0].reasoning == "Run it.\n\nthen\n```python\nreturn x + 1\n```"
 
 
@@ -145,8 +145,8 @@ def test_v2_tool_calls_are_the_actions(tmp_path):
     )  # fmt: skip
     assert problems == []  # a known version: no unknown_version warning
     assert steps(t) == [
-        ("ls -la", "total 8\nsetup.py", 0),
-        ("cat nope", "cat: nope: No such file", 1),
+        ("ls -la", "total 8\nsetup.py\n", 0),
+        ("cat nope", "cat: nope: No such file\n", 1),
     ]
     assert [(x.action.kind, x.action.name) for x in t.turns] == [("command", "bash")] * 2
     assert [x.reasoning for x in t.turns] == ["I will list files.", None]
@@ -170,9 +170,9 @@ def test_v2_parallel_calls_pair_by_id_else_in_order(tmp_path):
         fmt="mini-swe-agent-1.1",
     )  # fmt: skip
     assert steps(t) == [
-        ("ls", "a.py", 0),
-        ("pwd", "/repo", 0),
-        ("id", "uid=0", 0),
+        ("ls", "a.py\n", 0),
+        ("pwd", "/repo\n", 0),
+        ("id", "uid=0\n", 0),
     ]  # `date`: nothing answered it, no turn
     assert [x.reasoning for x in t.turns] == ["Both.", None, None]
     assert [(p.kind, p.fatal) for p in problems] == [("unpaired_call", False)]
@@ -194,7 +194,7 @@ def test_v2_rejected_tool_call_is_no_step(tmp_path):
         fmt="mini-swe-agent-1.1",
     )  # fmt: skip
     assert problems == []
-    assert steps(t) == [("ls", "a.py\nb.py", 0)]
+    assert steps(t) == [("ls", "a.py\nb.py\n", 0)]
 
 
 # -- F4: v2, a fenced block in the prose of a message with tool calls is reasoning ----
@@ -211,7 +211,7 @@ def test_v2_code_block_in_prose_is_reasoning_not_the_action(tmp_path):
         fmt="mini-swe-agent-1.1",
     )  # fmt: skip
     assert problems == []
-    assert steps(t) == [("cat app.py", "def f(x):\n    return x", 0)]
+    assert steps(t) == [("cat app.py", "def f(x):\n    return x\n", 0)]
     assert t.turns[0].reasoning == prose
 
 
@@ -228,5 +228,5 @@ def test_v2_submission_in_the_exit_message(tmp_path):
         fmt="mini-swe-agent-1.1",
     )  # fmt: skip
     assert problems == []
-    assert steps(t) == [("ls", "a.py\nb.py", 0)]
+    assert steps(t) == [("ls", "a.py\nb.py\n", 0)]
     assert (t.metadata["submit_command"], t.metadata["submission"]) == (SUBMIT, DIFF)

@@ -239,7 +239,7 @@ def test_unknown_ids_and_mixed_dialects_pair_as_openai_results_do(tmp_path):
         (
             "unpaired_result",
             "messages[2].content[0]: tool_use_id 'zz' matches no open call;"
-            " paired with the first open call 't1' (bash)",
+            " paired with open call 't1' (bash), the first no later result names by id",
         )
     ]
 

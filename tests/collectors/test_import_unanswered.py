@@ -235,7 +235,7 @@ def out(text, rc=0):
 def test_mini_swe_agent_unanswered_command_is_no_turn(tmp_path):
     data = mini(bash("ls"), out("a"), bash("rm a"), bash("pwd"), out("/r"), bash("cat a"))
     r, got = run(tmp_path, "run.traj.json", data)
-    assert seen(got["run"]) == [("ls", "a"), ("pwd", "/r")]
+    assert seen(got["run"]) == [("ls", "a\n"), ("pwd", "/r\n")]
     assert found(r, "unpaired_call") == [
         ("", "messages[4]: no result for 'rm a'; no turn"),
         ("", "messages[7]: no result for 'cat a'; no turn"),
@@ -257,7 +257,7 @@ def test_mini_swe_agent_v2_unanswered_tool_call_is_no_turn_and_submit_stays(tmp_
     data["trajectory_format"] = "mini-swe-agent-1.1"
     r, got = run(tmp_path, "run.traj.json", data)
     t = got["run"]
-    assert seen(t) == [("ls", "b")] and t.turns[0].reasoning == "two"
+    assert seen(t) == [("ls", "b\n")] and t.turns[0].reasoning == "two"
     assert t.metadata["submit_command"] == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
     assert found(r, "unpaired_call") == [("", "messages[2]: no result for 'rm a'; no turn")]
 

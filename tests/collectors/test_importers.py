@@ -32,7 +32,8 @@ SWE_AGENT = {
             "observation": "[File: a.py]\n1:x = 1\n",
             "response": "Open it",
             "thought": "Open it",
-            "state": '{"open_file": "/repo/a.py"}',
+            # 0.x records the state before the step: after `ls` (turn 0's state)
+            "state": '{"open_file": "n/a", "working_dir": "/repo"}',
         },
     ],
     "history": [
@@ -138,6 +139,7 @@ def test_swe_agent(tmp_path):
         "open_file": "n/a",
         "working_dir": "/repo",
     }
+    assert t.turns[1].observation.state_json is None  # after 0.x's last step: unknown
     assert t.task.instruction == "Fix the bug in a.py"
     assert json.loads(t.system.demonstrations) == ["DEMO: ls"]
     assert t.outcome.status == "success"
@@ -152,7 +154,7 @@ def test_mini_swe_agent_commands_not_prose(tmp_path):
         "ls | wc -l",
         "cat nope",
     ]  # the no-block message is skipped
-    assert [x.observation.text for x in t.turns] == ["3", "cat: nope: No such file"]
+    assert [x.observation.text for x in t.turns] == ["3\n", "cat: nope: No such file\n"]
     assert [x.observation.exit_code for x in t.turns] == [0, 1]
     assert t.turns[0].reasoning == "THOUGHT: list them."
     assert t.task.instruction == "Please solve: count files"
