@@ -237,6 +237,15 @@ class SystemPrompt:
         extra = self.instructions.get(TEXT_TURNS) or builtin_text_turns()
         return f"{text}\n\n{extra}" if text else extra
 
+    def simulation(self, rec: Mapping[str, Any], own: str | None) -> str:
+        """The simulation instruction of a record: its own (`system.simulation_instruction`)
+        in place of worldtrace's; when the agent talks to its user, after worldtrace's,
+        since a record's own is then the simulated user's script (tau-bench's
+        `info.task.instruction`), which says nothing of how the tools answer."""
+        if not own:
+            return self.instruction(rec)
+        return f"{self.instruction(rec)}\n\n{own}" if talks_to_user(rec) else own
+
     @classmethod
     def from_file(cls, path: str | None) -> SystemPrompt:
         return cls(load_instructions(path))
@@ -250,7 +259,7 @@ class SystemPrompt:
             "initial_state": system.get("initial_state") or "",
             "demonstrations": system.get("demonstrations") or "",
             CONDITIONS: conditions_text(rec.get(CONDITIONS)),
-            "simulation_instruction": system.get("simulation_instruction") or self.instruction(rec),
+            "simulation_instruction": self.simulation(rec, system.get("simulation_instruction")),
         }
         skip = set(drop)
         return [(k, v) for k, v in values.items() if v and k not in skip]

@@ -319,10 +319,17 @@ def test_a_chat_with_the_user_is_told_how_its_text_turns_are_answered():
     # `text` alone is also an action of unknown kind (AgentWorldBench's imports, the
     # schema's default): not known to be a message to the user
     assert prompt.text(chat_record(["text", "text"])) == tools
-    # a record's own instruction wins, as for any record
+    # a record's own instruction replaces worldtrace's; where the agent talks to its user
+    # it is the simulated user's script (tau-bench's), which says nothing of the tools:
+    # it follows worldtrace's texts
+    own = chat_record(["tool_call"])
+    own["system"]["simulation_instruction"] = "Answer as the airline's servers."
+    assert prompt.text(own).endswith("# Simulation instruction\nAnswer as the airline's servers.")
     own = chat_record(["text", "tool_call"])
-    own["system"]["simulation_instruction"] = "Play the airline customer."
-    assert prompt.text(own).endswith("# Simulation instruction\nPlay the airline customer.")
+    own["system"]["simulation_instruction"] = "You are Sophia; cancel H8Q05L."
+    assert prompt.text(own).endswith(
+        f"# Simulation instruction\n{mcp}\n\n{builtin_text_turns()}\n\nYou are Sophia; cancel H8Q05L."
+    )
     # a record read without action kinds (none known) gets the domain's alone
     assert prompt.text({**chat_record([]), "turns": [{"index": 0, "action": {}}]}) == tools
 
