@@ -155,6 +155,26 @@ def set_aside_journals(store=None) -> list[Check]:
     ]
 
 
+def stopped_attempts(store=None) -> list[Check]:
+    """Journals of attempts whose run stopped before publishing them (`collect` killed):
+    in no shard, so `stats` does not count them; one check each, naming the resume."""
+    from worldtrace.garbage import find
+
+    store = _store(store)
+    if not store.raw.is_dir():
+        return []
+    return [
+        Check(
+            "stopped attempt",
+            False,
+            f"{item.target}: its run stopped before publishing it",
+            f"worldtrace collect JOB_FILE --resume {item.job} (a queued job: the next worker)",
+        )
+        for item in find(store)
+        if item.kind == "journal" and item.job
+    ]
+
+
 def redaction_screen() -> Check:
     """Whether `process` screens batches for secrets before redacting record by record
     (docs/security.md): without it every record is redacted whole, with the same output
@@ -204,6 +224,7 @@ def run_checks(store=None) -> list[Check]:
     checks = [
         partial(store_shards, store),
         partial(set_aside_journals, store),
+        partial(stopped_attempts, store),
         docker_engine,
         partial(_binary, "chromium", ["--version"], "apt-get install chromium"),
         partial(_binary, "node", ["--version"], "apt-get install nodejs npm"),

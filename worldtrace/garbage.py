@@ -48,6 +48,8 @@ class Item:
     why: str
     remove: bool = True
     """False: reported but kept (e.g. a journal whose trajectory is not published yet)."""
+    job: str | None = None
+    """A journal's job, when its run stopped before publishing it (a resume publishes it)."""
 
 
 def find(
@@ -185,7 +187,7 @@ def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
                 "for a queued job, the next `worldtrace worker` publishes it or drops it, as "
                 "its attempt ended"
             )
-            yield Item("journal", str(path), _size(path), why, remove=False)
+            yield Item("journal", str(path), _size(path), why, remove=False, job=job)
 
 
 def _attempt(row: dict) -> tuple:
