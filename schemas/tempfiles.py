@@ -221,12 +221,15 @@ class ArrowFileWriter:
         _drop(self._tmp)
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to a file that appears atomically at `path`."""
+def write_bytes_atomic(path: str | os.PathLike, data: bytes, parents: bool = True) -> Path:
+    """Write `data` to a file that appears atomically at `path`. `parents`: make its
+    missing directories (files of the store); False for a path a user named, where a
+    missing directory is a typo to report, not to make (`query -o`)."""
     path = Path(path)
     tmp = path.parent / temp_name(TMP_PREFIX, path.name)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -2,19 +2,26 @@
 
 A full disk, a missing permission or a locked or broken jobs.db is not a bug in the
 command: it ends with one line naming the path and exit status 1, never a traceback.
+An error message of several lines (a driver's hint on a line of its own, DuckDB's caret
+under the statement) is printed as one line (`joined`). A reader that closed stdout
+(`worldtrace stats | head -1`) ends the command quietly with 141 (`EXIT_CLOSED_PIPE`).
 Anything else propagates as before.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import re
 import sqlite3
 import sys
-from collections.abc import Callable
 from typing import Any
 
 EXIT_MACHINE = 1
+EXIT_CLOSED_PIPE = 128 + 13
+"""The reader of stdout closed it before the output ended (`| head -1`): 128 + SIGPIPE,
+the status of a program the signal ends (`yes | head -1`), as 130 is Ctrl-C's."""
 
 
 def _os_error_names() -> frozenset[str]:
@@ -87,6 +94,100 @@ def one_line(exc: BaseException, jobs_db: str | None = None, root: str | None = 
     return text
 
 
+_CARET = re.compile(r"^\s*\^+\s*$")
+_LINE = re.compile(r"^LINE (\d+): ?(.*)$")
+_ENDS_SENTENCE = (".", "!", "?", ":", ";", ",")
+
+
+def joined(text: str) -> str:
+    """A message of several lines as one: its lines in order, after a line that ends a
+    sentence with a space, else with `; `; DuckDB's `LINE N: SQL` and the caret under it
+    become `(LINE N, column C: SQL)`; blank lines go."""
+    lines = [x.rstrip() for x in str(text).splitlines()]
+    out = ""
+    for i, line in enumerate(lines):
+        if not line.strip() or _CARET.match(line):
+            continue
+        m = _LINE.match(line)
+        caret = lines[i + 1] if i + 1 < len(lines) and _CARET.match(lines[i + 1]) else None
+        if m and out:
+            prefix = len(line) - len(m.group(2))
+            column = f", column {caret.index('^') - prefix + 1}" if caret else ""
+            out += f" (LINE {m.group(1)}{column}: {m.group(2).strip()})"
+            continue
+        part = line.strip()
+        out = f"{out}{' ' if out.endswith(_ENDS_SENTENCE) else '; '}{part}" if out else part
+    return out
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on it)."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _stdout_id() -> tuple[int, int] | None:
+    try:
+        st = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+_STDOUT_AT_START: list[tuple[int, int] | None] = []
+"""What stdout was when the command started: rich answers a closed pipe by pointing
+stdout at /dev/null and raising SystemExit(1) (`Console.on_broken_pipe`)."""
+
+
+def _closed_pipe(exc: BaseException | None) -> bool:
+    """Whether `exc` (or what caused it) is a write into a stdout its reader closed
+    (or that rich replaced by /dev/null after one)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+            replaced = bool(_STDOUT_AT_START) and _STDOUT_AT_START[:1] != [_stdout_id()]
+            return _stdout_closed() or replaced
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _click_closed_pipe() -> bool:
+    """Whether click ended the command on a closed stdout: it wraps the streams so they
+    flush quietly and exits 1, in standalone mode or not (click 8.5)."""
+    wrapped = type(sys.stdout).__name__ == "_PacifyFlushWrapper"
+    return wrapped and (_stdout_closed() or _STDOUT_AT_START[:1] != [_stdout_id()])
+
+
+def _end_quietly(code: int = EXIT_CLOSED_PIPE) -> None:
+    """Exit without a word after the reader closed stdout: what is still buffered goes
+    to /dev/null, so Python's flush at exit cannot fail again ('Exception ignored ...
+    BrokenPipeError', Python docs, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(code)
+
+
+def _flush_stdout(code: int) -> None:
+    """Flush stdout before exiting with `code`; a reader that closed it ends quietly
+    (with `code` when the command failed anyway)."""
+    try:
+        sys.stdout.flush()
+    except BaseException as exc:
+        if not _closed_pipe(exc):
+            raise
+        _end_quietly(code or EXIT_CLOSED_PIPE)
+
+
 def _quiet_unraisable(unraisable: Any) -> None:
     """Writers that a failure left behind try to flush when collected; on a full disk
     that fails again and Python would print a traceback after our one line."""
@@ -107,18 +208,44 @@ class _DropMachineErrors(logging.Filter):
         return not (record.levelno >= logging.ERROR and _worker_failure(record.getMessage()))
 
 
-def run_guarded(cli: Callable[..., Any]) -> None:
-    """Run the click group; a machine failure ends it with one line on stderr."""
+def run_guarded(cli: Any) -> None:
+    """Run the click group; a machine failure ends it with one line on stderr, an error
+    message of several lines is printed as one, a closed stdout ends it quietly (141).
+
+    Click's standalone mode is done here (`standalone_mode=False`): it would end a
+    closed pipe with a silent 1, and print a message of several lines as it is."""
     import click
 
     for name in ("apache_beam.runners.common", "apache_beam.runners.portability.local_job_service"):
         logging.getLogger(name).addFilter(_DropMachineErrors())
     obj: dict[str, Any] = {}
+    _STDOUT_AT_START[:] = [_stdout_id()]
     try:
-        cli(obj=obj)
-    except (SystemExit, KeyboardInterrupt):
+        rv = cli.main(obj=obj, standalone_mode=False)
+        # without standalone mode click returns an Exit's code (`--help`: 0), else what
+        # the command returned (None)
+        code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+    except SystemExit as exc:
+        if _closed_pipe(exc.__context__) or _click_closed_pipe():
+            _end_quietly()
+        _flush_stdout(0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1)
+        raise
+    except click.ClickException as exc:
+        if _closed_pipe(exc):
+            _end_quietly()
+        exc.message = joined(exc.message)
+        _flush_stdout(exc.exit_code)
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:  # Ctrl-C (click printed the line closing the terminal's ^C)
+        _flush_stdout(1)
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
         raise
     except BaseException as exc:
+        if _closed_pipe(exc):
+            _end_quietly()
         found = _machine_error(exc)
         if found is None:
             raise
@@ -128,3 +255,5 @@ def run_guarded(cli: Callable[..., Any]) -> None:
         st = Store.at(obj.get("store"))
         click.echo(f"error: {one_line(found, str(st.jobs_db), str(st.root))}", err=True)
         sys.exit(EXIT_MACHINE)
+    _flush_stdout(0)
+    sys.exit(code)

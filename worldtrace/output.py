@@ -189,6 +189,19 @@ def print_import_report(report: Any, dest: Path, show: int) -> None:
         click.echo(f"... {len(report.problems) - show} more", err=True)
 
 
+def attempt_row(row: dict) -> dict:
+    """An attempt of `jobs show`: the job store keeps why every ended attempt ended in
+    its `error` column, a succeeded one's too (`the shell exited (status 3)`); a
+    succeeded attempt has no error, so that is its `ending` (placed after `error`)."""
+    out: dict = {}
+    for k, v in row.items():
+        out[k] = v
+        if k == "error":
+            succeeded = row.get("status") == "succeeded"
+            out["error"], out["ending"] = (None, v) if succeeded else (v, None)
+    return out
+
+
 def job_document(job: dict) -> dict:
     """`jobs show --json`: the job's fields (`episodes` is their number), its parsed job
     file as `spec`, and every attempt of its episodes under `attempts` (nothing cut)."""
@@ -196,14 +209,16 @@ def job_document(job: dict) -> dict:
 
     doc = {k: v for k, v in job.items() if k not in ("episode_rows", "spec_json")}
     doc["spec"] = json.loads(job["spec_json"]) if job.get("spec_json") else None
-    doc["attempts"] = list(job["episode_rows"])
+    doc["attempts"] = [attempt_row(e) for e in job["episode_rows"]]
     return doc
 
 
 def print_job(job: dict) -> None:
     """A job's fields on one line, then its episodes (ids whole; the table folds long
     errors on a terminal)."""
-    episodes = [{k: v for k, v in e.items() if k != "worker"} for e in job["episode_rows"]]
+    episodes = [
+        {k: v for k, v in attempt_row(e).items() if k != "worker"} for e in job["episode_rows"]
+    ]
     fields = {k: v for k, v in job.items() if k not in ("episode_rows", "spec_json")}
     click.echo("  ".join(f"{k}={v}" for k, v in fields.items()))
     print_table(rows_table(episodes))
@@ -322,6 +337,29 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
         click.echo(text, nl=False)
 
 
+def check_output_dir(output: str | None) -> None:
+    """An output the user names (`query -o FILE`, `report -o FILE`) is made, never its
+    missing directories: a typo in them put the file where nobody looks (as `cp` and
+    `curl -o`, it is an error naming the directory, exit 1, nothing made). `-` (stdout)
+    and a bare name (the current directory) pass. Checked before any work is done."""
+    import os
+
+    if not output or output == "-":
+        return
+    parent = os.path.dirname(os.path.abspath(os.path.expanduser(output)))
+    if os.path.isdir(parent):
+        return
+    up = parent  # the nearest part that exists: a file (`afile/x.csv`) says so
+    while not os.path.lexists(up) and up != os.path.dirname(up):
+        up = os.path.dirname(up)
+    if os.path.lexists(up) and not os.path.isdir(up):
+        raise click.ClickException(f"cannot write {output}: {up} is a file, not a directory")
+    named = os.path.dirname(output) or parent
+    raise click.ClickException(
+        f"cannot write {output}: directory {named} does not exist (create it first)"
+    )
+
+
 def _write_output(output: str, data: bytes) -> None:
     """`data` to what `output` names: `-` is stdout; a device or a pipe (`/dev/stdout`)
     is written into, not replaced; a symlink's target is replaced, atomically, not the
@@ -343,7 +381,7 @@ def _write_output(output: str, data: bytes) -> None:
         with open(output, "wb") as fh:
             fh.write(data)
         return
-    write_bytes_atomic(os.path.realpath(output), data)
+    write_bytes_atomic(os.path.realpath(output), data, parents=False)  # check_output_dir
 
 
 def _csv(rel) -> str:

@@ -26,7 +26,33 @@ class Section:
     title: str
     sql: str
     empty: str = "no data yet"
-    """What `stats` prints when the query has no row."""
+    """What `stats` prints when the query has no row (for a table of the processed data:
+    when the store holds no trajectory at all)."""
+    none: str | None = None
+    """A table of the processed data: what it prints when `process` ran and the table
+    has no row (None: `empty`). Before `process`, `UNPROCESSED`."""
+
+    def message(self, state: str | None = None) -> str:
+        """What to print for no row, the store being `state` (`store_state`): a table of
+        the processed data says whether `process` has run; None: `empty`."""
+        if self.none is None or state in (None, "empty"):
+            return self.empty
+        return UNPROCESSED if state == "raw" else self.none
+
+
+UNPROCESSED = "not processed yet: run `worldtrace process`"
+"""What a table of the processed data says before `process` ran on raw data."""
+KEPT_NONE = "none: the processed data holds no trajectory (every one was filtered or rejected)"
+
+
+def store_state(store: Store) -> str:
+    """`empty` (no trajectory), `raw` (raw data, nothing processed) or `processed`."""
+    from worldtrace.freshness import missing_processed
+    from worldtrace.schemas.store import shard_files
+
+    if missing_processed(store) is None:
+        return "processed"
+    return "raw" if shard_files(store.raw) else "empty"
 
 
 STATS_SECTIONS = (
@@ -54,27 +80,28 @@ STATS_SECTIONS = (
     Section("turns_per_trajectory", "turns per trajectory", """
         SELECT domain, count(*) AS trajectories, round(avg(num_turns), 2) AS mean,
                quantile_disc(num_turns, 0.5) AS p50, max(num_turns) AS max
-        FROM trajectories GROUP BY domain ORDER BY domain"""),
+        FROM trajectories GROUP BY domain ORDER BY domain""", none=KEPT_NONE),
     Section("categories", "category shares and effective keep by domain", """
         SELECT domain, category, count(*) AS turns,
                round(count(*) / sum(count(*)) OVER (PARTITION BY domain), 4) AS share,
                round(sum(keep * obs_chars) / nullif(sum(obs_chars), 0), 4) AS effective_keep
-        FROM turns GROUP BY domain, category ORDER BY domain, turns DESC"""),
+        FROM turns GROUP BY domain, category ORDER BY domain, turns DESC""", none=KEPT_NONE),
     Section("effective_keep", "effective keep by domain", """
         SELECT domain, count(*) AS turns,
                round(sum(keep * obs_chars) / nullif(sum(obs_chars), 0), 4) AS effective_keep_chars,
                round(avg(CASE WHEN in_loss THEN 1 ELSE 0 END), 4) AS turns_in_loss
-        FROM turns GROUP BY domain ORDER BY domain"""),
+        FROM turns GROUP BY domain ORDER BY domain""", none=KEPT_NONE),
     Section("dedup", "dedup", """
         SELECT domain, count(*) AS trajectories,
                sum(CASE WHEN role = 'exact' THEN 1 ELSE 0 END) AS exact_dups,
                sum(CASE WHEN role = 'near' THEN 1 ELSE 0 END) AS near_dups,
                round(avg(CASE WHEN representative THEN 0 ELSE 1 END), 4) AS dup_rate,
                count(DISTINCT cluster_id) AS clusters
-        FROM clusters GROUP BY domain ORDER BY domain"""),
+        FROM clusters GROUP BY domain ORDER BY domain""", none=KEPT_NONE),
     Section("rejects", "filters and rejects", """
         SELECT stage, split_part(reason, ':', 1) AS reason, count(*) AS count
-        FROM rejects GROUP BY ALL ORDER BY count DESC, stage, reason LIMIT 20"""),
+        FROM rejects GROUP BY ALL ORDER BY count DESC, stage, reason LIMIT 20""",
+        none="none: no record was rejected or filtered, no turn removed"),
     # issue 18: MCP faults (turn perturbations) and episode conditions share one
     # vocabulary of kinds, so one table counts both; raw beside processed shows what the
     # filters dropped
@@ -104,7 +131,8 @@ STATS_SECTIONS = (
         FROM r FULL JOIN p USING (domain)
         WHERE coalesce(r.placeholders, 0) + coalesce(p.placeholders, 0) > 0 ORDER BY domain""",
         empty="none: no secret was replaced"),
-    Section("exports", "exports", "SELECT name, format, samples, rows, tokens, loss_tokens, round(loss_tokens / nullif(tokens, 0), 4) AS loss_share, keep_mode FROM exports ORDER BY name"),
+    Section("exports", "exports", "SELECT name, format, samples, rows, tokens, loss_tokens, round(loss_tokens / nullif(tokens, 0), 4) AS loss_share, keep_mode FROM exports ORDER BY name",
+        empty="none (`worldtrace export` writes one)"),
     Section("jobs", "jobs", """
         SELECT status, count(*) AS jobs, sum(episodes) AS episodes, sum(succeeded) AS succeeded,
                round(sum(succeeded) / nullif(sum(episodes), 0), 4) AS success_rate
@@ -129,17 +157,23 @@ def result_table(
     return t
 
 
-def print_stats(con: duckdb.DuckDBPyConnection, console: Console | None = None) -> None:
-    """Every stats table; none cuts an id, on a terminal or piped."""
+def print_stats(
+    con: duckdb.DuckDBPyConnection, console: Console | None = None, store: Store | None = None
+) -> None:
+    """Every stats table; none cuts an id, on a terminal or piped. A table with no row
+    is one line saying why; with `store`, those of the processed data say whether
+    `process` has run (a table that is empty after it says what is not there)."""
     console = console or Console()
+    state = store_state(store) if store is not None else None
     for s in STATS_SECTIONS:
         columns, rows = _rows(con, s.sql)
         if rows:
             print_table(make_table(columns, rows, s.title), console)
         else:
             console.print(
-                f"{s.title}: {s.empty}", style="dim", markup=False, highlight=False, soft_wrap=True
-            )
+                f"{s.title}: {s.message(state)}",
+                style="dim", markup=False, highlight=False, soft_wrap=True,
+            )  # fmt: skip
 
 
 def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, Any]:

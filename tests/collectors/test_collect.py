@@ -76,9 +76,7 @@ def test_replay_reproduces_deterministic_observations(docker_engine, store):
     assert again.source.job_id != original.source.job_id
 
 
-def test_a_replay_runs_under_the_recordings_instruction_setup_and_conditions(
-    docker_engine, store
-):
+def test_a_replay_runs_under_the_recordings_instruction_setup_and_conditions(docker_engine, store):
     """Found: the documented `{id: r, replay: PREFIX}` replayed the actions without the
     recording's set-up (`cd /root/proj: No such file or directory`), instruction ("") and
     conditions, and kept that other episode as a success."""

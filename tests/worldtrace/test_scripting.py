@@ -248,16 +248,26 @@ def test_explain_json_has_whole_ids_texts_and_perturbations(pstore):
 
     r = invoke(pstore, "explain", "zzzz", "--json")
     assert r.exit_code == 1 and json.loads(r.stdout) == {"query": "zzzz", "status": "not_found"}
-    r = invoke(pstore, "explain", "", "--json")  # every id starts with ""
-    assert r.exit_code == 1
-    doc = json.loads(r.stdout)
+    # a blank id is a usage error on the command line (review 1203: it listed every
+    # trajectory); the library still takes "" as the prefix of every id, which lists
+    # every candidate here
+    assert invoke(pstore, "explain", "", "--json").exit_code == 2
+    import io
+
+    from rich.console import Console
+
+    from worldtrace.summary import explanation, print_explanation
+
+    doc = json.loads(json.dumps(explanation(con, ""), default=str))
     assert doc["status"] == "ambiguous" and all(
         len(m["trajectory_id"]) == 32 for m in doc["matches"]
     )
     # found: a collected candidate showed ':' where an imported one shows its file and row
     collected = [m for m in doc["matches"] if m["job_id"]]
     assert collected and all(m["origin_path"] is None for m in collected)
-    listed = invoke(pstore, "explain", "").stdout
+    buf = io.StringIO()
+    assert not print_explanation(explanation(con, ""), Console(file=buf, width=1 << 20))
+    listed = buf.getvalue()
     for m in collected:
         assert f"{m['trajectory_id']}  job {m['job_id']} episode {m['episode_id']}" in listed
 

@@ -65,8 +65,10 @@ def run_sql(con, sql: str, fmt: str, output: str | None, max_rows: int, timeout:
         if fired.is_set():
             return f"error: query stopped after {timeout:g} s (--timeout); raise it or narrow the query"
         return "error: query interrupted"
-    except duckdb.Error as exc:
-        return f"error: {exc}"
+    except duckdb.Error as exc:  # one line: DuckDB's LINE and caret become a column
+        from worldtrace.errors import joined
+
+        return f"error: {joined(str(exc))}"
     finally:
         if timer:
             timer.cancel()
@@ -164,7 +166,7 @@ query may do.
     "--output",
     "-o",
     type=click.Path(dir_okay=False),
-    help="Write the result here (required for parquet).",
+    help="Write the result here (required for parquet); its directory must exist.",
 )
 @click.option(
     "--sql-file", type=click.Path(exists=True, dir_okay=False), help="Read the SQL from a file."
@@ -195,8 +197,9 @@ def query(
     raw_trajectories, raw_turns, jobs, episodes, exports, perturbations,
     raw_perturbations. Reads only: statements that write files, attach databases, load
     extensions or change settings are refused."""
-    from worldtrace.output import query_format
+    from worldtrace.output import check_output_dir, query_format
 
+    _one_mode(sql, sql_file, shell, list_views, fmt, output)
     views = _views()
     if list_views:
         for name, doc in views.VIEW_DOCS.items():
@@ -206,6 +209,7 @@ def query(
     st = store(ctx)
     if output:
         _refuse_output_in_store(output, st.root)
+        check_output_dir(output)
     con = _connect(st)
     if shell:
         _shell(con, max_rows, timeout, views.VIEW_DOCS)
@@ -221,6 +225,34 @@ def query(
     if error:
         click.echo(error, err=True)
         sys.exit(EXIT_PROBLEMS)
+
+
+def _one_mode(sql, sql_file, shell: bool, list_views: bool, fmt, output) -> None:
+    """SQL, --sql-file, --shell and --views are ways to say what to run: two of them is
+    a usage error naming both (`--shell --views` ran --views in silence), as are
+    --format and --output beside --shell or --views, which print only to the screen."""
+    modes = [
+        name
+        for name, given in (
+            ("SQL", sql is not None),
+            ("--sql-file", sql_file),
+            ("--shell", shell),
+            ("--views", list_views),
+        )
+        if given
+    ]
+    if modes[:2] == ["SQL", "--sql-file"]:
+        raise click.UsageError("give SQL or --sql-file, not both")
+    if len(modes) > 1:
+        raise click.UsageError(
+            f"{modes[0]} and {modes[1]} do not go together: give one of SQL, --sql-file, "
+            "--shell, --views"
+        )
+    for name, given in (("--format", fmt), ("--output", output)):
+        if given and modes and modes[0] in ("--shell", "--views"):
+            raise click.UsageError(
+                f"{name} applies to SQL and --sql-file, not {modes[0]} (which prints to the screen)"
+            )
 
 
 def _sql_text(path: str) -> str:
@@ -286,7 +318,7 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         print_json(stats_document(con, st))
     else:
-        print_stats(con)
+        print_stats(con, store=st)
 
 
 EXPLAIN_EPILOG = """\b
@@ -298,8 +330,17 @@ Example:
 """
 
 
+def _not_blank(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A blank id is a prefix of every id: it names no trajectory (it listed them all)."""
+    if not value.strip():
+        raise click.BadParameter(
+            "blank: give an id, an id prefix, a raw id or an origin id", ctx=ctx, param=param
+        )
+    return value
+
+
 @click.command(epilog=EXPLAIN_EPILOG)
-@click.argument("trajectory_id")
+@click.argument("trajectory_id", callback=_not_blank)
 @click.option("--seed", default=0, show_default=True, help="Seed of the per-turn keep draw shown.")
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.pass_context
@@ -333,15 +374,17 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int, as_json: bool) ->
     default="report.html",
     show_default=True,
     type=click.Path(dir_okay=False),
-    help="HTML file written.",
+    help="HTML file written; its directory must exist.",
 )
 @click.pass_context
 def report(ctx: click.Context, output: str) -> None:
     """Write a self-contained HTML report: plotly plots (embedded, opens offline), the turns
     most worth a look per category, and the stats tables (docs/query.md)."""
+    from worldtrace.output import check_output_dir
     from worldtrace.report import write
 
     st = store(ctx)
+    check_output_dir(output)
     con = _connect(st)
     _note(st)
     path = write(con, output, store_root=st.root)
