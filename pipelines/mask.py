@@ -93,14 +93,16 @@ COLLECTOR_CUTS = {
     "interrupted": "an interruption ended this observation (state interrupted)",
     "still_printing": "the step's wait ended while output was still arriving (state "
     "still_printing)",
+    "refused": "the sandbox refused the action and said so in the observation (state refused)",
 }
 """Why the collector, not the environment, ended an observation, and the rule text: a cap
 on the output, a step timeout, a Ctrl-C (worldtrace's sandboxes and importers record each
 so). Where the text stops, and the marker after it (`[output truncated]`, `[timed out after
 30s]`, `[interrupted]`), are ours; a model trained on them learns to stop mid-answer. A
 terminal step whose wait ended mid-stream (`seq 1 3000000` with the default 1 s) stops
-where our clock did: the same."""
-STATE_CUTS = ("timed_out", "interrupted", "still_printing")
+where our clock did: the same. So is a web step whose navigation the sandbox refused
+(outside the allowed origins): the error the agent reads is our text."""
+STATE_CUTS = ("timed_out", "interrupted", "still_printing", "refused")
 """The `COLLECTOR_CUTS` read from the turn's `observation.state_json` (true values)."""
 _STATE_KEYS = tuple(f'"{k}"' for k in STATE_CUTS)
 

@@ -212,6 +212,8 @@ STATS = {"ol": 0.0, "nov": 1.0, "r": 5.0}
         (None, False, '{"timed_out": true}', "timed_out"),
         (None, False, '{"interrupted": true}', "interrupted"),
         (None, False, '{"prompt_returned": false, "still_printing": true}', "still_printing"),
+        (None, False, '{"blocked": ["http://example.com/"], "refused": true}', "refused"),
+        (None, False, '{"blocked": ["http://example.com/a.png"]}', None),
         (None, False, '{"timed_out": false, "prompt_returned": true}', None),
         (None, False, '{"raw": "echo \\"timed_out\\""}', None),
         (None, False, "not json", None),
