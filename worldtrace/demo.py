@@ -282,7 +282,7 @@ def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: 
 
     console.print("[bold]5. stats[/]")
     con = connect(store)
-    print_stats(con, console)
+    print_stats(con, console, store=store)
     # the report's `explain` commands name the store: it is not the default one
     report = write(con, store.root / "report.html", store_root=store.root)
     console.print(f"[bold]6. report[/] -> {report}")

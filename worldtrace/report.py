@@ -21,7 +21,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import write_bytes_atomic
 
 from .report_charts import CATEGORY_COLORS, PLOTS, UNKNOWN_COLOR
-from .summary import STATS_SECTIONS, Section
+from .summary import STATS_SECTIONS, Section, store_state
 
 TABLES = (
     "trajectories by domain and source",
@@ -72,14 +72,15 @@ def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.2f}"
 
 
-def _table(con: duckdb.DuckDBPyConnection, section: Section) -> str:
-    """One `stats` table, saying what `stats` says when it has no row."""
+def _table(con: duckdb.DuckDBPyConnection, section: Section, state: str | None = None) -> str:
+    """One `stats` table, saying what `stats` says when it has no row (`state`: the
+    store's, `summary.store_state`)."""
     title = section.title
     cur = con.execute(section.sql)
     cols = [d[0] for d in cur.description]
     rows = cur.fetchall()
     if not rows:
-        return f"<h3>{_esc(title)}</h3><p class=empty>{_esc(section.empty)}</p>"
+        return f"<h3>{_esc(title)}</h3><p class=empty>{_esc(section.message(state))}</p>"
     head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
     body = "".join(
         "<tr>" + "".join(f"<td>{'' if v is None else _esc(v)}</td>" for v in r) + "</tr>"
@@ -160,7 +161,8 @@ def build(
             f'<figure class=plot data-plot="{name}">{fig}<p class=note>{_esc(note)}</p></figure>'
         )
     sections = {s.title: s for s in STATS_SECTIONS}
-    tables = "".join(_table(con, sections[t]) for t in TABLES)
+    state = store_state(Store.at(store_root)) if store_root else None
+    tables = "".join(_table(con, sections[t], state) for t in TABLES)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     where = f"store {_esc(store_root)}, " if store_root else ""
     return (

@@ -255,3 +255,16 @@ def test_a_sql_error_is_one_line_with_where_it_is(env, sql, says):
     [line] = r.stderr.splitlines()
     assert line.startswith("error: ") and "^" not in line, line
     assert all(s in line for s in says), line
+
+
+def test_an_export_is_not_written_into_a_missing_directory(env, tmp_path):
+    """Found with the above: `export -o nope/deep/out` made `nope/deep` (the export's own
+    directory may be new; its parent must exist)."""
+    missing = tmp_path / "deep" / "a"
+    r = run(env, "export", "--format", "agentworldbench", "-o", str(missing / "out"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [
+        f"Error: cannot write {missing / 'out'}: directory {missing} does not exist "
+        "(create it first)"
+    ], r.stderr
+    assert not (tmp_path / "deep").exists()

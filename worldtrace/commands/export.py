@@ -78,7 +78,7 @@ def export(
     Every other option applies to every format.
     """
     from worldtrace.freshness import stale_processed
-    from worldtrace.output import print_export, print_json
+    from worldtrace.output import check_output_dir, print_export, print_json
     from worldtrace.pipelines.export import ExportConfig
     from worldtrace.pipelines.export import export as run_export
     from worldtrace.pipelines.writers import verify
@@ -105,6 +105,8 @@ def export(
         raise click.ClickException("no tokenizer: pass --tokenizer PATH (see `worldtrace doctor`)")
     if output:
         _refuse_in_store(output, s)
+        if not Path(output).absolute().parent.exists():  # DIR may be new, not its parent
+            check_output_dir(output)
     cfg = ExportConfig(
         input=input_dir or str(s.table("trajectories")),
         output=output or str(s.export / fmt),
