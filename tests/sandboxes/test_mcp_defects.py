@@ -132,3 +132,54 @@ def test_a_sigkilled_collectors_workdir_is_swept(tmp_path, tmpdir_root):
     finally:
         box.close()
     assert not (tmpdir_root / "0").exists()
+
+
+RAW_SERVER = r"""
+import json, sys
+TOOL = {"name": "count", "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+for line in sys.stdin:
+    msg = json.loads(line)
+    mid, method = msg.get("id"), msg.get("method")
+    if mid is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "raw", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [TOOL]}
+    elif method == "tools/call":  # against its own output schema: n is no integer
+        result = {"content": [{"type": "text", "text": "n is abc"}], "structuredContent": {"n": "abc"}}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}), flush=True)
+"""
+
+
+def test_an_answer_against_the_servers_own_output_schema_is_its_answer(tmp_path, tmpdir_root):
+    """Found: a tool whose structured content broke its declared output schema failed
+    every attempt (`SandboxError: ... Invalid structured content returned by tool`): the
+    SDK's check made the server's real, buggy answer our failure."""
+    server = tmp_path / "raw.py"
+    server.write_text(RAW_SERVER)
+    box = MCPSandbox(parse(MCPConfig, {"command": [sys.executable, str(server)]}))
+    try:
+        box.reset(TaskSpec("a"))
+        obs = box.step(tool_call("count", {}))
+    finally:
+        box.close()
+    assert obs.text.startswith("n is abc") and not obs.is_error, obs.text
+
+
+@pytest.mark.parametrize("n", [1025, 1026, 1027, 4033])
+def test_an_image_is_said_with_the_bytes_it_holds(n):
+    """Found: everything's tiny image (4033 bytes) was `[image: image/png, 4035 bytes]`:
+    the size counted base64's `=` padding as data."""
+    import base64
+
+    import mcp_types as types
+    from worldtrace.sandboxes.mcp_client import render_part
+
+    data = base64.b64encode((bytes(range(256)) * 17)[:n]).decode()
+    image = types.ImageContent(type="image", data=data, mime_type="image/png")
+    assert render_part(image) == f"[image: image/png, {n} bytes]"
