@@ -449,15 +449,20 @@ class MCPSandbox(Unpicklable):
         arguments = json.loads(action.arguments_json or "{}")
         index, self._calls = self._calls, self._calls + 1
         timeout = self.config.call_timeout
+        noise = self._spec.stdout_noise
+        before = noise.total
         try:  # past the timeout the call is cancelled (the SDK tells the server so)
             answer, flag, progress, (logs, stdout) = self._runner.run(
                 self._call(action.name, arguments, index), timeout
             )
         except TimeoutError:
             self._healthy = False
+            # an answer that is no JSON-RPC (a lone surrogate, a print) is dropped as noise:
+            # then the server did answer, and the reason says what it wrote
+            meanwhile = f"; meanwhile {noise.summary()}" if noise.total > before else ""
             raise SandboxError(
                 f"tools/call {action.name}: no answer within {timeout:g} s (the server hangs "
-                "or the tool outlasts call_timeout)"
+                f"or the tool outlasts call_timeout){meanwhile}"
             ) from None
         except Exception as exc:
             self._healthy = False

@@ -148,6 +148,10 @@ for line in sys.stdin:
                   "serverInfo": {"name": "raw", "version": "1"}}
     elif method == "tools/list":
         result = {"tools": [TOOL]}
+    elif method == "tools/call" and msg["params"]["name"] == "half":  # a lone surrogate
+        print('{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":'
+              '"half \\ud83d"}]}}' % mid, flush=True)
+        continue
     elif method == "tools/call":  # against its own output schema: n is no integer
         result = {"content": [{"type": "text", "text": "n is abc"}], "structuredContent": {"n": "abc"}}
     else:
@@ -183,3 +187,22 @@ def test_an_image_is_said_with_the_bytes_it_holds(n):
     data = base64.b64encode((bytes(range(256)) * 17)[:n]).decode()
     image = types.ImageContent(type="image", data=data, mime_type="image/png")
     assert render_part(image) == f"[image: image/png, {n} bytes]"
+
+
+def test_an_answer_the_client_cannot_read_is_named_in_the_timeout(tmp_path, tmpdir_root):
+    """Found: an answer holding a lone surrogate (`"\\ud83d"`) is dropped as stdout noise,
+    and the attempt failed `no answer within 4 s (the server hangs ...)`: it had answered."""
+    server = tmp_path / "raw.py"
+    server.write_text(RAW_SERVER)
+    box = MCPSandbox(
+        parse(MCPConfig, {"command": [sys.executable, str(server)], "call_timeout": 1})
+    )
+    try:
+        box.reset(TaskSpec("a"))
+        with pytest.raises(SandboxError) as failed:
+            box.step(tool_call("half", {}))
+    finally:
+        box.close()
+    reason = str(failed.value)
+    assert "no answer within 1 s" in reason and "meanwhile it wrote 1 line(s)" in reason, reason
+    assert "ud83d" in reason
