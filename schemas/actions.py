@@ -30,8 +30,17 @@ def tool(name: str, /, **arguments: Any) -> Action:
 
 
 def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Action:
-    """A tool call from a name and an arguments mapping."""
-    args = json.dumps(dict(arguments or {}), sort_keys=True, ensure_ascii=False)
+    """A tool call from a name and an arguments mapping. NaN and infinities are refused:
+    JSON has no value for them (`json.dumps` would write `NaN`, which no JSON reader
+    takes, and a server receives something else)."""
+    try:
+        args = json.dumps(
+            dict(arguments or {}), sort_keys=True, ensure_ascii=False, allow_nan=False
+        )
+    except ValueError:
+        raise ValueError(
+            f"tool call {name}: its arguments hold NaN or an infinity, which JSON has no value for"
+        ) from None
     return Action("tool_call", f"{name}({args})", name=name, arguments_json=args)
 
 

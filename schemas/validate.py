@@ -191,12 +191,19 @@ class _Checker:
             self.add(path, f"must be <= {hi}, got {v}")
 
 
+def _no_constant(name: str) -> Any:
+    """Python's reader takes `NaN` and `Infinity`; JSON does not."""
+    raise ValueError(f"{name} is not JSON")
+
+
 def json_problem(value: str, expected: type) -> str | None:
     """What is wrong with `value` as JSON text whose top level is `expected`, or None."""
     try:
-        parsed = json.loads(value)
+        parsed = json.loads(value, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         return f"invalid JSON: {exc.msg} at char {exc.pos}"
+    except ValueError as exc:
+        return f"invalid JSON: {exc}"
     if not isinstance(parsed, expected):
         return f"JSON must be {expected.__name__}, got {type(parsed).__name__}"
     return None

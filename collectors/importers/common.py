@@ -291,9 +291,9 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     Anything else (a number, a boolean, a list) is the file's error, not the model's:
     InvalidField naming `field`, never wrapped."""
     if isinstance(arguments, str):
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+        try:  # `NaN`/`Infinity` are not JSON: the model's text, kept as written
+            parsed = json.loads(arguments, parse_constant=_no_constant) if arguments.strip() else {}
+        except ValueError:  # JSONDecodeError too
             parsed = {"_raw": arguments}
         if not isinstance(parsed, dict):
             parsed = {"_value": parsed}
@@ -303,7 +303,14 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
         parsed = arguments
     else:
         raise expected(field, ARGUMENTS, arguments)
-    return tool(name, **parsed)
+    try:
+        return tool(name, **parsed)
+    except ValueError:  # a NaN or an infinity the file's own JSON reader took
+        raise expected(field, "JSON (no NaN or infinity)", arguments) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def shell_or_tool(name: str, args: Any, place: str, shells: Iterable[str]) -> Action:

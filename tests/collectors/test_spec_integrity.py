@@ -189,3 +189,25 @@ def test_an_env_file_or_variable_missing_here_is_refused_when_the_job_loads(tmp_
     )
     monkeypatch.setenv("WT_TEST_UNSET_VAR", "x")
     JobSpec.load(job).check_store(tmp_path / "store")  # all there: the job loads
+
+
+def test_a_tool_call_with_nan_is_refused_where_it_is_written(tmp_path):
+    """Found: `{tool: echo, arguments: {x: .nan}}` was recorded as `{"x": NaN}`, which is
+    not JSON (the server received `null`); `validate` passed such a record."""
+    from worldtrace.schemas import Action, Observation, Trajectory, Turn, validate_dict
+
+    f = tmp_path / "job.yaml"
+    f.write_text(
+        "name: nan\nsandbox: {kind: mcp, command: [mcp-server-time]}\n"
+        "tasks:\n  - id: t\n    actions:\n      - {tool: get_current_time, arguments: {x: .nan}}\n"
+    )
+    with pytest.raises(ConfigError) as refused:
+        JobSpec.load(f)
+    assert "tasks[0].actions[0]" in str(refused.value) and "NaN" in str(refused.value)
+    turn = Turn(
+        0, Action("tool_call", "f()", name="f", arguments_json='{"x": NaN}'), Observation("o")
+    )
+    problems = validate_dict(Trajectory("mcp", turns=[turn]).with_id().to_dict())
+    assert [(p.field, p.message) for p in problems] == [
+        ("turns[0].action.arguments_json", "invalid JSON: NaN is not JSON")
+    ]
