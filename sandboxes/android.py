@@ -313,9 +313,12 @@ class AndroidSandbox(Unpicklable):
         self._state = app_state(self._shell("window state", STATE_COMMAND)[0])
         found = nodes(xml, self._ids, self.config.hide_packages)
         body, truncated = render(found, self.config.max_chars)
-        text = f"{prefix}{self._state.header()}\n{body}"
-        changed = None if self._last is None else text != self._last
-        self._last, self._nodes = text, {n.id: n for n in found}
+        screen = f"{self._state.header()}\n{body}"
+        # the screen (header, hierarchy), not an error said before it: a failed launch
+        # leaves the screen as it was
+        changed = None if self._last is None else screen != self._last
+        self._last, self._nodes = screen, {n.id: n for n in found}
+        text = f"{prefix}{screen}"
         failure = env_failure(self._state, found)
         return observation(text, self._state.to_dict(), changed=changed, env_failure=failure,
                            is_error=is_error, truncated=truncated)  # fmt: skip

@@ -141,6 +141,20 @@ def test_reset_starts_a_named_activity_and_refuses_a_missing_app(sim):
     sb.close()
 
 
+def test_a_failed_launch_leaves_the_screen_unchanged(sim):
+    """Found: a launch of a package not installed was `changed=True` though the screen
+    stayed as it was (the comparison read the error said before the screen), and so was
+    the step after it."""
+    sb = sandbox(sim)
+    first = sb.reset(task(NOTES))
+    failed = sb.step(tool("launch", package="com.example.nope"))
+    assert failed.is_error and "monkey aborted" in failed.text.splitlines()[0]
+    assert failed.changed is False and failed.text.endswith(first.text)
+    again = sb.step(tool("press", key="volume_up"))
+    assert again.changed is False, again.text
+    sb.close()
+
+
 def test_offline_device_is_an_environment_failure():
     with start(offline_after=12) as s:
         sb = sandbox(s)
