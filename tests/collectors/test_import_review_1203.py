@@ -10,29 +10,9 @@ import json
 from worldtrace.schemas import validate_dict
 
 from .test_import_fidelity import items
+from .test_import_mini_swe_variants import imported as mini
 
-TASK = "Please solve this issue: fix a.py"
 INLINE = 'echo "use ```code``` here" > README.md && cat README.md'
-
-
-def mini(tmp_path, messages, fmt="mini-swe-agent-1"):
-    f = tmp_path / "run.traj.json"
-    f.write_text(
-        json.dumps(
-            {
-                "trajectory_format": fmt,
-                "info": {"exit_status": "Submitted"},
-                "messages": [
-                    {"role": "system", "content": "You are a helpful assistant."},
-                    {"role": "user", "content": TASK},
-                    *messages,
-                ],
-            }
-        )
-    )
-    [t], problems = items(f)
-    assert validate_dict(t.to_dict()) == []
-    return t, problems
 
 
 def one(tmp_path, name, data):
