@@ -177,3 +177,28 @@ def test_export_renders_the_prompt_and_records_the_instructions(tmp_path):
     assert "# Simulation instruction\nReply with the MCP result only." in text
     assert m["simulation_instructions"]["source"] == str(over)
     assert len(m["simulation_instructions"]["sha256"]) == len(F.DOMAINS)
+
+
+def test_terminal_records_of_commands_are_told_how_a_command_is_answered(tmp_path):
+    """Found: an imported chat whose only tool is `bash` is a terminal record, and its
+    prompt said every user message is keystrokes answered with the screen and the next
+    shell prompt, while its turns are `bash({"command": ...})` answered by the output
+    alone."""
+    from worldtrace.collectors.importers import parse_file
+
+    f = tmp_path / "chat.jsonl"
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+    }
+    msgs = [
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "content": "a.txt\n"},
+    ]
+    f.write_text(json.dumps({"id": "r", "messages": msgs}) + "\n")
+    [t] = [t for _, t in parse_file(f)]
+    assert t.domain == "terminal" and t.turns[0].action.kind == "tool_call"
+    text = SystemPrompt().text(t.to_dict())
+    assert "tool call that runs one" in text and "without a prompt" in text
