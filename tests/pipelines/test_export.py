@@ -454,20 +454,20 @@ def pinned_records():
 # (created_by), so they are not pinned.
 PINNED = {
     "megatron-split-token": {
-        "train_loss_mask.bin": "05f937baadb259c0d4b0fc4d365c724d11383016f111222ceba9fc804661f568",
-        "train_loss_mask.idx": "daf09fc96ba4f8772521ca72b99c628890a4028469d80882a263ca321afb35c2",
-        "train_text_document.bin": "4e12db75821b7b22120e324b6dc38df23f0b01250be5452af0e8f9ed6c241054",
-        "train_text_document.idx": "25379d4e4563593eb325f31d6b338c20491840ca9baa7b61f04f6d25484e71ef",
+        "train_loss_mask.bin": "05943b3f6ddcc116a8110ecd3751e91ddc8019ae7989e46dc368f9dc17f009bc",
+        "train_loss_mask.idx": "cf81e7182337bb7a50fe099afe8716a6e36cb6271e70ac0afb56e14635dcc12b",
+        "train_text_document.bin": "e2ea76ca9e673a341aa7c1e1b79fc9ff84228b724ac0881c10f2b76d75691ae3",
+        "train_text_document.idx": "f7c1ae3ad69a2351a08623feffe97afff2817f62b1d2307c63c3aa4c1c2c1280",
     },
     "megatron-turn-packed": {
-        "train_loss_mask.bin": "6410d0352cb10ce8fe222dbf0f3aca19177f1d59fa2553aa8a0df457cc774c3b",
+        "train_loss_mask.bin": "5dc6d7e636efd31d105866572d65093aafef5260b5f19c2d80d635ec48be8617",
         "train_loss_mask.idx": "91b27fe2674bca65ffc232abd72ae1b47bb93fd2629e07252a19d5d2b6615e9a",
-        "train_text_document.bin": "29793ba8dd09af71c35b344269b7dc8c839f62154f290088356ba6e64f4ed2f8",
+        "train_text_document.bin": "df95a342ae85ea8c823a179139620af797ca033212fdc0bda96368115e81983f",
         "train_text_document.idx": "4ecfde6d499dd37ffe2b504a882f365184f07e68e61ce335381c22afc3a065a0",
     },
     "agentworldbench": {
         "swe_test.jsonl": "e1216699367023cd96f48e4c55d800a6f67278d418b404213cc76fb731dd6cc9",
-        "terminal_test.jsonl": "e20b07b88f3d28e755d3de25564f86e84429da757798bfe9476ad0bce99e8f6b",
+        "terminal_test.jsonl": "84ddac9dd7bd0a763778912509df4fca56793102ffca8bbfc0359922b0b71630",
         "web_test.jsonl": "7995b4c1b072d2b4e9d532764122893280791e5d5a57a6cf7c8def1d88078be2",
     },
 }
