@@ -11,7 +11,11 @@ the section "Error from previous action", like BrowserGym's `last_action_error`)
 browser that died or a page that does not answer within `step_timeout` raises
 SandboxError: the attempt fails and is retried. So does a start page that does not load
 at reset (a network error, a timeout, Chromium's error page, an HTTP 5xx): there is no
-episode to record (`_open_start`; docs/web.md lists the cases).
+episode to record (`_open_start`; docs/web.md lists the cases). An error that is the
+sandbox's own text (a navigation outside the allowed origins, refused) is marked
+`refused: true` in the state: the pipeline never trains on it. A navigation that does not
+answer within `navigation_timeout` is stopped (`_await_navigation`), so it is the action's
+error, not a failed attempt. Dialogs are shown (`## Dialog`) and dismissed.
 
 Every episode gets a fresh browser context (cookies and storage reset; optionally a
 storage-state file to start logged in). Requests outside the allowed origins are
@@ -23,7 +27,7 @@ reported in `env_failure`, and a turn that changed neither URL nor tree has
 
 The pure parts (action space, observation text, failure classes) are in `web_spec.py`,
 the tree in `web_axtree.py`, the shared browser in `web_browser.py`; what stays here is
-one class with its lifecycle, thirteen actions and the observation step (~480 lines).
+one class with its lifecycle, thirteen actions and the observation step.
 """
 
 from __future__ import annotations
@@ -145,6 +149,10 @@ never stops changing; 100 ms for a tab that does not render."""
 POPUP_GRACE_S = 0.5
 """How long a step whose navigation the proxy refused waits for Playwright to report a
 tab Chromium opened, before taking it for a popup that never loaded (`_close_unborn`)."""
+SETTLE_EVAL_S = SETTLE_MAX_MS / 1000 + 1
+"""How long the settle's script may take before the sandbox looks for a navigation that
+holds it: Playwright evaluates nothing in a tab whose navigation has not committed (a URL
+that never answers would hold the step until its step_timeout)."""
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 """Observation fields of GUI kinds this schema version has; the rest ride in state_json."""
 
@@ -215,6 +223,12 @@ class WebTask:
     """The task's start page (default: the sandbox's start_url)."""
 
 
+class Refusal(ActionError):
+    """An action the sandbox itself refused (a URL outside the allowed origins or not
+    http(s)): its text is ours, not the environment's; the observation says so with
+    `refused: true` in its state (`WebSandbox._observe`)."""
+
+
 class WebSandbox(Unpicklable):
     kind = "web"
     domain = "web"
@@ -249,6 +263,13 @@ class WebSandbox(Unpicklable):
         self._refused_nav: str | None = None
         """The last navigation the proxy refused in this step (it cannot tell the tab)."""
         self._step_blocked: list[str] = []
+        self._navs: dict[Any, tuple[Any, float]] = {}
+        """Top-level navigation requests in flight: (their tab, when they started)."""
+        self._stopped_nav: str | None = None
+        """The active tab's navigation this step stopped at its navigation_timeout."""
+        self._dialogs: list[dict[str, str]] = []
+        """Dialogs (alert, confirm, prompt, beforeunload) pages opened since the last
+        observation, each dismissed."""
         self._last: tuple[str, str] | None = None
         self._initial = ""
         self._page_event: asyncio.Event | None = None
@@ -256,6 +277,8 @@ class WebSandbox(Unpicklable):
         """The context's requests still in flight, each with its page."""
         self._started = 0
         self._net_event: asyncio.Event | None = None
+        self._nav_event: asyncio.Event | None = None
+        """Set when a top-level navigation starts (`_watch_navigations`)."""
         self._ctx_id: str | None = None
         self._url = ""
         self._version = ""
@@ -309,8 +332,11 @@ class WebSandbox(Unpicklable):
         await ctx.route(self._outside_re, self._block)
         if c.record_requests:
             ctx.on("request", lambda r: self.requests.append(r.url))
-        self._inflight, self._net_event = {}, asyncio.Event()
+        self._inflight, self._net_event, self._navs = {}, asyncio.Event(), {}
+        self._nav_event = asyncio.Event()
+        self._dialogs, self._stopped_nav = [], None
         ctx.on("page", self._on_page)
+        ctx.on("dialog", self._on_dialog)
         ctx.on("request", self._on_request)
         ctx.on("requestfinished", self._on_request_done)
         ctx.on("requestfailed", self._on_request_done)
@@ -399,21 +425,76 @@ class WebSandbox(Unpicklable):
             return  # navigation, which `_popups` and the load wait cover
         self._inflight[request] = page
         self._started += 1
+        if self._top_navigation(request):
+            self._navs[request] = (page, asyncio.get_running_loop().time())
+            self._nav_event.set()
 
     def _on_request_done(self, request) -> None:
+        self._navs.pop(request, None)
         if self._inflight.pop(request, None) is not None:
             self._net_event.set()
+
+    async def _on_dialog(self, dialog) -> None:
+        """Show the dialog in the next observation and dismiss it, as Playwright does
+        with a dialog nobody listens to: an alert is closed, confirm answers false, prompt
+        null, a beforeunload keeps the page."""
+        self._dialogs.append({"type": dialog.type, "message": dialog.message})
+        with contextlib.suppress(Exception):  # the page (or the browser) went away
+            await dialog.dismiss()
+
+    async def _await_navigation(self) -> bool:
+        """Wait for the tabs' top-level navigations in flight, each at most
+        navigation_timeout from its start (the time `goto` gives one), and stop those
+        still unanswered then (CDP `Page.stopLoading`: the tab stays on its page). A link
+        clicked, a form sent, a script's `location` is waited for as `goto` is; and no
+        later call hangs on a URL that never answers, since Playwright evaluates nothing in
+        a tab whose navigation has not committed. True if there was one."""
+        loop = asyncio.get_running_loop()
+        found = False
+        while True:
+            pending = [(r, p, t) for r, (p, t) in self._navs.items() if not p.is_closed()]
+            if not pending:
+                return found
+            found = True
+            now = loop.time()
+            late = [(r, p) for r, p, t in pending if now >= t + self.config.navigation_timeout]
+            for request, page in late:
+                self._navs.pop(request, None)
+                self._inflight.pop(request, None)
+                with contextlib.suppress(Exception):  # the tab closed meanwhile
+                    await (await self._cdp(page)).send("Page.stopLoading")
+                if page is self._page:
+                    self._stopped_nav = request.url
+            if late:
+                continue
+            first = min(t for _, _, t in pending) + self.config.navigation_timeout
+            self._net_event.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._net_event.wait(), max(first - now, 0))
+
+    async def _watch_navigations(self) -> None:
+        """While the tree is read: stop a navigation that starts meanwhile (a script's
+        timer) at its navigation_timeout, which lets the reading go on in the page it
+        was on (Playwright's calls wait for a navigation to commit: one that never
+        answers held the step until step_timeout). Runs until cancelled."""
+        while True:
+            await self._await_navigation()
+            self._nav_event.clear()
+            if not self._navs:
+                await self._nav_event.wait()
 
     def _loading(self, page) -> bool:
         """Whether a request of this tab is still in flight (a closed tab's never end)."""
         return any(p is page for p in self._inflight.values()) and not page.is_closed()
 
-    async def _settle(self, page) -> None:
+    async def _settle(self, page) -> bool:
         """Wait until the tab has no request in flight and its DOM is still: a script that
         fetches data after `load` and then renders it (the docs' glossary box, slower than
         SETTLE_QUIET_MS) is observed done, not before its answer arrived. Repeated while
         the settling itself started requests, until SETTLE_MAX_MS has passed (a long
-        poll never ends); the last DOM wait may take as long again."""
+        poll never ends); the last DOM wait may take as long again. False when the DOM
+        wait did not end within SETTLE_EVAL_S (a navigation not committed holds it, or a
+        page busy in a loop)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SETTLE_MAX_MS / 1000
         while True:
@@ -422,10 +503,13 @@ class WebSandbox(Unpicklable):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._net_event.wait(), deadline - loop.time())
             started = self._started
-            await page.evaluate(SETTLE_JS)
+            try:
+                await asyncio.wait_for(page.evaluate(SETTLE_JS), SETTLE_EVAL_S)
+            except asyncio.TimeoutError:
+                return False
             quiet = started == self._started and not self._loading(page)
             if quiet or loop.time() >= deadline:
-                return
+                return True
 
     def _on_crash(self, page) -> None:
         self._crashed.add(page)
@@ -443,8 +527,9 @@ class WebSandbox(Unpicklable):
         self.blocked.append(url)
         self._step_blocked.append(url)
 
-    def _refused(self, url: str, navigation: bool) -> None:
-        self._record(url)
+    def _refused(self, url: str, navigation: bool, recorded: bool = False) -> None:
+        if not recorded:
+            self._record(url)
         if navigation:
             self._refused_nav = url
             if self._page_event is not None:
@@ -457,12 +542,30 @@ class WebSandbox(Unpicklable):
         except Exception:  # no frame (a worker's request)
             return False
 
+    @staticmethod
+    def _unborn_navigation(request) -> bool:
+        """A navigation whose frame Playwright does not know yet: a new tab's first (a
+        link with target=_blank, window.open)."""
+        if not request.is_navigation_request():
+            return False
+        try:
+            request.frame  # noqa: B018 (raises when the frame is not known yet)
+        except Exception:
+            return True
+        return False
+
     async def _block(self, route) -> None:
         req = route.request
         self._record(req.url)
         if self._top_navigation(req):
             self._blocked_nav = req.url
             await route.fulfill(status=204)  # "No Content": the tab stays where it was
+        elif self._unborn_navigation(req):
+            # the 204 keeps the new tab on its empty document, which Playwright never
+            # reports: `_popups` closes it (aborted, it would show Chromium's error page)
+            self._refused(req.url, navigation=True, recorded=True)
+            self._blocked_nav = req.url
+            await route.fulfill(status=204)
         else:
             await route.abort("blockedbyclient")
 
@@ -485,6 +588,7 @@ class WebSandbox(Unpicklable):
 
     async def _step(self, action: Action) -> Observation:
         self._step_blocked, self._blocked_nav, self._refused_nav = [], None, None
+        self._stopped_nav = None
         tool = TOOLS.get(action.name or "") if action.kind == "tool_call" else None
         try:
             args = json.loads(action.arguments_json or "{}")
@@ -496,25 +600,27 @@ class WebSandbox(Unpicklable):
         if problem:
             return await self._observe(f"ValueError: {problem}")
         pages_before = len(self._ctx.pages)
-        error = ""
+        error, refused = "", False
         try:
             error = await getattr(self, f"_do_{tool.name}")(**args) or ""
         except ActionError as exc:
-            error = str(exc)
+            error, refused = str(exc), isinstance(exc, Refusal)
         except Exception as exc:
             await self._alive()  # a dead browser is ours to report, not the page's answer
             if type(exc).__module__.split(".")[0] != "playwright":
                 raise
             error = playwright_error(exc)
+        await self._await_navigation()  # one it started: committed, or stopped at its timeout
         await self._popups()
         if self._blocked_nav and (not error or "net::ERR_ABORTED" in error):
             error = f"Error: navigation to {self._blocked_nav} was blocked (outside the allowed origins)"  # fmt: skip
+            refused = True  # our boundary, not the site's answer
         pages = self._ctx.pages
         if len(pages) > pages_before:  # a popup opened: it is the active tab now
             self._page = pages[-1]
         elif self._page.is_closed():  # the page closed itself (window.close())
             self._page = pages[-1] if pages else await self._ctx.new_page()
-        return await self._observe(error)
+        return await self._observe(error, refused)
 
     async def _element(self, bid: str):
         """The element's locator, through the frames its bid prefix names (BrowserGym's
@@ -539,7 +645,13 @@ class WebSandbox(Unpicklable):
         return elem.first
 
     async def _do_click(self, bid: str) -> None:
-        await (await self._element(bid)).click()
+        """Click once the element is actionable within `action_timeout`; the navigation the
+        click starts then gets `navigation_timeout` to commit, as `goto` does (Playwright
+        waits for it within the click's timeout: under `action_timeout` a slow link was a
+        failed click, though its page came)."""
+        elem = await self._element(bid)
+        await elem.click(trial=True)  # actionability only, within action_timeout
+        await elem.click(timeout=self.config.navigation_timeout * 1000, no_wait_after=False)
 
     async def _do_fill(self, bid: str, text: str) -> None:
         await (await self._element(bid)).fill(text)
@@ -548,7 +660,8 @@ class WebSandbox(Unpicklable):
         await (await self._element(bid)).select_option(value)
 
     async def _do_press(self, bid: str, key: str) -> None:
-        await (await self._element(bid)).press(key)
+        # as click: the navigation it starts (Enter in a form) gets navigation_timeout
+        await (await self._element(bid)).press(key, timeout=self.config.navigation_timeout * 1000)
 
     async def _do_hover(self, bid: str) -> None:
         await (await self._element(bid)).hover()
@@ -561,10 +674,11 @@ class WebSandbox(Unpicklable):
 
     async def _goto(self, url: str) -> str | None:
         try:
-            if origin_of(url) not in self._origins:
-                return f"Error: {url} is outside the allowed origins ({', '.join(self._origins)})"
+            outside = origin_of(url) not in self._origins
         except ValueError:
-            return f"Error: cannot open {url!r} (only http and https URLs)"
+            raise Refusal(f"Error: cannot open {url!r} (only http and https URLs)") from None
+        if outside:
+            raise Refusal(f"Error: {url} is outside the allowed origins ({', '.join(self._origins)})")  # fmt: skip
         _, exc = await self._navigate(url)
         return None if exc is None else playwright_error(exc)
 
@@ -605,24 +719,40 @@ class WebSandbox(Unpicklable):
         await self._page.wait_for_timeout(ms)
 
     # -- observing ---------------------------------------------------------------------------
-    async def _observe(self, error: str) -> Observation:
+    async def _observe(self, error: str, refused: bool = False) -> Observation:
+        """The active tab's observation. `refused`: the error is the sandbox's own text
+        (a navigation outside the allowed origins, one it stopped at navigation_timeout),
+        not the page's or the browser's answer: `refused: true` in the state, so the
+        pipeline never trains on it."""
         page = self._page
         crashed = page in self._crashed
         tree, focused, status, inputs, truncated, walked = "", "", None, {}, False, None
         if not crashed:
-            tree, got, inputs = await self._extract(page)
+            watch = asyncio.create_task(self._watch_navigations())
+            try:
+                tree, got, inputs = await self._extract(page)
+            finally:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await watch
             focused, status, walked = got["focused"], got["status"], got.get("walked")
             truncated = walked == "cut"
             if len(tree) > self.config.max_chars:
                 cut = tree.rfind("\n", 0, self.config.max_chars)
                 tree = tree[: cut if cut > 0 else self.config.max_chars]
                 truncated = True
+        if self._stopped_nav and not error:
+            # a navigation no Playwright call waited for (a script's, after the action):
+            # the text is ours, so the state says so
+            error = f"TimeoutError: navigation to {self._stopped_nav}: Timeout {self.config.navigation_timeout * 1000:g}ms exceeded."  # fmt: skip
+            refused = True
         tabs = [{"title": await self._title(p), "url": p.url} for p in self._ctx.pages]
         active = self._ctx.pages.index(page)
         nav_failed = error.startswith("Error: Page.go") and "net::ERR_" in error
         failure = classify(page.url, status, tree, nav_failed, crashed)
+        dialogs, self._dialogs = self._dialogs, []
         key = (page.url, tree)
-        changed = self._last is None or key != self._last
+        changed = self._last is None or key != self._last or bool(dialogs)
         self._last = key
         state = {
             "url": page.url,
@@ -638,8 +768,14 @@ class WebSandbox(Unpicklable):
             state["blocked"] = list(self._step_blocked)
         if walked:
             state["tree_source"] = "dom_walk"  # not Chromium's AXTree: docs/web.md
+        if refused:
+            state["refused"] = True
+        text = render(tabs, active, tree, focused, error)
+        if dialogs:
+            state["dialogs"] = dialogs
+            text += "\n\n## Dialog\n" + "\n".join(f"{d['type']}: {d['message']}" for d in dialogs)
         return Observation(
-            render(tabs, active, tree, focused, error),
+            text,
             is_error=bool(error),
             truncated=truncated,
             state_json=json.dumps(state, sort_keys=True, ensure_ascii=False),
@@ -661,9 +797,12 @@ class WebSandbox(Unpicklable):
 
         for left in reversed(range(tries)):
             try:
+                await self._await_navigation()
                 with contextlib.suppress(PlaywrightError):  # still loading: observe what is there
                     await page.wait_for_load_state("load")
-                await self._settle(page)
+                # a navigation Playwright reported after the wait above holds the settle
+                if not await self._settle(page) and await self._await_navigation() and left:
+                    continue
                 opts = self.config.tree
                 marks = await mark_frames(page, opts.viewport_only, opts.dom_walk_over)
                 if marks["walk"]:  # too big for the AXTree: walked, up to max_chars

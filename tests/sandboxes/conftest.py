@@ -25,3 +25,21 @@ def term(docker_engine):
     s.reset(TaskSpec("t"))
     yield s
     s.close()
+
+
+@pytest.fixture
+def make():
+    """`make(**config)`: a web sandbox, closed after the test."""
+    from worldtrace.sandboxes.web import WebConfig, WebSandbox
+    from worldtrace.schemas.parsing import parse
+
+    made = []
+
+    def build(**config) -> WebSandbox:
+        sb = WebSandbox(parse(WebConfig, config))
+        made.append(sb)
+        return sb
+
+    yield build
+    for sb in made:
+        sb.close()

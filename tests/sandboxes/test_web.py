@@ -29,7 +29,6 @@ from worldtrace.sandboxes.base import SandboxError, TaskSpec
 from worldtrace.sandboxes.web import (
     LAST_CHANGE_KEY,
     SETTLE_QUIET_MS,
-    WebConfig,
     WebSandbox,
     WebTask,
 )
@@ -37,7 +36,6 @@ from worldtrace.sandboxes.web_browser import NO_NAME_RESOLUTION, BrowserConfig, 
 from worldtrace.sandboxes.web_explorer import parse_tree
 from worldtrace.sandboxes.web_sites import start_datasette, start_docs_site
 from worldtrace.schemas import Trajectory, Turn
-from worldtrace.schemas.parsing import parse
 
 from ..conftest import serving
 
@@ -155,20 +153,6 @@ def library(tmp_path_factory):
     site = start_datasette(tmp_path_factory.mktemp("datasette"))
     yield site
     site.stop()
-
-
-@pytest.fixture
-def make():
-    made = []
-
-    def build(**config) -> WebSandbox:
-        sb = WebSandbox(parse(WebConfig, config))
-        made.append(sb)
-        return sb
-
-    yield build
-    for sb in made:
-        sb.close()
 
 
 def start(sb: WebSandbox, url: str):
