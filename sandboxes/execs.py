@@ -215,8 +215,25 @@ def _engine(container):
         raise
 
 
-KILL_GROUP = 'kill -s KILL -- "-$1" 2>/dev/null || kill -s KILL "-$1"'
-"""Kill process group `$1` (dash wants `--` before a negative pid, busybox refuses it)."""
+KILL_GROUP = """G="$1"
+kill -s KILL -- "-$G" 2>/dev/null || kill -s KILL "-$G"
+i=0
+while [ "$i" -lt 100 ]; do
+  alive=0
+  for f in /proc/[0-9]*/stat; do
+    read -r line < "$f" 2>/dev/null || continue
+    rest=${line##*) }
+    set -- $rest
+    if [ "$3" = "$G" ] && [ "$1" != Z ]; then alive=1; break; fi
+  done
+  [ "$alive" = 0 ] && break
+  sleep 0.01
+  i=$((i + 1))
+done"""
+"""Kill process group `$1` (dash wants `--` before a negative pid, busybox refuses it),
+then wait, at most ~1 s, until only zombies are left of it (`/proc/PID/stat`: state,
+then process group, after the name): a SIGKILL is delivered, not waited for, and the
+next step must not see the command still running."""
 
 
 def _kill_group(container, group: int) -> None:
