@@ -191,7 +191,7 @@ class _Checker:
             self.add(path, f"must be <= {hi}, got {v}")
 
 
-def _no_constant(name: str) -> Any:
+def no_json_constant(name: str) -> Any:
     """Python's reader takes `NaN` and `Infinity`; JSON does not."""
     raise ValueError(f"{name} is not JSON")
 
@@ -199,7 +199,7 @@ def _no_constant(name: str) -> Any:
 def json_problem(value: str, expected: type) -> str | None:
     """What is wrong with `value` as JSON text whose top level is `expected`, or None."""
     try:
-        parsed = json.loads(value, parse_constant=_no_constant)
+        parsed = json.loads(value, parse_constant=no_json_constant)
     except json.JSONDecodeError as exc:
         return f"invalid JSON: {exc.msg} at char {exc.pos}"
     except ValueError as exc:

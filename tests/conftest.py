@@ -157,6 +157,16 @@ class ChatServer:
         return {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": fn}]}  # fmt: skip
 
 
+def reply(handler, body: str | bytes, status: int = 200, kind: str = "text/html") -> None:
+    """An `http.server` handler's whole answer: status, type, length, body."""
+    data = body.encode() if isinstance(body, str) else body
+    handler.send_response(status)
+    handler.send_header("Content-Type", kind)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 @contextlib.contextmanager
 def serving(server) -> Iterator[str]:
     """An `http.server` bound to 127.0.0.1, served from a thread while the block runs:

@@ -30,6 +30,7 @@ from worldtrace.schemas import (
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.actions import arguments_of
 from worldtrace.schemas.redact import redactor
+from worldtrace.schemas.validate import no_json_constant
 
 from ..actions import tool
 
@@ -292,7 +293,9 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     InvalidField naming `field`, never wrapped."""
     if isinstance(arguments, str):
         try:  # `NaN`/`Infinity` are not JSON: the model's text, kept as written
-            parsed = json.loads(arguments, parse_constant=_no_constant) if arguments.strip() else {}
+            parsed = (
+                json.loads(arguments, parse_constant=no_json_constant) if arguments.strip() else {}
+            )
         except ValueError:  # JSONDecodeError too
             parsed = {"_raw": arguments}
         if not isinstance(parsed, dict):
@@ -307,10 +310,6 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
         return tool(name, **parsed)
     except ValueError:  # a NaN or an infinity the file's own JSON reader took
         raise expected(field, "JSON (no NaN or infinity)", arguments) from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def shell_or_tool(name: str, args: Any, place: str, shells: Iterable[str]) -> Action:

@@ -37,7 +37,7 @@ from worldtrace.sandboxes.web_explorer import parse_tree
 from worldtrace.sandboxes.web_sites import start_datasette, start_docs_site
 from worldtrace.schemas import Trajectory, Turn
 
-from ..conftest import serving
+from ..conftest import reply, serving
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,12 +129,7 @@ def slow_site():
                 body, kind = json.dumps({"text": self.path.rsplit("/", 1)[1]}), "application/json"
             else:
                 body, kind = FETCHING, "text/html"
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply(self, body, kind=kind)
 
         def log_message(self, *args):
             pass

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from worldtrace.collectors.actions import tool
 
-from ..conftest import serving
+from ..conftest import reply, serving
 from .test_web_origins import bid, start, state
 
 pytestmark = pytest.mark.browser
@@ -63,12 +63,7 @@ def site():
                 body = "<html><head><title>Slow</title></head><body><p>finally</p></body></html>"
             if body is None:
                 status, body = 404, "<html><head><title>Missing</title></head><body><p>no such page</p></body></html>"  # fmt: skip
-            data = body.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply(self, body, status)
 
         def log_message(self, *args):
             pass
