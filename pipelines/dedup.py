@@ -428,14 +428,15 @@ class _Verify(beam.DoFn):
             yield edges
 
 
-def _seeds(t: pa.Table) -> list[tuple[str, str]]:
-    """Edges from an earlier run's clusters: each member to its cluster's root."""
+def _seeds(t: pa.Table, exact: bool) -> list[tuple[str, str]]:
+    """Edges from an earlier run's clusters: each member's node to its cluster's root.
+    Nodes are content keys (`content_column`: uids without exact dedup), and a cluster is
+    named `c` + its representative's key: seeded by trajectory id without exact dedup,
+    the members were no nodes, and one no new record came near got no decision."""
     role = t["was_role"]
     t = t.filter(pc.and_(role.is_valid(), pc.not_equal(pc.fill_null(role, ""), "singleton")))
-    return [
-        (tid, c[1:])
-        for tid, c in zip(t["tid"].to_pylist(), t["was_cluster"].to_pylist(), strict=True)
-    ]
+    keys = t[content_column(exact)].to_pylist()
+    return [(k, c[1:]) for k, c in zip(keys, t["was_cluster"].to_pylist(), strict=True)]
 
 
 class _ByComponent(beam.DoFn):
@@ -517,7 +518,7 @@ class DedupDecisions(beam.PTransform):
             return {"decisions": none, "records": content.records}
         edges = self._near(content.reps) if cfg.near else []
         if self.earlier:
-            edges.append(content.records | "SeedEdges" >> beam.Map(_seeds))
+            edges.append(content.records | "SeedEdges" >> beam.Map(_seeds, cfg.exact))
         side = {}
         if edges:  # else no record has an edge: exact groups only
             one = edges[0] if len(edges) == 1 else tuple(edges) | "AllEdges" >> beam.Flatten()

@@ -194,11 +194,21 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
             "add --rebuild to reprocess everything with the new ones"
         )
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
-    seen = pq.read_table(index / G.SHARDS_FILE)
-    if "sha256" not in seen.schema.names:  # an index from before hashes were kept
-        seen = seen.append_column("sha256", pa.nulls(seen.num_rows, pa.string()))
+    seen = read_shards(index / G.SHARDS_FILE)
     seen, moved = moved_paths(seen, before.get("output"), output)
     return Previous(index, stems, seen, G.probed_stems(index), moved)
+
+
+def read_shards(path: Path) -> pa.Table:
+    """`_index/shards.parquet` as `SHARDS_SCHEMA`: an index from before hashes were kept
+    has null ones, one from before arrivals were kept its files' mtimes for them (the
+    best it knows: right unless a file was touched after it was processed)."""
+    seen = pq.read_table(path)
+    if "sha256" not in seen.schema.names:
+        seen = seen.append_column("sha256", pa.nulls(seen.num_rows, pa.string()))
+    if "arrival_ns" not in seen.schema.names:
+        seen = seen.append_column("arrival_ns", seen["mtime_ns"])
+    return seen.select(G.SHARDS_SCHEMA.names).cast(G.SHARDS_SCHEMA)
 
 
 def _same_policy(before: dict[str, Any], now: dict[str, Any]) -> bool:
@@ -212,20 +222,22 @@ def _same_policy(before: dict[str, Any], now: dict[str, Any]) -> bool:
         return False
 
 
-def new_files(files: list[str], prev: Previous) -> list[str]:
-    """Raw files not processed before; a processed file that changed is an error. One
-    whose mtime alone moved (`cp -r`, `touch`, a checkout) is the same file when its
-    content hash is the one recorded: its new time goes into `prev.seen`."""
+def new_files(files: list[str], prev: Previous) -> dict[str, os.stat_result]:
+    """Raw files not processed before, with their stat (taken once: their mtime is their
+    records' arrival, `units.arrival_key`); a processed file that changed is an error.
+    One whose mtime alone moved (`cp -r`, `touch`, a checkout) is the same file when its
+    content hash is the one recorded: its new time goes into `prev.seen` (its arrival
+    stays)."""
     if prev.seen is None:
-        return files
+        return {f: os.stat(f) for f in files}
     rows = prev.seen.to_pylist()
     seen = {r["path"]: r for r in rows}
-    out = []
+    out = {}
     for f in files:
         st = os.stat(f)
         r = seen.get(f)
         if r is None:
-            out.append(f)
+            out[f] = st
         elif (r["size"], r["mtime_ns"]) != (st.st_size, st.st_mtime_ns):
             if r["size"] != st.st_size or r["sha256"] != sha256_file(f):
                 raise ValueError(
@@ -235,6 +247,43 @@ def new_files(files: list[str], prev: Previous) -> list[str]:
     if prev.moved:
         prev.seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
     return out
+
+
+Hashed = dict[str, tuple[int, int, str]]
+"""path -> (size, mtime_ns, sha256) of files hashed before a run (`recorded_arrivals`)."""
+
+
+def recorded_arrivals(output: Path, todo: dict[str, os.stat_result]) -> tuple[dict, Hashed]:
+    """A rebuild's files as they arrive: each at its mtime, but one the index recorded
+    with the content it has now (the same sha256) at its recorded arrival, the time it
+    first came in. A `touch`, a restore from backup or a copy without times moves a
+    file's mtime after it was processed: the incremental runs kept the first time, and a
+    rebuild that took the new one broke the representative's ties otherwise (another
+    record of a cluster kept). Returns (path -> arrival in ns, the hashes taken, which
+    `merge_state` records instead of hashing the files again: a rebuild hashed each one
+    there before, so it hashes no more than it did)."""
+    arrivals = {f: st.st_mtime_ns for f, st in todo.items()}
+    index, manifest = output / G.INDEX / G.SHARDS_FILE, output / MANIFEST
+    if not todo or not index.exists():
+        return arrivals, {}
+    try:  # where the store was when it was recorded: it may have moved since
+        was = json.loads(manifest.read_text()).get("config", {}).get("output")
+    except (OSError, ValueError, AttributeError):
+        was = None
+    try:
+        seen, _ = moved_paths(read_shards(index), was, output)
+    except (OSError, ValueError, KeyError):  # an index a rebuild is to replace: mtimes
+        return arrivals, {}
+    recorded = {r["path"]: r for r in seen.to_pylist() if r["sha256"] and r["path"] in todo}
+    hashed: Hashed = {}
+    for f, r in recorded.items():
+        st = todo[f]
+        if st.st_size != r["size"]:
+            continue  # changed: new data, arriving now
+        hashed[f] = (st.st_size, st.st_mtime_ns, sha256_file(f))
+        if hashed[f][2] == r["sha256"]:
+            arrivals[f] = r["arrival_ns"]
+    return arrivals, hashed
 
 
 class ProcessTrajectories(beam.PTransform):
@@ -370,9 +419,17 @@ def _link_tree(src: Path, dst: Path) -> None:
                 os.link(f, dst / f.name)
 
 
-def merge_state(run_dir: Path, prev: Previous, files: list[str], run_id: str) -> None:
+def merge_state(
+    run_dir: Path,
+    prev: Previous,
+    arrivals: dict[str, int],
+    run_id: str,
+    hashed: Hashed | None = None,
+) -> None:
     """Complete the run's _index: earlier segments and probe files (merged when many),
-    updated template counts, seen shards."""
+    updated template counts, seen shards (the files read, `arrivals`: each with the
+    arrival pass 1 gave its records; a hash in `hashed` is taken again only when the
+    file's size or mtime moved since)."""
     index = run_dir / G.INDEX
     for part in (G.SEGMENTS, G.PROBE):
         _link_tree(prev.index / part if prev.index else Path("/nonexistent"), index / part)
@@ -384,16 +441,16 @@ def merge_state(run_dir: Path, prev: Previous, files: list[str], run_id: str) ->
     counts = G.merged_counts(before, pq.read_table(index / G.DELTA_FILE))
     write_table_atomic(index / G.TEMPLATES_FILE, counts)
     (index / G.DELTA_FILE).unlink()
-    rows = [
-        {
-            "path": f,
-            "size": os.stat(f).st_size,
-            "mtime_ns": os.stat(f).st_mtime_ns,
-            "run_id": run_id,
-            "sha256": sha256_file(f),
-        }
-        for f in files
-    ]
+    rows = []
+    for f, arrival in arrivals.items():
+        st = os.stat(f)
+        size, mtime, sha = (hashed or {}).get(f, (None, None, None))
+        if (size, mtime) != (st.st_size, st.st_mtime_ns):
+            sha = sha256_file(f)
+        rows.append(
+            {"path": f, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "run_id": run_id,
+             "sha256": sha, "arrival_ns": arrival}
+        )  # fmt: skip
     seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
     if prev.seen is not None:
         seen = pa.concat_tables([prev.seen.cast(G.SHARDS_SCHEMA), seen])
@@ -517,7 +574,11 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
     read_before = 0
     if prev.index is not None:
         read_before = json.loads((output / MANIFEST).read_text())["accounting"]["in"]
-    todo = new_files(files, prev)
+    stats = new_files(files, prev)
+    todo = list(stats)
+    arrivals, hashed = {f: st.st_mtime_ns for f, st in stats.items()}, {}
+    if cfg.rebuild:  # files processed before arrive when they first did
+        arrivals, hashed = recorded_arrivals(output, stats)
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     sweep_leftovers(output)  # runs that died before cleaning up
     run_dir = output / temp_name(".run-", run_id)  # owned: a later sweep spares it while we run
@@ -536,7 +597,8 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                 p = beam.Pipeline(runner=runner, options=options)
                 _ = (
                     p
-                    | "Units" >> beam.Create([u[:3] for u in plan], reshuffle=False)  # in order
+                    | "Units"  # in order, each with its file's arrival (`units.Unit`)
+                    >> beam.Create([(*u[:3], arrivals[u[0]]) for u in plan], reshuffle=False)
                     | "Process"
                     >> ProcessTrajectories(
                         cfg, str(run_dir), prev, spread(options), dedup_partitions(options)
@@ -550,7 +612,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                     result.wait_until_finish()
             counts = counters(result)
             rejected = run_rejects(run_dir)
-            merge_state(run_dir, prev, todo, run_id)
+            merge_state(run_dir, prev, arrivals, run_id, hashed)
             complete_tables(run_dir, output, incremental=prev.index is not None)
             manifest = _manifest(cfg, prev, files, todo, run_id, started, counts, rejected)
             manifest["accounting"] = _balanced(accounting(run_dir), read_before, counts)

@@ -17,6 +17,8 @@ records up in), `templates.parquet` (key, count over kept trajectories),
 
 from __future__ import annotations
 
+from collections import ChainMap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +68,16 @@ SHARDS_SCHEMA = pa.schema(
         pa.field("mtime_ns", pa.int64()),
         pa.field("run_id", pa.string()),
         pa.field("sha256", pa.string()),
+        pa.field("arrival_ns", pa.int64()),
     ]
 )
-"""Each raw file a run read: its size and mtime (the quick test for a change) and its
+"""Each raw file a run read: its size and mtime (the quick test for a change), its
 content hash (whether a file whose mtime alone moved, copied or touched, changed; null
-in an index written before it was kept)."""
+in an index written before it was kept) and its arrival: its mtime when it was first
+processed, its records' place in the arrival order (`units.arrival_key`). A touch moves
+`mtime_ns`, never `arrival_ns`, and a rebuild takes a file's arrival from here while its
+sha256 is the one recorded (`process.recorded_arrivals`), so it orders records as the
+incremental runs did. An index written before it was kept reads `mtime_ns` for it."""
 
 
 PROBE = "probe"
@@ -304,7 +311,19 @@ CLUSTER_COLUMNS = (F.TRAJECTORY_ID, F.SOURCE, UID, F.DOMAIN)
 """The segment columns the `clusters` rows need (no text)."""
 
 
-def decisions_for(uids: list[str], tids: list[str], decisions: dict) -> list[tuple]:
+def after_run(decisions: Mapping[str, tuple], earlier: Mapping[str, tuple]) -> Mapping:
+    """uid -> (cluster, representative, role) after a run: this run's decision (the
+    clusters its new records reached), else the record's earlier one (`earlier`: the
+    cluster state of earlier runs), else (`decisions_for`) a singleton. The one rule pass
+    2 (`transforms._Finalize`) and the run's state (`state.py`: template counts, segments
+    to rewrite, cluster state) read a record by: one this run decided nothing on stays
+    as it was. The state read it as a kept singleton while pass 2 kept its earlier
+    decision: the member left the cluster state, its templates were counted as kept,
+    and the next full rewrite of its segment kept it."""
+    return ChainMap(decisions, earlier) if earlier else decisions
+
+
+def decisions_for(uids: list[str], tids: list[str], decisions: Mapping) -> list[tuple]:
     """(cluster, representative, role) of each record; absent from `decisions`: a
     singleton, its own cluster `c<trajectory id>`."""
     return [

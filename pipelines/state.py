@@ -220,7 +220,9 @@ class EarlierRecords(beam.PTransform):
 
 
 def _now(t: pa.Table, decisions: dict) -> list[tuple]:
-    return G.decisions_for(t["uid"].to_pylist(), t["tid"].to_pylist(), decisions)
+    """Each record's decision after the run (`segments.after_run`)."""
+    after = G.after_run(decisions, _earlier(t))
+    return G.decisions_for(t["uid"].to_pylist(), t["tid"].to_pylist(), after)
 
 
 def _was(t: pa.Table) -> list[tuple | None]:
@@ -228,12 +230,32 @@ def _was(t: pa.Table) -> list[tuple | None]:
     return [None if r[2] is None else r for r in zip(*cols, strict=True)]
 
 
+def _earlier(t: pa.Table) -> dict[str, tuple]:
+    """uid -> earlier decision of the batch's earlier records (in Python: only they)."""
+    t = t.filter(t["was_role"].is_valid())
+    return dict(zip(t["uid"].to_pylist(), _was(t), strict=True))
+
+
+def _kept(t: pa.Table, decisions: dict) -> np.ndarray:
+    """Whether each record is kept after the run: `_now`'s representative flag, columnar
+    (a full run's batches hold new records only: this run's decisions alone)."""
+    uids = t["uid"]
+    dropped = [u for u, d in decisions.items() if not d[1]]
+    now = ~pc.is_in(uids, pa.array(dropped, pa.string())).to_numpy(zero_copy_only=False)
+    earlier = t["was_role"].is_valid().to_numpy(zero_copy_only=False)
+    if earlier.any():  # one this run decided nothing on: as it was (`segments.after_run`)
+        decided = pc.is_in(uids, pa.array(list(decisions), pa.string()))
+        same = earlier & ~decided.to_numpy(zero_copy_only=False)
+        was = pc.fill_null(t["was_rep"], True).to_numpy(zero_copy_only=False)
+        now = np.where(same, was, now)
+    return now
+
+
 def key_deltas(t: pa.Table, decisions: dict) -> pa.Table:
     """`TEMPLATE_COUNTS` rows: +1 per template of a newly kept record, -1 per template of
     one no longer kept, each key once, zeros left out (columnar: a full run adds every
     template of every record)."""
-    dropped = [u for u, d in decisions.items() if not d[1]]
-    now = ~pc.is_in(t["uid"], pa.array(dropped, pa.string())).to_numpy(zero_copy_only=False)
+    now = _kept(t, decisions)
     was = pc.is_in(t["was_role"], pa.array(SINGLETON_KEPT)).to_numpy(zero_copy_only=False)
     step = now.astype(np.int64) - was.astype(np.int64)
     keys = pc.list_flatten(t["keys"]).to_numpy(zero_copy_only=False)
@@ -268,15 +290,19 @@ def changed_stems(t: pa.Table, decisions: dict) -> tuple[set[str], set[str]]:
 
 
 def member_rows(t: pa.Table, decisions: dict) -> pa.Table:
-    """`_index/members.parquet` rows of the batch's records in a non-singleton cluster.
+    """`_index/members.parquet` rows of the batch's records in a non-singleton cluster
+    after the run (`segments.after_run`: an earlier member this run decided nothing on
+    stays in its cluster; `write_state` drops the earlier rows of every cluster reached).
 
     Columnar, as the count changes: built as Python dicts, a duplicate-heavy batch's
     members (half of a corpus holding each trajectory twice) cost the two state stages
     more than dedup itself, and were pickled again on their way to the total."""
-    if not decisions:
+    earlier = {u: d for u, d in _earlier(t).items() if d[2] != "singleton"}
+    after = G.after_run(decisions, earlier)
+    if not after:
         return G.MEMBERS_SCHEMA.empty_table()
-    m = t.filter(pc.is_in(t["uid"], pa.array(list(decisions), pa.string())))
-    got = [decisions[u] for u in m["uid"].to_pylist()]
+    m = t.filter(pc.is_in(t["uid"], pa.array(list(after), pa.string())))
+    got = [after[u] for u in m["uid"].to_pylist()]
     cols = {"cluster_id": 0, "representative": 1, "role": 2}
     return pa.table(
         {

@@ -8,7 +8,7 @@ stage that made them into the run directory (`out`), which `process` publishes (
 
 from __future__ import annotations
 
-from collections import ChainMap, Counter
+from collections import Counter
 from pathlib import Path
 
 import apache_beam as beam
@@ -84,9 +84,11 @@ class _Pass1(beam.DoFn):
         self.root = root  # units are named from it (`units.stem_of`)
 
     def process(self, unit: Unit):
-        path, group, span = unit
+        path, group, span, *arrival = unit
         with paused_gc():
-            res = process_unit(path, group, self.filters, self.dedup, self.policy, span, self.root)
+            res = process_unit(
+                path, group, self.filters, self.dedup, self.policy, span, self.root, *arrival
+            )
         count(res.counts)
         if res.rejects:
             rows = pa.Table.from_pylist(res.rejects, schema=REJECTS_SCHEMA)
@@ -109,7 +111,7 @@ class _Finalize(beam.DoFn):
     An earlier segment (`old=True`) is rewritten only when one of its records changed
     cluster, role or keep: template counts are joined in at read time, so they never
     make an earlier file stale. `decisions` holds this run's (the clusters new records
-    reached); its other records keep the earlier cluster state.
+    reached); its other records keep the earlier cluster state (`segments.after_run`).
     """
 
     def __init__(self, out: str, index: str | None, policy: MaskPolicy, seed: int, old: bool):
@@ -123,7 +125,7 @@ class _Finalize(beam.DoFn):
         if self.old:  # read once, and only by a run that rewrites an earlier segment
             if self.was is None:
                 self.was = G.member_decisions(self.index)
-            decisions = ChainMap(decisions, self.was)
+            decisions = G.after_run(decisions, self.was)
         src = (self.index if self.old else self.out / G.INDEX) / G.SEGMENTS / f"{stem}.parquet"
         if self.old and stem not in stems.full:  # roles only: no text to read or write
             segment = pq.read_table(src, columns=list(G.CLUSTER_COLUMNS))

@@ -55,9 +55,14 @@ MIN_CUT_ROWS = 64
 """Rows below which no piece is cut off a unit to balance the workers: each unit costs
 ~20 ms of its own (a segment and three tables), the work of ~40 rows."""
 
-Unit = tuple[str, int | None, tuple[int, int] | None]
+Unit = (
+    tuple[str, int | None, tuple[int, int] | None]
+    | tuple[str, int | None, tuple[int, int] | None, int]
+)
 """A unit of pass 1: (file, Parquet row group or None, rows [start, stop) of that group or
-None for all of it)."""
+None for all of it), and the file's arrival (ns) where the run gives it (`process`: the
+file's mtime, or the one recorded when it first came in, `process.recorded_arrivals`);
+without it, the file's mtime now."""
 
 
 def stem_of(
@@ -90,8 +95,9 @@ def arrival_key(mtime_ns: int, name: str, where: str) -> str:
     file (by a hash of its name: files of equal times only need some fixed order), then
     its row. It breaks the representative's ties (`dedup.rank_of`): an exact copy
     imported or collected later never takes an earlier record's place, so an incremental
-    run rewrites no earlier file for it, and a rebuild, which sees the same files with
-    the same times, chooses alike."""
+    run rewrites no earlier file for it, and a rebuild, which takes the time a file first
+    came in from the index while its content is the one recorded (`_index/shards.parquet`
+    `arrival_ns`: not its mtime now, which a touch or a restore moved), chooses alike."""
     tail = where.rpartition(" ")[2]
     # the name as a short hash (44 characters in all: dedup holds one per record)
     file = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
@@ -375,8 +381,10 @@ def process_unit(
     policy: MaskPolicy,
     rows: tuple[int, int] | None = None,
     root: str | None = None,
+    arrival_ns: int | None = None,
 ) -> UnitResult:
-    """Everything pass 1 does to one unit (named from `root`, `stem_of`)."""
+    """Everything pass 1 does to one unit (named from `root`, `stem_of`); its records
+    arrive at `arrival_ns` (`arrival_key`; None: the file's mtime now)."""
     counts: Counter = Counter()
     rejects: list[dict[str, Any]] = []
     valid = read_valid(path, row_group, counts, rejects, rows, root)
@@ -384,10 +392,11 @@ def process_unit(
     records = [r for _, r in items]
     scored = score(records, policy)
     sigs, bands = sketch(scored, dedup)
-    mtime, name = os.stat(path).st_mtime_ns, in_store(path, root)
+    arrival = os.stat(path).st_mtime_ns if arrival_ns is None else arrival_ns
+    name = in_store(path, root)
     for (uid, r), keys, sig, bk in zip(items, scored.keys_of, sigs, bands, strict=True):
         r[UID], r[TEMPLATES], r[SIG], r[BANDS] = uid, keys, sig.tobytes(), bk.tolist()
-        r[ARRIVAL] = arrival_key(mtime, name, uid)
+        r[ARRIVAL] = arrival_key(arrival, name, uid)
     segment = pa.Table.from_pylist(records, schema=SEGMENT_SCHEMA)
     counts["dedup.in"] += len(records)
     return UnitResult(stem_of(path, row_group, rows, root), segment, rejects, counts)

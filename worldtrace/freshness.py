@@ -63,12 +63,14 @@ def settled(store: Store) -> str | None:
 
 
 def stale_processed(store: Store) -> str | None:
-    """Why the processed data leaves raw data out (None when it does not, or when nothing
-    was processed): raw shards written after the last `worldtrace process` run ended, or
-    not among its inputs (collected during the run, moved in since). `export`, `query`
-    and `stats` would otherwise serve the old data without a word. A shard among them
-    that does not read (a copy cut short) is named as unreadable: `process` would only
-    reject it. A publish a dead run left half done is finished first (`settled`)."""
+    """Why the processed data is out of date with the raw data (None when it is not, or
+    when nothing was processed): raw shards written after the last `worldtrace process`
+    run ended, or not among its inputs (collected during the run, moved in since), and
+    raw files processed before that are gone (their records stay until `process
+    --rebuild`). `export`, `query` and `stats` would otherwise serve the old data without
+    a word. A shard among them that does not read (a copy cut short) is named as
+    unreadable: `process` would only reject it. A publish a dead run left half done is
+    finished first (`settled`)."""
     if note := settled(store):
         return note
     run = _last_process(store)
@@ -76,13 +78,15 @@ def stale_processed(store: Store) -> str | None:
         return None
     finished, inputs = run
     left_out = []
-    for path in shard_files(store.raw):
+    raw = shard_files(store.raw)
+    for path in raw:
         t = _mtime_ns(path)
         if t is not None and (
             t > finished or (inputs is not None and os.path.realpath(path) not in inputs)
         ):
             left_out.append((t, path))
-    if not left_out:
+    gone = _gone(store, raw)
+    if not left_out and not gone:
         return None
     changed = _changed(store, [p for _, p in left_out])
     left_out = [(t, p) for t, p in left_out if p not in changed]
@@ -111,7 +115,41 @@ def stale_processed(store: Store) -> str | None:
             f"raw shard {changed[0]}{more} changed since it was processed: `worldtrace "
             "process` refuses it; `worldtrace process --rebuild` reprocesses everything"
         )
+    if gone:
+        shown = ", ".join(gone[:GONE_SHOWN])
+        more = f" and {len(gone) - GONE_SHOWN} more" if gone[GONE_SHOWN:] else ""
+        notes.append(
+            f"{len(gone)} raw file(s) processed before are gone ({shown}{more}): the "
+            "processed data still holds their records; `worldtrace process --rebuild` "
+            "removes them"
+        )
     return "; ".join(notes)
+
+
+GONE_SHOWN = 3
+"""Gone raw files named by `stale_processed` (the rest are counted)."""
+
+
+def _gone(store: Store, raw: list[Path]) -> list[str]:
+    """Files the last `worldtrace process` runs read (`_index/shards.parquet`, matched at
+    the store's place now) that are gone: their records stay in the processed data until
+    `process --rebuild` (an incremental run only adds; `process` says so, and `stats`,
+    `query`, `report` and `export` said nothing while serving them). `raw`: the raw
+    shards listed, which need no further look."""
+    index = store.processed / F.PROCESS_INDEX / "shards.parquet"
+    if not index.is_file():
+        return []
+    import pyarrow.parquet as pq
+
+    try:
+        paths = pq.read_table(index, columns=["path"])["path"].to_pylist()
+    except (OSError, ValueError, KeyError):
+        return []  # unreadable: `process` says what it finds
+    _, was = _recorded(store)
+    here = Path(os.path.realpath(store.root))
+    listed = {os.path.realpath(p) for p in raw}
+    paths = {rebased(p, was, here) if was else p for p in paths if isinstance(p, str)}
+    return sorted(p for p in paths if p not in listed and not os.path.exists(p))
 
 
 def _changed(store: Store, paths: list[Path]) -> list[Path]:

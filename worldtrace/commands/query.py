@@ -308,7 +308,7 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     """Summary: counts by domain and source, lengths, category shares and effective keep,
     dedup rates, filter counts, perturbations and conditions, redactions, exports, job
     success rates. Says on stderr what to run when nothing is processed or the processed
-    data is older than the raw data."""
+    data is older than the raw data or holds records of raw files since deleted."""
     from worldtrace.output import print_json
     from worldtrace.summary import print_stats, stats_document
 
