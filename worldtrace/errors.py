@@ -4,13 +4,14 @@ A full disk, a missing permission or a locked or broken jobs.db is not a bug in 
 command: it ends with one line naming the path and exit status 1, never a traceback.
 An error message of several lines (a driver's hint on a line of its own, DuckDB's caret
 under the statement) is printed as one line (`joined`). A reader that closed stdout
-(`worldtrace stats | head -1`) ends the command quietly with 141 (`EXIT_CLOSED_PIPE`).
-Anything else propagates as before.
+(`worldtrace stats | head -1`) ends the command quietly with 141 (`EXIT_CLOSED_PIPE`),
+also under PYTHONUNBUFFERED (`_WholeWrites`). Anything else propagates as before.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import logging
 import os
 import re
@@ -165,6 +166,52 @@ def _click_closed_pipe() -> bool:
     return wrapped and (_stdout_closed() or _STDOUT_AT_START[:1] != [_stdout_id()])
 
 
+class _WholeWrites(io.FileIO):
+    """stdout's file descriptor, every write made whole (or failed).
+
+    Under PYTHONUNBUFFERED (or `python -u`) stdout is a text layer writing straight into
+    the raw file, and a raw write may take only part of the data: a large write into a
+    pipe whose reader closes it mid-way (`query ... | head -1`) wrote 64 KiB, was cut by
+    SIGPIPE, and the text layer dropped the rest in silence, so the command exited 0
+    with its output cut (and any signal arriving mid-write would cut output the same
+    way). Here the rest is written too, so a closed pipe fails as EPIPE (exit 141) as
+    with Python's buffered stdout, which already writes in a loop."""
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            n = super().write(view[done:])
+            if n is None:  # a non-blocking stdout that is full: wait until it takes more
+                import select
+
+                select.select([], [self], [])
+                continue
+            done += n
+        return done
+
+
+def _whole_stdout() -> None:
+    """Make stdout write whole when it is an unbuffered text layer over the raw file
+    (PYTHONUNBUFFERED); stays unbuffered (every write goes out at once)."""
+    out = sys.stdout
+    if type(out) is not io.TextIOWrapper or type(getattr(out, "buffer", None)) is not io.FileIO:
+        return
+    try:
+        raw = _WholeWrites(out.fileno(), "w", closefd=False)
+    except (OSError, ValueError):
+        return
+    out.flush()
+    sys.stdout = io.TextIOWrapper(
+        raw,
+        encoding=out.encoding,
+        errors=out.errors,
+        newline="\n",
+        line_buffering=out.line_buffering,
+        write_through=True,
+    )
+
+
 def _end_quietly(code: int = EXIT_CLOSED_PIPE) -> None:
     """Exit without a word after the reader closed stdout: what is still buffered goes
     to /dev/null, so Python's flush at exit cannot fail again ('Exception ignored ...
@@ -219,6 +266,7 @@ def run_guarded(cli: Any) -> None:
     for name in ("apache_beam.runners.common", "apache_beam.runners.portability.local_job_service"):
         logging.getLogger(name).addFilter(_DropMachineErrors())
     obj: dict[str, Any] = {}
+    _whole_stdout()
     _STDOUT_AT_START[:] = [_stdout_id()]
     try:
         rv = cli.main(obj=obj, standalone_mode=False)

@@ -242,6 +242,7 @@ def print_accounting(manifest: dict) -> None:
     ]
     title = f"process run {manifest['run_id']} ({manifest['seconds']} s)"
     print_table(make_table(("trajectories", "this run", "store"), rows, title))
+    click.echo(balance_line(acc))  # `accounting.balanced`, said (docs/pipeline.md)
     if manifest.get("incremental") and not manifest.get("new_inputs"):
         click.echo("no new input: every file was processed before (--rebuild: all again)", err=True)
     shown = manifest.get("rejected") or []
@@ -267,18 +268,40 @@ def print_accounting(manifest: dict) -> None:
             err=True,
         )
     if not acc["balanced"]:
-        click.echo("warning: in != kept + filtered + duplicates + rejected", err=True)
+        click.echo(
+            "warning: the store's accounting does not balance: in != kept + filtered + "
+            "duplicates + rejected, so records were lost or counted twice (`accounting` in "
+            "processed/manifest.json)",
+            err=True,
+        )
 
 
-def print_export(counts: dict, output: str, tokens: bool = True) -> None:
+def balance_line(acc: dict) -> str:
+    """The store's accounting as one equation (docs/pipeline.md#accounting): `in N = kept
+    K + filtered F + duplicates D + rejected R`, or `!=` and UNBALANCED when it is not."""
+    parts = ("kept", "filtered", "duplicates", "rejected")
+    terms = " + ".join(f"{k} {acc[k]}" for k in parts)
+    if acc["balanced"]:
+        return f"in {acc['in']} = {terms}"
+    total = sum(acc[k] for k in parts)
+    return f"UNBALANCED: in {acc['in']} != {terms} (= {total})"
+
+
+def print_export(counts: dict, output: str, tokens: bool = True, parts: dict | None = None) -> None:
     """`tokens`: the format holds token ids (an AgentWorldBench export holds text: its
-    token counts are not zeros to report)."""
-    c = counts
-    size = f"{c['rows']} rows, {c['tokens']} tokens, {c['loss_tokens']} loss tokens"
-    click.echo(
-        f"exported {c['samples']} samples ({size if tokens else str(c['rows']) + ' rows'}) "
-        f"from {c['trajectories']} trajectories -> {output}"
-    )
+    token counts are not zeros to report). `parts`: a split export's parts (the top
+    manifest's `parts`), a line each under the total, from the counts in its manifest."""
+
+    def said(c: dict) -> str:
+        size = f"{c['rows']} rows, {c['tokens']} tokens, {c['loss_tokens']} loss tokens"
+        return (
+            f"{c['samples']} samples ({size if tokens else str(c['rows']) + ' rows'}) "
+            f"from {c['trajectories']} trajectories"
+        )
+
+    click.echo(f"exported {said(counts)} -> {output}")
+    for name, part in (parts or {}).items():
+        click.echo(f"  {name}: {said(part['counts'])} -> {Path(output) / part['path']}")
 
 
 def query_format(fmt: str | None, output: str | None) -> str:
@@ -349,10 +372,13 @@ def check_output_dir(output: str | None) -> None:
     parent = os.path.dirname(os.path.abspath(os.path.expanduser(output)))
     if os.path.isdir(parent):
         return
-    up = parent  # the nearest part that exists: a file (`afile/x.csv`) says so
-    while not os.path.lexists(up) and up != os.path.dirname(up):
+    # the nearest part that exists, named as the user gave it: a file (`afile/x.csv`)
+    # says so (`afile`, not the absolute path the check walked)
+    up = os.path.dirname(output)
+    while up and not os.path.lexists(os.path.expanduser(up)) and up != os.path.dirname(up):
         up = os.path.dirname(up)
-    if os.path.lexists(up) and not os.path.isdir(up):
+    found = os.path.expanduser(up)
+    if up and os.path.lexists(found) and not os.path.isdir(found):
         raise click.ClickException(f"cannot write {output}: {up} is a file, not a directory")
     named = os.path.dirname(output) or parent
     raise click.ClickException(
@@ -385,22 +411,32 @@ def _write_output(output: str, data: bytes) -> None:
 
 
 def _csv(rel) -> str:
-    """CSV as the DuckDB CLI writes it: values quoted only when they need it, NULL empty,
-    nested values (struct, map, list) as JSON, everything else in DuckDB's text form.
-    (Python's csv module: pyarrow's "needed" quoting still quotes every string.)"""
-    import csv
-    import io
-
+    """CSV as the DuckDB CLI writes it: values quoted only when they need it, NULL empty
+    (also alone on its line: a single column of ids pipes into `xargs`), an empty string
+    `""` (so it is not NULL), nested values (struct, map, list) as JSON, everything else
+    in DuckDB's text form. (Python's csv module quotes a lone NULL as `""`; pyarrow's
+    "needed" quoting still quotes every string.)"""
     exprs = ", ".join(
         (f"to_json(#{i})" if t.id in NESTED_TYPES else f"CAST(#{i} AS VARCHAR)")
         + f" AS {_ident(c)}"
         for i, (t, c) in enumerate(zip(rel.types, rel.columns, strict=True), 1)
     )
-    buf = io.StringIO()
-    out = csv.writer(buf, lineterminator="\n")
-    out.writerow(rel.columns)
-    out.writerows(rel.project(exprs).fetchall())
-    return buf.getvalue()
+    lines = [rel.columns, *rel.project(exprs).fetchall()]
+    return "".join(",".join(map(_csv_field, row)) + "\n" for row in lines)
+
+
+_CSV_QUOTED = frozenset(',"\n\r')
+"""What makes a CSV value need quotes (the separator, the quote, a line break)."""
+
+
+def _csv_field(value: str | None) -> str:
+    """One CSV value: NULL empty, an empty string or one holding `_CSV_QUOTED` quoted
+    (inner quotes doubled), anything else as it is."""
+    if value is None:
+        return ""
+    if value == "" or not _CSV_QUOTED.isdisjoint(value):
+        return '"' + value.replace('"', '""') + '"'
+    return value
 
 
 def _json(rel, lines: bool) -> str:

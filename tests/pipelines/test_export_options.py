@@ -228,7 +228,7 @@ def test_verify_takes_no_other_option(small, tmp_path):
     out = tmp_path / "e"
     assert export(small, "--tokenizer", TOKENIZER, "-o", str(out)).exit_code == 0
     r = export(small, "--verify", str(out))
-    assert r.exit_code == 0 and f"{out}: verified" in r.stderr
+    assert r.exit_code == 0 and r.stdout == f"{out}: verified\n"  # a result: on stdout
     r = export(small, "--verify", str(out), "--format", "megatron", "--json", "-o", "x")
     assert r.exit_code == 2
     assert "--verify checks an export and takes no other option; given: " in error_line(r)

@@ -413,10 +413,20 @@ def test_a_missing_store_is_an_error_for_reading_commands(tmp_path, monkeypatch,
     for create in ([], ["--create"]):  # --create never makes a store for a reading command
         r = CliRunner().invoke(cli, ["--store", str(missing), *create, *args], obj={})
         assert r.exit_code == 1, r.output
+        named = f"`cli {' '.join(args[:2] if args[0] == 'jobs' else args[:1])}`"
+        named += " without --input" if args[0] == "process" else ""
+        works = f"{named} works on a store that exists"
+        if create:  # given and not taken: said so
+            works = f"--create does not apply to {named}: it works on a store that exists"
+        makers = "`collect`, `import`, `worker`, `jobs submit`, `scheduler`"
+        made = (
+            f"`cli process --input PATH --create` makes one from PATH, as {makers} and "
+            "`demo` do with --create"
+            if args[0] == "process"
+            else f"{makers}, `process --input PATH` and `demo` make a new one with --create"
+        )
         assert r.stderr.strip().splitlines() == [
-            f"Error: store {missing} does not exist: check --store; "
-            f"`cli {' '.join(args[:2] if args[0] == 'jobs' else args[:1])}` works on a store "
-            "that exists (`collect`, `import` and `worker` make a new one with --create)"
+            f"Error: store {missing} does not exist: check --store; {works} ({made})"
         ]
         assert not missing.exists()
 

@@ -86,13 +86,37 @@ def store(ctx: click.Context, create: bool = False):
     if create and obj.get(CREATE_KEY):
         s.root.mkdir(parents=True)
         return s
-    hint = (
-        "pass --create to make it"
-        if create
-        else f"check {_named(obj)}; `{ctx.command_path}` works on a store that exists "
-        "(`collect`, `import` and `worker` make a new one with --create)"
-    )
+    hint = "pass --create to make it" if create else _reading_hint(ctx, obj)
     raise click.ClickException(f"store {s.root} does not exist: {hint}")
+
+
+STORE_MAKERS = ("collect", "import", "worker", "jobs submit", "scheduler", "demo")
+"""The commands that make a missing store with --create (docs/cli.md), beside `process
+--input PATH`: those calling `store(ctx, create=True)`."""
+
+
+def _reading_hint(ctx: click.Context, obj: dict) -> str:
+    """What to do about a missing store for a command that reads one: check the path,
+    or make the store with a command that takes --create. A --create given to this
+    command is said to do nothing here; `process` says its `--input PATH --create`."""
+    process = ctx.command.name == "process"  # with --input it would make the store
+    named = f"`{ctx.command_path}`" + (" without --input" if process else "")
+    if obj.get(CREATE_KEY):  # given, and not taken: said, not ignored in silence
+        works = f"--create does not apply to {named}: it works on a store that exists"
+    else:
+        works = f"{named} works on a store that exists"
+    makers = ", ".join(f"`{c}`" for c in STORE_MAKERS[:-1]) + f" and `{STORE_MAKERS[-1]}`"
+    if process:
+        made = (
+            f"`{ctx.command_path} --input PATH --create` makes one from PATH, as {makers} "
+            "do with --create"
+        )
+    else:
+        made = (
+            f"{', '.join(f'`{c}`' for c in STORE_MAKERS[:-1])}, `process --input PATH` and "
+            f"`{STORE_MAKERS[-1]}` make a new one with --create"
+        )
+    return f"check {_named(obj)}; {works} ({made})"
 
 
 def _named(obj: dict) -> str:

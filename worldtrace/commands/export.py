@@ -88,10 +88,8 @@ def export(
         problems = verify(verify_dir)
         for p in problems:
             click.echo(p)
-        click.echo(
-            f"{verify_dir}: {'verified' if not problems else f'{len(problems)} problem(s)'}",
-            err=True,
-        )
+        # the check's result, beside its problems on stdout (`--verify DIR > log` keeps it)
+        click.echo(f"{verify_dir}: {'verified' if not problems else f'{len(problems)} problem(s)'}")
         sys.exit(EXIT_PROBLEMS if problems else 0)
     _refuse_unread(ctx, options["format"])  # a usage error, before the store is looked at
     from worldtrace.pipelines.tokens import default_tokenizer
@@ -141,7 +139,8 @@ def export(
     if as_json:
         print_json(m)
     else:
-        print_export(m["counts"], cfg.output, tokens=cfg.format != "agentworldbench")
+        tokens = cfg.format != "agentworldbench"
+        print_export(m["counts"], cfg.output, tokens=tokens, parts=m.get("parts"))
         if "where" in m:
             click.echo(f"--where left out {m['where']['left_out']} trajectory(ies) of the input")
         if m["counts"]["truncated"]["samples"]:
