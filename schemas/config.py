@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 import yaml
 
-from .parsing import safe_load
+from .parsing import read_yaml_text, safe_load
+from .text import BadText
 
 _NO_VALUE = object()
 
@@ -264,7 +265,10 @@ def load(obj: Any, yaml_path: str | Path | None = None, overrides: list[str] = (
     if yaml_path:
         source = str(yaml_path)
         try:
-            data = safe_load(Path(yaml_path).read_text()) or {}
+            data = safe_load(read_yaml_text(yaml_path)) or {}
+        except BadText as exc:  # bytes that are not UTF-8: where, never a traceback
+            where = f"line {exc.line}: " if exc.line else ""
+            raise SettingError("", _NO_VALUE, where + exc.message, source) from None
         except yaml.YAMLError as exc:
             raise SettingError("", _NO_VALUE, f"not YAML ({yaml_problem(exc)})", source) from None
         if not isinstance(data, dict):

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from .text import BadText, not_text, utf8
+
 T = TypeVar("T")
 Path_ = tuple[str | int, ...]
 
@@ -92,7 +94,7 @@ class LineMap:
     @classmethod
     def of(cls, text: str) -> LineMap:
         try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            node = yaml.compose(text, Loader=BoundedLoader)
         except yaml.YAMLError:
             return cls()
         lines: dict[Path_, int] = {}
@@ -135,9 +137,78 @@ class DuplicateKeyError(yaml.constructor.ConstructorError):
         self.mapping_mark = mapping.start_mark
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that refuses duplicate keys at any depth (`DuplicateKeyError`,
-    a `yaml.YAMLError`); keys a `<<` merge brings in may still be overridden."""
+YAML_MAX_DEPTH = 100
+"""How deep a YAML document the project reads may nest, aliases followed (a job file
+needs under 10 levels, a tool call's arguments a few more). Deeper, the composer (and
+every walk of the data after it) would recurse until RecursionError."""
+
+YAML_ALIAS_VALUES = 100_000
+"""How many values the aliases of one YAML document may bring in, counted as the data
+they stand for once expanded (`*defaults` of 20 values, used 50 times: 1,000)."""
+
+
+class YAMLBoundError(yaml.composer.ComposerError):
+    """A YAML document deeper than `YAML_MAX_DEPTH`, or whose aliases expand it past
+    `YAML_ALIAS_VALUES` (a `yaml.YAMLError`, at the node or alias that crossed it)."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses documents too deep or too big once their aliases
+    are expanded, while composing (`YAMLBoundError`).
+
+    Anchors and aliases, to mappings and lists too, are what a job file uses to share a
+    block among its tasks (`set_env: &git_env {...}` in examples/mcp-git.yaml, a `<<:
+    *defaults` merge), so they are kept; but PyYAML expands nothing itself and bounds
+    nothing, and each walk of the data afterwards (the line map, the config checks,
+    storing the job) goes through every alias: nine aliases of nine aliases of ... (a
+    "billion laughs") is a few hundred bytes that grew past 2.5 GB within 30 s. So every
+    node is counted as the values it stands for, an alias as all of its anchor's, and a
+    document whose aliases bring in more than `YAML_ALIAS_VALUES` values, or that nests
+    deeper than `YAML_MAX_DEPTH` levels (aliases followed), is refused at that alias or
+    node, with its line. An alias to a collection still being composed (`a: &x [*x]`, a
+    cycle) counts one value: the walks stop at a cycle."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0  # of the node being composed (the document's top is 1)
+        self._reach = 0  # the deepest level composed under it so far, aliases followed
+        self._values = 0  # values composed so far, aliases expanded
+        self._brought = 0  # of those, what aliases brought in
+        self._extent: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height)
+
+    def compose_node(self, parent, index):
+        mark = self.peek_event().start_mark
+        depth = self._depth + 1
+        if self.check_event(yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            values, height = self._extent.get(id(node), (1, 1))  # being composed: a cycle
+            self._values += values
+            self._brought += values
+            self._reach = max(self._reach, depth + height - 1)
+            if self._brought > YAML_ALIAS_VALUES:
+                why = (
+                    f"aliases expand the document past {YAML_ALIAS_VALUES} values (aliases "
+                    "of aliases: a YAML bomb?): write the values out, or share less"
+                )
+                raise YAMLBoundError(None, None, why, mark)
+            if self._reach > YAML_MAX_DEPTH:
+                why = f"nested deeper than {YAML_MAX_DEPTH} levels, with its aliases followed"
+                raise YAMLBoundError(None, None, why, mark)
+            return node
+        if depth > YAML_MAX_DEPTH:
+            raise YAMLBoundError(None, None, f"nested deeper than {YAML_MAX_DEPTH} levels", mark)
+        start, reach = self._values, self._reach
+        self._depth, self._reach = depth, depth
+        node = super().compose_node(parent, index)
+        self._values += 1
+        self._extent[id(node)] = (self._values - start, self._reach - depth + 1)
+        self._depth, self._reach = depth - 1, max(reach, self._reach)
+        return node
+
+
+class UniqueKeyLoader(BoundedLoader):
+    """`BoundedLoader` that refuses duplicate keys at any depth (`DuplicateKeyError`, a
+    `yaml.YAMLError`); keys a `<<` merge brings in may still be overridden."""
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -157,13 +228,14 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 
 def safe_load(text: str) -> Any:
-    """`yaml.safe_load` that refuses duplicate keys: every YAML the project reads."""
+    """`yaml.safe_load` that refuses duplicate keys, and documents too deep or too big
+    with their aliases expanded (`BoundedLoader`): every YAML the project reads."""
     return yaml.load(text, Loader=UniqueKeyLoader)
 
 
 def _mapping_path(text: str, line: int, column: int) -> Path_:
     """The key path of the mapping that starts at (line, column), 0-based, or ()."""
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    node = yaml.compose(text, Loader=BoundedLoader)
     seen: set[int] = set()  # an alias may close a cycle
 
     def walk(n, path: Path_) -> Path_ | None:
@@ -186,10 +258,24 @@ def _mapping_path(text: str, line: int, column: int) -> Path_:
     return walk(node, ()) or ()
 
 
+def read_yaml_text(path: str | Path) -> str:
+    """A YAML file's text, read strictly as UTF-8 (a leading byte order mark kept, which
+    YAML passes over); `text.BadText` at the line and column of the first byte that is
+    not UTF-8, or for a file that is no text at all (compressed, UTF-16)."""
+    data = Path(path).read_bytes()
+    if (why := not_text(data, path)) is not None:
+        raise BadText(why, 0, 0)
+    return utf8(data, path)
+
+
 def load_yaml(path: str | Path) -> tuple[Any, LineMap]:
-    """A YAML file's data and its line map; a syntax error or a duplicate key is a
+    """A YAML file's data and its line map; a syntax error, a duplicate key, bytes that
+    are not UTF-8, nesting too deep or aliases that expand too far (`BoundedLoader`) are a
     ConfigError with its line."""
-    text = Path(path).read_text(encoding="utf-8")
+    try:
+        text = read_yaml_text(path)
+    except BadText as exc:
+        raise ConfigError([ConfigProblem((), exc.message, exc.line or None)], str(path)) from None
     try:
         data = safe_load(text)
     except DuplicateKeyError as exc:

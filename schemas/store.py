@@ -11,6 +11,7 @@ Temp names, sweeping and the atomic single-file writes live in `tempfiles.py`.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -41,6 +42,7 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
     write_bytes_atomic,
     write_table_atomic,
 )
+from .text import BadText, byte_lines, loads, not_text, not_utf8, too_deep, undecodable, utf8
 from .validate import Problem, validate_dict
 
 
@@ -398,36 +400,63 @@ def _parquet_parts(
 
 
 def _scan_json(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
-    """A `.json` file: one record, or a list of records."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        where = f"{path}:line {exc.lineno}"
-        yield where, Problem(where, "<json>", f"invalid JSON: {exc.msg} at column {exc.colno}")
+    """A `.json` file: one record, or a list of records. Read strictly (`text`): a file
+    that is not UTF-8 text, or not JSON, or nested too deep, is one Problem at its line."""
+    data = path.read_bytes()
+    if (why := not_text(data, path)) is not None:
+        yield str(path), Problem(str(path), "<file>", why)
         return
-    items = data if isinstance(data, list) else [data]
+    try:
+        text = utf8(data.removeprefix(codecs.BOM_UTF8), path)
+    except BadText as exc:
+        where = f"{path}:line {exc.line}"
+        yield where, Problem(where, "<utf8>", exc.message)
+        return
+    try:
+        doc = loads(text, "file")
+    except BadText as exc:
+        where = f"{path}:line {exc.line}"
+        yield where, Problem(where, "<json>", exc.message)
+        return
+    items = doc if isinstance(doc, list) else [doc]
     for n, d in enumerate(items):
-        where = f"{path}:record {n}" if isinstance(data, list) else str(path)
+        where = f"{path}:record {n}" if isinstance(doc, list) else str(path)
         yield where, from_jsonable(d) if isinstance(d, dict) else d
 
 
 def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+    """Every line of a JSONL file, read strictly (`text`): a line that is not UTF-8, not
+    JSON or nested too deep to parse is a Problem naming its line (never replaced text),
+    and the next lines are read. A leading UTF-8 byte order mark is passed over; a
+    compressed or UTF-16 file is one Problem."""
     if path.name.endswith(".json"):
         yield from _scan_json(path)
         return
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(byte_lines(fh), 1):
+            if n == 1:
+                if (why := not_text(raw, path)) is not None:
+                    yield str(path), Problem(str(path), "<file>", why)
+                    return
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            where = f"{path}:line {n}"
+            try:
+                line = raw.decode()
+            except UnicodeDecodeError as exc:
+                yield where, Problem(where, "<utf8>", not_utf8(raw, exc, path).message)
+                continue
             if not line.strip():
                 continue
-            where = f"{path}:line {n}"
             try:
                 d = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield (
-                    where,
-                    Problem(where, "<json>", f"invalid JSON: {exc.msg} at column {exc.colno}"),
-                )
+                yield where, Problem(where, "<json>", undecodable(line, exc).message)
+                continue
+            except RecursionError:
+                yield where, Problem(where, "<json>", too_deep(line).message)
+                continue
+            except ValueError as exc:  # an integer of 5,000 digits
+                yield where, Problem(where, "<json>", f"invalid JSON: {exc}")
                 continue
             yield where, from_jsonable(d) if isinstance(d, dict) else d
 

@@ -204,6 +204,11 @@ def json_problem(value: str, expected: type) -> str | None:
         return f"invalid JSON: {exc.msg} at char {exc.pos}"
     except ValueError as exc:
         return f"invalid JSON: {exc}"
+    except RecursionError:  # the record's problem, not the end of the file it is in
+        from .text import deepest
+
+        depth, pos = deepest(value)
+        return f"invalid JSON: nested {depth} levels deep at char {pos}, deeper than can be parsed"
     if not isinstance(parsed, expected):
         return f"JSON must be {expected.__name__}, got {type(parsed).__name__}"
     return None

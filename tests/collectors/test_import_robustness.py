@@ -156,7 +156,7 @@ def test_validate_goes_on_past_a_file_nested_too_deep(tmp_path, wt_env):
     )
     assert r.returncode == 1
     assert r.stdout.splitlines() == [
-        f"{deep}: <json>: nested too deeply to parse; the rest of the file is not checked"
+        f"{deep}:line 1: <json>: nested {DEEP + 1} levels deep, deeper than can be parsed (column {DEEP + 10})"
     ]
     assert "3 record(s), 1 problem(s)" in r.stderr
 

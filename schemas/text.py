@@ -1,0 +1,178 @@
+"""Reading text strictly: bytes that are not UTF-8 and JSON that cannot be parsed become
+messages that say where (the line, the column), never replaced text or a traceback.
+
+The store's readers (`store.scan_file`: `validate`, `process --input`) and the YAML
+loader (`parsing.load_yaml`, `config.load`) read through here. The rules are the
+importers' (`collectors/importers/reading.py`), written to the same messages: a byte
+that is not UTF-8 is named with its column and the file is never decoded with
+replacement characters (`insp\\ufffdct` would go into training data); a line nested
+deeper than the interpreter can follow is named with its depth, and the lines after it
+are still read; a line cut short says so, at the column where it ends.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+LINE_END = re.compile(rb"\r\n?|\n")
+"""Where a line ends: `\\n`, `\\r\\n` or a bare `\\r` (what text mode's universal newlines
+take, and the importers)."""
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
+
+_MAGIC = (
+    (rb"\x1f\x8b", "gzip", "gunzip -k"),
+    (rb"BZh[1-9]1AY&SY", "bzip2", "bunzip2 -k"),  # its block magic too: `BZh` may be text
+    (rb"\xfd7zXZ\x00", "xz", "unxz -k"),
+    (rb"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
+    (rb"PK\x03\x04", "zip", "unzip"),
+)
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
+def not_text(data: bytes, path: object) -> str | None:
+    """Why a file starting with `data` (its first bytes, or all) is no UTF-8 text at all
+    (compressed, or UTF-16/32 by its byte order mark), or None."""
+    head = data[:10]
+    for magic, name, tool in _MAGIC:
+        if re.match(magic, head):
+            return f"the file is {name}-compressed: decompress it first ({tool} {path})"
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return (
+                f"the file is {name} (it starts with a {name} byte order mark), not UTF-8: "
+                f"convert it: iconv -f {name.lower()} -t utf-8 {path} > {path}.utf8"
+            )
+    return None
+
+
+def byte_lines(fh: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary file, each with its end (LINE_END). Read as the file object
+    cuts them (at `\\n`, in C); only a line holding a `\\r` other than the one of its
+    `\\r\\n` (an old Mac file) is cut again."""
+    for raw in fh:
+        cr = raw.find(b"\r")
+        if cr < 0 or (cr == len(raw) - 2 and raw[-1] == 10):
+            yield raw
+        else:
+            yield from _LINE.findall(raw)
+
+
+class BadText(ValueError):
+    """Text that could not be read: `message`, at `line` (1-based, within what was
+    read) and `column` (1-based, in characters)."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1):
+        super().__init__(message)
+        self.message, self.line, self.column = message, line, column
+
+
+def utf8(data: bytes, path: object, unit: str = "file") -> str:
+    """`data` decoded strictly, or `not_utf8`'s BadText."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise not_utf8(data, exc, path, unit) from None
+
+
+def not_utf8(data: bytes, exc: UnicodeDecodeError, path: object, unit: str = "file") -> BadText:
+    """Where `data` (of file `path`) is not UTF-8: the first such byte, its line within
+    `data` and its column, and what to do. `unit`: what a character cut short at the end
+    of `data` suggests was truncated (`line` or `file`)."""
+    ends = list(LINE_END.finditer(data, 0, exc.start))
+    at = ends[-1].end() if ends else 0
+    col = len(data[at : exc.start].decode()) + 1
+    if exc.reason == "unexpected end of data":  # the last bytes: a character cut short
+        why = f"a character cut short at column {col} (the {unit} may be truncated)"
+    else:
+        why = (
+            f"byte 0x{data[exc.start]:02x} at column {col} is not UTF-8: the file is in "
+            "another encoding (Latin-1 or cp1252?); convert it: iconv -f cp1252 -t utf-8 "
+            f"{path} > {path}.utf8"
+        )
+    return BadText(why, len(ends) + 1, col)
+
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]')
+_CUT_TOKEN = re.compile(
+    r"""\\ | \\?u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,3})?)?  # an escape in a string
+    | n(?:ul?)? | t(?:ru?)? | f(?:a(?:ls?)?)?                    # null, true, false
+    | - | \. | [eE][+-]?                                          # a number""",
+    re.X,
+)
+"""What is left where the decoder stopped when a line is cut inside its last token."""
+
+
+def _position(text: str, pos: int) -> tuple[int, int]:
+    """(line, column), 1-based, of `text[pos]`, lines ending at `\\n` (as json's own)."""
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def deepest(text: str) -> tuple[int, int]:
+    """How deep the brackets of JSON `text` go, and where (the index of the deepest
+    opening bracket)."""
+    depth = most = where = 0
+    for m in _TOKENS.finditer(text):
+        c = m.group()[0]
+        if c in "[{":
+            depth += 1
+            if depth > most:
+                most, where = depth, m.start()
+        elif c in "]}":
+            depth -= 1
+    return most, where
+
+
+def too_deep(text: str) -> BadText:
+    """The problem of JSON `text` nested deeper than the decoder can follow: how deep,
+    at its deepest opening bracket."""
+    depth, pos = deepest(text)
+    line, col = _position(text, pos)
+    why = f"nested {depth} levels deep, deeper than can be parsed (column {col})"
+    return BadText(why, line, col)
+
+
+def undecodable(text: str, exc: json.JSONDecodeError, unit: str = "line") -> BadText:
+    """The decoder's complaint, located in `text` (a line may keep its line end). Text that
+    stops before its value is complete (a string still open, a list or an object
+    unclosed, a token cut) is called what it most likely is: cut short."""
+    msg = exc.msg.removesuffix(" at")
+    end = len(text.rstrip())
+    if (
+        exc.pos >= end
+        or msg.startswith("Unterminated string")
+        or _CUT_TOKEN.fullmatch(text, exc.pos, end)
+    ):
+        in_string = msg.startswith(("Unterminated", "Invalid control", "Invalid \\"))
+        what = "unterminated string" if in_string else "unexpected end"
+        line, col = _position(text, end)
+        return BadText(
+            f"invalid JSON: {what} at column {col} (the {unit} may be truncated)", line, col
+        )
+    if msg.startswith("Invalid control character"):
+        msg = f"invalid control character {text[exc.pos]!r}"
+    line, col = _position(text, exc.pos)
+    return BadText(f"invalid JSON: {msg} at column {col}", line, col)
+
+
+def loads(text: str, unit: str = "line") -> object:
+    """json.loads, each failure a located BadText (`unit`: `line` or `file`, for the
+    message): invalid JSON, or nested too deep (a RecursionError would otherwise unwind
+    whatever reads the file)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise undecodable(text, exc, unit) from None
+    except RecursionError:
+        raise too_deep(text) from None
+    except ValueError as exc:  # an integer of 5,000 digits
+        raise BadText(f"invalid JSON: {exc}") from None
