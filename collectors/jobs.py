@@ -271,7 +271,9 @@ def run_job(
     """Run every episode of a job (with retries), publishing each attempt as it ends.
 
     `job_id` of a job that ran before resumes it (see the module's docstring); events:
-    `job`, `recovered` (a journal a stopped run left, published as it stands),
+    `job` (`published`: the outcome statuses of the attempts earlier runs published,
+    `CUT` for one a stop cut short), `recovered` (a journal a stopped run left, published
+    as it stands),
     `skipped` (`failed`: every attempt failed), `started`, `finished`, `interrupted`."""
     job_id = job_id or new_job_id(spec)
     out = job_dir(raw_dir, job_id)
@@ -293,7 +295,9 @@ def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobRe
         return t
 
     episodes = spec.expand()
-    emit("job", job_id=job_id, episodes=len(episodes))
+    # what earlier runs of this job id published: a resume's progress counts the job
+    before = [s for e in episodes for s in _published(out, e.episode_id).values()]
+    emit("job", job_id=job_id, episodes=len(episodes), published=before)
     for path, _ in recover(out / JOURNALS):  # a run of this job id that crashed
         episode_id, attempt = parse_attempt_name(path.name)
         t = keep(path, episode_id, attempt)

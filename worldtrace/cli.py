@@ -1,4 +1,4 @@
-"""The `worldtrace` command line (DESIGN.md "CLI contract"): the root group and `main`.
+"""The `worldtrace` command line (docs/cli.md): the root group and `main`.
 
 Commands live in `worldtrace.commands`, one module per group, each listing its commands
 in COMMANDS: a new group is one module there plus one entry in COMMAND_MODULES. Heavy

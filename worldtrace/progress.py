@@ -12,11 +12,19 @@ from typing import Any
 
 import click
 
+MAX_TURNS_STOP = "stopped at max_turns"
+"""Why an episode is `incomplete` with no error: the policy was still acting when the
+job's `max_turns` ran out (`collectors.episode.run_episode`; an explorer's usual end).
+Said, not recorded: the outcome stays `incomplete` with no error."""
+
 
 def outcome_text(status: str, turns: int, error: str | None, seconds: float | None = None) -> str:
     """How `collect` and `worker` show an ended attempt: `error (1 turns): REASON` (the
-    reason on the same line, whatever line breaks it holds)."""
+    reason on the same line, whatever line breaks it holds); an `incomplete` one without
+    an error says it stopped at max_turns."""
     took = f", {seconds:.1f} s" if seconds is not None else ""
+    if not error and status == "incomplete":
+        error = MAX_TURNS_STOP
     why = f": {' '.join(error.split())}" if error else ""
     return f"{status} ({turns} turns{took}){why}"
 
@@ -28,12 +36,16 @@ def trajectory_text(t: Any) -> str:
 class CollectProgress:
     """`collect JOB_FILE`: a progress bar (episodes ok/failed/running, turns/s, ETA) on a
     terminal; elsewhere one plain line per finished attempt. Either way it keeps what the
-    summary needs: episodes failed for good (every attempt failed), episodes not run."""
+    summary needs: episodes failed for good (every attempt failed), episodes not run.
+
+    The counts are the job's, also in a resume: `[ended/total, ok O failed F ...]` counts
+    its episodes ended and its attempts, those earlier runs of the job published
+    included; only the rate (turns/s) and the ETA are this run's."""
 
     def __init__(self, live: bool, resume_hint: Any = None):
         self.live = live
         self.total = self.ended = self.ok = self.failed = self.cut = self.running = 0
-        self.turns = 0
+        self.turns = self.ended_before = 0
         self.job_id = ""
         self.cut_short: str | None = None
         """The attempt an interrupt cut short (published as it stood), if any."""
@@ -64,17 +76,25 @@ class CollectProgress:
         )
 
     def eta(self) -> str:
-        if not self.ended:
+        ran = self.ended - self.ended_before  # this run's pace, not an earlier run's
+        if ran <= 0:
             return "?"
-        left = (time.monotonic() - self.t0) / self.ended * (self.total - self.ended)
+        left = (time.monotonic() - self.t0) / ran * (self.total - self.ended)
         return f"{left:.0f}s"
 
     def __call__(self, event: str, **info: Any) -> None:
         if event == "job":
             self.total, self.job_id = info["episodes"], info["job_id"]
+            before = info.get("published") or []
+            self._count_earlier(before)
             hint = self.resume_hint and self.resume_hint(self.job_id)
+            earlier = (
+                f", resumed: the counts include the {len(before)} attempt(s) earlier runs published"
+                if before
+                else ""
+            )
             click.echo(
-                f"job {self.job_id}: {self.total} episode(s)"
+                f"job {self.job_id}: {self.total} episode(s){earlier}"
                 + (f"; if it stops, finish it with: {hint}" if hint else "")
             )
             if self.live:
@@ -86,8 +106,9 @@ class CollectProgress:
                 f"{info['episode']} attempt {info['attempt']}: {trajectory_text(t)}  "
                 "[published from the journal a stopped run left]"
             )
-        elif event == "skipped":
+        elif event == "skipped":  # ended in an earlier run (its attempts counted at `job`)
             self.ended += 1
+            self.ended_before += 1
             if info.get("failed"):
                 self.failed_episodes.append(info["episode"])
         elif event == "started":
@@ -121,6 +142,18 @@ class CollectProgress:
             self.cut += 1
         else:
             self.ok += 1
+
+    def _count_earlier(self, statuses: list[str]) -> None:
+        """The attempts earlier runs of the job published (`run_job`'s `published`)."""
+        from worldtrace.collectors.jobs import CUT
+
+        for status in statuses:
+            if status == "error":
+                self.failed += 1
+            elif status == CUT:
+                self.cut += 1
+            else:
+                self.ok += 1
 
     def _line(self, text: str) -> None:
         """One attempt's line, off a terminal (on one, `print_run` lists them at the end)."""
@@ -229,9 +262,19 @@ def print_run(result: Any, listed: bool, progress: CollectProgress | None = None
     where = sorted({str(p.parent) for p in result.shards})
     failed = sum(t.outcome.status == "error" for t in result.trajectories)
     cut = sum(t.outcome.status == "incomplete" for t in result.trajectories)
+    at_max = sum(
+        t.outcome.status == "incomplete" and not t.outcome.error for t in result.trajectories
+    )
+    why = (
+        ""
+        if not at_max
+        else f": {MAX_TURNS_STOP}"
+        if at_max == cut
+        else f", {at_max} of them {MAX_TURNS_STOP}"
+    )
     click.echo(
         f"{len(result.trajectories)} trajectories ({failed} failed attempts"
-        + (f", {cut} incomplete" if cut else "")
+        + (f", {cut} incomplete{why}" if cut else "")
         + f") -> {', '.join(where) or '-'}"
     )
     if progress is None:

@@ -17,6 +17,7 @@ wrong shape, NaN) is a located problem, and the other records and files go on.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -50,7 +51,14 @@ from . import (
     swe_agent,
 )
 from .common import Document, ImportProblem, InvalidField, MissingField, origin_stem
-from .reading import jsonl_text_lines, parse_line, read_json, surrogate_escapes
+from .reading import (
+    LOOKS_LIKE_JSONL,
+    NOT_ONE_DOCUMENT,
+    jsonl_text_lines,
+    parse_line,
+    read_json,
+    surrogate_escapes,
+)
 from .sink import ImportWriteError, Sink, present_keys
 
 # OpenHands is both: an event list is a whole file, an eval output a record. It is
@@ -338,6 +346,8 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
         return
     data = read_json(path)
     if isinstance(data, ImportProblem):
+        if data.message.startswith(LOOKS_LIKE_JSONL):
+            data = _jsonl_read_whole(data, path, cfg)
         yield "?", 0, data.where, data
         return
     if cfg.format != "auto":
@@ -355,6 +365,25 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
     for n, d in enumerate(data if many else [data]):
         where, origin = (f"record {n}", f"{stem}:{n}") if many else ("", stem)
         yield from _record(path, d, n, where, origin, cfg)
+
+
+def _jsonl_read_whole(problem: ImportProblem, path: Path, cfg: ImportConfig) -> ImportProblem:
+    """`read_json`'s problem for a JSONL file read as one document, saying why it was
+    read whole (the format asked for, or the file's name) and how to read it by line."""
+    looks = problem.message.removesuffix(NOT_ONE_DOCUMENT).replace("the file", "this file", 1)
+    if cfg.format != "auto":
+        records = ", ".join(RECORD_FORMATS)
+        why = (
+            f"--format {cfg.format} reads one JSON document per file, and {looks}: JSONL "
+            f"records are read line by line with --format auto or a record format ({records})"
+        )
+    else:
+        named = f"a {path.suffix} file" if path.suffix else "a file without a suffix"
+        why = (
+            f"{named} is read as one JSON document, and {looks}: name it "
+            f"{' or '.join(LINE_SUFFIXES)} to read a record per line"
+        )
+    return dataclasses.replace(problem, message=why)
 
 
 def detect_format(path: Path, data: Any) -> str | None:

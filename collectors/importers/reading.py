@@ -204,6 +204,10 @@ def _decoded(path: Path, data: bytes, n: int) -> str | ImportProblem:
         return _problem(path, f"line {line}", "invalid_utf8", why)
 
 
+LOOKS_LIKE_JSONL, NOT_ONE_DOCUMENT = "the file looks like JSONL", ", not one JSON document"
+"""How `read_json`'s problem for a JSONL file read as one document begins and ends."""
+
+
 def read_json(path: Path) -> Any | ImportProblem:
     """The parsed file, or the problem that stops it (unreadable, not UTF-8, empty,
     invalid). A leading UTF-8 byte order mark is passed over."""
@@ -216,12 +220,32 @@ def read_json(path: Path) -> Any | ImportProblem:
     text = _decoded(path, data.removeprefix(codecs.BOM_UTF8), 1)
     if isinstance(text, ImportProblem):
         return text
-    if not text.strip():
-        return _problem(path, "line 1", "empty_file", "the file holds no record")
+    if not text.strip():  # the whole file, not a line of it (a 0-byte file has none)
+        return _problem(path, "", "empty_file", "the file holds no record")
     try:
         return loads(text, "file")
     except BadJSON as exc:
+        if exc.message.startswith("extra data") and _jsonl(text, exc.line):
+            why = (
+                f"{LOOKS_LIKE_JSONL} (a JSON value on each line: line {exc.line} starts "
+                f"another){NOT_ONE_DOCUMENT}"
+            )
+            return _problem(path, "", "invalid_json", why)
         return _problem(path, f"line {exc.line}", "invalid_json", exc.message)
+
+
+def _jsonl(text: str, extra: int) -> bool:
+    """Whether `text`, one JSON value followed by more from line `extra` on, is JSONL: its
+    first non-blank line is an object or list on its own (not the start of a document
+    that goes on over several lines) and line `extra` starts another."""
+    lines = LINE_END.split(text)
+    first = next((ln for ln in lines if ln.strip()), "")
+    if extra > len(lines) or not lines[extra - 1].lstrip().startswith(("{", "[")):
+        return False
+    try:
+        return isinstance(json.loads(first), dict | list)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _byte_lines(fh: BinaryIO) -> Iterator[bytes]:
@@ -253,8 +277,8 @@ def jsonl_text_lines(path: Path) -> Iterator[tuple[int, str | ImportProblem]]:
     except OSError as exc:  # unreadable, or a read error part way
         yield 0, _problem(path, "", "unreadable", exc.strerror or str(exc))
         return
-    if not seen:
-        yield 1, _problem(path, "line 1", "empty_file", "the file holds no record")
+    if not seen:  # the whole file, not a line of it (a 0-byte file has none)
+        yield 0, _problem(path, "", "empty_file", "the file holds no record")
 
 
 def json_head(path: str | Path, lines: int) -> Iterator[Any]:

@@ -56,8 +56,8 @@ def test_deep_nan_and_empty_inputs_are_located_and_the_rest_imported(tmp_path):
         ("a.jsonl", "line 3", "invalid_json"),
         ("b.json", "line 1", "invalid_json"),
         ("c.json", "line 2", "invalid_json"),
-        ("d.json", "line 1", "empty_file"),
-        ("e.jsonl", "line 1", "empty_file"),
+        ("d.json", "", "empty_file"),
+        ("e.jsonl", "", "empty_file"),
     }
     msgs = {(p.path.rsplit("/", 1)[1], p.where): p.message for p in r.problems}
     assert f"nested {DEEP + 1} levels deep" in msgs["a.jsonl", "line 2"]

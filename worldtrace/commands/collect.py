@@ -64,7 +64,8 @@ Example:
   worldtrace collect --create examples/terminal-basics.yaml
   worldtrace collect examples/terminal-basics.yaml --resume terminal-basics-1a2b3c4d
   worldtrace collect --sandbox docker --keys 'ls -la\\n' --keys 'cat /etc/os-release\\n'
-  worldtrace collect --sandbox docker --repo ./proj --tool 'bash:{"command": "ls"}'
+  worldtrace collect --sandbox docker --repo ./proj --tool 'bash:{"command": "ls"}' \\
+      --tool 'bash:{"command": "git log --oneline -3"}'
 """
 
 
@@ -157,11 +158,44 @@ def collect(
             result = run_job(spec, s.raw, job_id=resume_id, stop=stop, on_event=progress)
         except (SandboxError, JobBusy) as exc:
             raise click.ClickException(str(exc)) from exc
+    _note_short(result.trajectories)  # before the summary: stderr ends on what failed
     print_run(result, listed=live, progress=progress)
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
     if progress.failed_episodes:
         sys.exit(EXIT_EPISODES_FAILED)
+
+
+def _note_short(trajectories: list) -> None:
+    """Say which recorded trajectories `process` will filter for their length (fewer turns
+    than its default `filters.min_turns`): a one-step quick run recorded fine, then was
+    gone after `process` without a word. An attempt that failed, or one our stop cut short
+    (a resume runs it again), is not one to keep anyway."""
+    from worldtrace.collectors.recorder import CUT_SHORT
+    from worldtrace.pipelines.filters import FilterConfig
+
+    least = FilterConfig.min_turns
+    short = [
+        t
+        for t in trajectories
+        if len(t.turns) < least and t.outcome.status != "error" and t.outcome.error != CUT_SHORT
+    ]
+    if not short:
+        return
+    names = ", ".join(
+        f"{t.source.episode_id} attempt {t.source.attempt} ({len(t.turns)} turns)"
+        for t in short[:SHOWN_SHORT]
+    ) + (f" and {len(short) - SHOWN_SHORT} more" if len(short) > SHOWN_SHORT else "")
+    click.echo(
+        f"note: {len(short)} trajectory(ies) with fewer than {least} turns, which "
+        f"`worldtrace process` filters by default (filters.min_turns): {names}; record more "
+        f"steps, or process with --set filters.min_turns={max(len(t.turns) for t in short)}",
+        err=True,
+    )
+
+
+SHOWN_SHORT = 5
+"""Short trajectories `_note_short` names at most."""
 
 
 def _resume_command(ctx: click.Context, job_file: str, job_id: str) -> str:

@@ -37,7 +37,7 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
             "processed turns, clusters and rejects, exports); name one to check it",
             err=True,
         )
-    if not files:
+    if not files and not passed:  # passing over a store's own files is not an error
         click.echo("no Parquet or JSONL files found", err=True)
         sys.exit(EXIT_PROBLEMS)
     records = problems = 0
@@ -160,9 +160,14 @@ def import_(
         )
     except SettingError as exc:  # a value out of range: the option as typed
         raise click.BadParameter(exc.problem, param_hint=f"--{exc.key.replace('_', '-')}") from None
+    skipped: list[Path] = []
+    files = len(input_files(paths, skipped))
+    if not files:  # the reason alone: no "0 file(s) -> DEST" line, no empty table
+        for line in _not_read(paths, skipped, files):
+            click.echo(line, err=True)
+        sys.exit(EXIT_PROBLEMS)
     dest = store(ctx, create=True).raw / "import"
     try:
-        files = len(input_files(paths))
         with StepProgress("import", files, "file(s)", every=progress_every) as progress:
             report = import_paths(paths, dest, config, progress=progress)
     except (ImportWriteError, ImportWorkerLost) as exc:

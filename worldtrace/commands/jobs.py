@@ -16,9 +16,44 @@ from .collect import job_store, jobs_option, load_job
 JSON_HELP = "Print one JSON document on stdout instead (keys in docs/cli.md)."
 
 
+class _Jobs(click.Group):
+    """`jobs`: an option of a subcommand given before it (`jobs --jobs URL list`) is
+    refused as click refuses any unknown option, with the order that works."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # the parser consumes `args`
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            fixed = _subcommand_first(self, given, exc.option_name)
+            if fixed is None:
+                raise
+            raise click.NoSuchOption(
+                exc.option_name,
+                f"No such option {exc.option_name!r} for `jobs` itself: it is an option of "
+                f"the subcommand, given after it: `{fixed}`.",
+                ctx=ctx,
+            ) from None
+
+
+def _subcommand_first(group: click.Group, args: list[str], option: str) -> str | None:
+    """`jobs SUB ARGS...` with what came before SUB moved after it, when SUB takes
+    `option`; None when no subcommand that takes it follows."""
+    import shlex
+
+    at = next((i for i, a in enumerate(args) if a in group.commands), None)
+    if at is None:
+        return None
+    sub = group.commands[args[at]]
+    if not any(option in p.opts for p in sub.params if isinstance(p, click.Option)):
+        return None
+    return shlex.join(["jobs", args[at], *args[:at], *args[at + 1 :]])
+
+
 @click.group(
+    cls=_Jobs,
     epilog="\b\nExample:\n  worldtrace jobs submit job.yaml && worldtrace worker --concurrency 2\n"
-    "  worldtrace jobs list --json | jq -r '.jobs[] | select(.failed > 0) | .job_id'"
+    "  worldtrace jobs list --json | jq -r '.jobs[] | select(.failed > 0) | .job_id'",
 )
 def jobs() -> None:
     """Collection jobs in the job store (the store's jobs.db, or --jobs URL after the
@@ -101,12 +136,19 @@ def jobs_list(
         print_table(jobs_view(js))
 
 
+def _not_blank(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A blank id is a prefix of every job id: it names no job (it matched them all)."""
+    if not value.strip():
+        raise click.BadParameter("blank: give a job id or a prefix of one", ctx=ctx, param=param)
+    return value
+
+
 @jobs.command(
     "show",
     epilog="\b\nExample:\n  worldtrace jobs show j-5592    (a prefix of the id is enough)\n"
     "  worldtrace jobs show j-5592 --json | jq '.attempts[] | select(.status == \"failed\") | .error'",
 )
-@click.argument("job_id")
+@click.argument("job_id", callback=_not_blank)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @jobs_option
 @click.pass_context
@@ -149,16 +191,17 @@ FINISHED = ("succeeded", "failed", "partial")
 
 @jobs.command(
     "cancel",
-    epilog="\b\nExit status: 0 when the job is cancelled now or was already; 1 when it had\n"
-    "finished (nothing to cancel), or no job or several jobs match.\n\n"
-    "\b\nExample:\n  worldtrace jobs cancel j-5592 && worldtrace jobs retry j-5592",
+    epilog="\b\nExample:\n  worldtrace jobs cancel j-5592 && worldtrace jobs retry j-5592",
 )
-@click.argument("job_id")
+@click.argument("job_id", callback=_not_blank)
 @jobs_option
 @click.pass_context
 def jobs_cancel(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
     """Cancel a job: its queued episodes will not run (running ones finish). Says what
-    happened: cancelled now, already cancelled, or already finished (nothing to cancel)."""
+    happened: cancelled now, already cancelled, or already finished (nothing to cancel).
+
+    Exit status: 0 when the job is cancelled now or was already; 1 when it had finished
+    (nothing to cancel), or no job or several jobs match."""
     js = job_store(ctx, jobs_url)
     job = _one_job(js, job_id)
     jid, before = job["job_id"], job["status"]
@@ -184,7 +227,7 @@ def jobs_cancel(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
     "retry",
     epilog="\b\nExample:\n  worldtrace jobs retry j-5592 && worldtrace worker",
 )
-@click.argument("job_id")
+@click.argument("job_id", callback=_not_blank)
 @jobs_option
 @click.pass_context
 def jobs_retry(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:

@@ -16,12 +16,33 @@ Example:
 """
 
 
-@click.command(epilog=REDACT_EPILOG)
+NOT_A_MODE = (
+    "Redaction itself runs at collect, import and process (`worldtrace process` re-redacts "
+    "raw data with the current rules); `redact --check` finds what is left"
+)
+
+
+class _Mode(click.Option):
+    """The flag that names the command's one mode: required, and shown so (`[required]`,
+    the usage line), its absence a usage error that says why."""
+
+    def process_value(self, ctx: click.Context, value):
+        try:
+            return super().process_value(ctx, value)
+        except click.MissingParameter as exc:
+            exc.message = NOT_A_MODE
+            raise
+
+
+@click.command(epilog=REDACT_EPILOG, options_metavar="--check [OPTIONS]")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--check",
+    cls=_Mode,
     is_flag=True,
-    help="Scan and list findings (file, record, field, kind; never the secret); exit 1 if any.",
+    required=True,
+    help="Scan and list findings (file, record, field, kind; never the secret); exit 1 if "
+    "any. The only mode: nothing is redacted here.",
 )
 @click.option(
     "--tokenizer",
@@ -48,15 +69,9 @@ def redact(ctx: click.Context, paths, check, tokenizer, config_path, all_plugins
     import dataclasses
 
     from worldtrace.leaks import CannotCheck, Checker, files_under
+    from worldtrace.schemas.parsing import ConfigError
     from worldtrace.schemas.redact import Redactor, active_config
     from worldtrace.schemas.redact_rules import SLOW_PLUGINS, RedactConfig
-
-    if not check:
-        raise click.UsageError(
-            "give --check: redaction runs at collect, import and process "
-            "(`worldtrace process` re-redacts raw data with the current rules)"
-        )
-    from worldtrace.schemas.parsing import ConfigError
 
     try:
         cfg = RedactConfig.load(config_path) if config_path else active_config()

@@ -45,10 +45,7 @@ def doctor(as_json: bool) -> None:
         print_checks(checks)
 
 
-@click.command(
-    epilog="\b\nExample:\n  worldtrace demo --sections docker,web --episodes 1\n\n"
-    "Without --store the demo writes into ./worldtrace-demo, never into your default store."
-)
+@click.command(epilog="\b\nExample:\n  worldtrace demo --sections docker,web --episodes 1\n")
 @click.option(
     "--sections",
     default=",".join(SECTION_NAMES),
@@ -61,7 +58,10 @@ def doctor(as_json: bool) -> None:
 @click.pass_context
 def demo(ctx: click.Context, sections: str, episodes: int) -> None:
     """The main job end to end on embedded defaults: collect every domain from real
-    environments, validate, process, export, stats, report."""
+    environments, validate, process, export, stats, report.
+
+    Without --store the demo writes into ./worldtrace-demo, never into your default
+    store."""
     from worldtrace.demo import DEMO_STORE, run_demo
     from worldtrace.schemas import Store
 
