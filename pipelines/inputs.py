@@ -5,7 +5,11 @@ rules, provenance or timestamps), and the shards are read in name order, row gro
 row group, rows in stored order, so memory holds one batch however large the corpus and
 the same shards always give the same sequence of records. (Export used to sort the
 whole corpus by trajectory_id; that needs the corpus, or an external sort, in hand.)
-A record without mask decisions (unprocessed, raw data) is refused.
+A record without mask decisions (unprocessed, raw data) is refused. A file that does
+not read (cut short, empty, pages changed under a valid footer) is `DamagedFile`: one
+line naming it and, for a store's processed data, the rebuild that makes it again
+(before, `Parquet magic bytes not found` named no file, and a page that did not
+decompress was said as a failure to write the export).
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import shard_files
+from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line
 
 from . import corpus
 from .prompt import CONDITIONS
@@ -102,6 +108,37 @@ def _check_decided(f: Path, record: dict[str, Any]) -> None:
         )
 
 
+def _damaged(path: Path, exc: BaseException, what: str = "unreadable") -> DamagedFile:
+    """`path` does not read: named, with the rebuild when it is a file of a store's
+    processed data (its directory's parent holds the run manifest)."""
+    if isinstance(exc, DamagedFile):
+        return exc
+    processed = (Path(path).parent.parent / F.PROCESS_MANIFEST).is_file()
+    why = f"{what} Parquet ({first_line(exc)})"
+    return DamagedFile(path, why, REBUILD_HINT if processed else "")
+
+
+def _read(path: Path, read, *args):
+    """`read(*args)`, a read of `path`: what pyarrow raises for a file that does not
+    read becomes `DamagedFile` naming it."""
+    try:
+        return read(*args)
+    except (OSError, pa.ArrowException) as exc:
+        raise _damaged(path, exc) from exc
+
+
+def _pages(path: Path, batches: Iterator) -> Iterator:
+    """`batches` of `path`, a page that does not decode said as `DamagedFile`."""
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            raise _damaged(path, exc, "damaged") from exc
+        yield batch
+
+
 def iter_batches(
     path: str, batch_rows: int = 256, selection: Selection | None = None
 ) -> Iterator[list[dict[str, Any]]]:
@@ -115,7 +152,7 @@ def iter_batches(
         selection.check(files[0])
     counts = None
     for f in files:
-        pf = pq.ParquetFile(f)
+        pf = _read(f, pq.ParquetFile, f)
         taken = selection.rows(f, pf.metadata.num_rows) if selection is not None else None
         row = 0
         missing = [
@@ -124,10 +161,14 @@ def iter_batches(
         if missing:
             raise ValueError(f"{f}: not a trajectory shard: no column {', '.join(missing)}")
         if counts is None and corpus.turns_file(f).exists():
-            counts = corpus.TemplateCounts(f.parent.parent)
-        chosen = corpus.decisions(f, counts) if counts is not None else None
+            index = f.parent.parent / F.PROCESS_INDEX / F.TEMPLATE_COUNTS_FILE
+            counts = _read(index, corpus.TemplateCounts, f.parent.parent)
+        chosen = None
+        if counts is not None:
+            chosen = _read(corpus.turns_file(f), corpus.decisions, f, counts)
         at = 0
-        for batch in pf.iter_batches(batch_size=batch_rows, columns=_columns(pf)):
+        pages = pf.iter_batches(batch_size=batch_rows, columns=_columns(pf))
+        for batch in _pages(f, pages):
             records = batch.to_pylist()
             for r in records:
                 dedup = r.get(F.DEDUP) or {}

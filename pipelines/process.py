@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -45,7 +46,9 @@ from worldtrace.schemas.store import (
     write_bytes_atomic,
     write_table_atomic,
 )
+from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line
 
+from . import recorded as R
 from . import segments as G
 from . import transforms as T
 from .dedup import NS, PARTITIONS, DedupConfig, DedupDecisions, content_column
@@ -96,7 +99,15 @@ class ProcessConfig:
         check(self, "workers", self.workers >= 0, "0 (auto) or more")
         check(self, "bytes_per_worker", self.bytes_per_worker >= 0, "0 (the default) or more")
         check(self, "policy", self.policy in POLICIES, "one of " + ", ".join(POLICIES))
-        try:  # a threshold the policy does not take fails here, naming it, not in a worker
+        # a threshold the policy does not take fails here, naming it, not in a worker: one
+        # setting at a time, so the error names the one given (`policy_settings.echo_ol`)
+        for key, value in self.policy_settings.items():
+            try:
+                get_policy(self.policy, **{key: value})
+            except (KeyError, TypeError, ValueError) as exc:
+                problem = str(exc).removeprefix(f"{key}={value}: ")  # the key is said once
+                raise SettingError(f"policy_settings.{key}", value, problem) from exc
+        try:  # together (each one alone passed)
             get_policy(self.policy, **self.policy_settings)
         except (KeyError, TypeError, ValueError) as exc:
             raise SettingError("policy_settings", self.policy_settings, str(exc)) from exc
@@ -202,8 +213,12 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
 def read_shards(path: Path) -> pa.Table:
     """`_index/shards.parquet` as `SHARDS_SCHEMA`: an index from before hashes were kept
     has null ones, one from before arrivals were kept its files' mtimes for them (the
-    best it knows: right unless a file was touched after it was processed)."""
-    seen = pq.read_table(path)
+    best it knows: right unless a file was touched after it was processed). One that
+    does not read is `DamagedFile`: without it no file is known to be processed."""
+    try:
+        seen = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DamagedFile(path, f"unreadable Parquet ({first_line(exc)})", REBUILD_HINT) from exc
     if "sha256" not in seen.schema.names:
         seen = seen.append_column("sha256", pa.nulls(seen.num_rows, pa.string()))
     if "arrival_ns" not in seen.schema.names:
@@ -222,17 +237,18 @@ def _same_policy(before: dict[str, Any], now: dict[str, Any]) -> bool:
         return False
 
 
-def new_files(files: list[str], prev: Previous) -> dict[str, os.stat_result]:
+def new_files(files: list[str], prev: Previous, output: Path) -> dict[str, os.stat_result]:
     """Raw files not processed before, with their stat (taken once: their mtime is their
-    records' arrival, `units.arrival_key`); a processed file that changed is an error.
-    One whose mtime alone moved (`cp -r`, `touch`, a checkout) is the same file when its
-    content hash is the one recorded: its new time goes into `prev.seen` (its arrival
-    stays)."""
+    records' arrival, `units.arrival_key`); a processed file that changed is an error,
+    one that is damaged (`recorded`: it no longer reads) an error naming what of the
+    processed data (under `output`) comes only from it. One whose mtime alone moved
+    (`cp -r`, `touch`, a checkout) is the same file when its content hash is the one
+    recorded: its new time goes into `prev.seen` (its arrival stays)."""
     if prev.seen is None:
         return {f: os.stat(f) for f in files}
     rows = prev.seen.to_pylist()
     seen = {r["path"]: r for r in rows}
-    out = {}
+    out, changed = {}, []
     for f in files:
         st = os.stat(f)
         r = seen.get(f)
@@ -240,50 +256,104 @@ def new_files(files: list[str], prev: Previous) -> dict[str, os.stat_result]:
             out[f] = st
         elif (r["size"], r["mtime_ns"]) != (st.st_size, st.st_mtime_ns):
             if r["size"] != st.st_size or r["sha256"] != sha256_file(f):
-                raise ValueError(
-                    f"{f}: changed since it was processed; run `worldtrace process --rebuild`"
-                )
+                changed.append(f)
+                continue
             r["mtime_ns"], prev.moved = st.st_mtime_ns, True
+    if changed:
+        refuse_damaged(output, changed)
+        more = f" (and {len(changed) - 1} more)" if changed[1:] else ""
+        raise ValueError(
+            f"{changed[0]}{more}: changed since it was processed; run `worldtrace process "
+            "--rebuild` to process it as it is now"
+        )
     if prev.moved:
         prev.seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
     return out
+
+
+def refuse_damaged(output: Path, changed: list[str]) -> None:
+    """Stop the run when a raw file processed before no longer reads (`recorded`): the
+    processed data may hold the last copy of its records, which a rebuild would drop
+    and an incremental run cannot keep apart. ValueError naming the files, why, how many
+    processed trajectories come only from them, and the ways on. `changed`: the
+    recorded files whose size or hash moved (only they are read here)."""
+    damaged = [(f, why) for f in changed if (why := R.read_problem(f))]
+    if damaged:
+        lost = R.only_from(output, [f for f, _ in damaged])
+        raise ValueError(R.damaged_message(damaged, lost))
+
+
+def dropped_inputs(output: Path, seen: pa.Table | None, files: list[str]) -> dict[str, Any]:
+    """What a rebuild drops: the raw files processed before (`seen`, the index) that it
+    does not read (gone, moved out, or not among its inputs), named from the store's
+    root, and how many processed trajectories came only from them (`recorded.only_from`:
+    counted before the publish replaces the tables; None when unknown)."""
+    if seen is None:
+        return {"count": 0, "first": [], "trajectories": 0}
+    reading = set(files)
+    left = sorted(set(seen.column("path").to_pylist()) - reading)
+    root = name_root(output)
+    return {
+        "count": len(left),
+        "first": [R.in_store(f, root) for f in left[:REJECTS_SHOWN]],
+        "trajectories": R.only_from(output, left) if left else 0,
+    }
 
 
 Hashed = dict[str, tuple[int, int, str]]
 """path -> (size, mtime_ns, sha256) of files hashed before a run (`recorded_arrivals`)."""
 
 
-def recorded_arrivals(output: Path, todo: dict[str, os.stat_result]) -> tuple[dict, Hashed]:
-    """A rebuild's files as they arrive: each at its mtime, but one the index recorded
-    with the content it has now (the same sha256) at its recorded arrival, the time it
-    first came in. A `touch`, a restore from backup or a copy without times moves a
-    file's mtime after it was processed: the incremental runs kept the first time, and a
-    rebuild that took the new one broke the representative's ties otherwise (another
-    record of a cluster kept). Returns (path -> arrival in ns, the hashes taken, which
-    `merge_state` records instead of hashing the files again: a rebuild hashed each one
-    there before, so it hashes no more than it did)."""
-    arrivals = {f: st.st_mtime_ns for f, st in todo.items()}
+def recorded_index(output: Path) -> pa.Table | None:
+    """The index of the raw files processed (`_index/shards.parquet`), at the store's
+    place now; None when there is none or it does not read (an index a rebuild is to
+    replace)."""
     index, manifest = output / G.INDEX / G.SHARDS_FILE, output / MANIFEST
-    if not todo or not index.exists():
-        return arrivals, {}
+    if not index.exists():
+        return None
     try:  # where the store was when it was recorded: it may have moved since
         was = json.loads(manifest.read_text()).get("config", {}).get("output")
     except (OSError, ValueError, AttributeError):
         was = None
     try:
-        seen, _ = moved_paths(read_shards(index), was, output)
-    except (OSError, ValueError, KeyError):  # an index a rebuild is to replace: mtimes
-        return arrivals, {}
-    recorded = {r["path"]: r for r in seen.to_pylist() if r["sha256"] and r["path"] in todo}
+        return moved_paths(read_shards(index), was, output)[0]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def recorded_arrivals(
+    seen: pa.Table | None, todo: dict[str, os.stat_result]
+) -> tuple[dict, Hashed, list[str]]:
+    """A rebuild's files as they arrive: each at its mtime, but one the index (`seen`,
+    `recorded_index`) recorded with the content it has now (the same sha256) at its
+    recorded arrival, the time it first came in. A `touch`, a restore from backup or a
+    copy without times moves a file's mtime after it was processed: the incremental runs
+    kept the first time, and a rebuild that took the new one broke the representative's
+    ties otherwise (another record of a cluster kept). Returns (path -> arrival in ns,
+    the hashes taken, which `merge_state` records instead of hashing the files again: a
+    rebuild hashed each one there before, so it hashes no more than it did; the recorded
+    files whose size or content moved, which `refuse_damaged` looks at)."""
+    arrivals = {f: st.st_mtime_ns for f, st in todo.items()}
+    if not todo or seen is None:
+        return arrivals, {}, []
+    recorded = {r["path"]: r for r in seen.to_pylist() if r["path"] in todo}
     hashed: Hashed = {}
+    changed = []
     for f, r in recorded.items():
         st = todo[f]
         if st.st_size != r["size"]:
-            continue  # changed: new data, arriving now
+            changed.append(f)  # new data, arriving now (or a file cut short)
+            continue
+        if not r["sha256"]:  # an index from before hashes were kept
+            if st.st_mtime_ns != r["mtime_ns"]:
+                changed.append(f)
+            continue
         hashed[f] = (st.st_size, st.st_mtime_ns, sha256_file(f))
         if hashed[f][2] == r["sha256"]:
             arrivals[f] = r["arrival_ns"]
-    return arrivals, hashed
+        else:
+            changed.append(f)
+    return arrivals, hashed, changed
 
 
 class ProcessTrajectories(beam.PTransform):
@@ -468,14 +538,37 @@ def complete_tables(run_dir: Path, output: Path, incremental: bool) -> None:
             _link_tree(output / name, run_dir / name)
 
 
-def _tally(table: Path, column: str) -> Counter:
-    """How often each value of `column` occurs in a processed table (one columnar read)."""
+def _tally(table: Path, column: str, shown: Path | None = None) -> Counter:
+    """How often each value of `column` occurs in a processed table (one columnar read).
+    A file that does not read is `DamagedFile`, named as it is in `shown` (the store's
+    table a run directory's file is a link of)."""
     files = [str(f) for f in shard_files(table)]
     if not files:
         return Counter()
-    counts = pc.value_counts(pq.read_table(files, columns=[column])[column])
+    try:
+        counts = pc.value_counts(pq.read_table(files, columns=[column])[column])
+    except (OSError, pa.ArrowException) as exc:
+        for f in files:  # which one: named, with the way to make it again
+            try:
+                pq.read_table(f, columns=[column])
+            except (OSError, pa.ArrowException) as one:
+                where = (shown or table) / Path(f).name
+                why = re.sub(r"^Could not open Parquet input source '[^']*': ", "", first_line(one))
+                why = why.replace(f, str(where))  # never the run directory's name
+                raise DamagedFile(where, f"unreadable Parquet ({why})", REBUILD_HINT) from exc
+        raise
     values, n = counts.field("values").to_pylist(), counts.field("counts").to_pylist()
     return Counter(dict(zip(values, n, strict=True)))
+
+
+def unreadable_tables(output: Path) -> list[tuple[Path, str]]:
+    """The processed table files whose footer does not read (cut short, empty, not
+    Parquet): a run that reads nothing new would otherwise say all is well over them."""
+    from worldtrace.schemas.views import shard_problem
+
+    return [
+        (f, why) for name in TABLES for f in shard_files(output / name) if (why := shard_problem(f))
+    ]
 
 
 REJECTS_SHOWN = 5
@@ -490,17 +583,17 @@ def run_rejects(run_dir: Path, limit: int = REJECTS_SHOWN) -> list[dict[str, Any
     if not files:
         return []
     rows = pq.read_table(files, columns=["source_path", "record", "stage", "reason"])
-    shown = sorted(rows.to_pylist(), key=lambda r: bool(r["record"]))[:limit]
-    for r in shown:  # stored from the store's root (`units.in_store`): said in full
-        if r["source_path"] and not os.path.isabs(r["source_path"]):
-            r["source_path"] = os.path.join(run_dir.parent.parent, r["source_path"])
-    return shown
+    # a file in the store is named from its root, as stored (`units.in_store`), and so
+    # printed (docs/pipeline.md); one outside it by its absolute path
+    return sorted(rows.to_pylist(), key=lambda r: bool(r["record"]))[:limit]
 
 
-def accounting(output: Path) -> dict[str, Any]:
-    """in = kept + filtered + duplicates + rejected, over the whole processed corpus."""
-
-    stages, roles = _tally(output / "rejects", "stage"), _tally(output / "clusters", "role")
+def accounting(output: Path, shown: Path | None = None) -> dict[str, Any]:
+    """in = kept + filtered + duplicates + rejected, over the whole processed corpus
+    (`shown`: the processed/ directory a run directory's tables are published to)."""
+    shown = shown or output
+    stages = _tally(output / "rejects", "stage", shown / "rejects")
+    roles = _tally(output / "clusters", "role", shown / "clusters")
     acc = {
         "kept": roles["singleton"] + roles["representative"],
         "filtered": stages["filter"],
@@ -523,23 +616,38 @@ def exclusive(output: Path):
     runs, or a swap failing half way). The lock file names its holder for the message;
     the lock goes with the process (a run that dies holds nothing).
     """
-    fh = try_lock(output / F.PROCESS_LOCK)
+    import contextlib
+
+    from worldtrace.schemas.store import StoreWriteError
+
+    lock = output / F.PROCESS_LOCK
+    try:  # a full or read-only disk is named by the file it stopped at, the lock's
+        fh = try_lock(lock)
+    except OSError as exc:
+        raise StoreWriteError(lock, exc) from exc
     if fh is None:
-        holder = (output / F.PROCESS_LOCK).read_text().strip()
+        holder = lock.read_text().strip()
         holder = holder or "a process that has not written its name yet"
         raise StoreBusy(
             f"{output}: another `worldtrace process` is writing this store ({holder}); "
             "run again when it has finished"
         )
     try:
-        fh.truncate(0)
-        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {since}\n")
-        fh.flush()
+        try:
+            fh.truncate(0)
+            since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+            fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {since}\n")
+            fh.flush()
+        except OSError as exc:
+            raise StoreWriteError(lock, exc) from exc
         yield
     finally:
-        fh.truncate(0)
-        fh.close()
+        # the run's own error comes first: clearing the name fails again on a full
+        # disk (the line still buffered), and closing frees the lock regardless
+        with contextlib.suppress(OSError):
+            fh.truncate(0)
+        with contextlib.suppress(OSError):
+            fh.close()
 
 
 def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
@@ -574,11 +682,19 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
     read_before = 0
     if prev.index is not None:
         read_before = json.loads((output / MANIFEST).read_text())["accounting"]["in"]
-    stats = new_files(files, prev)
+    stats = new_files(files, prev, output)
     todo = list(stats)
     arrivals, hashed = {f: st.st_mtime_ns for f, st in stats.items()}, {}
+    dropped = None
     if cfg.rebuild:  # files processed before arrive when they first did
-        arrivals, hashed = recorded_arrivals(output, stats)
+        seen = recorded_index(output)
+        arrivals, hashed, changed = recorded_arrivals(seen, stats)
+        refuse_damaged(output, changed)  # their records' last copy may be processed/
+        dropped = dropped_inputs(output, seen, files)
+    elif prev.index is not None and not todo and (bad := unreadable_tables(output)):
+        path, why = bad[0]  # "no new input" would say all is well
+        more = f" (and {len(bad) - 1} more file(s) of processed/)" if bad[1:] else ""
+        raise DamagedFile(path, f"{why}{more}", REBUILD_HINT)
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     sweep_leftovers(output)  # runs that died before cleaning up
     run_dir = output / temp_name(".run-", run_id)  # owned: a later sweep spares it while we run
@@ -615,7 +731,9 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             merge_state(run_dir, prev, arrivals, run_id, hashed)
             complete_tables(run_dir, output, incremental=prev.index is not None)
             manifest = _manifest(cfg, prev, files, todo, run_id, started, counts, rejected)
-            manifest["accounting"] = _balanced(accounting(run_dir), read_before, counts)
+            if dropped is not None:
+                manifest["dropped_inputs"] = dropped
+            manifest["accounting"] = _balanced(accounting(run_dir, output), read_before, counts)
             write_bytes_atomic(run_dir / MANIFEST, _json(manifest))
             journalled_publish(run_dir, output, (*TABLES, G.INDEX, MANIFEST))
             return manifest

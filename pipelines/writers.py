@@ -8,6 +8,7 @@ manifest holds no clock: the same rows give byte-identical files.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -25,12 +26,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
+from worldtrace.schemas.publish import restore_swaps
 from worldtrace.schemas.store import (
     StoreWriteError,
     is_leftover,
     temp_name,
     write_bytes_atomic,
 )
+from worldtrace.schemas.tempfiles import _fsync_dir
 
 from .mask import keep_turn
 from .megatron import IndexedDatasetWriter, read_index
@@ -178,6 +181,7 @@ def staged(out: str | os.PathLike) -> Iterator[Path]:
     parent = real.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
+        restore_swaps(parent, real.name)  # an earlier export stopped between its renames
         _sweep_own(parent, real.name)  # exports that died before cleaning up
         staging = parent / temp_name(".staging-", real.name)  # owned: spared while we run
         staging.mkdir()
@@ -198,7 +202,10 @@ def staged(out: str | os.PathLike) -> Iterator[Path]:
 
 
 def _publish(staging: Path, real: Path, shown: str) -> None:
-    """`staging` becomes `real`; an earlier export there goes only once it has."""
+    """`staging` becomes `real`; an earlier export there goes only once it has, and the
+    renames are on disk before it does. A stop between the two renames leaves the
+    earlier export as `.old-NAME-*` alone: `publish.restore_swaps` puts it back (the
+    next export to it, and every command reading the store)."""
     old = real.parent / f".old-{real.name}-{uuid.uuid4().hex[:8]}"
     moved = False
     try:
@@ -214,6 +221,8 @@ def _publish(staging: Path, real: Path, shown: str) -> None:
             except OSError:
                 reason += f"; the earlier export is now {old}"  # said, so nothing is lost
         raise ExportWriteError(shown, exc, reason) from exc
+    with contextlib.suppress(OSError):  # the swap on disk before the earlier one goes
+        _fsync_dir(real.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 

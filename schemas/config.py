@@ -226,6 +226,9 @@ def _apply(obj: Any, changes: dict[str, Any], prefix: str = "") -> Any:
         return dataclasses.replace(obj, **updates)
     except SettingError as exc:
         given = changes.get(exc.key)
+        head, _, key = exc.key.partition(".")
+        if given is None and key and isinstance(changes.get(head), dict):
+            given = changes[head].get(key)  # a key inside a mapping (`policy_settings.x`)
         if isinstance(given, _Given):
             raise SettingError(prefix + exc.key, given.value, exc.problem, given.source) from None
         source = sources[-1] if sources else None

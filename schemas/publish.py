@@ -10,20 +10,30 @@ directory, what moves and where each replaced table goes. Whoever next holds the
 process lock and finds a journal rolls it forward (the run's tables are complete
 before the journal exists): `process` at its start, and the reading commands, `export`
 and `gc`, through `finish_publish`. A journal the lock's holder is writing is its
-own, live publish: readers are told, not blocked. Light on purpose: no pyarrow.
+own, live publish: readers are told, not blocked. A journal that does not read, or
+does not say what a publish writes (disk damage, a hand edit), is one line naming it
+and what to do (`DamagedFile`), for `process` and every reader alike.
+
+An export is swapped in by two renames (`pipelines.writers`): the earlier export aside
+as `.old-NAME-xxxxxxxx`, then the new one in. A stop between the two left no NAME, the
+earlier export only under its hidden name; `restore_swaps` puts it back (the new one's
+staging directory stays for `gc`), called by the export itself and by every command
+that reads the store. Light on purpose: no pyarrow.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
 from . import fields as F
-from .tempfiles import _fsync_dir, try_lock, write_bytes_atomic
+from .tempfiles import DamagedFile, _fsync_dir, is_leftover, try_lock, write_bytes_atomic
 
 JOURNAL = ".publish.json"
 """In processed/: the publish in progress (or stopped half way)."""
@@ -63,14 +73,53 @@ def _roll_forward(output: Path, journal: dict) -> None:
         shutil.rmtree(output / old, ignore_errors=True)
 
 
+JOURNAL_HINT = (
+    "the table swaps of the `worldtrace process` run that wrote it cannot be finished "
+    "from it: delete it, then run `worldtrace process --rebuild` (it makes the processed "
+    "data again from raw/)"
+)
+"""What to do about a damaged journal: which swaps were done is unknown, so the tables
+may be of two runs; a rebuild makes them all again."""
+_PLAIN = re.compile(r"^[^/\\\x00]+$")
+
+
 def pending(output: Path) -> dict | None:
-    """The journal of a publish not finished (live or stopped), or None."""
+    """The journal of a publish not finished (live or stopped), or None; `DamagedFile`
+    when it does not read or does not say what the publish moves (every name a plain
+    name in processed/, so a hand edit cannot move anything elsewhere)."""
+    path = output / JOURNAL
     try:
-        return json.loads((output / JOURNAL).read_text())
+        journal = json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{output / JOURNAL}: unreadable publish journal: {exc}") from exc
+    except OSError as exc:
+        why = f"unreadable publish journal ({exc.strerror or exc})"
+        raise DamagedFile(path, why, JOURNAL_HINT) from exc
+    except ValueError as exc:  # not JSON, or not UTF-8
+        why = f"damaged publish journal (not JSON: {str(exc).splitlines()[0]})"
+        raise DamagedFile(path, why, JOURNAL_HINT) from exc
+    problem = _journal_problem(journal)
+    if problem:
+        raise DamagedFile(path, f"damaged publish journal ({problem})", JOURNAL_HINT)
+    return journal
+
+
+def _journal_problem(journal: object) -> str | None:
+    """What a parsed journal lacks to be rolled forward (None when it is whole)."""
+
+    def plain(name: object) -> bool:
+        return isinstance(name, str) and name not in (".", "..") and bool(_PLAIN.match(name))
+
+    if not isinstance(journal, dict):
+        return f"a JSON {type(journal).__name__}, not an object"
+    run, names, old = journal.get("run"), journal.get("names"), journal.get("old")
+    if not plain(run):
+        return "no `run` directory"
+    if not isinstance(names, list) or not names or not all(plain(n) for n in names):
+        return "no list of `names` to move"
+    if not isinstance(old, dict) or any(not plain(old.get(n)) for n in names):
+        return "no `old` name for every name moved"
+    return None
 
 
 def finish_stopped(output: Path) -> bool:
@@ -101,3 +150,54 @@ def finish_publish(output: Path) -> str | None:
     finally:
         fh.close()
     return None
+
+
+SWAPPED_OUT = re.compile(r"^\.old-(.+)-[0-9a-f]{8}$")
+"""`.old-NAME-xxxxxxxx`: a directory an export swap set aside (`pipelines.writers`)."""
+STAGING = re.compile(r"^\.staging-\d+-[0-9a-f]{8}-[0-9a-f]{8}-(.+)$")
+"""`.staging-<pid>-<host>-<random>-NAME`: an export being written (`temp_name`)."""
+
+
+def interrupted_swaps(parent: Path, name: str | None = None) -> list[Path]:
+    """The `.old-NAME-*` export directories under `parent` that are the only copy of
+    NAME (no NAME beside them) and that no live export is swapping (no staging
+    directory of NAME whose writer runs): an export stopped between its two renames.
+    `name`: only those of that export."""
+    try:
+        entries = sorted(parent.iterdir())
+    except OSError:
+        return []
+    staging = [p for p in entries if STAGING.match(p.name)]
+    out = []
+    for p in entries:
+        m = SWAPPED_OUT.match(p.name)
+        if not m or (name is not None and m.group(1) != name):
+            continue
+        real = parent / m.group(1)
+        if real.exists() or not (p / "manifest.json").is_file():
+            continue
+        live = any(
+            STAGING.match(s.name).group(1) == m.group(1) and not is_leftover(s) for s in staging
+        )
+        if not live:
+            out.append(p)
+    return out
+
+
+def restore_swaps(parent: Path, name: str | None = None) -> list[Path]:
+    """Put each export `interrupted_swaps` finds back in its place (the earlier export:
+    the new one was never confirmed); returns the places restored. A rename that fails
+    (a live export published meanwhile, a read-only directory) leaves it as it is:
+    `gc` and `doctor` name it."""
+    restored = []
+    for old in interrupted_swaps(parent, name):
+        real = parent / SWAPPED_OUT.match(old.name).group(1)
+        try:
+            os.rename(old, real)  # not over a directory a live export just put there
+        except OSError:
+            continue
+        restored.append(real)
+    if restored:
+        with contextlib.suppress(OSError):
+            _fsync_dir(parent)
+    return restored

@@ -4,7 +4,8 @@ Temp names carry their owner (`.tmp-<pid>-<host>-...`, `temp_name`): a sweep rem
 those of dead processes on this host at once and never a live one's; other hosts' and
 unnamed leftovers go when older than an hour. A failed write (a full disk, any OSError)
 removes its temp file at once and raises `StoreWriteError`, whose message is one line
-naming the path.
+naming the path; a file of the store that no longer reads is `DamagedFile`, one line
+naming it, why and what to do.
 """
 
 from __future__ import annotations
@@ -50,6 +51,32 @@ class StoreWriteError(OSError):
 
     def __str__(self) -> str:
         return f"cannot write {self.path}: {self.reason}"
+
+
+REBUILD_HINT = "`worldtrace process --rebuild` makes the processed data again from raw/"
+"""What to do about a damaged file of processed/: its tables and index are made from
+the raw files, and a rebuild makes them all again."""
+
+
+class DamagedFile(OSError):
+    """A file of the store (or an input) that no longer reads: a copy cut short, pages a
+    disk fault changed, a journal edited by hand. `str()` is one line: the path, why,
+    and what to do (`remedy`). An OSError, so a command that meets one where it does not
+    expect it ends with that line (`errors.run_guarded`), never a traceback; `filename`
+    is the file, so an export does not take it for a failure to write its output."""
+
+    def __init__(self, path: str | os.PathLike, why: str, remedy: str = ""):
+        super().__init__(None, why, str(path))
+        self.path, self.why, self.remedy = Path(path), why, remedy
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.why}" + (f"; {self.remedy}" if self.remedy else "")
+
+
+def first_line(exc: object) -> str:
+    """The first line of an exception's message (pyarrow's and DuckDB's run to several),
+    or of a text."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def try_lock(path: str | os.PathLike) -> IO[str] | None:

@@ -8,7 +8,9 @@ Views over data that does not exist yet are empty, with the same columns, and sh
 written before a field was added read with that field null: each view reads the visible
 Parquet shards UNION ALL BY NAME an empty Arrow table of the current schema (DuckDB
 merges struct fields by name). A shard whose footer does not read (truncated, corrupt)
-is left out with a warning naming it, so one bad file never hides the rest. The
+is left out with a warning naming it, so one bad file never hides the rest; one whose
+footer reads but whose pages do not (a disk fault) fails the query that reaches it,
+and `read_failure` says that in one line naming the file and what to do. The
 connection is locked down (`lockdown.py`): it reads the store and nothing else.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sqlite3
 import warnings
 from collections.abc import Callable
@@ -29,11 +32,12 @@ import pyarrow.parquet as pq
 from . import fields as F
 from .arrow import arrow_schema
 from .lockdown import locked_connection
-from .publish import finish_publish
+from .publish import finish_publish, restore_swaps
 from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
 from .store import Store, shard_files
 from .tables import STORED_TURNS_SCHEMA, TABLE_ROWS
+from .tempfiles import REBUILD_HINT, first_line
 
 # DESIGN.md's column contracts lead their views, in this order; the rest follow the
 # declaration order.
@@ -268,28 +272,39 @@ Skipped = list[tuple[Path, str]]
 """(file, why) of shards a view left out."""
 
 
-def shard_problem(path: Path, required: tuple[str, ...] = ()) -> str | None:
+def shard_problem(path: Path, required: tuple[str, ...] = (), deep: bool = False) -> str | None:
     """Why a shard cannot be read (None when its footer reads and it has the `required`
     columns). Reading the footer is cheap (one small read at the end of the file, about
-    0.7 ms) and catches what a crash, a full disk or a copy cut short leaves; answers are
-    kept per (path, size, mtime) for the life of the process."""
+    0.7 ms) and catches what a crash, a full disk or a copy cut short leaves; `deep`
+    also decodes every page (`doctor`: ~30 MB/s of processed shards), which pages a
+    disk fault changed under a valid footer fail. Answers are kept per (path, size,
+    mtime) for the life of the process."""
     try:
         st = path.stat()
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
-    return _shard_problem(str(path), st.st_size, st.st_mtime_ns, required)
+    return _shard_problem(str(path), st.st_size, st.st_mtime_ns, required, deep)
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _shard_problem(path: str, size: int, mtime_ns: int, required: tuple[str, ...]) -> str | None:
+def _shard_problem(
+    path: str, size: int, mtime_ns: int, required: tuple[str, ...], deep: bool = False
+) -> str | None:
     try:
         meta = pq.read_metadata(path)
     except (OSError, pa.ArrowException) as exc:
-        return f"unreadable Parquet ({str(exc).splitlines()[0]})"
+        return f"unreadable Parquet ({first_line(exc)})"
     names = meta.schema.to_arrow_schema().names if required else ()
     missing = [n for n in required if n not in names]
     if missing:
         return f"not a trajectory shard (no column {', '.join(missing)})"
+    if deep:
+        try:  # a row group at a time: memory holds one, however large the file
+            pf = pq.ParquetFile(path)
+            for g in range(pf.metadata.num_row_groups):
+                pf.read_row_group(g)
+        except (OSError, pa.ArrowException) as exc:
+            return f"damaged Parquet ({first_line(exc)})"
     return None
 
 
@@ -406,20 +421,61 @@ def _exports_table(export_dir: Path) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=EXPORTS_SCHEMA)
 
 
-def unreadable_shards(store: Store) -> Skipped:
-    """Every shard under raw/ and processed/ the views would leave out, and why."""
+def unreadable_shards(store: Store, deep: bool = False) -> Skipped:
+    """Every shard under raw/ and processed/ (and the template counts the views join
+    in) the views would leave out, and why; `deep`: also those whose pages do not
+    decode (`shard_problem`), which a query reaching them fails on."""
     skipped: Skipped = []
     for f in shard_files(store.raw):
-        problem = shard_problem(f, TRAJECTORY_REQUIRED)
+        problem = shard_problem(f, TRAJECTORY_REQUIRED, deep)
         if problem:
             skipped.append((f, problem))
     for name in F.PROCESSED_TABLES:
         required = TRAJECTORY_REQUIRED if name == "trajectories" else ()
         for f in shard_files(store.table(name)):
-            problem = shard_problem(f, required)
+            problem = shard_problem(f, required, deep)
             if problem:
                 skipped.append((f, problem))
+    counts = store.processed / F.PROCESS_INDEX / F.TEMPLATE_COUNTS_FILE
+    if counts.is_file() and (problem := shard_problem(counts, (), deep)):
+        skipped.append((counts, problem))
     return skipped
+
+
+def damage_hint(store: Store, path: Path) -> str:
+    """What to do about a file of the store that does not read: one of processed/ is
+    made again by a rebuild; a raw one is copied again or moved out (what of the
+    processed data comes only from it, if it was processed, `worldtrace process` says)."""
+    path = Path(path).resolve()
+    if path.is_relative_to(store.processed.resolve()):
+        return REBUILD_HINT
+    if path.is_relative_to(store.raw.resolve()):
+        return "copy it again (or import its source again), or move it out of the store"
+    return "copy it again, or move it away"
+
+
+_FAILED_FILE = re.compile(r'file "([^"]+)"\s*:?\s*(.*)', re.S)
+"""How DuckDB names a file it failed to read (`Failed to read file "PATH": WHY`)."""
+
+
+def read_failure(store: Store, exc: BaseException) -> str | None:
+    """One line for a DuckDB error met while reading the store's views when a shard's
+    footer read but its pages do not (the views leave out only unreadable footers): the
+    file, why and what to do; None for any other error. The file is the one DuckDB
+    names, else the first of the store that fails a deep read
+    (`unreadable_shards(deep=True)`: only on this failing path)."""
+    text = str(exc)
+    m = _FAILED_FILE.search(text)
+    if m and Path(m.group(1)).resolve().is_relative_to(store.root.resolve()):
+        path, why = Path(m.group(1)), m.group(2) if m.group(2).strip() else text
+        return f"{path}: damaged Parquet ({first_line(why)}); {damage_hint(store, path)}"
+    if not re.search(r"parquet|decompress|corrupt|thrift", text, re.I):
+        return None
+    bad = unreadable_shards(store, deep=True)
+    if not bad:
+        return None
+    path, why = bad[0]
+    return f"{path}: {why}; {damage_hint(store, path)}"
 
 
 TRAJECTORY_REQUIRED = (F.DOMAIN, F.TURNS)
@@ -485,6 +541,7 @@ def connect(
     ):
         ddl.append(f"CREATE VIEW {name} AS {perturbations_sql(over)}")
     jobs, episodes = _jobs_tables(store.jobs_db, skipped)
+    restore_swaps(store.export)  # an export stopped between its two renames: put back
     for name, table in (
         ("jobs", jobs),
         ("episodes", episodes),

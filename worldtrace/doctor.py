@@ -110,8 +110,10 @@ def tokenizer() -> Check:
 
 def store_shards(store=None) -> list[Check]:
     """Every shard under raw/ and processed/ the views would skip (truncated, corrupt,
-    foreign), one check each; one passing check when there is none."""
-    from worldtrace.schemas.views import unreadable_shards
+    foreign) or a query would fail on (pages that do not decode under a valid footer:
+    every page is read, ~30 MB/s), one check each, with what to do about it where it
+    is; one passing check when there is none."""
+    from worldtrace.schemas.views import damage_hint, unreadable_shards
 
     store = _store(store)
     if not store.root.is_dir():  # a mistyped --store must not look like a healthy store
@@ -123,11 +125,81 @@ def store_shards(store=None) -> list[Check]:
                 "check --store / $WORLDTRACE_STORE; a writing command with --create makes it",
             )
         ]
-    bad = unreadable_shards(store)
+    bad = unreadable_shards(store, deep=True)
     if not bad:
         return [Check("store shards", True, f"every shard under {store.root} reads")]
-    fix = "move it away or delete it (`worldtrace process` rebuilds processed/ from raw/)"
-    return [Check("store shard", False, f"{path}: {why}", fix) for path, why in bad]
+    processed = _processed_raw(store, [p for p, _ in bad])
+    return [
+        Check(
+            "store shard", False, f"{path}: {why}", processed.get(path) or damage_hint(store, path)
+        )
+        for path, why in bad
+    ]
+
+
+def _processed_raw(store, paths: list) -> dict:
+    """path -> what to do, for those of `paths` that are raw files `process` read
+    before: what of the processed data comes only from each (`pipelines.recorded`), so
+    moving one out is done knowingly."""
+    import os
+
+    from worldtrace.freshness import processed_inputs
+    from worldtrace.pipelines import recorded
+
+    inputs = processed_inputs(store)
+    out = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        if real not in inputs:
+            continue
+        n = recorded.only_from(store.processed, [real])
+        only = recorded.trajectories(n)
+        out[path] = (
+            f"processed before, {only}: move it out of the store, or copy it again"
+            if n == 0
+            else f"processed before, {only}: copy it again (or import its source again); "
+            "moving it out of the store drops them at the next `worldtrace process --rebuild`"
+        )
+    return out
+
+
+def store_swaps(store=None) -> list[Check]:
+    """A publish of `process` left half done (`processed/.publish.json`: finished by the
+    next reading command, or damaged: what to do) and exports an `export` stopped
+    between its two renames left only as `.old-NAME-*` (the only copy: put back by the
+    next reading command); one check each, none when there is none."""
+    from worldtrace.schemas.publish import JOURNAL, SWAPPED_OUT, interrupted_swaps, pending
+    from worldtrace.schemas.tempfiles import DamagedFile
+
+    store = _store(store)
+    checks = []
+    if (store.processed / JOURNAL).exists():
+        try:
+            pending(store.processed)
+            checks.append(
+                Check(
+                    "publish journal",
+                    False,
+                    f"{store.processed / JOURNAL}: a `worldtrace process` run stopped "
+                    "between its table swaps",
+                    "any reading command (`worldtrace stats`) or `worldtrace process` "
+                    "finishes them",
+                )
+            )
+        except DamagedFile as exc:
+            checks.append(Check("publish journal", False, f"{exc.path}: {exc.why}", exc.remedy))
+    for old in interrupted_swaps(store.export):
+        real = old.parent / SWAPPED_OUT.match(old.name).group(1)
+        checks.append(
+            Check(
+                "export swap",
+                False,
+                f"{old}: the only copy of the export {real} (an `export` stopped while "
+                "replacing it)",
+                f"any reading command (`worldtrace stats`) puts it back; or mv {old} {real}",
+            )
+        )
+    return checks
 
 
 def _store(store=None):
@@ -223,6 +295,7 @@ def run_checks(store=None) -> list[Check]:
         store = _store()
     checks = [
         partial(store_shards, store),
+        partial(store_swaps, store),
         partial(set_aside_journals, store),
         partial(stopped_attempts, store),
         docker_engine,

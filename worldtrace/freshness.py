@@ -55,10 +55,13 @@ def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
 
 def settled(store: Store) -> str | None:
     """Finish the table swaps of a `process` run that died publishing them
-    (`schemas.publish`), before anything reads processed/; a note when a live run is
-    publishing right now, else None."""
-    from worldtrace.schemas.publish import finish_publish
+    (`schemas.publish`), before anything reads processed/, and put back an export an
+    `export` stopped between its two renames left only under `.old-NAME-*`
+    (`publish.restore_swaps`); a note when a live run is publishing right now, else
+    None. A damaged publish journal is `DamagedFile`: one line naming it and what to do."""
+    from worldtrace.schemas.publish import finish_publish, restore_swaps
 
+    restore_swaps(store.export)
     return finish_publish(store.processed) if store.processed.is_dir() else None
 
 
@@ -69,8 +72,10 @@ def stale_processed(store: Store) -> str | None:
     raw files processed before that are gone (their records stay until `process
     --rebuild`). `export`, `query` and `stats` would otherwise serve the old data without
     a word. A shard among them that does not read (a copy cut short) is named as
-    unreadable: `process` would only reject it. A publish a dead run left half done is
-    finished first (`settled`)."""
+    unreadable: `process` would only reject it; one processed before that no longer
+    reads as damaged, with what of the processed data comes only from it
+    (`pipelines.recorded`: `process` and its `--rebuild` refuse to go past it). A
+    publish a dead run left half done is finished first (`settled`)."""
     if note := settled(store):
         return note
     run = _last_process(store)
@@ -88,14 +93,21 @@ def stale_processed(store: Store) -> str | None:
     gone = _gone(store, raw)
     if not left_out and not gone:
         return None
+    from worldtrace.pipelines import recorded
+
     changed = _changed(store, [p for _, p in left_out])
     left_out = [(t, p) for t, p in left_out if p not in changed]
+    damaged = [(p, why) for p in changed if (why := recorded.read_problem(p))]
+    changed = [p for p in changed if p not in dict(damaged)]
     from worldtrace.schemas.views import TRAJECTORY_REQUIRED, shard_problem
 
     problems = {p: shard_problem(p, TRAJECTORY_REQUIRED) for _, p in left_out}
     readable = [(t, p) for t, p in left_out if not problems[p]]
     broken = sorted((t, p) for t, p in left_out if problems[p])
     notes = []
+    if damaged:  # before all: the processed data may hold their records' last copy
+        lost = recorded.only_from(store.processed, [os.path.realpath(p) for p, _ in damaged])
+        notes.append(recorded.damaged_message([(str(p), why) for p, why in damaged], lost))
     if readable:
         notes.append(
             f"the processed data leaves out {len(readable)} raw shard(s) written or added "
@@ -118,10 +130,11 @@ def stale_processed(store: Store) -> str | None:
     if gone:
         shown = ", ".join(gone[:GONE_SHOWN])
         more = f" and {len(gone) - GONE_SHOWN} more" if gone[GONE_SHOWN:] else ""
+        only = recorded.trajectories(recorded.only_from(store.processed, gone), len(gone))
         notes.append(
             f"{len(gone)} raw file(s) processed before are gone ({shown}{more}): the "
-            "processed data still holds their records; `worldtrace process --rebuild` "
-            "removes them"
+            f"processed data still holds their records ({only}); `worldtrace process "
+            "--rebuild` removes them"
         )
     return "; ".join(notes)
 
@@ -130,26 +143,32 @@ GONE_SHOWN = 3
 """Gone raw files named by `stale_processed` (the rest are counted)."""
 
 
-def _gone(store: Store, raw: list[Path]) -> list[str]:
-    """Files the last `worldtrace process` runs read (`_index/shards.parquet`, matched at
-    the store's place now) that are gone: their records stay in the processed data until
-    `process --rebuild` (an incremental run only adds; `process` says so, and `stats`,
-    `query`, `report` and `export` said nothing while serving them). `raw`: the raw
-    shards listed, which need no further look."""
+def processed_inputs(store: Store) -> set[str]:
+    """The files `worldtrace process` runs read (`_index/shards.parquet`), matched at the
+    store's place now (`pipelines.process.moved_paths`); empty when there is no index or
+    it does not read (`process` says what it finds)."""
     index = store.processed / F.PROCESS_INDEX / "shards.parquet"
     if not index.is_file():
-        return []
+        return set()
     import pyarrow.parquet as pq
 
     try:
         paths = pq.read_table(index, columns=["path"])["path"].to_pylist()
     except (OSError, ValueError, KeyError):
-        return []  # unreadable: `process` says what it finds
+        return set()
     _, was = _recorded(store)
     here = Path(os.path.realpath(store.root))
+    return {rebased(p, was, here) if was else p for p in paths if isinstance(p, str)}
+
+
+def _gone(store: Store, raw: list[Path]) -> list[str]:
+    """Files the last `worldtrace process` runs read (`processed_inputs`) that are gone:
+    their records stay in the processed data until `process --rebuild` (an incremental
+    run only adds; `process` says so, and `stats`, `query`, `report` and `export` said
+    nothing while serving them). `raw`: the raw shards listed, which need no further
+    look."""
     listed = {os.path.realpath(p) for p in raw}
-    paths = {rebased(p, was, here) if was else p for p in paths if isinstance(p, str)}
-    return sorted(p for p in paths if p not in listed and not os.path.exists(p))
+    return sorted(p for p in processed_inputs(store) if p not in listed and not os.path.exists(p))
 
 
 def _changed(store: Store, paths: list[Path]) -> list[Path]:

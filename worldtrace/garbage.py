@@ -75,15 +75,11 @@ def find(
         return Item(kind, str(path), _size(path), why)
 
     found = _leftovers(store.root)
-    publishing = _publishing(store)
+    publishing, kept_why = _publishing(store)
     for path in [p for prefix in (RUN_PREFIX, OLD_PREFIX) for p in found[prefix]]:
         if path in publishing:  # what a stopped publish still moves in: never removed
             found[RUN_PREFIX if path.name.startswith(RUN_PREFIX) else OLD_PREFIX].remove(path)
-            why = (
-                "part of a `process` run's publish that stopped half way; `worldtrace "
-                "process` (or any command reading the store) finishes it"
-            )
-            items.append(Item("run", str(path), _size(path), why, remove=False))
+            items.append(Item("run", str(path), _size(path), kept_why, remove=False))
     for path in found[TMP_PREFIX]:
         items.append(idle(path, "temp", "temp file of a writer that stopped"))
     for path in found[RUN_PREFIX]:
@@ -99,21 +95,34 @@ def find(
     return [i for i in items if i is not None]
 
 
-def _publishing(store: Store) -> set[Path]:
+def _publishing(store: Store) -> tuple[set[Path], str]:
     """The run directory and swapped-out tables a publish journal names (`schemas.publish`):
-    a stopped publish is finished from them."""
-    from worldtrace.schemas.publish import pending
+    a stopped publish is finished from them; and why they are kept. A damaged journal
+    names nothing for sure: every run directory and swapped-out table of processed/ is
+    kept (one may hold the only copy of a table)."""
+    from worldtrace.schemas.publish import JOURNAL, pending
+    from worldtrace.schemas.tempfiles import DamagedFile
 
+    why = (
+        "part of a `process` run's publish that stopped half way; `worldtrace "
+        "process` (or any command reading the store) finishes it"
+    )
     try:
         journal = pending(store.processed)
-    except ValueError:
-        journal = None
+    except DamagedFile:
+        try:
+            kept = {
+                p for p in store.processed.iterdir() if p.name.startswith((RUN_PREFIX, OLD_PREFIX))
+            }
+        except OSError:
+            kept = set()
+        return kept, f"kept: {store.processed / JOURNAL} is damaged and may name it"
     if journal is None:
-        return set()
+        return set(), why
     return {
         store.processed / journal["run"],
         *(store.processed / o for o in journal["old"].values()),
-    }
+    }, why
 
 
 def mcp_workdirs(dry_run: bool) -> list[Item]:

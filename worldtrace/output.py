@@ -267,6 +267,17 @@ def print_accounting(manifest: dict) -> None:
             "`worldtrace process --rebuild`",
             err=True,
         )
+    dropped = manifest.get("dropped_inputs") or {}
+    if dropped.get("count"):  # a rebuild: what it no longer holds, said (docs/pipeline.md)
+        n = dropped.get("trajectories")
+        what = "an unknown number of" if n is None else str(n)
+        click.echo(
+            f"dropped {what} processed trajectories that came only from {dropped['count']} "
+            "raw file(s) processed before and not read by this rebuild (gone, or not among "
+            f"its inputs; first: {dropped['first'][0]}); `dropped_inputs` in "
+            "processed/manifest.json",
+            err=True,
+        )
     if not acc["balanced"]:
         click.echo(
             "warning: the store's accounting does not balance: in != kept + filtered + "

@@ -165,8 +165,10 @@ def print_stats(
     `process` has run (a table that is empty after it says what is not there)."""
     console = console or Console()
     state = store_state(store) if store is not None else None
-    for s in STATS_SECTIONS:
-        columns, rows = _rows(con, s.sql)
+    # every query first: a shard that fails one (`views.read_failure`) ends the command
+    # with its one line, not after half the tables
+    answers = [(s, *_rows(con, s.sql)) for s in STATS_SECTIONS]
+    for s, columns, rows in answers:
         if rows:
             print_table(make_table(columns, rows, s.title), console)
         else:

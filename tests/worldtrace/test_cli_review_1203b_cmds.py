@@ -105,17 +105,12 @@ def _ends_with_example(text: str) -> bool:
     return bool(tail) and all(len(x) - len(x.lstrip()) > indent for x in tail)
 
 
-QUERY_PY = pytest.mark.xfail(
-    strict=True,
-    reason="worldtrace/commands/query.py (not ours to edit in 1203b) still has a paragraph "
-    "after its example: the change is in the review's reply; drop this mark with it",
-)
 PATHS = [path for path, _ in _commands(cli)]
 
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, marks=QUERY_PY) if p == ("query",) else p for p in PATHS],
+    PATHS,
     ids=[" ".join(p) or "worldtrace" for p in PATHS],
 )
 def test_every_help_ends_with_its_example(path):

@@ -66,9 +66,17 @@ def gc(
     on request. Prints each item with its size and why; nothing a live process uses."""
     from worldtrace import garbage
     from worldtrace.freshness import settled
+    from worldtrace.schemas.publish import pending
+    from worldtrace.schemas.tempfiles import DamagedFile
 
-    if not dry_run:  # a publish a dead `process` left half done is finished, not removed
-        settled(store(ctx))
+    damaged = None
+    try:
+        if dry_run:
+            pending(store(ctx).processed)  # only read: is the journal whole?
+        else:  # a publish a dead `process` left half done is finished, not removed, and
+            settled(store(ctx))  # an export stopped between its renames put back
+    except DamagedFile as exc:  # its run and tables are kept (`garbage.find`); said last
+        damaged = exc
     items = garbage.find(store(ctx), min_age_s=min_age, exports_older_than_s=exports_older_than)
     notes: list[str] = []
     if containers:
@@ -98,6 +106,9 @@ def gc(
     )
     if failed:
         click.echo(f"gc: {failed} item(s) could not be removed", err=True)
+    if damaged is not None:
+        click.echo(f"gc: {damaged}", err=True)
+    if failed or damaged is not None:
         sys.exit(EXIT_PROBLEMS)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -36,11 +37,30 @@ def _connect(st):
     return _views().connect(st, on_skip=skipped)
 
 
-def run_sql(con, sql: str, fmt: str, output: str | None, max_rows: int, timeout: float) -> str:
+@contextmanager
+def _reading(st):
+    """Reading the views: a shard whose pages do not decode under a valid footer (the
+    views leave out only unreadable footers) fails the query that reaches it; said as
+    one line naming the file and what to do (`views.read_failure`), exit 1, never
+    DuckDB's traceback."""
+    import duckdb
+
+    try:
+        yield
+    except duckdb.Error as exc:
+        from worldtrace.errors import joined
+
+        raise click.ClickException(_views().read_failure(st, exc) or joined(str(exc))) from None
+
+
+def run_sql(
+    con, sql: str, fmt: str, output: str | None, max_rows: int, timeout: float, st=None
+) -> str:
     """Run user SQL on a locked connection; returns an error line ("" when it ran).
 
     Refused statements never start; a query still running after `timeout` seconds is
-    interrupted (0: no limit)."""
+    interrupted (0: no limit). With the store `st`, a shard that fails the query is
+    named with what to do (`views.read_failure`)."""
     import duckdb
 
     from worldtrace.output import emit
@@ -68,7 +88,8 @@ def run_sql(con, sql: str, fmt: str, output: str | None, max_rows: int, timeout:
     except duckdb.Error as exc:  # one line: DuckDB's LINE and caret become a column
         from worldtrace.errors import joined
 
-        return f"error: {joined(str(exc))}"
+        damaged = _views().read_failure(st, exc) if st is not None else None
+        return f"error: {damaged or joined(str(exc))}"
     finally:
         if timer:
             timer.cancel()
@@ -146,9 +167,6 @@ Example:
   worldtrace query "SELECT domain, count(*) AS n FROM trajectories GROUP BY ALL"
   worldtrace query "SELECT * FROM turns WHERE category = 'echo'" -o echo.parquet
   worldtrace query "SELECT trajectory_id FROM trajectories" --format csv | tail -n +2
-
-`worldtrace query --views` lists every view with its columns; docs/query.md says what a
-query may do.
 """
 
 
@@ -196,7 +214,10 @@ def query(
     """Run DuckDB SQL over the store's views: trajectories, turns, clusters, rejects,
     raw_trajectories, raw_turns, jobs, episodes, exports, perturbations,
     raw_perturbations. Reads only: statements that write files, attach databases, load
-    extensions or change settings are refused."""
+    extensions or change settings are refused.
+
+    `worldtrace query --views` lists every view with its columns; docs/query.md says what
+    a query may do."""
     from worldtrace.output import check_output_dir, query_format
 
     _one_mode(sql, sql_file, shell, list_views, fmt, output)
@@ -212,7 +233,7 @@ def query(
         check_output_dir(output)
     con = _connect(st)
     if shell:
-        _shell(con, max_rows, timeout, views.VIEW_DOCS)
+        _shell(con, max_rows, timeout, views.VIEW_DOCS, st)
         return
     if sql_file:
         if sql is not None:
@@ -221,7 +242,7 @@ def query(
     if not (sql or "").strip():
         raise click.UsageError("give SQL, --sql-file, --shell or --views")
     _hint(con, st, sql)
-    error = run_sql(con, sql, fmt, output, max_rows, timeout)
+    error = run_sql(con, sql, fmt, output, max_rows, timeout, st)
     if error:
         click.echo(error, err=True)
         sys.exit(EXIT_PROBLEMS)
@@ -265,7 +286,7 @@ def _sql_text(path: str) -> str:
         ) from None
 
 
-def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str]) -> None:
+def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str], st=None) -> None:
     """Read statements until EOF or .exit; each runs under the same rules as `query`, and
     an error or refusal is printed and the prompt goes on."""
     click.echo("worldtrace SQL shell: end statements with ';', .views lists views, .exit quits")
@@ -287,7 +308,7 @@ def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str]) -> Non
         if stripped.endswith(";"):
             sql = "".join(buf)
             buf = []
-            error = run_sql(con, sql, "table", None, max_rows, timeout)
+            error = run_sql(con, sql, "table", None, max_rows, timeout, st)
             if error:
                 click.echo(error)
 
@@ -315,10 +336,11 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     st = store(ctx)
     con = _connect(st)
     _note(st)
-    if as_json:
-        print_json(stats_document(con, st))
-    else:
-        print_stats(con, store=st)
+    with _reading(st):
+        if as_json:
+            print_json(stats_document(con, st))
+        else:
+            print_stats(con, store=st)
 
 
 EXPLAIN_EPILOG = """\b
@@ -353,7 +375,8 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int, as_json: bool) ->
     from worldtrace.summary import explanation, print_explanation
 
     st = store(ctx)
-    doc = explanation(_connect(st), trajectory_id, seed)
+    with _reading(st):
+        doc = explanation(_connect(st), trajectory_id, seed)
     if as_json:
         print_json(doc)
         ok = doc["status"] in ("explained", "dropped")
@@ -387,7 +410,8 @@ def report(ctx: click.Context, output: str) -> None:
     check_output_dir(output)
     con = _connect(st)
     _note(st)
-    path = write(con, output, store_root=st.root)
+    with _reading(st):
+        path = write(con, output, store_root=st.root)
     click.echo(f"report -> {path}")
 
 
