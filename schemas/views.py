@@ -469,7 +469,9 @@ def read_failure(store: Store, exc: BaseException) -> str | None:
     if m and Path(m.group(1)).resolve().is_relative_to(store.root.resolve()):
         path, why = Path(m.group(1)), m.group(2) if m.group(2).strip() else text
         return f"{path}: damaged Parquet ({first_line(why)}); {damage_hint(store, path)}"
-    if not re.search(r"parquet|decompress|corrupt|thrift", text, re.I):
+    # a page header that does not decode is thrift's error alone ("TProtocolException:
+    # Exceeded size limit", "don't know what type: "): no file, no "parquet"
+    if not re.search(r"parquet|decompress|corrupt|thrift|tprotocol|know what type", text, re.I):
         return None
     bad = unreadable_shards(store, deep=True)
     if not bad:

@@ -223,3 +223,31 @@ def test_process_names_files_in_the_store_from_its_root(store, wt_env):
     assert said == [f"filtered: {where}:row {i}: filter: min_turns" for i in (2, 3)], r.stderr
     manifest = json.loads((store.processed / "manifest.json").read_text())
     assert {x["source_path"] for x in manifest["rejected"]} == {str(where)}
+
+
+def flip_page_header(path) -> None:
+    """Change the first bytes of a column chunk's first page: its header (thrift) no
+    longer decodes, and DuckDB's error names neither the file nor Parquet."""
+    group = pq.read_metadata(path).row_group(0)
+    chunk = next(
+        group.column(i)
+        for i in range(group.num_columns)
+        if group.column(i).path_in_schema == "trajectory_id"  # every stats table reads it
+    )
+    first = chunk.dictionary_page_offset or chunk.data_page_offset
+    data = bytearray(path.read_bytes())
+    for at in range(first, first + 12):
+        data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_page_header_that_does_not_decode_is_named_too(store, wt_env, tmp_path):
+    """Found by the docs review: `stats` and `report` said only `Error: TProtocolException:
+    Exceeded size limit` (or `don't know what type:`) for a shard whose page header was
+    damaged, naming no file, where `doctor` named it."""
+    processed_store(store)
+    shard = sorted(store.table("trajectories").glob("*.parquet"))[0]
+    flip_page_header(shard)
+    for args in (("stats",), ("report", "-o", str(tmp_path / "r.html"))):
+        line = one_error(wt(wt_env, *args))
+        assert line.startswith(f"Error: {shard}: ") and line.endswith(REBUILD), (args, line)
