@@ -6,8 +6,10 @@ as soon as it ends (written atomically, never twice): an exception or a signal l
 the job loses nothing already collected. Journals of attempts in progress sit in
 `raw/collect/<job>/.journals/` (hidden from readers). Re-running a job id resumes it:
 published attempts stay and are not rerun, and the journal a crashed run left becomes
-its attempt as it stands (outcome `incomplete`, `recorder.CUT_SHORT`); an episode whose
-attempts were all cut short or failed (retries left) runs again. One run of a job id at a time: a run
+its attempt as it stands (outcome `incomplete`, `recorder.CUT_SHORT`), and one that
+cannot be read is set aside (`<name>.bad`, a `warning` event) with its episode run again
+under a new attempt number; an episode whose attempts were all cut short or failed
+(retries left) runs again. One run of a job id at a time: a run
 holds an exclusive lock on the job's directory (`JobBusy` otherwise), so a resume never
 publishes the journal of an attempt another run is still recording. The first run
 records the spec it ran (`SPEC_FILE`), so `collect --resume` refuses a job file changed
@@ -33,7 +35,7 @@ from worldtrace.schemas.tempfiles import try_lock, write_bytes_atomic
 
 from .episode import Interrupted, attempt_episode, failure_reason
 from .jobspec import JobSpec
-from .recorder import CUT_SHORT, JOURNAL_SUFFIX, publish, recover
+from .recorder import BAD_SUFFIX, CUT_SHORT, JOURNAL_SUFFIX, JournalError, publish, recover
 
 JOURNALS = ".journals"
 """Directory of a job's journals (hidden: shard readers skip it)."""
@@ -118,6 +120,31 @@ def _published(out: Path, episode_id: str) -> dict[int, str]:
             cut = o["status"] == "incomplete" and o.get("error") == CUT_SHORT
             found[attempt] = CUT if cut else o["status"]
     return found
+
+
+def _attempts_taken(out: Path, episode_id: str) -> set[int]:
+    """Attempt numbers the episode has used: published, a journal left, or one set aside
+    as unreadable (`<name>.bad`). A new attempt takes a number above them all: never the
+    name of a file already there (a rerun's shard beside a set-aside journal of the same
+    attempt, or a new journal over one that could not be set aside)."""
+    taken = set()
+    journals = (out / JOURNALS).glob(f"{episode_id}-a*{JOURNAL_SUFFIX}*")
+    for p in [*out.glob(f"{episode_id}-a*.parquet"), *journals]:
+        try:
+            ep, attempt = parse_attempt_name(p.name.removesuffix(BAD_SUFFIX))
+        except ValueError:  # not an attempt's name
+            continue
+        if ep == episode_id:
+            taken.add(attempt)
+    return taken
+
+
+def _over(done: dict[int, str], retries: int) -> bool:
+    """Whether an episode whose attempts ended as `done` (`_published`) runs no more: an
+    attempt ended (any outcome but `error`; one our stop cut short ended nothing), or
+    its failures used up the retries."""
+    ended = [s for s in done.values() if s != CUT]
+    return any(s != "error" for s in ended) or sum(s == "error" for s in ended) > retries
 
 
 class JobBusy(RuntimeError):
@@ -273,7 +300,8 @@ def run_job(
     `job_id` of a job that ran before resumes it (see the module's docstring); events:
     `job` (`published`: the outcome statuses of the attempts earlier runs published,
     `CUT` for one a stop cut short), `recovered` (a journal a stopped run left, published
-    as it stands),
+    as it stands), `warning` (`reason`: one it could not read, set aside; its episode
+    runs again under a new attempt number),
     `skipped` (`failed`: every attempt failed), `started`, `finished`, `interrupted`."""
     job_id = job_id or new_job_id(spec)
     out = job_dir(raw_dir, job_id)
@@ -298,7 +326,23 @@ def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobRe
     # what earlier runs of this job id published: a resume's progress counts the job
     before = [s for e in episodes for s in _published(out, e.episode_id).values()]
     emit("job", job_id=job_id, episodes=len(episodes), published=before)
-    for path, _ in recover(out / JOURNALS):  # a run of this job id that crashed
+
+    def set_aside(journal: Path, dest: Path, exc: JournalError) -> None:
+        """Said as the worker says it (`Worker._set_aside`): the file, why, where it went;
+        and what becomes of its episode (its attempt ended nothing: run again)."""
+        episode_id, _ = parse_attempt_name(journal.name)
+        why = str(exc).removeprefix(f"{journal}: ")
+        if _over(_published(out, episode_id), spec.retries):
+            then = f"{episode_id} has ended: it does not run again"
+        else:
+            then = f"{episode_id} runs again as attempt {max(_attempts_taken(out, episode_id)) + 1}"
+        emit(
+            "warning",
+            reason=f"{journal}: {why}; set aside as {dest.name} (kept, never deleted; "
+            f"`worldtrace doctor` lists it); {then}",
+        )
+
+    for path, _ in recover(out / JOURNALS, set_aside):  # a run of this job id that crashed
         episode_id, attempt = parse_attempt_name(path.name)
         t = keep(path, episode_id, attempt)
         result.failed_attempts += t.outcome.status == "error"
@@ -310,10 +354,11 @@ def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobRe
             errors = sum(s == "error" for s in done.values())
             # an attempt our stop cut short ended nothing: the episode runs again
             ended = [s for s in done.values() if s != CUT]
-            if any(s != "error" for s in ended) or errors > spec.retries:
+            if _over(done, spec.retries):
                 emit("skipped", episode=episode.episode_id, failed=errors == len(ended))
                 continue
-            attempt = max(done, default=0) + 1
+            # above every number used: a set-aside journal's attempt is not run over
+            attempt = max(_attempts_taken(out, episode.episode_id), default=0) + 1
             while True:
                 if stop is not None and stop.is_set():  # between attempts: none was cut short
                     result.interrupted = True

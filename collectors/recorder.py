@@ -15,6 +15,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -206,30 +207,46 @@ our stop cut it, not the environment or the agent; a resume runs its episode aga
 
 
 def journal_to_trajectory(path: Path) -> Trajectory:
-    """Rebuild a trajectory from a journal; one without an end is `incomplete`."""
+    """Rebuild a trajectory from a journal; one without an end is `incomplete`.
+
+    Only the last line may fail to parse: the torn write a crash (or a power loss) cut
+    short, skipped. A line that does not parse with lines after it is damage, not a
+    crash: `JournalError` naming the line (the turns after it are real and must not be
+    dropped in silence, nor the journal deleted for a trajectory without them)."""
     header: dict[str, Any] | None = None
     turns: list[dict[str, Any]] = []
     end: dict[str, Any] | None = None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    break  # the torn last line of a crash
-                if not isinstance(rec, dict) or "kind" not in rec:
-                    raise JournalError(f"{path}: journal line {n} has no kind")
-                kind = rec.pop("kind")
-                if kind == "header":
-                    header = rec
-                elif kind == "turn":
-                    turns.append(rec)
-                elif kind == "end":
-                    end = rec
-    except UnicodeDecodeError as exc:
-        raise JournalError(f"{path}: journal is not UTF-8 text: {exc}") from exc
+    torn: tuple[int, str] | None = None  # (line, why) of a line that did not parse
+    lines = 0
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            lines = n
+            if torn is not None:  # a line follows the one that did not parse
+                after = 1 + sum(1 for _ in fh)
+                raise JournalError(
+                    f"{path}: journal line {torn[0]} is unreadable ({torn[1]}) and "
+                    f"{after} line(s) follow it: damage, not the torn last line of a crash"
+                )
+            try:
+                rec = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                torn = (n, f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}")
+                continue
+            except (json.JSONDecodeError, RecursionError) as exc:
+                why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                torn = (n, f"not JSON: {why}")
+                continue
+            if not isinstance(rec, dict) or "kind" not in rec:
+                raise JournalError(f"{path}: journal line {n} has no kind")
+            kind = rec.pop("kind")
+            if kind == "header":
+                header = rec
+            elif kind == "turn":
+                turns.append(rec)
+            elif kind == "end":
+                end = rec
     if header is None:
-        raise JournalError(f"{path}: journal has no header")
+        raise JournalError(f"{path}: journal {'has' if lines else 'is empty:'} no header")
     try:
         d = _trajectory_dict(path, header, turns, end)
         t = trajectory_from_dict(from_jsonable(d))
@@ -261,17 +278,24 @@ def _trajectory_dict(
     }
 
 
-def recover(journal_dir: str | os.PathLike) -> list[tuple[Path, Trajectory]]:
-    """Trajectories of every journal left in `journal_dir` (crashed or unpublished)."""
+def recover(
+    journal_dir: str | os.PathLike,
+    on_set_aside: Callable[[Path, Path, JournalError], None] | None = None,
+) -> list[tuple[Path, Trajectory]]:
+    """Trajectories of every journal left in `journal_dir` (crashed or unpublished).
+
+    A journal that cannot be read (empty, no header, a line without a kind, a damaged
+    line before its last) is set aside (`set_aside`, never deleted: even an empty one
+    says an attempt started, and a damaged one holds turns a person may still read), and
+    `on_set_aside(journal, where it went, why)` is told."""
     out = []
     for p in sorted(Path(journal_dir).glob(f"*{JOURNAL_SUFFIX}")):
         try:
             out.append((p, journal_to_trajectory(p)))
-        except JournalError:
-            if p.stat().st_size:
-                set_aside(p)  # unreadable, yet it may be the only record: kept
-            else:
-                p.unlink()  # an empty journal (a crash before its header) holds nothing
+        except JournalError as exc:
+            dest = set_aside(p)
+            if on_set_aside is not None:
+                on_set_aside(p, dest, exc)
     return out
 
 

@@ -220,11 +220,11 @@ def set_aside_journals(store=None) -> list[Check]:
 
     store = _store(store)
     found = sorted(store.raw.glob(f"collect/*/.journals/**/*{JOURNAL_SUFFIX}{BAD_SUFFIX}"))
-    fix = "inspect it; its attempt is ended in the job store, delete it once not needed"
-    return [
-        Check("set-aside journal", False, f"{p}: unreadable, set aside by a worker", fix)
-        for p in found
-    ]
+    fix = (
+        "inspect it; the attempt it held is ended (a worker records that in the job store, "
+        "`collect --resume` runs its episode again), delete it once not needed"
+    )
+    return [Check("set-aside journal", False, f"{p}: unreadable, set aside", fix) for p in found]
 
 
 def stopped_attempts(store=None) -> list[Check]:

@@ -10,19 +10,73 @@ also under PYTHONUNBUFFERED (`_WholeWrites`). Anything else propagates as before
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import logging
 import os
 import re
+import signal
 import sqlite3
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 EXIT_MACHINE = 1
 EXIT_CLOSED_PIPE = 128 + 13
 """The reader of stdout closed it before the output ended (`| head -1`): 128 + SIGPIPE,
 the status of a program the signal ends (`yes | head -1`), as 130 is Ctrl-C's."""
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+"""Ctrl-C (SIGINT) stopped the command (`interrupts`): 130, as a shell reports it."""
+EXIT_TERMINATED = 128 + signal.SIGTERM
+"""SIGTERM (`kill PID`, `timeout`, a supervisor) stopped the command: 143."""
+STOP_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread where Ctrl-C raises KeyboardInterrupt: what an
+    interrupt cleans up (a shard in progress, worker processes, a staging directory, a
+    run directory) is cleaned up alike, and what catches an interrupt catches it."""
+
+
+@contextlib.contextmanager
+def interrupts(kept: Callable[[], str], hold: Callable[[], bool] | None = None) -> Iterator[None]:
+    """Ctrl-C or SIGTERM ends the block as an interrupt, then one line on stderr,
+    `interrupted (Ctrl-C): <kept()>` (what the store holds now: a writing command's
+    files appear whole or not at all), and exit 130, or 143 after SIGTERM: never click's
+    `Aborted!` and 1, the status of a failure. While `hold()` is true a signal waits (a
+    publish between its renames, which an exception would leave half done): the block
+    goes on, and the line and the status come when it ends. A second signal while the
+    first is cleaned up exits at once."""
+    taken: list[int] = []  # the signal that stopped the block, if any
+    raised: list[bool] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        if raised:  # the cleanup of the first one takes too long for the user
+            click.echo(f"{STOP_NAMES[signum]} again: stopping at once", err=True)
+            raise SystemExit(128 + signum)
+        taken[:] = taken or [signum]
+        if hold is not None and hold():
+            return
+        raised.append(True)
+        raise Terminated() if taken[0] == signal.SIGTERM else KeyboardInterrupt()
+
+    import click
+
+    old = {s: signal.signal(s, handler) for s in STOP_NAMES}
+    try:
+        try:
+            yield
+        except KeyboardInterrupt as exc:
+            taken[:] = taken or [signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT]
+            raised.append(True)
+        if taken:
+            _flush_stdout(128 + taken[0])
+            click.echo(f"interrupted ({STOP_NAMES[taken[0]]}): {kept()}", err=True)
+            sys.exit(128 + taken[0])
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def _os_error_names() -> frozenset[str]:

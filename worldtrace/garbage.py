@@ -174,7 +174,7 @@ def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
         try:
             t = journal_to_trajectory(path)
         except JournalError as exc:
-            why = f"{str(exc).removeprefix(f'{path}: ')} (`worldtrace worker` sets it aside)"
+            why = f"{str(exc).removeprefix(f'{path}: ')} (`worldtrace worker`, or `collect --resume` of its job, sets it aside)"
             yield Item("journal", str(path), _size(path), why, remove=False)
             continue
         key = _attempt({F.TRAJECTORY_ID: t.trajectory_id, F.SOURCE: vars(t.source)})

@@ -17,11 +17,13 @@ wrong shape, NaN) is a located problem, and the other records and files go on.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import json
 import multiprocessing
 import os
 import re
+import signal
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -622,10 +624,58 @@ def _pool(workers: int) -> ProcessPoolExecutor | None:
     """Worker processes forked from this one (milliseconds: everything is imported). Not
     while another thread runs here (a program that embeds the import): a fork copies its
     locks but not the thread that would release them, and a new interpreter would run
-    that program's main module again; its records are converted here instead."""
+    that program's main module again; its records are converted here instead.
+
+    The workers are forked at once, with SIGINT and SIGTERM blocked until each has its
+    own handling (`_worker_start`): a stop in between would run this process's handler
+    in the child. They end with this process, however it ends (`kill -9` included)."""
     if workers <= 1 or threading.active_count() > 1:
         return None
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_worker_start,
+        initargs=(os.getpid(),),
+    )
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        pool.submit(int)  # the first task forks every worker (a fork pool starts them all)
+    except BaseException:
+        pool.shutdown(wait=False)
+        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return pool
+
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when the thread that forked it ends (Linux)."""
+
+
+def _worker_start(parent: int) -> None:
+    """In each worker process, before its first task: die with the parent. Killed or
+    stopped (`kill PID`, a supervisor's SIGTERM, `kill -9`, the OOM killer), the import
+    leaves no worker behind: they were re-parented to init and hung forever, blocked
+    on their pipe to it (~90 MB each, the input file open). Ctrl-C reaches the whole
+    process group: the parent decides (it stops them, `_stop_workers`); a SIGTERM of
+    their own ends them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the check below only
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request: no signal comes
+        os._exit(1)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the worker processes now (an interrupt): their tasks' results are not wanted,
+    and a worker converting a large file would hold the stop up."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, ValueError):
+            proc.kill()
 
 
 class _Run:
@@ -768,8 +818,11 @@ def import_paths(
                 if progress and records % PROGRESS_EVERY == 0:
                     progress(report.files, records)
         report.shards = run.sink.close()
-    except BaseException:
-        run.sink.abort()
+    except BaseException as exc:
+        with contextlib.suppress(OSError):  # the first error is the one to report
+            run.sink.abort()
+        if pool is not None and isinstance(exc, KeyboardInterrupt):  # Ctrl-C, SIGTERM
+            _stop_workers(pool)
         raise
     finally:
         if pool is not None:

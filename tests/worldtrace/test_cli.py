@@ -511,23 +511,23 @@ BAD_SETTINGS = [
     # an unknown keep ratio said `KeepRatios.__init__() got an unexpected keyword ...`
     (
         "policy_settings.keep.other=nan",
-        'policy_settings.keep.other=nan: expected a number in [0, 1]',
+        "policy_settings.keep.other=nan: expected a number in [0, 1]",
     ),
     (
         "policy_settings.keep.action=2",
-        'policy_settings.keep.action=2: expected a number in [0, 1]',
+        "policy_settings.keep.action=2: expected a number in [0, 1]",
     ),
     (
         "policy_settings.echo_ol=-5",
-        'policy_settings.echo_ol=-5: expected a number in [0, 1]',
+        "policy_settings.echo_ol=-5: expected a number in [0, 1]",
     ),
     (
         "policy_settings.expansion_r=inf",
-        'policy_settings.expansion_r=inf: expected a finite number >= 0',
+        "policy_settings.expansion_r=inf: expected a finite number >= 0",
     ),
     (
         "policy_settings.keep.bogus=1",
-        'policy_settings.keep.bogus=1: unknown setting keep.bogus for agentworld-v1 (known: ',
+        "policy_settings.keep.bogus=1: unknown setting keep.bogus for agentworld-v1 (known: ",
     ),
 ]
 

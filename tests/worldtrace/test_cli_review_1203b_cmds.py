@@ -82,7 +82,8 @@ def test_validate_of_an_export_passes_it_over_and_succeeds(exported, wt_env, und
 def test_validate_of_a_directory_with_nothing_at_all_still_fails(wt_env, tmp_path):
     (tmp_path / "empty").mkdir()
     r = run(wt_env, "validate", str(tmp_path / "empty"))
-    assert r.returncode == 1 and r.stderr == "no Parquet or JSONL files found\n"
+    assert r.returncode == 1
+    assert r.stderr == f"no Parquet or JSONL files found under {tmp_path / 'empty'}\n"
 
 
 # -- A9: every --help ends with its example ----------------------------------------------------

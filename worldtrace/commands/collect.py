@@ -155,7 +155,9 @@ def collect(
     hint = (lambda job_id: _resume_command(ctx, job_file, job_id)) if job_file else None
     with _on_signals(lambda: stop.set()), CollectProgress(live, hint) as progress:
         try:
-            result = run_job(spec, s.raw, job_id=resume_id, stop=stop, on_event=progress)
+            result = run_job(
+                spec, s.raw, job_id=resume_id, stop=stop, on_event=_with_warnings(progress)
+            )
         except (SandboxError, JobBusy) as exc:
             raise click.ClickException(str(exc)) from exc
     _note_short(result.trajectories)  # before the summary: stderr ends on what failed
@@ -164,6 +166,19 @@ def collect(
         sys.exit(EXIT_INTERRUPTED)
     if progress.failed_episodes:
         sys.exit(EXIT_EPISODES_FAILED)
+
+
+def _with_warnings(progress: Callable[..., None]) -> Callable[..., None]:
+    """`run_job`'s events for `progress`; a `warning` (a journal it could not read and
+    set aside) is one `warning:` line on stderr, as `worker` prints it."""
+
+    def on_event(event: str, **info) -> None:
+        if event == "warning":
+            click.echo(f"warning: {info['reason']}", err=True)
+        else:
+            progress(event, **info)
+
+    return on_event
 
 
 def _note_short(trajectories: list) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
             err=True,
         )
     if not files and not passed:  # passing over a store's own files is not an error
-        click.echo("no Parquet or JSONL files found", err=True)
+        click.echo(f"no Parquet or JSONL files found under {', '.join(paths)}", err=True)
         sys.exit(EXIT_PROBLEMS)
     records = problems = 0
     from worldtrace.collectors.importers import one_document
@@ -150,9 +151,11 @@ def import_(
         import_paths,
         input_files,
     )
+    from worldtrace.errors import interrupts
     from worldtrace.output import print_import_report
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.config import SettingError
+    from worldtrace.schemas.store import shard_files
 
     try:
         config = ImportConfig(
@@ -167,8 +170,12 @@ def import_(
             click.echo(line, err=True)
         sys.exit(EXIT_PROBLEMS)
     dest = store(ctx, create=True).raw / "import"
+    before = set(shard_files(dest))
     try:
-        with StepProgress("import", files, "file(s)", every=progress_every) as progress:
+        with (
+            interrupts(lambda: _import_kept(dest, before)),
+            StepProgress("import", files, "file(s)", every=progress_every) as progress,
+        ):
             report = import_paths(paths, dest, config, progress=progress)
     except (ImportWriteError, ImportWorkerLost) as exc:
         click.echo(f"error: {exc}", err=True)
@@ -179,6 +186,30 @@ def import_(
     total = sum(report.imported.values()) + sum(report.present.values())
     if (strict and report.errors) or (not total and report.errors) or not report.files:
         sys.exit(EXIT_PROBLEMS)
+
+
+def _import_kept(dest: Path, before: set[Path]) -> str:
+    """What an interrupted import left: the shards it published before the stop (each
+    whole: the one in progress was a hidden temp file, removed), or nothing."""
+    import pyarrow.parquet as pq
+
+    from worldtrace.schemas.store import shard_files
+
+    new = sorted(set(shard_files(dest)) - before)
+    if not new:
+        return (
+            f"nothing was imported: {dest} is as it was (no shard is half-written); run the "
+            "same import again"
+        )
+    rows = 0
+    for p in new:
+        with contextlib.suppress(OSError, ValueError):
+            rows += pq.ParquetFile(p).metadata.num_rows
+    return (
+        f"{len(new)} shard(s) of {rows} record(s) published before the stop are kept under "
+        f"{dest} (none is half-written); importing the same files again adds only what is "
+        "missing"
+    )
 
 
 SHOWN_SKIPPED = 5

@@ -5,6 +5,8 @@ Every ExportConfig field but the paths is an option generated from the dataclass
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import sys
 from pathlib import Path
@@ -120,13 +122,16 @@ def export(
         cfg.check()
     except ValueError as exc:
         raise click.UsageError(_as_options(str(exc), ctx)) from exc
+    from worldtrace.errors import interrupts
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.store import row_count
 
+    before = _identity(cfg.output)
     try:
-        total = row_count(cfg.input)
-        with StepProgress("export", total, "trajectories", every=progress_every) as progress:
-            m = run_export(cfg, progress=progress)
+        with interrupts(lambda: _export_kept(cfg.output, before)):
+            total = row_count(cfg.input)
+            with StepProgress("export", total, "trajectories", every=progress_every) as progress:
+                m = run_export(cfg, progress=progress)
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     for part, info in (m.get("parts") or {}).items():
@@ -222,6 +227,37 @@ def _refuse_in_store(output: str, s) -> None:
             f"will not write the export to {output}: it is {where}; name a directory under "
             f"{s.export} (the default is {s.export}/FORMAT) or outside the store"
         )
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """Which directory `path` is (device, inode), or None: an export is a new directory
+    swapped in, so another identity means another export."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _export_kept(output: str, before: tuple[int, int] | None) -> str:
+    """What an interrupted export left at `output`: the earlier export (or nothing), as
+    it was: an export is written beside it and swapped in whole. A stop between the two
+    renames of the swap is undone here (`publish.restore_swaps`), as every reading
+    command would; a stop after them leaves the new export."""
+    from worldtrace.schemas.publish import restore_swaps
+
+    real = Path(output).resolve()  # as the export named it (`writers.check_output`)
+    with contextlib.suppress(OSError):
+        restore_swaps(real.parent, real.name)
+    now = _identity(output)
+    if now is not None and now != before:
+        return f"the export was complete when the stop came: {output} holds it"
+    if before is None:
+        return f"no export was written: {output} was not made (nothing half-written is left)"
+    return (
+        f"no export was written: {output} holds the earlier export, as it was (nothing "
+        "half-written is left)"
+    )
 
 
 def _truncation_line(t: dict, limit: int) -> str:

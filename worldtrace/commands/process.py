@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
 from worldtrace.options import ConfigCommand, options_from
@@ -84,15 +87,62 @@ def process(
     except SettingError as exc:  # a value its setting does not take: a usage error
         hint = _given_by(exc, overrides, options)
         raise click.BadParameter(str(exc), param_hint=hint) from None
+    from worldtrace.errors import interrupts
+
+    output = Path(cfg.output)
+    before = _published_run(output)
+    stopped = interrupts(lambda: _process_kept(output, before), hold=lambda: _publishing(output))
+    with stopped:
+        try:
+            with StepProgress("process", 0, "unit steps", every=progress_every) as progress:
+                manifest = run(cfg, progress=progress)
+        except (KeyError, ValueError, FileNotFoundError, WorkerLost) as exc:
+            raise click.ClickException(str(exc.args[0] if exc.args else exc)) from exc
+        if as_json:
+            print_json(manifest)
+        else:
+            print_accounting(manifest)
+
+
+def _published_run(output: Path) -> str | None:
+    """The run id of the processed data under `output` (its manifest), or None."""
+    import json
+
+    from worldtrace.schemas import fields as F
+
     try:
-        with StepProgress("process", 0, "unit steps", every=progress_every) as progress:
-            manifest = run(cfg, progress=progress)
-    except (KeyError, ValueError, FileNotFoundError, WorkerLost) as exc:
-        raise click.ClickException(str(exc.args[0] if exc.args else exc)) from exc
-    if as_json:
-        print_json(manifest)
-    else:
-        print_accounting(manifest)
+        return json.loads((output / F.PROCESS_MANIFEST).read_bytes()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _publishing(output: Path) -> bool:
+    """Whether this process is swapping its run's tables in (its publish journal is in
+    `output`): an interrupt now would stop between two renames, and the run's directory,
+    removed as the run unwinds, would take the tables not yet moved with it (the next
+    roll-forward would then keep the earlier ones: tables of two runs). The stop waits
+    the few renames out."""
+    import json
+
+    from worldtrace.schemas.publish import JOURNAL
+
+    try:
+        run = json.loads((output / JOURNAL).read_bytes()).get("run")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(run, str) and run.startswith(f".run-{os.getpid()}-")
+
+
+def _process_kept(output: Path, before: str | None) -> str:
+    """What an interrupted `process` left: the processed data as it was (a run publishes
+    all its tables or none), or this run's, when the stop came as it published."""
+    now = _published_run(output)
+    if now != before and now is not None:
+        return f"the run had published its tables when the stop came: {output} holds run {now}"
+    return (
+        f"nothing was published: {output} is as it was before this run (no table is "
+        "half-written); run the same command again"
+    )
 
 
 def _check_beam_args(ctx: click.Context, runner: str) -> None:
