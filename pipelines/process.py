@@ -34,7 +34,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
 from worldtrace.schemas.hashing import sha256_file
-from worldtrace.schemas.publish import finish_stopped
+from worldtrace.schemas.publish import finish_stopped, pending
 from worldtrace.schemas.publish import publish as journalled_publish
 from worldtrace.schemas.store import (
     input_files,
@@ -740,11 +740,24 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
         if prev.moved:  # nothing new to read: moved paths and new times are kept all the same
             write_table_atomic(output / G.INDEX / G.SHARDS_FILE, prev.seen)
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if not _publishing(output, run_dir):
+            shutil.rmtree(run_dir, ignore_errors=True)
     manifest = _manifest(cfg, prev, files, todo, run_id, started, {}, rejected)
     manifest["accounting"] = _balanced(accounting(output), read_before, {})
     write_bytes_atomic(output / MANIFEST, _json(manifest))
     return manifest
+
+
+def _publishing(output: Path, run_dir: Path) -> bool:
+    """Whether a publish journal names `run_dir`: a swap failed half way (a rename the
+    disk refused) and the journal's roll-forward needs the tables still in it. Removed,
+    the next command finished the publish with what was left: this run's first tables
+    beside the earlier run's others."""
+    try:
+        journal = pending(output)
+    except OSError:  # a journal that does not read names no run of ours
+        return False
+    return journal is not None and journal["run"] == run_dir.name
 
 
 def _json(manifest: dict[str, Any]) -> bytes:

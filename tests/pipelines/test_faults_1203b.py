@@ -188,3 +188,27 @@ def test_rejects_in_the_store_are_named_from_its_root_in_the_run_summary(store):
     assert on_disk["rejected"] == m["rejected"]
     shutil.copytree(store.root, store.root.parent / "copy")  # follows a copied store
     assert run(cfg(Store.at(store.root.parent / "copy"), rebuild=True))["rejected"] == m["rejected"]
+
+
+def test_a_publish_that_fails_half_way_keeps_the_run_for_its_roll_forward(store):
+    """Found by the fault review: a swap that fails during the publish (here a stray file
+    where `clusters` is swapped in: the rename fails) unwound the run, whose `finally`
+    removed the run directory the journal points at; the next command then finished the
+    publish with what was left: this run's trajectories and turns beside the earlier
+    run's clusters and rejects. The run directory must stay while a journal names it."""
+    write(store, "a", generate(CORPUS))
+    run(cfg(store))
+    before = kept(store)
+    write(store, "b", generate(SyntheticConfig(n=20, seed=9)))
+    shutil.rmtree(store.processed / "clusters")
+    (store.processed / "clusters").write_text("a stray file\n")
+    with pytest.raises(OSError):
+        run(cfg(store, rebuild=True))
+    journal = pending(store.processed)
+    assert journal is not None and (store.processed / journal["run"]).is_dir()
+    (store.processed / "clusters").unlink()  # the fault is mended
+    assert finish_publish(store.processed) is None and pending(store.processed) is None
+    after = kept(store)
+    assert len(after) > len(before)
+    clusters = pq.read_table(store.table("clusters"), columns=["trajectory_id"])[0]
+    assert after <= set(clusters.to_pylist())  # every table is this run's
