@@ -211,11 +211,10 @@ class StepProgress:
                 TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
             )  # fmt: skip
             self._task = self._progress.add_task(self.label, total=self.total, records=0, rate=0)
-            self._progress.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._progress is not None:
+        if self._progress is not None and self._progress.live.is_started:
             self._progress.stop()
 
     @property
@@ -235,6 +234,11 @@ class StepProgress:
     def __call__(self, done: int, records: int) -> None:
         self.done, self.records = done, records
         if self._progress is not None:
+            # drawn from the first call on: its refresh thread starts here, not on entry,
+            # so `import` forks its worker processes first (a fork beside another thread
+            # is refused: `importers._pool`), then calls this with (0, 0)
+            if not self._progress.live.is_started:
+                self._progress.start()
             self._progress.update(
                 self._task, completed=done, records=records, rate=f"{self.rate():.0f}"
             )
