@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 WT := $(VENV)/bin/worldtrace
-PYTEST_ARGS ?= -n 2 --dist worksteal --durations=25
+PYTEST_ARGS ?= --durations=25
 
 .PHONY: setup demo test lint format bench clean
 

@@ -40,14 +40,19 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def interrupts(kept: Callable[[], str], hold: Callable[[], bool] | None = None) -> Iterator[None]:
+def interrupts(
+    kept: Callable[[], str],
+    hold: Callable[[], bool] | None = None,
+    signals: tuple[int, ...] = tuple(STOP_NAMES),
+) -> Iterator[None]:
     """Ctrl-C or SIGTERM ends the block as an interrupt, then one line on stderr,
     `interrupted (Ctrl-C): <kept()>` (what the store holds now: a writing command's
     files appear whole or not at all), and exit 130, or 143 after SIGTERM: never click's
     `Aborted!` and 1, the status of a failure. While `hold()` is true a signal waits (a
     publish between its renames, which an exception would leave half done): the block
     goes on, and the line and the status come when it ends. A second signal while the
-    first is cleaned up exits at once."""
+    first is cleaned up exits at once. `signals`: those it takes (others keep their
+    default)."""
     taken: list[int] = []  # the signal that stopped the block, if any
     raised: list[bool] = []
 
@@ -63,7 +68,7 @@ def interrupts(kept: Callable[[], str], hold: Callable[[], bool] | None = None) 
 
     import click
 
-    old = {s: signal.signal(s, handler) for s in STOP_NAMES}
+    old = {s: signal.signal(s, handler) for s in signals}
     try:
         try:
             yield

