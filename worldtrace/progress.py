@@ -231,14 +231,17 @@ class StepProgress:
     def rate(self) -> float:
         return self.records / max(time.monotonic() - self.t0, 1e-9)
 
+    def begin(self) -> None:
+        """Draw the bar (a terminal's): its refresh thread starts here, not on entry, so
+        `import` forks its worker processes first (a fork beside another thread is
+        refused: `importers._pool`), then calls this; else the first call draws it."""
+        if self._progress is not None and not self._progress.live.is_started:
+            self._progress.start()
+
     def __call__(self, done: int, records: int) -> None:
         self.done, self.records = done, records
         if self._progress is not None:
-            # drawn from the first call on: its refresh thread starts here, not on entry,
-            # so `import` forks its worker processes first (a fork beside another thread
-            # is refused: `importers._pool`), then calls this with (0, 0)
-            if not self._progress.live.is_started:
-                self._progress.start()
+            self.begin()
             self._progress.update(
                 self._task, completed=done, records=records, rate=f"{self.rate():.0f}"
             )

@@ -797,8 +797,8 @@ def import_paths(
     files = input_files(paths, skipped)
     workers = import_workers(cfg, files)
     pool = _pool(workers)
-    if progress:  # a terminal's bar starts now, its thread after the fork (`_pool`)
-        progress(0, 0)
+    if hasattr(progress, "begin"):  # a terminal's bar starts now, after the fork (`_pool`)
+        progress.begin()
     run = _Run(cfg, Path(output), files, pool)
     report, records = run.report, 0
     report.skipped = skipped

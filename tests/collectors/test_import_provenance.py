@@ -69,7 +69,7 @@ def test_provenance_and_idempotent_reimport(tmp_path, wt_env):
     calls = []
     r = import_paths([a, b, a], out, progress=lambda *done: calls.append(done))
     assert (r.imported["openai"], r.present["openai"]) == (4, 2)  # `a`'s second pass
-    assert calls == [(0, 0), (1, 2), (2, 4), (3, 6)]  # (files done, records done): from (0, 0)
+    assert calls == [(1, 2), (2, 4), (3, 6)]  # (files done, records done)
     got = sorted(
         (t.source.origin_id, t.source.origin_path, t.source.origin_index) for t in read_records(out)
     )
