@@ -26,20 +26,9 @@ from worldtrace.collectors.synthetic import SyntheticConfig, build, generate
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import ShardWriter
 
+from ..pipelines.test_publish_crash import KILL_AFTER
+
 REBUILD = "`worldtrace process --rebuild` makes the processed data again from raw/"
-KILL_AFTER = """
-import fnmatch, os, signal, sys
-where, pattern = sys.argv[1], sys.argv[2]
-rename = os.replace
-def replace(src, dst, *a, **k):
-    rename(src, dst, *a, **k)
-    if fnmatch.fnmatch(str(dst), os.path.join(where, pattern)):
-        os.kill(os.getpid(), signal.SIGKILL)
-os.replace = replace
-sys.argv = ["worldtrace", *sys.argv[3:]]
-from worldtrace.cli import main
-sys.exit(main())
-"""
 """The real CLI, SIGKILLed right after the rename whose target matches (the only fault
 injected; tests/pipelines/test_publish_crash.py does the same to `process`)."""
 

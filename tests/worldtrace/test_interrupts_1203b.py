@@ -19,8 +19,8 @@ from worldtrace.schemas import Store
 
 from ..collectors.test_faults_1203b import openai_records, start_import
 from ..conftest import wait_until
+from .conftest import SUDO
 
-SUDO = [] if os.geteuid() == 0 else ["sudo", "-n"]
 """Mounting a tmpfs needs root; set-up has it (as tests/worldtrace/test_disk_full.py)."""
 
 
@@ -63,23 +63,6 @@ def said(err: str) -> list[str]:
 
 
 NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    opts = f"size=20m,uid={os.getuid()},gid={os.getgid()}"
-    r = subprocess.run(
-        [*SUDO, "mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, f"cannot mount a tmpfs (root or sudo, as set-up has): {r.stderr}"
-    try:
-        yield mnt
-    finally:
-        subprocess.run([*SUDO, "umount", "-l", str(mnt)], check=True)
 
 
 def fill(path: Path) -> None:
