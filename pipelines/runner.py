@@ -301,12 +301,17 @@ class _WorkerProcess(worker_handlers.SubprocessSdkWorkerHandler):
     def close(self) -> None:
         """Beam stops the workers one after another, each waited for until its process
         has ended (~15 ms); the first to close tells every worker of the run that the
-        run is over, so they end together."""
+        run is over, so they end together. Their data channels are marked closed first:
+        a worker exits at once when done (`sdk_worker.serve`), which can cut its data
+        stream before gRPC sent its end, and a cut stream of a channel not yet closed is
+        logged and raised as a failure (`Failed to read inputs`) - Beam marks it only in
+        each handler's own close, which now comes after the worker has gone."""
         from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
             BeamFnControlServicer as Control,
         )
 
         for worker in _RUN_WORKERS.pop(getattr(self, "_run_token", None), []):
+            worker.data_conn._closed = True  # every bundle is done: no input is awaited
             if worker.control_conn._state == Control.STARTED_STATE:
                 worker.control_conn.push(Control._DONE_MARKER)  # its own close adds one more
         super().close()
