@@ -1,9 +1,10 @@
 """Reading text strictly: bytes that are not UTF-8 and JSON that cannot be parsed become
 messages that say where (the line, the column), never replaced text or a traceback.
 
-The store's readers (`store.scan_file`: `validate`, `process --input`) and the YAML
-loader (`parsing.load_yaml`, `config.load`) read through here. The rules are the
-importers' (`collectors/importers/reading.py`), written to the same messages: a byte
+The store's readers (`store.scan_file`: `validate`, `process --input`), the YAML
+loader (`parsing.load_yaml`, `config.load`) and the importers
+(`collectors/importers/reading.py`, which add their own refusals of NaN and Infinity)
+read through here, with the same messages: a byte
 that is not UTF-8 is named with its column and the file is never decoded with
 replacement characters (`insp\\ufffdct` would go into training data); a line nested
 deeper than the interpreter can follow is named with its depth, and the lines after it
@@ -20,7 +21,10 @@ from typing import BinaryIO
 
 LINE_END = re.compile(rb"\r\n?|\n")
 """Where a line ends: `\\n`, `\\r\\n` or a bare `\\r` (what text mode's universal newlines
-take, and the importers)."""
+take). A raw `\\r` is never inside a JSON value (strings escape it): it can only end a
+line (an old Mac file) or be garbage."""
+TEXT_LINE_END = re.compile(LINE_END.pattern.decode())
+"""LINE_END, in decoded text."""
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
 
 _MAGIC = (
@@ -38,20 +42,32 @@ _BOMS = (
 )
 
 
-def not_text(data: bytes, path: object) -> str | None:
-    """Why a file starting with `data` (its first bytes, or all) is no UTF-8 text at all
-    (compressed, or UTF-16/32 by its byte order mark), or None."""
+def compressed(data: bytes, path: object) -> str | None:
+    """Why a file starting with `data` (its first bytes, or all) is compressed, or None."""
     head = data[:10]
     for magic, name, tool in _MAGIC:
         if re.match(magic, head):
             return f"the file is {name}-compressed: decompress it first ({tool} {path})"
+    return None
+
+
+def wide(data: bytes, path: object) -> str | None:
+    """Why a file starting with `data` is UTF-16 or UTF-32 (by its byte order mark), or
+    None."""
     for bom, name in _BOMS:
-        if head.startswith(bom):
+        if data.startswith(bom):
             return (
-                f"the file is {name} (it starts with a {name} byte order mark), not UTF-8: "
-                f"convert it: iconv -f {name.lower()} -t utf-8 {path} > {path}.utf8"
+                f"the file is {name} (it starts with a {name} byte order mark; PowerShell 5 "
+                f"writes it), not UTF-8: convert it: iconv -f {name.lower()} -t utf-8 "
+                f"{path} > {path}.utf8"
             )
     return None
+
+
+def not_text(data: bytes, path: object) -> str | None:
+    """Why a file starting with `data` (its first bytes, or all) is no UTF-8 text at all
+    (compressed, or UTF-16/32 by its byte order mark), or None."""
+    return compressed(data, path) or wide(data, path)
 
 
 def byte_lines(fh: BinaryIO) -> Iterator[bytes]:
@@ -112,9 +128,10 @@ _CUT_TOKEN = re.compile(
 
 
 def _position(text: str, pos: int) -> tuple[int, int]:
-    """(line, column), 1-based, of `text[pos]`, lines ending at `\\n` (as json's own)."""
-    line = text.count("\n", 0, pos) + 1
-    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+    """(line, column), 1-based, of `text[pos]`, lines ending as LINE_END says (json's own
+    line number counts `\\n` alone)."""
+    ends = list(TEXT_LINE_END.finditer(text, 0, pos))
+    return len(ends) + 1, pos - (ends[-1].end() if ends else 0) + 1
 
 
 def deepest(text: str) -> tuple[int, int]:
@@ -141,27 +158,33 @@ def too_deep(text: str) -> BadText:
     return BadText(why, line, col)
 
 
-def undecodable(text: str, exc: json.JSONDecodeError, unit: str = "line") -> BadText:
-    """The decoder's complaint, located in `text` (a line may keep its line end). Text that
-    stops before its value is complete (a string still open, a list or an object
-    unclosed, a token cut) is called what it most likely is: cut short."""
+def undecodable(
+    text: str, exc: json.JSONDecodeError, unit: str = "line", prefix: str = "invalid JSON: "
+) -> BadText:
+    """The decoder's complaint, located in `text` (a line may keep its line end), after
+    `prefix` (an importer's problem says `invalid_json` already). json's messages that end
+    in "at" expect a position after them; ours follows as `at column N`. Text that stops
+    before its value is complete (a string still open, a list or an object unclosed, a
+    token cut) is called what it most likely is: cut short."""
     msg = exc.msg.removesuffix(" at")
+    msg = msg[:1].lower() + msg[1:]
     end = len(text.rstrip())
     if (
         exc.pos >= end
-        or msg.startswith("Unterminated string")
+        or msg.startswith("unterminated string")
         or _CUT_TOKEN.fullmatch(text, exc.pos, end)
     ):
-        in_string = msg.startswith(("Unterminated", "Invalid control", "Invalid \\"))
+        # the decoder ran out of text, or stopped in the token the text ends with: in a
+        # string when it is still open, ends in an escape, or the character the decoder
+        # stopped at is the line break after it (a control character there)
+        in_string = msg.startswith(("unterminated", "invalid control", "invalid \\"))
         what = "unterminated string" if in_string else "unexpected end"
         line, col = _position(text, end)
-        return BadText(
-            f"invalid JSON: {what} at column {col} (the {unit} may be truncated)", line, col
-        )
-    if msg.startswith("Invalid control character"):
+        return BadText(f"{prefix}{what} at column {col} (the {unit} may be truncated)", line, col)
+    if msg.startswith("invalid control character"):
         msg = f"invalid control character {text[exc.pos]!r}"
     line, col = _position(text, exc.pos)
-    return BadText(f"invalid JSON: {msg} at column {col}", line, col)
+    return BadText(f"{prefix}{msg} at column {col}", line, col)
 
 
 def loads(text: str, unit: str = "line") -> object:

@@ -7,75 +7,44 @@ the interpreter can follow is reported with its line and column instead of unwin
 whole run with a RecursionError. So is a number too large for a float (`1e400` would be
 Infinity). Files are read as bytes and decoded strictly: bytes that are not UTF-8 (a
 Latin-1 file) are a located problem, never replaced in silence; a leading UTF-8 byte order
-mark is passed over; a UTF-16 or compressed file is one problem saying what it is.
+mark is passed over; a UTF-16 or compressed file is one problem saying what it is. The
+byte and JSON rules and their messages are the store's readers' (`schemas/text.py`).
 """
 
 from __future__ import annotations
 
 import codecs
-import io
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
+
+from worldtrace.schemas import text as T
+from worldtrace.schemas.text import TEXT_LINE_END as LINE_END
+from worldtrace.schemas.text import BadText
 
 from .common import ImportProblem
 
-_TOKENS = re.compile(
-    r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]|NaN|-?Infinity|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?'
-)
-_CUT_TOKEN = re.compile(
-    r"""\\ | \\?u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,3})?)?  # an escape in a string
-    | n(?:ul?)? | t(?:ru?)? | f(?:a(?:ls?)?)?                    # null, true, false
-    | - | \. | [eE][+-]?                                          # a number""",
-    re.X,
-)
-"""What is left where the decoder stopped when a line is cut inside its last token."""
+_NUMBERS = re.compile(r'"(?:[^"\\]|\\.)*"|NaN|-?Infinity|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?')
+"""The strings (passed over) and the non-finite constants and numbers of JSON text."""
 
 
-class BadJSON(ValueError):
-    def __init__(self, message: str, line: int, column: int):
-        super().__init__(message)
-        self.message, self.line, self.column = message, line, column
-
-
-LINE_END = re.compile(r"\r\n?|\n")
-"""Where a line ends: `\\n`, `\\r\\n` or a bare `\\r` (old Mac files). A raw `\\r` is never
-inside a JSON value (strings escape it), so it can only end a line (or be garbage)."""
-_LINE_END_BYTES = re.compile(LINE_END.pattern.encode())
-
-
-def _position(text: str, pos: int) -> tuple[int, int]:
-    """(line, column), 1-based, of `text[pos]`, lines ending as LINE_END says."""
-    ends = list(LINE_END.finditer(text, 0, pos))
-    return len(ends) + 1, pos - (ends[-1].end() if ends else 0) + 1
-
-
-def _locate(text: str, want_constant: bool) -> tuple[str, int, int] | None:
-    """(what, line, column) of the first value that is no JSON number (NaN, Infinity, a
-    number too large for a float; None if there is none), or of the deepest nesting."""
-    depth = deepest = where = 0
-    for m in _TOKENS.finditer(text):
+def _not_a_number(text: str) -> tuple[str, int, int] | None:
+    """(what, line, column) of the first value that is no JSON number: NaN, Infinity, or
+    a number too large for a float; None if there is none."""
+    for m in _NUMBERS.finditer(text):
         tok = m.group()
-        if tok[0] in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest, where = depth, m.start()
-        elif tok[0] in "]}":
-            depth -= 1
-        elif tok[0] == '"' or not want_constant:
+        if tok[0] == '"':
             continue
-        elif tok[-1].isalpha():  # NaN, Infinity
-            return f"{tok} is not valid JSON", *_position(text, m.start())
-        elif not tok.lstrip("-").isdigit() and abs(float(tok)) == _INF:
+        if tok[-1].isalpha():  # NaN, Infinity
+            return f"{tok} is not valid JSON", *T._position(text, m.start())
+        if not tok.lstrip("-").isdigit() and abs(float(tok)) == _INF:
             shown = tok if len(tok) <= 24 else f"{tok[:20]}..."
             sign = "-" if tok[0] == "-" else ""
             what = f"{shown} is too large for a number: it would be {sign}Infinity, not JSON"
-            return what, *_position(text, m.start())
-    if want_constant:
-        return None
-    return f"nested {deepest} levels deep, deeper than can be parsed", *_position(text, where)
+            return what, *T._position(text, m.start())
+    return None
 
 
 def _refuse(constant: str) -> Any:
@@ -93,35 +62,9 @@ def _finite(number: str) -> float:
     return f
 
 
-def _undecodable(text: str, exc: json.JSONDecodeError, unit: str) -> BadJSON:
-    """The decoder's complaint, located. json's messages that end in "at" expect a
-    position after them (`Invalid control character at`); ours follows as `at column N`.
-    Text that stops before its value is complete (a string still open, a list or an
-    object unclosed) is called what it most likely is: cut short."""
-    msg = exc.msg.removesuffix(" at")
-    msg = msg[:1].lower() + msg[1:]
-    end = len(text.rstrip())
-    if (
-        exc.pos >= end
-        or msg.startswith("unterminated string")
-        or _CUT_TOKEN.fullmatch(text, exc.pos, end)
-    ):
-        # the decoder ran out of text, or stopped in the token the text ends with: in a
-        # string when it is still open, ends in an escape, or the character the decoder
-        # stopped at is the line break after it (a control character there)
-        in_string = msg.startswith(("unterminated", "invalid control", "invalid \\"))
-        what = "unterminated string" if in_string else "unexpected end"
-        line, col = _position(text, end)
-        return BadJSON(f"{what} at column {col} (the {unit} may be truncated)", line, col)
-    if msg.startswith("invalid control character"):
-        msg = f"invalid control character {text[exc.pos]!r}"
-    line, col = _position(text, exc.pos)  # json's own lineno counts `\n` alone
-    return BadJSON(f"{msg} at column {col}", line, col)
-
-
 def loads(text: str, unit: str = "line") -> Any:
     """json.loads that refuses NaN/Infinity and numbers too large for a float, and reports
-    depth; errors are BadJSON (`unit`: what the text is, `line` or `file`, for the message).
+    depth; errors are BadText (`unit`: what the text is, `line` or `file`, for the message).
     Counts the texts that hold a surrogate escape (`surrogate_escapes`)."""
     global _escaped
     if "\\ud" in text or "\\uD" in text:
@@ -129,14 +72,12 @@ def loads(text: str, unit: str = "line") -> Any:
     try:
         return json.loads(text, parse_constant=_refuse, parse_float=_finite)
     except json.JSONDecodeError as exc:
-        raise _undecodable(text, exc, unit) from None
+        raise T.undecodable(text, exc, unit, prefix="") from None
     except RecursionError:
-        found = _locate(text, want_constant=False)
+        raise T.too_deep(text) from None
     except ValueError as exc:  # a refused constant, or e.g. an integer of 5,000 digits
-        found = _locate(text, want_constant=True) or (str(exc), 1, 1)
-    assert found is not None
-    what, line, col = found
-    raise BadJSON(f"{what} (column {col})", line, col)
+        what, line, col = _not_a_number(text) or (str(exc), 1, 1)
+        raise BadText(f"{what} (column {col})", line, col) from None
 
 
 _escaped = 0
@@ -154,33 +95,17 @@ def _problem(path: Path, where: str, kind: str, message: str) -> ImportProblem:
     return ImportProblem(str(path), where, kind, message)
 
 
-_MAGIC = {
-    b"\x1f\x8b": ("gzip", "gunzip -k"),
-    b"BZh": ("bzip2", "bunzip2 -k"),
-    b"\xfd7zXZ\x00": ("xz", "unxz -k"),
-    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
-    b"PK\x03\x04": ("zip", "unzip"),
-}
-_HEAD = max(map(len, _MAGIC))
+_HEAD = 10
 """The first bytes of a file that tell what it is (`_unreadable_start`)."""
 
 
 def _unreadable_start(path: Path, head: bytes) -> ImportProblem | None:
     """The file-level problem of a file that is not UTF-8 text at all, told by its first
-    bytes: compressed, or UTF-16/32 (a byte order mark; PowerShell 5's `>` writes UTF-16)."""
-    for magic, (name, tool) in _MAGIC.items():
-        if head.startswith(magic):
-            why = f"the file is {name}-compressed: decompress it first ({tool} {path})"
-            return _problem(path, "", "compressed", why)
-    for bom, name in ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-                      (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16")):  # fmt: skip
-        if head.startswith(bom):
-            why = (
-                f"the file is {name} (it starts with a {name} byte order mark; PowerShell 5 "
-                f"writes it), not UTF-8: convert it: iconv -f {name.lower()} -t utf-8 "
-                f"{path} > {path}.utf8"
-            )
-            return _problem(path, "", "invalid_utf8", why)
+    bytes: compressed, or UTF-16/32 (a byte order mark)."""
+    if (why := T.compressed(head, path)) is not None:
+        return _problem(path, "", "compressed", why)
+    if (why := T.wide(head, path)) is not None:
+        return _problem(path, "", "invalid_utf8", why)
     return None
 
 
@@ -189,19 +114,8 @@ def _decoded(path: Path, data: bytes, n: int) -> str | ImportProblem:
     try:
         return data.decode()
     except UnicodeDecodeError as exc:
-        ends = list(_LINE_END_BYTES.finditer(data, 0, exc.start))
-        at = ends[-1].end() if ends else 0
-        line = n + len(ends)
-        col = len(data[at : exc.start].decode()) + 1
-        if exc.reason == "unexpected end of data":  # the last bytes, a character cut short
-            why = f"a character cut short at column {col} (the file may be truncated)"
-            return _problem(path, f"line {line}", "invalid_utf8", why)
-        why = (
-            f"byte 0x{data[exc.start]:02x} at column {col} is not UTF-8: the file is in "
-            f"another encoding (Latin-1 or cp1252?); convert it: iconv -f cp1252 -t utf-8 "
-            f"{path} > {path}.utf8"
-        )
-        return _problem(path, f"line {line}", "invalid_utf8", why)
+        bad = T.not_utf8(data, exc, path)
+        return _problem(path, f"line {n + bad.line - 1}", "invalid_utf8", bad.message)
 
 
 LOOKS_LIKE_JSONL, NOT_ONE_DOCUMENT = "the file looks like JSONL", ", not one JSON document"
@@ -224,7 +138,7 @@ def read_json(path: Path) -> Any | ImportProblem:
         return _problem(path, "", "empty_file", "the file holds no record")
     try:
         return loads(text, "file")
-    except BadJSON as exc:
+    except BadText as exc:
         if exc.message.startswith("extra data") and _jsonl(text, exc.line):
             why = (
                 f"{LOOKS_LIKE_JSONL} (a JSON value on each line: line {exc.line} starts "
@@ -248,15 +162,6 @@ def _jsonl(text: str, extra: int) -> bool:
         return False
 
 
-def _byte_lines(fh: BinaryIO) -> Iterator[bytes]:
-    """The lines of a binary file as bytes, streamed, each ending as LINE_END says (a
-    `\\r\\n` split across reads is one end). Latin-1 gives every byte back as it was, and
-    a UTF-8 character never holds a `\\r` or `\\n` byte: the lines are cut where the file's
-    line ends are, and decoded strictly afterwards (`_decoded`)."""
-    for line in io.TextIOWrapper(fh, encoding="latin-1", newline=""):
-        yield line.encode("latin-1")
-
-
 def jsonl_text_lines(path: Path) -> Iterator[tuple[int, str | ImportProblem]]:
     """(line number, text) of each non-blank line, streamed; a line that is not UTF-8 as
     its problem; a read error part way, a file without any line, or one that is not text
@@ -265,7 +170,7 @@ def jsonl_text_lines(path: Path) -> Iterator[tuple[int, str | ImportProblem]]:
     seen = False
     try:
         with open(path, "rb") as fh:
-            for n, raw in enumerate(_byte_lines(fh), 1):
+            for n, raw in enumerate(T.byte_lines(fh), 1):
                 if n == 1:
                     if (problem := _unreadable_start(path, raw[:_HEAD])) is not None:
                         yield 0, problem
@@ -309,5 +214,5 @@ def parse_line(path: Path, n: int, line: str) -> Any | ImportProblem:
     """Line `n` of a JSONL file parsed, or its problem."""
     try:
         return loads(line)
-    except BadJSON as exc:
+    except BadText as exc:
         return _problem(path, f"line {n}", "invalid_json", exc.message)

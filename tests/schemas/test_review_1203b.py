@@ -116,7 +116,7 @@ def test_validate_says_where_a_truncated_line_ends(tmp_path, wt_env, corpus):
         if whole[:100].count('"') % 2
         else f"{f}:line 2: <json>: invalid JSON: unexpected end at column 101 (the line may "
         "be truncated)",
-        f"{f}:line 3: <json>: invalid JSON: Expecting ':' delimiter at column 6",
+        f"{f}:line 3: <json>: invalid JSON: expecting ':' delimiter at column 6",
     ]
     assert "1 file(s), 1 record(s), 3 problem(s)" in r.stderr
 
@@ -146,7 +146,7 @@ def test_lines_end_as_before_a_bom_is_passed_over_and_a_utf16_file_is_one_proble
     assert items[0][1]["trajectory_id"] == corpus[0].trajectory_id
     assert (
         items[1][1].message
-        == "invalid JSON: Expecting property name enclosed in double quotes at column 2"
+        == "invalid JSON: expecting property name enclosed in double quotes at column 2"
     )
     assert items[2][1]["trajectory_id"] == corpus[1].trajectory_id
     u16 = tmp_path / "u16.jsonl"
