@@ -195,15 +195,18 @@ class ShardWriter:
     def abort(self) -> None:
         """Drop the shard in progress; published shards stay. Never raises for the
         writer's own state: closing a writer on a full disk fails again, and the temp
-        file must go regardless."""
+        file must go regardless. A temp file that cannot be removed (its directory became
+        read-only) stays hidden from readers, and a later `abort` tries again; raising
+        here would hide the error that made the write fail."""
         self._pending, self._pending_rows = [], 0
         writer, self._writer = self._writer, None
         if writer is not None:
             with contextlib.suppress(OSError):  # no room for the footer: dropped below anyway
                 writer.close()
         if self._tmp is not None:
-            self._tmp.unlink(missing_ok=True)
-            self._tmp = None
+            with contextlib.suppress(OSError):
+                self._tmp.unlink(missing_ok=True)
+                self._tmp = None
 
     def __enter__(self) -> ShardWriter:
         return self

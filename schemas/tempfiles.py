@@ -99,8 +99,11 @@ def temp_name(prefix: str, name: str = "") -> str:
 
 
 def _drop(tmp: Path) -> None:
-    """Remove a temp file that may not exist (nor its directory, when that failed)."""
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+    """Remove a temp file that may not exist (nor its directory, when that failed). It
+    runs while a failed write unwinds: a file that cannot go (its directory is read-only)
+    stays hidden, swept once its writer is gone (`sweep_stale_temps`), and the write's
+    own error is the one raised."""
+    with contextlib.suppress(OSError):
         tmp.unlink()
 
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -18,6 +19,35 @@ from worldtrace.collectors.synthetic import SyntheticConfig, generate
 from worldtrace.schemas import Store
 
 VENV_BIN = Path(sys.executable).parent
+
+SUDO = [] if os.geteuid() == 0 else ["sudo", "-n"]
+"""Mounting a tmpfs needs root; set-up has it (it installs Debian packages)."""
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A real 20 MB tmpfs (a disk that fills up, or is remounted read-only)."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    r = subprocess.run(
+        [
+            *SUDO,
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            f"size=20m,uid={os.getuid()},gid={os.getgid()}",
+            "tmpfs",
+            str(mnt),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, f"cannot mount a tmpfs (root or sudo, as set-up has): {r.stderr}"
+    try:
+        yield mnt
+    finally:
+        subprocess.run([*SUDO, "umount", "-l", str(mnt)], check=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:

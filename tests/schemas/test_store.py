@@ -292,3 +292,66 @@ def test_an_arrow_file_is_written_as_it_comes_and_appears_whole_or_not_at_all(tm
     aborted.write(part)
     aborted.abort()
     assert [p.name for p in tmp_path.iterdir()] == ["x.arrow"]
+
+
+def test_a_directory_turned_read_only_mid_shard_is_a_store_write_error_and_abort_never_raises(
+    tmp_path, corpus
+):
+    """Found: a shard's temp file in a directory that became read-only while it was
+    written (a disk remounted read-only after an I/O error) could not be removed, and
+    `abort` raised that OSError out of the publish that had failed: a traceback instead
+    of `cannot write <shard>: ...`."""
+    from worldtrace.schemas.store import StoreWriteError
+
+    from tests.conftest import SUDO
+
+    raw = tmp_path / "raw"
+    w = ShardWriter(raw, row_group_rows=10)
+    w.write(corpus[:10])  # one row group: the temp file is open for writing
+    (tmp,) = raw.iterdir()
+    # the directory read-only from now on; the open file stays writable, as on a remount
+    subprocess.run([*SUDO, "mount", "--bind", str(raw), str(raw)], check=True)
+    try:
+        subprocess.run([*SUDO, "mount", "-o", "remount,bind,ro", str(raw)], check=True)
+        with pytest.raises(StoreWriteError) as err:
+            w.close()
+        assert str(err.value).startswith(f"cannot write {tmp}: ")
+        assert "Read-only file system" in str(err.value) and "\n" not in str(err.value)
+        w.abort()  # again: the temp still cannot go, and nothing is raised
+        assert tmp.exists()  # hidden: no reader takes it for a shard
+        assert shard_files(raw) == []
+    finally:
+        subprocess.run([*SUDO, "umount", str(raw)], check=True)
+    w.abort()  # writable again: the temp goes
+    assert list(raw.iterdir()) == []
+
+
+def test_writes_into_a_read_only_directory_name_the_path_in_one_line(tmp_path):
+    """Found: `write_bytes_atomic` into a read-only directory raised the OSError of
+    removing its temp file (which never existed) instead of `cannot write <path>`."""
+    from worldtrace.schemas.store import (
+        ArrowFileWriter,
+        StoreWriteError,
+        write_bytes_atomic,
+        write_table_atomic,
+    )
+
+    from tests.conftest import SUDO
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run([*SUDO, "mount", "--bind", str(ro), str(ro)], check=True)
+    try:
+        subprocess.run([*SUDO, "mount", "-o", "remount,bind,ro", str(ro)], check=True)
+        for write in (
+            lambda p: write_bytes_atomic(p, b"{}"),
+            lambda p: write_table_atomic(p, pa.table({"a": [1]})),
+            lambda p: ArrowFileWriter(p, pa.schema([("a", pa.int64())])),
+        ):
+            with pytest.raises(StoreWriteError) as err:
+                write(ro / "out")
+            assert str(err.value).startswith(f"cannot write {ro / 'out'}: ")
+            assert "Read-only file system" in str(err.value)
+    finally:
+        subprocess.run([*SUDO, "umount", str(ro)], check=True)
+    assert list(ro.iterdir()) == []
