@@ -3,6 +3,7 @@ counts in the loss or not."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -280,7 +281,11 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
         if not rejects and not dups:
             return {"query": tid, "status": "not_found"}
         keys = ("trajectory_id", "stage", "reason", "source_path", "record")
-        found = [dict(zip(keys, r, strict=True)) for r in rejects]
+        found = _with_origins(con, [dict(zip(keys, r, strict=True)) for r in rejects])
+        # asked by an origin id: the copies from other origins share the trajectory id
+        # (the same content) but are not what was asked about
+        found = [r for r in found if r["trajectory_id"].startswith(tid)
+                 or r.get("origin_id") in (tid, None)]  # fmt: skip
         if dups:  # turns removed from these copies, not from the others of the same content
             found = [r for r in found if r["stage"] != "turn_filter" or _where(r) in
                      {d[4] for d in dups}]  # fmt: skip
@@ -353,6 +358,33 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
     }
 
 
+def _with_origins(
+    con: duckdb.DuckDBPyConnection, rejects: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`rejects` rows with the origin (`origin_id`, `origin_path`, `origin_index`; None
+    when unknown) of the raw record each is about, read from its raw shard: the file a
+    user imported is what they know it by, not our shard."""
+    paths = sorted({r["source_path"] for r in rejects if r["record"].startswith("row ")})
+    origins: dict[tuple[str, str], tuple] = {}
+    with contextlib.suppress(duckdb.Error):  # a shard gone or damaged since: views name it
+        if paths:
+            origins = {
+                (path, f"row {n}"): tuple(rest)
+                for path, n, *rest in con.execute(
+                    "SELECT filename, file_row_number, source.origin_id, source.origin_path, "
+                    "source.origin_index FROM read_parquet($f, filename = true, "
+                    "file_row_number = true, union_by_name = true)",
+                    {"f": paths},
+                ).fetchall()
+            }
+    out = []
+    for r in rejects:
+        origin = origins.get((r["source_path"], r["record"].split("#", 1)[0]), (None,) * 3)
+        keys = ("origin_id", "origin_path", "origin_index")
+        out.append({**r, **dict(zip(keys, origin, strict=True))})
+    return out
+
+
 def _where(reject: dict[str, Any]) -> str:
     """The record a `rejects` row is about, as `clusters.source` names it (`FILE:row N`)."""
     return f"{reject['source_path']}:{reject['record'].split('#', 1)[0]}"
@@ -404,8 +436,10 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
     if doc["status"] == "dropped":
         for r in doc["rejects"]:
             what = "a turn removed" if r["stage"] == "turn_filter" else "dropped"
+            origin = (f"{r['origin_path']}:{r['origin_index']}, " if r.get("origin_path")
+                      else "")  # fmt: skip
             say(f"{r['trajectory_id']}: {what} by {r['stage']}: {r['reason']} "
-                f"({r['source_path']}:{r['record']})", markup=False)  # fmt: skip
+                f"({origin}{r['source_path']}:{r['record']})", markup=False)  # fmt: skip
         for d in doc["duplicates"]:
             k = d["representative"]  # an exact copy has its id: said, and told by origin
             same = ", the same id," if k["trajectory_id"] == d["trajectory_id"] else ""

@@ -208,6 +208,35 @@ def test_a_duplicate_or_filtered_record_is_explained_by_the_origin_id_its_source
     assert r.returncode == 0 and "dropped by filter: min_turns" in r.stdout, r.stdout + r.stderr
 
 
+def test_a_filtered_copy_is_explained_by_its_own_origin_and_named_by_the_imported_file(
+    tmp_path, wt_env
+):
+    """Found: `explain b` of a record imported from two files (the same content: one
+    trajectory id), both dropped by a filter, listed the copy from a.json too, and named
+    each only by our raw shard's row, not the file the user imported."""
+    msgs = [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "c", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "a.txt b.txt"},
+    ]  # one turn: `min_turns` drops it  # fmt: skip
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps({"id": name, "messages": msgs}) + "\n")
+    assert (
+        wt(wt_env, "import", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")).returncode == 0
+    )
+    assert wt(wt_env, "process").returncode == 0
+    r = wt(wt_env, "explain", "b")
+    assert r.returncode == 0, r.stderr
+    (line,) = r.stdout.splitlines()
+    assert "dropped by filter: min_turns" in line and f"({tmp_path / 'b.jsonl'}:0, " in line
+    doc = json.loads(wt(wt_env, "explain", "--json", "b").stdout)
+    (reject,) = doc["rejects"]
+    assert (reject["origin_id"], reject["origin_path"]) == ("b", str(tmp_path / "b.jsonl"))
+    r = wt(wt_env, "explain", reject["trajectory_id"][:8])  # by id: every copy
+    assert len(r.stdout.splitlines()) == 2 and "a.jsonl:0, " in r.stdout
+
+
 def test_a_raw_id_prefix_of_a_kept_trajectory_with_a_removed_turn_is_explained(full_store):
     """Found: `explain RAWPREFIX` of a trajectory kept without one of its turns said
     'dropped by turn_filter': a raw id was matched only whole, and a turn's removal read
