@@ -139,7 +139,7 @@ class Redactor:
                 table.setdefault(g, set()).add(i)
         self._lits, self._folded = _Gates(lits), _Gates(folded)
         self._rxs = list(rxs.items())
-        # No built-in detector matches fewer than 7 characters (`://a:b@`); a text shorter
+        # No built-in detector matches fewer than 6 characters (`://:b@`); a text shorter
         # than that and than any environment value is skipped. User patterns may be short.
         self._min_chars = 1 if self.config.patterns else min(6, self.config.env_min_chars)
 

@@ -5,8 +5,9 @@ plugin classes (`denylist`, plus JWT's formal-validity check); they are compiled
 into whole-text patterns instead of being run through `analyze_line` line by line,
 which is about 40x slower on trajectory text (docs/security.md, "Speed"). worldtrace adds
 patterns for key formats detect-secrets lacks or only half matches (Anthropic,
-project-scoped OpenAI, fine-grained GitHub, Google, AWS secrets, Stripe test and
-restricted keys, npm, Hugging Face, DigitalOcean, bearer tokens, whole private key
+project-scoped OpenAI, fine-grained GitHub, Google API keys and OAuth tokens, AWS
+secrets, Stripe test and restricted keys, npm, Hugging Face, DigitalOcean, Slack app and
+refresh tokens, Docker, Shopify, Azure SAS signatures, bearer tokens, whole private key
 blocks, passwords in URLs), and every match of a built-in or detect-secrets rule runs
 to the end of its token (`Detector.extend`). The high-entropy, keyword and public-IP plugins
 are off by default: they flag the SHAs, sums, UUIDs and addresses a world model must
@@ -58,11 +59,21 @@ SLOW_PLUGINS = (
     "SoftlayerDetector", "TelegramBotTokenDetector",
 )  # fmt: skip
 
-# Kept values: placeholders people write instead of secrets, and our own placeholder.
+_NAME = r"(?=[A-Za-z_])(?:[A-Z0-9_]+|[a-z0-9_]+|[A-Za-z_]+)"
+"""A variable's name as people write one: one case (`DB_PASS`, `db_pass2`) or no digit
+(`dbPassword`); a value of both cases and a digit (`Tr0ub4dor_x9Qz`) is a secret."""
 DEFAULT_ALLOW = (
-    r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?",  # $TOKEN, ${TOKEN}
+    rf"\$(?:{_NAME}|\{{{_NAME}\}})",  # $TOKEN, ${DB_PASS}, $db_password, $dbPassword
     r"\*+|[xX]+|\.\.\.+|<[^<>]*>",  # ****, xxxx, ..., <password>
 )
+"""Kept values: placeholders people write instead of secrets, and our own placeholder.
+
+A `$NAME` or `${NAME}` is a variable, not a secret, when NAME reads as a variable name:
+all upper case, or all lower case (digits and `_` allowed in both), or letters and `_`
+only (camelCase). Both cases and a digit together (`$Tr0ub4dor_x9Qz`, `$ghTokenPw2024`,
+`${Sup3rSecret}`) is what a password or a generated secret looks like, and is redacted
+(2026-12-03: every `$`-led value was kept). A single-case password behind a `$`
+(`$ecret123`) still passes for a variable."""
 DEFAULT_ENV_KEEP = (
     "PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "TERM", "TZ", "USER", "SHELL", "PWD",
     "HOSTNAME", "PYTHONPATH", "DEBIAN_FRONTEND", "PAGER", "EDITOR",
@@ -184,14 +195,18 @@ BUILTIN = (
      _AWS_IDS),
     # a key named `aws..secret..` or `SecretAccessKey`/`secret_access_key` (what `aws sts`,
     # `aws configure export-credentials` and the metadata endpoints print)
+    # (also with only whitespace after the name: `aws configure set aws_secret_access_key
+    # KEY`, and the key on the next line of `aws configure get`'s screen), `/` also
+    # written `\/` in JSON (PHP's `json_encode`) and so again inside a JSON string
     ("aws_secret_key",
      r"(?i:aws[A-Za-z0-9_.-]{0,20}?secret|secret_?access_?key)[A-Za-z0-9_.-]{0,20}?" + _Q +
-     r"\s*(?:=|:|=>)\s*" + _Q + r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", 1, ("secret",)),
+     r"(?:\s*(?:=|:|=>)\s*|(?:\s|\\[nrt])+)" + _Q +
+     r"((?:[A-Za-z0-9+]|\\{0,3}/){40})(?![A-Za-z0-9/+]|\\+/)", 1, ("secret",)),
     # an STS session token (hundreds of base64 characters) beside its key: `SessionToken`,
     # `aws_session_token`, `aws_security_token`, the metadata endpoints' `"Token"`
     ("aws_session_token",
      r"(?i:(?:session|security)_?token|\\?\"token)" + _Q + r"\s*(?:=|:|=>)\s*" + _Q +
-     r"([A-Za-z0-9/+]{100,}={0,2})(?![A-Za-z0-9/+=])", 1,
+     r"((?:[A-Za-z0-9+]|\\{0,3}/){100,}={0,2})(?![A-Za-z0-9/+=]|\\+/)", 1,
      ("sessiontoken", "session_token", "securitytoken", "security_token", '"token"',
       '"token\\"')),
     ("google_api_key", _start("AIza") + r"[0-9A-Za-z_-]{35}" + _E, 0, ("AIza",)),
@@ -204,15 +219,40 @@ BUILTIN = (
     ("huggingface_token",
      _start("hf_") + r"(?=[a-z0-9]*[A-Z])(?=[A-Z0-9]*[a-z])[A-Za-z0-9]{34,}" + _E, 0, ("hf_",)),
     ("digitalocean_token", _start("do[opr]_v1_") + r"[a-f0-9]{64}" + _E, 0, ("_v1_",)),
-    ("slack_token", _start("xox[abposr]-") + r"[A-Za-z0-9-]{10,}", 0, ("xox",)),
+    # `xoxe-`: a rotating token's refresh token; `xapp-`: an app-level token
+    ("slack_token", _start("xox[abposre]-") + r"[A-Za-z0-9-]{10,}", 0, ("xox",)),
+    ("slack_token", _start("xapp-") + r"\d+-[A-Za-z0-9-]{10,}", 0, ("xapp-",)),
+    ("google_oauth_token", _start(r"ya29\.") + r"[0-9A-Za-z_-]{20,}", 0, ("ya29.",)),
+    ("docker_token", _start("dckr_[po]at_") + r"[A-Za-z0-9_-]{20,}", 0, ("dckr_",)),
+    ("shopify_token", _start("shp(?:at|ca|pa|ss)_") + r"[a-fA-F0-9]{32}" + _E, 0,
+     ("shpat_", "shpca_", "shppa_", "shpss_")),
+    # an Azure SAS URL's signature (base64 of an HMAC, URL-encoded): the URL's credential
+    ("azure_sas_token",
+     r"(?:[?&;]|[\\]u0026)sig=((?:[A-Za-z0-9+/_-]|%[0-9A-Fa-f]{2}){30,}(?:=|%3[Dd]){0,2})", 1,
+     ("sig=",)),
     ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", 0, ("hooks.slack",)),
-    ("jwt", _start("eyJ") + r"[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*", 0,
-     ("eyJ",)),
+    # header and payload JSON objects: `{"` is `eyJ`, `{ "` (a space after the brace) `eyAi`
+    ("jwt", _start("eyJ") + r"[A-Za-z0-9_-]{4,}\.ey(?:J|Ai)[A-Za-z0-9_-]{3,}\.[A-Za-z0-9_-]*",
+     0, ("eyJ",)),
+    ("jwt", _start("eyAi") + r"[A-Za-z0-9_-]{3,}\.ey(?:J|Ai)[A-Za-z0-9_-]{3,}\.[A-Za-z0-9_-]*",
+     0, ("eyAi",)),
     ("bearer_token", r"(?i:\bbearer)\s+((?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)", 1,
      ("bearer",)),
+    # in an `Authorization` header, a Bearer token without a digit (20 or more characters,
+    # both cases) and the `Token` scheme (Django REST framework, GitHub's classic tokens)
+    ("bearer_token",
+     r"(?i:authorization)" + _Q + r"\s*[:=]\s*" + _Q + r"(?:(?i:bearer)\s+"
+     r"((?=[A-Za-z0-9._~+/-]*[a-z])(?=[A-Za-z0-9._~+/-]*[A-Z])[A-Za-z0-9._~+/-]{20,}=*)"
+     r"|(?i:token)\s+((?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{20,}=*))", -1,
+     ("authorization",)),
     ("basic_auth", r"(?i:authorization:\s*basic)\s+([A-Za-z0-9+/]{8,}={0,2})", 1, ("basic",)),
-    # the password runs to the last `@` before the host (`root:p@ss@db`)
-    ("url_password", r"://[^\s:/@\"'<>]+:([^\s/\"'<>]+)@", 1, ("://",)),
+    # the password runs to the last `@` before the host (`root:p@ss@db`); the user may be
+    # empty (`redis://:PW@host`) or hold an `@` (`ftp://me@corp.example:PW@host`)
+    ("url_password", r"://[^\s:/\"'<>\[\]]*:([^\s/\"'<>]+)@", 1, ("://",)),
+    # a password holding `/` (read so by SQLAlchemy, redis-py: `mysql://root:a/b@host`),
+    # for a user without `@`; a port (`host:8080/x@v2`) or a path is not a password
+    ("url_password",
+     r"://[^\s:/@\"'<>\[\]]*:(?!\d{0,5}[/?#])([^\s/@\"'<>]*/[^\s@\"'<>]*)@", 1, ("://",)),
 )  # fmt: skip
 """(kind, regex, group, gates) of worldtrace's own detectors; earlier ones win overlaps.
 Gates of patterns with `(?i:` are lower case (tested on the lower-cased text)."""
@@ -339,6 +379,12 @@ def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
         "npm_token": "npm_" + rand(36),
         "huggingface_token": "hf_" + rand(34, string.ascii_letters),
         "digitalocean_token": "dop_v1_" + rand(64, "0123456789abcdef"),
+        # (2026-12-03; after the others, so their values for a seed stay as they were; a
+        # kind found only by its context, such as `azure_sas_token` after `sig=`, is not
+        # here: tests plant these values alone too)
+        "google_oauth_token": "ya29.a0" + rand(120, alnum + "_-"),
+        "docker_token": "dckr_pat_" + rand(27, alnum + "_-"),
+        "shopify_token": "shpat_" + rand(32, "0123456789abcdef"),
     }
     context = {
         "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
