@@ -57,6 +57,9 @@ MEMORY_RE = re.compile(r"^(\d+)([bkmg]?)$", re.I)
 MEMORY_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 MIN_MEMORY = 16 << 20
 """The floor of a container's memory limit: a job may raise limits, never remove them."""
+HOSTNAME = "sandbox"
+"""Every sandbox container's hostname (the prompt says `user@sandbox`): docker's default,
+the random container id, would be per-episode noise in the recorded text."""
 FORBIDDEN_HOST_PATHS = ("/", "/var/run", "/run", "/proc", "/sys", "/dev", "/etc", "/boot")
 """Host paths (and the docker socket under them) no sandbox may see, mounted or copied."""
 
@@ -216,6 +219,7 @@ class DockerConfig:
         """Keyword arguments of `containers.run` (conditions change a copy per episode)."""
         kw: dict[str, Any] = {
             "network_mode": "none",
+            "hostname": HOSTNAME,
             "mem_limit": self.memory,
             "memswap_limit": self.memory,
             "nano_cpus": int(self.cpus * 1e9),

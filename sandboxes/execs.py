@@ -19,6 +19,14 @@ the engine records the container's end a moment after the exec's: so only an exe
 ended by a signal (or with no status), or an engine error, costs a look at the container:
 a probe exec (`_alive`) answers at once while it runs, else its state is awaited.
 
+A container frozen under a command (`docker pause`, a frozen cgroup) answers nothing, and
+its `timeout` is frozen with it: no answer is our infrastructure failing too, never a
+timeout of the command. Only a command still running past its step timeout (by `WATCH`
+seconds) costs a look at the container (`not_running`), again every `WATCH` seconds while
+it runs on; one found not running then (paused, stopped, restarting, gone) ends the step
+with SandboxError (`the container is paused (docker pause or a frozen cgroup)`), and so
+does one found so when a command comes back timed out.
+
 Files go in through the container's own processes (`cat` and `tar` reading stdin), not
 the engine's archive API: that API writes beneath tmpfs mounts (where nothing inside sees
 it) and answers a read-only mount with an HTTP 500, while a process in the container gets
@@ -33,6 +41,7 @@ import io
 import math
 import socket
 import tarfile
+import threading
 import time
 from collections.abc import Callable
 
@@ -138,6 +147,46 @@ def _create(
 
 STOP_WAIT = 5.0
 """Seconds the engine may take to record the end of a container that refused a probe."""
+WATCH = 2.0
+"""Seconds past its step timeout a command may run before its container's state is looked
+at (and again every `WATCH` seconds after): `timeout -s KILL` ends it by then, unless the
+container is frozen."""
+FROZEN = "the container is paused (docker pause or a frozen cgroup)"
+
+
+def state_problem(state: dict) -> str | None:
+    """Why a container in docker's `State` does not run normally (paused, stopped,
+    restarting, dead), or None when it runs: `the container is paused (docker pause or a
+    frozen cgroup)`, `the container exited (exit code 137, OOM killed: False)`."""
+    if state.get("Paused"):
+        return FROZEN
+    if state.get("Running") and not state.get("Restarting"):
+        return None
+    status = state.get("Status") or "stopped"
+    return (
+        f"the container {status if status == 'exited' else 'is ' + status} "
+        f"(exit code {state.get('ExitCode')}, OOM killed: {state.get('OOMKilled')})"
+    )
+
+
+def not_running(container) -> str | None:
+    """Why the container does not run normally now (`state_problem`, or `the container is
+    gone (...)`), or None: one look at docker's state, for a step that got no answer (the
+    terminal's prompt did not come, a command timed out), never for every step."""
+    try:
+        state = container.client.api.inspect_container(container.id)["State"]
+    except Exception as exc:  # docker.errors.NotFound and engine errors alike
+        return f"the container is gone ({exc})"
+    return state_problem(state)
+
+
+def check_running(container, what: str) -> None:
+    """Raise SandboxError (`what: the container is paused ...`) when the container does
+    not run normally: `what` got no answer because of the infrastructure, not the
+    environment."""
+    trouble = not_running(container)
+    if trouble:
+        raise SandboxError(f"{what}: {trouble}")
 
 
 def _stopped(container, wait: float = 0.0) -> str | None:
@@ -209,6 +258,8 @@ def _engine(container):
     try:
         yield
     except docker.errors.APIError as exc:
+        if not_running(container) == FROZEN:  # `409 ... is paused, unpause the container`
+            raise SandboxError(f"{FROZEN}; docker: {exc}") from exc
         how = _stopped(container, STOP_WAIT)
         if how:
             raise SandboxError(f"the container stopped: {how}; docker: {exc}") from exc
@@ -265,11 +316,48 @@ def exec_streams(
         return _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate)
 
 
+class _Watch:
+    """Looks at the container while a command runs past its step timeout (by `WATCH`
+    seconds, then every `WATCH` seconds): found not running (frozen, stopped), the
+    command's stream is closed, so the read waiting on it ends, and `why` says so. A
+    command that ends in time costs a thread that waits on an event, no look."""
+
+    def __init__(self, container, stream, timeout: float):
+        self.container, self.stream = container, stream
+        self.why: str | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._run, args=(math.ceil(timeout) + WATCH,), daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, wait: float) -> None:
+        while not self._stop.wait(wait):
+            wait = WATCH
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                why = not_running(self.container)
+                if why:
+                    self.why = why
+                    with contextlib.suppress(Exception):  # closed already is fine
+                        self.stream.close()
+                    return
+
+    def stop(self) -> bool:
+        """Stop watching: whether the watch closed the stream (`why` says why)."""
+        with self._lock:
+            self._stop.set()
+        return self.why is not None
+
+
 def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate):
     api = container.client.api
     ex = _create(container, cmd, timeout, workdir, user, fallback, True, environment=env)
     started = time.monotonic()
     stream = api.exec_start(ex["Id"], stream=True, demux=True)
+    watch = _Watch(container, stream, timeout)
     out, err, head = bytearray(), bytearray(), bytearray()
     group: int | None = None
     truncated = False
@@ -290,8 +378,17 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
                 truncated = True
                 break
             into += chunk
+    except Exception:  # the read the watch cut short (the stream closed under it)
+        if watch.why is None:
+            raise
     finally:
-        stream.close()
+        if not watch.stop():
+            stream.close()
+    if watch.why:
+        waited = time.monotonic() - started
+        raise SandboxError(
+            f"the command got no answer in {waited:.0f}s (step timeout {timeout:g}s): {watch.why}"
+        )
     if group is None:  # the stream ended inside the session line: it is output after all
         (err if separate else out)[0:0] = head
     code: int | None
@@ -305,6 +402,8 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
             _cannot_start(container, cmd, code, bytes(out + err))
         _check_stopped(container, code)
     timed_out = code == 137 and time.monotonic() - started >= timeout
+    if timed_out:  # no answer in time: the environment's, unless the container froze
+        check_running(container, f"the command timed out after {timeout:g}s")
     return code, bytes(out), bytes(err), truncated, timed_out
 
 
@@ -342,13 +441,19 @@ def _input(container, cmd, data, timeout, workdir, user):
                 out.append(chunk[: INPUT_OUTPUT_CAP - size])
                 size += len(chunk)
     except TimeoutError as exc:
-        raise SandboxError(f"command did not end within {timeout + 10:g}s: {cmd[0]}") from exc
+        trouble = not_running(container)  # a frozen container answers nothing
+        raise SandboxError(
+            f"command did not end within {timeout + 10:g}s: {cmd[0]}"
+            + (f": {trouble}" if trouble else "")
+        ) from exc
     finally:
         sock.close()
     raw = b"".join(out)
     code = _exit_code(container, ex["Id"], cmd, raw)
     _check_stopped(container, code)
     timed_out = code == 137 and time.monotonic() - started >= timeout
+    if timed_out:  # no answer in time: the environment's, unless the container froze
+        check_running(container, f"the command timed out after {timeout:g}s")
     return code, raw.decode("utf-8", errors="replace"), timed_out
 
 

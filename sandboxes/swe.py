@@ -18,8 +18,10 @@ the file system's `No such file or directory`. `read` and `edit` answer under th
 output cap and step timeout as `bash`: a file over the cap (or an endless device) shows
 its beginning flagged `truncated`, a read that hangs (a FIFO) is flagged `timed_out`.
 When docker cannot start a process at all, the step raises SandboxError (execs.py), and
-so does a container that stops under a step (killed from outside, its init OOM-killed):
-that step is no observation; the attempt fails with the container's state. A command the
+so does a container that stops under a step (killed from outside, its init OOM-killed)
+or freezes under it (`docker pause`, a frozen cgroup: the command gets no answer past its
+step timeout, `execs._Watch`): that step is no observation; the attempt fails with the
+container's state. A command the
 agent kills (`kill -9 $$`) or the kernel OOM-kills while the container runs on answers
 exit 137 as usual.
 

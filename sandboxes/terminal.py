@@ -17,7 +17,11 @@ sequence the emulator swallows (and `raw` leaves out); the prompt's own text the
 follows. Shells without it (busybox) and an agent that unsets it fall back to our PS1's
 look. A shell that exits (`exit`, `exec cmd`, C-d) ends the episode after a last
 observation of what it printed (`ended` says so); a container that stopped under it is
-the infrastructure failing (SandboxError with the container's state).
+the infrastructure failing (SandboxError with the container's state). So is a step whose
+prompt did not come back because the container does not run normally (frozen by `docker
+pause` or a frozen cgroup, stopped, restarting): only such a step costs a look at the
+container's state (`execs.not_running`); no prompt from a running container (a command
+still at work, a REPL, an editor) is the environment's answer as before.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
 from .condition_kinds import within
 from .conditions import Condition, Plan, Session, Where
 from .docker import DockerConfig, shared_pool
-from .execs import exec_capture, root_runner, run_setup
+from .execs import check_running, exec_capture, root_runner, run_setup, state_problem
 from .screen import Terminal
 
 KEYS = {
@@ -180,7 +184,8 @@ class TerminalSandbox(Unpicklable):
         session = plan.after(root_runner(self.container, d.step_timeout, d.workdir))
         self._open_shell(facts["shell"], session)
         try:
-            self._read_until_prompt(d.step_timeout)
+            if not self._read_until_prompt(d.step_timeout)[0]:
+                check_running(self.container, f"no first prompt within {d.step_timeout:g}s")
         except _Closed as exc:
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
         prompt = self.term.observation()
@@ -302,11 +307,9 @@ class TerminalSandbox(Unpicklable):
                 state = api.inspect_container(self.container.id)["State"]
             except Exception as exc:  # docker.errors.NotFound and engine errors alike
                 raise SandboxError(f"the terminal closed: the container is gone ({exc})") from exc
-            if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
-                raise SandboxError(
-                    f"the terminal closed: the container {state.get('Status', 'stopped')} "
-                    f"(exit code {state.get('ExitCode')}, OOM killed: {state.get('OOMKilled')})"
-                )
+            trouble = state_problem(state)
+            if trouble:
+                raise SandboxError(f"the terminal closed: {trouble}")
             time.sleep(0.05)  # as above: the container's end has no event we can wait on
         return f"the shell exited (status {code})"
 
@@ -414,6 +417,8 @@ class TerminalSandbox(Unpicklable):
         except (_Closed, OSError) as exc:  # the shell exited: its last words are the step's
             return self._shell_exited(exc, time.monotonic() - started)
         ended = time.monotonic()
+        if not prompt:  # no answer: the environment's, unless the container is not running
+            check_running(self.container, f"no prompt within {duration:g}s")
         state: dict[str, Any] = {"prompt_returned": prompt, "waited_s": round(ended - started, 3)}
         if (
             not prompt
