@@ -18,8 +18,7 @@ import pytest
 from worldtrace.schemas import Store
 
 from ..collectors.test_faults_1203b import openai_records, start_import
-from ..conftest import wait_until
-from .conftest import SUDO
+from ..conftest import SUDO, wait_until
 
 """Mounting a tmpfs needs root; set-up has it (as tests/worldtrace/test_disk_full.py)."""
 
