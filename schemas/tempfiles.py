@@ -35,11 +35,18 @@ _OWNED = re.compile(r"^(?:\.tmp|\.run|\.staging|\.old|worldtrace-views)-(\d+)-([
 """A temp name made by `temp_name`: the owner's pid and host hash."""
 
 
+_ARROW_ERRNO = re.compile(r"\[errno (\d+)\] ([^\n]+)")
+"""The system's reason inside pyarrow's message of a failed file operation."""
+
+
 class StoreWriteError(OSError):
     """A write into the store failed; `str()` is one line: the path and the reason."""
 
     def __init__(self, path: str | os.PathLike, cause: OSError):
         reason = (cause.strerror or str(cause)).splitlines()[0] if str(cause) else repr(cause)
+        arrow = _ARROW_ERRNO.search(reason)
+        if arrow:  # pyarrow's: "Failed to open local file '<temp>'. Detail: [errno 30] ..."
+            reason = arrow.group(2)
         if "No space left" in str(cause):
             reason = "No space left on device"
         elif isinstance(cause, FileExistsError | NotADirectoryError):  # making its folders
