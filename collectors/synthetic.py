@@ -3,6 +3,10 @@
 Used by tests and benchmarks when no live environment is wanted (never by the demo nor
 `collect`: training data comes from real environments), and for measuring dedup quality: `near_duplicate_corpus` plants groups of known near-duplicates
 (edits, reorderings, changed numbers) among unrelated trajectories.
+
+Generated records say so: `source.kind = "synthetic"` and `environment.backend =
+"synthetic"`. `process` keeps them (benchmarks and tests run on them); `export` counts
+them in its manifest (`counts.synthetic_samples`) and warns.
 """
 
 from __future__ import annotations
@@ -223,7 +227,7 @@ def make_trajectory(rng: random.Random, domain: str, i: int) -> Trajectory:
     return Trajectory(
         domain=domain,
         turns=turns,
-        source=Source(kind="collector", name="synthetic", episode_id=f"ep-{i:06d}", attempt=1),
+        source=Source(kind="synthetic", name="synthetic", episode_id=f"ep-{i:06d}", attempt=1),
         environment=Environment(backend="synthetic"),
         task=Task(task_id=f"task-{i % 97}", instruction=system.task_description),
         agent=Agent(name="synthetic", policy="scripted"),

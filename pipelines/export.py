@@ -71,6 +71,32 @@ of the keep_mode=turn draw, so of the sample settings it reads only `seed` (a ne
 setting is refused with it until it reads one)."""
 EVAL_PART = "test"
 """AgentWorldBench files of an export without `split` are eval sets: `<domain>_test.jsonl`."""
+SYNTHETIC_KEY = "_synthetic"
+"""Key of whether a record is generated (`is_synthetic`), set as it is routed."""
+SYNTHETIC_COUNTS = ("synthetic_trajectories", "synthetic_samples")
+"""Manifest counts of what came from generated records (samples: AgentWorldBench lines)."""
+
+
+def is_synthetic(rec: Mapping[str, Any]) -> bool:
+    """Whether a record was made by the bundled generator (`collectors/synthetic.py`):
+    `source.kind = "synthetic"`, or in files written before that kind existed,
+    `environment.backend = "synthetic"`. Generated text is not an environment's answer."""
+    source, env = rec.get(F.SOURCE) or {}, rec.get(F.ENVIRONMENT) or {}
+    return source.get("kind") == F.SYNTHETIC or env.get("backend") == F.SYNTHETIC
+
+
+class _Builder(SampleBuilder):
+    """A SampleBuilder that also counts, per part, the samples of generated records."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.synthetic: Counter[str] = Counter()
+
+    def _make(self, rec, *args: Any, **kwargs: Any) -> Sample | None:
+        sample = super()._make(rec, *args, **kwargs)
+        if sample is not None and rec.get(SYNTHETIC_KEY):
+            self.synthetic[sample.part] += 1
+        return sample
 
 
 @dataclass
@@ -260,10 +286,11 @@ def export(
             f"{cfg.tokenizer}: no end-of-document token ({', '.join(EOD_TOKENS)}); "
             "a Megatron export ends every document with one"
         )
-    builder = SampleBuilder(cfg, template, tok, prompt)
+    builder = _Builder(cfg, template, tok, prompt)
     check_input(cfg.input)
     names = [MAIN_PART, *fractions]
     trajectories: Counter[str] = Counter()
+    synthetic: Counter[str] = Counter()  # generated trajectories, per part
     selection = None
     if cfg.where is not None:
         from .selection import Selection
@@ -278,6 +305,7 @@ def export(
             trajectories,
             progress,
             selection,
+            synthetic,
         )
         if awb:
             n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
@@ -287,6 +315,8 @@ def export(
         manifests = {}
         for n in names:
             m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n)
+            m["counts"]["synthetic_trajectories"] = synthetic[n]
+            m["counts"]["synthetic_samples"] = builder.synthetic[n]
             if selection is not None:
                 m["where"] = _where_info(selection)
             if fractions:
@@ -356,14 +386,19 @@ def _routed(
     counts: Counter[str],
     progress: Callable[[int, int], None] | None = None,
     selection: Selection | None = None,
+    synthetic: Counter[str] | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
-    """Batches with each record's part set (whole dedup clusters per part), counted;
-    `progress` counts the records `selection` left out as read."""
+    """Batches with each record's part set (whole dedup clusters per part), counted, and
+    whether it is generated (`SYNTHETIC_KEY`, counted in `synthetic`); `progress` counts
+    the records `selection` left out as read."""
     read = 0
     for records in batches:
         for r in records:
             r[PART] = part_of(r[CLUSTER], fractions, seed) if fractions else MAIN_PART
             counts[r[PART]] += 1
+            r[SYNTHETIC_KEY] = is_synthetic(r)
+            if r[SYNTHETIC_KEY] and synthetic is not None:
+                synthetic[r[PART]] += 1
         yield records
         read += len(records)
         if progress is not None:
@@ -406,6 +441,8 @@ def _write_awb(records, dirs, fractions, prompt, builder, seed) -> dict[str, int
                 lines += 1
             # one line per target turn, as turn samples: the others are counted, not written
             stats.without_target[rec[F.DOMAIN]]["turns"] += len(rec[F.TURNS]) - lines
+            if rec.get(SYNTHETIC_KEY):
+                builder.synthetic[rec[PART]] += lines
     return {n: w.close() for n, w in writers.items()}
 
 
@@ -464,7 +501,7 @@ def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> d
 
 def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Path]) -> dict:
     """The split export's own manifest: the split and each part's manifest (path, sha256)."""
-    keys = ("trajectories", "samples", "rows", "tokens", "loss_tokens")
+    keys = ("trajectories", "samples", "rows", "tokens", "loss_tokens", *SYNTHETIC_COUNTS)
     first = next(iter(manifests.values()))
     # what every part shares, said at the top too (the `exports` view reads the top)
     shared = ("tokenizer", "template", "keep_mode", "seed", "simulation_instructions", "config")

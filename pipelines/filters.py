@@ -77,10 +77,12 @@ def _is_error(t: Turn) -> bool:
 
 def carries_flags(record: dict[str, Any]) -> bool:
     """Whether the record says which turns failed: our collectors of `F.FLAGGED_DOMAINS`
-    flag every failure, so a turn they recorded without a flag succeeded; any other log
-    (imported, or a terminal screen) counts as flagged when a turn carries a flag."""
+    flag every failure, so a turn they recorded without a flag succeeded (so does the
+    generator, which writes records in their shape); any other log (imported, or a
+    terminal screen) counts as flagged when a turn carries a flag."""
     source = record.get(F.SOURCE) or {}
-    if source.get("kind") == "collector" and record[F.DOMAIN] in F.FLAGGED_DOMAINS:
+    kind = source.get("kind")
+    if kind in ("collector", F.SYNTHETIC) and record[F.DOMAIN] in F.FLAGGED_DOMAINS:
         return True
     return any(
         (o := t.get("observation") or {}).get("is_error") or o.get("exit_code") is not None

@@ -43,6 +43,8 @@ WANTED = (
     f"{F.TURNS}.keep",
     f"{F.DEDUP}.cluster_id",
     CONDITIONS,
+    f"{F.SOURCE}.kind",  # with environment.backend: whether the record is generated
+    f"{F.ENVIRONMENT}.backend",
 )
 """Field paths export needs (list levels left out); absent ones are skipped."""
 CLUSTER = "_cluster"

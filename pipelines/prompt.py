@@ -64,14 +64,19 @@ def load_instructions(path: str | None) -> dict[str, str]:
         return texts
     p = Path(path)
     if p.is_dir():
-        user = {f.stem: f.read_text() for f in sorted(p.glob("*.md"))}
-        if not user:
+        files = {f.stem: (f, f.read_text()) for f in sorted(p.glob("*.md"))}
+        if not files:
             raise ValueError(f"{p}: simulation_instructions: no <domain>.md files in the directory")
+        for f, text in files.values():
+            refuse_secrets(f, text, "simulation instructions")
+        user = {stem: text for stem, (_, text) in files.items()}
     elif p.is_file():
         import yaml
 
+        source = p.read_text()
+        refuse_secrets(p, source, "simulation instructions")
         try:
-            user = yaml.safe_load(p.read_text())  # YAML is a superset of JSON
+            user = yaml.safe_load(source)  # YAML is a superset of JSON
         except yaml.YAMLError as exc:
             from worldtrace.schemas.config import yaml_problem
 
@@ -89,8 +94,34 @@ def load_instructions(path: str | None) -> dict[str, str]:
             )
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{p}: simulation_instructions.{domain}: expected non-empty text")
+        if p.is_file():  # a value YAML decoded (`\u0067hp_...`) is not the file's text
+            refuse_secrets(p, text, "simulation instructions", f"simulation_instructions.{domain}")
         texts[domain] = text.strip()
     return texts
+
+
+def refuse_secrets(path: Path, text: str, what: str, where: str | None = None) -> None:
+    """Raise ValueError naming `path`, the line (or `where`, a key) and the kind of every
+    secret the redaction rules find in `text` (`Redactor.spans`, as `worldtrace redact
+    --check` reads a file): export writes such user text (simulation instructions, a Jinja
+    template) into every sample, past every boundary that redacts records, so a file
+    holding a secret is refused when it is loaded, once, rather than redacted."""
+    from worldtrace.schemas.redact import redactor
+
+    spans = redactor().spans(text)
+    if not spans:
+        return
+    if where is None:
+        lines = [text.count("\n", 0, start) + 1 for start, _, _ in spans]
+        found = [f"line {n}: {kind}" for n, (_, _, kind) in zip(lines, spans, strict=True)]
+    else:
+        found = [f"{where}: {kind}" for _, _, kind in spans]
+    raise ValueError(
+        f"{path}: {found[0]}"
+        + (f" (and {len(found) - 1} more: {'; '.join(found[1:])})" if len(found) > 1 else "")
+        + f": a secret in the {what}, which export writes into every sample; take it out "
+        "(`worldtrace redact --check FILE` lists what the rules find)"
+    )
 
 
 # -- action space ----------------------------------------------------------------------

@@ -202,6 +202,9 @@ def load_template(name_or_path: str, eot: str = "") -> Template:
             f"template {name_or_path!r} is neither built in ({', '.join(BUILTIN)}) nor a file"
         )
     source = path.read_text(encoding="utf-8", errors="replace")
+    from .prompt import refuse_secrets
+
+    refuse_secrets(path, source, "template")  # its text is in every sample
     import jinja2
 
     try:  # a broken file is said before any shard is written, once, not per trajectory

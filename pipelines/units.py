@@ -24,8 +24,8 @@ from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import screen
-from worldtrace.schemas.store import declared, scan_screened, sized_units
-from worldtrace.schemas.validate import Problem, suspects, validate_dict
+from worldtrace.schemas.store import declared, scan_screened, sized_units, texts_to_check
+from worldtrace.schemas.validate import Problem, storable, suspects, validate_dict
 
 from . import minhash as M
 from . import stats as S
@@ -209,7 +209,9 @@ def read_valid(
     """(uid, record, whether it must be redacted whole) of every valid record (the flag
     from `redact.screen`); invalid ones become rejects rows. A shard of the declared
     schema is checked by batch (`validate.suspects`): only the rows it flags are walked.
-    Uids and rejects name a file in the store from `root` (`in_store`)."""
+    The strings of a JSON record are looked at for a lone surrogate only when its line
+    held a surrogate escape (`store.texts_to_check`). Uids and rejects name a file in
+    the store from `root` (`in_store`)."""
     out = []
     known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
     flags = _screen_and_suspects if known else screen
@@ -223,19 +225,22 @@ def read_valid(
         elif known and not flag & SUSPECT:
             problems = []
         else:
-            problems = validate_dict(d, where, False, micros=True, declared=known)
+            texts = texts_to_check(flag)
+            problems = validate_dict(d, where, False, micros=True, declared=known, texts=texts)
         if problems:
             counts["rejected"] += 1
             tid = d.get(F.TRAJECTORY_ID) if isinstance(d, dict) else None
+            tid = storable(tid) if isinstance(tid, str) else None  # the record's, as written
             reason = "; ".join(f"{p.field}: {p.message}" for p in problems)
             rejects.append(reject_row(where, "validate", reason, tid))
         else:
-            out.append((where, d, bool(flag & REDACT) if known else flag))
+            out.append((where, d, bool(flag & REDACT) if known else bool(flag)))
     return out
 
 
 REDACT, SUSPECT = 1, 2
-"""The bits of a declared shard's row flag (`_screen_and_suspects`)."""
+"""The bits of a declared shard's row flag (`_screen_and_suspects`); `store.ESCAPED` (4)
+is a JSON record's."""
 
 
 def _screen_and_suspects(batch: pa.RecordBatch) -> np.ndarray:

@@ -17,7 +17,13 @@ FLAGGED_DOMAINS = frozenset({"mcp", "search", "swe", "web", "android"})
 """Domains whose collectors flag every failed step (`is_error`, exit codes): a collected
 turn there without a flag succeeded. A terminal screen carries no exit code."""
 
-SOURCE_KINDS = ("collector", "import")
+SOURCE_KINDS = ("collector", "import", "synthetic")
+"""Where a record came from: a collector's episode in a real environment, an import of a
+foreign log, or the bundled generator (`collectors/synthetic.py`: test data, never an
+environment's answer). Files written before `synthetic` existed mark the generator's
+records by `environment.backend = "synthetic"` (kind `collector`)."""
+SYNTHETIC = "synthetic"
+"""`source.kind` (and, in older files, `environment.backend`) of generated records."""
 ACTION_KINDS = ("keystrokes", "tool_call", "command", "text", "gui")
 OUTCOME_STATUSES = ("success", "failure", "error", "timeout", "incomplete", "unknown")
 

@@ -15,6 +15,7 @@ import codecs
 import contextlib
 import json
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -329,6 +330,30 @@ def scan_file(
 Screen = Callable[[pa.RecordBatch], Any]
 """Per row of a batch of records, a flag (an array of bools): `redact.screen`."""
 
+ESCAPED = 4
+"""A bit of the flag `scan_screened` gives a record of a JSON file (1, or `1 | ESCAPED`):
+its text held a `\\ud800`-`\\udfff` escape, so a string of it may hold a lone surrogate,
+which UTF-8 cannot store (`validate_dict(texts=True)` names it). Text that was read as
+strict UTF-8 holds none otherwise, so the other records (nearly all) are not walked for
+one. Arrow rows never hold one: their flags (0/1, `redact.screen`) lack this bit."""
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether JSON `text` (decoded as strict UTF-8) holds an escape that may decode to a
+    lone surrogate (`\\ud800`-`\\udfff`: half of a pair, or a whole pair, or an escaped
+    backslash before `ud800`: a false alarm costs only the check). One C regex search:
+    ~0.8 ns a byte, where `"\\ud" in text or "\\uD" in text` took ~2."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+def texts_to_check(flag: Any) -> bool:
+    """Whether a record `scan_screened` flagged so may hold a lone surrogate: what
+    `validate_dict(texts=...)` is given."""
+    return type(flag) is int and bool(flag & ESCAPED)
+
 
 def scan_screened(
     path: Path,
@@ -336,12 +361,13 @@ def scan_screened(
     rows: tuple[int, int] | None = None,
     micros: bool = False,
     screen: Screen | None = None,
-) -> Iterator[tuple[str, dict[str, Any] | Problem, bool]]:
+) -> Iterator[tuple[str, dict[str, Any] | Problem, int]]:
     """`scan_file`, each record with its flag from `screen` applied to the Arrow batch it
-    was read from (True for a record of a JSON file, or without a screen)."""
+    was read from (True without a screen); a record of a JSON file is flagged 1, or
+    `1 | ESCAPED` when its strings may hold a lone surrogate (`texts_to_check`)."""
     if not path.name.endswith(F.SHARD_SUFFIX):
-        for where, item in _scan_jsonl(path):
-            yield where, item, True
+        for where, item, escaped in _scan_jsonl(path):
+            yield where, item, 1 | ESCAPED if escaped else 1
         return
     for first, part in _parquet_parts(path, row_group, rows, micros):
         if isinstance(part, Problem):
@@ -402,36 +428,39 @@ def _parquet_parts(
         )
 
 
-def _scan_json(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+def _scan_json(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, bool]]:
     """A `.json` file: one record, or a list of records. Read strictly (`text`): a file
-    that is not UTF-8 text, or not JSON, or nested too deep, is one Problem at its line."""
+    that is not UTF-8 text, or not JSON, or nested too deep, is one Problem at its line.
+    Each with whether the file may hold a lone surrogate (`may_hold_surrogates`)."""
     data = path.read_bytes()
     if (why := not_text(data, path)) is not None:
-        yield str(path), Problem(str(path), "<file>", why)
+        yield str(path), Problem(str(path), "<file>", why), False
         return
     try:
         text = utf8(data.removeprefix(codecs.BOM_UTF8), path)
     except BadText as exc:
         where = f"{path}:line {exc.line}"
-        yield where, Problem(where, "<utf8>", exc.message)
+        yield where, Problem(where, "<utf8>", exc.message), False
         return
     try:
         doc = loads(text, "file")
     except BadText as exc:
         where = f"{path}:line {exc.line}"
-        yield where, Problem(where, "<json>", exc.message)
+        yield where, Problem(where, "<json>", exc.message), False
         return
+    escaped = may_hold_surrogates(text)
     items = doc if isinstance(doc, list) else [doc]
     for n, d in enumerate(items):
         where = f"{path}:record {n}" if isinstance(doc, list) else str(path)
-        yield where, from_jsonable(d) if isinstance(d, dict) else d
+        yield where, from_jsonable(d) if isinstance(d, dict) else d, escaped
 
 
-def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, bool]]:
     """Every line of a JSONL file, read strictly (`text`): a line that is not UTF-8, not
     JSON or nested too deep to parse is a Problem naming its line (never replaced text),
     and the next lines are read. A leading UTF-8 byte order mark is passed over; a
-    compressed or UTF-16 file is one Problem."""
+    compressed or UTF-16 file is one Problem. Each with whether its line may hold a lone
+    surrogate (`may_hold_surrogates`)."""
     if path.name.endswith(".json"):
         yield from _scan_json(path)
         return
@@ -439,39 +468,40 @@ def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
         for n, raw in enumerate(byte_lines(fh), 1):
             if n == 1:
                 if (why := not_text(raw, path)) is not None:
-                    yield str(path), Problem(str(path), "<file>", why)
+                    yield str(path), Problem(str(path), "<file>", why), False
                     return
                 raw = raw.removeprefix(codecs.BOM_UTF8)
             where = f"{path}:line {n}"
             try:
                 line = raw.decode()
             except UnicodeDecodeError as exc:
-                yield where, Problem(where, "<utf8>", not_utf8(raw, exc, path).message)
+                yield where, Problem(where, "<utf8>", not_utf8(raw, exc, path).message), False
                 continue
             if not line.strip():
                 continue
             try:
                 d = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield where, Problem(where, "<json>", undecodable(line, exc).message)
+                yield where, Problem(where, "<json>", undecodable(line, exc).message), False
                 continue
             except RecursionError:
-                yield where, Problem(where, "<json>", too_deep(line).message)
+                yield where, Problem(where, "<json>", too_deep(line).message), False
                 continue
             except ValueError as exc:  # an integer of 5,000 digits
-                yield where, Problem(where, "<json>", f"invalid JSON: {exc}")
+                yield where, Problem(where, "<json>", f"invalid JSON: {exc}"), False
                 continue
-            yield where, from_jsonable(d) if isinstance(d, dict) else d
+            escaped = may_hold_surrogates(line)
+            yield where, from_jsonable(d) if isinstance(d, dict) else d, escaped
 
 
 def check_files(files: Iterable[Path]) -> Iterator[tuple[bool, list[Problem]]]:
     """(is a record, its problems) for every record, or unreadable part, of `files`."""
     for f in files:
-        for where, item in scan_file(f):
+        for where, item, flag in scan_screened(f):
             if isinstance(item, Problem):
                 yield False, [item]
             else:
-                yield True, validate_dict(item, where)
+                yield True, validate_dict(item, where, texts=texts_to_check(flag))
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[Trajectory]) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow import arrow_type
 from .hashing import trajectory_id
 from .records import Trajectory
 from .spec import FieldInfo, Spec, fields_of, kind_of, label, names_of
@@ -37,9 +39,13 @@ class Problem:
         # is printed and kept in processed/rejects, where no record boundary redacts it
         from .redact import redactor
 
+        # a path names a key, and `record` the record's id, as the record spells them: a
+        # lone surrogate there is written as its escape, so a problem is always printable
+        # and storable (a `rejects` row)
+        object.__setattr__(self, "record", storable(self.record))
         red = redactor()
         for name in ("field", "message"):
-            object.__setattr__(self, name, red.text(getattr(self, name))[0])
+            object.__setattr__(self, name, red.text(storable(getattr(self, name)))[0])
 
     def __str__(self) -> str:
         return f"{self.record}: {self.field}: {self.message}"
@@ -65,13 +71,70 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
+# -- what a column can store ---------------------------------------------------------
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""Half a UTF-16 pair (a JSON `\\ud800` escape, an emoji cut in two): no UTF-8 encoding
+exists for it, so neither Parquet nor the content hash can take a string holding one."""
+
+
+def storable(text: str) -> str:
+    """`text` with each lone surrogate written as its escape (`\\ud800`): for messages,
+    which must print and store whatever they quote."""
+    if text.isascii() or not LONE_SURROGATE.search(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
+def _surrogate_problem(text: str) -> str | None:
+    """Why `text` cannot be stored as UTF-8 (its first lone surrogate, where), or None.
+    `isascii` is O(1) in CPython, and only a string of 2 or 4 bytes a character can hold
+    a surrogate; the search is C."""
+    if text.isascii() or (m := LONE_SURROGATE.search(text)) is None:
+        return None
+    more = len(LONE_SURROGATE.findall(text, m.end()))
+    tail = f" (and {more} more)" if more else ""
+    return (
+        f"a lone surrogate ({storable(m.group())}) at character {m.start()}{tail}: not "
+        "storable as UTF-8 (half a UTF-16 pair, e.g. an emoji cut in two: write the whole "
+        "pair, or U+FFFD)"
+    )
+
+
+INT64 = (-(2**63), 2**63 - 1)
+
+
+@functools.cache
+def _bounds(t: pa.DataType) -> tuple[str, int, int] | None:
+    """(what, lowest, highest) integer a column of Arrow type `t` takes from Python: an
+    integer type its own range; a float column converts a Python int through int64."""
+    if pa.types.is_integer(t):
+        info = np.iinfo(t.to_pandas_dtype())
+        return f"out of range for {t}", int(info.min), int(info.max)
+    if pa.types.is_floating(t):
+        return f"an integer too large for a {t} column", *INT64
+    return None
+
+
+def _out_of_range(v: int, bounds: tuple[str, int, int]) -> str | None:
+    """Why integer `v` does not fit `bounds` (`_bounds`), or None."""
+    what, lo, hi = bounds
+    if lo <= v <= hi:
+        return None
+    shown = str(v) if v.bit_length() <= 128 else f"an integer of {v.bit_length()} bits"
+    fix = "" if what.startswith("out of range") else " (write it with an exponent: 1e+30)"
+    return f"{what} ({lo} to {hi}): {shown}{fix}"
+
+
 class _Checker:
     """Walks a record dict along its declaration. A null optional field or a plain
     value of the right type is passed without a call or a path string (`_plan`):
     validation runs on every record a pipeline reads."""
 
-    def __init__(self, record: str, micros: bool = False, declared: bool = False):
-        self.record, self.micros = record, micros
+    def __init__(
+        self, record: str, micros: bool = False, declared: bool = False, texts: bool = False
+    ):
+        self.record, self.micros, self.texts = record, micros, texts
         self.plan = _declared_plan if declared else _plan
         self.problems: list[Problem] = []
 
@@ -92,6 +155,11 @@ class _Checker:
             if (v is None and may_be_none) or type(v) is exact:
                 continue  # the common cases, decided without a call
             self.field(path, v, f, value, position)
+        if self.texts:  # `isascii` is O(1): only a string of wider characters is searched
+            for name in _text_fields(cls):
+                v = value.get(name)
+                if type(v) is str and not v.isascii() and (why := _surrogate_problem(v)):
+                    self.add(_join(path, name), why)
 
     def field(self, parent_path: str, v: Any, f: FieldInfo, parent: dict, position: int | None):
         s, path = f.spec, _join(parent_path, f.name)
@@ -107,8 +175,13 @@ class _Checker:
             self.items(path, v, f.item)
         elif f.kind == "map":
             self.map(path, v)
-        elif self.scalar(path, v, f.kind) and _has_rules(s):
-            self.rules(path, v, f, parent, position)
+        elif self.scalar(path, v, f.kind):
+            bounds = _field_bounds(f) if type(v) is int else None
+            if bounds is not None and (why := _out_of_range(v, bounds)) is not None:
+                self.add(path, why)
+                return
+            if _has_rules(s):
+                self.rules(path, v, f, parent, position)
 
     def items(self, path: str, value: Any, item: Any) -> None:
         if not isinstance(value, list):
@@ -118,8 +191,13 @@ class _Checker:
         for i, x in enumerate(value):
             if kind == "struct":
                 self.struct(f"{path}[{i}]", x, item, i)
-            elif x is not None:
-                self.scalar(f"{path}[{i}]", x, kind)
+            elif x is not None and self.scalar(f"{path}[{i}]", x, kind):
+                if type(x) is int and (bounds := _bounds(arrow_type(item))) is not None:
+                    why = _out_of_range(x, bounds)
+                else:
+                    why = _surrogate_problem(x) if self.texts and type(x) is str else None
+                if why is not None:
+                    self.add(f"{path}[{i}]", why)
 
     def map(self, path: str, value: Any) -> None:
         items = (
@@ -131,6 +209,10 @@ class _Checker:
         for k, v in items:
             if not isinstance(k, str) or not isinstance(v, str):
                 self.add(f"{path}.{k}", "keys and values must be strings")
+            elif self.texts and (why := _surrogate_problem(k)):
+                self.add(f"{path}.{k}", f"the key: {why}")
+            elif self.texts and (why := _surrogate_problem(v)):
+                self.add(f"{path}.{k}", why)
 
     def scalar(self, path: str, value: Any, kind: str) -> bool:
         if kind == "time" and self.micros and type(value) is int:
@@ -228,7 +310,7 @@ def _plan(cls: type) -> tuple[tuple[FieldInfo, type | None, bool], ...]:
     return tuple(
         (
             f,
-            None if _has_rules(f.spec) else _EXACT.get(f.kind),
+            None if _has_rules(f.spec) or f.kind == "int" else _EXACT.get(f.kind),
             not (f.spec.required or f.spec.needed_by),
         )
         for f in fields_of(cls)
@@ -237,10 +319,23 @@ def _plan(cls: type) -> tuple[tuple[FieldInfo, type | None, bool], ...]:
 
 
 @functools.cache
+def _text_fields(cls: type) -> tuple[str, ...]:
+    """The string fields of `cls`: where `texts` looks for a lone surrogate."""
+    return tuple(f.name for f in fields_of(cls) if f.kind == "str")
+
+
+@functools.cache
+def _field_bounds(f: FieldInfo) -> tuple[str, int, int] | None:
+    """The integers field `f`'s column can store (`_bounds` of its Arrow type)."""
+    return _bounds(f.spec.arrow or arrow_type(f.hint))
+
+
+@functools.cache
 def _declared_plan(cls: type) -> tuple[tuple[FieldInfo, type | None, bool], ...]:
     """`_plan` less what a column of the declared Arrow type already guarantees (each
-    value's type, the field names): the null checks of required fields, the rules, and
-    the structs and lists that hold any. A turn's 30-odd fields come down to 15."""
+    value's type and so an integer's range, the field names, strings that are UTF-8):
+    the null checks of required fields, the rules, and the structs and lists that hold
+    any. A turn's 30-odd fields come down to 15."""
 
     def holds_checks(f: FieldInfo) -> bool:
         if f.kind == "struct":
@@ -248,9 +343,9 @@ def _declared_plan(cls: type) -> tuple[tuple[FieldInfo, type | None, bool], ...]
         return f.kind == "list" and kind_of(f.item) == "struct" and bool(_declared_plan(f.item))
 
     return tuple(
-        (f, exact, may_be_none)
-        for f, exact, may_be_none in _plan(cls)
-        if not may_be_none or _has_rules(f.spec) or holds_checks(f)
+        (f, _EXACT.get(f.kind) if exact is None and not _has_rules(f.spec) else exact, none)
+        for f, exact, none in _plan(cls)
+        if not none or _has_rules(f.spec) or holds_checks(f)
     )
 
 
@@ -270,17 +365,25 @@ def validate_dict(
     root: type = Trajectory,
     micros: bool = False,
     declared: bool = False,
+    texts: bool = True,
 ) -> list[Problem]:
     """All problems of one record of `root`; an empty list means valid. `micros`: an int
     is a timestamp too (epoch microseconds, as `store.scan_file(micros=True)` reads an
     Arrow timestamp); elsewhere an int timestamp is an error (epoch seconds or millis?).
     `declared`: `d` is a row of a table of the declared Arrow schema (`store.declared`),
-    so the types and names are known to be right and only the rules are checked."""
+    so the types and names are known to be right and only the rules are checked.
+    `texts`: look for strings that UTF-8 cannot store (a lone surrogate, in a string
+    field, a list item, a map's key or value; a field that is not declared is a problem
+    already). A reader that knows there is none passes False: a row read from
+    Arrow (its strings are UTF-8), a JSON line with no `\\ud800`-`\\udfff` escape
+    (`store.ESCAPED`). Every integer is checked against its column's range always (a
+    declared row's column holds it already)."""
     if not isinstance(d, dict):
         return [Problem(where, "<record>", f"expected an object, got {type(d).__name__}")]
     id_field = next((f.name for f in fields_of(root) if f.spec.content_hash), None)
     tid = d.get(id_field) if id_field else None
-    c = _Checker(f"{where} ({tid})" if isinstance(tid, str) and tid else where, micros, declared)
+    record = f"{where} ({tid})" if isinstance(tid, str) and tid else where
+    c = _Checker(record, micros, declared, texts and not declared)
     c.struct("", d, root)
     if id_field and check_id and not c.problems:
         if not isinstance(tid, str) or not tid:

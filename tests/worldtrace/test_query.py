@@ -291,7 +291,7 @@ def test_nested_columns_are_json_in_csv_and_json(full_store):
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert len(rows) == 2 and len(rows[0]["trajectory_id"]) == 32
-    assert json.loads(rows[0]["source"])["kind"] == "collector"
+    assert json.loads(rows[0]["source"])["kind"] == "synthetic"  # the generator's records
     assert "raw_trajectory_id" in json.loads(rows[0]["metadata"])  # a map is an object
     assert set(json.loads(rows[0]["stats"])) >= {"ol", "nov", "jac", "r"}
     assert json.loads(rows[0]["l"]) == [1, 2] and rows[0]["comma"] == "a,b"

@@ -134,6 +134,8 @@ def export(
                 m = run_export(cfg, progress=progress)
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
+    if line := _synthetic_line(m["counts"]):
+        click.echo(f"warning: {line}", err=True)
     for part, info in (m.get("parts") or {}).items():
         if not info["counts"]["trajectories"]:
             click.echo(
@@ -257,6 +259,19 @@ def _export_kept(output: str, before: tuple[int, int] | None) -> str:
     return (
         f"no export was written: {output} holds the earlier export, as it was (nothing "
         "half-written is left)"
+    )
+
+
+def _synthetic_line(counts: dict) -> str | None:
+    """What of the export came from generated records (`collectors/synthetic.py`): said
+    on every export that holds any, since such text is not an environment's answer."""
+    n = counts.get("synthetic_samples") or 0
+    if not n:
+        return None
+    return (
+        f"{n} of {counts['samples']} samples come from synthetic records (source kind "
+        "synthetic): generated test data, not environment answers; "
+        "counts.synthetic_samples in manifest.json"
     )
 
 
