@@ -23,6 +23,11 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
+CANCEL_WAIT = 10.0
+"""Seconds a cancelled `hold` task gets to run its context's exit (the MCP SDK's
+shielded shutdown: stop the server, close its pipes) before its caller goes on."""
+
+
 class AsyncTimeout(TimeoutError):
     """A coroutine run through `AsyncRunner.run` took longer than its timeout."""
 
@@ -57,6 +62,7 @@ class AsyncRunner:
         """Enter `factory()` in its own task; returns (value, release). `release()` exits it
         in that same task and waits (bounded by `timeout`)."""
         entered: concurrent.futures.Future = concurrent.futures.Future()
+        ended = threading.Event()  # keep() returned, its context exited (or never entered)
         stop_holder: dict[str, asyncio.Event] = {}
 
         async def keep() -> None:
@@ -70,12 +76,21 @@ class AsyncRunner:
                     entered.set_exception(exc)
                     return
                 raise
+            finally:
+                ended.set()
 
         task = asyncio.run_coroutine_threadsafe(keep(), self.loop)
         try:
             value = entered.result(timeout)
         except concurrent.futures.TimeoutError:
+            # The cancel reaches the task later (call_soon_threadsafe) and its context's
+            # exit then stops the server: wait for it. Returning at once let `close()`
+            # cancel that exit again and close the loop under a live subprocess
+            # transport, whose __del__ later raised `Event loop is closed` from the GC
+            # (inside another thread's or test's ast.parse: CPython 3.11's
+            # "AST constructor recursion depth mismatch").
             task.cancel()
+            ended.wait(CANCEL_WAIT)
             raise AsyncTimeout(f"could not start within {timeout:g} s") from None
 
         def release() -> None:
@@ -86,6 +101,7 @@ class AsyncRunner:
                 task.result(timeout)
             except concurrent.futures.TimeoutError:
                 task.cancel()
+                ended.wait(CANCEL_WAIT)  # its exit runs now: see above
             except (Exception, concurrent.futures.CancelledError):
                 pass  # the context failed while closing: nothing is left to free
 

@@ -218,6 +218,22 @@ def chat_server():
         yield chat
 
 
+def remove_containers(docker_engine, filters: dict) -> None:
+    """Remove the containers `filters` selects (and the volumes we made for them), as
+    `sweep_orphans` does. A killed run's containers have a dead owner, so a pool started
+    meanwhile by a test in another xdist worker sweeps them too: the second remover gets
+    404 (gone) or 409 (`removal ... is already in progress`), both fine. Low-level list:
+    `containers.list()` inspects each one and raises NotFound for one removed meanwhile."""
+    from worldtrace.sandboxes.owners import our_volumes, remove_container
+
+    def left() -> list[dict]:
+        return docker_engine.api.containers(all=True, filters=filters)
+
+    for info in left():
+        remove_container(docker_engine.api, info["Id"], our_volumes(info.get("Mounts")))
+    wait_until(lambda: not left(), timeout=30, what=f"containers {filters} removed")
+
+
 def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition"):
     """Poll `cond` until it is truthy (returns its value) or fail after `timeout` s."""
     deadline = time.monotonic() + timeout

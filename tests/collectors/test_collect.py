@@ -16,7 +16,7 @@ from worldtrace.collectors.jobs import JobSpec, run_job
 from worldtrace.collectors.recorder import recover
 from worldtrace.schemas import read_records, validate_dict
 
-from ..conftest import wait_until
+from ..conftest import remove_containers, wait_until
 from .test_queue import slow_job
 
 pytestmark = pytest.mark.docker
@@ -161,10 +161,8 @@ def test_crash_loses_at_most_the_turn_in_flight(docker_engine, tmp_path):
     pool_id = proc.stdout.readline().strip()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    for c in docker_engine.containers.list(
-        all=True, filters={"label": f"worldtrace.sandbox.pool={pool_id}"}
-    ):
-        c.remove(force=True)  # the killed collector could not clean up its own containers
+    # the killed collector could not clean up its own containers
+    remove_containers(docker_engine, {"label": f"worldtrace.sandbox.pool={pool_id}"})
     [(_, t)] = recover(journals)
     assert t.outcome.status == "incomplete"
     assert [x.observation.text.splitlines()[1] for x in t.turns] == ["one", "two"]
@@ -269,10 +267,8 @@ def test_rerunning_a_crashed_job_id_resumes_without_appending(docker_engine, sto
     wait_until(lambda: journal.exists() and '"kind": "turn"' in journal.read_text(), what="a turn")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    for c in docker_engine.containers.list(
-        all=True, filters={"label": f"worldtrace.sandbox.pool={pool_id}"}
-    ):
-        c.remove(force=True)  # the killed collector could not clean up its own containers
+    # the killed collector could not clean up its own containers
+    remove_containers(docker_engine, {"label": f"worldtrace.sandbox.pool={pool_id}"})
     r = run_job(JobSpec.from_dict(job), store.raw, job_id="crashed")
     got = {(t.source.episode_id, t.source.attempt): t for t in r.trajectories}
     assert sorted(got) == [("t-e0", 1), ("t-e0", 2), ("t-e1", 1)]

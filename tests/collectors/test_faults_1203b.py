@@ -14,7 +14,7 @@ import psutil
 import pytest
 from worldtrace.schemas import read_records
 
-from ..conftest import wait_until
+from ..conftest import remove_containers, wait_until
 
 
 def wt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -75,10 +75,8 @@ def killed_mid_episode(docker_engine, env: dict[str, str], job: Path) -> tuple[s
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
-    for c in docker_engine.containers.list(
-        all=True, filters={"label": f"worldtrace.owner.pid={proc.pid}"}
-    ):
-        c.remove(force=True)  # the killed run could not remove its own
+    # the killed run could not remove its own
+    remove_containers(docker_engine, {"label": f"worldtrace.owner.pid={proc.pid}"})
     return m.group(1), journal
 
 

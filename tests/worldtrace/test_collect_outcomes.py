@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from worldtrace.schemas import read_records
 
-from ..conftest import wait_until
+from ..conftest import remove_containers, wait_until
 
 EXIT_EPISODES_FAILED = 3
 
@@ -189,10 +189,7 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
     assert again.returncode == 0 and "0 trajectories" in again.stdout, again.stdout
     # the killed run could not remove its containers (`gc` would: their owner is gone;
     # here only ours go, other tests' may be running)
-    for c in docker_engine.containers.list(
-        all=True, filters={"label": f"worldtrace.owner.pid={proc.pid}"}
-    ):
-        c.remove(force=True)
+    remove_containers(docker_engine, {"label": f"worldtrace.owner.pid={proc.pid}"})
 
 
 @pytest.mark.docker

@@ -14,6 +14,8 @@ import pytest
 from worldtrace.collectors.recorder import Recorder
 from worldtrace.schemas import Agent, Observation, Outcome, ShardWriter, Source, Store
 
+from ..conftest import remove_containers
+
 HOUR = 3600
 
 
@@ -168,8 +170,7 @@ def test_gc_removes_the_container_of_a_killed_collector(docker_engine, tmp_path,
         if owner.poll() is None:
             owner.kill()
             owner.wait()
-        for c in docker_engine.containers.list(all=True, filters=label):
-            c.remove(force=True)
+        remove_containers(docker_engine, label)
 
 
 def test_a_removal_that_fails_is_reported_and_exits_1(tmp_path, wt_env):
