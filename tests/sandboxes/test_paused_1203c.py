@@ -25,6 +25,7 @@ from worldtrace.sandboxes.swe import SWEConfig, SWESandbox
 from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
 
 from ..conftest import wait_until
+from .test_swe_review_1203 import in_flight
 
 pytestmark = pytest.mark.docker
 
@@ -46,21 +47,6 @@ def unpause(container) -> None:
         container.reload()
         if container.attrs["State"].get("Paused"):
             container.unpause()
-
-
-def in_flight(fn, *args) -> tuple[threading.Thread, dict]:
-    """Run `fn(*args)` in a thread: its result or exception lands in the dict."""
-    got: dict = {}
-
-    def run() -> None:
-        try:
-            got["result"] = fn(*args)
-        except Exception as exc:  # what the step raised is the test's to check
-            got["error"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, got
 
 
 def pause_when(docker_engine, episode: str, words: str) -> tuple[threading.Thread, list]:

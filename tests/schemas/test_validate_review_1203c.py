@@ -13,15 +13,15 @@ text held a surrogate escape against UTF-8.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from worldtrace.schemas import TRAJECTORY_SCHEMA, Store, read_table
-from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.records import from_jsonable
 from worldtrace.schemas.validate import validate_dict
+
+from .test_review_1203b import hashed, wt
 
 SURROGATE = (
     "a lone surrogate (\\ud800) at character {at}: not storable as UTF-8 (half a UTF-16 "
@@ -32,15 +32,6 @@ FLOAT = (
     "an integer too large for a double column (-9223372036854775808 to "
     "9223372036854775807): {v} (write it with an exponent: 1e+30)"
 )
-
-
-def wt(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["worldtrace", *args], capture_output=True, text=True, env=env)
-
-
-def hashed(d: dict) -> dict:
-    """`d` with the id a producer would have given it (its content hash)."""
-    return {**d, "trajectory_id": trajectory_id(from_jsonable(d))}
 
 
 def records_file(tmp_path: Path, corpus, bad: list[dict]) -> Path:
