@@ -147,6 +147,8 @@ def _create(
 
 STOP_WAIT = 5.0
 """Seconds the engine may take to record the end of a container that refused a probe."""
+SESSION_WAIT = 5.0
+"""Seconds a command past its cap is read on (its output dropped) for its session line."""
 WATCH = 2.0
 """Seconds past its step timeout a command may run before its container's state is looked
 at (and again every `WATCH` seconds after): `timeout -s KILL` ends it by then, unless the
@@ -360,7 +362,7 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
     watch = _Watch(container, stream, timeout)
     out, err, head = bytearray(), bytearray(), bytearray()
     group: int | None = None
-    truncated = False
+    truncated, late = False, 0.0
     try:
         for frame_out, frame_err in stream:
             if frame_err and group is None and len(head) < 32:  # the session line first
@@ -371,12 +373,22 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
                 group = int(line) if line.isdigit() else 0
                 if not group:  # not ours (the engine's own error): keep it all
                     frame_err = bytes(head)
+            if truncated:  # past the cap, only the session line is still wanted
+                if group is not None or time.monotonic() > late:
+                    break
+                continue
             into = err if separate and frame_err else out
             chunk = frame_out or frame_err or b""
             if len(into) + len(chunk) > cap:
                 into += chunk[: cap - len(into)]
                 truncated = True
-                break
+                # the engine keeps no order between the streams: output can pass the cap
+                # before the session line (stderr) arrives, and without it the command's
+                # group cannot be killed: read on (output dropped) until it comes
+                late = time.monotonic() + SESSION_WAIT
+                if group is not None:
+                    break
+                continue
             into += chunk
     except Exception:  # the read the watch cut short (the stream closed under it)
         if watch.why is None:
