@@ -315,8 +315,9 @@ def export(
         manifests = {}
         for n in names:
             m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n)
-            m["counts"]["synthetic_trajectories"] = synthetic[n]
-            m["counts"]["synthetic_samples"] = builder.synthetic[n]
+            m["counts"].update(
+                zip(SYNTHETIC_COUNTS, (synthetic[n], builder.synthetic[n]), strict=True)
+            )
             if selection is not None:
                 m["where"] = _where_info(selection)
             if fractions:
