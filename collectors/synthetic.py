@@ -331,67 +331,6 @@ def build(
     return Trajectory(
         domain=domain,
         turns=turns,
-        source=Source(kind="collector", name="synthetic", episode_id=episode),
+        source=Source(kind="synthetic", name="synthetic", episode_id=episode),
         system=System(action_space=space, **system),
     ).with_id()
-
-
-def filter_examples() -> list[Trajectory]:
-    """One trajectory for each of the report's filters to catch (used by the demo)."""
-
-    def gui(text, status=200):
-        return Observation(
-            text,
-            state_json=json.dumps(
-                {"url": "http://127.0.0.1:8000/x", "title": "X", "status": status}
-            ),
-        )
-
-    return [
-        build("terminal", [("ls\n", "a.txt\n$ ")], episode="one-turn"),
-        build(
-            "mcp",
-            [(tool("get_time"), "12:00"), (tool("delete_everything"), "ok")],
-            action_space=["get_time"],
-            episode="undeclared",
-        ),
-        build(
-            "web",
-            [
-                (Action("gui", "open"), gui("Please verify you are human (CAPTCHA)")),
-                (Action("gui", "click [1]"), gui("page")),
-            ],
-            episode="captcha",
-        ),
-        build(
-            "web",
-            [
-                (Action("gui", "open"), gui("502 Bad Gateway", 502)),
-                (Action("gui", "reload"), gui("ok")),
-            ],
-            episode="http-error",
-        ),
-        build(
-            "terminal",
-            [
-                ("cd /srv\n", "$ "),
-                (
-                    "pyhton app.py\n",
-                    Observation("bash: pyhton: command not found\n$ ", exit_code=127),
-                ),
-                ("python app.py\n", "serving on 127.0.0.1:8000\n$ "),
-                ("   \n", "$ "),
-                ("curl -s 127.0.0.1:8000/health\n", '{"status": "ok"}\n$ '),
-            ],
-            episode="retry-and-empty",
-        ),
-        build(
-            "web",
-            [
-                (Action("gui", "open"), gui("[1] link 'Docs'")),
-                (Action("gui", "scroll"), gui("[1] link 'Docs'")),
-                (Action("gui", "click [1]"), gui("[1] heading 'Docs'")),
-            ],
-            episode="no-change",
-        ),
-    ]

@@ -20,7 +20,8 @@ import random
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from worldtrace.collectors.synthetic import SyntheticConfig, generate, make_trajectory
+from worldtrace.collectors.synthetic import SyntheticConfig, build, generate, make_trajectory
+from worldtrace.pipelines.export import is_synthetic
 from worldtrace.schemas import ShardWriter, Store
 
 from worldtrace.cli import cli
@@ -115,6 +116,14 @@ def test_the_generator_says_its_records_are_synthetic_and_validate_takes_them(tm
     s.root.mkdir()
     r = run(s, "validate", str(f))
     assert r.exit_code == 0, r.output
+
+
+def test_hand_built_records_are_synthetic_too():
+    """Found (12-03 night): `build`, the generator's helper for hand-written turns, still
+    said `source.kind = collector`: export counted none of its samples as generated."""
+    t = build("terminal", [("ls\n", "a.txt\n$ ")])
+    assert t.source.kind == "synthetic"
+    assert is_synthetic(t.to_dict())
 
 
 def _mixed_store(root) -> tuple[Store, set[str]]:
