@@ -35,6 +35,7 @@ from .samples import (
     PART,
     SAMPLE_MODES,
     SAMPLE_TURNS,
+    SYNTHETIC_KEY,
     TRUNCATED,
     Packer,
     Sample,
@@ -71,8 +72,6 @@ of the keep_mode=turn draw, so of the sample settings it reads only `seed` (a ne
 setting is refused with it until it reads one)."""
 EVAL_PART = "test"
 """AgentWorldBench files of an export without `split` are eval sets: `<domain>_test.jsonl`."""
-SYNTHETIC_KEY = "_synthetic"
-"""Key of whether a record is generated (`is_synthetic`), set as it is routed."""
 SYNTHETIC_COUNTS = ("synthetic_trajectories", "synthetic_samples")
 """Manifest counts of what came from generated records (samples: AgentWorldBench lines)."""
 
@@ -83,20 +82,6 @@ def is_synthetic(rec: Mapping[str, Any]) -> bool:
     `environment.backend = "synthetic"`. Generated text is not an environment's answer."""
     source, env = rec.get(F.SOURCE) or {}, rec.get(F.ENVIRONMENT) or {}
     return source.get("kind") == F.SYNTHETIC or env.get("backend") == F.SYNTHETIC
-
-
-class _Builder(SampleBuilder):
-    """A SampleBuilder that also counts, per part, the samples of generated records."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.synthetic: Counter[str] = Counter()
-
-    def _make(self, rec, *args: Any, **kwargs: Any) -> Sample | None:
-        sample = super()._make(rec, *args, **kwargs)
-        if sample is not None and rec.get(SYNTHETIC_KEY):
-            self.synthetic[sample.part] += 1
-        return sample
 
 
 @dataclass
@@ -286,7 +271,7 @@ def export(
             f"{cfg.tokenizer}: no end-of-document token ({', '.join(EOD_TOKENS)}); "
             "a Megatron export ends every document with one"
         )
-    builder = _Builder(cfg, template, tok, prompt)
+    builder = SampleBuilder(cfg, template, tok, prompt)
     check_input(cfg.input)
     names = [MAIN_PART, *fractions]
     trajectories: Counter[str] = Counter()

@@ -18,7 +18,7 @@ window, not the corpus.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +38,8 @@ OVERFLOWS = ("split", "truncate")
 PART = "_part"
 """Key of the output part (train, test...) a record goes to; absent = the only part."""
 MAIN_PART = "train"
+SYNTHETIC_KEY = "_synthetic"
+"""Key of whether a record is generated (export's `is_synthetic`), set as it is routed."""
 
 
 @dataclass
@@ -198,7 +200,8 @@ class SampleStats:
 
 
 class SampleBuilder:
-    """Records -> samples under one `SampleConfig`, counting into `stats` (per part)."""
+    """Records -> samples under one `SampleConfig`, counting into `stats` (per part), and
+    into `synthetic` the samples of generated records (`SYNTHETIC_KEY`), per part."""
 
     def __init__(self, cfg: SampleConfig, template: Template, tok, prompt: SystemPrompt):
         self.cfg = cfg
@@ -208,6 +211,7 @@ class SampleBuilder:
         self.prompt = prompt
         self.max_len = cfg.max_len or cfg.seq_len
         self.stats: dict[str, SampleStats] = defaultdict(SampleStats)
+        self.synthetic: Counter[str] = Counter()
 
     def samples(self, batches: Iterable[list[dict[str, Any]]]) -> Iterator[Sample]:
         """Samples of every batch of records, in order; each batch is encoded in one call,
@@ -296,6 +300,8 @@ class SampleBuilder:
             stats.truncated[rec[F.DOMAIN]][k] += v
         stats.add_turns(turns, ranges, mask)
         stats.add(rec[F.DOMAIN], len(enc), n_loss)
+        if rec.get(SYNTHETIC_KEY):
+            self.synthetic[part] += 1
         return Sample(sid, tid, rec[F.DOMAIN], part, enc.ids, mask, n_loss)
 
     def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> list[Sample]:
