@@ -2,6 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 WT := $(VENV)/bin/worldtrace
+PYTEST_WORKERS ?= -n 2 --dist worksteal
 PYTEST_ARGS ?= --durations=25
 
 .PHONY: setup demo test lint format bench clean
@@ -13,7 +14,7 @@ demo: setup
 	$(WT) demo
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -152,7 +152,10 @@ class Worker:
         steps fail: our shutdown, not the environment's answer). The running ones end as
         lost and are queued again at once, under a new attempt number, whose journal no
         thread of ours can reach; a store that does not answer leaves that to the next
-        worker (this process is gone)."""
+        worker (this process is gone). The slots claim nothing more: a second signal may
+        come before the first one's `stop()`, and a slot would then claim the attempts
+        requeued here and start their containers while the process exits."""
+        self._stop.set()
         with self._ending:
             self._abandoned = True
         with self._lock:

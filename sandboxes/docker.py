@@ -57,6 +57,8 @@ MEMORY_RE = re.compile(r"^(\d+)([bkmg]?)$", re.I)
 MEMORY_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 MIN_MEMORY = 16 << 20
 """The floor of a container's memory limit: a job may raise limits, never remove them."""
+CLOSE_WAIT = 30.0
+"""Seconds `ContainerPool.close` waits for removals and starts still in flight."""
 HOSTNAME = "sandbox"
 """Every sandbox container's hostname (the prompt says `user@sandbox`): docker's default,
 the random container id, would be per-episode noise in the recorded text."""
@@ -266,6 +268,9 @@ class ContainerPool:
         self._lock = threading.Lock()
         self._filling = 0
         self._closed = False
+        self._starting = 0
+        self._started = threading.Condition(self._lock)
+        """Notified when a start ends: `close` waits for those in flight."""
         self._removing: list[threading.Thread] = []
         self.facts: dict[str, Any] = {}
         """What sandboxes learned about the image (same for every container of the pool)."""
@@ -287,14 +292,32 @@ class ContainerPool:
             ) from exc
 
     def _start(self, run_kwargs: dict[str, Any] | None = None, episode: str | None = None):
-        labels = {**owner_labels(), POOL_LABEL: self.pool_id, EPISODE_LABEL: episode or "pool"}
-        return self.client.containers.run(
-            self.config.image,
-            IDLE_COMMAND,
-            name=container_name(episode),
-            labels=labels,
-            **(run_kwargs if run_kwargs is not None else self.config.run_kwargs()),
-        )
+        """Start a container, unless the pool is closed. `close` removes what it lists,
+        and a container created after that would outlive the process (the exit kills the
+        daemon thread starting it): so none starts once the pool is closed, `close` waits
+        for the starts in flight, and a start that ends after `close` began removes its
+        own container and raises."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the container pool is closed (the process exits)")
+            self._starting += 1
+        try:
+            labels = {**owner_labels(), POOL_LABEL: self.pool_id, EPISODE_LABEL: episode or "pool"}
+            c = self.client.containers.run(
+                self.config.image,
+                IDLE_COMMAND,
+                name=container_name(episode),
+                labels=labels,
+                **(run_kwargs if run_kwargs is not None else self.config.run_kwargs()),
+            )
+            if self._closed:
+                self.release(c, wait=True)
+                raise SandboxError("the container pool closed while the container started")
+            return c
+        finally:
+            with self._started:
+                self._starting -= 1
+                self._started.notify_all()
 
     def _fill_one(self) -> None:
         try:
@@ -368,15 +391,23 @@ class ContainerPool:
         else:
             self._background(remove)
 
+    def _wait_for_starts(self, timeout: float) -> bool:
+        """Wait until no start is in flight (False when `timeout` s passed first)."""
+        with self._started:
+            return self._started.wait_for(lambda: self._starting == 0, timeout=timeout)
+
     def close(self) -> None:
+        """Remove every container of the pool (at exit too: `atexit`). Starts still in
+        flight are waited for (at most `CLOSE_WAIT` s) before the pool's containers are
+        listed: one created after the listing would be left running."""
         with self._lock:
             self._closed = True
             ready, self._ready = self._ready, []
         for c in ready:
             self.release(c, wait=True)
         for t in list(self._removing):
-            t.join(timeout=30)
-        # containers of this pool still starting are removed by _fill_one; any left over
+            t.join(timeout=CLOSE_WAIT)
+        self._wait_for_starts(CLOSE_WAIT)
         leftover = self.client.api.containers(
             all=True, filters={"label": f"{POOL_LABEL}={self.pool_id}"}
         )

@@ -4,7 +4,9 @@ A collector killed with SIGKILL (or SIGTERM without a handler) never runs its ex
 so its containers would run forever. Every container (and read-only volume) therefore
 carries its owner: host, pid, the pid's start time (a reused pid is another process),
 and the worker name when `set_owner` gave one. `sweep_orphans` removes what belongs to
-dead owners; every new pool sweeps once (one filtered list call).
+dead owners; every new pool sweeps once (one filtered list call). Installations that
+share an engine on one host (two CI jobs, a test run beside a collector) name their scope
+(`SCOPE_ENV`): each sweeps only its own.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ OWNER_WORKER = "worldtrace.owner.worker"
 EPISODE_LABEL = "worldtrace.episode"
 """The episode a container was started for, or `pool` for a warm container (labels are
 fixed at creation, so a warm container is renamed `wt-<episode>-<id>` when taken)."""
+SCOPE_LABEL = "worldtrace.scope"
+SCOPE_ENV = "WORLDTRACE_SANDBOX_SCOPE"
+"""Names the installation whose containers these are when several share one docker engine
+on one host: a sweep (a new pool's, a worker's, `gc`'s) judges only containers of its own
+scope, so one installation does not remove, or report, what another one's killed process
+left for its own `gc`. Unset: the default scope (containers without the label)."""
 VOLUME_PREFIX = "wt-ro-"
 """Named volumes we create (read-only copies of image paths); removed with their container."""
 
@@ -84,6 +92,11 @@ def process_start(pid: int) -> str | None:
     return None if fields is None else f"{_boot_id()}:{fields[19]}"
 
 
+def scope() -> str:
+    """This process's sandbox scope (`SCOPE_ENV`); empty: the default one."""
+    return os.environ.get(SCOPE_ENV, "")
+
+
 def owner_labels() -> dict[str, str]:
     """Labels naming this process as the owner of what it creates now."""
     pid = os.getpid()
@@ -95,6 +108,8 @@ def owner_labels() -> dict[str, str]:
     }
     if _WORKER.get("name"):
         labels[OWNER_WORKER] = _WORKER["name"]
+    if scope():
+        labels[SCOPE_LABEL] = scope()
     return labels
 
 
@@ -170,7 +185,8 @@ def sweep_orphans(
     at another time (the pid was reused). Owners on other hosts are judged by `is_dead`
     (given the owner dict: kind, id, name, host, pid, start, worker, episode, pool,
     state; e.g. "the worker's lease expired"); without it they are left alone. Containers
-    without owner labels (made by older versions) are never touched.
+    without owner labels (made by older versions), and those of another scope
+    (`SCOPE_ENV`), are never touched.
     """
     if client is None:
         from .docker import client as connect
@@ -179,16 +195,23 @@ def sweep_orphans(
     api = client.api
     found = []
     wanted = {"label": [LABEL, OWNER_PID]}
+    ours = scope()
     for info in api.containers(all=True, filters=wanted):
+        labels = info.get("Labels") or {}
+        if labels.get(SCOPE_LABEL, "") != ours:
+            continue
         name = (info.get("Names") or ["?"])[0].lstrip("/")
-        owner = _owner("container", info["Id"], name, info.get("Labels") or {}, info.get("State"))
+        owner = _owner("container", info["Id"], name, labels, info.get("State"))
         reason = _why_dead(owner, is_dead)
         if reason:
             found.append({**owner, "reason": reason})
             if not dry_run:
                 remove_container(api, info["Id"], our_volumes(info.get("Mounts")))
     for info in api.volumes(filters={**wanted, "dangling": True}).get("Volumes") or []:
-        owner = _owner("volume", info["Name"], info["Name"], info.get("Labels") or {}, "dangling")
+        labels = info.get("Labels") or {}
+        if labels.get(SCOPE_LABEL, "") != ours:
+            continue
+        owner = _owner("volume", info["Name"], info["Name"], labels, "dangling")
         reason = _why_dead(owner, is_dead)
         if reason:
             found.append({**owner, "reason": reason})

@@ -8,10 +8,13 @@ patterns for key formats detect-secrets lacks or only half matches (Anthropic,
 project-scoped OpenAI, fine-grained GitHub, Google API keys and OAuth tokens, AWS
 secrets, Stripe test and restricted keys, npm, Hugging Face, DigitalOcean, Slack app and
 refresh tokens, Docker, Shopify, Azure SAS signatures, bearer tokens, whole private key
-blocks, passwords in URLs), and every match of a built-in or detect-secrets rule runs
-to the end of its token (`Detector.extend`). The high-entropy, keyword and public-IP plugins
-are off by default: they flag the SHAs, sums, UUIDs and addresses a world model must
-learn.
+blocks, passwords in URLs) and for values of no shape found by the name before them
+(API keys in headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and
+passwords after `password:`, `--password`, a MySQL client's `-p`: `_value`), and every
+match of a built-in or detect-secrets rule runs to the end of its token
+(`Detector.extend`). The high-entropy, keyword and public-IP plugins are off by default:
+they flag the SHAs, sums, UUIDs and addresses a world model must learn (the keyword
+plugin also `password = get_password()`, which the named-value rules keep).
 """
 
 from __future__ import annotations
@@ -178,6 +181,188 @@ def _start(literal: str) -> str:
 _E = r"(?![A-Za-z0-9_-])"  # nor followed by one
 _Q = r"(?:\\?[\"'])?"  # a quote around a key or a value, also escaped inside a JSON string
 _AWS_IDS = ("A3T", "AKIA", "ASIA", "ABIA", "ACCA")
+
+# -- values found by the name before them (2026-12-03: `X-Api-Key: <hex>`, `DD_API_KEY=`,
+# `password: hunter2word`, a MySQL client's `-p` with the password attached) -------------
+# A value of no known shape is a secret only after a name that says so, and only when it
+# reads as a literal: the keyword plugin (off) flags `password = get_password()`. So a
+# value must hold a digit or a symbol, or be 16 or more letters of both cases that read
+# as no name (`password: SecretStr`, `password: string;`, `POSTGRES_PASSWORD=postgres`:
+# a type, a word, a default, kept), and is not code (`os.environ[...]`, `self.password`,
+# `pw2,`, `get_key()`, `s3_connection`, `Ed25519PrivateKey`), a template or a variable
+# (`${X:-y}`, `{{ x }}`, `%(x)s`, `$(cmd)`; `$NAME`: `DEFAULT_ALLOW`), a path, the next
+# option (`--password -h`), a label (`Enter password: mysqldump: ...`) or a placeholder
+# (`your-api-key-1`, `changeme`, `[FILTERED]`, `<password>`). Each rule is led by its
+# name's last word in both cases (`[Tt][Oo][Kk][Ee][Nn]`), which `re` finds with a fast
+# scan, and looks behind for the words before it (led by a case-blind group or an
+# alternation, the same rules searched code at 3-22 MB/s). Every repeat over a value is
+# bounded (`_MAX`): a long run holding many names (`password=password=...(`) was read
+# again to its end from each name, 180 KB in minutes (0.8 s bounded).
+_MAX = 512
+"""The bound of every repeat over a value after a name (a value holds up to `_MAX`
+characters before its first digit or symbol, and `_MAX` after): a longer one is left to
+the shape rules."""
+_VC = r"[^\s\x00-\x1f\x7f'\"`\\;&|<>()\[\]{},]"
+"""A character of an unquoted value: not a shell operator, bracket, comma or quote."""
+_VEND = r"(?=[\s\x00-\x1f\x7f'\"`\\;&|]|$)"
+"""Where an unquoted value ends: a space, a quote, `\\` (`\\n` in JSON), `;`, `&` (a
+query string), `|`; never `(`, `[`, `.`, `,` (a call, an index, code)."""
+_ASCII = "".join(map(chr, range(0x21, 0x7F)))  # printable, no space
+_SYM = r"[0-9!#$%*+=@^~&]"
+"""A digit or a symbol: what a value must hold to read as a literal secret (not `?`:
+`password: string?` is a nullable type)."""
+
+
+def _both(word: str) -> str:
+    """`word` in either case, letter by letter: a class leads the regex, so `re`
+    scans for its first character instead of trying the rule at every position."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
+
+
+_NOT_VALUE = (
+    r"(?![\[<{]|\$[{(]|%[({]|#\{|\.{0,2}/|~/|\$\{?\w+\}?/"
+    rf"|[^\s'\"]{{0,{_MAX}}}?\{{\w*\}}"
+    rf"|[^\s'\"]{{0,{_MAX}}}?(?<![A-Za-z])(?:"
+    + "|".join(map(_both, ("your", "example", "placeholder", "changeme", "change_me", "redacted")))
+    + "))"
+)
+"""Not a bracketed token (`[MASK]`, `[FILTERED]`, `<password>`), a template or command
+substitution, a format string (`"KEY={}"`), a path (`$dir/private/cakey.pem`), or a
+placeholder."""
+_TYPE_WORDS = (
+    "Key", "Keys", "Str", "String", "Field", "Type", "Auth", "Token", "Secret", "Password",
+    "Bearer", "Credential", "Credentials", "Provider", "Manager", "Config", "Settings", "Hash",
+    "Hasher", "Error", "Exception", "Validator", "Form", "Input", "Model", "Schema", "Value",
+    "Handler", "Service", "Client", "Store", "Pair", "Bytes", "Header", "Format", "Required",
+    "Invalid", "Missing",
+)  # fmt: skip
+_CAMEL = r"_*(?:[A-Z][a-z])?(?:[A-Z0-9]|[A-Z][a-z]{2,})*(?:" + "|".join(_TYPE_WORDS) + r")"
+"""A class's or an error's name: capitalised words (one of 2 letters first), capitals and
+digits, ending in a word such names end in, private or not (`SecretStr`,
+`Ed25519PrivateKey`, `OAuth2PasswordBearer`, `InvalidPasswordFormat`,
+`_EllipticCurvePrivateKey` in a quoted annotation). Ending in any two words, a random 8
+to 15 letters and digits read so once in 200; ending in these, once in 10^6 (16 to 40:
+none of 10^6)."""
+_ATTR = r"(?:[A-Za-z_]\w*\.)"
+_SNAKE = r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
+_CODE = rf"(?!-|(?:{_ATTR}+{_NAME}|{_ATTR}*{_CAMEL}|{_SNAKE})[!?]?(?!{_VC}))"
+"""Code, unquoted: the next option (`--password -h host`), an attribute
+(`settings.S3_SECRET`, `process.env.KEY!`), a class (`Ed25519PrivateKey`,
+`hpke.MLKEM768X25519PrivateKey`), a snake-case name (`s3_connection`, `DEFAULT_PW_2`).
+A password written so (`admin_123`) is kept."""
+_WORD = r"(?:[A-Z]*[a-z]{2,}|[A-Z]+(?![A-Za-z]))"
+_WORDS = rf"{_WORD}(?:[-_.]{_WORD}|(?=[A-Z]){_WORD}){{0,{_MAX}}}"
+"""Words of 2 letters or more, capitalised or not, and capitals, joined as names are
+(`CustomGraphModulePass`, `challengePassword`, `X-Xet-Access-Token`): 16 or more letters
+of both cases are a secret only when they read otherwise (a random 16 to 40 letters and
+digits holding none of `_SYM` reads so about once in 1,700)."""
+
+
+def _value(least: int, letter: bool = False, shaped: bool = True) -> str:
+    """A value after its name: double-quoted, single-quoted (the groups take what the
+    quotes hold; `\\"` inside a JSON string too) or unquoted, `least` to `_MAX`
+    characters. `letter`: it holds a letter (a key or a token; `MAX_TOKEN=4096` is a
+    number); `shaped`: it holds a digit or a symbol, or is 16 or more letters of both
+    cases (off where the command's grammar says the value is a password: `mysql -pX`,
+    `sshpass -p X`, `.netrc`)."""
+
+    def body(c: str, end: str) -> str:
+        # The value is taken in a lookahead (its group) up to where it ends, and only up
+        # to its first digit or symbol (or 16 letters, or 1) is matched: the batch screen
+        # reads rules without their lookarounds and strings back to back, and must flag
+        # neither `password = os.environ[...]` nor, with a value at a string's end, the
+        # string after it (`TOKEN=dckr_pat_...` + `/` + `ok`).
+        n = _MAX
+        out = f"(?={c}{{{least}}})" + (f"(?={c}{{0,{n}}}[A-Za-z])" if letter else "")
+        if not shaped:  # but a word standing for one (`login username password password`)
+            words = "|".join(map(_both, ("password", "passwd", "pass", "secret", "none", "null")))
+            return out + f"(?!(?:{words}){end})(?=({c}{{1,{n}}}){end}){c}"
+        plain = c[:-1] + _SYM[1:]  # `c` but a digit or a symbol: the first one ends it
+        mixed = f"(?!{_WORDS}{end})(?={c}{{0,{n}}}[a-z])(?={c}{{0,{n}}}[A-Z]){c}{{16,{n}}}"
+        ascii_c = "[" + "".join(map(re.escape, filter(re.compile(c).match, _ASCII))) + "]"
+        # matched: `least` characters or more up to and with the first digit or symbol,
+        # or 16 ASCII ones (read as 16 bytes by the screen, not 64)
+        taken = [f"{plain}{{{i}}}{_SYM}{c}{{{least - 1 - i}}}" for i in range(1, least - 1)]
+        taken = [f"{_SYM}{c}{{{least - 1}}}", *taken] if least > 1 else taken
+        taken += [f"{plain}{{{least - 1},{n}}}{_SYM}", f"{ascii_c}{{16}}"]
+        return out + f"(?=({plain}{{0,{n}}}{_SYM}{c}{{0,{n}}}|{mixed}){end})(?:{'|'.join(taken)})"
+
+    dq, sq = r"[^\"\s\\]", r"[^'\s\\]"
+    dq_end, sq_end, uq_end = r"\\?\"", r"\\?'", _VEND
+    label = rf"(?!{_VC}{{0,{_MAX}}}:{_VEND})"  # `Password: mysqldump: Got error`
+    return (
+        rf"(?:\\?\"{_NOT_VALUE}(?!{_CAMEL}{dq_end}){body(dq, dq_end)}"
+        rf"|\\?'{_NOT_VALUE}(?!{_CAMEL}{sq_end}){body(sq, sq_end)}"
+        rf"|{_NOT_VALUE}{_CODE}{label}{body(_VC, uq_end)})"
+    )
+
+
+def _behind(words: tuple[str, ...], last: str) -> str:
+    """Lookbehinds (any case) for `word` + `last`, `word_last`, `word-last`, for each word,
+    at the end of `last`."""
+    w_, l_ = map(_both, words), _both(last)
+    return "(?:" + "|".join(f"(?<={w}[_-]{l_})|(?<={w}{l_})" for w in w_) + ")"
+
+
+_SEP = _Q + r"(?:[ \t]*(?:=>|:(?!=))[ \t]*|[ \t]+=(?!=)[ \t]*|=(?![=\s]))"
+"""After a name: a quote (`"password": ...`), then `=`, `:` or `=>`; not `==`, `!=`, `:=`,
+nor `=` and a space (`PASSWORD= cmd` runs `cmd` with it empty; `"password= scm="`)."""
+
+
+def _cases(*words: str) -> tuple[str, ...]:
+    """Gates of a rule led by `_both(word)`: the word in lower case, capitalised and in
+    capitals (`password`, `dbPassword`, `DB_PASSWORD`; not `pAsSwOrD`)."""
+    return tuple(c for w in words for c in (w, w.capitalize(), w.upper()))
+
+
+def _option(words: str) -> str:
+    """A command-line option ending in one of `words` (a regex), then its value after
+    spaces: `--password X`, `--db-password X`, `--api-key X` (`=` is `_SEP`'s)."""
+    return rf"--(?:[A-Za-z0-9]+-)*(?:{words})[ \t]+"
+
+
+_PASSWORD = (
+    _both("p")
+    + r"(?:[Aa][Ss][Ss](?:[Ww](?:[Oo][Rr][Dd]|[Dd])|(?<=[_-][Pp][Aa][Ss][Ss]))"
+    + r"|[Ww][Dd](?<=[_-][Pp][Ww][Dd]))(?<!/password)(?<!/passwd)"
+)
+"""`password`, `DB_PASSWORD`, `PGPASSWORD`, `dbPassword`, `passwd`, `MYSQL_PWD`,
+`SMTP_PASS`, `spring.datasource.password`; not `/etc/passwd:` (grep's output), `PWD`,
+`OLDPWD` (a directory)."""
+_KEY_WORDS = ("api", "app", "application", "subscription", "private", "encryption", "signing",
+              "master")  # fmt: skip
+_API_KEY = _both("key") + _behind(_KEY_WORDS, "key")
+"""`X-Api-Key`, `Api-Key`, `dd-api-key`, `DD-APPLICATION-KEY`, `Ocp-Apim-Subscription-Key`,
+`DD_API_KEY`, `DD_APP_KEY`, `*_API_KEY`, `apiKey`, `api_key`; not `GPG_KEY` (a public
+key's fingerprint in the python images' environment), `primary_key`, `cache_key`."""
+_TOKEN_WORDS = ("access", "auth", "refresh", "api", "bot", "bearer", "session", "oauth",
+                "personal", "private", "secret", "github", "gh", "hf", "npm", "vault", "slack",
+                "discord", "client", "service", "deploy", "registry", "csrf", "xsrf")  # fmt: skip
+_TOKEN = (
+    _both("token")
+    + r"(?:(?<=_TOKEN)|(?<![A-Za-z0-9_]TOKEN)(?<=TOKEN)|"
+    + _behind(_TOKEN_WORDS, "token")
+    + ")"
+)
+"""Any `*_TOKEN` environment name (`CI_JOB_TOKEN`, `VAULT_TOKEN`), `X-Auth-Token`, and
+the names of credentials in any case (`refresh_token`, `accessToken`); not a bare
+`token` (a tokenizer's output), `nextPageToken`, `NextToken` (cursors), `eos_token`."""
+_SECRET_WORDS = ("client", "api", "app", "consumer", "jwt", "session", "signing", "webhook",
+                 "shared", "oauth", "token")  # fmt: skip
+_SECRET = (
+    _both("secret")
+    + r"(?:[_-]?[Kk][Ee][Yy]|(?<=_SECRET)|(?<![A-Za-z0-9_]SECRET)(?<=SECRET)|"
+    + _behind(_SECRET_WORDS, "secret")
+    + ")"
+)
+"""Any `*_SECRET` environment name, `client_secret`, Django's `SECRET_KEY`."""
+_MYSQL = (
+    r"(?:mysql|mariadb)(?<![\w.-]mysql)(?<![\w.-]mariadb)"
+    r"(?:dump|admin|import|show|check|pump|-dump|-admin)?(?![\w.-])"
+    r"[^\n|;&]{0,200}?[ \t]-p(?!(?:[\d.]+:)*\d{1,5}(?:/(?:tcp|udp))?(?![^\s'\"`]))"
+)
+"""A MySQL client's `-p` with its password attached (`-p'X'`; `-p db` prompts), on the
+client's command line; not a port (`docker run --name mysql -p3306:3306`)."""
 BUILTIN = (
     # A whole PEM/OpenSSH/PGP private key block, or a cut one up to where base64 ends;
     # `\\n` covers keys inside JSON strings (tool arguments, state).
@@ -253,6 +438,29 @@ BUILTIN = (
     # for a user without `@`; a port (`host:8080/x@v2`) or a path is not a password
     ("url_password",
      r"://[^\s:/@\"'<>\[\]]*:(?!\d{0,5}[/?#])([^\s/@\"'<>]*/[^\s@\"'<>]*)@", 1, ("://",)),
+    # Values found by their names (`_value`), last: a value a shape rule also finds keeps
+    # that rule's kind (`GITHUB_TOKEN=ghp_...` is a github_token). They hold no `(?i:`
+    # (which would make the screen read their classes as 4-byte characters, `prefilter`):
+    # their gates are the names in lower case, capitalised and in capitals (`_cases`).
+    # Passwords: 6 or more characters after a password's name or option, a MySQL
+    # client's `-p`, `sshpass -p`, a `.netrc` line's `login U password X`
+    ("password", _PASSWORD + _SEP + _value(6), -1, _cases("pass", "pwd")),
+    ("password", _option(_both("pass") + f"(?:{_both('word')}|{_both('wd')})") + _value(6), -1,
+     _cases("pass")),
+    ("password", _MYSQL + _value(1, shaped=False), -1, ("mysql", "mariadb")),
+    ("password", r"sshpass[ \t]+-p[ \t]*" + _value(1, shaped=False), -1, ("sshpass",)),
+    ("password", r"login(?<![\w-]login)[ \t]+\S+\s+password[ \t]+" + _value(1, shaped=False),
+     -1, ("password",)),
+    # keys, tokens, secrets: 8 or more characters, a letter among them, after a name or
+    # an option: HTTP headers (`X-Api-Key: <hex>`, `X-Auth-Token`), environment and config
+    # assignments (`DD_API_KEY=<32 hex>`, `CI_JOB_TOKEN=`, `JWT_SECRET=`)
+    ("api_key", _API_KEY + _SEP + _value(8, letter=True), -1, _cases("key")),
+    ("api_key", _option(_both("api") + "-?" + _both("key")) + _value(8, letter=True), -1,
+     _cases("key")),
+    ("token", _TOKEN + _SEP + _value(8, letter=True), -1, _cases("token")),
+    ("token", _option(_both("token")) + _value(8, letter=True), -1, _cases("token")),
+    ("secret_key", _SECRET + _SEP + _value(8, letter=True), -1, _cases("secret")),
+    ("secret_key", _option(_both("secret")) + _value(8, letter=True), -1, _cases("secret")),
 )  # fmt: skip
 """(kind, regex, group, gates) of worldtrace's own detectors; earlier ones win overlaps.
 Gates of patterns with `(?i:` are lower case (tested on the lower-cased text)."""

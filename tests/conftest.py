@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from worldtrace.collectors.synthetic import SyntheticConfig, generate
+from worldtrace.sandboxes.owners import SCOPE_ENV
 from worldtrace.schemas import Store
 
 VENV_BIN = Path(sys.executable).parent
@@ -57,6 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     --watch` that never stopped, a `process` run that finished)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Each xdist worker is an installation of its own on the shared engine: the orphans a
+    # test leaves on purpose wait for that test's sweep, not the other worker's.
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ[SCOPE_ENV] = f"pytest-{worker}"
 
 
 @pytest.fixture

@@ -156,7 +156,9 @@ def test_terminal_under_conditions_meets_the_real_answers(docker_engine):
         o = s.step(keystrokes(hog, duration=15))
         assert "Killed\nrc=137" in o.text and not o.is_error  # the kernel's answer
         # another container and the host: space, memory and commands as usual
-        o = plain.step(keystrokes("dd if=/dev/zero of=big bs=1M count=8 2>&1 | tail -1; " + hog))
+        o = plain.step(  # the prompt ends the step; 15 s leave room under load
+            keystrokes("dd if=/dev/zero of=big bs=1M count=8 2>&1 | tail -1; " + hog, duration=15)
+        )
         assert "8388608 bytes" in o.text and "rc=0" in o.text
         assert "git version" in plain.step(keystrokes("git --version\n")).text
         assert subprocess.run(["git", "--version"], capture_output=True).returncode == 0

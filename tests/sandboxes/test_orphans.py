@@ -16,11 +16,13 @@ from worldtrace.sandboxes.owners import (
     OWNER_PID,
     OWNER_START,
     OWNER_WORKER,
+    SCOPE_ENV,
+    SCOPE_LABEL,
     owner_labels,
     process_start,
 )
 
-from ..conftest import wait_until
+from ..conftest import remove_containers, wait_until
 
 pytestmark = pytest.mark.docker
 
@@ -111,6 +113,34 @@ def test_reused_pid_and_other_hosts(docker_engine):
         for c in (live, reused, far):
             if _exists(docker_engine, c.id):
                 c.remove(force=True)
+
+
+def test_a_sweep_judges_only_its_own_scope(docker_engine, monkeypatch):
+    """Found (12-03 night): installations sharing one engine on one host (two CI jobs,
+    the suite's two xdist workers) swept each other's orphans, so one's `gc` found
+    nothing where its own killed collector had left a container. A sweep judges the
+    containers of its scope (`WORLDTRACE_SANDBOX_SCOPE`) only; the default scope (unset)
+    sees none of theirs."""
+    made = {}
+    for name in ("job-a", "job-b"):
+        monkeypatch.setenv(SCOPE_ENV, name)
+        dead = {**owner_labels(), OWNER_START: "00000000:1"}  # our pid, another start
+        assert dead[SCOPE_LABEL] == name
+        made[name] = _container(docker_engine, dead)
+    ids = {c.id for c in made.values()}
+    try:
+        for name, c in made.items():
+            monkeypatch.setenv(SCOPE_ENV, name)
+            found = {o["id"] for o in sweep_orphans(docker_engine, dry_run=True)}
+            assert found & ids == {c.id}
+        monkeypatch.delenv(SCOPE_ENV)
+        assert not {o["id"] for o in sweep_orphans(docker_engine, dry_run=True)} & ids
+        monkeypatch.setenv(SCOPE_ENV, "job-a")
+        sweep_orphans(docker_engine)
+        assert not _exists(docker_engine, made["job-a"].id)
+        assert _exists(docker_engine, made["job-b"].id)
+    finally:
+        remove_containers(docker_engine, {"id": list(ids)})
 
 
 def test_warm_container_is_renamed_for_its_episode(docker_engine):

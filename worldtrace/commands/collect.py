@@ -288,8 +288,8 @@ def _on_signals(stop: Callable[[], None]) -> Iterator[None]:
         if handler.seen:  # type: ignore[attr-defined]
             raise SystemExit(EXIT_INTERRUPTED)
         handler.seen = True  # type: ignore[attr-defined]
+        stop()  # before the line: a caller may answer the line with the second signal
         click.echo(f"{signal.Signals(signum).name}: stopping after the current step", err=True)
-        stop()
 
     handler.seen = False  # type: ignore[attr-defined]
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}

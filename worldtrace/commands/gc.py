@@ -50,7 +50,8 @@ Example:
     "--containers/--no-containers",
     default=True,
     show_default=True,
-    help="Also remove sandbox containers, volumes and MCP episode folders whose owner process is dead.",
+    help="Also remove sandbox containers, volumes and MCP episode folders whose owner process "
+    "is dead (containers of this $WORLDTRACE_SANDBOX_SCOPE only).",
 )
 @click.pass_context
 def gc(
