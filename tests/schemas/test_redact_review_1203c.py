@@ -271,12 +271,10 @@ def test_the_screen_flags_every_new_shape_among_random_neighbours():
     assert missed == []
 
 
-def test_pass1_redacts_the_review_shapes_as_redacting_every_record_whole(tmp_path):
-    """`process` redacts whole only the records its screen flags: with the review's
-    shapes in observations, actions and tool arguments, that equals redacting every
-    record whole, and none of the secrets is left."""
-
-    lines = review_lines()
+def assert_pass1_redacts_as_whole(tmp_path, lines: list[str], secrets) -> None:
+    """`process` redacts whole only the records its screen flags: with `lines` in
+    observations, actions and tool arguments, that equals redacting every record whole,
+    and none of `secrets` is left."""
     # the clean record first: a hit at the end of a column's string may flag the next row
     records = [build("mcp", [("ls", "a b c"), ("cat x", "d e f")], episode="clean")]
     for i, line in enumerate(lines):
@@ -291,10 +289,18 @@ def test_pass1_redacts_the_review_shapes_as_redacting_every_record_whole(tmp_pat
     screened = filter_records(items, FilterConfig(), Counter(), [])
     whole = filter_records([(u, d, True) for u, d, _ in items], FilterConfig(), Counter(), [])
     assert screened == whole
-    for secret in ("Rd9hunter2CacheQz", "FtPassw0rd9x", "Sl8ab/cd99xz", "Tr0ub4dor_x9Qz",
-                   AWS_KEY, "93wcmiKr8AgzNZ85IU", "dXBCljsXmOAzhmywBdgbsAIUGpQKLvuGnsFRwhBv",
-                   HEX40, SAS_SIG, *(t for t, _ in TOKENS)):  # fmt: skip
+    for secret in secrets:
         assert secret not in repr(screened), secret
+
+
+def test_pass1_redacts_the_review_shapes_as_redacting_every_record_whole(tmp_path):
+    assert_pass1_redacts_as_whole(
+        tmp_path,
+        review_lines(),
+        ("Rd9hunter2CacheQz", "FtPassw0rd9x", "Sl8ab/cd99xz", "Tr0ub4dor_x9Qz",
+         AWS_KEY, "93wcmiKr8AgzNZ85IU", "dXBCljsXmOAzhmywBdgbsAIUGpQKLvuGnsFRwhBv",
+         HEX40, SAS_SIG, *(t for t, _ in TOKENS)),
+    )  # fmt: skip
 
 
 def test_example_secrets_hold_the_new_kinds():

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import json
 import random
-from collections import Counter
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from worldtrace.collectors.synthetic import build, tool
-from worldtrace.pipelines.filters import FilterConfig
-from worldtrace.pipelines.units import filter_records, read_valid
-from worldtrace.schemas.arrow import to_table
 from worldtrace.schemas.redact import Redactor
 from worldtrace.schemas.redact_rules import RedactConfig
+
+from .test_redact_review_1203c import assert_pass1_redacts_as_whole
 
 B62 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -253,25 +249,8 @@ def test_the_screen_flags_every_new_shape_among_random_neighbours():
 
 
 def test_pass1_redacts_the_new_shapes_as_redacting_every_record_whole(tmp_path):
-    """`process` redacts whole only the records its screen flags: with the new shapes in
-    observations, actions and tool arguments, that equals redacting every record whole,
-    and none of the secrets is left."""
-    lines = review_lines()
-    records = [build("mcp", [("ls", "a b c"), ("cat x", "d e f")], episode="clean")]
-    for i, line in enumerate(lines):
-        place = i % 3
-        obs = line if place == 0 else "ok"
-        act = tool("run", cmd=line) if place == 1 else f"echo {i}\r\n{line}"
-        records.append(build("mcp", [("pwd", "/"), (act, obs)], episode=f"r{i}"))
-    raw = tmp_path / "raw.parquet"
-    pq.write_table(to_table([t.with_id() for t in records]), raw)
-    items = read_valid(str(raw), 0, Counter(), [])
-    assert [flagged for *_, flagged in items] == [False] + [True] * len(lines)
-    screened = filter_records(items, FilterConfig(), Counter(), [])
-    whole = filter_records([(u, d, True) for u, d, _ in items], FilterConfig(), Counter(), [])
-    assert screened == whole
-    for secret in {s for _, s, *_ in HEADERS + ASSIGNMENTS + PASSWORDS}:
-        assert secret not in repr(screened), secret
+    secrets = {s for _, s, *_ in HEADERS + ASSIGNMENTS + PASSWORDS}
+    assert_pass1_redacts_as_whole(tmp_path, review_lines(), secrets)
 
 
 def test_a_config_without_the_builtin_rules_is_unchanged():
