@@ -10,7 +10,9 @@ secrets, Stripe test and restricted keys, npm, Hugging Face, DigitalOcean, Slack
 refresh tokens, Docker, Shopify, Azure SAS signatures, bearer tokens, whole private key
 blocks, passwords in URLs) and for values of no shape found by the name before them
 (API keys in headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and
-passwords after `password:`, `--password`, a MySQL client's `-p`: `_value`), and every
+passwords after `password:`, `--password`, a MySQL client's `-p`: `_value`), passwords
+where a command's grammar says so (curl's `-u user:X`, `docker login -p X`, openssl's
+`pass:X`, SQL's `IDENTIFIED BY 'X'`), and every
 match of a built-in or detect-secrets rule runs to the end of its token
 (`Detector.extend`). The high-entropy, keyword and public-IP plugins are off by default:
 they flag the SHAs, sums, UUIDs and addresses a world model must learn (the keyword
@@ -258,13 +260,14 @@ of both cases are a secret only when they read otherwise (a random 16 to 40 lett
 digits holding none of `_SYM` reads so about once in 1,700)."""
 
 
-def _value(least: int, letter: bool = False, shaped: bool = True) -> str:
+def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "dsu") -> str:
     """A value after its name: double-quoted, single-quoted (the groups take what the
     quotes hold; `\\"` inside a JSON string too) or unquoted, `least` to `_MAX`
     characters. `letter`: it holds a letter (a key or a token; `MAX_TOKEN=4096` is a
     number); `shaped`: it holds a digit or a symbol, or is 16 or more letters of both
     cases (off where the command's grammar says the value is a password: `mysql -pX`,
-    `sshpass -p X`, `.netrc`)."""
+    `sshpass -p X`, `.netrc`); `forms`: which of the three are taken (`d`, `s`, `u`:
+    SQL's passwords are string literals, single-quoted)."""
 
     def body(c: str, end: str) -> str:
         # The value is taken in a lookahead (its group) up to where it ends, and only up
@@ -290,11 +293,12 @@ def _value(least: int, letter: bool = False, shaped: bool = True) -> str:
     dq, sq = r"[^\"\s\\]", r"[^'\s\\]"
     dq_end, sq_end, uq_end = r"\\?\"", r"\\?'", _VEND
     label = rf"(?!{_VC}{{0,{_MAX}}}:{_VEND})"  # `Password: mysqldump: Got error`
-    return (
-        rf"(?:\\?\"{_NOT_VALUE}(?!{_CAMEL}{dq_end}){body(dq, dq_end)}"
-        rf"|\\?'{_NOT_VALUE}(?!{_CAMEL}{sq_end}){body(sq, sq_end)}"
-        rf"|{_NOT_VALUE}{_CODE}{label}{body(_VC, uq_end)})"
-    )
+    branches = {
+        "d": rf"\\?\"{_NOT_VALUE}(?!{_CAMEL}{dq_end}){body(dq, dq_end)}",
+        "s": rf"\\?'{_NOT_VALUE}(?!{_CAMEL}{sq_end}){body(sq, sq_end)}",
+        "u": rf"{_NOT_VALUE}{_CODE}{label}{body(_VC, uq_end)}",
+    }
+    return "(?:" + "|".join(branches[f] for f in forms) + ")"
 
 
 def _behind(words: tuple[str, ...], last: str) -> str:
@@ -363,6 +367,27 @@ _MYSQL = (
 )
 """A MySQL client's `-p` with its password attached (`-p'X'`; `-p db` prompts), on the
 client's command line; not a port (`docker run --name mysql -p3306:3306`)."""
+_CURL = (
+    r"curl(?<![\w.-]curl)(?![\w.-])[^\n|;&]{0,200}?[ \t]"
+    r"(?:-[uU][ \t]*|--(?:proxy-)?user(?:[ \t]+|=))(?:\\{0,7}[\"'])?[^\s:'\"\\]*:"
+)
+"""curl's `-u user:password` (`--user`, `--proxy-user`, `-U`), quoted or not (the quote
+escaped in JSON, also in JSON inside a JSON string): the password after the user's `:`
+(`-u user` alone prompts; `-u "$U:$P"` is variables)."""
+_REGISTRY_LOGIN = (
+    r"(?:docker|podman|buildah|skopeo|nerdctl|oras|registry)[ \t]+login(?![\w.-])"
+    r"[^\n|;&]{0,200}?[ \t](?:-p[ \t]*|--password(?:[ \t]+|=))"
+)
+"""A registry login's `-p X` / `--password X` (Docker, Podman, Buildah, Skopeo, nerdctl,
+ORAS, `helm registry login`); not `--password-stdin`."""
+_IDENTIFIED = (
+    r"(?:IDENTIFIED|(?:@|" + _both("user") + r"[ \t]+)[^\s@]{1,100}[ \t]+" + _both("identified")
+    + r")[ \t]+(?:" + _both("with") + r"[ \t]+\w+[ \t]+)?" + _both("by") + r"[ \t]+(?:"
+    + _both("password") + r"[ \t]+)?"
+)  # fmt: skip
+"""SQL's `IDENTIFIED BY 'X'` (MySQL, MariaDB, Oracle; `IDENTIFIED WITH plugin BY`, a
+hash after `BY PASSWORD`): in capitals, or after a user (`user@host`, `USER name`) in
+any case; not prose (`commits identified by "squash"`)."""
 BUILTIN = (
     # A whole PEM/OpenSSH/PGP private key block, or a cut one up to where base64 ends;
     # `\\n` covers keys inside JSON strings (tool arguments, state).
@@ -451,6 +476,16 @@ BUILTIN = (
     ("password", r"sshpass[ \t]+-p[ \t]*" + _value(1, shaped=False), -1, ("sshpass",)),
     ("password", r"login(?<![\w-]login)[ \t]+\S+\s+password[ \t]+" + _value(1, shaped=False),
      -1, ("password",)),
+    # the password in a command's grammar with no name before it (2026-12-04): curl's
+    # `-u user:X`, a registry login's `-p X`, openssl's `pass:X`, SQL's `IDENTIFIED BY
+    # 'X'` and PostgreSQL's `PASSWORD 'X'` (a string literal after the word)
+    ("password", _CURL + _value(1, shaped=False), -1, ("curl",)),
+    ("password", _REGISTRY_LOGIN + _value(1, shaped=False), -1, ("login",)),
+    ("password", r"-pass(?:in|out|word)?[ \t]+" + _Q + "pass:" + _value(1, shaped=False), -1,
+     ("pass:",)),
+    ("password", _IDENTIFIED + _value(1, shaped=False, forms="ds"), -1, _cases("identified")),
+    ("password", _both("password") + r"[ \t]+" + _value(1, shaped=False, forms="s"), -1,
+     _cases("password")),
     # keys, tokens, secrets: 8 or more characters, a letter among them, after a name or
     # an option: HTTP headers (`X-Api-Key: <hex>`, `X-Auth-Token`), environment and config
     # assignments (`DD_API_KEY=<32 hex>`, `CI_JOB_TOKEN=`, `JWT_SECRET=`)
