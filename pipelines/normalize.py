@@ -18,8 +18,11 @@ def micros(value: Any) -> Any:
     """A timestamp as integer microseconds since the epoch (UTC), the Arrow column's unit.
 
     Beam's fast coder has no datetime encoding and pickles each one; integers travel
-    natively, and Arrow reads them back into the same timestamp column.
+    natively, and Arrow reads them back into the same timestamp column. Text (a foreign
+    shard's ISO-8601 column, validated) is read as the JSON path reads it: naive is UTC.
     """
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
     if isinstance(value, datetime):
         aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
         return (aware - _EPOCH) // _MICRO

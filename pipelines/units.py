@@ -24,7 +24,7 @@ from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import screen
-from worldtrace.schemas.store import declared, scan_screened, sized_units, texts_to_check
+from worldtrace.schemas.store import declared, scan_screened, sized_units, texts_to_check, zoned
 from worldtrace.schemas.validate import Problem, storable, suspects, validate_dict
 
 from . import minhash as M
@@ -214,9 +214,10 @@ def read_valid(
     the store from `root` (`in_store`)."""
     out = []
     known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
+    micros = known or zoned(Path(path))  # else an int would pass for a timestamp
     flags = _screen_and_suspects if known else screen
     name = in_store(path, root)
-    for where, d, flag in scan_screened(Path(path), row_group, rows, micros=True, screen=flags):
+    for where, d, flag in scan_screened(Path(path), row_group, rows, micros, screen=flags):
         counts["read"] += 1
         if name != path and where.startswith(path):
             where = name + where[len(path) :]
@@ -226,7 +227,7 @@ def read_valid(
             problems = []
         else:
             texts = texts_to_check(flag)
-            problems = validate_dict(d, where, False, micros=True, declared=known, texts=texts)
+            problems = validate_dict(d, where, False, micros=micros, declared=known, texts=texts)
         if problems:
             counts["rejected"] += 1
             tid = d.get(F.TRAJECTORY_ID) if isinstance(d, dict) else None

@@ -88,6 +88,38 @@ def micros_casts(schema: pa.Schema) -> list[pa.Schema]:
     return [micros, ints] if not micros.equals(schema) else [ints]
 
 
+def _time_paths(t: pa.DataType, path: tuple[str | None, ...]) -> list[tuple[str | None, ...]]:
+    if pa.types.is_timestamp(t):
+        return [path]
+    if pa.types.is_struct(t):
+        return [p for f in t for p in _time_paths(f.type, (*path, f.name))]
+    if pa.types.is_list(t):
+        return _time_paths(t.value_type, (*path, None))
+    return []
+
+
+def zoned_times(schema: pa.Schema) -> bool:
+    """Whether every field the trajectory schema holds as a timestamp is, in `schema`, a
+    timestamp with a zone (any unit), or absent. Only then may a file's
+    timestamps be read as epoch microseconds (`micros_casts`, `validate_dict(micros=
+    True)`): an int column there (epoch seconds), text or a naive time would pass for
+    one."""
+    for path in (p for f in TRAJECTORY_SCHEMA for p in _time_paths(f.type, (f.name,))):
+        t: pa.DataType | None = schema.field(path[0]).type if path[0] in schema.names else None
+        for step in path[1:]:
+            if t is None:
+                break
+            if step is None:
+                t = t.value_type if pa.types.is_list(t) or pa.types.is_large_list(t) else None
+            elif pa.types.is_struct(t):
+                t = t.field(step).type if t.get_field_index(step) >= 0 else None
+            else:
+                t = None
+        if t is not None and not (pa.types.is_timestamp(t) and t.tz):
+            return False
+    return True
+
+
 def to_table(records: Iterable[Trajectory]) -> pa.Table:
     return pa.Table.from_pylist([t.to_dict() for t in records], schema=TRAJECTORY_SCHEMA)
 

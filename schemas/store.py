@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import fields as F
-from .arrow import TRAJECTORY_SCHEMA, micros_casts, to_batch
+from .arrow import TRAJECTORY_SCHEMA, micros_casts, to_batch, zoned_times
 from .records import Trajectory, from_jsonable, trajectory_from_dict
 from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing API)
     TEMP_PREFIXES,
@@ -386,6 +386,15 @@ def declared(path: Path) -> bool:
     try:
         return pq.read_schema(path).equals(TRAJECTORY_SCHEMA, check_metadata=False)
     except Exception:  # not Parquet, or unreadable: scan_file reports it
+        return False
+
+
+def zoned(path: Path) -> bool:
+    """Whether a Parquet file's timestamps may be read as epoch microseconds
+    (`arrow.zoned_times`); False for a JSON file, whose times are text."""
+    try:
+        return path.name.endswith(F.SHARD_SUFFIX) and zoned_times(pq.read_schema(path))
+    except Exception:  # unreadable: scan_file reports it
         return False
 
 
