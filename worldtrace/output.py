@@ -327,7 +327,7 @@ def query_format(fmt: str | None, output: str | None) -> str:
                 "extension, or one no format claims"
             )
         return fmt
-    if not output:
+    if not output or output == "-":  # stdout, as without -o
         return "table"
     if found is None:
         known = ", ".join(FORMAT_BY_SUFFIX)
@@ -361,12 +361,12 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
             pq.write_table(table, buf, compression="zstd")
         except pa.ArrowException as exc:  # a DuckDB type Parquet has no form for
             raise click.ClickException(f"cannot write Parquet: {exc}") from None
-        _write_output(output, buf.getvalue())
+        write_output(output, buf.getvalue())
         click.echo(f"{table.num_rows} rows -> {output}", err=True)
         return
     text = _csv(rel) if fmt == "csv" else _json(rel, lines=fmt == "jsonl")
     if output:
-        _write_output(output, text.encode())
+        write_output(output, text.encode())
     else:
         click.echo(text, nl=False)
 
@@ -397,21 +397,48 @@ def check_output_dir(output: str | None) -> None:
     )
 
 
-def _write_output(output: str, data: bytes) -> None:
-    """`data` to what `output` names: `-` is stdout; a device or a pipe (`/dev/stdout`)
-    is written into, not replaced; a symlink's target is replaced, atomically, not the
-    link; any other path atomically (never a half file under the name)."""
+def our_stream(output: str):
+    """The stream (`sys.stdout`, `sys.stderr`) that `output` names: `-`, or a path to
+    the same file as one of them (`/dev/stdout`, `/proc/self/fd/1`, the file stdout is
+    redirected to); else None."""
+    import os
+
+    if output == "-":
+        return sys.stdout
+    try:
+        st = os.stat(output)  # through links: /dev/stdout
+    except OSError:
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            ours = os.fstat(stream.fileno())
+        except (OSError, ValueError, AttributeError):  # captured, no descriptor
+            continue
+        if (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino):
+            return stream
+    return None
+
+
+def write_output(output: str, data: bytes) -> None:
+    """`data` to what `output` names: `-` and a name of our own stdout or stderr are
+    written to that stream (`/dev/stdout` when stdout is redirected to a file: replacing
+    that file, or opening it to write from its start, lost what the shell had appended
+    before); another device or a pipe (a FIFO, `/dev/null`) is written into, not
+    replaced; a symlink's target is replaced, atomically, not the link; any other path
+    atomically (never a half file under the name)."""
     import os
     import stat
 
     from worldtrace.schemas.store import write_bytes_atomic
 
-    if output == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+    stream = our_stream(output)
+    if stream is not None:
+        stream.flush()
+        stream.buffer.write(data)
+        stream.buffer.flush()
         return
     try:
-        mode = os.stat(output).st_mode  # through links: /dev/stdout is a link to a pipe
+        mode = os.stat(output).st_mode
     except OSError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
@@ -526,6 +553,6 @@ def _emit_table(rel, output: str | None, max_rows: int) -> None:
 
         buf = io.StringIO()
         Console(file=buf, width=WIDE, color_system=None, highlight=False).print(t)
-        _write_output(output, buf.getvalue().encode())
+        write_output(output, buf.getvalue().encode())
     else:
         print_table(t)

@@ -18,7 +18,6 @@ import duckdb
 
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import write_bytes_atomic
 
 from .report_charts import CATEGORY_COLORS, PLOTS, UNKNOWN_COLOR
 from .summary import STATS_SECTIONS, Section, store_state
@@ -179,9 +178,15 @@ def build(
 def write(
     source: Store | duckdb.DuckDBPyConnection, output: str | Path, store_root: Path | None = None
 ) -> Path:
-    """Write the report of a store (or of an open views connection over `store_root`)."""
+    """Write the report of a store (or of an open views connection over `store_root`)
+    to `output` as `query -o` writes (`output.write_output`: a device or a pipe is
+    written into, a symlink's target replaced; 2026-12-04: `-o /dev/null` replaced the
+    device with a plain file)."""
+    from worldtrace.output import write_output
+
     if isinstance(source, Store):
         from worldtrace.schemas.views import connect
 
         source, store_root = connect(source), source.root
-    return write_bytes_atomic(output, build(source, store_root=store_root).encode())
+    write_output(str(output), build(source, store_root=store_root).encode())
+    return Path(output)

@@ -403,7 +403,7 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int, as_json: bool) ->
 def report(ctx: click.Context, output: str) -> None:
     """Write a self-contained HTML report: plotly plots (embedded, opens offline), the turns
     most worth a look per category, and the stats tables (docs/query.md)."""
-    from worldtrace.output import check_output_dir
+    from worldtrace.output import check_output_dir, our_stream
     from worldtrace.report import write
 
     st = store(ctx)
@@ -412,7 +412,7 @@ def report(ctx: click.Context, output: str) -> None:
     _note(st)
     with _reading(st):
         path = write(con, output, store_root=st.root)
-    click.echo(f"report -> {path}")
+    click.echo(f"report -> {path}", err=our_stream(output) is not None)  # not into the HTML
 
 
 COMMANDS = (query, stats, explain, report)
