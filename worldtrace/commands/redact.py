@@ -59,7 +59,13 @@ class _Mode(click.Option):
 @click.option(
     "--all-plugins", is_flag=True, help="Also the slower detect-secrets plugins (a wider net)."
 )
-@click.option("--show", default=100, show_default=True, help="Findings listed (all are counted).")
+@click.option(
+    "--show",
+    type=click.IntRange(min=0),
+    default=100,
+    show_default=True,
+    help="Findings listed (all are counted).",
+)
 @click.pass_context
 def redact(ctx: click.Context, paths, check, tokenizer, config_path, all_plugins, show) -> None:
     """Find secrets left in a store (default), shards or an export: trajectory Parquet,

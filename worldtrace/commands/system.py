@@ -53,7 +53,11 @@ def doctor(as_json: bool) -> None:
     help="Comma-separated environments to collect from.",
 )
 @click.option(
-    "--episodes", default=2, show_default=True, help="Episodes per task of the explorer jobs."
+    "--episodes",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Episodes per task of the explorer jobs.",
 )
 @click.pass_context
 def demo(ctx: click.Context, sections: str, episodes: int) -> None:
