@@ -37,6 +37,7 @@ from worldtrace.schemas.hashing import sha256_file
 from worldtrace.schemas.publish import finish_stopped, pending
 from worldtrace.schemas.publish import publish as journalled_publish
 from worldtrace.schemas.store import (
+    broken_link,
     input_files,
     rebased,
     shard_files,
@@ -577,15 +578,30 @@ REJECTS_SHOWN = 5
 
 def run_rejects(run_dir: Path, limit: int = REJECTS_SHOWN) -> list[dict[str, Any]]:
     """The first `limit` rejects this run wrote (whole files first: a file that is not a
-    trajectory shard is one row however many rows it has), so the user sees why without
-    querying the table."""
+    trajectory shard is one row however many rows it has; then the first row of each
+    file and reason before the rest: the rows of a row group that did not read are a
+    reject each, with one reason, and would hide the problems after them), so the user
+    sees why without querying the table."""
     files = sorted(str(f) for f in (run_dir / "rejects").glob("*.parquet"))
     if not files:
         return []
     rows = pq.read_table(files, columns=["source_path", "record", "stage", "reason"])
     # a file in the store is named from its root, as stored (`units.in_store`), and so
     # printed (docs/pipeline.md); one outside it by its absolute path
-    return sorted(rows.to_pylist(), key=lambda r: bool(r["record"]))[:limit]
+    out = sorted(rows.to_pylist(), key=_in_file_order)
+    seen: set[tuple[str, str]] = set()
+    again = []
+    for r in out:
+        again.append((r["source_path"], r["reason"]) in seen)
+        seen.add((r["source_path"], r["reason"]))
+    order = sorted(range(len(out)), key=lambda i: (bool(out[i]["record"]), again[i]))
+    return [out[i] for i in order[:limit]]
+
+
+def _in_file_order(r: dict[str, Any]) -> tuple[str, list[int]]:
+    """A reject's file, then its place in it (`row 7`, `line 3`, `row 7#turn 2`): the
+    units' tables come in the order of their hashed names."""
+    return r["source_path"], [int(n) for n in re.findall(r"\d+", r["record"])]
 
 
 def accounting(output: Path, shown: Path | None = None) -> dict[str, Any]:
@@ -658,7 +674,16 @@ def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
     """
     # canonical paths: the index matches files by path, and the same store named through
     # `..` or a symlink read its shards again as new files
-    files = [os.path.realpath(p) for p in input_files(cfg.inputs)]
+    found = input_files(cfg.inputs)
+    if gone := [(f, why) for f in found if (why := broken_link(f))]:
+        # nothing of it to read or to record (size, time, content): a reject would be
+        # counted again by every run, or never read when its file comes back
+        more = f" (and {len(gone) - 1} more)" if gone[1:] else ""
+        raise FileNotFoundError(
+            f"{gone[0][0]}: {gone[0][1]}{more}; restore the file it points to, or remove "
+            "the link, then run again"
+        )
+    files = [os.path.realpath(p) for p in found]
     if not files:
         kept = ""
         if (Path(cfg.output) / MANIFEST).exists():  # say what stays: a rebuild of nothing

@@ -24,7 +24,14 @@ from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import screen
-from worldtrace.schemas.store import declared, scan_screened, sized_units, texts_to_check, zoned
+from worldtrace.schemas.store import (
+    Unread,
+    declared,
+    scan_screened,
+    sized_units,
+    texts_to_check,
+    zoned,
+)
 from worldtrace.schemas.validate import Problem, storable, suspects, validate_dict
 
 from . import minhash as M
@@ -210,17 +217,25 @@ def read_valid(
     from `redact.screen`); invalid ones become rejects rows. A shard of the declared
     schema is checked by batch (`validate.suspects`): only the rows it flags are walked.
     The strings of a JSON record are looked at for a lone surrogate only when its line
-    held a surrogate escape (`store.texts_to_check`). Uids and rejects name a file in
-    the store from `root` (`in_store`)."""
+    held a surrogate escape (`store.texts_to_check`). Rows that did not read
+    (`store.Unread`) are a reject each, one per record lost, so the accounting's `in`
+    is the rows the file holds. Uids and rejects name a file in the store from `root`
+    (`in_store`)."""
     out = []
     known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
     micros = known or zoned(Path(path))  # else an int would pass for a timestamp
     flags = _screen_and_suspects if known else screen
     name = in_store(path, root)
     for where, d, flag in scan_screened(Path(path), row_group, rows, micros, screen=flags):
-        counts["read"] += 1
         if name != path and where.startswith(path):
             where = name + where[len(path) :]
+        if isinstance(d, Unread):  # every record of it lost: a reject each, so `in` counts them
+            counts["read"] += len(d.rows)
+            counts["rejected"] += len(d.rows)
+            row = reject_row(where, "validate", f"{d.field}: {d.message}")
+            rejects.extend({**row, "record": f"row {k}"} for k in d.rows)
+            continue
+        counts["read"] += 1
         if isinstance(d, Problem):
             problems = [d]
         elif known and not flag & SUSPECT:

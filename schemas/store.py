@@ -232,18 +232,20 @@ def rebased(path: str, old_root: Path, new_root: Path) -> str:
 
 
 def shard_files(
-    path: str | os.PathLike, suffixes: tuple[str, ...] = (F.SHARD_SUFFIX,)
+    path: str | os.PathLike, suffixes: tuple[str, ...] = (F.SHARD_SUFFIX,), broken: bool = False
 ) -> list[Path]:
-    """Visible shard files under `path` (a file or a directory, recursively), sorted."""
+    """Visible shard files under `path` (a file or a directory, recursively), sorted.
+    `broken`: with the symlinks of those names to nothing (`broken_link`), so that an
+    input whose file is gone is named rather than passed over."""
     path = Path(path)
-    if path.is_file():
+    if path.is_file() or (broken and broken_link(path)):
         return [path]
     if not path.exists():
         return []
     return sorted(
         p
         for p in path.rglob("*")
-        if p.is_file()
+        if (p.is_file() or (broken and broken_link(p) is not None))
         and p.name.endswith(suffixes)
         and _visible(p)
         and all(_visible(q) for q in p.relative_to(path).parents if str(q) != ".")
@@ -289,9 +291,11 @@ JSONL_SUFFIXES = (".jsonl", ".json")
 
 
 def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """The Parquet and JSONL files under `paths`, broken symlinks included (`broken_link`:
+    `validate` reports them, `process` stops on them)."""
     out: list[Path] = []
     for p in paths:
-        out.extend(shard_files(p, (F.SHARD_SUFFIX, *JSONL_SUFFIXES)))
+        out.extend(shard_files(p, (F.SHARD_SUFFIX, *JSONL_SUFFIXES), broken=True))
     return out
 
 
@@ -307,6 +311,24 @@ def sized_units(path: Path) -> list[tuple[str, int | None, int | None]]:
         groups = [(str(path), g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
         return groups or [(str(path), None, 0)]
     return [(str(path), None, None)]
+
+
+@dataclass(frozen=True)
+class Unread(Problem):
+    """Rows of a Parquet file that did not read (pages that do not decode), by their row
+    numbers in the file (`rows`, from the footer): each is a record lost, which the
+    accounting counts (`units.read_valid`: a reject per row), where a file that is no
+    shard or whose footer does not read is one Problem (its rows are none, or unknown)."""
+
+    rows: range = range(0)
+
+
+def broken_link(path: Path) -> str | None:
+    """Why `path` cannot be read when it is a symlink to nothing (its target is gone, or
+    a loop), else None: such an input is named, never passed over."""
+    if not path.is_symlink() or path.exists():
+        return None
+    return f"a broken symlink: {os.readlink(path)} does not exist"
 
 
 def scan_file(
@@ -365,6 +387,9 @@ def scan_screened(
     """`scan_file`, each record with its flag from `screen` applied to the Arrow batch it
     was read from (True without a screen); a record of a JSON file is flagged 1, or
     `1 | ESCAPED` when its strings may hold a lone surrogate (`texts_to_check`)."""
+    if (why := broken_link(path)) is not None:
+        yield str(path), Problem(str(path), "<file>", why), True
+        return
     if not path.name.endswith(F.SHARD_SUFFIX):
         for where, item, escaped in _scan_jsonl(path):
             yield where, item, 1 | ESCAPED if escaped else 1
@@ -401,7 +426,9 @@ def zoned(path: Path) -> bool:
 def _parquet_parts(
     path: Path, row_group: int | None, rows: tuple[int, int] | None = None, micros: bool = False
 ) -> Iterator[tuple[int, pa.RecordBatch] | tuple[str, Problem]]:
-    """(number of the first row, batch) of the rows asked for, or (location, Problem)."""
+    """(number of the first row, batch) of the rows asked for, or (location, Problem).
+    Read group by group: a group whose pages do not decode is one `Unread` and the next
+    groups are read (read as one stream, the first bad page ended the file's reading)."""
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for corrupt files
@@ -413,28 +440,45 @@ def _parquet_parts(
             msg = f"not a trajectory shard: missing column(s) {', '.join(missing)}"
             yield str(path), Problem(str(path), "<schema>", msg)
         return
-    groups = range(pf.metadata.num_row_groups) if row_group is None else [row_group]
-    first = sum(pf.metadata.row_group(g).num_rows for g in range(groups[0] if groups else 0))
-    start, stop = rows or (0, None)
-    at = 0  # rows of the group(s) read so far; rows before `start` are decoded, not converted
+    meta = pf.metadata
+    groups = range(meta.num_row_groups) if row_group is None else [row_group]
+    first = sum(meta.row_group(g).num_rows for g in range(groups[0] if groups else 0))
     casts = micros_casts(pf.schema_arrow) if micros else []
+    for g in groups:
+        n = meta.row_group(g).num_rows
+        yield from _group_parts(pf, path, g, first, rows or (0, n), casts)
+        first += n
+
+
+def _group_parts(
+    pf: pq.ParquetFile,
+    path: Path,
+    group: int,
+    first: int,
+    rows: tuple[int, int],
+    casts: list[pa.Schema],
+) -> Iterator[tuple[int, pa.RecordBatch] | tuple[str, Problem]]:
+    """Rows `[start, stop)` of one row group, whose first row is row `first` of the file;
+    from a page that does not decode on, its rows are one `Unread` (the footer counts
+    them). Rows before `start` are decoded, not converted."""
+    start, stop = rows
+    at = 0  # rows of the group read so far
     try:
-        for batch in pf.iter_batches(batch_size=512, row_groups=list(groups)):
-            lo, hi = max(start - at, 0), batch.num_rows if stop is None else stop - at
-            if lo < batch.num_rows and hi > 0:
+        for batch in pf.iter_batches(batch_size=512, row_groups=[group]):
+            lo, hi = max(start - at, 0), min(batch.num_rows, stop - at)
+            if lo < hi:
                 part = batch.slice(lo, hi - lo)
                 for schema in casts:
                     part = part.cast(schema, safe=False)  # ns -> us drops what micros() drops
                 yield first + at + lo, part
             at += batch.num_rows
-            if stop is not None and at >= stop:
+            if at >= stop:
                 return
     except Exception as exc:
-        row = first + max(at, start)
-        yield (
-            f"{path}:row {row}",
-            Problem(f"{path}:row {row}", "<file>", f"unreadable Parquet: {exc}"),
-        )
+        lost = range(first + max(at, start), first + stop)
+        where = f"{path}:row {lost.start}"
+        msg = f"unreadable Parquet: {exc} (rows {lost.start}-{lost.stop - 1} not read)"
+        yield where, Unread(where, "<file>", msg, lost)
 
 
 def _scan_json(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, bool]]:

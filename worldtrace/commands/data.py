@@ -25,7 +25,7 @@ Example:
 @click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
 def validate(paths: tuple[str, ...], quiet: bool) -> None:
     """Validate trajectory shards (Parquet) or JSONL of records; exit 1 if anything is invalid."""
-    from worldtrace.schemas.store import check_files, input_files
+    from worldtrace.schemas.store import Unread, check_files, input_files
 
     files, passed = [], 0
     for p in paths:  # a walk passes over the store's own files that hold no trajectories
@@ -42,7 +42,7 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
     if not files and not passed:  # passing over a store's own files is not an error
         click.echo(f"no Parquet or JSONL files found under {', '.join(paths)}", err=True)
         sys.exit(EXIT_PROBLEMS)
-    records = problems = 0
+    records = problems = unread = 0
     from worldtrace.collectors.importers import one_document
 
     for f in files:
@@ -56,14 +56,18 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
                 records += is_record
                 for p in found:
                     problems += 1
+                    unread += len(p.rows) if isinstance(p, Unread) else 0
                     click.echo(str(p))
         except RecursionError:  # one file nested too deep to parse stops only itself
             problems += 1
             click.echo(
                 f"{f}: <json>: nested too deeply to parse; the rest of the file is not checked"
             )
-    if not quiet:
-        click.echo(f"{len(files)} file(s), {records} record(s), {problems} problem(s)", err=True)
+    if not quiet:  # records that did not read are said apart: they were not checked
+        lost = f", {unread} record(s) not read" if unread else ""
+        click.echo(
+            f"{len(files)} file(s), {records} record(s), {problems} problem(s){lost}", err=True
+        )
     sys.exit(EXIT_PROBLEMS if problems else 0)
 
 
@@ -81,10 +85,11 @@ def _store_root(d: Path) -> Path | None:
 
 def _store_own(f: Path, root: Path) -> bool:
     """A file the store at `root` writes beside its trajectories: a manifest, a processed
-    table other than `trajectories` (or the run's index), an export."""
+    table other than `trajectories` (or the run's index), an export. Judged by where
+    the file is in the store: a symlink's target may be elsewhere, or gone."""
     from worldtrace.schemas import fields as F
 
-    rel = f.resolve().relative_to(root).parts
+    rel = (f.parent.resolve() / f.name).relative_to(root).parts
     if f.name == F.PROCESS_MANIFEST or rel[0] == F.EXPORT_DIR:
         return True
     return rel[0] == F.PROCESSED_DIR and (len(rel) < 3 or rel[1] != "trajectories")
