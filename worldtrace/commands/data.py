@@ -121,7 +121,13 @@ Example:
     "worldtrace.collectors.importers:ImportConfig", include=["max_observation_chars", "workers"]
 )
 @click.option("--strict", is_flag=True, help="Exit 1 if any record could not be imported.")
-@click.option("--show", default=20, show_default=True, help="Problems listed (all are counted).")
+@click.option(
+    "--show",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Problems listed, errors first (all are counted).",
+)
 @progress_every_option
 @click.pass_context
 def import_(
