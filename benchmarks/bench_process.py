@@ -180,6 +180,39 @@ def deflate_floor(work: str, units: str = "4") -> dict:
     }
 
 
+def pass1_stages(work: str, units: str = "8", rounds: str = "3") -> dict:
+    """CPU microseconds a trajectory of each step of pass 1 (`process_unit(laps=...)`)
+    on `units` units of the corpus in this one process, with the garbage collector as a
+    run's worker has it (`runner.frozen_heap`, `runner.paused_gc`), the least of
+    `rounds` rounds per step: the table of docs/benchmarks.md, "Where `process` spends
+    its time"."""
+    from collections import Counter
+
+    from worldtrace.pipelines.dedup import DedupConfig
+    from worldtrace.pipelines.filters import FilterConfig
+    from worldtrace.pipelines.mask import DEFAULT_POLICY, get_policy
+    from worldtrace.pipelines.runner import frozen_heap, paused_gc
+    from worldtrace.pipelines.units import plan_run, process_unit
+    from worldtrace.schemas.store import input_files
+
+    plan = plan_run([str(f) for f in input_files([f"{work}/raw"])], 1)[: 1 + int(units)]
+    args = (FilterConfig(), DedupConfig(), get_policy(DEFAULT_POLICY))
+    (path, group, span, *_), *timed = plan
+    process_unit(path, group, *args, span)  # the rules compile, the caches fill
+    best: dict[str, float] = {}
+    with frozen_heap():
+        for _ in range(int(rounds)):
+            laps: Counter = Counter()
+            n = 0
+            for path, group, span, *_ in timed:
+                with paused_gc():
+                    n += process_unit(path, group, *args, span, laps=laps).segment.num_rows
+            for k, v in laps.items():
+                best[k] = min(best.get(k, v), v)
+    us = {k: round(v / n * 1e6, 1) for k, v in best.items()}
+    return {"records": n, "us_per_trajectory": us, "total": round(sum(us.values()), 1)}
+
+
 def pass1_pair(work: str, units: str = "8") -> dict:
     """Two `pass1_units` processes started together: how much two processes slow each
     other on this machine (shared caches, memory bus, the host's other tenants).
@@ -203,6 +236,7 @@ TASKS = {
     "pyarrow-floor": pyarrow_floor,
     "pass1-units": pass1_units,
     "pass1-pair": pass1_pair,
+    "pass1-stages": pass1_stages,
     "deflate-floor": deflate_floor,
 }
 

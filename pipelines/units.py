@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -403,21 +404,45 @@ def process_unit(
     rows: tuple[int, int] | None = None,
     root: str | None = None,
     arrival_ns: int | None = None,
+    laps: Counter | None = None,
 ) -> UnitResult:
     """Everything pass 1 does to one unit (named from `root`, `stem_of`); its records
-    arrive at `arrival_ns` (`arrival_key`; None: the file's mtime now)."""
+    arrive at `arrival_ns` (`arrival_key`; None: the file's mtime now). `laps`: the CPU
+    seconds of each step are added to it (`benchmarks.bench_process pass1-stages`)."""
+    lap = _Laps(laps)
     counts: Counter = Counter()
     rejects: list[dict[str, Any]] = []
     valid = read_valid(path, row_group, counts, rejects, rows, root)
+    lap("read + validate")
     items = filter_records(valid, filters, counts, rejects)
+    lap("normalize, redact, filters, content id")
     records = [r for _, r in items]
     scored = score(records, policy)
+    lap("statistics + mask decision")
     sigs, bands = sketch(scored, dedup)
+    lap("MinHash + band keys")
     arrival = os.stat(path).st_mtime_ns if arrival_ns is None else arrival_ns
     name = in_store(path, root)
     for (uid, r), keys, sig, bk in zip(items, scored.keys_of, sigs, bands, strict=True):
         r[UID], r[TEMPLATES], r[SIG], r[BANDS] = uid, keys, sig.tobytes(), bk.tolist()
         r[ARRIVAL] = arrival_key(arrival, name, uid)
     segment = pa.Table.from_pylist(records, schema=SEGMENT_SCHEMA)
+    lap("segment to Arrow")
     counts["dedup.in"] += len(records)
     return UnitResult(stem_of(path, row_group, rows, root), segment, rejects, counts)
+
+
+class _Laps:
+    """Adds the CPU seconds since the last lap to `into[name]`; does nothing without
+    `into` (a run's units). Measured where the steps run, so the table of where pass 1's
+    time goes is of the code as it is, not of a copy of its steps."""
+
+    def __init__(self, into: Counter | None):
+        self.into = into
+        self.at = time.process_time() if into is not None else 0.0
+
+    def __call__(self, name: str) -> None:
+        if self.into is not None:
+            now = time.process_time()
+            self.into[name] += now - self.at
+            self.at = now

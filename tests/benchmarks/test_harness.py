@@ -158,3 +158,30 @@ def test_timeline_lists_a_runs_stages_and_leaves_beam_as_it_was(tmp_path):
     assert all(start >= 0 and start + seconds <= total for start, seconds, _ in marks)
     assert fn_runner.FnApiRunner._execute_bundle is execute
     assert (tmp_path / "processed" / "trajectories").is_dir()
+
+
+def test_pass1_stages_lap_every_step_of_the_unit_and_change_nothing(tmp_path):
+    """docs/benchmarks.md's table of where pass 1's time goes is laps taken inside
+    `process_unit` itself: every step is timed, and a unit timed is the unit untimed."""
+    from collections import Counter
+
+    from worldtrace.pipelines.dedup import DedupConfig
+    from worldtrace.pipelines.filters import FilterConfig
+    from worldtrace.pipelines.mask import DEFAULT_POLICY, get_policy
+    from worldtrace.pipelines.units import plan_run, process_unit
+    from worldtrace.schemas.store import input_files
+
+    from benchmarks.bench_process import make_corpus, pass1_stages
+
+    make_corpus(str(tmp_path), "1100")
+    path, group, span, *_ = plan_run([str(f) for f in input_files([tmp_path / "raw"])], 1)[1]
+    args = (FilterConfig(), DedupConfig(), get_policy(DEFAULT_POLICY))
+    laps: Counter = Counter()
+    timed = process_unit(path, group, *args, span, arrival_ns=1, laps=laps)
+    assert timed.segment.equals(process_unit(path, group, *args, span, arrival_ns=1).segment)
+    steps = ["read + validate", "normalize, redact, filters, content id",
+             "statistics + mask decision", "MinHash + band keys", "segment to Arrow"]  # fmt: skip
+    assert list(laps) == steps and all(v > 0 for v in laps.values())
+    r = pass1_stages(str(tmp_path), "1", "2")
+    assert r["records"] == timed.segment.num_rows and list(r["us_per_trajectory"]) == steps
+    assert r["total"] == round(sum(r["us_per_trajectory"].values()), 1)
