@@ -15,7 +15,8 @@ They start when the runner is made, before the pipeline is built, and wait warm
 not started in it (`can_fork`), else as new interpreters that import Beam meanwhile.
 A worker that dies (the kernel's out-of-memory killer, a crash) fails the run with
 `WorkerLost`, one line naming how it died, instead of the tracebacks of every thread
-whose channel broke with it.
+whose channel broke with it. A run killed outright (SIGKILL) cannot stop its workers:
+each follows the runner's process and exits with it, quietly (`sdk_worker.follow`).
 
 The runner's gRPC servers (control, data, state, logging, and the artifact service on
 the control port, which reads any file a caller names) listen on loopback only while
@@ -55,6 +56,9 @@ LOCAL_RUNNERS = ("DirectRunner", "direct")
 WORKER_MODULE = "worldtrace.pipelines.sdk_worker"
 STANDBY = "--standby"
 """`WORKER_MODULE`'s flag: start warm and wait on stdin for a worker's environment."""
+RUNNER_PID = "--runner-pid"
+"""`WORKER_MODULE`'s flag `--runner-pid=PID`: the process whose end ends the worker
+(`sdk_worker.follow`)."""
 FORK_SAFE_THREAD = "jemalloc_bg_thd\n"
 """The one named native thread `can_fork` allows (jemalloc's, restarted in a child);
 the others must carry the process's own name."""
@@ -134,7 +138,8 @@ class _ForkedStandby:
         env_fd, ours = os.pipe()
         ctx = multiprocessing.get_context("fork")
         # daemon: at exit a forgotten one is terminated, not waited for
-        self._proc = ctx.Process(target=sdk_worker.forked, args=(env_fd, ours), daemon=True)
+        runner = os.getpid()  # what the worker follows (`sdk_worker.follow`)
+        self._proc = ctx.Process(target=sdk_worker.forked, args=(env_fd, ours, runner), daemon=True)
         # Ctrl-C between the fork and the child's own handler would print its traceback
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
@@ -178,7 +183,7 @@ class _Standbys:
         if can_fork():
             self.procs = [_ForkedStandby() for _ in range(n)]
         else:
-            cmd = [sys.executable, "-m", WORKER_MODULE, STANDBY]
+            cmd = [sys.executable, "-m", WORKER_MODULE, STANDBY, f"{RUNNER_PID}={os.getpid()}"]
             self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE) for _ in range(n)]
 
     def take(self) -> subprocess.Popen | _ForkedStandby | None:
@@ -518,7 +523,7 @@ class LocalRunner(fn_runner.FnApiRunner):
     def run_via_runner_api(self, pipeline_proto, options):
         # `exec`: Beam starts the command through a shell; the worker takes the shell's
         # pid, so the runner's wait and kill reach the worker itself
-        command = f"exec {sys.executable} -m {WORKER_MODULE}"
+        command = f"exec {sys.executable} -m {WORKER_MODULE} {RUNNER_PID}={os.getpid()}"
         payload = json.dumps({"command": command, "standbys": self._token}).encode()
         for env in pipeline_proto.components.environments.values():
             if env.urn == python_urns.SUBPROCESS_SDK:
