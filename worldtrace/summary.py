@@ -32,10 +32,15 @@ class Section:
     none: str | None = None
     """A table of the processed data: what it prints when `process` ran and the table
     has no row (None: `empty`). Before `process`, `UNPROCESSED`."""
+    raw: bool = False
+    """A table of the raw data only: empty beside processed data, its shards are gone or
+    unreadable (`RAW_UNREAD`), not "no data yet"."""
 
     def message(self, state: str | None = None) -> str:
         """What to print for no row, the store being `state` (`store_state`): a table of
         the processed data says whether `process` has run; None: `empty`."""
+        if self.raw and state == "processed":
+            return RAW_UNREAD
         if self.none is None or state in (None, "empty"):
             return self.empty
         return UNPROCESSED if state == "raw" else self.none
@@ -43,6 +48,10 @@ class Section:
 
 UNPROCESSED = "not processed yet: run `worldtrace process`"
 """What a table of the processed data says before `process` ran on raw data."""
+RAW_UNREAD = (
+    "no raw shard read: they are gone or unreadable (any damaged one is named above); "
+    "the processed tables still hold what was processed"
+)
 KEPT_NONE = "none: the processed data holds no trajectory (every one was filtered or rejected)"
 
 
@@ -71,13 +80,13 @@ STATS_SECTIONS = (
         FROM r LEFT JOIN p ON p.domain = r.domain
              AND p.source_kind IS NOT DISTINCT FROM r.source_kind
              AND p.source IS NOT DISTINCT FROM r.source
-        ORDER BY ALL"""),
+        ORDER BY ALL""", raw=True),
     Section("turn_lengths", "turn lengths (characters)", """
         SELECT domain, count(*) AS turns,
                round(avg(action_chars), 1) AS action_mean,
                quantile_disc(obs_chars, 0.5) AS obs_p50, quantile_disc(obs_chars, 0.9) AS obs_p90,
                max(obs_chars) AS obs_max, round(avg(CASE WHEN truncated THEN 1 ELSE 0 END), 4) AS truncated
-        FROM raw_turns GROUP BY domain ORDER BY domain"""),
+        FROM raw_turns GROUP BY domain ORDER BY domain""", raw=True),
     Section("turns_per_trajectory", "turns per trajectory", """
         SELECT domain, count(*) AS trajectories, round(avg(num_turns), 2) AS mean,
                quantile_disc(num_turns, 0.5) AS p50, max(num_turns) AS max
