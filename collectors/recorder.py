@@ -101,15 +101,21 @@ class Recorder:
         self.started = False
         """True once the header (the episode's start) is journaled."""
 
+    @property
+    def redactor(self) -> Redactor:
+        """The rules plus the values handed to the sandbox (and `secrets_from`): the
+        sandbox's environment is fixed for the episode, so built once."""
+        if self._redactor is None:
+            held = self.sandbox if self.secrets_from is None else (self.sandbox, self.secrets_from)
+            self._redactor = redactor(held)
+        return self._redactor
+
     def _append(self, kind: str, payload: dict[str, Any], sync: bool = False) -> None:
         """One journal line, handed to the OS before the next step: a crash of this
         process loses at most the turn in flight. An fsync (~3 ms, most of a fast MCP
         call) is paid at the episode's end, or per turn with durability `fsync` (for
         machines that may lose power mid-episode)."""
-        if self._redactor is None:  # the sandbox's environment is fixed for the episode
-            held = self.sandbox if self.secrets_from is None else (self.sandbox, self.secrets_from)
-            self._redactor = redactor(held)
-        payload = self._redactor.value(payload)[0]  # security: no secret reaches the disk
+        payload = self.redactor.value(payload)[0]  # security: no secret reaches the disk
         line = json.dumps({"kind": kind, **payload}, default=str) + "\n"
         try:
             if self._fh is None:  # "w": whatever a crashed run left under this name is stale
@@ -175,7 +181,10 @@ class Recorder:
             perturbation=perturbation,
         )
         self.turns.append(turn)
-        self._append("turn", to_jsonable({"turns": [record_to_dict(turn)]})["turns"][0])
+        record = to_jsonable({"turns": [record_to_dict(turn)]})["turns"][0]
+        if obs.truncated:  # our cap cut the text at its end, maybe inside a secret
+            record["observation"]["text"] = self.redactor.cut_tail(obs.text)[0]
+        self._append("turn", record)
         return obs
 
     def finish(self, outcome: Outcome) -> Trajectory:

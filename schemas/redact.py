@@ -53,6 +53,7 @@ from . import prefilter
 from .line_edits import TRIGGER, edited, may_be_edited
 from .redact_rules import (
     CONFIG_ENV,
+    CUT_SHAPES,
     ENV_KIND,
     PLACEHOLDER,
     PLACEHOLDER_MARK,
@@ -126,6 +127,8 @@ class Redactor:
         allow = [f"(?:{a})" for a in self.config.allow]
         self.allow = re.compile("|".join(allow)) if allow else None
         values = sorted({v for v in literals if v}, key=len, reverse=True) if on else []
+        self.values = tuple(values)
+        """The values handed over (`env_value`), longest first."""
         self.literal = re.compile("|".join(map(re.escape, values))) if values else None
         self._always: list[int] = []
         lits: dict[str, set[int]] = {}
@@ -229,6 +232,47 @@ class Redactor:
         """`text` with every secret replaced, and how many were."""
         spans = self.spans(text)
         return (_replaced(text, spans), len(spans)) if spans else (text, 0)
+
+    def cut_tail(self, text: str) -> tuple[str, int]:
+        """`text`, which our output cap cut at its end, with the start of a secret left
+        there replaced, and 1 if one was (else 0).
+
+        A value cut short matches neither its literal nor its shape's rule (`ghp_` + 8
+        of 36), yet what is left is part of a secret: so the tail that is a prefix of a
+        handed-over value (`env_min_chars` or more of it), or a key's literal start
+        (`CUT_SHAPES`, a private key's header or body) followed only by its characters,
+        becomes a placeholder. Only where a cut is known (`Observation.truncated`): the
+        same tail ends ordinary texts too (`sk-` + a word)."""
+        if not self.config.enabled or not text:
+            return text, 0
+        starts = [self._value_cut(text, v) for v in self.values]
+        found = [(s, ENV_KIND) for s in starts if s is not None]
+        window = max(0, len(text) - _CUT_WINDOW)
+        run = _KEY_RUN.match(text[window:][::-1]).end()  # a cut key lies in the last run
+        if run and (m := _CUT_KEY.search(text, len(text) - run)):
+            found.append((m.start(), _CUT_KINDS[m.lastgroup]))
+        begin = text.rfind("-----BEGIN ", window)
+        if begin >= 0 and "-----END" not in text[begin:] and _PEM_CUT.fullmatch(text, begin):
+            found.append((begin, "private_key"))
+        if not found:
+            return text, 0
+        start, kind = min(found, key=lambda f: f[0])
+        return text[:start] + PLACEHOLDER.format(kind=kind), 1
+
+    def _value_cut(self, text: str, value: str) -> int | None:
+        """Where the longest prefix of `value` (`env_min_chars` or more) that ends `text`
+        starts, if one does."""
+        least = max(self.config.env_min_chars, 1)
+        if len(value) < least:
+            return None
+        head, lo = value[:least], max(0, len(text) - len(value))
+        at = text.find(head, lo)
+        while at >= 0:  # the first such start is the longest prefix
+            n = len(text) - at  # the last character first: no copy where it differs
+            if text[-1] == value[n - 1] and text.endswith(value[:n]):
+                return at
+            at = text.find(head, at + 1)
+        return None
 
     # -- records -----------------------------------------------------------------------
     def value(self, obj: Any) -> tuple[Any, int]:
@@ -346,6 +390,38 @@ def _merged(
             out.append([s, e, kind])
     return [(s, e, k) for s, e, k in out]
 
+
+_CUT_KINDS = {f"k{i}": kind for i, (kind, *_) in enumerate(CUT_SHAPES)}
+
+
+def _cut_alternatives(anywhere: bool) -> str:
+    return "|".join(
+        f"(?P<k{i}>(?:{lit})[{chars}]+)"
+        for i, (_, lit, chars, inside) in enumerate(CUT_SHAPES)
+        if inside == anywhere
+    )
+
+
+_CUT_KEY = re.compile(
+    r"(?:(?:(?<![A-Za-z0-9_+/-])|(?<=\\[nrt])|(?<=://))"  # as `_start`, and a URL's user
+    f"(?:{_cut_alternatives(False)})|{_cut_alternatives(True)})\\Z"
+)
+_KEY_RUN = re.compile(r"[A-Za-z0-9_.-]*")
+"""Characters of every key in `CUT_SHAPES`: a cut key lies in the last run of them."""
+_CUT_WINDOW = 20_100
+"""How far from its end a cut key is looked for: a private key's body is taken to 20,000."""
+
+
+def _prefixes(word: str) -> str:
+    """A regex of every prefix of `word`, the longest first."""
+    return "|".join(re.escape(word[:i]) for i in range(len(word), -1, -1))
+
+
+_PEM_CUT = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*(?:PRIVATE KEY(?: BLOCK)?-----(?:\\[nrt]|[A-Za-z0-9+/=:,.\s-])*"
+    + f"|{_prefixes('PRIVATE KEY BLOCK-----')}|{_prefixes('PRIVATE KEY-----')})"
+)
+"""A private key block cut in its header or its body (the built-in rule's classes)."""
 
 _ALNUM = frozenset(string.ascii_letters + string.digits)
 _CLASS = {

@@ -500,6 +500,33 @@ BUILTIN = (
 """(kind, regex, group, gates) of worldtrace's own detectors; earlier ones win overlaps.
 Gates of patterns with `(?i:` are lower case (tested on the lower-cased text)."""
 
+CUT_SHAPES = (
+    ("anthropic_key", "sk-ant-", "A-Za-z0-9_-", False),
+    ("stripe_access_key", "[rs]k_(?:live|test)_", "A-Za-z0-9", True),
+    ("openai_key", "sk-", "A-Za-z0-9_-", False),
+    ("github_token", "gh[pousr]_", "A-Za-z0-9", True),
+    ("github_token", "github_pat_", "A-Za-z0-9_", True),
+    ("aws_access_key", "A(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)", "A-Z0-9", False),
+    ("google_api_key", "AIza", "A-Za-z0-9_-", False),
+    ("npm_token", "npm_", "A-Za-z0-9", False),
+    ("huggingface_token", "hf_", "A-Za-z0-9", False),
+    ("digitalocean_token", "do[opr]_v1_", "a-f0-9", False),
+    ("slack_token", "xox[abposre]-|xapp-", "A-Za-z0-9-", True),
+    ("google_oauth_token", r"ya29\.", "A-Za-z0-9_-", False),
+    ("docker_token", "dckr_[po]at_", "A-Za-z0-9_-", False),
+    ("shopify_token", "shp(?:at|ca|pa|ss)_", "a-fA-F0-9", False),
+    ("jwt", "eyJ|eyAi", "A-Za-z0-9_.-", False),
+    ("gitlab_token", "gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-", "A-Za-z0-9_-", True),
+    ("pypi_token", "pypi-", "A-Za-z0-9_-", True),
+)
+"""(kind, literal start, the key's characters, found inside a word) of the keys of known
+shape, as the rules of `redact_rules` and detect-secrets read them: a cut tail that is
+such a start and one or more of those characters is part of such a key
+(`redact.Redactor.cut_tail`). A start is taken where its rule takes it: after no key character
+(`_start`; `sk-` in `task-runner` is none), or anywhere for the starts
+detect-secrets finds inside a word (GitHub, GitLab, Slack, Stripe, PyPI: `xxxghp_...`).
+Longer starts before those they begin with (`sk-ant-`)."""
+
 _KW = r"[_-]?(?:api)?[_-]?(?:key|pwd|pw|pass|token)"
 DETECT_SECRETS_GATES: dict[str, tuple[tuple[str | re.Pattern, ...] | None, ...]] = {
     "ArtifactoryDetector": (("AKC",), ("AP",)),
