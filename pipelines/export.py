@@ -43,7 +43,7 @@ from .samples import (
     SampleConfig,
     domain_totals,
 )
-from .tokens import EOD_TOKENS, eod_id, load_tokenizer, pad_id, tokenizer_info
+from .tokens import EOD_TOKENS, eod_id, load_tokenizer, tokenizer_info
 from .writers import (
     FORMATS,
     LABEL_SHIFT,
@@ -265,11 +265,10 @@ def export(
     template = load_template(cfg.template, cfg.template_eot)
     awb = cfg.format == "agentworldbench"
     tok = None if awb else load_tokenizer(cfg.tokenizer)
-    eod = eod_id(tok) if cfg.format == "megatron" else None
-    if cfg.format == "megatron" and eod is None:
+    eod = None if awb else eod_id(tok)
+    if eod is None and (needs := _needs_eod(cfg)):
         raise ValueError(
-            f"{cfg.tokenizer}: no end-of-document token ({', '.join(EOD_TOKENS)}); "
-            "a Megatron export ends every document with one"
+            f"{cfg.tokenizer}: no end-of-document token ({', '.join(EOD_TOKENS)}); {needs}"
         )
     builder = SampleBuilder(cfg, template, tok, prompt)
     check_input(cfg.input)
@@ -295,7 +294,7 @@ def export(
         if awb:
             n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
         else:
-            n_rows = _write_rows(cfg, records, dirs, builder, pad_id(tok), eod)
+            n_rows = _write_rows(cfg, records, dirs, builder, eod)
         _check_targets(cfg, builder, trajectories, selection)  # before the output is replaced
         manifests = {}
         for n in names:
@@ -317,6 +316,17 @@ def export(
             top["where"] = _where_info(selection)
         write_manifest(staging, top)
     return top
+
+
+def _needs_eod(cfg: ExportConfig) -> str:
+    """Why this export needs an end-of-document token ("" when it does not): padding
+    with any other id (earlier versions took id 0) would pad with a token the manifest
+    does not name, so a trainer could not tell padding from text."""
+    if cfg.format == "megatron":
+        return "a Megatron export ends every document with one"
+    if cfg.seq_len:
+        return "packing (--seq-len) pads rows with it: export unpacked, or use a tokenizer with one"
+    return ""
 
 
 def _check_apart(out: Path, cfg: ExportConfig) -> None:
@@ -398,14 +408,17 @@ def _where_info(selection: Selection) -> dict[str, Any]:
     return {"condition": selection.where, "left_out": selection.left_out}
 
 
-def _write_rows(
-    cfg, records, dirs: dict[str, Path], builder, pad: int, eod: int | None = None
-) -> dict[str, int]:
-    """Samples -> each part's rows (packed within a window when seq_len is set); `eod`
-    ends every Megatron document."""
+def _write_rows(cfg, records, dirs: dict[str, Path], builder, eod: int | None) -> dict[str, int]:
+    """Samples -> each part's rows (packed within a window when seq_len is set, padded
+    with `eod`); `eod` also ends every Megatron document."""
+    megatron_eod = eod if cfg.format == "megatron" else None
     sinks = {
         n: PartSink(
-            cfg, d, n, Packer(cfg.seq_len, pad, cfg.pack_window) if cfg.seq_len else None, eod
+            cfg,
+            d,
+            n,
+            Packer(cfg.seq_len, eod, cfg.pack_window) if cfg.seq_len else None,
+            megatron_eod,
         )
         for n, d in dirs.items()
     }

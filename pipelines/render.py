@@ -211,7 +211,26 @@ def load_template(name_or_path: str, eot: str = "") -> Template:
         _jinja().parse(source)
     except jinja2.TemplateSyntaxError as exc:
         raise ValueError(f"template {path}: line {exc.lineno}: {exc.message}") from None
-    return Template(path.stem, {}, "", eot, source=source)
+    template = Template(path.stem, {}, "", eot, source=source)
+    if eot:
+        _check_eot(path, template)
+    return template
+
+
+def _check_eot(path: Path, template: Template) -> None:
+    """Refuse an end-of-turn text the template does not write after an observation: the
+    manifest would record it as trained while no token of it is a target. Checked on a
+    two-turn conversation, before any record is read."""
+    turns = [
+        {"index": n, "action": {"text": f"action {n}"}, "observation": {"text": f"observation {n}"}}
+        for n in range(2)
+    ]
+    if not any(sp.eot_end > sp.end for sp in template.render("system", turns).spans):
+        raise ValueError(
+            f"template {path}: template_eot (--template-eot) {template.eot!r} is not what it "
+            "writes after an assistant message, so no end-of-turn token would be trained; "
+            "give the text it writes there, or no --template-eot"
+        )
 
 
 def _jinja():

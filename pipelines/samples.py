@@ -30,7 +30,7 @@ from worldtrace.schemas import fields as F
 from .mask import keep_turn, unit_draw
 from .prompt import SystemPrompt, trimmed
 from .render import Rendered, Span, Template
-from .tokens import Encoded, Encoder, MaskConfig, loss_mask
+from .tokens import Encoded, Encoder, MaskConfig, loss_targets
 
 SAMPLE_MODES = ("trajectory", "turn")
 SAMPLE_TURNS = ("all", "one")
@@ -88,7 +88,7 @@ class Sample:
 
 
 def _category_counts() -> dict[str, int]:
-    return {"obs_tokens": 0, "loss_tokens": 0, "turns": 0, "turns_in_loss": 0}
+    return {"obs_tokens": 0, "loss_tokens": 0, "eot_tokens": 0, "turns": 0, "turns_in_loss": 0}
 
 
 def _domain_counts() -> dict[str, int]:
@@ -149,7 +149,8 @@ class SampleStats:
     by_category: dict[str, dict[str, int]] = field(
         default_factory=lambda: defaultdict(_category_counts)
     )
-    """Per turn category: observation tokens, loss tokens, turns, turns with a target."""
+    """Per turn category: observation tokens, those that are targets, end-of-turn targets,
+    turns, turns with a target."""
     truncated: dict[str, dict[str, int]] = field(
         default_factory=lambda: defaultdict(lambda: dict.fromkeys(TRUNCATED, 0))
     )
@@ -170,18 +171,32 @@ class SampleStats:
         d["tokens"] += tokens
         d["loss_tokens"] += loss_tokens
 
-    def add_turns(self, turns, ranges: list[tuple[int, int, int]], mask: np.ndarray) -> None:
+    def add_turns(
+        self,
+        turns,
+        ranges: list[tuple[int, int, int]],
+        mask: np.ndarray,
+        eots: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
+        """Per category: a turn's observation tokens and those of them that are targets
+        (`loss_tokens`: their ratio is the keep ratio), its end-of-turn targets (`eots`:
+        `eot_tokens`, so the categories add up to the sample's loss tokens) and whether
+        it has any target (a kept empty observation is in the loss by its end-of-turn)."""
         if not ranges:
             return
+        eots = eots or {}
         csum = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
         bounds = np.array([(lo, hi) for _, lo, hi in ranges])
+        ends = np.array([eots.get(turn, (hi, hi)) for turn, _, hi in ranges])
         kepts = (csum[bounds[:, 1]] - csum[bounds[:, 0]]).tolist()
-        for (turn, lo, hi), kept in zip(ranges, kepts, strict=True):
+        eot_kepts = (csum[ends[:, 1]] - csum[ends[:, 0]]).tolist()
+        for (turn, lo, hi), kept, eot in zip(ranges, kepts, eot_kepts, strict=True):
             c = self.by_category[turns[turn].get("category") or "unscored"]
             c["obs_tokens"] += hi - lo
             c["loss_tokens"] += kept
+            c["eot_tokens"] += eot
             c["turns"] += 1
-            c["turns_in_loss"] += kept > 0
+            c["turns_in_loss"] += kept + eot > 0
 
     def as_dict(self) -> dict[str, Any]:
         domains = {*self.by_domain, *self.truncated, *self.without_target}  # every one read
@@ -286,7 +301,7 @@ class SampleBuilder:
         (default: those rendered)."""
         tid = rec[F.TRAJECTORY_ID]
         turns = {t["index"]: t for t in rec[F.TURNS]}
-        mask, ranges = loss_mask(enc, rendered, turns, tid, self.cfg, targets)
+        mask, ranges, eots = loss_targets(enc, rendered, turns, tid, self.cfg, targets)
         part = rec.get(PART, MAIN_PART)
         stats = self.stats[part]
         n_loss = int(np.count_nonzero(mask))
@@ -298,7 +313,7 @@ class SampleBuilder:
             return None
         for k, v in (cut or {}).items():
             stats.truncated[rec[F.DOMAIN]][k] += v
-        stats.add_turns(turns, ranges, mask)
+        stats.add_turns(turns, ranges, mask, eots)
         stats.add(rec[F.DOMAIN], len(enc), n_loss)
         if rec.get(SYNTHETIC_KEY):
             self.synthetic[part] += 1
@@ -412,10 +427,17 @@ class SampleBuilder:
         return trimmed(parts, len(system) * budget // n)
 
     def _truncated(self, rec, sid, rendered, enc: Encoded, targets, limit) -> Sample | None:
+        """The first `limit` tokens. A turn lost tokens when a token of its observation or
+        end-of-turn marker is at `limit` or later: counted by token, since the character
+        cut rounds a token that ends inside a character (a three-token emoji) up to the
+        whole character."""
         cut = enc.chars(limit - 1)[1] if limit else 0
         lost = {
             "samples": 1,
-            "turns": sum(sp.end > cut for sp in rendered.spans),
+            "turns": sum(
+                sp.eot_end > sp.start and enc.overlap_range(sp.start, sp.eot_end)[1] > limit
+                for sp in rendered.spans
+            ),
             "tokens": len(enc) - min(len(enc), limit),
         }
         spans = tuple(
@@ -466,7 +488,8 @@ def best_fit(lengths: list[tuple[int, str]], capacity: int) -> list[list[int]]:
 
 class Packer:
     """Samples -> rows (writers.PACKED_SCHEMA) of exactly `seq_len` tokens, padded with
-    `pad_id` (never a target); `doc_boundaries` says where each sample starts.
+    `pad_id` (the tokenizer's end-of-document id, which the manifest names; never a
+    target); `doc_boundaries` says where each sample starts.
 
     Best fit decreasing within each window of `window` samples (in arrival order), so
     memory holds one window; a corpus no larger than the window packs exactly as

@@ -26,12 +26,11 @@ if TYPE_CHECKING:
     from .render import Rendered
 
 TOKENIZER_ENV = "WORLDTRACE_TOKENIZER"
-PAD_TOKEN = "<|endoftext|>"
-"""Pads packed rows (id 0 when the vocabulary lacks it); never a target."""
-EOD_TOKENS = (PAD_TOKEN, "<|end_of_text|>", "</s>", "<eos>")
+EOD_TOKENS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
 """The end-of-document token, the first of these the vocabulary has (Qwen and GPT-2
-`<|endoftext|>`, Llama 3, Llama 2/Mistral, Gemma): ends every Megatron document; never a
-target."""
+`<|endoftext|>`, Llama 3, Llama 2/Mistral, Gemma): ends every Megatron document and pads
+packed rows, so the manifest's `eod` is the one pad token a trainer needs; never a
+target there."""
 
 
 def default_tokenizer() -> Path | None:
@@ -75,31 +74,35 @@ def tokenizer_info(path: str, tok) -> dict[str, Any]:
     if cfg.exists():
         with contextlib.suppress(json.JSONDecodeError):
             name = json.loads(cfg.read_text()).get("tokenizer_class") or name
-    eod = eod_token(tok)
+    eod = _eod(tok)
     return {
         "name": name,
         "file": p.name,
         "sha256": sha256_file(str(p)),
         "vocab_size": tok.get_vocab_size(),
-        "eod": eod,
-        "eod_id": None if eod is None else tok.token_to_id(eod),
+        "eod": None if eod is None else eod[0],
+        "eod_id": None if eod is None else eod[1],
     }
 
 
-def pad_id(tok) -> int:
-    pad = tok.token_to_id(PAD_TOKEN)
-    return 0 if pad is None else pad
+def _eod(tok) -> tuple[str, int] | None:
+    """The tokenizer's end-of-document token (`EOD_TOKENS`) and its id. Only an added
+    token counts: Qwen's vocabulary also holds `</s>` as plain text, which content
+    produces, so it could not mark where a document ends."""
+    added = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
+    return next(((t, added[t]) for t in EOD_TOKENS if t in added), None)
 
 
 def eod_token(tok) -> str | None:
-    """The tokenizer's end-of-document token (`EOD_TOKENS`); None when it has none."""
-    return next((t for t in EOD_TOKENS if tok.token_to_id(t) is not None), None)
+    """The tokenizer's end-of-document token; None when it has none."""
+    found = _eod(tok)
+    return None if found is None else found[0]
 
 
 def eod_id(tok) -> int | None:
     """Id of `eod_token`; None when the tokenizer has none."""
-    eod = eod_token(tok)
-    return None if eod is None else tok.token_to_id(eod)
+    found = _eod(tok)
+    return None if found is None else found[1]
 
 
 class Encoded:
@@ -402,14 +405,29 @@ def loss_mask(
 ) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
     """Per-token mask from observation spans and the turns' keep ratios, with the
     (turn, first token, end token) range of every target observation."""
+    mask, ranges, _ = loss_targets(encoded, rendered, turns, tid, cfg, targets)
+    return mask, ranges
+
+
+def loss_targets(
+    encoded: Encoded,
+    rendered: Rendered,
+    turns: dict[int, dict[str, Any]],
+    tid: str,
+    cfg: MaskConfig,
+    targets: set[int] | None = None,
+) -> tuple[np.ndarray, list[tuple[int, int, int]], dict[int, tuple[int, int]]]:
+    """`loss_mask`, and per turn the (first, end) tokens of the end-of-turn marker made a
+    target (past the observation's range), so counts per turn can add up to the mask."""
     import numpy as np
 
     from .mask import keep_turn, unit_draw
 
     mask = np.zeros(len(encoded), dtype=np.uint8)
     ranges: list[tuple[int, int, int]] = []
+    eots: dict[int, tuple[int, int]] = {}
     if not len(encoded):
-        return mask, ranges
+        return mask, ranges, eots
     for sp in rendered.spans:
         if targets is not None and sp.turn not in targets:
             continue
@@ -432,7 +450,8 @@ def loss_mask(
         if cfg.eot_target and on and sp.eot_end > sp.eot_start:
             elo, ehi = target_range(encoded, rendered.text, sp.eot_start, sp.eot_end)
             mask[elo:ehi] = 1
-    return mask, ranges
+            eots[sp.turn] = (max(elo, hi), max(ehi, hi))  # a token shared with it counts once
+    return mask, ranges, eots
 
 
 def target_range(encoded: Encoded, text: str, s: int, e: int) -> tuple[int, int]:

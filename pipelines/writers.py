@@ -433,8 +433,16 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
 
 
 def verify(directory: str | os.PathLike) -> list[str]:
-    """Recompute what the manifest claims; returns the problems (empty = verified). A split
-    export (top manifest with `parts`) is verified part by part."""
+    """Recompute what the manifest claims; returns the problems (empty = verified): the
+    files (`_verify_files`: sizes, sha256, unlisted files, rows and loss tokens, every
+    Megatron document closed by the EOD), then the counts recounted from them
+    (`recount.recount`). A split export (top manifest with `parts`) part by part."""
+    from .recount import recount  # it reads shards with this module's names
+
+    return _verify_files(directory) + recount(directory)
+
+
+def _verify_files(directory: str | os.PathLike) -> list[str]:
     d = Path(directory)
     mpath = d / MANIFEST
     if not mpath.exists():
@@ -468,7 +476,7 @@ def _check_parts(d: Path, parts: dict[str, dict[str, Any]]) -> list[str]:
             continue
         if sha256_file(str(pm)) != p["manifest_sha256"]:
             problems.append(f"{pm}: sha256 differs from the top manifest's")
-        problems.extend(verify(sub))
+        problems.extend(_verify_files(sub))
     listed = {p["path"] for p in parts.values()}
     for p in d.iterdir():
         if p.name != MANIFEST and not p.name.startswith(".") and p.name not in listed:

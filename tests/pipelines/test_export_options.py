@@ -199,7 +199,10 @@ def test_an_option_nothing_reads_is_refused(small, tmp_path, args, said):
 
 def test_options_that_something_reads_are_taken(small, tmp_path, monkeypatch):
     eot = tmp_path / "t.jinja"
-    eot.write_text("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
+    eot.write_text(  # it writes the end-of-turn text it is given (else refused)
+        "{% for m in messages %}{{ m.role }}: {{ m.content }}"
+        "{% if m.role == 'assistant' %}</s>{% endif %}\n{% endfor %}"
+    )
     for n, args in enumerate(
         (
             ["--seq-len", "4096", "--pack-window", "8"],

@@ -1,0 +1,218 @@
+"""The counts of an export's manifest recounted from its files (`writers.verify` calls
+`recount` after it has checked sizes and hashes): a tamperer, or a bug, that rewrote
+shards and their hashes is caught where the counts no longer add up. Kept apart from the
+writers: it reads the shards as a trainer would, they only write them."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .samples import MAIN_PART
+from .writers import MANIFEST
+
+
+def recount(directory: str | os.PathLike) -> list[str]:
+    """The manifest's counts (a split export's part by part, and its top counts against
+    the parts) against the files. Problems, empty when they agree."""
+    d = Path(directory)
+    m = _read_manifest(d)
+    if m is None:
+        return []  # the file checks said why
+    if "parts" not in m:
+        return _recount(d, m)
+    problems, parts = [], {}
+    for name, p in sorted(m["parts"].items()):
+        if (pm := _read_manifest(d / p["path"])) is not None:
+            parts[name] = pm
+            problems += _recount(d / p["path"], pm)
+    return problems + _check_top_counts(d, m, parts)
+
+
+def _read_manifest(d: Path) -> dict[str, Any] | None:
+    try:
+        m = json.loads((d / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) and ("parts" in m or {"shards", "format"} <= m.keys()) else None
+
+
+def _recount(d: Path, m: dict[str, Any]) -> list[str]:
+    """The counts of one part recounted from its files (when they are all there, at the
+    size listed: `verify_files` names the others)."""
+    for s in m["shards"]:
+        p = d / s["path"]
+        if not p.is_file() or p.stat().st_size != s["bytes"]:
+            return []
+    c = m["counts"]
+    try:
+        if m["format"] == "parquet":
+            found, problems = _recount_parquet(d, m)
+        elif m["format"] == "megatron":
+            found, problems = _recount_megatron(d, m)
+        else:
+            found, problems = _recount_awb(d, m), []
+    except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors are ValueErrors
+        return [f"{d}: cannot recount the shards: {exc}"]
+    for key, n in found.items():
+        if key == "by_domain":
+            problems += _compare_domains(d, c, n)
+        elif n != c.get(key):
+            problems.append(
+                f"{d}: {n} {key.replace('_', ' ')} in the files != manifest {c.get(key)}"
+            )
+    return problems
+
+
+def _compare_domains(d: Path, c: dict[str, Any], found: dict[str, Counter] | None) -> list[str]:
+    """`counts.by_domain` against the files' (`found`), or, where the files do not say
+    the domain (Megatron, packed rows), against the totals."""
+    keys = ("samples", "tokens", "loss_tokens") if found is None else tuple(found)
+    listed = {k: Counter({dom: v.get(k, 0) for dom, v in c["by_domain"].items()}) for k in keys}
+    problems = []
+    for k in keys:
+        if found is not None and +found[k] != +listed[k]:
+            differ = sorted(
+                dom for dom in {*found[k], *listed[k]} if found[k][dom] != listed[k][dom]
+            )
+            problems += [
+                f"{d}: {dom} {k.replace('_', ' ')} {found[k][dom]} in the files != manifest "
+                f"by_domain {listed[k][dom]}"
+                for dom in differ
+            ]
+        elif found is None and sum(listed[k].values()) != c[k]:
+            problems.append(
+                f"{d}: by_domain {k} add up to {sum(listed[k].values())} != manifest {c[k]}"
+            )
+    return problems
+
+
+def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Samples, tokens and per-domain counts of the rows; every row's `num_loss_tokens`
+    is its mask's sum, and a packed row's padding is the manifest's EOD, never a target."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    seq_len = (m.get("sampling") or {}).get("seq_len") or 0
+    eod = (m.get("tokenizer") or {}).get("eod_id")
+    cols = ["domain", "input_ids", "loss_mask", "num_tokens", "num_loss_tokens"]
+    cols += ["sample_ids"] if seq_len else []
+    samples = tokens = bad_loss = bad_len = not_binary = pad_id = pad_target = 0
+    by = {k: Counter() for k in ("samples", "tokens", "loss_tokens")}
+    for s in m["shards"]:
+        with pq.ParquetFile(d / s["path"]) as f:
+            for b in f.iter_batches(columns=cols):
+                lengths = pc.list_value_length(b["input_ids"]).to_numpy(zero_copy_only=False)
+                mask = pc.list_flatten(b["loss_mask"]).to_numpy()
+                if len(mask) != lengths.sum():
+                    return {}, []  # verify_files said it: a mask's length is not its row's
+                n_tok = b["num_tokens"].to_numpy()
+                n_loss = b["num_loss_tokens"].to_numpy()
+                ends = np.cumsum(lengths)
+                csum = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
+                loss = csum[ends] - csum[ends - lengths]
+                bad_loss += int(np.count_nonzero(loss != n_loss))
+                not_binary += int(np.count_nonzero(mask > 1))
+                tokens += int(n_tok.sum())
+                if seq_len:
+                    samples += int(pc.sum(pc.list_value_length(b["sample_ids"])).as_py() or 0)
+                    bad_len += int(np.count_nonzero((lengths != seq_len) | (n_tok > lengths)))
+                    pos = np.arange(len(mask)) - np.repeat(ends - lengths, lengths)
+                    pad = pos >= np.repeat(n_tok, lengths)
+                    ids = pc.list_flatten(b["input_ids"]).to_numpy()
+                    pad_id += int(np.count_nonzero(ids[pad] != eod)) if eod is not None else 0
+                    pad_target += int(np.count_nonzero(mask[pad]))
+                    continue
+                samples += b.num_rows
+                bad_len += int(np.count_nonzero(n_tok != lengths))
+                for dom, t, n in zip(
+                    b["domain"].to_pylist(), n_tok.tolist(), loss.tolist(), strict=True
+                ):
+                    by["samples"][dom] += 1
+                    by["tokens"][dom] += t
+                    by["loss_tokens"][dom] += n
+    problems = [
+        f"{d}: {what}"
+        for n, what in (
+            (bad_loss, f"{bad_loss} row(s) whose num_loss_tokens is not their loss_mask's sum"),
+            (not_binary, f"{not_binary} loss_mask value(s) other than 0 and 1"),
+            (bad_len, f"{bad_len} row(s) whose num_tokens or length is wrong"),
+            (pad_id, f"{pad_id} padding token(s) other than the end-of-document id {eod}"),
+            (pad_target, f"{pad_target} padding token(s) marked as targets"),
+        )
+        if n
+    ]
+    return {"samples": samples, "tokens": tokens, "by_domain": None if seq_len else by}, problems
+
+
+def _recount_megatron(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Loss tokens from the sidecar (0 and 1 only; the EOD closing every document never a
+    target) and samples from the sequences: one per sample unpacked; a packed row does
+    not record its samples, so there they are only at least the rows."""
+    import numpy as np
+
+    from .megatron import read_index
+    from .writers import megatron_name
+
+    part, c = m.get("part", MAIN_PART), m["counts"]
+    seq_len = (m.get("sampling") or {}).get("seq_len") or 0
+    prefix = d / megatron_name(part, "mask")
+    sizes, pointers, _, dtype = read_index(f"{prefix}.idx")
+    if np.dtype(dtype) != np.uint8 or Path(f"{prefix}.bin").stat().st_size != int(
+        sizes.sum(dtype=np.int64)
+    ):
+        return {}, [f"{d}: {prefix.name}.bin does not match its index"]
+    empty = not sizes.sum()  # an empty part of a split: an empty file cannot be mapped
+    mask = np.zeros(0, np.uint8) if empty else np.memmap(f"{prefix}.bin", np.uint8, mode="r")
+    loss = not_binary = 0
+    for at in range(0, len(mask), 1 << 26):  # a chunk at a time: memory stays flat
+        chunk = mask[at : at + (1 << 26)]
+        loss += int(np.count_nonzero(chunk))
+        not_binary += int(np.count_nonzero(chunk > 1))
+    problems = [f"{d}: {not_binary} loss-mask value(s) other than 0 and 1"] if not_binary else []
+    if "eod_tokens" in c and len(sizes):
+        eods = int(np.count_nonzero(mask[pointers + sizes.astype(np.int64) - 1]))
+        if eods:
+            problems.append(f"{d}: {eods} end-of-document token(s) marked as targets")
+    found: dict[str, Any] = {"loss_tokens": loss, "by_domain": None}
+    if not seq_len:
+        found["samples"] = len(sizes)
+    elif c["samples"] < len(sizes) or c["tokens"] > len(sizes) * seq_len:
+        problems.append(
+            f"{d}: manifest samples {c['samples']} / tokens {c['tokens']} cannot fill "
+            f"{len(sizes)} packed rows of {seq_len}"
+        )
+    return found, problems
+
+
+def _recount_awb(d: Path, m: dict[str, Any]) -> dict[str, Any]:
+    """Lines, in total and per domain (`<domain>_<part>.jsonl`)."""
+    by: Counter[str] = Counter()
+    for s in m["shards"]:
+        with open(d / s["path"], "rb") as fh:
+            by[s["path"].rsplit("_", 1)[0]] += sum(
+                chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b"")
+            )
+    return {"samples": sum(by.values()), "by_domain": {"samples": by}}
+
+
+def _check_top_counts(d: Path, top: dict[str, Any], parts: dict[str, dict[str, Any]]) -> list[str]:
+    """A split export's top counts: each part's as its manifest says, and their sum."""
+    problems = []
+    for key, total in top["counts"].items():
+        if not isinstance(total, int):
+            continue
+        listed = [p.get("counts", {}).get(key) for p in top["parts"].values()]
+        if all(isinstance(n, int) for n in listed) and sum(listed) != total:
+            what = key.replace("_", " ")
+            problems.append(f"{d}: {what} {total} != the parts' sum {sum(listed)}")
+    for name, pm in parts.items():
+        for key, n in top["parts"][name].get("counts", {}).items():
+            if (own := pm["counts"].get(key)) != n:
+                what = key.replace("_", " ")
+                problems.append(f"{d}: part {name} {what} {n} != its manifest's {own}")
+    return problems
