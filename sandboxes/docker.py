@@ -50,7 +50,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+IDLE_COMMAND = ["sh", "-c", "trap '' HUP INT QUIT TERM; while :; do sleep 3600 & wait $!; done"]
+"""The container's PID 1: it catches no signal, so the kernel drops every signal sent to
+it from inside (`kill 1`, `pkill -x sh`), as for a real init, and the agent cannot stop
+its sandbox (shells catch SIGINT while they `wait`: the usual ones are ignored). From
+outside only SIGKILL stops it: `STOP_SIGNAL`, and our removals force."""
+STOP_SIGNAL = "SIGKILL"
+"""What `docker stop` sends: PID 1 has no TERM handler, and a TERM would only cost the
+10 s grace period before the engine's SIGKILL."""
 
 
 MEMORY_RE = re.compile(r"^(\d+)([bkmg]?)$", re.I)
@@ -308,11 +315,13 @@ class ContainerPool:
                 IDLE_COMMAND,
                 name=container_name(episode),
                 labels=labels,
+                stop_signal=STOP_SIGNAL,
                 **(run_kwargs if run_kwargs is not None else self.config.run_kwargs()),
             )
             if self._closed:
                 self.release(c, wait=True)
                 raise SandboxError("the container pool closed while the container started")
+            c.reload()  # its first `StartedAt`, against which `execs.restarted` checks
             return c
         finally:
             with self._started:

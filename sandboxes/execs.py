@@ -18,6 +18,10 @@ kills, the kernel OOM-kills in a still-running container, or `timeout` cuts off 
 the engine records the container's end a moment after the exec's: so only an exec that
 ended by a signal (or with no status), or an engine error, costs a look at the container:
 a probe exec (`_alive`) answers at once while it runs, else its state is awaited.
+A container restarted under a command (`docker restart`) killed it the same way and then
+runs on without the episode's processes and tmpfs: its start time, against the one the
+pool recorded, is looked at then too, and a restart raises SandboxError (`the container
+was restarted under the episode (...)`); so does any later look at its state.
 
 A container frozen under a command (`docker pause`, a frozen cgroup) answers nothing, and
 its `timeout` is frozen with it: no answer is our infrastructure failing too, never a
@@ -171,15 +175,53 @@ def state_problem(state: dict) -> str | None:
     )
 
 
+RESTARTED = "the container was restarted under the episode"
+
+
+def restarted(container, state: dict) -> str | None:
+    """`the container was restarted under the episode (...)` when docker started it again
+    since the pool started it (`docker restart`, a restart policy: `StartedAt` moved), or
+    None. Its processes and tmpfs are gone and it runs on: what it answers now would pass
+    for the episode's environment. The first start is the one `ContainerPool` recorded in
+    `container.attrs`; a container without that record is never called restarted."""
+    first = (container.attrs.get("State") or {}).get("StartedAt") or ""
+    now = state.get("StartedAt") or ""
+    if first.startswith("0001-") or not first or not now or now == first:
+        return None
+    return f"{RESTARTED} (started at {first}, again at {now})"
+
+
+RESTART_WAIT = 1.0
+"""Seconds a container found exited is watched for starting again: `docker restart` stops
+it first, and the reason then is the restart, not the stop (costs only a failing step)."""
+
+
+def raise_if_restarting(container, state: dict) -> None:
+    """Raise SandboxError naming the restart when the container in `state` was restarted,
+    or, found exited, starts again within `RESTART_WAIT` seconds; else return."""
+    deadline = time.monotonic() + RESTART_WAIT
+    while True:
+        again = restarted(container, state)
+        if again:
+            raise SandboxError(again)
+        if state.get("Status") != "exited" or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)  # polling the engine's state: there is no event to wait on
+        try:
+            state = container.client.api.inspect_container(container.id)["State"]
+        except Exception:  # gone meanwhile: no restart to name
+            return
+
+
 def not_running(container) -> str | None:
-    """Why the container does not run normally now (`state_problem`, or `the container is
-    gone (...)`), or None: one look at docker's state, for a step that got no answer (the
-    terminal's prompt did not come, a command timed out), never for every step."""
+    """Why the container does not run normally now (`state_problem`, `restarted`, or `the
+    container is gone (...)`), or None: one look at docker's state, for a step that got no
+    answer (the terminal's prompt did not come, a command timed out), never for every step."""
     try:
         state = container.client.api.inspect_container(container.id)["State"]
     except Exception as exc:  # docker.errors.NotFound and engine errors alike
         return f"the container is gone ({exc})"
-    return state_problem(state)
+    return state_problem(state) or restarted(container, state)
 
 
 def check_running(container, what: str) -> None:
@@ -193,7 +235,8 @@ def check_running(container, what: str) -> None:
 
 def _stopped(container, wait: float = 0.0) -> str | None:
     """How the container stopped (`exited (exit code 137, OOM killed: False)`, `is gone
-    (...)`), or None when it still runs after `wait` seconds."""
+    (...)`), or None when it still runs after `wait` seconds; SandboxError when it runs
+    again after a restart (`restarted`: its stop may have come and gone between looks)."""
     api = container.client.api
     deadline = time.monotonic() + wait
     while True:
@@ -201,6 +244,7 @@ def _stopped(container, wait: float = 0.0) -> str | None:
             state = api.inspect_container(container.id)["State"]
         except Exception as exc:  # docker.errors.NotFound and engine errors alike
             return f"is gone ({exc})"
+        raise_if_restarting(container, state)
         if not state.get("Running") or state.get("Paused") or state.get("Restarting"):
             return (
                 f"{state.get('Status', 'stopped')} (exit code {state.get('ExitCode')}, "
@@ -241,10 +285,13 @@ def _alive(container) -> bool:
 
 
 def _check_stopped(container, code: int | None) -> None:
-    """Raise SandboxError when the container stopped under a command that ended with
-    `code`: looked at only for a kill (above 128) or no status (negative); a probe the
-    container runs clears it at once (the command's own death is the answer)."""
-    if code is None or 0 <= code <= 128 or _alive(container):
+    """Raise SandboxError when the container stopped (or was restarted) under a command
+    that ended with `code`: looked at only for a kill (above 128) or no status (negative).
+    A probe the container runs then and one look at its start time clear it (the
+    command's own death is the answer): a restarted container runs probes too."""
+    if code is None or 0 <= code <= 128:
+        return
+    if _alive(container) and _stopped(container) is None:  # raises on a restart
         return
     how = _stopped(container, STOP_WAIT)
     if how:

@@ -42,7 +42,14 @@ from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
 from .condition_kinds import within
 from .conditions import Condition, Plan, Session, Where
 from .docker import DockerConfig, shared_pool
-from .execs import check_running, exec_capture, root_runner, run_setup, state_problem
+from .execs import (
+    check_running,
+    exec_capture,
+    raise_if_restarting,
+    root_runner,
+    run_setup,
+    state_problem,
+)
 from .screen import Terminal
 
 KEYS = {
@@ -291,8 +298,9 @@ class TerminalSandbox(Unpicklable):
     def _why_closed(self) -> str:
         """Why the terminal's stream ended: the shell's own exit (the container runs on:
         `the shell exited (status N)`), or raises SandboxError when the container itself
-        stopped or went away (killed from outside, the engine, our own shutdown). A shell
-        killed by a signal may be the container's end that the engine has yet to record:
+        stopped or went away (killed from outside, the engine, our own shutdown) or was
+        restarted (`execs.raise_if_restarting`: it runs on without the episode's shell).
+        A shell killed by a signal may be the container's end that the engine has yet to record:
         its state is watched a moment longer then."""
         api = self.container.client.api
         code = None
@@ -307,6 +315,7 @@ class TerminalSandbox(Unpicklable):
                 state = api.inspect_container(self.container.id)["State"]
             except Exception as exc:  # docker.errors.NotFound and engine errors alike
                 raise SandboxError(f"the terminal closed: the container is gone ({exc})") from exc
+            raise_if_restarting(self.container, state)
             trouble = state_problem(state)
             if trouble:
                 raise SandboxError(f"the terminal closed: {trouble}")
