@@ -25,8 +25,9 @@ set-up's server folder (`.mcp-servers/bin`, `.mcp-servers/node_modules/.bin`, or
 Errors have owners. What the server answers is an observation: an `isError` result,
 and a JSON-RPC error such as the answer to a tool it does not list (forwarded, so the
 agent sees the server's own words), rendered `MCP error CODE: MESSAGE`. A server that
-does not start, exits, closes the connection or gives no answer within `call_timeout`
-is infrastructure: the step raises and the attempt fails with the reason and the tail
+does not start, exits, closes the connection, loses our HTTP session (restarted), writes
+bytes that are not UTF-8 on stdout or gives no answer within `call_timeout` is
+infrastructure: the step raises and the attempt fails with the reason and the tail
 of the server's stderr; the next reset starts a new server.
 
 Server log notifications and progress notifications go to the observation's
@@ -376,7 +377,7 @@ class MCPSandbox(Unpicklable):
         try:
             self._conn, self._release = self._runner.hold(lambda: connect(spec), c.start_timeout)
         except Exception as exc:
-            reason = _reason(root_cause(exc))
+            reason = spec.stdout_noise.broken or _reason(root_cause(exc))
             if spec.stdout_noise.total:
                 reason += f"; {spec.stdout_noise.summary()}"
             tail = stderr_tail(spec.stderr_path)
@@ -480,23 +481,31 @@ class MCPSandbox(Unpicklable):
         )
 
     async def _call(self, name: str, arguments: dict[str, Any], index: int):
+        import anyio
         from mcp.shared.exceptions import MCPError
 
-        conn = self._conn
+        conn, noise = self._conn, self._spec.stdout_noise
         progress: list[dict[str, Any]] = []
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
             if len(progress) < MAX_NOTES:
                 progress.append({"progress": value, "total": total, "message": message})
 
-        try:
-            answer, flag = await conn.proxy.call(
-                name, arguments, (self._task_id, index), on_progress
-            )
-        except MCPError as exc:
-            if is_transport_failure(exc.code, exc.message):
-                raise
-            answer, flag = exc.error, None  # the server's JSON-RPC error answer
+        with anyio.CancelScope() as scope:
+            noise.on_break = scope.cancel  # a stdout that broke will never carry the answer
+            try:
+                if noise.broken is None:
+                    answer, flag = await conn.proxy.call(
+                        name, arguments, (self._task_id, index), on_progress
+                    )
+            except MCPError as exc:
+                if is_transport_failure(exc.code, exc.message):
+                    raise
+                answer, flag = exc.error, None  # the server's JSON-RPC error answer
+            finally:
+                noise.on_break = None
+        if noise.broken is not None:
+            raise SandboxError(noise.broken)
         return answer, flag, progress, await self._take_notes()
 
     def describe(self) -> dict[str, Any]:
@@ -532,7 +541,9 @@ def _reason(exc: BaseException) -> str:
     from mcp.shared.exceptions import MCPError
 
     if isinstance(exc, MCPError) and is_transport_failure(exc.code, exc.message):
-        return "the server closed the connection (it exited or crashed)"
+        return "the server closed the connection (it exited, crashed or closed its stdout)"
+    if isinstance(exc, SandboxError):  # ours, saying what broke (a lost session, stdout)
+        return str(exc)
     if isinstance(exc, TimeoutError):
         return "no answer in time"
     text = str(exc).strip().splitlines()

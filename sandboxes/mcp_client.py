@@ -17,10 +17,14 @@ JSON, or every value of it: servers often send both forms); a JSON-RPC error rea
 A stdio server's stdout lines that are not JSON-RPC (a banner, a stray print) are
 counted and the first few kept (`StdoutNoise`), never logged: the SDK logs each one at
 ERROR with a traceback (a server printing in a loop wrote 100,000 lines of them in 5 s).
+Its stdout is decoded by our codec (`STDOUT_CODEC`, UTF-8): the SDK's reader stops without
+a word at bytes that are not UTF-8, so the codec drops the rest and says why
+(`StdoutNoise.broken`), which ends the pending call at once.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import contextvars
 import json
@@ -30,7 +34,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +60,13 @@ JSON-RPC; it has no hook for those lines, so a filter on its logger takes them."
 NOISE_KEPT = 3
 """Non-JSON stdout lines kept word for word (per server, and per observation)."""
 NOISE_CHARS = 200
+STDOUT_CODEC = "worldtrace_mcp_stdout"
+"""UTF-8 that reports bytes it cannot decode to the connection (`_StdoutDecoder`)."""
+SESSION_HEADER = "mcp-session-id"
+HTTP_TIMEOUT_S, HTTP_READ_TIMEOUT_S = 30.0, 300.0
+"""The HTTP client's timeouts, as the SDK's own default client has them (a server may hold
+a response stream open): ours is made to watch its responses (`SessionWatch`)."""
+SESSION_NOT_FOUND = "session not found"
 
 
 @dataclass
@@ -65,6 +76,10 @@ class StdoutNoise:
 
     total: int = 0
     first: list[str] = field(default_factory=list)
+    broken: str | None = None
+    """Why stdout can no longer be read (bytes that are not UTF-8): the attempt fails."""
+    on_break: Callable[[], None] | None = None
+    """Called once when it breaks: the sandbox's pending call is cancelled by it."""
     _new: int = 0
     _new_first: list[str] = field(default_factory=list)
 
@@ -76,6 +91,12 @@ class StdoutNoise:
             self.first.append(line)
         if len(self._new_first) < NOISE_KEPT:
             self._new_first.append(line)
+
+    def broke(self, reason: str) -> None:
+        if self.broken is None:
+            self.broken = reason
+            if self.on_break is not None:
+                self.on_break()
 
     def take(self) -> dict[str, Any] | None:
         """The lines since the last take, as `{"lines": N, "first": [...]}`, or None."""
@@ -121,10 +142,71 @@ def _bad_line(exc: BaseException | None) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+class _StdoutDecoder(codecs.IncrementalDecoder):
+    """UTF-8 for a stdio server's stdout. Strict UTF-8 stops the SDK's reader for good (its
+    drain then waits for the server to exit, and the call for its timeout); this one tells
+    the connection's `StdoutNoise` and drops everything after, which no one can trust."""
+
+    def __init__(self, errors: str = "strict"):
+        super().__init__(errors)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._noise = _NOISE.get()  # made in the SDK's reader task, which inherits it
+
+    def decode(self, data: bytes, final: bool = False) -> str:
+        if self._noise is not None and self._noise.broken is not None:
+            return ""
+        try:
+            return self._utf8.decode(data, final)
+        except UnicodeDecodeError as exc:
+            if self._noise is None:
+                raise
+            bad = bytes(exc.object[max(0, exc.start - 20) : exc.end + 20])
+            self._noise.broke(f"the server wrote bytes that are not UTF-8 on stdout: {bad!r}")
+            return ""
+
+    def reset(self) -> None:
+        self._utf8.reset()
+
+
+def _find_codec(name: str) -> codecs.CodecInfo | None:
+    if name != STDOUT_CODEC:
+        return None
+    utf8 = codecs.lookup("utf-8")  # stdin is plain UTF-8
+    return codecs.CodecInfo(
+        utf8.encode, utf8.decode, incrementalencoder=utf8.incrementalencoder,
+        incrementaldecoder=_StdoutDecoder, name=STDOUT_CODEC,
+    )  # fmt: skip
+
+
+codecs.register(_find_codec)
+
+
 def _filter_sdk_stdio_log() -> None:
     log = logging.getLogger(SDK_STDIO_LOGGER)
     if not any(isinstance(f, _NoiseFilter) for f in log.filters):
         log.addFilter(_NoiseFilter())
+
+
+@dataclass
+class SessionWatch:
+    """What the streamable HTTP transport saw of our session. A server that restarted
+    answers our session id with 404 (the spec's word for a session it no longer has); the
+    SDK turns that into a JSON-RPC error (`-32600 Session not found` from the body, or its
+    own `Session terminated`) that would pass for the server's answer to the call."""
+
+    sent: bool = False
+    """A request carried our session id (the server gave one at initialize)."""
+    not_found: bool = False
+    """A request carrying it was answered 404."""
+
+    async def on_response(self, response) -> None:
+        if response.request.headers.get(SESSION_HEADER):
+            self.sent = True
+            self.not_found = self.not_found or response.status_code == 404
+
+    def lost_by(self, message: str) -> bool:
+        """Whether an error answer means our session is gone (then it is nobody's answer)."""
+        return self.not_found or (self.sent and SESSION_NOT_FOUND in message.lower())
 
 
 @dataclass(frozen=True)
@@ -167,6 +249,7 @@ class Connection:
 @contextlib.asynccontextmanager
 async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
     """Start (or reach) the server, initialize, list its tools; close it all on exit."""
+    import httpx2  # the SDK's HTTP client library
     from mcp import Client, Implementation, StdioServerParameters
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
@@ -181,15 +264,25 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
 
     async with contextlib.AsyncExitStack() as stack:
         errlog = stack.enter_context(open(spec.stderr_path or "/dev/null", "a", encoding="utf-8"))  # noqa: SIM115
+        session = None
         if spec.url is None:
             params = StdioServerParameters(
-                command=spec.argv[0], args=list(spec.argv[1:]), env=spec.env, cwd=spec.cwd
+                command=spec.argv[0],
+                args=list(spec.argv[1:]),
+                env=spec.env,
+                cwd=spec.cwd,
+                encoding=STDOUT_CODEC,
             )
             transport = stdio_client(params, errlog=errlog)
         else:
             if spec.argv:
                 await stack.enter_async_context(http_server(spec, errlog))
-            transport = streamable_http_client(spec.url)
+            session = SessionWatch()
+            timeout = httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [session.on_response]})
+            )
+            transport = streamable_http_client(spec.url, http_client=http)
         client = await stack.enter_async_context(
             Client(
                 transport,
@@ -204,7 +297,7 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
         # schema: the SDK's check (`ClientSession.validate_tool_result`) would make a buggy
         # server's real answer a failure of ours, on every attempt
         client.session.validate_tool_result = _answer_as_given
-        proxy = FaultProxy(client, spec.faults)
+        proxy = FaultProxy(client, spec.faults, session)
         tools = await list_all_tools(proxy)
         info = client.server_info
         server = " ".join(x for x in (info.name, info.version) if x) if info else ""

@@ -33,6 +33,8 @@ from pydantic import Field
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.parsing import configclass
 
+from .base import SandboxError
+
 Rate = Annotated[float, Field(ge=0, le=1)]
 FAULT_KINDS = F.INJECTED_FAULTS
 """Answer-changing faults, in the order their rates are stacked on one uniform draw."""
@@ -125,6 +127,14 @@ the stdio connection closed, or a streamable-HTTP stream that ended or failed
 itself (the implementation-defined range), so the code alone does not tell."""
 
 
+SESSION_LOST = "the server lost the MCP session (restarted?)"
+
+
+class SessionLost(SandboxError):
+    """The HTTP server no longer knows our session (it restarted, or dropped it): the SDK
+    hands this over as an ordinary JSON-RPC error, which must not pass for an answer."""
+
+
 def is_transport_failure(code: int, message: str) -> bool:
     """An SDK error meaning the connection is gone (infrastructure), not a server answer."""
     return code == CONNECTION_CLOSED and (
@@ -140,9 +150,11 @@ class FaultProxy:
     the client, so the caller treats injected and real answers alike.
     """
 
-    def __init__(self, client, config: FaultConfig | None):
+    def __init__(self, client, config: FaultConfig | None, session=None):
         self.client = client
         self.config = config
+        self.session = session
+        """The HTTP session's watch (`mcp_client.SessionWatch`), None over stdio."""
         self.plan = FaultPlan(config) if config else None
         self._listing: list | None = None
 
@@ -179,17 +191,28 @@ class FaultProxy:
             from mcp.shared.exceptions import MCPError
 
             try:
-                await self.client.call_tool(name, arguments, progress_callback=progress)
+                await self._forward(name, arguments, progress)
             except MCPError as exc:
                 if is_transport_failure(exc.code, exc.message):
                     raise
             error = types.ErrorData(code=REQUEST_TIMEOUT, message="Request timed out")
             return error, fault.perturbation()
-        result = await self.client.call_tool(name, arguments, progress_callback=progress)
+        result = await self._forward(name, arguments, progress)
         if fault.kind == "truncate":
             result, kept, total = truncate(result, fault.keep)
             return result, fault.perturbation(kept_chars=kept, total_chars=total)
         return result, fault.perturbation()
+
+    async def _forward(self, name: str, arguments: dict[str, Any], progress):
+        """The server's answer; an error that says our session is gone raises SessionLost."""
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            return await self.client.call_tool(name, arguments, progress_callback=progress)
+        except MCPError as exc:
+            if self.session is not None and self.session.lost_by(exc.message):
+                raise SessionLost(f"{SESSION_LOST}: MCP error {exc.code}: {exc.message}") from None
+            raise
 
 
 async def list_all_tools(client) -> list:

@@ -39,10 +39,10 @@ def cut(path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
-def flip_pages(path) -> None:
-    """Change bytes in the middle of the largest column chunk's pages, as a disk fault
-    does: the file keeps its size and a footer that reads."""
-    group = pq.read_metadata(path).row_group(0)
+def flip_pages(path, g: int = 0) -> None:
+    """Change bytes in the middle of row group `g`'s largest column chunk's pages, as a
+    disk fault does: the file keeps its size and a footer that reads."""
+    group = pq.read_metadata(path).row_group(g)
     chunk = max(
         (group.column(i) for i in range(group.num_columns)), key=lambda c: c.total_compressed_size
     )

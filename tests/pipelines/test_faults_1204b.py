@@ -21,27 +21,14 @@ from worldtrace.schemas.arrow import to_batch
 
 from worldtrace.cli import cli
 
+from .test_faults_1203b import flip_pages
+
 ROWS, GROUP = 200, 50
 BAD = "unknown domain 'nope'"
 
 
 def cfg(store: Store) -> ProcessConfig:
     return ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1)
-
-
-def flip_group(path, g: int) -> None:
-    """Change bytes in the middle of row group `g`'s largest column chunk, as a disk fault
-    does: the file keeps its size and a footer that reads."""
-    group = pq.read_metadata(path).row_group(g)
-    chunk = max(
-        (group.column(i) for i in range(group.num_columns)), key=lambda c: c.total_compressed_size
-    )
-    first = chunk.dictionary_page_offset or chunk.data_page_offset
-    size = chunk.total_compressed_size
-    data = bytearray(path.read_bytes())
-    for at in range(first + size // 4, first + size * 3 // 4, 7):
-        data[at] ^= 0xFF
-    path.write_bytes(bytes(data))
 
 
 @pytest.fixture
@@ -54,7 +41,7 @@ def damaged(store):
         w.write_rows(rows)
     [path] = w.paths
     for g in (1, 2):
-        flip_group(path, g)
+        flip_pages(path, g)
     assert pq.read_metadata(path).num_row_groups == 4  # the footer still reads
     return store, path
 

@@ -20,6 +20,7 @@ from worldtrace.sandboxes.execs import exec_capture
 from worldtrace.sandboxes.swe import SWEConfig, SWESandbox
 
 from ..conftest import wait_until
+from .test_swe_review_1203 import running
 
 pytestmark = pytest.mark.docker
 
@@ -32,13 +33,6 @@ def swe(docker_engine, repo):
     s.reset(TaskSpec("probe"))
     yield s
     s.close()
-
-
-def running(container, words: str) -> bool:
-    """Whether a process whose command line starts with `words` runs in the container."""
-    procs = container.top()
-    cmd = procs["Titles"].index("CMD")
-    return any(p[cmd].startswith(words) for p in procs["Processes"])
 
 
 def restarted_under(step, action, container, docker_engine, words: str) -> dict:

@@ -1,0 +1,217 @@
+"""MCP faults a review reproduced: an HTTP server that restarts and loses our session, and
+stdio servers whose stdout breaks (bytes that are not UTF-8, stdout closed)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from worldtrace.sandboxes.base import SandboxError, TaskSpec
+from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox
+from worldtrace.sandboxes.mcp_client import free_port
+from worldtrace.schemas.actions import tool_call
+from worldtrace.schemas.parsing import parse
+
+LOST = "the server lost the MCP session (restarted?)"
+WAIT_S = 60.0
+"""Bound on waiting for a server to say it is up (a deadline, not a pace)."""
+
+RESTARTS = """
+import os, socket, sys, threading
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+port, control = int(sys.argv[1]), int(sys.argv[2])
+app = MCPServer("restarts")
+
+
+@app.tool()
+def echo(message: str) -> str:
+    return message
+
+
+def restart_when_told(ctl):
+    ctl.recv(1)  # the test says restart: re-execute in place, every session lost
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+
+listener = socket.create_server(("127.0.0.1", port))  # bound before we say we are up
+ctl = socket.create_connection(("127.0.0.1", control))
+ctl.sendall(b"up\\n")
+threading.Thread(target=restart_when_told, args=(ctl,), daemon=True).start()
+server = uvicorn.Server(uvicorn.Config(app.streamable_http_app(), log_level="warning"))
+server.run(sockets=[listener])
+"""
+
+
+@pytest.fixture
+def tmpdir_root(tmp_path, monkeypatch) -> Path:
+    """A private temp dir, so episode folders of other tests and sessions stay apart."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path / "worldtrace-mcp"
+
+
+class Control:
+    """The test's end of the server's control socket: `up()` waits for a (re)started
+    server to listen; `restart()` makes it re-execute itself."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(WAIT_S)
+        self.port = self.listener.getsockname()[1]
+        self.conn: socket.socket | None = None
+
+    def up(self) -> None:
+        self.conn, _ = self.listener.accept()
+        self.conn.settimeout(WAIT_S)
+        assert self.conn.recv(3) == b"up\n"
+
+    def restart(self) -> None:
+        self.conn.sendall(b"r")  # the server execs: its end closes, a new one connects
+        self.up()
+
+    def close(self) -> None:
+        for s in (self.conn, self.listener):
+            if s is not None:
+                s.close()
+
+
+@contextmanager
+def control() -> Iterator[Control]:
+    ctl = Control()
+    try:
+        yield ctl
+    finally:
+        ctl.close()
+
+
+def _fails_lost(box: MCPSandbox) -> str:
+    with pytest.raises(SandboxError) as failed:
+        box.step(tool_call("echo", {"message": "after"}))
+    reason = str(failed.value)
+    assert LOST in reason and "tools/call echo" in reason, reason
+    return reason
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+def test_a_started_http_server_that_restarts_fails_the_attempt(tmp_path, tmpdir_root, protocol):
+    """Found: after the server restarted, every call was recorded as a turn answering
+    `MCP error -32600: Session not found` (is_error) in a successful attempt."""
+    server = tmp_path / "restarts.py"
+    server.write_text(RESTARTS)
+    with control() as ctl:
+        config = {
+            "command": [sys.executable, str(server), "{port}", str(ctl.port)],
+            "url": "http://127.0.0.1:{port}/mcp",
+            "protocol": protocol,
+            "call_timeout": 20,
+        }
+        box = MCPSandbox(parse(MCPConfig, config))
+        try:
+            box.reset(TaskSpec("a"))
+            ctl.up()
+            assert box.step(tool_call("echo", {"message": "before"})).text == "before"
+            ctl.restart()
+            if box.describe()["config"]["protocol"] < "2026":  # a protocol with sessions
+                _fails_lost(box)
+            else:  # the 2026 protocol has no session to lose: the call is answered
+                assert box.step(tool_call("echo", {"message": "after"})).text == "after"
+        finally:
+            box.close()
+
+
+def test_a_url_server_that_restarts_fails_the_attempt_and_the_next_reset_works(
+    tmp_path, tmpdir_root
+):
+    """The same for a server someone else runs (`url:` only): the next reset opens a new
+    session on the restarted server."""
+    server = tmp_path / "restarts.py"
+    server.write_text(RESTARTS)
+    port = free_port()
+    with control() as ctl:
+        proc = subprocess.Popen([sys.executable, str(server), str(port), str(ctl.port)])
+        try:
+            ctl.up()
+            url = f"http://127.0.0.1:{port}/mcp"
+            box = MCPSandbox(parse(MCPConfig, {"url": url, "protocol": "legacy"}))
+            try:
+                box.reset(TaskSpec("a"))
+                assert box.step(tool_call("echo", {"message": "before"})).text == "before"
+                ctl.restart()
+                _fails_lost(box)
+                box.reset(TaskSpec("b"))
+                assert box.step(tool_call("echo", {"message": "again"})).text == "again"
+            finally:
+                box.close()
+        finally:
+            proc.terminate()
+            proc.wait(WAIT_S)
+
+
+BROKEN_STDOUT = r"""
+import json, os, sys, time
+out = sys.stdout.buffer
+
+
+def send(mid, result, raw=b""):
+    out.write(raw + json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}).encode() + b"\n")
+    out.flush()
+
+
+for line in sys.stdin:
+    msg = json.loads(line)
+    mid, method = msg.get("id"), msg.get("method")
+    if mid is None:
+        continue
+    if method == "initialize":
+        send(mid, {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "broken", "version": "1"}})
+    elif method == "tools/list":
+        send(mid, {"tools": [{"name": n, "inputSchema": {"type": "object"}}
+                             for n in ("binary_then_answer", "latin1_answer", "close_stdout")]})
+    elif method != "tools/call":
+        out.write(json.dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": method}}).encode() + b"\n")
+        out.flush()
+    elif msg["params"]["name"] == "binary_then_answer":
+        send(mid, {"content": [{"type": "text", "text": "answered"}]}, raw=b"\xff\xfe\x00garbage\n")
+    elif msg["params"]["name"] == "latin1_answer":
+        out.write(b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"caf\xe9"}]}}\n' % mid)
+        out.flush()
+    else:  # close_stdout: alive, but nothing can reach us any more
+        os.close(1)
+        time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize(
+    "tool,reason",
+    [
+        ("binary_then_answer", "the server wrote bytes that are not UTF-8 on stdout"),
+        ("latin1_answer", "the server wrote bytes that are not UTF-8 on stdout"),
+        ("close_stdout", "closed its stdout"),
+    ],
+)
+def test_a_broken_stdout_fails_the_call_at_once_with_its_reason(
+    tmp_path, tmpdir_root, tool, reason
+):
+    """Found: the SDK's stdout reader stopped on bytes that are not UTF-8 (and at a closed
+    stdout) without a word, and the attempt failed only after the whole call_timeout, as
+    `no answer within N s (the server hangs ...)`."""
+    server = tmp_path / "broken.py"
+    server.write_text(BROKEN_STDOUT)
+    config = {"command": [sys.executable, str(server)], "call_timeout": 10}
+    box = MCPSandbox(parse(MCPConfig, config))
+    try:
+        box.reset(TaskSpec("a"))
+        with pytest.raises(SandboxError) as failed:
+            box.step(tool_call(tool, {}))
+    finally:
+        box.close()
+    text = str(failed.value)
+    assert reason in text and "no answer within" not in text, text
