@@ -9,10 +9,11 @@ relaunches the task's app (optionally clearing its data), or goes home.
 Errors have owners. A crash or ANR dialog, or a device adb reports `offline`, is what
 the environment shows: an observation with `env_failure` (`app_crashed`, `anr`,
 `device_offline`), so GUI filters can drop the trajectory. A device that disappears
-from the adb server, or a server that stops answering, is infrastructure: the step
-raises and the attempt fails with that reason. After every action the hierarchy is
-dumped until `stable_dumps` consecutive dumps agree (animations settle); a turn whose
-screen, app state and keyboard are unchanged is marked `changed = False`.
+from the adb server, a server that stops answering, or a device that restarted under
+the episode (its boot id, read with every step's app state, changed) is infrastructure:
+the step raises and the attempt fails with that reason. After every action the
+hierarchy is dumped until `stable_dumps` consecutive dumps agree (animations settle); a
+turn whose screen, app state and keyboard are unchanged is marked `changed = False`.
 
 One episode at a time on a device: from its first reset until `close()` a sandbox holds
 an exclusive lock on its device (adb server host:port and serial; `android_device.
@@ -38,6 +39,7 @@ from worldtrace.schemas.parsing import configclass
 
 from .android_actions import ACTION_SPACE, TOOLS, check_activity, check_address, check_package
 from .android_view import (
+    BOOT_ID,
     STATE_COMMAND,
     AppState,
     Node,
@@ -143,6 +145,8 @@ class AndroidSandbox(Unpicklable):
         self._ids = NodeIds()
         self._nodes: dict[int, Node] = {}
         self._state = AppState(None, None, False)
+        self._boot: str | None = None
+        """The device's boot id read first this episode ("" unreadable; None: not yet)."""
         self._last: str | None = None
         self._initial = ""
 
@@ -188,6 +192,23 @@ class AndroidSandbox(Unpicklable):
         r = self._call(what, self._d.shell, cmd, timeout=self.config.timeout)
         return r.output, r.exit_code
 
+    def _app_state(self) -> AppState:
+        """The app state, read with the boot id in the same round trip: a device that
+        rebooted (or a simulator restarted) answers calls as a fresh device, and
+        uiautomator2 restarts its server there without a word, so only the boot id
+        tells that the screen is no longer this episode's."""
+        state = app_state(self._shell("window state", STATE_COMMAND)[0])
+        boot = state.boot or ""
+        if self._boot is None:
+            self._boot = boot
+        elif boot != self._boot:
+            raise SandboxError(
+                f"the device {self._conn.serial} restarted under the episode (boot id "
+                f"{self._boot or 'unreadable'} -> {boot or 'unreadable'}, {BOOT_ID}): its "
+                "screen is a fresh boot's, not this episode's"
+            )
+        return state
+
     # -- lifecycle -----------------------------------------------------------------------
     accepts_stop = True  # its reset may wait for the device (`reset_sandbox`)
 
@@ -202,7 +223,7 @@ class AndroidSandbox(Unpicklable):
             self._hold(adb.address, serial, stop)
             self._conn = connect(adb, serial, c.u2_port)
         params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
-        self._ids, self._last, self._nodes = NodeIds(), None, {}
+        self._ids, self._last, self._nodes, self._boot = NodeIds(), None, {}, None
         try:
             self._recover()
             if params.app:
@@ -252,7 +273,7 @@ class AndroidSandbox(Unpicklable):
     def _recover(self) -> None:
         """Dismiss crash/ANR dialogs an earlier episode left on screen (back closes them)."""
         for _ in range(3):
-            state = app_state(self._shell("window state", STATE_COMMAND)[0])
+            state = self._app_state()
             if env_failure(state, []) is None:
                 return
             self._call("press back", self._d.press, "back")
@@ -274,7 +295,7 @@ class AndroidSandbox(Unpicklable):
             )
         deadline = time.monotonic() + self.config.launch_timeout
         while True:
-            state = app_state(self._shell("window state", STATE_COMMAND)[0])
+            state = self._app_state()
             if state.package == app or env_failure(state, []):
                 return
             if time.monotonic() > deadline:
@@ -310,7 +331,7 @@ class AndroidSandbox(Unpicklable):
 
     def _observe(self, prefix: str = "", is_error: bool = False) -> Observation:
         xml = self._settled()
-        self._state = app_state(self._shell("window state", STATE_COMMAND)[0])
+        self._state = self._app_state()
         found = nodes(xml, self._ids, self.config.hide_packages)
         body, truncated = render(found, self.config.max_chars)
         screen = f"{self._state.header()}\n{body}"

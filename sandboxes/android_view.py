@@ -19,7 +19,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Bounds = tuple[int, int, int, int]
 EDITABLE = ("EditText", "AutoCompleteTextView", "SearchAutoComplete")
@@ -201,11 +201,15 @@ def parse(text: str) -> Iterator[Node]:
 
 
 # -- app state from `dumpsys` ------------------------------------------------------------
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+"""The kernel's id of this boot (a random UUID each boot; readable from adb shell)."""
 STATE_COMMAND = (
     "dumpsys window windows | grep -E 'mCurrentFocus|mFocusedApp'; "
-    "dumpsys input_method | grep mInputShown"
+    f"dumpsys input_method | grep mInputShown; cat {BOOT_ID}"
 )
-"""One shell round trip for the window in focus, the resumed activity and the keyboard."""
+"""One shell round trip for the window in focus, the resumed activity, the keyboard, and
+the boot id (a restart under the episode is noticed at no extra round trip)."""
+BOOT_RE = re.compile(r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$", re.M)
 FOCUS_RE = re.compile(r"mCurrentFocus=Window\{\S+ \S+ ([^}]*)\}")
 APP_RE = re.compile(r"mFocusedApp=\S*?\{\S+ \S+ ([^\s/}]+)/([^\s}]+)")
 FAILURES = {"Application Error": "app_crashed", "Application Not Responding": "anr"}
@@ -219,6 +223,8 @@ class AppState:
     keyboard: bool
     window: str | None = None
     """The focused window when it is not the activity (a crash or ANR dialog)."""
+    boot: str | None = field(default=None, compare=False)
+    """The device's boot id (None: unreadable); not part of the observation."""
 
     def header(self) -> str:
         where = f"[{self.package}/{self.activity}]" if self.package else "[unknown app]"
@@ -236,7 +242,8 @@ def _short_activity(package: str, activity: str) -> str:
 
 
 def app_state(dumpsys: str) -> AppState:
-    """Package, activity, keyboard and a non-activity focused window from STATE_COMMAND."""
+    """Package, activity, keyboard, a non-activity focused window and the boot id from
+    STATE_COMMAND."""
     app = APP_RE.search(dumpsys)
     focus = FOCUS_RE.search(dumpsys)
     package = activity = window = None
@@ -250,7 +257,8 @@ def app_state(dumpsys: str) -> AppState:
         else:
             window = title
     keyboard = "mInputShown=true" in dumpsys
-    return AppState(package, activity, keyboard, window)
+    boot = BOOT_RE.search(dumpsys)
+    return AppState(package, activity, keyboard, window, boot.group(1) if boot else None)
 
 
 def env_failure(state: AppState, found: list[Node]) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ APPS: tuple[type[App], ...] = (Launcher, SettingsApp, NotesApp, CalculatorApp)
 GBOARD = "com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME"
 ADB_KEYBOARD = "com.github.uiautomator/.AdbKeyboard"
 U2_JAR = "/data/local/tmp/u2.jar"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 DIRS = ("/", "/data", "/data/local", "/data/local/tmp", "/sdcard", "/system", "/system/bin")
 TAP_SLOP = 16
 """A swipe shorter than this many pixels is a tap, as Android's touch slop decides."""
@@ -90,6 +92,9 @@ class Device:
         self.listeners: dict[int, Callable] = {}
         """Device TCP ports with a server (the uiautomator2 server) -> connection handler."""
         self.rpc_calls = 0
+        self.boot_id = str(uuid.uuid4())
+        """The kernel's boot id: a new random UUID each boot (a restarted simulator is a
+        rebooted device), as `cat /proc/sys/kernel/random/boot_id` reads it."""
         if self.config.u2_jar is not None:
             self.write(U2_JAR, self.config.u2_jar, 0o100644)
 

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .device import ADB_KEYBOARD, U2_JAR, Device
+from .device import ADB_KEYBOARD, BOOT_ID, U2_JAR, Device
 from .ui import HEIGHT, WIDTH
 
 KEYCODES = {"3": "home", "4": "back", "66": "enter", "67": "delete", "187": "recent", "82": "menu"}
@@ -116,6 +116,8 @@ class Shell:
     cmd_md5 = cmd_md5sum
 
     def cmd_cat(self, a: list[str]) -> Result:
+        if a and a[0] == BOOT_ID:  # procfs: read-only, not a file of the simulated storage
+            return Result(self.d.boot_id + "\n")
         f = self.d.files.get(a[0]) if a else None
         if f is None:
             return Result("", 1, f"cat: {a[0] if a else ''}: No such file or directory\n")
