@@ -27,11 +27,10 @@ from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import screen
 from worldtrace.schemas.store import (
     Unread,
-    declared,
+    how_to_read,
     scan_screened,
     sized_units,
     texts_to_check,
-    zoned,
 )
 from worldtrace.schemas.validate import Problem, storable, suspects, validate_dict
 
@@ -223,8 +222,7 @@ def read_valid(
     is the rows the file holds. Uids and rejects name a file in the store from `root`
     (`in_store`)."""
     out = []
-    known = path.endswith(F.SHARD_SUFFIX) and declared(Path(path))
-    micros = known or zoned(Path(path))  # else an int would pass for a timestamp
+    known, micros = how_to_read(Path(path))  # micros: else an int passes for a timestamp
     flags = _screen_and_suspects if known else screen
     name = in_store(path, root)
     for where, d, flag in scan_screened(Path(path), row_group, rows, micros, screen=flags):

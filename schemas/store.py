@@ -408,19 +408,21 @@ def declared(path: Path) -> bool:
     """Whether `path` is a Parquet file of exactly the declared columns (names, types and
     nullability at every depth, as our writers write): its rows need no type checks
     (`validate_dict(declared=True)`). A foreign writer's file is checked whole."""
-    try:
-        return pq.read_schema(path).equals(TRAJECTORY_SCHEMA, check_metadata=False)
-    except Exception:  # not Parquet, or unreadable: scan_file reports it
-        return False
+    return how_to_read(path)[0]
 
 
-def zoned(path: Path) -> bool:
-    """Whether a Parquet file's timestamps may be read as epoch microseconds
-    (`arrow.zoned_times`); False for a JSON file, whose times are text."""
+def how_to_read(path: Path) -> tuple[bool, bool]:
+    """(`declared`, whether its timestamps may be read as epoch microseconds:
+    `arrow.zoned_times`) from one read of the footer's schema; (False, False) for a JSON
+    file, whose times are text, and for an unreadable one (scan_file reports it)."""
+    if not path.name.endswith(F.SHARD_SUFFIX):
+        return False, False
     try:
-        return path.name.endswith(F.SHARD_SUFFIX) and zoned_times(pq.read_schema(path))
-    except Exception:  # unreadable: scan_file reports it
-        return False
+        schema = pq.read_schema(path)
+    except Exception:  # not Parquet, or unreadable
+        return False, False
+    known = schema.equals(TRAJECTORY_SCHEMA, check_metadata=False)
+    return known, known or zoned_times(schema)
 
 
 def _parquet_parts(

@@ -143,3 +143,15 @@ def progress_every_option(command):
         metavar="SECONDS",
         help="When stderr is not a terminal, a progress line this often (a terminal gets a bar).",
     )(command)
+
+
+def show_option(default: int, help: str):
+    """`--show N`: how many problems or findings are listed (all are counted); a count,
+    so a negative one is a usage error, not `... N more` of nothing."""
+    return click.option(
+        "--show",
+        type=click.IntRange(min=0),
+        default=default,
+        show_default=True,
+        help=help,
+    )

@@ -11,7 +11,7 @@ import click
 
 from worldtrace.options import ConfigCommand, RegistryChoice, options_from
 
-from . import EXIT_PROBLEMS, progress_every_option, store
+from . import EXIT_PROBLEMS, progress_every_option, show_option, store
 
 VALIDATE_EPILOG = """\b
 Example:
@@ -121,13 +121,7 @@ Example:
     "worldtrace.collectors.importers:ImportConfig", include=["max_observation_chars", "workers"]
 )
 @click.option("--strict", is_flag=True, help="Exit 1 if any record could not be imported.")
-@click.option(
-    "--show",
-    type=click.IntRange(min=0),
-    default=20,
-    show_default=True,
-    help="Problems listed, errors first (all are counted).",
-)
+@show_option(20, "Problems listed, errors first (all are counted).")
 @progress_every_option
 @click.pass_context
 def import_(

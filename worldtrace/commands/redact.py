@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from . import EXIT_PROBLEMS, store
+from . import EXIT_PROBLEMS, show_option, store
 
 REDACT_EPILOG = """\b
 Example:
@@ -59,13 +59,7 @@ class _Mode(click.Option):
 @click.option(
     "--all-plugins", is_flag=True, help="Also the slower detect-secrets plugins (a wider net)."
 )
-@click.option(
-    "--show",
-    type=click.IntRange(min=0),
-    default=100,
-    show_default=True,
-    help="Findings listed (all are counted).",
-)
+@show_option(100, "Findings listed (all are counted).")
 @click.pass_context
 def redact(ctx: click.Context, paths, check, tokenizer, config_path, all_plugins, show) -> None:
     """Find secrets left in a store (default), shards or an export: trajectory Parquet,
