@@ -48,6 +48,10 @@ from .recorder import JOURNAL_SUFFIX, JournalError, publish, set_aside
 
 ABANDONED = "the worker was stopped at once (a second stop signal)"
 """Why the attempts running when a worker exits at once are lost (not failed)."""
+SIGNAL_WAKE = 0.25
+"""Seconds between the main thread's looks while the slots run. The kernel may hand a
+process's SIGTERM to any of its threads, and Python runs the handler only when the main
+thread runs Python code: blocked in an untimed join, it ran the queue dry first."""
 
 
 class _SlotFailed(Exception):
@@ -128,7 +132,8 @@ class Worker:
             t.start()
         try:
             for t in slots:
-                t.join()
+                while t.is_alive():
+                    t.join(SIGNAL_WAKE)
         except BaseException:  # a second signal (SystemExit): the process exits at once
             self._abandon()
             raise

@@ -673,10 +673,20 @@ def _worker_start(parent: int) -> None:
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """End the worker processes now (an interrupt): their tasks' results are not wanted,
-    and a worker converting a large file would hold the stop up."""
+    and a worker converting a large file would hold the stop up.
+
+    A worker killed while it writes a result leaves half a message in the result pipe;
+    the pool's manager thread then waits for the rest for ever, and the pool's shutdown
+    and this interpreter's exit wait for that thread (CPython's ProcessPoolExecutor; seen
+    as an import that Ctrl-C left hanging). This process's copy of the pipe's write end
+    is closed too: once the workers are dead nobody holds it, so that wait ends at
+    end-of-file and the pool shuts down as broken."""
     for proc in list((getattr(pool, "_processes", None) or {}).values()):
         with contextlib.suppress(OSError, ValueError):
             proc.kill()
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    with contextlib.suppress(OSError, AttributeError):  # never written here: only workers do
+        writer.close()
 
 
 class _Run:

@@ -4,7 +4,10 @@ attempts end as lost and are queued again; nothing of them is finished or publis
 
 from __future__ import annotations
 
+import os
+import re
 import signal
+from pathlib import Path
 
 import pytest
 from worldtrace.collectors.jobstore import LOST_PREFIX, open_job_store
@@ -13,6 +16,7 @@ from worldtrace.collectors.worker import ABANDONED
 from worldtrace.schemas import read_records
 
 from ..conftest import wait_until
+from .test_queue import slow_job
 from .test_workers import running_mid_episode, start_worker, submit
 
 pytestmark = pytest.mark.docker
@@ -80,3 +84,37 @@ def test_a_sigterm_while_the_worker_starts_stops_it_cleanly(wt_env, tmp_path):
     out, err = w.communicate(timeout=60)
     assert w.returncode == 0, err
     assert "0 episode attempt(s) run" in out and "SIGTERM: stopping" in err
+
+
+def test_a_sigterm_the_kernel_hands_to_another_thread_gives_the_episode_back(
+    docker_engine, store, wt_env, tmp_path, repo
+):
+    """Found (a CI run, 12-04): the kernel may deliver a process's SIGTERM to any of its
+    threads, and Python runs the handler only in the main thread, which was blocked
+    joining the slots: the worker ran the queue dry, released nothing and exited 0. Here
+    the signal goes to a thread other than the main one, by its id, as the kernel may."""
+    jobs_url = str(store.jobs_db)
+    js = open_job_store(jobs_url)
+    job_id = submit(wt_env, jobs_url, tmp_path, slow_job(repo, episodes=2, steps=3))
+    a = start_worker(wt_env, jobs_url)
+    lease = wait_until(lambda: running_mid_episode(js, store, job_id), what="A mid-episode")
+    [tid, *_] = takers(a.pid, signal.SIGTERM)
+    os.kill(tid, signal.SIGTERM)  # a thread's id: that thread takes the signal
+    out, err = a.communicate(timeout=60)
+    assert a.returncode == 0, err
+    assert f"released  {job_id}/{lease.episode_id} a1" in out, out
+    assert "0 episode attempt(s) run" in out, out
+    assert owned_containers(lease.worker, docker_engine) == []
+
+
+def takers(pid: int, sig: int) -> list[int]:
+    """The threads of `pid` other than its main one that do not block `sig` (the
+    kernel picks one of those when the main thread is busy; C library threads block it)."""
+    out = []
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        status = (Path(f"/proc/{pid}/task/{tid}/status")).read_text()
+        blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
+        if tid != pid and not blocked >> (sig - 1) & 1:
+            out.append(tid)
+    assert out, f"no thread of {pid} but the main one takes signal {sig}"
+    return out

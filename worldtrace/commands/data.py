@@ -181,8 +181,7 @@ def import_(
         with (
             # SIGTERM keeps its default (the process ends at once; its workers with it,
             # `importers._pool`; the shard in progress is a hidden temp file the next
-            # import sweeps): raised as an exception inside the pool's own locking it
-            # could hang the stop (seen twice in a full suite run, not reproduced alone)
+            # import sweeps). Ctrl-C stops the workers first (`importers._stop_workers`)
             interrupts(lambda: _import_kept(dest, before), signals=(signal.SIGINT,)),
             StepProgress("import", files, "file(s)", every=progress_every) as progress,
         ):
