@@ -41,9 +41,7 @@ def test_workers_stopped_in_the_middle_of_a_result_let_the_pool_shut_down():
     killed a worker while it sent a result; the pool's manager thread waited for the rest
     of the message for ever, and the import with it (py-spy: `shutdown` joining it, it
     in `Connection._recv`). The import never ended."""
-    r = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=180
-    )
+    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=180)
     assert (r.returncode, r.stdout.split()) == (0, ["shut", "down", "BrokenProcessPool"]), (
         r.stdout + r.stderr
     )
