@@ -84,6 +84,11 @@ INTERRUPTED = b"^C"
 echoes it (echoctl) while a command runs, and bash's readline and busybox's line editor
 print it when the C-c reaches them at the prompt."""
 TRUNCATED = b"\r\n[output truncated]\r\n"
+CUT_MARK = "\n" + TRUNCATED.decode().strip()
+"""Where the screen's text was cut by `output_cap` (the prompt follows the mark)."""
+CUT_RUN = 512
+"""Characters of the run of non-blank ones that a cap's cut ends, at most, dropped with
+it (`drop_cut_run`)."""
 ANSWER_WAIT = 1.0
 """Seconds a C-c sent to stop a flood may go unanswered before it is sent again (the
 last of `C_C_SENDS` is waited for 10 s)."""
@@ -134,6 +139,20 @@ class TerminalConfig:
     raw_cap: Annotated[int, Field(ge=0, le=16 << 20)] = 64 << 10
     """Bytes of each step's raw terminal stream kept in the observation's state_json
     (`raw`, control bytes escaped; `raw_truncated` when cut); 0 keeps none."""
+
+
+def drop_cut_run(head: str) -> str:
+    """`head`, which a cap cut, without the run of non-blank characters the cut ends (at
+    most `CUT_RUN` of them) and the blank before it. That run may be the start of a
+    secret, which no rule recognises once cut; `Redactor.cut_tail` checks only a text's
+    very end, and this cut lies before our mark and the prompt. The run was cut anyway:
+    dropping it loses no whole word."""
+    start = max(len(head) - CUT_RUN, 0)
+    blank = _LAST_BLANK.search(head, start)
+    return head[: blank.start()] if blank else head[:start]
+
+
+_LAST_BLANK = re.compile(r"\s\S*\Z")
 
 
 def parse_action(action: Action) -> tuple[bytes, float | None]:
@@ -436,12 +455,14 @@ class TerminalSandbox(Unpicklable):
         ):
             state["still_printing"] = True
         if self.config.raw_cap:
-            state["raw"] = raw.decode("utf-8", errors="backslashreplace")
+            text = raw.decode("utf-8", errors="backslashreplace")
             if received > len(raw):
-                state["raw_truncated"] = True
-        return Observation(
-            self.term.observation(), truncated=truncated, state_json=json.dumps(state)
-        )
+                text, state["raw_truncated"] = drop_cut_run(text), True
+            state["raw"] = text
+        text = self.term.observation()
+        if truncated and (at := text.rfind(CUT_MARK)) >= 0:
+            text = drop_cut_run(text[:at]) + text[at:]
+        return Observation(text, truncated=truncated, state_json=json.dumps(state))
 
     def _shell_exited(self, exc: Exception, waited: float) -> Observation:
         """The step in which the shell ended: what the screen shows, and the episode ends.
