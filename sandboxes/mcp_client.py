@@ -67,6 +67,11 @@ HTTP_TIMEOUT_S, HTTP_READ_TIMEOUT_S = 30.0, 300.0
 """The HTTP client's timeouts, as the SDK's own default client has them (a server may hold
 a response stream open): ours is made to watch its responses (`SessionWatch`)."""
 SESSION_NOT_FOUND = "session not found"
+SESSION_REFUSED = ("session id", "not initialized")
+"""Words of a 400 answer that refuses our session: the npm servers built on the
+TypeScript SDK's examples answer a session id they do not hold with `Bad Request: No
+valid session ID provided`, and its transport, restarted, with `Bad Request: Server not
+initialized`."""
 
 
 @dataclass
@@ -190,23 +195,42 @@ def _filter_sdk_stdio_log() -> None:
 @dataclass
 class SessionWatch:
     """What the streamable HTTP transport saw of our session. A server that restarted
-    answers our session id with 404 (the spec's word for a session it no longer has); the
-    SDK turns that into a JSON-RPC error (`-32600 Session not found` from the body, or its
-    own `Session terminated`) that would pass for the server's answer to the call."""
+    answers our session id with 404 (the spec's word for a session it no longer has), or
+    with 400 and words that say so (`SESSION_REFUSED`); the SDK turns that into a JSON-RPC
+    error (`-32600 Session not found` from the body, or its own `Session terminated`) that
+    would pass for the server's answer to the call."""
 
     sent: bool = False
     """A request carried our session id (the server gave one at initialize)."""
     not_found: bool = False
     """A request carrying it was answered 404."""
+    refusal: str | None = None
+    """The error message of a 400 answer to a request carrying it (a transport's refusal,
+    never a tool's answer; the SDK reports only `Server returned an error response`)."""
 
     async def on_response(self, response) -> None:
         if response.request.headers.get(SESSION_HEADER):
             self.sent = True
             self.not_found = self.not_found or response.status_code == 404
+            if response.status_code == 400:
+                self.refusal = error_message(await response.aread())
 
     def lost_by(self, message: str) -> bool:
         """Whether an error answer means our session is gone (then it is nobody's answer)."""
-        return self.not_found or (self.sent and SESSION_NOT_FOUND in message.lower())
+        refused = (self.refusal or "").lower()
+        return (
+            self.not_found
+            or (self.sent and SESSION_NOT_FOUND in message.lower())
+            or any(w in refused for w in SESSION_REFUSED)
+        )
+
+
+def error_message(body: bytes) -> str:
+    """A JSON-RPC error body's message, else the body's first 200 characters."""
+    text = body.decode("utf-8", errors="replace")
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        return str(json.loads(text)["error"]["message"])[:200]
+    return text[:200]
 
 
 @dataclass(frozen=True)

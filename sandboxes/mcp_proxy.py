@@ -211,7 +211,10 @@ class FaultProxy:
             return await self.client.call_tool(name, arguments, progress_callback=progress)
         except MCPError as exc:
             if self.session is not None and self.session.lost_by(exc.message):
-                raise SessionLost(f"{SESSION_LOST}: MCP error {exc.code}: {exc.message}") from None
+                said = f" (HTTP 400: {self.session.refusal})" if self.session.refusal else ""
+                raise SessionLost(
+                    f"{SESSION_LOST}: MCP error {exc.code}: {exc.message}{said}"
+                ) from None
             raise
 
 

@@ -3,6 +3,8 @@ stdio servers whose stdout breaks (bytes that are not UTF-8, stdout closed)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -14,9 +16,11 @@ from pathlib import Path
 import pytest
 from worldtrace.sandboxes.base import SandboxError, TaskSpec
 from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox
-from worldtrace.sandboxes.mcp_client import free_port
+from worldtrace.sandboxes.mcp_client import find_command, free_port
 from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.parsing import parse
+
+from ..conftest import wait_until
 
 LOST = "the server lost the MCP session (restarted?)"
 WAIT_S = 60.0
@@ -215,3 +219,53 @@ def test_a_broken_stdout_fails_the_call_at_once_with_its_reason(
         box.close()
     text = str(failed.value)
     assert reason in text and "no answer within" not in text, text
+
+
+def _everything_on(port: int) -> subprocess.Popen:
+    """The npm `server-everything` over streamable HTTP on `port` (its Express app answers
+    a session id it does not hold with 400 `Bad Request: No valid session ID provided`,
+    as the TypeScript SDK's examples do), once it listens."""
+    env = {**os.environ, "PORT": str(port)}
+    proc = subprocess.Popen(
+        [find_command("mcp-server-everything"), "streamableHttp"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def listening() -> bool:
+        assert proc.poll() is None, "the server exited"
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return True
+        return False
+
+    wait_until(listening, timeout=WAIT_S, what="server-everything to listen")
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(WAIT_S)
+
+
+def test_a_server_that_answers_a_lost_session_with_400_fails_the_attempt(tmpdir_root):
+    """Found (left at the 12-04 review): a lost session answered with 400, as the npm
+    servers built on the TypeScript SDK's examples answer it, was recorded as the
+    server's answer to the call (`MCP error -32000: Bad Request: No valid session ID
+    provided`, is_error) in a successful attempt."""
+    port = free_port()
+    proc = _everything_on(port)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        box = MCPSandbox(parse(MCPConfig, {"url": url, "protocol": "legacy"}))
+        try:
+            box.reset(TaskSpec("a"))
+            assert box.step(tool_call("echo", {"message": "before"})).text == "Echo: before"
+            _stop(proc)
+            proc = _everything_on(port)  # restarted: our session is gone
+            reason = _fails_lost(box)
+            assert "No valid session ID provided" in reason, reason
+            box.reset(TaskSpec("b"))  # a new session on the restarted server
+            assert box.step(tool_call("echo", {"message": "again"})).text == "Echo: again"
+        finally:
+            box.close()
+    finally:
+        _stop(proc)
