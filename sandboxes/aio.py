@@ -32,6 +32,10 @@ class AsyncTimeout(TimeoutError):
     """A coroutine run through `AsyncRunner.run` took longer than its timeout."""
 
 
+class AsyncAborted(RuntimeError):
+    """Entering a `hold` context was aborted (its `abort_with` callback was called)."""
+
+
 class AsyncRunner:
     def __init__(self, name: str = "worldtrace-async"):
         self.loop = asyncio.new_event_loop()
@@ -58,14 +62,29 @@ class AsyncRunner:
         self,
         factory: Callable[[], AbstractAsyncContextManager[T]],
         timeout: float | None = None,
+        abort_with: Callable[[Callable[[], None]], None] | None = None,
     ) -> tuple[T, Callable[[], None]]:
         """Enter `factory()` in its own task; returns (value, release). `release()` exits it
-        in that same task and waits (bounded by `timeout`)."""
+        in that same task and waits (bounded by `timeout`). `abort_with` is handed a
+        function that, called on the loop's thread while the context is being entered,
+        cancels the entering: `hold` then raises AsyncAborted once the context's exit ran
+        (a server whose output broke need not be waited for until `timeout`)."""
         entered: concurrent.futures.Future = concurrent.futures.Future()
         ended = threading.Event()  # keep() returned, its context exited (or never entered)
         stop_holder: dict[str, asyncio.Event] = {}
+        aborted: list[bool] = []
+
+        def abort() -> None:
+            keeper = stop_holder.get("task")
+            if keeper is not None and not entered.done():
+                aborted.append(True)
+                keeper.cancel()
+
+        if abort_with is not None:
+            abort_with(abort)
 
         async def keep() -> None:
+            stop_holder["task"] = asyncio.current_task()
             stop = stop_holder["event"] = asyncio.Event()
             try:
                 async with factory() as value:
@@ -92,6 +111,11 @@ class AsyncRunner:
             task.cancel()
             ended.wait(CANCEL_WAIT)
             raise AsyncTimeout(f"could not start within {timeout:g} s") from None
+        except asyncio.CancelledError:
+            if not aborted:
+                raise
+            ended.wait(CANCEL_WAIT)
+            raise AsyncAborted("entering was aborted") from None
 
         def release() -> None:
             event = stop_holder.get("event")

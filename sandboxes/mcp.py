@@ -374,8 +374,13 @@ class MCPSandbox(Unpicklable):
             faults=c.faults,
         )
         self._spec = spec
+        noise = spec.stdout_noise  # bytes that are not UTF-8 end the start at once
         try:
-            self._conn, self._release = self._runner.hold(lambda: connect(spec), c.start_timeout)
+            self._conn, self._release = self._runner.hold(
+                lambda: connect(spec),
+                c.start_timeout,
+                abort_with=lambda abort: setattr(noise, "on_break", abort),
+            )
         except Exception as exc:
             reason = spec.stdout_noise.broken or _reason(root_cause(exc))
             if spec.stdout_noise.total:
@@ -385,6 +390,8 @@ class MCPSandbox(Unpicklable):
             raise SandboxError(
                 f"MCP server did not start: {reason}" + (f"; its stderr: {tail}" if tail else "")
             ) from None
+        finally:
+            noise.on_break = None  # a call sets its own
         self._healthy = True
         self._initial = self._initial_state()
 

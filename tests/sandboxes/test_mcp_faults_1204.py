@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -269,3 +270,41 @@ def test_a_server_that_answers_a_lost_session_with_400_fails_the_attempt(tmpdir_
             box.close()
     finally:
         _stop(proc)
+
+
+BAD_AT_START = r"""
+import sys, time
+sys.stdin.readline()  # initialize: answered with bytes no reader can decode, then silence
+sys.stdout.buffer.write(b"\xff\xfe\x00 not an answer\n")
+sys.stdout.buffer.flush()
+time.sleep(600)
+"""
+
+
+def test_bytes_that_are_not_utf8_at_start_up_fail_the_start_at_once(tmp_path, tmpdir_root):
+    """Found (left at the 12-04 review): such bytes before the answer to `initialize`
+    were named only when `start_timeout` ran out (30 s by default, 600 here)."""
+    server = tmp_path / "bad_start.py"
+    server.write_text(BAD_AT_START)
+    box = MCPSandbox(
+        parse(MCPConfig, {"command": [sys.executable, str(server)], "start_timeout": 600})
+    )
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            box.reset(TaskSpec("a"))
+        except BaseException as exc:  # the test's thread reports what the start raised
+            failed.append(exc)
+
+    t = threading.Thread(target=start, daemon=True)
+    t.start()
+    t.join(WAIT_S)  # a deadline ten times what the start needs, far short of start_timeout
+    try:
+        assert not t.is_alive(), "the start still waits for start_timeout"
+        [exc] = failed
+        assert isinstance(exc, SandboxError), exc
+        assert "MCP server did not start: the server wrote bytes that are not UTF-8" in str(exc)
+        assert "\\xff\\xfe" in str(exc)
+    finally:
+        box.close()
