@@ -8,8 +8,8 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
