@@ -28,6 +28,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -689,6 +690,29 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
         writer.close()
 
 
+RESULT_WAKE = 0.5
+"""Seconds between looks at the workers while a result is awaited (`result_of`)."""
+
+
+def result_of(pool: ProcessPoolExecutor, work: Future) -> Any:
+    """`work`'s result, looking at the workers every `RESULT_WAKE` seconds. A worker
+    killed while it wrote a result (the out-of-memory killer) leaves half a message that
+    the pool waits on for ever, and the lock of the result pipe held, so the pool never
+    finds its own breakage: a dead worker is then BrokenProcessPool here, and the rest
+    are stopped. The timed wait also lets a stop signal that another thread took run
+    its handler."""
+    while True:
+        try:
+            return work.result(RESULT_WAKE)
+        except FutureTimeout:
+            procs = list((getattr(pool, "_processes", None) or {}).values())
+            if any(p.exitcode is not None for p in procs):
+                _stop_workers(pool)
+                raise BrokenProcessPool(
+                    "a worker process died while its result was awaited"
+                ) from None
+
+
 class _Run:
     """One import: the report, the sink, what is present; `batches` converts the files'
     trajectories (in worker processes when there are), `admit` stores one."""
@@ -733,10 +757,9 @@ class _Run:
         while pending:
             yield self._next(pending)
 
-    @staticmethod
-    def _next(pending: deque) -> tuple[Path, list[Item] | None]:
+    def _next(self, pending: deque) -> tuple[Path, list[Item] | None]:
         path, work = pending.popleft()
-        return path, work.result() if isinstance(work, Future) else work
+        return path, result_of(self.pool, work) if isinstance(work, Future) else work
 
     def _tasks(self, files: list[Path]) -> Iterator[tuple[Path, Any]]:
         """(file, work) in order, then (file, None) at its end; work: (function,

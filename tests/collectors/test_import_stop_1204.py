@@ -45,3 +45,48 @@ def test_workers_stopped_in_the_middle_of_a_result_let_the_pool_shut_down():
     assert (r.returncode, r.stdout.split()) == (0, ["shut", "down", "BrokenProcessPool"]), (
         r.stdout + r.stderr
     )
+
+
+DIES_MID_RESULT = textwrap.dedent(
+    """
+    import os, signal, struct, threading
+    from concurrent.futures.process import BrokenProcessPool
+    from worldtrace.collectors.importers import _pool, result_of
+
+    def killed_mid_result(fd):
+        # the out-of-memory killer, in the middle of a large result's write
+        os.write(fd, struct.pack("!i", 1 << 20) + b"x" * 100)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    pool = _pool(2)
+    future = pool.submit(killed_mid_result, pool._result_queue._writer.fileno())
+    outcome = []
+
+    def wait():
+        try:
+            outcome.append(result_of(pool, future))
+        except BrokenProcessPool as exc:
+            outcome.append(type(exc).__name__)
+        pool.shutdown(cancel_futures=True)
+        outcome.append("shut down")
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    t.join(60)
+    print(*outcome, flush=True)
+    os._exit(1 if t.is_alive() else 0)
+    """
+)
+
+
+def test_a_worker_killed_mid_result_ends_the_wait_as_a_lost_worker():
+    """Found (signal audit, 12-04): `import --workers 2` whose worker the kernel killed
+    while it wrote a result hung for good (main thread in `Future.result`, the pool's
+    manager in `Connection._recv` on the half message, the other worker on the pipe's
+    lock); `ImportWorkerLost` and exit 1 were due."""
+    r = subprocess.run(
+        [sys.executable, "-c", DIES_MID_RESULT], capture_output=True, text=True, timeout=180
+    )
+    assert (r.returncode, r.stdout.split()) == (0, ["BrokenProcessPool", "shut", "down"]), (
+        r.stdout + r.stderr
+    )
