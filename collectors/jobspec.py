@@ -80,13 +80,21 @@ def _name(value: str) -> str:
     return value
 
 
+MAX_EVERY_S = 3650 * 86400
+"""The longest interval (ten years): `every: 3000000d` registered, then every tick of
+the scheduler failed with `OverflowError: date value out of range`."""
+
+
 def parse_every(value: str, zero: bool = False) -> timedelta:
     """`15m`, `2h`, `30s`, `1d` as a timedelta; `zero`: `0s` is one too (an age, where a
     schedule's interval must be positive)."""
     m = EVERY_RE.match(value.strip())
     if not m or int(m.group(1)) < (0 if zero else 1):
         raise ValueError(f"not an interval: {value!r} (write e.g. 30s, 15m, 2h, 1d)")
-    return timedelta(seconds=int(m.group(1)) * EVERY_UNITS[m.group(2)])
+    seconds = int(m.group(1)) * EVERY_UNITS[m.group(2)]
+    if seconds > MAX_EVERY_S:  # past datetime's range, or no run in this century
+        raise ValueError(f"{value!r} is longer than {MAX_EVERY_S // 86400}d")
+    return timedelta(seconds=seconds)
 
 
 def _every(value: str | None) -> str | None:

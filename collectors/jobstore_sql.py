@@ -130,12 +130,15 @@ class SQLJobStore:
 
     def job(self, job_id: str) -> dict[str, Any] | None:
         with self._tx(write=False) as tx:
+            # a prefix compared as text: LIKE read `_` as any character and ignored case
+            # in SQLite (`jobs cancel data_` cancelled `data-1-...`)
             rows = tx.all(
-                "SELECT * FROM jobs WHERE job_id = ? OR job_id LIKE ? || '%'", job_id, job_id
+                "SELECT * FROM jobs WHERE substr(job_id, 1, length(?)) = ?", job_id, job_id
             )
-            if len(rows) != 1:
+            exact = [r for r in rows if r["job_id"] == job_id]
+            if len(exact or rows) != 1:
                 return None
-            job = rows[0]
+            job = (exact or rows)[0]
             job["episode_rows"] = tx.all(
                 "SELECT episode_id, attempt, status, error, trajectory_id, worker, started_at, ended_at"
                 " FROM episodes WHERE job_id = ? ORDER BY seq, attempt",

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Annotated, Protocol
 
 from pydantic import Field
-from worldtrace.schemas.parsing import configclass
+from worldtrace.schemas.parsing import ConfigError, configclass, parse
 
 from .jobspec import JobSpec, ScheduleSpec, parse_every
 from .jobstore import JobStore
@@ -101,6 +101,12 @@ def latest_due(schedule: ScheduleSpec, due: datetime, now: datetime) -> datetime
     return max(prev, due)
 
 
+def _said(exc: Exception) -> str:
+    """An exception as one line (a ConfigError's problems joined)."""
+    text = exc.render() if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def _ts(t: datetime) -> float:
     return t.timestamp()
 
@@ -128,13 +134,19 @@ class Scheduler:
         clock: Clock | None = None,
         config: SchedulerConfig | None = None,
         on_skip: Callable[[str, str], None] | None = None,
+        on_problem: Callable[[str, str], None] | None = None,
     ):
         """`on_skip(schedule, last job id)`: a due run skipped because the last one has
-        not ended (`overlap: skip`)."""
+        not ended (`overlap: skip`). `on_problem(schedule, reason)`: a due run not
+        enqueued because its job no longer holds on this host (a repository moved
+        away): the schedule moves on to its next time and the others run as due."""
         self.store = store
         self.clock = clock or SystemClock()
         self.config = config or SchedulerConfig()
         self.on_skip = on_skip
+        self.on_problem = on_problem
+        self._stuck: set[str] = set()
+        """Schedules with no next time to move to (said once; the others go on)."""
 
     def _busy(self, row: dict) -> str | None:
         """The schedule's last run if it has not ended."""
@@ -148,28 +160,59 @@ class Scheduler:
         enqueued = []
         for row in self.store.schedules():
             due = _dt(row["next_due"])
-            if due > now:
+            if due > now or row["schedule_id"] in self._stuck:
                 continue
-            spec = JobSpec.from_dict(json.loads(row["spec_json"]))
-            sched = spec.options.schedule
-            assert sched is not None
-            latest = latest_due(sched, due, now)
-            on_time = now - latest <= timedelta(seconds=self.config.grace)
-            run = sched.missed == "one" or on_time
-            busy = self._busy(row) if run and sched.overlap == "skip" else None
-            run = run and busy is None
-            job_id = self.store.advance_schedule(
-                row["schedule_id"],
-                row["next_due"],
-                _ts(next_after(sched, latest)),
-                spec if run else None,
-                now.isoformat(),
-            )
+            try:
+                job_id = self._tick_one(row, due, now)
+            except (ValueError, ArithmeticError) as exc:  # this schedule's: the others run
+                self._stuck.add(row["schedule_id"])  # (the store's errors still end the tick)
+                self._problem(
+                    row["schedule_id"],
+                    f"has no next run ({_said(exc)}); submit its job file again to mend it",
+                )
+                continue
             if job_id:
                 enqueued.append(job_id)
-            elif job_id == "" and busy and self.on_skip:  # we moved it, and skipped the run
-                self.on_skip(row["schedule_id"], busy)
         return enqueued
+
+    def _problem(self, schedule_id: str, reason: str) -> None:
+        if self.on_problem is not None:
+            self.on_problem(schedule_id, reason)
+
+    def _tick_one(self, row: dict, due: datetime, now: datetime) -> str | None:
+        """Enqueue the schedule's due run (its job id), or move past it (None)."""
+        raw = json.loads(row["spec_json"])
+        try:
+            spec = JobSpec.from_dict(raw)
+        except ConfigError as exc:  # the job does not hold on this host now
+            sched = parse(ScheduleSpec, raw.get("schedule"), ("schedule",))
+            latest = latest_due(sched, due, now)
+            moved = self.store.advance_schedule(
+                row["schedule_id"], row["next_due"], _ts(next_after(sched, latest)), None,
+                now.isoformat(),
+            )  # fmt: skip
+            if moved == "":  # we moved it (not another scheduler): say why once
+                self._problem(
+                    row["schedule_id"], f"run due {latest.isoformat()} not enqueued: {_said(exc)}"
+                )
+            return None
+        sched = spec.options.schedule
+        assert sched is not None
+        latest = latest_due(sched, due, now)
+        on_time = now - latest <= timedelta(seconds=self.config.grace)
+        run = sched.missed == "one" or on_time
+        busy = self._busy(row) if run and sched.overlap == "skip" else None
+        run = run and busy is None
+        job_id = self.store.advance_schedule(
+            row["schedule_id"],
+            row["next_due"],
+            _ts(next_after(sched, latest)),
+            spec if run else None,
+            now.isoformat(),
+        )
+        if job_id == "" and busy and self.on_skip:  # we moved it, and skipped the run
+            self.on_skip(row["schedule_id"], busy)
+        return job_id or None
 
     def run(self, stop: threading.Event, on_enqueue=None) -> None:
         """Tick until `stop`, sleeping until the next due time (at most `poll` seconds)."""
@@ -177,7 +220,9 @@ class Scheduler:
             for job_id in self.tick():
                 if on_enqueue:
                     on_enqueue(job_id)
-            dues = [r["next_due"] for r in self.store.schedules()]
+            dues = [
+                r["next_due"] for r in self.store.schedules() if r["schedule_id"] not in self._stuck
+            ]
             wait = self.config.poll
             if dues:
                 wait = min(wait, max(min(dues) - _ts(self.clock.now()), 0.0))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
-from worldtrace.schemas.parsing import configclass
+from worldtrace.schemas.parsing import ConfigError, configclass
 
 from .episode import Interrupted, attempt_episode, failure_reason
 from .jobs import (
@@ -41,7 +41,7 @@ from .jobs import (
     parse_attempt_name,
     trajectory_path,
 )
-from .jobspec import JobSpec
+from .jobspec import JobOptions, JobSpec
 from .jobstore import FINAL, Claim, JobStore, Lease
 from .owners import alive, set_owner, sweep_orphans, this_process
 from .recorder import JOURNAL_SUFFIX, JournalError, publish, set_aside
@@ -220,7 +220,13 @@ class Worker:
         self._emit("started", claim=claim)
         retries = 0
         try:
-            spec = JobSpec.from_dict(json.loads(claim.spec_json))
+            try:
+                spec = JobSpec.from_dict(json.loads(claim.spec_json))
+            except ConfigError as exc:
+                if any(pr.path[-1:] == ("kind",) for pr in exc.problems):
+                    raise  # a kind this worker's install lacks: its failure (exit 1)
+                self._unfit(claim, exc, started)  # the job's, here: the next one runs
+                return
             retries = spec.retries
             episode = spec.episode(claim.episode_id)
             sandbox = sandboxes.get(claim.job_id)
@@ -271,6 +277,29 @@ class Worker:
         finally:
             with self._lock:
                 self._held.pop(claim.token, None)
+
+    def _unfit(self, claim: Claim, exc: ConfigError, started: float) -> None:
+        """The attempt of a job that no longer holds on this host (its repository moved
+        away since it was queued) fails with the reason and its retries apply, as for a
+        sandbox that cannot start; it ended the worker's slot, and with it the worker."""
+        raw = json.loads(claim.spec_json)
+        retries = raw.get("retries", JobOptions.retries) if isinstance(raw, dict) else 0
+        lines = [ln.strip() for ln in exc.render().splitlines() if ln.strip()]
+        reason = "the job does not hold on this host: " + "; ".join(lines)
+        with self._ending:
+            if self._abandoned:
+                return
+            ended = self.store.finish(claim, "failed", None, reason, retries)
+        if not ended:
+            self.stats.lost += 1
+            self._emit("lost", claim=claim)
+            return
+        self.stats.run += 1
+        self.stats.failed += 1
+        self._emit(
+            "finished", claim=claim, status="failed", turns=0,
+            seconds=time.monotonic() - started, error=reason,
+        )  # fmt: skip
 
     def _give_back(self, claim: Claim, journal: Path) -> None:
         if claim.token in self._lost:

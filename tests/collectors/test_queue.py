@@ -297,3 +297,47 @@ def test_jobs_cli(docker_engine, store, tmp_path):
     assert f"finished  {job_id}/ok-e0 a1: succeeded (1 turns" in r.stdout
     assert "1 episode attempt(s) run (0 failed)" in r.stdout
     assert "succeeded" in invoke(store, "jobs", "show", job_id).stdout
+
+
+@pytest.mark.docker
+def test_a_queued_job_that_no_longer_holds_fails_its_attempt_and_the_worker_goes_on(
+    docker_engine, store, js, tmp_path
+):
+    """Found (review of 12-04): a queued SWE job whose repository was moved away ended
+    the worker (`worker error: ConfigError: sandbox.repo ...`, exit 1, even with
+    --forever); the next job stayed queued and no retry was used. Now the attempt fails
+    with the reason, as one whose sandbox cannot start, and the queue goes on."""
+    gone, kept = tmp_path / "gone", tmp_path / "kept"
+    for r in (gone, kept):
+        (r / "pkg").mkdir(parents=True)
+    first = js.submit(JobSpec.from_dict({**slow_job(gone, command="true"), "name": "first"}))
+    second = js.submit(JobSpec.from_dict({**slow_job(kept, command="true"), "name": "second"}))
+    gone.rename(tmp_path / "elsewhere")
+    stats = Worker(js, store.raw, WorkerConfig()).run()
+    assert stats.errors == []
+    rows = js.job(first)["episode_rows"]
+    assert [(r["attempt"], r["status"]) for r in rows] == [
+        (1, "failed"),
+        (2, "failed"),
+    ]  # retries: 1
+    assert all(
+        "does not hold on this host" in r["error"] and "is not a directory" in r["error"]
+        for r in rows
+    )
+    assert statuses(js, second) == [("t-e0", 1, "succeeded")]
+
+
+def test_a_job_id_prefix_is_text_not_a_pattern(js):
+    """Found (review of 12-04): prefixes were matched with LIKE: `jobs cancel data_`
+    cancelled `data-1-...` (`_` is any character) and `NIGHTLY` matched `Nightly-...`
+    (SQLite's LIKE ignores case); with `data-1-...` and `data_1-...` both there,
+    `jobs show data_1` was refused as ambiguous."""
+    tasks = [{"id": "t", "actions": ["ls\n"]}]
+    dash = js.submit(JobSpec.from_dict({"name": "data-1", "tasks": tasks}))
+    under = js.submit(JobSpec.from_dict({"name": "data_1", "tasks": tasks}))
+    nightly = js.submit(JobSpec.from_dict({"name": "Nightly", "tasks": tasks}))
+    assert js.job("data_")["job_id"] == under and js.job("data_1")["job_id"] == under
+    assert js.job("data-")["job_id"] == dash
+    assert js.job("data") is None  # both: ambiguous
+    assert js.job("NIGHTLY") is None and js.job("Night")["job_id"] == nightly
+    assert js.job(dash)["job_id"] == dash

@@ -147,3 +147,40 @@ def test_a_bad_option_value_names_the_option_as_typed(store):
     assert r.exit_code == 2 and "Error: --concurrency: Input should be greater" in r.output
     r = run("scheduler", "--once", "--poll", "0")
     assert r.exit_code == 2 and "Error: --poll: Input should be greater than 0" in r.output
+
+
+def test_a_schedule_whose_job_no_longer_holds_does_not_stop_the_others(js, repo, tmp_path):
+    """Found (review of 12-04): a scheduled SWE job whose repository was moved away made
+    every tick fail with a traceback (`ConfigError: sandbox.repo ... is not a directory on
+    this host`), and the schedules due after it were never enqueued."""
+    swe = JobSpec.from_dict(
+        {"name": "swe", "schedule": {"every": "1m"}, "sandbox": {"kind": "swe", "repo": str(repo)},
+         "tasks": [{"id": "t", "actions": [{"tool": "bash", "arguments": {"command": "ls"}}]}]}
+    )  # fmt: skip
+    clock = FakeClock(T0)
+    register(js, swe, clock)
+    register(js, job({"every": "1m"}, name="term"), at(clock, seconds=1))
+    problems: list[tuple[str, str]] = []
+    repo.rename(tmp_path / "moved")
+    [run] = Scheduler(js, at(clock, minutes=1), on_problem=lambda *p: problems.append(p)).tick()
+    assert js.job(run)["schedule_id"] == "term"
+    [(name, why)] = problems
+    assert name == "swe" and "not enqueued" in why and "is not a directory" in why, why
+    # the broken schedule moved on: the next tick says nothing new and enqueues nothing of it
+    assert Scheduler(js, clock, on_problem=lambda *p: problems.append(p)).tick() == []
+    assert len(problems) == 1
+
+
+def test_an_interval_past_the_calendar_is_refused_at_submit(store, tmp_path):
+    """Found (review of 12-04): `every: 3000000d` registered, then every tick failed with
+    `OverflowError: date value out of range`; `99999999999d` was a traceback at submit."""
+    for every in ("3000000d", "99999999999d"):
+        f = tmp_path / "far.yaml"
+        f.write_text(
+            f"name: far\nschedule: {{every: {every}}}\ntasks: [{{id: t, actions: [ls]}}]\n"
+        )
+        r = CliRunner().invoke(
+            cli, ["--store", str(store.root), "jobs", "submit", "--dry-run", str(f)]
+        )
+        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+        assert "is longer than 3650d" in r.output, r.output

@@ -430,7 +430,10 @@ def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) ->
     skipped = lambda name, last: click.echo(  # noqa: E731
         f"skipped a run of {name}: its last run {last} has not ended (overlap: skip)"
     )
-    s = Scheduler(job_store(ctx, jobs_url, create=True), config=cfg, on_skip=skipped)
+    problem = lambda name, why: click.echo(f"warning: schedule {name}: {why}", err=True)  # noqa: E731
+    s = Scheduler(
+        job_store(ctx, jobs_url, create=True), config=cfg, on_skip=skipped, on_problem=problem
+    )
     announce = lambda job_id: click.echo(f"enqueued {job_id}")  # noqa: E731
     if once:
         for job_id in s.tick():
