@@ -373,17 +373,29 @@ class SQLJobStore:
             )  # fmt: skip
 
     # -- schedules ----------------------------------------------------------------
-    def save_schedule(self, spec: JobSpec, next_due: float) -> None:
-        """Register (or replace) the schedule of a job file, keyed by the job's name."""
+    def save_schedule(self, spec: JobSpec, next_due: float) -> float:
+        """Register (or replace) the schedule of a job file, keyed by the job's name;
+        returns its next due time. Submitted again, it keeps its last run (what `overlap:
+        skip` waits for) and, with the same `cron`/`every`, its next due time: replacing
+        them made an edited file's schedule forget a run still going, and `every` run
+        again at once."""
         s = spec.options.schedule
         assert s is not None
         with self._tx() as tx:
+            [old] = tx.all(
+                "SELECT cron, every, next_due, last_job_id, last_run_at FROM schedules"
+                " WHERE schedule_id = ?", spec.name,
+            ) or [None]  # fmt: skip
+            last = (old["last_job_id"], old["last_run_at"]) if old else (None, None)
+            if old and (old["cron"], old["every"]) == (s.cron, s.every):
+                next_due = old["next_due"]
             tx.run("DELETE FROM schedules WHERE schedule_id = ?", spec.name)
             tx.run(
-                "INSERT INTO schedules (schedule_id, spec_json, cron, every, missed, next_due, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                spec.name, spec.to_json(), s.cron, s.every, s.missed, next_due, now_iso(),
+                "INSERT INTO schedules (schedule_id, spec_json, cron, every, missed, next_due,"
+                " last_job_id, last_run_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                spec.name, spec.to_json(), s.cron, s.every, s.missed, next_due, *last, now_iso(),
             )  # fmt: skip
+        return next_due
 
     def schedules(self) -> list[dict[str, Any]]:
         with self._tx(write=False) as tx:

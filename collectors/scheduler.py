@@ -2,7 +2,7 @@
 
 `jobs submit` of a job file with `schedule: {cron: ...}` or `schedule: {every: ...}`
 registers the schedule in the job store (keyed by the job's name; submitting again
-replaces it) instead of queueing a run. The first run of `every` is due at once, that
+replaces it, keeping its last run and, unchanged, its due time) instead of queueing a run. The first run of `every` is due at once, that
 of `cron` at its next match (cron times are UTC). Each tick enqueues the runs that are
 due and moves the schedule to its next time in the same transaction, guarded by the
 old due time, so two schedulers never enqueue the same run twice.
@@ -116,11 +116,11 @@ def _dt(ts: float) -> datetime:
 
 
 def register(store: JobStore, spec: JobSpec, clock: Clock | None = None) -> datetime:
-    """Save the schedule of a scheduled job file; returns its first due time."""
+    """Save the schedule of a scheduled job file; returns its next due time (kept when
+    it was registered before with the same cron or interval)."""
     assert spec.options.schedule is not None
     due = first_due(spec.options.schedule, (clock or SystemClock()).now())
-    store.save_schedule(spec, _ts(due))
-    return due
+    return _dt(store.save_schedule(spec, _ts(due)))
 
 
 UNFINISHED = ("queued", "running")

@@ -184,3 +184,20 @@ def test_an_interval_past_the_calendar_is_refused_at_submit(store, tmp_path):
         )
         assert r.exit_code == 1 and "Traceback" not in r.output, r.output
         assert "is longer than 3650d" in r.output, r.output
+
+
+def test_submitting_a_schedule_again_keeps_its_last_run_and_due_time(js):
+    """Found (review of 12-04): submitting the same file again replaced the schedule's row:
+    its last run was forgotten, so `overlap: skip` enqueued a second run while the first
+    was still queued, and `every` was due again at once."""
+    clock = FakeClock(T0)
+    spec = job({"every": "15m", "overlap": "skip"})
+    register(js, spec, clock)
+    [first] = Scheduler(js, clock).tick()
+    assert register(js, spec, at(clock, minutes=1)) == T0 + timedelta(minutes=15)  # kept
+    skipped: list[tuple[str, str]] = []
+    assert Scheduler(js, at(clock, minutes=15), on_skip=lambda *s: skipped.append(s)).tick() == []
+    assert skipped == [("nightly", first)]
+    changed = job({"every": "1h", "overlap": "skip"})  # a new interval: a new first due time
+    assert register(js, changed, at(clock, minutes=16)) == T0 + timedelta(minutes=16)
+    assert js.schedules()[0]["last_job_id"] == first
