@@ -64,7 +64,10 @@ def interrupts(
         if hold is not None and hold():
             return
         raised.append(True)
-        raise Terminated() if taken[0] == signal.SIGTERM else KeyboardInterrupt()
+        # with its name as argument: Beam re-raises an exception inside a DoFn as
+        # `type(exn)(exn.args[0] + step)`, and one without arguments as a RuntimeError
+        name = STOP_NAMES[taken[0]]
+        raise Terminated(name) if taken[0] == signal.SIGTERM else KeyboardInterrupt(name)
 
     import click
 
@@ -304,12 +307,15 @@ def _quiet_unraisable(unraisable: Any) -> None:
 
 class _DropMachineErrors(logging.Filter):
     """Beam logs a worker's exception with its traceback before re-raising it; for an
-    OSError the one line below says it all."""
+    OSError the one line below says it all, and for a stop (Ctrl-C, SIGTERM) the line
+    of `interrupts`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, OSError) or str(record.msg).startswith("OSError"):
             return False
+        if isinstance(exc, KeyboardInterrupt) or isinstance(record.msg, KeyboardInterrupt):
+            return False  # our stop, re-raised by Beam: `interrupts` says it in one line
         # a worker process's log of the same failure, relayed by the runner
         return not (record.levelno >= logging.ERROR and _worker_failure(record.getMessage()))
 

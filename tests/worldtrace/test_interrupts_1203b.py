@@ -146,6 +146,27 @@ def test_an_interrupted_process_publishes_nothing_and_says_so(wt_env, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_an_interrupted_in_process_run_says_so_without_a_traceback(wt_env, tmp_path):
+    """Found (signal audit, 12-04): `process` run in this process (`--workers 1`, and
+    every increment under 768 KB) ended on Ctrl-C or SIGTERM with ~100 lines of
+    traceback and exit 1: Beam re-raised our argument-less interrupt inside a DoFn as
+    `RuntimeError: KeyboardInterrupt [while running 'Process/Pass1/...']`."""
+    store = processed_raw(wt_env, tmp_path)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        proc = popen(wt_env, "process", "--workers", "1")
+        wait_until(
+            lambda: list(store.processed.glob(".run-*/_index/segments/*")),
+            timeout=120,
+            what="pass 1 writing",
+        )
+        _, err = stopped(proc, sig)
+        assert proc.returncode == 128 + sig, err
+        assert said(err) == [
+            f"interrupted ({NAMES[sig]}): nothing was published: {store.processed} is as it "
+            "was before this run (no table is half-written); run the same command again"
+        ], err
+
+
 def test_an_interrupted_export_keeps_the_earlier_export_and_says_so(wt_env, tmp_path):
     """Found: Ctrl-C printed `Aborted!` and exited 1. Now 130 and one line: the earlier
     export stays as it was."""
