@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Protocol
@@ -28,6 +29,7 @@ from worldtrace.schemas.parsing import ConfigError, configclass, parse
 
 from .jobspec import JobSpec, ScheduleSpec, parse_every
 from .jobstore import JobStore
+from .worker import SIGNAL_WAKE
 
 
 class Clock(Protocol):
@@ -45,7 +47,16 @@ class SystemClock:
         return datetime.now(timezone.utc)
 
     def wait(self, seconds: float, stop: threading.Event) -> bool:
-        return stop.wait(seconds)
+        """In slices of at most `SIGNAL_WAKE` seconds: the kernel may hand the process's
+        SIGTERM to another thread (a library's), and its handler, which sets `stop`, runs
+        only when this (the main) thread runs Python code: a whole `poll` later."""
+        deadline = time.monotonic() + seconds
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            stop.wait(min(left, SIGNAL_WAKE))
+        return True
 
 
 @configclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,8 @@ def test_a_sigterm_the_kernel_hands_to_another_thread_gives_the_episode_back(
     job_id = submit(wt_env, jobs_url, tmp_path, slow_job(repo, episodes=2, steps=3))
     a = start_worker(wt_env, jobs_url)
     lease = wait_until(lambda: running_mid_episode(js, store, job_id), what="A mid-episode")
-    [tid, *_] = takers(a.pid, signal.SIGTERM)
+    [tid, *_] = takers(a.pid, signal.SIGTERM) or [None]
+    assert tid, "no thread of the worker but the main one takes SIGTERM"
     os.kill(tid, signal.SIGTERM)  # a thread's id: that thread takes the signal
     out, err = a.communicate(timeout=60)
     assert a.returncode == 0, err
@@ -116,5 +118,25 @@ def takers(pid: int, sig: int) -> list[int]:
         blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
         if tid != pid and not blocked >> (sig - 1) & 1:
             out.append(tid)
-    assert out, f"no thread of {pid} but the main one takes signal {sig}"
     return out
+
+
+def test_a_sigterm_another_thread_of_the_scheduler_takes_stops_it_at_once(wt_env, tmp_path):
+    """Found (signal audit, 12-04): a SIGTERM taken by another thread (numpy's OpenBLAS
+    thread is in every command) stopped `scheduler` only when its wait of up to `--poll`
+    seconds ended (24.5 s of the default 30 here)."""
+    db = tmp_path / "jobs.db"
+    s = subprocess.Popen(
+        ["worldtrace", "scheduler", "--jobs", str(db), "--poll", "600"], env=wt_env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(db.exists, what="the scheduler opening its job store")
+        wait_until(lambda: takers(s.pid, signal.SIGTERM), what="a thread that takes SIGTERM")
+        os.kill(takers(s.pid, signal.SIGTERM)[0], signal.SIGTERM)
+        _, err = s.communicate(timeout=60)  # a deadline: the poll is 600 s
+        assert s.returncode == 0 and "SIGTERM: stopping" in err, err
+    finally:
+        if s.poll() is None:
+            s.kill()
+            s.wait()

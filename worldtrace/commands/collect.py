@@ -420,28 +420,31 @@ def _check_heartbeat(heartbeat: float | None, lease: float) -> None:
 def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) -> None:
     """Enqueue runs of scheduled jobs (`schedule:` in a job file, registered by `jobs
     submit`) when they are due; runs until Ctrl-C/SIGTERM."""
-    from worldtrace.collectors.scheduler import Scheduler, SchedulerConfig
-    from worldtrace.schemas.parsing import ConfigError, parse
-
-    try:
-        cfg = parse(SchedulerConfig, config)
-    except ConfigError as exc:
-        raise option_error(exc) from None
-    skipped = lambda name, last: click.echo(  # noqa: E731
-        f"skipped a run of {name}: its last run {last} has not ended (overlap: skip)"
-    )
-    problem = lambda name, why: click.echo(f"warning: schedule {name}: {why}", err=True)  # noqa: E731
-    s = Scheduler(
-        job_store(ctx, jobs_url, create=True), config=cfg, on_skip=skipped, on_problem=problem
-    )
-    announce = lambda job_id: click.echo(f"enqueued {job_id}")  # noqa: E731
-    if once:
-        for job_id in s.tick():
-            announce(job_id)
-        return
     stop = threading.Event()
+    # before the imports and the job store: a SIGTERM in the first second ended the
+    # scheduler with status 143 instead of the clean stop a supervisor expects
     with _on_signals(stop.set):
-        s.run(stop, on_enqueue=announce)
+        from worldtrace.collectors.scheduler import Scheduler, SchedulerConfig
+        from worldtrace.schemas.parsing import ConfigError, parse
+
+        try:
+            cfg = parse(SchedulerConfig, config)
+        except ConfigError as exc:
+            raise option_error(exc) from None
+        skipped = lambda name, last: click.echo(  # noqa: E731
+            f"skipped a run of {name}: its last run {last} has not ended (overlap: skip)"
+        )
+        problem = lambda name, why: click.echo(f"warning: schedule {name}: {why}", err=True)  # noqa: E731
+        s = Scheduler(
+            job_store(ctx, jobs_url, create=True), config=cfg, on_skip=skipped, on_problem=problem
+        )
+        announce = lambda job_id: click.echo(f"enqueued {job_id}")  # noqa: E731
+        if once:
+            for job_id in s.tick():
+                announce(job_id)
+            return
+        if not stop.is_set():
+            s.run(stop, on_enqueue=announce)
 
 
 COMMANDS = (collect, worker, scheduler)
