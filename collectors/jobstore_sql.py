@@ -463,7 +463,8 @@ class SQLiteJobStore(SQLJobStore):
                 yield Tx(c.cursor(), str)
                 c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                if c.in_transaction:  # a failed COMMIT (a full disk) rolled back already:
+                    c.execute("ROLLBACK")  # ROLLBACK then hid its error behind its own
                 raise
         finally:
             c.close()

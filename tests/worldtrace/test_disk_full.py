@@ -196,3 +196,21 @@ def test_full_disk_under_collect_names_the_journal_and_the_resume_publishes_it(
     assert (
         " a-e0 attempt 1: incomplete" in again.stdout and " a-e0 attempt 2: success" in again.stdout
     )
+
+
+def test_a_full_disk_under_the_job_store_is_named_as_such(tmpfs, tmp_path, wt_env):
+    """Found (review of 12-04): with ~50 KB free, `jobs submit` failed with `cannot
+    rollback - no transaction is active`: SQLite had rolled back the failed COMMIT
+    itself, and our ROLLBACK's error replaced the real one (`database or disk is full`)."""
+    env = dict(wt_env, WORLDTRACE_STORE=str(tmpfs / "store"))
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: big\ntasks: [{id: t, instruction: '" + "x" * 400_000 + "', actions: ['ls\\n']}]\n"
+    )
+    small = tmp_path / "small.yaml"
+    small.write_text("name: small\ntasks: [{id: t, actions: ['ls\\n']}]\n")
+    assert wt(env, "--create", "jobs", "submit", str(small)).returncode == 0
+    fill(tmpfs / "filler", keep_free=48 << 10)
+    r = wt(env, "jobs", "submit", str(job))
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert "full" in r.stderr and "cannot rollback" not in r.stderr, r.stderr
