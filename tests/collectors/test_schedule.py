@@ -201,3 +201,14 @@ def test_submitting_a_schedule_again_keeps_its_last_run_and_due_time(js):
     changed = job({"every": "1h", "overlap": "skip"})  # a new interval: a new first due time
     assert register(js, changed, at(clock, minutes=16)) == T0 + timedelta(minutes=16)
     assert js.schedules()[0]["last_job_id"] == first
+
+
+def test_a_scheduler_given_a_job_store_that_does_not_exist_refuses(store, tmp_path):
+    """Found (review of 12-04): `scheduler --jobs typo.db` made an empty job store there
+    and exited 0: a crontab with a typo would never enqueue anything, without a sign."""
+    typo = tmp_path / "typo.db"
+    r = CliRunner().invoke(
+        cli, ["--store", str(store.root), "scheduler", "--once", "--jobs", str(typo)]
+    )
+    assert r.exit_code == 1 and f"no job store at {typo}" in r.output, r.output
+    assert not typo.exists()

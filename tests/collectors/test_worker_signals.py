@@ -11,8 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from worldtrace.collectors.jobspec import JobSpec
 from worldtrace.collectors.jobstore import LOST_PREFIX, open_job_store
 from worldtrace.collectors.owners import owned_containers
+from worldtrace.collectors.scheduler import register
 from worldtrace.collectors.worker import ABANDONED
 from worldtrace.schemas import read_records
 
@@ -126,13 +128,17 @@ def test_a_sigterm_another_thread_of_the_scheduler_takes_stops_it_at_once(wt_env
     thread is in every command) stopped `scheduler` only when its wait of up to `--poll`
     seconds ended (24.5 s of the default 30 here)."""
     db = tmp_path / "jobs.db"
+    tasks = [{"id": "t", "actions": ["ls\n"]}]
+    register(
+        open_job_store(db),
+        JobSpec.from_dict({"name": "hourly", "schedule": {"every": "1h"}, "tasks": tasks}),
+    )
     s = subprocess.Popen(
         ["worldtrace", "scheduler", "--jobs", str(db), "--poll", "600"], env=wt_env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        wait_until(db.exists, what="the scheduler opening its job store")
-        wait_until(lambda: takers(s.pid, signal.SIGTERM), what="a thread that takes SIGTERM")
+        assert s.stdout.readline().startswith("enqueued hourly-")  # in its loop: it waits now
         os.kill(takers(s.pid, signal.SIGTERM)[0], signal.SIGTERM)
         _, err = s.communicate(timeout=60)  # a deadline: the poll is 600 s
         assert s.returncode == 0 and "SIGTERM: stopping" in err, err

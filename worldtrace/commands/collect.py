@@ -318,7 +318,12 @@ def load_job(ctx: click.Context, job_file: str):
     return spec
 
 
-def job_store(ctx: click.Context, url: str | None, create: bool = False):
+def job_store(
+    ctx: click.Context, url: str | None, create: bool = False, new_db: bool | None = None
+):
+    """The job store of `url` (or the store's). `create`: the store may be made (with
+    --create); `new_db` (default: as `create`): a job store at a path that does not exist
+    may be made there."""
     from worldtrace.collectors.jobstore import open_job_store
 
     # a command that queues or runs jobs writes into the store (the episodes' raw shards,
@@ -326,7 +331,8 @@ def job_store(ctx: click.Context, url: str | None, create: bool = False):
     local = store(ctx, create) if create or not url else None
     where = url or local.jobs_db
     path = str(where).removeprefix("sqlite:///") if url else ""
-    if path and not create and "://" not in path and not Path(path).exists():
+    fresh = create if new_db is None else new_db
+    if path and not fresh and "://" not in path and not Path(path).exists():
         # a command that reads must not leave a new job store at a mistyped path
         raise click.ClickException(
             f"no job store at {path}: check --jobs (`jobs submit` and `worker` make one)"
@@ -435,8 +441,13 @@ def scheduler(ctx: click.Context, once: bool, jobs_url: str | None, **config) ->
             f"skipped a run of {name}: its last run {last} has not ended (overlap: skip)"
         )
         problem = lambda name, why: click.echo(f"warning: schedule {name}: {why}", err=True)  # noqa: E731
+        # a mistyped --jobs path (in a crontab) must not become a new, empty job store
+        # that the scheduler then watches for ever: only `jobs submit` and `worker` make one
         s = Scheduler(
-            job_store(ctx, jobs_url, create=True), config=cfg, on_skip=skipped, on_problem=problem
+            job_store(ctx, jobs_url, create=True, new_db=False),
+            config=cfg,
+            on_skip=skipped,
+            on_problem=problem,
         )
         announce = lambda job_id: click.echo(f"enqueued {job_id}")  # noqa: E731
         if once:
