@@ -111,6 +111,13 @@ def _cron(value: str | None) -> str | None:
 
         if not croniter.is_valid(value):
             raise ValueError(f"not a cron expression: {value!r}")
+        if not value.strip().startswith("@") and len(value.split()) != 5:
+            # croniter reads a sixth field as seconds (`* * * * * */5`: every 5 s), and a
+            # Quartz `0 */5 * * * *` (seconds first) as every second of minute 0
+            raise ValueError(
+                f"{value!r} has {len(value.split())} fields: cron takes five (minute hour "
+                "day-of-month month day-of-week)"
+            )
         try:
             croniter(value).get_next(float)
         except CroniterBadDateError:
@@ -123,7 +130,7 @@ class ScheduleSpec:
     """When `worldtrace scheduler` enqueues a new run of the job."""
 
     cron: Annotated[str | None, AfterValidator(_cron)] = None
-    """A cron expression (UTC), e.g. `*/30 * * * *`."""
+    """A cron expression of five fields (UTC), e.g. `*/30 * * * *`."""
     every: Annotated[str | None, AfterValidator(_every)] = None
     """A fixed interval: 30s, 15m, 2h, 1d."""
     missed: Literal["one", "skip"] = "one"

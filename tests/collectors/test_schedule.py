@@ -212,3 +212,13 @@ def test_a_scheduler_given_a_job_store_that_does_not_exist_refuses(store, tmp_pa
     )
     assert r.exit_code == 1 and f"no job store at {typo}" in r.output, r.output
     assert not typo.exists()
+
+
+@pytest.mark.parametrize("cron", ["* * * * * */5", "0 */5 * * * *"])
+def test_a_cron_of_six_fields_is_refused(cron):
+    """Found (review of 12-04): `* * * * * */5` passed and enqueued a run every 5 s
+    (croniter's sixth field is seconds); a Quartz `0 */5 * * * *` ran every second of
+    minute 0 of every fifth hour."""
+    with pytest.raises(ValueError, match="has 6 fields: cron takes five"):
+        job({"cron": cron})
+    assert job({"cron": "*/5 * * * *"}).options.schedule.cron == "*/5 * * * *"
