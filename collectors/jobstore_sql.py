@@ -335,8 +335,12 @@ class SQLJobStore:
         else:
             status = "running" if any(s == "running" or s in FINAL for s in states) else "queued"
         # a job that had ended keeps when it ended (a retry that reopens it clears it first)
+        # a cancelled one keeps when it was cancelled (an episode still running then
+        # ended later: it cleared it)
         ended = status in ("succeeded", "failed", "partial")
         done = (current["finished_at"] or now_iso()) if ended else None
+        if status == "cancelled":
+            done = current["finished_at"]
         tx.run(
             "UPDATE jobs SET succeeded = ?, failed = ?, status = ?, finished_at = ? WHERE job_id = ?",
             ok, bad, status, done, job_id,

@@ -341,3 +341,16 @@ def test_a_job_id_prefix_is_text_not_a_pattern(js):
     assert js.job("data") is None  # both: ambiguous
     assert js.job("NIGHTLY") is None and js.job("Night")["job_id"] == nightly
     assert js.job(dash)["job_id"] == dash
+
+
+def test_a_job_cancelled_while_an_episode_runs_keeps_when_it_was_cancelled(js):
+    """Found (review of 12-04): `jobs cancel` during a run set `finished_at`; when the
+    running episode then ended, `jobs list` showed it blank."""
+    job_id = js.submit(JobSpec.from_dict({**JOB, "episodes": 1, "tasks": JOB["tasks"][:1]}))
+    claim = js.claim("w", 60)
+    js.cancel(job_id)
+    cancelled = js.job(job_id)
+    assert cancelled["status"] == "cancelled" and cancelled["finished_at"]
+    assert js.finish(claim, "succeeded", "t", None, 0)
+    after = js.job(job_id)
+    assert (after["status"], after["finished_at"]) == ("cancelled", cancelled["finished_at"])
