@@ -163,7 +163,11 @@ class Scheduler:
         """The schedule's last run if it has not ended."""
         last = row.get("last_job_id")
         job = self.store.job(last) if last else None
-        return last if job and job["status"] in UNFINISHED else None
+        if job is None:
+            return None
+        # a run cancelled while an episode ran has not ended until that episode has
+        going = any(e["status"] == "running" for e in job["episode_rows"])
+        return last if job["status"] in UNFINISHED or going else None
 
     def tick(self) -> list[str]:
         """Enqueue every run that is due now; returns the new job ids."""

@@ -222,3 +222,16 @@ def test_a_cron_of_six_fields_is_refused(cron):
     with pytest.raises(ValueError, match="has 6 fields: cron takes five"):
         job({"cron": cron})
     assert job({"cron": "*/5 * * * *"}).options.schedule.cron == "*/5 * * * *"
+
+
+def test_a_cancelled_run_whose_episode_still_runs_is_not_overlapped(js):
+    """Found (review of 12-04): under `overlap: skip`, a run cancelled while its episode
+    ran counted as ended, and the next run was enqueued beside the episode still going."""
+    clock = FakeClock(T0)
+    register(js, job({"every": "15m", "overlap": "skip"}), clock)
+    [first] = Scheduler(js, clock).tick()
+    claim = js.claim("w", 600)
+    js.cancel(first)
+    assert Scheduler(js, at(clock, minutes=15)).tick() == []  # its episode still runs
+    js.finish(claim, "succeeded", "t", None, 0)
+    assert len(Scheduler(js, at(clock, minutes=30)).tick()) == 1
