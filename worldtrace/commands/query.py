@@ -53,6 +53,10 @@ def _reading(st):
         raise click.ClickException(_views().read_failure(st, exc) or joined(str(exc))) from None
 
 
+INTERRUPTED = "error: query interrupted"
+"""What `run_sql` returns for a query Ctrl-C stopped (the shell goes on after it)."""
+
+
 def run_sql(
     con, sql: str, fmt: str, output: str | None, max_rows: int, timeout: float, st=None
 ) -> str:
@@ -81,10 +85,13 @@ def run_sql(
         timer.start()
     try:
         emit(con, sql, fmt, output, max_rows)
-    except duckdb.InterruptException:
+    except (duckdb.InterruptException, RuntimeError) as exc:
+        # Ctrl-C reaches DuckDB as Python's signal check: `RuntimeError: Query interrupted`
+        if not isinstance(exc, duckdb.InterruptException) and "interrupted" not in str(exc).lower():
+            raise
         if fired.is_set():
             return f"error: query stopped after {timeout:g} s (--timeout); raise it or narrow the query"
-        return "error: query interrupted"
+        return INTERRUPTED
     except duckdb.Error as exc:  # one line: DuckDB's LINE and caret become a column
         from worldtrace.errors import joined
 
@@ -243,6 +250,11 @@ def query(
         raise click.UsageError("give SQL, --sql-file, --shell or --views")
     _hint(con, st, sql)
     error = run_sql(con, sql, fmt, output, max_rows, timeout, st)
+    if error == INTERRUPTED:  # Ctrl-C: a stop, as every command says it (not a failure)
+        from worldtrace.errors import EXIT_INTERRUPTED
+
+        click.echo("interrupted (Ctrl-C): the query was stopped; nothing was written", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     if error:
         click.echo(error, err=True)
         sys.exit(EXIT_PROBLEMS)
