@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -430,10 +431,18 @@ _POOLS_LOCK = threading.Lock()
 
 
 def shared_pool(config: DockerConfig, warm: int | None = None) -> ContainerPool:
-    """One pool per configuration per process (`warm` overrides the config's)."""
+    """One pool per configuration and environment values per process (`warm` overrides
+    the config's). The values count: a warm container keeps those it was started with,
+    and a job run after `MY_TOKEN` (or the env file) changed got one holding the old
+    value, which its redaction, knowing only the new one, left in the observations."""
     if warm is not None:
         config = replace(config, warm=warm)
-    key = json.dumps(asdict(config), sort_keys=True)
+    try:
+        values = json.dumps(config.resolved_env(), sort_keys=True)
+    except EnvError as exc:  # the pool's start says it (`container_env`)
+        values = str(exc)
+    digest = hashlib.sha256(values.encode()).hexdigest()  # never the values themselves
+    key = json.dumps([asdict(config), digest], sort_keys=True)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None or pool._closed:
