@@ -69,7 +69,9 @@ class Unavailable:
     the reason (and is retried) like any other failure of the environment."""
 
     def __init__(self, exc: BaseException, domain: str):
-        self.reason = failure_reason(exc)
+        # ours says its reason as it is (`SandboxError: cannot create the sandbox:
+        # SandboxError: image ...` named it twice); another's type is part of the reason
+        self.reason = failure_reason(exc).removeprefix(f"{SandboxError.__name__}: ")
         self.domain = domain
 
     def reset(self, task) -> Observation:

@@ -256,6 +256,6 @@ def test_a_quick_run_that_fails_says_why_and_offers_no_resume(docker_engine, wt_
     assert r.returncode == EXIT_EPISODES_FAILED, r.stdout + r.stderr
     first, *rest = r.stdout.splitlines()
     assert re.fullmatch(r"job quick-terminal-[0-9a-f]{8}: 1 episode\(s\)", first), first
-    gone = f"SandboxError: cannot create the sandbox: SandboxError: image '{image}' is not"
+    gone = f"SandboxError: cannot create the sandbox: image '{image}' is not"
     assert sum(f"): {gone}" in ln for ln in rest) == 2, r.stdout  # retries: 1
     assert "1 episode(s) failed for good" in r.stderr and "quick-e0" in r.stderr
