@@ -178,9 +178,7 @@ def test_a_sandbox_that_cannot_start_fails_its_attempts(docker_engine, store, js
     assert (stats.run, stats.failed, stats.errors) == (2, 2, [])  # retried, the worker went on
     rows = js.job(job_id)["episode_rows"]
     assert [(r["attempt"], r["status"]) for r in rows] == [(1, "failed"), (2, "failed")]
-    assert (
-        "cannot create the sandbox: image 'worldtrace/absent:1'" in rows[0]["error"]
-    )
+    assert "cannot create the sandbox: image 'worldtrace/absent:1'" in rows[0]["error"]
     assert [t.outcome.status for t in read_records(store.raw)] == ["error", "error"]
 
 
