@@ -227,6 +227,13 @@ class Scheduler:
         )
         if job_id == "" and busy and self.on_skip:  # we moved it, and skipped the run
             self.on_skip(row["schedule_id"], busy)
+        elif job_id == "" and not on_time and sched.missed == "skip":  # said, not silent
+            late = (now - latest).total_seconds()
+            self._problem(
+                row["schedule_id"],
+                f"run due {latest.isoformat()} skipped: {late:.0f} s late, past the grace of "
+                f"{self.config.grace:g} s (missed: skip)",
+            )
         return job_id or None
 
     def run(self, stop: threading.Event, on_enqueue=None) -> None:
