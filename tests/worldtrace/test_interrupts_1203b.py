@@ -256,4 +256,3 @@ def test_validate_of_a_directory_without_records_names_it(wt_env, tmp_path):
     r = wt(wt_env, "validate", "-q", str(empty))
     assert r.returncode == 1
     assert r.stderr.splitlines() == [f"no Parquet or JSONL files found under {empty}"]
-
