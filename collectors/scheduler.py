@@ -114,8 +114,7 @@ def latest_due(schedule: ScheduleSpec, due: datetime, now: datetime) -> datetime
 
 def _said(exc: Exception) -> str:
     """An exception as one line (a ConfigError's problems joined)."""
-    text = exc.render() if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    return exc.one_line() if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
 
 
 def _ts(t: datetime) -> float:

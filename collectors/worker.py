@@ -284,8 +284,7 @@ class Worker:
         sandbox that cannot start; it ended the worker's slot, and with it the worker."""
         raw = json.loads(claim.spec_json)
         retries = raw.get("retries", JobOptions.retries) if isinstance(raw, dict) else 0
-        lines = [ln.strip() for ln in exc.render().splitlines() if ln.strip()]
-        reason = "the job does not hold on this host: " + "; ".join(lines)
+        reason = f"the job does not hold on this host: {exc.one_line()}"
         with self._ending:
             if self._abandoned:
                 return

@@ -63,6 +63,10 @@ class ConfigError(ValueError):
     def render(self) -> str:
         return "\n".join(f"{p.where(self.source)}: {p.message}" for p in self.problems)
 
+    def one_line(self) -> str:
+        """The problems joined by `; ` (a failure reason, a warning line)."""
+        return "; ".join(ln.strip() for ln in self.render().splitlines() if ln.strip())
+
     def located(self, lines: LineMap | None, source: str | None, prefix: Path_ = ()) -> ConfigError:
         """The problems under `prefix`, at their lines in `lines` (without a line map, a
         problem keeps the line it has), in `source` (or the one they had)."""

@@ -682,12 +682,17 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
     as an import that Ctrl-C left hanging). This process's copy of the pipe's write end
     is closed too: once the workers are dead nobody holds it, so that wait ends at
     end-of-file and the pool shuts down as broken."""
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    for proc in _workers(pool):
         with contextlib.suppress(OSError, ValueError):
             proc.kill()
     writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     with contextlib.suppress(OSError, AttributeError):  # never written here: only workers do
         writer.close()
+
+
+def _workers(pool: ProcessPoolExecutor) -> list:
+    """The pool's worker processes (its private `_processes`: no public way lists them)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
 
 
 RESULT_WAKE = 0.5
@@ -705,8 +710,7 @@ def result_of(pool: ProcessPoolExecutor, work: Future) -> Any:
         try:
             return work.result(RESULT_WAKE)
         except FutureTimeout:
-            procs = list((getattr(pool, "_processes", None) or {}).values())
-            if any(p.exitcode is not None for p in procs):
+            if any(p.exitcode is not None for p in _workers(pool)):
                 _stop_workers(pool)
                 raise BrokenProcessPool(
                     "a worker process died while its result was awaited"
