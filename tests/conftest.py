@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -249,3 +250,15 @@ def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "c
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)  # polling interval of a condition with a deadline
+
+
+def takers(pid: int, sig: int) -> list[int]:
+    """The threads of `pid` other than its main one that do not block `sig` (the
+    kernel picks one of those when the main thread is busy; C library threads block it)."""
+    out = []
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        status = (Path(f"/proc/{pid}/task/{tid}/status")).read_text()
+        blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
+        if tid != pid and not blocked >> (sig - 1) & 1:
+            out.append(tid)
+    return out

@@ -17,9 +17,11 @@ import logging
 import os
 import re
 import signal
+import socket
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 EXIT_MACHINE = 1
@@ -74,7 +76,8 @@ def interrupts(
     old = {s: signal.signal(s, handler) for s in signals}
     try:
         try:
-            yield
+            with main_thread_woken(signals):
+                yield
         except KeyboardInterrupt as exc:
             taken[:] = taken or [signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT]
             raised.append(True)
@@ -85,6 +88,63 @@ def interrupts(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+WAKE_SIGNAL = signal.SIGURG
+"""What `main_thread_woken` sends the main thread: ignored by default, so one arriving
+after the block (or from elsewhere) does nothing."""
+
+
+@contextlib.contextmanager
+def main_thread_woken(
+    signals: Iterable[int], also: Callable[[int], None] | None = None
+) -> Iterator[None]:
+    """A signal of `signals` that another thread takes wakes the main thread at once.
+
+    The kernel hands a process's signal to any thread that does not block it (DuckDB's
+    workers, OpenBLAS's, gRPC's and Beam's threads do not). The C handler only marks it;
+    Python runs the handler in the main thread when that thread next runs bytecode, and a
+    main thread blocked in a wait of C code (DuckDB waiting for its workers' tasks, an
+    untimed lock, a select) saw it when the wait ended: a query of hours never stopped,
+    `process` stopped when its stage did. Here the C handler also writes the signal's
+    number to a socket (`signal.set_wakeup_fd`, the standard library's way out of this);
+    a relay thread reading it sends `WAKE_SIGNAL` to the main thread, whose wait then
+    ends with EINTR and runs the handlers. `also(signum)` runs in the relay thread first,
+    whichever thread took the signal (`query` interrupts DuckDB's workers with it). Only
+    from the main thread (elsewhere the block runs as it is: no handler of ours is there
+    to wake)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    watched = {int(s) for s in signals}
+    main = threading.main_thread().ident
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+
+    def relay() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # the kernel hands them elsewhere
+        while data := reader.recv(64):
+            for signum in watched.intersection(data):
+                if also is not None:
+                    also(signum)
+                signal.pthread_kill(main, WAKE_SIGNAL)
+
+    old_wake = signal.signal(WAKE_SIGNAL, _woken)  # a handler: an ignored signal wakes no wait
+    old_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    thread = threading.Thread(target=relay, name="signal relay", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(old_fd)
+        writer.close()  # the relay reads the end of the stream and returns
+        thread.join()
+        reader.close()
+        signal.signal(WAKE_SIGNAL, old_wake)
+
+
+def _woken(signum: int, frame: Any) -> None:
+    """`WAKE_SIGNAL`'s handler: its arrival ended the main thread's wait; nothing to do."""
 
 
 def _os_error_names() -> frozenset[str]:

@@ -5,10 +5,8 @@ attempts end as lost and are queued again; nothing of them is finished or publis
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 from worldtrace.collectors.jobspec import JobSpec
@@ -18,7 +16,7 @@ from worldtrace.collectors.scheduler import register
 from worldtrace.collectors.worker import ABANDONED
 from worldtrace.schemas import read_records
 
-from ..conftest import wait_until
+from ..conftest import takers, wait_until
 from .test_queue import slow_job
 from .test_workers import running_mid_episode, start_worker, submit
 
@@ -109,18 +107,6 @@ def test_a_sigterm_the_kernel_hands_to_another_thread_gives_the_episode_back(
     assert f"released  {job_id}/{lease.episode_id} a1" in out, out
     assert "0 episode attempt(s) run" in out, out
     assert owned_containers(lease.worker, docker_engine) == []
-
-
-def takers(pid: int, sig: int) -> list[int]:
-    """The threads of `pid` other than its main one that do not block `sig` (the
-    kernel picks one of those when the main thread is busy; C library threads block it)."""
-    out = []
-    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
-        status = (Path(f"/proc/{pid}/task/{tid}/status")).read_text()
-        blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
-        if tid != pid and not blocked >> (sig - 1) & 1:
-            out.append(tid)
-    return out
 
 
 def test_a_sigterm_another_thread_of_the_scheduler_takes_stops_it_at_once(wt_env, tmp_path):

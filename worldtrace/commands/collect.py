@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from worldtrace.errors import main_thread_woken
 from worldtrace.options import ConfigCommand, option_error, options_from
 
 from . import EXIT_PROBLEMS, store, store_path
@@ -294,7 +295,8 @@ def _on_signals(stop: Callable[[], None]) -> Iterator[None]:
     handler.seen = False  # type: ignore[attr-defined]
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        with main_thread_woken(old):  # said when it comes, not when the step's wait ends
+            yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)

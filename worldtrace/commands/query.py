@@ -7,8 +7,10 @@ before running anything (docs/query.md, "What query may do").
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -84,12 +86,13 @@ def run_sql(
         timer.daemon = True
         timer.start()
     try:
-        emit(con, sql, fmt, output, max_rows)
+        with _ctrl_c_interrupts(con) as ctrl_c:
+            emit(con, sql, fmt, output, max_rows)
     except (duckdb.InterruptException, RuntimeError) as exc:
-        # Ctrl-C reaches DuckDB as Python's signal check: `RuntimeError: Query interrupted`
+        # a Ctrl-C outside our handler reaches DuckDB as `RuntimeError: Query interrupted`
         if not isinstance(exc, duckdb.InterruptException) and "interrupted" not in str(exc).lower():
             raise
-        if fired.is_set():
+        if fired.is_set() and not ctrl_c:
             return f"error: query stopped after {timeout:g} s (--timeout); raise it or narrow the query"
         return INTERRUPTED
     except duckdb.Error as exc:  # one line: DuckDB's LINE and caret become a column
@@ -102,6 +105,40 @@ def run_sql(
             timer.cancel()
             timer.join()  # a timer thread still waking at exit aborts the interpreter
     return ""
+
+
+@contextmanager
+def _ctrl_c_interrupts(con) -> Iterator[list[int]]:
+    """Ctrl-C interrupts the running statement as --timeout does (`con.interrupt()`, from
+    the relay thread of `main_thread_woken`), not by raising in Python: DuckDB answers a
+    Python signal check by stopping only the part of the query the main thread runs, and
+    then waits for its workers, one of which may hold a whole task (`range(10**12)`): the
+    query went on for hours. Yields the signals taken (empty: none)."""
+    from worldtrace.errors import main_thread_woken
+
+    taken: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield taken
+        return
+
+    def interrupt(signum: int) -> None:
+        taken.append(signum)
+        con.interrupt()
+
+    seen: list[int] = []
+
+    def again(signum: int, frame) -> None:
+        """The relay interrupts; a second Ctrl-C raises, as without this handler."""
+        seen.append(signum)
+        if len(seen) > 1:
+            raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, again)
+    try:
+        with main_thread_woken((signal.SIGINT,), also=interrupt):
+            yield taken
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def tables_read(con, sql: str) -> set[str]:
