@@ -72,6 +72,19 @@ NO_SERVER = {
 """A job whose MCP server command does not exist: every attempt fails at its start."""
 
 
+def test_collect_of_a_scheduled_job_file_says_it_runs_it_once_now(wt_env, tmp_path):
+    """Found (review, 12-04): `collect` of a job file with `schedule: {every: 1h}` ran
+    it once and said nothing of the schedule, which only `jobs submit` registers: a
+    user expecting hourly runs got one, in silence."""
+    f = job_file(tmp_path, {**NO_SERVER, "name": "hourly", "schedule": {"every": "1h"}})
+    r = wt(wt_env, "collect", str(f))
+    assert r.returncode == EXIT_EPISODES_FAILED, r.stdout + r.stderr  # it ran, once
+    assert r.stderr.splitlines()[0] == (
+        f"note: {f} has a schedule; collect runs the job once, now "
+        f"(`worldtrace jobs submit {f}` registers it for `worldtrace scheduler`)"
+    ), r.stderr
+
+
 def test_a_missing_mcp_server_is_named_on_the_attempt_line_and_exits_3(wt_env, tmp_path):
     f = job_file(tmp_path, NO_SERVER)
     r = wt(wt_env, "collect", str(f))

@@ -139,6 +139,12 @@ def collect(
         raise click.UsageError("--resume JOB_ID finishes a job of a JOB_FILE (give the file)")
     if job_file:
         spec = load_job(ctx, job_file)
+        if spec.options.schedule is not None:  # said: the file reads as a scheduled job
+            click.echo(
+                f"note: {job_file} has a schedule; collect runs the job once, now "
+                f"(`worldtrace jobs submit {job_file}` registers it for `worldtrace scheduler`)",
+                err=True,
+            )
     else:
         try:
             spec = JobSpec.from_dict(
