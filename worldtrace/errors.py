@@ -132,6 +132,7 @@ def main_thread_woken(
     old_wake = signal.signal(WAKE_SIGNAL, _woken)  # a handler: an ignored signal wakes no wait
     old_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     thread = threading.Thread(target=relay, name="signal relay", daemon=True)
+    thread.fork_safe = True  # type: ignore[attr-defined]  # waits in recv, holding no lock
     thread.start()
     try:
         yield

@@ -631,7 +631,7 @@ def _pool(workers: int) -> ProcessPoolExecutor | None:
     The workers are forked at once, with SIGINT and SIGTERM blocked until each has its
     own handling (`_worker_start`): a stop in between would run this process's handler
     in the child. They end with this process, however it ends (`kill -9` included)."""
-    if workers <= 1 or threading.active_count() > 1:
+    if workers <= 1 or any(not _fork_safe(t) for t in threading.enumerate()):
         return None
     pool = ProcessPoolExecutor(
         workers,
@@ -650,6 +650,12 @@ def _pool(workers: int) -> ProcessPoolExecutor | None:
     return pool
 
 
+def _fork_safe(thread: threading.Thread) -> bool:
+    """The forking thread, or one that says a fork may copy it (`fork_safe`: the CLI's
+    signal relay, `errors.main_thread_woken`, holds no lock while it waits)."""
+    return thread is threading.current_thread() or getattr(thread, "fork_safe", False)
+
+
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 PR_SET_PDEATHSIG = 1
 """prctl(2): the signal a process gets when the thread that forked it ends (Linux)."""
@@ -664,6 +670,8 @@ def _worker_start(parent: int) -> None:
     their own ends them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(ValueError):  # the parent's relay socket is not this one's
+        signal.set_wakeup_fd(-1)
     with contextlib.suppress(OSError, AttributeError):  # not Linux: the check below only
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
