@@ -88,8 +88,9 @@ class JobStore(Protocol):
     ) -> str | None: ...
 
 
-def open_job_store(url: str | Path) -> JobStore:
-    """A job store from a path (SQLite) or a `postgresql://` URL."""
+def open_job_store(url: str | Path, read_only: bool = False) -> JobStore:
+    """A job store from a path (SQLite) or a `postgresql://` URL. `read_only`: a command
+    that only looks (`SQLiteJobStore`; PostgreSQL's server holds its own rights)."""
     text = str(url)
     if text.startswith(("postgresql://", "postgres://")):
         from .jobstore_pg import PostgresJobStore
@@ -97,4 +98,5 @@ def open_job_store(url: str | Path) -> JobStore:
         return PostgresJobStore(text)
     from .jobstore_sql import SQLiteJobStore
 
-    return SQLiteJobStore(text.removeprefix("sqlite:///") if text.startswith("sqlite:") else text)
+    path = text.removeprefix("sqlite:///") if text.startswith("sqlite:") else text
+    return SQLiteJobStore(path, read_only=read_only)

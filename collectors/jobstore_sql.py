@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from worldtrace.schemas.sqlite import connect_read_only
+
 from .jobspec import JobSpec
 from .jobstore import FINAL, LOST_PREFIX, MAX_LOST, Claim, Lease
 
@@ -442,9 +444,15 @@ class SQLiteJobStore(SQLJobStore):
 
     NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, read_only: bool = False):
+        """`read_only`: for commands that only look (`jobs list`, `jobs show`): the file
+        is neither made nor migrated, and is opened so that nothing can change it (a
+        store on a read-only mount lists its jobs); no file reads as no jobs."""
         self.path = Path(path)
         self.url = str(self.path)
+        self.read_only = read_only
+        if read_only:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         c = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
@@ -460,7 +468,7 @@ class SQLiteJobStore(SQLJobStore):
 
     @contextmanager
     def _tx(self, write: bool = True) -> Iterator[Tx]:
-        c = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        c = self._connect()
         try:
             c.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
@@ -472,3 +480,12 @@ class SQLiteJobStore(SQLJobStore):
                 raise
         finally:
             c.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        if not self.read_only:
+            return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        if not self.path.exists():  # no job store yet: its tables, empty
+            c = sqlite3.connect(":memory:", isolation_level=None)
+            c.executescript(SCHEMA)
+            return c
+        return connect_read_only(self.path, timeout=30, isolation_level=None)

@@ -16,6 +16,7 @@ connection is locked down (`lockdown.py`): it reads the store and nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -35,6 +36,7 @@ from .lockdown import locked_connection
 from .publish import finish_publish, restore_swaps
 from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
+from .sqlite import connect_read_only
 from .store import Store, shard_files
 from .tables import STORED_TURNS_SCHEMA, TABLE_ROWS
 from .tempfiles import REBUILD_HINT, first_line
@@ -356,7 +358,7 @@ def _jobs_tables(db: Path, skipped: Skipped) -> tuple[pa.Table, pa.Table]:
         return empty
     out = []
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        with contextlib.closing(connect_read_only(db)) as c:
             for table, schema in (("jobs", JOBS_SCHEMA), ("episodes", EPISODES_SCHEMA)):
                 cur = c.execute(f"SELECT {', '.join(schema.names)} FROM {table}")
                 rows = [

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas.redact import Redactor, find_secrets
+from worldtrace.schemas.sqlite import connect_read_only
 from worldtrace.schemas.store import TEMP_PREFIXES
 
 SUFFIXES = (".parquet", ".jsonl", ".json", ".bin", ".db")
@@ -138,7 +139,7 @@ class Checker:
 
     def _sqlite(self, path: Path) -> Iterator[Finding]:
         try:
-            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            con = connect_read_only(path)
             tables = [
                 r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
             ]

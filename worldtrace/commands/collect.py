@@ -327,11 +327,15 @@ def load_job(ctx: click.Context, job_file: str):
 
 
 def job_store(
-    ctx: click.Context, url: str | None, create: bool = False, new_db: bool | None = None
+    ctx: click.Context,
+    url: str | None,
+    create: bool = False,
+    new_db: bool | None = None,
+    read_only: bool = False,
 ):
     """The job store of `url` (or the store's). `create`: the store may be made (with
     --create); `new_db` (default: as `create`): a job store at a path that does not exist
-    may be made there."""
+    may be made there; `read_only`: a command that only looks (`open_job_store`)."""
     from worldtrace.collectors.jobstore import open_job_store
 
     # a command that queues or runs jobs writes into the store (the episodes' raw shards,
@@ -346,7 +350,7 @@ def job_store(
             f"no job store at {path}: check --jobs (`jobs submit` and `worker` make one)"
         )
     try:
-        return open_job_store(where)
+        return open_job_store(where, read_only=read_only)
     except Exception as exc:  # psycopg and sqlite3 raise their own types
         raise click.ClickException(f"cannot open the job store {where}: {exc}") from exc
 

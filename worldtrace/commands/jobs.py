@@ -127,7 +127,7 @@ def jobs_list(
 
     if watch and as_json:
         raise click.UsageError("--watch and --json do not go together")
-    js = job_store(ctx, jobs_url)
+    js = job_store(ctx, jobs_url, read_only=True)
     if as_json:
         print_json(jobs_document(js))
     elif watch:
@@ -156,7 +156,7 @@ def jobs_show(ctx: click.Context, job_id: str, as_json: bool, jobs_url: str | No
     """One job and every attempt of its episodes."""
     from worldtrace.output import job_document, print_job, print_json
 
-    job = _one_job(job_store(ctx, jobs_url), job_id)
+    job = _one_job(job_store(ctx, jobs_url, read_only=True), job_id)
     if as_json:
         print_json(job_document(job))
     else:
