@@ -21,7 +21,9 @@ a probe exec (`_alive`) answers at once while it runs, else its state is awaited
 A container restarted under a command (`docker restart`) killed it the same way and then
 runs on without the episode's processes and tmpfs: its start time, against the one the
 pool recorded, is looked at then too, and a restart raises SandboxError (`the container
-was restarted under the episode (...)`); so does any later look at its state.
+was restarted under the episode (...)`); so does any later look at its state. A restart
+between two steps is seen by the next exec: each says when PID 1 started (`SESSION`,
+`check_init`).
 
 A container frozen under a command (`docker pause`, a frozen cgroup) answers nothing, and
 its `timeout` is frozen with it: no answer is our infrastructure failing too, never a
@@ -63,11 +65,24 @@ ENTER_OR_ROOT = 'cd -- "$1" 2>/dev/null || cd /; shift; exec "$@"'
 runs, as in a shell whose directory was removed under it."""
 
 
-SESSION = 'command -v "$1" >/dev/null || exit 127; echo "$$" >&2; exec "$@"'
+SESSION = (
+    'command -v "$1" >/dev/null || exit 127; '
+    "read -r s 2>/dev/null </proc/1/stat; s=${s##*) }; i=0; "
+    "while [ $i -lt 19 ]; do s=${s#* }; i=$((i + 1)); done; "
+    'echo "$$ ${s%% *}" >&2; exec "$@"'
+)
 """Say the exec's pid on stderr (its first line), then become the command (`timeout`).
 Docker starts every exec as a session leader, so that pid is also the id of the process
 group of the command and its children: what is killed when the output passes the cap.
-No pid line means the command could not start (`timeout` is gone): our failure."""
+No pid line means the command could not start (`timeout` is gone): our failure. After
+the pid, the start time of the container's PID 1 (field 22 of `/proc/1/stat`, read with
+shell builtins only: no process more): a container restarted between two steps has a
+new one (`INIT_START`)."""
+
+INIT_START = "WorldtraceInitStart"
+"""Where a container's `attrs` keep the start time of its PID 1 its first exec said: a
+later exec saying another is one in a container restarted since (with no command in
+flight, nothing else tells), which `check_init` then asks docker about."""
 
 
 def _wrapped(
@@ -211,6 +226,25 @@ def raise_if_restarting(container, state: dict) -> None:
             state = container.client.api.inspect_container(container.id)["State"]
         except Exception:  # gone meanwhile: no restart to name
             return
+
+
+def check_init(container, start: bytes) -> None:
+    """Raise SandboxError (`restarted`) when the container's PID 1 started at another
+    time than at its first exec (`SESSION`, `INIT_START`): docker restarted it between
+    two steps. A start time that cannot be read (another `/proc`) is not checked; a
+    different one in a container docker does not call restarted (the pool started it
+    again and recorded that start) becomes the new reference."""
+    if not start.isdigit():
+        return
+    seen = container.attrs.setdefault(INIT_START, start)
+    if seen == start:
+        return
+    try:
+        state = container.client.api.inspect_container(container.id)["State"]
+    except Exception as exc:  # docker.errors.NotFound and engine errors alike
+        raise SandboxError(f"the container is gone ({exc})") from exc
+    raise_if_restarting(container, state)
+    container.attrs[INIT_START] = start
 
 
 def not_running(container) -> str | None:
@@ -412,14 +446,17 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
     truncated, late = False, 0.0
     try:
         for frame_out, frame_err in stream:
-            if frame_err and group is None and len(head) < 32:  # the session line first
+            if frame_err and group is None and len(head) < 48:  # the session line first
                 head += frame_err
                 line, nl, frame_err = bytes(head).partition(b"\n")
                 if not nl:
                     continue
-                group = int(line) if line.isdigit() else 0
+                pid, _, init = line.partition(b" ")
+                group = int(pid) if pid.isdigit() else 0
                 if not group:  # not ours (the engine's own error): keep it all
                     frame_err = bytes(head)
+                else:  # restarted between steps: the command runs in a reset sandbox
+                    check_init(container, init)
             if truncated:  # past the cap, only the session line is still wanted
                 if group is not None or time.monotonic() > late:
                     break

@@ -73,6 +73,16 @@ def test_swe_command_in_flight_when_the_container_restarts_fails(swe, docker_eng
         swe.step(tool("bash", command="kill -9 $$"))
 
 
+def test_swe_step_after_a_restart_between_steps_fails(swe, docker_engine):
+    """Found: a container restarted between two steps, with no command in flight, went
+    unseen: the next command ran in the reset sandbox (its processes and tmpfs gone) and
+    its answer was recorded as the episode's environment's."""
+    assert swe.step(tool("bash", command="echo kept > /tmp/note; echo hello")).text == "hello\n"
+    docker_engine.api.restart(swe.container.id, timeout=0)
+    with pytest.raises(SandboxError, match=RESTARTED):
+        swe.step(tool("bash", command="cat /tmp/note"))
+
+
 def test_terminal_shell_ended_by_a_restart_fails(term, docker_engine):
     assert "hello" in term.step(keystrokes("echo hello\n")).text
     act = keystrokes("sleep 50; echo slept\n", 60)
