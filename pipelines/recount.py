@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .samples import MAIN_PART
-from .writers import MANIFEST
+from .writers import MANIFEST, ROW_GROUP_ROWS
 
 
 def recount(directory: str | os.PathLike) -> list[str]:
@@ -105,7 +105,7 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     by = {k: Counter() for k in ("samples", "tokens", "loss_tokens")}
     for s in m["shards"]:
         with pq.ParquetFile(d / s["path"]) as f:
-            for b in f.iter_batches(columns=cols):
+            for b in f.iter_batches(ROW_GROUP_ROWS, columns=cols):
                 lengths = pc.list_value_length(b["input_ids"]).to_numpy(zero_copy_only=False)
                 mask = pc.list_flatten(b["loss_mask"]).to_numpy()
                 if len(mask) != lengths.sum():

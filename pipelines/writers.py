@@ -69,6 +69,8 @@ PACKED_SCHEMA = pa.schema(
     ]
 )
 ROW_GROUP_ROWS = 256
+"""Rows of a training shard's row group, and of a batch that `verify` reads: pyarrow's
+default batch of 65,536 rows held a whole export of long samples in memory."""
 SHARD_BYTES = 256 << 20
 
 
@@ -504,20 +506,26 @@ def _check_files(d: Path, shards: list[dict[str, Any]]) -> list[str]:
 
 
 def _check_parquet(d: Path, m: dict[str, Any]) -> list[str]:
-    problems = []
+    """Rows, mask lengths and loss tokens against the manifest, a record batch at a time:
+    memory stays flat however large the export (the shards were read whole, together)."""
     c = m["counts"]
     cols = ["input_ids", "loss_mask", "num_loss_tokens"]
-    if not m["shards"]:  # an empty part of a split: nothing to read, the counts say 0
-        return [] if c["rows"] == c["loss_tokens"] == 0 else [f"{d}: no shard, {c['rows']} rows"]
-    t = pa.concat_tables([pq.read_table(d / s["path"], columns=cols) for s in m["shards"]])
-    if not pc.all(
-        pc.equal(pc.list_value_length(t["input_ids"]), pc.list_value_length(t["loss_mask"]))
-    ).as_py():
+    rows = loss = mask_sum = 0
+    uneven = False
+    for s in m["shards"]:
+        with pq.ParquetFile(d / s["path"]) as f:
+            for b in f.iter_batches(ROW_GROUP_ROWS, columns=cols):
+                ids, mask = b["input_ids"], b["loss_mask"]
+                lengths = pc.list_value_length(ids)
+                uneven = uneven or not pc.all(pc.equal(lengths, pc.list_value_length(mask))).as_py()
+                rows += b.num_rows
+                loss += pc.sum(b["num_loss_tokens"]).as_py() or 0
+                mask_sum += pc.sum(pc.list_flatten(mask)).as_py() or 0
+    problems = []
+    if uneven:
         problems.append(f"{d}: a row's loss_mask length differs from its input_ids length")
-    if t.num_rows != c["rows"]:
-        problems.append(f"{d}: {t.num_rows} rows != manifest {c['rows']}")
-    loss = pc.sum(t["num_loss_tokens"]).as_py() or 0
-    mask_sum = pc.sum(pc.list_flatten(t["loss_mask"])).as_py() or 0
+    if rows != c["rows"]:
+        problems.append(f"{d}: {rows} rows != manifest {c['rows']}")
     if not loss == mask_sum == c["loss_tokens"]:
         problems.append(
             f"{d}: loss tokens {loss} (column) / {mask_sum} (mask) != manifest {c['loss_tokens']}"
