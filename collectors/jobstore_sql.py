@@ -10,6 +10,8 @@ because the SQL of every operation sits in one place, shared by both databases.
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -454,6 +456,13 @@ class SQLiteJobStore(SQLJobStore):
         if read_only:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._create()
+        except sqlite3.OperationalError as exc:  # SQLite says "unable to open database file"
+            raise _unwritable(self.path) or exc from exc
+
+    def _create(self) -> None:
+        """The tables, made or migrated."""
         c = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
             c.execute("PRAGMA journal_mode=WAL")
@@ -489,3 +498,14 @@ class SQLiteJobStore(SQLJobStore):
             c.executescript(SCHEMA)
             return c
         return connect_read_only(self.path, timeout=30, isolation_level=None)
+
+
+def _unwritable(path: Path) -> sqlite3.OperationalError | None:
+    """`DIR is not writable (Read-only file system)` when the job store's directory is
+    not (SQLite's own words, "unable to open database file", name no reason), or None."""
+    parent = path.absolute().parent
+    if os.access(parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK)):
+        return None
+    read_only = os.statvfs(parent).f_flag & os.ST_RDONLY
+    why = os.strerror(errno.EROFS if read_only else errno.EACCES)
+    return sqlite3.OperationalError(f"{parent} is not writable ({why})")

@@ -12,10 +12,11 @@ from .test_interrupts_1203b import wt
 
 def test_a_read_only_store_lists_its_jobs_and_the_views_see_them(tmpfs, tmp_path, wt_env):
     """Found: `jobs list` on a read-only store failed (`cannot open the job store
-    .../jobs.db: unable to open database file`: the job store was opened to be made and
-    migrated), and the views' `jobs` table read empty with a warning: a WAL database
-    opened `mode=ro` needs its `-shm` file made beside it. `redact --check` called
-    the job store unreadable for the same reason."""
+        .../jobs.db: unable to open database file`: the job store was opened to be made and
+        migrated), and the views' `jobs` table read empty with a warning: a WAL database
+        opened `mode=ro` needs its `-shm` file made beside it. `redact --check` called
+        the job store unreadable for the same reason; `jobs cancel` said only SQLite's "unable
+    to open database file"."""
     env = dict(wt_env, WORLDTRACE_STORE=str(tmpfs / "store"))
     job = tmp_path / "job.yaml"
     job.write_text("name: shared\ntasks: [{id: t, actions: ['ls\\n']}]\n")
@@ -36,6 +37,12 @@ def test_a_read_only_store_lists_its_jobs_and_the_views_see_them(tmpfs, tmp_path
     r = wt(env, "query", "SELECT job_id, episodes FROM jobs", "--format", "json")
     assert r.returncode == 0 and not r.stderr, r.stderr
     assert json.loads(r.stdout) == [{"job_id": job_id, "episodes": 1}]
+    r = wt(env, "jobs", "cancel", "shared")  # a change: refused, with the reason
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [
+        f"Error: cannot open the job store {tmpfs / 'store' / 'jobs.db'}: "
+        f"{tmpfs / 'store'} is not writable (Read-only file system)"
+    ], r.stderr
     r = wt(env, "redact", "--check")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stderr.splitlines() == ["0 secret(s) found in 1 file(s)"]  # the job store
