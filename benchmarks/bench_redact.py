@@ -120,6 +120,8 @@ def speed(texts: list[str]) -> dict:
         ),
     ):
         red = Redactor(cfg)
+        for d in red.detectors:  # they compile on first search: before the clock
+            d.regex.groups  # noqa: B018
         t0 = time.perf_counter()
         for s in texts:
             red.text(s)

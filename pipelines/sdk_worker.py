@@ -129,8 +129,9 @@ def _no_print(*args, **kwargs) -> None:
 
 
 def warm() -> None:
-    """Import what the work needs and compile the detectors pass 1 redacts with, and load
-    their batch screen (from the user's cache; ~60 ms of compiling the first time). Some
+    """Import what the work needs, build the redactor pass 1 redacts with (its detector
+    regexes compile on first search: `redact_rules.LazyPattern`) and load its batch
+    screen (from the user's cache; ~60 ms of compiling the first time). Some
     imports happen only when first used: gRPC's channels when the harness connects, the
     MinHash libraries in the first unit (~7 ms a worker, on the run's critical path), and
     the LSH bands and rows of the default threshold (~8 ms)."""

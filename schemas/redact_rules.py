@@ -147,9 +147,38 @@ class RedactConfig:
             raise exc.located(lines, str(path)) from None
 
 
+class LazyPattern:
+    """A regex compiled on its first search, with the compiled pattern's `pattern` and
+    `flags` from the start (all the batch screen reads: `redact._Screen`). Compiling
+    the 70 detector regexes (some of kilobytes) took ~0.15 s of every process that
+    redacts, on the critical path of a small or incremental `process` run and of each
+    worker's start, though the records the screen passes (the usual ones) are never
+    searched with them. For patterns without global inline flags
+    (`(?i)` at the start: scoped `(?i:...)` are fine), which `builtin_detectors` holds
+    to (`tests/schemas/test_redact_lazy.py`)."""
+
+    __slots__ = ("_compiled", "flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern = pattern
+        self.flags = flags | (0 if flags & re.ASCII else re.UNICODE)  # as `re.compile`'s
+        self._compiled: re.Pattern | None = None
+
+    def compiled(self) -> re.Pattern:
+        if self._compiled is None:  # two threads may both compile: the same pattern
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
+
+    def __getattr__(self, name: str):  # finditer, search, groups...: the compiled one's
+        return getattr(self.compiled(), name)
+
+    def __reduce__(self):
+        return LazyPattern, (self.pattern, self.flags)
+
+
 class Detector(NamedTuple):
     kind: str
-    regex: re.Pattern
+    regex: re.Pattern | LazyPattern
     group: int
     """-1: every non-empty group (detect-secrets' findall semantics)."""
     check: Callable[[str], bool] | None = None
@@ -596,7 +625,7 @@ def detect_secrets_detectors(names: tuple[str, ...]) -> tuple[Detector, ...]:
         group = WHOLE_MATCH.get(name, -1)
         for rx, gate in zip(regexes, gates, strict=True):
             fold = bool(rx.flags & re.I)
-            rx = re.compile(rx.pattern, rx.flags | re.M)
+            rx = LazyPattern(rx.pattern, rx.flags | re.M)  # compiled, flags are its own
             out.append(Detector(slug(cls.secret_type), rx, group, check, gate, fold, True))
     return tuple(out)
 
@@ -604,7 +633,7 @@ def detect_secrets_detectors(names: tuple[str, ...]) -> tuple[Detector, ...]:
 @functools.cache
 def builtin_detectors() -> tuple[Detector, ...]:
     return tuple(
-        Detector(k, re.compile(rx, re.M), g, None, gates, "(?i:" in rx, True)
+        Detector(k, LazyPattern(rx, re.M), g, None, gates, "(?i:" in rx, True)
         for k, rx, g, gates in BUILTIN
     )
 
