@@ -157,17 +157,24 @@ class LazyPattern:
     (`(?i)` at the start: scoped `(?i:...)` are fine), which `builtin_detectors` holds
     to (`tests/schemas/test_redact_lazy.py`)."""
 
-    __slots__ = ("_compiled", "flags", "pattern")
+    __slots__ = ("_compiled", "finditer", "flags", "pattern")
 
     def __init__(self, pattern: str, flags: int = 0):
         self.pattern = pattern
         self.flags = flags | (0 if flags & re.ASCII else re.UNICODE)  # as `re.compile`'s
         self._compiled: re.Pattern | None = None
+        self.finditer = self._first_finditer
+        """The compiled pattern's own `finditer` once compiled: redaction's search calls
+        it per text and detector, so it costs nothing more than a `re.Pattern`'s."""
 
     def compiled(self) -> re.Pattern:
         if self._compiled is None:  # two threads may both compile: the same pattern
             self._compiled = re.compile(self.pattern, self.flags)
+            self.finditer = self._compiled.finditer
         return self._compiled
+
+    def _first_finditer(self, string: str, *args):
+        return self.compiled().finditer(string, *args)
 
     def __getattr__(self, name: str):  # finditer, search, groups...: the compiled one's
         return getattr(self.compiled(), name)
