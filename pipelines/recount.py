@@ -91,8 +91,11 @@ def _compare_domains(d: Path, c: dict[str, Any], found: dict[str, Counter] | Non
 
 
 def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Samples, tokens and per-domain counts of the rows; every row's `num_loss_tokens`
-    is its mask's sum, and a packed row's padding is the manifest's EOD, never a target."""
+    """Rows, samples, tokens and per-domain counts of the rows, and loss tokens from both
+    the `num_loss_tokens` column and the masks; every row's mask as long as its tokens,
+    its `num_loss_tokens` its mask's sum, and a packed row's padding the manifest's EOD,
+    never a target. One pass over the shards, `ROW_GROUP_ROWS` rows at a time: memory
+    stays flat however large the export."""
     import numpy as np
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -102,16 +105,21 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     cols = ["domain", "input_ids", "loss_mask", "num_tokens", "num_loss_tokens"]
     cols += ["sample_ids"] if seq_len else []
     samples = tokens = bad_loss = bad_len = not_binary = pad_id = pad_target = 0
+    rows = loss_column = loss_mask = 0
     by = {k: Counter() for k in ("samples", "tokens", "loss_tokens")}
     for s in m["shards"]:
         with pq.ParquetFile(d / s["path"]) as f:
             for b in f.iter_batches(ROW_GROUP_ROWS, columns=cols):
                 lengths = pc.list_value_length(b["input_ids"]).to_numpy(zero_copy_only=False)
                 mask = pc.list_flatten(b["loss_mask"]).to_numpy()
-                if len(mask) != lengths.sum():
-                    return {}, []  # verify_files said it: a mask's length is not its row's
+                masks = pc.list_value_length(b["loss_mask"]).to_numpy(zero_copy_only=False)
+                if not np.array_equal(masks, lengths):  # nothing of the row adds up
+                    return {}, [f"{d}: a row's loss_mask length differs from its input_ids length"]
                 n_tok = b["num_tokens"].to_numpy()
                 n_loss = b["num_loss_tokens"].to_numpy()
+                rows += b.num_rows
+                loss_column += int(n_loss.sum())
+                loss_mask += int(mask.sum(dtype=np.int64))
                 ends = np.cumsum(lengths)
                 csum = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
                 loss = csum[ends] - csum[ends - lengths]
@@ -135,7 +143,14 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
                     by["samples"][dom] += 1
                     by["tokens"][dom] += t
                     by["loss_tokens"][dom] += n
-    problems = [
+    c = m["counts"]
+    problems = [f"{d}: {rows} rows != manifest {c['rows']}"] if rows != c["rows"] else []
+    if not loss_column == loss_mask == c["loss_tokens"]:
+        problems.append(
+            f"{d}: loss tokens {loss_column} (column) / {loss_mask} (mask) != manifest "
+            f"{c['loss_tokens']}"
+        )
+    problems += [
         f"{d}: {what}"
         for n, what in (
             (bad_loss, f"{bad_loss} row(s) whose num_loss_tokens is not their loss_mask's sum"),
