@@ -434,7 +434,7 @@ def _write_awb(records, dirs, fractions, prompt, builder, seed) -> dict[str, int
             system = prompt.text(rec)
             stats = builder.stats[rec[PART]]
             lines = 0
-            for line in agentworldbench_lines(rec, system, seed):
+            for line in agentworldbench_lines(rec, system, seed, bool(rec.get(SYNTHETIC_KEY))):
                 writers[rec[PART]].add(rec[F.DOMAIN], line)
                 stats.add(rec[F.DOMAIN])
                 lines += 1

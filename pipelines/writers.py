@@ -368,12 +368,14 @@ def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
 
 # -- AgentWorldBench -------------------------------------------------------------------
 def agentworldbench_lines(
-    rec: dict[str, Any], system_str: str, seed: int
+    rec: dict[str, Any], system_str: str, seed: int, synthetic: bool = False
 ) -> Iterator[dict[str, Any]]:
     """A record as the AgentWorldBench evaluation reads it: one line per target turn (the
     turns whose observation the loss keeps, the keep_mode=turn draw). `prompt` and
     `response` hold the whole trajectory; `turn_idx` (1-based) is the turn to predict,
-    the turns before it are its history."""
+    the turns before it are its history. `worldtrace` (a key the evaluation does not
+    read) says where the line came from: imported again, a generated record stays
+    synthetic (`importers.agentworldbench`)."""
     tid = rec[F.TRAJECTORY_ID]
     turns = rec[F.TURNS]
     prompt = [t["action"]["text"] for t in turns]
@@ -387,6 +389,7 @@ def agentworldbench_lines(
                 "prompt": prompt,
                 "response": response,
                 "turn_idx": n,
+                F.AWB_PROVENANCE: {"trajectory_id": tid, "synthetic": synthetic},
             }
 
 

@@ -23,6 +23,9 @@ foreign log, or the bundled generator (`collectors/synthetic.py`: test data, nev
 environment's answer). Files written before `synthetic` existed mark the generator's
 records by `environment.backend = "synthetic"` (kind `collector`)."""
 SYNTHETIC = "synthetic"
+AWB_PROVENANCE = "worldtrace"
+"""An AgentWorldBench export line's key for its trajectory id and whether it was
+generated: imported again, a generated record stays synthetic."""
 """`source.kind` (and, in older files, `environment.backend`) of generated records."""
 ACTION_KINDS = ("keystrokes", "tool_call", "command", "text", "gui")
 OUTCOME_STATUSES = ("success", "failure", "error", "timeout", "incomplete", "unknown")

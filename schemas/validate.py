@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -226,9 +226,14 @@ class _Checker:
             return False
         if kind == "time" and isinstance(value, str):
             try:
-                datetime.fromisoformat(value)
+                at = datetime.fromisoformat(value)
             except ValueError:
                 self.add(path, f"not an ISO-8601 timestamp: {value!r}")
+                return False
+            try:  # 9999-12-31T23:59-14:00 is year 10000 in UTC: no reader could hold it
+                at.astimezone(timezone.utc) if at.tzinfo else at
+            except OverflowError:
+                self.add(path, f"outside years 1-9999 in UTC: {value!r}")
                 return False
         return True
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -30,6 +31,20 @@ NESTED_TYPES = frozenset({"struct", "map", "list", "array", "union"})
 
 WIDE = 1 << 20
 """Console width for output that is not a terminal: no line is wrapped, no cell cut."""
+
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+_CONTROL_RE = re.compile(f"[{_CONTROLS}]")
+_LINE_CONTROL_RE = re.compile(f"[\n{_CONTROLS}]")
+"""C0/C1 controls (ESC starts a terminal's title, clear and colour sequences) and bidi
+overrides; a line's pattern also takes newlines."""
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """`text` safe for a terminal: every control character written as its escape
+    (`\\x1b`), so data never drives the terminal (a tool named `ESC]0;...` retitled it);
+    tabs and, unless `one_line`, newlines stay."""
+    pattern = _LINE_CONTROL_RE if one_line else _CONTROL_RE
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
 @functools.cache
@@ -79,7 +94,7 @@ def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str
     from rich.text import Text
 
     values = [list(row) for row in rows]
-    cells = [["" if v is None else str(v) for v in row] for row in values]
+    cells = [["" if v is None else printable(str(v)) for v in row] for row in values]
     t = _table_class()(title=title, title_justify="left")
     for i, name in enumerate(columns):
         whole = all(not any(ch.isspace() for ch in row[i]) for row in cells)
@@ -188,7 +203,7 @@ def print_import_report(report: Any, dest: Path, show: int) -> None:
     # 5 errors behind `... 276 more`; each group keeps the order the files were read in
     problems = sorted(report.problems, key=lambda p: not p.fatal)
     for p in problems[:show]:
-        click.echo(str(p), err=True)
+        click.echo(printable(str(p), True), err=True)
     if len(problems) > show:
         click.echo(f"... {len(problems) - show} more", err=True)
 
@@ -253,7 +268,7 @@ def print_accounting(manifest: dict) -> None:
     for r in shown:  # the rejects table's rows: said as what they are, as the table above
         where = f"{r['source_path']}:{r['record']}" if r["record"] else r["source_path"]
         said = REJECT_LABELS.get(r["stage"], "rejected")
-        click.echo(f"{said}: {where}: {r['stage']}: {r['reason']}", err=True)
+        click.echo(printable(f"{said}: {where}: {r['stage']}: {r['reason']}", True), err=True)
     removed = sum(v for k, v in counters.items() if k.startswith("turns_removed."))
     rows = run.get("rejected", 0) + run.get("filtered", 0) + removed
     if rows > len(shown):
@@ -371,8 +386,10 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
     text = _csv(rel) if fmt == "csv" else _json(rel, lines=fmt == "jsonl")
     if output:
         write_output(output, text.encode())
-    else:
-        click.echo(text, nl=False)
+    elif sys.stdout.isatty():  # a person reads it: the data's controls as escapes
+        click.echo(printable(text), nl=False)
+    else:  # data for a program: as it is (click strips colour codes unless told)
+        click.echo(text, nl=False, color=True)
 
 
 def check_output_dir(output: str | None) -> None:

@@ -268,14 +268,18 @@ def cluster_sizes(con: duckdb.DuckDBPyConnection) -> go.Figure:
 
 def throughput(con: duckdb.DuckDBPyConnection) -> go.Figure:
     """Trajectories recorded per time bucket, at their dates (gaps stay gaps)."""
+    shown = f"epoch(started_at) BETWEEN {EPOCH_RANGE[0]} AND {EPOCH_RANGE[1]}"
     span = con.execute(
-        "SELECT epoch(max(started_at)) - epoch(min(started_at)), count(*) FILTER (started_at IS NULL) FROM raw_trajectories"
+        f"""SELECT epoch(max(started_at) FILTER ({shown})) - epoch(min(started_at) FILTER ({shown})),
+                   count(*) FILTER (started_at IS NULL),
+                   count(*) FILTER (started_at IS NOT NULL AND NOT ({shown}))
+            FROM raw_trajectories"""
     ).fetchone()
     unit, seconds = next((b for b in BUCKETS if (span[0] or 0) / b[1] <= MAX_BUCKETS), BUCKETS[-1])
     o = BUCKET_ORIGIN
     rows = con.execute(
         f"""SELECT domain, floor((epoch(started_at) - {o}) / {seconds}) * {seconds} + {o} AS t, count(*)
-            FROM raw_trajectories WHERE started_at IS NOT NULL GROUP BY ALL ORDER BY ALL"""
+            FROM raw_trajectories WHERE {shown} GROUP BY ALL ORDER BY ALL"""
     ).fetchall()
     fig = go.Figure()
     for domain in _order({r[0] for r in rows}, F.DOMAINS):
@@ -296,11 +300,19 @@ def throughput(con: duckdb.DuckDBPyConnection) -> go.Figure:
     fig.update_xaxes(title_text="start time (UTC)", type="date")
     fig.update_yaxes(title_text=f"trajectories per {unit}")
     missing = f"; {span[1]} without a start time not shown" if span[1] else ""
+    missing += f"; {span[2]} dated outside years 1-9999 UTC not shown" if span[2] else ""
     _layout(fig, f"Trajectories recorded over time (raw){missing}", PLOT_PX)
     return fig if rows else _no_data(fig)
 
 
+EPOCH_RANGE = (-62135596800, 253402300799)
+"""Epoch seconds of 0001-01-01 and 9999-12-31 23:59:59 UTC: what a Python datetime holds
+(another writer's shard may hold year 10000, which DuckDB reads and Python cannot)."""
+
+
 def _iso(epoch_s: float) -> str:
+    """A bucket's time; a bucket's middle past the last second Python holds is that second."""
+    epoch_s = min(max(epoch_s, EPOCH_RANGE[0]), EPOCH_RANGE[1])
     return datetime.fromtimestamp(epoch_s, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 

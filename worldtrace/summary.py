@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from worldtrace.freshness import next_step
-from worldtrace.output import make_table, print_table
+from worldtrace.output import make_table, print_table, printable
 from worldtrace.pipelines.mask import keep_turn
 from worldtrace.schemas import Store
 
@@ -197,6 +197,13 @@ def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, An
         sections[s.key] = [dict(zip(columns, r, strict=True)) for r in rows]
     note = next_step(store)
     return {"store": str(store.root), "notes": [note] if note else [], "sections": sections}
+
+
+def _said(value: Any) -> str:
+    """A value from the data inside a line printed with markup: as text, never markup."""
+    from rich.markup import escape
+
+    return escape(printable(str(value or ""), True))
 
 
 def _excerpt(text: str, n: int = 160) -> str:
@@ -402,7 +409,7 @@ def _where(reject: dict[str, Any]) -> str:
 def _print_candidates(doc: dict[str, Any], console: Console) -> None:
     rows = doc["matches"]
     console.print(
-        f"{doc['query']!r} matches {len(rows)} trajectories; give one of these ids:",
+        printable(f"{doc['query']!r} matches {len(rows)} trajectories; give one of these ids:"),
         markup=False,
         highlight=False,
     )
@@ -415,7 +422,7 @@ def _print_candidates(doc: dict[str, Any], console: Console) -> None:
         else:
             where = f"{m['origin_format'] or ''}:{m['origin_id'] or ''}"
         console.print(
-            f"  {m['trajectory_id']}  {where}  {m['domain']}",
+            printable(f"  {m['trajectory_id']}  {where}  {m['domain']}", True),
             highlight=False, markup=False, soft_wrap=True,
         )  # fmt: skip
     if len(rows) > MAX_CANDIDATES:
@@ -433,7 +440,13 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
     """`explain` for people: a header, then per turn the decision, the rule, the
     statistics and excerpts; ids and paths are never wrapped."""
     console = console or Console()
-    say = lambda text, **kw: console.print(text, highlight=False, soft_wrap=True, **kw)  # noqa: E731
+
+    def say(text: str, markup: bool = True) -> None:
+        """A line: data (`markup=False`) is printed as text, its control characters
+        escaped; a marked-up line escapes its data where it is put in (`_said`)."""
+        text = text if markup else printable(text, True)
+        console.print(text, highlight=False, soft_wrap=True, markup=markup)
+
     tid = doc["query"]
     if doc["status"] == "ambiguous":
         _print_candidates(doc, console)
@@ -465,7 +478,7 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
     )
     say(
         f"[bold]{doc['trajectory_id']}[/] domain={doc['domain']} turns={doc['num_turns']} "
-        f"origin={doc['origin_format'] or doc['source_name']}:{doc['origin_id'] or ''} "
+        f"origin={_said(doc['origin_format'] or doc['source_name'])}:{_said(doc['origin_id'])} "
         f"cluster={doc['cluster_id']}"
         + (f" conditions={kinds}" if kinds else "")
         + (f" redactions={doc['redactions']}" if doc["redactions"] else "")

@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import re
 import signal
+import socket
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -38,6 +39,7 @@ from worldtrace.schemas import Trajectory, validate_dict
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import redact_record
+from worldtrace.schemas.tempfiles import first_line, try_lock
 
 from . import (
     agentworldbench,
@@ -109,6 +111,7 @@ every record would otherwise hold them all)."""
 
 __all__ = [
     "FORMATS",
+    "ImportBusy",
     "ImportConfig",
     "ImportProblem",
     "ImportReport",
@@ -603,6 +606,57 @@ def _converted(
     return out
 
 
+class ImportBusy(RuntimeError):
+    """Another import is writing the same directory: both would read what is present
+    before either wrote, and every record would be stored twice."""
+
+
+IMPORT_LOCK = ".import.lock"
+"""Held in the output directory for a whole import (hidden: no reader takes it for data),
+removed when the import ends."""
+
+
+@contextlib.contextmanager
+def _held(output: Path) -> Iterator[None]:
+    """The output directory's import lock, held for the block; ImportBusy naming the
+    holder when another import has it (a holder that dies holds nothing). The file goes
+    with its holder: whoever locked it while it was being removed finds it gone and tries
+    again, so two imports never both hold one."""
+    lock = output / IMPORT_LOCK
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        while True:
+            fh = try_lock(lock)
+            if fh is None:
+                holder = _holder(lock)
+                raise ImportBusy(
+                    f"{output}: another `worldtrace import` is writing here ({holder}); run"
+                    " again when it has finished (the records it stores are then present)"
+                )
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino:
+                    break
+            fh.close()  # the last holder removed it after we opened it
+        fh.truncate(0)
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        fh.flush()
+    except OSError as exc:
+        raise ImportWriteError(output, first_line(exc), []) from exc
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        fh.close()
+
+
+def _holder(lock: Path) -> str:
+    try:
+        return lock.read_text().strip() or "a process that has not written its name yet"
+    except FileNotFoundError:
+        return "a process that has just finished"
+
+
 class ImportWorkerLost(RuntimeError):
     """A process converting records died (the out-of-memory killer, a crash)."""
 
@@ -842,10 +896,16 @@ def import_paths(
     skipped: list[Path] = []
     files = input_files(paths, skipped)
     workers = import_workers(cfg, files)
+    with _held(Path(output)):
+        return _import(cfg, files, skipped, workers, Path(output), progress)
+
+
+def _import(cfg, files, skipped, workers, output, progress) -> ImportReport:
+    """`import_paths` with the output's lock held."""
     pool = _pool(workers)
     if hasattr(progress, "begin"):  # a terminal's bar starts now, after the fork (`_pool`)
         progress.begin()
-    run = _Run(cfg, Path(output), files, pool)
+    run = _Run(cfg, output, files, pool)
     report, records = run.report, 0
     report.skipped = skipped
     report.workers = workers if pool else 1

@@ -72,13 +72,28 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
             raise expected(f"response[{i}]", "a string", o)
         else:
             pairs.append((Action(kind, a), Observation(o), None))
+    ours = d.get(F.AWB_PROVENANCE)  # worldtrace's own export, imported again
+    if ours is not None and not (
+        isinstance(ours, dict) and isinstance(ours.get("synthetic", False), bool)
+    ):
+        raise expected(F.AWB_PROVENANCE, 'an object {"trajectory_id", "synthetic": bool}', ours)
+    synthetic = bool(ours and ours.get("synthetic"))
+    if synthetic:
+        yield warning(
+            "synthetic_source",
+            "exported from a generated (synthetic) trajectory: imported as synthetic",
+        )
+    meta = {"task": task, "turn_idx": d.get("turn_idx")}
+    if ours and ours.get("trajectory_id") is not None:
+        meta["exported_from"] = ours["trajectory_id"]
     yield build(
         NAME,
         record_id(d, "id") or origin,
         dom,
         pairs,
         task_description=d.get("system_str") or None,
-        metadata={"task": task, "turn_idx": d.get("turn_idx")},
+        metadata=meta,
+        source_kind=F.SYNTHETIC if synthetic else "import",
     )
 
 

@@ -298,6 +298,7 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             task_description=task,
             instruction=task,
             action_space=tools if isinstance(tools, list) else None,
+            tools_field="agent.tool_definitions",
             agent={"name": agent.get("name"), "model": agent.get("model_name")}
             if isinstance(agent, dict)
             else None,

@@ -402,7 +402,12 @@ def iso_timestamp(value: Any, field: str) -> datetime | None:
         at = None
     if at is None:
         raise expected(field, "an ISO 8601 timestamp", value)
-    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    try:  # 9999-12-31T23:59-14:00 is year 10000 in UTC, which the store and readers cannot hold
+        at.astimezone(timezone.utc)
+    except OverflowError:
+        raise expected(field, "a timestamp between years 1 and 9999 in UTC", value) from None
+    return at
 
 
 def message_action(text: str) -> Action:
@@ -572,14 +577,38 @@ def split_command(message: str) -> tuple[str | None, str]:
     return message[start.end() : end.start()].rstrip("\n"), prose
 
 
-def tool_spec(tool: Any) -> Any:
+TOOL_OBJECTS = ("input_schema", "inputSchema", "parameters", "output_schema", "outputSchema",
+                "annotations")  # fmt: skip
+"""A declared tool's fields that hold an object (JSON Schema or MCP annotations)."""
+
+
+def tool_spec(tool: Any, field: str = "tools[0]") -> Any:
     """A declared tool as a ToolSpec dict {name, description, input_schema} (from the
-    OpenAI, MCP or our shape); anything without a name is kept as it is."""
+    OpenAI, MCP or our shape); anything without a name is kept as it is. A schema may be
+    a JSON string holding the object (as datasets store them); any other value is the
+    record's error (InvalidField naming `field`'s key), not an empty schema."""
     if isinstance(tool, Mapping):
-        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        nested = isinstance(tool.get("function"), Mapping)
+        fn, at = (tool["function"], f"{field}.function") if nested else (tool, field)
         if isinstance(fn.get("name"), str) and fn["name"]:
-            return ToolSpec.from_dict(tool).to_dict()
+            if fn.get("description") is not None and not isinstance(fn["description"], str):
+                raise expected(f"{at}.description", "a string", fn["description"])
+            objects = {k: _json_object(fn[k], f"{at}.{k}") for k in TOOL_OBJECTS
+                       if fn.get(k) is not None}  # fmt: skip
+            return ToolSpec.from_dict({**fn, **objects}).to_dict()
     return tool
+
+
+def _json_object(value: Any, field: str) -> Mapping[str, Any]:
+    parsed = value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = None
+    if not isinstance(parsed, Mapping):
+        raise expected(field, "an object (or a JSON string holding one)", value)
+    return parsed
 
 
 def build(
@@ -597,23 +626,29 @@ def build(
     outcome: Outcome | None = None,
     metadata: dict[str, Any] | None = None,
     task_id: str | None = None,
+    tools_field: str = "tools",
+    source_kind: str = "import",
 ) -> Trajectory:
     """A record of one imported trajectory, without its id: the import loop stamps it
-    after provenance and observation caps are applied."""
+    after provenance and observation caps are applied. `tools_field`: where the format
+    declares `action_space` (named in a bad tool's error); `source_kind`: `synthetic` for
+    generated records coming back (worldtrace's own export of one)."""
     if domain not in F.DOMAINS:
         raise MissingField(f"unknown domain {domain!r}")
     turns = [Turn(i, a, o, reasoning=r) for i, (a, o, r) in enumerate(pairs)]
     return Trajectory(
         domain=domain,
         turns=turns,
-        source=Source(kind="import", name=fmt, origin_format=fmt, origin_id=origin_id),
+        source=Source(kind=source_kind, name=fmt, origin_format=fmt, origin_id=origin_id),
         environment=Environment(backend=fmt),
         task=Task(task_id=task_id or origin_id, instruction=instruction),
         agent=Agent(**(agent or {})),
         system=System(
             task_description=task_description,
             action_space=json.dumps(
-                [tool_spec(t) for t in action_space], sort_keys=True, ensure_ascii=False
+                [tool_spec(t, f"{tools_field}[{i}]") for i, t in enumerate(action_space)],
+                sort_keys=True,
+                ensure_ascii=False,
             )
             if action_space
             else None,

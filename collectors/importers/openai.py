@@ -318,21 +318,33 @@ def _calls(m: dict[str, Any], at: str) -> list[tuple[Any, str, Any, str]]:
                     raise expected(f"{there}.custom", "an object", fn)
                 name = _name(fn, there, "name" if item else "custom.name")
                 args_at = f"{there}.input" if item else f"{there}.custom.input"
-                out.append((call.get("id"), name, fn.get("input"), args_at))
+                out.append((call_id(call, f"{there}.id"), name, fn.get("input"), args_at))
                 continue
             fn = call.get("function") or {}
             if not isinstance(fn, dict):
                 raise expected(f"{there}.function", "an object", fn)
             name = _name(fn, there, "name" if item else "function.name")
             args_at = f"{there}.arguments" if item else f"{there}.function.arguments"
-            out.append((call.get("id"), name, fn.get("arguments"), args_at))
+            out.append((call_id(call, f"{there}.id"), name, fn.get("arguments"), args_at))
     for k, block in _blocks(m, "tool_use"):
         there = f"{at}.content[{k}]"
         arguments = block.get("input")
         if arguments is not None and not isinstance(arguments, dict):
             raise expected(f"{there}.input", "an object", arguments)
-        out.append((block.get("id"), _name(block, there, "name"), arguments, f"{there}.input"))
+        cid = call_id(block, f"{there}.id")
+        out.append((cid, _name(block, there, "name"), arguments, f"{there}.input"))
     return out
+
+
+def call_id(holder: dict[str, Any], field_: str) -> Any:
+    """A call's or a result's id (the key `field_` ends with): a string or a number, as
+    written; anything else is the record's error (it would pair by Python's rendering)."""
+    value = holder.get(field_.rsplit(".", 1)[-1])
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    raise expected(field_, "a string or a number", value)
 
 
 def _name(holder: dict[str, Any], there: str, field_: str) -> str:
@@ -432,6 +444,12 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
     calls: list[_Call] = []
     open_calls: list[_Call] = []
     problems: list[ImportProblem] = []
+    for n, m in enumerate(msgs):  # every result's id first: pairing looks ahead at them
+        if isinstance(m, dict) and m.get("role") != "assistant":
+            for _, _, k, result in _results(m):
+                call_id(
+                    result, f"{_place(key, n, k)}.{'tool_call_id' if k is None else 'tool_use_id'}"
+                )
     for n, m in enumerate(msgs):
         if not isinstance(m, dict):
             continue
@@ -701,6 +719,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         task_description=task,
         instruction=task,
         action_space=tools,
+        tools_field=tools_key,
         agent={"model": model if isinstance(model, str) else None},
         outcome=_outcome(rec),
         task_id=task_id,

@@ -982,6 +982,7 @@ def _convert(
     names: list[str] = []
     thinks: list[tuple[str, str | None]] = []  # (place, thought) waiting for a turn
     task = system = tools = version = agent_class = model = None
+    tools_at = "tools"
     ended: dict[str, Any] = {}
     user_ids: set[Any] = set()
     problems = []
@@ -999,6 +1000,7 @@ def _convert(
             if system is None:
                 system = parts.text(args.get("content"), f"system prompt ({place}.args.content)")
                 tools = args.get("tools") if isinstance(args.get("tools"), list) else None
+                tools_at = f"{place}.args.tools"
                 version = _str(args.get("openhands_version"))
                 agent_class = _str(args.get("agent_class"))
         elif kind == "message":
@@ -1103,6 +1105,7 @@ def _convert(
         task_description=task,
         instruction=instruction,
         action_space=tools,
+        tools_field=tools_at,
         agent={"name": "OpenHands", "model": _str(llm.get("model")) or model},
         outcome=_outcome(rec),
         metadata={

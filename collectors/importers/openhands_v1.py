@@ -769,6 +769,7 @@ def _convert(
     names: list[str] = []  # tool names of the turns ("" for a text turn), for the domain
     thinks: list[tuple[str, str | None]] = []  # (place, thought) waiting for a turn
     task = system = tools = error = None
+    tools_at = "tools"
 
     def reply(n: int) -> tuple[Any, str]:
         return _said(evs[n]) or (_message_text(evs[n]), f"{evs[n].place}.llm_message.content")
@@ -781,6 +782,7 @@ def _convert(
             prompt = [e.d["system_prompt"], e.d.get("dynamic_context")]
             system = _text([p for p in prompt if isinstance(p, dict)])
             tools = [_tool_spec(t) for t in e.d.get("tools") or []]
+            tools_at = f"{e.place}.tools"
         elif kind == "MessageEvent" and (why := _sdk_message(e)):
             warn.append(("message_not_imported", f"{e.place}: {why}; not imported"))
         elif kind == "MessageEvent" and e.d["source"] == "user" and task is None:
@@ -843,6 +845,7 @@ def _convert(
         task_description=task,
         instruction=task,
         action_space=tools,
+        tools_field=tools_at,
         agent={"name": "OpenHands", "model": _str(_object(agent.get("llm")).get("model"))},
         outcome=Outcome(error=error),
         metadata={

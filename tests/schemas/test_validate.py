@@ -125,6 +125,12 @@ CASES = [
         "started_at",
         "not an ISO-8601 timestamp",
     ),
+    (  # found 12-04: year 10000 once in UTC, which no datetime (nor `report`) holds
+        "time past year 9999 in UTC",
+        lambda d: d.update(started_at="9999-12-31T23:59:59-14:00"),
+        "started_at",
+        "outside years 1-9999 in UTC: '9999-12-31T23:59:59-14:00'",
+    ),
     (
         "time order",
         lambda d: d.update(ended_at=d["started_at"].replace(year=2000)),

@@ -151,6 +151,7 @@ def import_(
     Importing a file again adds only what is not there yet (same content from the same file
     and record)."""
     from worldtrace.collectors.importers import (
+        ImportBusy,
         ImportConfig,
         ImportWorkerLost,
         ImportWriteError,
@@ -186,7 +187,7 @@ def import_(
             StepProgress("import", files, "file(s)", every=progress_every) as progress,
         ):
             report = import_paths(paths, dest, config, progress=progress)
-    except (ImportWriteError, ImportWorkerLost) as exc:
+    except (ImportWriteError, ImportWorkerLost, ImportBusy) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_PROBLEMS)
     print_import_report(report, dest, show)
