@@ -49,4 +49,6 @@ def test_a_provenance_of_the_wrong_shape_is_invalid_naming_it(tmp_path):
     src.write_text(json.dumps(line) + "\n")
     report = import_paths([src], tmp_path / "out")
     [p] = [p for p in report.problems if p.kind == "invalid"]
-    assert p.message.startswith('worldtrace: expected an object {"trajectory_id", "synthetic": bool}')
+    assert p.message.startswith(
+        'worldtrace: expected an object {"trajectory_id", "synthetic": bool}'
+    )
