@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
+from worldtrace.schemas.publish import reading
 
 from .inputs import CLUSTER, check_input, iter_batches, kept_nothing
 from .mask import KEEP_MODES, unit_draw
@@ -276,11 +277,12 @@ def export(
     trajectories: Counter[str] = Counter()
     synthetic: Counter[str] = Counter()  # generated trajectories, per part
     selection = None
-    if cfg.where is not None:
-        from .selection import Selection
+    # one run's tables: a `process` run may not swap them while they are read
+    with reading(Path(cfg.input).parent), staged(cfg.output) as staging:
+        if cfg.where is not None:
+            from .selection import Selection
 
-        selection = Selection(cfg.where, Path(cfg.input))
-    with staged(cfg.output) as staging:
+            selection = Selection(cfg.where, Path(cfg.input))
         dirs = {n: staging / n if fractions else staging for n in names}
         records = _routed(
             iter_batches(cfg.input, batch, selection),

@@ -34,7 +34,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
 from worldtrace.schemas.hashing import sha256_file
-from worldtrace.schemas.publish import finish_stopped, pending
+from worldtrace.schemas.publish import finish_stopped, pending, readers_only
 from worldtrace.schemas.publish import publish as journalled_publish
 from worldtrace.schemas.store import (
     broken_link,
@@ -642,6 +642,11 @@ def exclusive(output: Path):
     except OSError as exc:
         raise StoreWriteError(lock, exc) from exc
     if fh is None:
+        if readers_only(lock):
+            raise StoreBusy(
+                f"{output}: a `worldtrace export` is reading this store; run again when "
+                "it has finished (a run now would swap the tables under it)"
+            )
         holder = lock.read_text().strip()
         holder = holder or "a process that has not written its name yet"
         raise StoreBusy(

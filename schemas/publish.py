@@ -29,11 +29,18 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from . import fields as F
-from .tempfiles import DamagedFile, _fsync_dir, is_leftover, try_lock, write_bytes_atomic
+from .tempfiles import (
+    DamagedFile,
+    _fsync_dir,
+    is_leftover,
+    try_lock,
+    try_shared_lock,
+    write_bytes_atomic,
+)
 
 JOURNAL = ".publish.json"
 """In processed/: the publish in progress (or stopped half way)."""
@@ -120,6 +127,47 @@ def _journal_problem(journal: object) -> str | None:
     if not isinstance(old, dict) or any(not plain(old.get(n)) for n in names):
         return "no `old` name for every name moved"
     return None
+
+
+class ProcessRunning(ValueError):
+    """A `worldtrace process` run holds processed/: an export reading it now would mix
+    shards of its tables with the last run's (a publish swaps whole directories, and the
+    shard names stay)."""
+
+
+@contextlib.contextmanager
+def reading(output: Path) -> Iterator[None]:
+    """Hold processed/'s process lock shared for a reader that must see one run (an
+    export): a `process` run cannot start meanwhile (`readers_only` names why), and one
+    that runs refuses the reader at once."""
+    lock = output / F.PROCESS_LOCK
+    fh = try_shared_lock(lock)
+    if fh is None:
+        holder = _holder(lock)
+        raise ProcessRunning(
+            f"{output}: a `worldtrace process` run is writing this store ({holder}); "
+            "export when it has finished (an export now would mix its tables with the "
+            "last run's)"
+        )
+    try:
+        yield
+    finally:
+        fh.close()
+
+
+def readers_only(lock: Path) -> bool:
+    """Whether the holders of a lock `try_lock` could not take are all readers
+    (`reading`): it can be held shared."""
+    fh = try_shared_lock(lock)
+    if fh is not None:
+        fh.close()
+    return fh is not None
+
+
+def _holder(lock: Path) -> str:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return lock.read_text().strip() or "it has not written its name yet"
+    return "unnamed"
 
 
 def finish_stopped(output: Path) -> bool:

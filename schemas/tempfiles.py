@@ -99,6 +99,26 @@ def try_lock(path: str | os.PathLike) -> IO[str] | None:
     return fh
 
 
+def try_shared_lock(path: str | os.PathLike) -> IO[str] | None:
+    """`path` flock-ed shared, beside other shared holders: the open file, or None when
+    an exclusive holder has it. A lock file that cannot be made (a read-only mount) is
+    opened to read; none at all (nor any writer there): a closed stand-in, held."""
+    try:
+        fh = open(path, "a+")  # noqa: SIM115  (held by the caller)
+    except OSError:
+        try:
+            fh = open(path)  # noqa: SIM115
+        except OSError:
+            fh = open(os.devnull)  # noqa: SIM115  (nothing to share; closing it is all)
+            return fh
+    try:
+        fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    return fh
+
+
 def temp_name(prefix: str, name: str = "") -> str:
     """A hidden name owned by this process: `<prefix><pid>-<host>-<random>[-name]`."""
     tail = f"-{name}" if name else ""

@@ -358,8 +358,10 @@ def query_format(fmt: str | None, output: str | None) -> str:
 
 def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
     """Run `sql` and write its result as a table, CSV, JSON (array or lines) or Parquet,
-    to `output` or stdout. A statement without a result prints `ok`."""
-    rel = con.sql(sql)
+    to `output` or stdout. A statement without a result prints `ok`. Of several
+    statements the last one's result is written; an earlier one's rows are named on
+    stderr as not shown (one result per query; `query --shell` shows each)."""
+    rel = con.sql(_before_last(con, sql))
     if rel is None:
         click.echo("ok")
         return
@@ -390,6 +392,28 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
         click.echo(printable(text), nl=False)
     else:  # data for a program: as it is (click strips colour codes unless told)
         click.echo(text, nl=False, color=True)
+
+
+def _before_last(con, sql: str):
+    """Run every statement of `sql` but the last (each a warning when it has rows no one
+    sees); the last is returned to run. SQL DuckDB cannot split is returned whole: its
+    run reports the error."""
+    import duckdb
+
+    try:
+        statements = con.extract_statements(sql)
+    except (duckdb.Error, ValueError):
+        return sql
+    if len(statements) < 2:
+        return sql
+    for k, statement in enumerate(statements[:-1], 1):
+        if con.sql(statement) is not None:
+            click.echo(
+                f"warning: statement {k} of {len(statements)} returns rows that are not "
+                "shown: a query writes the last statement's result (query --shell shows each)",
+                err=True,
+            )
+    return statements[-1]
 
 
 def check_output_dir(output: str | None) -> None:

@@ -139,8 +139,8 @@ def test_shell(full_store, wt_env):
     r = wt(
         env, "query", "--shell", input="SELECT count(*) AS n\nFROM clusters;\nSELECT bad;\n.exit\n"
     )
-    assert r.returncode == 0
-    assert "173" in r.stdout and "error:" in r.stdout
+    assert r.returncode == 1  # piped: a failed statement fails the script (found 12-04)
+    assert "173" in r.stdout and "error:" in r.stderr and "error:" not in r.stdout
 
 
 def test_stats_sections(full_store, wt_env):

@@ -337,29 +337,81 @@ def _sql_text(path: str) -> str:
 
 def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str], st=None) -> None:
     """Read statements until EOF or .exit; each runs under the same rules as `query`, and
-    an error or refusal is printed and the prompt goes on."""
+    an error or refusal is printed on stderr and the prompt goes on. A statement ends at
+    a `;` outside quotes and comments (`_complete`), and at the end of the input; read
+    from a pipe, the shell exits 1 when any statement failed, as a script expects."""
     click.echo("worldtrace SQL shell: end statements with ';', .views lists views, .exit quits")
     buf: list[str] = []
+    failed = 0
     stdin = click.get_text_stream("stdin")
+    tty = sys.stdin.isatty()
     while True:
-        if sys.stdin.isatty():
+        if tty:
             click.echo("sql> " if not buf else "...> ", nl=False)
         line = stdin.readline()
-        if not line:
-            break
         stripped = line.strip()
-        if not buf and stripped in (".exit", ".quit"):
+        if line and not buf and stripped in (".exit", ".quit"):
             break
-        if not buf and stripped == ".views":
+        if line and not buf and stripped == ".views":
             click.echo("\n".join(view_docs))
             continue
         buf.append(line)
-        if stripped.endswith(";"):
-            sql = "".join(buf)
-            buf = []
-            error = run_sql(con, sql, "table", None, max_rows, timeout, st)
-            if error:
-                click.echo(error)
+        text = "".join(buf)
+        if line and not (stripped.endswith(";") and _complete(text)):
+            continue
+        buf = []
+        for sql in _statements(text):
+            if error := run_sql(con, sql, "table", None, max_rows, timeout, st):
+                click.echo(error, err=True)
+                failed += 1
+        if not line:
+            break
+    if failed and not tty:
+        sys.exit(1)
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of `text`, each run and shown on its own; text DuckDB cannot parse
+    is one, whose run reports the error."""
+    import duckdb
+
+    if not text.strip():
+        return []
+    try:
+        return [s.query for s in duckdb.extract_statements(text)] or [text]
+    except (duckdb.Error, ValueError):
+        return [text]
+
+
+def _complete(text: str) -> bool:
+    """Whether `text` ends with a `;` that ends a statement: outside quotes, `--` and
+    `/* */` comments. By hand: DuckDB's Python API has no completeness test, and its
+    parser cannot tell a `;` inside a comment from an end (both parse)."""
+    quote, last, i, n = "", "", 0, len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == quote:
+                if text[i + 1 : i + 2] == quote:
+                    i += 1  # '' or "" inside: the quote itself
+                else:
+                    quote = ""
+        elif text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                return False
+            i = j + 2
+            continue
+        elif c in "'\"":
+            quote = last = c
+        elif not c.isspace():
+            last = c
+        i += 1
+    return not quote and last == ";"
 
 
 JSON_HELP = "Print one JSON document on stdout instead (keys in docs/cli.md)."
