@@ -266,8 +266,8 @@ def _record(
     if mod is None:
         yield "?", index, where, _unrecognized(path, where, d, fmt)
         return
-    if isinstance(d, dict) and d.get("id") is not None:
-        origin = str(d["id"])
+    if isinstance(d, dict) and d.get("id") is not None and str(d["id"]).strip():
+        origin = str(d["id"])  # a blank id names nothing: the file and line do
     yield from _guarded(
         path, where, index, mod.NAME, lambda: mod.parse_record(d, origin, cfg.domain)
     )
@@ -871,11 +871,29 @@ class _Run:
         if c.invalid:
             report.add(ImportProblem(str(path), c.loc, "invalid", c.invalid))
             return
+        earlier = self.held.get(key[1], {}).get(index)
+        if earlier:  # documented (a change is a new record), but never in silence
+            report.add(
+                ImportProblem(
+                    str(path), c.loc, "record_changed",
+                    f"changed since it was imported (as {', '.join(sorted(earlier))}): "
+                    "imported as new beside it; dedup keeps one only if they are near "
+                    "duplicates", fatal=False,
+                )
+            )  # fmt: skip
         self.sink.add(d)
         self.present.add(key)
         report.imported[name] += 1
-        if c.cut:
-            report.warnings["truncated_observation"] += c.cut
+        if c.cut:  # counted by observation, said once per record
+            report.add(
+                ImportProblem(
+                    str(path), c.loc, "truncated_observation",
+                    f"{c.cut} observation(s) longer than {self.cfg.max_observation_chars} "
+                    "characters cut to it (observation.truncated; --max-observation-chars)",
+                    fatal=False,
+                )
+            )  # fmt: skip
+            report.warnings["truncated_observation"] += c.cut - 1
 
 
 def import_paths(

@@ -119,3 +119,34 @@ def test_an_import_refuses_a_directory_another_import_is_writing(tmp_path):
     r = import_paths([src], out, progress=progress)
     assert sum(r.imported.values()) == 3 and seen and all(seen)
     assert not (out / IMPORT_LOCK).exists()  # released and removed: nothing left behind
+
+
+def test_a_record_changed_since_its_import_is_said_and_a_cut_is_listed(tmp_path):
+    from worldtrace.collectors.importers import ImportConfig
+
+    src, out = tmp_path / "chats.jsonl", tmp_path / "out"
+    records = [chat("a"), chat("b")]
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    import_paths([src], out)
+    records[1]["messages"][2]["content"] = "a.txt\nb.txt"  # the same record, edited
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    r = import_paths([src], out)
+    assert r.imported["openai"] == 1 and r.present["openai"] == 1
+    [(where, message)] = found(r, "record_changed")
+    assert where == "line 2" and message.startswith("changed since it was imported (as ")
+    assert sum(t.source.origin_id == "b" for t in read_records(out)) == 2  # as documented
+
+    big = tmp_path / "big.jsonl"
+    big.write_text(json.dumps(chat("big", {"content": "x" * 5000})) + "\n")
+    r = import_paths([big], tmp_path / "out2", ImportConfig(max_observation_chars=1000))
+    assert r.warnings["truncated_observation"] == 1
+    assert found(r, "truncated_observation") == [
+        ("line 1", "1 observation(s) longer than 1000 characters cut to it "
+                   "(observation.truncated; --max-observation-chars)")
+    ]  # fmt: skip
+
+
+def test_a_blank_id_names_the_record_by_its_file_and_line(tmp_path):
+    _, got = run(tmp_path, "blank.jsonl", [chat(""), chat("  ")], lines=True)
+    assert "" not in got and "  " not in got
+    assert sorted(got) == ["blank:1", "blank:2"]
