@@ -14,8 +14,12 @@ next keystrokes reach it). Output over the cap is dropped after a C-c.
 A prompt is known by a mark, not by its look: bash runs `PROMPT_COMMAND` before every
 prompt whatever PS1 became (a venv's `(v) ...`, `PS1='$ '`), and ours prints an OSC
 sequence the emulator swallows (and `raw` leaves out); the prompt's own text then
-follows. Shells without it (busybox) and an agent that unsets it fall back to our PS1's
-look. A shell that exits (`exit`, `exec cmd`, C-d) ends the episode after a last
+follows. Where the shell marks its prompts, only the mark ends a step: a command's output
+that merely looks like our PS1 (a saved session `cat`, a `printf`) does not, nor is the
+next action typed into the command still running (`_look_ends`). Shells without it
+(busybox, dash) fall back to our PS1's look, and so does a bash whose step ended without
+its mark on a screen showing our PS1 (an agent that unset `PROMPT_COMMAND`) until a mark
+is seen again. A shell that exits (`exit`, `exec cmd`, C-d) ends the episode after a last
 observation of what it printed (`ended` says so); a container that stopped under it is
 the infrastructure failing (SandboxError with the container's state). So is a step whose
 prompt did not come back because the container does not run normally (frozen by `docker
@@ -29,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 import select
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import field
@@ -71,6 +76,12 @@ SETTLE = 0.05
 """Seconds of quiet after the prompt's text (which follows its mark) that end a step."""
 MARK_WAIT = 1.0
 """Seconds the prompt's text may take to follow its mark (a slow CPU, an empty PS1)."""
+SUBMIT = re.compile(rb"[\r\n\x0f]")
+"""Keys that make readline run the line (Enter, C-j, C-o): without them, keys sent at the
+prompt run no command, so a prompt's look can only be readline redrawing it (`C-l`, the
+list a `Tab` shows), which bash does without its mark."""
+DEFAULT_SHELL = ("/bin/bash", "--norc", "--noprofile", "-i")
+FALLBACK_SHELL = ["/bin/sh", "-i"]
 
 
 def _settle(data: bytes) -> float:
@@ -126,8 +137,10 @@ class TerminalConfig:
     """A terminal sandbox."""
 
     docker: DockerConfig = field(default_factory=DockerConfig)
-    shell: tuple[str, ...] = ("/bin/bash", "--norc", "--noprofile", "-i")
-    """Interactive shell; images without bash fall back to /bin/sh -i."""
+    shell: tuple[str, ...] = DEFAULT_SHELL
+    """Interactive shell; with this default, images without bash fall back to /bin/sh -i.
+    A shell named otherwise must be in the image (a path, or a name on its PATH): the
+    attempt fails (SandboxError) if it is not, rather than record another shell."""
     default_duration: Annotated[float, Field(gt=0, le=3600)] = 1.0
     """Seconds a step waits for output when the action does not say."""
     term: str = "xterm"
@@ -192,6 +205,11 @@ class TerminalSandbox(Unpicklable):
         self._initial = ""
         self._conditions: list[dict[str, Any]] = []
         self._exec_id: str | None = None
+        self._marks: bool | None = None
+        """The shell marks its prompts (bash's `PROMPT_COMMAND`): None until its first
+        prompt says; False where only the look tells a prompt (`_look_ends`)."""
+        self._idle = False
+        """The last step ended on a prompt and no keys that run a line were sent since."""
         self.ended: str | None = None
         """Set when the shell exited in a step: the episode is over, and this says why."""
 
@@ -209,11 +227,13 @@ class TerminalSandbox(Unpicklable):
         facts = self._image_facts()
         session = plan.after(root_runner(self.container, d.step_timeout, d.workdir))
         self._open_shell(facts["shell"], session)
-        try:
-            if not self._read_until_prompt(d.step_timeout)[0]:
+        self._marks = None
+        try:  # the first prompt by its mark or its look: no command ran before it
+            if not self._read_until_prompt(d.step_timeout, look=True)[0]:
                 check_running(self.container, f"no first prompt within {d.step_timeout:g}s")
         except _Closed as exc:
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
+        self._marks, self._idle = bool(self._marks), True
         prompt = self.term.observation()
         tools = [t for t in facts["tools"] if t not in session.missing]
         c = self.config
@@ -236,13 +256,17 @@ class TerminalSandbox(Unpicklable):
         """OS, installed tools and usable shell: the same for every container of the pool's
         image, so probed once per pool (before conditions remove anything). One exec with
         an end mark: the engine can lose a short exec's output, and a pool keeps its facts."""
-        facts = self.pool.facts.get("terminal")
+        shell = tuple(self.config.shell)
+        key = f"terminal {shell[0]}"  # a pool may serve configs naming other shells
+        facts = self.pool.facts.get(key)
         if facts is None:
             tools = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo tool={t}" for t in TOOLS)
+            exe = shlex.quote(shell[0])
             probe = (
                 f"{tools}; echo os=$(if [ -r /etc/os-release ]; then . /etc/os-release;"
                 " echo $PRETTY_NAME; else uname -sr; fi);"
-                f" test -x {self.config.shell[0]} && echo shell=ok; echo end"
+                f" case {exe} in */*) test -f {exe} && test -x {exe};;"
+                f" *) command -v {exe} >/dev/null 2>&1;; esac && echo shell=ok; echo end"
             )
             for _ in range(3):
                 out = exec_capture(self.container, ["sh", "-c", probe], 10, 1 << 14)[1]
@@ -251,11 +275,18 @@ class TerminalSandbox(Unpicklable):
             else:
                 raise SandboxError(f"cannot probe the image {self.config.docker.image}: {out!r}")
             found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-            facts = self.pool.facts["terminal"] = {
+            facts = self.pool.facts[key] = {
                 "tools": [x[5:] for x in out.splitlines() if x.startswith("tool=")],
                 "os": found.get("os", "").strip() or "unknown",
-                "shell": list(self.config.shell) if "shell" in found else ["/bin/sh", "-i"],
+                "shell": list(shell) if "shell" in found else None,
             }
+        if facts["shell"] is None:  # only the default falls back: a named shell is asked for
+            if shell != DEFAULT_SHELL:
+                raise SandboxError(
+                    f"shell {shell[0]} is not in the image {self.config.docker.image}"
+                    " (TerminalConfig.shell: a path, or a name on its PATH)"
+                )
+            return {**facts, "shell": FALLBACK_SHELL}
         return facts
 
     def _open_shell(self, shell: list[str], session: Session) -> None:
@@ -341,9 +372,22 @@ class TerminalSandbox(Unpicklable):
             time.sleep(0.05)  # as above: the container's end has no event we can wait on
         return f"the shell exited (status {code})"
 
-    def _read_until_prompt(self, duration: float) -> tuple[bool, bool, bytes, int]:
+    def _look_ends(self, keys: bytes) -> bool:
+        """Whether our PS1's look may end the step these keys begin, not only the mark.
+        Where the shell marks its prompts, the look alone ends a step only when no command
+        can be running: the shell sat at its prompt and the keys run no line (readline's
+        `C-l` or a `Tab` list redraw the prompt without the mark). Otherwise a command's
+        output that looks like our PS1 would end the step while the command runs on, and
+        the next action's keys would be typed into it."""
+        return not self._marks or (self._idle and not SUBMIT.search(keys))
+
+    def _read_until_prompt(self, duration: float, look: bool) -> tuple[bool, bool, bytes, int]:
         """Feed the screen for at most `duration` seconds or until a prompt is back:
-        (prompt returned, truncated, the raw bytes kept, raw bytes received).
+        (prompt returned, truncated, the raw bytes kept, raw bytes received). The prompt
+        is known by its mark, and by our PS1's look only if `look` (`_look_ends`). A bash
+        whose step ends without its mark but on our PS1's look may have lost its
+        `PROMPT_COMMAND` (an agent's `unset`): its later steps go by the look until a
+        mark comes again.
 
         Output over the cap is dropped and a C-c sent; the step then ends at the prompt
         that follows the C-c's own answer (`^C`), not at the first prompt: a command that
@@ -359,7 +403,7 @@ class TerminalSandbox(Unpicklable):
         cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
         deadline = time.monotonic() + duration
         raw, received, size = bytearray(), 0, 0
-        truncated = prompted = False
+        truncated = prompted = mark_seen = False
         sent = answered = 0  # C-c sent after the cut, and their ^C seen
         tail = b""
         settle = None  # after the prompt's mark: when the prompt is surely drawn
@@ -381,6 +425,13 @@ class TerminalSandbox(Unpicklable):
             if left <= 0:
                 if truncated:
                     self.term.feed(TRUNCATED)
+                elif (
+                    self._marks
+                    and prompted
+                    and not mark_seen
+                    and PROMPT_LINE_RE.match(self.term.cursor_text())
+                ):
+                    self._marks = False  # no mark, our PS1 at the cursor: the mark is gone
                 return False, truncated, bytes(raw), received
             data = self._recv(left if settle is None else min(left, settle - time.monotonic()))
             if not data:
@@ -390,6 +441,9 @@ class TerminalSandbox(Unpicklable):
             received += len(kept)
             raw += kept[: max(raw_cap - len(raw), 0)]
             seen, tail = tail + data, (tail + data)[-256:]
+            if PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]:
+                self._marks = mark_seen = True
+            prompted = prompted or PROMPT_BYTES in seen[-len(data) - len(PROMPT_BYTES) :]
             if truncated:  # draining a flood after our C-c: see its answer, then the prompt
                 while answered < sent and (at := seen.find(INTERRUPTED)) >= 0:
                     answered, seen = answered + 1, seen[at + len(INTERRUPTED) :]
@@ -403,7 +457,7 @@ class TerminalSandbox(Unpicklable):
                 if PROMPT_MARK in tail:  # wait for the prompt's text: readline has it then
                     settle = _settle(tail)
                     continue
-                if PROMPT_RE.search(ANSI_RE.sub(b"", tail)):
+                if look and PROMPT_RE.search(ANSI_RE.sub(b"", tail)):
                     if answered < 2:  # a second C-c, at a prompt: clears an interrupt
                         deadline = 0  # bash may still hold (see the doc)
                         continue
@@ -425,8 +479,7 @@ class TerminalSandbox(Unpicklable):
             if PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]:
                 settle = _settle(seen)
                 continue
-            prompted = prompted or PROMPT_BYTES in seen[-len(data) - len(PROMPT_BYTES) :]
-            if prompted and PROMPT_LINE_RE.match(self.term.cursor_text()):
+            if look and prompted and PROMPT_LINE_RE.match(self.term.cursor_text()):
                 return True, False, bytes(raw), received
 
     def step(self, action: Action) -> Observation:
@@ -438,13 +491,16 @@ class TerminalSandbox(Unpicklable):
             self.config.docker.step_timeout,
         )
         self.term.mark()
+        look = self._look_ends(keys)
         started = self._last_output = time.monotonic()
         try:
             self._sock.sendall(keys)
-            prompt, truncated, raw, received = self._read_until_prompt(duration)
+            prompt, truncated, raw, received = self._read_until_prompt(duration, look)
         except (_Closed, OSError) as exc:  # the shell exited: its last words are the step's
             return self._shell_exited(exc, time.monotonic() - started)
         ended = time.monotonic()
+        if prompt or SUBMIT.search(keys):  # keys that run no line leave the shell as it was
+            self._idle = prompt
         if not prompt:  # no answer: the environment's, unless the container is not running
             check_running(self.container, f"no prompt within {duration:g}s")
         state: dict[str, Any] = {"prompt_returned": prompt, "waited_s": round(ended - started, 3)}
