@@ -640,8 +640,8 @@ def _held(output: Path) -> Iterator[None]:
         fh.truncate(0)
         fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
         fh.flush()
-    except OSError as exc:
-        raise ImportWriteError(output, first_line(exc), []) from exc
+    except OSError as exc:  # as the shards' writer says it: the reason, not the lock's path
+        raise ImportWriteError(output, exc.strerror or first_line(exc), []) from exc
     try:
         yield
     finally:
