@@ -1,6 +1,7 @@
 """SWE domain: a repository in a container and three tools.
 
-- `read(path, start?, end?)`: the file with line numbers (`cat -n` style);
+- `read(path, start?, end?)`: the file with line numbers (`cat -n` style); a range that
+  holds no line (start after end, or past the last line) is the tool's error;
 - `edit(path, old, new)`: replace the one occurrence of `old` with `new` (or write the
   whole file with `content`), observed as a unified diff;
 - `bash(command)`: a one-shot command (cwd = the repository) with its exit code, under
@@ -307,6 +308,14 @@ class SWESandbox(Unpicklable):
         if got.data is None:
             return Observation(f"error: cannot read {path}: {got.why}", is_error=True, exit_code=1)
         lines = got.data.decode("utf-8", errors="replace").splitlines()
+        if end is not None and start > end:  # an empty answer would say the lines are blank
+            return Observation(f"error: start {start} is after end {end}", is_error=True,
+                               exit_code=1)  # fmt: skip
+        if start > len(lines) and lines and not got.too_large:
+            return Observation(
+                f"error: start {start} is past the last line of {path} ({len(lines)})",
+                is_error=True, exit_code=1,
+            )  # fmt: skip
         end = len(lines) if end is None else min(end, len(lines))
         body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(max(start, 1), end + 1))
         truncated = got.too_large
