@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -280,11 +281,37 @@ def _trajectory_dict(
         **header,
         "turns": turns,
         "outcome": outcome,
-        "ended_at": end["ended_at"]
-        if end
-        else (turns[-1]["started_at"] if turns else header["started_at"]),
+        "ended_at": end["ended_at"] if end else _last_moment(header, turns),
         "metadata": {**(header.get("metadata") or {}), "journal": path.name},
     }
+
+
+def _last_moment(header: dict[str, Any], turns: list[dict[str, Any]]) -> Any:
+    """When a journal without an end (a stop, a crash) last saw its episode run: the end
+    of its latest turn (its start plus `duration_ms`), or the episode's start without
+    turns. The start of the last turn, used before, put `ended_at` before that turn's
+    end: a trajectory cut after a 4 s step claimed to end 4 s before its last answer.
+    A time that does not parse is passed on as it is, for the validator to report."""
+    last = header["started_at"]
+    for turn in turns:
+        start = _moment(turn.get("started_at"))
+        try:
+            end = start + timedelta(milliseconds=float(turn.get("duration_ms") or 0.0))
+        except (TypeError, ValueError, OverflowError):  # the turn's validation names it
+            continue
+        begun = _moment(last)
+        if begun is None or end > begun:
+            last = end.isoformat()
+    return last
+
+
+def _moment(value: Any) -> datetime | None:
+    """An ISO time of the journal as an aware datetime (UTC when it names no zone)."""
+    try:
+        dt = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
 def recover(

@@ -24,12 +24,12 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
-from worldtrace.schemas.parsing import ConfigError, configclass
+from worldtrace.schemas.parsing import ConfigError, configclass, parse
 
 from .episode import Interrupted, attempt_episode, failure_reason
 from .jobs import (
@@ -54,6 +54,17 @@ process's SIGTERM to any of its threads, and Python runs the handler only when t
 thread runs Python code: blocked in an untimed join, it ran the queue dry first."""
 
 
+MAX_LEASE = 86400.0
+"""The longest `--lease` (and `--heartbeat`): a day. A lease is how long other workers wait
+before they take over the attempts of a worker that died on another host, so a longer one
+only holds its episodes that long; and the heartbeat thread waits a quarter of it, which an
+infinite or huge lease (`inf`, `1e12`) overflowed: that thread died and the worker ran on
+without heartbeats (no lease renewed, no dead worker's attempt ended)."""
+MAX_POLL = 3600.0
+"""The longest `--poll`: a slot waits that long between looks at the queue (an infinite
+wait overflowed as the heartbeat's did)."""
+
+
 class _SlotFailed(Exception):
     """A slot ends after a failure of ours (already recorded with its attempt)."""
 
@@ -64,14 +75,15 @@ class WorkerConfig:
 
     concurrency: Annotated[int, Field(ge=1, le=256)] = 1
     """Attempts run at once, each in its own thread with its own sandboxes."""
-    lease: Annotated[float, Field(gt=0)] = 120.0
+    lease: Annotated[float, Field(gt=0, le=MAX_LEASE, allow_inf_nan=False)] = 120.0
     """Seconds a claim stays valid without a heartbeat; after that (or as soon as its
-    process is gone from this host) another worker ends the attempt as lost."""
-    heartbeat: Annotated[float, Field(gt=0)] | None = None
+    process is gone from this host) another worker ends the attempt as lost. At most
+    86400 (a day)."""
+    heartbeat: Annotated[float, Field(gt=0, le=MAX_LEASE, allow_inf_nan=False)] | None = None
     """Seconds between heartbeats (leases renewed, lost attempts requeued, containers of
-    dead workers removed); default a quarter of the lease."""
-    poll: Annotated[float, Field(gt=0)] = 2.0
-    """Seconds between polls of the job store while nothing is claimable."""
+    dead workers removed); default a quarter of the lease. Shorter than the lease."""
+    poll: Annotated[float, Field(gt=0, le=MAX_POLL, allow_inf_nan=False)] = 2.0
+    """Seconds between polls of the job store while nothing is claimable (at most 3600)."""
     forever: bool = False
     """Keep polling when the queue is empty (else exit once nothing is queued or running)."""
 
@@ -99,7 +111,9 @@ class Worker:
     ):
         self.store = store
         self.raw_dir = Path(raw_dir)
-        self.config = config or WorkerConfig()
+        # checked again: a config built in Python skips the CLI's parse, and an infinite
+        # lease or poll would overflow the waits of the heartbeat and the slots (ConfigError)
+        self.config = parse(WorkerConfig, asdict(config)) if config else WorkerConfig()
         self.owner = this_process(f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.name = self.owner.worker
         self.stats = WorkerStats()
