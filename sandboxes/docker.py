@@ -26,7 +26,7 @@ from pydantic import AfterValidator, Field
 from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxError
-from .execs import restarted, state_problem
+from .execs import not_running
 from .owners import (
     EPISODE_LABEL,
     LABEL,
@@ -384,20 +384,11 @@ class ContainerPool:
                 if not self._ready:
                     return None
                 c = self._ready.pop(0)
-            trouble = self._trouble(c)
+            trouble = not_running(c)
             if trouble is None:
                 return c
             log.warning("warm container %s not handed out: %s", c.id[:12], trouble)
             self.release(c)
-
-    def _trouble(self, container) -> str | None:
-        """Why the container cannot serve an episode (`execs.state_problem`, `restarted`,
-        or gone), or None when it runs: one look at docker's state."""
-        try:
-            state = self.client.api.inspect_container(container.id)["State"]
-        except Exception as exc:  # docker.errors.NotFound and engine errors alike
-            return f"the container is gone ({exc})"
-        return state_problem(state) or restarted(container, state)
 
     @staticmethod
     def _rename(container, episode_id: str) -> None:

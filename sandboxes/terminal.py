@@ -39,9 +39,11 @@ from collections.abc import Sequence
 from dataclasses import field
 from typing import Annotated, Any
 
+import docker.errors
 from pydantic import Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
+from worldtrace.schemas.tempfiles import first_line
 
 from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
 from .condition_kinds import within
@@ -299,18 +301,22 @@ class TerminalSandbox(Unpicklable):
         # its prompt (exec_resize can only follow exec_start), busybox's line editor
         # redraws the prompt, and that late prompt would end the first step before its keys.
         sized = f'stty rows {c.rows} cols {c.cols} 2>/dev/null; exec "$@"'
-        ex = api.exec_create(
-            self.container.id,
-            ["sh", "-c", sized, "sh", *shell],
-            stdin=True,
-            tty=True,
-            environment=env,
-            workdir=d.workdir,
-            user=session.user or "",
-        )
-        self._exec_id = ex["Id"]
-        self._sock = api.exec_start(ex["Id"], socket=True, tty=True)._sock
-        api.exec_resize(ex["Id"], height=c.rows, width=c.cols)
+        try:
+            ex = api.exec_create(
+                self.container.id,
+                ["sh", "-c", sized, "sh", *shell],
+                stdin=True,
+                tty=True,
+                environment=env,
+                workdir=d.workdir,
+                user=session.user or "",
+            )
+            self._exec_id = ex["Id"]
+            self._sock = api.exec_start(ex["Id"], socket=True, tty=True)._sock
+            api.exec_resize(ex["Id"], height=c.rows, width=c.cols)
+        except docker.errors.APIError as exc:  # the engine's, never the environment's answer
+            check_running(self.container, "the shell could not start")
+            raise SandboxError(f"the shell could not start: {first_line(exc)}") from None
         self._sock.setblocking(False)
         self.term = Terminal(c.cols, c.rows)
 
