@@ -24,10 +24,14 @@ Path_ = tuple[str | int, ...]
 
 
 def configclass(cls: type[T]) -> type[T]:
-    """A frozen dataclass whose mappings are validated strictly (unknown keys refused)."""
+    """A frozen dataclass whose mappings are validated strictly (unknown keys refused;
+    `.nan` and `.inf` are no setting: `step_timeout: .nan` was told `less than or equal to
+    3600`, and an infinite wait overflows the clock)."""
     from pydantic import ConfigDict
 
-    cls.__pydantic_config__ = ConfigDict(extra="forbid", use_attribute_docstrings=True)  # type: ignore[attr-defined]
+    cls.__pydantic_config__ = ConfigDict(  # type: ignore[attr-defined]
+        extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False
+    )
     return dataclass(frozen=True)(cls)
 
 

@@ -40,6 +40,9 @@ def _errors(tmp_path, text: str) -> str:
         ),
         (4, "    bogus: 1", "job.yaml:5: sandbox.docker.bogus: unknown key"),
         (4, "    step_timeout: -5", "sandbox.docker.step_timeout: Input should be greater than 0"),
+        # found 12-04: `.nan` was told `less than or equal to 3600`; `.inf` overflows waits
+        (4, "    step_timeout: .nan", "sandbox.docker.step_timeout: Input should be a finite"),
+        (4, "    cpus: .inf", "sandbox.docker.cpus: Input should be a finite number"),
         (
             4,
             "    pids_limit: -1",
