@@ -270,6 +270,12 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
         last = m.end()
         if m.group(1) is not None:
             current = int(m.group(1))
+            if current in spans:  # a copy before the target hands the model its answer
+                raise ValueError(
+                    f"template {tpl.name!r} writes the observation (assistant message) of "
+                    f"turn {current} twice: the copy before it would put the target in "
+                    "its own context"
+                )
             spans[current] = [pos]
             begin = pos
         elif m.group(0) == mk.turn:

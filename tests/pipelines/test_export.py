@@ -265,6 +265,18 @@ def test_a_template_jinja_cannot_render_is_named(tmp_path, processed):
         do_export(processed, tmp_path / "a", template=str(no_user), template_eot="")
 
 
+def test_a_template_that_writes_an_observation_twice_is_refused(tmp_path, processed):
+    """Found (12-04): `{{ m.content }} / {{ m.content }}` was exported, the second copy the
+    target and the first in its context: the model is handed the answer it learns."""
+    twice = tmp_path / "twice.j2"
+    twice.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content }} / {{ m.content }}\n"
+                     "{% endfor %}")  # fmt: skip
+    says = r"trajectory \w+: template 'twice' writes the observation \(assistant message\) of turn 0 twice"
+    with pytest.raises(ValueError, match=says):
+        do_export(processed, tmp_path / "t", template=str(twice), template_eot="")
+    assert not (tmp_path / "t").exists()
+
+
 @pytest.mark.parametrize(
     ("source", "says"),
     [
