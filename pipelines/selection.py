@@ -12,6 +12,7 @@ input directory) as one expression: a `;` or a statement that writes is refused.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,12 @@ class Selection:
         why = refusal(sql) if one else "a `;` ends it"
         if why:
             raise ValueError(f"where {self.where!r}: not one condition ({why})")
+        if drawn := _volatile(where):
+            raise ValueError(
+                f"where {self.where!r}: {', '.join(f'{f}()' for f in drawn)} gives another "
+                "answer on every run, and an export gives the same files from the same data "
+                "and settings (a fixed sample: hash(trajectory_id) % 10 = 0)"
+            )
         try:
             self._con.execute(f"{sql} LIMIT 0", params)
         except duckdb.Error as exc:
@@ -93,6 +100,25 @@ class Selection:
         mask[np.asarray(got, dtype=np.int64)] = True
         self.left_out += n - int(mask.sum())
         return mask
+
+
+_FUNCTION_RE = re.compile(r'"function_name":"([^"]+)"')
+
+
+def _volatile(where: str) -> list[str]:
+    """The functions of `where` DuckDB calls volatile (`random`, `uuid`, `nextval`...:
+    another value on every call), but `error` (it only stops the query). Read from the
+    parsed condition (`json_serialize_sql`: no table is bound), not its text."""
+    con = duckdb.connect()
+    try:
+        tree = con.execute("SELECT json_serialize_sql($q)", {"q": f"SELECT 1 WHERE ({where})"})
+        used = set(_FUNCTION_RE.findall(tree.fetchall()[0][0]))
+        volatile = {r[0] for r in con.execute(
+            "SELECT function_name FROM duckdb_functions() WHERE stability = 'VOLATILE'"
+        ).fetchall()}  # fmt: skip
+    finally:
+        con.close()
+    return sorted((used & volatile) - {"error"})
 
 
 def _first_line(exc: BaseException) -> str:

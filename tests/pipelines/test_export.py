@@ -715,6 +715,9 @@ def test_where_exports_what_the_same_condition_counts_in_query(tmp_path, process
         ("false), true) --", "syntax error"),  # found: accepted, and took everything
         ("read_text('/etc/hostname') IS NOT NULL", "/etc/hostname"),
         ("", "the condition is empty"),
+        # found 12-04: random() took another sample on every run of the same export
+        ("random() < 0.5", "random() gives another answer on every run"),
+        ("hash(uuid()) % 2 = 0 AND domain IS NOT NULL", "uuid() gives another answer"),
     ],
 )
 def test_a_where_that_cannot_run_is_refused_before_anything_is_written(
