@@ -5,19 +5,30 @@ writers: it reads the shards as a trainer would, they only write them."""
 
 from __future__ import annotations
 
-import json
 import os
+import struct
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from .samples import MAIN_PART
-from .writers import MANIFEST, ROW_GROUP_ROWS
+from .writers import (
+    ROW_GROUP_ROWS,
+    DistinctIds,
+    load_manifest,
+    read_index_checked,
+    trajectory_problems,
+)
+
+RECOUNT_ERRORS = (OSError, ValueError, KeyError, TypeError, IndexError, struct.error)
+"""What reading shards that are not what their manifest says raises (pyarrow's errors
+are ValueErrors, or `pa.ArrowException`s, added where pyarrow is imported)."""
 
 
 def recount(directory: str | os.PathLike) -> list[str]:
     """The manifest's counts (a split export's part by part, and its top counts against
-    the parts) against the files. Problems, empty when they agree."""
+    the parts) against the files, and the counts against each other where the manifest
+    says they add up (`_check_counts`). Problems, empty when they agree."""
     d = Path(directory)
     m = _read_manifest(d)
     if m is None:
@@ -26,18 +37,16 @@ def recount(directory: str | os.PathLike) -> list[str]:
         return _recount(d, m)
     problems, parts = [], {}
     for name, p in sorted(m["parts"].items()):
-        if (pm := _read_manifest(d / p["path"])) is not None:
+        if (pm := _read_manifest(d / p["path"], part=True)) is not None:
             parts[name] = pm
             problems += _recount(d / p["path"], pm)
     return problems + _check_top_counts(d, m, parts)
 
 
-def _read_manifest(d: Path) -> dict[str, Any] | None:
-    try:
-        m = json.loads((d / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    return m if isinstance(m, dict) and ("parts" in m or {"shards", "format"} <= m.keys()) else None
+def _read_manifest(d: Path, part: bool = False) -> dict[str, Any] | None:
+    """The manifest, when it can be checked (`writers.load_manifest`; else the file
+    checks said why)."""
+    return load_manifest(d, part)[0]
 
 
 def _recount(d: Path, m: dict[str, Any]) -> list[str]:
@@ -47,6 +56,8 @@ def _recount(d: Path, m: dict[str, Any]) -> list[str]:
         p = d / s["path"]
         if not p.is_file() or p.stat().st_size != s["bytes"]:
             return []
+    import pyarrow as pa
+
     c = m["counts"]
     try:
         if m["format"] == "parquet":
@@ -55,15 +66,46 @@ def _recount(d: Path, m: dict[str, Any]) -> list[str]:
             found, problems = _recount_megatron(d, m)
         else:
             found, problems = _recount_awb(d, m), []
-    except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors are ValueErrors
+    except (*RECOUNT_ERRORS, pa.ArrowException) as exc:
         return [f"{d}: cannot recount the shards: {exc}"]
     for key, n in found.items():
-        if key == "by_domain":
+        if key == "trajectory_ids":
+            problems += trajectory_problems(d, m, *n)
+        elif key == "by_domain":
             problems += _compare_domains(d, c, n)
         elif n != c.get(key):
             problems.append(
                 f"{d}: {n} {key.replace('_', ' ')} in the files != manifest {c.get(key)}"
             )
+    return problems + _check_counts(d, c)
+
+
+def _check_counts(d: Path, c: dict[str, Any]) -> list[str]:
+    """What the manifest says of its own counts (docs/export.md): each category's
+    targets among its observation tokens and its turns in the loss among its turns, and
+    the categories' `loss_tokens + eot_tokens` adding up to `loss_tokens` (a manifest
+    from before the end-of-turn targets had a category, whose categories have no
+    `eot_tokens`: at most `loss_tokens`)."""
+    cats = c.get("by_category") or {}
+    problems = [
+        f"{d}: by_category {name} {a.replace('_', ' ')} {v[a]} > its {b.replace('_', ' ')} {v[b]}"
+        for name, v in sorted(cats.items())
+        for a, b in (("loss_tokens", "obs_tokens"), ("turns_in_loss", "turns"))
+        if a in v and b in v and v[a] > v[b]
+    ]
+    if not cats or "loss_tokens" not in c:
+        return problems
+    total = sum(v.get("loss_tokens", 0) + v.get("eot_tokens", 0) for v in cats.values())
+    if all("eot_tokens" in v for v in cats.values()) and total != c["loss_tokens"]:
+        problems.append(
+            f"{d}: by_category loss tokens + eot tokens add up to {total} != manifest "
+            f"loss tokens {c['loss_tokens']}"
+        )
+    elif total > c["loss_tokens"]:
+        problems.append(
+            f"{d}: by_category loss tokens add up to {total} > manifest loss tokens "
+            f"{c['loss_tokens']}"
+        )
     return problems
 
 
@@ -71,7 +113,8 @@ def _compare_domains(d: Path, c: dict[str, Any], found: dict[str, Counter] | Non
     """`counts.by_domain` against the files' (`found`), or, where the files do not say
     the domain (Megatron, packed rows), against the totals."""
     keys = ("samples", "tokens", "loss_tokens") if found is None else tuple(found)
-    listed = {k: Counter({dom: v.get(k, 0) for dom, v in c["by_domain"].items()}) for k in keys}
+    domains = c.get("by_domain", {})
+    listed = {k: Counter({dom: v.get(k, 0) for dom, v in domains.items()}) for k in keys}
     problems = []
     for k in keys:
         if found is not None and +found[k] != +listed[k]:
@@ -104,12 +147,17 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     eod = (m.get("tokenizer") or {}).get("eod_id")
     cols = ["domain", "input_ids", "loss_mask", "num_tokens", "num_loss_tokens"]
     cols += ["sample_ids"] if seq_len else []
+    tids: DistinctIds | None = DistinctIds()  # None once a shard has no trajectory_id
     samples = tokens = bad_loss = bad_len = not_binary = pad_id = pad_target = 0
     rows = loss_column = loss_mask = 0
     by = {k: Counter() for k in ("samples", "tokens", "loss_tokens")}
     for s in m["shards"]:
         with pq.ParquetFile(d / s["path"]) as f:
-            for b in f.iter_batches(ROW_GROUP_ROWS, columns=cols):
+            tid = "trajectory_id" in f.schema_arrow.names and tids is not None
+            tids = tids if tid else None
+            for b in f.iter_batches(ROW_GROUP_ROWS, columns=cols + ["trajectory_id"] * tid):
+                if tids is not None:
+                    tids.add(pc.unique(b["trajectory_id"]).to_pylist())
                 lengths = pc.list_value_length(b["input_ids"]).to_numpy(zero_copy_only=False)
                 mask = pc.list_flatten(b["loss_mask"]).to_numpy()
                 masks = pc.list_value_length(b["loss_mask"]).to_numpy(zero_copy_only=False)
@@ -161,7 +209,12 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
         )
         if n
     ]
-    return {"samples": samples, "tokens": tokens, "by_domain": None if seq_len else by}, problems
+    found: dict[str, Any] = {"samples": samples, "tokens": tokens}
+    found["by_domain"] = None if seq_len else by
+    if tids is not None:  # a packed row names its first sample's trajectory: at most
+        mode = (m.get("sampling") or {}).get("mode")
+        found["trajectory_ids"] = (tids.count(), bool(seq_len) or mode != "trajectory")
+    return found, problems
 
 
 def _recount_megatron(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -170,13 +223,15 @@ def _recount_megatron(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[
     not record its samples, so there they are only at least the rows."""
     import numpy as np
 
-    from .megatron import read_index
     from .writers import megatron_name
 
     part, c = m.get("part", MAIN_PART), m["counts"]
     seq_len = (m.get("sampling") or {}).get("seq_len") or 0
     prefix = d / megatron_name(part, "mask")
-    sizes, pointers, _, dtype = read_index(f"{prefix}.idx")
+    try:
+        sizes, pointers, _, dtype = read_index_checked(f"{prefix}.idx")
+    except ValueError:
+        return {}, []  # the file checks (`writers._check_megatron`) said why
     if np.dtype(dtype) != np.uint8 or Path(f"{prefix}.bin").stat().st_size != int(
         sizes.sum(dtype=np.int64)
     ):

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from worldtrace.schemas.store import (
 from worldtrace.schemas.tempfiles import _fsync_dir
 
 from .mask import keep_turn
-from .megatron import IndexedDatasetWriter, read_index
+from .megatron import DTYPE_CODES, MAGIC, VERSION, IndexedDatasetWriter, read_index
 
 FORMATS = ("parquet", "megatron", "agentworldbench")
 MANIFEST = "manifest.json"
@@ -439,35 +440,211 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
 
 def verify(directory: str | os.PathLike) -> list[str]:
     """Recompute what the manifest claims; returns the problems (empty = verified): the
-    files (`_verify_files`: sizes, sha256, unlisted files, every Megatron document closed
-    by the EOD), then the counts recounted from them (`recount.recount`: rows and loss
-    tokens too). A split export (top manifest with `parts`) part by part."""
+    manifest's shape (`load_manifest`: what the checks read, every file inside the
+    export), the files (`_verify_files`: sizes, sha256, unlisted files, every Megatron
+    document closed by the EOD), then the counts recounted from them
+    (`recount.recount`: rows and loss tokens too). A split export (top manifest with
+    `parts`) part by part. A damaged manifest or file is a problem, never an exception."""
     from .recount import recount  # it reads shards with this module's names
 
     return _verify_files(directory) + recount(directory)
 
 
-def _verify_files(directory: str | os.PathLike) -> list[str]:
+COUNT_MAX = 1 << 63
+"""A count is an int from 0 below this (int64, as the views and trainers read them)."""
+REQUIRED_COUNTS = {
+    "parquet": ("rows", "samples", "tokens", "loss_tokens"),
+    "megatron": ("rows", "samples", "tokens", "loss_tokens"),
+    "agentworldbench": ("rows", "samples"),
+}
+"""The counts of a part's manifest that `--verify` checks against the files."""
+INDEX_HEADER = 34
+"""Bytes of an MMIDIDX header: magic (9), version (8), dtype code (1), sequences (8),
+documents (8)."""
+
+
+def load_manifest(directory: str | os.PathLike, part: bool = False) -> tuple[Any, list[str]]:
+    """The manifest of an export (`part`: of a split export's part, which has no parts
+    of its own) and, when it cannot be checked as it is, the problems that say why
+    (then the manifest is None): it does not read, is not an object, a field the checks
+    read has another type (counts that are no int64, shards not a list...), its format
+    is unknown or its files do not fit it, or it names a file outside the export."""
     d = Path(directory)
     mpath = d / MANIFEST
     if not mpath.exists():
-        return [f"{mpath}: missing manifest"]
+        return None, [f"{mpath}: missing manifest"]
     try:
-        m = json.loads(mpath.read_text())
-    except json.JSONDecodeError as exc:
-        return [f"{mpath}: invalid JSON: {exc}"]
+        m = json.loads(mpath.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        return None, [f"{mpath}: cannot read it: {exc.strerror or type(exc).__name__}"]
+    except UnicodeDecodeError:
+        return None, [f"{mpath}: not UTF-8 text"]
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        return None, [f"{mpath}: invalid JSON: {exc}"]
     if not isinstance(m, dict) or not ("parts" in m or {"shards", "format"} <= m.keys()):
-        return [f"{mpath}: not an export's manifest (no `shards` and `format`, nor `parts`)"]
+        return None, [f"{mpath}: not an export's manifest (no `shards` and `format`, nor `parts`)"]
+    problems = [f"{mpath}: {p}" for p in _manifest_shape(d, m, part)]
+    return (None, problems) if problems else (m, [])
+
+
+def _manifest_shape(d: Path, m: dict[str, Any], part: bool) -> list[str]:
+    """What keeps manifest `m` of directory `d` from being checked ([] when nothing)."""
+    problems = []
+    version = m.get(F.SCHEMA_VERSION_F)
+    if version is not None and version != F.TRAINING_SCHEMA_VERSION:
+        problems.append(
+            f"schema_version {_short(version)} is not one this worldtrace knows "
+            f"({F.TRAINING_SCHEMA_VERSION})"
+        )
+    fmt = m.get("format")
+    if fmt not in FORMATS and ("parts" not in m or fmt is not None):  # a split's top: if said
+        problems.append(f"format {_short(fmt)} is none of {', '.join(FORMATS)}")
+    c = m.get("counts")
+    if not isinstance(c, dict):
+        problems.append(
+            "counts is missing" if c is None else f"counts is not an object: {_short(c)}"
+        )
+    else:
+        problems += _counts_shape("counts", c)
+    if "parts" in m:
+        if part:
+            return [*problems, "a part of a split export has parts of its own"]
+        return problems + _parts_shape(d, m["parts"])
+    if isinstance(fmt, str) and fmt in REQUIRED_COUNTS and isinstance(c, dict):
+        problems += [f"counts.{k} is missing" for k in REQUIRED_COUNTS[fmt] if k not in c]
+    for key, inner in (("sampling", "seq_len"), ("tokenizer", "eod_id")):
+        value = m.get(key)
+        if value is not None and not isinstance(value, dict):
+            problems.append(f"{key} is not an object: {_short(value)}")
+        elif value and (n := value.get(inner)) is not None and not _is_count(n):
+            problems.append(f"{key}.{inner} is not a count: {_short(n)}")
+    if not isinstance(m.get("part", MAIN_NAME), str):
+        problems.append(f"part is not a name: {_short(m['part'])}")
+    shards = m["shards"]
+    if not isinstance(shards, list):
+        return [*problems, f"shards is not a list: {_short(shards)}"]
+    for k, s in enumerate(shards):
+        if not isinstance(s, dict) or not isinstance(s.get("path"), str):
+            problems.append(f"shards[{k}] is not a shard (path, bytes, sha256): {_short(s)}")
+            continue
+        if why := _outside(d, s["path"]):
+            problems.append(f"shards[{k}].path {json.dumps(s['path'])}: {why}")
+        if not _is_count(s.get("bytes")):
+            problems.append(f"shards[{k}].bytes is not a size: {_short(s.get('bytes'))}")
+        if not isinstance(s.get("sha256"), str):
+            problems.append(f"shards[{k}].sha256 is not a string: {_short(s.get('sha256'))}")
+    if not problems:
+        problems += _format_fit(m)
+    return problems
+
+
+MAIN_NAME = "train"
+"""A manifest without `part` is of the main part (`samples.MAIN_PART`)."""
+
+
+COUNTS_SHAPE = {
+    "by_domain": 2,
+    "by_category": 2,
+    "truncated": {"by_domain": 2},
+    "turns_without_target": {"by_domain": 2},
+}
+"""The shape of `counts`: a count (0), an object nested N deep whose leaves are counts
+(N), or an object with these shapes by key (a dict; a key not named: a count)."""
+
+
+def _counts_shape(where: str, value: Any, shape: int | dict = COUNTS_SHAPE) -> list[str]:
+    """Where `value` (the manifest's `counts`, at `where`) is not of `shape`."""
+    if shape == 0:
+        return [] if _is_count(value) else [f"{where} is not a count: {_short(value)}"]
+    if not isinstance(value, dict):
+        return [f"{where} is not an object: {_short(value)}"]
+    problems = []
+    for key, v in value.items():
+        inner = shape.get(key, 0) if isinstance(shape, dict) else shape - 1
+        problems += _counts_shape(f"{where}.{key}", v, inner)
+    return problems
+
+
+def _parts_shape(d: Path, parts: Any) -> list[str]:
+    if not isinstance(parts, dict):
+        return [f"parts is not an object: {_short(parts)}"]
+    problems = []
+    for name, p in parts.items():
+        if not isinstance(p, dict) or not isinstance(p.get("path"), str):
+            problems.append(f"parts.{name} is not a part (path, manifest_sha256): {_short(p)}")
+            continue
+        if why := _outside(d, p["path"]):
+            problems.append(f"parts.{name}.path {json.dumps(p['path'])}: {why}")
+        if not isinstance(p.get("manifest_sha256"), str):
+            problems.append(f"parts.{name}.manifest_sha256 is not a string")
+        c = p.get("counts", {})
+        if not isinstance(c, dict):
+            problems.append(f"parts.{name}.counts is not an object: {_short(c)}")
+        else:
+            problems += _counts_shape(f"parts.{name}.counts", c)
+    return problems
+
+
+def _outside(d: Path, path: str) -> str | None:
+    """Why a file the manifest names is not a file of the export directory `d` itself
+    (None when it is). Nothing is opened: an absolute path or one that leaves `d`
+    (`..`, a symbolic link) is never read, nor hashed."""
+    if "\x00" in path:
+        return "not a file name (a NUL byte)"
+    pure = Path(path)
+    if pure.is_absolute() or ".." in pure.parts:
+        return "outside the export"
+    try:
+        inside = (d / pure).resolve().is_relative_to(d.resolve())
+    except (OSError, RuntimeError) as exc:  # a symbolic link loop
+        return f"cannot be resolved ({exc})"
+    if not inside:
+        return "outside the export (a symbolic link out of it)"
+    if len(pure.parts) != 1 or path in (".", ""):
+        return "not a file name of the export directory itself"
+    return None
+
+
+def _format_fit(m: dict[str, Any]) -> list[str]:
+    """The listed files are those of the manifest's format (a format edited into another
+    would read one format's files as another's)."""
+    names = [s["path"] for s in m["shards"]]
+    if m["format"] == "megatron":
+        part = m.get("part", MAIN_NAME)
+        need = [f"{megatron_name(part, k)}.{e}" for k in ("text", "mask") for e in ("bin", "idx")]
+        return [f"format megatron: {n} is not in shards" for n in need if n not in names]
+    suffix = ".parquet" if m["format"] == "parquet" else ".jsonl"
+    return [f"format {m['format']}: shard {n} is not a {suffix} file" for n in names
+            if not n.endswith(suffix)]  # fmt: skip
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and 0 <= value < COUNT_MAX
+
+
+def _short(value: Any) -> str:
+    """A manifest value as JSON, cut to 60 characters."""
+    try:
+        text = json.dumps(value)
+    except ValueError:  # an int of more digits than Python converts
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _verify_files(directory: str | os.PathLike, part: bool = False) -> list[str]:
+    d = Path(directory)
+    m, problems = load_manifest(d, part)
+    if m is None:
+        return problems
     if "parts" in m:
         return _check_parts(d, m["parts"])
     problems = _check_files(d, m["shards"])
     if problems:
         return problems
-    part = m.get("part", "train")
     if m["format"] == "parquet":
         return []  # its rows, masks and loss tokens are read once, by `recount`
     if m["format"] == "megatron":
-        return _check_megatron(d, m, part)
+        return _check_megatron(d, m, m.get("part", MAIN_NAME))
     return _check_awb(d, m)
 
 
@@ -476,12 +653,12 @@ def _check_parts(d: Path, parts: dict[str, dict[str, Any]]) -> list[str]:
     for name, p in sorted(parts.items()):
         sub = d / p["path"]
         pm = sub / MANIFEST
-        if not pm.exists():
+        if not pm.is_file():
             problems.append(f"{pm}: missing manifest of part {name}")
             continue
         if sha256_file(str(pm)) != p["manifest_sha256"]:
             problems.append(f"{pm}: sha256 differs from the top manifest's")
-        problems.extend(_verify_files(sub))
+        problems.extend(_verify_files(sub, part=True))
     listed = {p["path"] for p in parts.values()}
     for p in d.iterdir():
         if p.name != MANIFEST and not p.name.startswith(".") and p.name not in listed:
@@ -497,6 +674,9 @@ def _check_files(d: Path, shards: list[dict[str, Any]]) -> list[str]:
         if not p.exists():
             problems.append(f"{p}: missing shard")
             continue
+        if not p.is_file():
+            problems.append(f"{p}: not a file")
+            continue
         if p.stat().st_size != s["bytes"]:
             problems.append(f"{p}: size {p.stat().st_size} != manifest {s['bytes']}")
         digest = sha256_file(str(p))
@@ -508,11 +688,51 @@ def _check_files(d: Path, shards: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
+def read_index_checked(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """`read_index` of an index `--verify` has not seen whole: its header read first, so
+    a damaged one is a ValueError naming the file, never a read of the size it claims.
+    Its sizes, its pointers (each document right after the one before, as
+    `IndexedDatasetWriter` writes them) and its `.bin`'s size are checked, so what reads
+    the `.bin` by them stays inside it."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(INDEX_HEADER)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if len(head) < INDEX_HEADER or head[:9] != MAGIC:
+        raise ValueError(f"{path}: not a Megatron (MMIDIDX) index")
+    version, code, n_seq, n_doc = struct.unpack("<QBQQ", head[9:])
+    if version != VERSION or code not in DTYPE_CODES.values():
+        raise ValueError(f"{path}: index version {version} or dtype code {code} unknown")
+    if size != (want := INDEX_HEADER + 12 * n_seq + 8 * n_doc):
+        raise ValueError(
+            f"{path}: {size} bytes, not the {want} of its header's {n_seq} sequences and "
+            f"{n_doc} documents"
+        )
+    sizes, pointers, docs, dtype = read_index(path)
+    itemsize = np.dtype(dtype).itemsize
+    ends = np.cumsum(sizes, dtype=np.int64) * itemsize
+    if len(sizes) and (
+        sizes.min() < 0 or not np.array_equal(pointers[1:], ends[:-1]) or pointers[0]
+    ):
+        raise ValueError(f"{path}: its sizes and pointers do not follow one another")
+    data = path.with_suffix(".bin")
+    total = int(ends[-1]) if len(sizes) else 0
+    if data.is_file() and data.stat().st_size != total:
+        raise ValueError(f"{data}: {data.stat().st_size} bytes != {total} its index says")
+    return sizes, pointers, docs, dtype
+
+
 def _check_megatron(d: Path, m: dict[str, Any], part: str) -> list[str]:
     problems = []
     text = d / megatron_name(part, "text")
-    sizes_t, pointers, _, dtype = read_index(f"{text}.idx")
-    sizes_m, _, _, _ = read_index(d / f"{megatron_name(part, 'mask')}.idx")
+    try:
+        sizes_t, pointers, _, dtype = read_index_checked(f"{text}.idx")
+        sizes_m, _, _, _ = read_index_checked(d / f"{megatron_name(part, 'mask')}.idx")
+    except ValueError as exc:
+        return [str(exc)]
     if not np.array_equal(sizes_t, sizes_m):
         problems.append(f"{d}: text and loss-mask sequence sizes differ")
     if len(sizes_t) != m["counts"]["rows"]:
@@ -554,19 +774,78 @@ def _check_eod(d: Path, m: dict[str, Any], text: Path, sizes, pointers, dtype) -
 
 
 def _check_awb(d: Path, m: dict[str, Any]) -> list[str]:
-    """Every line parses and names an in-range turn; the line count matches."""
+    """Every line is UTF-8 JSON naming an in-range turn (one problem per file, with its
+    first bad line); the line count matches; the lines' trajectories are no more than
+    the manifest's (`trajectory_problems`)."""
     problems, n = [], 0
+    ids: DistinctIds | None = DistinctIds()
     for s in m["shards"]:
-        with open(d / s["path"], encoding="utf-8") as fh:
-            for k, line in enumerate(fh, start=1):
+        bad, first = 0, 0
+        with open(d / s["path"], "rb") as fh:
+            for k, raw in enumerate(fh, start=1):
                 n += 1
                 try:
-                    rec = json.loads(line)
+                    rec = json.loads(raw.decode("utf-8"))
                     ok = 1 <= rec["turn_idx"] <= len(rec["prompt"]) == len(rec["response"])
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    ok = False
+                except (ValueError, KeyError, TypeError):  # JSON and UTF-8 errors are ValueErrors
+                    ok, rec = False, None
                 if not ok:
-                    problems.append(f"{d / s['path']}:{k}: not an AgentWorldBench record")
+                    bad, first = bad + 1, first or k
+                elif ids is not None:
+                    tid = (rec.get(F.AWB_PROVENANCE) or {}).get("trajectory_id")
+                    if isinstance(tid, str):
+                        ids.add([tid])
+                    else:  # written before lines said their trajectory
+                        ids = None
+        if bad:
+            more = f" ({bad} lines, the first line {first})" if bad > 1 else ""
+            problems.append(f"{d / s['path']}:{first}: not an AgentWorldBench record{more}")
     if n != m["counts"]["rows"]:
         problems.append(f"{d}: {n} records != manifest {m['counts']['rows']}")
-    return problems
+    return problems + (
+        trajectory_problems(d, m, ids.count(), turn_samples=True) if ids is not None else []
+    )
+
+
+class DistinctIds:
+    """How many distinct trajectory ids a pass over an export's rows met, in 8 bytes an
+    id (a 64-bit hash of it; kept sorted and unique, merged as batches come): a set of
+    the ids themselves would hold ~100 bytes a trajectory."""
+
+    def __init__(self) -> None:
+        self._seen = np.zeros(0, np.int64)
+        self._pending: list[np.ndarray] = []
+        self._n_pending = 0
+
+    def add(self, ids) -> None:
+        digests = np.fromiter((hash(t) for t in ids), np.int64, len(ids))
+        self._pending.append(digests)
+        self._n_pending += len(digests)
+        if self._n_pending > max(1 << 16, len(self._seen)):
+            self._merge()
+
+    def _merge(self) -> None:
+        self._seen = np.unique(np.concatenate([self._seen, *self._pending]))
+        self._pending, self._n_pending = [], 0
+
+    def count(self) -> int:
+        self._merge()
+        return len(self._seen)
+
+
+def trajectory_problems(d: Path, m: dict[str, Any], found: int, turn_samples: bool) -> list[str]:
+    """`counts.trajectories` against the `found` distinct trajectory ids of the rows. A
+    trajectory read makes rows or is counted as left out: never more in the files than
+    read; fewer only by the trajectories whose every sample was left out for want of a
+    target, each at least one of `turns_without_target.samples` (trajectory samples).
+    Turn samples (`turn_samples`, AgentWorldBench lines; packed rows, which name their
+    first sample's trajectory) only bound it from above: a trajectory without turns makes
+    no turn sample and is counted nowhere."""
+    c = m["counts"]
+    if "trajectories" not in c:
+        return []
+    n, left_out = c["trajectories"], (c.get("turns_without_target") or {}).get("samples", 0)
+    if found > n or (not turn_samples and found < n - left_out):
+        how = "" if found > n else f" - {left_out} sample(s) left out without a target"
+        return [f"{d}: {found} trajectories in the files != manifest trajectories {n}{how}"]
+    return []

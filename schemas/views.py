@@ -395,32 +395,76 @@ def in_store_sql(column: str, root: Path) -> str:
     )
 
 
-def _exports_table(export_dir: Path) -> pa.Table:
+EXPORT_INTS = ("samples", "rows", "tokens", "loss_tokens")
+"""The counts of an export's manifest the `exports` view shows (int64 columns)."""
+
+
+def _exports_table(export_dir: Path, skipped: Skipped | None = None) -> pa.Table:
+    """A row per export under `export_dir` with a manifest. A manifest that does not read
+    or is not shaped as export writes it (not JSON, not UTF-8, not an object, a count
+    that is no int64) is left out and added to `skipped`, as an unreadable shard: one bad
+    file must not fail every command that opens the views."""
     rows = []
     for m in sorted(export_dir.glob("*/manifest.json")) if export_dir.exists() else []:
         if m.parent.name.startswith("."):  # an export being written or replaced (`.staging-*`,
             continue  # `.old-*`), or one an interrupted export left: not an export
-        try:
-            d = json.loads(m.read_text())
-        except json.JSONDecodeError:
+        row = _export_row(m)
+        if isinstance(row, str):
+            if skipped is not None:
+                skipped.append((m, row))
             continue
-        c = d.get("counts", {})
-        rows.append(
-            {
-                "name": m.parent.name,
-                "format": d.get("format"),
-                "samples": c.get("samples"),
-                "rows": c.get("rows"),
-                "tokens": c.get("tokens"),
-                "loss_tokens": c.get("loss_tokens"),
-                "tokenizer": (d.get("tokenizer") or {}).get("name"),
-                "template": (d.get("template") or {}).get("name"),
-                "keep_mode": d.get("keep_mode"),
-                "seed": d.get("seed"),
-                "path": str(m.parent),
-            }
-        )
+        rows.append(row)
     return pa.Table.from_pylist(rows, schema=EXPORTS_SCHEMA)
+
+
+def _export_row(m: Path) -> dict | str:
+    """The `exports` row of manifest `m`, or why it has none."""
+    try:
+        d = json.loads(m.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or type(exc).__name__})"
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        return f"not JSON ({first_line(str(exc)) or type(exc).__name__})"
+    if not isinstance(d, dict):
+        return f"not an export manifest (a JSON {_json_kind(d)}, not an object)"
+    c = d.get("counts", {})
+    if not isinstance(c, dict):
+        return f"counts is a JSON {_json_kind(c)}, not an object"
+    row: dict = {"name": m.parent.name, "path": str(m.parent)}
+    for key, value in [(k, c.get(k)) for k in EXPORT_INTS] + [("seed", d.get("seed"))]:
+        if value is not None and not _is_int64(value):
+            where = key if key == "seed" else f"counts.{key}"
+            return f"{where} is not an integer of 64 bits ({_short(value)})"
+        row[key] = value
+    for key in ("format", "keep_mode"):
+        if (value := d.get(key)) is not None and not isinstance(value, str):
+            return f"{key} is not a string ({_short(value)})"
+        row[key] = value
+    for key in ("tokenizer", "template"):
+        value = d.get(key) or {}
+        if not isinstance(value, dict):
+            return f"{key} is a JSON {_json_kind(value)}, not an object"
+        if (name := value.get("name")) is not None and not isinstance(name, str):
+            return f"{key}.name is not a string ({_short(name)})"
+        row[key] = name
+    return row
+
+
+def _is_int64(value) -> bool:
+    return type(value) is int and -(1 << 63) <= value < 1 << 63
+
+
+def _json_kind(value) -> str:
+    kinds = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"),
+             (list, "array"), (dict, "object"))  # fmt: skip
+    return next((name for t, name in kinds if isinstance(value, t)), "null")
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def unreadable_shards(store: Store, deep: bool = False) -> Skipped:
@@ -549,7 +593,7 @@ def connect(
     for name, table in (
         ("jobs", jobs),
         ("episodes", episodes),
-        ("exports", _exports_table(store.export)),
+        ("exports", _exports_table(store.export, skipped)),
     ):
         regs[f"_t_{name}"] = table
         ddl.append(f"CREATE VIEW {name} AS SELECT * FROM _t_{name}")

@@ -477,10 +477,10 @@ PINNED = {
         "train_text_document.bin": "df95a342ae85ea8c823a179139620af797ca033212fdc0bda96368115e81983f",
         "train_text_document.idx": "4ecfde6d499dd37ffe2b504a882f365184f07e68e61ce335381c22afc3a065a0",
     },
-    "agentworldbench": {
-        "swe_test.jsonl": "e1216699367023cd96f48e4c55d800a6f67278d418b404213cc76fb731dd6cc9",
-        "terminal_test.jsonl": "84ddac9dd7bd0a763778912509df4fca56793102ffca8bbfc0359922b0b71630",
-        "web_test.jsonl": "7995b4c1b072d2b4e9d532764122893280791e5d5a57a6cf7c8def1d88078be2",
+    "agentworldbench": {  # 12-04: each line's `worldtrace` provenance key added
+        "swe_test.jsonl": "2c22a95707e2177f42570a9282c6e3b15aac7f8f51263d90d514f677b2b7c113",
+        "terminal_test.jsonl": "fb5e72f5b4edd248188264f85370ab88f726bd46c0f8be5c49ce77e3e484952f",
+        "web_test.jsonl": "b0c8a01a6f89a2403a0cd118cbe32220513c083e1106f1aeec2d6b73871543b1",
     },
 }
 

@@ -74,7 +74,15 @@ def test_agentworldbench_without_split_writes_domain_eval_files(
     items, errors = official_loader(tmp_path / "e")
     assert errors == [] and len(items) == m["counts"]["rows"] == m["counts"]["samples"]
     first = json.loads((tmp_path / "e" / "swe_test.jsonl").read_text().splitlines()[0])
-    assert set(first) == {"id", "task", "system_str", "prompt", "response", "turn_idx"}
+    assert set(first) == {
+        "id",
+        "task",
+        "system_str",
+        "prompt",
+        "response",
+        "turn_idx",
+        "worldtrace",
+    }  # fmt: skip  (the last: provenance, unread by the loader)
     assert isinstance(first["turn_idx"], int) and first["task"] == "worldtrace/swe"
     assert verify(tmp_path / "e") == []
 
