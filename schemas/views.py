@@ -449,6 +449,8 @@ def _export_row(m: Path) -> dict | str:
         if (name := value.get("name")) is not None and not isinstance(name, str):
             return f"{key}.name is not a string ({_short(name)})"
         row[key] = name
+    if row["format"] == "agentworldbench":  # text lines: no token was counted (not 0)
+        row["tokens"] = row["loss_tokens"] = None
     return row
 
 

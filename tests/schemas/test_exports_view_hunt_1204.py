@@ -74,10 +74,13 @@ def test_query_leaves_a_bad_manifest_out_and_says_so(store):
     r = cli_run(store, "query", "SELECT 1 AS one", "--format", "json")
     assert_warned(store, r)
     assert json.loads(r.stdout) == [{"one": 1}]
-    r = cli_run(store, "query", "SELECT name, format, samples FROM exports", "--format", "json")
+    sql = "SELECT name, format, samples, tokens, loss_tokens FROM exports"
+    r = cli_run(store, "query", sql, "--format", "json")
     assert_warned(store, r)
     [good] = json.loads(r.stdout)
     assert good["name"] == "good" and good["format"] == "agentworldbench" and good["samples"] > 0
+    # found 12-04: shown as 0 tokens; an AgentWorldBench export is text, it counts none
+    assert good["tokens"] is None and good["loss_tokens"] is None
 
 
 def test_stats_report_and_explain_go_on(store, tmp_path):
