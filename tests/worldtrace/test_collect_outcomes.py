@@ -83,6 +83,10 @@ def test_collect_of_a_scheduled_job_file_says_it_runs_it_once_now(wt_env, tmp_pa
         f"note: {f} has a schedule; collect runs the job once, now "
         f"(`worldtrace jobs submit {f}` registers it for `worldtrace scheduler`)"
     ), r.stderr
+    # found (12-04 evening): a refused --resume said first that the job runs now
+    r = wt(wt_env, "collect", str(f), "--resume", "no-such-job")
+    assert r.returncode == 1 and "has a schedule" not in r.stderr, r.stderr
+    assert "no-such-job" in r.stderr
 
 
 def test_a_missing_mcp_server_is_named_on_the_attempt_line_and_exits_3(wt_env, tmp_path):

@@ -139,12 +139,6 @@ def collect(
         raise click.UsageError("--resume JOB_ID finishes a job of a JOB_FILE (give the file)")
     if job_file:
         spec = load_job(ctx, job_file)
-        if spec.options.schedule is not None:  # said: the file reads as a scheduled job
-            click.echo(
-                f"note: {job_file} has a schedule; collect runs the job once, now "
-                f"(`worldtrace jobs submit {job_file}` registers it for `worldtrace scheduler`)",
-                err=True,
-            )
     else:
         try:
             spec = JobSpec.from_dict(
@@ -156,7 +150,13 @@ def collect(
             raise click.ClickException(str(exc)) from exc
     s = store(ctx, create=True)
     if resume_id and (why := resume_problem(s.raw, s.jobs_db, spec, job_file, resume_id)):
-        raise click.ClickException(why)
+        raise click.ClickException(why)  # before the note below: the run it speaks of is none
+    if job_file and spec.options.schedule is not None:  # said: it reads as a scheduled job
+        click.echo(
+            f"note: {job_file} has a schedule; collect runs the job once, now "
+            f"(`worldtrace jobs submit {job_file}` registers it for `worldtrace scheduler`)",
+            err=True,
+        )
     stop = threading.Event()
     live = sys.stdout.isatty()
     hint = (lambda job_id: _resume_command(ctx, job_file, job_id)) if job_file else None
