@@ -240,6 +240,20 @@ def remove_containers(docker_engine, filters: dict) -> None:
     wait_until(lambda: not left(), timeout=30, what=f"containers {filters} removed")
 
 
+def start_collect(tmp_path: Path, job: dict[str, Any], env: dict[str, str]) -> subprocess.Popen:
+    """`worldtrace collect` of `job` (written as tmp_path/job.yaml), started as a user
+    starts it; the caller waits for it (or stops it)."""
+    f = tmp_path / "job.yaml"
+    f.write_text(json.dumps(job))
+    return subprocess.Popen(
+        ["worldtrace", "collect", str(f)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition"):
     """Poll `cond` until it is truthy (returns its value) or fail after `timeout` s."""
     deadline = time.monotonic() + timeout

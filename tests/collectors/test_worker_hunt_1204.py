@@ -9,7 +9,6 @@ published with `ended_at` at the start of its last turn, before that turn ended.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 from datetime import timedelta
@@ -26,7 +25,7 @@ from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
 from worldtrace.schemas import Agent, Source, read_records
 from worldtrace.schemas.parsing import ConfigError
 
-from ..conftest import remove_containers, wait_until
+from ..conftest import remove_containers, start_collect, wait_until
 from ..sandboxes.test_swe_review_1203 import running
 
 
@@ -120,15 +119,7 @@ def test_collect_stopped_mid_step_publishes_an_end_after_its_last_turn(
             }
         ],
     }
-    f = tmp_path / "job.yaml"
-    f.write_text(json.dumps(job))
-    proc = subprocess.Popen(
-        ["worldtrace", "collect", str(f)],
-        env=wt_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_collect(tmp_path, job, wt_env)
     mine = [f"{OWNER_PID}={proc.pid}", f"{EPISODE_LABEL}=t-e0"]
 
     def sleeping():

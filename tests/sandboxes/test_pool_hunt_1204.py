@@ -9,9 +9,6 @@ inspect call) and starts a fresh one when it died.
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 from worldtrace.collectors.actions import keystrokes
 from worldtrace.sandboxes.base import TaskSpec
@@ -21,7 +18,7 @@ from worldtrace.sandboxes.owners import OWNER_PID
 from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
 from worldtrace.schemas import read_records
 
-from ..conftest import remove_containers, wait_until
+from ..conftest import remove_containers, start_collect, wait_until
 
 pytestmark = pytest.mark.docker
 
@@ -94,15 +91,7 @@ def test_collect_goes_on_when_the_warm_container_is_killed(docker_engine, wt_env
         "retries": 0,
         "tasks": [{"id": "t", "actions": [{"keystrokes": "sleep 3; echo one\n", "duration": 6}]}],
     }
-    f = tmp_path / "job.yaml"
-    f.write_text(json.dumps(job))
-    proc = subprocess.Popen(
-        ["worldtrace", "collect", str(f)],
-        env=wt_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_collect(tmp_path, job, wt_env)
     pid = f"{OWNER_PID}={proc.pid}"
 
     def names(state: str) -> dict[str, str]:
