@@ -289,6 +289,18 @@ def _stopped(container, wait: float = 0.0) -> str | None:
         time.sleep(0.02)  # polling the engine's state: there is no event to wait on
 
 
+def _no_session_line(container, cmd: list[str], code: int, output: bytes) -> None:
+    """A command that ended `code` (not 0) without its session line. The wrapper's own
+    `exit 127` (`SESSION`: `timeout` cannot run) is our failure (`_cannot_start`); any
+    other status is the command's: the wrapper ran (the exec got a process, `_exit_code`)
+    and the engine lost the line, as it loses a short exec's output now and then (`grep
+    -c` printing `0`, exit 1, was failed as `docker could not start the command`). What
+    the line would have told, a restart under the episode, is looked for all the same."""
+    if code == 127:
+        _cannot_start(container, cmd, code, output)
+    check_running(container, "the command's session line was lost")
+
+
 def _cannot_start(container, cmd: list[str], code: int, output: bytes) -> None:
     """Raise SandboxError: docker could not start `cmd` (its reason in `output`), or the
     container stopped under it (the runtime refuses execs of a dying container)."""
@@ -494,8 +506,8 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
         code = None  # we stopped it: no status of its own
     else:
         code = _exit_code(container, ex["Id"], cmd, bytes(out + err))
-        if code and not group:  # no session line: `timeout` (or the command) cannot run
-            _cannot_start(container, cmd, code, bytes(out + err))
+        if code and not group:
+            _no_session_line(container, cmd, code, bytes(out + err))
         _check_stopped(container, code)
     timed_out = code == 137 and time.monotonic() - started >= timeout
     if timed_out:  # no answer in time: the environment's, unless the container froze

@@ -129,3 +129,22 @@ def test_init_ignores_signals_from_inside_and_stops_at_once_from_outside(docker_
         assert time.monotonic() - started < 5
     finally:
         pool.close()
+
+
+def test_a_command_whose_session_line_the_engine_lost_keeps_its_status(swe, docker_engine):
+    """Found (CI, 12-04 evening): `ps ... | grep -c ...` printed `0` and exited 1, the
+    engine lost the session line (stderr) of the short exec, and the step failed the
+    attempt as `docker could not start the command 'sh' (exit 1): 0`. Without the line, a
+    status other than the wrapper's own 127 is the command's; 127 is still ours, and a
+    restart is still seen."""
+    from worldtrace.sandboxes.execs import _no_session_line
+
+    c = swe.container
+    _no_session_line(c, ["sh"], 1, b"0\n")  # the command's answer: no error
+    with pytest.raises(SandboxError, match=r"docker could not start the command 'sh' \(exit 127\)"):
+        _no_session_line(c, ["sh"], 127, b"")
+    docker_engine.api.restart(c.id, timeout=0)
+    wait_until(lambda: docker_engine.api.inspect_container(c.id)["State"]["Running"],
+               what="the restarted container")  # fmt: skip
+    with pytest.raises(SandboxError, match=RESTARTED):
+        _no_session_line(c, ["sh"], 1, b"0\n")
