@@ -234,7 +234,10 @@ Example:
     "--sql-file", type=click.Path(exists=True, dir_okay=False), help="Read the SQL from a file."
 )
 @click.option(
-    "--shell", is_flag=True, help="Interactive prompt; statements end with ';', .exit quits."
+    "--shell",
+    is_flag=True,
+    help="Interactive prompt; statements end with ';' (or the input's end), .exit quits; "
+    "from a pipe, exit 1 when a statement failed.",
 )
 @click.option("--views", "list_views", is_flag=True, help="List the views and their columns.")
 @click.option(
