@@ -582,32 +582,33 @@ TOOL_OBJECTS = ("input_schema", "inputSchema", "parameters", "output_schema", "o
 """A declared tool's fields that hold an object (JSON Schema or MCP annotations)."""
 
 
-def tool_spec(tool: Any, field: str = "tools[0]") -> Any:
-    """A declared tool as a ToolSpec dict {name, description, input_schema} (from the
-    OpenAI, MCP or our shape); anything without a name is kept as it is. A schema may be
-    a JSON string holding the object (as datasets store them); any other value is the
-    record's error (InvalidField naming `field`'s key), not an empty schema."""
+def tool_spec(tool: Any, field: str = "tools", i: int = 0) -> Any:
+    """A declared tool (`field[i]`) as a ToolSpec dict {name, description, input_schema}
+    (from the OpenAI, MCP or our shape); anything without a name is kept as it is. A
+    schema may be a JSON string holding the object (as datasets store them); any other
+    value is the record's error (InvalidField naming the key), not an empty schema."""
     if isinstance(tool, Mapping):
         nested = isinstance(tool.get("function"), Mapping)
-        fn, at = (tool["function"], f"{field}.function") if nested else (tool, field)
+        fn = tool["function"] if nested else tool
         if isinstance(fn.get("name"), str) and fn["name"]:
+            at = f"{field}[{i}].function" if nested else f"{field}[{i}]"
             if fn.get("description") is not None and not isinstance(fn["description"], str):
                 raise expected(f"{at}.description", "a string", fn["description"])
-            objects = {k: _json_object(fn[k], f"{at}.{k}") for k in TOOL_OBJECTS
-                       if fn.get(k) is not None}  # fmt: skip
-            return ToolSpec.from_dict({**fn, **objects}).to_dict()
+            parsed = {k: _json_object(fn[k], at, k) for k in TOOL_OBJECTS
+                      if k in fn and not isinstance(fn[k], Mapping | None)}  # fmt: skip
+            return ToolSpec.from_dict({**fn, **parsed} if parsed else fn).to_dict()
     return tool
 
 
-def _json_object(value: Any, field: str) -> Mapping[str, Any]:
-    parsed = value
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = None
+def _json_object(value: Any, at: str, key: str) -> Mapping[str, Any]:
+    """A tool's field that is no object: the object a JSON string holds, else the
+    record's error naming `at.key`."""
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else None
+    except json.JSONDecodeError:
+        parsed = None
     if not isinstance(parsed, Mapping):
-        raise expected(field, "an object (or a JSON string holding one)", value)
+        raise expected(f"{at}.{key}", "an object (or a JSON string holding one)", value)
     return parsed
 
 
@@ -646,7 +647,7 @@ def build(
         system=System(
             task_description=task_description,
             action_space=json.dumps(
-                [tool_spec(t, f"{tools_field}[{i}]") for i, t in enumerate(action_space)],
+                [tool_spec(t, tools_field, i) for i, t in enumerate(action_space)],
                 sort_keys=True,
                 ensure_ascii=False,
             )

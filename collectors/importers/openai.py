@@ -318,33 +318,33 @@ def _calls(m: dict[str, Any], at: str) -> list[tuple[Any, str, Any, str]]:
                     raise expected(f"{there}.custom", "an object", fn)
                 name = _name(fn, there, "name" if item else "custom.name")
                 args_at = f"{there}.input" if item else f"{there}.custom.input"
-                out.append((call_id(call, f"{there}.id"), name, fn.get("input"), args_at))
+                out.append((call_id(call, "id", there), name, fn.get("input"), args_at))
                 continue
             fn = call.get("function") or {}
             if not isinstance(fn, dict):
                 raise expected(f"{there}.function", "an object", fn)
             name = _name(fn, there, "name" if item else "function.name")
             args_at = f"{there}.arguments" if item else f"{there}.function.arguments"
-            out.append((call_id(call, f"{there}.id"), name, fn.get("arguments"), args_at))
+            out.append((call_id(call, "id", there), name, fn.get("arguments"), args_at))
     for k, block in _blocks(m, "tool_use"):
         there = f"{at}.content[{k}]"
         arguments = block.get("input")
         if arguments is not None and not isinstance(arguments, dict):
             raise expected(f"{there}.input", "an object", arguments)
-        cid = call_id(block, f"{there}.id")
+        cid = call_id(block, "id", there)
         out.append((cid, _name(block, there, "name"), arguments, f"{there}.input"))
     return out
 
 
-def call_id(holder: dict[str, Any], field_: str) -> Any:
-    """A call's or a result's id (the key `field_` ends with): a string or a number, as
+def call_id(holder: dict[str, Any], key: str, there: str) -> Any:
+    """A call's or a result's id (`holder[key]`, at `there`): a string or a number, as
     written; anything else is the record's error (it would pair by Python's rendering)."""
-    value = holder.get(field_.rsplit(".", 1)[-1])
-    if value is None or isinstance(value, str):
+    value = holder.get(key)
+    if value is None or value.__class__ is str:
         return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float | str) and not isinstance(value, bool):
         return value
-    raise expected(field_, "a string or a number", value)
+    raise expected(f"{there}.{key}", "a string or a number", value)
 
 
 def _name(holder: dict[str, Any], there: str, field_: str) -> str:
@@ -397,16 +397,27 @@ def _unknown_statuses(c: _Call, key: str) -> Iterator[ImportProblem]:
             )
 
 
-def _results(m: dict[str, Any]) -> list[tuple[Any, Any, int | None, dict[str, Any]]]:
+def _results(
+    m: dict[str, Any], key: str, n: int
+) -> list[tuple[Any, Any, int | None, dict[str, Any]]]:
     """(call id, tool name, block index or None, the result) of each result in message
-    `m`: a `tool` message is one (None), a user message holds a `tool_result` block for
-    each."""
+    `m` (`key[n]`, where a bad id is named): a `tool` message is one (None), a user
+    message holds a `tool_result` block for each."""
     if m.get("role") in RESULT_ROLES:
-        return [(m.get("tool_call_id"), m.get("name"), None, m)]
-    return [(b.get("tool_use_id"), None, k, b) for k, b in _blocks(m, "tool_result")]
+        cid = m.get("tool_call_id")
+        if cid is not None and cid.__class__ is not str:  # the place is said only then
+            cid = call_id(m, "tool_call_id", _place(key, n, None))
+        return [(cid, m.get("name"), None, m)]
+    out = []
+    for k, b in _blocks(m, "tool_result"):
+        cid = b.get("tool_use_id")
+        if cid is not None and cid.__class__ is not str:
+            cid = call_id(b, "tool_use_id", _place(key, n, k))
+        out.append((cid, None, k, b))
+    return out
 
 
-def _later_ids(msgs: list[Any], n: int, k: int | None) -> Counter[Any]:
+def _later_ids(msgs: list[Any], n: int, k: int | None, key: str) -> Counter[Any]:
     """The call ids the results after result `k` of message `n` name (up to the next
     assistant message that makes calls, which closes the open calls), each counted."""
     later: Counter[Any] = Counter()
@@ -419,7 +430,7 @@ def _later_ids(msgs: list[Any], n: int, k: int | None) -> Counter[Any]:
         if m.get("role") in RESULT_ROLES or (
             m.get("role") == "user" and isinstance(m.get("content"), list)
         ):
-            after = (r for r in _results(m) if j > n or (k is not None and (r[2] or 0) > k))
+            after = (r for r in _results(m, key, j) if j > n or (k is not None and (r[2] or 0) > k))
             later.update(cid for cid, _, _, _ in after)
     return later
 
@@ -444,12 +455,6 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
     calls: list[_Call] = []
     open_calls: list[_Call] = []
     problems: list[ImportProblem] = []
-    for n, m in enumerate(msgs):  # every result's id first: pairing looks ahead at them
-        if isinstance(m, dict) and m.get("role") != "assistant":
-            for _, _, k, result in _results(m):
-                call_id(
-                    result, f"{_place(key, n, k)}.{'tool_call_id' if k is None else 'tool_use_id'}"
-                )
     for n, m in enumerate(msgs):
         if not isinstance(m, dict):
             continue
@@ -468,14 +473,14 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 calls.append(c)
                 open_calls.append(c)
         elif role in RESULT_ROLES or (role == "user" and isinstance(m.get("content"), list)):
-            for cid, name, k, result in _results(m):
+            for cid, name, k, result in _results(m, key, n):
                 same = [c for c in open_calls if c.id == cid]
                 if name:
                     same = [c for c in same if c.name == name] or same
                 if same:
                     match = same[0]
                 elif open_calls:
-                    free = _unclaimed(open_calls, _later_ids(msgs, n, k))
+                    free = _unclaimed(open_calls, _later_ids(msgs, n, k, key))
                     named = [c for c in free if name and c.name == name]
                     field_ = "tool_call_id" if k is None else "tool_use_id"
                     if not free:
