@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -281,6 +282,15 @@ class _Checker:
 def no_json_constant(name: str) -> Any:
     """Python's reader takes `NaN` and `Infinity`; JSON does not."""
     raise ValueError(f"{name} is not JSON")
+
+
+def finite_json_float(text: str) -> float:
+    """A JSON number as a float; one too large for a float (`1e400`, which Python's reader
+    makes infinity) is no JSON value, as `NaN` is not."""
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"{text} is too large for a number")
+    return value
 
 
 def json_problem(value: str, expected: type) -> str | None:

@@ -30,7 +30,7 @@ from worldtrace.schemas import (
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.actions import arguments_of
 from worldtrace.schemas.redact import redactor
-from worldtrace.schemas.validate import no_json_constant
+from worldtrace.schemas.validate import finite_json_float, no_json_constant
 
 from ..actions import tool
 
@@ -292,9 +292,13 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     Anything else (a number, a boolean, a list) is the file's error, not the model's:
     InvalidField naming `field`, never wrapped."""
     if isinstance(arguments, str):
-        try:  # `NaN`/`Infinity` are not JSON: the model's text, kept as written
+        try:  # `NaN`, `Infinity`, `1e400` are not JSON: the model's text, kept as written
             parsed = (
-                json.loads(arguments, parse_constant=no_json_constant) if arguments.strip() else {}
+                json.loads(
+                    arguments, parse_constant=no_json_constant, parse_float=finite_json_float
+                )
+                if arguments.strip()
+                else {}
             )
         except ValueError:  # JSONDecodeError too
             parsed = {"_raw": arguments}

@@ -150,3 +150,20 @@ def test_a_blank_id_names_the_record_by_its_file_and_line(tmp_path):
     _, got = run(tmp_path, "blank.jsonl", [chat(""), chat("  ")], lines=True)
     assert "" not in got and "  " not in got
     assert sorted(got) == ["blank:1", "blank:2"]
+
+
+def test_a_number_too_large_inside_an_arguments_string_is_kept_as_written(tmp_path):
+    """Found: `NaN` in a call's arguments string was kept as the model's text (`_raw`,
+    documented) while `1e400` there refused the whole record (`invalid`): both are text
+    that is no JSON, the model's own output."""
+    records = []
+    for rid, text in (("nan", '{"x": NaN}'), ("big", '{"x": 1e400}'), ("fine", '{"x": 1.5}')):
+        rec = chat(rid)
+        rec["messages"][1]["tool_calls"] = [{**CALL, "function": {"name": "bash",
+                                                                   "arguments": text}}]  # fmt: skip
+        records.append(rec)
+    r, got = run(tmp_path, "args.jsonl", records, lines=True)
+    assert not found(r, "invalid") and set(got) == {"nan", "big", "fine"}
+    args = {rid: json.loads(t.turns[0].action.arguments_json) for rid, t in got.items()}
+    assert args == {"nan": {"_raw": '{"x": NaN}'}, "big": {"_raw": '{"x": 1e400}'},
+                    "fine": {"x": 1.5}}  # fmt: skip
