@@ -73,19 +73,47 @@ class IndexedDatasetWriter:
         return bin_path, idx_path
 
 
+INDEX_HEADER = 34
+"""Bytes of an .idx header: magic (9), version (8), dtype code (1), sequences (8),
+documents (8)."""
+
+
 def read_index(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.dtype]:
-    """(sizes, pointers, document indices, dtype) of an .idx file."""
+    """(sizes, pointers, document indices, dtype) of an .idx file. A damaged one is a
+    ValueError naming the file (`export --verify` reads exports it has not seen whole):
+    its header is checked against the file's size before anything it claims is read,
+    and its sizes and pointers (each document right after the one before, as the writer
+    puts them) against each other and the `.bin`'s size, so what reads the `.bin` by
+    them stays inside it."""
+    path = Path(path)
     codes = {v: k for k, v in DTYPE_CODES.items()}
-    with open(path, "rb") as fh:
-        if fh.read(9) != MAGIC:
-            raise ValueError(f"{path}: not an MMIDIDX index")
-        (version,) = struct.unpack("<Q", fh.read(8))
-        if version != VERSION:
-            raise ValueError(f"{path}: unsupported index version {version}")
-        (code,) = struct.unpack("<B", fh.read(1))
-        (n_seq,) = struct.unpack("<Q", fh.read(8))
-        (n_doc,) = struct.unpack("<Q", fh.read(8))
-        sizes = np.frombuffer(fh.read(4 * n_seq), dtype=np.int32)
-        pointers = np.frombuffer(fh.read(8 * n_seq), dtype=np.int64)
-        docs = np.frombuffer(fh.read(8 * n_doc), dtype=np.int64)
-    return sizes, pointers, docs, codes[code]
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(INDEX_HEADER)
+            if len(head) < INDEX_HEADER or head[:9] != MAGIC:
+                raise ValueError(f"{path}: not an MMIDIDX index")
+            version, code, n_seq, n_doc = struct.unpack("<QBQQ", head[9:])
+            if version != VERSION or code not in codes:
+                raise ValueError(f"{path}: index version {version} or dtype code {code} unknown")
+            if size != (want := INDEX_HEADER + 12 * n_seq + 8 * n_doc):
+                raise ValueError(
+                    f"{path}: {size} bytes, not the {want} of its header's {n_seq} sequences"
+                    f" and {n_doc} documents"
+                )
+            sizes = np.frombuffer(fh.read(4 * n_seq), dtype=np.int32)
+            pointers = np.frombuffer(fh.read(8 * n_seq), dtype=np.int64)
+            docs = np.frombuffer(fh.read(8 * n_doc), dtype=np.int64)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    dtype = codes[code]
+    ends = np.cumsum(sizes, dtype=np.int64) * np.dtype(dtype).itemsize
+    if len(sizes) and (
+        sizes.min() < 0 or pointers[0] or not np.array_equal(pointers[1:], ends[:-1])
+    ):
+        raise ValueError(f"{path}: its sizes and pointers do not follow one another")
+    data = path.with_suffix(".bin")
+    total = int(ends[-1]) if len(sizes) else 0
+    if data.is_file() and data.stat().st_size != total:
+        raise ValueError(f"{data}: {data.stat().st_size} bytes != {total} its index says")
+    return sizes, pointers, docs, dtype

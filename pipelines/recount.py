@@ -11,12 +11,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .megatron import read_index
 from .samples import MAIN_PART
 from .writers import (
     ROW_GROUP_ROWS,
     DistinctIds,
     load_manifest,
-    read_index_checked,
     trajectory_problems,
 )
 
@@ -229,7 +229,7 @@ def _recount_megatron(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[
     seq_len = (m.get("sampling") or {}).get("seq_len") or 0
     prefix = d / megatron_name(part, "mask")
     try:
-        sizes, pointers, _, dtype = read_index_checked(f"{prefix}.idx")
+        sizes, pointers, _, dtype = read_index(f"{prefix}.idx")
     except ValueError:
         return {}, []  # the file checks (`writers._check_megatron`) said why
     if np.dtype(dtype) != np.uint8 or Path(f"{prefix}.bin").stat().st_size != int(

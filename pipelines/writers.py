@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,7 +35,7 @@ from worldtrace.schemas.store import (
 from worldtrace.schemas.tempfiles import _fsync_dir
 
 from .mask import keep_turn
-from .megatron import DTYPE_CODES, MAGIC, VERSION, IndexedDatasetWriter, read_index
+from .megatron import IndexedDatasetWriter, read_index
 
 FORMATS = ("parquet", "megatron", "agentworldbench")
 MANIFEST = "manifest.json"
@@ -458,9 +457,6 @@ REQUIRED_COUNTS = {
     "agentworldbench": ("rows", "samples"),
 }
 """The counts of a part's manifest that `--verify` checks against the files."""
-INDEX_HEADER = 34
-"""Bytes of an MMIDIDX header: magic (9), version (8), dtype code (1), sequences (8),
-documents (8)."""
 
 
 def load_manifest(directory: str | os.PathLike, part: bool = False) -> tuple[Any, list[str]]:
@@ -688,49 +684,12 @@ def _check_files(d: Path, shards: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def read_index_checked(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-    """`read_index` of an index `--verify` has not seen whole: its header read first, so
-    a damaged one is a ValueError naming the file, never a read of the size it claims.
-    Its sizes, its pointers (each document right after the one before, as
-    `IndexedDatasetWriter` writes them) and its `.bin`'s size are checked, so what reads
-    the `.bin` by them stays inside it."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(INDEX_HEADER)
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    if len(head) < INDEX_HEADER or head[:9] != MAGIC:
-        raise ValueError(f"{path}: not a Megatron (MMIDIDX) index")
-    version, code, n_seq, n_doc = struct.unpack("<QBQQ", head[9:])
-    if version != VERSION or code not in DTYPE_CODES.values():
-        raise ValueError(f"{path}: index version {version} or dtype code {code} unknown")
-    if size != (want := INDEX_HEADER + 12 * n_seq + 8 * n_doc):
-        raise ValueError(
-            f"{path}: {size} bytes, not the {want} of its header's {n_seq} sequences and "
-            f"{n_doc} documents"
-        )
-    sizes, pointers, docs, dtype = read_index(path)
-    itemsize = np.dtype(dtype).itemsize
-    ends = np.cumsum(sizes, dtype=np.int64) * itemsize
-    if len(sizes) and (
-        sizes.min() < 0 or not np.array_equal(pointers[1:], ends[:-1]) or pointers[0]
-    ):
-        raise ValueError(f"{path}: its sizes and pointers do not follow one another")
-    data = path.with_suffix(".bin")
-    total = int(ends[-1]) if len(sizes) else 0
-    if data.is_file() and data.stat().st_size != total:
-        raise ValueError(f"{data}: {data.stat().st_size} bytes != {total} its index says")
-    return sizes, pointers, docs, dtype
-
-
 def _check_megatron(d: Path, m: dict[str, Any], part: str) -> list[str]:
     problems = []
     text = d / megatron_name(part, "text")
     try:
-        sizes_t, pointers, _, dtype = read_index_checked(f"{text}.idx")
-        sizes_m, _, _, _ = read_index_checked(d / f"{megatron_name(part, 'mask')}.idx")
+        sizes_t, pointers, _, dtype = read_index(f"{text}.idx")
+        sizes_m, _, _, _ = read_index(d / f"{megatron_name(part, 'mask')}.idx")
     except ValueError as exc:
         return [str(exc)]
     if not np.array_equal(sizes_t, sizes_m):
