@@ -33,6 +33,7 @@ from worldtrace.schemas.store import (
     write_bytes_atomic,
 )
 from worldtrace.schemas.tempfiles import _fsync_dir
+from worldtrace.schemas.text import json_excerpt
 
 from .mask import keep_turn
 from .megatron import IndexedDatasetWriter, read_index
@@ -489,16 +490,16 @@ def _manifest_shape(d: Path, m: dict[str, Any], part: bool) -> list[str]:
     version = m.get(F.SCHEMA_VERSION_F)
     if version is not None and version != F.TRAINING_SCHEMA_VERSION:
         problems.append(
-            f"schema_version {_short(version)} is not one this worldtrace knows "
+            f"schema_version {json_excerpt(version)} is not one this worldtrace knows "
             f"({F.TRAINING_SCHEMA_VERSION})"
         )
     fmt = m.get("format")
     if fmt not in FORMATS and ("parts" not in m or fmt is not None):  # a split's top: if said
-        problems.append(f"format {_short(fmt)} is none of {', '.join(FORMATS)}")
+        problems.append(f"format {json_excerpt(fmt)} is none of {', '.join(FORMATS)}")
     c = m.get("counts")
     if not isinstance(c, dict):
         problems.append(
-            "counts is missing" if c is None else f"counts is not an object: {_short(c)}"
+            "counts is missing" if c is None else f"counts is not an object: {json_excerpt(c)}"
         )
     else:
         problems += _counts_shape("counts", c)
@@ -511,24 +512,24 @@ def _manifest_shape(d: Path, m: dict[str, Any], part: bool) -> list[str]:
     for key, inner in (("sampling", "seq_len"), ("tokenizer", "eod_id")):
         value = m.get(key)
         if value is not None and not isinstance(value, dict):
-            problems.append(f"{key} is not an object: {_short(value)}")
+            problems.append(f"{key} is not an object: {json_excerpt(value)}")
         elif value and (n := value.get(inner)) is not None and not _is_count(n):
-            problems.append(f"{key}.{inner} is not a count: {_short(n)}")
+            problems.append(f"{key}.{inner} is not a count: {json_excerpt(n)}")
     if not isinstance(m.get("part", MAIN_NAME), str):
-        problems.append(f"part is not a name: {_short(m['part'])}")
+        problems.append(f"part is not a name: {json_excerpt(m['part'])}")
     shards = m["shards"]
     if not isinstance(shards, list):
-        return [*problems, f"shards is not a list: {_short(shards)}"]
+        return [*problems, f"shards is not a list: {json_excerpt(shards)}"]
     for k, s in enumerate(shards):
         if not isinstance(s, dict) or not isinstance(s.get("path"), str):
-            problems.append(f"shards[{k}] is not a shard (path, bytes, sha256): {_short(s)}")
+            problems.append(f"shards[{k}] is not a shard (path, bytes, sha256): {json_excerpt(s)}")
             continue
         if why := _outside(d, s["path"]):
             problems.append(f"shards[{k}].path {json.dumps(s['path'])}: {why}")
         if not _is_count(s.get("bytes")):
-            problems.append(f"shards[{k}].bytes is not a size: {_short(s.get('bytes'))}")
+            problems.append(f"shards[{k}].bytes is not a size: {json_excerpt(s.get('bytes'))}")
         if not isinstance(s.get("sha256"), str):
-            problems.append(f"shards[{k}].sha256 is not a string: {_short(s.get('sha256'))}")
+            problems.append(f"shards[{k}].sha256 is not a string: {json_excerpt(s.get('sha256'))}")
     if not problems:
         problems += _format_fit(m)
     return problems
@@ -551,9 +552,9 @@ COUNTS_SHAPE = {
 def _counts_shape(where: str, value: Any, shape: int | dict = COUNTS_SHAPE) -> list[str]:
     """Where `value` (the manifest's `counts`, at `where`) is not of `shape`."""
     if shape == 0:
-        return [] if _is_count(value) else [f"{where} is not a count: {_short(value)}"]
+        return [] if _is_count(value) else [f"{where} is not a count: {json_excerpt(value)}"]
     if not isinstance(value, dict):
-        return [f"{where} is not an object: {_short(value)}"]
+        return [f"{where} is not an object: {json_excerpt(value)}"]
     problems = []
     for key, v in value.items():
         inner = shape.get(key, 0) if isinstance(shape, dict) else shape - 1
@@ -563,11 +564,13 @@ def _counts_shape(where: str, value: Any, shape: int | dict = COUNTS_SHAPE) -> l
 
 def _parts_shape(d: Path, parts: Any) -> list[str]:
     if not isinstance(parts, dict):
-        return [f"parts is not an object: {_short(parts)}"]
+        return [f"parts is not an object: {json_excerpt(parts)}"]
     problems = []
     for name, p in parts.items():
         if not isinstance(p, dict) or not isinstance(p.get("path"), str):
-            problems.append(f"parts.{name} is not a part (path, manifest_sha256): {_short(p)}")
+            problems.append(
+                f"parts.{name} is not a part (path, manifest_sha256): {json_excerpt(p)}"
+            )
             continue
         if why := _outside(d, p["path"]):
             problems.append(f"parts.{name}.path {json.dumps(p['path'])}: {why}")
@@ -575,7 +578,7 @@ def _parts_shape(d: Path, parts: Any) -> list[str]:
             problems.append(f"parts.{name}.manifest_sha256 is not a string")
         c = p.get("counts", {})
         if not isinstance(c, dict):
-            problems.append(f"parts.{name}.counts is not an object: {_short(c)}")
+            problems.append(f"parts.{name}.counts is not an object: {json_excerpt(c)}")
         else:
             problems += _counts_shape(f"parts.{name}.counts", c)
     return problems
@@ -616,15 +619,6 @@ def _format_fit(m: dict[str, Any]) -> list[str]:
 
 def _is_count(value: Any) -> bool:
     return type(value) is int and 0 <= value < COUNT_MAX
-
-
-def _short(value: Any) -> str:
-    """A manifest value as JSON, cut to 60 characters."""
-    try:
-        text = json.dumps(value)
-    except ValueError:  # an int of more digits than Python converts
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _verify_files(directory: str | os.PathLike, part: bool = False) -> list[str]:

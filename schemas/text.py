@@ -199,3 +199,13 @@ def loads(text: str, unit: str = "line") -> object:
         raise too_deep(text) from None
     except ValueError as exc:  # an integer of 5,000 digits
         raise BadText(f"invalid JSON: {exc}") from None
+
+
+def json_excerpt(value: object, limit: int = 60) -> str:
+    """A value as JSON cut to `limit` characters, for a problem about a file's field (an
+    int of more digits than Python converts is named by its type)."""
+    try:
+        text = json.dumps(value)
+    except ValueError:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

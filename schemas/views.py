@@ -40,6 +40,7 @@ from .sqlite import connect_read_only
 from .store import Store, shard_files
 from .tables import STORED_TURNS_SCHEMA, TABLE_ROWS
 from .tempfiles import REBUILD_HINT, first_line
+from .text import json_excerpt
 
 # DESIGN.md's column contracts lead their views, in this order; the rest follow the
 # declaration order.
@@ -436,18 +437,18 @@ def _export_row(m: Path) -> dict | str:
     for key, value in [(k, c.get(k)) for k in EXPORT_INTS] + [("seed", d.get("seed"))]:
         if value is not None and not _is_int64(value):
             where = key if key == "seed" else f"counts.{key}"
-            return f"{where} is not an integer of 64 bits ({_short(value)})"
+            return f"{where} is not an integer of 64 bits ({_excerpt(value)})"
         row[key] = value
     for key in ("format", "keep_mode"):
         if (value := d.get(key)) is not None and not isinstance(value, str):
-            return f"{key} is not a string ({_short(value)})"
+            return f"{key} is not a string ({_excerpt(value)})"
         row[key] = value
     for key in ("tokenizer", "template"):
         value = d.get(key) or {}
         if not isinstance(value, dict):
             return f"{key} is a JSON {_json_kind(value)}, not an object"
         if (name := value.get("name")) is not None and not isinstance(name, str):
-            return f"{key}.name is not a string ({_short(name)})"
+            return f"{key}.name is not a string ({_excerpt(name)})"
         row[key] = name
     if row["format"] == "agentworldbench":  # text lines: no token was counted (not 0)
         row["tokens"] = row["loss_tokens"] = None
@@ -458,15 +459,14 @@ def _is_int64(value) -> bool:
     return type(value) is int and -(1 << 63) <= value < 1 << 63
 
 
+def _excerpt(value) -> str:
+    return json_excerpt(value, 40)
+
+
 def _json_kind(value) -> str:
     kinds = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"),
              (list, "array"), (dict, "object"))  # fmt: skip
     return next((name for t, name in kinds if isinstance(value, t)), "null")
-
-
-def _short(value) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def unreadable_shards(store: Store, deep: bool = False) -> Skipped:

@@ -394,16 +394,23 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
         click.echo(text, nl=False, color=True)
 
 
-def _before_last(con, sql: str):
-    """Run every statement of `sql` but the last (each a warning when it has rows no one
-    sees); the last is returned to run. SQL DuckDB cannot split is returned whole: its
-    run reports the error."""
+def split_statements(sql: str) -> list[str]:
+    """The statements of `sql` (DuckDB's parser splits them); SQL it cannot parse is
+    one, whose run reports the error."""
     import duckdb
 
+    if not sql.strip():
+        return []
     try:
-        statements = con.extract_statements(sql)
+        return [s.query for s in duckdb.extract_statements(sql)] or [sql]
     except (duckdb.Error, ValueError):
-        return sql
+        return [sql]
+
+
+def _before_last(con, sql: str) -> str:
+    """Run every statement of `sql` but the last (each a warning when it has rows no one
+    sees); the last is returned to run."""
+    statements = split_statements(sql)
     if len(statements) < 2:
         return sql
     for k, statement in enumerate(statements[:-1], 1):

@@ -23,6 +23,7 @@ from typing import Any
 from worldtrace.schemas import text as T
 from worldtrace.schemas.text import TEXT_LINE_END as LINE_END
 from worldtrace.schemas.text import BadText
+from worldtrace.schemas.validate import finite_json_float
 
 from .common import ImportProblem
 
@@ -54,14 +55,6 @@ def _refuse(constant: str) -> Any:
 _INF = float("inf")
 
 
-def _finite(number: str) -> float:
-    """A JSON number as a float, refused when too large for one (`1e400` would be inf)."""
-    f = float(number)
-    if f == _INF or f == -_INF:
-        raise ValueError(number)
-    return f
-
-
 def loads(text: str, unit: str = "line") -> Any:
     """json.loads that refuses NaN/Infinity and numbers too large for a float, and reports
     depth; errors are BadText (`unit`: what the text is, `line` or `file`, for the message).
@@ -70,7 +63,7 @@ def loads(text: str, unit: str = "line") -> Any:
     if "\\ud" in text or "\\uD" in text:
         _escaped += 1
     try:
-        return json.loads(text, parse_constant=_refuse, parse_float=_finite)
+        return json.loads(text, parse_constant=_refuse, parse_float=finite_json_float)
     except json.JSONDecodeError as exc:
         raise T.undecodable(text, exc, unit, prefix="") from None
     except RecursionError:

@@ -343,6 +343,8 @@ def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str], st=Non
     an error or refusal is printed on stderr and the prompt goes on. A statement ends at
     a `;` outside quotes and comments (`_complete`), and at the end of the input; read
     from a pipe, the shell exits 1 when any statement failed, as a script expects."""
+    from worldtrace.output import split_statements
+
     click.echo("worldtrace SQL shell: end statements with ';', .views lists views, .exit quits")
     buf: list[str] = []
     failed = 0
@@ -363,7 +365,7 @@ def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str], st=Non
         if line and not (stripped.endswith(";") and _complete(text)):
             continue
         buf = []
-        for sql in _statements(text):
+        for sql in split_statements(text):
             if error := run_sql(con, sql, "table", None, max_rows, timeout, st):
                 click.echo(error, err=True)
                 failed += 1
@@ -371,19 +373,6 @@ def _shell(con, max_rows: int, timeout: float, view_docs: dict[str, str], st=Non
             break
     if failed and not tty:
         sys.exit(1)
-
-
-def _statements(text: str) -> list[str]:
-    """The statements of `text`, each run and shown on its own; text DuckDB cannot parse
-    is one, whose run reports the error."""
-    import duckdb
-
-    if not text.strip():
-        return []
-    try:
-        return [s.query for s in duckdb.extract_statements(text)] or [text]
-    except (duckdb.Error, ValueError):
-        return [text]
 
 
 def _complete(text: str) -> bool:
