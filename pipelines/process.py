@@ -47,7 +47,7 @@ from worldtrace.schemas.store import (
     write_bytes_atomic,
     write_table_atomic,
 )
-from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line
+from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line, lock_holder
 
 from . import recorded as R
 from . import segments as G
@@ -647,8 +647,7 @@ def exclusive(output: Path):
                 f"{output}: a `worldtrace export` is reading this store; run again when "
                 "it has finished (a run now would swap the tables under it)"
             )
-        holder = lock.read_text().strip()
-        holder = holder or "a process that has not written its name yet"
+        holder = lock_holder(lock)
         raise StoreBusy(
             f"{output}: another `worldtrace process` is writing this store ({holder}); "
             "run again when it has finished"

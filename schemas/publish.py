@@ -37,8 +37,8 @@ from .tempfiles import (
     DamagedFile,
     _fsync_dir,
     is_leftover,
+    lock_holder,
     try_lock,
-    try_shared_lock,
     write_bytes_atomic,
 )
 
@@ -141,9 +141,9 @@ def reading(output: Path) -> Iterator[None]:
     export): a `process` run cannot start meanwhile (`readers_only` names why), and one
     that runs refuses the reader at once."""
     lock = output / F.PROCESS_LOCK
-    fh = try_shared_lock(lock)
+    fh = try_lock(lock, shared=True)
     if fh is None:
-        holder = _holder(lock)
+        holder = lock_holder(lock)
         raise ProcessRunning(
             f"{output}: a `worldtrace process` run is writing this store ({holder}); "
             "export when it has finished (an export now would mix its tables with the "
@@ -158,16 +158,10 @@ def reading(output: Path) -> Iterator[None]:
 def readers_only(lock: Path) -> bool:
     """Whether the holders of a lock `try_lock` could not take are all readers
     (`reading`): it can be held shared."""
-    fh = try_shared_lock(lock)
+    fh = try_lock(lock, shared=True)
     if fh is not None:
         fh.close()
     return fh is not None
-
-
-def _holder(lock: Path) -> str:
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        return lock.read_text().strip() or "it has not written its name yet"
-    return "unnamed"
 
 
 def finish_stopped(output: Path) -> bool:

@@ -86,37 +86,35 @@ def first_line(exc: object) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def try_lock(path: str | os.PathLike) -> IO[str] | None:
-    """`path` opened (created if missing) and exclusively flock-ed, or None when another
-    process holds it. The lock lasts until the file is closed or its process ends, so a
-    holder that dies holds nothing."""
-    fh = open(path, "a+")  # noqa: SIM115  (held by the caller)
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        return None
-    return fh
-
-
-def try_shared_lock(path: str | os.PathLike) -> IO[str] | None:
-    """`path` flock-ed shared, beside other shared holders: the open file, or None when
-    an exclusive holder has it. A lock file that cannot be made (a read-only mount) is
-    opened to read; none at all (nor any writer there): a closed stand-in, held."""
+def try_lock(path: str | os.PathLike, shared: bool = False) -> IO[str] | None:
+    """`path` opened (created if missing) and flock-ed, exclusively or `shared` (beside
+    other shared holders), or None when another process holds it so. The lock lasts until
+    the file is closed or its process ends, so a holder that dies holds nothing. A shared
+    lock whose file cannot be made (a read-only mount, where no writer runs either) opens
+    it to read, or holds a stand-in when there is none."""
     try:
         fh = open(path, "a+")  # noqa: SIM115  (held by the caller)
     except OSError:
+        if not shared:
+            raise
         try:
             fh = open(path)  # noqa: SIM115
         except OSError:
-            fh = open(os.devnull)  # noqa: SIM115  (nothing to share; closing it is all)
-            return fh
+            return open(os.devnull)
     try:
-        fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fh, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.close()
         return None
     return fh
+
+
+def lock_holder(lock: Path) -> str:
+    """Who holds `lock`, as its holder wrote it (`pid N on HOST...`)."""
+    try:
+        return lock.read_text().strip() or "a process that has not written its name yet"
+    except (OSError, UnicodeDecodeError):
+        return "a process that has just finished"
 
 
 def temp_name(prefix: str, name: str = "") -> str:

@@ -39,7 +39,7 @@ from worldtrace.schemas import Trajectory, validate_dict
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import redact_record
-from worldtrace.schemas.tempfiles import first_line, try_lock
+from worldtrace.schemas.tempfiles import first_line, lock_holder, try_lock
 
 from . import (
     agentworldbench,
@@ -628,7 +628,7 @@ def _held(output: Path) -> Iterator[None]:
         while True:
             fh = try_lock(lock)
             if fh is None:
-                holder = _holder(lock)
+                holder = lock_holder(lock)
                 raise ImportBusy(
                     f"{output}: another `worldtrace import` is writing here ({holder}); run"
                     " again when it has finished (the records it stores are then present)"
@@ -648,13 +648,6 @@ def _held(output: Path) -> Iterator[None]:
         with contextlib.suppress(OSError):
             lock.unlink()
         fh.close()
-
-
-def _holder(lock: Path) -> str:
-    try:
-        return lock.read_text().strip() or "a process that has not written its name yet"
-    except FileNotFoundError:
-        return "a process that has just finished"
 
 
 class ImportWorkerLost(RuntimeError):
