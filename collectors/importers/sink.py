@@ -13,7 +13,6 @@ import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,9 +23,6 @@ from worldtrace.schemas.store import shard_files
 
 Key = tuple[str, str, int]
 KEY_COLUMNS = ("trajectory_id", "source.origin_path", "source.origin_index")
-BATCH_ROWS = 256
-"""Rows converted to Arrow at once: one RecordBatch per row costs ~1.5 ms, per 256 rows
-about the same."""
 
 
 class ImportWriteError(RuntimeError):
@@ -62,37 +58,28 @@ def present_keys(output: Path, origin_paths: Iterable[str]) -> set[Key]:
 
 
 class Sink:
-    """Record dicts -> shards under one directory, in batches; any OSError while writing
-    becomes one ImportWriteError naming the directory, the shard in progress removed."""
+    """Batches of records (the shard schema, made by the worker processes) -> shards under
+    one directory; any OSError while writing becomes one ImportWriteError naming the
+    directory, the shard in progress removed."""
 
     def __init__(self, output: str | os.PathLike, target_bytes: int = F.SHARD_TARGET_BYTES):
         self.output = Path(output)
         self.target_bytes = target_bytes
-        self.rows: list[dict[str, Any]] = []
         self._writer: ShardWriter | None = None
 
     @property
     def paths(self) -> list[Path]:
         return list(self._writer.paths) if self._writer else []
 
-    def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= BATCH_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        rows, self.rows = self.rows, []
-        if rows:
-            self._guard(lambda: self._open().write_rows(rows))
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._guard(lambda: self._open().write_batch(batch))
 
     def close(self) -> list[Path]:
-        self.flush()
         if self._writer is not None:
             self._guard(self._writer.close)
         return self.paths
 
     def abort(self) -> None:
-        self.rows = []
         if self._writer is not None:
             self._writer.abort()
 
