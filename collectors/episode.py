@@ -3,8 +3,10 @@
 Errors have owners. What the environment answers comes back from `sandbox.step` as an
 Observation and is recorded. Anything raised (a SandboxError, a docker API error, a bug
 in a tool, a policy that cannot reach its model) is ours or the infrastructure's: the
-attempt ends with outcome `error` and the reason, and is retried per the job's policy.
-Such text never becomes an observation.
+attempt ends with outcome `error` and the reason, and is retried per the job's policy,
+unless it is a SandboxConfigError: the job's configuration cannot work with its
+environment (a `shell:` the image lacks), every retry would fail alike, and the episode
+ends with that attempt (`retriable`). Such text never becomes an observation.
 
 An environment may end an episode itself (a terminal whose shell exited): the sandbox
 then sets `ended` to why after that step, which is recorded like any other; the episode
@@ -16,7 +18,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from worldtrace.sandboxes.base import StopRequested
+from worldtrace.sandboxes.base import SandboxConfigError, StopRequested
 from worldtrace.sandboxes.conditions import reset_sandbox
 from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
 from worldtrace.schemas.tempfiles import StoreWriteError
@@ -67,6 +69,17 @@ def run_episode(
 def failure_reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")[:2000]
+
+
+NOT_RETRIED = f"{SandboxConfigError.__name__}: "
+"""How the error of an attempt no retry can mend begins (its `failure_reason`): the record
+says so itself, for a run of the job and for a worker alike."""
+
+
+def retriable(t: Trajectory) -> bool:
+    """Whether another attempt may mend the failed attempt `t`: not after a
+    SandboxConfigError (a configuration mistake fails every attempt alike)."""
+    return not (t.outcome.error or "").startswith(NOT_RETRIED)
 
 
 def attempt_episode(

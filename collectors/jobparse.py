@@ -18,6 +18,12 @@ from .actions import arguments_of, from_spec
 from .jobspec import MAX_EPISODES, NAME_RE, TASK_KEYS, JobOptions, JobSpec, Part, TaskEntry
 from .policies import EXPLORER, load_policy
 
+GIVEN_ACTIONS = ("scripted", "replay", EXPLORER)
+"""Policies that play given actions or explore the environment: a task's instruction is
+only recorded (a replay's is the recording's), so it may be left out. Any other policy
+chooses its actions for the instruction (`openai` asks its model to do it): without one
+it would be asked to do nothing."""
+
 
 class _Problems:
     def __init__(self) -> None:
@@ -140,9 +146,11 @@ def _parse_tasks(raw: Any, sandbox_cls, sandbox: Part | None, policy: Part | Non
         else:
             for k in extra:
                 p.add((*path, k), "unknown key")
-        instruction = t.get("instruction") or ""
+        given = t.get("instruction")  # None: left out, or `instruction:` left empty
+        instruction = given if isinstance(given, str) else ""
+        missing = given is None or (isinstance(given, str) and not given.strip())
         setup = t.get("setup") or []
-        if not isinstance(instruction, str):
+        if given is not None and not isinstance(given, str):  # `false` was taken as none
             p.add((*path, "instruction"), "must be a string")
         if not isinstance(setup, list) or not all(isinstance(c, str) for c in setup):
             p.add((*path, "setup"), "must be a list of shell command strings")
@@ -180,7 +188,13 @@ def _parse_tasks(raw: Any, sandbox_cls, sandbox: Part | None, policy: Part | Non
                 p.add((*path, "actions"), "policy scripted needs the task's actions")
             if policy.kind == "replay" and not isinstance(replay, str):
                 p.add((*path, "replay"), "policy replay needs a trajectory id (prefix)")
-            if policy.kind not in ("scripted", EXPLORER) and specs and policy.kind != "replay":
+            if policy.kind not in GIVEN_ACTIONS and specs:
                 p.add((*path, "actions"), f"policy {policy.kind} chooses its own actions")
+            if policy.kind not in GIVEN_ACTIONS and missing:
+                p.add(
+                    (*path, "instruction"),
+                    f"policy {policy.kind} needs the task's instruction (what its model is "
+                    f"asked to do); task {tid!r} has none",
+                )
         out.append(TaskEntry(tid, instruction, tuple(setup), tuple(actions), replay, params))
     return out

@@ -33,7 +33,7 @@ from worldtrace.sandboxes.base import SandboxError
 from worldtrace.schemas import Observation, Trajectory
 from worldtrace.schemas.tempfiles import try_lock, write_bytes_atomic
 
-from .episode import Interrupted, attempt_episode, failure_reason
+from .episode import Interrupted, attempt_episode, failure_reason, retriable
 from .jobspec import JobSpec
 from .recorder import BAD_SUFFIX, CUT_SHORT, JOURNAL_SUFFIX, JournalError, publish, recover
 
@@ -385,7 +385,7 @@ def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobRe
                 failed = t.outcome.status == "error"
                 result.failed_attempts += failed
                 errors += failed
-                final = not failed or errors > spec.retries
+                final = not failed or errors > spec.retries or not retriable(t)
                 emit(
                     "finished", episode=episode.episode_id, attempt=attempt, trajectory=t,
                     final=final,

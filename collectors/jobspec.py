@@ -19,12 +19,14 @@ tasks:
 ```
 
 Everything is checked at parse time: known keys, types and ranges (the sandbox kind's
-config class), duplicate task ids, each scripted action against the kind's action kinds
-and static tool schemas, host paths (they must exist; a relative one starts at the
-directory `worldtrace` runs in and the spec keeps it absolute, so a worker anywhere finds
-it). What needs the store is checked by `check_store` when the job is submitted or run:
-no host path overlaps the store, and each `replay` prefix names one raw trajectory that
-the sandbox kind can replay. Every problem names the file, line and key path.
+config class), duplicate task ids, an instruction in each task of a policy that chooses
+its actions for it (`openai`; `jobparse.GIVEN_ACTIONS` need none), each scripted action
+against the kind's action kinds and static tool schemas, host paths (they must exist;
+a relative one starts at the directory `worldtrace` runs in and the spec keeps it
+absolute, so a worker anywhere finds it). What needs the store is checked by
+`check_store` when the job is submitted or run: no host path overlaps the store, and
+each `replay` prefix names one raw trajectory that the sandbox kind can replay. Every
+problem names the file, line and key path.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from worldtrace.schemas.parsing import ConfigError, configclass, parse
 
-from .episode import Interrupted, attempt_episode, failure_reason
+from .episode import Interrupted, attempt_episode, failure_reason, retriable
 from .jobs import (
     JOURNALS,
     EventHook,
@@ -258,6 +258,8 @@ class Worker:
                 return
             failed = t.outcome.status == "error"
             status = "failed" if failed else "succeeded"
+            if failed and not retriable(t):  # a configuration mistake: none would mend it
+                retries = 0
             with self._ending:
                 if self._abandoned:  # the process is exiting: this result may be our doing
                     return

@@ -43,6 +43,11 @@ class SandboxError(RuntimeError):
     """The environment failed (not the agent's action): the attempt fails and is retried."""
 
 
+class SandboxConfigError(SandboxError):
+    """The job's configuration cannot work with the environment (a `shell:` the image
+    lacks): every attempt would fail alike, so the attempt fails and is not retried."""
+
+
 class StopRequested(Exception):
     """The collector was asked to stop while a reset waited (for a device): neither the
     environment's answer nor its failure, so the episode goes back to the queue."""

@@ -45,7 +45,7 @@ from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.tempfiles import first_line
 
-from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .base import SandboxConfigError, SandboxError, TaskSpec, ToolSpec, Unpicklable
 from .condition_kinds import within
 from .conditions import Condition, Plan, Session, Where
 from .docker import DockerConfig, shared_pool
@@ -142,7 +142,8 @@ class TerminalConfig:
     shell: tuple[str, ...] = DEFAULT_SHELL
     """Interactive shell; with this default, images without bash fall back to /bin/sh -i.
     A shell named otherwise must be in the image (a path, or a name on its PATH): the
-    attempt fails (SandboxError) if it is not, rather than record another shell."""
+    attempt fails (SandboxConfigError, not retried) if it is not, rather than record
+    another shell."""
     default_duration: Annotated[float, Field(gt=0, le=3600)] = 1.0
     """Seconds a step waits for output when the action does not say."""
     term: str = "xterm"
@@ -283,8 +284,8 @@ class TerminalSandbox(Unpicklable):
                 "shell": list(shell) if "shell" in found else None,
             }
         if facts["shell"] is None:  # only the default falls back: a named shell is asked for
-            if shell != DEFAULT_SHELL:
-                raise SandboxError(
+            if shell != DEFAULT_SHELL:  # no retry finds it there: the job's to fix
+                raise SandboxConfigError(
                     f"shell {shell[0]} is not in the image {self.config.docker.image}"
                     " (TerminalConfig.shell: a path, or a name on its PATH)"
                 )
