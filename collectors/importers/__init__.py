@@ -758,7 +758,11 @@ def _pool(workers: int) -> ProcessPoolExecutor | None:
     in the child. They end with this process, however it ends (`kill -9` included)."""
     if workers <= 1 or any(not _fork_safe(t) for t in threading.enumerate()):
         return None
-    redactor()  # built once here (~0.1 s: detect-secrets' plugins), not in every worker
+    # once here, not in every worker: the redactor (~0.1 s: detect-secrets' plugins), and
+    # pandas, which pyarrow imports on a process's first `from_pylist` (~0.13 s)
+    redactor()
+    with contextlib.suppress(ImportError):
+        import pandas  # noqa: F401
     pool = ProcessPoolExecutor(
         workers,
         mp_context=multiprocessing.get_context("fork"),
