@@ -502,6 +502,29 @@ def damage_hint(store: Store, path: Path) -> str:
     return "copy it again, or move it away"
 
 
+def skip_fix(store: Store, path: Path) -> str | None:
+    """What to do about a file the views left out (`connect`'s `on_skip`): a shard of
+    raw/ or processed/ (`damage_hint`), an export's manifest; None for another (the job
+    store: locked for a moment, or not a database, `jobs list` says which)."""
+    p = Path(path).resolve()
+    if p.is_relative_to(store.processed.resolve()) or p.is_relative_to(store.raw.resolve()):
+        return damage_hint(store, path)
+    if p.is_relative_to(store.export.resolve()):
+        out = Path(path).parent
+        return (
+            f"export again into it (`worldtrace export -o {out}` with the options it was made "
+            f"with), or move {out} out of the store"
+        )
+    return None
+
+
+def unreadable_manifests(store: Store) -> Skipped:
+    """The export manifests the `exports` view leaves out, and why."""
+    skipped: Skipped = []
+    _exports_table(store.export, skipped)
+    return skipped
+
+
 _FAILED_FILE = re.compile(r'file "([^"]+)"\s*:?\s*(.*)', re.S)
 """How DuckDB names a file it failed to read (`Failed to read file "PATH": WHY`)."""
 

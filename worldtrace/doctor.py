@@ -111,9 +111,15 @@ def tokenizer() -> Check:
 def store_shards(store=None) -> list[Check]:
     """Every shard under raw/ and processed/ the views would skip (truncated, corrupt,
     foreign) or a query would fail on (pages that do not decode under a valid footer:
-    every page is read, ~30 MB/s), one check each, with what to do about it where it
-    is; one passing check when there is none."""
-    from worldtrace.schemas.views import damage_hint, unreadable_shards
+    every page is read, ~30 MB/s), and export manifests the `exports` view leaves out,
+    one check each, with what to do about it where it is; one passing check when no
+    shard is damaged."""
+    from worldtrace.schemas.views import (
+        damage_hint,
+        skip_fix,
+        unreadable_manifests,
+        unreadable_shards,
+    )
 
     store = _store(store)
     if not store.root.is_dir():  # a mistyped --store must not look like a healthy store
@@ -126,15 +132,20 @@ def store_shards(store=None) -> list[Check]:
             )
         ]
     bad = unreadable_shards(store, deep=True)
+    # an export's manifest that does not read: left out of the `exports` view
+    manifests = [
+        Check("export manifest", False, f"{path}: {why}", skip_fix(store, path) or "")
+        for path, why in unreadable_manifests(store)
+    ]
     if not bad:
-        return [Check("store shards", True, f"every shard under {store.root} reads")]
+        return [Check("store shards", True, f"every shard under {store.root} reads"), *manifests]
     processed = _processed_raw(store, [p for p, _ in bad])
     return [
         Check(
             "store shard", False, f"{path}: {why}", processed.get(path) or damage_hint(store, path)
         )
         for path, why in bad
-    ]
+    ] + manifests
 
 
 def _processed_raw(store, paths: list) -> dict:

@@ -16,11 +16,19 @@ from pathlib import Path
 
 import duckdb
 
+from worldtrace.freshness import next_step
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
 
-from .report_charts import CATEGORY_COLORS, PLOTS, UNKNOWN_COLOR
-from .summary import STATS_SECTIONS, Section, store_state
+from .report_charts import CATEGORY_COLORS, NO_DATA, PLOTS, RAW_PLOTS, UNKNOWN_COLOR
+from .summary import (
+    KEPT_NONE,
+    RAW_UNREAD,
+    STATS_SECTIONS,
+    UNPROCESSED,
+    Section,
+    store_state,
+)
 
 TABLES = (
     "trajectories by domain and source",
@@ -59,7 +67,12 @@ ORDER BY r.category, r.rk
 
 
 def _esc(x: object) -> str:
-    return html.escape(str(x))
+    """A value in the page: markup escaped, and a control or bidi character of the data
+    written as its escape (`\\u202e`), as `explain` and `query` write it: a
+    right-to-left override would show the rest of its cell reversed."""
+    from worldtrace.output import printable
+
+    return html.escape(printable(str(x), True))
 
 
 def _excerpt(text: str | None) -> str:
@@ -90,11 +103,33 @@ def _table(con: duckdb.DuckDBPyConnection, section: Section, state: str | None =
     )
 
 
-def worst_turns(con: duckdb.DuckDBPyConnection, store_root: Path | None) -> str:
+NO_DATA_YET = "no data yet"
+EMPTY_STORE = (
+    "no data yet: add trajectories with `worldtrace import PATH` or `worldtrace collect "
+    "JOB_FILE`, then run `worldtrace process`"
+)
+
+
+def empty_message(state: str | None, raw: bool = False) -> str:
+    """What an empty plot says, the store being `state` (`summary.store_state`; None:
+    not known): as the `stats` tables do, why it is empty and what to run."""
+    if state == "empty":
+        return EMPTY_STORE
+    if state == "raw" and not raw:
+        return UNPROCESSED
+    if state == "processed":
+        return RAW_UNREAD if raw else KEPT_NONE
+    return NO_DATA_YET
+
+
+def worst_turns(
+    con: duckdb.DuckDBPyConnection, store_root: Path | None, state: str | None = None
+) -> str:
     """Per category, the turns most worth a second look, each with its `explain` command."""
     rows = con.execute(WORST_SQL.format(masked=MASKED_BELOW, n=WORST_PER_CATEGORY)).fetchall()
     if not rows:
-        return "<p class=empty>no processed turns yet</p>"
+        why = "" if state is None else f": {empty_message(state)}"
+        return f"<p class=empty>no processed turns yet{_esc(why)}</p>"
     store = f" --store {_esc(shlex.quote(str(store_root)))}" if store_root else ""
     order = {c: i for i, c in enumerate(F.CATEGORIES)}
     rows.sort(key=lambda r: order.get(r[0], len(order)))  # stable: keeps the rank order
@@ -139,6 +174,7 @@ table{border-collapse:collapse;font-size:12px;margin-bottom:12px} td,th{border:1
 th{background:#f3f3f3} td:first-child{text-align:left} td.text{text-align:left;font-family:monospace;min-width:14em;max-width:26em;overflow-wrap:anywhere}
 tr.group th{text-align:left;background:#fafafa;font-size:13px} .why{font-weight:normal;color:#555}
 code.cmd{user-select:all;background:#f6f6f6;padding:1px 4px;white-space:nowrap;cursor:copy}
+.hint{background:#fff6d6;border:1px solid #e8d48a;border-radius:4px;padding:6px 10px}
 .swatch{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 """
 
@@ -148,9 +184,15 @@ def build(
 ) -> str:
     from plotly.offline import get_plotlyjs
 
+    state = store_state(Store.at(store_root)) if store_root else None
     figures = []
     for name, (note, make) in PLOTS.items():
-        fig = make(con).to_html(
+        fig = make(con)
+        fig.update_annotations(
+            selector={"name": NO_DATA, "text": NO_DATA_YET},
+            text=empty_message(state, raw=name in RAW_PLOTS),
+        )
+        fig = fig.to_html(
             full_html=False,
             include_plotlyjs=False,
             div_id=f"plot-{name}",
@@ -160,18 +202,20 @@ def build(
             f'<figure class=plot data-plot="{name}">{fig}<p class=note>{_esc(note)}</p></figure>'
         )
     sections = {s.title: s for s in STATS_SECTIONS}
-    state = store_state(Store.at(store_root)) if store_root else None
     tables = "".join(_table(con, sections[t], state) for t in TABLES)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     where = f"store {_esc(store_root)}, " if store_root else ""
+    # the page is read later, away from the terminal's hint: it says it too
+    step = next_step(Store.at(store_root)) if store_root else None
+    hint = f"<p class=hint>{_esc(step)}</p>" if step else ""
     return (
         f"<!doctype html><html><head><meta charset=utf-8><title>{_esc(title)}</title>"
         f"<style>{CSS}</style><script>{get_plotlyjs()}</script></head>"
-        f"<body><h1>{_esc(title)}</h1><p>{where}generated {now}</p>"
+        f"<body><h1>{_esc(title)}</h1><p>{where}generated {now}</p>{hint}"
         f"<h2>Plots</h2>{''.join(figures)}"
         f"<h2>Turns to look at</h2><p class=note>Per category, the {WORST_PER_CATEGORY} turns most "
         f"worth a second look; the command shows every turn of the trajectory and why it counts.</p>"
-        f"{worst_turns(con, store_root)}<h2>Tables</h2>{tables}</body></html>"
+        f"{worst_turns(con, store_root, state)}<h2>Tables</h2>{tables}</body></html>"
     )
 
 

@@ -98,9 +98,16 @@ def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     return fig
 
 
-def _no_data(fig: go.Figure) -> go.Figure:
+NO_DATA = "no-data"
+"""The name of the annotation an empty plot carries (`report` says there why it is empty)."""
+
+
+def _no_data(fig: go.Figure, text: str = "no data yet") -> go.Figure:
+    """An empty plot says so; "no data yet" is `report`'s to replace with why (the
+    store's state), a text of its own is the plot's reason."""
     fig.add_annotation(
-        text="no data yet",
+        name=NO_DATA,
+        text=text,
         x=0.5,
         y=0.5,
         xref="paper",
@@ -302,7 +309,13 @@ def throughput(con: duckdb.DuckDBPyConnection) -> go.Figure:
     missing = f"; {span[1]} without a start time not shown" if span[1] else ""
     missing += f"; {span[2]} dated outside years 1-9999 UTC not shown" if span[2] else ""
     _layout(fig, f"Trajectories recorded over time (raw){missing}", PLOT_PX)
-    return fig if rows else _no_data(fig)
+    if rows:
+        return fig
+    if span[1] or span[2]:  # raw data, none of it with a start time it can draw
+        why = [f"{span[1]} have no start time"] if span[1] else []
+        why += [f"{span[2]} are dated outside years 1-9999 UTC"] if span[2] else []
+        return _no_data(fig, f"no trajectory to draw: {' and '.join(why)}")
+    return _no_data(fig)
 
 
 EPOCH_RANGE = (-62135596800, 253402300799)
@@ -373,3 +386,5 @@ PLOTS: dict[str, tuple[str, Callable[[duckdb.DuckDBPyConnection], go.Figure]]] =
     ),
 }
 """name -> (note under the plot, figure builder), in page order."""
+RAW_PLOTS = frozenset({"obs_len", "throughput"})
+"""The plots of the raw data (the others draw the processed data)."""

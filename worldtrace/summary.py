@@ -217,24 +217,39 @@ MAX_CANDIDATES = 50
 
 def matches(con: duckdb.DuckDBPyConnection, tid: str) -> list[tuple[Any, ...]]:
     """(trajectory_id, origin_path, origin_index, domain, origin_format, origin_id, job_id,
-    episode_id) of the processed trajectories `tid` names: an exact id alone, else every id with that prefix,
-    raw id or origin id (the same origin id comes from many files)."""
+    episode_id) of the processed trajectories `tid` names (`lookup`)."""
+    return lookup(con, tid)[1]
+
+
+def lookup(con: duckdb.DuckDBPyConnection, tid: str) -> tuple[str, list[tuple[Any, ...]]]:
+    """How `tid` names processed trajectories, and their rows (`matches`): `id` (an exact
+    id, alone), else `origin` (every trajectory whose origin id is `tid`: the same origin
+    id comes from many files), else `prefix` (every id or raw id that starts with it).
+    A whole id is never read as a prefix: the ids sources give are short and often hex
+    (`c1`, `42`), and would name every trajectory whose hash starts with them."""
     cols = (
         "trajectory_id, origin_path, origin_index, domain, origin_format, origin_id, job_id, "
         "source.episode_id"
     )
-    exact = con.execute(
-        f"SELECT {cols} FROM trajectories WHERE trajectory_id = $p", {"p": tid}
-    ).fetchall()
-    if exact:
-        return exact
-    return con.execute(
-        f"""SELECT {cols} FROM trajectories
-           WHERE starts_with(trajectory_id, $p) OR origin_id = $p
-              OR starts_with(coalesce(map_extract(metadata, 'raw_trajectory_id')[1], ''), $p)
-           ORDER BY trajectory_id""",
-        {"p": tid},
-    ).fetchall()
+    for how, where in (
+        ("id", "trajectory_id = $p"),
+        ("origin", "origin_id = $p"),
+        ("prefix", "starts_with(trajectory_id, $p) "
+                   "OR starts_with(coalesce(map_extract(metadata, 'raw_trajectory_id')[1], ''), $p)"),
+    ):  # fmt: skip
+        rows = con.execute(
+            f"SELECT {cols} FROM trajectories WHERE {where} ORDER BY trajectory_id", {"p": tid}
+        ).fetchall()
+        if rows:
+            return how, rows
+    return "prefix", []
+
+
+def _raw_origin(con: duckdb.DuckDBPyConnection, tid: str) -> bool:
+    """Whether `tid` is the origin id of a raw record (one processing dropped, when no
+    processed trajectory has it)."""
+    sql = "SELECT 1 FROM raw_trajectories WHERE origin_id = $p LIMIT 1"
+    return con.execute(sql, {"p": tid}).fetchone() is not None
 
 
 def record(con: duckdb.DuckDBPyConnection, trajectory_id: str) -> dict[str, Any]:
@@ -270,7 +285,11 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
     every candidate), `dropped` (`rejects` and `duplicates` rows name why it is not in
     the processed data) or `not_found`. Texts and ids are whole.
     """
-    rows = matches(con, tid)
+    how, rows = lookup(con, tid)
+    # the origin id of a record processing dropped names it, not the ids it starts
+    by_origin = how == "origin" or (how == "prefix" and _raw_origin(con, tid))
+    if how == "prefix" and by_origin:
+        rows = []
     if len({r[0] for r in rows}) > 1:
         found = [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
         return {"query": tid, "status": "ambiguous", "matches": found}
@@ -300,8 +319,10 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
         found = _with_origins(con, [dict(zip(keys, r, strict=True)) for r in rejects])
         # asked by an origin id: the copies from other origins share the trajectory id
         # (the same content) but are not what was asked about
-        found = [r for r in found if r["trajectory_id"].startswith(tid)
+        found = [r for r in found if (r["trajectory_id"].startswith(tid) and not by_origin)
                  or r.get("origin_id") in (tid, None)]  # fmt: skip
+        if by_origin:  # a whole origin id: only its copies, not the ids it starts
+            dups = [d for d in dups if d[3] == tid]
         if dups:  # turns removed from these copies, not from the others of the same content
             found = [r for r in found if r["stage"] != "turn_filter" or _where(r) in
                      {d[4] for d in dups}]  # fmt: skip

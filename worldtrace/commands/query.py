@@ -31,10 +31,12 @@ def _views():
 
 
 def _connect(st):
-    """The store's views; each shard left out is named on stderr."""
+    """The store's views; each file left out is named on stderr, with what to do
+    (`views.skip_fix`): the answers that follow are short of what it holds."""
 
     def skipped(path: Path, why: str) -> None:
-        click.echo(f"warning: skipped {path}: {why}", err=True)
+        fix = _views().skip_fix(st, path)
+        click.echo(f"warning: skipped {path}: {why}" + (f"; {fix}" if fix else ""), err=True)
 
     return _views().connect(st, on_skip=skipped)
 

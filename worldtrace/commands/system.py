@@ -34,7 +34,8 @@ Example:
 )
 def doctor(as_json: bool) -> None:
     """Report what this machine has (docker, chromium, node, MCP, adb, tokenizer, the
-    redaction screen) and the store's unreadable shards, with how to fix each gap."""
+    redaction screen) and the store's unreadable shards and export manifests, with how to
+    fix each gap."""
     from worldtrace.doctor import doctor_document, run_checks
     from worldtrace.output import print_checks, print_json
 
