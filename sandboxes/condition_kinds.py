@@ -6,17 +6,20 @@ A condition is a configclass with a `kind` and up to three hooks:
   `containers.run` keyword arguments: tmpfs mounts, limits, mounts). A condition with
   this hook needs a container of its own: the warm pool's were started without it.
 - `after(run, session, where)`: set the stage in the started container after the task's
-  set-up, as root (`run(command)` raises when it fails: that is our set-up failing), and
-  say how the agent's processes run (`session.user`, `session.env`).
+  set-up, as root (`run(command)` raises when it fails: that is our set-up failing;
+  `run.container` is the container, for what no process inside may do), and say how the
+  agent's processes run (`session.user`, `session.env`).
 - `text(where)`: the sentence the initial state says ("the disk is full ...").
 
 A limit a condition sets only tightens the job's own (`within`): `memory_low: 100g` under
 a job's `memory: 256m` keeps 256m, and the record and the text say what was applied.
 
 What the agent then meets is the environment's own answer: the kernel's ENOSPC, EROFS,
-OOM kill, EAGAIN on fork; the shell's `command not found`. The record of a condition is
-`{"kind": ..., **fields}`, the vocabulary shared with the MCP fault proxy. The module
-is over 400 lines because it is that whole vocabulary, thirteen small units, in one place.
+OOM kill, EAGAIN on fork; the shell's `command not found`. Nothing of ours is left for it
+to find: a full disk is a tmpfs sized to what it holds, not one a file of ours fills. The
+record of a condition is `{"kind": ..., **fields}`, the vocabulary shared with the MCP
+fault proxy. The module is over 400 lines because it is that whole vocabulary, thirteen
+small units, in one place.
 """
 
 from __future__ import annotations
@@ -25,17 +28,24 @@ import dataclasses
 import random
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Protocol
 
 from pydantic import AfterValidator, Field
 from worldtrace.schemas.parsing import configclass, to_mapping
 
-from .docker import DockerConfig, Memory, abs_path, memory_bytes
+from .docker import DockerConfig, Memory, abs_path, memory_bytes, remount_tmpfs
 from .owners import ro_volume
 
-Run = Callable[[str], str]
+
+class Run(Protocol):
+    """Runs a shell command as root in the sandbox: its output (raises when it fails)."""
+
+    container: Any
+    """The sandbox's container, for what no process inside may do (`remount_tmpfs`)."""
+
+    def __call__(self, command: str) -> str: ...
 
 
 def _size(value: str) -> str:
@@ -128,17 +138,17 @@ def _tmpfs(kw: dict[str, Any], path: str, options: str) -> None:
     kw["tmpfs"] = {**(kw.get("tmpfs") or {}), path: options}
 
 
-def _fill_space(path: str, free: int) -> str:
-    p = shlex.quote(path)
-    return (
-        f"avail=$(df -Pk {p} | awk 'NR==2 {{print $4}}'); n=$((avail - {free // 1024}));"
-        f" if [ $n -gt 0 ]; then dd if=/dev/zero of={p}/.disk-filler bs=1024 count=$n"
-        " 2>/dev/null || true; fi"
-    )
+def _used(run: Run, path: str, inodes: bool = False) -> int:
+    """KiB (or inodes) used on the file system at `path`, as its `df` says."""
+    flag = "-Pi" if inodes else "-Pk"
+    return int(run(f"df {flag} {shlex.quote(path)} | awk 'NR==2 {{print $3}}'").strip())
 
 
 class _Disk(Condition):
-    """A small tmpfs on the working directory, filled after the task's set-up."""
+    """A small tmpfs on the working directory, shrunk after the task's set-up to what it
+    holds plus the free space asked for. No file of ours fills it: the agent's `ls -a`
+    and `du` show its own files, `df` agrees with them, and deleting what it sees frees
+    what those took, no more."""
 
     group = "disk"
     order = 90
@@ -152,7 +162,15 @@ class _Disk(Condition):
         _tmpfs(kw, self.path or where.workdir, f"size={self.size},exec")
 
     def after(self, run, session, where):
-        run(_fill_space(self.path or where.workdir, self.free_bytes()))
+        path = self.path or where.workdir
+        free = -(-self.free_bytes() // 1024)  # KiB, rounded up (tmpfs: to whole pages)
+        size = min(_used(run, path) + free, memory_bytes(self.size) // 1024)
+        if size:
+            remount_tmpfs(run.container, path, f"size={size}k")
+        else:  # empty and no space asked for: the smallest tmpfs is a page, so no file
+            # may be made (every inode is used: the root's), and none is there to grow
+            inodes = _used(run, path, inodes=True)
+            remount_tmpfs(run.container, path, f"size=4k,nr_inodes={inodes}")
 
 
 @configclass
@@ -161,7 +179,7 @@ class DiskFull(_Disk):
 
     kind = "disk_full"
     size: Size = "16m"
-    """Size of the tmpfs (filled, it is charged to the container's memory)."""
+    """Size of the tmpfs while the task's set-up runs (then shrunk to what it holds)."""
     path: AbsPath | None = None
     """Where (default: the working directory)."""
 
@@ -178,7 +196,7 @@ class DiskLow(_Disk):
     free: Size = "1m"
     """Space left free, e.g. 1m or 64k."""
     size: Size = "16m"
-    """Size of the tmpfs (filled, it is charged to the container's memory)."""
+    """Size of the tmpfs while the task's set-up runs (then shrunk to what it holds)."""
     path: AbsPath | None = None
     """Where (default: the working directory)."""
 
@@ -215,13 +233,10 @@ class InodesLow(Condition):
     def start(self, kw, where):
         _tmpfs(kw, self.path or where.workdir, f"size={self.size},nr_inodes={self.inodes},exec")
 
-    def after(self, run, session, where):
-        d = shlex.quote(f"{self.path or where.workdir}/.inode-filler")
-        p = shlex.quote(self.path or where.workdir)
-        run(
-            f"mkdir -p {d}; n=$(( $(df -Pi {p} | awk 'NR==2 {{print $4}}') - {self.free} ));"
-            f" i=0; while [ $i -lt $n ]; do : > {d}/$i 2>/dev/null || break; i=$((i+1)); done"
-        )
+    def after(self, run, session, where):  # as `_Disk`: no files of ours fill it
+        path = self.path or where.workdir
+        inodes = min(_used(run, path, inodes=True) + self.free, self.inodes)
+        remount_tmpfs(run.container, path, f"nr_inodes={inodes}")
 
     def text(self, where):
         left = "no inodes are left" if not self.free else f"only {self.free} inodes are left"

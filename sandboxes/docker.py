@@ -265,6 +265,50 @@ def client():
     return c
 
 
+MOUNTER_IMAGE = "worldtrace/busybox:latest"
+"""The image of the short-lived container that remounts a sandbox's tmpfs
+(`remount_tmpfs`); infra/setup.sh builds it. Its busybox runs `nsenter` and `mount` as its
+own applets (through /proc/self/exe), so no program of the sandbox runs with its rights."""
+
+
+def remount_tmpfs(container, path: str, options: str) -> None:
+    """Remount the tmpfs at `path` in `container` with `options` (`size=112k`,
+    `nr_inodes=40`): a disk condition sizes the file system itself, so no file of ours
+    fills it (condition_kinds.py).
+
+    The sandbox has no CAP_SYS_ADMIN and must not get it; an exec gets no capability its
+    container lacks (`docker exec --privileged` fails here: `unable to apply caps`). So a
+    container of ours, sharing the sandbox's pid namespace, with CAP_SYS_ADMIN and for
+    the time of one `mount`, enters the mount namespace of the sandbox's PID 1 and
+    remounts (~0.3 s, once per episode, before the agent's first step). A failure is our
+    set-up failing: SandboxError with `mount`'s reason."""
+    import docker.errors
+
+    cmd = ["nsenter", "-t", "1", "-m", "mount", "-o", f"remount,{options}", path]
+    try:
+        container.client.containers.run(
+            MOUNTER_IMAGE,
+            cmd,
+            pid_mode=f"container:{container.id}",
+            network_mode="none",
+            cap_add=["SYS_ADMIN"],
+            security_opt=["no-new-privileges"],
+            user="0",
+            labels=owner_labels(),
+            remove=True,
+            stdout=False,
+            stderr=True,
+        )
+    except docker.errors.ImageNotFound as exc:
+        raise SandboxError(
+            f"cannot remount {path}: the image {MOUNTER_IMAGE} is not on this machine "
+            "(infra/setup.sh builds it)"
+        ) from exc
+    except docker.errors.ContainerError as exc:
+        said = (exc.stderr or b"").decode("utf-8", errors="replace").strip()[-300:]
+        raise SandboxError(f"cannot remount {path} with {options}: {said}") from exc
+
+
 # -- the pool ---------------------------------------------------------------------------
 class ContainerPool:
     """Started containers waiting for an episode; refilled in the background."""

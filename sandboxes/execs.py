@@ -1,10 +1,15 @@
 """Running commands in sandbox containers: capped output, input on stdin, set-up.
 
-Every command runs under `timeout -s KILL` inside the container, so neither a hang nor a
-flood can hold the collector. A command whose output passes the cap is killed with its
-process group there and then (every exec leads a session of its own, whose id a one-shot
-command reports first on stderr): nothing of it runs on into the next step, and its exit
-code is None (we stopped it; the command did not fail). The engine starts every process in `/`, which always exists;
+Nothing of ours runs beside the agent's processes: an exec is the command's own shell,
+started by the engine, leading a session of its own (`ps` inside shows `sh -c COMMAND`
+with parent 0 and nothing above it, as a real machine shows its shells, never a wrapper
+of ours). Its first act reports its pid, the id of that session and process group, on
+stderr (`SESSION`), and then becomes the command. Neither a hang nor a flood holds the
+collector: a command still running at its step timeout, or whose output passes the cap,
+is killed with its process group from outside, by a second exec (`KILL_GROUP`), there and
+then: nothing of it runs on into the next step. A command cut by the cap has exit code
+None (we stopped it; the command did not fail); one cut at its timeout exits 137 and is
+reported `timed_out`. The engine starts every process in `/`, which always exists;
 a command's working directory is entered by a shell inside (`cd`), so a directory the
 agent deleted is the shell's matter, not a runc `chdir` failure. When the engine cannot
 start a process at all (its exec never got a pid: `OCI runtime exec failed: ...`), that is
@@ -14,7 +19,7 @@ A container that stops under a command (killed or removed from outside, its init
 OOM-killed) is our infrastructure failing too, never the command's answer: SandboxError
 with the container's state (`the container stopped under the command: exited (exit code
 137, OOM killed: False)`). Its commands die by SIGKILL (exit 137), as a command the agent
-kills, the kernel OOM-kills in a still-running container, or `timeout` cuts off does, and
+kills, the kernel OOM-kills in a still-running container, or its step timeout cuts off does, and
 the engine records the container's end a moment after the exec's: so only an exec that
 ended by a signal (or with no status), or an engine error, costs a look at the container:
 a probe exec (`_alive`) answers at once while it runs, else its state is awaited.
@@ -25,13 +30,14 @@ was restarted under the episode (...)`); so does any later look at its state. A 
 between two steps is seen by the next exec: each says when PID 1 started (`SESSION`,
 `check_init`).
 
-A container frozen under a command (`docker pause`, a frozen cgroup) answers nothing, and
-its `timeout` is frozen with it: no answer is our infrastructure failing too, never a
-timeout of the command. Only a command still running past its step timeout (by `WATCH`
-seconds) costs a look at the container (`not_running`), again every `WATCH` seconds while
-it runs on; one found not running then (paused, stopped, restarting, gone) ends the step
-with SandboxError (`the container is paused (docker pause or a frozen cgroup)`), and so
-does one found so when a command comes back timed out.
+A container frozen under a command (`docker pause`, a frozen cgroup) answers nothing and
+runs no kill: no answer is our infrastructure failing too, never a timeout of the
+command. Only a command still running at its step timeout costs more than its own exec
+(an `exec_inspect`, the kill), and only one still running past it (by `WATCH` seconds) a
+look at the container (`not_running`), again every `WATCH` seconds while it runs on; one
+found not running then (paused, stopped, restarting, gone) ends the step with
+SandboxError (`the container is paused (docker pause or a frozen cgroup)`), and so does
+one found so when a command comes back timed out.
 
 Files go in through the container's own processes (`cat` and `tar` reading stdin), not
 the engine's archive API: that API writes beneath tmpfs mounts (where nothing inside sees
@@ -44,7 +50,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import socket
 import tarfile
 import threading
@@ -71,13 +76,14 @@ SESSION = (
     "while [ $i -lt 19 ]; do s=${s#* }; i=$((i + 1)); done; "
     'echo "$$ ${s%% *}" >&2; exec "$@"'
 )
-"""Say the exec's pid on stderr (its first line), then become the command (`timeout`).
-Docker starts every exec as a session leader, so that pid is also the id of the process
-group of the command and its children: what is killed when the output passes the cap.
-No pid line means the command could not start (`timeout` is gone): our failure. After
-the pid, the start time of the container's PID 1 (field 22 of `/proc/1/stat`, read with
-shell builtins only: no process more): a container restarted between two steps has a
-new one (`INIT_START`)."""
+"""Say the exec's pid on stderr (its first line), then become the command. Docker starts
+every exec as a session leader, so that pid is also the id of the process group of the
+command and its children: what is killed at the step timeout or when the output passes
+the cap. No pid line means the command could not start (its program is gone): our
+failure. After the pid, the start time of the container's PID 1 (field 22 of
+`/proc/1/stat`, read with shell builtins only: no process more): a container restarted
+between two steps has a new one (`INIT_START`). The shell that runs this `exec`s the
+command (it keeps the pid): nothing of it is left for the agent's `ps` to show."""
 
 INIT_START = "WorldtraceInitStart"
 """Where a container's `attrs` keep the start time of its PID 1 its first exec said: a
@@ -85,15 +91,25 @@ later exec saying another is one in a container restarted since (with no command
 flight, nothing else tells), which `check_init` then asks docker about."""
 
 
-def _wrapped(
-    cmd: list[str], timeout: float, workdir: str | None, fallback: bool, session: bool = False
-) -> list[str]:
+def _wrapped(cmd: list[str], workdir: str | None, fallback: bool) -> list[str]:
+    """`cmd` entering `workdir` and saying its session first (`SESSION`): each shell of
+    ours `exec`s the next, so only the command's own process is left. No `timeout` runs
+    beside it (the agent's `ps` would show it): the step timeout is kept from outside
+    (`_Watch`)."""
     if workdir:
         cmd = ["sh", "-c", ENTER_OR_ROOT if fallback else ENTER, "sh", workdir, *cmd]
-    # whole seconds (busybox's timeout ignores fractions), rounded up: a command is never
-    # cut before `timeout`, so a cut one is known as timed out
-    cmd = ["timeout", "-s", "KILL", str(max(math.ceil(timeout), 1)), *cmd]
-    return ["sh", "-c", SESSION, "sh", *cmd] if session else cmd
+    return ["sh", "-c", SESSION, "sh", *cmd]
+
+
+def _session_line(head: bytes) -> tuple[int, bytes, bytes] | None:
+    """(process group, PID 1's start time, what follows) of stderr that begins with the
+    session line (`SESSION`), or None while that line is incomplete. A first line that is
+    no pid (the engine's own error) is not ours: group 0, and all of it follows."""
+    line, nl, rest = head.partition(b"\n")
+    if not nl:
+        return None
+    pid, _, init = line.partition(b" ")
+    return (int(pid), init, rest) if pid.isdigit() else (0, b"", head)
 
 
 def _exit_code(
@@ -102,7 +118,7 @@ def _exit_code(
     """The exit code of a finished exec (the engine may lag the end of the stream briefly).
 
     An exec that never got a process (pid 0) and failed is the engine's failure to start
-    it (runc: `OCI runtime exec failed: ...`, an unknown user, a missing `timeout`):
+    it (runc: `OCI runtime exec failed: ...`, an unknown user, a missing `sh`):
     SandboxError with the engine's message, which `output` holds, or with the container's
     state when it stopped (`cannot exec in a stopped state`); a `probe` just raises."""
     api = container.client.api
@@ -132,30 +148,20 @@ def exec_capture(
     fallback: bool = False,
 ) -> tuple[int | None, str, bool, bool]:
     """Run a one-shot command: (exit code, output, truncated, timed_out). Output and
-    errors come on one stream, in order; at `cap` bytes the command is killed (code
-    None, as `exec_streams`)."""
+    errors come on one stream, as the engine delivers them (it keeps no order between
+    the two); at `cap` bytes the command is killed (code None, as `exec_streams`)."""
     code, out, _, truncated, timed_out = exec_streams(
         container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
     )
     return code, out.decode("utf-8", errors="replace"), truncated, timed_out
 
 
-def _create(
-    container,
-    cmd: list[str],
-    timeout: float,
-    workdir,
-    user,
-    fallback: bool = False,
-    session: bool = False,
-    **opts,
-) -> dict:
-    """A docker exec of `cmd` bounded by `timeout` inside the container, started in `/`
-    and entering `workdir` itself (or `/` when it is gone, with `fallback`); with
-    `session` it says its process group first (`SESSION`)."""
+def _create(container, cmd: list[str], workdir, user, fallback: bool = False, **opts) -> dict:
+    """A docker exec of `cmd`, started in `/` and entering `workdir` itself (or `/` when it
+    is gone, with `fallback`), saying its process group first (`SESSION`)."""
     return container.client.api.exec_create(
         container.id,
-        _wrapped(cmd, timeout, workdir, fallback, session),
+        _wrapped(cmd, workdir, fallback),
         stdout=True,
         stderr=True,
         workdir="/",
@@ -170,8 +176,8 @@ SESSION_WAIT = 5.0
 """Seconds a command past its cap is read on (its output dropped) for its session line."""
 WATCH = 2.0
 """Seconds past its step timeout a command may run before its container's state is looked
-at (and again every `WATCH` seconds after): `timeout -s KILL` ends it by then, unless the
-container is frozen."""
+at (and again every `WATCH` seconds after): the kill at the timeout ends it by then,
+unless the container is frozen (no exec runs in it)."""
 FROZEN = "the container is paused (docker pause or a frozen cgroup)"
 
 
@@ -291,8 +297,8 @@ def _stopped(container, wait: float = 0.0) -> str | None:
 
 def _no_session_line(container, cmd: list[str], code: int, output: bytes) -> None:
     """A command that ended `code` (not 0) without its session line. The wrapper's own
-    `exit 127` (`SESSION`: `timeout` cannot run) is our failure (`_cannot_start`); any
-    other status is the command's: the wrapper ran (the exec got a process, `_exit_code`)
+    `exit 127` (`SESSION`: the command's program is gone) is our failure (`_cannot_start`);
+    any other status is the command's: the wrapper ran (the exec got a process, `_exit_code`)
     and the engine lost the line, as it loses a short exec's output now and then (`grep
     -c` printing `0`, exit 1, was failed as `docker could not start the command`). What
     the line would have told, a restart under the episode, is looked for all the same."""
@@ -362,7 +368,7 @@ def _engine(container):
 
 
 KILL_GROUP = """G="$1"
-kill -s KILL -- "-$G" 2>/dev/null || kill -s KILL "-$G"
+if kill -s KILL -- "-$G" 2>/dev/null || kill -s KILL "-$G" 2>/dev/null; then echo killed; fi
 i=0
 while [ "$i" -lt 100 ]; do
   alive=0
@@ -377,16 +383,18 @@ while [ "$i" -lt 100 ]; do
   i=$((i + 1))
 done"""
 """Kill process group `$1` (dash wants `--` before a negative pid, busybox refuses it),
-then wait, at most ~1 s, until only zombies are left of it (`/proc/PID/stat`: state,
-then process group, after the name): a SIGKILL is delivered, not waited for, and the
-next step must not see the command still running."""
+saying `killed` when it signalled a process, then wait, at most ~1 s, until only zombies
+are left of it (`/proc/PID/stat`: state, then process group, after the name): a SIGKILL
+is delivered, not waited for, and the next step must not see the command still running."""
 
 
-def _kill_group(container, group: int) -> None:
-    """Kill the process group `group` in the container (as root; gone already is fine)."""
+def _kill_group(container, group: int) -> bool:
+    """Kill the process group `group` in the container (as root): whether a process of it
+    was left to kill (gone already is fine)."""
     api = container.client.api
     cmd = ["sh", "-c", KILL_GROUP, "sh", str(group)]
-    api.exec_start(api.exec_create(container.id, cmd, user="0", workdir="/")["Id"])
+    out = api.exec_start(api.exec_create(container.id, cmd, user="0", workdir="/")["Id"])
+    return b"killed" in out
 
 
 def exec_streams(
@@ -405,31 +413,56 @@ def exec_streams(
     With `separate` the command's errors are kept apart from its output (so a reason is
     never read out of a file's content); else both are in the first. Reading stops when
     either passes `cap` bytes (`truncated`): a command still running then is killed with
-    its process group, and its code is None (it did not end by itself).
+    its process group, and its code is None (it did not end by itself). One still running
+    `timeout` seconds after it began is killed with its process group too (`_Watch`):
+    exit 137, `timed_out`.
     """
     with _engine(container):
         return _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate)
 
 
 class _Watch:
-    """Looks at the container while a command runs past its step timeout (by `WATCH`
-    seconds, then every `WATCH` seconds): found not running (frozen, stopped), the
-    command's stream is closed, so the read waiting on it ends, and `why` says so. A
-    command that ends in time costs a thread that waits on an event, no look."""
+    """Keeps a command's step timeout from outside, and looks at the container when the
+    command does not end.
 
-    def __init__(self, container, stream, timeout: float):
-        self.container, self.stream = container, stream
+    `timeout` seconds after the command began (its session line came: `started`), a
+    command still running is killed with its process group (`KILL_GROUP`, a second exec:
+    `killed`). One that ended by itself is left alone, and so is what it left holding its
+    output (a background job: the engine ends such a stream by itself). Past the timeout
+    by `WATCH` seconds, then every `WATCH` seconds, a command still unanswered costs a
+    look at the container: found not running (frozen, stopped), `close` is called, so the
+    read waiting on the command's stream ends, and `why` says so. A command that ends in
+    time costs a thread that waits on an event: no look, no exec."""
+
+    def __init__(self, container, exec_id: str, close: Callable[[], object], timeout: float):
+        self.container, self.exec_id, self.close = container, exec_id, close
+        self.timeout = timeout
         self.why: str | None = None
+        self.group: int | None = None
+        self.killed = False
+        self._since = time.monotonic()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=self._run, args=(math.ceil(timeout) + WATCH,), daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _run(self, wait: float) -> None:
-        while not self._stop.wait(wait):
-            wait = WATCH
+    def started(self, group: int) -> None:
+        """The command's session line came: its process group, and the start of its time
+        (a command is never cut before `timeout`)."""
+        self.group, self._since = group, time.monotonic()
+
+    def _run(self) -> None:
+        while (left := self._since + self.timeout - time.monotonic()) > 0:
+            if self._stop.wait(left):
+                return
+        while True:
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                if not self.killed and self.group:
+                    self.killed = self._kill(self.group)
+            if self._stop.wait(WATCH):
+                return
             with self._lock:
                 if self._stop.is_set():
                     return
@@ -437,8 +470,16 @@ class _Watch:
                 if why:
                     self.why = why
                     with contextlib.suppress(Exception):  # closed already is fine
-                        self.stream.close()
+                        self.close()
                     return
+
+    def _kill(self, group: int) -> bool:
+        try:
+            if not self.container.client.api.exec_inspect(self.exec_id).get("Running"):
+                return False
+            return _kill_group(self.container, group)
+        except Exception:  # a frozen or stopped container runs no exec: the look says why
+            return False
 
     def stop(self) -> bool:
         """Stop watching: whether the watch closed the stream (`why` says why)."""
@@ -446,13 +487,21 @@ class _Watch:
             self._stop.set()
         return self.why is not None
 
+    def no_answer(self, started: float) -> SandboxError:
+        """The step's error when the watch closed the stream (`why`)."""
+        waited = time.monotonic() - started
+        return SandboxError(
+            f"the command got no answer in {waited:.0f}s (step timeout {self.timeout:g}s): "
+            f"{self.why}"
+        )
+
 
 def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate):
     api = container.client.api
-    ex = _create(container, cmd, timeout, workdir, user, fallback, True, environment=env)
+    ex = _create(container, cmd, workdir, user, fallback, environment=env)
     started = time.monotonic()
     stream = api.exec_start(ex["Id"], stream=True, demux=True)
-    watch = _Watch(container, stream, timeout)
+    watch = _Watch(container, ex["Id"], stream.close, timeout)
     out, err, head = bytearray(), bytearray(), bytearray()
     group: int | None = None
     truncated, late = False, 0.0
@@ -460,15 +509,13 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
         for frame_out, frame_err in stream:
             if frame_err and group is None and len(head) < 48:  # the session line first
                 head += frame_err
-                line, nl, frame_err = bytes(head).partition(b"\n")
-                if not nl:
+                got = _session_line(bytes(head))
+                if got is None:
                     continue
-                pid, _, init = line.partition(b" ")
-                group = int(pid) if pid.isdigit() else 0
-                if not group:  # not ours (the engine's own error): keep it all
-                    frame_err = bytes(head)
-                else:  # restarted between steps: the command runs in a reset sandbox
-                    check_init(container, init)
+                group, init, frame_err = got
+                if group:
+                    watch.started(group)  # its step timeout runs from here
+                    check_init(container, init)  # restarted between steps: a reset sandbox
             if truncated:  # past the cap, only the session line is still wanted
                 if group is not None or time.monotonic() > late:
                     break
@@ -493,10 +540,7 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
         if not watch.stop():
             stream.close()
     if watch.why:
-        waited = time.monotonic() - started
-        raise SandboxError(
-            f"the command got no answer in {waited:.0f}s (step timeout {timeout:g}s): {watch.why}"
-        )
+        raise watch.no_answer(started)
     if group is None:  # the stream ended inside the session line: it is output after all
         (err if separate else out)[0:0] = head
     code: int | None
@@ -509,7 +553,7 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
         if code and not group:
             _no_session_line(container, cmd, code, bytes(out + err))
         _check_stopped(container, code)
-    timed_out = code == 137 and time.monotonic() - started >= timeout
+    timed_out = watch.killed and code == 137
     if timed_out:  # no answer in time: the environment's, unless the container froze
         check_running(container, f"the command timed out after {timeout:g}s")
     return code, bytes(out), bytes(err), truncated, timed_out
@@ -523,43 +567,68 @@ def exec_input(
     workdir: str | None = None,
     user: str | None = None,
 ) -> tuple[int, str, bool]:
-    """Run a command with `data` on its stdin: (exit code, output, timed_out)."""
+    """Run a command with `data` on its stdin: (exit code, output, timed_out). Output and
+    errors come on one stream; `INPUT_OUTPUT_CAP` bytes of it are kept."""
     with _engine(container):
         return _input(container, cmd, data, timeout, workdir, user)
+
+
+def _send(raw: socket.socket, data: bytes) -> None:
+    """Write `data` to the command's stdin, then close it (a thread of its own: a command
+    that writes before it reads, or never reads, holds no read of its output)."""
+    try:
+        raw.sendall(data)
+        raw.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass  # the command ended without reading everything: its output says why
 
 
 def _input(container, cmd, data, timeout, workdir, user):
     from docker.utils.socket import frames_iter
 
     api = container.client.api
-    ex = _create(container, cmd, timeout, workdir, user, stdin=True)
+    ex = _create(container, cmd, workdir, user, stdin=True)
     started = time.monotonic()
     sock = api.exec_start(ex["Id"], socket=True)
     raw = sock._sock
-    raw.settimeout(timeout + 10)
+    raw.settimeout(None)  # a hang is the watch's to end (the kill, or a look at the container)
+    watch = _Watch(container, ex["Id"], lambda: raw.shutdown(socket.SHUT_RDWR), timeout)
+    sender = threading.Thread(target=_send, args=(raw, data), daemon=True)
+    sender.start()
+    out, size, head = [], 0, bytearray()
+    group: int | None = None
     try:
-        try:
-            raw.sendall(data)
-            raw.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the command ended without reading everything: its output says why
-        out, size = [], 0
-        for _, chunk in frames_iter(sock, tty=False):
+        for stream, chunk in frames_iter(sock, tty=False):
+            if stream == 2 and group is None and len(head) < 48:  # the session line first
+                head += chunk
+                got = _session_line(bytes(head))
+                if got is None:
+                    continue
+                group, init, chunk = got
+                if group:
+                    watch.started(group)  # its step timeout runs from here
+                    check_init(container, init)  # restarted between steps: a reset sandbox
             if size < INPUT_OUTPUT_CAP:
                 out.append(chunk[: INPUT_OUTPUT_CAP - size])
                 size += len(chunk)
-    except TimeoutError as exc:
-        trouble = not_running(container)  # a frozen container answers nothing
-        raise SandboxError(
-            f"command did not end within {timeout + 10:g}s: {cmd[0]}"
-            + (f": {trouble}" if trouble else "")
-        ) from exc
+    except Exception:  # the read the watch cut short (the socket shut under it)
+        if watch.why is None:
+            raise
     finally:
+        watch.stop()
+        with contextlib.suppress(OSError):  # ends a send still blocked (never read)
+            raw.shutdown(socket.SHUT_RDWR)
         sock.close()
+    if watch.why:
+        raise watch.no_answer(started)
+    if group is None:  # the stream ended inside the session line: it is output after all
+        out.insert(0, bytes(head))
     raw = b"".join(out)
     code = _exit_code(container, ex["Id"], cmd, raw)
+    if code and not group:
+        _no_session_line(container, cmd, code, raw)
     _check_stopped(container, code)
-    timed_out = code == 137 and time.monotonic() - started >= timeout
+    timed_out = watch.killed and code == 137
     if timed_out:  # no answer in time: the environment's, unless the container froze
         check_running(container, f"the command timed out after {timeout:g}s")
     return code, raw.decode("utf-8", errors="replace"), timed_out
@@ -604,19 +673,27 @@ def copy_tree(container, host_dir: str, target: str, timeout: float) -> None:
         raise SandboxError(f"cannot copy {host_dir} into the container: {out.strip()[-300:]}")
 
 
-def root_runner(container, timeout: float, workdir: str | None = None) -> Callable[[str], str]:
-    """A function running shell commands as root (conditions set the stage with it); a
-    failure raises: it is our set-up failing, not the agent's action."""
+class RootRunner:
+    """Runs shell commands as root in `container` (conditions set the stage with it):
+    `run(command)` is its output; a failure raises, as it is our set-up failing, not the
+    agent's action. `container` is there for what no process inside may do (a condition
+    remounting a tmpfs: `docker.remount_tmpfs`)."""
 
-    def run(command: str) -> str:
+    def __init__(self, container, timeout: float, workdir: str | None = None):
+        self.container, self.timeout, self.workdir = container, timeout, workdir
+
+    def __call__(self, command: str) -> str:
         code, out, _, _ = exec_capture(
-            container, ["sh", "-c", command], timeout, 1 << 16, workdir, user="0"
+            self.container, ["sh", "-c", command], self.timeout, 1 << 16, self.workdir, user="0"
         )
         if code != 0:
             raise SandboxError(f"condition set-up failed ({code}): {command[:200]}: {out[-300:]}")
         return out
 
-    return run
+
+def root_runner(container, timeout: float, workdir: str | None = None) -> RootRunner:
+    """A `RootRunner` for `container`."""
+    return RootRunner(container, timeout, workdir)
 
 
 def run_setup(container, commands, timeout: float, cap: int, workdir: str) -> None:

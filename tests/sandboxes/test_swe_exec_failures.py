@@ -79,8 +79,9 @@ def test_read_and_edit_after_the_containers_workdir_is_deleted(swe):
 
 
 def test_a_process_that_cannot_start_fails_the_attempt(swe):
-    """With `timeout` gone no command can start: the engine's failure is ours, raised."""
-    swe.step(tool("bash", command="rm -f /usr/bin/timeout"))
+    """With `sh` gone (our wrapper's only program) no command can start: the engine's
+    failure is ours, raised."""
+    swe.step(tool("bash", command="rm -f /usr/bin/sh /bin/sh"))
     for action in (
         tool("bash", command="echo hi"),
         tool("read", path="pkg/calc.py"),
