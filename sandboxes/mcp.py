@@ -44,10 +44,12 @@ with its lifecycle and the step, which read best together.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,7 +64,7 @@ from worldtrace.schemas.parsing import configclass, to_mapping
 from worldtrace.schemas.tempfiles import try_lock
 
 from .aio import AsyncRunner
-from .base import SandboxError, TaskSpec, Unpicklable
+from .base import SandboxConfigError, SandboxError, TaskSpec, Unpicklable
 from .docker import FORBIDDEN_HOST_PATHS, _env_name
 from .mcp_client import (
     MAX_NOTES,
@@ -76,7 +78,7 @@ from .mcp_client import (
     stderr_tail,
     tool_spec,
 )
-from .mcp_proxy import FaultConfig, is_transport_failure
+from .mcp_proxy import Fault, FaultConfig, is_transport_failure
 
 PLACEHOLDERS = ("{workdir}", "{port}", "{python}")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -222,7 +224,8 @@ class MCPConfig:
     url: str | None = None
     """A streamable HTTP endpoint on loopback, e.g. http://127.0.0.1:{port}/mcp."""
     env: tuple[Annotated[str, AfterValidator(_env_name)], ...] = ()
-    """Names of variables passed from the collector's environment (values never stored)."""
+    """Names of variables passed from the collector's environment (values never stored);
+    one this host does not set fails the attempt, not retried (SandboxConfigError)."""
     set_env: dict[str, str] = field(default_factory=dict)
     """Variables set for the server (stored in the job: no secrets), placeholders expand."""
     cwd: Annotated[str | None, AfterValidator(_cwd_dir)] = None
@@ -326,6 +329,11 @@ class MCPSandbox(Unpicklable):
     def _prepare(self) -> None:
         """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
         c = self.config
+        unset = [n for n in c.env if n not in os.environ]
+        if unset:  # the server would run without them, and its answers pass for real ones
+            raise SandboxConfigError(
+                f"sandbox.env names variables not set on this host: {', '.join(unset)}"
+            )
         self._private, self._slot_lock = take_slot()
         self._workdir = self._fresh_workdir()
         values = {"{workdir}": str(self._workdir), "{python}": sys.executable}
@@ -333,29 +341,42 @@ class MCPSandbox(Unpicklable):
             values["{port}"] = str(free_port())
         self._values = values
         self._env = {**(NO_EGRESS_ENV if c.loopback_only else {})}
-        self._env.update({n: os.environ[n] for n in c.env if n in os.environ})
+        self._env.update({n: os.environ[n] for n in c.env})
         self._env.update({k: expand(v, values) for k, v in c.set_env.items()})
 
     def _run_setup(self, commands: tuple[str, ...]) -> None:
-        """The task's set-up commands (`sh -c`) in the workdir, before the episode."""
+        """The task's set-up commands (`sh -c`) in the workdir, before the episode.
+
+        Each runs in a session of its own, as the server does: a Ctrl-C at the terminal
+        (SIGINT to the collector's process group) asks the collector to stop after the
+        current step, and it killed the command, so the attempt failed as `exited -2`.
+        Past start_timeout the whole group is killed, not just `sh` (what it started
+        ran on)."""
         from mcp.client.stdio import get_default_environment
 
         env = {**get_default_environment(), **self._env}
         for cmd in commands:
+            proc = subprocess.Popen(
+                [*PARENT_DEATH, "sh", "-c", cmd],
+                cwd=self._workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
             try:
-                r = subprocess.run(
-                    ["sh", "-c", cmd],
-                    cwd=self._workdir,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=self.config.start_timeout,
-                )
+                out, err = proc.communicate(timeout=self.config.start_timeout)
             except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()  # the group is gone: its pipes close
                 raise SandboxError(f"task setup {cmd!r} ran past start_timeout") from None
-            if r.returncode != 0:
-                tail = (r.stderr or r.stdout).strip()[-400:]
-                raise SandboxError(f"task setup {cmd!r} exited {r.returncode}: {tail}")
+            if proc.returncode != 0:
+                tail = (err or out).strip()[-400:]
+                raise SandboxError(f"task setup {cmd!r} exited {proc.returncode}: {tail}")
 
     def _start(self) -> None:
         c, values = self.config, self._values
@@ -382,7 +403,13 @@ class MCPSandbox(Unpicklable):
                 abort_with=lambda abort: setattr(noise, "on_break", abort),
             )
         except Exception as exc:
-            reason = spec.stdout_noise.broken or _reason(root_cause(exc))
+            cause = root_cause(exc)
+            reason = spec.stdout_noise.broken or _reason(cause)
+            if isinstance(cause, TimeoutError) and not spec.stdout_noise.broken:
+                reason = (
+                    f"no answer in time: waited start_timeout ({c.start_timeout:g} s) for "
+                    f"{spec.stage.now}"
+                )
             if spec.stdout_noise.total:
                 reason += f"; {spec.stdout_noise.summary()}"
             tail = stderr_tail(spec.stderr_path)
@@ -455,22 +482,31 @@ class MCPSandbox(Unpicklable):
         if action.kind != "tool_call" or not action.name:
             raise SandboxError(f"an mcp sandbox takes tool calls, not {action.kind} actions")
         arguments = json.loads(action.arguments_json or "{}")
+        why = _not_text(action.name, "the tool name") or _not_text(arguments, "argument")
+        if why:  # nothing sent: the SDK's writer would die on it and blame the server
+            raise SandboxError(
+                f"tools/call {_shown(action.name)}: {why}: it cannot be sent as UTF-8"
+            )
         index, self._calls = self._calls, self._calls + 1
+        fault = self._conn.proxy.decide(action.name, arguments, (self._task_id, index))
         timeout = self.config.call_timeout
         noise = self._spec.stdout_noise
         before = noise.total
-        try:  # past the timeout the call is cancelled (the SDK tells the server so)
+        try:  # past the timeout the call is cancelled (the SDK tells the server so); an
+            # injected latency is ours, not the server's: it is waited for on top
             answer, flag, progress, (logs, stdout) = self._runner.run(
-                self._call(action.name, arguments, index), timeout
+                self._call(action.name, arguments, fault), timeout + fault.latency_ms / 1000
             )
         except TimeoutError:
             self._healthy = False
             # an answer that is no JSON-RPC (a lone surrogate, a print) is dropped as noise:
             # then the server did answer, and the reason says what it wrote
             meanwhile = f"; meanwhile {noise.summary()}" if noise.total > before else ""
+            tail = stderr_tail(self._spec.stderr_path)  # what it said it waits for, if anything
             raise SandboxError(
                 f"tools/call {action.name}: no answer within {timeout:g} s (the server hangs "
                 f"or the tool outlasts call_timeout){meanwhile}"
+                + (f"; server stderr: {tail}" if tail else "")
             ) from None
         except Exception as exc:
             self._healthy = False
@@ -487,7 +523,7 @@ class MCPSandbox(Unpicklable):
             state_json=_state(perturbation=flag, progress=progress, logs=logs, stdout=stdout),
         )
 
-    async def _call(self, name: str, arguments: dict[str, Any], index: int):
+    async def _call(self, name: str, arguments: dict[str, Any], fault: Fault):
         import anyio
         from mcp.shared.exceptions import MCPError
 
@@ -502,9 +538,7 @@ class MCPSandbox(Unpicklable):
             noise.on_break = scope.cancel  # a stdout that broke will never carry the answer
             try:
                 if noise.broken is None:
-                    answer, flag = await conn.proxy.call(
-                        name, arguments, (self._task_id, index), on_progress
-                    )
+                    answer, flag = await conn.proxy.call(name, arguments, fault, on_progress)
             except MCPError as exc:
                 if is_transport_failure(exc.code, exc.message):
                     raise
@@ -542,6 +576,32 @@ def _state(**parts: Any) -> str | None:
     """The observation's state_json: only the parts that carry something."""
     kept = {k: v for k, v in parts.items() if v}
     return json.dumps(kept, sort_keys=True, default=str) if kept else None
+
+
+def _not_text(value: Any, where: str) -> str | None:
+    """Where a tool call holds a string that is no UTF-8 text (a lone surrogate, from a
+    JSON `"\\ud800"`), or None. The SDK's stdio writer dies encoding it and the
+    connection closes, which read as the server's crash."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where} is not text (a lone surrogate {value[exc.start]!r})"
+        return None
+    if not isinstance(value, dict | list):
+        return None
+    sep = " " if where == "argument" else "/"
+    for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+        named = f"{where}{sep}{_shown(key) if isinstance(key, str) else key}"
+        why = _not_text(item, named) or _not_text(key, f"the name of {named}")
+        if why:
+            return why
+    return None
+
+
+def _shown(text: str) -> str:
+    """`text` with what is no UTF-8 text escaped (`\\ud800`), for a failure reason."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _reason(exc: BaseException) -> str:

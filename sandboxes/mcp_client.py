@@ -11,7 +11,8 @@ Everything here runs on the sandbox's `AsyncRunner` loop; `connect` is held open
 A result reads as text (`render`): content parts in order (text as is; images, audio
 and resources as one bracketed line each, with their URI, type and size), then the
 structured content as canonical JSON unless the text parts already carry it (the same
-JSON, or every value of it: servers often send both forms); a JSON-RPC error reads
+JSON, or every value of it: servers often send both forms; binary blocks in it count as
+their bracketed lines, never base64); a JSON-RPC error reads
 `MCP error CODE: MESSAGE`, as MCP clients show it.
 
 A stdio server's stdout lines that are not JSON-RPC (a banner, a stray print) are
@@ -19,7 +20,8 @@ counted and the first few kept (`StdoutNoise`), never logged: the SDK logs each 
 ERROR with a traceback (a server printing in a loop wrote 100,000 lines of them in 5 s).
 Its stdout is decoded by our codec (`STDOUT_CODEC`, UTF-8): the SDK's reader stops without
 a word at bytes that are not UTF-8, so the codec drops the rest and says why
-(`StdoutNoise.broken`), which ends the pending call at once.
+(`StdoutNoise.broken`), which ends the pending call at once; and it hands the reader whole
+lines, which keeps the reader's line split linear (a 40 MB answer in about a second).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .base import SandboxError, ToolSpec
+from .base import SandboxConfigError, SandboxError, ToolSpec
 from .mcp_proxy import FaultConfig, FaultProxy, list_all_tools
 
 SERVERS_ENV = "WORLDTRACE_MCP_SERVERS"
@@ -148,29 +150,49 @@ def _bad_line(exc: BaseException | None) -> str:
 
 
 class _StdoutDecoder(codecs.IncrementalDecoder):
-    """UTF-8 for a stdio server's stdout. Strict UTF-8 stops the SDK's reader for good (its
-    drain then waits for the server to exit, and the call for its timeout); this one tells
-    the connection's `StdoutNoise` and drops everything after, which no one can trust."""
+    """UTF-8 for a stdio server's stdout, handed over in whole lines.
+
+    Strict UTF-8 stops the SDK's reader for good (its drain then waits for the server to
+    exit, and the call for its timeout); this one tells the connection's `StdoutNoise`
+    and drops everything after, which no one can trust.
+
+    Whole lines: the SDK's reader joins its pending line to every chunk and splits it all
+    again (`(buffer + chunk).split("\n")`), quadratic in a line's length: a 30 MB answer
+    (one JSON-RPC line) took 26 s, and 40 MB outlasted the default call_timeout. The
+    text after the last newline is held here (a list: linear) until its line ends, so the
+    reader never carries a pending line."""
 
     def __init__(self, errors: str = "strict"):
         super().__init__(errors)
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
         self._noise = _NOISE.get()  # made in the SDK's reader task, which inherits it
+        self._held: list[str] = []
+        """Decoded text of the line not yet ended."""
 
     def decode(self, data: bytes, final: bool = False) -> str:
         if self._noise is not None and self._noise.broken is not None:
             return ""
         try:
-            return self._utf8.decode(data, final)
+            text = self._utf8.decode(data, final)
         except UnicodeDecodeError as exc:
             if self._noise is None:
                 raise
             bad = bytes(exc.object[max(0, exc.start - 20) : exc.end + 20])
             self._noise.broke(f"the server wrote bytes that are not UTF-8 on stdout: {bad!r}")
+            self._held.clear()
             return ""
+        end = len(text) if final else text.rfind("\n") + 1
+        if not end:
+            if text:
+                self._held.append(text)
+            return ""
+        out = "".join((*self._held, text[:end]))
+        self._held = [text[end:]] if end < len(text) else []
+        return out
 
     def reset(self) -> None:
         self._utf8.reset()
+        self._held.clear()
 
 
 def _find_codec(name: str) -> codecs.CodecInfo | None:
@@ -233,6 +255,14 @@ def error_message(body: bytes) -> str:
     return text[:200]
 
 
+@dataclass
+class StartStage:
+    """What a start is waiting for, so that one past start_timeout says so (and which
+    setting to raise) rather than `no answer in time`."""
+
+    now: str = "the server process to start"
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """A server to reach, with every placeholder already expanded."""
@@ -248,6 +278,8 @@ class ServerSpec:
     faults: FaultConfig | None = None
     stdout_noise: StdoutNoise = field(default_factory=StdoutNoise, compare=False)
     """Filled while the connection lives (stdio only): what it wrote that is not JSON-RPC."""
+    stage: StartStage = field(default_factory=StartStage, compare=False)
+    """Set by `connect` as the start goes on."""
 
 
 @dataclass
@@ -307,6 +339,7 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
                 httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [session.on_response]})
             )
             transport = streamable_http_client(spec.url, http_client=http)
+        spec.stage.now = f"its answer to initialize ({'at ' + spec.url if spec.url else 'stdio'})"
         client = await stack.enter_async_context(
             Client(
                 transport,
@@ -322,6 +355,7 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
         # server's real answer a failure of ours, on every attempt
         client.session.validate_tool_result = _answer_as_given
         proxy = FaultProxy(client, spec.faults, session)
+        spec.stage.now = "its answer to tools/list"
         tools = await list_all_tools(proxy)
         info = client.server_info
         server = " ".join(x for x in (info.name, info.version) if x) if info else ""
@@ -354,6 +388,9 @@ async def http_server(spec: ServerSpec, errlog) -> AsyncIterator[Any]:
         stderr=errlog,
         start_new_session=True,
     )
+    spec.stage.now = (
+        f"{host}:{port} to accept connections (the command runs: does it serve that port?)"
+    )
     try:
         with anyio.fail_after(spec.start_timeout):
             while True:
@@ -379,11 +416,12 @@ def find_command(name: str) -> str:
     """Absolute path of the server's executable: a path as given (relative to the current
     directory), a bare name on PATH, beside this interpreter (the `mcp-servers` extra),
     then in the set-up's server folder ($WORLDTRACE_MCP_SERVERS or the project's
-    `.mcp-servers`: `bin/`, `node_modules/.bin/`, which run node directly)."""
+    `.mcp-servers`: `bin/`, `node_modules/.bin/`, which run node directly).
+    SandboxConfigError when there is none: a job's mistake, which no retry mends."""
     if "/" in name:
         path = Path(os.path.abspath(os.path.expanduser(name)))  # symlinks kept: a venv python
         if not path.exists():
-            raise SandboxError(f"MCP server command {name!r} does not exist")
+            raise SandboxConfigError(f"MCP server command {name!r} does not exist")
         return str(path)
     servers = Path(os.environ.get(SERVERS_ENV) or PROJECT_SERVERS)
     dirs = [
@@ -394,7 +432,7 @@ def find_command(name: str) -> str:
     ]
     found = shutil.which(name, path=os.pathsep.join(dirs))
     if found is None:
-        raise SandboxError(
+        raise SandboxConfigError(  # no retry installs it: the attempt is not retried
             f"MCP server command {name!r} not found on PATH, beside {sys.executable} or in "
             f"{servers} (infra/setup.sh installs the known servers)"
         )
@@ -447,7 +485,7 @@ def render(answer, cap: int) -> tuple[str, bool, bool]:
         text, is_error = f"MCP error {answer.code}: {answer.message}", True
     else:
         parts = [render_part(p) for p in answer.content]
-        structured = answer.structured_content
+        structured = _without_blobs(answer.structured_content)
         if structured is not None and not _carried(structured, parts):
             parts.append(canonical(structured))
         text, is_error = "\n".join(parts), bool(answer.is_error)
@@ -482,6 +520,24 @@ def render_part(part) -> str:
             return f"[resource: {r.uri}]\n{r.text}"
         return f"[resource: {r.uri}, {r.mime_type or 'binary'}, {_size(r.blob)} bytes]"
     return canonical(part.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def _without_blobs(value: Any) -> Any:
+    """Structured content with each binary block (an image or audio `data`, a resource
+    `blob`, in base64) as the bracketed line `render_part` makes of it. Servers mirror
+    their content parts there (server-filesystem's `read_media_file`: `{"content":
+    [{"type": "image", "data": ...}]}`), and the canonical JSON put a photo's base64 into
+    the observation, up to output_cap; so mirrored, it is carried by the parts."""
+    if isinstance(value, list):
+        return [_without_blobs(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    kind, mime = value.get("type"), value.get("mimeType")
+    if kind in ("image", "audio") and isinstance(value.get("data"), str):
+        return f"[{kind}: {mime}, {_size(value['data'])} bytes]"
+    if isinstance(value.get("blob"), str):
+        return f"[resource: {value.get('uri')}, {mime or 'binary'}, {_size(value['blob'])} bytes]"
+    return {k: _without_blobs(v) for k, v in value.items()}
 
 
 def _carried(value: Any, parts: list[str]) -> bool:

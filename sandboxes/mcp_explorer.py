@@ -22,6 +22,7 @@ constructor every layer shares, `schemas.actions.tool_call`.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 import re
@@ -32,7 +33,7 @@ from pydantic import Field
 from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.parsing import configclass
 
-from .base import Explorer, ToolSpec
+from .base import Explorer, SandboxConfigError, ToolSpec
 from .mcp_client import scalars
 
 ATTEMPTS = 8
@@ -52,6 +53,8 @@ LISTING_RE = re.compile(r"^\s*(?:\[([A-Z]+)\]\s*)?([\w.@+-]{1,64})(/?)\s*$")
 PATH_HINTS = ("path", "file", "dir", "folder", "source", "destination", "root", "cwd")
 URL_HINTS = ("url", "uri", "href", "link")
 TEXT_FORMATS = {"uri", "url", "iri", "uri-reference"}
+
+log = logging.getLogger(__name__)
 
 
 @configclass
@@ -265,6 +268,11 @@ def _fit(value: str, s: dict[str, Any], rng: random.Random, pool: Pool) -> str:
     return value[:hi] if hi is not None else value
 
 
+def _names(names: list[str], shown: int = 8) -> str:
+    more = f", ... ({len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def _resolve(ref: str, root: dict[str, Any]) -> dict[str, Any]:
     node: Any = root
     for part in ref.lstrip("#/").split("/"):
@@ -330,15 +338,61 @@ class SchemaExplorer(Explorer):
                 return tool_call(tool.name, arguments)
             self.unusable.add(tool.name)
             tools.remove(tool)
+        if not history.turns:  # not one call: say why, rather than `success (0 turns)`
+            raise SandboxConfigError(
+                f"explorer: no tool it may call on this server: {self._why_none(history.tools())}"
+            )
         return None
 
+    def _why_none(self, tools: list[ToolSpec]) -> str:
+        """Why each listed tool was left out (the same on every attempt)."""
+        if not tools:
+            return "the server lists no tools"
+        excluded = [t.name for t in tools if t.name in self.config.exclude]
+        destructive = [
+            t.name
+            for t in tools
+            if t.name not in excluded and not self.config.allow_destructive and is_destructive(t)
+        ]
+        unusable = [t.name for t in tools if t.name in self.unusable]
+        parts = []
+        if destructive:
+            parts.append(
+                f"{len(destructive)} destructive (neither readOnlyHint nor destructiveHint: "
+                f"false): {_names(destructive)}; `allow_destructive: true` calls them (fine "
+                "on a fresh per-episode workdir)"
+            )
+        if excluded:
+            parts.append(f"excluded: {_names(excluded)}")
+        if unusable:
+            parts.append(f"no arguments valid for the schema could be made: {_names(unusable)}")
+        return "; ".join(parts)
+
     def arguments_for(self, tool: ToolSpec) -> dict[str, Any] | None:
-        """Arguments valid for the tool's schema, or None when none could be made."""
+        """Arguments valid for the tool's schema, or None when none could be made.
+
+        A schema the checker cannot read (a `pattern` in ECMA-262 syntax Python's `re`
+        lacks, as zod and pydantic write `^\\p{L}+$`; an unknown `type`) sets the tool
+        aside with a warning: arguments that cannot be checked are not sent, and the
+        server's other tools are still explored (it failed every attempt alike)."""
+        from jsonschema.exceptions import UnknownType
+
         read_only = bool((tool.annotations or {}).get("readOnlyHint"))
         gen = Generator(self.rng, self.pool, read_only)
         schema = dict(tool.input_schema)
-        for _ in range(ATTEMPTS):
-            args = gen.arguments(schema)
-            if isinstance(args, dict) and tool.check(args) is None:
-                return args
+        try:
+            for _ in range(ATTEMPTS):
+                args = gen.arguments(schema)
+                if isinstance(args, dict) and tool.check(args) is None:
+                    return args
+        except re.error as exc:
+            log.warning(
+                "explorer: tool %s set aside: its input schema has a pattern Python's re "
+                "cannot read (%r: %s)", tool.name, exc.pattern, exc,
+            )  # fmt: skip
+        except UnknownType as exc:
+            log.warning(
+                "explorer: tool %s set aside: its input schema has an unknown type %r",
+                tool.name, exc.type,
+            )  # fmt: skip
         return None

@@ -145,9 +145,10 @@ def is_transport_failure(code: int, message: str) -> bool:
 class FaultProxy:
     """Wraps an SDK `Client`: tools/list in pages, tools/call with the plan's faults.
 
-    `call` returns (answer, perturbation), the answer being a `CallToolResult` or the
-    `ErrorData` of a JSON-RPC error; errors the server itself sends still raise, as from
-    the client, so the caller treats injected and real answers alike.
+    `call` takes the call's `decide`d fault and returns (answer, perturbation), the answer
+    being a `CallToolResult` or the `ErrorData` of a JSON-RPC error; errors the server
+    itself sends still raise, as from the client, so the caller treats injected and real
+    answers alike.
     """
 
     def __init__(self, client, config: FaultConfig | None, session=None):
@@ -173,11 +174,15 @@ class FaultProxy:
             next_cursor=str(end) if end < len(self._listing) else None,
         )
 
-    async def call(self, name: str, arguments: dict[str, Any], key: tuple[str, int], progress):
+    def decide(self, name: str, arguments: dict[str, Any], key: tuple[str, int]) -> Fault:
+        """The plan's fault for this call (task id and call index in `key`): decided before
+        the call, so the caller adds its latency to the time it waits for the answer."""
+        return self.plan.decide(key[0], key[1], name, arguments) if self.plan else Fault()
+
+    async def call(self, name: str, arguments: dict[str, Any], fault: Fault, progress):
         import anyio
         import mcp_types as types
 
-        fault = self.plan.decide(key[0], key[1], name, arguments) if self.plan else Fault()
         if fault.latency_ms:
             await anyio.sleep(fault.latency_ms / 1000)  # the injected latency itself
         if fault.kind == "error":

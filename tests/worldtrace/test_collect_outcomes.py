@@ -94,7 +94,9 @@ def test_a_missing_mcp_server_is_named_on_the_attempt_line_and_exits_3(wt_env, t
     r = wt(wt_env, "collect", str(f))
     assert r.returncode == EXIT_EPISODES_FAILED, r.stdout + r.stderr
     [line] = [ln for ln in r.stdout.splitlines() if " t-e0 attempt 1: " in ln]
-    assert "error (0 turns): SandboxError: MCP server command 'mcp-server-doesnotexist' " in line
+    assert (
+        "error (0 turns): SandboxConfigError: MCP server command 'mcp-server-doesnotexist' " in line
+    )
     assert "1 episode(s) failed for good" in r.stderr and "t-e0" in r.stderr
 
 
@@ -106,7 +108,7 @@ def test_a_failed_attempt_on_a_terminal_lists_its_reason(wt_env, tmp_path):
     term = Terminal(["worldtrace", "collect", str(f)], wt_env)
     assert term.wait() == EXIT_EPISODES_FAILED, term.text
     text = " ".join(term.text.split())  # the terminal may wrap the long line
-    assert "t-e0 attempt 1: error (0 turns): SandboxError: MCP server command" in text, text
+    assert "t-e0 attempt 1: error (0 turns): SandboxConfigError: MCP server command" in text, text
 
 
 def slow_job(step_s: float, sleep: int | str = 600) -> dict:
