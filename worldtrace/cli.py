@@ -9,6 +9,7 @@ here to the root and to every command, so they may come before or after the comm
 
 from __future__ import annotations
 
+import logging
 import os
 
 import click
@@ -83,10 +84,32 @@ for _module in COMMAND_MODULES:
         cli.add_command(_command)
 
 
-def main() -> None:
-    import logging
+class _Said(logging.Formatter):
+    """A warning of ours as the CLI says its own: `warning: ...`, control characters
+    escaped (a message may quote what a server or file holds)."""
 
-    logging.getLogger().setLevel(logging.ERROR)  # Beam's import-time warnings are noise here
+    def format(self, record: logging.LogRecord) -> str:
+        from .output import printable
+
+        return f"{record.levelname.lower()}: {printable(super().format(record))}"
+
+
+def show_our_warnings() -> None:
+    """Beam's import-time warnings are noise here (the root logger says only errors), but
+    ours are the user's to read (an explorer that set a tool aside, a warm container not
+    handed out): the `worldtrace` loggers say warnings on stderr."""
+    logging.getLogger().setLevel(logging.ERROR)
+    ours = logging.getLogger("worldtrace")
+    if not ours.handlers:
+        handler = logging.StreamHandler()  # stderr, as it is when a message is written
+        handler.setFormatter(_Said())
+        ours.addHandler(handler)
+    ours.setLevel(logging.WARNING)
+    ours.propagate = False
+
+
+def main() -> None:
+    show_our_warnings()
     from .errors import run_guarded
 
     run_guarded(cli)  # a full disk or a locked jobs.db: one line, no traceback
