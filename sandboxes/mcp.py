@@ -69,6 +69,7 @@ from .docker import FORBIDDEN_HOST_PATHS, _env_name
 from .mcp_client import (
     MAX_NOTES,
     ServerSpec,
+    cap_log,
     connect,
     expand,
     find_command,
@@ -309,6 +310,7 @@ class MCPSandbox(Unpicklable):
         else:
             self._run_setup(task.setup)
         self._task_id, self._calls = task.task_id, 0
+        cap_log(self._spec.stderr_path)  # what a kept server wrote between episodes
         logs, stdout = self._runner.run(self._take_notes(), STOP_TIMEOUT)
         return Observation(self._initial, state_json=_state(logs=logs, stdout=stdout))
 
@@ -515,6 +517,7 @@ class MCPSandbox(Unpicklable):
                 f"tools/call {action.name}: {_reason(root_cause(exc))}"
                 + (f"; server stderr: {tail}" if tail else "")
             ) from None
+        cap_log(self._spec.stderr_path)  # a chatty server kept across episodes
         text, is_error, truncated = render(answer, self.config.output_cap)
         return Observation(
             text,

@@ -451,6 +451,33 @@ def expand(text: str, values: dict[str, str]) -> str:
     return text
 
 
+SERVER_LOG_CAP = 8 << 20
+"""Bytes a server's stderr log may hold (`cap_log`): a chatty server kept across episodes
+(`keep_server`) would otherwise grow it in the temp dir without bound."""
+SERVER_LOG_KEEP = 1 << 20
+"""What `cap_log` keeps of it: its end, where `stderr_tail` reads a failure's reason."""
+
+
+def cap_log(path: Path | None, cap: int = SERVER_LOG_CAP, keep: int = SERVER_LOG_KEEP) -> bool:
+    """Cut the server log at `path` to its last `keep` bytes once it holds more than `cap`;
+    whether it was cut. The server holds it open in append mode (inherited: O_APPEND), so
+    it writes on at the new end; what it writes between our read and the truncation is
+    lost, and what it writes before our own append comes first (a log's matter, not the
+    data's: the log only gives failure reasons)."""
+    try:
+        if path is None or path.stat().st_size <= cap:
+            return False
+        with open(path, "rb") as fh:
+            fh.seek(-keep, os.SEEK_END)
+            tail = fh.read()
+        os.truncate(path, 0)
+        with open(path, "ab") as fh:
+            fh.write(tail[tail.find(b"\n") + 1 :])  # from a whole line on
+    except OSError:  # gone with its folder, or the disk is full: nothing to keep then
+        return False
+    return True
+
+
 def stderr_tail(path: Path | None, lines: int = 5, chars: int = 600) -> str:
     """The last lines the server wrote to stderr, for a failure reason."""
     if path is None or not path.exists():
