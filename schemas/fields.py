@@ -125,5 +125,10 @@ SURPRISAL_REFERENCE = 16
 whatever the corpus size (it saturates there, which also bounds what a new batch changes)."""
 
 SHARD_SUFFIX = ".parquet"
+LINE_SUFFIXES = (".jsonl", ".ndjson")
+"""Files of one JSON record per line (any case: `UPPER.JSONL`)."""
+LINE_RECORD_FORMATS = ("agentworldbench", "sharegpt", "openai", "openhands")
+"""The import formats read one record per line from such a file: their records'
+`source.origin_index` is the line - 1 (the session formats' is a conversation's number)."""
 SHARD_TARGET_BYTES = 128 * 1024 * 1024
 SHARD_ROW_GROUP_ROWS = 1024

@@ -16,6 +16,7 @@ from worldtrace.freshness import next_step
 from worldtrace.output import make_table, print_table, printable
 from worldtrace.pipelines.mask import keep_turn
 from worldtrace.schemas import Store
+from worldtrace.schemas import fields as F
 
 
 @dataclass(frozen=True)
@@ -380,7 +381,11 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
         "origin_format": rec["origin_format"],
         "source_name": rec["source_name"],
         "origin_id": rec["origin_id"],
-        "files": [{"path": r[1], "index": r[2]} for r in rows if r[1]],
+        "files": [
+            {"path": r[1], "index": r[2], "place": origin_place(r[1], r[2], r[4])}
+            for r in rows
+            if r[1]
+        ],
         "cluster_id": (rec["dedup"] or {}).get("cluster_id"),
         "conditions": _loads(rec.get("conditions")),
         "redactions": rec.get("redactions"),
@@ -398,7 +403,8 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
 def _with_origins(
     con: duckdb.DuckDBPyConnection, rejects: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """`rejects` rows with the origin (`origin_id`, `origin_path`, `origin_index`; None
+    """`rejects` rows with the origin (`origin_id`, `origin_path`, `origin_index`,
+    `origin_format`; None
     when unknown) of the raw record each is about, read from its raw shard: the file a
     user imported is what they know it by, not our shard."""
     paths = sorted({r["source_path"] for r in rejects if r["record"].startswith("row ")})
@@ -409,15 +415,16 @@ def _with_origins(
                 (path, f"row {n}"): tuple(rest)
                 for path, n, *rest in con.execute(
                     "SELECT filename, file_row_number, source.origin_id, source.origin_path, "
-                    "source.origin_index FROM read_parquet($f, filename = true, "
+                    "source.origin_index, source.origin_format FROM read_parquet($f, "
+                    "filename = true, "
                     "file_row_number = true, union_by_name = true)",
                     {"f": paths},
                 ).fetchall()
             }
     out = []
     for r in rejects:
-        origin = origins.get((r["source_path"], r["record"].split("#", 1)[0]), (None,) * 3)
-        keys = ("origin_id", "origin_path", "origin_index")
+        origin = origins.get((r["source_path"], r["record"].split("#", 1)[0]), (None,) * 4)
+        keys = ("origin_id", "origin_path", "origin_index", "origin_format")
         out.append({**r, **dict(zip(keys, origin, strict=True))})
     return out
 
@@ -425,6 +432,18 @@ def _with_origins(
 def _where(reject: dict[str, Any]) -> str:
     """The record a `rejects` row is about, as `clusters.source` names it (`FILE:row N`)."""
     return f"{reject['source_path']}:{reject['record'].split('#', 1)[0]}"
+
+
+def origin_place(path: str, index: int | None, fmt: str | None) -> str:
+    """Where a record is in its file, as `import` names it: `FILE:line N` (1-based) for a
+    record of a JSONL file read line by line, else `FILE:record N` (`source.origin_index`:
+    its position in a JSON list, a session's conversation). Never `FILE:N`, which every
+    reader and editor takes for a line."""
+    if index is None:
+        return path
+    if path.lower().endswith(F.LINE_SUFFIXES) and fmt in F.LINE_RECORD_FORMATS:
+        return f"{path}:line {index + 1}"
+    return f"{path}:record {index}"
 
 
 def _print_candidates(doc: dict[str, Any], console: Console) -> None:
@@ -435,9 +454,9 @@ def _print_candidates(doc: dict[str, Any], console: Console) -> None:
         highlight=False,
     )
     for m in rows[:MAX_CANDIDATES]:
-        path, index = m["origin_path"], m["origin_index"]
+        path = m["origin_path"]
         if path:
-            where = f"{path}:{index}"
+            where = origin_place(path, m["origin_index"], m["origin_format"])
         elif m["job_id"]:  # collected: the job and episode say where it came from
             where = f"job {m['job_id']} episode {m['episode_id']}"
         else:
@@ -479,8 +498,8 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
     if doc["status"] == "dropped":
         for r in doc["rejects"]:
             what = "a turn removed" if r["stage"] == "turn_filter" else "dropped"
-            origin = (f"{r['origin_path']}:{r['origin_index']}, " if r.get("origin_path")
-                      else "")  # fmt: skip
+            origin = (f"{origin_place(r['origin_path'], r['origin_index'], r['origin_format'])}, "
+                      if r.get("origin_path") else "")  # fmt: skip
             say(f"{r['trajectory_id']}: {what} by {r['stage']}: {r['reason']} "
                 f"({origin}{r['source_path']}:{r['record']})", markup=False)  # fmt: skip
         for d in doc["duplicates"]:
@@ -505,7 +524,7 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
         + (f" redactions={doc['redactions']}" if doc["redactions"] else "")
     )
     for f in doc["files"]:  # the same content can come from several files
-        say(f"  from {f['path']}:{f['index']}", markup=False)
+        say(f"  from {f['place']}", markup=False)
     for c in doc["copies"]:
         say(f"  exact copy, not kept: {c['origin_id'] or '-'} ({c['source']})", markup=False)
     for r in doc["removed_turns"]:  # indexes below are the kept turns', renumbered

@@ -89,13 +89,14 @@ FILE_FORMATS = {
     )
 }
 RECORD_FORMATS = {m.NAME: m for m in (agentworldbench, sharegpt, openai, openhands)}
+assert tuple(RECORD_FORMATS) == F.LINE_RECORD_FORMATS, "F.LINE_RECORD_FORMATS names them"
 SESSION_FORMATS = {m.NAME: m for m in (claude_code, codex, gemini_cli)}
 """JSONL files read whole, one event a line (detected on their first lines, per file)."""
 FORMATS = tuple(dict.fromkeys((*FILE_FORMATS, *RECORD_FORMATS, *SESSION_FORMATS)))
 SUFFIXES = (".traj", ".json", ".jsonl", ".ndjson")
 """The files a walk reads, whatever the case of their names (`UPPER.JSON`); `.ndjson` is
 JSONL. A walk names the others it passes over (`ImportReport.skipped`)."""
-LINE_SUFFIXES = (".jsonl", ".ndjson")
+LINE_SUFFIXES = F.LINE_SUFFIXES
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz")
 PROGRESS_EVERY = 1024
 """Records between two progress calls (besides one after every file)."""

@@ -116,7 +116,7 @@ def test_explain_lists_every_match_of_an_ambiguous_id(tmp_path, wt_env):
     assert r.returncode == 1
     assert "matches 2 trajectories" in r.stdout
     for tid, path, index, domain in rows:
-        assert f"{tid}  {path}:{index}  {domain}" in r.stdout
+        assert f"{tid}  {path}:line {index + 1}  {domain}" in r.stdout  # as import names it
     # a prefix shared by several ids lists them all
     ids = [t for (t,) in con.execute("SELECT trajectory_id FROM trajectories").fetchall()]
     prefix = max("0123456789abcdef", key=lambda c: sum(t.startswith(c) for t in ids))
@@ -128,7 +128,7 @@ def test_explain_lists_every_match_of_an_ambiguous_id(tmp_path, wt_env):
     # one id: explained, with where it came from
     tid, path, index, _ = rows[0]
     found, text = explained(con, tid)
-    assert found and f"from {path}:{index}" in text and "turn 0" in text
+    assert found and f"from {path}:line {index + 1}" in text and "turn 0" in text
 
 
 def explained(con, tid):

@@ -229,12 +229,12 @@ def test_a_filtered_copy_is_explained_by_its_own_origin_and_named_by_the_importe
     r = wt(wt_env, "explain", "b")
     assert r.returncode == 0, r.stderr
     (line,) = r.stdout.splitlines()
-    assert "dropped by filter: min_turns" in line and f"({tmp_path / 'b.jsonl'}:0, " in line
+    assert "dropped by filter: min_turns" in line and f"({tmp_path / 'b.jsonl'}:line 1, " in line
     doc = json.loads(wt(wt_env, "explain", "--json", "b").stdout)
     (reject,) = doc["rejects"]
     assert (reject["origin_id"], reject["origin_path"]) == ("b", str(tmp_path / "b.jsonl"))
     r = wt(wt_env, "explain", reject["trajectory_id"][:8])  # by id: every copy
-    assert len(r.stdout.splitlines()) == 2 and "a.jsonl:0, " in r.stdout
+    assert len(r.stdout.splitlines()) == 2 and "a.jsonl:line 1, " in r.stdout
 
 
 def test_a_raw_id_prefix_of_a_kept_trajectory_with_a_removed_turn_is_explained(full_store):
