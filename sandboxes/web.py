@@ -11,7 +11,9 @@ the section "Error from previous action", like BrowserGym's `last_action_error`)
 browser that died or a page that does not answer within `step_timeout` raises
 SandboxError: the attempt fails and is retried. So does a start page that does not load
 at reset (a network error, a timeout, Chromium's error page, an HTTP 5xx): there is no
-episode to record (`_open_start`; docs/web.md lists the cases). An error that is the
+episode to record (`_open_start`; docs/web.md lists the cases); one no retry can load
+(outside the allowed origins, an unsafe port, a host name the browser may not resolve)
+is the job's mistake: SandboxConfigError, not retried. An error that is the
 sandbox's own text (a navigation outside the allowed origins, refused) is marked
 `refused: true` in the state: the pipeline never trains on it. A navigation that does not
 answer within `navigation_timeout` is stopped (`_await_navigation`), so it is the action's
@@ -39,13 +41,14 @@ import re
 from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
 from .aio import AsyncTimeout
-from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .base import SandboxConfigError, SandboxError, TaskSpec, ToolSpec, Unpicklable
 from .web_axtree import (
     BID_ATTR,
     TreeOptions,
@@ -60,7 +63,9 @@ from .web_spec import (
     ACTION_SPACE,
     TOOLS,
     ActionError,
+    as_shown,
     classify,
+    cut_shown,
     load_error,
     origin_of,
     playwright_error,
@@ -175,6 +180,23 @@ def _file(value: str | None) -> str | None:
     return value
 
 
+def _storage_state(value: str | None) -> str | None:
+    """A file Playwright can read as a storage state (a JSON object whose `cookies` and
+    `origins` are lists): one it cannot read failed every attempt of the job alike."""
+    if _file(value) is None:
+        return None
+    try:
+        data = json.loads(Path(value).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{value} is not a Playwright storage-state file ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{value} is not a Playwright storage-state file (not a JSON object)")
+    for key in ("cookies", "origins"):
+        if not isinstance(data.get(key, []), list):
+            raise ValueError(f"{value}: {key!r} is not a list (a Playwright storage state has lists of cookies and origins)")  # fmt: skip
+    return value
+
+
 Url = Annotated[str, AfterValidator(_url)]
 
 
@@ -198,8 +220,9 @@ class WebConfig:
     in the state as `blocked`."""
     viewport: Viewport = field(default_factory=Viewport)
     locale: str = "en-US"
-    storage_state: Annotated[str | None, AfterValidator(_file)] = None
-    """A Playwright storage-state JSON file (cookies, localStorage) to start logged in."""
+    storage_state: Annotated[str | None, AfterValidator(_storage_state)] = None
+    """A Playwright storage-state JSON file (cookies, localStorage) to start logged in;
+    read when the job file is, so a broken one is the job file's error."""
     step_timeout: Annotated[float, Field(gt=0, le=600)] = 30.0
     """Seconds one reset or step (action and observation) may take before the attempt fails."""
     action_timeout: Annotated[float, Field(gt=0, le=60)] = 2.0
@@ -300,8 +323,8 @@ class WebSandbox(Unpicklable):
     # -- lifecycle -----------------------------------------------------------------------
     def reset(self, task: TaskSpec) -> Observation:
         url = (task.params.url if task.params is not None else None) or self.config.start_url
-        if not url:
-            raise SandboxError("no start page: set the sandbox's start_url or the task's url")
+        if not url:  # the job's mistake: no retry mends it
+            raise SandboxConfigError("no start page: set the sandbox's start_url or the task's url")
         self._url = url
         self._origins = self.config.allowed_origins or (origin_of(url),)
         self._outside_re = self._outside()
@@ -360,20 +383,35 @@ class WebSandbox(Unpicklable):
         def failed(why: str) -> SandboxError:
             return SandboxError(f"start page {url} did not load: {why}")
 
-        if origin_of(url) not in self._origins:
-            raise failed(f"outside the allowed origins ({', '.join(self._origins)})")
+        if origin_of(url) not in self._origins:  # the job's mistake: no retry mends it
+            raise SandboxConfigError(f"start page {url} is outside the allowed origins ({', '.join(self._origins)})")  # fmt: skip
         outside = "it redirected outside the allowed origins, to {}"
         response, exc = await self._navigate(url)
         if exc is not None:
             if self._blocked_nav:  # the redirect's hop got the proxy's 204: ERR_ABORTED
                 raise failed(outside.format(self._blocked_nav))
-            raise failed(load_error(exc))
+            why = load_error(exc)
+            never = self._never_loads(url, why)
+            if never:
+                raise SandboxConfigError(f"start page {url} cannot load: {never}")
+            raise failed(why)
         if self._blocked_nav:
             raise failed(outside.format(self._blocked_nav))
         if self._page.url.startswith("chrome-error://"):
             raise failed(f"Chromium's error page ({self._page.url})")
         if response is not None and response.status >= 500:
             raise failed(f"HTTP {response.status} {response.status_text}".rstrip())
+
+    def _never_loads(self, url: str, why: str) -> str | None:
+        """Why no retry can load the start page, when none can: an unsafe port (Chromium
+        refuses it before any connection), a host name when this browser resolves none
+        (`browser.resolve_hosts` off maps every name but localhost to NOTFOUND)."""
+        if why == "net::ERR_UNSAFE_PORT":
+            return f"{why} (Chromium never loads this port)"
+        host = urlsplit(url).hostname or ""
+        if why == "net::ERR_NAME_NOT_RESOLVED" and not self.config.browser.resolve_hosts and host != "localhost":  # fmt: skip
+            return "this browser resolves no host name (browser.resolve_hosts is off)"
+        return None
 
     def _on_page(self, page) -> None:
         page.on("crash", self._on_crash)
@@ -746,16 +784,25 @@ class WebSandbox(Unpicklable):
             # the text is ours, so the state says so
             error = f"TimeoutError: navigation to {self._stopped_nav}: Timeout {self.config.navigation_timeout * 1000:g}ms exceeded."  # fmt: skip
             refused = True
-        tabs = [{"title": await self._title(p), "url": p.url} for p in self._ctx.pages]
+        tabs = []
+        for p in self._ctx.pages:
+            (title, cut_title), (url, cut_url) = cut_shown(await self._title(p)), cut_shown(p.url)
+            tabs.append({"title": title, "url": url})
+            truncated = truncated or cut_title or cut_url
         active = self._ctx.pages.index(page)
-        nav_failed = error.startswith("Error: Page.go") and "net::ERR_" in error
-        failure = classify(page.url, status, tree, nav_failed, crashed)
         dialogs, self._dialogs = self._dialogs, []
+        for d in dialogs:
+            d["message"], cut = cut_shown(d["message"])
+            truncated = truncated or cut
+        nav_failed = error.startswith("Error: Page.go") and "net::ERR_" in error
+        if "net::ERR_ABORTED" in error and any(d["type"] == "beforeunload" for d in dialogs):
+            nav_failed = False  # the page kept itself (its dialog dismissed): its answer
+        failure = classify(page.url, status, tree, nav_failed, crashed)
         key = (page.url, tree)
         changed = self._last is None or key != self._last or bool(dialogs)
         self._last = key
         state = {
-            "url": page.url,
+            "url": tabs[active]["url"],
             "title": tabs[active]["title"],
             "status": status,
             "tabs": tabs,
@@ -775,10 +822,10 @@ class WebSandbox(Unpicklable):
             state["dialogs"] = dialogs
             text += "\n\n## Dialog\n" + "\n".join(f"{d['type']}: {d['message']}" for d in dialogs)
         return Observation(
-            text,
+            as_shown(text),  # a page's lone surrogate: U+FFFD, as Chromium draws it
             is_error=bool(error),
             truncated=truncated,
-            state_json=json.dumps(state, sort_keys=True, ensure_ascii=False),
+            state_json=as_shown(json.dumps(state, sort_keys=True, ensure_ascii=False)),
             env_failure=failure,
             changed=changed,
         )

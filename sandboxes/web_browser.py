@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import Annotated
@@ -27,6 +28,7 @@ from pydantic import Field
 from worldtrace.schemas.parsing import configclass
 
 from .aio import AsyncRunner
+from .base import SandboxConfigError
 
 LAUNCH_ARGS = (
     "--no-sandbox",
@@ -157,6 +159,9 @@ class BrowserHost:
                 if self._pw is None:
                     self._pw = await async_playwright().start()
                 c = self.config
+                if not os.access(c.executable, os.X_OK) or not os.path.isfile(c.executable):
+                    # no retry installs it: the attempt fails and is not retried
+                    raise SandboxConfigError(f"no Chromium at {c.executable} (browser.executable)")  # fmt: skip
                 self._browser = await self._pw.chromium.launch(
                     executable_path=c.executable,
                     args=launch_args(c),

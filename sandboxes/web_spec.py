@@ -25,6 +25,32 @@ def shows_captcha(text: str) -> bool:
     return CAPTCHA_RE.search(text) is not None
 
 
+def as_shown(text: str) -> str:
+    """`text` with each lone UTF-16 surrogate replaced by U+FFFD, as Chromium draws it. A
+    page's strings are UTF-16: one cut inside a character (`'😀'.slice(0, 1)`, a title cut
+    at a fixed length) reaches Python as a lone surrogate, which no UTF-8 writer takes
+    (the recorder's hashing raised and the whole `collect` run died). A pair of halves
+    becomes its character."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+SHOWN_MAX = 2000
+"""Characters of a tab's title or URL, or a dialog's message, an observation shows: a page
+may set a title of megabytes (`max_chars` bounds the tree only: a 300,000-character title
+made the observation 60 times `max_chars`). A browser shows far less of either."""
+
+
+def cut_shown(text: str, limit: int = SHOWN_MAX) -> tuple[str, bool]:
+    """(`text`, False), or its first `limit - 1` characters and `…` and True."""
+    if len(text) <= limit:
+        return text, False
+    return text[: limit - 1] + "…", True
+
+
 def origin_of(url: str) -> str:
     """`scheme://host[:port]` of an http(s) URL (ValueError otherwise)."""
     parts = urlsplit(url)
