@@ -43,6 +43,7 @@ from worldtrace.schemas.records import (
 from worldtrace.schemas.redact import Redactor, redact_trajectory, redactor
 from worldtrace.schemas.store import read_records, write_table_atomic
 from worldtrace.schemas.tempfiles import StoreWriteError
+from worldtrace.schemas.validate import LONE_SURROGATE
 
 JOURNAL_SUFFIX = ".journal.jsonl"
 BAD_SUFFIX = ".bad"
@@ -98,6 +99,7 @@ class Recorder:
         self.turns: list[Turn] = []
         self.started_at = utcnow()
         self._fh = None
+        self._opened = False
         self._redactor: Redactor | None = None
         self.started = False
         """True once the header (the episode's start) is journaled."""
@@ -117,10 +119,15 @@ class Recorder:
         call) is paid at the episode's end, or per turn with durability `fsync` (for
         machines that may lose power mid-episode)."""
         payload = self.redactor.value(payload)[0]  # security: no secret reaches the disk
-        line = json.dumps({"kind": kind, **payload}, default=str) + "\n"
+        line = json.dumps({"kind": kind, **payload}, default=str, ensure_ascii=False) + "\n"
+        if not line.isascii():  # half an emoji from a page, a model, a job: as a terminal
+            line = LONE_SURROGATE.sub("\ufffd", line)  # draws it (no UTF-8 holds it)
         try:
-            if self._fh is None:  # "w": whatever a crashed run left under this name is stale
-                self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115  (closed in finish)
+            if self._fh is None:  # the first open: whatever a crashed run left here is stale;
+                # after `finish` (its error handler finishes again) the journal is kept
+                mode = "a" if self._opened else "w"
+                self._fh = open(self.path, mode, encoding="utf-8")  # noqa: SIM115  (closed in finish)
+                self._opened = True
             self._fh.write(line)
             self._fh.flush()
             if sync or self.fsync_each_turn:

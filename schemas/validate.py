@@ -87,7 +87,7 @@ def storable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode()
 
 
-def _surrogate_problem(text: str) -> str | None:
+def surrogate_problem(text: str) -> str | None:
     """Why `text` cannot be stored as UTF-8 (its first lone surrogate, where), or None.
     `isascii` is O(1) in CPython, and only a string of 2 or 4 bytes a character can hold
     a surrogate; the search is C."""
@@ -161,7 +161,7 @@ class _Checker:
         if self.texts:  # `isascii` is O(1): only a string of wider characters is searched
             for name in _text_fields(cls):
                 v = value.get(name)
-                if type(v) is str and not v.isascii() and (why := _surrogate_problem(v)):
+                if type(v) is str and not v.isascii() and (why := surrogate_problem(v)):
                     self.add(_join(path, name), why)
 
     def field(self, parent_path: str, v: Any, f: FieldInfo, parent: dict, position: int | None):
@@ -198,7 +198,7 @@ class _Checker:
                 if type(x) is int and (bounds := _bounds(arrow_type(item))) is not None:
                     why = _out_of_range(x, bounds)
                 else:
-                    why = _surrogate_problem(x) if self.texts and type(x) is str else None
+                    why = surrogate_problem(x) if self.texts and type(x) is str else None
                 if why is not None:
                     self.add(f"{path}[{i}]", why)
 
@@ -212,9 +212,9 @@ class _Checker:
         for k, v in items:
             if not isinstance(k, str) or not isinstance(v, str):
                 self.add(f"{path}.{k}", "keys and values must be strings")
-            elif self.texts and (why := _surrogate_problem(k)):
+            elif self.texts and (why := surrogate_problem(k)):
                 self.add(f"{path}.{k}", f"the key: {why}")
-            elif self.texts and (why := _surrogate_problem(v)):
+            elif self.texts and (why := surrogate_problem(v)):
                 self.add(f"{path}.{k}", why)
 
     def scalar(self, path: str, value: Any, kind: str) -> bool:

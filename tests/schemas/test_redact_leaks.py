@@ -244,7 +244,7 @@ STATE = {  # the audit's storage-state file, as Playwright writes one
 
 def test_storage_state_cookies_and_local_storage_are_redacted(tmp_path):
     from worldtrace.sandboxes.web import WebConfig
-    from worldtrace.schemas.parsing import parse
+    from worldtrace.schemas.parsing import ConfigError, parse
 
     f = tmp_path / "state.json"
     f.write_text(json.dumps(STATE))
@@ -260,8 +260,9 @@ def test_storage_state_cookies_and_local_storage_are_redacted(tmp_path):
     assert t.system.initial_state.startswith("document.cookie: session=<secret:env_value>;")
     assert t.turns[0].observation.text.endswith("apitoken: <secret:env_value>")
     (tmp_path / "bad.json").write_text("{not json")
-    bad = parse(WebConfig, {"start_url": "http://x/", "storage_state": str(tmp_path / "bad.json")})
-    assert env_secrets(bad) == []  # Playwright refuses it too: nothing was handed over
+    with pytest.raises(ConfigError, match=r"bad\.json is not a Playwright storage-state file"):
+        parse(WebConfig, {"start_url": "http://x/", "storage_state": str(tmp_path / "bad.json")})
+    # refused with the job file (since 12-04): nothing is handed over
 
 
 # -- 5. token-shaped keys matched in part ---------------------------------------------------
