@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import difflib
 import json
 import threading
 import time
@@ -41,6 +42,7 @@ from .android_actions import ACTION_SPACE, TOOLS, check_activity, check_address,
 from .android_view import (
     BOOT_ID,
     STATE_COMMAND,
+    SURROGATE,
     AppState,
     Node,
     NodeIds,
@@ -49,7 +51,7 @@ from .android_view import (
     nodes,
     render,
 )
-from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .base import SandboxConfigError, SandboxError, TaskSpec, ToolSpec, Unpicklable
 
 
 @configclass
@@ -115,6 +117,14 @@ _HOLDERS: dict[str, tuple[int, weakref.ref[AndroidSandbox]]] = {}
 episode at a time, so a sandbox of the thread that holds the device is idle: a reset in
 that thread (a worker slot keeps a sandbox per job) closes it instead of waiting for it."""
 _HOLDERS_LOCK = threading.Lock()
+
+
+LAUNCH_MISTAKES = (
+    "does not exist",  # am start: Error: Activity class {app/.Nope} does not exist.
+    "No activities found to run",  # monkey: the app has no launcher entry
+    "unable to resolve Intent",  # am start: nothing answers that component
+)
+"""What `am start` / `monkey` say when the job names what the device cannot launch."""
 
 
 class DeviceOffline(Exception):
@@ -290,9 +300,13 @@ class AndroidSandbox(Unpicklable):
                 "monkey", ["monkey", "-p", app, "-c", "android.intent.category.LAUNCHER", "1"]
             )
         if code != 0 or "Error" in out or "aborted" in out:
-            raise SandboxError(
-                f"cannot launch {app} on {self._conn.serial}: {out.strip().splitlines()[-1] if out.strip() else code}"
-            )
+            last = out.strip().splitlines()[-1] if out.strip() else f"exit {code}"
+            why = f"cannot launch {app} on {self._conn.serial}: {last}"
+            if any(m in out for m in LAUNCH_MISTAKES):
+                # the job names an app the device lacks, or an activity (or launcher entry)
+                # the app lacks: every attempt would fail alike
+                raise SandboxConfigError(why + self._missing(app))
+            raise SandboxError(why)
         deadline = time.monotonic() + self.config.launch_timeout
         while True:
             state = self._app_state()
@@ -303,6 +317,18 @@ class AndroidSandbox(Unpicklable):
                     f"{app} did not come to the front within {self.config.launch_timeout:g} s (front: {state.package})"
                 )
             time.sleep(0.2)  # a real device's activity start takes a few hundred ms
+
+    def _missing(self, app: str) -> str:
+        """What to tell a job whose app would not launch: ` (not installed; did you mean
+        ...?)` when the device lacks it, else nothing."""
+        out, _ = self._shell("pm path", ["pm", "path", app])
+        if "package:" in out or out.strip():  # installed, or no answer about it
+            return ""
+        listed, _ = self._shell("list packages", ["pm", "list", "packages"])
+        installed = [p.removeprefix("package:") for p in listed.split()]
+        close = difflib.get_close_matches(app, installed, n=3, cutoff=0.8)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        return f" ({app} is not installed{hint})"
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -433,6 +459,12 @@ class AndroidSandbox(Unpicklable):
         return self._observe()
 
     def _do_type(self, args: dict[str, Any]) -> Observation:
+        half = SURROGATE.search(args["text"])
+        if half:  # no keyboard can type it: the IME's base64 and the clipboard want UTF-8
+            return self._answer(
+                f"text is not valid Unicode: a lone surrogate \\u{ord(half.group()):04x} at "
+                f"position {half.start()} (half of an emoji's UTF-16 pair)"
+            )
         self._call("type", self._d.send_keys, args["text"], clear=bool(args.get("clear")))
         return self._observe()
 

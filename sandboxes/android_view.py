@@ -19,7 +19,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 Bounds = tuple[int, int, int, int]
 EDITABLE = ("EditText", "AutoCompleteTextView", "SearchAutoComplete")
@@ -67,17 +67,40 @@ class Node:
     def line(self) -> str:
         parts = ["  " * self.depth + f"[{self.id}] {self.cls}"]
         if self.text:
-            parts.append(json.dumps(self.text, ensure_ascii=False))
+            parts.append(_quote(self.text))
         if self.hint:
-            parts.append("hint=" + json.dumps(self.hint, ensure_ascii=False))
+            parts.append("hint=" + _quote(self.hint))
         if self.desc:
-            parts.append("desc=" + json.dumps(self.desc, ensure_ascii=False))
+            parts.append("desc=" + _quote(self.desc))
         if self.rid:
             parts.append("#" + self.rid)
         parts += [f for f in FLAG_ORDER if f in self.flags]
         b = self.bounds
         parts.append(f"[{b[0]},{b[1]}][{b[2]},{b[3]}]")
         return " ".join(parts)
+
+
+LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+"""Line ends JSON leaves as they are and `str.splitlines` splits at: escaped, so that a
+node stays one line (and `parse` reads it back)."""
+
+
+def _quote(value: str) -> str:
+    out = json.dumps(value, ensure_ascii=False)
+    for raw, escaped in LINE_BREAKS.items():
+        out = out.replace(raw, escaped)
+    return out
+
+
+def shorten(node: Node, cap: int) -> Node:
+    """The node with its text, hint and description cut at `cap` characters each (the
+    cut says how much is left out), so one huge text does not crowd out the screen."""
+    cut = {}
+    for name in ("text", "hint", "desc"):
+        value = getattr(node, name)
+        if len(value) > cap:
+            cut[name] = f"{value[:cap]}… (+{len(value) - cap} chars)"
+    return replace(node, **cut) if cut else node
 
 
 class NodeIds:
@@ -145,8 +168,17 @@ def _node(el: ET.Element, node_id: int, depth: int) -> Node | None:
     return Node(node_id, cls, text, hint, desc, rid, frozenset(flags), bounds, depth)  # type: ignore[arg-type]
 
 
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+"""Characters XML 1.0 cannot carry: uiautomator's dumper replaces them with "." (see
+`stripInvalidXMLChars`), a server that does not would make the dump unreadable."""
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""Half of a UTF-16 pair: an app that cut a text inside an emoji shows one, and the
+server's JSON carries it escaped (`\\ud83c`); no UTF-8 encoder takes it."""
+
+
 def nodes(xml: str, ids: NodeIds, hide_packages: tuple[str, ...] = ()) -> list[Node]:
     """The informative nodes of a dump in document order, numbered by `ids`."""
+    xml = SURROGATE.sub("\ufffd", NOT_XML.sub(".", xml))
     root = ET.fromstring(xml.encode("utf-8") if xml.lstrip().startswith("<?xml") else xml)
     out: list[Node] = []
 
@@ -168,16 +200,20 @@ def nodes(xml: str, ids: NodeIds, hide_packages: tuple[str, ...] = ()) -> list[N
 
 
 def render(found: list[Node], max_chars: int) -> tuple[str, bool]:
-    """The node lines, cut at `max_chars` with a count of what was left out."""
-    lines, size = [], 0
+    """The node lines, cut at `max_chars` with a count of what was left out. A text
+    longer than a tenth of `max_chars` is shortened (and the turn truncated): a long
+    note or log view would otherwise push every node after it off the observation."""
+    lines, size, cap, shortened = [], 0, max(100, max_chars // 10), False
     for i, n in enumerate(found):
-        line = n.line()
+        short = shorten(n, cap)
+        shortened |= short is not n
+        line = short.line()
         if size + len(line) + 1 > max_chars:
             lines.append(f"... ({len(found) - i} more nodes)")
             return "\n".join(lines), True
         lines.append(line)
         size += len(line) + 1
-    return "\n".join(lines), False
+    return "\n".join(lines), shortened
 
 
 def parse(text: str) -> Iterator[Node]:

@@ -282,16 +282,19 @@ class Shell:
         third_party = {
             p for p, app in self.d.apps.items() if app.launchable and p.startswith("com.example")
         }
+        installed = sorted(self.d.apps) + (
+            ["com.github.uiautomator"] if self.d.config.ime_installed else []
+        )
         if verb == "list" and rest[:1] == ["packages"]:
-            pkgs = sorted(self.d.apps) + (
-                ["com.github.uiautomator"] if self.d.config.ime_installed else []
-            )
+            pkgs = installed
             flt = [x for x in rest[1:] if not x.startswith("-")]
             if "-3" in rest:
                 pkgs = [p for p in pkgs if p in third_party or p == "com.github.uiautomator"]
             pkgs = [p for p in pkgs if not flt or flt[0] in p]
             return Result("".join(f"package:{p}\n" for p in pkgs))
-        if verb == "path" and rest and rest[0] in self.d.apps:
+        if verb == "path" and rest:
+            if rest[0] not in installed:
+                return Result("", 1)  # as Android answers a package it does not have
             return Result(
                 f"package:/data/app/~~{zlib.crc32(rest[0].encode()):08x}==/{rest[0]}-1/base.apk\n"
             )

@@ -8,6 +8,7 @@ the XML always matches what a touch would hit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
@@ -82,8 +83,13 @@ def hit(root: View, x: int, y: int, want: Callable[[View], bool]) -> View | None
     return root if root.enabled and want(root) else None
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ufdd0-\ufddf]")
+"""What uiautomator's AccessibilityNodeInfoDumper (`stripInvalidXMLChars`) replaces with
+"." before it writes a text into the dump (control characters XML cannot carry)."""
+
+
 def _attr(value: str) -> str:
-    return escape(value, _ESCAPES)
+    return escape(_NOT_XML.sub(".", value), _ESCAPES)
 
 
 def _flag(value: bool) -> str:
