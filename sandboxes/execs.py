@@ -496,6 +496,20 @@ class _Watch:
         )
 
 
+def _begun(container, watch: _Watch, head: bytes) -> tuple[int, bytes] | None:
+    """(process group, what follows) once stderr's first bytes `head` hold the session
+    line (`_session_line`), else None: the command's step timeout runs from here, and a
+    container restarted since the last exec is a reset sandbox (`check_init`)."""
+    got = _session_line(head)
+    if got is None:
+        return None
+    group, init, rest = got
+    if group:
+        watch.started(group)
+        check_init(container, init)
+    return group, rest
+
+
 def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate):
     api = container.client.api
     ex = _create(container, cmd, workdir, user, fallback, environment=env)
@@ -509,13 +523,10 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
         for frame_out, frame_err in stream:
             if frame_err and group is None and len(head) < 48:  # the session line first
                 head += frame_err
-                got = _session_line(bytes(head))
+                got = _begun(container, watch, bytes(head))
                 if got is None:
                     continue
-                group, init, frame_err = got
-                if group:
-                    watch.started(group)  # its step timeout runs from here
-                    check_init(container, init)  # restarted between steps: a reset sandbox
+                group, frame_err = got
             if truncated:  # past the cap, only the session line is still wanted
                 if group is not None or time.monotonic() > late:
                     break
@@ -601,13 +612,10 @@ def _input(container, cmd, data, timeout, workdir, user):
         for stream, chunk in frames_iter(sock, tty=False):
             if stream == 2 and group is None and len(head) < 48:  # the session line first
                 head += chunk
-                got = _session_line(bytes(head))
+                got = _begun(container, watch, bytes(head))
                 if got is None:
                     continue
-                group, init, chunk = got
-                if group:
-                    watch.started(group)  # its step timeout runs from here
-                    check_init(container, init)  # restarted between steps: a reset sandbox
+                group, chunk = got
             if size < INPUT_OUTPUT_CAP:
                 out.append(chunk[: INPUT_OUTPUT_CAP - size])
                 size += len(chunk)
