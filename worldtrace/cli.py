@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import click
 
@@ -94,6 +95,19 @@ class _Said(logging.Formatter):
         return f"{record.levelname.lower()}: {printable(super().format(record))}"
 
 
+class _Stderr(logging.StreamHandler):
+    """stderr as it is when a message is written, not when the handler was made: a live
+    progress display (rich) puts its own in front, which prints above the bar."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ sets one: stderr is read live
+        pass
+
+
 def show_our_warnings() -> None:
     """Beam's import-time warnings are noise here (the root logger says only errors), but
     ours are the user's to read (an explorer that set a tool aside, a warm container not
@@ -101,7 +115,7 @@ def show_our_warnings() -> None:
     logging.getLogger().setLevel(logging.ERROR)
     ours = logging.getLogger("worldtrace")
     if not ours.handlers:
-        handler = logging.StreamHandler()  # stderr, as it is when a message is written
+        handler = _Stderr()
         handler.setFormatter(_Said())
         ours.addHandler(handler)
     ours.setLevel(logging.WARNING)
