@@ -62,20 +62,28 @@ def _part(value: Any, path: tuple, what: str) -> tuple[str, dict[str, Any]]:
     return value["kind"], rest
 
 
-def _unstorable(value: Any, path: tuple, p: _Problems) -> None:
+def _unstorable(value: Any, path: tuple, p: _Problems, seen: set[int] | None = None) -> None:
     """Each string of `value` (keys too) holding a lone surrogate (a JSON `\\ud83d`:
     half an emoji), as a problem at its path: no UTF-8 holds it, so no record of what it
-    names (an action, an instruction) could be stored."""
+    names (an action, an instruction) could be stored. A YAML alias may repeat a node or
+    close a cycle (`a: &x [*x]`): each node is looked at once."""
     if isinstance(value, str):
         if why := surrogate_problem(value):
             p.add(path, why)
-    elif isinstance(value, Mapping):
+        return
+    if not isinstance(value, Mapping | list):
+        return
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, Mapping):
         for k, v in value.items():
-            _unstorable(k, path, p)
-            _unstorable(v, (*path, k), p)
-    elif isinstance(value, list):
+            _unstorable(k, path, p, seen)
+            _unstorable(v, (*path, k), p, seen)
+    else:
         for i, v in enumerate(value):
-            _unstorable(v, (*path, i), p)
+            _unstorable(v, (*path, i), p, seen)
 
 
 def parse_job(data: Any, default_name: str) -> JobSpec:
