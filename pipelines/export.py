@@ -74,6 +74,8 @@ setting is refused with it until it reads one)."""
 EVAL_PART = "test"
 """AgentWorldBench files of an export without `split` are eval sets: `<domain>_test.jsonl`."""
 SYNTHETIC_COUNTS = ("synthetic_trajectories", "synthetic_samples")
+SIMULATED_COUNT = "simulated_trajectories"
+"""Manifest count of the trajectories collected from the Android device simulator."""
 """Manifest counts of what came from generated records (samples: AgentWorldBench lines)."""
 
 
@@ -83,6 +85,19 @@ def is_synthetic(rec: Mapping[str, Any]) -> bool:
     `environment.backend = "synthetic"`. Generated text is not an environment's answer."""
     source, env = rec.get(F.SOURCE) or {}, rec.get(F.ENVIRONMENT) or {}
     return source.get("kind") == F.SYNTHETIC or env.get("backend") == F.SYNTHETIC
+
+
+def is_simulated(rec: Mapping[str, Any]) -> bool:
+    """Whether a record was collected from the bundled Android device simulator (its model,
+    `F.SIMULATOR_MODEL`, in `environment.config`): the pipeline's test data, not a real
+    device's answers."""
+    config = (rec.get(F.ENVIRONMENT) or {}).get("config")
+    if not isinstance(config, str) or F.SIMULATOR_MODEL not in config:
+        return False
+    try:
+        return json.loads(config).get("model") == F.SIMULATOR_MODEL
+    except (ValueError, AttributeError):
+        return False
 
 
 @dataclass
@@ -276,6 +291,7 @@ def export(
     names = [MAIN_PART, *fractions]
     trajectories: Counter[str] = Counter()
     synthetic: Counter[str] = Counter()  # generated trajectories, per part
+    simulated: Counter[str] = Counter()  # the device simulator's, per part
     selection = None
     # one run's tables: a `process` run may not swap them while they are read
     with reading(Path(cfg.input).parent), staged(cfg.output) as staging:
@@ -292,6 +308,7 @@ def export(
             progress,
             selection,
             synthetic,
+            simulated,
         )
         if awb:
             n_rows = _write_awb(records, dirs, fractions, prompt, builder, cfg.seed)
@@ -304,6 +321,7 @@ def export(
             m["counts"].update(
                 zip(SYNTHETIC_COUNTS, (synthetic[n], builder.synthetic[n]), strict=True)
             )
+            m["counts"][SIMULATED_COUNT] = simulated[n]
             if selection is not None:
                 m["where"] = _where_info(selection)
             if fractions:
@@ -385,9 +403,11 @@ def _routed(
     progress: Callable[[int, int], None] | None = None,
     selection: Selection | None = None,
     synthetic: Counter[str] | None = None,
+    simulated: Counter[str] | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
     """Batches with each record's part set (whole dedup clusters per part), counted, and
-    whether it is generated (`SYNTHETIC_KEY`, counted in `synthetic`); `progress` counts
+    whether it is generated (`SYNTHETIC_KEY`, counted in `synthetic`), those from the
+    device simulator counted in `simulated`; `progress` counts
     the records `selection` left out as read."""
     read = 0
     for records in batches:
@@ -397,6 +417,8 @@ def _routed(
             r[SYNTHETIC_KEY] = is_synthetic(r)
             if r[SYNTHETIC_KEY] and synthetic is not None:
                 synthetic[r[PART]] += 1
+            if simulated is not None and is_simulated(r):
+                simulated[r[PART]] += 1
         yield records
         read += len(records)
         if progress is not None:
@@ -502,7 +524,15 @@ def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> d
 
 def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Path]) -> dict:
     """The split export's own manifest: the split and each part's manifest (path, sha256)."""
-    keys = ("trajectories", "samples", "rows", "tokens", "loss_tokens", *SYNTHETIC_COUNTS)
+    keys = (
+        "trajectories",
+        "samples",
+        "rows",
+        "tokens",
+        "loss_tokens",
+        *SYNTHETIC_COUNTS,
+        SIMULATED_COUNT,
+    )
     first = next(iter(manifests.values()))
     # what every part shares, said at the top too (the `exports` view reads the top)
     shared = ("tokenizer", "template", "keep_mode", "seed", "simulation_instructions", "config")

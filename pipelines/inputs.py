@@ -45,6 +45,7 @@ WANTED = (
     CONDITIONS,
     f"{F.SOURCE}.kind",  # with environment.backend: whether the record is generated
     f"{F.ENVIRONMENT}.backend",
+    f"{F.ENVIRONMENT}.config",  # whether it comes from the device simulator (its model)
 )
 """Field paths export needs (list levels left out); absent ones are skipped."""
 CLUSTER = "_cluster"

@@ -23,6 +23,11 @@ foreign log, or the bundled generator (`collectors/synthetic.py`: test data, nev
 environment's answer). Files written before `synthetic` existed mark the generator's
 records by `environment.backend = "synthetic"` (kind `collector`)."""
 SYNTHETIC = "synthetic"
+SIMULATOR_MODEL = "WorldTrace Simulator"
+"""The model the bundled Android device simulator reports (`sandboxes/android_sim`), which
+the sandbox records in `environment.config`: its screens are worldtrace's own apps, so
+what is collected from it tests the pipeline and is no real device's answer (export
+counts it: `counts.simulated_trajectories`)."""
 AWB_PROVENANCE = "worldtrace"
 """An AgentWorldBench export line's key for its trajectory id and whether it was
 generated: imported again, a generated record stays synthetic."""

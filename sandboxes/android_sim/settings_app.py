@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from worldtrace.schemas import fields as F
+
 from .apps import (
     ROW_H,
     TOOLBAR_H,
@@ -24,7 +26,7 @@ from .apps import (
 )
 from .ui import CONTENT, STATUS_BAR, WIDTH, Bounds, View
 
-MODEL = "WorldTrace Simulator"
+MODEL = F.SIMULATOR_MODEL
 
 
 @dataclass(frozen=True)

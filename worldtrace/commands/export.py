@@ -134,8 +134,9 @@ def export(
                 m = run_export(cfg, progress=progress)
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    if line := _synthetic_line(m["counts"]):
-        click.echo(f"warning: {line}", err=True)
+    for line in (_synthetic_line(m["counts"]), _simulated_line(m["counts"])):
+        if line:
+            click.echo(f"warning: {line}", err=True)
     for part, info in (m.get("parts") or {}).items():
         if not info["counts"]["trajectories"]:
             click.echo(
@@ -272,6 +273,23 @@ def _synthetic_line(counts: dict) -> str | None:
         f"{n} of {counts['samples']} samples come from synthetic records (source kind "
         "synthetic): generated test data, not environment answers; "
         "counts.synthetic_samples in manifest.json"
+    )
+
+
+def _simulated_line(counts: dict) -> str | None:
+    """What of the export was collected from the Android device simulator: its screens
+    are worldtrace's own apps (docs/android.md), test data, not a real device's answers."""
+    from worldtrace.schemas import fields as F
+
+    n = counts.get("simulated_trajectories") or 0
+    if not n:
+        return None
+    return (
+        f"{n} of {counts['trajectories']} trajectories come from the Android device "
+        f"simulator (model {F.SIMULATOR_MODEL}): the pipeline's test data, not a real "
+        "device's answers; counts.simulated_trajectories in manifest.json; --where "
+        f"\"json_extract_string(environment.config, '$.model') IS DISTINCT FROM "
+        f"'{F.SIMULATOR_MODEL}'\" leaves them out"
     )
 
 
