@@ -13,7 +13,7 @@ from typing import Any
 from worldtrace.sandboxes.base import action_kinds, load, static_action_space
 from worldtrace.sandboxes.conditions import parse_conditions
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
-from worldtrace.schemas.validate import surrogate_problem
+from worldtrace.schemas.validate import lone_surrogates, surrogate_problem
 
 from .actions import arguments_of, from_spec
 from .jobspec import MAX_EPISODES, NAME_RE, TASK_KEYS, JobOptions, JobSpec, Part, TaskEntry
@@ -62,36 +62,15 @@ def _part(value: Any, path: tuple, what: str) -> tuple[str, dict[str, Any]]:
     return value["kind"], rest
 
 
-def _unstorable(value: Any, path: tuple, p: _Problems, seen: set[int] | None = None) -> None:
-    """Each string of `value` (keys too) holding a lone surrogate (a JSON `\\ud83d`:
-    half an emoji), as a problem at its path: no UTF-8 holds it, so no record of what it
-    names (an action, an instruction) could be stored. A YAML alias may repeat a node or
-    close a cycle (`a: &x [*x]`): each node is looked at once."""
-    if isinstance(value, str):
-        if why := surrogate_problem(value):
-            p.add(path, why)
-        return
-    if not isinstance(value, Mapping | list):
-        return
-    seen = set() if seen is None else seen
-    if id(value) in seen:
-        return
-    seen.add(id(value))
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            _unstorable(k, path, p, seen)
-            _unstorable(v, (*path, k), p, seen)
-    else:
-        for i, v in enumerate(value):
-            _unstorable(v, (*path, i), p, seen)
-
-
 def parse_job(data: Any, default_name: str) -> JobSpec:
     """`data` (a job file's mapping) as a JobSpec; raises ConfigError with every problem."""
     p = _Problems()
     if not isinstance(data, Mapping):
         raise ConfigError([ConfigProblem((), "a job file is a mapping of settings")])
-    _unstorable(data, (), p)
+    # a lone surrogate (a JSON `\ud83d`: half an emoji) has no UTF-8: no record of what
+    # it names (an action, an instruction) could be stored; a key is said at its mapping
+    for path, text, key in lone_surrogates(data):
+        p.add(path[:-1] if key else path, surrogate_problem(text))
     if p.items:  # before anything reads them (a name, an id, a path)
         raise ConfigError(p.items)
     top = {k: v for k, v in data.items() if k not in ("sandbox", "policy", "tasks", "conditions")}

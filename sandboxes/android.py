@@ -37,12 +37,12 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
+from worldtrace.schemas.validate import LONE_SURROGATE
 
 from .android_actions import ACTION_SPACE, TOOLS, check_activity, check_address, check_package
 from .android_view import (
     BOOT_ID,
     STATE_COMMAND,
-    SURROGATE,
     AppState,
     Node,
     NodeIds,
@@ -459,7 +459,7 @@ class AndroidSandbox(Unpicklable):
         return self._observe()
 
     def _do_type(self, args: dict[str, Any]) -> Observation:
-        half = SURROGATE.search(args["text"])
+        half = LONE_SURROGATE.search(args["text"])
         if half:  # no keyboard can type it: the IME's base64 and the clipboard want UTF-8
             return self._answer(
                 f"text is not valid Unicode: a lone surrogate \\u{ord(half.group()):04x} at "

@@ -21,6 +21,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from worldtrace.schemas.validate import LONE_SURROGATE
+
 Bounds = tuple[int, int, int, int]
 EDITABLE = ("EditText", "AutoCompleteTextView", "SearchAutoComplete")
 FLAG_ORDER = (
@@ -171,14 +173,13 @@ def _node(el: ET.Element, node_id: int, depth: int) -> Node | None:
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 """Characters XML 1.0 cannot carry: uiautomator's dumper replaces them with "." (see
 `stripInvalidXMLChars`), a server that does not would make the dump unreadable."""
-SURROGATE = re.compile("[\ud800-\udfff]")
-"""Half of a UTF-16 pair: an app that cut a text inside an emoji shows one, and the
-server's JSON carries it escaped (`\\ud83c`); no UTF-8 encoder takes it."""
 
 
 def nodes(xml: str, ids: NodeIds, hide_packages: tuple[str, ...] = ()) -> list[Node]:
     """The informative nodes of a dump in document order, numbered by `ids`."""
-    xml = SURROGATE.sub("\ufffd", NOT_XML.sub(".", xml))
+    # half of a UTF-16 pair (an app cut a text inside an emoji; the server's JSON carries it
+    # escaped, `\\ud83c`): no UTF-8 encoder takes it
+    xml = LONE_SURROGATE.sub("\ufffd", NOT_XML.sub(".", xml))
     root = ET.fromstring(xml.encode("utf-8") if xml.lstrip().startswith("<?xml") else xml)
     out: list[Node] = []
 

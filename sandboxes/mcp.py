@@ -62,6 +62,7 @@ from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass, to_mapping
 from worldtrace.schemas.tempfiles import try_lock
+from worldtrace.schemas.validate import LONE_SURROGATE, lone_surrogates, storable
 
 from .aio import AsyncRunner
 from .base import SandboxConfigError, SandboxError, TaskSpec, Unpicklable
@@ -487,7 +488,7 @@ class MCPSandbox(Unpicklable):
         why = _not_text(action.name, "the tool name") or _not_text(arguments, "argument")
         if why:  # nothing sent: the SDK's writer would die on it and blame the server
             raise SandboxError(
-                f"tools/call {_shown(action.name)}: {why}: it cannot be sent as UTF-8"
+                f"tools/call {storable(action.name)}: {why}: it cannot be sent as UTF-8"
             )
         index, self._calls = self._calls, self._calls + 1
         fault = self._conn.proxy.decide(action.name, arguments, (self._task_id, index))
@@ -585,26 +586,12 @@ def _not_text(value: Any, where: str) -> str | None:
     """Where a tool call holds a string that is no UTF-8 text (a lone surrogate, from a
     JSON `"\\ud800"`), or None. The SDK's stdio writer dies encoding it and the
     connection closes, which read as the server's crash."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return f"{where} is not text (a lone surrogate {value[exc.start]!r})"
-        return None
-    if not isinstance(value, dict | list):
-        return None
-    sep = " " if where == "argument" else "/"
-    for key, item in value.items() if isinstance(value, dict) else enumerate(value):
-        named = f"{where}{sep}{_shown(key) if isinstance(key, str) else key}"
-        why = _not_text(item, named) or _not_text(key, f"the name of {named}")
-        if why:
-            return why
+    for path, text, key in lone_surrogates(value):
+        shown = [storable(x) if isinstance(x, str) else str(x) for x in path]
+        named = f"{where} {'/'.join(shown)}" if shown else where
+        half = LONE_SURROGATE.search(text).group()
+        return f"{'the name of ' if key else ''}{named} is not text (a lone surrogate {half!r})"
     return None
-
-
-def _shown(text: str) -> str:
-    """`text` with what is no UTF-8 text escaped (`\\ud800`), for a failure reason."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _reason(exc: BaseException) -> str:

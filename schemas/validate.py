@@ -12,7 +12,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -85,6 +85,29 @@ def storable(text: str) -> str:
     if text.isascii() or not LONE_SURROGATE.search(text):
         return text
     return text.encode("utf-8", "backslashreplace").decode()
+
+
+def lone_surrogates(
+    value: Any, path: tuple = (), seen: set[int] | None = None
+) -> Iterator[tuple[tuple, str, bool]]:
+    """(path, string, whether it is a key) of each string of `value` (nested mappings and
+    lists; keys at their own path) that holds a lone surrogate; a key's value before the
+    key. Each container is walked once: a YAML alias may repeat one or close a cycle."""
+    if isinstance(value, str):
+        if not value.isascii() and LONE_SURROGATE.search(value):
+            yield path, value, False
+        return
+    if not isinstance(value, Mapping | list):
+        return
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    items = value.items() if isinstance(value, Mapping) else enumerate(value)
+    for k, v in items:
+        yield from lone_surrogates(v, (*path, k), seen)
+        if isinstance(k, str) and not k.isascii() and LONE_SURROGATE.search(k):
+            yield (*path, k), k, True
 
 
 def surrogate_problem(text: str) -> str | None:

@@ -22,7 +22,6 @@ import dataclasses
 import json
 import multiprocessing
 import os
-import re
 import signal
 import socket
 import threading
@@ -43,7 +42,7 @@ from worldtrace.schemas.arrow import TRAJECTORY_SCHEMA
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import redact_record, redactor
 from worldtrace.schemas.tempfiles import first_line, lock_holder, try_lock
-from worldtrace.schemas.validate import suspects
+from worldtrace.schemas.validate import LONE_SURROGATE, suspects
 
 from . import (
     agentworldbench,
@@ -535,19 +534,15 @@ class Part:
         return self.rows.num_rows if self.rows is not None else 0
 
 
-_LONE = re.compile("[\ud800-\udfff]")
-"""A surrogate in a decoded str is a lone one (json joins the halves of a pair)."""
-
-
 def _mended(v: Any, at: str, found: list[str]) -> Any:
     """`v` with each lone UTF-16 surrogate (from a JSON `\\ud83d` escape: an emoji cut in
     two by a tool) replaced by U+FFFD, which UTF-8 can store (Parquet, the id's hash
     cannot take a surrogate); the field paths changed added to `found`."""
     if isinstance(v, str):
-        if v.isascii() or not _LONE.search(v):
+        if v.isascii() or not LONE_SURROGATE.search(v):
             return v
         found.append(at)
-        return _LONE.sub("\ufffd", v)
+        return LONE_SURROGATE.sub("\ufffd", v)
     if isinstance(v, dict):
         return {_mended(k, at, found): _mended(x, f"{at}.{k}" if at else k, found) for k, x in v.items()}  # fmt: skip
     if isinstance(v, list):
