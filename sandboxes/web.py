@@ -130,11 +130,13 @@ SETTLE_JS = _fill(
   const done = () => { over = true; clearTimeout(cap); clearTimeout(idle); r(); };
   const cap = setTimeout(done, MAX_MS);
   const idle = setTimeout(() => { if (!frames) done(); }, 100);
+  const quiet = () => performance.now() - last() >= QUIET_MS;
   const tick = () => {
     if (over) return;
-    if (++frames >= 2 && performance.now() - last() >= QUIET_MS) done();
+    if (++frames >= 2 && quiet()) setTimeout(confirm, 0);
     else requestAnimationFrame(tick);
   };
+  const confirm = () => { if (!over) quiet() ? done() : requestAnimationFrame(tick); };
   requestAnimationFrame(tick);
 })""",
     RECORDER=RECORDER_JS,
@@ -149,8 +151,12 @@ observed after the second change even when the settle began in the pause (a clic
 first change, a load handler's spinner, timers a busy machine delays): counted from the
 settle's own start, it was observed half done. A document without a recorder (the init
 script did not run or failed: none seen, new tabs and popups included) gets one here,
-and only changes from now on count, as before. At most SETTLE_MAX_MS on a page that
-never stops changing; 100 ms for a tab that does not render."""
+and only changes from now on count, as before. A frame that finds the DOM still is
+confirmed a task later: after a long task (the page's own, or a renderer short of CPU)
+Chromium runs the animation frame before the timers that fell due during it, and a
+change they make (a result rendered in the next task, a chain of timers) came after the
+observation. At most SETTLE_MAX_MS on a page that never stops changing; 100 ms for a tab
+that does not render."""
 POPUP_GRACE_S = 0.5
 """How long a step whose navigation the proxy refused waits for Playwright to report a
 tab Chromium opened, before taking it for a popup that never loaded (`_close_unborn`)."""
