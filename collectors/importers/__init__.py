@@ -195,15 +195,17 @@ def input_files(paths: Iterable[str | Path], skipped: list[Path] | None = None) 
     conversation (`openhands_v1._load` reports those it cannot read), not once more each
     as a file of the walk (3,000 events: 0.57 -> 0.29 s; 0.25 s named at one of its
     files). A file named twice is read twice (the second adds nothing: already present).
-    Walked files of other suffixes (not hidden ones) are added to `skipped`, to be said."""
+    Walked files of other suffixes (not hidden ones) and worldtrace's own manifests
+    (`our_manifest`) are added to `skipped`, to be said."""
     out: list[Path] = []
     sessions: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
-            walked = [f for f in found if _readable_suffix(f) and not claude_code.passed_over(f)]
+            passed = {f for f in found if not _readable_suffix(f) or our_manifest(f)}
+            walked = [f for f in found if f not in passed and not claude_code.passed_over(f)]
             if skipped is not None:
-                skipped.extend(f for f in found if not _readable_suffix(f))
+                skipped.extend(f for f in found if f in passed)
             for f, entry in zip(walked, openhands_v1.session_entries(walked), strict=True):
                 if entry is None:  # a V1 conversation's files: read once, at its entry
                     out.append(f)
@@ -220,6 +222,28 @@ def input_files(paths: Iterable[str | Path], skipped: list[Path] | None = None) 
             sessions.add(entry)
             out.append(entry)
     return out
+
+
+MANIFEST_BYTES = 1 << 20
+"""The most a manifest of ours takes (an export's or a processing run's: a few KB)."""
+
+
+def our_manifest(path: Path) -> bool:
+    """Whether `path` is a manifest worldtrace wrote beside what it holds (an export's
+    or one of its parts', a processing run's), told by its content: a walk of an export
+    imported back (AgentWorldBench JSONL) named each an unrecognized record. A foreign
+    file of that name is read as any other."""
+    if path.name != F.PROCESS_MANIFEST:
+        return False
+    try:
+        if path.stat().st_size > MANIFEST_BYTES:
+            return False
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    if not isinstance(data, dict) or "schema_version" not in data:
+        return False
+    return {"format", "counts"} <= data.keys() or {"run_id", "layout"} <= data.keys()
 
 
 def _readable_suffix(path: Path) -> bool:

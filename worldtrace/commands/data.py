@@ -228,10 +228,20 @@ SHOWN_SKIPPED = 5
 def _not_read(paths: tuple[str, ...], skipped: list, files: int) -> list[str]:
     """What the walk passed over (a few names; compressed ones said so) and, when nothing
     was read, why: a run must not end on an empty table alone."""
-    from worldtrace.collectors.importers import COMPRESSED, SUFFIXES
+    from worldtrace.collectors.importers import COMPRESSED, SUFFIXES, our_manifest
 
     kinds = sorted(SUFFIXES)
     out, where = [], ", ".join(paths)
+    ours = {f for f in skipped if our_manifest(f)}
+    if ours:  # an export imported back: its manifests hold no trajectories
+        named = sorted(ours)
+        more = f" and {len(named) - SHOWN_SKIPPED} more" if len(named) > SHOWN_SKIPPED else ""
+        out.append(
+            f"import: passed over {len(named)} manifest(s) worldtrace wrote (an export's or a "
+            f"processing run's; they hold no trajectories): "
+            f"{', '.join(map(str, named[:SHOWN_SKIPPED]))}{more}"
+        )
+        skipped = [f for f in skipped if f not in ours]
     if skipped:
         names = [
             f"{f} (compressed: decompress it first)"
