@@ -202,6 +202,27 @@ def _cwd_dir(value: str | None) -> str | None:
     return _host_dir(value)
 
 
+def _marker(path: Path) -> Path:
+    """The lock file beside a fixed `workdir.at` folder: a sandbox of ours uses it."""
+    return Path(f"{path}.worldtrace-lock")
+
+
+def _foreign_folder(path: Path) -> str | None:
+    """Why a fixed `workdir.at` folder must not be emptied at a reset: it holds files and
+    no sandbox of ours ever used it (no lock file beside it). Each attempt failed alike on
+    it, retried (a user's folder named by mistake; the lock is what tells ours)."""
+    marker = _marker(path)
+    try:
+        if not path.is_dir() or not any(path.iterdir()) or marker.exists():
+            return None
+    except OSError as exc:
+        return f"workdir.at {path}: cannot read it ({exc.strerror or exc})"
+    return (
+        f"workdir.at {path} holds files but no {marker.name} (no sandbox of worldtrace has "
+        "used it): refusing to empty it; name an empty or new folder, or empty this one"
+    )
+
+
 @configclass
 class WorkdirConfig:
     """The per-episode directory `{workdir}` expands to (by default `work/` in the lowest
@@ -250,6 +271,21 @@ class MCPConfig:
     servers whose HTTP clients honour them cannot reach beyond this machine."""
     faults: FaultConfig | None = None
     """Injected faults (see mcp_proxy.py); None: the server's answers untouched."""
+
+    def host_problems(self) -> list[tuple[tuple[str, ...], str]]:
+        """(key path under `sandbox`, why) of what this host lacks for the job, every
+        attempt alike (`SandboxConfigError`): a variable `env` names that is not set, a
+        `workdir.at` folder holding files no sandbox of ours left. Checked when a job
+        loads (`JobSpec.check_store`) and again at each reset."""
+        out = []
+        unset = [n for n in self.env if n not in os.environ]
+        if unset:  # the server would run without them, and its answers pass for real ones
+            why = f"sandbox.env names variables not set on this host: {', '.join(unset)}"
+            out.append((("env",), why))
+        at = self.workdir.at
+        if at is not None and (why := _foreign_folder(Path(at))):
+            out.append((("workdir", "at"), why))
+        return out
 
     def __post_init__(self) -> None:
         if not self.command and not self.url:
@@ -332,11 +368,8 @@ class MCPSandbox(Unpicklable):
     def _prepare(self) -> None:
         """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
         c = self.config
-        unset = [n for n in c.env if n not in os.environ]
-        if unset:  # the server would run without them, and its answers pass for real ones
-            raise SandboxConfigError(
-                f"sandbox.env names variables not set on this host: {', '.join(unset)}"
-            )
+        if problems := c.host_problems():
+            raise SandboxConfigError("; ".join(why for _, why in problems))
         self._private, self._slot_lock = take_slot()
         self._workdir = self._fresh_workdir()
         values = {"{workdir}": str(self._workdir), "{python}": sys.executable}
@@ -431,17 +464,16 @@ class MCPSandbox(Unpicklable):
             path = self._private / "work"
         else:
             path = Path(at)
-            marker = Path(f"{at}.worldtrace-lock")
-            if path.exists() and any(path.iterdir()) and not marker.exists():
-                raise SandboxError(f"{at} holds files but no {marker.name}: refusing to empty it")
-            lock = try_lock(marker)  # closed in _stop
+            if why := _foreign_folder(path):  # since the check in `_prepare`
+                raise SandboxConfigError(why)
+            lock = try_lock(_marker(path))  # closed in _stop
             if lock is None:
                 raise SandboxError(f"{at} is in use by another sandbox")
             self._lock = lock
             shutil.rmtree(path, ignore_errors=True)
         if copy:
-            if not os.path.isdir(copy):  # removed since the job was checked
-                raise SandboxError(f"workdir.copy: {copy} does not exist on this host")
+            if not os.path.isdir(copy):  # removed since the job was checked: no retry mends it
+                raise SandboxConfigError(f"workdir.copy: {copy} does not exist on this host")
             shutil.copytree(copy, path, symlinks=True)
         else:
             path.mkdir(parents=True, exist_ok=True)
