@@ -24,7 +24,7 @@ from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
 from worldtrace.schemas.tempfiles import StoreWriteError
 
 from .jobspec import Episode, JobSpec
-from .policies import History, Policy, ReplayPolicy, replay_task
+from .policies import History, Policy, PolicyConfigError, ReplayPolicy, replay_task
 from .recorder import Recorder
 
 
@@ -71,14 +71,15 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")[:2000]
 
 
-NOT_RETRIED = f"{SandboxConfigError.__name__}: "
+NOT_RETRIED = tuple(f"{cls.__name__}: " for cls in (SandboxConfigError, PolicyConfigError))
 """How the error of an attempt no retry can mend begins (its `failure_reason`): the record
 says so itself, for a run of the job and for a worker alike."""
 
 
 def retriable(t: Trajectory) -> bool:
     """Whether another attempt may mend the failed attempt `t`: not after a
-    SandboxConfigError (a configuration mistake fails every attempt alike)."""
+    SandboxConfigError or PolicyConfigError (a configuration mistake fails every attempt
+    alike)."""
     return not (t.outcome.error or "").startswith(NOT_RETRIED)
 
 

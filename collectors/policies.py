@@ -14,6 +14,7 @@ can be collected without a model.
 from __future__ import annotations
 
 import functools
+import html
 import json
 import os
 import re
@@ -33,6 +34,14 @@ from worldtrace.schemas.redact import redactor
 from .actions import keystrokes, tool, tool_call
 
 POLICY_ENTRY_POINT_GROUP = "worldtrace.policies"
+
+
+class PolicyConfigError(RuntimeError):
+    """The policy's configuration cannot work with what it talks to (a chat endpoint that
+    is no chat-completions server, or refuses the key): every attempt would fail alike,
+    so the attempt fails and is not retried (`episode.retriable`)."""
+
+
 BUILTIN_POLICIES = {
     "scripted": "worldtrace.collectors.policies:ScriptedPolicy",
     "replay": "worldtrace.collectors.policies:ReplayPolicy",
@@ -228,6 +237,26 @@ class OpenAIConfig:
     """Seconds per request."""
 
 
+NOT_A_CHAT_SERVER = (401, 403, 404, 405, 501)
+"""HTTP statuses no retry mends: the key refused, or no chat completions at that URL (a
+wrong port or path; Python's own http.server answers a POST with 501). Others (429,
+500, 502, 503, a request too long) may pass on the next attempt."""
+ANSWER_READ = 64 << 10
+"""Bytes of an error answer read; what is said of it is cut to `ANSWER_SAID` characters."""
+ANSWER_SAID = 300
+
+
+def _answer_text(data: bytes) -> str:
+    """An error answer as a line of text: an HTML page's text without its tags, spaces
+    folded (the attempt's error showed `b'<!DOCTYPE HTML>\\n<html lang="en">...'`)."""
+    text = data.decode("utf-8", "replace")
+    if re.match(r"\s*<(?:!doctype|html|head|body)\b", text, re.I):
+        text = re.sub(r"(?is)<(script|style|title)\b.*?</\1>|<[^>]*>", " ", text)
+        text = html.unescape(text)
+    text = " ".join(text.split())
+    return text if len(text) <= ANSWER_SAID else text[: ANSWER_SAID - 3] + "..."
+
+
 @dataclass
 class OpenAIChatPolicy:
     """An OpenAI-compatible chat-completions endpoint chooses the actions.
@@ -308,22 +337,25 @@ class OpenAIChatPolicy:
         ]
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        req = urllib.request.Request(
-            self.base_url.rstrip("/") + "/chat/completions",
-            data=json.dumps(body).encode(),
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {os.environ.get(self.api_key_env, '')}",
-            },
-        )
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        key = os.environ.get(self.api_key_env)
+        headers = {"Content-Type": "application/json"}
+        if key:  # a local server wants none; an empty `Bearer ` is no key either
+            headers["Authorization"] = f"Bearer {key}"
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             # a gateway may echo the key it refused: the reason is redacted with the key as
             # a literal before it becomes the attempt's error (printed, kept in jobs.db)
-            body = redactor(self).text(repr(exc.read()[:300]))[0]
-            raise RuntimeError(f"chat completions HTTP {exc.code}: {body}") from exc
+            said = redactor(self).text(_answer_text(exc.read(ANSWER_READ)))[0]
+            why = f"chat completions at {url}: HTTP {exc.code} ({exc.reason}): {said}"
+            if exc.code in (401, 403) and not key:
+                why += f"; {self.api_key_env} (the policy's api_key_env) is not set on this host"
+            if exc.code in NOT_A_CHAT_SERVER:
+                raise PolicyConfigError(why) from None
+            raise RuntimeError(why) from None  # a busy or failing server: retried
 
     def act(self, history: History) -> Action | None:
         body: dict[str, Any] = {
