@@ -279,11 +279,18 @@ def print_run(result: Any, listed: bool, progress: CollectProgress | None = None
         if at_max == cut
         else f", {at_max} of them {MAX_TURNS_STOP}"
     )
-    click.echo(
-        f"{len(result.trajectories)} trajectories ({failed} failed attempts"
-        + (f", {cut} incomplete{why}" if cut else "")
-        + f") -> {', '.join(where) or '-'}"
-    )
+    done = progress is not None and progress.total and progress.ended_before == progress.total
+    if done and not result.trajectories:  # a resume of a finished job: not "0 ... -> -"
+        click.echo(
+            f"nothing left to run: the {progress.total} episode(s) of job {progress.job_id} "
+            "ended in earlier runs"
+        )
+    else:
+        click.echo(
+            f"{len(result.trajectories)} trajectories ({failed} failed attempts"
+            + (f", {cut} incomplete{why}" if cut else "")
+            + f") -> {', '.join(where) or '-'}"
+        )
     if progress is None:
         return
     if progress.failed_episodes:

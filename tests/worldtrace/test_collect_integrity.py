@@ -55,7 +55,7 @@ def test_a_resume_from_a_changed_job_file_is_refused(tmp_path, wt_env):
     )
     f.write_text(f"# the same job\n{json.dumps(dict(reversed(NO_SERVER.items())))}\n")
     r = run(store, "collect", str(f), "--resume", job)
-    assert r.exit_code == 3 and "0 trajectories" in r.output, r.output  # done already
+    assert r.exit_code == 3 and "nothing left to run" in r.output, r.output  # done already
 
 
 def test_a_job_collected_before_fingerprints_still_resumes(tmp_path, wt_env):
