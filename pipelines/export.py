@@ -14,6 +14,7 @@ processed shards and settings give byte-identical files. The split has its own s
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -24,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
 from worldtrace.schemas.publish import reading
+from worldtrace.schemas.tempfiles import DamagedFile, first_line
 
 from .inputs import CLUSTER, check_input, iter_batches, kept_nothing
 from .mask import KEEP_MODES, unit_draw
 from .prompt import SystemPrompt
-from .render import BUILTIN, load_template
+from .render import BUILTIN, Template, load_template
 from .samples import (
     MAIN_PART,
     NO_TARGET,
@@ -64,6 +66,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMATS", "TOKEN_FORMATS", "TOKEN_SETTINGS", "ExportConfig", "export", "parse_split"]
 
+log = logging.getLogger(__name__)
+
 SPLIT_BY = "dedup.cluster_id"
 TOKEN_FORMATS = tuple(f for f in FORMATS if f != "agentworldbench")
 """The formats that tokenize: parquet and megatron."""
@@ -71,6 +75,9 @@ TOKEN_SETTINGS = ("tokenizer", *(f.name for f in fields(SampleConfig) if f.name 
 """Settings only TOKEN_FORMATS read. AgentWorldBench writes text, one line per target turn
 of the keep_mode=turn draw, so of the sample settings it reads only `seed` (a new sample
 setting is refused with it until it reads one)."""
+MAX_SEQ_LEN = 2**31 - 2
+"""The longest packed row: `num_tokens` and Parquet's list offsets are int32, and a
+Megatron document is the row and its end-of-document token."""
 EVAL_PART = "test"
 """AgentWorldBench files of an export without `split` are eval sets: `<domain>_test.jsonl`."""
 SYNTHETIC_COUNTS = ("synthetic_trajectories", "synthetic_samples")
@@ -145,6 +152,17 @@ class ExportConfig(SampleConfig):
             value = getattr(self, name)
             if value < least:
                 raise ValueError(f"{name} must be {meaning}, got {value!r}")
+        if self.seq_len > MAX_SEQ_LEN:  # pyarrow said `Negative offsets in list array`, at the end
+            raise ValueError(
+                f"seq_len {self.seq_len} is more tokens than a row holds: at most {MAX_SEQ_LEN} "
+                "(a packed row's token count is an int32, and a Megatron document is one "
+                "token longer)"
+            )
+        for name in ("seed", "split_seed"):  # the store's `exports` view reads them as int64
+            if not -(2**63) <= (value := getattr(self, name)) < 2**63:
+                raise ValueError(
+                    f"{name} {value} is not an integer of 64 bits ({-(2**63)} to {2**63 - 1})"
+                )
         if self.seq_len and self.max_len > self.seq_len:
             raise ValueError(f"max_len {self.max_len} exceeds seq_len {self.seq_len}")
         if self.sample_turns != SAMPLE_TURNS[0] and self.sample_mode != "turn":
@@ -276,6 +294,7 @@ def export(
     called with (trajectories read, trajectories read) after each batch."""
     cfg.check()
     _check_apart(check_output(cfg.output), cfg)  # refused before anything is read or written
+    policy = (processing_run(cfg.input) or {}).get("policy")  # said before any work is done
     fractions = parse_split(cfg.split)
     prompt = SystemPrompt.from_file(cfg.simulation_instructions)
     template = load_template(cfg.template, cfg.template_eot)
@@ -286,6 +305,8 @@ def export(
         raise ValueError(
             f"{cfg.tokenizer}: no end-of-document token ({', '.join(EOD_TOKENS)}); {needs}"
         )
+    if tok is not None and (as_text := markers_as_text(template, tok)):
+        log.warning(_markers_warning(cfg, template, as_text))
     builder = SampleBuilder(cfg, template, tok, prompt)
     check_input(cfg.input)
     names = [MAIN_PART, *fractions]
@@ -317,7 +338,7 @@ def export(
         _check_targets(cfg, builder, trajectories, selection)  # before the output is replaced
         manifests = {}
         for n in names:
-            m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n)
+            m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n, policy)
             m["counts"].update(
                 zip(SYNTHETIC_COUNTS, (synthetic[n], builder.synthetic[n]), strict=True)
             )
@@ -336,6 +357,32 @@ def export(
             top["where"] = _where_info(selection)
         write_manifest(staging, top)
     return top
+
+
+def markers_as_text(template: Template, tok) -> dict[str, int]:
+    """The markers of a built-in template (`Template.markers`: chatml's `<|im_start|>`,
+    `<|im_end|>`) that are no added token of `tok`, each with the number of tokens it is
+    written as. Such a marker is plain text, tokenized as the same text in an observation
+    is: the model cannot tell the template's turn boundary from content that writes one,
+    and the end-of-turn it learns to predict is several tokens, none of them a stop token."""
+    added = {t.content for t in tok.get_added_tokens_decoder().values()}
+    return {
+        m: len(tok.encode(m, add_special_tokens=False).ids)
+        for m in template.markers
+        if m not in added
+    }
+
+
+def _markers_warning(cfg: ExportConfig, template: Template, as_text: dict[str, int]) -> str:
+    said = ", ".join(f"{m} ({n} token{'s' if n != 1 else ''})" for m, n in as_text.items())
+    return (
+        f"{cfg.tokenizer}: the {template.name} template's {said} "
+        f"{'is no token' if len(as_text) == 1 else 'are no tokens'} of this tokenizer: each "
+        "is written as plain text, as an observation holding that text is, so a turn's "
+        "boundary cannot be told from content and its end-of-turn is no single token; "
+        "export with this tokenizer's own chat markers (--template FILE.j2 "
+        "--template-eot TEXT) or --template plain"
+    )
 
 
 def _needs_eod(cfg: ExportConfig) -> str:
@@ -475,7 +522,7 @@ def _split_info(fractions: dict[str, float], seed: int, part: str | None = None)
     return {**info, "part": part} if part else info
 
 
-def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> dict:
+def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str, policy=None) -> dict:
     """Everything needed to reproduce and check one part, except its shard list. A text
     format's has no template nor sampling: it used none (the `exports` view showed the
     default chatml for AgentWorldBench files)."""
@@ -494,7 +541,7 @@ def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str) -> d
         if tokens
         else None,
         "simulation_instructions": prompt.describe(cfg.simulation_instructions),
-        "mask_policy": _policy_from(cfg.input),
+        "mask_policy": policy,
         "keep_mode": cfg.keep_mode,
         "seed": cfg.seed,
         "sampling": None
@@ -573,7 +620,56 @@ def _summed_by_domain(
     return dict(sorted(out.items()))
 
 
-def _policy_from(input_dir: str) -> dict[str, Any] | None:
-    """The mask policy of the processing run, from its manifest beside the input."""
-    m = Path(input_dir).parent / "manifest.json"
-    return json.loads(m.read_text()).get("policy") if m.exists() else None
+PROCESS_FIX = "`worldtrace process --rebuild` writes it again"
+
+
+def processing_run(input_dir: str) -> dict[str, Any] | None:
+    """The manifest of the `worldtrace process` run whose output `input_dir` is (the
+    `manifest.json` beside it), None when there is none. Export records its mask `policy`
+    and the CLI takes its `config.seed` as the default `--seed`, so one that does not read,
+    is not a JSON object, or holds either of them in another shape is `DamagedFile`
+    naming the file and the field, before anything is read or written (earlier versions
+    read it after the whole export: a traceback for a JSON list, a JSON error naming no
+    file for a cut one, and a policy of another shape recorded as it was)."""
+    path = Path(input_dir).parent / F.PROCESS_MANIFEST
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # a directory, unreadable, not UTF-8
+        raise DamagedFile(
+            path, f"the processing run's manifest does not read ({first_line(exc)})", PROCESS_FIX
+        ) from None
+    try:
+        m = json.loads(text)
+    except ValueError as exc:
+        raise DamagedFile(
+            path, f"the processing run's manifest is not JSON ({exc})", PROCESS_FIX
+        ) from None
+    if not isinstance(m, dict):
+        raise DamagedFile(
+            path,
+            f"the processing run's manifest is a JSON {type(m).__name__}, not an object",
+            PROCESS_FIX,
+        )
+    config = m.get("config")
+    seed = config.get("seed") if isinstance(config, dict) else None
+    for field, value, ok in (
+        ("policy", m.get("policy"), lambda v: isinstance(v, dict)),
+        ("config", config, lambda v: isinstance(v, dict)),
+        ("config.seed", seed, lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    ):
+        if value is not None and not ok(value):
+            raise DamagedFile(
+                path,
+                f"{field} of the processing run's manifest is {json.dumps(value)[:80]}, not "
+                + ("an integer" if field == "config.seed" else "an object"),
+                PROCESS_FIX,
+            )
+    return m
+
+
+def processing_seed(input_dir: str) -> int | None:
+    """The seed of the processing run whose output `input_dir` is (`process --set seed=N`):
+    the seed of the keep draw the `turns` table shows as `in_loss`; None when unknown."""
+    return ((processing_run(input_dir) or {}).get("config") or {}).get("seed")

@@ -100,6 +100,16 @@ class Template:
     """Jinja source, for user templates."""
 
     @property
+    def markers(self) -> tuple[str, ...]:
+        """The special-token markers a built-in template writes (`<|im_start|>`,
+        `<|im_end|>`), in order; none for `plain` and for a Jinja template (whose text is
+        the user's, written for their tokenizer)."""
+        if self.source is not None:
+            return ()
+        found = re.findall(r"<\|[^|<>\s]+\|>", "".join([*self.starts.values(), self.end]))
+        return tuple(dict.fromkeys(found))
+
+    @property
     def sha256(self) -> str:
         body = self.source if self.source is not None else repr((self.starts, self.end, self.eot))
         return hashlib.sha256(body.encode()).hexdigest()
@@ -201,7 +211,15 @@ def load_template(name_or_path: str, eot: str = "") -> Template:
         raise FileNotFoundError(
             f"template {name_or_path!r} is neither built in ({', '.join(BUILTIN)}) nor a file"
         )
-    source = path.read_text(encoding="utf-8", errors="replace")
+    raw = path.read_bytes()
+    try:  # its text is in every sample: a byte it does not decode would be U+FFFD in each
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ValueError(
+            f"template {path}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start}); save it as UTF-8"
+        ) from None
     from .prompt import refuse_secrets
 
     refuse_secrets(path, source, "template")  # its text is in every sample

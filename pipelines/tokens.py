@@ -390,7 +390,8 @@ class MaskConfig:
     """How a partial keep applies: whole turn by hash, per token, or a prefix."""
     seed: int = 0
     """Seeds every hash draw but the split's (--split-seed): keep decisions, per-token
-    masks, the sampled turn."""
+    masks, the sampled turn. `worldtrace export` without it takes the processing run's
+    (`process --set seed=N`, the draw the turns table's in_loss shows), else 0."""
     eot_target: bool = True
     """The end-of-turn token closing an observation is a target too."""
 

@@ -46,7 +46,12 @@ def read_manifest(directory: str | Path, fmt: str | None = None) -> dict[str, An
     path = d / MANIFEST
     if not path.exists():
         raise FileNotFoundError(f"{path}: no export manifest (run `worldtrace export` first)")
-    m = json.loads(path.read_text())
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # cut short, edited, not UTF-8
+        raise ValueError(f"{path}: not an export manifest ({exc})") from None
+    if not isinstance(m, dict) or not isinstance(m.get("format"), str):
+        raise ValueError(f"{path}: not an export manifest (no format)")
     if "parts" in m:
         raise ValueError(
             f"{d}: a split export; pass one of its parts: "
@@ -112,9 +117,15 @@ def hf_dataset(directory: str | Path, cache_dir: str | None = None):
     import datasets
 
     m = read_manifest(directory, "parquet")
+    files = _files(directory, m)
+    if not files:  # datasets would say only "Empty 'data_files'"
+        raise ValueError(
+            f"{directory}: the export holds no rows (counts.rows "
+            f"{(m.get('counts') or {}).get('rows')}): nothing to load"
+        )
     ds = datasets.load_dataset(
         "parquet",
-        data_files=[str(f) for f in _files(directory, m)],
+        data_files=[str(f) for f in files],
         split="train",
         cache_dir=cache_dir,
     )
@@ -179,18 +190,32 @@ def collate_packed(examples: list[dict[str, torch.Tensor]]) -> dict[str, torch.T
 
 # -- Megatron-LM -----------------------------------------------------------------------
 def megatron_sample(
-    directory: str | Path, index: int, part: str = "train"
+    directory: str | Path, index: int, part: str | None = None
 ) -> dict[str, np.ndarray]:
     """Sequence `index` of a Megatron export as Megatron-LM's GPTDataset feeds its loss:
     `tokens = seq[:-1]`, `labels = seq[1:]`, `loss_mask = sidecar[1:]` (float32; the
     sidecar marks targets unshifted, so target i+1 is label i). The sequence ends with the
     end-of-document token, so `tokens` is the exported row and the last label (the EOD)
-    has loss mask 0."""
+    has loss mask 0.
+
+    `directory` is an export or one part of a split export (`OUTPUT/test`); its files are
+    named by the part its manifest says (`test_text_document`), unless `part` is given.
+    (Earlier versions looked for `train_*` whatever the directory: a split's test part
+    was `No such file or directory`.) An index past the sequences is an IndexError
+    naming the file and how many it holds."""
     d = Path(directory)
+    m = read_manifest(d, "megatron")  # a split's top, or another format: said as such
+    part = part or m.get("part") or "train"
     out = {}
     for kind in ("text", "mask"):
         prefix = d / megatron_name(part, kind)
         sizes, pointers, _, dtype = read_index(f"{prefix}.idx")
+        if not -len(sizes) <= index < len(sizes):
+            raise IndexError(
+                f"{prefix}.idx: no sequence {index}: it holds {len(sizes)} (0..{len(sizes) - 1})"
+                if len(sizes)
+                else f"{prefix}.idx: no sequence {index}: it holds none (an empty part)"
+            )
         data = np.memmap(f"{prefix}.bin", dtype=dtype, mode="r")
         start = int(pointers[index]) // np.dtype(dtype).itemsize
         out[kind] = np.array(data[start : start + int(sizes[index])])

@@ -122,6 +122,19 @@ def export(
         cfg.check()
     except ValueError as exc:
         raise click.UsageError(_as_options(str(exc), ctx)) from exc
+    if ctx.get_parameter_source("seed") is ParameterSource.DEFAULT:
+        from worldtrace.pipelines.export import processing_seed
+
+        # the keep draw the `turns` table shows as `in_loss` is the processing run's:
+        # without --seed the export trains the same turns (a damaged processing
+        # manifest: one line naming it)
+        run_seed = processing_seed(cfg.input)
+        if run_seed is not None and run_seed != cfg.seed:
+            cfg.seed = run_seed
+            try:
+                cfg.check()
+            except ValueError as exc:  # a processing seed past 64 bits
+                raise click.ClickException(f"the processing run's seed: {exc}") from exc
     from worldtrace.errors import interrupts
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.store import row_count
@@ -209,7 +222,11 @@ def _refuse_beside_verify(ctx: click.Context) -> None:
 def _as_options(message: str, ctx: click.Context) -> str:
     """A config error as the command line says it: `max_len` -> `--max-len` (only names
     with an underscore: a plain word such as `split` may be a value in the message)."""
-    names = {p.name: p.opts[0] for p in ctx.command.params if p.name and "_" in p.name}
+    options = {p.name: p.opts[0] for p in ctx.command.params if p.name}
+    first = message.split(" ", 1)[0]
+    if first in options:  # the setting a message starts with is named (`seed ...`)
+        message = options[first] + message[len(first) :]
+    names = {n: o for n, o in options.items() if "_" in n}
     if not names:
         return message
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
