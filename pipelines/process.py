@@ -151,6 +151,8 @@ class Previous:
     """The store moved (or was copied) since the last run, or files were only touched:
     `seen` holds its files at their new paths and times, and the shards file is
     rewritten so even if this run reads nothing."""
+    read_before: int = 0
+    """Records every earlier run read (the last manifest's `accounting.in`)."""
 
 
 def moved_paths(seen: pa.Table, was: str, output: Path) -> tuple[pa.Table, bool]:
@@ -183,13 +185,18 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     manifest = output / MANIFEST
     if cfg.rebuild or not (index / G.SHARDS_FILE).exists() or not manifest.exists():
         return Previous()
-    last = json.loads(manifest.read_text())
+    last = run_manifest(manifest)
     if last.get("layout") != LAYOUT:
         raise ValueError(
             f"{output} was processed by an older version (layout {last.get('layout', 1)}, "
             f"now {LAYOUT}): run `worldtrace process --rebuild`"
         )
-    before = last.get("config", {})
+    before, acc = last.get("config"), last.get("accounting")
+    read_before = acc.get("in") if isinstance(acc, dict) else None
+    if not isinstance(before, dict) or not isinstance(read_before, int):
+        # else "settings changed since the last run" for settings no one changed
+        what = "config" if not isinstance(before, dict) else "accounting.in"
+        raise DamagedFile(manifest, f"the last run's manifest has no {what}", REBUILD_HINT)
     now = to_dict(cfg)
     changed = [k for k in SETTINGS if before.get(k) != now.get(k)]
     if _same_policy(before, now):  # `keep.echo=0.05` given is the default, not a change
@@ -208,7 +215,23 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
     seen = read_shards(index / G.SHARDS_FILE)
     seen, moved = moved_paths(seen, before.get("output"), output)
-    return Previous(index, stems, seen, G.probed_stems(index), moved)
+    return Previous(index, stems, seen, G.probed_stems(index), moved, read_before)
+
+
+def run_manifest(path: Path) -> dict[str, Any]:
+    """The last run's manifest (`processed/manifest.json`) as a JSON object, or
+    `DamagedFile` naming it: a cut one said `Expecting ',' delimiter` without the file,
+    a JSON list ended in a traceback."""
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
+        raise DamagedFile(
+            path, f"the last run's manifest does not read ({first_line(exc)})", REBUILD_HINT
+        ) from None
+    if not isinstance(m, dict):
+        why = f"the last run's manifest is a JSON {type(m).__name__}, not an object"
+        raise DamagedFile(path, why, REBUILD_HINT)
+    return m
 
 
 def read_shards(path: Path) -> pa.Table:
@@ -708,9 +731,7 @@ def run(cfg: ProcessConfig, progress: Progress | None = None) -> dict[str, Any]:
 def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress | None):
     finish_stopped(output)  # a run that died between its table swaps: finish them first
     prev = load_previous(output, cfg)
-    read_before = 0
-    if prev.index is not None:
-        read_before = json.loads((output / MANIFEST).read_text())["accounting"]["in"]
+    read_before = prev.read_before
     stats = new_files(files, prev, output)
     todo = list(stats)
     arrivals, hashed = {f: st.st_mtime_ns for f, st in stats.items()}, {}
