@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.text import read_utf8
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
 CONDITIONS = "conditions"
@@ -55,6 +56,10 @@ def builtin_text_turns() -> str:
     return (PROMPTS_DIR / f"{TEXT_TURNS}.md").read_text().strip()
 
 
+WHAT = "simulation_instructions"
+"""How a file of simulation instructions is named in an error."""
+
+
 def load_instructions(path: str | None) -> dict[str, str]:
     """The built-in instructions, overridden per domain by `path`: a YAML or JSON file
     mapping domain -> text, or a directory of `<domain>.md` files; the key `text`
@@ -64,7 +69,7 @@ def load_instructions(path: str | None) -> dict[str, str]:
         return texts
     p = Path(path)
     if p.is_dir():
-        files = {f.stem: (f, f.read_text()) for f in sorted(p.glob("*.md"))}
+        files = {f.stem: (f, read_utf8(f, WHAT)) for f in sorted(p.glob("*.md"))}
         if not files:
             raise ValueError(f"{p}: simulation_instructions: no <domain>.md files in the directory")
         for f, text in files.values():
@@ -73,7 +78,7 @@ def load_instructions(path: str | None) -> dict[str, str]:
     elif p.is_file():
         import yaml
 
-        source = p.read_text()
+        source = read_utf8(p, WHAT)
         refuse_secrets(p, source, "simulation instructions")
         try:
             user = yaml.safe_load(source)  # YAML is a superset of JSON

@@ -211,15 +211,9 @@ def load_template(name_or_path: str, eot: str = "") -> Template:
         raise FileNotFoundError(
             f"template {name_or_path!r} is neither built in ({', '.join(BUILTIN)}) nor a file"
         )
-    raw = path.read_bytes()
-    try:  # its text is in every sample: a byte it does not decode would be U+FFFD in each
-        source = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ValueError(
-            f"template {path}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
-            f"{exc.start}); save it as UTF-8"
-        ) from None
+    from worldtrace.schemas.text import read_utf8
+
+    source = read_utf8(path, "template")  # its text is in every sample: no U+FFFD in each
     from .prompt import refuse_secrets
 
     refuse_secrets(path, source, "template")  # its text is in every sample

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
 LINE_END = re.compile(rb"\r\n?|\n")
@@ -97,6 +99,18 @@ def utf8(data: bytes, path: object, unit: str = "file") -> str:
         return data.decode()
     except UnicodeDecodeError as exc:
         raise not_utf8(data, exc, path, unit) from None
+
+
+def read_utf8(path: str | os.PathLike, what: str) -> str:
+    """The text of the file `path`, decoded strictly: a byte that is not UTF-8 is a
+    ValueError naming `what` (`template`), the file, the line and the column. For files
+    whose text goes into every sample (a template, simulation instructions): decoded with
+    replacement, each sample held U+FFFD."""
+    data = Path(path).read_bytes()
+    try:
+        return utf8(data, path)
+    except BadText as exc:
+        raise ValueError(f"{what} {path}: line {exc.line}: {exc.message}") from None
 
 
 def not_utf8(data: bytes, exc: UnicodeDecodeError, path: object, unit: str = "file") -> BadText:

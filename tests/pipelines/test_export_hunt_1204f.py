@@ -182,7 +182,9 @@ def test_a_template_that_is_not_utf8_is_refused_naming_its_line(tmp_path):
     r = wt("--store", str(store.root), "export", "--template", str(template), "-o", str(out))
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip() == (
-        f"Error: template {template}: line 2: not UTF-8 (byte 0xe9 at offset 35); save it as UTF-8"
+        f"Error: template {template}: line 2: byte 0xe9 at column 25 is not UTF-8: the file is "
+        "in another encoding (Latin-1 or cp1252?); convert it: iconv -f cp1252 -t utf-8 "
+        f"{template} > {template}.utf8"
     )
     assert not out.exists()
     # the same text saved as UTF-8 is exported, and its accents are in every sample
