@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from worldtrace.sandboxes.web_spec import shows_captcha
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.pages import shows_captcha
 
 from .stats import words
 

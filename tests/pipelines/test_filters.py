@@ -157,7 +157,7 @@ def test_identical_repeated_error_without_flags_is_a_retry_cycle():
 def test_error_page_checks_answer_as_their_regexes_do():
     """The literals looked for first never turn away a text the regex would match."""
     from worldtrace.pipelines.filters import HTTP_ERROR_RE, shows_http_error
-    from worldtrace.sandboxes.web_spec import CAPTCHA_RE, shows_captcha
+    from worldtrace.schemas.pages import CAPTCHA_RE, shows_captcha
 
     texts = [
         "Please complete the reCAPTCHA", "VERIFY YOU ARE HUMAN", "Are you a ROBOT?",
