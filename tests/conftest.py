@@ -217,6 +217,26 @@ def serving(server) -> Iterator[str]:
         thread.join()
 
 
+@contextlib.contextmanager
+def serving_pages(pages: dict[str, str]) -> Iterator[str]:
+    """A loopback site of `pages` (path -> HTML; any other path a 404 page), served while
+    the block runs: its base URL."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = pages.get(self.path)
+            reply(self, body or "<html><body>no such page</body></html>", 200 if body else 404)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    with serving(server) as url:
+        yield url
+
+
 @pytest.fixture
 def chat_server():
     chat = ChatServer()

@@ -12,14 +12,13 @@ One loopback server of small pages (`PAGES`)."""
 from __future__ import annotations
 
 import socket
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from worldtrace.collectors.jobs import JobSpec, run_job
 from worldtrace.schemas.actions import tool
 from worldtrace.schemas.parsing import ConfigError
 
-from ..conftest import reply, serving
+from ..conftest import serving_pages
 from .test_web_origins import start, state
 
 pytestmark = pytest.mark.browser
@@ -45,17 +44,7 @@ window.addEventListener("beforeunload", (e) => { e.preventDefault(); e.returnVal
 
 @pytest.fixture(scope="module")
 def site():
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = PAGES.get(self.path)
-            reply(self, body or "<html><body>no such page</body></html>", 200 if body else 404)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    with serving(server) as url:
+    with serving_pages(PAGES) as url:
         yield url
 
 

@@ -12,12 +12,10 @@ One loopback server of small pages (`PAGES`)."""
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 from worldtrace.schemas.actions import tool
 
-from ..conftest import reply, serving
+from ..conftest import serving_pages
 from .test_web_origins import bid, start
 
 pytestmark = pytest.mark.browser
@@ -45,17 +43,7 @@ function run() {{
 
 @pytest.fixture(scope="module")
 def site():
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = PAGES.get(self.path)
-            reply(self, body or "<html><body>no such page</body></html>", 200 if body else 404)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    with serving(server) as url:
+    with serving_pages(PAGES) as url:
         yield url
 
 
