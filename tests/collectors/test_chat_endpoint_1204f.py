@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, Thread
 import pytest
 from worldtrace.collectors.jobs import JobSpec, run_job
 
-from ..conftest import serving
+from ..conftest import reply, serving
 
 SERVER = """
 from mcp.server.mcpserver import MCPServer
@@ -42,12 +42,8 @@ class Status(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         Status.seen.append(dict(self.headers))
-        body = json.dumps({"error": {"message": f"status {self.status}"}}).encode()
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        body = json.dumps({"error": {"message": f"status {self.status}"}})
+        reply(self, body, self.status, "application/json")
 
     def log_message(self, *args) -> None:
         pass
