@@ -107,24 +107,104 @@ def _every(value: str | None) -> str | None:
 
 def _cron(value: str | None) -> str | None:
     """A valid cron expression that matches some time: `0 0 31 2 *` is valid but never
-    due, and would break `jobs submit` and the scheduler (croniter finds no next time)."""
+    due, and would break `jobs submit` and the scheduler (croniter finds no next time).
+    A field out of its range or a range written high to low names the field."""
     if value is not None:
         from croniter import CroniterBadDateError, croniter
 
-        if not croniter.is_valid(value):
-            raise ValueError(f"not a cron expression: {value!r}")
-        if not value.strip().startswith("@") and len(value.split()) != 5:
+        macro = value.strip().startswith("@")
+        if not macro and len(value.split()) != 5:
             # croniter reads a sixth field as seconds (`* * * * * */5`: every 5 s), and a
             # Quartz `0 */5 * * * *` (seconds first) as every second of minute 0
             raise ValueError(
                 f"{value!r} has {len(value.split())} fields: cron takes five (minute hour "
                 "day-of-month month day-of-week)"
             )
+        if not macro:
+            _cron_fields(value)
+        if not croniter.is_valid(value):
+            raise ValueError(f"not a cron expression: {value!r}")
         try:
             croniter(value).get_next(float)
         except CroniterBadDateError:
             raise ValueError(f"{value!r} never matches") from None
     return value
+
+
+CRON_FIELDS = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day-of-month", 1, 31, ()),
+    ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                      "nov", "dec")),
+    ("day-of-week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)  # fmt: skip
+"""The five fields of a cron expression: name, lowest and highest value (day-of-week 7
+is Sunday, as 0), names (the first is the lowest value)."""
+_CRON_ITEM = re.compile(r"^(\w+)(?:-(\w+))?(/\d+)?$")
+
+
+def _cron_fields(value: str) -> None:
+    """Refuse, naming the field, a value out of its field's range (croniter said only
+    `not a cron expression`) and a range written high to low (`5-1`, `22-2`, `fri-mon`):
+    Vixie cron refuses it, and croniter wraps it around in silence (`5-1` ran Friday to
+    Monday), so the job would run at times the file does not say."""
+    for text, (field_name, low, high, names) in zip(value.split(), CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            m = _CRON_ITEM.match(item)
+            if m is None:
+                continue  # `*`, `*/5`, `L`, `5#2`, ...: croniter checks them
+            ends = [_cron_value(v, low, names) for v in m.group(1, 2) if v is not None]
+            if None in ends:
+                continue  # not a number or a name: croniter says what it is
+            top = high - 1 if field_name == "day-of-week" else high  # 7 only as Sunday
+            for v in ends:
+                if not low <= v <= high:
+                    raise ValueError(
+                        f"{value!r}: {field_name} {v} is out of range: it takes {low}-{top}"
+                        + (" (or 7: Sunday)" if field_name == "day-of-week" else "")
+                    )
+            if len(ends) < 2:
+                continue
+            a, b = ends
+            lo, hi = m.group(1, 2)
+            sunday = field_name == "day-of-week" and a % 7 == 0 and b % 7 == 0
+            if a == b or (sunday and a == 7):  # croniter reads `3-3`, `7-0` as `*`
+                one, write = ("Sunday", "0 (or 7)") if sunday else (lo, lo)
+                step = m.group(3) or ""
+                read = f"*{step}" if step else f"* (every {field_name})"
+                raise ValueError(
+                    f"{value!r}: {field_name} range {item} is {one} alone, which croniter "
+                    f"would read as {read}: write {write}"
+                )
+            if field_name == "day-of-week" and a == 7:  # Sunday's other number
+                raise ValueError(
+                    f"{value!r}: day-of-week range {item} runs from high to low, which cron "
+                    f"refuses: write it low to high, as 0-{hi}{m.group(3) or ''}"
+                )
+            if a <= b:
+                continue
+            end, start = (names[top - low], names[0]) if lo.isalpha() else (str(top), str(low))
+            fix = ",".join(f"{x}-{y}" if x != y else x for x, y in ((lo, end), (start, hi)))
+            way = (
+                f"write it low to high, as {fix}"
+                if not m.group(3)
+                else f"write it low to high, in two parts with the step each: from {lo} to "
+                f"{end} and from {start} to {hi}"
+            )
+            raise ValueError(
+                f"{value!r}: {field_name} range {item} runs from high to low, which cron "
+                f"refuses (it would wrap around past {end}): {way}"
+            )
+
+
+def _cron_value(v: str, low: int, names: tuple[str, ...]) -> int | None:
+    """A cron field's value as a number (a name by its place), or None."""
+    if v.isdigit():
+        return int(v)
+    if v.lower() in names:
+        return low + names.index(v.lower())
+    return None
 
 
 @configclass

@@ -459,7 +459,9 @@ class SQLiteJobStore(SQLJobStore):
         try:
             self._create()
         except sqlite3.OperationalError as exc:  # SQLite says "unable to open database file"
-            raise _unwritable(self.path) or exc from exc
+            raise _unwritable(self.path) or _advised(exc, self.path) from exc
+        except sqlite3.DatabaseError as exc:  # not a database, or damaged
+            raise _advised(exc, self.path) from exc
 
     def _create(self) -> None:
         """The tables, made or migrated."""
@@ -477,6 +479,19 @@ class SQLiteJobStore(SQLJobStore):
 
     @contextmanager
     def _tx(self, write: bool = True) -> Iterator[Tx]:
+        """A transaction; a job store that is locked, damaged or no job store says what
+        to do about it (`_advised`)."""
+        try:
+            with self._tx_plain(write) as tx:
+                yield tx
+        except sqlite3.DatabaseError as exc:
+            new = _advised(exc, self.path)
+            if new is exc:
+                raise
+            raise new from exc
+
+    @contextmanager
+    def _tx_plain(self, write: bool) -> Iterator[Tx]:
         c = self._connect()
         try:
             c.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -498,6 +513,24 @@ class SQLiteJobStore(SQLJobStore):
             c.executescript(SCHEMA)
             return c
         return connect_read_only(self.path, timeout=30, isolation_level=None)
+
+
+def _advised(exc: sqlite3.DatabaseError, path: Path) -> sqlite3.DatabaseError:
+    """`exc` (of its own class) with what to do about the job store at `path` after
+    SQLite's words (`views.job_store_fix`): a locked one is waited for, a damaged one
+    moved aside. SQLite's "file is not a database" or "database is locked" alone named
+    no way on. `exc` itself when there is nothing to add."""
+    from worldtrace.schemas.views import job_store_fix
+
+    text = str(exc)
+    fix = job_store_fix(path, text)
+    if fix is None or fix in text:
+        return exc
+    new = type(exc)(f"{text}; {fix}")
+    for name in ("sqlite_errorcode", "sqlite_errorname"):
+        if hasattr(exc, name):
+            setattr(new, name, getattr(exc, name))
+    return new
 
 
 def _unwritable(path: Path) -> sqlite3.OperationalError | None:

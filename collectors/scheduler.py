@@ -9,7 +9,8 @@ old due time, so two schedulers never enqueue the same run twice.
 
 Runs missed while no scheduler ran follow the schedule's `missed` policy: `one`
 enqueues a single catch-up run however many were missed; `skip` enqueues only when the
-latest due time is at most `grace` old, and otherwise waits for the next one. A run due
+latest due time is at most `grace` old, and otherwise waits for the next one (the first
+run of `every`, due at once, is never a missed one). A run due
 while the schedule's last run is still queued or running follows `overlap`: `skip` (the
 default) enqueues none and tells `on_skip`, `queue` enqueues it. The clock is injectable
 (`Clock`), so tests run schedules on a fake clock.
@@ -69,6 +70,10 @@ class SchedulerConfig:
     """Seconds late a due run may still be enqueued under `missed: skip`."""
 
 
+LOOK_SLACK = 5.0
+"""Seconds a look at the schedules may take beyond `poll` for a run due since the last
+look to count as on time (the enqueue of a large job before it)."""
+
 NEVER = datetime(9999, 1, 1, tzinfo=timezone.utc)
 """The next time of a cron expression that never matches (`0 0 31 2 *`): job files
 with one are refused, but a stored schedule must not make the scheduler crash."""
@@ -117,6 +122,12 @@ def _said(exc: Exception) -> str:
     return exc.one_line() if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
 
 
+def _iso(t: datetime) -> str:
+    """A due time as the scheduler says it: whole seconds, as `jobs list` shows it (an
+    `every` schedule's times carry the microseconds of its registration)."""
+    return t.isoformat(timespec="seconds")
+
+
 def _ts(t: datetime) -> float:
     return t.timestamp()
 
@@ -131,6 +142,14 @@ def register(store: JobStore, spec: JobSpec, clock: Clock | None = None) -> date
     assert spec.options.schedule is not None
     due = first_due(spec.options.schedule, (clock or SystemClock()).now())
     return _dt(store.save_schedule(spec, _ts(due)))
+
+
+def _registration(row: dict) -> tuple[str, str]:
+    """A schedule as registered: its name and when `jobs submit` registered it, so a
+    schedule set aside as stuck is run again once its job file is submitted again (a
+    running scheduler kept every later registration under that name stuck, though the
+    warning said to submit the file again)."""
+    return row["schedule_id"], str(row.get("created_at"))
 
 
 UNFINISHED = ("queued", "running")
@@ -155,8 +174,11 @@ class Scheduler:
         self.config = config or SchedulerConfig()
         self.on_skip = on_skip
         self.on_problem = on_problem
-        self._stuck: set[str] = set()
-        """Schedules with no next time to move to (said once; the others go on)."""
+        self._looked: datetime | None = None
+        """When this scheduler last looked at the schedules (its previous tick)."""
+        self._stuck: set[tuple[str, str]] = set()
+        """Schedules with no next time to move to (said once; the others go on), as they
+        were registered (`_registration`): submitted again, mended, they run."""
 
     def _busy(self, row: dict) -> str | None:
         """The schedule's last run if it has not ended."""
@@ -172,22 +194,34 @@ class Scheduler:
         """Enqueue every run that is due now; returns the new job ids."""
         now = self.clock.now()
         enqueued = []
+        try:
+            self._tick_all(now, enqueued)
+        finally:
+            self._looked = now
+        return enqueued
+
+    def _tick_all(self, now: datetime, enqueued: list[str]) -> None:
         for row in self.store.schedules():
             due = _dt(row["next_due"])
-            if due > now or row["schedule_id"] in self._stuck:
+            if due > now or _registration(row) in self._stuck:
                 continue
             try:
                 job_id = self._tick_one(row, due, now)
             except (ValueError, ArithmeticError) as exc:  # this schedule's: the others run
-                self._stuck.add(row["schedule_id"])  # (the store's errors still end the tick)
+                self._stuck.add(_registration(row))  # (the store's errors still end the tick)
+                name = row["schedule_id"]
                 self._problem(
-                    row["schedule_id"],
-                    f"has no next run ({_said(exc)}); submit its job file again to mend it",
+                    name,
+                    # a schedule registered before its `schedule` was refused (a cron
+                    # range written high to low) is not a schedule without a next run
+                    f"is not run: its schedule no longer checks ({_said(exc)}); fix the job "
+                    f"file and submit it again, or `worldtrace jobs unschedule {name}`"
+                    if isinstance(exc, ConfigError)
+                    else f"has no next run ({_said(exc)}); submit its job file again to mend it",
                 )
                 continue
             if job_id:
                 enqueued.append(job_id)
-        return enqueued
 
     def _problem(self, schedule_id: str, reason: str) -> None:
         if self.on_problem is not None:
@@ -207,13 +241,17 @@ class Scheduler:
             )  # fmt: skip
             if moved == "":  # we moved it (not another scheduler): say why once
                 self._problem(
-                    row["schedule_id"], f"run due {latest.isoformat()} not enqueued: {_said(exc)}"
+                    row["schedule_id"], f"run due {_iso(latest)} not enqueued: {_said(exc)}"
                 )
             return None
         sched = spec.options.schedule
         assert sched is not None
         latest = latest_due(sched, due, now)
-        on_time = now - latest <= timedelta(seconds=self.config.grace)
+        # the first run of `every` is due "at once": when a scheduler first sees it, never
+        # a run missed (registered while no scheduler ran, a `missed: skip` schedule
+        # skipped its first run and waited a whole interval, a day for `every: 1d`)
+        first = sched.every is not None and not row.get("last_run_at")
+        on_time = first or self._seen_in_time(latest, now)
         run = sched.missed == "one" or on_time
         busy = self._busy(row) if run and sched.overlap == "skip" else None
         run = run and busy is None
@@ -230,10 +268,26 @@ class Scheduler:
             late = (now - latest).total_seconds()
             self._problem(
                 row["schedule_id"],
-                f"run due {latest.isoformat()} skipped: {late:.0f} s late, past the grace of "
-                f"{self.config.grace:g} s (missed: skip)",
+                f"run due {_iso(latest)} skipped: {late:.{0 if late >= 10 else 1}f} s late, "
+                f"past the grace of {self.config.grace:g} s (missed: skip)",
             )
         return job_id or None
+
+    def _seen_in_time(self, latest: datetime, now: datetime) -> bool:
+        """Whether a due run is on time: at most `grace` late, or due since this
+        scheduler's previous look and seen in the time it takes to look again (`poll`,
+        and `LOOK_SLACK` for the tick itself). A run due while the scheduler ran was not
+        missed: woken at its due time the scheduler is some milliseconds late, and under
+        `--grace 0` a running scheduler skipped every run (`0 s late, past the grace of
+        0 s`), as it did any schedule it learnt of at its next `poll`, past the grace."""
+        late = now - latest
+        if late <= timedelta(seconds=self.config.grace):
+            return True
+        return (
+            self._looked is not None
+            and latest > self._looked
+            and late <= timedelta(seconds=self.config.poll + LOOK_SLACK)
+        )
 
     def run(self, stop: threading.Event, on_enqueue=None) -> None:
         """Tick until `stop`, sleeping until the next due time (at most `poll` seconds)."""
@@ -242,7 +296,7 @@ class Scheduler:
                 if on_enqueue:
                     on_enqueue(job_id)
             dues = [
-                r["next_due"] for r in self.store.schedules() if r["schedule_id"] not in self._stuck
+                r["next_due"] for r in self.store.schedules() if _registration(r) not in self._stuck
             ]
             wait = self.config.poll
             if dues:

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import json
 import re
+import shlex
 import sqlite3
 import warnings
 from collections.abc import Callable
@@ -376,6 +377,14 @@ def _jobs_tables(db: Path, skipped: Skipped) -> tuple[pa.Table, pa.Table]:
     return out[0], out[1]
 
 
+def unreadable_job_store(db: Path) -> str | None:
+    """Why the job store `db` does not read (as the views leave it out), or None: it
+    reads, or there is none."""
+    skipped: Skipped = []
+    _jobs_tables(db, skipped)
+    return skipped[0][1] if skipped else None
+
+
 def _ts(value):
     return datetime.fromisoformat(value) if isinstance(value, str) else value
 
@@ -502,11 +511,46 @@ def damage_hint(store: Store, path: Path) -> str:
     return "copy it again, or move it away"
 
 
-def skip_fix(store: Store, path: Path) -> str | None:
-    """What to do about a file the views left out (`connect`'s `on_skip`): a shard of
-    raw/ or processed/ (`damage_hint`), an export's manifest; None for another (the job
-    store: locked for a moment, or not a database, `jobs list` says which)."""
+def job_store_fix(path: Path, why: str) -> str | None:
+    """What to do about a job store (SQLite) that does not read, from SQLite's message
+    `why`: a locked one is waited for (nothing is wrong with it), a damaged one is moved
+    aside (its jobs and schedules are lost; the collected data is not), one without the
+    tables is not a job store; None for another failure (its message is the reason).
+    The line that says it names `path` already: the commands here name its directory."""
+    text = why.lower()
+    path = Path(path)
+    where, name = shlex.quote(str(path.absolute().parent)), shlex.quote(path.name)
+    if re.search(r"database( table| schema)? is locked|database is busy", text):
+        return (
+            "another process holds a lock on it (a worker, scheduler or `jobs` command in "
+            "the middle of a write, or one stopped while holding it: suspended with Ctrl-Z, "
+            "hung); nothing is damaged: run the command again when it ends (`fuser -v` on "
+            "it names the processes that have it open)"
+        )
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return (
+            "the job store is damaged: its jobs and schedules cannot be read (the collected "
+            "data under raw/ is not affected); move it aside with its -wal and -shm files "
+            f"(`cd {where} && mkdir jobs-damaged && mv {name}* jobs-damaged/`: "
+            f"`sqlite3 jobs-damaged/{name} .recover` prints the rows that still read), then "
+            "submit the job files again (the first `jobs submit` makes a new, empty job store)"
+        )
+    if "no such table" in text:
+        return (
+            "it holds no job store tables: an empty file, or another program's database; "
+            "`worldtrace jobs submit` makes them in an empty one (move another program's "
+            "file out of the store first)"
+        )
+    return None
+
+
+def skip_fix(store: Store, path: Path, why: str = "") -> str | None:
+    """What to do about a file the views left out (`connect`'s `on_skip`, with its reason
+    `why`): a shard of raw/ or processed/ (`damage_hint`), an export's manifest, the job
+    store (`job_store_fix`: locked, or damaged); None for another."""
     p = Path(path).resolve()
+    if p == store.jobs_db.resolve():
+        return job_store_fix(path, why)
     if p.is_relative_to(store.processed.resolve()) or p.is_relative_to(store.raw.resolve()):
         return damage_hint(store, path)
     if p.is_relative_to(store.export.resolve()):

@@ -183,10 +183,26 @@ def print_stats(
         if rows:
             print_table(make_table(columns, rows, s.title), console)
         else:
+            said = s.message(state)
+            if s.key == "jobs" and store is not None and _job_store_unread(store):
+                said = JOBS_UNREAD  # not "no queued job": it may hold many
             console.print(
-                f"{s.title}: {s.message(state)}",
+                f"{s.title}: {said}",
                 style="dim", markup=False, highlight=False, soft_wrap=True,
             )  # fmt: skip
+
+
+JOBS_UNREAD = (
+    "the job store did not read (the warning above says why and what to do): its jobs are "
+    "not counted"
+)
+"""What the jobs table says when `jobs.db` is left out of the views (damaged, locked)."""
+
+
+def _job_store_unread(store: Store) -> bool:
+    from worldtrace.schemas.views import unreadable_job_store
+
+    return unreadable_job_store(store.jobs_db) is not None
 
 
 def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, Any]:
@@ -197,7 +213,10 @@ def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, An
         columns, rows = _rows(con, s.sql)
         sections[s.key] = [dict(zip(columns, r, strict=True)) for r in rows]
     note = next_step(store)
-    return {"store": str(store.root), "notes": [note] if note else [], "sections": sections}
+    notes = [note] if note else []
+    if not sections["jobs"] and _job_store_unread(store):  # not "no job": it may hold many
+        notes.append(f"jobs: {JOBS_UNREAD.replace('the warning above', 'the warning on stderr')}")
+    return {"store": str(store.root), "notes": notes, "sections": sections}
 
 
 def _said(value: Any) -> str:

@@ -7,6 +7,8 @@ reading ones print one JSON document with `--json` (docs/cli.md).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 
@@ -48,6 +50,19 @@ def _subcommand_first(group: click.Group, args: list[str], option: str) -> str |
     if not any(option in p.opts for p in sub.params if isinstance(p, click.Option)):
         return None
     return shlex.join(["jobs", args[at], *args[:at], *args[at + 1 :]])
+
+
+@contextmanager
+def _job_store_errors(js, doing: str = "read") -> Iterator[None]:
+    """A SQLite job store that fails (damaged, locked: `jobstore_sql._advised` says what
+    to do) is one line naming it: the guard of every command named the store's own
+    `jobs.db`, which is not the file at fault under `--jobs OTHER.db`."""
+    import sqlite3
+
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise click.ClickException(f"cannot {doing} the job store {js.url}: {exc}") from None
 
 
 @click.group(
@@ -95,12 +110,26 @@ def jobs_submit(ctx: click.Context, job_file: str, dry_run: bool, jobs_url: str 
     if spec.options.schedule is not None:
         from worldtrace.collectors.scheduler import register
 
-        due = register(js, spec)
-        click.echo(
-            f"schedule {spec.name}: registered, next run due {due.isoformat(timespec='seconds')}"
-        )
+        with _job_store_errors(js, "write"):
+            before = next((r for r in js.schedules() if r["schedule_id"] == spec.name), None)
+            due = register(js, spec)
+        click.echo(f"schedule {spec.name}: {_registered(before, spec)}, next run due "
+                   f"{due.isoformat(timespec='seconds')}")  # fmt: skip
         return
-    click.echo(js.submit(spec))
+    with _job_store_errors(js, "write"):
+        click.echo(js.submit(spec))
+
+
+def _registered(before: dict | None, spec) -> str:
+    """What `jobs submit` did to the schedule of `spec`'s name: schedules are keyed by the
+    job's name, so a job file of another job under a name in use replaced its schedule
+    in silence (`registered`, as for a new one)."""
+    if before is None:
+        return "registered"
+    if before["spec_json"] == spec.to_json():
+        return "registered already, unchanged"
+    was = f"cron {before['cron']}" if before["cron"] else f"every {before['every']}"
+    return f"replaced the schedule registered before under this name (it was {was})"
 
 
 @jobs.command(
@@ -128,12 +157,13 @@ def jobs_list(
     if watch and as_json:
         raise click.UsageError("--watch and --json do not go together")
     js = job_store(ctx, jobs_url, read_only=True)
-    if as_json:
-        print_json(jobs_document(js))
-    elif watch:
-        watch_view(js, interval)
-    else:
-        print_table(jobs_view(js))
+    with _job_store_errors(js):
+        if as_json:
+            print_json(jobs_document(js))
+        elif watch:
+            watch_view(js, interval)
+        else:
+            print_table(jobs_view(js))
 
 
 def _not_blank(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -156,7 +186,9 @@ def jobs_show(ctx: click.Context, job_id: str, as_json: bool, jobs_url: str | No
     """One job and every attempt of its episodes."""
     from worldtrace.output import job_document, print_job, print_json
 
-    job = _one_job(job_store(ctx, jobs_url, read_only=True), job_id)
+    js = job_store(ctx, jobs_url, read_only=True)
+    with _job_store_errors(js):
+        job = _one_job(js, job_id)
     if as_json:
         print_json(job_document(job))
     else:
@@ -202,8 +234,12 @@ def jobs_cancel(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
 
     Exit status: 0 when the job is cancelled now or was already; 1 when it had finished
     (nothing to cancel), or no job or several jobs match."""
+    # looked up without making a job store: a mistyped id on a store without one left a
+    # new, empty jobs.db behind its `no job matches` (as `retry` and `unschedule` did)
+    looked = job_store(ctx, jobs_url, read_only=True)
+    with _job_store_errors(looked):
+        job = _one_job(looked, job_id)
     js = job_store(ctx, jobs_url)
-    job = _one_job(js, job_id)
     jid, before = job["job_id"], job["status"]
     if before == "cancelled":
         click.echo(f"{jid}: already cancelled; nothing to do")
@@ -211,12 +247,14 @@ def jobs_cancel(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
     if before in FINISHED:
         click.echo(f"{jid}: already finished ({before}); nothing to cancel", err=True)
         sys.exit(EXIT_PROBLEMS)
-    n = js.cancel(jid)
-    after = _one_job(js, jid)["status"]
+    with _job_store_errors(js, "write"):
+        n = js.cancel(jid)
+        now = _one_job(js, jid)
+    after = now["status"]
     if after != "cancelled":  # it finished between our look and the cancel
         click.echo(f"{jid}: finished ({after}) before it could be cancelled", err=True)
         sys.exit(EXIT_PROBLEMS)
-    running = sum(e["status"] == "running" for e in _one_job(js, jid)["episode_rows"])
+    running = sum(e["status"] == "running" for e in now["episode_rows"])
     click.echo(
         f"{jid}: cancelled ({before} before); {n} queued episode(s) dropped"
         + (f", {running} running episode(s) will finish" if running else "")
@@ -232,9 +270,12 @@ def jobs_cancel(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
 @click.pass_context
 def jobs_retry(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
     """Queue a new attempt of every failed or cancelled episode."""
+    looked = job_store(ctx, jobs_url, read_only=True)
+    with _job_store_errors(looked):
+        jid = _one_job(looked, job_id)["job_id"]
     js = job_store(ctx, jobs_url)
-    jid = _one_job(js, job_id)["job_id"]
-    n = js.retry(jid)
+    with _job_store_errors(js, "write"):
+        n = js.retry(jid)
     click.echo(
         f"{jid}: {n} episode(s) queued again"
         if n
@@ -248,8 +289,18 @@ def jobs_retry(ctx: click.Context, job_id: str, jobs_url: str | None) -> None:
 @click.pass_context
 def jobs_unschedule(ctx: click.Context, name: str, jobs_url: str | None) -> None:
     """Remove the schedule of job NAME (runs already queued stay)."""
-    if not job_store(ctx, jobs_url).remove_schedule(name):
-        raise click.ClickException(f"no schedule named {name!r}")
+    looked = job_store(ctx, jobs_url, read_only=True)
+    with _job_store_errors(looked):
+        known = {s["schedule_id"] for s in looked.schedules()}
+    removed = False
+    if name in known:
+        js = job_store(ctx, jobs_url)
+        with _job_store_errors(js, "write"):
+            removed = js.remove_schedule(name)
+    if not removed:
+        raise click.ClickException(
+            f"no schedule named {name!r} (`worldtrace jobs list` shows the schedules)"
+        )
     click.echo(f"schedule {name}: removed")
 
 

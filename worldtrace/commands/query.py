@@ -7,6 +7,7 @@ before running anything (docs/query.md, "What query may do").
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -35,7 +36,7 @@ def _connect(st):
     (`views.skip_fix`): the answers that follow are short of what it holds."""
 
     def skipped(path: Path, why: str) -> None:
-        fix = _views().skip_fix(st, path)
+        fix = _views().skip_fix(st, path, why)
         click.echo(f"warning: skipped {path}: {why}" + (f"; {fix}" if fix else ""), err=True)
 
     return _views().connect(st, on_skip=skipped)
@@ -87,9 +88,13 @@ def run_sql(
     if timer:
         timer.daemon = True
         timer.start()
+    wrapped = False
     try:
         with _ctrl_c_interrupts(con) as ctrl_c:
-            emit(con, sql, fmt, output, max_rows)
+            last = _run_before_last(con, sql)  # the earlier ones run: the last binds
+            sent = _distinct_columns(con, last, fmt)
+            wrapped = sent != last
+            emit(con, sent, fmt, output, max_rows)
     except (duckdb.InterruptException, RuntimeError) as exc:
         # a Ctrl-C outside our handler reaches DuckDB as `RuntimeError: Query interrupted`
         if not isinstance(exc, duckdb.InterruptException) and "interrupted" not in str(exc).lower():
@@ -101,12 +106,90 @@ def run_sql(
         from worldtrace.errors import joined
 
         damaged = _views().read_failure(st, exc) if st is not None else None
-        return f"error: {damaged or joined(str(exc))}"
+        text = (
+            _WRAPPED_LINE.sub(lambda m: f"LINE {int(m[1]) - 1}:", str(exc)) if wrapped else str(exc)
+        )
+        return f"error: {damaged or joined(text)}"
     finally:
         if timer:
             timer.cancel()
             timer.join()  # a timer thread still waking at exit aborts the interpreter
     return ""
+
+
+COUNTED = ("CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "TRANSACTION")
+"""Statement types whose result, without RETURNING, is DuckDB's count of rows changed."""
+
+
+def _run_before_last(con, sql: str) -> str:
+    """Run every statement of `sql` but the last, which is returned to run; an earlier
+    one whose rows no one sees is named on stderr. A `CREATE TEMP TABLE ... AS`, an
+    `INSERT` (and the like) answers only DuckDB's `Count` of rows changed: that is not a
+    result left unshown (`CREATE TEMP TABLE t AS ...; SELECT ... FROM t` warned that its
+    statement 1 returns rows)."""
+    import duckdb
+
+    from worldtrace.output import split_statements
+
+    statements = split_statements(sql)
+    if len(statements) < 2:
+        return sql
+    for k, statement in enumerate(statements[:-1], 1):
+        rel = con.sql(statement)
+        if rel is None:
+            continue
+        try:
+            kind = duckdb.extract_statements(statement)[0].type.name
+        except (duckdb.Error, ValueError, IndexError):
+            kind = ""
+        if kind in COUNTED and rel.columns == ["Count"]:
+            continue
+        click.echo(
+            f"warning: statement {k} of {len(statements)} returns rows that are not "
+            "shown: a query writes the last statement's result (query --shell shows each)",
+            err=True,
+        )
+    return statements[-1]
+
+
+_WRAPPED_LINE = re.compile(r"^LINE (\d+):", re.M)
+"""DuckDB's line of an error, one below the user's in a statement `_distinct_columns`
+wrapped (its first line is the wrapper's; the columns are the user's)."""
+
+KEYED_FORMATS = ("json", "jsonl", "parquet")
+"""Output formats whose columns are keyed by name: two columns of one name (`SELECT t.domain,
+u.domain FROM ... JOIN ...`) became one JSON key, the other value dropped, and a Parquet
+file no reader could open (`Multiple matches for FieldRef.Name`)."""
+
+
+def _distinct_columns(con, sql: str, fmt: str) -> str:
+    """The statement `sql`, when it is a SELECT whose result has two columns of one name,
+    read through `SELECT * FROM (...)`, where DuckDB names them apart as its `COPY` and
+    `CREATE TABLE AS` do (`domain`, `domain_1`), keeping the rows and their order; said
+    on stderr. Any other statement (a table or CSV shows both columns) is returned as it
+    is."""
+    import duckdb
+
+    if fmt not in KEYED_FORMATS:
+        return sql
+    try:
+        [statement] = duckdb.extract_statements(sql)
+        if statement.type != duckdb.StatementType.SELECT:
+            return sql
+        names = con.sql(sql).columns  # a SELECT is bound here, not run
+        if len(set(names)) == len(names):
+            return sql
+        wrapped = f"SELECT * FROM (\n{statement.query}\n)"  # (a `--` comment ends at its line)
+        renamed = con.sql(wrapped).columns
+    except (duckdb.Error, ValueError):
+        return sql  # running it says what is wrong
+    said = ", ".join(f"{a} -> {b}" for a, b in zip(names, renamed, strict=True) if a != b)
+    click.echo(
+        f"note: columns of one name are named apart in the {fmt} output, as DuckDB names "
+        f"them: {said} (give each an alias with AS to choose the names)",
+        err=True,
+    )
+    return wrapped
 
 
 @contextmanager
