@@ -395,6 +395,10 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
         args = (path, data, cfg.domain) if with_domain else (path, data)
         yield from _guarded(path, "", 0, mod.NAME, lambda: mod.parse(*args))
         return
+    if (runs := openai.simulations(data)) is not None:  # tau2-bench's results
+        for n, d in enumerate(runs):
+            yield from _record(path, d, n, f"simulations[{n}]", f"{stem}:{n}", cfg)
+        return
     many = isinstance(data, list) and bool(data) and not openai.detect_record(data)
     for n, d in enumerate(data if many else [data]):
         where, origin = (f"record {n}", f"{stem}:{n}") if many else ("", stem)
@@ -425,6 +429,8 @@ def detect_format(path: Path, data: Any) -> str | None:
     format (SWE-agent, mini-swe-agent, ATIF), else the record format of the record (of
     the first record of a list of records); None when no format takes it."""
     mod = next((m for m in FILE_FORMATS.values() if m.detect(path, data)), None)
+    if mod is None and openai.simulations(data) is not None:
+        return openai.NAME
     if mod is None:
         many = isinstance(data, list) and bool(data) and not openai.detect_record(data)
         first = data[0] if many else data

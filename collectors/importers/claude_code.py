@@ -103,6 +103,12 @@ the event holding its call (or its text). The action space is unknown (Claude Co
 not record its tool definitions; the tools used are not all it offered): none. Domain
 from the tools (an `mcp__server__` prefix left out), default swe.
 
+Claude Code's stream-json output (`claude -p --output-format stream-json --verbose`, the
+Agent SDK's messages) is read as a session (`_streamed`, `_stream_values`): its message
+lines in order on their thread's chain (a subagent's, named by `parent_tool_use_id`, its
+sidechain), `session_id`/`tool_use_result` as `sessionId`/`toolUseResult`; its own lines
+(system init and hooks, `result`, partial messages, rate limits) bookkeeping.
+
 A line that is not JSON, or an event of a shape Claude Code does not write (`message`
 not an object, `input` not an object, a timestamp that is not ISO 8601 ...), is reported
 naming the line and the field (`invalid_json`, `invalid`) and only that line is left out.
@@ -318,9 +324,11 @@ def sniff(path: Path) -> bool:
     """Whether `path` holds Claude Code events: its first lines are Claude Code's (a
     message event - `type` user/assistant/system with `uuid`, `parentUuid` and
     `sessionId` - after nothing but its bookkeeping lines; or bookkeeping lines only, one
-    of them marked as Claude Code's: a `sessionId`, or a summary's `leafUuid`). Lines that
-    are not JSON are passed over (they are reported when the file is read); anything else
-    decides no."""
+    of them marked as Claude Code's: a `sessionId`, or a summary's `leafUuid`), or its
+    stream-json output (`_streamed`). Lines that are not JSON are passed over (they are
+    reported when the file is read); anything else decides no."""
+    if _streamed(path):
+        return True
     marked = False
     for d in json_head(path, SNIFF_LINES):
         if not isinstance(d, dict) or not isinstance(d.get("type"), str):
@@ -338,6 +346,69 @@ def sniff(path: Path) -> bool:
             return False
         marked = marked or isinstance(d.get("sessionId"), str) or _summary(d)
     return marked
+
+
+STREAM_OWN = ("system", "result", "stream_event", "rate_limit_event")
+"""Lines of Claude Code's stream-json output that are no message of the conversation: its
+`system` events (init: the session's tools, model, cwd; hooks; status), the run's `result`
+(its last answer again, costs), partial messages (`--include-partial-messages`) and rate
+limit notices."""
+
+
+def _streamed(path: Path) -> bool:
+    """Whether `path` is Claude Code's stream-json output (`claude -p --output-format
+    stream-json --verbose`, the Agent SDK's messages; harbor keeps it as the agent's log):
+    its first JSON line carries a `session_id` (not a session file's `sessionId`) and is a
+    `system` event with a `subtype` (init, a hook's) or a message line with the SDK's
+    `parent_tool_use_id` key."""
+    d = next(json_head(path, SNIFF_LINES), None)
+    return (
+        isinstance(d, dict)
+        and isinstance(d.get("session_id"), str)
+        and "sessionId" not in d
+        and (
+            (d.get("type") == "system" and isinstance(d.get("subtype"), str))
+            or (d.get("type") in MESSAGES and "parent_tool_use_id" in d)
+        )
+    )
+
+
+def _stream_values(path: Path) -> Iterator[tuple[int, Any]]:
+    """The lines of stream-json output as the session events they stand for: each message
+    line an event on a chain of its thread (the main one, or the subagent its
+    `parent_tool_use_id` names: a sidechain with that `agentId`), its `uuid` (else one made
+    of its line), `session_id` and `tool_use_result` read as a session's `sessionId` and
+    `toolUseResult`, the init's `cwd` and version beside it; the output's own lines
+    (`STREAM_OWN`) bookkeeping. Anything else is passed on as it is (and reported)."""
+    last: dict[Any, str] = {}
+    init: dict[str, Any] = {}
+    for n, d in jsonl_values(path):
+        kind = d.get("type") if isinstance(d, dict) else None
+        if kind in MESSAGES and isinstance(d.get("message"), dict):
+            thread = d.get("parent_tool_use_id")
+            uuid = d["uuid"] if isinstance(d.get("uuid"), str) else f"line-{n}"
+            e = {
+                **d,
+                "uuid": uuid,
+                "parentUuid": last.get(thread),
+                "isSidechain": thread is not None,
+            }
+            e.setdefault("sessionId", d.get("session_id"))
+            if "tool_use_result" in d:
+                e.setdefault("toolUseResult", d["tool_use_result"])
+            if isinstance(thread, str):
+                e.setdefault("agentId", thread)
+            for key, there in (("cwd", "cwd"), ("version", "claude_code_version")):
+                if isinstance(init.get(there), str):
+                    e.setdefault(key, init[there])
+            last[thread] = uuid
+            yield n, e
+        elif kind in STREAM_OWN:
+            if kind == "system" and d.get("subtype") == "init":
+                init = d
+            yield n, {"type": "system"}
+        else:
+            yield n, d
 
 
 def _summary(d: dict[str, Any]) -> bool:
@@ -650,7 +721,7 @@ def _read(path: Path) -> tuple[list[_Event], list[ImportProblem]]:
     events: list[_Event] = []
     problems: list[ImportProblem] = []
     unknown: dict[str, list[int]] = {}
-    for n, d in jsonl_values(path):
+    for n, d in _stream_values(path) if _streamed(path) else jsonl_values(path):
         if isinstance(d, ImportProblem):
             problems.append(d)
             continue

@@ -255,7 +255,10 @@ def sniff(path: Path) -> bool:
     """Whether `path` is a Codex rollout: its first JSON line is a `RolloutLine`
     (`{timestamp, type: session_meta|response_item|..., payload}`), or the older bare
     session header `{id, timestamp[, instructions, git]}` followed by a bare response
-    item or a `{record_type: state}` marker. Lines that are not JSON are passed over."""
+    item or a `{record_type: state}` marker; or `codex exec --json` output (`exec_json`).
+    Lines that are not JSON are passed over."""
+    if exec_json(path):
+        return True
     header = False
     for d in json_head(path, SNIFF_LINES):
         if not isinstance(d, dict):
@@ -1304,7 +1307,11 @@ class _Reader:
 
 def parse(path: Path, domain: str | None = None) -> Iterator[tuple[int, Any]]:
     """(origin index, Trajectory | ImportProblem) of everything in a rollout file, or in a
-    TypeScript codex-cli session (`--format codex` on a `.json` file `detect` takes)."""
+    TypeScript codex-cli session (`--format codex` on a `.json` file `detect` takes), or
+    in `codex exec --json` output (`exec_json`)."""
+    if not path.name.endswith(".json") and exec_json(path):
+        yield from ((0, x) for x in _exec_events(path, domain))
+        return
     if path.name.endswith(".json"):  # a codex-cli session, never a rollout's lines
         data = read_json(path)
         if not isinstance(data, ImportProblem) and not detect(path, data):
@@ -1744,3 +1751,189 @@ def _bare(name: str) -> str:
     if name in (*SHELLS, SHELL_LINE, LOCAL_SHELL, *TERMINAL):
         return "shell"
     return name if name.startswith(MCP_NAMESPACE) else name.split("__", 1)[-1]
+
+
+# -- `codex exec --json` ---------------------------------------------------------------
+
+EXEC_NOT_TURNS = {
+    "file_change": "a file change (the output names the files and their kind, not the patch)",
+    "web_search": "a web search (the output keeps its query, not what it found)",
+    "todo_list": "Codex's to-do list (its plan tool)",
+    "plan": "a plan (plan mode's proposal)",
+    "collab_tool_call": "a call of another agent (collab tool)",
+    "error": "Codex's own error notice",
+}
+"""Items of `codex exec --json` that make no turn, and why (codex-rs/exec/src/
+exec_events.rs `ThreadItemDetails`)."""
+
+
+@file_cached
+def exec_json(path: Path) -> bool:
+    """Whether `path` is `codex exec --json` output (codex-rs/exec
+    event_processor_with_jsonl_output.rs, `ThreadEvent`s): its first JSON line is
+    `{type: thread.started, thread_id}`."""
+    d = next(json_head(path, SNIFF_LINES), None)
+    return (
+        isinstance(d, dict)
+        and d.get("type") == "thread.started"
+        and isinstance(d.get("thread_id"), str)
+    )
+
+
+def _exec_events(path: Path, domain: str | None) -> Iterator[Any]:
+    """`codex exec --json` output as one trajectory: each item in the order it first
+    appeared, as its last state (`item.completed`, else the latest `item.started` /
+    `item.updated`). A `command_execution` is a `command` (`bash -lc X` is X) answered by
+    its `aggregated_output` (the process's own output, whole) and `exit_code`; `declined`
+    (the user's or the policy's refusal): no turn, `not_run`; never completed: no turn,
+    `unpaired_call`. An `mcp_tool_call` is the tool call `mcp__server__tool(arguments)`
+    answered by its result's text content (an error with no result: no turn,
+    `harness_failure`). `reasoning` and `agent_message` items before a call are its
+    reasoning; the last agent message, after every call, is metadata `final_message`.
+    `EXEC_NOT_TURNS` items and `turn.failed` / `error` events are reported. The prompt is
+    not in the output: the task is unknown."""
+    items: dict[str, tuple[int, dict[str, Any]]] = {}
+    thread: str | None = None
+    problems: list[ImportProblem] = []
+    failed: list[tuple[int, str]] = []
+    for n, d in jsonl_values(path):
+        if isinstance(d, ImportProblem):
+            problems.append(d)
+            continue
+        kind = d.get("type") if isinstance(d, dict) else None
+        if kind == "thread.started" and thread is None:
+            thread = d.get("thread_id") if isinstance(d.get("thread_id"), str) else None
+        elif kind in ("item.started", "item.updated", "item.completed"):
+            item = d.get("item")
+            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                problems.append(
+                    ImportProblem(
+                        str(path),
+                        f"line {n}",
+                        "invalid",
+                        str(expected("item", "an item with an id", item)),
+                    )
+                )
+                continue
+            first = items.get(item["id"], (n, item))[0]
+            items[item["id"]] = (first, item)
+        elif kind in ("turn.failed", "error"):
+            err = d.get("error") if kind == "turn.failed" else d
+            message = err.get("message") if isinstance(err, dict) else None
+            failed.append((n, f"{kind}: {shown(message)}"))
+    yield from problems
+    for n, what in failed:
+        yield file_warning(
+            path, f"line {n}", "message_not_imported", f"{what} (Codex's own error); not imported"
+        )
+    pairs: list[tuple[Action, Observation, str | None]] = []
+    names: list[str] = []
+    said: list[str] = []
+    final: str | None = None
+    parts = NonText()
+    for n, item in sorted(items.values(), key=lambda x: x[0]):
+        kind, where, status = item.get("type"), f"line {n}", item.get("status")
+        if kind in ("reasoning", "agent_message"):
+            text = item.get("text")
+            if isinstance(text, str) and text.strip():
+                said.append(text)
+                final = text if kind == "agent_message" else final
+            continue
+        if kind in EXEC_NOT_TURNS:
+            yield file_warning(
+                path,
+                where,
+                "message_not_imported",
+                f"item {item['id']}: {EXEC_NOT_TURNS[kind]}; not imported",
+            )
+            continue
+        if kind == "command_execution":
+            command = item.get("command")
+            if not isinstance(command, str):
+                yield ImportProblem(
+                    str(path), where, "invalid", str(expected("item.command", "a string", command))
+                )
+                continue
+            try:
+                argv = shlex.split(command)
+            except ValueError:
+                argv = []
+            action = Action("command", _shell_line(argv) if argv else command, name="exec_command")
+            if status == "declined":
+                yield file_warning(
+                    path,
+                    where,
+                    "not_run",
+                    f"item {item['id']} ({shown(command)}): declined, never run; no turn",
+                )
+                continue
+            output, code = item.get("aggregated_output"), item.get("exit_code")
+            if status not in ("completed", "failed") or not isinstance(output, str):
+                yield file_warning(
+                    path,
+                    where,
+                    "unpaired_call",
+                    f"item {item['id']} ({shown(command)}): status {shown(status)}, no output; no turn (what the environment answered is unknown)",
+                )
+                continue
+            code = code if isinstance(code, int) and not isinstance(code, bool) else None
+            obs = Observation(output, exit_code=code, is_error=code != 0 or status == "failed")
+        elif kind == "mcp_tool_call":
+            server, tool = item.get("server"), item.get("tool")
+            if not isinstance(server, str) or not isinstance(tool, str) or not tool:
+                yield ImportProblem(
+                    str(path),
+                    where,
+                    "invalid",
+                    str(expected("item.tool", "a server and a tool name", [server, tool])),
+                )
+                continue
+            name = f"{MCP_NAMESPACE}{server}__{tool}"
+            try:
+                action = tool_action(name, item.get("arguments") or {}, "item.arguments")
+            except InvalidField as exc:
+                yield ImportProblem(str(path), where, "invalid", str(exc))
+                continue
+            result, error = item.get("result"), item.get("error")
+            if not isinstance(result, dict):
+                why = error.get("message") if isinstance(error, dict) else None
+                kind_ = "harness_failure" if status == "failed" else "unpaired_call"
+                yield file_warning(
+                    path,
+                    where,
+                    kind_,
+                    f"item {item['id']} ({name}): status {shown(status)}, no result ({shown(why)}); no turn",
+                )
+                continue
+            place = f"turn {len(pairs)} observation ({where}: item.result.content)"
+            try:
+                text = parts.text(result.get("content") or [], place)
+            except InvalidField as exc:
+                yield ImportProblem(str(path), where, "invalid", str(exc))
+                continue
+            obs = Observation(text, is_error=status == "failed")
+        else:
+            yield file_warning(
+                path,
+                where,
+                "message_not_imported",
+                f"item {item['id']} of type {shown(kind)}; not imported",
+            )
+            continue
+        names.append(action.name or "")
+        pairs.append((action, obs, join_reasoning(*said)))
+        said, final = [], None
+    for w in parts.warnings():
+        yield file_warning(path, "", w.kind, w.message)
+    if not pairs:
+        yield ImportProblem(str(path), "", "empty", "no command or tool call in the output")
+        return
+    yield build(
+        NAME,
+        thread or origin_stem(path),
+        domain or guess_domain((_bare(x) for x in names), "swe"),
+        pairs,
+        agent={"name": NAME, "model": None},
+        outcome=Outcome(),
+        metadata={"final_message": final, "output": "codex exec --json"},
+    )

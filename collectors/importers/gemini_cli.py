@@ -81,6 +81,14 @@ over. Metadata: project_hash, title (`summary`), directories, kind (a subagent's
 models (if several), final_message; agent `gemini-cli` with the first model; each turn's
 `started_at` <- its message's `timestamp`, the trajectory's <- `startTime`.
 
+Gemini CLI's model history (`/chat save`'s checkpoint `{history: Content[], authType}`, a
+bare `Content[]` before, read in core/logger.ts `saveCheckpoint`/`loadCheckpoint`; `/chat
+share`'s JSON) is read as a session of its own (`_contents`): a model turn's `functionCall`
+parts its calls, the next user turn's `functionResponse` parts their results; Gemini CLI's
+session context (metadata `session_context`), its compression summary (reported) and the
+model's fixed reply to either are no turn. An output its masking service replaced with a
+preview (`<tool_output_masked>`) is no turn (`harness_failure`).
+
 A line that is not JSON, or a record or message of a shape Gemini CLI does not write, is
 reported naming the line (or `messages[N]`) and the field (`invalid_json`, `invalid`) and
 only it is left out.
@@ -200,6 +208,11 @@ _NEW_LINES = (
 """The current layout's lines after the output, read from the end (each only when there is
 something to say)."""
 
+_MASKED = re.compile(r"<tool_output_masked>\n|\[Tool Output Masked\]\n<tool_output_masked_guidance")
+"""Gemini CLI's masking of an old, long tool output in its model history
+(services/toolOutputMaskingService.ts): a preview of it in its own wrapper, the output in a
+file under its temporary directory."""
+
 # -- cuts ---------------------------------------------------------------------------------
 
 _CUT = re.compile(
@@ -229,13 +242,33 @@ _READ_NOTE = re.compile(
 
 def detect(path: Path, data: Any) -> bool:
     """Whether a parsed `.json` file is a Gemini CLI session written whole (before v0.40):
-    `{sessionId, projectHash, messages: [...]}`."""
+    `{sessionId, projectHash, messages: [...]}`, or its model history (`history`)."""
     return (
         isinstance(data, dict)
         and isinstance(data.get("sessionId"), str)
         and isinstance(data.get("projectHash"), str)
         and isinstance(data.get("messages"), list)
-    )
+    ) or history(data) is not None
+
+
+def history(data: Any) -> tuple[list[Any], str] | None:
+    """(the contents, their field) when `data` is Gemini CLI's model history as it saves it
+    (`/chat save`'s checkpoint `{history: Content[], authType?}`, a bare `Content[]` before
+    it, `/chat share`'s JSON): a list of `{role: user|model, parts: [...]}` with a model
+    turn; else None."""
+    field_, contents = "", data
+    if isinstance(data, dict) and set(data) <= {"history", "authType"}:
+        field_, contents = "history", data.get("history")
+    if not (isinstance(contents, list) and contents):
+        return None
+    for c in contents:
+        if not (isinstance(c, dict) and c.get("role") in ("user", "model")):
+            return None
+        if not isinstance(c.get("parts"), list) or set(c) - {"role", "parts"}:
+            return None
+    if not any(c["role"] == "model" for c in contents):
+        return None
+    return contents, field_
 
 
 @file_cached
@@ -468,6 +501,138 @@ def _snapshot(path: Path, n: int, messages: Any, s: _Session, by_id: dict[str, _
         )
 
 
+SESSION_CONTEXT = (
+    "<session_context>",
+    "This is the Gemini CLI. We are setting up the context for our chat.",
+)
+"""How the user turn Gemini CLI writes first into its model history starts (the date, the
+OS, the workspace's directory tree: core/client.ts `startChat`, utils/environmentContext.ts)."""
+STATE_SNAPSHOT = "<state_snapshot>"
+"""How its compression summary starts (services/chatCompressionService.ts): written as the
+user, in place of the turns it compressed away."""
+ACKS = ("Got it. Thanks for the context!", "Got it. Thanks for the additional context!")
+"""The model turn Gemini CLI writes itself after its context or its summary."""
+
+
+def _contents(path: Path, contents: list[dict[str, Any]], field_: str) -> _Session:
+    """Gemini CLI's model history (`history`) as a session: each model turn a gemini
+    message whose `functionCall` parts are its tool calls, answered by the
+    `functionResponse` parts of the user turns after it (by id, else by name); a user
+    turn of text the user's message. Gemini CLI's own turns are not: its context (kept as
+    metadata `session_context`), its compression summary (reported) and the model turn it
+    writes after either."""
+    s = _Session()
+    open_calls: list[dict[str, Any]] = []
+    own = False  # the user turn before was Gemini CLI's own
+    unpaired: list[str] = []
+    for i, c in enumerate(contents):
+        where = f"{field_}[{i}]"
+        try:
+            calls, texts = _content_parts(c["parts"], f"{where}.parts")
+        except InvalidField as exc:
+            s.problems.append(ImportProblem(str(path), where, "invalid", str(exc)))
+            continue
+        text = "".join(p["text"] for p in texts if not p.get("thought"))
+        if c["role"] == "model":
+            if own and not calls and text.strip() in ACKS:
+                own = False
+                continue
+            own = False
+            thoughts = [{"description": p["text"]} for p in texts if p.get("thought")]
+            d = {"type": "gemini", "content": c["parts"], "toolCalls": calls, "thoughts": thoughts}
+            open_calls = calls
+            s.messages.append(_Message(d, where, i + 1))
+            continue
+        rest: list[Any] = []
+        for k, p in enumerate(c["parts"]):
+            fr = p.get("functionResponse")
+            if not isinstance(fr, dict):
+                rest.append(p)
+                continue
+            waiting = [tc for tc in open_calls if tc["result"] is None]
+            tc = next((t for t in waiting if t["id"] is not None and t["id"] == fr.get("id")), None)
+            tc = tc or next((t for t in waiting if t["name"] == fr.get("name")), None)
+            if tc is None:
+                unpaired.append(f"{where}.parts[{k}]")
+                continue
+            tc["result"] = [p]
+            resp = fr.get("response")
+            error = isinstance(resp, dict) and "error" in resp and "output" not in resp
+            tc["status"] = "error" if error else "success"
+        if len(rest) < len(c["parts"]):
+            answered = [tc for tc in open_calls if tc["result"] is not None]
+            if rest and not text and len(answered) == 1:  # an image beside its response
+                answered[0]["result"] = [*answered[0]["result"], *rest]
+                rest = []
+            if not rest:
+                continue
+        if text.startswith(SESSION_CONTEXT):
+            s.meta["session_context"] = text
+            own = True
+            continue
+        if text.startswith(STATE_SNAPSHOT):
+            own = True
+            s.problems.append(
+                file_warning(
+                    path,
+                    where,
+                    "message_not_imported",
+                    "Gemini CLI's summary of the turns it compressed away (those turns are "
+                    "not in this file); not imported",
+                )
+            )
+            continue
+        own = False
+        s.messages.append(_Message({"type": "user", "content": rest}, where, i + 1))
+    if unpaired:
+        s.problems.append(
+            file_warning(
+                path,
+                unpaired[0].split(".")[0],
+                "unpaired_result",
+                f"{plural(len(unpaired), 'function response')} answering no call of the "
+                f"model turn before ({', '.join(unpaired)}); not imported",
+            )
+        )
+    return s
+
+
+def _content_parts(parts: list[Any], pre: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A content's tool calls (as Gemini CLI's session records them) and text parts;
+    InvalidField names a part of a shape the Gemini API does not have."""
+    calls: list[dict[str, Any]] = []
+    texts: list[dict[str, Any]] = []
+    for k, p in enumerate(parts):
+        if not isinstance(p, dict):
+            raise expected(f"{pre}[{k}]", "a part (an object)", p)
+        if "text" in p:
+            if not isinstance(p["text"], str):
+                raise expected(f"{pre}[{k}].text", "a string", p["text"])
+            texts.append(p)
+        fc = p.get("functionCall")
+        if fc is None:
+            continue
+        at = f"{pre}[{k}].functionCall"
+        if not isinstance(fc, dict):
+            raise expected(at, "an object", fc)
+        if not isinstance(fc.get("name"), str) or not fc["name"]:
+            raise expected(f"{at}.name", "a tool name", fc.get("name"))
+        if fc.get("args") is not None and not isinstance(fc["args"], dict):
+            raise expected(f"{at}.args", "an object", fc["args"])
+        if fc.get("id") is not None and not isinstance(fc["id"], str):
+            raise expected(f"{at}.id", "a string", fc["id"])
+        calls.append(
+            {
+                "id": fc.get("id"),
+                "name": fc["name"],
+                "args": fc.get("args"),
+                "result": None,
+                "part": f"parts[{k}].functionCall",
+            }
+        )
+    return calls, texts
+
+
 # -- content ------------------------------------------------------------------------------
 
 
@@ -582,6 +747,12 @@ def answer(
     args = args if isinstance(args, dict) else {}
     if output is None:
         return _error_only(name, error or "", status)
+    if _MASKED.match(output):
+        return (
+            "harness_failure",
+            "Gemini CLI masked the output in its history (it kept a preview of it; the "
+            "whole output is in a file outside this record)",
+        )
     output = output.removesuffix(HOOK_NOTICE)
     cancelled = error is not None and _CANCELLED.fullmatch(error) is not None
     head, tail = _cut(output, fork_mark)
@@ -795,8 +966,11 @@ def parse(path: Path, domain: str | None = None) -> Iterator[Any]:
     yield from parse_document(path, data, domain)
 
 
-def parse_document(path: Path, data: dict[str, Any], domain: str | None = None) -> Iterator[Any]:
-    """A session written whole (a `.json` file `detect` took)."""
+def parse_document(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
+    """A session written whole, or a model history (a `.json` file `detect` took)."""
+    if (h := history(data)) is not None:
+        yield from _trajectory(path, _contents(path, *h), domain)
+        return
     yield from _trajectory(path, _document(path, data), domain)
 
 
@@ -890,8 +1064,9 @@ def _trajectory(path: Path, s: _Session, domain: str | None) -> Iterator[Any]:
         tc, where = x, it.m.where
         name = tc["name"]
         names.append(name)
-        label = f"toolCalls[{k}] {name} call {tc.get('id')!r}"
-        place = f"turn {len(pairs)} observation ({where}: toolCalls[{k}].result)"
+        field_ = tc.get("part") or f"toolCalls[{k}]"  # a model history's: its part
+        label = f"{field_} {name} call {tc.get('id')!r}"
+        place = f"turn {len(pairs)} observation ({where}: {field_}.result)"
         result = _result(tc, place, parts)
         if result is None:
             yield file_warning(
@@ -910,7 +1085,7 @@ def _trajectory(path: Path, s: _Session, domain: str | None) -> Iterator[Any]:
             yield file_warning(path, where, kind, f"{label}: {why}; no turn")
             continue
         try:
-            action = call_action(name, tc.get("args") or {}, f"{where}: toolCalls[{k}].args")
+            action = call_action(name, tc.get("args") or {}, f"{where}: {field_}.args")
         except InvalidField as exc:
             yield ImportProblem(str(path), where, "invalid", str(exc))
             continue
@@ -946,6 +1121,7 @@ def _trajectory(path: Path, s: _Session, domain: str | None) -> Iterator[Any]:
             "title": meta.get("summary") if isinstance(meta.get("summary"), str) else None,
             "directories": meta.get("directories") or None,
             "kind": kind if kind == "subagent" else None,
+            "session_context": meta.get("session_context"),
             "models": models if len(models) > 1 else None,
             "final_message": final,
         },

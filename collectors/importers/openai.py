@@ -320,11 +320,12 @@ def _calls(m: dict[str, Any], at: str) -> list[tuple[Any, str, Any, str]]:
                 args_at = f"{there}.input" if item else f"{there}.custom.input"
                 out.append((call_id(call, "id", there), name, fn.get("input"), args_at))
                 continue
-            fn = call.get("function") or {}
+            flat = "function" not in call and "name" in call  # tau2-bench's `{id, name, arguments}`
+            fn = call if flat else call.get("function") or {}
             if not isinstance(fn, dict):
                 raise expected(f"{there}.function", "an object", fn)
-            name = _name(fn, there, "name" if item else "function.name")
-            args_at = f"{there}.arguments" if item else f"{there}.function.arguments"
+            name = _name(fn, there, "name" if item or flat else "function.name")
+            args_at = f"{there}.arguments" if item or flat else f"{there}.function.arguments"
             out.append((call_id(call, "id", there), name, fn.get("arguments"), args_at))
     for k, block in _blocks(m, "tool_use"):
         there = f"{at}.content[{k}]"
@@ -536,9 +537,12 @@ ROLES = {"assistant": AGENT, "user": USER, "system": SYSTEM, "developer": SYSTEM
 """`developer`: what newer OpenAI models call the system message."""
 
 
-def _role(m: dict[str, Any]) -> str:
+def _role(m: dict[str, Any]) -> str | None:
     """Who wrote `m`, for `conversation`: a user message of `tool_result` blocks only is
-    a tool result (it ends what the agent said, as a `tool` message does), no reply."""
+    a tool result (it ends what the agent said, as a `tool` message does), no reply; the
+    messages tau2-bench's results hold that are no one's turn (`NO_TURN`) are passed over."""
+    if m.get("role") == NO_TURN:
+        return None
     role = ROLES.get(m.get("role"), "other")
     if (
         role == USER
@@ -747,12 +751,100 @@ def _unknown_roles(msgs: list[Any], key: str) -> Iterator[ImportProblem]:
     case; an `Assistant` is named with that hint, never guessed."""
     for n, m in enumerate(msgs):
         role = m.get("role") if isinstance(m, dict) else None
+        if role == NO_TURN:
+            yield _not_imported(key, n, m["why"])
+            continue
         if isinstance(m, dict) and role not in ROLES and role not in RESULT_ROLES:
             known = isinstance(role, str) and (
                 role.lower() in ROLES or role.lower() in RESULT_ROLES
             )
             hint = " (roles are lower case)" if known else ""
             yield _not_imported(key, n, f"a message of the unknown role {shown(role)}{hint}")
+
+
+# -- tau2-bench ---------------------------------------------------------------------------
+
+NO_TURN = "\0tau2-no-turn"
+"""The role `simulations` gives a message that is no one's turn: the simulated user's own
+tool use, the orchestrator's greeting (a role no file writes: it begins with a NUL)."""
+GREETING = "Hi! How can I help you today?"
+"""tau2-bench's `DEFAULT_FIRST_AGENT_MESSAGE`: its orchestrator opens the conversation with
+it as the agent (orchestrator.py), the agent's model never wrote it."""
+
+
+def simulations(data: Any) -> list[dict[str, Any]] | None:
+    """The runs of a tau2-bench results file (sierra-research/tau2-bench, data_model
+    simulation.py `Results`: `{timestamp, info, tasks, simulations: [SimulationRun]}`),
+    each as a benchmark run this format reads (`_simulation`); None when `data` is not
+    one."""
+    if not isinstance(data, dict) or not isinstance(data.get("simulations"), list):
+        return None
+    runs = data["simulations"]
+    if not runs or not all(
+        isinstance(r, dict) and "task_id" in r and isinstance(r.get("messages"), list) for r in runs
+    ):
+        return None
+    tasks = data.get("tasks") if isinstance(data.get("tasks"), list) else []
+    by_id = {str(t["id"]): t for t in tasks if isinstance(t, dict) and t.get("id") is not None}
+    return [_simulation(r, by_id) for r in runs]
+
+
+def _simulation(run: dict[str, Any], tasks: dict[str, Any]) -> dict[str, Any]:
+    """A tau2-bench `SimulationRun` as a benchmark run: its messages (data_model
+    message.py) as chat messages - an assistant's `tool_calls` `{id, name, arguments,
+    requestor}` are read as they are (`_calls`), a `tool` message `{id, content,
+    requestor, error}` answers the call of its `id` (`tool_call_id`, `is_error`); the
+    simulated user's own tool use (`requestor: user`: its device's tools in the telecom
+    domain, no action of the agent) and the orchestrator's greeting (`GREETING`, the first
+    message) are reported, `message_not_imported`; a user message's words beside such
+    calls stay its reply. `reward_info.reward` is the reward;
+    the task, `termination_reason` and the costs are `info`."""
+    msgs: list[Any] = []
+    for n, m in enumerate(run["messages"]):
+        if not isinstance(m, dict):
+            msgs.append(m)
+            continue
+        m = dict(m)
+        role = m.get("role")
+        if (
+            n == 0
+            and role == "assistant"
+            and m.get("content") == GREETING
+            and not m.get("tool_calls")
+        ):
+            why = "tau2-bench's greeting, which its orchestrator writes as the agent"
+            m = {"role": NO_TURN, "why": why}
+        elif role == "tool":
+            if m.get("requestor") == "user":
+                m = {"role": NO_TURN, "why": "a result of the simulated user's own tool call"}
+            else:
+                m.setdefault("tool_call_id", m.get("id"))
+                if "error" in m and "is_error" not in m:
+                    m["is_error"] = m["error"]
+        elif role == "user" and m.get("tool_calls"):
+            if _said(m):
+                m.pop("tool_calls")  # its words are its reply; its calls are its own
+            else:
+                m = {"role": NO_TURN, "why": "the simulated user's own tool call(s)"}
+        msgs.append(m)
+    info = {
+        k: run.get(k)
+        for k in ("termination_reason", "seed", "agent_cost", "user_cost", "reward_info")
+        if run.get(k) is not None
+    }
+    task = tasks.get(str(run.get("task_id")))
+    if task is not None:
+        info["task"] = task
+    reward_info = run.get("reward_info")
+    reward = reward_info.get("reward") if isinstance(reward_info, dict) else None
+    return {
+        "id": run.get("id"),
+        "task_id": run.get("task_id"),
+        "trial": run.get("trial"),
+        "reward": reward,
+        "info": info or None,
+        "messages": msgs,
+    }
 
 
 def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
