@@ -381,7 +381,9 @@ class JobSpec:
     def check_store(self, store_root: str | Path) -> None:
         """What the job needs of the store and this host, before it is queued or run: no
         host path overlaps the store (a sandbox must never see or change it), its docker
-        env file reads and its named variables are set here, and with `policy: replay` each
+        env file reads and its named variables are set here, what the sandbox kind says
+        this host lacks (`host_problems`: mcp's `env` unset, a `workdir.at` folder of the
+        user's) is there, and with `policy: replay` each
         task's prefix names exactly one raw trajectory, which this sandbox kind can replay.
         Raises a ConfigError naming each problem's key (and line, for a loaded file)."""
         from worldtrace.schemas import Store
@@ -400,6 +402,9 @@ class JobSpec:
             # would fail at its start with it
             key = "env_file" if why.startswith("docker.env_file") else "env"
             problems.append(ConfigProblem(("sandbox", "docker", key), why))
+        host = getattr(self.sandbox.config, "host_problems", None)
+        for key, why in host() if host is not None else ():  # the kind's own (mcp's env)
+            problems.append(ConfigProblem(("sandbox", *key), why))
         if self.policy.kind == "replay":
             raw = Store.at(root).raw
             ids = raw_trajectory_ids(raw)

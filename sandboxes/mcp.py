@@ -216,10 +216,10 @@ def _foreign_folder(path: Path) -> str | None:
         if not path.is_dir() or not any(path.iterdir()) or marker.exists():
             return None
     except OSError as exc:
-        return f"workdir.at {path}: cannot read it ({exc.strerror or exc})"
+        return f"{path}: cannot read it ({exc.strerror or exc})"
     return (
-        f"workdir.at {path} holds files but no {marker.name} (no sandbox of worldtrace has "
-        "used it): refusing to empty it; name an empty or new folder, or empty this one"
+        f"{path} holds files but no {marker.name} (no sandbox of worldtrace has used it): "
+        "refusing to empty it; name an empty or new folder, or empty this one"
     )
 
 
@@ -280,8 +280,7 @@ class MCPConfig:
         out = []
         unset = [n for n in self.env if n not in os.environ]
         if unset:  # the server would run without them, and its answers pass for real ones
-            why = f"sandbox.env names variables not set on this host: {', '.join(unset)}"
-            out.append((("env",), why))
+            out.append((("env",), f"variables not set on this host: {', '.join(unset)}"))
         at = self.workdir.at
         if at is not None and (why := _foreign_folder(Path(at))):
             out.append((("workdir", "at"), why))
@@ -369,7 +368,8 @@ class MCPSandbox(Unpicklable):
         """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
         c = self.config
         if problems := c.host_problems():
-            raise SandboxConfigError("; ".join(why for _, why in problems))
+            said = (f"sandbox.{'.'.join(key)}: {why}" for key, why in problems)
+            raise SandboxConfigError("; ".join(said))
         self._private, self._slot_lock = take_slot()
         self._workdir = self._fresh_workdir()
         values = {"{workdir}": str(self._workdir), "{python}": sys.executable}
@@ -465,7 +465,7 @@ class MCPSandbox(Unpicklable):
         else:
             path = Path(at)
             if why := _foreign_folder(path):  # since the check in `_prepare`
-                raise SandboxConfigError(why)
+                raise SandboxConfigError(f"sandbox.workdir.at: {why}")
             lock = try_lock(_marker(path))  # closed in _stop
             if lock is None:
                 raise SandboxError(f"{at} is in use by another sandbox")

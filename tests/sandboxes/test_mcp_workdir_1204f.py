@@ -26,9 +26,9 @@ def test_a_fixed_workdir_holding_the_users_files_fails_once_and_is_kept(
     [t] = r.trajectories  # one attempt: no retry empties the folder for it
     assert t.outcome.status == "error" and not t.turns
     assert t.outcome.error == (
-        f"SandboxConfigError: workdir.at {mine} holds files but no mine.worldtrace-lock (no "
-        "sandbox of worldtrace has used it): refusing to empty it; name an empty or new "
-        "folder, or empty this one"
+        f"SandboxConfigError: sandbox.workdir.at: {mine} holds files but no "
+        "mine.worldtrace-lock (no sandbox of worldtrace has used it): refusing to empty it; "
+        "name an empty or new folder, or empty this one"
     )
     assert (mine / "thesis.tex").read_text() == "months of work"
 
