@@ -541,10 +541,16 @@ def _not_blank(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 @click.command(epilog=EXPLAIN_EPILOG)
 @click.argument("trajectory_id", callback=_not_blank)
-@click.option("--seed", default=0, show_default=True, help="Seed of the per-turn keep draw shown.")
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Seed of the per-turn keep draw shown  [default: the processing run's, as the turns "
+    "table's in_loss and export use]",
+)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.pass_context
-def explain(ctx: click.Context, trajectory_id: str, seed: int, as_json: bool) -> None:
+def explain(ctx: click.Context, trajectory_id: str, seed: int | None, as_json: bool) -> None:
     """Every turn of one trajectory: excerpts, OL/Nov/Jac/R and extra statistics, the
     category, the rule that fired and the keep decision. Accepts an id, an id prefix, a
     raw id or an origin id; exit 1 when it names none or several (listed)."""
@@ -553,6 +559,10 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int, as_json: bool) ->
     from worldtrace.summary import explanation, print_explanation
 
     st = store(ctx)
+    if seed is None:  # the draw `process --set seed=N` made: the turns table's and export's
+        from worldtrace.pipelines.export import processing_seed
+
+        seed = processing_seed(str(st.table("trajectories"))) or 0
     with _reading(st):
         doc = explanation(_connect(st), trajectory_id, seed)
     if as_json:
