@@ -23,6 +23,8 @@ from worldtrace.schemas import fields as F
 from .report_charts import CATEGORY_COLORS, NO_DATA, PLOTS, RAW_PLOTS, UNKNOWN_COLOR
 from .summary import (
     KEPT_NONE,
+    NO_RAW,
+    RAW_ELSEWHERE,
     RAW_UNREAD,
     STATS_SECTIONS,
     UNPROCESSED,
@@ -119,6 +121,8 @@ def empty_message(state: str | None, raw: bool = False) -> str:
         return UNPROCESSED
     if state == "processed":
         return RAW_UNREAD if raw else KEPT_NONE
+    if state == NO_RAW:
+        return RAW_ELSEWHERE if raw else KEPT_NONE
     return NO_DATA_YET
 
 

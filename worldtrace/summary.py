@@ -42,6 +42,8 @@ class Section:
         the processed data says whether `process` has run; None: `empty`."""
         if self.raw and state == "processed":
             return RAW_UNREAD
+        if self.raw and state == NO_RAW:
+            return RAW_ELSEWHERE
         if self.none is None or state in (None, "empty"):
             return self.empty
         return UNPROCESSED if state == "raw" else self.none
@@ -53,17 +55,26 @@ RAW_UNREAD = (
     "no raw shard read: they are gone or unreadable (any damaged one is named above); "
     "the processed tables still hold what was processed"
 )
+NO_RAW = "processed_without_raw"
+"""A `store_state`: processed data, and no raw shard in the store's raw/."""
+RAW_ELSEWHERE = (
+    "raw/ holds no shard: the processed data came from files outside the store "
+    "(`process --input`); the processed tables hold what was processed"
+)
 KEPT_NONE = "none: the processed data holds no trajectory (every one was filtered or rejected)"
 
 
 def store_state(store: Store) -> str:
-    """`empty` (no trajectory), `raw` (raw data, nothing processed) or `processed`."""
+    """`empty` (no trajectory), `raw` (raw data, nothing processed), `processed`, or
+    `NO_RAW` (processed from files outside the store: its raw tables are empty, and
+    nothing is gone)."""
     from worldtrace.freshness import missing_processed
     from worldtrace.schemas.store import shard_files
 
+    raw = bool(shard_files(store.raw))
     if missing_processed(store) is None:
-        return "processed"
-    return "raw" if shard_files(store.raw) else "empty"
+        return "processed" if raw else NO_RAW
+    return "raw" if raw else "empty"
 
 
 STATS_SECTIONS = (
