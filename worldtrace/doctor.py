@@ -224,6 +224,36 @@ def _store(store=None):
     return store
 
 
+def job_store(store=None) -> list[Check]:
+    """The store's job store (`jobs.db`), when there is one: a check that it reads (its
+    tables, and SQLite's own `quick_check`); none when the store has no job store. A
+    damaged one made `jobs` commands fail and `stats` skip it, and doctor said all was
+    well."""
+    import sqlite3
+
+    from worldtrace.schemas.sqlite import connect_read_only
+    from worldtrace.schemas.views import job_store_fix
+
+    store = _store(store)
+    path = store.jobs_db
+    if not path.exists():
+        return []
+    try:
+        con = connect_read_only(path, timeout=1.0)
+        try:
+            con.execute("SELECT count(*) FROM jobs").fetchone()
+            bad = [r[0] for r in con.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        why = str(exc)
+        return [Check("job store", False, f"{path}: {why}", job_store_fix(path, why) or "")]
+    if bad:
+        why = f"database disk image is malformed ({bad[0]})"
+        return [Check("job store", False, f"{path}: {why}", job_store_fix(path, why) or "")]
+    return [Check("job store", True, f"{path}: reads")]
+
+
 def set_aside_journals(store=None) -> list[Check]:
     """Journals a worker could not read and set aside (`<name>.journal.jsonl.bad`), one
     check each; none when there is none."""
@@ -307,6 +337,7 @@ def run_checks(store=None) -> list[Check]:
     checks = [
         partial(store_shards, store),
         partial(store_swaps, store),
+        partial(job_store, store),
         partial(set_aside_journals, store),
         partial(stopped_attempts, store),
         docker_engine,
