@@ -6,11 +6,14 @@ reuses the same tables. rich and the query libraries are imported inside each fu
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
 import math
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -360,13 +363,18 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
     """Run `sql` and write its result as a table, CSV, JSON (array or lines) or Parquet,
     to `output` or stdout. A statement without a result prints `ok`. Of several
     statements the last one's result is written; an earlier one's rows are named on
-    stderr as not shown (one result per query; `query --shell` shows each)."""
-    rel = con.sql(_before_last(con, sql))
+    stderr as not shown (one result per query; `query --shell` shows each).
+
+    CSV and JSON are written a batch of rows at a time (`_batches`), so memory stays
+    bounded however many rows the result has; an error's `LINE N` is the user's
+    (`user_lines`), though the result is read through a projection of our own."""
+    last = _before_last(con, sql)
+    rel = con.sql(last)
     if rel is None:
         click.echo("ok")
         return
     if fmt == "table":
-        _emit_table(rel, output, max_rows)
+        _emit_table(con, rel, last, output, max_rows)
         return
     if fmt == "parquet":
         if not output:
@@ -385,13 +393,18 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
         write_output(output, buf.getvalue())
         click.echo(f"{table.num_rows} rows -> {output}", err=True)
         return
-    text = _csv(rel) if fmt == "csv" else _json(rel, lines=fmt == "jsonl")
+    chunks = _csv(con, rel, last) if fmt == "csv" else _json(con, rel, last, lines=fmt == "jsonl")
     if output:
-        write_output(output, text.encode())
-    elif sys.stdout.isatty():  # a person reads it: the data's controls as escapes
-        click.echo(printable(text), nl=False)
-    else:  # data for a program: as it is (click strips colour codes unless told)
-        click.echo(text, nl=False, color=True)
+        with _sink(output) as write:
+            for text in chunks:
+                write(text.encode())
+        return
+    tty = sys.stdout.isatty()
+    for text in chunks:
+        if tty:  # a person reads it: the data's controls as escapes
+            click.echo(printable(text), nl=False)
+        else:  # data for a program: as it is (click strips colour codes unless told)
+            click.echo(text, nl=False, color=True)
 
 
 def split_statements(sql: str) -> list[str]:
@@ -472,21 +485,30 @@ def our_stream(output: str):
 
 
 def write_output(output: str, data: bytes) -> None:
-    """`data` to what `output` names: `-` and a name of our own stdout or stderr are
-    written to that stream (`/dev/stdout` when stdout is redirected to a file: replacing
-    that file, or opening it to write from its start, lost what the shell had appended
-    before); another device or a pipe (a FIFO, `/dev/null`) is written into, not
-    replaced; a symlink's target is replaced, atomically, not the link; any other path
-    atomically (never a half file under the name)."""
+    """`data` to what `output` names, as `_sink` writes it."""
+    with _sink(output) as write:
+        write(data)
+
+
+@contextmanager
+def _sink(output: str) -> Iterator[Callable[[bytes], Any]]:
+    """A writer of bytes (called once per batch) to what `output` names: `-` and a name
+    of our own stdout or stderr are written to that stream (`/dev/stdout` when stdout is
+    redirected to a file: replacing that file, or opening it to write from its start,
+    lost what the shell had appended before); another device or a pipe (a FIFO,
+    `/dev/null`) is written into, not replaced; a symlink's target is replaced,
+    atomically, not the link; any other path atomically: written beside it under a temp
+    name and renamed when every batch is in, so a failed or stopped query leaves no
+    half file under the name (nor the temp)."""
     import os
     import stat
 
-    from worldtrace.schemas.store import write_bytes_atomic
+    from worldtrace.schemas.store import TMP_PREFIX, StoreWriteError, temp_name
 
     stream = our_stream(output)
     if stream is not None:
         stream.flush()
-        stream.buffer.write(data)
+        yield stream.buffer.write
         stream.buffer.flush()
         return
     try:
@@ -495,24 +517,142 @@ def write_output(output: str, data: bytes) -> None:
         mode = None
     if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         with open(output, "wb") as fh:
-            fh.write(data)
+            yield fh.write
         return
-    write_bytes_atomic(os.path.realpath(output), data, parents=False)  # check_output_dir
+    path = Path(os.path.realpath(output))  # its directory exists: check_output_dir
+    tmp = path.parent / temp_name(TMP_PREFIX, path.name)
+    try:
+        with open(tmp, "wb") as fh:
+            yield fh.write
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreWriteError(path, exc) from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
-def _csv(rel) -> str:
-    """CSV as the DuckDB CLI writes it: values quoted only when they need it, NULL empty
-    (also alone on its line: a single column of ids pipes into `xargs`), an empty string
-    `""` (so it is not NULL), nested values (struct, map, list) as JSON, everything else
-    in DuckDB's text form. (Python's csv module quotes a lone NULL as `""`; pyarrow's
-    "needed" quoting still quotes every string.)"""
+BATCH_ROWS = 2048
+"""Rows read from DuckDB and written at a time (CSV, JSON; one DuckDB vector): memory
+holds one batch, kept small because a row of the store may hold whole observations."""
+
+WRAPPED_LINE = re.compile(r"^LINE (\d+):", re.M)
+"""DuckDB's `LINE N:` of an error: in a statement `wrap` made, one below the user's."""
+
+
+def wrap(sql: str, select: str = "*") -> str:
+    """`sql` (one statement) read through `SELECT select FROM (...)`: the user's SQL
+    starts on the second line, so an error's `LINE N` is the user's plus one
+    (`user_lines` takes it back); the statement's closing `;` goes (DuckDB's tokens
+    find it, past a comment), and a `--` comment ends at its line."""
+    import duckdb
+
+    try:
+        tokens = duckdb.tokenize(sql)
+    except (duckdb.Error, RuntimeError, ValueError):
+        tokens = []
+    code = [t for t in tokens if t[1] != duckdb.token_type.comment]
+    raw = sql.encode()  # a token's place is a byte offset
+    if code and raw[code[-1][0] : code[-1][0] + 1] == b";":
+        at = code[-1][0]
+        sql = (raw[:at] + b" " + raw[at + 1 :]).decode()
+    return f"SELECT {select} FROM (\n{sql}\n)"
+
+
+def user_lines(text: str, wraps: int = 1) -> str:
+    """DuckDB's error `text` about a statement `wrap` made (`wraps` times): its `LINE N`
+    as the line of the user's SQL."""
+    return WRAPPED_LINE.sub(lambda m: f"LINE {max(int(m[1]) - wraps, 1)}:", text)
+
+
+@contextmanager
+def _users_lines() -> Iterator[None]:
+    """DuckDB's errors raised inside, about a statement `wrap` made, raised again with the
+    user's `LINE N` (same exception class, so the caller tells them apart as before);
+    an interrupt as it is."""
+    import duckdb
+
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as exc:
+        text = str(exc)
+        fixed = user_lines(text)
+        if fixed == text:
+            raise
+        raise type(exc)(fixed) from None
+
+
+def _batches(con, rel, sql: str, exprs: str | None, limit: int | None = None) -> Iterator[list]:
+    """The rows of `rel` (the relation of the user's statement `sql`), projected through
+    `exprs` (None: as they are), `BATCH_ROWS` at a time, read from one run of the
+    statement as DuckDB streams it: memory holds a batch, not the result. A SELECT is
+    sent as the user wrote it inside `wrap`, so DuckDB's `LINE N` is theirs; a statement
+    that ran already (`PRAGMA`, `INSERT ... RETURNING`: the rows are in memory) is
+    projected as a relation."""
+    import duckdb
+
+    if rel.type != "QUERY_RELATION":
+        done = rel.project(exprs) if exprs else rel
+        yield (done.limit(limit) if limit else done).fetchall()
+        return
+    text = wrap(sql, exprs or "*") + (f" LIMIT {limit}" if limit else "")
+    try:
+        with _users_lines():
+            cur = con.execute(text)
+    except duckdb.ParserException:  # the user's SQL parsed: not ours to wrap, a relation
+        done = rel.project(exprs) if exprs else rel
+        yield (done.limit(limit) if limit else done).fetchall()
+        return
+    with _users_lines():
+        while rows := cur.fetchmany(BATCH_ROWS):
+            yield rows
+
+
+def _csv(con, rel, sql: str) -> Iterator[str]:
+    """CSV as the DuckDB CLI writes it, a batch of lines at a time: values quoted only
+    when they need it, NULL empty (also alone on its line: a single column of ids pipes
+    into `xargs`), an empty string `""` (so it is not NULL), nested values (struct, map,
+    list) as JSON (strict: `_strict_json`), everything else in DuckDB's text form.
+    (Python's csv module quotes a lone NULL as `""`; pyarrow's "needed" quoting still
+    quotes every string.)"""
     exprs = ", ".join(
         (f"to_json(#{i})" if t.id in NESTED_TYPES else f"CAST(#{i} AS VARCHAR)")
         + f" AS {_ident(c)}"
         for i, (t, c) in enumerate(zip(rel.types, rel.columns, strict=True), 1)
     )
-    lines = [rel.columns, *rel.project(exprs).fetchall()]
-    return "".join(",".join(map(_csv_field, row)) + "\n" for row in lines)
+    nested = [i for i, t in enumerate(rel.types) if t.id in NESTED_TYPES]
+    batches = _batches(con, rel, sql, exprs)
+    first = next(batches, [])  # the query runs before the header: an error writes none
+    yield ",".join(map(_csv_field, rel.columns)) + "\n"
+    for rows in itertools.chain([first], batches):
+        if nested:
+            rows = [_strict_row(row, nested) for row in rows]
+        yield "".join(",".join(map(_csv_field, row)) + "\n" for row in rows)
+
+
+def _strict_row(row: tuple, nested: list[int]) -> list:
+    """`row` with its nested columns' JSON text made strict (`_strict_json`)."""
+    out = list(row)
+    for i in nested:
+        out[i] = _strict_json(out[i])
+    return out
+
+
+_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?(?:NaN|Infinity))')
+"""A JSON string (kept as it is) or a NaN or infinity DuckDB's `to_json` wrote."""
+
+
+def _strict_json(text: str | None) -> str | None:
+    """DuckDB's `to_json` text with its NaN and infinities (`[1.0,NaN,-Infinity]`, which
+    no strict JSON parser reads) as `null`, as JSON and JSONL write them; strings, and
+    every other byte, as they are."""
+    if text is None or ("NaN" not in text and "Infinity" not in text):
+        return text
+    return _NON_FINITE.sub(lambda m: "null" if m[1] else m[0], text)
 
 
 _CSV_QUOTED = frozenset(',"\n\r')
@@ -529,25 +669,33 @@ def _csv_field(value: str | None) -> str:
     return value
 
 
-def _json(rel, lines: bool) -> str:
+def _json(con, rel, sql: str, lines: bool) -> Iterator[str]:
     """Rows as JSON objects (nested values as JSON, maps as objects), one array or one
-    object per line."""
+    object per line, a batch of rows at a time (the array's bytes are `json.dumps` of
+    the whole list's)."""
     import json
 
     nested = [t.id in NESTED_TYPES for t in rel.types]
-    rel = _as_text(rel, nested=True)
+    exprs = _text_exprs(rel, nested=True)
     names = rel.columns
-    rows = [
-        {
-            c: _finite(json.loads(v)) if n and v is not None else _finite(v)
-            for c, n, v in zip(names, nested, row, strict=True)
-        }
-        for row in rel.fetchall()
-    ]
-    dump = functools.partial(json.dumps, default=str, ensure_ascii=False, allow_nan=False)
-    if lines:
-        return "".join(dump(r) + "\n" for r in rows)
-    return dump(rows) + "\n"
+    # json.dumps with these options makes an encoder per call: one, made once
+    dump = json.JSONEncoder(default=str, ensure_ascii=False, allow_nan=False).encode
+    sep = "" if lines else "["
+    for batch in _batches(con, rel, sql, exprs):
+        rows = [
+            {
+                c: _finite(json.loads(v)) if n and v is not None else _finite(v)
+                for c, n, v in zip(names, nested, row, strict=True)
+            }
+            for row in batch
+        ]
+        if lines:
+            yield "".join(dump(r) + "\n" for r in rows)
+        elif rows:
+            yield sep + dump(rows)[1:-1]  # the batch's items, as in the whole list
+            sep = ", "
+    if not lines:
+        yield ("[" if sep == "[" else "") + "]\n"
 
 
 TEXT_TYPES = frozenset({"blob", "interval", "bit"})
@@ -555,13 +703,13 @@ TEXT_TYPES = frozenset({"blob", "interval", "bit"})
 0:00:00`): written in DuckDB's text form instead, as CSV writes them."""
 
 
-def _as_text(rel, nested: bool):
-    """`rel` with nested columns as JSON text (`nested`) and `TEXT_TYPES` as DuckDB's
-    text form; as it is when it has neither."""
+def _text_exprs(rel, nested: bool) -> str | None:
+    """The projection of `rel` with nested columns as JSON text (`nested`) and
+    `TEXT_TYPES` as DuckDB's text form; None when it has neither."""
     kinds = [t.id for t in rel.types]
     if not any(k in TEXT_TYPES or (nested and k in NESTED_TYPES) for k in kinds):
-        return rel
-    exprs = ", ".join(
+        return None
+    return ", ".join(
         (
             f"to_json(#{i})"
             if nested and k in NESTED_TYPES
@@ -572,7 +720,6 @@ def _as_text(rel, nested: bool):
         + f" AS {_ident(c)}"
         for i, (k, c) in enumerate(zip(kinds, rel.columns, strict=True), 1)
     )
-    return rel.project(exprs)
 
 
 def _finite(v: Any) -> Any:
@@ -591,12 +738,17 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _emit_table(rel, output: str | None, max_rows: int) -> None:
+def _emit_table(con, rel, sql: str, output: str | None, max_rows: int) -> None:
     """A box-drawn table; on a terminal it fits the width without cutting an id, anywhere
-    else (a pipe, a file) no cell is cut, so ids survive copy and paste."""
+    else (a pipe, a file) no cell is cut, so ids survive copy and paste. A nested value
+    is strict JSON (`_strict_json`), as in CSV."""
     from rich.console import Console
 
-    rows = _as_text(rel, nested=True).limit(max_rows + 1).fetchall()
+    nested = [i for i, t in enumerate(rel.types) if t.id in NESTED_TYPES]
+    exprs = _text_exprs(rel, nested=True)
+    rows = [r for batch in _batches(con, rel, sql, exprs, limit=max_rows + 1) for r in batch]
+    if nested:
+        rows = [_strict_row(row, nested) for row in rows]
     t = make_table(rel.columns, rows[:max_rows])
     if len(rows) > max_rows:
         t.caption = f"first {max_rows} rows shown (--max-rows)"

@@ -7,7 +7,6 @@ before running anything (docs/query.md, "What query may do").
 
 from __future__ import annotations
 
-import re
 import signal
 import sys
 import threading
@@ -106,9 +105,9 @@ def run_sql(
         from worldtrace.errors import joined
 
         damaged = _views().read_failure(st, exc) if st is not None else None
-        text = (
-            _WRAPPED_LINE.sub(lambda m: f"LINE {int(m[1]) - 1}:", str(exc)) if wrapped else str(exc)
-        )
+        from worldtrace.output import user_lines
+
+        text = user_lines(str(exc)) if wrapped else str(exc)  # emit's own wrap: said by emit
         return f"error: {damaged or joined(text)}"
     finally:
         if timer:
@@ -152,10 +151,6 @@ def _run_before_last(con, sql: str) -> str:
     return statements[-1]
 
 
-_WRAPPED_LINE = re.compile(r"^LINE (\d+):", re.M)
-"""DuckDB's line of an error, one below the user's in a statement `_distinct_columns`
-wrapped (its first line is the wrapper's; the columns are the user's)."""
-
 KEYED_FORMATS = ("json", "jsonl", "parquet")
 """Output formats whose columns are keyed by name: two columns of one name (`SELECT t.domain,
 u.domain FROM ... JOIN ...`) became one JSON key, the other value dropped, and a Parquet
@@ -170,6 +165,8 @@ def _distinct_columns(con, sql: str, fmt: str) -> str:
     is."""
     import duckdb
 
+    from worldtrace.output import wrap
+
     if fmt not in KEYED_FORMATS:
         return sql
     try:
@@ -179,7 +176,7 @@ def _distinct_columns(con, sql: str, fmt: str) -> str:
         names = con.sql(sql).columns  # a SELECT is bound here, not run
         if len(set(names)) == len(names):
             return sql
-        wrapped = f"SELECT * FROM (\n{statement.query}\n)"  # (a `--` comment ends at its line)
+        wrapped = wrap(statement.query)  # its errors' LINE N: `output.user_lines`
         renamed = con.sql(wrapped).columns
     except (duckdb.Error, ValueError):
         return sql  # running it says what is wrong
@@ -378,7 +375,11 @@ def query(
     if error == INTERRUPTED:  # Ctrl-C: a stop, as every command says it (not a failure)
         from worldtrace.errors import EXIT_INTERRUPTED
 
-        click.echo("interrupted (Ctrl-C): the query was stopped; nothing was written", err=True)
+        # a file and a table are written whole or not at all; csv and json on stdout
+        # stream, so the rows before the stop are out (as the DuckDB shell's)
+        streamed = output is None and fmt in ("csv", "json", "jsonl")
+        said = "the rows above are all it wrote" if streamed else "nothing was written"
+        click.echo(f"interrupted (Ctrl-C): the query was stopped; {said}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     if error:
         click.echo(error, err=True)
