@@ -309,6 +309,21 @@ class _Session:
     problems: list[ImportProblem] = field(default_factory=list)
 
 
+def _checked_call(call: Any, at: str, what: str) -> dict[str, Any]:
+    """A tool call as Gemini CLI writes one (a session's `toolCalls` item, a saved
+    history's `functionCall` part): an object with a `name`, and `args` an object and
+    `id` a string where given; else the field's problem, named at `at`."""
+    if not isinstance(call, dict):
+        raise expected(at, what, call)
+    if not isinstance(call.get("name"), str) or not call["name"]:
+        raise expected(f"{at}.name", "a tool name", call.get("name"))
+    if call.get("args") is not None and not isinstance(call["args"], dict):
+        raise expected(f"{at}.args", "an object", call["args"])
+    if call.get("id") is not None and not isinstance(call["id"], str):
+        raise expected(f"{at}.id", "a string", call["id"])
+    return call
+
+
 def _check(d: Any, pre: str = "") -> tuple[str | None, datetime | None]:
     """A message's type (None: a type Gemini CLI does not write) and timestamp;
     InvalidField names a field of a shape it does not write."""
@@ -328,15 +343,7 @@ def _check(d: Any, pre: str = "") -> tuple[str | None, datetime | None]:
         if not isinstance(calls, list):
             raise expected(f"{pre}toolCalls", "a list", calls)
         for k, tc in enumerate(calls):
-            at_ = f"{pre}toolCalls[{k}]"
-            if not isinstance(tc, dict):
-                raise expected(at_, "a tool call record (an object)", tc)
-            if not isinstance(tc.get("name"), str) or not tc["name"]:
-                raise expected(f"{at_}.name", "a tool name", tc.get("name"))
-            if tc.get("args") is not None and not isinstance(tc["args"], dict):
-                raise expected(f"{at_}.args", "an object", tc["args"])
-            if tc.get("id") is not None and not isinstance(tc["id"], str):
-                raise expected(f"{at_}.id", "a string", tc["id"])
+            _checked_call(tc, f"{pre}toolCalls[{k}]", "a tool call record (an object)")
     thoughts = d.get("thoughts")
     if kind == "gemini" and thoughts is not None and not isinstance(thoughts, list):
         raise expected(f"{pre}thoughts", "a list", thoughts)
@@ -612,15 +619,7 @@ def _content_parts(parts: list[Any], pre: str) -> tuple[list[dict[str, Any]], li
         fc = p.get("functionCall")
         if fc is None:
             continue
-        at = f"{pre}[{k}].functionCall"
-        if not isinstance(fc, dict):
-            raise expected(at, "an object", fc)
-        if not isinstance(fc.get("name"), str) or not fc["name"]:
-            raise expected(f"{at}.name", "a tool name", fc.get("name"))
-        if fc.get("args") is not None and not isinstance(fc["args"], dict):
-            raise expected(f"{at}.args", "an object", fc["args"])
-        if fc.get("id") is not None and not isinstance(fc["id"], str):
-            raise expected(f"{at}.id", "a string", fc["id"])
+        _checked_call(fc, f"{pre}[{k}].functionCall", "an object")
         calls.append(
             {
                 "id": fc.get("id"),
