@@ -360,21 +360,19 @@ def query_format(fmt: str | None, output: str | None) -> str:
 
 
 def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
-    """Run `sql` and write its result as a table, CSV, JSON (array or lines) or Parquet,
-    to `output` or stdout. A statement without a result prints `ok`. Of several
-    statements the last one's result is written; an earlier one's rows are named on
-    stderr as not shown (one result per query; `query --shell` shows each).
+    """Run the statement `sql` and write its result as a table, CSV, JSON (array or
+    lines) or Parquet, to `output` or stdout. A statement without a result prints `ok`.
+    Of several statements the caller runs all but the last first (`before_last`).
 
     CSV and JSON are written a batch of rows at a time (`_batches`), so memory stays
     bounded however many rows the result has; an error's `LINE N` is the user's
     (`user_lines`), though the result is read through a projection of our own."""
-    last = _before_last(con, sql)
-    rel = con.sql(last)
+    rel = con.sql(sql)
     if rel is None:
         click.echo("ok")
         return
     if fmt == "table":
-        _emit_table(con, rel, last, output, max_rows)
+        _emit_table(con, rel, sql, output, max_rows)
         return
     if fmt == "parquet":
         if not output:
@@ -393,7 +391,7 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
         write_output(output, buf.getvalue())
         click.echo(f"{table.num_rows} rows -> {output}", err=True)
         return
-    chunks = _csv(con, rel, last) if fmt == "csv" else _json(con, rel, last, lines=fmt == "jsonl")
+    chunks = _csv(con, rel, sql) if fmt == "csv" else _json(con, rel, sql, lines=fmt == "jsonl")
     if output:
         with _sink(output) as write:
             for text in chunks:
@@ -420,19 +418,36 @@ def split_statements(sql: str) -> list[str]:
         return [sql]
 
 
-def _before_last(con, sql: str) -> str:
-    """Run every statement of `sql` but the last (each a warning when it has rows no one
-    sees); the last is returned to run."""
+COUNTED = ("CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "TRANSACTION")
+"""Statement types whose result, without RETURNING, is DuckDB's count of rows changed."""
+
+
+def before_last(con, sql: str) -> str:
+    """Run every statement of `sql` but the last, which is returned to run; an earlier
+    one whose rows no one sees is named on stderr. A `CREATE TEMP TABLE ... AS`, an
+    `INSERT` (and the like) answers only DuckDB's `Count` of rows changed: that is not a
+    result left unshown (`CREATE TEMP TABLE t AS ...; SELECT ... FROM t` warned that its
+    statement 1 returns rows)."""
+    import duckdb
+
     statements = split_statements(sql)
     if len(statements) < 2:
         return sql
     for k, statement in enumerate(statements[:-1], 1):
-        if con.sql(statement) is not None:
-            click.echo(
-                f"warning: statement {k} of {len(statements)} returns rows that are not "
-                "shown: a query writes the last statement's result (query --shell shows each)",
-                err=True,
-            )
+        rel = con.sql(statement)
+        if rel is None:
+            continue
+        try:
+            kind = duckdb.extract_statements(statement)[0].type.name
+        except (duckdb.Error, ValueError, IndexError):
+            kind = ""
+        if kind in COUNTED and rel.columns == ["Count"]:
+            continue
+        click.echo(
+            f"warning: statement {k} of {len(statements)} returns rows that are not "
+            "shown: a query writes the last statement's result (query --shell shows each)",
+            err=True,
+        )
     return statements[-1]
 
 

@@ -71,7 +71,7 @@ def run_sql(
     named with what to do (`views.read_failure`)."""
     import duckdb
 
-    from worldtrace.output import emit
+    from worldtrace.output import before_last, emit
     from worldtrace.schemas.lockdown import refusal
 
     refused = refusal(sql)
@@ -90,7 +90,7 @@ def run_sql(
     wrapped = False
     try:
         with _ctrl_c_interrupts(con) as ctrl_c:
-            last = _run_before_last(con, sql)  # the earlier ones run: the last binds
+            last = before_last(con, sql)  # the earlier ones run: the last binds
             sent = _distinct_columns(con, last, fmt)
             wrapped = sent != last
             emit(con, sent, fmt, output, max_rows)
@@ -114,41 +114,6 @@ def run_sql(
             timer.cancel()
             timer.join()  # a timer thread still waking at exit aborts the interpreter
     return ""
-
-
-COUNTED = ("CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "TRANSACTION")
-"""Statement types whose result, without RETURNING, is DuckDB's count of rows changed."""
-
-
-def _run_before_last(con, sql: str) -> str:
-    """Run every statement of `sql` but the last, which is returned to run; an earlier
-    one whose rows no one sees is named on stderr. A `CREATE TEMP TABLE ... AS`, an
-    `INSERT` (and the like) answers only DuckDB's `Count` of rows changed: that is not a
-    result left unshown (`CREATE TEMP TABLE t AS ...; SELECT ... FROM t` warned that its
-    statement 1 returns rows)."""
-    import duckdb
-
-    from worldtrace.output import split_statements
-
-    statements = split_statements(sql)
-    if len(statements) < 2:
-        return sql
-    for k, statement in enumerate(statements[:-1], 1):
-        rel = con.sql(statement)
-        if rel is None:
-            continue
-        try:
-            kind = duckdb.extract_statements(statement)[0].type.name
-        except (duckdb.Error, ValueError, IndexError):
-            kind = ""
-        if kind in COUNTED and rel.columns == ["Count"]:
-            continue
-        click.echo(
-            f"warning: statement {k} of {len(statements)} returns rows that are not "
-            "shown: a query writes the last statement's result (query --shell shows each)",
-            err=True,
-        )
-    return statements[-1]
 
 
 KEYED_FORMATS = ("json", "jsonl", "parquet")
