@@ -464,8 +464,6 @@ class MCPSandbox(Unpicklable):
             path = self._private / "work"
         else:
             path = Path(at)
-            if why := _foreign_folder(path):  # since the check in `_prepare`
-                raise SandboxConfigError(f"sandbox.workdir.at: {why}")
             lock = try_lock(_marker(path))  # closed in _stop
             if lock is None:
                 raise SandboxError(f"{at} is in use by another sandbox")
