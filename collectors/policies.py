@@ -14,7 +14,6 @@ can be collected without a model.
 from __future__ import annotations
 
 import functools
-import html
 import json
 import os
 import re
@@ -251,8 +250,9 @@ def _answer_text(data: bytes) -> str:
     folded (the attempt's error showed `b'<!DOCTYPE HTML>\\n<html lang="en">...'`)."""
     text = data.decode("utf-8", "replace")
     if re.match(r"\s*<(?:!doctype|html|head|body)\b", text, re.I):
-        text = re.sub(r"(?is)<(script|style|title)\b.*?</\1>|<[^>]*>", " ", text)
-        text = html.unescape(text)
+        from worldtrace.sandboxes.mcp_search import page_text
+
+        text = page_text(text)[1]  # its text, as the search sandbox reads a page
     text = " ".join(text.split())
     return text if len(text) <= ANSWER_SAID else text[: ANSWER_SAID - 3] + "..."
 
