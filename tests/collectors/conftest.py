@@ -73,3 +73,17 @@ def jobs_url(request, store) -> str:
 @pytest.fixture
 def js(jobs_url):
     return open_job_store(jobs_url)
+
+
+class StillClock:
+    """A scheduler's clock (`scheduler.Clock`) at `t`, which only the test moves (`t`):
+    its waits return at once."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def now(self):
+        return self.t
+
+    def wait(self, seconds: float, stop) -> bool:
+        return True

@@ -16,6 +16,8 @@ from worldtrace.collectors.jobstore import open_job_store
 from worldtrace.collectors.scheduler import Scheduler, register
 from worldtrace.schemas.parsing import ConfigError
 
+from .conftest import StillClock
+
 JOB = """\
 name: nightly
 sandbox:
@@ -90,17 +92,6 @@ def test_jobs_submit_refuses_it_and_registers_nothing(tmp_path, wt_env):
     assert json.loads(listed.stdout)["schedules"] == []
 
 
-class FixedClock:
-    def __init__(self, t: datetime):
-        self.t = t
-
-    def now(self) -> datetime:
-        return self.t
-
-    def wait(self, seconds, stop) -> bool:
-        return True
-
-
 def test_a_schedule_registered_before_the_check_is_said_not_run(store):
     """A `jobs.db` whose schedule was registered when such a range still loaded: the
     scheduler enqueues nothing from it and says what to do, once; the others run."""
@@ -109,7 +100,7 @@ def test_a_schedule_registered_before_the_check_is_said_not_run(store):
     tasks = [{"id": "t", "actions": ["ls\n"]}]
     for name in ("wrapped", "fine"):
         spec = JobSpec.from_dict({"name": name, "schedule": {"cron": "* * * * *"}, "tasks": tasks})
-        register(js, spec, FixedClock(t0))
+        register(js, spec, StillClock(t0))
     with sqlite3.connect(store.jobs_db) as c:  # as an earlier version stored it
         c.execute(
             "UPDATE schedules SET spec_json = replace(spec_json, '* * * * *', '* * * * 5-1'),"
@@ -117,7 +108,7 @@ def test_a_schedule_registered_before_the_check_is_said_not_run(store):
         )
     said = []
     s = Scheduler(
-        js, FixedClock(t0.replace(minute=30)), on_problem=lambda n, r: said.append((n, r))
+        js, StillClock(t0.replace(minute=30)), on_problem=lambda n, r: said.append((n, r))
     )
     [job_id] = s.tick()
     assert js.job(job_id)["name"] == "fine"
@@ -163,10 +154,10 @@ def test_a_running_scheduler_runs_the_schedule_once_its_file_is_submitted_again(
     spec = JobSpec.from_dict(
         {"name": "nightly", "schedule": {"cron": "* * * * *"}, "tasks": [{"id": "t", "actions": ["ls\n"]}]}
     )  # fmt: skip
-    register(js, spec, FixedClock(t0))
+    register(js, spec, StillClock(t0))
     with sqlite3.connect(store.jobs_db) as c:  # as an earlier version stored it
         c.execute("UPDATE schedules SET spec_json = replace(spec_json, '* * * * *', '* * * * 5-1')")
-    clock = FixedClock(t0 + timedelta(minutes=5))
+    clock = StillClock(t0 + timedelta(minutes=5))
     said = []
     s = Scheduler(js, clock, on_problem=lambda n, r: said.append(n))
     assert (s.tick(), s.tick(), said) == ([], [], ["nightly"])

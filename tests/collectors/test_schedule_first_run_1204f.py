@@ -6,24 +6,14 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta, timezone
 
 from worldtrace.collectors.jobspec import JobSpec
 from worldtrace.collectors.scheduler import Scheduler, register
 
+from .conftest import StillClock
+
 T0 = datetime(2026, 5, 1, 10, 7, 12, 345678, tzinfo=timezone.utc)  # a registration time
-
-
-class Clock:
-    def __init__(self, t: datetime):
-        self.t = t
-
-    def now(self) -> datetime:
-        return self.t
-
-    def wait(self, seconds: float, stop: threading.Event) -> bool:
-        return True
 
 
 def job(schedule: dict) -> JobSpec:
@@ -34,9 +24,9 @@ def job(schedule: dict) -> JobSpec:
 
 
 def test_the_first_every_run_runs_when_a_scheduler_first_sees_it(js):
-    register(js, job({"every": "1h", "missed": "skip"}), Clock(T0))
+    register(js, job({"every": "1h", "missed": "skip"}), StillClock(T0))
     said: list[tuple[str, str]] = []
-    late = Clock(T0 + timedelta(minutes=2))
+    late = StillClock(T0 + timedelta(minutes=2))
     [first] = Scheduler(js, late, on_problem=lambda *p: said.append(p)).tick()
     assert said == []
     assert js.job(first)["schedule_id"] == "hourly"
@@ -44,7 +34,7 @@ def test_the_first_every_run_runs_when_a_scheduler_first_sees_it(js):
     assert datetime.fromtimestamp(row["next_due"], timezone.utc) == T0 + timedelta(hours=1)
     # a later run missed while no scheduler ran is skipped and said, as before; its time
     # in whole seconds, as `jobs list` shows it
-    down = Clock(T0 + timedelta(hours=3, minutes=5))
+    down = StillClock(T0 + timedelta(hours=3, minutes=5))
     assert Scheduler(js, down, on_problem=lambda *p: said.append(p)).tick() == []
     assert said == [
         ("hourly", "run due 2026-05-01T13:07:12+00:00 skipped: 300 s late, past the grace "
@@ -56,11 +46,11 @@ def test_the_first_every_run_runs_when_a_scheduler_first_sees_it(js):
 def test_a_cron_first_run_missed_is_still_skipped(js):
     """A cron's first time is one the file names (02:00), not "at once": missed, it is
     skipped under `missed: skip`."""
-    register(js, job({"cron": "0 * * * *", "missed": "skip"}), Clock(T0))
+    register(js, job({"cron": "0 * * * *", "missed": "skip"}), StillClock(T0))
     said: list[tuple[str, str]] = []
     s = Scheduler(
         js,
-        Clock(T0.replace(hour=12, minute=10, second=0, microsecond=0)),
+        StillClock(T0.replace(hour=12, minute=10, second=0, microsecond=0)),
         on_problem=lambda *p: said.append(p),
     )
     assert s.tick() == []
@@ -96,27 +86,14 @@ def test_submit_says_when_it_replaces_a_schedule_of_the_same_name(store, tmp_pat
     )
 
 
-class Ticking:
-    """A clock the test moves; `wait` never sleeps."""
-
-    def __init__(self, t: datetime):
-        self.t = t
-
-    def now(self) -> datetime:
-        return self.t
-
-    def wait(self, seconds: float, stop: threading.Event) -> bool:
-        return True
-
-
 def test_a_running_scheduler_under_grace_0_enqueues_each_run_it_wakes_for(js):
     """Found (hunt of 12-04): `scheduler --grace 0` skipped every run of a `missed: skip`
     schedule while it ran (`run due T skipped: 0 s late, past the grace of 0 s`): woken
     at the due time, it is always some milliseconds late."""
     from worldtrace.collectors.scheduler import SchedulerConfig
 
-    register(js, job({"every": "15m", "missed": "skip"}), Clock(T0))
-    clock = Ticking(T0)
+    register(js, job({"every": "15m", "missed": "skip"}), StillClock(T0))
+    clock = StillClock(T0)
     said: list[tuple[str, str]] = []
     s = Scheduler(
         js, clock, SchedulerConfig(grace=0, poll=30), on_problem=lambda *p: said.append(p)
@@ -146,9 +123,9 @@ def test_a_cron_schedule_registered_while_the_scheduler_slept_is_on_time(js):
     `poll` seconds after its due time: not a missed run, whatever the grace."""
     from worldtrace.collectors.scheduler import SchedulerConfig
 
-    clock = Ticking(T0.replace(second=40, microsecond=0))  # 10:07:40
+    clock = StillClock(T0.replace(second=40, microsecond=0))  # 10:07:40
     s = Scheduler(js, clock, SchedulerConfig(grace=5, poll=30))
     assert s.tick() == []  # nothing registered yet
-    register(js, job({"cron": "* * * * *", "missed": "skip"}), Clock(clock.t))  # due 10:08
+    register(js, job({"cron": "* * * * *", "missed": "skip"}), StillClock(clock.t))  # due 10:08
     clock.t = T0.replace(minute=8, second=10, microsecond=0)  # the next look: 10 s late
     assert len(s.tick()) == 1
