@@ -19,6 +19,7 @@ import shutil
 import socket
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -280,13 +281,23 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, parents: bool = Tru
     """Write `data` to a file that appears atomically at `path`. `parents`: make its
     missing directories (files of the store); False for a path a user named, where a
     missing directory is a typo to report, not to make (`query -o`)."""
+    with atomic_writer(path, parents) as write:
+        write(data)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, parents: bool = True) -> Iterator[Callable]:
+    """A writer of bytes (called as often as there is data) to a file that appears
+    atomically at `path` when the block ends, under a temp name until then: a failure or
+    a stop in the block leaves neither (`parents` as `write_bytes_atomic`'s)."""
     path = Path(path)
     tmp = path.parent / temp_name(TMP_PREFIX, path.name)
     try:
         if parents:
             path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            yield fh.write
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -294,4 +305,3 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, parents: bool = Tru
         raise StoreWriteError(path, exc) from exc
     finally:
         _drop(tmp)
-    return path

@@ -6,7 +6,6 @@ reuses the same tables. rich and the query libraries are imported inside each fu
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import math
@@ -518,7 +517,7 @@ def _sink(output: str) -> Iterator[Callable[[bytes], Any]]:
     import os
     import stat
 
-    from worldtrace.schemas.store import TMP_PREFIX, StoreWriteError, temp_name
+    from worldtrace.schemas.tempfiles import atomic_writer
 
     stream = our_stream(output)
     if stream is not None:
@@ -534,19 +533,9 @@ def _sink(output: str) -> Iterator[Callable[[bytes], Any]]:
         with open(output, "wb") as fh:
             yield fh.write
         return
-    path = Path(os.path.realpath(output))  # its directory exists: check_output_dir
-    tmp = path.parent / temp_name(TMP_PREFIX, path.name)
-    try:
-        with open(tmp, "wb") as fh:
-            yield fh.write
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise StoreWriteError(path, exc) from exc
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    # its directory exists (`check_output_dir`): a missing one is a typo, not made
+    with atomic_writer(os.path.realpath(output), parents=False) as write:
+        yield write
 
 
 BATCH_ROWS = 2048
