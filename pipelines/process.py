@@ -55,7 +55,7 @@ from . import transforms as T
 from .dedup import NS, PARTITIONS, DedupConfig, DedupDecisions, content_column
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, POLICIES, get_policy
-from .runner import LOCAL_RUNNERS, LocalRunner, can_fork
+from .runner import LOCAL_RUNNERS, POOL_FLAG, LocalRunner, PoolOptions, can_fork
 from .state import NO_REWRITE, EarlierRecords, ProbeIndex, RecordState, complete_state
 from .units import name_root, plan_run
 from .watch import Progress, RunWatch
@@ -409,9 +409,9 @@ class ProcessTrajectories(beam.PTransform):
         index = str(prev.index) if prev.index else None
         # spread over the workers in the order `units.deal` chose
         spread = units | "Spread" >> beam.Reshuffle() if self.spread else units
-        p1 = spread | "Pass1" >> beam.ParDo(
-            T._Pass1(out, cfg.filters, cfg.dedup, policy, name_root(cfg.output))
-        ).with_outputs("stems", "probe", main="sigs")
+        p1 = spread | "Pass1" >> beam.ParDo(pass1(cfg, out)).with_outputs(
+            "stems", "probe", main="sigs"
+        )
         p1.probe | "ProbeIndex" >> beam.ParDo(ProbeIndex(out))
         sigs, touched = p1.sigs, None
         if prev.index is not None:  # earlier records that meet the new ones
@@ -440,6 +440,12 @@ class ProcessTrajectories(beam.PTransform):
         return beam.pvalue.PDone(units.pipeline)
 
 
+def pass1(cfg: ProcessConfig, out: str) -> T._Pass1:
+    """Pass 1's DoFn for a run writing to `out`."""
+    policy = get_policy(cfg.policy, **cfg.policy_settings)
+    return T._Pass1(out, cfg.filters, cfg.dedup, policy, name_root(cfg.output))
+
+
 def auto_workers(input_bytes: int, bytes_per_worker: int, cores: int) -> int:
     """Worker processes for `input_bytes` of new input: 1 (in-process) below two workers'
     worth, else one per `bytes_per_worker`, at most one per core."""
@@ -462,6 +468,9 @@ def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOption
             FORKED_BYTES_PER_WORKER if can_fork() else SPAWNED_BYTES_PER_WORKER
         )
         workers = cfg.workers or auto_workers(input_bytes, per_worker, cores)
+        if workers > 1 and can_fork():  # the passes in forked workers, the rest here
+            args += [f"--{POOL_FLAG}={workers}"]
+            workers = 1
         mode = "in_memory" if workers == 1 else "multi_processing"
         args += [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
     return PipelineOptions(args)
@@ -481,7 +490,8 @@ def dedup_partitions(options: PipelineOptions) -> int:
     ~0.8 s with 16 keys, ~0.72 s with 2). A portable runner's parallelism is not known
     here: `dedup.PARTITIONS`."""
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
-        return planned_workers(options)
+        direct = options.view_as(DirectOptions)
+        return 1 if direct.direct_running_mode == "in_memory" else direct.direct_num_workers
     return PARTITIONS
 
 
@@ -489,6 +499,8 @@ def planned_workers(options: PipelineOptions) -> int:
     """Worker processes the run's units are spread over: the local runner's, else (a
     portable runner's pool) one per core here."""
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
+        if pooled := options.view_as(PoolOptions).fork_pool_workers:
+            return pooled
         direct = options.view_as(DirectOptions)
         return 1 if direct.direct_running_mode == "in_memory" else direct.direct_num_workers
     return os.cpu_count() or 1
@@ -760,11 +772,15 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             runner = LocalRunner(options) if cfg.runner in LOCAL_RUNNERS else None
             with runner or nullcontext():  # stopped however planning or the run ends
                 plan = plan_run(todo, planned_workers(options))
+                units = [(*u[:3], arrivals[u[0]]) for u in plan]  # `units.Unit`
+                if runner is not None:  # pass 1 starts while the pipeline is built
+                    first = pass1(cfg, str(run_dir))
+                    runner.submit_ahead([first.call(u) for u in units])
                 p = beam.Pipeline(runner=runner, options=options)
                 _ = (
                     p
-                    | "Units"  # in order, each with its file's arrival (`units.Unit`)
-                    >> beam.Create([(*u[:3], arrivals[u[0]]) for u in plan], reshuffle=False)
+                    | "Units"  # in order, each with its file's arrival
+                    >> beam.Create(units, reshuffle=False)
                     | "Process"
                     >> ProcessTrajectories(
                         cfg, str(run_dir), prev, spread(options), dedup_partitions(options)

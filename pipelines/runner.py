@@ -7,7 +7,11 @@ worker pool listening on every interface and temporary directories behind, one s
 run. `process` therefore asks for the FnApiRunner itself: the same runner everywhere,
 nothing left running after a run.
 
-With more than one worker the workers are processes running
+With more than one worker, where this process may fork (`can_fork`), the pipeline
+runs here and pass 1 and pass 2 go to worker lanes forked from it (`PoolOptions`,
+`work_lanes`, `schemas.forkpool`): Beam's own worker processes cost every run ~0.15 s
+of servers, harnesses and per-stage fan-out. Otherwise (or asked for with
+`--direct_running_mode=multi_processing`) the workers are Beam's, processes running
 `worldtrace.pipelines.sdk_worker`, which keeps Beam's start-up log lines off the user's
 terminal (the workers' logs still reach the runner over the Fn API logging service).
 They start when the runner is made, before the pipeline is built, and wait warm
@@ -47,6 +51,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
+from worldtrace.schemas import forkpool
 
 from . import sdk_worker
 from .tuning import tune_beam
@@ -110,7 +115,9 @@ def can_fork() -> bool:
 
     A forked worker starts with Beam and worldtrace imported (a new interpreter spends
     ~1 s of CPU importing them). Only the calling thread survives a fork, so the rule is
-    about the others: no Python thread, and only native threads whose libraries restore
+    about the others: no Python thread but one that says a fork may copy it (the CLI's
+    signal relay, `forkpool.fork_safe`: the CLI's runs started their workers as new
+    interpreters while it ran), and only native threads whose libraries restore
     themselves in a child (numpy's OpenBLAS, Arrow's pool and jemalloc, all unnamed or
     `jemalloc_bg_thd`). gRPC's threads name themselves: once a run has started gRPC in
     this process (the runner's servers), its half-copied state is not for a child, and
@@ -120,7 +127,7 @@ def can_fork() -> bool:
     """
     from .minhash import pool_started
 
-    if threading.active_count() > 1 or pool_started():
+    if any(not forkpool.fork_safe(t) for t in threading.enumerate()) or pool_started():
         return False
     try:
         main = Path("/proc/self/comm").read_text()
@@ -479,8 +486,88 @@ def _loopback_servers():
             m.grpc = g
 
 
+POOL_FLAG = "fork_pool_workers"
+"""`PoolOptions`' flag."""
+
+
+class PoolOptions(PipelineOptions):
+    """`--fork_pool_workers=N`: the local runner runs the pipeline in this process and
+    hands the passes' work (`work_lanes`) to N processes forked from it."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        parser.add_argument(
+            f"--{POOL_FLAG}",
+            type=int,
+            default=0,
+            help="processes forked from the local runner's that do the passes' work",
+        )
+
+
+_ACTIVE: list[list] = []
+"""The fork lanes of the local run in progress here (`work_lanes`)."""
+
+
+def work_lanes() -> list | None:
+    """The worker lanes (`forkpool.fork_lanes`) of the local run in progress in this
+    process, or None: a stage's work is then done where the stage runs (in-process, a
+    Beam worker, a portable runner's SDK worker)."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def lane_result(work):
+    """A lane task's result (`forkpool.result_of`: a worker that died is found)."""
+    return forkpool.result_of(work_lanes(), work)
+
+
+_AHEAD: dict[tuple[int, Any], tuple[list[tuple], list]] = {}
+"""(lanes, the calls' function) -> calls handed to the lanes before the pipeline was
+built, and their tasks (`LocalRunner.submit_ahead`)."""
+
+
+def _dealt(lanes: list, calls: list[tuple]) -> list:
+    """A task per call, the calls dealt to the lanes in turn (the order `units.deal`
+    made for that)."""
+    return [forkpool.submit(lanes[k % len(lanes)], *call) for k, call in enumerate(calls)]
+
+
+def lane_tasks(calls: list[tuple]) -> list:
+    """The tasks of a stage's `calls` in the active lanes: those submitted ahead when
+    they are the same calls, else new ones (`_dealt`)."""
+    lanes = work_lanes()
+    ahead = _AHEAD.pop((id(lanes), calls[0][0]), None)
+    if ahead is not None and ahead[0] == calls:
+        return ahead[1]
+    for task in ahead[1] if ahead is not None else ():  # not the calls the stage has
+        task.cancel()
+    return _dealt(lanes, calls)
+
+
+def _warm_workers() -> None:
+    """What every forked worker would otherwise build on its first unit: the redactor
+    (detect-secrets' plugins, ~0.1 s) with its batch screen (the Hyperscan database,
+    ~45 ms), and pandas (pyarrow imports it on a process's first `from_pylist`, ~0.13 s)."""
+    import rensa  # noqa: F401  (its thread pool starts on first use: in each worker)
+    import xxhash  # noqa: F401
+    from worldtrace.schemas.redact import redactor
+
+    from .dedup import DedupConfig
+
+    _ = redactor().screen
+    DedupConfig().band_rows()  # remembered (`minhash.lsh_params`)
+    with contextlib.suppress(ImportError):
+        import pandas  # noqa: F401
+
+
 class LocalRunner(fn_runner.FnApiRunner):
-    """FnApiRunner whose worker processes start through `WORKER_MODULE`."""
+    """FnApiRunner whose worker processes start through `WORKER_MODULE`, or which runs
+    the pipeline in this process with lanes of forked workers (`PoolOptions`).
+
+    Why the lanes: Beam's own worker processes cost a run ~0.15 s more than the same
+    pipeline in-process (gRPC servers, each worker's harness and first bundle, a fan-out
+    at every stage, stopping them), a fixed cost that made a 5k-trajectory run ~25%
+    dearer per trajectory than an 80k one. Only pass 1 and pass 2 do enough work per
+    element to be worth spreading; the dedup stages between them run here."""
 
     def __init__(self, options: PipelineOptions):
         from apache_beam.runners.portability.portable_runner import JobServiceHandle
@@ -495,6 +582,8 @@ class LocalRunner(fn_runner.FnApiRunner):
         self._token = uuid.uuid4().hex
         if n > 1:
             _STANDBYS[self._token] = _Standbys(n)
+        pooled = options.view_as(PoolOptions).fork_pool_workers
+        self._lanes = forkpool.fork_lanes(pooled, warm=_warm_workers)
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -503,22 +592,43 @@ class LocalRunner(fn_runner.FnApiRunner):
         self.close()
 
     def close(self) -> None:
-        """Stop the standby workers the run did not use."""
+        """Stop the standby workers the run did not use, and the lanes' workers."""
         standbys = _STANDBYS.pop(self._token, None)
         if standbys:
             standbys.close()
+        lanes, self._lanes = self._lanes, None
+        for key in [k for k in _AHEAD if lanes and k[0] == id(lanes)]:
+            del _AHEAD[key]
+        for lane in lanes or ():
+            lane.shutdown(cancel_futures=True)
+
+    def submit_ahead(self, calls: list[tuple]) -> None:
+        """Start a pooled stage's calls (`transforms._Pooled`) now, while the pipeline
+        is built and translated (~0.1 s of this process): the stage takes their tasks
+        when it asks for the same calls (`lane_tasks`). Without lanes, nothing."""
+        if self._lanes is not None and calls:
+            _AHEAD[(id(self._lanes), calls[0][0])] = (calls, _dealt(self._lanes, calls))
 
     def run_pipeline(self, pipeline, options):
+        lanes = self._lanes
+        _ACTIVE.extend([lanes] if lanes else [])
         with _loopback_servers(), _WorkerWatch() as watch, frozen_heap():
             try:
                 return super().run_pipeline(pipeline, options)
-            except Exception as exc:
-                if not watch.codes:
+            except BaseException as exc:
+                died = forkpool.dead_worker(lanes) if lanes else None
+                if lanes is not None:  # a failed or stopped run: its tasks are not wanted
+                    forkpool.stop_workers(lanes)
+                codes = watch.codes or ([died] if died is not None else [])
+                if not codes or not isinstance(exc, Exception):
                     raise
                 raise WorkerLost(
-                    f"a pipeline worker process {how_it_died(watch.codes[0])}; the run "
+                    f"a pipeline worker process {how_it_died(codes[0])}; the run "
                     "failed and published nothing (the processed tables are as they were)"
                 ) from exc
+            finally:
+                if lanes is not None:
+                    _ACTIVE.remove(lanes)
 
     def run_via_runner_api(self, pipeline_proto, options):
         # `exec`: Beam starts the command through a shell; the worker takes the shell's

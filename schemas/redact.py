@@ -513,9 +513,9 @@ class _Screen:
     otherwise (`_FOREIGN`), turns the screen off: every record takes the full path, as
     before it existed.
 
-    Compiling takes ~60 ms, which every worker process of a run paid on its critical path;
-    the compiled database is kept in the user's cache (`SCREEN_CACHE`), named by the hash
-    of what was compiled, and loads in microseconds.
+    Rewriting and compiling take ~100 ms, which every run paid on its critical path; the
+    compiled database is kept in the user's cache (`SCREEN_CACHE`), named by the hash of
+    the rules and of the code that rewrites them (`_rules_key`), and loads in ~4 ms.
     """
 
     _FLAGS = {re.I: "HS_FLAG_CASELESS", re.M: "HS_FLAG_MULTILINE", re.S: "HS_FLAG_DOTALL"}
@@ -533,7 +533,26 @@ class _Screen:
 
     @classmethod
     def build(cls, patterns: list[re.Pattern]) -> _Screen | None:
-        if hyperscan is None or any(
+        if hyperscan is None:
+            return None
+        # kept by what it is made from: the rewriting and compiling cost ~100 ms a
+        # process (`prefilter` in Python ~40 ms), a load ~4 ms
+        made = _cache_home() / SCREEN_CACHE / f"{_rules_key(patterns)}.hsdb"
+        with contextlib.suppress(OSError, hyperscan.error):
+            data = made.read_bytes()
+            db = hyperscan.loadb(data[1:], hyperscan.HS_MODE_BLOCK)
+            return cls(db, data[:1] == b"u")
+        screen = cls._build(patterns)
+        if screen is not None:
+            with contextlib.suppress(OSError):  # a read-only home: made again next time
+                write_bytes_atomic(
+                    made, (b"u" if screen.utf8 else b"a") + hyperscan.dumpb(screen.rules.db)
+                )
+        return screen
+
+    @classmethod
+    def _build(cls, patterns: list[re.Pattern]) -> _Screen | None:
+        if any(
             not isinstance(p.pattern, str)
             or prefilter.folds_to_ascii(p.pattern, p.flags)
             or p.flags & ~cls._KNOWN
@@ -552,10 +571,6 @@ class _Screen:
             for bit, name in cls._FLAGS.items():
                 f |= getattr(hyperscan, name) if p.flags & bit else 0
             flags.append(f)
-        key = hashlib.sha256(repr((hyperscan.__version__, exprs, flags)).encode()).hexdigest()
-        cached = _cache_home() / SCREEN_CACHE / f"{key[:32]}.hsdb"
-        with contextlib.suppress(OSError, hyperscan.error):
-            return cls(hyperscan.loadb(cached.read_bytes(), hyperscan.HS_MODE_BLOCK), utf8)
         db = hyperscan.Database()
         try:
             db.compile(
@@ -563,8 +578,6 @@ class _Screen:
             )
         except hyperscan.error:
             return None
-        with contextlib.suppress(OSError):  # a read-only home: compiled again next time
-            write_bytes_atomic(cached, hyperscan.dumpb(db))
         return cls(db, utf8)
 
     def _scan(self, data: Any, found: list[int] | None) -> bool:
@@ -720,6 +733,17 @@ def _pieces(b: np.ndarray, start: int, offsets: np.ndarray, strings: np.ndarray)
     lo = (offsets[strings] - start).tolist()
     hi = (offsets[strings + 1] - start).tolist()
     return [view[x:y] for x, y in zip(lo, hi, strict=True)]
+
+
+def _rules_key(patterns: list[re.Pattern]) -> str:
+    """What a screen's database is made from (`_Screen.build`): the rules, hyperscan's
+    version and the code that rewrites them (this module and `prefilter`)."""
+    h = hashlib.sha256(
+        repr((hyperscan.__version__, [(p.pattern, p.flags) for p in patterns])).encode()
+    )
+    for module in (__file__, prefilter.__file__):
+        h.update(Path(module).read_bytes())
+    return h.hexdigest()[:32]
 
 
 class _Scanner:

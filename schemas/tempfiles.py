@@ -80,6 +80,10 @@ class DamagedFile(OSError):
     def __str__(self) -> str:
         return f"{self.path}: {self.why}" + (f"; {self.remedy}" if self.remedy else "")
 
+    def __reduce__(self):
+        """Rebuilt whole from a pickle (a worker process's error reaches its parent so)."""
+        return type(self), (self.path, self.why, self.remedy)
+
 
 def first_line(exc: object) -> str:
     """The first line of an exception's message (pyarrow's and DuckDB's run to several),

@@ -22,6 +22,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 EXIT_MACHINE = 1
@@ -369,7 +370,7 @@ def _quiet_unraisable(unraisable: Any) -> None:
 class _DropMachineErrors(logging.Filter):
     """Beam logs a worker's exception with its traceback before re-raising it; for an
     OSError the one line below says it all, and for a stop (Ctrl-C, SIGTERM) the line
-    of `interrupts`."""
+    of `interrupts`; for a worker lane that died, the runner's `WorkerLost`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -377,6 +378,8 @@ class _DropMachineErrors(logging.Filter):
             return False
         if isinstance(exc, KeyboardInterrupt) or isinstance(record.msg, KeyboardInterrupt):
             return False  # our stop, re-raised by Beam: `interrupts` says it in one line
+        if isinstance(exc, BrokenProcessPool):
+            return False  # a worker lane died: the runner says how, in one line (WorkerLost)
         # a worker process's log of the same failure, relayed by the runner
         return not (record.levelno >= logging.ERROR and _worker_failure(record.getMessage()))
 

@@ -17,18 +17,13 @@ wrong shape, NaN) is a located problem, and the other records and files go on.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import json
-import multiprocessing
 import os
-import signal
 import socket
-import threading
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +34,8 @@ import pyarrow as pa
 from worldtrace.schemas import Trajectory, validate_dict
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.arrow import TRAJECTORY_SCHEMA
+from worldtrace.schemas.forkpool import fork_pool, result_of, submit
+from worldtrace.schemas.forkpool import stop_workers as _stop_workers
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import redact_record, redactor
 from worldtrace.schemas.tempfiles import first_line, lock_holder, try_lock
@@ -774,111 +771,18 @@ def import_workers(cfg: ImportConfig, files: list[Path]) -> int:
 
 
 def _pool(workers: int) -> ProcessPoolExecutor | None:
-    """Worker processes forked from this one (milliseconds: everything is imported). Not
-    while another thread runs here (a program that embeds the import): a fork copies its
-    locks but not the thread that would release them, and a new interpreter would run
-    that program's main module again; its records are converted here instead.
+    """The import's worker processes (`forkpool.fork_pool`), or None: its records are
+    then converted here."""
+    return fork_pool(workers, warm=_warm)
 
-    The workers are forked at once, with SIGINT and SIGTERM blocked until each has its
-    own handling (`_worker_start`): a stop in between would run this process's handler
-    in the child. They end with this process, however it ends (`kill -9` included)."""
-    if workers <= 1 or any(not _fork_safe(t) for t in threading.enumerate()):
-        return None
-    # once here, not in every worker: the redactor (~0.1 s: detect-secrets' plugins), and
-    # pandas, which pyarrow imports on a process's first `from_pylist` (~0.13 s)
+
+def _warm() -> None:
+    """Once before the fork, not in every worker: the redactor (~0.1 s: detect-secrets'
+    plugins), and pandas, which pyarrow imports on a process's first `from_pylist`
+    (~0.13 s)."""
     redactor()
     with contextlib.suppress(ImportError):
         import pandas  # noqa: F401
-    pool = ProcessPoolExecutor(
-        workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=_worker_start,
-        initargs=(os.getpid(),),
-    )
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        pool.submit(int)  # the first task forks every worker (a fork pool starts them all)
-    except BaseException:
-        pool.shutdown(wait=False)
-        raise
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    return pool
-
-
-def _fork_safe(thread: threading.Thread) -> bool:
-    """The forking thread, or one that says a fork may copy it (`fork_safe`: the CLI's
-    signal relay, `errors.main_thread_woken`, holds no lock while it waits)."""
-    return thread is threading.current_thread() or getattr(thread, "fork_safe", False)
-
-
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-PR_SET_PDEATHSIG = 1
-"""prctl(2): the signal a process gets when the thread that forked it ends (Linux)."""
-
-
-def _worker_start(parent: int) -> None:
-    """In each worker process, before its first task: die with the parent. Killed or
-    stopped (`kill PID`, a supervisor's SIGTERM, `kill -9`, the OOM killer), the import
-    leaves no worker behind: they were re-parented to init and hung forever, blocked
-    on their pipe to it (~90 MB each, the input file open). Ctrl-C reaches the whole
-    process group: the parent decides (it stops them, `_stop_workers`); a SIGTERM of
-    their own ends them."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    with contextlib.suppress(ValueError):  # the parent's relay socket is not this one's
-        signal.set_wakeup_fd(-1)
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: the check below only
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the request: no signal comes
-        os._exit(1)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End the worker processes now (an interrupt): their tasks' results are not wanted,
-    and a worker converting a large file would hold the stop up.
-
-    A worker killed while it writes a result leaves half a message in the result pipe;
-    the pool's manager thread then waits for the rest for ever, and the pool's shutdown
-    and this interpreter's exit wait for that thread (CPython's ProcessPoolExecutor; seen
-    as an import that Ctrl-C left hanging). This process's copy of the pipe's write end
-    is closed too: once the workers are dead nobody holds it, so that wait ends at
-    end-of-file and the pool shuts down as broken."""
-    for proc in _workers(pool):
-        with contextlib.suppress(OSError, ValueError):
-            proc.kill()
-    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
-    with contextlib.suppress(OSError, AttributeError):  # never written here: only workers do
-        writer.close()
-
-
-def _workers(pool: ProcessPoolExecutor) -> list:
-    """The pool's worker processes (its private `_processes`: no public way lists them)."""
-    return list((getattr(pool, "_processes", None) or {}).values())
-
-
-RESULT_WAKE = 0.5
-"""Seconds between looks at the workers while a result is awaited (`result_of`)."""
-
-
-def result_of(pool: ProcessPoolExecutor, work: Future) -> Any:
-    """`work`'s result, looking at the workers every `RESULT_WAKE` seconds. A worker
-    killed while it wrote a result (the out-of-memory killer) leaves half a message that
-    the pool waits on for ever, and the lock of the result pipe held, so the pool never
-    finds its own breakage: a dead worker is then BrokenProcessPool here, and the rest
-    are stopped. The timed wait also lets a stop signal that another thread took run
-    its handler."""
-    while True:
-        try:
-            return work.result(RESULT_WAKE)
-        except FutureTimeout:
-            if any(p.exitcode is not None for p in _workers(pool)):
-                _stop_workers(pool)
-                raise BrokenProcessPool(
-                    "a worker process died while its result was awaited"
-                ) from None
 
 
 class _Run:
@@ -915,7 +819,7 @@ class _Run:
         for path, work in self._tasks(files):
             if isinstance(work, tuple):  # (function, arguments): a Part is done
                 fn, args = work
-                work = self.pool.submit(fn, *args) if self.pool else fn(*args)
+                work = submit(self.pool, fn, *args) if self.pool else fn(*args)
             pending.append((path, work))
             while pending and (
                 not isinstance(pending[0][1], Future)

@@ -15,7 +15,6 @@ import duckdb
 import psutil
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import DirectOptions
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
 from worldtrace.pipelines.process import (
     FORKED_BYTES_PER_WORKER,
@@ -26,6 +25,7 @@ from worldtrace.pipelines.process import (
     auto_workers,
     dedup_partitions,
     pipeline_options,
+    planned_workers,
     run,
 )
 from worldtrace.pipelines.runner import can_fork
@@ -400,14 +400,17 @@ def test_dedup_steps_use_one_shuffle_key_per_local_worker():
     """Every shuffle key costs every dedup step its own batches and calls: 20k
     trajectories on 2 workers spent ~0.8 s after pass 1 with 16 keys, ~0.72 s with 2. The
     local runner deals a step's keys to its workers in turn; a portable runner's
-    parallelism is not known here."""
+    parallelism is not known here. With worker lanes forked from the run's process the
+    dedup steps run in it: one key."""
     from worldtrace.pipelines.dedup import PARTITIONS
 
     def keys(**kw) -> int:
         return dedup_partitions(pipeline_options(ProcessConfig(**kw)))
 
+    beam_workers = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
     assert keys(workers=1) == 1
-    assert keys(workers=2) == 2
+    assert keys(workers=2) == (1 if can_fork() else 2)
+    assert keys(workers=2, beam_args=beam_workers) == 2
     assert keys(workers=2, runner="PortableRunner") == PARTITIONS
 
 
@@ -426,8 +429,7 @@ def test_auto_workers_start_only_what_the_input_pays_back():
     # the default follows how this process starts its workers
     per_worker = FORKED_BYTES_PER_WORKER if can_fork() else spawned
     for size, workers in ((2 * per_worker - 1, 1), (2 * per_worker, 2)):
-        options = pipeline_options(ProcessConfig(), size).view_as(DirectOptions)
-        assert options.direct_num_workers == workers
+        assert planned_workers(pipeline_options(ProcessConfig(), size)) == workers
 
 
 def test_a_small_run_on_two_workers_cuts_its_row_groups_and_decides_the_same(store):

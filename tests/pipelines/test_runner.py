@@ -1,6 +1,8 @@
-"""The local runner: its worker processes are forked from the submitting process while it
-may fork (a fresh CLI run), new interpreters once gRPC runs in it, with the same
-results; a run keeps the objects that existed before it out of full collections."""
+"""The local runner with Beam's worker processes (`--direct_running_mode=multi_processing`;
+`process` runs on worker lanes instead where it may fork: tests/pipelines/test_lanes_1205.py):
+they are forked from the submitting process while it may fork (a fresh CLI run), new
+interpreters once gRPC runs in it, with the same results; a run keeps the objects that
+existed before it out of full collections."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ SCRIPT = textwrap.dedent(
     report = {"pid": os.getpid(), "cmd": sys.argv, "runs": []}
     for n, out in enumerate(sys.argv[1:]):
         report["runs"].append({"can_fork": can_fork()})
-        options = pipeline_options(ProcessConfig(workers=2))
+        beam_workers = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+        options = pipeline_options(ProcessConfig(workers=2, beam_args=beam_workers))
         with LocalRunner(options) as runner:
             p = beam.Pipeline(runner=runner, options=options)
             _ = p | beam.Create(range(8)) | beam.ParDo(Where(out))
