@@ -20,6 +20,7 @@ import socket
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,7 @@ from . import transforms as T
 from .dedup import NS, PARTITIONS, DedupConfig, DedupDecisions, content_column
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, POLICIES, get_policy
-from .runner import LOCAL_RUNNERS, POOL_FLAG, LocalRunner, PoolOptions, can_fork
+from .runner import LANES_FLAG, LOCAL_RUNNERS, LaneOptions, LocalRunner, can_fork
 from .state import NO_REWRITE, EarlierRecords, ProbeIndex, RecordState, complete_state
 from .units import name_root, plan_run
 from .watch import Progress, RunWatch
@@ -446,6 +447,18 @@ def pass1(cfg: ProcessConfig, out: str) -> T._Pass1:
     return T._Pass1(out, cfg.filters, cfg.dedup, policy, name_root(cfg.output))
 
 
+@contextmanager
+def pipeline(runner: LocalRunner | None, options: PipelineOptions) -> Iterator[beam.Pipeline]:
+    """A Beam pipeline whose temporary directory goes when the block ends: Beam makes one
+    in /tmp for every pipeline and removes it only in `run`, so a run stopped or failed
+    before it (Ctrl-C while the pipeline is built) left one behind each time."""
+    p = beam.Pipeline(runner=runner, options=options)
+    try:
+        yield p
+    finally:
+        shutil.rmtree(p.local_tempdir, ignore_errors=True)
+
+
 def auto_workers(input_bytes: int, bytes_per_worker: int, cores: int) -> int:
     """Worker processes for `input_bytes` of new input: 1 (in-process) below two workers'
     worth, else one per `bytes_per_worker`, at most one per core."""
@@ -469,7 +482,7 @@ def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOption
         )
         workers = cfg.workers or auto_workers(input_bytes, per_worker, cores)
         if workers > 1 and can_fork():  # the passes in forked workers, the rest here
-            args += [f"--{POOL_FLAG}={workers}"]
+            args += [f"--{LANES_FLAG}={workers}"]
             workers = 1
         mode = "in_memory" if workers == 1 else "multi_processing"
         args += [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
@@ -499,7 +512,7 @@ def planned_workers(options: PipelineOptions) -> int:
     """Worker processes the run's units are spread over: the local runner's, else (a
     portable runner's pool) one per core here."""
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
-        if pooled := options.view_as(PoolOptions).fork_pool_workers:
+        if pooled := options.view_as(LaneOptions).worker_lanes:
             return pooled
         direct = options.view_as(DirectOptions)
         return 1 if direct.direct_running_mode == "in_memory" else direct.direct_num_workers
@@ -776,22 +789,21 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                 if runner is not None:  # pass 1 starts while the pipeline is built
                     first = pass1(cfg, str(run_dir))
                     runner.submit_ahead([first.call(u) for u in units])
-                p = beam.Pipeline(runner=runner, options=options)
-                _ = (
-                    p
-                    | "Units"  # in order, each with its file's arrival
-                    >> beam.Create(units, reshuffle=False)
-                    | "Process"
-                    >> ProcessTrajectories(
-                        cfg, str(run_dir), prev, spread(options), dedup_partitions(options)
+                with pipeline(runner, options) as p:
+                    _ = (
+                        p
+                        | "Units"  # in order, each with its file's arrival
+                        >> beam.Create(units, reshuffle=False)
+                        | "Process"
+                        >> ProcessTrajectories(
+                            cfg, str(run_dir), prev, spread(options), dedup_partitions(options)
+                        )
                     )
-                )
-                watch = (
-                    RunWatch(run_dir, plan, progress, name_root(cfg.output)) if progress else None
-                )
-                with watch or nullcontext():
-                    result = p.run()
-                    result.wait_until_finish()
+                    root = name_root(cfg.output)
+                    watch = RunWatch(run_dir, plan, progress, root) if progress else None
+                    with watch or nullcontext():
+                        result = p.run()
+                        result.wait_until_finish()
             counts = counters(result)
             rejected = run_rejects(run_dir)
             merge_state(run_dir, prev, arrivals, run_id, hashed)

@@ -8,7 +8,7 @@ run. `process` therefore asks for the FnApiRunner itself: the same runner everyw
 nothing left running after a run.
 
 With more than one worker, where this process may fork (`can_fork`), the pipeline
-runs here and pass 1 and pass 2 go to worker lanes forked from it (`PoolOptions`,
+runs here and pass 1 and pass 2 go to worker lanes forked from it (`LaneOptions`,
 `work_lanes`, `schemas.forkpool`): Beam's own worker processes cost every run ~0.15 s
 of servers, harnesses and per-stage fan-out. Otherwise (or asked for with
 `--direct_running_mode=multi_processing`) the workers are Beam's, processes running
@@ -486,18 +486,19 @@ def _loopback_servers():
             m.grpc = g
 
 
-POOL_FLAG = "fork_pool_workers"
-"""`PoolOptions`' flag."""
+LANES_FLAG = "worker_lanes"
+"""`LaneOptions`' flag: `--worker_lanes=N`."""
 
 
-class PoolOptions(PipelineOptions):
-    """`--fork_pool_workers=N`: the local runner runs the pipeline in this process and
-    hands the passes' work (`work_lanes`) to N processes forked from it."""
+class LaneOptions(PipelineOptions):
+    """`--worker_lanes=N`: the local runner runs the pipeline in this process and
+    hands the passes' work (`work_lanes`) to N processes forked from it (`process`
+    sets it where it may fork: `process.pipeline_options`)."""
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
         parser.add_argument(
-            f"--{POOL_FLAG}",
+            f"--{LANES_FLAG}",
             type=int,
             default=0,
             help="processes forked from the local runner's that do the passes' work",
@@ -545,8 +546,9 @@ def lane_tasks(calls: list[tuple]) -> list:
 
 def _warm_workers() -> None:
     """What every forked worker would otherwise build on its first unit: the redactor
-    (detect-secrets' plugins, ~0.1 s) with its batch screen (the Hyperscan database,
-    ~45 ms), and pandas (pyarrow imports it on a process's first `from_pylist`, ~0.13 s)."""
+    (detect-secrets' plugins, ~0.1 s) with its batch screen (a Hyperscan database), the
+    LSH bands and rows, and pandas (pyarrow imports it on a process's first
+    `from_pylist`, ~0.13 s)."""
     import rensa  # noqa: F401  (its thread pool starts on first use: in each worker)
     import xxhash  # noqa: F401
     from worldtrace.schemas.redact import redactor
@@ -561,7 +563,7 @@ def _warm_workers() -> None:
 
 class LocalRunner(fn_runner.FnApiRunner):
     """FnApiRunner whose worker processes start through `WORKER_MODULE`, or which runs
-    the pipeline in this process with lanes of forked workers (`PoolOptions`).
+    the pipeline in this process with lanes of forked workers (`LaneOptions`).
 
     Why the lanes: Beam's own worker processes cost a run ~0.15 s more than the same
     pipeline in-process (gRPC servers, each worker's harness and first bundle, a fan-out
@@ -582,7 +584,7 @@ class LocalRunner(fn_runner.FnApiRunner):
         self._token = uuid.uuid4().hex
         if n > 1:
             _STANDBYS[self._token] = _Standbys(n)
-        pooled = options.view_as(PoolOptions).fork_pool_workers
+        pooled = options.view_as(LaneOptions).worker_lanes
         self._lanes = forkpool.fork_lanes(pooled, warm=_warm_workers)
 
     def __enter__(self) -> LocalRunner:
@@ -603,7 +605,7 @@ class LocalRunner(fn_runner.FnApiRunner):
             lane.shutdown(cancel_futures=True)
 
     def submit_ahead(self, calls: list[tuple]) -> None:
-        """Start a pooled stage's calls (`transforms._Pooled`) now, while the pipeline
+        """Start a laned stage's calls (`transforms._OnLanes`) now, while the pipeline
         is built and translated (~0.1 s of this process): the stage takes their tasks
         when it asks for the same calls (`lane_tasks`). Without lanes, nothing."""
         if self._lanes is not None and calls:

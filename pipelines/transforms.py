@@ -71,7 +71,7 @@ def was_columns(prev: list[tuple]) -> dict[str, pa.Array]:
             for n, name in enumerate(WAS)}  # fmt: skip
 
 
-class _Pooled(beam.DoFn):
+class _OnLanes(beam.DoFn):
     """A DoFn whose elements' work (`work`: a module-level function and its arguments)
     runs on the local run's worker lanes when it has them (`runner.work_lanes`), the
     outputs (`emit`) following when the bundle finishes, each as its task is done; else
@@ -139,7 +139,7 @@ def pass1_unit(
     return res.counts, res.stem, sig_batch(res.segment, res.stem, sigs=True)
 
 
-class _Pass1(_Pooled):
+class _Pass1(_OnLanes):
     """One unit: read, validate, filter, score, sketch; write its segment and rejects.
     Emits the unit's Sig batch without signatures (every stage after moves it), its
     probe rows with them (`state.ProbeIndex`, in this stage) and its stem."""
@@ -159,7 +159,7 @@ class _Pass1(_Pooled):
         return self.call(unit)
 
     def call(self, unit: Unit) -> tuple:
-        """The unit's work as `_Pooled` runs it (and `process` submits ahead)."""
+        """The unit's work as `_OnLanes` runs it (and `process` submits ahead)."""
         return (pass1_unit, self.out, self.filters, self.dedup, self.policy, self.root, unit)
 
     def emit(self, result):
@@ -198,7 +198,7 @@ def _loaded(path: Path) -> Any:
     return pickle.loads(path.read_bytes())
 
 
-class _Finalize(_Pooled):
+class _Finalize(_OnLanes):
     """Write a segment's trajectories, turns and clusters files (pass 2).
 
     An earlier segment (`old=True`) is rewritten only when one of its records changed

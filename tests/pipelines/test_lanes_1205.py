@@ -1,4 +1,4 @@
-"""Worker lanes (`runner.PoolOptions`, `forkpool.fork_lanes`): a local run with several
+"""Worker lanes (`runner.LaneOptions`, `forkpool.fork_lanes`): a local run with several
 workers runs its pipeline in the command's process and hands pass 1 and pass 2 to
 processes forked from it, one lane each, the work dealt to them in turn.
 
@@ -118,12 +118,12 @@ LANES = textwrap.dedent(
     from marking import mark
     from worldtrace.pipelines.process import ProcessConfig, pipeline_options
     from worldtrace.pipelines.runner import LocalRunner
-    from worldtrace.pipelines.transforms import _Pooled
+    from worldtrace.pipelines.transforms import _OnLanes
 
     marks, results = sys.argv[1], sys.argv[2]
 
 
-    class Squares(_Pooled):
+    class Squares(_OnLanes):
         def work(self, x):
             return (mark, marks, x)
 

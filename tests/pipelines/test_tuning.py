@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -110,14 +111,21 @@ def test_bundles_start_no_threads_and_metrics_still_count(monkeypatch):
 
 
 def test_a_stage_that_cannot_be_built_still_fails_the_run_with_its_error():
+    """Found too (the suite left two `beam-pipeline-temp*` directories in /tmp a run):
+    Beam removes a pipeline's temporary directory only in `run`; `process.pipeline`
+    removes it however the block ends."""
+    from worldtrace.pipelines.process import pipeline
+
     tune_beam()
     options = in_process()
     with (
         pytest.raises(Exception, match="cannot rebuild this DoFn"),
         LocalRunner(options) as runner,
-        beam.Pipeline(runner=runner, options=options) as p,
+        pipeline(runner, options) as p,
     ):
         _ = p | beam.Create([1]) | beam.ParDo(Unpicklable())
+        p.run()
+    assert not Path(p.local_tempdir).exists()
 
 
 class Extra(PipelineOptions):
