@@ -481,7 +481,7 @@ def pipeline_options(cfg: ProcessConfig, input_bytes: int = 0) -> PipelineOption
             FORKED_BYTES_PER_WORKER if can_fork() else SPAWNED_BYTES_PER_WORKER
         )
         workers = cfg.workers or auto_workers(input_bytes, per_worker, cores)
-        if workers > 1 and can_fork():  # the passes in forked workers, the rest here
+        if workers > 1 and can_fork():  # worker lanes (`runner.LaneOptions`)
             args += [f"--{LANES_FLAG}={workers}"]
             workers = 1
         mode = "in_memory" if workers == 1 else "multi_processing"
@@ -497,8 +497,9 @@ def spread(options: PipelineOptions) -> bool:
 
 
 def dedup_partitions(options: PipelineOptions) -> int:
-    """Shuffle keys of each dedup step: one per worker process of the local runner (1
-    in-process), whose runner hands each worker its share of a step's keys; every key
+    """Shuffle keys of each dedup step: one per Beam worker process of the local runner
+    (1 in-process, worker lanes included: the dedup steps run in the run's process),
+    whose runner hands each worker its share of a step's keys; every key
     costs every step its own batches and calls (20k on 2 workers: the steps after pass 1
     ~0.8 s with 16 keys, ~0.72 s with 2). A portable runner's parallelism is not known
     here: `dedup.PARTITIONS`."""
@@ -512,8 +513,8 @@ def planned_workers(options: PipelineOptions) -> int:
     """Worker processes the run's units are spread over: the local runner's, else (a
     portable runner's pool) one per core here."""
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
-        if pooled := options.view_as(LaneOptions).worker_lanes:
-            return pooled
+        if lanes := options.view_as(LaneOptions).worker_lanes:
+            return lanes
         direct = options.view_as(DirectOptions)
         return 1 if direct.direct_running_mode == "in_memory" else direct.direct_num_workers
     return os.cpu_count() or 1

@@ -590,17 +590,21 @@ class LocalRunner(fn_runner.FnApiRunner):
     def __enter__(self) -> LocalRunner:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        self.close(failed=kind is not None)
 
-    def close(self) -> None:
-        """Stop the standby workers the run did not use, and the lanes' workers."""
+    def close(self, failed: bool = False) -> None:
+        """Stop the standby workers the run did not use, and the lanes' workers: at once
+        when the run `failed` (or was stopped) before its pipeline ran, when the lanes
+        may be in the middle of units submitted ahead."""
         standbys = _STANDBYS.pop(self._token, None)
         if standbys:
             standbys.close()
         lanes, self._lanes = self._lanes, None
         for key in [k for k in _AHEAD if lanes and k[0] == id(lanes)]:
             del _AHEAD[key]
+        if lanes and failed:
+            forkpool.stop_workers(lanes)
         for lane in lanes or ():
             lane.shutdown(cancel_futures=True)
 

@@ -100,7 +100,7 @@ def test_a_run_on_worker_lanes_serves_nothing_and_its_workers_are_forked(store, 
 
 MARKING = textwrap.dedent(
     """
-    import json, os
+    import json, os, time
 
 
     def mark(marks, x):
@@ -108,6 +108,13 @@ MARKING = textwrap.dedent(
         with open(marks, "a") as fh:
             fh.write(json.dumps([x, os.getpid()]) + "\\n")
         return x * x
+
+
+    def slow(marks, x):
+        "A long unit: says when it starts and when it is done."
+        mark(marks, f"start {x}")
+        time.sleep(60)
+        mark(marks, f"done {x}")
     """
 )
 LANES = textwrap.dedent(
@@ -231,3 +238,48 @@ def test_a_workers_error_reaches_the_parent_as_raised_not_as_a_dead_worker(tmp_p
         "all alive": True,
         "next": 3,
     }
+
+
+STOPPED = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+
+    from marking import slow
+    from worldtrace.pipelines.process import ProcessConfig, pipeline_options
+    from worldtrace.pipelines.runner import LocalRunner
+    from worldtrace.schemas import forkpool
+
+    marks = Path(sys.argv[1])
+    options = pipeline_options(ProcessConfig(workers=2))
+    try:
+        with LocalRunner(options) as runner:
+            runner.submit_ahead([(slow, str(marks), x) for x in range(2)])
+            pids = [p.pid for p in forkpool.workers_of(runner._lanes)]
+            deadline = time.monotonic() + 60
+            while (not marks.exists() or marks.read_text().count("start") < 2) and time.monotonic() < deadline:
+                time.sleep(0.01)  # both lanes in the middle of their unit
+            raise RuntimeError("the pipeline could not be built")
+    except RuntimeError:
+        pass
+    print(json.dumps(pids))
+    """
+)
+
+
+def test_a_run_that_fails_before_its_pipeline_runs_stops_the_lanes_at_once(tmp_path):
+    """Pass 1 is handed to the lanes before the pipeline is built: when building it
+    fails (or Ctrl-C comes then), the lanes are stopped, not waited for until their
+    units are done."""
+    (tmp_path / "marking.py").write_text(MARKING)
+    (tmp_path / "stopped.py").write_text(STOPPED)
+    marks = tmp_path / "marks"
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "stopped.py"), str(marks)],
+        capture_output=True, text=True, timeout=50, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    pids = json.loads(proc.stdout)
+    assert len(pids) == 2 and not any(psutil.pid_exists(p) for p in pids)
+    lines = marks.read_text()
+    assert lines.count("start") == 2 and "done" not in lines
