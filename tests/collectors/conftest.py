@@ -87,3 +87,25 @@ class StillClock:
 
     def wait(self, seconds: float, stop) -> bool:
         return True
+
+
+def import_written(tmp_path: Path, name: str, data, lines: bool = False):
+    """(report, imported trajectories by origin id) of importing `data` written under
+    `tmp_path` as `name`: one JSON document, or JSON lines (`lines`)."""
+    import json
+
+    from worldtrace.collectors.importers import import_paths
+    from worldtrace.schemas import read_records
+
+    f = tmp_path / name
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text("".join(json.dumps(d) + "\n" for d in data) if lines else json.dumps(data))
+    out = tmp_path / "out"
+    r = import_paths([f], out)
+    got = {t.source.origin_id: t for t in read_records(out)} if out.exists() else {}
+    return r, got
+
+
+def found(r, kind: str) -> list[tuple[str, str]]:
+    """(where, message) of an import report's problems of `kind`."""
+    return [(p.where, p.message) for p in r.problems if p.kind == kind]

@@ -13,10 +13,7 @@ bookkeeping. Our own fixtures, in the shapes of that output (written here)."""
 
 from __future__ import annotations
 
-import json
-
-from worldtrace.collectors.importers import import_paths
-from worldtrace.schemas import read_records
+from .conftest import import_written
 
 SID = "9753c268-9f22-44da-b0c2-2aed628498a9"
 
@@ -99,17 +96,8 @@ LINES = [
 ]
 
 
-def imported(tmp_path, lines, name="claude-code.jsonl"):
-    f = tmp_path / name
-    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    out = tmp_path / "out"
-    r = import_paths([f], out)
-    got = {t.source.origin_id: t for t in read_records(out)} if out.exists() else {}
-    return r, got
-
-
 def test_stream_json_output_is_a_claude_code_session(tmp_path):
-    r, got = imported(tmp_path, LINES)
+    r, got = import_written(tmp_path, "claude-code.jsonl", LINES, lines=True)
     assert not [p for p in r.problems if p.kind in ("unrecognized", "invalid")], r.problems
     main = got[SID]
     assert main.source.origin_format == "claude-code"
@@ -135,7 +123,7 @@ def test_a_run_without_the_replayed_prompt_has_no_task_and_keeps_its_turns(tmp_p
     """Without `--replay-user-messages` the prompt is not in the output: the task is
     unknown, never another line's text."""
     lines = [x for x in LINES if x.get("uuid") != "u0"]
-    _, got = imported(tmp_path, lines)
+    _, got = import_written(tmp_path, "claude-code.jsonl", lines, lines=True)
     assert not got[SID].task.instruction
     assert [x.action.text for x in got[SID].turns][:1] == ["pytest -q"]
 
@@ -155,5 +143,5 @@ def test_a_session_file_is_still_read_by_its_chain(tmp_path):
         ev("a2", "u0", "assistant", [use("t9", "Bash", command="rm -rf /")]),  # a branch left
         ev("a3", "u1", "assistant", [{"type": "text", "text": "done"}]),
     ]
-    _, got = imported(tmp_path, session, name=f"{SID}.jsonl")
+    _, got = import_written(tmp_path, f"{SID}.jsonl", session, lines=True)
     assert [x.action.text for x in got[SID].turns] == ["ls"]

@@ -12,10 +12,7 @@ codex-rs/exec/src/exec_events.rs (written here)."""
 
 from __future__ import annotations
 
-import json
-
-from worldtrace.collectors.importers import import_paths
-from worldtrace.schemas import read_records
+from .conftest import found, import_written
 
 TID = "019c8299-88f5-7931-9430-48246b934214"
 
@@ -106,21 +103,8 @@ RUN = [
 ]
 
 
-def imported(tmp_path, lines, name="codex.jsonl"):
-    f = tmp_path / name
-    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    out = tmp_path / "out"
-    r = import_paths([f], out)
-    got = {t.source.origin_id: t for t in read_records(out)} if out.exists() else {}
-    return r, got
-
-
-def found(r, kind):
-    return [(p.where, p.message) for p in r.problems if p.kind == kind]
-
-
 def test_exec_json_output_is_one_codex_trajectory(tmp_path):
-    r, got = imported(tmp_path, RUN)
+    r, got = import_written(tmp_path, "codex.jsonl", RUN, lines=True)
     assert not found(r, "unrecognized") and not found(r, "invalid")
     t = got[TID]
     assert t.source.origin_format == "codex"
@@ -146,7 +130,7 @@ def test_exec_json_output_is_one_codex_trajectory(tmp_path):
 
 def test_a_command_still_running_at_the_end_is_no_turn(tmp_path):
     lines = [RUN[0], RUN[1], command("item_1", "bash -lc 'sleep 100'", "", None)[0]]
-    r, got = imported(tmp_path, lines)
+    r, got = import_written(tmp_path, "codex.jsonl", lines, lines=True)
     assert not got
     assert found(r, "unpaired_call") == [
         ("line 3", "item item_1 (\"bash -lc 'sleep 100'\"): status \"in_progress\", no output; "
@@ -157,7 +141,7 @@ def test_a_command_still_running_at_the_end_is_no_turn(tmp_path):
 
 def test_a_failed_turn_is_said(tmp_path):
     lines = [*RUN[:5], {"type": "turn.failed", "error": {"message": "stream disconnected"}}]
-    r, got = imported(tmp_path, lines)
+    r, got = import_written(tmp_path, "codex.jsonl", lines, lines=True)
     assert [x.action.text for x in got[TID].turns] == ["pytest -q"]
     assert found(r, "message_not_imported") == [
         ("line 6", 'turn.failed: "stream disconnected" (Codex\'s own error); not imported')
@@ -170,7 +154,7 @@ def test_an_image_in_an_mcp_result_is_said_not_dropped(tmp_path):
         result={"content": [{"type": "text", "text": "shot taken"}, {"type": "image", "data": "AAA"}]},
         error=None, status="completed",
     )  # fmt: skip
-    r, got = imported(tmp_path, [RUN[0], shot])
+    r, got = import_written(tmp_path, "codex.jsonl", [RUN[0], shot], lines=True)
     assert [x.observation.text for x in got[TID].turns] == ["shot taken"]
     assert [m for _, m in found(r, "non_text_part")] == [
         "turn 0 observation (line 2: item.result.content): 1 image part not imported"

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 
-from worldtrace.collectors.importers import import_paths
-from worldtrace.schemas import read_records
+from .conftest import found, import_written
 
 CALL = {
     "id": "c0",
@@ -30,22 +29,6 @@ def chat(rid, result=None, **extra):
     return {"id": rid, "messages": msgs, **extra}
 
 
-def run(tmp_path, name, data, lines=False):
-    """(report, imported trajectories by origin id) of importing `data` written as
-    `name` (JSONL when `lines`)."""
-    f = tmp_path / name
-    f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text("".join(json.dumps(d) + "\n" for d in data) if lines else json.dumps(data))
-    out = tmp_path / "out"
-    r = import_paths([f], out)
-    got = {t.source.origin_id: t for t in read_records(out)} if out.exists() else {}
-    return r, got
-
-
-def found(r, kind):
-    return [(p.where, p.message) for p in r.problems if p.kind == kind]
-
-
 # ---------------------------------------------------------------- 1. content that is no text
 
 
@@ -60,7 +43,7 @@ def test_openai_content_that_is_no_text_is_invalid_naming_the_field(tmp_path):
         chat("object", {"content": {"stdout": "hi"}}),  # an object is its JSON
         chat("good"),
     ]
-    r, got = run(tmp_path, "chat.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "chat.jsonl", records, lines=True)
     assert sorted(found(r, "invalid")) == [
         ("line 1", 'messages[2].content.text: expected a string, got {"stdout": "hi", "rc": null}'),
         ("line 2", 'messages[2].content[0].text: expected a string, got {"stdout": "hi"}'),
@@ -85,7 +68,7 @@ def test_sharegpt_value_object_is_its_content_as_json_and_a_boolean_is_invalid(t
         }  # fmt: skip
 
     records = [conv("obj", {"name": "get_weather", "content": {"t": 20}}), conv("bool", False)]
-    r, got = run(tmp_path, "sg.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "sg.jsonl", records, lines=True)
     assert got["obj"].turns[0].observation.text == '{"t": 20}'
     assert found(r, "invalid") == [
         (
@@ -120,7 +103,9 @@ def test_atif_content_that_is_no_text_is_invalid(tmp_path):
         ("part", [{"type": "text", "text": {"a": None}}],
          'steps[1].observation.results[0].content[0].text: expected a string, got {"a": null}'),
     ]:  # fmt: skip
-        r, got = run(tmp_path / name, "trajectory.json", atif([USER_STEP, atif_call(2, content)]))
+        r, got = import_written(
+            tmp_path / name, "trajectory.json", atif([USER_STEP, atif_call(2, content)])
+        )
         assert not got
         [(_, message)] = found(r, "invalid")
         assert message.startswith(field), message
@@ -136,7 +121,7 @@ def openhands(content, extras=None):
 
 
 def test_openhands_content_that_is_a_boolean_is_invalid(tmp_path):
-    r, got = run(tmp_path, "events.json", openhands(True))
+    r, got = import_written(tmp_path, "events.json", openhands(True))
     assert not got
     [(_, message)] = found(r, "invalid")
     assert "[2].content: expected a string or a list of content parts, got true" in message
@@ -153,7 +138,7 @@ def swe(steps, history=None, **info):
 
 def test_swe_agent_action_that_is_no_string_is_invalid(tmp_path):
     step = {"action": ["ls", "-l"], "observation": "a\n", "thought": "look"}
-    r, got = run(tmp_path, "run.traj", swe([step]))
+    r, got = import_written(tmp_path, "run.traj", swe([step]))
     assert not got
     assert found(r, "invalid") == [
         ("", 'trajectory[0].action: expected a string, got ["ls", "-l"]')
@@ -163,7 +148,7 @@ def test_swe_agent_action_that_is_no_string_is_invalid(tmp_path):
         {"role": "assistant", "content": "look", "action": ["ls"]},
         {"role": "user", "content": "a"},
     ]
-    r, got = run(tmp_path / "h", "run.traj", {"history": history})
+    r, got = import_written(tmp_path / "h", "run.traj", {"history": history})
     assert found(r, "invalid") == [("", 'history[1].action: expected a string, got ["ls"]')]
 
 
@@ -182,7 +167,7 @@ def test_openai_is_error_must_be_a_boolean(tmp_path):
         ],
     }  # fmt: skip
     records = [chat("str", {"is_error": "false"}), anthropic, chat("real", {"is_error": True})]
-    r, got = run(tmp_path, "chat.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "chat.jsonl", records, lines=True)
     assert found(r, "invalid") == [
         ("line 1", 'messages[2].is_error: expected a boolean, got "false"'),
         ("line 2", 'messages[2].content[0].is_error: expected a boolean, got "true"'),
@@ -191,7 +176,7 @@ def test_openai_is_error_must_be_a_boolean(tmp_path):
 
 
 def test_openhands_extras_error_must_be_a_boolean(tmp_path):
-    r, got = run(tmp_path, "events.json", openhands("a", {"error": "no"}))
+    r, got = import_written(tmp_path, "events.json", openhands("a", {"error": "no"}))
     assert not got
     [(_, message)] = found(r, "invalid")
     assert message.endswith('[2].extras.error: expected a boolean, got "no"'), message
@@ -202,7 +187,9 @@ def test_openhands_resolved_must_be_a_boolean(tmp_path):
         return {"instance_id": rid, "instruction": "fix it", "history": openhands("a")[1:],
                 "test_result": {"report": {"resolved": resolved}}}  # fmt: skip
 
-    r, got = run(tmp_path, "output.jsonl", [record("s", "false"), record("b", False)], lines=True)
+    r, got = import_written(
+        tmp_path, "output.jsonl", [record("s", "false"), record("b", False)], lines=True
+    )
     assert found(r, "invalid") == [
         ("line 1", 'test_result.report.resolved: expected a boolean, got "false"')
     ]
@@ -221,7 +208,7 @@ def test_openai_messages_of_unknown_roles_are_named(tmp_path):
     ]
     listed = chat("listed")
     listed["messages"][3]["role"] = ["assistant"]
-    r, got = run(tmp_path, "chat.jsonl", [rec, listed], lines=True)
+    r, got = import_written(tmp_path, "chat.jsonl", [rec, listed], lines=True)
     assert found(r, "invalid") == [
         ("line 2", 'messages[3].role: expected a string, got ["assistant"]')
     ]
@@ -235,13 +222,15 @@ def test_openai_messages_of_unknown_roles_are_named(tmp_path):
 
 
 def test_atif_steps_of_unknown_source_or_no_object_are_named(tmp_path):
-    r, got = run(tmp_path, "trajectory.json", atif([USER_STEP, atif_call(2, "f", "Agent"),
+    r, got = import_written(tmp_path, "trajectory.json", atif([USER_STEP, atif_call(2, "f", "Agent"),
                                                     atif_call(3, "g")]))  # fmt: skip
     assert len(got["s1"].turns) == 1
     assert found(r, "message_not_imported") == [
         ("steps[1]", 'a step of the unknown source "Agent" (sources are lower case); not imported')
     ]
-    r, got = run(tmp_path / "b", "trajectory.json", atif([USER_STEP, 5, atif_call(3, "g")]))
+    r, got = import_written(
+        tmp_path / "b", "trajectory.json", atif([USER_STEP, 5, atif_call(3, "g")])
+    )
     assert not got and found(r, "invalid") == [("", "steps[1]: expected an object, got 5")]
 
 
@@ -251,7 +240,7 @@ def test_swe_agent_trajectory_of_the_wrong_type_is_invalid(tmp_path):
         {"role": "assistant", "content": "look", "action": "ls"},
         {"role": "user", "content": "a"},
     ]
-    r, got = run(tmp_path, "run.traj", {"trajectory": "oops", "history": history})
+    r, got = import_written(tmp_path, "run.traj", {"trajectory": "oops", "history": history})
     assert not got
     assert found(r, "invalid") == [("", 'trajectory: expected a list, got "oops"')]
 
@@ -267,7 +256,7 @@ def test_tools_that_are_no_list_are_invalid(tmp_path):
         {**conv, "id": "d", "tools": "{bad"},
         chat("e", tools=json.dumps(spec)),  # a JSON string holding the list, as ShareGPT's
     ]
-    r, got = run(tmp_path, "tools.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "tools.jsonl", records, lines=True)
     assert found(r, "invalid") == [
         ("line 1", 'tools: expected a list (or a JSON string holding one), got "bash"'),
         ("line 2", 'tools: expected a list (or a JSON string holding one), got "[not json"'),
@@ -287,7 +276,9 @@ def test_openai_null_result_is_no_turn_and_empty_string_stays(tmp_path):
         {"role": "assistant", "content": "", "tool_calls": [second]},
         {"role": "tool", "tool_call_id": "c1", "content": "b"},
     ]
-    r, got = run(tmp_path, "chat.jsonl", [null, chat("empty", {"content": ""})], lines=True)
+    r, got = import_written(
+        tmp_path, "chat.jsonl", [null, chat("empty", {"content": ""})], lines=True
+    )
     assert [t.observation.text for t in got["null"].turns] == ["b"]
     assert [t.observation.text for t in got["empty"].turns] == [""]
     assert found(r, "unpaired_call") == [
@@ -306,7 +297,7 @@ def test_sharegpt_null_result_is_no_turn(tmp_path):
             {"from": "tool", "value": ""},
         ],
     }  # fmt: skip
-    r, got = run(tmp_path, "sg.jsonl", [rec], lines=True)
+    r, got = import_written(tmp_path, "sg.jsonl", [rec], lines=True)
     assert [t.observation.text for t in got["sg"].turns] == [""]
     assert json.loads(got["sg"].turns[0].action.arguments_json) == {"x": 1}
     assert found(r, "unpaired_call") == [
@@ -316,7 +307,7 @@ def test_sharegpt_null_result_is_no_turn(tmp_path):
 
 def test_swe_agent_null_observation_is_no_turn(tmp_path):
     steps = [{"action": "ls\n", "observation": None}, {"action": "pwd\n", "observation": ""}]
-    r, got = run(tmp_path, "run.traj", swe(steps))
+    r, got = import_written(tmp_path, "run.traj", swe(steps))
     assert [(t.action.text, t.observation.text) for t in got["run"].turns] == [("pwd", "")]
     assert found(r, "unpaired_call") == [
         ("", "trajectory[0].observation: null, the answer to 'ls' is unknown; no turn")
@@ -336,7 +327,7 @@ def test_mini_swe_agent_null_output_is_no_turn(tmp_path):
             {"role": "user", "content": "<returncode>0</returncode>\n<output>\n/r\n</output>"},
         ],
     }
-    r, got = run(tmp_path, "run.traj.json", data)
+    r, got = import_written(tmp_path, "run.traj.json", data)
     assert [t.action.text for t in got["run"].turns] == ["pwd"]
     assert found(r, "unpaired_call") == [
         ("", "messages[3].content: null, the answer to 'ls' is unknown; no turn")
@@ -344,7 +335,7 @@ def test_mini_swe_agent_null_output_is_no_turn(tmp_path):
 
 
 def test_atif_null_result_is_no_turn(tmp_path):
-    r, got = run(tmp_path, "trajectory.json", atif([USER_STEP, atif_call(2, None),
+    r, got = import_written(tmp_path, "trajectory.json", atif([USER_STEP, atif_call(2, None),
                                                     atif_call(3, "")]))  # fmt: skip
     assert [t.observation.text for t in got["s1"].turns] == [""]
     assert found(r, "unpaired_call") == [
@@ -355,7 +346,7 @@ def test_atif_null_result_is_no_turn(tmp_path):
 
 
 def test_openhands_null_content_is_no_turn(tmp_path):
-    r, got = run(tmp_path, "events.json", openhands(None))
+    r, got = import_written(tmp_path, "events.json", openhands(None))
     assert not got or not got["events"].turns
     [(_, message)] = found(r, "unpaired_call")
     assert message.endswith("[2].content: null, the answer to the agent's 'run' action (id 1)"
@@ -369,7 +360,9 @@ def awb(rid, **fields):
 
 
 def test_agentworldbench_null_response_is_no_turn(tmp_path):
-    r, got = run(tmp_path, "awb.jsonl", [awb("a", response=[None, "/root\n"])], lines=True)
+    r, got = import_written(
+        tmp_path, "awb.jsonl", [awb("a", response=[None, "/root\n"])], lines=True
+    )
     assert [t.action.text for t in got["a"].turns] == ["pwd\n"]
     assert found(r, "unpaired_call") == [
         ("line 1", "response[0]: null, the answer to prompt[0] is unknown; no turn")
@@ -389,7 +382,7 @@ def test_ids_and_metadata_of_the_wrong_type_are_invalid(tmp_path):
         awb("a4", turn_idx=3),  # 1-based: there are 2 turns
         chat(7),  # a number is an id as written
     ]
-    r, got = run(tmp_path, "mixed.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "mixed.jsonl", records, lines=True)
     assert found(r, "invalid") == [
         ("line 1", 'id: expected a string or a number, got ["x"]'),
         ("line 2", 'task_id: expected a string or a number, got {"k": 1}'),
@@ -414,10 +407,10 @@ def test_exit_status_of_the_wrong_type_is_invalid(tmp_path):
             {"role": "user", "content": "<returncode>0</returncode>\n<output>\na\n</output>"},
         ],
     }
-    r, got = run(tmp_path, "run.traj.json", data)
+    r, got = import_written(tmp_path, "run.traj.json", data)
     assert not got
     assert found(r, "invalid") == [("", 'info.exit_status: expected a string, got ["Submitted"]')]
-    r, got = run(tmp_path / "s", "run.traj", swe([{"action": "ls\n", "observation": "a"}],
+    r, got = import_written(tmp_path / "s", "run.traj", swe([{"action": "ls\n", "observation": "a"}],
                                                  exit_status=0))  # fmt: skip
     assert not got
     assert found(r, "invalid") == [("", "info.exit_status: expected a string, got 0")]
