@@ -504,8 +504,7 @@ def dedup_partitions(options: PipelineOptions) -> int:
     ~0.8 s with 16 keys, ~0.72 s with 2). A portable runner's parallelism is not known
     here: `dedup.PARTITIONS`."""
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
-        direct = options.view_as(DirectOptions)
-        return 1 if direct.direct_running_mode == "in_memory" else direct.direct_num_workers
+        return beam_workers(options)
     return PARTITIONS
 
 
@@ -513,11 +512,14 @@ def planned_workers(options: PipelineOptions) -> int:
     """Worker processes the run's units are spread over: the local runner's, else (a
     portable runner's pool) one per core here."""
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
-        if lanes := options.view_as(LaneOptions).worker_lanes:
-            return lanes
-        direct = options.view_as(DirectOptions)
-        return 1 if direct.direct_running_mode == "in_memory" else direct.direct_num_workers
+        return options.view_as(LaneOptions).worker_lanes or beam_workers(options)
     return os.cpu_count() or 1
+
+
+def beam_workers(options: PipelineOptions) -> int:
+    """The local runner's Beam worker processes (1: the pipeline runs in this process)."""
+    direct = options.view_as(DirectOptions)
+    return 1 if direct.direct_running_mode == "in_memory" else direct.direct_num_workers
 
 
 def counters(result) -> dict[str, int]:
@@ -789,7 +791,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                 units = [(*u[:3], arrivals[u[0]]) for u in plan]  # `units.Unit`
                 if runner is not None:  # pass 1 starts while the pipeline is built
                     first = pass1(cfg, str(run_dir))
-                    runner.submit_ahead([first.call(u) for u in units])
+                    runner.submit_ahead([first.work(u) for u in units])
                 with pipeline(runner, options) as p:
                     _ = (
                         p

@@ -544,23 +544,6 @@ def lane_tasks(calls: list[tuple]) -> list:
     return _dealt(lanes, calls)
 
 
-def _warm_workers() -> None:
-    """What every forked worker would otherwise build on its first unit: the redactor
-    (detect-secrets' plugins, ~0.1 s) with its batch screen (a Hyperscan database), the
-    LSH bands and rows, and pandas (pyarrow imports it on a process's first
-    `from_pylist`, ~0.13 s)."""
-    import rensa  # noqa: F401  (its thread pool starts on first use: in each worker)
-    import xxhash  # noqa: F401
-    from worldtrace.schemas.redact import redactor
-
-    from .dedup import DedupConfig
-
-    _ = redactor().screen
-    DedupConfig().band_rows()  # remembered (`minhash.lsh_params`)
-    with contextlib.suppress(ImportError):
-        import pandas  # noqa: F401
-
-
 class LocalRunner(fn_runner.FnApiRunner):
     """FnApiRunner whose worker processes start through `WORKER_MODULE`, or which runs
     the pipeline in this process with lanes of forked workers (`LaneOptions`).
@@ -585,7 +568,7 @@ class LocalRunner(fn_runner.FnApiRunner):
         if n > 1:
             _STANDBYS[self._token] = _Standbys(n)
         pooled = options.view_as(LaneOptions).worker_lanes
-        self._lanes = forkpool.fork_lanes(pooled, warm=_warm_workers)
+        self._lanes = forkpool.fork_lanes(pooled, warm=sdk_worker.warm)  # once, before the fork
 
     def __enter__(self) -> LocalRunner:
         return self

@@ -129,7 +129,8 @@ def _no_print(*args, **kwargs) -> None:
 
 
 def warm() -> None:
-    """Import what the work needs, build the redactor pass 1 redacts with (its detector
+    """Import what the work needs (in a standby, or in the run's process before it forks
+    its worker lanes: `runner.LocalRunner`), build the redactor pass 1 redacts with (its detector
     regexes compile on first search: `redact_rules.LazyPattern`) and load its batch
     screen (from the user's cache; ~60 ms of compiling the first time). Some
     imports happen only when first used: gRPC's channels when the harness connects, the

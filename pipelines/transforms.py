@@ -156,9 +156,6 @@ class _Pass1(_OnLanes):
         self.root = root  # units are named from it (`units.stem_of`)
 
     def work(self, unit: Unit) -> tuple:
-        return self.call(unit)
-
-    def call(self, unit: Unit) -> tuple:
         """The unit's work as `_OnLanes` runs it (and `process` submits ahead)."""
         return (pass1_unit, self.out, self.filters, self.dedup, self.policy, self.root, unit)
 

@@ -69,7 +69,7 @@ def _forked(sizes: list[int], warm: Callable[[], None] | None) -> list[ProcessPo
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     # what exists now lives as long as the workers: their full collections need not walk
     # it, and walking it would write to every object, copying the pages a worker shares
-    # with this process (an 80k-trajectory `process` 0.5 s slower in pass 1)
+    # with this process (as Beam's standby workers freeze theirs: `sdk_worker._standby`)
     frozen = not gc.get_freeze_count()
     if frozen:
         gc.freeze()
@@ -159,12 +159,11 @@ def dead_worker(pool: ProcessPoolExecutor | list[ProcessPoolExecutor]) -> int | 
 
 def result_of(pool: ProcessPoolExecutor | list[ProcessPoolExecutor], work: Future) -> Any:
     """`work`'s result, looking at the workers (of a pool, or of lanes) every
-    `RESULT_WAKE` seconds. A worker
-    killed while it wrote a result (the out-of-memory killer) leaves half a message that
-    the pool waits on for ever, and the lock of the result pipe held, so the pool never
-    finds its own breakage: a dead worker is then BrokenProcessPool here, and the rest
-    are stopped. The timed wait also lets a stop signal that another thread took run
-    its handler."""
+    `RESULT_WAKE` seconds. A worker killed while it wrote a result (the out-of-memory
+    killer) leaves half a message that the pool waits on for ever, and the lock of the
+    result pipe held, so the pool never finds its own breakage: a dead worker is then
+    BrokenProcessPool here, and the rest are stopped. The timed wait also lets a stop
+    signal that another thread took run its handler."""
     while True:
         try:
             return work.result(RESULT_WAKE)

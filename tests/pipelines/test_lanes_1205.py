@@ -26,8 +26,7 @@ from worldtrace.schemas import ShardWriter
 from worldtrace.schemas.tempfiles import DamagedFile
 
 from ..conftest import wait_until
-
-BEAM_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+from .test_process import BEAM_WORKERS, cli_process, workers_at_work
 
 
 def _corpus(store) -> list:
@@ -76,8 +75,6 @@ def test_a_run_on_worker_lanes_equals_the_in_process_run_and_one_on_beams_worker
 def test_a_run_on_worker_lanes_serves_nothing_and_its_workers_are_forked(store, wt_env):
     """Beam's workers need the runner's gRPC servers (on loopback: test_process.py); the
     lanes are two children forked from the command, and nothing listens."""
-    from .test_process import cli_process, workers_at_work
-
     data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=8)
     with ShardWriter(store.raw / "c", row_group_rows=500) as w:
         w.write(data)

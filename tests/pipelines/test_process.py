@@ -54,6 +54,10 @@ def count(store, table):
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
 
+BEAM_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+"""Beam's two worker processes, where `process` would run on worker lanes."""
+
+
 def big_raw(store, seed: int) -> list:
     """3,000-odd trajectories in 500-row units: a run long enough to act on mid-way."""
     data, _ = near_duplicate_corpus(n_unique=3000, n_groups=30, group_size=3, seed=seed)
@@ -407,10 +411,9 @@ def test_dedup_steps_use_one_shuffle_key_per_local_worker():
     def keys(**kw) -> int:
         return dedup_partitions(pipeline_options(ProcessConfig(**kw)))
 
-    beam_workers = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
     assert keys(workers=1) == 1
     assert keys(workers=2) == (1 if can_fork() else 2)
-    assert keys(workers=2, beam_args=beam_workers) == 2
+    assert keys(workers=2, beam_args=BEAM_WORKERS) == 2
     assert keys(workers=2, runner="PortableRunner") == PARTITIONS
 
 
