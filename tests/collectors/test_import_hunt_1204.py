@@ -12,7 +12,8 @@ from worldtrace.collectors.importers import import_paths
 from worldtrace.schemas import read_records
 from worldtrace.schemas.tempfiles import try_lock
 
-from .test_import_value_types import CALL, USER_STEP, atif, atif_call, chat, found, run
+from .conftest import found, import_written
+from .test_import_value_types import CALL, USER_STEP, atif, atif_call, chat
 
 
 @pytest.mark.parametrize(
@@ -20,14 +21,14 @@ from .test_import_value_types import CALL, USER_STEP, atif, atif_call, chat, fou
 )
 def test_a_timestamp_outside_years_1_9999_in_utc_is_invalid_naming_it(tmp_path, stamp):
     step = {**atif_call(2, "out"), "timestamp": stamp}
-    r, got = run(tmp_path, "trajectory.json", atif([USER_STEP, step]))
+    r, got = import_written(tmp_path, "trajectory.json", atif([USER_STEP, step]))
     assert not got
     assert found(r, "invalid") == [
         ("", f'steps[1].timestamp: expected a timestamp between years 1 and 9999 in UTC, '
              f'got "{stamp}"')
     ]  # fmt: skip
     ok = {**atif_call(2, "out"), "timestamp": "9999-12-31T09:59:59-14:00"}  # 23:59:59 UTC
-    r, got = run(tmp_path / "ok", "trajectory.json", atif([USER_STEP, ok]))
+    r, got = import_written(tmp_path / "ok", "trajectory.json", atif([USER_STEP, ok]))
     assert len(got) == 1 and not found(r, "invalid")
 
 
@@ -47,7 +48,7 @@ def test_a_tool_schema_of_the_wrong_type_is_invalid_naming_the_field(tmp_path):
         chat("json", tools=[tool('{"type": "object", "properties": {"command": {}}}')]),
         chat("empty-json", tools=[tool("{}")]),
     ]
-    r, got = run(tmp_path, "tools.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "tools.jsonl", records, lines=True)
     field = "tools[0].function.parameters: expected an object (or a JSON string holding one)"
     assert found(r, "invalid") == [
         ("line 1", f'{field}, got "x"'),
@@ -80,7 +81,7 @@ def test_a_call_or_result_id_of_the_wrong_type_is_invalid_naming_the_field(tmp_p
         with_id("result", ["c0"], result=True),
         with_id("number", 7),  # documented: a number is an id
     ]
-    r, got = run(tmp_path, "ids.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "ids.jsonl", records, lines=True)
     at = "messages[1].tool_calls[0].id: expected a string or a number, got"
     assert found(r, "invalid") == [
         ("line 1", f"{at} []"),
@@ -147,7 +148,7 @@ def test_a_record_changed_since_its_import_is_said_and_a_cut_is_listed(tmp_path)
 
 
 def test_a_blank_id_names_the_record_by_its_file_and_line(tmp_path):
-    _, got = run(tmp_path, "blank.jsonl", [chat(""), chat("  ")], lines=True)
+    _, got = import_written(tmp_path, "blank.jsonl", [chat(""), chat("  ")], lines=True)
     assert "" not in got and "  " not in got
     assert sorted(got) == ["blank:1", "blank:2"]
 
@@ -162,7 +163,7 @@ def test_a_number_too_large_inside_an_arguments_string_is_kept_as_written(tmp_pa
         rec["messages"][1]["tool_calls"] = [{**CALL, "function": {"name": "bash",
                                                                    "arguments": text}}]  # fmt: skip
         records.append(rec)
-    r, got = run(tmp_path, "args.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "args.jsonl", records, lines=True)
     assert not found(r, "invalid") and set(got) == {"nan", "big", "fine"}
     args = {rid: json.loads(t.turns[0].action.arguments_json) for rid, t in got.items()}
     assert args == {"nan": {"_raw": '{"x": NaN}'}, "big": {"_raw": '{"x": 1e400}'},

@@ -11,8 +11,9 @@ import lzma
 from worldtrace.collectors.importers import import_paths
 from worldtrace.schemas import read_records
 
+from .conftest import found, import_written
 from .test_import_unanswered import call as bash
-from .test_import_value_types import chat, found, run
+from .test_import_value_types import chat
 
 
 def stored(out):
@@ -33,7 +34,7 @@ def test_openai_status_is_read_in_any_case_and_an_unknown_one_is_named(tmp_path)
         chat("number", {"status": 500}),
         chat("none", {}),
     ]
-    r, got = run(tmp_path, "chat.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "chat.jsonl", records, lines=True)
     errors = {k: [x.observation.is_error for x in t.turns] for k, t in got.items()}
     assert errors == {
         "upper": [True], "title": [True], "lower": [True], "success": [False],
@@ -59,7 +60,7 @@ def test_responses_function_call_output_status_is_read(tmp_path):
         ]
 
     records = [{"id": s, "messages": items(s)} for s in ("incomplete", "ERROR", "weird")]
-    r, got = run(tmp_path, "items.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "items.jsonl", records, lines=True)
     assert {k: t.turns[0].observation.is_error for k, t in got.items()} == {
         "incomplete": False, "ERROR": True, "weird": False,
     }  # fmt: skip
@@ -159,7 +160,7 @@ def test_openai_reasoning_goes_to_the_first_call_that_makes_a_turn(tmp_path):
         {"role": "tool", "tool_call_id": "d", "content": None},  # unknown: no turn
         {"role": "tool", "tool_call_id": "e", "content": "disk"},
     ]
-    r, got = run(tmp_path, "chat.jsonl", [{"id": "o", "messages": msgs}], lines=True)
+    r, got = import_written(tmp_path, "chat.jsonl", [{"id": "o", "messages": msgs}], lines=True)
     assert [(x.action.text, x.reasoning) for x in got["o"].turns] == [
         ('bash({"command": "pwd"})', "both\n\nI will look first."),
         ('bash({"command": "id"})', None),

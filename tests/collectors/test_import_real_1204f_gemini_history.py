@@ -15,7 +15,7 @@ Our own fixtures, in the shapes of that file (written here, not copied)."""
 
 from __future__ import annotations
 
-from .test_import_value_types import found, run
+from .conftest import found, import_written
 
 CONTEXT = {
     "role": "user",
@@ -70,7 +70,7 @@ HISTORY = [
 
 
 def test_a_checkpoint_imports_each_call_and_answer_without_gemini_clis_own_turns(tmp_path):
-    r, got = run(
+    r, got = import_written(
         tmp_path, "checkpoint-teams.json", {"history": HISTORY, "authType": "oauth-personal"}
     )
     assert not found(r, "empty") and not found(r, "unrecognized")
@@ -99,8 +99,8 @@ def test_a_checkpoint_imports_each_call_and_answer_without_gemini_clis_own_turns
 
 
 def test_a_bare_content_list_the_older_checkpoint_reads_the_same(tmp_path):
-    _, a = run(tmp_path / "a", "checkpoint-a.json", {"history": HISTORY})
-    _, b = run(tmp_path / "b", "checkpoint-b.json", HISTORY)
+    _, a = import_written(tmp_path / "a", "checkpoint-a.json", {"history": HISTORY})
+    _, b = import_written(tmp_path / "b", "checkpoint-b.json", HISTORY)
     (ta,), (tb,) = a.values(), b.values()
     assert (
         [x.action.text for x in tb.turns]
@@ -156,7 +156,7 @@ def test_responses_pair_by_id_and_one_for_no_call_is_said(tmp_path):
         },
         {"role": "model", "parts": [{"text": "done"}]},
     ]
-    r, got = run(tmp_path, "shared.json", history)
+    r, got = import_written(tmp_path, "shared.json", history)
     (t,) = got.values()
     assert [(x.action.text, x.observation.text) for x in t.turns] == [("a", "A"), ("b", "B")]
     assert found(r, "unpaired_result") == [
@@ -170,7 +170,7 @@ def test_a_call_of_the_wrong_shape_is_invalid_naming_the_part(tmp_path):
         "role": "model",
         "parts": [{"functionCall": {"name": "run_shell_command", "args": "ls"}}],
     }
-    r, got = run(tmp_path, "bad.json", [user("go"), bad, *HISTORY[4:6]])
+    r, got = import_written(tmp_path, "bad.json", [user("go"), bad, *HISTORY[4:6]])
     assert found(r, "invalid") == [('[1]', '[1].parts[0].functionCall.args: expected an object, got "ls"')]  # fmt: skip
     (t,) = got.values()
     assert [x.action.text for x in t.turns] == ["ls src"]  # only that content is left out
@@ -184,6 +184,6 @@ def test_an_openai_list_is_still_openai(tmp_path):
             {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
         {"role": "tool", "tool_call_id": "c", "content": "a.py"},
     ]  # fmt: skip
-    _, got = run(tmp_path, "chat.json", chat)
+    _, got = import_written(tmp_path, "chat.json", chat)
     (t,) = got.values()
     assert t.source.origin_format == "openai"

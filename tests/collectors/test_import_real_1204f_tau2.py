@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from .test_import_value_types import found, run
+from .conftest import found, import_written
 
 
 def call(cid, name, args, requestor="assistant"):
@@ -79,7 +79,7 @@ MESSAGES = [
 
 
 def test_each_simulation_is_a_run_with_the_agents_calls_and_answers(tmp_path):
-    r, got = run(tmp_path, "results.json", results(simulation("s1", MESSAGES), simulation("s2", MESSAGES[:4], 0.0)))  # fmt: skip
+    r, got = import_written(tmp_path, "results.json", results(simulation("s1", MESSAGES), simulation("s2", MESSAGES[:4], 0.0)))  # fmt: skip
     assert not found(r, "unrecognized") and set(got) == {"s1", "s2"}
     t = got["s1"]
     assert t.source.origin_format == "openai" and t.task.task_id == "t1"
@@ -106,7 +106,7 @@ def test_each_simulation_is_a_run_with_the_agents_calls_and_answers(tmp_path):
 def test_a_greeting_the_agent_wrote_later_is_its_own(tmp_path):
     """Only the first message, the orchestrator's, is passed over."""
     messages = [{"role": "user", "content": "hello"}, GREETING, {"role": "user", "content": "hi"}]
-    _, got = run(tmp_path, "results.json", results(simulation("s1", messages)))
+    _, got = import_written(tmp_path, "results.json", results(simulation("s1", messages)))
     assert [(x.action.text, x.observation.text) for x in got["s1"].turns] == [
         ("Hi! How can I help you today?", "hi")
     ]
@@ -123,7 +123,7 @@ def test_a_user_message_with_words_and_its_own_calls_keeps_its_words(tmp_path):
         },
         result("u1", "rebooted", requestor="user"),
     ]
-    r, got = run(tmp_path, "results.json", results(simulation("s1", messages)))
+    r, got = import_written(tmp_path, "results.json", results(simulation("s1", messages)))
     assert [(x.action.text, x.observation.text) for x in got["s1"].turns] == [
         ("Restart the phone.", "Restarting now.")
     ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from .test_import_value_types import found, run
+from .conftest import found, import_written
 
 
 def seen(t):
@@ -41,7 +41,7 @@ def test_openai_unanswered_call_is_no_turn(tmp_path):
         asks(call("c2", "pwd"), call("c3", "cat a.txt")),
         tool("c2", "/r"),  # c3: nothing answers it, the record ends
     ]
-    r, got = run(tmp_path, "chat.jsonl", [{"id": "o", "messages": msgs}], lines=True)
+    r, got = import_written(tmp_path, "chat.jsonl", [{"id": "o", "messages": msgs}], lines=True)
     assert [(x.action.name, x.observation.text) for x in got["o"].turns] == [
         ("bash", "a.txt"),
         ("bash", "/r"),
@@ -69,7 +69,7 @@ def test_openai_anthropic_unanswered_tool_use_is_no_turn_but_no_content_is_empty
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t0"}]},
         {"role": "assistant", "content": [use("t2", "pwd")]},
     ]
-    r, got = run(tmp_path, "chat.jsonl", [{"id": "a", "messages": msgs}], lines=True)
+    r, got = import_written(tmp_path, "chat.jsonl", [{"id": "a", "messages": msgs}], lines=True)
     assert [json.loads(x.action.arguments_json) for x in got["a"].turns] == [{"command": "touch a"}]
     assert [x.observation.text for x in got["a"].turns] == [""]
     assert found(r, "unpaired_call") == [
@@ -85,7 +85,7 @@ def test_openai_unanswered_call_arguments_are_checked_and_no_turn_is_empty(tmp_p
                                    tool("c0", "a"), asks(bad)]},
         {"id": "none", "messages": [{"role": "user", "content": "go"}, asks(call("c0", "ls"))]},
     ]  # fmt: skip
-    r, got = run(tmp_path, "chat.jsonl", records, lines=True)
+    r, got = import_written(tmp_path, "chat.jsonl", records, lines=True)
     assert not got
     assert found(r, "invalid") == [
         ("line 1", "messages[3].tool_calls[0].function.arguments: expected a JSON object or a"
@@ -114,7 +114,7 @@ def test_sharegpt_unanswered_call_is_no_turn(tmp_path):
         {"from": "observation", "value": "rain"},  # answers the first of the two only
         hermes("t", tz="UTC"),  # the record ends
     ]  # fmt: skip
-    r, got = run(tmp_path, "sg.jsonl", [{"id": "sg", "conversations": conv}], lines=True)
+    r, got = import_written(tmp_path, "sg.jsonl", [{"id": "sg", "conversations": conv}], lines=True)
     turns = got["sg"].turns
     assert [(json.loads(x.action.arguments_json), x.observation.text) for x in turns] == [
         ({"city": "a"}, "sun"),
@@ -130,7 +130,7 @@ def test_sharegpt_unanswered_call_is_no_turn(tmp_path):
 def test_sharegpt_unanswered_call_arguments_are_checked(tmp_path):
     conv = [{"from": "human", "value": "go"},
             {"from": "function_call", "value": json.dumps({"name": "w", "arguments": 42})}]  # fmt: skip
-    r, got = run(tmp_path, "sg.jsonl", [{"id": "sg", "conversations": conv}], lines=True)
+    r, got = import_written(tmp_path, "sg.jsonl", [{"id": "sg", "conversations": conv}], lines=True)
     assert not got
     assert found(r, "invalid") == [
         ("line 1", "conversations[1].value.arguments: expected a JSON object or a string"
@@ -158,7 +158,7 @@ def step(sid, command, content="<none>", name="bash"):
 
 def test_atif_unanswered_call_is_no_turn(tmp_path):
     data = atif("x", step(2, "ls", "a"), step(3, "rm a"), step(4, "pwd", "/r"), step(5, "cat a"))
-    r, got = run(tmp_path, "trajectory.json", data)
+    r, got = import_written(tmp_path, "trajectory.json", data)
     turns = got["s1"].turns
     assert [(json.loads(x.action.arguments_json), x.observation.text) for x in turns] == [
         ({"command": "ls"}, "a"),
@@ -178,7 +178,7 @@ def test_atif_agents_read_their_own_way_make_no_turn_of_an_unanswered_call(tmp_p
                          ("qwen-code", "run_shell_command"), ("opencode", "bash")]:  # fmt: skip
         data = atif(agent, step(2, "ls", "a", shell), step(3, "rm a", name=shell),
                     step(4, "pwd", "/r", shell), step(5, "cat a", name=shell))  # fmt: skip
-        r, got = run(tmp_path / agent, "trajectory.json", data)
+        r, got = import_written(tmp_path / agent, "trajectory.json", data)
         assert [x.action.text for x in got["s1"].turns] == ["ls", "pwd"], agent
         kind = "harness_failure" if agent == "opencode" else "unpaired_call"
         assert [w or m.split(":")[0] for w, m in found(r, kind)] == [
@@ -194,7 +194,7 @@ def test_atif_calls_answered_together_stay_turns(tmp_path):
          "tool_calls": [{"tool_call_id": f"k{i}", "function_name": "bash_command",
                          "arguments": {"keystrokes": k}} for i, k in enumerate(["cd /\n", "ls\n"])],
          "observation": {"results": [{"content": "bin etc"}]}}  # fmt: skip
-    r, got = run(tmp_path, "trajectory.json", atif("terminus-2", s))
+    r, got = import_written(tmp_path, "trajectory.json", atif("terminus-2", s))
     assert [x.observation.text for x in got["s1"].turns] == ["", "bin etc"]
     assert found(r, "unpaired_call") == []
 
@@ -202,13 +202,13 @@ def test_atif_calls_answered_together_stay_turns(tmp_path):
 def test_atif_unanswered_call_arguments_are_checked_and_no_turn_is_empty(tmp_path):
     bad = step(3, "rm")
     bad["tool_calls"][0]["arguments"] = 42
-    r, got = run(tmp_path / "bad", "trajectory.json", atif("x", step(2, "ls", "a"), bad))
+    r, got = import_written(tmp_path / "bad", "trajectory.json", atif("x", step(2, "ls", "a"), bad))
     assert not got
     assert found(r, "invalid") == [
         ("", "steps[2].tool_calls[0].arguments: expected a JSON object or a string holding"
              " one, got 42"),
     ]  # fmt: skip
-    r, got = run(tmp_path / "none", "trajectory.json", atif("x", step(2, "ls")))
+    r, got = import_written(tmp_path / "none", "trajectory.json", atif("x", step(2, "ls")))
     assert not got and [k for k in r.errors] == ["empty"]
 
 
@@ -234,7 +234,7 @@ def out(text, rc=0):
 
 def test_mini_swe_agent_unanswered_command_is_no_turn(tmp_path):
     data = mini(bash("ls"), out("a"), bash("rm a"), bash("pwd"), out("/r"), bash("cat a"))
-    r, got = run(tmp_path, "run.traj.json", data)
+    r, got = import_written(tmp_path, "run.traj.json", data)
     assert seen(got["run"]) == [("ls", "a\n"), ("pwd", "/r\n")]
     assert found(r, "unpaired_call") == [
         ("", "messages[4]: no result for 'rm a'; no turn"),
@@ -255,7 +255,7 @@ def test_mini_swe_agent_v2_unanswered_tool_call_is_no_turn_and_submit_stays(tmp_
         bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
     )  # fmt: skip
     data["trajectory_format"] = "mini-swe-agent-1.1"
-    r, got = run(tmp_path, "run.traj.json", data)
+    r, got = import_written(tmp_path, "run.traj.json", data)
     t = got["run"]
     assert seen(t) == [("ls", "b\n")] and t.turns[0].reasoning == "two"
     assert t.metadata["submit_command"] == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -263,7 +263,7 @@ def test_mini_swe_agent_v2_unanswered_tool_call_is_no_turn_and_submit_stays(tmp_
 
 
 def test_mini_swe_agent_all_unanswered_is_empty(tmp_path):
-    r, got = run(tmp_path, "run.traj.json", mini(bash("ls")))
+    r, got = import_written(tmp_path, "run.traj.json", mini(bash("ls")))
     assert not got and list(r.errors) == ["empty"]
 
 
@@ -287,7 +287,7 @@ def test_openhands_unanswered_action_is_no_turn(tmp_path):
         act(4, "pwd"), obs(5, 4, "/r"),
         act(6, "cat a"),  # the run ends
     ]  # fmt: skip
-    r, got = run(tmp_path, "events.json", events)
+    r, got = import_written(tmp_path, "events.json", events)
     assert seen(got["events"]) == [("ls", "a"), ("pwd", "/r")]
     assert found(r, "unpaired_call") == [
         ("", "events[3]: no observation for the agent's 'run' action (id 3); no turn"),
@@ -297,8 +297,10 @@ def test_openhands_unanswered_action_is_no_turn(tmp_path):
 
 def test_openhands_unanswered_action_arguments_are_checked_and_no_turn_is_empty(tmp_path):
     go = {"id": 0, "source": "user", "action": "message", "args": {"content": "go"}}
-    r, got = run(tmp_path / "bad", "events.json", [go, act(1, "ls"), obs(2, 1, "a"), act(3, 42)])
+    r, got = import_written(
+        tmp_path / "bad", "events.json", [go, act(1, "ls"), obs(2, 1, "a"), act(3, 42)]
+    )
     assert not got
     assert found(r, "invalid") == [("", "events[3].args.command: expected a string, got 42")]
-    r, got = run(tmp_path / "none", "events.json", [go, act(1, "ls")])
+    r, got = import_written(tmp_path / "none", "events.json", [go, act(1, "ls")])
     assert not got and list(r.errors) == ["empty"]
