@@ -29,7 +29,6 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from worldtrace.schemas import fields as F
@@ -40,6 +39,7 @@ from worldtrace.schemas.publish import publish as journalled_publish
 from worldtrace.schemas.store import (
     broken_link,
     input_files,
+    read_parquet,
     rebased,
     shard_files,
     sweep_leftovers,
@@ -241,7 +241,7 @@ def read_shards(path: Path) -> pa.Table:
     best it knows: right unless a file was touched after it was processed). One that
     does not read is `DamagedFile`: without it no file is known to be processed."""
     try:
-        seen = pq.read_table(path)
+        seen = read_parquet(path)
     except (OSError, pa.ArrowException) as exc:
         raise DamagedFile(path, f"unreadable Parquet ({first_line(exc)})", REBUILD_HINT) from exc
     if "sha256" not in seen.schema.names:
@@ -559,8 +559,8 @@ def merge_state(
     complete_state(run_dir, prev.index)
     before = None
     if prev.index and (prev.index / G.TEMPLATES_FILE).exists():
-        before = pq.read_table(prev.index / G.TEMPLATES_FILE)
-    counts = G.merged_counts(before, pq.read_table(index / G.DELTA_FILE))
+        before = read_parquet(prev.index / G.TEMPLATES_FILE)
+    counts = G.merged_counts(before, read_parquet(index / G.DELTA_FILE))
     write_table_atomic(index / G.TEMPLATES_FILE, counts)
     (index / G.DELTA_FILE).unlink()
     rows = []
@@ -598,15 +598,14 @@ def _tally(table: Path, column: str, shown: Path | None = None) -> Counter:
     if not files:
         return Counter()
     try:
-        counts = pc.value_counts(pq.read_table(files, columns=[column])[column])
+        counts = pc.value_counts(read_parquet(files, columns=[column])[column])
     except (OSError, pa.ArrowException) as exc:
         for f in files:  # which one: named, with the way to make it again
             try:
-                pq.read_table(f, columns=[column])
+                read_parquet(f, columns=[column])
             except (OSError, pa.ArrowException) as one:
                 where = (shown or table) / Path(f).name
-                why = re.sub(r"^Could not open Parquet input source '[^']*': ", "", first_line(one))
-                why = why.replace(f, str(where))  # never the run directory's name
+                why = first_line(one).replace(f, str(where))  # never the run directory's name
                 raise DamagedFile(where, f"unreadable Parquet ({why})", REBUILD_HINT) from exc
         raise
     values, n = counts.field("values").to_pylist(), counts.field("counts").to_pylist()
@@ -636,7 +635,7 @@ def run_rejects(run_dir: Path, limit: int = REJECTS_SHOWN) -> list[dict[str, Any
     files = sorted(str(f) for f in (run_dir / "rejects").glob("*.parquet"))
     if not files:
         return []
-    rows = pq.read_table(files, columns=["source_path", "record", "stage", "reason"])
+    rows = read_parquet(files, columns=["source_path", "record", "stage", "reason"])
     # a file in the store is named from its root, as stored (`units.in_store`), and so
     # printed (docs/pipeline.md); one outside it by its absolute path
     out = sorted(rows.to_pylist(), key=_in_file_order)
@@ -807,17 +806,18 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                     with watch or nullcontext():
                         result = p.run()
                         result.wait_until_finish()
-            counts = counters(result)
-            rejected = run_rejects(run_dir)
-            merge_state(run_dir, prev, arrivals, run_id, hashed)
-            complete_tables(run_dir, output, incremental=prev.index is not None)
-            manifest = _manifest(cfg, prev, files, todo, run_id, started, counts, rejected)
-            if dropped is not None:
-                manifest["dropped_inputs"] = dropped
-            manifest["accounting"] = _balanced(accounting(run_dir, output), read_before, counts)
-            write_bytes_atomic(run_dir / MANIFEST, _json(manifest))
-            journalled_publish(run_dir, output, (*TABLES, G.INDEX, MANIFEST))
-            return manifest
+                # the runner's workers exit meanwhile (`LocalRunner.close` waits for them)
+                counts = counters(result)
+                rejected = run_rejects(run_dir)
+                merge_state(run_dir, prev, arrivals, run_id, hashed)
+                complete_tables(run_dir, output, incremental=prev.index is not None)
+                manifest = _manifest(cfg, prev, files, todo, run_id, started, counts, rejected)
+                if dropped is not None:
+                    manifest["dropped_inputs"] = dropped
+                manifest["accounting"] = _balanced(accounting(run_dir, output), read_before, counts)
+                write_bytes_atomic(run_dir / MANIFEST, _json(manifest))
+                journalled_publish(run_dir, output, (*TABLES, G.INDEX, MANIFEST))
+                return manifest
         if prev.moved:  # nothing new to read: moved paths and new times are kept all the same
             write_table_atomic(output / G.INDEX / G.SHARDS_FILE, prev.seen)
     finally:

@@ -568,7 +568,8 @@ class LocalRunner(fn_runner.FnApiRunner):
         if n > 1:
             _STANDBYS[self._token] = _Standbys(n)
         pooled = options.view_as(LaneOptions).worker_lanes
-        self._lanes = forkpool.fork_lanes(pooled, warm=sdk_worker.warm)  # once, before the fork
+        self._lanes = forkpool.fork_lanes(pooled, warm=sdk_worker.warm_work)  # before the fork
+        self._exiting: list = []
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -579,7 +580,8 @@ class LocalRunner(fn_runner.FnApiRunner):
     def close(self, failed: bool = False) -> None:
         """Stop the standby workers the run did not use, and the lanes' workers: at once
         when the run `failed` (or was stopped) before its pipeline ran, when the lanes
-        may be in the middle of units submitted ahead."""
+        may be in the middle of units submitted ahead; once the pipeline ran they were
+        released (`forkpool.release`) and are waited for here."""
         standbys = _STANDBYS.pop(self._token, None)
         if standbys:
             standbys.close()
@@ -590,6 +592,7 @@ class LocalRunner(fn_runner.FnApiRunner):
             forkpool.stop_workers(lanes)
         for lane in lanes or ():
             lane.shutdown(cancel_futures=True)
+        forkpool.await_released(self._exiting)
 
     def submit_ahead(self, calls: list[tuple]) -> None:
         """Start a laned stage's calls (`transforms._OnLanes`) now, while the pipeline
@@ -603,7 +606,10 @@ class LocalRunner(fn_runner.FnApiRunner):
         _ACTIVE.extend([lanes] if lanes else [])
         with _loopback_servers(), _WorkerWatch() as watch, frozen_heap():
             try:
-                return super().run_pipeline(pipeline, options)
+                result = super().run_pipeline(pipeline, options)
+                if lanes is not None:  # done with: they exit while the run writes its tables
+                    self._exiting = forkpool.release(lanes)
+                return result
             except BaseException as exc:
                 died = forkpool.dead_worker(lanes) if lanes else None
                 if lanes is not None:  # a failed or stopped run: its tasks are not wanted

@@ -129,17 +129,24 @@ def _no_print(*args, **kwargs) -> None:
 
 
 def warm() -> None:
-    """Import what the work needs (in a standby, or in the run's process before it forks
-    its worker lanes: `runner.LocalRunner`), build the redactor pass 1 redacts with (its detector
-    regexes compile on first search: `redact_rules.LazyPattern`) and load its batch
-    screen (from the user's cache; ~60 ms of compiling the first time). Some
-    imports happen only when first used: gRPC's channels when the harness connects, the
-    MinHash libraries in the first unit (~7 ms a worker, on the run's critical path), and
-    the LSH bands and rows of the default threshold (~8 ms)."""
+    """Ready a standby for the harness it becomes: gRPC's channels (imported when the
+    harness connects) and the harness itself, then the work (`warm_work`)."""
     import grpc._channel  # noqa: F401
+    from apache_beam.runners.worker import sdk_worker_main  # noqa: F401
+
+    warm_work()
+
+
+def warm_work() -> None:
+    """Import what the work needs (in a standby, or in the run's process before it forks
+    its worker lanes: `runner.LocalRunner`), build the redactor pass 1 redacts with (its
+    detector regexes compile on first search: `redact_rules.LazyPattern`) and load its
+    batch screen (from the user's cache; ~60 ms of compiling the first time). Some
+    imports happen only when first used: the MinHash libraries in the first unit (~7 ms
+    a worker, on the run's critical path), and the LSH bands and rows of the default
+    threshold (~8 ms)."""
     import rensa  # noqa: F401  (its thread pool starts on first use, not on import)
     import xxhash  # noqa: F401
-    from apache_beam.runners.worker import sdk_worker_main  # noqa: F401
     from worldtrace.pipelines import process  # noqa: F401  (every stage's module)
     from worldtrace.pipelines.dedup import DedupConfig
     from worldtrace.schemas.redact import redactor

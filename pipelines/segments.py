@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import ArrowFileWriter
+from worldtrace.schemas.store import ArrowFileWriter, read_parquet
 from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
 
 from . import stats as S
@@ -152,7 +152,7 @@ def compact_probe(index: Path) -> None:
 def members_table(index: Path) -> pa.Table:
     """The cluster state of earlier runs: every member of a non-singleton cluster."""
     path = index / MEMBERS_FILE
-    return pq.read_table(path) if path.exists() else MEMBERS_SCHEMA.empty_table()
+    return read_parquet(path) if path.exists() else MEMBERS_SCHEMA.empty_table()
 
 
 def merged_counts(before: pa.Table | None, delta: pa.Table) -> pa.Table:

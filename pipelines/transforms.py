@@ -17,11 +17,10 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import write_table_atomic
+from worldtrace.schemas.store import read_parquet, write_table_atomic
 from worldtrace.schemas.tables import REJECTS_SCHEMA
 
 from . import segments as G
@@ -178,7 +177,7 @@ def finalize_segment(
     if isinstance(decisions, Path):
         decisions = _loaded(decisions)
     if not full:  # roles only: no text to read or write
-        segment = pq.read_table(src, columns=list(G.CLUSTER_COLUMNS))
+        segment = read_parquet(src, columns=list(G.CLUSTER_COLUMNS))
         tables = {"clusters": G.cluster_rows(segment, G.segment_decisions(segment, decisions))}
         counter = "segments.rewritten_clusters"
     else:

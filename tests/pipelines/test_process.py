@@ -505,9 +505,14 @@ def test_a_run_pays_only_for_the_stages_its_work_needs(store, fused_stages):
     with a default, which Beam computes in a stage of its own (a run no record reaches
     writes its state after the run instead: test_incremental.py), and the seed edges of
     earlier clusters were flattened with the near edges in another, though a full run
-    has no earlier cluster. A full run on two workers: 12 stages -> 10."""
+    has no earlier cluster. A full run on two workers: 12 stages -> 10. (On Beam's
+    workers, as asked: whether a run may fork its lanes depends on the threads this test
+    process has, and on lanes the units' stage is fused with pass 1's: 9. It passed or
+    failed with the tests run before it.)"""
     raw_store(store, n=60)
-    cfg = ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=2)
+    cfg = ProcessConfig(
+        inputs=[str(store.raw)], output=str(store.processed), workers=2, beam_args=BEAM_WORKERS
+    )
     full = run(cfg)
     stages = fused_stages[-1]
     assert not [s for s in stages if "DoOnce" in s or "InjectDefault" in s]
