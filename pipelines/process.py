@@ -449,14 +449,14 @@ def pass1(cfg: ProcessConfig, out: str) -> T._Pass1:
 
 @contextmanager
 def pipeline(runner: LocalRunner | None, options: PipelineOptions) -> Iterator[beam.Pipeline]:
-    """A Beam pipeline whose temporary directory goes when the block ends: Beam makes one
-    in /tmp for every pipeline and removes it only in `run`, so a run stopped or failed
-    before it (Ctrl-C while the pipeline is built) left one behind each time."""
+    """A Beam pipeline without its temporary directory. Beam makes one in /tmp for every
+    pipeline (for cross-language transforms' files: none here) and removes it only in
+    `run`: a run stopped or failed before it (Ctrl-C while the pipeline is built) left
+    one behind each time, and so did one killed while it ran (`kill -9`, the
+    out-of-memory killer). Removed at once, none is left however the run ends."""
     p = beam.Pipeline(runner=runner, options=options)
-    try:
-        yield p
-    finally:
-        shutil.rmtree(p.local_tempdir, ignore_errors=True)
+    shutil.rmtree(p.local_tempdir, ignore_errors=True)
+    yield p
 
 
 def auto_workers(input_bytes: int, bytes_per_worker: int, cores: int) -> int:

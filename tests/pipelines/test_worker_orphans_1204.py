@@ -6,6 +6,9 @@ orphaned workers printed ~100 lines on the user's terminal (`Exception in thread
 read_grpc_client_inputs`, `Logging client failed ... resetting`, the harness's own
 traceback: gRPC's `StatusCode.UNAVAILABLE "Stream removed"`) as their channels to the
 dead runner broke, and worked on for ~0.5 s more.
+
+Found (2026-12-05): each killed run left a `beam-pipeline-temp*` directory in /tmp (Beam
+makes one for every pipeline and removes it only when the run ends).
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ def test_workers_of_a_killed_run_exit_at_once_without_a_word(store, wt_env, tmp_
     with ShardWriter(store.raw / "c", row_group_rows=500) as w:
         w.write(data)
     log = tmp_path / "terminal.txt"  # what the user's terminal shows, workers' writes included
+    tmp = tmp_path / "tmp"  # the run's /tmp
+    tmp.mkdir()
     with open(log, "wb") as out:
         cli = subprocess.Popen(
             ["worldtrace", "process", "--store", str(store.root), "--workers", "2"],
-            stdout=out, stderr=out, env=wt_env, start_new_session=True,
+            stdout=out, stderr=out, env={**wt_env, "TMPDIR": str(tmp)}, start_new_session=True,
         )  # fmt: skip
     workers: list[psutil.Process] = []
     try:
@@ -64,3 +69,4 @@ def test_workers_of_a_killed_run_exit_at_once_without_a_word(store, wt_env, tmp_
     text = log.read_text(errors="replace")
     assert "Traceback" not in text and "Logging client failed" not in text, text
     assert "UNAVAILABLE" not in text, text
+    assert list(tmp.iterdir()) == []
