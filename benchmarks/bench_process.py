@@ -301,13 +301,20 @@ def rounds(configs: dict[str, Callable[[], dict]], reset=None) -> dict[str, dict
     """The fastest of `RUNS` runs of each configuration (name -> a run: a `process`
     measurement, datatrove), run in rounds: every configuration once a round, so a slow
     spell of the machine (its load moved single runs by 10%) falls on all of them alike
-    instead of on whichever ran in it. `reset()` before every round but the first."""
+    instead of on whichever ran in it. Independent configurations run in the order given
+    and back again in turn: on this VM a run right after datatrove's was 0.09-0.12 s
+    slower than the same run seconds later (5k: 1.42 against 1.30-1.33 s, twice; not
+    after a CPU-bound process as long: likely the VM's host taking back the memory the
+    previous run freed), and in one fixed order the 5k run always came after it
+    (its best of 3 1.50-1.65 s where it ran 1.30-1.45 alone). With `reset()` (before
+    every round but the first) the order stays: each round's runs build on each other."""
     runs: dict[str, list[dict]] = {name: [] for name in configs}
+    names = list(configs)
     for i in range(RUNS):
         if i and reset:
             reset()
-        for name, one in configs.items():
-            runs[name].append(one())
+        for name in names if reset or i % 2 == 0 else names[::-1]:
+            runs[name].append(configs[name]())
     return {name: fastest(r) for name, r in runs.items()}
 
 
