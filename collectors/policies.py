@@ -155,13 +155,12 @@ def replay_task(recorded: Trajectory, task: TaskSpec, conditions: tuple) -> tupl
 def raw_trajectory_ids(raw_dir: str | Path | None) -> dict[str, Path]:
     """Each trajectory id of the raw shards under `raw_dir` and a shard holding it (only
     the id column is read; an unreadable shard is skipped: its readers name it)."""
-    import pyarrow.parquet as pq
-    from worldtrace.schemas.store import shard_files
+    from worldtrace.schemas.store import read_parquet, shard_files
 
     ids: dict[str, Path] = {}
     for f in shard_files(raw_dir) if raw_dir else []:
         try:
-            column = pq.ParquetFile(f).read(columns=["trajectory_id"]).column(0)
+            column = read_parquet(f, ["trajectory_id"]).column(0)
         except Exception:  # pyarrow raises several types for a torn or foreign file
             continue
         for tid in column.to_pylist():

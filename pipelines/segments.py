@@ -199,7 +199,7 @@ def read_sigs(dirs: list[str], wanted: dict[str, list[str]]) -> dict[str, bytes]
         path = next((p for d in dirs if (p := Path(d) / f"{stem}.parquet").exists()), None)
         if path is None:
             raise FileNotFoundError(f"segment {stem}.parquet: in none of {', '.join(dirs)}")
-        t = pq.ParquetFile(path).read(columns=[UID, SIG])  # read_table: 1.5 ms a file more
+        t = read_parquet(path, [UID, SIG])
         t = t.filter(pc.is_in(t[UID], pa.array(uids, pa.string())))
         out.update(zip(t[UID].to_pylist(), t[SIG].to_pylist(), strict=True))
     return out

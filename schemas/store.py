@@ -272,9 +272,7 @@ def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.
     files = shard_files(path)
     if not files:
         return TRAJECTORY_SCHEMA.empty_table()
-    return pa.concat_tables(
-        [pq.read_table(f, columns=columns) for f in files], promote_options="permissive"
-    )
+    return read_parquet(list(files), columns)
 
 
 def row_count(path: str | os.PathLike) -> int:

@@ -318,19 +318,17 @@ BACK_TO_BACK = textwrap.dedent(
 )
 
 
-def test_laned_runs_back_to_back_each_fork_their_lanes_and_leave_none(tmp_path):
+def test_laned_runs_back_to_back_each_fork_their_lanes_and_leave_none(store, tmp_path):
     """A run's lanes are released when its pipeline is done and exit while it writes its
     tables (`forkpool.release`, ~7 ms each that a run waited for one after the other);
     the run still returns with them gone (here each takes 0.3 s to exit), their pools'
     threads ended: a thread left alive would make the next run in the process do its
     work in-process (`fork_safe`).
     Nor does a run import pyarrow's dataset layer (`store.read_parquet`: ~8 ms)."""
-    data, _ = near_duplicate_corpus(n_unique=600, n_groups=10, group_size=3, seed=5)
-    with ShardWriter(tmp_path / "raw", row_group_rows=200) as w:
-        w.write(data)
+    data = _corpus(store)
     (tmp_path / "runs.py").write_text(BACK_TO_BACK)
     proc = subprocess.run(
-        [sys.executable, str(tmp_path / "runs.py"), str(tmp_path / "raw"), str(tmp_path / "out")],
+        [sys.executable, str(tmp_path / "runs.py"), str(store.raw), str(store.processed)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
