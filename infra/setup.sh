@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc git-doc postgresql)
+# gcc, zlib1g-dev, python3-dev: the compression statistics' C loop (pipelines/_deflate.c)
+APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc git-doc postgresql
+  gcc zlib1g-dev python3-dev)
 VENV=.venv
 STAMP="$VENV/.worldtrace-setup"
 DOCKERD_LOG=/tmp/worldtrace-dockerd.log
@@ -45,7 +47,7 @@ else
 fi
 
 # 3. The virtualenv with the package and its extras; reinstalled when pyproject changes.
-want=$(cat pyproject.toml infra/setup.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml setup.py infra/setup.sh pipelines/*.c | sha256sum | cut -c1-16)
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   log "python environment: up to date"
 else

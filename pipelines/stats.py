@@ -6,6 +6,7 @@ Pure functions on strings; the Beam stages call them per turn.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 import zlib
@@ -86,14 +87,57 @@ class ConditionalNovelty:
 
     def observe(self, action: bytes, observation: bytes, alone: int | None = None) -> float:
         """Score `observation` after `action`; `alone` is its deflated size if known."""
+        given = self.given(action, observation)
+        if not observation:
+            return 0.0
+        return novelty(given, alone if alone is not None else deflated_size(observation))
+
+    def given(self, action: bytes, observation: bytes) -> int:
+        """Add the turn to the history; the size of the observation's block (0: empty)."""
         h = self._history
         h.compress(action)
         h.flush(zlib.Z_BLOCK)
         if not observation:
-            return 0.0
-        given = len(h.compress(observation)) + len(h.flush(zlib.Z_BLOCK))
-        alone = alone if alone is not None else deflated_size(observation)
-        return min(1.0, given / alone)
+            return 0
+        return len(h.compress(observation)) + len(h.flush(zlib.Z_BLOCK))
+
+
+def novelty(given: int, alone: int) -> float:
+    """`ConditionalNovelty`'s value from the observation's two deflated sizes."""
+    return min(1.0, given / alone)
+
+
+def deflated_sizes(blobs: list[bytes]) -> list[int]:
+    """`deflated_size` of each blob (`_deflate` when built: one stream, reset between)."""
+    if _C is not None:
+        return _C.deflated_sizes(blobs, ZLIB_LEVEL, RAW_DEFLATE)
+    return [deflated_size(b) for b in blobs]
+
+
+def history_sizes(actions: list[bytes], observations: list[bytes], starts: list[int]) -> list[int]:
+    """For every turn, the deflated size of its observation given the turns before it in
+    its record (`ConditionalNovelty`'s numerator; 0 for an empty observation). Record k
+    is turns `starts[k]:starts[k + 1]`."""
+    if _C is not None:
+        return _C.history_sizes(actions, observations, starts, ZLIB_LEVEL, RAW_DEFLATE)
+    out = []
+    for a, e in itertools.pairwise(starts):
+        given = ConditionalNovelty().given
+        out += map(given, actions[a:e], observations[a:e])
+    return out
+
+
+def _compiled():
+    """The C loop (pipelines/_deflate.c) when it was built and runs with the zlib this
+    interpreter's `zlib` does (other sizes otherwise), else None."""
+    try:
+        from . import _deflate
+    except ImportError:
+        return None
+    return _deflate if _deflate.zlib_version() == zlib.ZLIB_RUNTIME_VERSION else None
+
+
+_C = _compiled()
 
 
 _HEX_RE = re.compile(r"\b(?:0x)?[0-9a-f]{6,}\b")

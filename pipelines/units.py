@@ -335,9 +335,9 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
     """Fill every turn's corpus-independent statistics and decision, in place.
 
     Words, word-set sizes and templates are computed for the whole batch at once
-    (`words.py`); deflate sizes stay per turn (the conditional one needs the record's
-    history; the stand-alone one is computed once per distinct observation of the unit:
-    terminal outputs repeat). `corpus_surprisal` stays null: it depends on the corpus counts, which the
+    (`words.py`), and so are deflate sizes (`stats.deflated_sizes` once per distinct
+    observation of the unit: terminal outputs repeat; `stats.history_sizes` along each
+    record's history). `corpus_surprisal` stays null: it depends on the corpus counts, which the
     views join in at read time; a policy that reads it decides here as if the template
     were rare.
     """
@@ -352,21 +352,20 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
     starts = np.zeros(len(records) + 1, np.int64)
     np.cumsum([len(r[F.TURNS]) for r in records], out=starts[1:])
     ol, nov, jac, ratio = stats["ol"], stats["nov"], stats["jac"], stats["r"]
-    decide, deflated = policy.decide, S.deflated_size
+    alone_of = dict.fromkeys(blobs)  # a unit's repeated outputs are deflated once
+    alone_of.update(zip(alone_of, S.deflated_sizes(list(alone_of)), strict=True))
+    given = S.history_sizes([a.encode() for a in acts], blobs, starts.tolist())
+    decide, zlib_ratio, novelty = policy.decide, S.zlib_ratio, S.novelty
     n = 0
-    alone_of: dict[bytes, int] = {b"": 0}  # a unit's repeated outputs are deflated once
     for record in records:
-        observe = S.ConditionalNovelty().observe
         for t in record[F.TURNS]:
             ob = blobs[n]
-            alone = alone_of.get(ob)
-            if alone is None:
-                alone = alone_of[ob] = deflated(ob)
+            alone = alone_of[ob]
             t["stats"] = s = {
                 "ol": ol[n], "nov": nov[n], "jac": jac[n], "r": ratio[n],
                 "byte_entropy": entropy[n],
-                "zlib_ratio": S.zlib_ratio(ob, alone),
-                "cond_novelty": observe(acts[n].encode(), ob, alone),
+                "zlib_ratio": zlib_ratio(ob, alone),
+                "cond_novelty": novelty(given[n], alone) if ob else 0.0,
                 "corpus_surprisal": None,  # a corpus count: joined in at read time
             }  # fmt: skip
             o = t["observation"]  # the fault proxy's draw or the collector's cut, if any

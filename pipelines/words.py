@@ -2,12 +2,13 @@
 
 The documented definitions are Python's: words are `\\w+` runs (Unicode) of the
 lower-cased text, templates come from three `re` substitutions (stats.template). Python's
-`re` scans ~250 characters per microsecond; Arrow's kernels (RE2 for the hex and number
-substitutions, whitespace splits of texts whose bytes went through a lookup table for
-words and spaces) do the same work over a whole unit in C++. The two agree on ASCII text
-(`\\w`, `\\d`, `\\b` are ASCII classes there, and Python's `\\s` is spelled out in the
-table below), but not beyond it (RE2's `\\w` is ASCII-only, Unicode lower-casing differs:
-'İ'), so every text with a non-ASCII character goes through Python `re` instead.
+`re` scans ~250 characters per microsecond; Arrow's kernels and numpy (RE2 for the hex
+substitution, whitespace splits of texts whose bytes went through a lookup table for words,
+digit and space runs folded over the bytes of a whole unit) do the same work over a unit at
+once. The two agree on ASCII text (`\\w` and `\\b` are ASCII classes in RE2, digits and
+Python's `\\s` are spelled out below), but not beyond it (RE2's `\\w` is ASCII-only, Unicode
+lower-casing differs: 'İ'), so every text with a non-ASCII character goes through Python
+`re` instead.
 tests/pipelines/test_words.py checks both paths against the per-text functions on
 random ASCII (control characters included) and non-ASCII texts.
 """
@@ -89,30 +90,33 @@ def words_of(texts: list[str]) -> Words:
     return Words(ids, offsets, enc.dictionary.to_pylist())
 
 
-def set_sizes(w: Words) -> tuple[np.ndarray, np.ndarray]:
+def set_sizes(w: Words, kind: type | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For texts paired (0, 1), (2, 3), ...: distinct words of each text, and the size of
     each pair's intersection (what OL, Nov and Jac need), without a Python set.
 
     A sort and a neighbour test instead of `np.unique`, and a binary search of the
     (already sorted) odd texts' keys in the even texts' instead of `np.intersect1d`:
     numpy 2's hashing `unique` and the merge's second sort took 30 us a trajectory, this
-    takes 11."""
+    takes 11 (16 -> 11 more with 32-bit keys where a unit's fit; `kind` forces a key
+    type)."""
     n = len(w.offsets) - 1
-    text = np.repeat(np.arange(n, dtype=np.int64), np.diff(w.offsets))
     v = max(len(w.vocab), 1)
-    keys = text * v + w.ids
+    if kind is None:  # a unit's (text, word) keys fit in 32 bits: half the sort
+        kind = np.uint32 if n * v < 1 << 32 else np.int64
+    text = np.repeat(np.arange(n, dtype=kind), np.diff(w.offsets))
+    keys = text * kind(v) + w.ids.astype(kind)
     keys.sort()
     first = np.ones(len(keys), bool)
     np.not_equal(keys[1:], keys[:-1], out=first[1:])
     pairs = keys[first]  # (text, word), each once, in order
-    of = pairs // v
+    of = pairs // kind(v)
     distinct = np.bincount(of, minlength=n)
-    pair_key = (of // 2) * v + pairs % v  # sorted within the even texts and within the odd
+    pair_key = (of // kind(2)) * kind(v) + pairs % kind(v)  # sorted within even and odd texts
     even = of % 2 == 0
     a, b = pair_key[even], pair_key[~even]
     at = np.minimum(np.searchsorted(a, b), max(len(a) - 1, 0))
     both = b[a[at] == b] if len(a) else b[:0]
-    inter = np.bincount(both // v, minlength=n // 2)
+    inter = np.bincount(both // kind(v), minlength=n // 2)
     return distinct, inter
 
 
@@ -157,11 +161,30 @@ def _python_template(text: str) -> str:
 
 
 def _arrow_templates(arr: pa.Array) -> pa.Array:
-    """`stats.template` of ASCII texts (whole, not cut to `TEMPLATE_CHARS`)."""
+    """`stats.template` of ASCII texts (whole, not cut to `TEMPLATE_CHARS`): the hex
+    substitution by RE2, then digit runs to one 0 and whitespace runs to one space in one
+    numpy pass over the bytes (RE2's `[0-9]+` and a whitespace split and join took 20 us a
+    trajectory, this 7), then the trim."""
     t = pc.replace_substring_regex(pc.ascii_lower(arr), HEX, "<h>")
-    t = pc.replace_substring_regex(t, r"[0-9]+", "0")
-    words = pc.ascii_split_whitespace(_mapped(t, SPACE_BYTES))
-    return pc.utf8_trim(pc.binary_join(words, " "), " ")  # runs of `\\s` folded to one space
+    _, offsets, data = t.buffers()
+    n = len(t)
+    off = np.frombuffer(offsets, np.int32, n + 1, t.offset * 4)
+    if data is None or off[-1] == off[0]:
+        return pc.utf8_trim(t, " ")
+    b = SPACE_BYTES[np.frombuffer(data, np.uint8, off[-1] - off[0], off[0])]
+    off = off - off[0]
+    digit = (b >= ord("0")) & (b <= ord("9"))
+    space = b == ord(" ")
+    repeat = (digit[1:] & digit[:-1]) | (space[1:] & space[:-1])  # byte i+1 repeats byte i's class
+    inner = off[1:-1]
+    repeat[inner[(inner > 0) & (inner < len(b))] - 1] = False  # no run crosses two texts
+    keep = np.ones(len(b), bool)
+    keep[1:] = ~repeat
+    b[digit] = ord("0")
+    kept = np.zeros(len(b) + 1, np.int32)
+    np.cumsum(keep, out=kept[1:])
+    folded = pa.StringArray.from_buffers(n, pa.py_buffer(kept[off]), pa.py_buffer(b[keep]))
+    return pc.utf8_trim(folded, " ")
 
 
 def template_hashes(texts: list[str]) -> list[int]:

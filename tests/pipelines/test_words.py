@@ -1,4 +1,4 @@
-"""The batched words and templates (Arrow RE2 for ASCII, Python re beyond) equal the
+"""The batched words and templates (Arrow RE2 and numpy for ASCII, Python re beyond) equal the
 per-text Python definitions, on random and real texts, ASCII and not."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import random
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 from worldtrace.pipelines import stats as S
 from worldtrace.pipelines import words as W
 
@@ -71,6 +72,22 @@ def test_real_texts_match_python_re():
     texts = real_texts()
     assert any(not t.isascii() for t in texts)
     check(texts)
+
+
+def test_runs_end_where_their_text_ends():
+    """Digit and space runs are folded over the bytes of every text at once: a run at the
+    end of one text and one at the start of the next stay two."""
+    texts = ["a1", "2b", "  ", "3", "", " 4 ", "5", "x\t", "\ny", "9 9", "0x", "123456"]
+    assert W.template_hashes(texts) == [S.template_hash(t) for t in texts]
+    assert W.template_hashes(["", ""]) == [S.template_hash("")] * 2
+
+
+def test_set_sizes_are_the_same_with_either_key_type():
+    """32-bit keys where a unit's (text, word) pairs fit, 64-bit beyond."""
+    w = W.words_of(random_texts(2000, seed=3, other=0.1))
+    narrow, wide = W.set_sizes(w, np.uint32), W.set_sizes(w, np.int64)
+    assert all((a == b).all() for a, b in zip(narrow, wide, strict=True))
+    assert narrow[0].sum() > 0 and narrow[1].sum() > 0
 
 
 def test_empty_inputs():

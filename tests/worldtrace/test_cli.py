@@ -68,6 +68,7 @@ def test_doctor_reports_and_suggests(wt_env):
     assert "[MISS] chromium" in r.stdout and "apt-get install chromium" in r.stdout
     assert "[MISS] tokenizer" in r.stdout and "--tokenizer PATH" in r.stdout
     assert "[ok  ] redaction screen" in r.stdout
+    assert "[ok  ] compression statistics  C loop over zlib" in r.stdout
 
 
 def test_doctor_says_a_store_that_does_not_exist(tmp_path, wt_env):
