@@ -301,7 +301,7 @@ def read_records(path: str | os.PathLike) -> Iterator[Trajectory]:
 
 
 # -- mixed inputs: Parquet shards and JSONL of records -----------------------------
-JSONL_SUFFIXES = (".jsonl", ".json")
+JSONL_SUFFIXES = (*F.LINE_SUFFIXES, ".json")  # a record a line (a .json one too)
 
 
 def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -563,12 +563,18 @@ def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, boo
             yield where, from_jsonable(d) if isinstance(d, dict) else d, escaped
 
 
-def check_files(files: Iterable[Path]) -> Iterator[tuple[bool, list[Problem]]]:
-    """(is a record, its problems) for every record, or unreadable part, of `files`."""
+def check_files(
+    files: Iterable[Path], foreign: Callable[[Path, str, Any], str | None] | None = None
+) -> Iterator[tuple[bool, list[Problem | str]]]:
+    """(is a record, its problems) for every record, or unreadable part, of `files`.
+    `foreign(file, where, item)`: one line saying what a record that is not ours is (a
+    format `import` reads), instead of a schema problem per field; None: it is ours."""
     for f in files:
         for where, item, flag in scan_screened(f):
             if isinstance(item, Problem):
                 yield False, [item]
+            elif foreign is not None and (line := foreign(f, where, item)):
+                yield False, [line]
             else:
                 yield True, validate_dict(item, where, texts=texts_to_check(flag))
 

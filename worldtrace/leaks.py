@@ -16,11 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worldtrace.collectors.importers import LINE_SUFFIXES
+from worldtrace.collectors.importers import SUFFIXES as IMPORT_SUFFIXES
 from worldtrace.schemas.redact import Redactor, find_secrets
 from worldtrace.schemas.sqlite import connect_read_only
 from worldtrace.schemas.store import TEMP_PREFIXES
 
-SUFFIXES = (".parquet", ".jsonl", ".json", ".bin", ".db")
+SUFFIXES = tuple(dict.fromkeys((".parquet", *IMPORT_SUFFIXES, ".bin", ".db")))
+"""What a directory walk checks, whatever the case of the names: the store's files and
+every file `import` reads (a user checks logs before sharing or importing them)."""
 TOKEN_COLUMN = "input_ids"
 
 
@@ -53,7 +57,7 @@ def files_under(paths: list[Path]) -> list[Path]:
         for f in sorted(p.rglob("*")):
             rel = f.relative_to(p)
             in_flight = any(q.name.startswith(TEMP_PREFIXES) for q in (rel, *rel.parents))
-            if f.is_file() and f.name.endswith(SUFFIXES) and not in_flight:
+            if f.is_file() and f.name.lower().endswith(SUFFIXES) and not in_flight:
                 out.append(f)
     return out
 
@@ -67,12 +71,12 @@ class Checker:
         self._tokenizers: dict[str, Any] = {}
 
     def check(self, path: Path) -> Iterator[Finding]:
-        name = path.name
+        name = path.name.lower()
         if name.endswith(".parquet"):
             yield from self._parquet(path)
-        elif name.endswith(".jsonl"):
+        elif name.endswith(LINE_SUFFIXES):  # as `import` reads them: a record a line
             yield from self._jsonl(path)
-        elif name.endswith(".json"):
+        elif name.endswith(IMPORT_SUFFIXES):  # the others `import` reads: one document
             yield from self._json(path)
         elif name.endswith(".bin") and path.with_suffix(".idx").exists():
             yield from self._megatron(path)

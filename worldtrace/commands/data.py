@@ -6,6 +6,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -52,7 +53,7 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
             click.echo(single)
             continue
         try:
-            for is_record, found in check_files([f]):
+            for is_record, found in check_files([f], _foreign_line):
                 records += is_record
                 for p in found:
                     problems += 1
@@ -69,6 +70,27 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
             f"{len(files)} file(s), {records} record(s), {problems} problem(s){lost}", err=True
         )
     sys.exit(EXIT_PROBLEMS if problems else 0)
+
+
+def _foreign_line(f: Path, where: str, item: Any) -> str | None:
+    """A JSONL line in a record format `import` reads: one line naming that import (as
+    `one_document` says of a .json file), not a schema problem per field."""
+    from worldtrace.schemas import fields as F
+
+    if not f.name.lower().endswith(F.LINE_SUFFIXES) or not (fmt := _import_format(item)):
+        return None
+    return f"{where}: a record in the {fmt} format, not a worldtrace record: import it with `worldtrace import {f}`"
+
+
+def _import_format(d: Any) -> str | None:
+    """The record format `import --format auto` takes line `d` for (its `detect_record`s,
+    which `detect_format` asks of a .json record); None for a record that is ours."""
+    from worldtrace.collectors.importers import RECORD_FORMATS
+    from worldtrace.schemas import fields as F
+
+    if isinstance(d, dict) and d.get("schema_version") == F.SCHEMA_VERSION:
+        return None  # ours: its problems are its own
+    return next((m.NAME for m in RECORD_FORMATS.values() if m.detect_record(d)), None)
 
 
 def _store_root(d: Path) -> Path | None:
