@@ -55,7 +55,7 @@ from . import (
     sharegpt,
     swe_agent,
 )
-from .common import Document, ImportProblem, InvalidField, MissingField, origin_stem
+from .common import Document, ImportProblem, InvalidField, MissingField, origin_stem, plural
 from .reading import (
     LOOKS_LIKE_JSONL,
     NOT_ONE_DOCUMENT,
@@ -323,8 +323,29 @@ def _line_items(
     d = line if isinstance(line, ImportProblem) else parse_line(path, n, line)
     if isinstance(d, ImportProblem):
         yield "?", max(n - 1, 0), d.where, d
+    elif (listed := _records_listed(d, cfg.format)) is not None:
+        where = f"line {n}"
+        yield "?", n - 1, where, ImportProblem(str(path), where, "unrecognized", listed)
     else:
         yield from _record(path, d, n - 1, f"line {n}", f"{stem}:{n}", cfg)
+
+
+def _records_listed(d: Any, fmt: str) -> str | None:
+    """Why a JSONL line that is a list of records is not read: a line is one record (its
+    origin index and `line N` name one), unlike a `.json` list; None for any other line
+    (a bare list of OpenAI messages is one record)."""
+    if not isinstance(d, list) or not d:
+        return None
+    mods = list(RECORD_FORMATS.values()) if fmt == "auto" else [RECORD_FORMATS.get(fmt)]
+    if any(m is not None and m.detect_record(d) for m in mods):
+        return None
+    name = next((m.NAME for x in d for m in mods if m is not None and m.detect_record(x)), None)
+    if name is None:
+        return None
+    return (
+        f"a list of {plural(len(d), name + ' record')} on one line: JSONL holds one record"
+        " per line; write one record per line, or name the file .json (one record or a list)"
+    )
 
 
 def _by_line(path: Path, cfg: ImportConfig) -> bool:

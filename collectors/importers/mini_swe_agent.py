@@ -13,7 +13,9 @@ message with its `tool_call_id`, else the next one), `<returncode>` -> exit_code
 newline (`_OUT`) (none: no turn, an `unpaired_call` warning: what it printed is
 unknown); a timeout notice -> the output so far + `[timed out]`, an error, state
 `{"timed_out": true}`; task <- first user message; the system message -> metadata
-`agent_system_prompt`; the action space is one `bash` tool; domain swe.
+`agent_system_prompt`; the action space is one `bash` tool; domain swe. A message is an
+object and its `role` a string, as in the OpenAI importer: anything else is `invalid`,
+naming it (a message passed over would leave the command before it unanswered).
 
 The submission is not a turn: when the last command prints a finish marker
 (`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`, or MINI_SWE_AGENT_FINAL_OUTPUT) and what
@@ -281,7 +283,12 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             yield ImportProblem(str(path), "", "invalid", str(bad))
         return
     # (index in the file, message): problems name the file's own index
-    msgs = [(n, m) for n, m in enumerate(messages) if isinstance(m, dict)]
+    msgs = list(enumerate(messages))
+    for n, m in msgs:  # passed over, a message would leave its command unanswered
+        if not isinstance(m, dict):
+            raise expected(f"messages[{n}]", "an object", m)
+        if not isinstance(m.get("role"), str | None):
+            raise expected(f"messages[{n}].role", "a string", m["role"])
     parts = NonText()
     task = system = None
     for n, m in msgs:

@@ -337,15 +337,14 @@ def _calls(m: dict[str, Any], at: str) -> list[tuple[Any, str, Any, str]]:
     return out
 
 
-def call_id(holder: dict[str, Any], key: str, there: str) -> Any:
-    """A call's or a result's id (`holder[key]`, at `there`): a string or a number, as
-    written; anything else is the record's error (it would pair by Python's rendering)."""
-    value = holder.get(key)
-    if value is None or value.__class__ is str:
-        return value
-    if isinstance(value, int | float | str) and not isinstance(value, bool):
-        return value
-    raise expected(f"{there}.{key}", "a string or a number", value)
+def call_id(holder: dict[str, Any], key: str, there: str) -> str | None:
+    """A call's or a result's id (`holder[key]`, at `there`) as `record_id` reads one: a
+    string, or a number's JSON, so that a call 7 and its result "7" pair as one id;
+    anything else is the record's error naming `there.key`."""
+    try:
+        return record_id(holder, key)
+    except InvalidField:
+        raise expected(f"{there}.{key}", "a string or a number", holder[key]) from None
 
 
 def _name(holder: dict[str, Any], there: str, field_: str) -> str:

@@ -14,6 +14,8 @@ command, bash syntax error; empty observation) is no turn, reported `not_run`.
 0.x appended a notice to the output when its own link to the container failed
 ("COMMAND FAILED TO EXECUTE. RESTARTING PROCESS." and the like, `harness_failure`): the
 environment's answer is unknown, so that step is no turn, reported `harness_failure`.
+A step and a history message are objects, `action` and `observation` strings (SWE-agent
+writes nothing else): anything else is `invalid`, naming it, never its text.
 
 The system message documents the agent's commands (`open`, `goto`, `edit`...), which a
 world model must simulate: they become the action space, one ToolSpec dict
@@ -23,7 +25,8 @@ command), plus `bash` when the prompt allows other shell commands. A prompt whos
 commands cannot be parsed is kept whole as one `{"name": "commands", ...}` entry, unless
 the history's `tool_calls` name the tools (1.x with function calling: the API gave them,
 unrecorded): then those, with the argument names they were called with. The whole
-system text also goes to metadata `agent_system_prompt`.
+system text also goes to metadata `agent_system_prompt`. A null one is unknown, not the
+empty prompt: reported (`message_not_imported`), neither metadata nor action space.
 
 A `.traj` with only `history` (no `trajectory` list) is imported from it: each
 assistant message's `action` (else its command as SWE-agent's ThoughtActionParser reads
@@ -344,7 +347,7 @@ def _state_after(steps: list[Any]) -> bool:
 
 
 def _from_steps(
-    steps: list[Any], parts: NonText, ended: list[str], problems: list[ImportProblem]
+    steps: list[Any], ended: list[str], problems: list[ImportProblem]
 ) -> list[tuple[Action, Observation, str | None]]:
     """The turns of `trajectory`; the exit steps (EXIT_ACTIONS, 1.x's `exit` and
     autosubmission) go to `ended`, the actions 1.x did not run to `problems`. Each
@@ -353,7 +356,9 @@ def _from_steps(
     pairs = []
     after = _state_after(steps)
     for n, s in enumerate(steps):
-        if not isinstance(s, dict) or "action" not in s:
+        if not isinstance(s, dict):
+            raise expected(f"trajectory[{n}]", "an object", s)
+        if "action" not in s:
             raise MissingField(f"trajectory[{n}] has no `action`")
         cmd = _text(s, "action", f"trajectory[{n}]").rstrip("\n")
         if cmd.strip() in EXIT_ACTIONS:
@@ -379,9 +384,7 @@ def _from_steps(
                 )
             )
             continue
-        text = parts.text(
-            s.get("observation"), f"turn {n} observation (trajectory[{n}].observation)"
-        )
+        text = _text(s, "observation", f"trajectory[{n}]")  # SWE-agent writes text only
         failed = harness_failure(text)
         if failed:
             problems.append(
@@ -450,14 +453,17 @@ def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
         if d.get(key) is not None and not isinstance(d[key], list):
             raise expected(key, "a list", d[key])
     history = d.get("history") or []
-    numbered = [(n, h) for n, h in enumerate(history) if isinstance(h, dict)]
+    for n, h in enumerate(history):  # passed over, it could take the prompt or task with it
+        if not isinstance(h, dict):
+            raise expected(f"history[{n}]", "an object", h)
+    numbered = list(enumerate(history))
     history = [h for _, h in numbered]
     steps = d.get("trajectory")
     parts = NonText()
     ended: list[str] = []
     if isinstance(steps, list) and (steps or not history):
         not_run: list[ImportProblem] = []
-        pairs = _from_steps(steps, parts, ended, not_run)
+        pairs = _from_steps(steps, ended, not_run)
         yield from not_run
     elif history:
         pairs = []
@@ -474,14 +480,19 @@ def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
         if h.get("is_demo")
     ]
     users = [(n, h) for n, h in numbered if h.get("role") == "user" and not h.get("is_demo")]
-    system = next(
-        (
-            parts.text(h.get("content"), f"system prompt (history[{n}].content)")
-            for n, h in numbered
-            if h.get("role") == "system"
-        ),
-        None,
-    )
+    system = None
+    for n, h in numbered:
+        if h.get("role") != "system":
+            continue
+        if h.get("content") is None:  # unknown, as a null answer is: never the empty prompt
+            yield warning(
+                "message_not_imported",
+                f"history[{n}].content: null, the system prompt is unknown (no"
+                " agent_system_prompt, no action space read from it); not imported",
+            )
+        else:
+            system = parts.text(h.get("content"), f"system prompt (history[{n}].content)")
+        break
     task = (
         parts.text(users[0][1].get("content"), f"task (history[{users[0][0]}].content)")
         if users
