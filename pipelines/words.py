@@ -182,7 +182,7 @@ def _arrow_templates(arr: pa.Array) -> pa.Array:
     keep[1:] = ~repeat
     b[digit] = ord("0")
     kept = np.zeros(len(b) + 1, np.int32)
-    np.cumsum(keep, out=kept[1:])
+    np.cumsum(keep, dtype=np.int32, out=kept[1:])
     folded = pa.StringArray.from_buffers(n, pa.py_buffer(kept[off]), pa.py_buffer(b[keep]))
     return pc.utf8_trim(folded, " ")
 
