@@ -16,18 +16,47 @@ reads once the step ends:
   the cursor (a prompt ends in a space).
 
 The alternate screen of full-screen programs (less, vim) is emulated: leaving one
-restores the screen it covered, as xterm does.
+restores the screen it covered, as xterm does. Characters pyte's `draw` would stop at,
+dropping the rest of the line (`cat` of a binary file, `❤️`, Devanagari), are shown as
+xterm shows them: a control (C0, or C1 decoded from UTF-8) as nothing, a zero-width
+character joined to the one before it.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import re
+import unicodedata
 from typing import Any
 
 Row = tuple[tuple[str, ...], bool, bool]
 ALT_SCREEN = frozenset({47, 1047, 1049})
 """Private modes switching to the alternate screen (pyte keeps one screen only)."""
+CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]+")
+"""Controls, which `draw` never shows: pyte's stream hands it the C0 controls it does
+not interpret (all but BEL, BS, HT, LF, VT, FF, CR, SO, SI, ESC; NUL and DEL it drops),
+and xterm ignores those."""
+C1 = re.compile("[\x80-\x9f]+")
+"""C1 controls: decoded from UTF-8, xterm neither shows nor obeys them (its ctlseqs: a
+C1 control cannot be obtained from decoding UTF-8), nor do urxvt, tmux or st."""
+
+
+@functools.cache
+def _zero_width() -> re.Pattern:
+    """Runs of the characters wcwidth gives no cell: pyte's `draw` stops at those that
+    are no combining mark (ZWJ, variation selectors, spacing marks, Hangul jamo). A class
+    with astral ranges is tried range by range (20x slower on text holding none), so a
+    class of the BMP ones and of any astral character looks ahead first."""
+    import wcwidth
+
+    def ranges(pairs) -> str:
+        return "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in pairs)
+
+    table = wcwidth.ZERO_WIDTH[wcwidth.list_versions()[-1]]
+    bmp = ranges((a, min(b, 0xFFFF)) for a, b in table if a <= 0xFFFF)
+    astral = ranges((max(a, 0x10000), b) for a, b in table if b > 0xFFFF)
+    return re.compile(f"(?=[{bmp}\U00010000-\U0010ffff])(?:[{bmp}]|[{astral}])+")
 
 
 @functools.cache
@@ -63,13 +92,38 @@ def _screen_class():
             self._drawing = True
             try:
                 text = data.translate(self.g1_charset if self.charset else self.g0_charset)
+                if not (text.isascii() and text.isprintable()):
+                    text = CONTROLS.sub("", text)
                 plain = text.isascii() and text.isprintable() and mo.IRM not in self.mode
                 if plain and mo.DECAWM in self.mode:
                     self._draw_ascii(text)
                 else:
-                    super().draw(data)
+                    self._draw_text(text)
             finally:
                 self._drawing = False
+
+        def _draw_text(self, text: str) -> None:
+            """pyte's `draw` between runs of zero-width characters, which join the
+            character before them: pyte's own would stop at most of them."""
+            start = 0
+            for m in _zero_width().finditer(text):
+                super().draw(text[start : m.start()])
+                self._join(m.group())
+                start = m.end()
+            super().draw(text[start:])
+
+        def _join(self, marks: str) -> None:
+            """Zero-width characters onto the cell before the cursor, as pyte joins a
+            combining mark (a ZWJ sequence, `❤️`, `नमः` read as they were printed)."""
+            x, y = self.cursor.x, self.cursor.y
+            if x:
+                line, x = self.buffer[y], x - 1
+            elif y and getattr(self.buffer[y], "wrapped", False):
+                line, x = self.buffer[y - 1], self.columns - 1
+            else:  # a line's first character (a BOM): nothing to join, and it shows
+                return  # nothing (pyte would put it after the blanks of the line above)
+            last = line[x]
+            line[x] = last._replace(data=unicodedata.normalize("NFC", last.data + marks))
 
         def _draw_ascii(self, text: str) -> None:
             """pyte's `draw` for printable ASCII, one cell object per distinct character
@@ -131,6 +185,23 @@ def _screen_class():
     return Screen
 
 
+@functools.cache
+def _stream_class():
+    """pyte.ByteStream that drops the C1 controls it decodes from UTF-8 (`C1`): pyte
+    would obey U+009B as CSI and U+009D as OSC and swallow the text after them."""
+    import pyte
+
+    class ByteStream(pyte.ByteStream):
+        def feed(self, data: bytes) -> None:
+            if self.use_utf8:
+                text = self.utf8_decoder.decode(data)
+                pyte.Stream.feed(self, text if text.isascii() else C1.sub("", text))
+            else:
+                super().feed(data)
+
+    return ByteStream
+
+
 def cells(line, columns: int) -> tuple[str, ...]:
     """The text of each column of a screen line ("" for the second half of a wide char)."""
     out = [line.default.data] * columns
@@ -150,11 +221,9 @@ class Terminal:
     """A screen fed with a shell's bytes: `mark` starts a step, `observation` reads it."""
 
     def __init__(self, columns: int = 80, lines: int = 24):
-        import pyte
-
         self.screen = _screen_class()(columns, lines)
         self.screen.left_alternate = self._left_alternate
-        self.stream = pyte.ByteStream(self.screen)
+        self.stream = _stream_class()(self.screen)
         self.mark()
 
     def feed(self, data: bytes) -> None:

@@ -58,8 +58,9 @@ class CollectProgress:
 
     @property
     def left(self) -> int:
-        """Episodes this run did not get to (an interrupt)."""
-        return self.total - self.ended
+        """Episodes this run did not get to (an interrupt); the one it cut short is said
+        apart (`cut_short`)."""
+        return self.total - self.ended - bool(self.cut_short)
 
     def __enter__(self) -> CollectProgress:
         return self
@@ -120,8 +121,8 @@ class CollectProgress:
                 self._count(t)
             if event == "interrupted" and t is not None:
                 self.cut_short = f"{info['episode']} attempt {info['attempt']}"
-            if info.get("final", event == "interrupted" and t is not None):
-                self.ended += 1  # an interrupted attempt published stays the episode's
+            if info.get("final"):  # an attempt our stop cut short ended nothing (jobs.CUT)
+                self.ended += 1
                 if t is not None and t.outcome.status == "error":
                     self.failed_episodes.append(info["episode"])
             if t is not None:

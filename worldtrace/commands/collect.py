@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 import sys
 import threading
@@ -92,7 +93,9 @@ Example:
 @click.option(
     "--keys",
     multiple=True,
-    help="Terminal keystrokes, in order (\\n is Enter; C-c alone is Ctrl-C).",
+    help="Terminal keystrokes, in order: \\n is Enter, \\t Tab, \\\\ one backslash; "
+    "other text, other backslashes included, is typed as given. A key's name alone (C-c, "
+    "C-d, Escape, Tab, Up, ...: docs/collect.md) sends that key.",
 )
 @click.option(
     "--tool",
@@ -273,9 +276,7 @@ def _quick_job(sandbox, image, repo, instruction, keys, calls, duration) -> dict
             raise click.UsageError("--repo is for the swe sandbox (--sandbox swe or docker)")
         if not keys:
             raise click.UsageError("give the keystrokes to send: --keys TEXT (repeatable)")
-        actions = [
-            {"keystrokes": k.encode().decode("unicode_escape"), "duration": duration} for k in keys
-        ]
+        actions = [{"keystrokes": typed_keys(k), "duration": duration} for k in keys]
     return {
         "name": f"quick-{kind}",
         "sandbox": {
@@ -285,6 +286,17 @@ def _quick_job(sandbox, image, repo, instruction, keys, calls, duration) -> dict
         },
         "tasks": [{"id": "quick", "instruction": instruction, "actions": actions}],
     }
+
+
+KEY_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}
+"""What a backslash means in `--keys`: a shell quote cannot hold Enter or Tab. Only
+these: `\\001` or `\\x03` typed into a command (printf, grep) stay as written, and
+keys have names (`C-c`)."""
+
+
+def typed_keys(text: str) -> str:
+    """`--keys TEXT` as typed: `KEY_ESCAPES` read, everything else (non-ASCII too) kept."""
+    return re.sub(r"\\([nt\\])", lambda m: KEY_ESCAPES[m[1]], text)
 
 
 @contextlib.contextmanager
