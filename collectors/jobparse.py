@@ -7,6 +7,7 @@ action against the kind's action kinds and static tool schemas.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -115,7 +116,10 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
             f"{n_tasks * options.episodes} episodes: at most {MAX_EPISODES} a job "
             "(split it into several jobs)",
         )
-    conditions = p.attempt(parse_conditions, data.get("conditions"), ("conditions",))
+    where = getattr(sandbox_cls, "where", None)  # the kind's mounts, which conditions meet
+    where = where(sandbox.config) if where is not None and sandbox is not None else None
+    check = functools.partial(parse_conditions, where=where)
+    conditions = p.attempt(check, data.get("conditions"), ("conditions",))
     if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):
         p.add(("conditions",), f"sandbox kind {sandbox_cls.kind} takes no conditions")
     if p.items:

@@ -217,6 +217,18 @@ def replay_mismatch(
     return None
 
 
+ARGS_SAID = 200
+"""Characters of a tool call's bad arguments quoted in the attempt's reason."""
+_JSON_TYPES = {
+    list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"
+}  # fmt: skip
+
+
+def _no_constant(name: str) -> Any:
+    """Python's JSON reader takes NaN and Infinity; JSON, and so a tool call, has none."""
+    raise ValueError(f"{name} is no JSON value")
+
+
 _BLOCK_RE = re.compile(r"```(?:bash|sh|shell|console)?\n(.*?)```", re.S)
 
 
@@ -336,6 +348,7 @@ class OpenAIChatPolicy:
         ]
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The endpoint's reply message to `body`; every failure names the URL."""
         url = self.base_url.rstrip("/") + "/chat/completions"
         key = os.environ.get(self.api_key_env)
         headers = {"Content-Type": "application/json"}
@@ -344,7 +357,7 @@ class OpenAIChatPolicy:
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read())
+                data = resp.read()
         except urllib.error.HTTPError as exc:
             # a gateway may echo the key it refused: the reason is redacted with the key as
             # a literal before it becomes the attempt's error (printed, kept in jobs.db)
@@ -355,6 +368,26 @@ class OpenAIChatPolicy:
             if exc.code in NOT_A_CHAT_SERVER:
                 raise PolicyConfigError(why) from None
             raise RuntimeError(why) from None  # a busy or failing server: retried
+        except (urllib.error.URLError, OSError) as exc:  # down, or gone silent: retried
+            cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            if isinstance(cause, TimeoutError):
+                why = f"no answer within {self.timeout:g} s (the policy's timeout)"
+            elif isinstance(exc, urllib.error.URLError):  # urlopen's: the connection
+                why = f"cannot connect: {cause}"
+            else:
+                why = f"the connection failed: {cause}"
+            raise RuntimeError(f"chat completions at {url}: {why}") from None
+        try:
+            message = json.loads(data)["choices"][0]["message"]
+            if not isinstance(message, dict):
+                raise TypeError
+        except (ValueError, LookupError, TypeError):
+            said = redactor(self).text(_answer_text(data[:ANSWER_READ]))[0]
+            raise RuntimeError(
+                f"chat completions at {url}: the answer is no chat completion "
+                f"(no choices[0].message): {said}"
+            ) from None
+        return message
 
     def act(self, history: History) -> Action | None:
         body: dict[str, Any] = {
@@ -366,15 +399,15 @@ class OpenAIChatPolicy:
         tools = self._tools(history)
         if tools:
             body["tools"] = tools
-        msg = self.complete(body)["choices"][0]["message"]
+        msg = self.complete(body)
         content = msg.get("content") or ""
         calls = msg.get("tool_calls") or []
         if calls:
-            fn = calls[0]["function"]
+            name, arguments = self._call_of(calls[0])
             history.note_reasoning(
                 "\n\n".join(x for x in (msg.get("reasoning_content"), content) if x)
             )
-            return tool_call(fn["name"], json.loads(fn.get("arguments") or "{}"))
+            return tool_call(name, arguments)
         blocks = _BLOCK_RE.findall(content)
         if not blocks:
             return None
@@ -382,6 +415,41 @@ class OpenAIChatPolicy:
         history.note_reasoning("\n\n".join(x for x in (msg.get("reasoning_content"), prose) if x))
         cmd = blocks[-1].rstrip("\n")
         return keystrokes(cmd + "\n") if self.terminal else tool("bash", command=cmd)
+
+    def _call_of(self, call: Any) -> tuple[str, dict[str, Any]]:
+        """(tool name, arguments) of the model's tool call. Arguments that are no JSON
+        object are the model's mistake, not the environment's answer: the attempt fails
+        saying the policy, the tool and the text (a retry may draw a better reply)."""
+        fn = call.get("function") if isinstance(call, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or not name:
+            raise RuntimeError(f"{self._who()}: a tool call without a function name: {call!r:.300}")
+        text = fn.get("arguments")
+        if isinstance(text, dict):  # some servers send the object itself
+            return name, text
+        if text is None or (isinstance(text, str) and not text.strip()):
+            return name, {}
+        if not isinstance(text, str):
+            text = json.dumps(text)
+        try:
+            value = json.loads(text, parse_constant=_no_constant)
+        except ValueError as exc:
+            what = f"not JSON: {exc}"
+        else:
+            if isinstance(value, dict):
+                return name, value
+            what = f"a JSON {_JSON_TYPES.get(type(value), type(value).__name__)}"
+        said = redactor(self).text(text[:ARGS_SAID])[0]
+        quoted = repr(said) + (
+            f"... ({len(text)} characters; {what})" if len(text) > ARGS_SAID else f" ({what})"
+        )
+        raise RuntimeError(
+            f"{self._who()}: the model called {name} with arguments that are not a JSON "
+            f"object: {quoted}"
+        )
+
+    def _who(self) -> str:
+        return f"policy {self.kind} (model {self.model})"
 
 
 # -- the registry -----------------------------------------------------------------

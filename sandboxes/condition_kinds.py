@@ -89,6 +89,9 @@ class Where:
     """The agent's working directory (terminal: the shell's; swe: the repository)."""
     binds: Mapping[str, str] = field(default_factory=dict)
     """Container paths the kind can bind read-only from the host (swe: the repository)."""
+    mounted: Mapping[str, str] = field(default_factory=dict)
+    """Container paths the kind mounts at every start, each with what it mounts there (swe
+    with `mount: true`: the repository): no condition's tmpfs may go there too."""
 
 
 @dataclass

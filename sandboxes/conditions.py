@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 
-from .base import SandboxError, TaskSpec
+from .base import SandboxConfigError, SandboxError, TaskSpec
 from .condition_kinds import KINDS, Condition, Run, Session, Where
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "Session",
     "Where",
     "demo_job",
+    "mount_clashes",
     "parse_conditions",
     "reset_sandbox",
 ]
@@ -129,8 +130,11 @@ def _entry(raw: Any, path: tuple) -> Entry:
     return Entry(parse(cls, options, path), float(rate))
 
 
-def parse_conditions(data: Any, path: tuple = ("conditions",)) -> ConditionsSpec | None:
-    """A job's `conditions:` (a list, or {rate, pick, apply}); every problem located."""
+def parse_conditions(
+    data: Any, path: tuple = ("conditions",), where: Where | None = None
+) -> ConditionsSpec | None:
+    """A job's `conditions:` (a list, or {rate, pick, apply}); every problem located. With
+    the sandbox's `where`, conditions that could not start with its mounts are refused."""
     if data is None:
         return None
     listed = isinstance(data, list)
@@ -150,18 +154,18 @@ def parse_conditions(data: Any, path: tuple = ("conditions",)) -> ConditionsSpec
     if not isinstance(raw, list) or not raw:
         problems.append(ConfigProblem(apath, "a list of at least one condition"))
         raw = []
-    entries, where = [], []
+    entries, where_ = [], []  # the conditions that parsed, and their places in the list
     for i, item in enumerate(raw):
         try:
             entries.append(_entry(item, (*apath, i)))
-            where.append(i)
+            where_.append(i)
         except ConfigError as exc:
             problems.extend(exc.problems)
     if pick == "one" and entries and not any(e.rate > 0 for e in entries):
         problems.append(ConfigProblem(apath, "pick: one needs a condition with a rate above 0"))
     if pick == "all":
         seen: dict[str, int] = {}
-        for i, e in zip(where, entries, strict=True):
+        for i, e in zip(where_, entries, strict=True):
             group = e.condition.group or e.condition.kind
             if group in seen:
                 problems.append(
@@ -172,9 +176,62 @@ def parse_conditions(data: Any, path: tuple = ("conditions",)) -> ConditionsSpec
                     )
                 )
             seen.setdefault(group, i)
+    if where is not None:
+        conditions = [e.condition for e in entries]
+        for k, why in mount_clashes(conditions, where, pairs=pick == "all"):
+            problems.append(ConfigProblem((*apath, where_[k]), why))
     if problems:
         raise ConfigError(problems)
     return ConditionsSpec(tuple(entries), float(rate), pick)
+
+
+REFUSED = "docker refuses two mounts on one path (`Duplicate mount point`)"
+
+
+def mount_clashes(
+    conditions: Sequence[Condition], where: Where, pairs: bool = True
+) -> list[tuple[int, str]]:
+    """(index, why) of each condition whose `start` would put a tmpfs where the kind mounts
+    (`where.mounted`) or, with `pairs`, where an earlier condition binds a host directory
+    (or the other way round). The engine refuses such a container, so every attempt of
+    the episode would fail alike: the job is refused when it loads, and the reset raises
+    a SandboxConfigError."""
+    mounts = [_mounts(c, where) for c in conditions]
+    out = []
+    for i, (c, (tmpfs, binds)) in enumerate(zip(conditions, mounts, strict=True)):
+        kind = sorted(tmpfs & set(where.mounted))  # a bind of the kind's own directory merges
+        if kind:
+            out.append(
+                (
+                    i,
+                    f"{c.kind} puts a tmpfs on {kind[0]}, where the sandbox mounts "
+                    f"{where.mounted[kind[0]]}: {REFUSED}; give {c.kind} another `path`",
+                )
+            )
+            continue
+        for j in range(i) if pairs else ():
+            theirs_tmpfs, theirs_binds = mounts[j]
+            both = sorted((tmpfs & theirs_binds) | (binds & theirs_tmpfs))
+            if both:
+                disk = c.kind if tmpfs & theirs_binds else conditions[j].kind
+                out.append(
+                    (
+                        i,
+                        f"{c.kind} conflicts with {conditions[j].kind}: both mount {both[0]}, "
+                        f"and {REFUSED}; use `pick: one` to draw one of them, or give {disk} "
+                        "another `path`",
+                    )
+                )
+                break
+    return out
+
+
+def _mounts(c: Condition, where: Where) -> tuple[set[str], set[str]]:
+    """(tmpfs paths, host directories' bind targets) that a condition's `start` adds."""
+    kw: dict[str, Any] = {}
+    c.start(kw, where)
+    binds = {v["bind"] for v in (kw.get("volumes") or {}).values()}
+    return set(kw.get("tmpfs") or {}), binds
 
 
 class Plan:
@@ -189,6 +246,9 @@ class Plan:
         will do)."""
         if not any(c.restarts for c in self.conditions):
             return None
+        clash = mount_clashes(self.conditions, self.where)
+        if clash:  # the job was checked against an older version, or built in code
+            raise SandboxConfigError(clash[0][1])
         kw = copy.deepcopy(base)
         for c in self.conditions:
             c.start(kw, self.where)

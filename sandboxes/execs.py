@@ -691,11 +691,13 @@ class RootRunner:
         self.container, self.timeout, self.workdir = container, timeout, workdir
 
     def __call__(self, command: str) -> str:
-        code, out, _, _ = exec_capture(
+        code, out, _, timed_out = exec_capture(
             self.container, ["sh", "-c", command], self.timeout, 1 << 16, self.workdir, user="0"
         )
         if code != 0:
-            raise SandboxError(f"condition set-up failed ({code}): {command[:200]}: {out[-300:]}")
+            what = ran_past(self.timeout) if timed_out else f"failed ({code})"
+            said = f": {out[-300:]}" if out.strip() else ""
+            raise SandboxError(f"condition set-up {what}: {command[:200]}{said}")
         return out
 
 
@@ -704,9 +706,18 @@ def root_runner(container, timeout: float, workdir: str | None = None) -> RootRu
     return RootRunner(container, timeout, workdir)
 
 
+def ran_past(timeout: float) -> str:
+    """How a set-up command killed at its deadline is told from one that failed: its exit
+    137 alone reads as an OOM kill or a crash."""
+    return f"ran past step_timeout ({timeout:g}s) and was killed"
+
+
 def run_setup(container, commands, timeout: float, cap: int, workdir: str) -> None:
-    """A task's set-up commands; the first failure is an environment error."""
+    """A task's set-up commands (each within `timeout`, the step timeout); the first
+    failure is an environment error."""
     for cmd in commands:
-        code, out, _, _ = exec_capture(container, ["sh", "-c", cmd], timeout, cap, workdir)
+        code, out, _, timed_out = exec_capture(container, ["sh", "-c", cmd], timeout, cap, workdir)
         if code != 0:
-            raise SandboxError(f"task setup failed ({code}): {cmd}: {out[-500:]}")
+            what = ran_past(timeout) if timed_out else f"failed ({code})"
+            said = f": {out[-500:]}" if out.strip() else ""
+            raise SandboxError(f"task setup {what}: {cmd}{said}")

@@ -28,7 +28,8 @@ agent sees the server's own words), rendered `MCP error CODE: MESSAGE`. A server
 does not start, exits, closes the connection, loses our HTTP session (restarted), writes
 bytes that are not UTF-8 on stdout or gives no answer within `call_timeout` is
 infrastructure: the step raises and the attempt fails with the reason and the tail
-of the server's stderr; the next reset starts a new server.
+of the server's stderr (of a call: what it wrote since the last call returned); the next
+reset starts a new server.
 
 Server log notifications and progress notifications go to the observation's
 `state_json` (`{"logs": [...], "progress": [...]}`), never into its text; so do a stdio
@@ -75,6 +76,7 @@ from .mcp_client import (
     expand,
     find_command,
     free_port,
+    log_size,
     render,
     root_cause,
     stderr_tail,
@@ -329,6 +331,7 @@ class MCPSandbox(Unpicklable):
         self._slot_lock = None
         self._task_id = ""
         self._calls = 0
+        self._said = 0  # the stderr log's size when the last call returned (`_said_since`)
         self._initial = ""
         self._spec: ServerSpec | None = None
         self._values: dict[str, str] = {}
@@ -347,6 +350,7 @@ class MCPSandbox(Unpicklable):
             self._run_setup(task.setup)
         self._task_id, self._calls = task.task_id, 0
         cap_log(self._spec.stderr_path)  # what a kept server wrote between episodes
+        self._said = log_size(self._spec.stderr_path)
         logs, stdout = self._runner.run(self._take_notes(), STOP_TIMEOUT)
         return Observation(self._initial, state_json=_state(logs=logs, stdout=stdout))
 
@@ -509,6 +513,12 @@ class MCPSandbox(Unpicklable):
             self._runner = None
 
     # -- steps -------------------------------------------------------------------
+    def _said_since(self) -> str:
+        """The server's stderr since the last call returned (or the episode began): a
+        failure quotes what was said since, a crash between calls included, never an
+        earlier call's own traceback."""
+        return stderr_tail(self._spec.stderr_path, since=self._said)
+
     def step(self, action: Action) -> Observation:
         if self._conn is None:
             raise SandboxError("step before reset")
@@ -535,7 +545,7 @@ class MCPSandbox(Unpicklable):
             # an answer that is no JSON-RPC (a lone surrogate, a print) is dropped as noise:
             # then the server did answer, and the reason says what it wrote
             meanwhile = f"; meanwhile {noise.summary()}" if noise.total > before else ""
-            tail = stderr_tail(self._spec.stderr_path)  # what it said it waits for, if anything
+            tail = self._said_since()  # what it waits for, if it says
             raise SandboxError(
                 f"tools/call {action.name}: no answer within {timeout:g} s (the server hangs "
                 f"or the tool outlasts call_timeout){meanwhile}"
@@ -543,12 +553,13 @@ class MCPSandbox(Unpicklable):
             ) from None
         except Exception as exc:
             self._healthy = False
-            tail = stderr_tail(self._spec.stderr_path)
+            tail = self._said_since()
             raise SandboxError(
                 f"tools/call {action.name}: {_reason(root_cause(exc))}"
                 + (f"; server stderr: {tail}" if tail else "")
             ) from None
         cap_log(self._spec.stderr_path)  # a chatty server kept across episodes
+        self._said = log_size(self._spec.stderr_path)
         text, is_error, truncated = render(answer, self.config.output_cap)
         return Observation(
             text,

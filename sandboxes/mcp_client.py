@@ -10,9 +10,10 @@ Everything here runs on the sandbox's `AsyncRunner` loop; `connect` is held open
 
 A result reads as text (`render`): content parts in order (text as is; images, audio
 and resources as one bracketed line each, with their URI, type and size), then the
-structured content as canonical JSON unless the text parts already carry it (the same
-JSON, or every value of it: servers often send both forms; binary blocks in it count as
-their bracketed lines, never base64); a JSON-RPC error reads
+structured content as canonical JSON unless the text parts already say it by a
+convention servers follow (`_carried`: its JSON, or one key around what the parts say, as
+the SDK's `{"result": ...}`; binary blocks in it count as their bracketed lines, never
+base64); a JSON-RPC error reads
 `MCP error CODE: MESSAGE`, as MCP clients show it.
 
 A stdio server's stdout lines that are not JSON-RPC (a banner, a stray print) are
@@ -478,13 +479,26 @@ def cap_log(path: Path | None, cap: int = SERVER_LOG_CAP, keep: int = SERVER_LOG
     return True
 
 
-def stderr_tail(path: Path | None, lines: int = 5, chars: int = 600) -> str:
-    """The last lines the server wrote to stderr, for a failure reason."""
-    if path is None or not path.exists():
+def stderr_tail(path: Path | None, lines: int = 5, chars: int = 600, since: int = 0) -> str:
+    """The last lines the server wrote to stderr, for a failure reason; `since`: from that
+    byte of the log on (`log_size` taken earlier; the whole log once `cap_log` cut it)."""
+    try:
+        with open(path or os.devnull, "rb") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            fh.seek(max(since if since <= end else 0, end - 8192))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:  # gone with its folder
         return ""
-    text = path.read_text(encoding="utf-8", errors="replace")[-8192:]
     tail = [x.strip() for x in text.splitlines() if x.strip()][-lines:]
     return " | ".join(tail)[-chars:]
+
+
+def log_size(path: Path | None) -> int:
+    """Bytes in the server's stderr log now: where `stderr_tail(since=)` reads from."""
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:  # gone with its folder
+        return 0
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -495,9 +509,14 @@ def root_cause(exc: BaseException) -> BaseException:
 
 
 # -- rendering --------------------------------------------------------------------------
+def dump(model) -> Any:
+    """A protocol object as it is on the wire (JSON names, nothing unset)."""
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
 def tool_spec(tool) -> ToolSpec:
     """An MCP `Tool` as our ToolSpec (name, description, schemas, annotations)."""
-    return ToolSpec.from_dict(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return ToolSpec.from_dict(dump(tool))
 
 
 def canonical(value: Any) -> str:
@@ -513,7 +532,7 @@ def render(answer, cap: int) -> tuple[str, bool, bool]:
     else:
         parts = [render_part(p) for p in answer.content]
         structured = _without_blobs(answer.structured_content)
-        if structured is not None and not _carried(structured, parts):
+        if structured is not None and not _carried(structured, parts, answer.content):
             parts.append(canonical(structured))
         text, is_error = "\n".join(parts), bool(answer.is_error)
     if len(text) > cap:
@@ -546,7 +565,7 @@ def render_part(part) -> str:
         if getattr(r, "text", None) is not None:
             return f"[resource: {r.uri}]\n{r.text}"
         return f"[resource: {r.uri}, {r.mime_type or 'binary'}, {_size(r.blob)} bytes]"
-    return canonical(part.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return canonical(dump(part))
 
 
 def _without_blobs(value: Any) -> Any:
@@ -567,17 +586,40 @@ def _without_blobs(value: Any) -> Any:
     return {k: _without_blobs(v) for k, v in value.items()}
 
 
-def _carried(value: Any, parts: list[str]) -> bool:
-    """Whether the text parts already carry the structured content: one of them is the
-    same JSON, or every scalar of it appears in them (servers often send both forms)."""
-    for p in parts:
-        try:
-            if json.loads(p) == value:
-                return True
-        except ValueError:
-            pass
-    text = "\n".join(parts)
-    return all((x if isinstance(x, str) else json.dumps(x)) in text for x in scalars(value))
+def _carried(value: Any, parts: list[str], content: list) -> bool:
+    """Whether the content parts already say the structured content, by a convention
+    servers follow: a part is its JSON (the spec's advice; the SDK's MCPServer for a
+    returned dict or model), or it is an object of one key around what the parts say (the
+    SDK's `{"result": ...}` of a str, number or list return, a list's items one part each;
+    server-filesystem's `{"content": text}` and its mirror of the parts, server-memory's
+    `{"entities": [...]}`). Values that merely occur in the text do not: `ok: 3 of 30`
+    does not say `{"done": 3, "total": 30, "failed": 3}`."""
+    if not parts:
+        return False
+    forms = [(p, _json(p)) for p in parts]  # each part as text and as the JSON it holds
+    mirror = _without_blobs([dump(c) for c in content])
+
+    def said(v: Any) -> bool:
+        each = isinstance(v, list) and len(v) == len(forms)
+        return (
+            v == mirror
+            or any(v in f for f in forms)
+            or (each and all(x in f for x, f in zip(v, forms, strict=True)))
+        )
+
+    inner = [*value.values()] if isinstance(value, dict) and len(value) == 1 else []
+    return said(value) or any(said(v) for v in inner)
+
+
+_NOT_JSON = object()
+
+
+def _json(text: str) -> Any:
+    """The JSON value `text` holds, else `_NOT_JSON` (which equals nothing)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _NOT_JSON
 
 
 def scalars(value: Any):

@@ -1,9 +1,10 @@
 """SWE domain: a repository in a container and three tools.
 
-- `read(path, start?, end?)`: the file with line numbers (`cat -n` style); a range that
-  holds no line (start after end, or past the last line) is the tool's error;
+- `read(path, start?, end?)`: the file with line numbers (`cat -n` style: a line ends at
+  `\n` only, so a `\r` or a form feed stays in its line); a range that holds no line
+  (start after end, or past the last line) is the tool's error;
 - `edit(path, old, new)`: replace the one occurrence of `old` with `new` (or write the
-  whole file with `content`), observed as a unified diff;
+  whole file with `content`), observed as the unified diff `diff -u` prints;
 - `bash(command)`: a one-shot command (cwd = the repository) with its exit code, under
   the step timeout and the output cap (a command whose output passes the cap is killed
   with its process group: flagged `truncated`, exit code None, not an error).
@@ -35,6 +36,7 @@ bytes. An argument that cannot be written as UTF-8 (a lone surrogate) is the too
 from __future__ import annotations
 
 import difflib
+import io
 import json
 import posixpath
 from collections.abc import Sequence
@@ -77,6 +79,19 @@ def shown(text: str) -> str:
     """Text held with `surrogateescape` as the agent sees it: bytes that are not UTF-8
     as U+FFFD, as `read` and `bash` show them."""
     return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of `text`, each with its `\\n`, split where `cat -n`, `sed` and `diff`
+    split them: at `\\n` alone (`str.splitlines` also splits at `\\r`, `\\f`, U+2028 ...)."""
+    return io.StringIO(text, newline="\n").readlines()
+
+
+def unified_diff(before: str, after: str, path: str) -> str:
+    """`diff -u`'s text for the change: a last line without a newline is followed by
+    `\\ No newline at end of file` (difflib would glue the next line to it)."""
+    out = difflib.unified_diff(lines_of(before), lines_of(after), f"a/{path}", f"b/{path}")
+    return "".join(x if x.endswith("\n") else f"{x}\n\\ No newline at end of file\n" for x in out)
 
 
 def not_text(name: str, value: str) -> str | None:
@@ -196,6 +211,14 @@ class SWESandbox(Unpicklable):
 
     accepts_conditions = True
 
+    @classmethod
+    def where(cls, config: SWEConfig) -> Where:
+        """What conditions change: the repository (bound at every start with `mount: true`,
+        so no tmpfs may go there; checked when the job loads)."""
+        at = config.repo_path
+        mounted = {at: "the repository read-only (`mount: true`; `mount: false` copies it in)"}
+        return Where(at, binds={at: config.repo}, mounted=mounted if config.mount else {})
+
     def __init__(self, config: SWEConfig):
         if not config.repo:
             raise SandboxError("SWEConfig.repo must name a host directory")
@@ -213,7 +236,7 @@ class SWESandbox(Unpicklable):
         """A fresh container with the repository, under the episode's conditions."""
         self._release(wait=False)  # the last episode's container goes in the background
         d, repo, at = self.config.docker, self.config.repo, self.config.repo_path
-        plan = Plan(within(conditions, d), Where(at, binds={at: repo}))
+        plan = Plan(within(conditions, d), self.where(self.config))
         base = d.run_kwargs()
         if self.config.mount:
             base.update(working_dir=at, volumes={repo: {"bind": at, "mode": "ro"}})
@@ -307,7 +330,8 @@ class SWESandbox(Unpicklable):
             return self._timed_out(f"error: cannot read {path}")
         if got.data is None:
             return Observation(f"error: cannot read {path}: {got.why}", is_error=True, exit_code=1)
-        lines = got.data.decode("utf-8", errors="replace").splitlines()
+        text = got.data.decode("utf-8", errors="replace")
+        lines = [x.removesuffix("\n") for x in lines_of(text)]
         if end is not None and start > end:  # an empty answer would say the lines are blank
             return Observation(f"error: start {start} is after end {end}", is_error=True,
                                exit_code=1)  # fmt: skip
@@ -373,13 +397,7 @@ class SWESandbox(Unpicklable):
             return self._timed_out(f"error: cannot write {path}")
         if failed:
             return Observation(f"error: cannot write {path}: {failed}", is_error=True)
-        diff = difflib.unified_diff(
-            (before or "").splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            f"a/{path}",
-            f"b/{path}",
-        )
-        return Observation(shown("".join(diff)) or "(no change)")
+        return Observation(shown(unified_diff(before or "", after, path)) or "(no change)")
 
     def _tool_bash(self, command: str) -> Observation:
         d = self.config.docker

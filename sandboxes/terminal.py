@@ -40,7 +40,7 @@ from dataclasses import field
 from typing import Annotated, Any
 
 import docker.errors
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.tempfiles import first_line
@@ -134,16 +134,30 @@ ACTION_SPACE = [
 ]
 
 
+def _command_line(value: Any) -> Any:
+    """`shell: /bin/zsh` as the docs write it (a string, split as a shell splits it), or a
+    list; either must name a program."""
+    if isinstance(value, str):
+        try:
+            value = shlex.split(value)
+        except ValueError as exc:  # an unclosed quote
+            raise ValueError(f"cannot split {value!r} into a command line: {exc}") from None
+    if isinstance(value, (list, tuple)) and (not value or value[0] == ""):
+        raise ValueError("names no program: give a path or a name on the image's PATH")
+    return value
+
+
 @configclass
 class TerminalConfig:
     """A terminal sandbox."""
 
     docker: DockerConfig = field(default_factory=DockerConfig)
-    shell: tuple[str, ...] = DEFAULT_SHELL
-    """Interactive shell; with this default, images without bash fall back to /bin/sh -i.
-    A shell named otherwise must be in the image (a path, or a name on its PATH): the
-    attempt fails (SandboxConfigError, not retried) if it is not, rather than record
-    another shell."""
+    shell: Annotated[tuple[str, ...], BeforeValidator(_command_line)] = DEFAULT_SHELL
+    """Interactive shell: a program (a path, or a name on the image's PATH) and its
+    arguments, as a list or a string split as a shell splits it (`/bin/zsh`, `zsh -i`);
+    with this default, images without bash fall back to /bin/sh -i. A shell named
+    otherwise must be in the image: the attempt fails (SandboxConfigError, not retried)
+    if it is not, rather than record another shell."""
     default_duration: Annotated[float, Field(gt=0, le=3600)] = 1.0
     """Seconds a step waits for output when the action does not say."""
     term: str = "xterm"
@@ -198,6 +212,11 @@ class TerminalSandbox(Unpicklable):
     def static_action_space(cls, config: TerminalConfig) -> list[ToolSpec]:
         return list(ACTION_SPACE)
 
+    @classmethod
+    def where(cls, config: TerminalConfig) -> Where:
+        """What conditions change: the shell's working directory."""
+        return Where(config.docker.workdir)
+
     def __init__(self, config: TerminalConfig | None = None):
         self.config = config or TerminalConfig()
         self.pool = shared_pool(self.config.docker)
@@ -224,7 +243,7 @@ class TerminalSandbox(Unpicklable):
         self._release(wait=False)  # the last episode's container goes in the background
         self.ended = None
         d = self.config.docker
-        plan = Plan(within(conditions, d), Where(d.workdir))
+        plan = Plan(within(conditions, d), self.where(self.config))
         self.container = self.pool.acquire(plan.run_kwargs(d.run_kwargs()), episode_id)
         run_setup(self.container, task.setup, d.step_timeout, d.output_cap, d.workdir)
         facts = self._image_facts()
