@@ -173,17 +173,16 @@ def _arrow_templates(arr: pa.Array) -> pa.Array:
         return pc.utf8_trim(t, " ")
     b = SPACE_BYTES[np.frombuffer(data, np.uint8, off[-1] - off[0], off[0])]
     off = off - off[0]
-    digit = (b >= ord("0")) & (b <= ord("9"))
+    digit = np.subtract(b, ord("0"), dtype=np.uint8) < 10
     space = b == ord(" ")
-    repeat = (digit[1:] & digit[:-1]) | (space[1:] & space[:-1])  # byte i+1 repeats byte i's class
+    repeat = digit[1:] & digit[:-1]  # byte i+1 repeats byte i's class
+    repeat |= space[1:] & space[:-1]
     inner = off[1:-1]
     repeat[inner[(inner > 0) & (inner < len(b))] - 1] = False  # no run crosses two texts
-    keep = np.ones(len(b), bool)
-    keep[1:] = ~repeat
+    drop = np.flatnonzero(repeat) + 1
     b[digit] = ord("0")
-    kept = np.zeros(len(b) + 1, np.int32)
-    np.cumsum(keep, dtype=np.int32, out=kept[1:])
-    folded = pa.StringArray.from_buffers(n, pa.py_buffer(kept[off]), pa.py_buffer(b[keep]))
+    kept = (off - np.searchsorted(drop, off)).astype(np.int32)  # each text's bytes left
+    folded = pa.StringArray.from_buffers(n, pa.py_buffer(kept), pa.py_buffer(np.delete(b, drop)))
     return pc.utf8_trim(folded, " ")
 
 
