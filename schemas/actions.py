@@ -29,10 +29,18 @@ def tool(name: str, /, **arguments: Any) -> Action:
     return tool_call(name, arguments)
 
 
+_JSON_KINDS = {list: "a JSON array", tuple: "a JSON array", str: "a string", bool: "a boolean",
+               int: "a number", float: "a number"}  # fmt: skip
+
+
 def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Action:
-    """A tool call from a name and an arguments mapping. NaN and infinities are refused:
-    JSON has no value for them (`json.dumps` would write `NaN`, which no JSON reader
-    takes, and a server receives something else)."""
+    """A tool call from a name and an arguments mapping (None: no arguments). Anything
+    else is refused naming what it is (`dict()` would read a list of pairs as an object),
+    and so are NaN and infinities: JSON has no value for them (`json.dumps` would write
+    `NaN`, which no JSON reader takes, and a server receives something else)."""
+    if arguments is not None and not isinstance(arguments, Mapping):
+        what = _JSON_KINDS.get(type(arguments), type(arguments).__name__)
+        raise ValueError(f"tool call {name}: its arguments must be a JSON object, got {what}")
     try:
         args = json.dumps(
             dict(arguments or {}), sort_keys=True, ensure_ascii=False, allow_nan=False

@@ -12,8 +12,9 @@ message with its `tool_call_id`, else the next one), `<returncode>` -> exit_code
 `<output>` -> text, all of it up to the template's (last) `</output>` with its own last
 newline (`_OUT`) (none: no turn, an `unpaired_call` warning: what it printed is
 unknown); a timeout notice -> the output so far + `[timed out]`, an error, state
-`{"timed_out": true}`; task <- first user message; the system message -> metadata
-`agent_system_prompt`; the action space is one `bash` tool; domain swe. A message is an
+`{"timed_out": true}`; task <- first user message; the (first) system message -> metadata
+`agent_system_prompt` (a null one is unknown, not the empty prompt: reported,
+`message_not_imported`); the action space is one `bash` tool; domain swe. A message is an
 object and its `role` a string, as in the OpenAI importer: anything else is `invalid`,
 naming it (a message passed over would leave the command before it unanswered).
 
@@ -291,9 +292,16 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             raise expected(f"messages[{n}].role", "a string", m["role"])
     parts = NonText()
     task = system = None
+    at = next((n for n, m in msgs if m.get("role") == "system"), None)  # the first one's
+    if at is not None and messages[at].get("content") is None:  # unknown, never ""
+        yield warning(
+            "message_not_imported",
+            f"messages[{at}].content: null, the system prompt is unknown (no"
+            " agent_system_prompt); not imported",
+        )
+    elif at is not None:
+        system = parts.text(messages[at]["content"], f"system prompt (messages[{at}].content)")
     for n, m in msgs:
-        if m.get("role") == "system" and system is None:
-            system = parts.text(m.get("content"), f"system prompt (messages[{n}].content)")
         if m.get("role") == "user" and task is None:
             task = parts.text(m.get("content"), f"task (messages[{n}].content)")
     pairs = []

@@ -51,7 +51,9 @@ prompt when no `system` message is.
 
 A field of the wrong type refuses the record (`invalid`, naming the field): `arguments`
 must be an object or a string (as the model wrote it), `input` an object; `messages` a
-list of messages.
+list of messages, each an object (one passed over could take a result or the task with
+it). A null system message is an unknown prompt, never "": reported
+(`message_not_imported`), no `agent_system_prompt` (nor the top-level `system`).
 A record is detected by a list of messages with roles; one that only carries the key
 (`messages`, or `traj` in a benchmark run) is not imported, but `near_miss` says which
 field is wrong.
@@ -663,12 +665,14 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         key = f"request.{key}" if req is not None else key
     if not isinstance(msgs, list):
         raise MissingField("no `messages` (or `traj`) list")
-    items: list[ImportProblem] = []
-    if any(isinstance(m, dict) and m.get("type") in RESPONSES_ITEMS for m in msgs):
-        msgs, items = _from_items(msgs, key)
-    for n, m in enumerate(msgs):
-        if isinstance(m, dict) and not isinstance(m.get("role"), str | None):
+    for n, m in enumerate(msgs):  # passed over, a message could take a result or the task
+        if not isinstance(m, dict):
+            raise expected(f"{key}[{n}]", "an object", m)
+        if not isinstance(m.get("role"), str | None):
             raise expected(f"{key}[{n}].role", "a string", m["role"])
+    items: list[ImportProblem] = []
+    if any(m.get("type") in RESPONSES_ITEMS for m in msgs):
+        msgs, items = _from_items(msgs, key)
     calls, problems = pair_calls(msgs, key)
     problems = [*logged, *items, *problems]
     said, last, unsaid = conversation(msgs, _role, _speaks)
@@ -703,15 +707,17 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         None,
     )
     rec = d if isinstance(d, dict) else {}
-    system = next(
-        (
-            parts.text(m.get("content"), f"system prompt ({key}[{n}].content)")
-            for n, m in numbered
-            if ROLES.get(m.get("role")) == SYSTEM
-        ),
-        None,
-    )
-    if system is None and rec.get("system"):  # Anthropic's: a string or text blocks
+    at, first = next(((n, m) for n, m in numbered if ROLES.get(m.get("role")) == SYSTEM), (0, None))
+    system = None
+    if first is not None and first.get("content") is None:  # unknown, never the empty prompt
+        yield warning(
+            "message_not_imported",
+            f"{key}[{at}].content: null, the system prompt is unknown (no"
+            " agent_system_prompt); not imported",
+        )
+    elif first is not None:
+        system = parts.text(first.get("content"), f"system prompt ({key}[{at}].content)")
+    elif rec.get("system"):  # Anthropic's: a string or text blocks
         system = parts.text(rec["system"], "system prompt (system)")
     yield from parts.warnings()
     tools_key = "tools" if rec.get("tools") is not None else "functions"

@@ -205,7 +205,8 @@ def test_tool_arguments_of_a_wrong_type_are_reported_never_wrapped(tmp_path, wt_
     lines = [
         call_chat("good", '{"command": "ls"}'),
         call_chat("number", 42),
-        call_chat("list", [1, 2], before=["a stray string"]),  # indices count it
+        # indices count the message before (a string there was passed over: now `invalid`)
+        call_chat("list", [1, 2], before=[{"role": "user", "content": "and the tests"}]),
         sharegpt,
         call_chat("run", 1.5, key="traj", task_id=7, reward=1.0),
         chat("good-2"),
