@@ -9,25 +9,9 @@ import json
 import math
 
 import pytest
-from click.testing import CliRunner
-from worldtrace.schemas import read_records
 from worldtrace.schemas.actions import tool_call
 
-from worldtrace.cli import cli
-
-
-def run_import(tmp_path, name, text):
-    """(exit code, the CLI's output, imported trajectories by origin id) of `worldtrace
-    import` of one file `name` holding `text`."""
-    f = tmp_path / "in" / name
-    f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(text)
-    store = tmp_path / "store"
-    args = ["--store", str(store), "--create", "import", "--show", "50", str(f)]
-    res = CliRunner().invoke(cli, args, obj={}, terminal_width=400)
-    raw = store / "raw" / "import"
-    got = {t.source.origin_id: t for t in read_records(raw)} if any(raw.glob("*")) else {}
-    return res.exit_code, " ".join(res.output.split()), got
+from .test_importers_1205 import run_import
 
 
 def chat(system="You are a shell agent."):
