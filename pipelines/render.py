@@ -224,9 +224,46 @@ def load_template(name_or_path: str, eot: str = "") -> Template:
     except jinja2.TemplateSyntaxError as exc:
         raise ValueError(f"template {path}: line {exc.lineno}: {exc.message}") from None
     template = Template(path.stem, {}, "", eot, source=source)
+    _check_text_kept(path, template)
     if eot:
         _check_eot(path, template)
     return template
+
+
+class TextCut(ValueError):
+    """A template cut the end of a text it was given (a slice): no span can be found."""
+
+
+PROBE = "  a probe line, its spaces kept \n" * 40
+"""A text a filter or a slice of the template would change (whitespace at both ends,
+1,320 characters): `_check_text_kept`."""
+
+
+def _check_text_kept(path: Path, template: Template) -> None:
+    """Refuse a template that changes the text it is given (`|trim`, a slice): its spans
+    are found by markers around each text, which such a filter sees instead of the text's
+    ends, so the samples would not be what the template writes (or a marker is cut).
+    Checked on a probe conversation rendered with and without the markers, before any
+    record is read."""
+    turns = [
+        {"index": n, "action": {"text": PROBE}, "observation": {"text": PROBE}} for n in range(2)
+    ]
+    messages = [{"role": "system", "content": PROBE}]
+    for _ in turns:
+        messages += ({"role": "user", "content": PROBE}, {"role": "assistant", "content": PROBE})
+    try:
+        as_written = _compiled(template.source).render(messages=messages)
+        kept = str(template.render(PROBE, turns).text) == as_written
+    except TextCut:  # a marker cut away with the text around it
+        kept = False
+    except Exception:  # a template that fails otherwise: each record's rendering says how
+        return
+    if not kept:
+        raise ValueError(
+            f"template {path}: it changes the message text it is given (a filter such as "
+            "trim, or a slice): the loss spans could not be the text it writes; insert each "
+            "message's content unchanged ({{ m.content }})"
+        )
 
 
 def _check_eot(path: Path, template: Template) -> None:
@@ -307,6 +344,11 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
         if n not in spans or n >= len(turn_starts):
             part = "observation (assistant message)" if n not in spans else "action (user message)"
             raise ValueError(f"template {tpl.name!r} dropped the {part} of turn {n}")
+        if len(spans[n]) != 2:  # a slice or filter cut the end of this text away
+            raise TextCut(
+                f"template {tpl.name!r} changes the observation of turn {n} (its end is cut "
+                "away): insert each message's content unchanged ({{ m.content }})"
+            )
         start, end = spans[n]
         eot_end = end + len(tpl.eot) if tpl.eot and text.startswith(tpl.eot, end) else end
         result.append(Span(t["index"], turn_starts[n], start, end, end, eot_end))
