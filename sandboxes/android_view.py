@@ -6,7 +6,7 @@ indented under its informative ancestors:
 
     [com.example.notes/.EditorActivity] keyboard: shown
     [4] ImageButton desc="Navigate up" clickable [0,110][147,257]
-    [7] EditText hint="Title" #title_input clickable long-clickable focused [42,287][1038,427]
+    [7] EditText "Title" hint="Title" #title_input clickable long-clickable focused [42,287][1038,427]
 
 Node ids are stable within an episode: a node keeps its number while its path (the
 class, resource id and label of it and its ancestors, see `_label`) stays the same, so
@@ -50,7 +50,8 @@ class Node:
     """Class without its package (`TextView`)."""
     text: str = ""
     hint: str = ""
-    """An empty field's hint (uiautomator reports it as the text)."""
+    """A field's hint where its text equals it: Android 8+ reports an empty field's hint
+    as its text, and uiautomator2's dump cannot tell that from typed text (both kept)."""
     desc: str = ""
     rid: str = ""
     """Resource id without `package:id/`."""
@@ -150,9 +151,14 @@ def _node(el: ET.Element, node_id: int, depth: int) -> Node | None:
     """The compact node, or None when the element carries nothing worth a line."""
     cls = (el.get("class") or "").rsplit(".", 1)[-1]
     text, hint, desc = el.get("text") or "", el.get("hint") or "", el.get("content-desc") or ""
-    if cls in EDITABLE and hint and text == hint:
-        text = ""  # Android 8+ reports an empty field's hint as its text
-    else:
+    # Android 8+ reports an empty field's hint as its text. Appium's server dumps
+    # `showing-hint` (isShowingHintText); uiautomator2's does not, so there an empty field
+    # and one holding its hint's words dump alike: both kept, typed text is never lost.
+    shows_hint = cls in EDITABLE and hint != "" and text == hint
+    showing = el.get("showing-hint")
+    if shows_hint and showing == "true":
+        text = ""
+    elif not (shows_hint and showing is None):
         hint = ""
     if desc == text:
         desc = ""

@@ -66,6 +66,9 @@ async ([parentBid, bidAttr, withVisibility, walkOver]) => {
   const NO_BOX = new Set(["option", "optgroup", "area", "head", "title", "meta", "link",
     "script", "style", "base", "template", "noscript", "param", "source", "track", "html"]);
   if (!("__wtBidCounter" in window)) { window.__wtBidCounter = 0; window.__wtFrameIds = [0]; }
+  // which bid each element got from us: a page may set `bid` attributes of its own
+  if (!("__wtBids" in window)) window.__wtBids = new WeakMap();
+  const ours = window.__wtBids;
   const nextFrameId = () => {
     const ids = window.__wtFrameIds, chars = "abcdefghijklmnopqrstuvwxyz", r = [];
     for (let i = 0; i < ids.length; i++) {
@@ -92,16 +95,27 @@ async ([parentBid, bidAttr, withVisibility, walkOver]) => {
       elements = [...elements.slice(0, i + 1), ...elem.shadowRoot.querySelectorAll("*"),
                   ...elements.slice(i + 1)];
     }
-    const tag = elem.tagName ? elem.tagName.toLowerCase() : "";
+  }
+  const tagOf = (elem) => elem.tagName ? elem.tagName.toLowerCase() : "";
+  // values of the page's own `bid` attributes on elements never marked (a custom element's):
+  // a bid of ours equal to one would find two elements
+  const taken = new Set();
+  for (const elem of elements) {
+    if (!TAGS.has(tagOf(elem)) && elem.hasAttribute(bidAttr)) taken.add(elem.getAttribute(bidAttr));
+  }
+  for (const elem of elements) {
+    const tag = tagOf(elem);
     if (!TAGS.has(tag)) continue;
-    let bid = elem.getAttribute(bidAttr);
-    if (bid !== null && seen.has(bid)) bid = null;
-    if (bid === null) {
-      const local = (tag === "iframe" || tag === "frame") ? nextFrameId()
-                                                          : `${window.__wtBidCounter++}`;
-      bid = `${parentBid}${local}`;
-      elem.setAttribute(bidAttr, bid);
+    // an element keeps the bid it got from us; a `bid` the page set is not ours (it made
+    // the counter's next bid a duplicate) and is overwritten
+    let bid = ours.get(elem);
+    if (bid === undefined || seen.has(bid)) {
+      const frame = tag === "iframe" || tag === "frame";
+      do bid = `${parentBid}${frame ? nextFrameId() : window.__wtBidCounter++}`;
+      while (taken.has(bid));
+      ours.set(elem, bid);
     }
+    if (elem.getAttribute(bidAttr) !== bid) elem.setAttribute(bidAttr, bid);
     seen.add(bid);
     if (walk) continue;  // bids only: WALK_JS reads the rest of what it shows
     push(bid, elem, "aria-roledescription");
@@ -121,7 +135,7 @@ async ([parentBid, bidAttr, withVisibility, walkOver]) => {
       let left = observed.length;
       const io = new IntersectionObserver((entries) => {
         for (const e of entries) {
-          const bid = e.target.getAttribute(bidAttr);
+          const bid = ours.get(e.target);
           if (!(bid in visibility)) left--;
           visibility[bid] = Math.round(e.intersectionRatio * 100) / 100;
         }
@@ -158,7 +172,8 @@ UNMARK_JS = r"""
   }
   const nav = performance.getEntriesByType("navigation")[0];
   return {
-    focused: active && active !== document.body ? active.getAttribute(bidAttr) || "" : "",
+    focused: active && active !== document.body && window.__wtBids
+      ? window.__wtBids.get(active) || "" : "",
     status: nav && nav.responseStatus ? nav.responseStatus : null,
   };
 }
@@ -195,7 +210,7 @@ WALK_JS = r"""
     "treeitem", "tooltip", "switch", "checkbox", "radio", "DisclosureTriangle", "caption", "term", "doc-noteref", "doc-backlink", "doc-biblioref",
     "doc-glossref"]);
   const MARKERS = {disc: "•", circle: "◦", square: "■"};
-  const lines = [], inputs = {};
+  const lines = [], inputs = {}, ours = window.__wtBids || new WeakMap();
   let size = 0, full = false;
   const norm = (s) => (s || "").replace(/\s+/g, " ").trim();
   const repr = (s) => {
@@ -220,7 +235,8 @@ WALK_JS = r"""
     const c = getComputedStyle(el, which).content;
     return /^".*"$/.test(c) ? JSON.parse(c) : "";
   };
-  const textOf = (node) => {
+  const textOf = (node, self = null) => {  // self: the control named, skipped inside its label
+    if (node === self) return "";
     if (node.nodeType === Node.TEXT_NODE) return node.data;
     if (node.nodeType !== Node.ELEMENT_NODE) return "";
     const tag = node.localName, style = getComputedStyle(node);
@@ -230,7 +246,7 @@ WALK_JS = r"""
     if (tag === "img") return node.getAttribute("alt") || "";
     if (tag === "input" && ["submit", "button", "reset"].includes(node.type)) return node.value;
     let out = pseudo(node, "::before");
-    for (const c of (node.shadowRoot || node).childNodes) out += textOf(c);
+    for (const c of (node.shadowRoot || node).childNodes) out += textOf(c, self);
     out += pseudo(node, "::after");
     return style.display.startsWith("inline") ? out : ` ${out} `;
   };
@@ -271,7 +287,7 @@ WALK_JS = r"""
     const by = el.getAttribute("aria-labelledby");
     if (by) {
       const parts = by.split(/\s+/).map((id) => document.getElementById(id)).filter(Boolean);
-      if (parts.length) return norm(parts.map(textOf).join(" "));
+      if (parts.length) return norm(parts.map((p) => textOf(p, el)).join(" "));
     }
     const label = el.getAttribute("aria-label");
     if (label && label.trim()) return norm(label);
@@ -280,7 +296,7 @@ WALK_JS = r"""
     }
     if (tag === "input" && el.type === "image") return norm(el.alt || el.value || "Submit");
     if (["input", "select", "textarea", "meter", "progress"].includes(tag) && el.labels && el.labels.length) {
-      return norm(Array.from(el.labels).map(textOf).join(" "));
+      return norm(Array.from(el.labels).map((l) => textOf(l, el)).join(" "));
     }
     if (tag === "img" || tag === "area") return norm(el.getAttribute("alt") || el.title);
     if (tag === "fieldset") {
@@ -363,7 +379,7 @@ WALK_JS = r"""
     if (SKIP.has(tag) || (tag === "input" && el.type === "hidden")) return;
     if (el.getAttribute("aria-hidden") === "true" || el.inert) return;
     if (!NO_BOX.has(tag) && getComputedStyle(el).display === "none") return;
-    const bid = el.getAttribute(bidAttr);
+    const bid = ours.get(el) ?? null;  // not a `bid` attribute the page set itself
     const role = tag === "br" ? "LineBreak" : roleOf(el, tag);
     const name = role === "generic" || role === "LineBreak" ? "" : nameOf(el, tag, role);
     let skip = role === "generic" || role === "LineBreak", mine = filtered;
