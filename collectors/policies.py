@@ -26,6 +26,7 @@ from typing import Annotated, Any, ClassVar, Protocol
 from pydantic import Field
 from worldtrace.sandboxes.base import TaskSpec, ToolSpec
 from worldtrace.schemas import Action, Observation, Trajectory, Turn
+from worldtrace.schemas.actions import json_type
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.plugins import entries, load_ref
 from worldtrace.schemas.redact import redactor
@@ -219,9 +220,6 @@ def replay_mismatch(
 
 ARGS_SAID = 200
 """Characters of a tool call's bad arguments quoted in the attempt's reason."""
-_JSON_TYPES = {
-    list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"
-}  # fmt: skip
 
 
 def _no_constant(name: str) -> Any:
@@ -438,7 +436,7 @@ class OpenAIChatPolicy:
         else:
             if isinstance(value, dict):
                 return name, value
-            what = f"a JSON {_JSON_TYPES.get(type(value), type(value).__name__)}"
+            what = f"a JSON {json_type(value)}"
         said = redactor(self).text(text[:ARGS_SAID])[0]
         quoted = repr(said) + (
             f"... ({len(text)} characters; {what})" if len(text) > ARGS_SAID else f" ({what})"

@@ -154,18 +154,18 @@ def parse_conditions(
     if not isinstance(raw, list) or not raw:
         problems.append(ConfigProblem(apath, "a list of at least one condition"))
         raw = []
-    entries, where_ = [], []  # the conditions that parsed, and their places in the list
+    entries, places = [], []  # the conditions that parsed, and their places in the list
     for i, item in enumerate(raw):
         try:
             entries.append(_entry(item, (*apath, i)))
-            where_.append(i)
+            places.append(i)
         except ConfigError as exc:
             problems.extend(exc.problems)
     if pick == "one" and entries and not any(e.rate > 0 for e in entries):
         problems.append(ConfigProblem(apath, "pick: one needs a condition with a rate above 0"))
     if pick == "all":
         seen: dict[str, int] = {}
-        for i, e in zip(where_, entries, strict=True):
+        for i, e in zip(places, entries, strict=True):
             group = e.condition.group or e.condition.kind
             if group in seen:
                 problems.append(
@@ -179,7 +179,7 @@ def parse_conditions(
     if where is not None:
         conditions = [e.condition for e in entries]
         for k, why in mount_clashes(conditions, where, pairs=pick == "all"):
-            problems.append(ConfigProblem((*apath, where_[k]), why))
+            problems.append(ConfigProblem((*apath, places[k]), why))
     if problems:
         raise ConfigError(problems)
     return ConditionsSpec(tuple(entries), float(rate), pick)

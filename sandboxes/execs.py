@@ -695,9 +695,9 @@ class RootRunner:
             self.container, ["sh", "-c", command], self.timeout, 1 << 16, self.workdir, user="0"
         )
         if code != 0:
-            what = ran_past(self.timeout) if timed_out else f"failed ({code})"
-            said = f": {out[-300:]}" if out.strip() else ""
-            raise SandboxError(f"condition set-up {what}: {command[:200]}{said}")
+            raise setup_failed(
+                "condition set-up", command[:200], code, out[-300:], timed_out, self.timeout
+            )
         return out
 
 
@@ -706,10 +706,16 @@ def root_runner(container, timeout: float, workdir: str | None = None) -> RootRu
     return RootRunner(container, timeout, workdir)
 
 
-def ran_past(timeout: float) -> str:
-    """How a set-up command killed at its deadline is told from one that failed: its exit
-    137 alone reads as an OOM kill or a crash."""
-    return f"ran past step_timeout ({timeout:g}s) and was killed"
+def setup_failed(
+    what: str, command: str, code: int | None, out: str, timed_out: bool, timeout: float
+) -> SandboxError:
+    """A set-up command's failure, a command killed at its deadline told from one that
+    failed (its exit 137 alone reads as an OOM kill or a crash), with what it printed."""
+    how = (
+        f"ran past step_timeout ({timeout:g}s) and was killed" if timed_out else f"failed ({code})"
+    )
+    said = f": {out}" if out.strip() else ""
+    return SandboxError(f"{what} {how}: {command}{said}")
 
 
 def run_setup(container, commands, timeout: float, cap: int, workdir: str) -> None:
@@ -718,6 +724,4 @@ def run_setup(container, commands, timeout: float, cap: int, workdir: str) -> No
     for cmd in commands:
         code, out, _, timed_out = exec_capture(container, ["sh", "-c", cmd], timeout, cap, workdir)
         if code != 0:
-            what = ran_past(timeout) if timed_out else f"failed ({code})"
-            said = f": {out[-500:]}" if out.strip() else ""
-            raise SandboxError(f"task setup {what}: {cmd}{said}")
+            raise setup_failed("task setup", cmd, code, out[-500:], timed_out, timeout)

@@ -29,8 +29,14 @@ def tool(name: str, /, **arguments: Any) -> Action:
     return tool_call(name, arguments)
 
 
-_JSON_KINDS = {list: "a JSON array", tuple: "a JSON array", str: "a string", bool: "a boolean",
-               int: "a number", float: "a number"}  # fmt: skip
+JSON_TYPES = {list: "array", tuple: "array", str: "string", bool: "boolean", int: "number",
+              float: "number", type(None): "null"}  # fmt: skip
+"""JSON's name for the type of a value Python's `json` reads or writes."""
+
+
+def json_type(value: Any) -> str:
+    """JSON's name for `value`'s type (its Python class name when JSON has none)."""
+    return JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Action:
@@ -39,8 +45,10 @@ def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Action:
     and so are NaN and infinities: JSON has no value for them (`json.dumps` would write
     `NaN`, which no JSON reader takes, and a server receives something else)."""
     if arguments is not None and not isinstance(arguments, Mapping):
-        what = _JSON_KINDS.get(type(arguments), type(arguments).__name__)
-        raise ValueError(f"tool call {name}: its arguments must be a JSON object, got {what}")
+        kind = json_type(arguments)
+        if type(arguments) in JSON_TYPES:  # "a JSON array", "a string", "a number"...
+            kind = "a JSON array" if kind == "array" else f"a {kind}"
+        raise ValueError(f"tool call {name}: its arguments must be a JSON object, got {kind}")
     try:
         args = json.dumps(
             dict(arguments or {}), sort_keys=True, ensure_ascii=False, allow_nan=False

@@ -296,7 +296,7 @@ keys have names (`C-c`)."""
 
 def typed_keys(text: str) -> str:
     """`--keys TEXT` as typed: `KEY_ESCAPES` read, everything else (non-ASCII too) kept."""
-    return re.sub(r"\\([nt\\])", lambda m: KEY_ESCAPES[m[1]], text)
+    return re.sub(r"\\(.)", lambda m: KEY_ESCAPES.get(m[1], m[0]), text)
 
 
 @contextlib.contextmanager
