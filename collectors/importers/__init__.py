@@ -417,7 +417,7 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
         for n, d in enumerate(runs):
             yield from _record(path, d, n, f"simulations[{n}]", f"{stem}:{n}", cfg)
         return
-    many = isinstance(data, list) and bool(data) and not openai.detect_record(data)
+    many = isinstance(data, list) and bool(data) and not openai.bare_messages(data)
     for n, d in enumerate(data if many else [data]):
         where, origin = (f"record {n}", f"{stem}:{n}") if many else ("", stem)
         yield from _record(path, d, n, where, origin, cfg)
@@ -450,7 +450,7 @@ def detect_format(path: Path, data: Any) -> str | None:
     if mod is None and openai.simulations(data) is not None:
         return openai.NAME
     if mod is None:
-        many = isinstance(data, list) and bool(data) and not openai.detect_record(data)
+        many = isinstance(data, list) and bool(data) and not openai.bare_messages(data)
         first = data[0] if many else data
         mod = next((m for m in RECORD_FORMATS.values() if m.detect_record(first)), None)
     return None if mod is None else mod.NAME

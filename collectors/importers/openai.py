@@ -157,6 +157,14 @@ def detect_record(d: Any) -> bool:
     return isinstance(d, list) and bool(d) and all(_is_item(m) for m in d[:3])
 
 
+def bare_messages(d: Any) -> bool:
+    """Whether `d` is a list that reads as one record, a bare list of messages: one of
+    the first three entries detection looks at is a message (all three are, when it is
+    imported; else `near_miss` names the one that is not). A `.json` list of anything
+    else is a list of records."""
+    return isinstance(d, list) and any(_is_item(m) for m in d[:3])
+
+
 def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProblem]]:
     """Responses API items as chat messages, one for one (`key[n]` stays item n): a
     `function_call` is an assistant call (consecutive ones, and one right after an
@@ -230,8 +238,18 @@ def _shape_problem(msgs: Any, key: str) -> str:
 
 def near_miss(d: Any) -> tuple[str, str] | None:
     """(what is wrong, the evidence) for a record no format took that carries this
-    format's own key with no list of messages under it; None otherwise."""
-    if not isinstance(d, dict) or detect_record(d):
+    format's own key with no list of messages under it, or that is a bare list of
+    messages with something else among the first three detection looks at; None
+    otherwise."""
+    if detect_record(d):
+        return None
+    if isinstance(d, list):
+        if not bare_messages(d):
+            return None
+        k, odd = next((k, m) for k, m in enumerate(d[:3]) if not _is_item(m))
+        want = 'a message with a "role"' if isinstance(odd, dict) else "an object"
+        return f"messages[{k}]: expected {want}, got {shown(odd)}", "a bare list of messages"
+    if not isinstance(d, dict):
         return None
     if "messages" in d:
         return _shape_problem(d["messages"], "messages"), "its `messages` key"
