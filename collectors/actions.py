@@ -7,6 +7,7 @@ tool call `{tool: NAME, arguments: {...}}`; any other key is refused, so a typo 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,9 +32,13 @@ def from_spec(spec: Any) -> Action:
                 raise ValueError("keystrokes must be a string")
             duration = spec.get("duration")
             if duration is not None and (
-                isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0
+                isinstance(duration, bool)
+                or not isinstance(duration, (int, float))
+                or not 0 <= duration < math.inf  # NaN fails both
             ):
-                raise ValueError(f"duration must be a number of seconds >= 0, got {duration!r}")
+                raise ValueError(
+                    f"duration must be a finite number of seconds >= 0, got {duration!r}"
+                )
             return keystrokes(spec["keystrokes"], duration)
         if "tool" in keys:
             _only(keys, TOOL_KEYS)

@@ -85,20 +85,28 @@ failure. After the pid, the start time of the container's PID 1 (field 22 of
 between two steps has a new one (`INIT_START`). The shell that runs this `exec`s the
 command (it keeps the pid): nothing of it is left for the agent's `ps` to show."""
 
+MERGED = SESSION.replace('exec "$@"', 'exec "$@" 2>&1')
+"""`SESSION` with the command's errors sent where its output goes, after the session line
+(which stays on stderr): one pipe keeps the order the command wrote in, as a terminal or
+`sh -c '...' 2>&1` shows it. Docker reads a command's stdout and stderr on two pipes and
+keeps no order between them: `echo out; echo err >&2` came back either way round."""
+
 INIT_START = "WorldtraceInitStart"
 """Where a container's `attrs` keep the start time of its PID 1 its first exec said: a
 later exec saying another is one in a container restarted since (with no command in
 flight, nothing else tells), which `check_init` then asks docker about."""
 
 
-def _wrapped(cmd: list[str], workdir: str | None, fallback: bool) -> list[str]:
-    """`cmd` entering `workdir` and saying its session first (`SESSION`): each shell of
-    ours `exec`s the next, so only the command's own process is left. No `timeout` runs
-    beside it (the agent's `ps` would show it): the step timeout is kept from outside
-    (`_Watch`)."""
+def _wrapped(
+    cmd: list[str], workdir: str | None, fallback: bool, merged: bool = False
+) -> list[str]:
+    """`cmd` entering `workdir` and saying its session first (`SESSION`; `MERGED`: its
+    errors on its output): each shell of ours `exec`s the next, so only the command's own
+    process is left. No `timeout` runs beside it (the agent's `ps` would show it): the
+    step timeout is kept from outside (`_Watch`)."""
     if workdir:
         cmd = ["sh", "-c", ENTER_OR_ROOT if fallback else ENTER, "sh", workdir, *cmd]
-    return ["sh", "-c", SESSION, "sh", *cmd]
+    return ["sh", "-c", MERGED if merged else SESSION, "sh", *cmd]
 
 
 def _session_line(head: bytes) -> tuple[int, bytes, bytes] | None:
@@ -148,20 +156,23 @@ def exec_capture(
     fallback: bool = False,
 ) -> tuple[int | None, str, bool, bool]:
     """Run a one-shot command: (exit code, output, truncated, timed_out). Output and
-    errors come on one stream, as the engine delivers them (it keeps no order between
-    the two); at `cap` bytes the command is killed (code None, as `exec_streams`)."""
+    errors come on one pipe, in the order the command wrote them (`MERGED`); at `cap`
+    bytes the command is killed (code None, as `exec_streams`)."""
     code, out, _, truncated, timed_out = exec_streams(
         container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
     )
     return code, out.decode("utf-8", errors="replace"), truncated, timed_out
 
 
-def _create(container, cmd: list[str], workdir, user, fallback: bool = False, **opts) -> dict:
+def _create(
+    container, cmd: list[str], workdir, user, fallback: bool = False, merged=False, **opts
+) -> dict:
     """A docker exec of `cmd`, started in `/` and entering `workdir` itself (or `/` when it
-    is gone, with `fallback`), saying its process group first (`SESSION`)."""
+    is gone, with `fallback`), saying its process group first (`SESSION`; `merged`: its
+    errors on its output, `MERGED`)."""
     return container.client.api.exec_create(
         container.id,
-        _wrapped(cmd, workdir, fallback),
+        _wrapped(cmd, workdir, fallback, merged),
         stdout=True,
         stderr=True,
         workdir="/",
@@ -512,7 +523,7 @@ def _begun(container, watch: _Watch, head: bytes) -> tuple[int, bytes] | None:
 
 def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate):
     api = container.client.api
-    ex = _create(container, cmd, workdir, user, fallback, environment=env)
+    ex = _create(container, cmd, workdir, user, fallback, not separate, environment=env)
     started = time.monotonic()
     stream = api.exec_start(ex["Id"], stream=True, demux=True)
     watch = _Watch(container, ex["Id"], stream.close, timeout)
@@ -579,7 +590,7 @@ def exec_input(
     user: str | None = None,
 ) -> tuple[int, str, bool]:
     """Run a command with `data` on its stdin: (exit code, output, timed_out). Output and
-    errors come on one stream; `INPUT_OUTPUT_CAP` bytes of it are kept."""
+    errors come on one pipe, in order (`MERGED`); `INPUT_OUTPUT_CAP` bytes are kept."""
     with _engine(container):
         return _input(container, cmd, data, timeout, workdir, user)
 
@@ -598,7 +609,7 @@ def _input(container, cmd, data, timeout, workdir, user):
     from docker.utils.socket import frames_iter
 
     api = container.client.api
-    ex = _create(container, cmd, workdir, user, stdin=True)
+    ex = _create(container, cmd, workdir, user, merged=True, stdin=True)
     started = time.monotonic()
     sock = api.exec_start(ex["Id"], socket=True)
     raw = sock._sock

@@ -363,7 +363,7 @@ class MCPSandbox(Unpicklable):
             log.warning(
                 "MCP server %s wrote to stdout what is not JSON-RPC (ignored, kept in the "
                 "observation's state_json as `stdout`): %r",
-                self.config.command[:1] or self.config.url,
+                self._spec.argv[len(PARENT_DEATH)] if self._spec.argv else self._spec.url,
                 stdout["first"][0],
             )
         return self._conn.take_logs(), stdout

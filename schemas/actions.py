@@ -7,6 +7,7 @@ render a tool call the same way: `name(<sorted JSON arguments>)`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,9 +15,12 @@ from .records import Action
 
 
 def keystrokes(keys: str, duration: float | None = None) -> Action:
-    """A terminal action: the keys, and how long to wait for output."""
+    """A terminal action: the keys, and how long to wait for output (finite: the
+    arguments are JSON, which has no NaN or infinity)."""
     args: dict[str, Any] = {"keystrokes": keys}
     if duration is not None:
+        if not 0 <= duration < math.inf:
+            raise ValueError(f"duration must be a finite number of seconds >= 0, got {duration!r}")
         args["duration"] = duration
     return Action("keystrokes", keys, arguments_json=json.dumps(args, sort_keys=True))
 

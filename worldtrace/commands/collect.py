@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import signal
 import sys
@@ -108,7 +109,8 @@ Example:
     "--duration",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(min=0, max=math.inf, max_open=True),
+    callback=lambda _ctx, _param, v: _finite(v),
     help="Seconds to wait for terminal output per step.",
 )
 @click.option(
@@ -253,6 +255,13 @@ def _tool_calls(tools: tuple[str, ...]) -> list[dict]:
             raise click.BadParameter(f"{t!r}: no tool name before ':'", param_hint="--tool")
         actions.append({"tool": name.strip(), "arguments": arguments})
     return actions
+
+
+def _finite(seconds: float) -> float:
+    """`--duration`: click's FloatRange takes `nan` (no comparison fails it)."""
+    if math.isnan(seconds):
+        raise click.BadParameter("nan is not a number of seconds")
+    return seconds
 
 
 def _quick_job(sandbox, image, repo, instruction, keys, calls, duration) -> dict:
