@@ -131,7 +131,7 @@ def store_shards(store=None) -> list[Check]:
                 "check --store / $WORLDTRACE_STORE; a writing command with --create makes it",
             )
         ]
-    bad = unreadable_shards(store, deep=True)
+    bad = unreadable_shards(store, deep=True) + _damaged_jsonl(store)
     # an export's manifest that does not read: left out of the `exports` view
     manifests = [
         Check("export manifest", False, f"{path}: {why}", skip_fix(store, path) or "")
@@ -146,6 +146,19 @@ def store_shards(store=None) -> list[Check]:
         )
         for path, why in bad
     ] + manifests
+
+
+def _damaged_jsonl(store) -> list:
+    """(path, why) of the JSONL files under raw/ that `process` read before and that
+    changed since into something that does not read (`pipelines.recorded`): `process`
+    refuses to go past them, and the views, which read shards only, never look at them.
+    Their bad lines before that were rejects, as any record's."""
+    from worldtrace.freshness import changed_inputs, raw_inputs
+    from worldtrace.pipelines import recorded
+    from worldtrace.schemas import fields as F
+
+    jsonl = [p for p in raw_inputs(store) if not p.name.endswith(F.SHARD_SUFFIX)]
+    return [(p, why) for p in changed_inputs(store, jsonl) if (why := recorded.read_problem(p))]
 
 
 def _processed_raw(store, paths: list) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import rebased, shard_files
+from worldtrace.schemas.store import input_files, rebased, shard_files
 
 PROCESS_MANIFEST = F.PROCESS_MANIFEST
 """The run manifest `worldtrace process` writes last (its mtime: when the run ended)."""
@@ -53,6 +53,13 @@ def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
     return (max(times), None) if times else None
 
 
+def raw_inputs(store: Store) -> list[Path]:
+    """What `worldtrace process` reads of raw/ when given no `--input`: its Parquet shards
+    and its JSONL records (`store.input_files`), broken symlinks left out (`process`
+    names them)."""
+    return [p for p in input_files([store.raw]) if p.exists()]
+
+
 def settled(store: Store) -> str | None:
     """Finish the table swaps of a `process` run that died publishing them
     (`schemas.publish`), before anything reads processed/, and put back an export an
@@ -82,26 +89,36 @@ def stale_processed(store: Store) -> str | None:
     if run is None:
         return None
     finished, inputs = run
-    left_out = []
-    raw = shard_files(store.raw)
+    left_out, since = [], []  # not processed; processed, and written since the run
+    raw = raw_inputs(store)
+    indexed = processed_inputs(store)
     for path in raw:
         t = _mtime_ns(path)
-        if t is not None and (
-            t > finished or (inputs is not None and os.path.realpath(path) not in inputs)
-        ):
+        if t is None:
+            continue
+        real = os.path.realpath(path)
+        if indexed:  # what every run read: the last run's `--input` is not all of it
+            if real not in indexed:
+                left_out.append((t, path))
+            elif t > finished:
+                since.append(path)
+        elif t > finished or (inputs is not None and real not in inputs):
             left_out.append((t, path))
-    gone = _gone(store, raw)
-    if not left_out and not gone:
+    gone = _gone(store, raw, indexed)
+    if not left_out and not since and not gone:
         return None
     from worldtrace.pipelines import recorded
 
-    changed = _changed(store, [p for _, p in left_out])
+    changed = changed_inputs(store, [p for _, p in left_out] + since)
     left_out = [(t, p) for t, p in left_out if p not in changed]
     damaged = [(p, why) for p in changed if (why := recorded.read_problem(p))]
     changed = [p for p in changed if p not in dict(damaged)]
     from worldtrace.schemas.views import TRAJECTORY_REQUIRED, shard_problem
 
-    problems = {p: shard_problem(p, TRAJECTORY_REQUIRED) for _, p in left_out}
+    problems = {  # a JSONL file's bad lines are `process`'s rejects, as any record's
+        p: shard_problem(p, TRAJECTORY_REQUIRED) if p.name.endswith(F.SHARD_SUFFIX) else None
+        for _, p in left_out
+    }
     readable = [(t, p) for t, p in left_out if not problems[p]]
     broken = sorted((t, p) for t, p in left_out if problems[p])
     notes = []
@@ -136,7 +153,7 @@ def stale_processed(store: Store) -> str | None:
             f"processed data still holds their records ({only}); `worldtrace process "
             "--rebuild` removes them"
         )
-    return "; ".join(notes)
+    return "; ".join(notes) or None  # touched since, the same content: nothing to say
 
 
 GONE_SHOWN = 3
@@ -161,17 +178,19 @@ def processed_inputs(store: Store) -> set[str]:
     return {rebased(p, was, here) if was else p for p in paths if isinstance(p, str)}
 
 
-def _gone(store: Store, raw: list[Path]) -> list[str]:
-    """Files the last `worldtrace process` runs read (`processed_inputs`) that are gone:
-    their records stay in the processed data until `process --rebuild` (an incremental
-    run only adds; `process` says so, and `stats`, `query`, `report` and `export` said
-    nothing while serving them). `raw`: the raw shards listed, which need no further
-    look."""
+def _gone(store: Store, raw: list[Path], indexed: set[str] | None = None) -> list[str]:
+    """Files the last `worldtrace process` runs read (`processed_inputs`, or `indexed`
+    when read already) that are gone: their records stay in the processed data until
+    `process --rebuild` (an incremental run only adds; `process` says so, and `stats`,
+    `query`, `report` and `export` said nothing while serving them). `raw`: the raw files
+    listed, which need no further look."""
     listed = {os.path.realpath(p) for p in raw}
-    return sorted(p for p in processed_inputs(store) if p not in listed and not os.path.exists(p))
+    if indexed is None:
+        indexed = processed_inputs(store)
+    return sorted(p for p in indexed if p not in listed and not os.path.exists(p))
 
 
-def _changed(store: Store, paths: list[Path]) -> list[Path]:
+def changed_inputs(store: Store, paths: list[Path]) -> list[Path]:
     """Those of `paths` processed before whose content changed since (size or sha256 not
     the ones `_index/shards.parquet` recorded): `process` refuses them, so "run
     `worldtrace process`" would send the user into that refusal. A file whose mtime alone
@@ -203,7 +222,7 @@ def missing_processed(store: Store) -> str | None:
     is): import or collect on an empty store, else `worldtrace process`."""
     if settled(store) or _last_process(store) is not None:
         return None
-    raw = shard_files(store.raw)
+    raw = raw_inputs(store)
     if not raw:
         return (
             f"the store {store.root} holds no trajectories yet: add some with "

@@ -23,8 +23,7 @@ from worldtrace.schemas import fields as F
 from .report_charts import CATEGORY_COLORS, NO_DATA, PLOTS, RAW_PLOTS, UNKNOWN_COLOR
 from .summary import (
     KEPT_NONE,
-    NO_RAW,
-    RAW_ELSEWHERE,
+    NO_RAW_SAID,
     RAW_UNREAD,
     STATS_SECTIONS,
     UNPROCESSED,
@@ -121,8 +120,8 @@ def empty_message(state: str | None, raw: bool = False) -> str:
         return UNPROCESSED
     if state == "processed":
         return RAW_UNREAD if raw else KEPT_NONE
-    if state == NO_RAW:
-        return RAW_ELSEWHERE if raw else KEPT_NONE
+    if state in NO_RAW_SAID:
+        return NO_RAW_SAID[state] if raw else KEPT_NONE
     return NO_DATA_YET
 
 

@@ -42,8 +42,8 @@ class Section:
         the processed data says whether `process` has run; None: `empty`."""
         if self.raw and state == "processed":
             return RAW_UNREAD
-        if self.raw and state == NO_RAW:
-            return RAW_ELSEWHERE
+        if self.raw and state in NO_RAW_SAID:
+            return NO_RAW_SAID[state]
         if self.none is None or state in (None, "empty"):
             return self.empty
         return UNPROCESSED if state == "raw" else self.none
@@ -61,19 +61,30 @@ RAW_ELSEWHERE = (
     "raw/ holds no shard: the processed data came from files outside the store "
     "(`process --input`); the processed tables hold what was processed"
 )
+RAW_JSONL = "processed_from_raw_jsonl"
+"""A `store_state`: processed data, and raw/ holds JSONL records but no Parquet shard."""
+RAW_JSONL_SAID = (
+    "raw/ holds JSONL records and no Parquet shard: `process` reads both, the raw views "
+    "read shards only (`worldtrace import` makes shards of JSONL); the processed tables "
+    "hold what was processed"
+)
+NO_RAW_SAID = {NO_RAW: RAW_ELSEWHERE, RAW_JSONL: RAW_JSONL_SAID}
+"""What a table of the raw data says, empty beside processed data, by `store_state`."""
 KEPT_NONE = "none: the processed data holds no trajectory (every one was filtered or rejected)"
 
 
 def store_state(store: Store) -> str:
-    """`empty` (no trajectory), `raw` (raw data, nothing processed), `processed`, or
+    """`empty` (no trajectory), `raw` (raw data, nothing processed), `processed`,
     `NO_RAW` (processed from files outside the store: its raw tables are empty, and
-    nothing is gone)."""
-    from worldtrace.freshness import missing_processed
+    nothing is gone) or `RAW_JSONL` (processed; raw/ holds only JSONL records, which the
+    raw views do not read)."""
+    from worldtrace.freshness import missing_processed, raw_inputs
     from worldtrace.schemas.store import shard_files
 
-    raw = bool(shard_files(store.raw))
+    shards = bool(shard_files(store.raw))
+    raw = shards or bool(raw_inputs(store))
     if missing_processed(store) is None:
-        return "processed" if raw else NO_RAW
+        return "processed" if shards else RAW_JSONL if raw else NO_RAW
     return "raw" if raw else "empty"
 
 
