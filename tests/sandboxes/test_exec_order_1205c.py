@@ -8,8 +8,8 @@ writes both to one pipe after the session line. Real containers."""
 from __future__ import annotations
 
 import pytest
-from worldtrace.collectors.jobs import JobSpec, run_job
-from worldtrace.schemas import read_records
+
+from .test_swe_text_1205 import bash, recorded  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.docker
 
@@ -17,37 +17,16 @@ INTERLEAVED = "i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo o$i; echo e$i >&2; 
 EXPECTED = "".join(f"o{i}\ne{i}\n" for i in range(1, 41))
 
 
-def bash(command: str) -> dict:
-    return {"tool": "bash", "arguments": {"command": command}}
-
-
-def run(store, tmp_path, actions: list[dict]) -> list[str]:
-    repo = tmp_path / "r"
-    repo.mkdir(exist_ok=True)
-    (repo / "a.txt").write_text("a\n")
-    job = {
-        "name": "order",
-        "sandbox": {"kind": "swe", "repo": str(repo), "docker": {"warm": 0}},
-        "retries": 0,
-        "tasks": [{"id": "t", "actions": actions}],
-    }
-    run_job(JobSpec.from_dict(job), store.raw)
-    [t] = read_records(store.raw)
-    assert t.outcome.status == "success", t.outcome
-    return [turn.observation.text for turn in t.turns]
-
-
-def test_bash_output_and_errors_in_the_order_written(docker_engine, store, tmp_path):
+def test_bash_output_and_errors_in_the_order_written(recorded):  # noqa: F811
     """Before: 40 alternating lines of stdout and stderr came back regrouped by stream
     in some runs and mixed in others; each of three runs must be the shell's order."""
-    texts = run(store, tmp_path, [bash(INTERLEAVED)] * 3)
-    assert texts == [EXPECTED] * 3
+    assert recorded([bash(INTERLEAVED)] * 3) == [EXPECTED] * 3
 
 
-def test_errors_only_and_exit_code_still_kept(docker_engine, store, tmp_path):
+def test_errors_only_and_exit_code_still_kept(recorded):  # noqa: F811
     """What goes to stderr alone is still the observation (nothing of the session line
     shows), and the exit code is the command's."""
-    texts = run(store, tmp_path, [bash("ls /nonexistent; echo rc=$?"), bash("cat a.txt >&2")])
+    texts = recorded([bash("ls /nonexistent; echo rc=$?"), bash("cat tail.txt >&2")])
     assert texts[0].startswith("ls: ") and "No such file or directory" in texts[0]
     assert texts[0].endswith("\nrc=2\n")
-    assert texts[1] == "a\n"
+    assert texts[1] == "x\ny\nz"
