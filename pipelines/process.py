@@ -101,6 +101,8 @@ class ProcessConfig:
         check(self, "workers", self.workers >= 0, "0 (auto) or more")
         check(self, "bytes_per_worker", self.bytes_per_worker >= 0, "0 (the default) or more")
         check(self, "policy", self.policy in POLICIES, "one of " + ", ".join(POLICIES))
+        # the turns table's draw and every export's default: export takes 64 bits only
+        check(self, "seed", -(2**63) <= self.seed < 2**63, "an integer of 64 bits")
         # a threshold the policy does not take fails here, naming it, not in a worker: one
         # setting at a time, so the error names the one given (`policy_settings.echo_ol`)
         for key, value in self.policy_settings.items():
