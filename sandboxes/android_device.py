@@ -20,14 +20,13 @@ import re
 import stat
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import adbutils
 from adbutils import AdbClient, AdbConnection
-from worldtrace.schemas.tempfiles import try_lock
+from worldtrace.schemas.tempfiles import wait_lock
 
 from .android_actions import parse_address
 from .base import SandboxError, StopRequested
@@ -180,27 +179,14 @@ def hold_device(
     the holder's pid. A holder that died holds nothing (the kernel drops its flock).
     `stop` set while waiting (the worker is stopping) ends the wait with StopRequested."""
     path = lock_path(address, serial)
-    started = time.monotonic()
-    deadline, pause = started + timeout, 0.02
-    stop = stop or threading.Event()
-    contended = False  # the time to take a free lock is no wait (it was 1 ms under load)
-    while (fh := try_lock(path)) is None:
-        contended = True
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise SandboxError(
-                f"device {serial} on {address} is in use by another episode ({_holder(path)}); "
-                f"waited {timeout:g} s (lock_timeout)"
-            )
-        # flock has no timeout: poll, backing off to 0.25 s
-        if stop.wait(min(pause, left)):
-            raise StopRequested(f"stop requested while waiting for device {serial} on {address}")
-        pause = min(pause * 2, 0.25)
-    waited = time.monotonic() - started if contended else 0.0
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"{os.getpid()}\n")
-    fh.flush()
+    fh, waited = wait_lock(path, timeout, stop, f"{os.getpid()}\n")
+    if fh is None and stop is not None and stop.is_set():
+        raise StopRequested(f"stop requested while waiting for device {serial} on {address}")
+    if fh is None:
+        raise SandboxError(
+            f"device {serial} on {address} is in use by another episode ({_holder(path)}); "
+            f"waited {timeout:g} s (lock_timeout)"
+        )
     return DeviceLock(device_key(address, serial), path, fh, waited)
 
 

@@ -51,22 +51,24 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
-from dataclasses import field
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import IO, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass, to_mapping
-from worldtrace.schemas.tempfiles import try_lock
+from worldtrace.schemas.tempfiles import lock_holder, try_lock, wait_lock
 from worldtrace.schemas.validate import LONE_SURROGATE, lone_surrogates, storable
 
 from .aio import AsyncRunner
-from .base import SandboxConfigError, SandboxError, TaskSpec, Unpicklable
+from .base import SandboxConfigError, SandboxError, StopRequested, TaskSpec, Unpicklable
 from .docker import FORBIDDEN_HOST_PATHS, _env_name
 from .mcp_client import (
     MAX_NOTES,
@@ -209,6 +211,65 @@ def _marker(path: Path) -> Path:
     return Path(f"{path}.worldtrace-lock")
 
 
+@dataclass
+class WorkdirLock:
+    """A hold on a fixed `workdir.at` folder, from `hold_workdir` until `release()`."""
+
+    key: str
+    file: IO[str] | None
+    thread: int
+    """The thread that took it: a reset in that thread cannot wait for it."""
+    waited: float
+    """Seconds `hold_workdir` waited for another sandbox to let the folder go."""
+
+    def release(self) -> None:
+        with _HOLDERS_LOCK:
+            if _HOLDERS.get(self.key) is self:
+                del _HOLDERS[self.key]
+        fh, self.file = self.file, None
+        if fh is not None:
+            fh.close()  # releases the flock
+
+
+_HOLDERS: dict[str, WorkdirLock] = {}
+"""The `workdir.at` folders this process holds, by path."""
+_HOLDERS_LOCK = threading.Lock()
+
+
+def hold_workdir(path: Path, timeout: float, stop: threading.Event | None = None) -> WorkdirLock:
+    """The fixed `workdir.at` folder to ourselves: its lock file (`_marker`) held. While
+    another sandbox uses the folder (another thread, a worker's other slot, another
+    process of this host: flock) this waits up to `timeout` seconds, then raises
+    SandboxError naming the holder; a holder that died holds nothing (the kernel drops
+    its flock). `stop` set while waiting (the collector is stopping) ends the wait with
+    StopRequested: the episode goes back to the queue, nothing counted. A sandbox of this
+    very thread holding it fails at once: this thread is the one that would let it go.
+
+    A busy folder is a wait, not a failure: two episodes of one job that fixes its folder
+    (`worker --concurrency 2`, two workers on one store) failed at once, and the retry of
+    the one that lost fired at once too, so it used up its retries while the other ran."""
+    marker, key = _marker(path), os.path.abspath(path)
+    with _HOLDERS_LOCK:
+        mine = _HOLDERS.get(key)
+    if mine is not None and mine.thread == threading.get_ident():
+        raise SandboxError(
+            f"{path} is in use by another sandbox of this thread (not closed since its "
+            "episode), which waiting would never free: close it first"
+        )
+    fh, waited = wait_lock(marker, timeout, stop, f"pid {os.getpid()} on {socket.gethostname()}\n")
+    if fh is None and stop is not None and stop.is_set():
+        raise StopRequested(f"stop requested while waiting for the workdir {path}")
+    if fh is None:
+        raise SandboxError(
+            f"{path} is in use by another sandbox ({lock_holder(marker)}); waited "
+            f"{timeout:g} s (workdir.lock_timeout)"
+        )
+    lock = WorkdirLock(key, fh, threading.get_ident(), waited)
+    with _HOLDERS_LOCK:
+        _HOLDERS[key] = lock
+    return lock
+
+
 def _foreign_folder(path: Path) -> str | None:
     """Why a fixed `workdir.at` folder must not be emptied at a reset: it holds files and
     no sandbox of ours ever used it (no lock file beside it). Each attempt failed alike on
@@ -236,7 +297,11 @@ class WorkdirConfig:
     keeps the absolute path)."""
     at: Annotated[str | None, AfterValidator(_abs_host_path)] = None
     """A fixed absolute path instead of the numbered folder, so paths in actions stay the same
-    across episodes and replays; emptied at each reset and locked while in use."""
+    across episodes and replays; emptied at each reset and locked while in use (from the
+    reset to the end of the episode)."""
+    lock_timeout: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 600.0
+    """Seconds a reset waits while another sandbox (a thread or a process of this host)
+    uses the `at` folder; then the attempt fails saying so (0: fail at once)."""
 
 
 @configclass
@@ -309,6 +374,14 @@ class MCPSandbox(Unpicklable):
     config_class = MCPConfig
     action_kinds = ("tool_call",)
     explorer = "worldtrace.sandboxes.mcp_explorer:SchemaExplorer"
+    accepts_stop = True  # its reset may wait for a fixed workdir (`reset_sandbox`)
+
+    @property
+    def close_between_episodes(self) -> bool:
+        """A fixed `workdir.at` folder is let go at the end of each episode (the collector
+        closes the sandbox then), so an episode that waits for it gets it; an idle sandbox
+        kept for the job's next episode held it, with its server, until its next reset."""
+        return self.config.workdir.at is not None
 
     @classmethod
     def static_action_space(cls, config: MCPConfig) -> None:
@@ -329,6 +402,8 @@ class MCPSandbox(Unpicklable):
         self._workdir: Path | None = None
         self._lock = None
         self._slot_lock = None
+        self._waited = 0.0
+        """Seconds the last reset waited for its `workdir.at` folder."""
         self._task_id = ""
         self._calls = 0
         self._said = 0  # the stderr log's size when the last call returned (`_said_since`)
@@ -340,10 +415,10 @@ class MCPSandbox(Unpicklable):
         """Whether the server's non-JSON stdout was warned about (once per sandbox)."""
 
     # -- lifecycle ---------------------------------------------------------------
-    def reset(self, task: TaskSpec) -> Observation:
+    def reset(self, task: TaskSpec, stop: threading.Event | None = None) -> Observation:
         if self._conn is None or not (self.config.keep_server and self._healthy):
             self._stop()  # the last server, workdir and lock (also those of a failed start)
-            self._prepare()
+            self._prepare(stop)
             self._run_setup(task.setup)
             self._start()
         else:
@@ -368,14 +443,14 @@ class MCPSandbox(Unpicklable):
             )
         return self._conn.take_logs(), stdout
 
-    def _prepare(self) -> None:
+    def _prepare(self, stop: threading.Event | None = None) -> None:
         """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
         c = self.config
         if problems := c.host_problems():
             said = (f"sandbox.{'.'.join(key)}: {why}" for key, why in problems)
             raise SandboxConfigError("; ".join(said))
         self._private, self._slot_lock = take_slot()
-        self._workdir = self._fresh_workdir()
+        self._workdir = self._fresh_workdir(stop)
         values = {"{workdir}": str(self._workdir), "{python}": sys.executable}
         if any("{port}" in x for x in (*c.command, c.url or "", *c.set_env.values())):
             values["{port}"] = str(free_port())
@@ -462,16 +537,16 @@ class MCPSandbox(Unpicklable):
         self._healthy = True
         self._initial = self._initial_state()
 
-    def _fresh_workdir(self) -> Path:
-        at, copy = self.config.workdir.at, self.config.workdir.copy
+    def _fresh_workdir(self, stop: threading.Event | None = None) -> Path:
+        w = self.config.workdir
+        at, copy = w.at, w.copy
+        self._waited = 0.0
         if at is None:
             path = self._private / "work"
         else:
             path = Path(at)
-            lock = try_lock(_marker(path))  # closed in _stop
-            if lock is None:
-                raise SandboxError(f"{at} is in use by another sandbox")
-            self._lock = lock
+            self._lock = hold_workdir(path, w.lock_timeout, stop)  # _stop releases it
+            self._waited = self._lock.waited
             shutil.rmtree(path, ignore_errors=True)
         if copy:
             if not os.path.isdir(copy):  # removed since the job was checked: no retry mends it
@@ -503,7 +578,7 @@ class MCPSandbox(Unpicklable):
             self._slot_lock.close()  # emptied above: free for the next sandbox
             self._slot_lock = None
         if self._lock is not None:
-            self._lock.close()  # releases the flock
+            self._lock.release()
             self._lock = None
 
     def close(self) -> None:
@@ -605,6 +680,8 @@ class MCPSandbox(Unpicklable):
             "output_cap": c.output_cap,
             "faults": to_mapping(c.faults) if c.faults else None,
         }
+        if c.workdir.at is not None:  # another sandbox held the folder that long
+            config["workdir_wait_s"] = round(self._waited, 3)
         noise = self._spec.stdout_noise if self._spec else None
         if noise is not None and noise.total:  # a banner: harmless, but worth a look
             config["server_stdout_not_json"] = {"lines": noise.total, "first": noise.first}

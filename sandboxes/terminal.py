@@ -425,9 +425,19 @@ class TerminalSandbox(Unpicklable):
         `^C` and the new prompt only once more keys come. So once the first C-c is
         answered a second one is sent at the prompt (where it clears such a kept
         interrupt, or just gets `^C` and a prompt), and a C-c unanswered for `ANSWER_WAIT`
-        seconds is sent again (at most `C_C_SENDS` in all)."""
+        seconds is sent again (at most `C_C_SENDS` in all).
+
+        The drain may outlast `duration`, never the step timeout: there the step ends as a
+        wait does, without its prompt (a flood our C-c cannot stop, one that ignores
+        SIGINT, held the step 13 s under a 5 s step timeout). After
+        the C-c's prompt, output that keeps coming (a background job's flood, which no C-c
+        reaches) ends the step `MARK_WAIT` seconds after that prompt's mark: readline has
+        drawn the prompt by then, and waiting for quiet would wait for the flood to end."""
         cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
-        deadline = time.monotonic() + duration
+        start = time.monotonic()
+        bound = start + self.config.docker.step_timeout
+        deadline = min(start + duration, bound)
+        drawn = 0.0  # draining: when the prompt after the C-c's answer is surely drawn
         raw, received, size = bytearray(), 0, 0
         truncated = prompted = mark_seen = False
         sent = answered = 0  # C-c sent after the cut, and their ^C seen
@@ -442,13 +452,14 @@ class TerminalSandbox(Unpicklable):
                     at = tail.rfind(PROMPT_MARK)
                     self.term.feed(TRUNCATED + (tail[at + len(PROMPT_MARK) :] if at >= 0 else tail))
                 return True, truncated, bytes(raw), received
-            left = deadline - time.monotonic()
-            if left <= 0 and truncated and sent < C_C_SENDS:
+            now = time.monotonic()
+            left = deadline - now
+            if left <= 0 and truncated and sent < C_C_SENDS and now < bound:
                 sent, tail = sent + 1, b""
                 self._sock.sendall(KEYS["C-c"])
-                deadline = time.monotonic() + (ANSWER_WAIT if sent < C_C_SENDS else 10)
+                deadline = min(now + (ANSWER_WAIT if sent < C_C_SENDS else 10), bound)
                 continue
-            if left <= 0:
+            if left <= 0 or now >= bound:
                 if truncated:
                     self.term.feed(TRUNCATED)
                 elif (
@@ -477,11 +488,12 @@ class TerminalSandbox(Unpicklable):
                     tail = seen[-1:]  # the command ended by itself first (keep a "^")
                     continue
                 tail = seen[-256:]
-                if settle is not None:
-                    settle = time.monotonic() + SETTLE  # the prompt is still being drawn
+                if settle is not None:  # the prompt is still being drawn, or a background
+                    settle = min(time.monotonic() + SETTLE, drawn)  # flood goes on
                     continue
-                if PROMPT_MARK in tail:  # wait for the prompt's text: readline has it then
-                    settle = _settle(tail)
+                if PROMPT_MARK in seen:  # wait for the prompt's text: readline has it then
+                    settle, drawn = _settle(seen), time.monotonic() + MARK_WAIT
+                    deadline = max(deadline, min(drawn, bound))  # answered: no C-c more
                     continue
                 if look and PROMPT_RE.search(ANSI_RE.sub(b"", tail)):
                     if answered < 2:  # a second C-c, at a prompt: clears an interrupt
@@ -492,7 +504,8 @@ class TerminalSandbox(Unpicklable):
                 continue
             if size + len(data) > cap:
                 self.term.feed(data[: cap - size])
-                truncated, deadline = True, 0  # the C-c is sent at the top of the loop
+                # the C-c is sent at the top of the loop; a prompt seen before is not its answer
+                truncated, deadline, settle = True, 0, None
                 continue
             size += len(data)
             self.term.feed(data)
