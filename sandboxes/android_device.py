@@ -26,10 +26,9 @@ from typing import IO, Any
 
 import adbutils
 from adbutils import AdbClient, AdbConnection
-from worldtrace.schemas.tempfiles import wait_lock
 
 from .android_actions import parse_address
-from .base import SandboxError, StopRequested
+from .base import SandboxError, hold_lock
 
 
 class _Connection(AdbConnection):
@@ -179,14 +178,12 @@ def hold_device(
     the holder's pid. A holder that died holds nothing (the kernel drops its flock).
     `stop` set while waiting (the worker is stopping) ends the wait with StopRequested."""
     path = lock_path(address, serial)
-    fh, waited = wait_lock(path, timeout, stop, f"{os.getpid()}\n")
-    if fh is None and stop is not None and stop.is_set():
-        raise StopRequested(f"stop requested while waiting for device {serial} on {address}")
-    if fh is None:
-        raise SandboxError(
-            f"device {serial} on {address} is in use by another episode ({_holder(path)}); "
-            f"waited {timeout:g} s (lock_timeout)"
-        )
+    fh, waited = hold_lock(
+        path, timeout, stop, f"{os.getpid()}\n",
+        f"stop requested while waiting for device {serial} on {address}",
+        lambda: f"device {serial} on {address} is in use by another episode "
+        f"({_holder(path)}); waited {timeout:g} s (lock_timeout)",
+    )  # fmt: skip
     return DeviceLock(device_key(address, serial), path, fh, waited)
 
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
+from typing import IO, Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.plugins import entries, load_ref
@@ -51,6 +51,22 @@ class SandboxConfigError(SandboxError):
 class StopRequested(Exception):
     """The collector was asked to stop while a reset waited (for a device): neither the
     environment's answer nor its failure, so the episode goes back to the queue."""
+
+
+def hold_lock(
+    path: Any, timeout: float, stop: Any, holder: str, stopped: str, busy: Callable[[], str]
+) -> tuple[IO[str], float]:
+    """A lock a reset waits for (`tempfiles.wait_lock`: a device, a fixed folder): its
+    file and the seconds waited; StopRequested(`stopped`) when `stop` ended the wait,
+    SandboxError(`busy()`, which may name the holder) after `timeout` seconds."""
+    from worldtrace.schemas.tempfiles import wait_lock
+
+    fh, waited = wait_lock(path, timeout, stop, holder)
+    if fh is None and stop is not None and stop.is_set():
+        raise StopRequested(stopped)
+    if fh is None:
+        raise SandboxError(busy())
+    return fh, waited
 
 
 @dataclass(frozen=True)

@@ -64,11 +64,11 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass, to_mapping
-from worldtrace.schemas.tempfiles import lock_holder, try_lock, wait_lock
+from worldtrace.schemas.tempfiles import lock_holder, try_lock
 from worldtrace.schemas.validate import LONE_SURROGATE, lone_surrogates, storable
 
 from .aio import AsyncRunner
-from .base import SandboxConfigError, SandboxError, StopRequested, TaskSpec, Unpicklable
+from .base import SandboxConfigError, SandboxError, TaskSpec, Unpicklable, hold_lock
 from .docker import FORBIDDEN_HOST_PATHS, _env_name
 from .mcp_client import (
     MAX_NOTES,
@@ -256,14 +256,12 @@ def hold_workdir(path: Path, timeout: float, stop: threading.Event | None = None
             f"{path} is in use by another sandbox of this thread (not closed since its "
             "episode), which waiting would never free: close it first"
         )
-    fh, waited = wait_lock(marker, timeout, stop, f"pid {os.getpid()} on {socket.gethostname()}\n")
-    if fh is None and stop is not None and stop.is_set():
-        raise StopRequested(f"stop requested while waiting for the workdir {path}")
-    if fh is None:
-        raise SandboxError(
-            f"{path} is in use by another sandbox ({lock_holder(marker)}); waited "
-            f"{timeout:g} s (workdir.lock_timeout)"
-        )
+    fh, waited = hold_lock(
+        marker, timeout, stop, f"pid {os.getpid()} on {socket.gethostname()}\n",
+        f"stop requested while waiting for the workdir {path}",
+        lambda: f"{path} is in use by another sandbox ({lock_holder(marker)}); waited "
+        f"{timeout:g} s (workdir.lock_timeout)",
+    )  # fmt: skip
     lock = WorkdirLock(key, fh, threading.get_ident(), waited)
     with _HOLDERS_LOCK:
         _HOLDERS[key] = lock
