@@ -9,6 +9,7 @@ here to the root and to every command, so they may come before or after the comm
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -43,6 +44,10 @@ Example:
 def cli(ctx: click.Context) -> None:
     """worldtrace: collect, process, query and export trajectories for language world models."""
     ctx.ensure_object(dict)
+    from .errors import stop_says
+
+    named = f"{ctx.command_path} {ctx.invoked_subcommand}"  # its options not yet read
+    stop_says(lambda: f"{named} had not started its work: nothing was written")
     if ctx.invoked_subcommand != "doctor":  # doctor reports a bad file among its checks
         check_redact_config()
 
@@ -78,10 +83,31 @@ def add_global_options(command: click.Command) -> None:
             add_global_options(sub)
 
 
+def say_when_stopped(command: click.Command) -> None:
+    """What a Ctrl-C or SIGTERM says while `command` (and each under it) runs, unless it
+    says more (`errors.stop_says`: `stats` wrote nothing, `process` published nothing):
+    that it stopped before it ended (docs/cli.md)."""
+    callback = command.callback
+    if callback is not None:
+
+        @functools.wraps(callback)
+        def running(*args, **kwargs):
+            from .errors import stop_says
+
+            path = click.get_current_context().command_path
+            stop_says(lambda: f"{path} stopped before it ended")
+            return callback(*args, **kwargs)
+
+        command.callback = running
+    for sub in getattr(command, "commands", {}).values():
+        say_when_stopped(sub)
+
+
 cli.params[:0] = global_options()
 for _module in COMMAND_MODULES:
     for _command in _module.COMMANDS:
         add_global_options(_command)
+        say_when_stopped(_command)
         cli.add_command(_command)
 
 
@@ -123,9 +149,10 @@ def show_our_warnings() -> None:
 
 
 def main() -> None:
-    show_our_warnings()
-    from .errors import run_guarded
+    from .errors import cli_stops, run_guarded
 
+    cli_stops()  # first: a Ctrl-C or SIGTERM from here on is said in one line (130, 143)
+    show_our_warnings()
     run_guarded(cli)  # a full disk or a locked jobs.db: one line, no traceback
 
 

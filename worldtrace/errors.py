@@ -51,11 +51,16 @@ def interrupts(
     """Ctrl-C or SIGTERM ends the block as an interrupt, then one line on stderr,
     `interrupted (Ctrl-C): <kept()>` (what the store holds now: a writing command's
     files appear whole or not at all), and exit 130, or 143 after SIGTERM: never click's
-    `Aborted!` and 1, the status of a failure. While `hold()` is true a signal waits (a
-    publish between its renames, which an exception would leave half done): the block
-    goes on, and the line and the status come when it ends. A second signal while the
-    first is cleaned up exits at once. `signals`: those it takes (others keep their
-    default)."""
+    `Aborted!` and 1, the status of a failure. Whatever the block ends with once a
+    signal came is the stop (DuckDB turns the interrupt into `RuntimeError: Query
+    interrupted` or an `Invalid Input Error`, Beam into its own errors). While `hold()`
+    is true a signal waits (a publish between its renames, which an exception would
+    leave half done): the block goes on, and the line and the status come when it ends.
+    A second signal while the first is cleaned up exits at once. `signals`: those it
+    takes (the other stop signals keep their default action in the block: `import`
+    ends at once on SIGTERM). After the block `kept()` stays what a stop says
+    (`stop_says`): a SIGTERM just after `process` published says so."""
+    stop_says(kept)
     taken: list[int] = []  # the signal that stopped the block, if any
     raised: list[bool] = []
 
@@ -75,6 +80,9 @@ def interrupts(
     import click
 
     old = {s: signal.signal(s, handler) for s in signals}
+    for s in set(STOP_NAMES) - set(old):  # not ours here: its default, not the CLI's
+        if signal.getsignal(s) is not signal.SIG_IGN:
+            old[s] = signal.signal(s, signal.SIG_DFL)
     try:
         try:
             with main_thread_woken(signals):
@@ -82,6 +90,12 @@ def interrupts(
         except KeyboardInterrupt as exc:
             taken[:] = taken or [signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT]
             raised.append(True)
+        except SystemExit:
+            raise
+        except BaseException:
+            if not taken:
+                raise
+            raised.append(True)  # the stop, as DuckDB or Beam re-raised it
         if taken:
             _flush_stdout(128 + taken[0])
             click.echo(f"interrupted ({STOP_NAMES[taken[0]]}): {kept()}", err=True)
@@ -89,6 +103,106 @@ def interrupts(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+_KEPT: list[Callable[[], str]] = []
+"""What a stop now leaves (`stop_says`): the latest declared, or `NOT_STARTED`."""
+NOT_STARTED = "the command had not started its work"
+_STOPS: list[int] = []
+"""The stop signals `cli_stops`'s handler took, the first first (empty: none)."""
+_SAID: list[int] = []
+"""The status of the interrupt line said (`_stopped_exit`), once said."""
+
+
+def stop_says(kept: Callable[[], str]) -> None:
+    """What a Ctrl-C or SIGTERM that comes from now on says the store holds (the line
+    `interrupted (Ctrl-C): <kept()>`), until a command or an `interrupts` block says
+    otherwise. A command that only reads says `nothing was written`."""
+    _KEPT[:] = [kept]
+
+
+def stop_taken() -> int | None:
+    """The stop signal the CLI's own handler took (`cli_stops`), or None."""
+    return _STOPS[0] if _STOPS else None
+
+
+def stop_answered() -> None:
+    """The command answered the stop itself (`jobs list --watch` ends on Ctrl-C, exit
+    0): it is not said as an interrupt."""
+    _STOPS.clear()
+
+
+def _cli_stop(signum: int, frame: Any) -> None:
+    """The CLI's handler of Ctrl-C and SIGTERM outside the blocks that take them: an
+    interrupt raised where the main thread is (as Python's own for Ctrl-C), and the
+    signal remembered, so whatever the command then ends with (click's `Abort`, DuckDB's
+    `Query interrupted`, a `ClickException` made of DuckDB's error) is said as the stop."""
+    if _STOPS:  # the unwinding of the first one takes too long for the user
+        import click
+
+        click.echo(f"{STOP_NAMES[signum]} again: stopping at once", err=True)
+        raise SystemExit(128 + signum)
+    _STOPS.append(signum)
+    name = STOP_NAMES[signum]
+    raise Terminated(name) if signum == signal.SIGTERM else KeyboardInterrupt(name)
+
+
+def cli_stops() -> None:
+    """From the CLI's start, Ctrl-C and SIGTERM stop any command with the one line and
+    130 or 143 (`run_guarded`), before its own `interrupts` block starts (imports, the
+    store opened), in commands with none (`stats`, `explain`, `report`) and after its
+    block ended; a block or handler of a command takes them while it runs. Only from
+    the main thread; a signal ignored by whoever started us stays ignored (nohup)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if not _KEPT:
+        stop_says(lambda: NOT_STARTED)
+    for s in STOP_NAMES:
+        if signal.getsignal(s) is not signal.SIG_IGN:
+            signal.signal(s, _cli_stop)
+
+
+def _stop_of(exc: BaseException | None) -> int | None:
+    """The stop behind `exc`: the signal `cli_stops` took, else an interrupt in its
+    chain (click's `Abort` of a KeyboardInterrupt raised elsewhere)."""
+    if _STOPS:
+        return _STOPS[0]
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _kept_now() -> str:
+    try:
+        return (_KEPT or [lambda: NOT_STARTED])[0]()
+    except Exception:  # what it reads may be what failed: the stop is said anyway
+        return NOT_STARTED
+
+
+def _stopped_exit(signum: int) -> None:
+    """The stop `signum` said as every command says it: one line, exit 128 + signum."""
+    import click
+
+    code = 128 + signum
+    _flush_stdout(code)
+    click.echo(f"interrupted ({STOP_NAMES[signum]}): {_kept_now()}", err=True)
+    _SAID[:] = [code]
+    sys.exit(code)
+
+
+def _late_stop(signum: int, frame: Any) -> None:
+    """A stop after the command ended (its output flushed, the interpreter ending): the
+    line, unless one was said, and the process ends at once, as SIGTERM's default would
+    end it, rather than an interrupt raised into the interpreter's shutdown."""
+    if not _SAID and not _STOPS:
+        with contextlib.suppress(Exception):
+            text = f"interrupted ({STOP_NAMES[signum]}): {_kept_now()}\n"
+            os.write(sys.stderr.fileno(), text.encode(errors="replace"))
+    os._exit(_SAID[0] if _SAID else 128 + signum)
 
 
 WAKE_SIGNAL = signal.SIGURG
@@ -386,14 +500,29 @@ class _DropMachineErrors(logging.Filter):
 
 def run_guarded(cli: Any) -> None:
     """Run the click group; a machine failure ends it with one line on stderr, an error
-    message of several lines is printed as one, a closed stdout ends it quietly (141).
+    message of several lines is printed as one, a closed stdout ends it quietly (141),
+    and a Ctrl-C or SIGTERM is said as one line (`interrupted (Ctrl-C): ...`) with 130
+    or 143 whatever the command ended with (`cli_stops`), never click's `Aborted!` and 1.
 
     Click's standalone mode is done here (`standalone_mode=False`): it would end a
     closed pipe with a silent 1, and print a message of several lines as it is."""
-    import click
-
     for name in ("apache_beam.runners.common", "apache_beam.runners.portability.local_job_service"):
         logging.getLogger(name).addFilter(_DropMachineErrors())
+    cli_stops()
+    try:
+        _run(cli)
+    except KeyboardInterrupt as exc:  # a stop in our own code, around the command
+        _stopped_exit(_stop_of(exc) or signal.SIGINT)
+    finally:  # the status is decided: a stop from now on ends the process at once
+        if threading.current_thread() is threading.main_thread():
+            for s in STOP_NAMES:
+                if signal.getsignal(s) is not signal.SIG_IGN:
+                    signal.signal(s, _late_stop)
+
+
+def _run(cli: Any) -> None:
+    import click
+
     obj: dict[str, Any] = {}
     _whole_stdout()
     _STDOUT_AT_START[:] = [_stdout_id()]
@@ -405,16 +534,23 @@ def run_guarded(cli: Any) -> None:
     except SystemExit as exc:
         if _closed_pipe(exc.__context__) or _click_closed_pipe():
             _end_quietly()
+        if _STOPS and exc.code not in {128 + s for s in STOP_NAMES}:
+            _stopped_exit(_STOPS[0])  # a command's exit on the way out of the stop
         _flush_stdout(0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1)
         raise
     except click.ClickException as exc:
         if _closed_pipe(exc):
             _end_quietly()
+        if _STOPS:  # DuckDB's error of the interrupt, said as a ClickException
+            _stopped_exit(_STOPS[0])
         exc.message = joined(exc.message)
         _flush_stdout(exc.exit_code)
         exc.show()
         sys.exit(exc.exit_code)
-    except click.Abort:  # Ctrl-C (click printed the line closing the terminal's ^C)
+    except click.Abort as exc:  # click's answer to an interrupt (or to EOF at a prompt)
+        stop = _stop_of(exc)
+        if stop is not None:
+            _stopped_exit(stop)
         _flush_stdout(1)
         click.echo("Aborted!", err=True)
         sys.exit(1)
@@ -423,6 +559,8 @@ def run_guarded(cli: Any) -> None:
     except BaseException as exc:
         if _closed_pipe(exc):
             _end_quietly()
+        if _STOPS:  # DuckDB's `Query interrupted`, Beam's re-raised interrupt, ...
+            _stopped_exit(_STOPS[0])
         found = _machine_error(exc)
         if found is None:
             raise
@@ -432,5 +570,7 @@ def run_guarded(cli: Any) -> None:
         st = Store.at(obj.get("store"))
         click.echo(f"error: {one_line(found, str(st.jobs_db), str(st.root))}", err=True)
         sys.exit(EXIT_MACHINE)
+    if _STOPS:  # the command went on after the stop (an interrupt caught and dropped)
+        _stopped_exit(_STOPS[0])
     _flush_stdout(0)
     sys.exit(code)

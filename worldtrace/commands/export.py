@@ -79,6 +79,9 @@ def export(
       --sample-mode --sample-turns --max-len --overflow --seq-len --pack-window
     Every other option applies to every format.
     """
+    from worldtrace.errors import stop_says
+
+    stop_says(lambda: "no export was written")  # until its block says what it left
     from worldtrace.freshness import stale_processed
     from worldtrace.output import check_output_dir, print_export, print_json
     from worldtrace.pipelines.export import ExportConfig

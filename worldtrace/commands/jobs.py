@@ -6,6 +6,7 @@ reading ones print one JSON document with `--json` (docs/cli.md).
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -161,7 +162,12 @@ def jobs_list(
         if as_json:
             print_json(jobs_document(js))
         elif watch:
-            watch_view(js, interval)
+            from worldtrace.errors import stop_answered, stop_says, stop_taken
+
+            stop_says(lambda: "nothing was written")
+            watch_view(js, interval)  # until Ctrl-C: its end, exit 0
+            if stop_taken() == signal.SIGINT:
+                stop_answered()
         else:
             print_table(jobs_view(js))
 

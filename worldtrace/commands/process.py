@@ -9,7 +9,7 @@ import click
 
 from worldtrace.options import ConfigCommand, options_from
 
-from . import progress_every_option, store
+from . import progress_every_option, store, store_path
 
 
 @click.command(
@@ -64,6 +64,12 @@ def process(
     --progress-every seconds otherwise. One run per store at a time: a second one fails at
     once and names the first.
     """
+    from worldtrace.errors import stop_says
+
+    # a stop before the run's block (imports, checks): the processed data as it was
+    first = store_path(ctx).processed
+    published = _published_run(first)
+    stop_says(lambda: _process_kept(first, published))
     from worldtrace.output import print_accounting, print_json
     from worldtrace.pipelines.process import ProcessConfig, run
     from worldtrace.pipelines.runner import WorkerLost

@@ -57,6 +57,9 @@ def _reading(st):
         raise click.ClickException(_views().read_failure(st, exc) or joined(str(exc))) from None
 
 
+NOTHING_WRITTEN = "nothing was written"
+"""What a stop of a command that only reads says (`errors.stop_says`)."""
+
 INTERRUPTED = "error: query interrupted"
 """What `run_sql` returns for a query Ctrl-C stopped (the shell goes on after it)."""
 
@@ -71,6 +74,7 @@ def run_sql(
     named with what to do (`views.read_failure`)."""
     import duckdb
 
+    from worldtrace.errors import stop_taken
     from worldtrace.output import before_last, emit
     from worldtrace.schemas.lockdown import refusal
 
@@ -98,11 +102,16 @@ def run_sql(
         # a Ctrl-C outside our handler reaches DuckDB as `RuntimeError: Query interrupted`
         if not isinstance(exc, duckdb.InterruptException) and "interrupted" not in str(exc).lower():
             raise
+        if stop_taken() is not None:  # SIGTERM (or a Ctrl-C before): the command's stop
+            raise
         if fired.is_set() and not ctrl_c:
             return f"error: query stopped after {timeout:g} s (--timeout); raise it or narrow the query"
         return INTERRUPTED
     except duckdb.Error as exc:  # one line: DuckDB's LINE and caret become a column
         from worldtrace.errors import joined
+
+        if stop_taken() is not None:  # the stop, as DuckDB re-raised it from a scan
+            raise
 
         damaged = _views().read_failure(st, exc) if st is not None else None
         from worldtrace.output import user_lines
@@ -160,8 +169,9 @@ def _ctrl_c_interrupts(con) -> Iterator[list[int]]:
     the relay thread of `main_thread_woken`), not by raising in Python: DuckDB answers a
     Python signal check by stopping only the part of the query the main thread runs, and
     then waits for its workers, one of which may hold a whole task (`range(10**12)`): the
-    query went on for hours. Yields the signals taken (empty: none)."""
-    from worldtrace.errors import main_thread_woken
+    query went on for hours. SIGTERM interrupts it too, and is said by the CLI's handler
+    (`errors.cli_stops`). Yields the Ctrl-Cs taken (empty: none)."""
+    from worldtrace.errors import STOP_NAMES, main_thread_woken
 
     taken: list[int] = []
     if threading.current_thread() is not threading.main_thread():
@@ -169,7 +179,8 @@ def _ctrl_c_interrupts(con) -> Iterator[list[int]]:
         return
 
     def interrupt(signum: int) -> None:
-        taken.append(signum)
+        if signum == signal.SIGINT:
+            taken.append(signum)
         con.interrupt()
 
     seen: list[int] = []
@@ -182,7 +193,7 @@ def _ctrl_c_interrupts(con) -> Iterator[list[int]]:
 
     old = signal.signal(signal.SIGINT, again)
     try:
-        with main_thread_woken((signal.SIGINT,), also=interrupt):
+        with main_thread_woken(tuple(STOP_NAMES), also=interrupt):
             yield taken
     finally:
         signal.signal(signal.SIGINT, old)
@@ -312,6 +323,7 @@ def query(
 
     `worldtrace query --views` lists every view with its columns; docs/query.md says what
     a query may do."""
+    from worldtrace.errors import stop_says
     from worldtrace.output import check_output_dir, query_format
 
     _one_mode(sql, sql_file, shell, list_views, fmt, output)
@@ -321,6 +333,11 @@ def query(
             click.echo(f"{name}\n    {doc}")
         return
     fmt = query_format(fmt, output)
+    # a file and a table are written whole or not at all; csv and json on stdout
+    # stream, so the rows before the stop are out (as the DuckDB shell's)
+    streamed = output is None and fmt in ("csv", "json", "jsonl")
+    said = "the rows above are all it wrote" if streamed else "nothing was written"
+    stop_says(lambda: f"the query was stopped; {said}")  # SIGTERM, or Ctrl-C before it ran
     st = store(ctx)
     if output:
         _refuse_output_in_store(output, st.root)
@@ -335,15 +352,16 @@ def query(
         sql = _sql_text(sql_file)
     if not (sql or "").strip():
         raise click.UsageError("give SQL, --sql-file, --shell or --views")
+    if _no_statement(sql):  # `;`, `/* x */`: blank SQL too (it printed `ok`, not JSON)
+        raise click.UsageError(
+            "the SQL holds no statement (only comments and ';'): give SQL, --sql-file, "
+            "--shell or --views"
+        )
     _hint(con, st, sql)
     error = run_sql(con, sql, fmt, output, max_rows, timeout, st)
     if error == INTERRUPTED:  # Ctrl-C: a stop, as every command says it (not a failure)
         from worldtrace.errors import EXIT_INTERRUPTED
 
-        # a file and a table are written whole or not at all; csv and json on stdout
-        # stream, so the rows before the stop are out (as the DuckDB shell's)
-        streamed = output is None and fmt in ("csv", "json", "jsonl")
-        said = "the rows above are all it wrote" if streamed else "nothing was written"
         click.echo(f"interrupted (Ctrl-C): the query was stopped; {said}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     if error:
@@ -377,6 +395,17 @@ def _one_mode(sql, sql_file, shell: bool, list_views: bool, fmt, output) -> None
             raise click.UsageError(
                 f"{name} applies to SQL and --sql-file, not {modes[0]} (which prints to the screen)"
             )
+
+
+def _no_statement(sql: str) -> bool:
+    """Whether `sql` parses to no statement at all (only `;` and comments); SQL that
+    does not parse is run, and its error said."""
+    import duckdb
+
+    try:
+        return not duckdb.extract_statements(sql)
+    except (duckdb.Error, ValueError):
+        return False
 
 
 def _sql_text(path: str) -> str:
@@ -474,6 +503,9 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     dedup rates, filter counts, perturbations and conditions, redactions, exports, job
     success rates. Says on stderr what to run when nothing is processed or the processed
     data is older than the raw data or holds records of raw files since deleted."""
+    from worldtrace.errors import stop_says
+
+    stop_says(lambda: NOTHING_WRITTEN)
     from worldtrace.output import print_json
     from worldtrace.summary import print_stats, stats_document
 
@@ -520,6 +552,9 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int | None, as_json: b
     """Every turn of one trajectory: excerpts, OL/Nov/Jac/R and extra statistics, the
     category, the rule that fired and the keep decision. Accepts an id, an id prefix, a
     raw id or an origin id; exit 1 when it names none or several (listed)."""
+    from worldtrace.errors import stop_says
+
+    stop_says(lambda: NOTHING_WRITTEN)
     from worldtrace.freshness import missing_processed
     from worldtrace.output import print_json
     from worldtrace.summary import explanation, print_explanation
@@ -557,15 +592,25 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int | None, as_json: b
 def report(ctx: click.Context, output: str) -> None:
     """Write a self-contained HTML report: plotly plots (embedded, opens offline), the turns
     most worth a look per category, and the stats tables (docs/query.md)."""
+    from worldtrace.errors import stop_says
     from worldtrace.output import check_output_dir, our_stream
     from worldtrace.report import write
 
+    written: list[str] = []
+    stop_says(
+        lambda: (
+            f"the report was written: {written[0]}"
+            if written
+            else f"nothing was written ({output} is written whole or not at all)"
+        )
+    )
     st = store(ctx)
     check_output_dir(output)
     con = _connect(st)
     _note(st)
     with _reading(st):
         path = write(con, output, store_root=st.root)
+    written.append(str(path))
     click.echo(f"report -> {path}", err=our_stream(output) is not None)  # not into the HTML
 
 
