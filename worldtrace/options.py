@@ -92,12 +92,15 @@ def config_options(
     include: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
     choices: Mapping[str, Any] | None = None,
+    shown: Mapping[str, str] | None = None,
 ) -> list[click.Option]:
     """One click option per scalar field of `config` (a dataclass or `"module:Class"`).
 
     bool -> `--x/--no-x`; a field named in `choices` (a registry, see RegistryChoice) or
     typed `Literal[...]` -> a choice; int/float/str -> that type. Fields of other types
     (lists, dicts, nested configs) are set through `--config`/`--set` and are skipped.
+    `shown`: what `--help` says is the default of a field whose default the command
+    decides (export's `--seed`: the processing run's), instead of the field's.
     """
     cls = resolve(config)
     named = set(include or ())
@@ -132,7 +135,7 @@ def config_options(
                 decls,
                 type=None if ptype is bool else ptype,
                 default=default,
-                show_default=default != "",
+                show_default=(shown or {}).get(f.name, default != ""),
                 help=docs.get(f.name),
             )
         )

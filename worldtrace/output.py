@@ -358,6 +358,24 @@ def query_format(fmt: str | None, output: str | None) -> str:
     return found
 
 
+def relation(con, sql: str):
+    """`con.sql(sql)`; an error binding it (a column or table that is not there) raised
+    with DuckDB's `LINE N` and caret, which the relation API leaves out of a binder's
+    error and `execute` gives: it binds again, failing alike (nothing runs)."""
+    import duckdb
+
+    try:
+        return con.sql(sql)
+    except (duckdb.BinderException, duckdb.CatalogException) as exc:
+        if "\nLINE " in str(exc):
+            raise
+        try:
+            con.execute(sql)
+        except type(exc) as again:
+            raise again from None
+        raise
+
+
 def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
     """Run the statement `sql` and write its result as a table, CSV, JSON (array or
     lines) or Parquet, to `output` or stdout. A statement without a result prints `ok`.
@@ -366,7 +384,7 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
     CSV and JSON are written a batch of rows at a time (`_batches`), so memory stays
     bounded however many rows the result has; an error's `LINE N` is the user's
     (`user_lines`), though the result is read through a projection of our own."""
-    rel = con.sql(sql)
+    rel = relation(con, sql)
     if rel is None:
         click.echo("ok")
         return
@@ -433,7 +451,7 @@ def before_last(con, sql: str) -> str:
     if len(statements) < 2:
         return sql
     for k, statement in enumerate(statements[:-1], 1):
-        rel = con.sql(statement)
+        rel = relation(con, statement)
         if rel is None:
             continue
         try:

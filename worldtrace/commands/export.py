@@ -56,6 +56,7 @@ _EXPORT = "worldtrace.pipelines.export"
         "sample_turns": "worldtrace.pipelines.samples:SAMPLE_TURNS",
         "overflow": "worldtrace.pipelines.samples:OVERFLOWS",
     },
+    shown={"seed": "the processing run's, else 0"},
 )
 @click.option(
     "--verify",
@@ -108,7 +109,10 @@ def export(
         raise click.ClickException("no tokenizer: pass --tokenizer PATH (see `worldtrace doctor`)")
     if output:
         _refuse_in_store(output, s)
-        if not Path(output).absolute().parent.exists():  # DIR may be new, not its parent
+        parent = Path(output).absolute().parent
+        if parent.resolve() == s.export.resolve():  # the store's own, as the default makes it
+            s.export.mkdir(exist_ok=True)
+        if not parent.exists():  # DIR may be new, not its parent
             check_output_dir(output)
     cfg = ExportConfig(
         input=input_dir or str(s.table("trajectories")),
@@ -137,7 +141,10 @@ def export(
             try:
                 cfg.check()
             except ValueError as exc:  # a processing seed past 64 bits
-                raise click.ClickException(f"the processing run's seed: {exc}") from exc
+                raise click.ClickException(
+                    f"the processing run's seed: {exc}: pass --seed N, or process again with "
+                    "`worldtrace process --rebuild --set seed=N`"
+                ) from exc
     from worldtrace.errors import interrupts
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.store import row_count

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -37,7 +38,8 @@ from . import progress_every_option, store, store_path
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False),
-    help="YAML with ProcessConfig fields (filters, dedup, policy_settings, ...).",
+    help="YAML with ProcessConfig fields (filters, dedup, policy_settings, ...); options "
+    "typed here and --set win over it.",
 )
 @click.option(
     "--set",
@@ -79,17 +81,18 @@ def process(
     _check_beam_args(ctx, options.get("runner") or "DirectRunner")
     # with --input it writes a store's first data: --create may make it
     s = store(ctx, create=bool(inputs))
-    try:
+    typed = {k: v for k, v in options.items() if _typed(ctx, k)}
+    try:  # the defaults, then the file, then what was typed: options, then --set
         cfg = load(
             ProcessConfig(
                 inputs=list(inputs) or [str(s.raw)],
                 output=str(s.processed),
                 beam_args=list(ctx.args),
-                **options,
+                **{k: v for k, v in options.items() if k not in typed},
             ),
             config_file,
-            list(overrides),
         )
+        cfg = load(dataclasses.replace(cfg, **typed), None, list(overrides))
     except SettingError as exc:  # a value its setting does not take: a usage error
         hint = _given_by(exc, overrides, options)
         raise click.BadParameter(str(exc), param_hint=hint) from None
@@ -194,6 +197,18 @@ def _check_beam_args(ctx: click.Context, runner: str) -> None:
                 "the local runner would drop it)",
                 ctx,
             )
+
+
+def _typed(ctx: click.Context, name: str) -> bool:
+    """Whether option `name` was given on the command line (or by its environment
+    variable), not left at its default: what was typed wins over a `--config` file (it
+    silently beat a typed `--policy` and `--rebuild`)."""
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) in (
+        ParameterSource.COMMANDLINE,
+        ParameterSource.ENVIRONMENT,
+    )
 
 
 def _given_by(exc, overrides: tuple[str, ...], options: dict) -> str:
