@@ -6,10 +6,18 @@ A condition is a configclass with a `kind` and up to three hooks:
   `containers.run` keyword arguments: tmpfs mounts, limits, mounts). A condition with
   this hook needs a container of its own: the warm pool's were started without it.
 - `after(run, session, where)`: set the stage in the started container after the task's
-  set-up, as root (`run(command)` raises when it fails: that is our set-up failing;
-  `run.container` is the container, for what no process inside may do), and say how the
-  agent's processes run (`session.user`, `session.env`).
+  set-up, as root (`run(command)` raises when it fails; one that ran and failed fails
+  alike on every attempt, so `Plan.after` makes it a SandboxConfigError; `run.container`
+  is the container, for what no process inside may do), and say how the agent's
+  processes run (`session.user`, `session.env`); it may return the condition as applied
+  (corrupt_file's seeded offset), which is what the record says.
 - `text(where)`: the sentence the initial state says ("the disk is full ...").
+
+Two more declare what the load check needs (`conditions.mount_clashes`): `at(where)`
+spells out defaults that depend on the sandbox (the disk kinds' path), and `writes(where)`
+names the paths `after` writes, which no read-only mount may hold. Paths docker cannot
+mount over, and a tmpfs that would hide the shell's programs, are refused by the fields'
+own types (`MountPath`, `TmpfsPath`).
 
 A limit a condition sets only tightens the job's own (`within`): `memory_low: 100g` under
 a job's `memory: 256m` keeps 256m, and the record and the text say what was applied.
@@ -18,13 +26,15 @@ What the agent then meets is the environment's own answer: the kernel's ENOSPC, 
 OOM kill, EAGAIN on fork; the shell's `command not found`. Nothing of ours is left for it
 to find: a full disk is a tmpfs sized to what it holds, not one a file of ours fills. The
 record of a condition is `{"kind": ..., **fields}`, the vocabulary shared with the MCP
-fault proxy. The module is over 400 lines because it is that whole vocabulary, thirteen
-small units, in one place.
+fault proxy. The module is over 600 lines because it is that whole vocabulary, thirteen
+small units and the checks of their options, in one place.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import mmap
+import posixpath
 import random
 import re
 import shlex
@@ -32,9 +42,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Protocol
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 from worldtrace.schemas.parsing import configclass, to_mapping
 
+from .base import SandboxConfigError
 from .docker import DockerConfig, Memory, abs_path, memory_bytes, remount_tmpfs
 from .owners import ro_volume
 
@@ -48,13 +59,26 @@ class Run(Protocol):
     def __call__(self, command: str) -> str: ...
 
 
+def _bytes_in(value: Any) -> Any:
+    """`size: 0` or `user: 1000` as YAML writes them: a whole number as its digits."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def _size(value: str) -> str:
     memory_bytes(value)
     return value
 
 
-Size = Annotated[str, AfterValidator(_size)]
-"""A byte size such as 0, 512k, 1m or 2g."""
+def _tmpfs_size(value: str) -> str:
+    if memory_bytes(value) == 0:
+        raise ValueError("a tmpfs of size 0 has no limit at all: give a size such as 16m")
+    return value
+
+
+Size = Annotated[str, BeforeValidator(_bytes_in), AfterValidator(_size)]
+"""A byte size such as 0, 512k, 1m or 2g (a whole number is bytes)."""
+TmpfsSize = Annotated[Size, AfterValidator(_tmpfs_size)]
+"""The size of a disk kind's tmpfs: above 0."""
 
 
 def _name(value: str) -> str:
@@ -63,8 +87,74 @@ def _name(value: str) -> str:
     return value
 
 
+def _inside(path: str, top: str) -> bool:
+    """Whether `path` is `top` or lies below it."""
+    return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
+
+
+UNMOUNTABLE = ("/proc", "/sys", "/dev")
+"""The engine's own file systems: docker mounts nothing on or below them."""
+ENGINE_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf")
+"""Files the engine binds into every container (writable, as docs/conditions.md says)."""
+HIDDEN = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""What a tmpfs may not cover (a tmpfs starts empty): the shell, its programs, libraries
+and users, which the agent and the conditions' set-up run on."""
+SYSTEM = (*HIDDEN[1:], "/etc/alternatives")
+"""Nor may a tmpfs go below these (programs, libraries, the alternatives of awk, vi)."""
+BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+"""Where `missing_commands` removes commands (besides the image's PATH)."""
+
+
+def _mountable(value: str) -> str:
+    value = posixpath.normpath(abs_path(value))
+    if any(_inside(value, top) for top in UNMOUNTABLE) or value in ENGINE_FILES:
+        raise ValueError(
+            f"docker cannot mount over {value} (the engine's own /proc, /sys, /dev, "
+            "/etc/hostname, /etc/hosts and /etc/resolv.conf)"
+        )
+    return value
+
+
+def _tmpfs_path(value: str) -> str:
+    value = _mountable(value)
+    hidden = [top for top in HIDDEN if _inside(top, value)]
+    hidden += [top for top in SYSTEM if _inside(value, top)]
+    if hidden:
+        raise ValueError(
+            f"a tmpfs on {value} would hide the image's {hidden[0]} (a tmpfs starts empty), "
+            "which the shell, its programs and the set-up need: give a path of the agent's "
+            "files (the working directory, /data, /var/tmp)"
+        )
+    return value
+
+
+def _removable(value: str) -> str:
+    if value == "sh":
+        raise ValueError(
+            "sh cannot be removed: the sandbox runs the set-up and every command through it"
+        )
+    return value
+
+
+def _unprivileged(value: str) -> str:
+    if value == "root" or (value.isdigit() and int(value) == 0):
+        raise ValueError(
+            "the user must be unprivileged, not root (uid 0): name another (nobody), or "
+            "leave the condition out to run as root"
+        )
+    return value
+
+
 Name = Annotated[str, AfterValidator(_name)]
 AbsPath = Annotated[str, AfterValidator(abs_path)]
+MountPath = Annotated[str, AfterValidator(_mountable)]
+TmpfsPath = Annotated[str, AfterValidator(_tmpfs_path)]
+
+
+def image_of(run: Run) -> str:
+    """The image of the container `run` sets up (for messages)."""
+    attrs = getattr(getattr(run, "container", None), "attrs", None) or {}
+    return (attrs.get("Config") or {}).get("Image") or "the sandbox's image"
 
 
 def _offset(value: str) -> str:
@@ -90,8 +180,9 @@ class Where:
     binds: Mapping[str, str] = field(default_factory=dict)
     """Container paths the kind can bind read-only from the host (swe: the repository)."""
     mounted: Mapping[str, str] = field(default_factory=dict)
-    """Container paths the kind mounts at every start, each with what it mounts there (swe
-    with `mount: true`: the repository): no condition's tmpfs may go there too."""
+    """Container paths the kind mounts read-only at every start, each with what it mounts
+    there (swe with `mount: true`: the repository): no condition's mount may go on or
+    inside one, nor a write of a condition's set-up (`writes`)."""
 
 
 @dataclass
@@ -118,11 +209,22 @@ class Condition:
     def start(self, kw: dict[str, Any], where: Where) -> None:
         """Change the container's start options (only kinds that need a fresh container)."""
 
-    def after(self, run: Run, session: Session, where: Where) -> None:
-        """Set the stage in the started container, as root."""
+    def after(self, run: Run, session: Session, where: Where) -> Condition | None:
+        """Set the stage in the started container, as root; the condition as applied when
+        the set-up chose an option (corrupt_file's seeded offset), else None. A failure
+        no retry mends (a user the image lacks) is a SandboxConfigError."""
 
     def text(self, where: Where) -> str:
         raise NotImplementedError
+
+    def at(self, where: Where) -> Condition:
+        """This condition with the defaults that depend on the sandbox spelled out (the
+        disk kinds' `path`: the working directory), as it is recorded."""
+        return self
+
+    def writes(self, where: Where) -> tuple[tuple[str, str], ...]:
+        """(path, what) that `after` writes as root: no read-only mount may hold them."""
+        return ()
 
     def within(self, docker: DockerConfig) -> Condition:
         """This condition as applied under the job's limits (a limit only tightens)."""
@@ -142,9 +244,15 @@ def _tmpfs(kw: dict[str, Any], path: str, options: str) -> None:
 
 
 def _used(run: Run, path: str, inodes: bool = False) -> int:
-    """KiB (or inodes) used on the file system at `path`, as its `df` says."""
+    """KiB (or inodes) used on the file system at `path`, as its `df` says (read here:
+    the image's awk may be gone, e.g. under a tmpfs on /etc/alternatives)."""
     flag = "-Pi" if inodes else "-Pk"
-    return int(run(f"df {flag} {shlex.quote(path)} | awk 'NR==2 {{print $3}}'").strip())
+    return int(run(f"df {flag} {shlex.quote(path)}").strip().splitlines()[-1].split()[2])
+
+
+def _page_up(n: int) -> int:
+    """Bytes rounded up to whole pages: what a tmpfs gives."""
+    return -(-n // mmap.PAGESIZE) * mmap.PAGESIZE
 
 
 class _Disk(Condition):
@@ -160,6 +268,9 @@ class _Disk(Condition):
 
     def free_bytes(self) -> int:
         return 0
+
+    def at(self, where):
+        return self if self.path else dataclasses.replace(self, path=where.workdir)
 
     def start(self, kw, where):
         _tmpfs(kw, self.path or where.workdir, f"size={self.size},exec")
@@ -181,9 +292,9 @@ class DiskFull(_Disk):
     """The disk is full: writes fail with `No space left on device`."""
 
     kind = "disk_full"
-    size: Size = "16m"
+    size: TmpfsSize = "16m"
     """Size of the tmpfs while the task's set-up runs (then shrunk to what it holds)."""
-    path: AbsPath | None = None
+    path: TmpfsPath | None = None
     """Where (default: the working directory)."""
 
     def text(self, where):
@@ -197,15 +308,23 @@ class DiskLow(_Disk):
     kind = "disk_low"
     shorthand = "free"
     free: Size = "1m"
-    """Space left free, e.g. 1m or 64k."""
-    size: Size = "16m"
+    """Space left free, e.g. 1m or 64k (a tmpfs gives whole pages: 2k becomes 4k, and
+    the record and the initial state say 4k)."""
+    size: TmpfsSize = "16m"
     """Size of the tmpfs while the task's set-up runs (then shrunk to what it holds)."""
-    path: AbsPath | None = None
+    path: TmpfsPath | None = None
     """Where (default: the working directory)."""
 
     def __post_init__(self) -> None:
-        if memory_bytes(self.free) >= memory_bytes(self.size):
+        if _page_up(memory_bytes(self.free)) >= memory_bytes(self.size):
             raise ValueError(f"free {self.free} must be below the tmpfs size {self.size}")
+
+    def within(self, docker):
+        """`free` as the tmpfs gives it: rounded up to whole pages."""
+        free = _page_up(memory_bytes(self.free))
+        if free == memory_bytes(self.free):
+            return self
+        return dataclasses.replace(self, free=f"{free >> 10}k")
 
     def free_bytes(self) -> int:
         return memory_bytes(self.free)
@@ -229,9 +348,12 @@ class InodesLow(Condition):
     """Inodes left free."""
     inodes: Annotated[int, Field(ge=64, le=1 << 16)] = 2048
     """Inodes of the tmpfs (the task's set-up may use some before it is filled)."""
-    size: Size = "16m"
-    path: AbsPath | None = None
+    size: TmpfsSize = "16m"
+    path: TmpfsPath | None = None
     """Where (default: the working directory)."""
+
+    def at(self, where):
+        return self if self.path else dataclasses.replace(self, path=where.workdir)
 
     def start(self, kw, where):
         _tmpfs(kw, self.path or where.workdir, f"size={self.size},nr_inodes={self.inodes},exec")
@@ -252,8 +374,23 @@ class ReadOnly(Condition):
 
     kind = "read_only"
     shorthand = "paths"
-    paths: Annotated[tuple[AbsPath, ...], Field(min_length=1)] = ("/",)
-    """Absolute paths; `/` makes the root read-only (with a writable /tmp)."""
+    paths: tuple[MountPath, ...] = ("/",)
+    """Absolute paths of directories; `/` makes the root read-only (with a writable
+    /tmp)."""
+
+    def __post_init__(self) -> None:
+        if not self.paths:  # not min_length: pydantic adds it to a refused path's error
+            raise ValueError("paths: give at least one path")
+        for i, path in enumerate(self.paths):
+            for other in self.paths[:i]:
+                if path == other:
+                    raise ValueError(f"{path} is listed twice")
+                if "/" not in (path, other) and (_inside(path, other) or _inside(other, path)):
+                    inner, outer = (path, other) if _inside(path, other) else (other, path)
+                    raise ValueError(
+                        f"{inner} lies within {outer}, and docker cannot make a mount point "
+                        f"in a read-only mount: {outer} alone covers it"
+                    )
 
     def start(self, kw, where):
         volumes, mounts = dict(kw.get("volumes") or {}), list(kw.get("mounts") or [])
@@ -344,23 +481,36 @@ class MissingCommands(Condition):
     """Commands absent: removed from every PATH directory (`command not found`)."""
 
     kind = "missing_commands"
-    order = 80
+    order = 95  # last: the others' set-up may use them (df, mount, chown)
     shorthand = "commands"
-    commands: Annotated[tuple[Name, ...], Field(min_length=1)] = ("git",)
-    """Command names."""
+    commands: tuple[Annotated[str, AfterValidator(_name), AfterValidator(_removable)], ...] = (
+        "git",
+    )
+    """Command names (not sh)."""
+
+    def __post_init__(self) -> None:
+        if not self.commands:  # not min_length: pydantic adds it to a refused name's error
+            raise ValueError("commands: give at least one command")
 
     def after(self, run, session, where):
         names = " ".join(shlex.quote(c) for c in self.commands)
-        run(
-            f'for c in {names}; do for d in $(echo "$PATH" | tr : " ") /usr/local/bin /usr/bin'
-            ' /bin /usr/sbin /sbin; do rm -f "$d/$c"; done;'
+        run(  # each name and its versioned ones (python3.11 for python3, gcc-12 for gcc)
+            f'for c in {names}; do for d in $(echo "$PATH" | tr : " ") {" ".join(BIN_DIRS)};'
+            ' do for f in "$d/$c" "$d/$c".[0-9]* "$d/$c"-[0-9]*; do'
+            ' if [ -e "$f" ] || [ -L "$f" ]; then rm -f "$f" || exit 1; fi; done; done;'
             ' p=$(command -v "$c") && case "$p" in /*) echo "$c remains at $p"; exit 1;; esac;'
             " done; true"
         )
         session.missing.update(self.commands)
 
+    def writes(self, where):
+        return tuple((d, f"removes commands from {d}") for d in BIN_DIRS)
+
     def text(self, where):
-        return f"these commands are not installed: {', '.join(self.commands)}"
+        return (
+            "these commands are not on the PATH (removed with their versioned names): "
+            + ", ".join(self.commands)
+        )
 
 
 @configclass
@@ -370,14 +520,29 @@ class Permission(Condition):
     kind = "permission"
     order = 70
     shorthand = "user"
-    user: Name = "nobody"
-    """User name (in the image's /etc/passwd) or numeric uid."""
+    user: Annotated[
+        str, BeforeValidator(_bytes_in), AfterValidator(_name), AfterValidator(_unprivileged)
+    ] = "nobody"
+    """User name (in the image's /etc/passwd) or numeric uid; not root."""
 
     def after(self, run, session, where):
         u, w = shlex.quote(self.user), shlex.quote(where.workdir)
-        check = "" if self.user.isdigit() else f"id -u {u} >/dev/null && "
-        run(f"{check}chown -R {u} {w}")
+        uid = self.user if self.user.isdigit() else run(f"id -u {u} 2>/dev/null; true").strip()
+        if not uid.isdigit():  # no retry adds the user: the job's to fix
+            raise SandboxConfigError(
+                f"condition permission: the image {image_of(run)} has no user {self.user} "
+                "(not in its /etc/passwd): name one it has (nobody) or a numeric uid"
+            )
+        if int(uid) == 0:
+            raise SandboxConfigError(
+                f"condition permission: {self.user} is root (uid 0) in the image "
+                f"{image_of(run)}, no unprivileged user"
+            )
+        run(f"chown -R {u} {w}")
         session.user = self.user
+
+    def writes(self, where):
+        return ((where.workdir, f"hands {where.workdir} to the user (chown -R)"),)
 
     def text(self, where):
         return (
@@ -404,23 +569,22 @@ class Clock(Condition):
             "ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1"
             " 2>/dev/null | head -n 1"
         ).strip()
-        if not lib:
-            from .base import SandboxError
-
-            raise SandboxError(
-                "condition clock needs libfaketime in the image (worldtrace/debian has it; "
-                "add Debian's faketime package to others)"
+        if not lib:  # no retry installs it: the job's to fix
+            raise SandboxConfigError(
+                f"condition clock needs libfaketime in the image {image_of(run)} "
+                "(worldtrace/debian has it; add Debian's faketime package to others)"
             )
         session.env.update(LD_PRELOAD=lib, FAKETIME=self.offset, FAKETIME_DONT_FAKE_MONOTONIC="1")
 
     def text(self, where):
         n, unit = int(self.offset[1:-1]), _UNITS[self.offset[-1]]
+        unit = unit[:-1] if n == 1 else unit
         side = "behind" if self.offset[0] == "-" else "ahead of"
         return f"the system clock is {n} {unit} {side} the real time"
 
 
 def _in(where: Where, path: str) -> str:
-    return path if path.startswith("/") else f"{where.workdir.rstrip('/')}/{path}"
+    return posixpath.normpath(posixpath.join(where.workdir, path))
 
 
 @configclass
@@ -447,6 +611,10 @@ class FileLocked(Condition):
             f" while flock -n {p} true; do i=$((i+1)); [ $i -gt 1000 ] && exit 1; sleep 0.01; done"
         )
 
+    def writes(self, where):
+        path = _in(where, self.path)
+        return ((path, f"creates and locks {path}"),)
+
     def text(self, where):
         return f"{_in(where, self.path)} is locked by another process"
 
@@ -471,16 +639,28 @@ class CorruptFile(Condition):
         rng = random.Random(f"corrupt_file:{self.seed or 0}")
         data = "".join(f"\\{rng.randrange(256):03o}" for _ in range(self.bytes))
         frac = rng.randrange(1_000_000)
-        p = shlex.quote(_in(where, self.path))
+        path = _in(where, self.path)
+        p = shlex.quote(path)
         off = (
             str(self.offset)
             if self.offset is not None
             else f"$(( s > {self.bytes} ? (s - {self.bytes}) * {frac} / 1000000 : 0 ))"
         )
-        run(
-            f"s=$(wc -c < {p}) && off={off} && printf '{data}' |"
-            f" dd of={p} bs=1 seek=$off conv=notrunc 2>/dev/null"
+        out = run(
+            f"if [ ! -f {p} ]; then echo missing; exit 0; fi; s=$(wc -c < {p}) && off={off}"
+            f" && printf '{data}' | dd of={p} bs=1 seek=$off conv=notrunc 2>/dev/null"
+            " && echo offset=$off"
         )
+        if "offset=" not in out:  # no retry makes the file: the task's set-up must
+            raise SandboxConfigError(
+                f"condition corrupt_file: {path} is no file after the task's set-up "
+                "(the set-up must make it)"
+            )
+        return dataclasses.replace(self, offset=int(out.split("offset=")[-1].split()[0]))
+
+    def writes(self, where):
+        path = _in(where, self.path)
+        return ((path, f"overwrites bytes in {path}"),)
 
     def text(self, where):
         return f"{_in(where, self.path)} is corrupted ({self.bytes} bytes overwritten)"

@@ -30,7 +30,8 @@ from typing import Any, Literal
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 
 from .base import SandboxConfigError, SandboxError, TaskSpec
-from .condition_kinds import KINDS, Condition, Run, Session, Where
+from .condition_kinds import KINDS, Condition, Run, Session, Where, _inside, image_of
+from .execs import SetupFailed
 
 __all__ = [
     "KINDS",
@@ -163,11 +164,13 @@ def parse_conditions(
             problems.extend(exc.problems)
     if pick == "one" and entries and not any(e.rate > 0 for e in entries):
         problems.append(ConfigProblem(apath, "pick: one needs a condition with a rate above 0"))
+    excluded = set()  # conditions refused as excluding another: their mounts are moot
     if pick == "all":
         seen: dict[str, int] = {}
         for i, e in zip(places, entries, strict=True):
             group = e.condition.group or e.condition.kind
             if group in seen:
+                excluded.add(i)
                 problems.append(
                     ConfigProblem(
                         (*apath, i),
@@ -179,86 +182,206 @@ def parse_conditions(
     if where is not None:
         conditions = [e.condition for e in entries]
         for k, why in mount_clashes(conditions, where, pairs=pick == "all"):
-            problems.append(ConfigProblem((*apath, places[k]), why))
+            if places[k] not in excluded:
+                problems.append(ConfigProblem((*apath, places[k]), why))
     if problems:
         raise ConfigError(problems)
     return ConditionsSpec(tuple(entries), float(rate), pick)
 
 
 REFUSED = "docker refuses two mounts on one path (`Duplicate mount point`)"
+PICK_ONE = "use `pick: one` to draw one of them"
+
+
+@dataclass(frozen=True)
+class _Mount:
+    """A mount a condition's `start` adds (the read-only root is one on `/`)."""
+
+    path: str
+    ro: bool
+    what: str
+    shared: bool = False
+    """The read-only root's /tmp: a disk kind's tmpfs there merges with it."""
 
 
 def mount_clashes(
     conditions: Sequence[Condition], where: Where, pairs: bool = True
 ) -> list[tuple[int, str]]:
-    """(index, why) of each condition whose `start` would put a tmpfs where the kind mounts
-    (`where.mounted`) or, with `pairs`, where an earlier condition binds a host directory
-    (or the other way round). The engine refuses such a container, so every attempt of
-    the episode would fail alike: the job is refused when it loads, and the reset raises
-    a SandboxConfigError."""
+    """(index, why) of each condition that could not be set up: a mount on or inside one
+    the kind makes (`where.mounted`, read-only), a write of its set-up (`writes`: the
+    commands missing_commands removes, the directory permission hands over) where a
+    read-only mount holds it, and, with `pairs` (`pick: all`, where conditions meet), a
+    mount on or inside another condition's (docker refuses two mounts on one path, and
+    cannot make a mount point in a read-only one). Every attempt of such an episode
+    would fail alike: the job is refused when it loads, and the reset raises a
+    SandboxConfigError. Each problem is reported at the later of the two conditions."""
     mounts = [_mounts(c, where) for c in conditions]
-    out = []
-    for i, (c, (tmpfs, binds)) in enumerate(zip(conditions, mounts, strict=True)):
-        kind = sorted(tmpfs & set(where.mounted))  # a bind of the kind's own directory merges
-        if kind:
-            out.append(
-                (
-                    i,
-                    f"{c.kind} puts a tmpfs on {kind[0]}, where the sandbox mounts "
-                    f"{where.mounted[kind[0]]}: {REFUSED}; give {c.kind} another `path`",
-                )
-            )
-            continue
-        for j in range(i) if pairs else ():
-            theirs_tmpfs, theirs_binds = mounts[j]
-            both = sorted((tmpfs & theirs_binds) | (binds & theirs_tmpfs))
-            if both:
-                disk = c.kind if tmpfs & theirs_binds else conditions[j].kind
-                out.append(
-                    (
-                        i,
-                        f"{c.kind} conflicts with {conditions[j].kind}: both mount {both[0]}, "
-                        f"and {REFUSED}; use `pick: one` to draw one of them, or give {disk} "
-                        "another `path`",
-                    )
-                )
+    out: dict[int, str] = {}
+    for i, c in enumerate(conditions):
+        why = _on_kind(c, mounts[i], where)
+        for j in range(i) if pairs and why is None else ():
+            why = _between(conditions[j], mounts[j], c, mounts[i])
+            if why:
                 break
-    return out
+        if why:
+            out.setdefault(i, why)
+    for i, c in enumerate(conditions):
+        for path, does in c.writes(where):
+            held = _holder(path, mounts, where, None if pairs else i)
+            if held is None:
+                continue
+            j, m = held
+            if j is None:
+                why = f"{c.kind} {does}, where the sandbox mounts {where.mounted[m.path]}"
+                out.setdefault(i, why)
+            else:
+                later, other = (i, j) if i >= j else (j, i)
+                out.setdefault(
+                    later,
+                    f"{conditions[later].kind} conflicts with {conditions[other].kind}: "
+                    f"{c.kind} {does}, which {conditions[j].kind} makes read-only "
+                    f"({m.what} on {m.path}); {PICK_ONE}",
+                )
+            break
+    return sorted(out.items())
 
 
-def _mounts(c: Condition, where: Where) -> tuple[set[str], set[str]]:
-    """(tmpfs paths, host directories' bind targets) that a condition's `start` adds."""
+def _on_kind(c: Condition, mine: list[_Mount], where: Where) -> str | None:
+    """A condition's mount on or inside the read-only one the kind makes (swe `mount:
+    true`); a bind of the kind's own directory merges with it."""
+    for m in mine:
+        for at, what in where.mounted.items():
+            if m.path == at and m.what == "a read-only bind":
+                continue
+            if m.path == at:
+                return (
+                    f"{c.kind} puts a tmpfs on {at}, where the sandbox mounts {what}: "
+                    f"{REFUSED}; give {c.kind} another `path`"
+                    if m.what == "a tmpfs"
+                    else f"{c.kind} puts {m.what} on {at}, where the sandbox mounts {what}: "
+                    f"{REFUSED}"
+                )
+            if m.path != "/" and _inside(m.path, at):
+                return (
+                    f"{c.kind} puts {m.what} on {m.path}, inside {at}, where the sandbox "
+                    f"mounts {what}: docker cannot make a mount point in a read-only mount"
+                )
+    return None
+
+
+def _between(a: Condition, theirs: list[_Mount], b: Condition, mine: list[_Mount]) -> str | None:
+    """Why `b`'s mounts cannot go with the earlier `a`'s: on one path, or one inside
+    the other (a mount point in a read-only mount; a tmpfs hides the image's content
+    below it)."""
+    for m in mine:
+        for t in theirs:
+            if m.shared or t.shared:
+                continue
+            if m.path == t.path:
+                disk = [x for x, y in ((b, m), (a, t)) if y.what == "a tmpfs"]
+                hint = f", or give {disk[0].kind} another `path`" if disk else ""
+                return (
+                    f"{b.kind} conflicts with {a.kind}: both mount {m.path}, and {REFUSED}; "
+                    f"{PICK_ONE}{hint}"
+                )
+            if m.path == "/" or t.path == "/":
+                continue  # the read-only root: docker mounts first, then makes it read-only
+            if _inside(m.path, t.path) or _inside(t.path, m.path):
+                inner, outer = (m, t) if _inside(m.path, t.path) else (t, m)
+                why = (
+                    "docker cannot make a mount point in a read-only mount"
+                    if outer.ro
+                    else "a tmpfs hides what the image holds below it"
+                )
+                return (
+                    f"{b.kind} conflicts with {a.kind}: {inner.what} on {inner.path} would lie "
+                    f"inside {outer.what} on {outer.path} ({why}); {PICK_ONE}"
+                )
+    return None
+
+
+def _holder(
+    path: str, mounts: list[list[_Mount]], where: Where, only: int | None
+) -> tuple[int | None, _Mount] | None:
+    """(condition index, or None for the kind; mount) of the read-only mount that holds
+    `path`, the deepest of those that cover it; None when that one is writable. `only`:
+    that condition's mounts alone (`pick: one`: the others never meet it)."""
+    found: list[tuple[int | None, _Mount]] = [
+        (None, _Mount(at, True, "the repository")) for at in where.mounted
+    ]
+    for j, ms in enumerate(mounts):
+        if only is None or j == only:
+            found += [(j, m) for m in ms]
+    covering = [(j, m) for j, m in found if _inside(path, m.path)]
+    if not covering:
+        return None
+    j, m = max(covering, key=lambda x: len(x[1].path.rstrip("/")))
+    return (j, m) if m.ro else None
+
+
+def _mounts(c: Condition, where: Where) -> list[_Mount]:
+    """The mounts a condition's `start` adds: tmpfs, binds (`volumes`), the read-only
+    copies of `read_only` (`mounts`), and the read-only root."""
     kw: dict[str, Any] = {}
     c.start(kw, where)
-    binds = {v["bind"] for v in (kw.get("volumes") or {}).values()}
-    return set(kw.get("tmpfs") or {}), binds
+    root = bool(kw.get("read_only"))
+    out = [_Mount("/", True, "the read-only root")] if root else []
+    out += [_Mount(p, False, "a tmpfs", root and p == "/tmp") for p in kw.get("tmpfs") or {}]
+    out += [
+        _Mount(v["bind"], v.get("mode") == "ro", "a read-only bind")
+        for v in (kw.get("volumes") or {}).values()
+    ]
+    out += [
+        _Mount(m["Target"], bool(m.get("ReadOnly")), "a read-only copy")
+        for m in kw.get("mounts") or []
+    ]
+    return out
 
 
 class Plan:
     """The conditions of one episode, applied to one sandbox."""
 
     def __init__(self, conditions: Sequence[Condition], where: Where):
-        self.conditions = tuple(conditions)
+        self.conditions = tuple(c.at(where) for c in conditions)
+        """As applied: defaults spelled out (the disk kinds' path), then what the set-up
+        chose (corrupt_file's offset)."""
         self.where = where
 
     def run_kwargs(self, base: dict[str, Any]) -> dict[str, Any] | None:
         """Start options changed by the conditions; None when unchanged (a warm container
         will do)."""
-        if not any(c.restarts for c in self.conditions):
-            return None
         clash = mount_clashes(self.conditions, self.where)
         if clash:  # the job was checked against an older version, or built in code
             raise SandboxConfigError(clash[0][1])
+        if not any(c.restarts for c in self.conditions):
+            return None
         kw = copy.deepcopy(base)
         for c in self.conditions:
             c.start(kw, self.where)
         return kw
 
     def after(self, run: Run) -> Session:
-        """Set the stage (after the task's set-up) and say how the agent's processes run."""
+        """Set the stage (after the task's set-up) and say how the agent's processes run.
+        A set-up command that ran and failed fails alike on every attempt (the image or
+        the task's set-up is not what the condition needs): a SandboxConfigError."""
         session = Session()
-        for c in sorted(self.conditions, key=lambda c: c.order):
-            c.after(run, session, self.where)
+        applied = list(self.conditions)
+        for i in sorted(range(len(applied)), key=lambda i: applied[i].order):
+            c = applied[i]
+            try:
+                done = c.after(run, session, self.where)
+            except SandboxConfigError:
+                raise
+            except SandboxError as exc:
+                if not (isinstance(exc, SetupFailed) and exc.ran_and_failed):
+                    raise  # timed out, killed, the container gone: another attempt may do
+                raise SandboxConfigError(
+                    f"condition {c.kind} cannot be set up in the image {image_of(run)} "
+                    f"after the task's set-up: {exc}"
+                ) from None
+            if done is not None:
+                applied[i] = done
+        self.conditions = tuple(applied)
         return session
 
     def text(self) -> str:

@@ -31,6 +31,7 @@ still at work, a REPL, an editor) is the environment's answer as before.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import select
 import shlex
@@ -248,7 +249,7 @@ class TerminalSandbox(Unpicklable):
         run_setup(self.container, task.setup, d.step_timeout, d.output_cap, d.workdir)
         facts = self._image_facts()
         session = plan.after(root_runner(self.container, d.step_timeout, d.workdir))
-        self._open_shell(facts["shell"], session)
+        self._open_shell(self._shell(facts["shell"], session), session)
         self._marks = None
         try:  # the first prompt by its mark or its look: no command ran before it
             if not self._read_until_prompt(d.step_timeout, look=True)[0]:
@@ -310,6 +311,18 @@ class TerminalSandbox(Unpicklable):
                 )
             return {**facts, "shell": FALLBACK_SHELL}
         return facts
+
+    def _shell(self, shell: list[str], session: Session) -> list[str]:
+        """The shell to open: the default bash that `missing_commands` removed falls back to
+        /bin/sh, as an image without bash does; a shell the job named must stay."""
+        if posixpath.basename(shell[0]) not in session.missing:
+            return shell
+        if tuple(self.config.shell) == DEFAULT_SHELL:
+            return FALLBACK_SHELL
+        raise SandboxConfigError(
+            f"shell {shell[0]} is removed by the condition missing_commands: the terminal "
+            "cannot start it (leave it out of the commands, or name another shell)"
+        )
 
     def _open_shell(self, shell: list[str], session: Session) -> None:
         api = self.container.client.api

@@ -164,7 +164,7 @@ def test_terminal_under_conditions_meets_the_real_answers(docker_engine):
         assert subprocess.run(["git", "--version"], capture_output=True).returncode == 0
         d = s.describe()
         assert d["conditions"] == [
-            {"kind": "disk_full", "size": "16m"},
+            {"kind": "disk_full", "size": "16m", "path": "/root"},
             {"kind": "read_only", "paths": ["/etc"]},
             {"kind": "missing_commands", "commands": ["git"]},
             {"kind": "memory_low", "limit": "64m"},
@@ -242,7 +242,7 @@ def test_conditions_reach_the_record_and_a_kill_is_an_observation(docker_engine,
     recorded = json.loads(t.conditions)
     assert recorded == [
         {"kind": "memory_low", "limit": "64m"},
-        {"kind": "disk_full", "size": "16m"},
+        {"kind": "disk_full", "size": "16m", "path": "/repo"},
     ]
     assert "Condition: memory is limited to 64 MiB" in t.system.initial_state
     assert "Condition: the disk is full: no space is left in /repo" in t.system.initial_state
