@@ -218,7 +218,10 @@ class Redactor:
         kept = (
             [p.span() for p in _PLACEHOLDER_RE.finditer(text)] if PLACEHOLDER_MARK in text else []
         )
-        found.sort(key=lambda f: (f[0], f[0] - f[1], f[2]))
+        # at one start the earliest rule names the secret, the longest match its end: a
+        # key of known shape after a name keeps its kind when the name's rule reads on
+        # (`GITHUB_TOKEN=ghp_...;x` in a dotenv line, `redact_rules._assigned`)
+        found.sort(key=lambda f: (f[0], f[2], f[0] - f[1]))
         return _merged(
             (
                 (s, e, kind)
@@ -402,8 +405,8 @@ def _cut_alternatives(anywhere: bool) -> str:
     )
 
 
-_CUT_KEY = re.compile(
-    r"(?:(?:(?<![A-Za-z0-9_+/-])|(?<=\\[nrt])|(?<=://))"  # as `_start`, and a URL's user
+_CUT_KEY = re.compile(  # a start as `_start` takes it (after a JSON escape too), or a URL's user
+    r"(?:(?:(?<![A-Za-z0-9_+/-])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{4})|(?<=://))"
     f"(?:{_cut_alternatives(False)})|{_cut_alternatives(True)})\\Z"
 )
 _KEY_RUN = re.compile(r"[A-Za-z0-9_.-]*")

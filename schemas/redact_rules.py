@@ -10,7 +10,9 @@ secrets, Stripe test and restricted keys, npm, Hugging Face, DigitalOcean, Slack
 refresh tokens, Docker, Shopify, Azure SAS signatures, bearer tokens, whole private key
 blocks, passwords in URLs) and for values of no shape found by the name before them
 (API keys in headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and
-passwords after `password:`, `--password`, a MySQL client's `-p`: `_value`), passwords
+passwords after `password:`, `--password`, a MySQL client's `-p`: `_value`; the whole
+unquoted value of a dotenv or shell assignment line, `DB_PASSWORD=k3v(Q9,x;2`:
+`_assigned`), passwords
 where a command's grammar says so (curl's `-u user:X`, `docker login -p X`, openssl's
 `pass:X`, SQL's `IDENTIFIED BY 'X'`), and every
 match of a built-in or detect-secrets rule runs to the end of its token
@@ -224,13 +226,33 @@ class Detector(NamedTuple):
 _K = "A-Za-z0-9_+/-"  # characters of keys and base64: a key must not continue one
 
 
+_ESCAPED = (r"\\[bfnrt]", r"[\\]u[0-9A-Fa-f]{4}")
+"""The JSON escapes that end in a key character: `\\b`, `\\f`, `\\n`, `\\r`, `\\t` and
+`\\uXXXX` (any other control character, and with `ensure_ascii` every character beyond
+ASCII: `\\u201c`, `\\u2192`, `\\u0007`, hex in either case). What they stand for is no
+key character, so a key right after one starts there: a terminal's raw stream in
+`state_json` puts `\\r\\n` before every line, and `printf '\\u201c%s\\u201d' KEY` or
+`echo "\\u2192KEY"` a curly quote or an arrow (2026-12-05: only `\\n`, `\\r`, `\\t` were
+read so, and such keys stayed in `state_json` and `arguments_json`). A hex run not led
+by `\\u` (`deadbeefsk-...`, `u201csk-`) is no escape. (`[\\]u`, not `\\\\u`: the batch
+screen refuses a rule holding `\\u`, Python's escape, as `azure_sas_token`'s `[\\]u0026`.)"""
+
+
+def _bounded(literals: tuple[str, ...], refused: str) -> str:
+    """Lookbehinds, at the end of one of `literals` (regexes of a fixed width), that
+    take it as the start of a word: not preceded by a character of `refused` (the body
+    of a class), or preceded by a JSON escape (`_ESCAPED`)."""
+    plain = "".join(f"(?<![{refused}]{lit})" for lit in literals)
+    escaped = "|".join(f"(?<={e}{lit})" for e in _ESCAPED for lit in literals)
+    return f"(?:{plain}|{escaped})"
+
+
 def _start(literal: str) -> str:
     """`literal` at the start of a match, not preceded by a key character, unless that
-    character ends a JSON escape (`\\n`, `\\r`, `\\t`: a terminal's raw stream in
-    `state_json` puts `\\r\\n` before every line's start). The literal leads the regex
-    so `re` can search for it directly (a leading lookbehind makes the same pattern 10x
-    slower); the lookbehinds after it check the characters before."""
-    return f"{literal}(?:(?<![{_K}]{literal})|(?<=\\\\[nrt]{literal}))"
+    character ends a JSON escape (`_ESCAPED`). The literal leads the regex so `re` can
+    search for it directly (a leading lookbehind makes the same pattern 10x slower);
+    the lookbehinds after it check the characters before."""
+    return literal + _bounded((literal,), _K)
 
 
 _E = r"(?![A-Za-z0-9_-])"  # nor followed by one
@@ -397,7 +419,9 @@ _TOKEN_WORDS = ("access", "auth", "refresh", "api", "bot", "bearer", "session", 
                 "discord", "client", "service", "deploy", "registry", "csrf", "xsrf")  # fmt: skip
 _TOKEN = (
     _both("token")
-    + r"(?:(?<=_TOKEN)|(?<![A-Za-z0-9_]TOKEN)(?<=TOKEN)|"
+    + r"(?:(?<=_TOKEN)|(?<=TOKEN)"
+    + _bounded(("TOKEN",), "A-Za-z0-9_")
+    + "|"
     + _behind(_TOKEN_WORDS, "token")
     + ")"
 )
@@ -408,20 +432,23 @@ _SECRET_WORDS = ("client", "api", "app", "consumer", "jwt", "session", "signing"
                  "shared", "oauth", "token")  # fmt: skip
 _SECRET = (
     _both("secret")
-    + r"(?:[_-]?[Kk][Ee][Yy]|(?<=_SECRET)|(?<![A-Za-z0-9_]SECRET)(?<=SECRET)|"
+    + r"(?:[_-]?[Kk][Ee][Yy]|(?<=_SECRET)|(?<=SECRET)"
+    + _bounded(("SECRET",), "A-Za-z0-9_")
+    + "|"
     + _behind(_SECRET_WORDS, "secret")
     + ")"
 )
 """Any `*_SECRET` environment name, `client_secret`, Django's `SECRET_KEY`."""
 _MYSQL = (
-    r"(?:mysql|mariadb)(?<![\w.-]mysql)(?<![\w.-]mariadb)"
-    r"(?:dump|admin|import|show|check|pump|-dump|-admin)?(?![\w.-])"
+    r"(?:mysql|mariadb)"
+    + _bounded(("mysql", "mariadb"), r"\w.-")
+    + r"(?:dump|admin|import|show|check|pump|-dump|-admin)?(?![\w.-])"
     r"[^\n|;&]{0,200}?[ \t]-p(?!(?:[\d.]+:)*\d{1,5}(?:/(?:tcp|udp))?(?![^\s'\"`]))"
 )
 """A MySQL client's `-p` with its password attached (`-p'X'`; `-p db` prompts), on the
 client's command line; not a port (`docker run --name mysql -p3306:3306`)."""
 _CURL = (
-    r"curl(?<![\w.-]curl)(?![\w.-])[^\n|;&]{0,200}?[ \t]"
+    r"curl" + _bounded(("curl",), r"\w.-") + r"(?![\w.-])[^\n|;&]{0,200}?[ \t]"
     r"(?:-[uU][ \t]*|--(?:proxy-)?user(?:[ \t]+|=))(?:\\{0,7}[\"'])?[^\s:'\"\\]*:"
 )
 """curl's `-u user:password` (`--user`, `--proxy-user`, `-U`), quoted or not (the quote
@@ -441,6 +468,84 @@ _IDENTIFIED = (
 """SQL's `IDENTIFIED BY 'X'` (MySQL, MariaDB, Oracle; `IDENTIFIED WITH plugin BY`, a
 hash after `BY PASSWORD`): in capitals, or after a user (`user@host`, `USER name`) in
 any case; not prose (`commits identified by "squash"`)."""
+_IN_JSON = r"(?:(?!</[A-Za-z])(?:[^\s\x00-\x1f\x7f\\\"]|\\[\\\"/]|\\(?![bfnrtu])))"
+_LINE_VALUE = {"raw": r"(?:(?!</[A-Za-z])[^\s\x00-\x1f\x7f])", "json": _IN_JSON, "export": _IN_JSON}
+"""A character of a value an assignment line holds unquoted (`_assigned`): anything but
+a blank or a control character. In a line that may lie in a JSON string (`_LINE`) also
+not `"`, which ends the string (a placeholder must not take it), nor a JSON escape that
+stands for a blank or a control (`\\n`, `\\t`, `\\u0007`); `\\\\`, `\\"` and `\\/` are
+one character there. Nor, in either, the `<` of a closing tag (`<pre>export
+TOKEN=...</pre>` in a saved page)."""
+_LINE_SYM = r"[0-9!#$%*+=@^~&()\[\]{}<>,;|?]"
+"""What a value in an assignment line must hold to read as a literal (or 16 letters of
+both cases): a digit or a symbol (`_SYM`), a bracket, a comma, `;`, `|` or `?` (not
+`-`, `_`, `.`, `:`, `/`, which names, paths and addresses are made of)."""
+_CAPS_NAME = r"(?=[A-Z][A-Z0-9_]*=)[A-Z0-9_]*?"
+_LINE = {
+    "raw": r"^[ \t]*(?:export[ \t]+)?" + _CAPS_NAME,
+    "json": r"[\"\\](?:(?<=\\)[nr]|(?<=\"))[ \t]*(?:export[ \t]+)?" + _CAPS_NAME,
+    "export": "export" + _bounded(("export",), r"\w.-") + r"[ \t]+" + _CAPS_NAME,
+}
+"""Where a dotenv or shell assignment's name starts, a name in capitals as environment
+variables are named: at a line's start, indented or not, or after `export`. `raw`: a
+text's start or after a newline as it stands, which no JSON string holds; `json`: after
+`\\n` or `\\r` (a line in a JSON string: a terminal's raw stream in `state_json`) or a
+string's opening quote; `export`: after `export` anywhere (after a prompt: `# export
+API_TOKEN=...`). In the last two the line may lie in a JSON string. Each leads with a
+literal or a class, which `re` scans for (a lead of alternatives or lookbehinds searched
+text holding these names 3-10x slower)."""
+
+
+def _assigned(least: int, letter: bool = False, where: str = "raw") -> str:
+    """An unquoted value after `=` in an assignment line (`_LINE[where]`: `.env`,
+    `export X=`, `env` output): dotenv, docker's `--env-file` and a shell read it to the
+    first blank, so every character up to one is the value (`k3vQ9xZp(2mT7`,
+    `8)b6&dk$i1`, `Xy7#pQ2,L`, `abc;fGh1`: 2026-12-05, `_value` stops at the brackets,
+    commas and operators code is made of, `f(password=pw2)`). `least` to `_MAX`
+    characters (`_LINE_VALUE[where]`) that read as a literal as `_value`'s do: a digit or
+    a symbol (`_LINE_SYM`), or 16 letters of both cases that read as no words; not a quoted
+    value (`_value`'s), a template, a path or a placeholder (`_NOT_VALUE`), code (the
+    whole value a dotted, snake-case or class name, or a name called or indexed with
+    names, numbers or strings (a dotted name's call may be cut by a blank), or a name
+    and `,`:
+    `get_password()`, `settings.DB_PW,`, `os.environ['PW']`, `os.getenv("PW", "")`, `pw,`
+    `admin_123`; `qs86_od(83j%x`, `qb9WYa7z.tUC3Co` and `-4684%+09` are values here, where
+    `_value` reads a call, attributes and an option; names are `_NAME`s), nor a
+    variable (the allow-list's `$NAME`s, alone or before a shell operator: `$DB_PASS;cmd`,
+    `$PW$SALT`; `$s@s2Zc` is a value, as `_value` reads it). The value
+    is taken in a lookahead (its group) and `least` characters of it are matched, as in
+    `_value`."""
+    n, v = _MAX, _LINE_VALUE[where]
+    arg = r"[\w.,:='\"+-]"
+    call = rf"(?:\({arg}{{0,{n}}}\)|\[{arg}{{0,{n}}}\])"
+    dotted = rf"(?:{_NAME}\.)+{_NAME}"  # names: `settings.DB_PW`, not `qb9WYa7z.tUC3Co`
+    code = (
+        rf"(?:{dotted}{call}*(?:[(\[]{arg}{{0,{n}}})?|(?:{_ATTR}*{_CAMEL}|{_SNAKE}"
+        rf"|{_NAME}(?=[(\[])){call}*|{_NAME}(?=[,;]))[,;]?(?!{v})"
+    )
+    shaped = (
+        f"(?={v}{{0,{n}}}?{_LINE_SYM}|(?=[A-Za-z]{{16}})(?!{_WORDS}(?!{v}))"
+        f"(?={v}{{0,{n}}}?[a-z])(?={v}{{0,{n}}}?[A-Z]))"
+    )
+    return (
+        rf"(?![`'\"]|\\[\"'])(?!(?:\$(?:{_NAME}|\{{{_NAME}\}})(?![A-Za-z0-9_]))+(?:[;&|)]|(?!{v})))"
+        + _NOT_VALUE
+        + f"(?!{code})"
+        + (f"(?={v}{{0,{n}}}?[A-Za-z])" if letter else "")
+        + f"{shaped}(?=({v}{{{least},{n}}})(?!{v})){v}{{{least}}}"
+    )
+
+
+def _assignment(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
+    """`_assigned` after `name` and `=` in each form of line (`_LINE`)."""
+    return tuple(_LINE[w] + name + "=" + _assigned(least, letter, w) for w in _LINE)
+
+
+_AWS_SEP = r"(?:\s*(?:=|:|=>|\|)\s*|(?:\s|\\[nrt])+)"
+"""Between an AWS credential's name and its value: `=`, `:`, `=>`, a table's `|` (`aws
+sts get-session-token --output table`: `|  SecretAccessKey  |  KEY  |`), or only
+whitespace (`aws configure set aws_secret_access_key KEY`, the key on the line after
+`aws configure get`'s)."""
 BUILTIN = (
     # A whole PEM/OpenSSH/PGP private key block, or a cut one up to where base64 ends;
     # `\\n` covers keys inside JSON strings (tool arguments, state).
@@ -454,21 +559,19 @@ BUILTIN = (
     ("github_token", _start("gh[pousr]_") + r"[A-Za-z0-9]{36,}" + _E, 0,
      ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
     ("github_token", _start("github_pat_") + r"[A-Za-z0-9_]{22,}", 0, ("github_pat_",)),
-    ("aws_access_key", r"A(?<![A-Z0-9]A)(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Z0-9])", 0,
+    ("aws_access_key", "A" + _bounded(("A",), "A-Z0-9") + r"(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Z0-9])", 0,
      _AWS_IDS),
     # a key named `aws..secret..` or `SecretAccessKey`/`secret_access_key` (what `aws sts`,
     # `aws configure export-credentials` and the metadata endpoints print)
-    # (also with only whitespace after the name: `aws configure set aws_secret_access_key
-    # KEY`, and the key on the next line of `aws configure get`'s screen), `/` also
-    # written `\/` in JSON (PHP's `json_encode`) and so again inside a JSON string
+    # after `_AWS_SEP` (a table's `|`, only whitespace, ...), `/` also written `\/` in
+    # JSON (PHP's `json_encode`) and so again inside a JSON string
     ("aws_secret_key",
      r"(?i:aws[A-Za-z0-9_.-]{0,20}?secret|secret_?access_?key)[A-Za-z0-9_.-]{0,20}?" + _Q +
-     r"(?:\s*(?:=|:|=>)\s*|(?:\s|\\[nrt])+)" + _Q +
-     r"((?:[A-Za-z0-9+]|\\{0,3}/){40})(?![A-Za-z0-9/+]|\\+/)", 1, ("secret",)),
+     _AWS_SEP + _Q + r"((?:[A-Za-z0-9+]|\\{0,3}/){40})(?![A-Za-z0-9/+]|\\+/)", 1, ("secret",)),
     # an STS session token (hundreds of base64 characters) beside its key: `SessionToken`,
     # `aws_session_token`, `aws_security_token`, the metadata endpoints' `"Token"`
     ("aws_session_token",
-     r"(?i:(?:session|security)_?token|\\?\"token)" + _Q + r"\s*(?:=|:|=>)\s*" + _Q +
+     r"(?i:(?:session|security)_?token|\\?\"token)" + _Q + _AWS_SEP + _Q +
      r"((?:[A-Za-z0-9+]|\\{0,3}/){100,}={0,2})(?![A-Za-z0-9/+=]|\\+/)", 1,
      ("sessiontoken", "session_token", "securitytoken", "security_token", '"token"',
       '"token\\"')),
@@ -499,7 +602,7 @@ BUILTIN = (
      0, ("eyJ",)),
     ("jwt", _start("eyAi") + r"[A-Za-z0-9_-]{3,}\.ey(?:J|Ai)[A-Za-z0-9_-]{3,}\.[A-Za-z0-9_-]*",
      0, ("eyAi",)),
-    ("bearer_token", r"(?i:\bbearer)\s+((?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)", 1,
+    ("bearer_token", r"(?i:bearer)" + _bounded((".{6}",), r"\w") + r"\s+((?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)", 1,
      ("bearer",)),
     # in an `Authorization` header, a Bearer token without a digit (20 or more characters,
     # both cases) and the `Token` scheme (Django REST framework, GitHub's classic tokens)
@@ -527,7 +630,7 @@ BUILTIN = (
      _cases("pass")),
     ("password", _MYSQL + _value(1, shaped=False), -1, ("mysql", "mariadb")),
     ("password", r"sshpass[ \t]+-p[ \t]*" + _value(1, shaped=False), -1, ("sshpass",)),
-    ("password", r"login(?<![\w-]login)[ \t]+\S+\s+password[ \t]+" + _value(1, shaped=False),
+    ("password", "login" + _bounded(("login",), r"\w-") + r"[ \t]+\S+\s+password[ \t]+" + _value(1, shaped=False),
      -1, ("password",)),
     # the password in a command's grammar with no name before it (2026-12-04): curl's
     # `-u user:X`, a registry login's `-p X`, openssl's `pass:X`, SQL's `IDENTIFIED BY
@@ -549,6 +652,14 @@ BUILTIN = (
     ("token", _option(_both("token")) + _value(8, letter=True), -1, _cases("token")),
     ("secret_key", _SECRET + _SEP + _value(8, letter=True), -1, _cases("secret")),
     ("secret_key", _option(_both("secret")) + _value(8, letter=True), -1, _cases("secret")),
+    # the same names in capitals in a dotenv or shell assignment line, the value unquoted:
+    # all of it to the first blank (2026-12-05: `DB_PASSWORD=k3vQ9xZp(2mT7wR4s9aB` was
+    # kept, `API_TOKEN=Ab3dE9xY;fGh1...` kept after the `;`)
+    *(("password", rx, 1, ("PASSWORD=", "PASSWD=", "PASS=", "PWD="))
+      for rx in _assignment(_PASSWORD, 6)),
+    *(("token", rx, 1, ("TOKEN=",)) for rx in _assignment(_TOKEN, 8, letter=True)),
+    *(("secret_key", rx, 1, ("SECRET=", "SECRET_KEY=", "SECRETKEY=")) for rx in _assignment(_SECRET, 8, letter=True)),
+    *(("api_key", rx, 1, ("KEY=",)) for rx in _assignment(_API_KEY, 8, letter=True)),
 )  # fmt: skip
 """(kind, regex, group, gates) of worldtrace's own detectors; earlier ones win overlaps.
 Gates of patterns with `(?i:` are lower case (tested on the lower-cased text)."""
