@@ -89,22 +89,25 @@ def stale_processed(store: Store) -> str | None:
     if run is None:
         return None
     finished, inputs = run
-    left_out, since = [], []  # not processed; processed, and written since the run
+    left_out, since = [], []  # not processed; processed, with another time or size since
     raw = raw_inputs(store)
-    indexed = processed_inputs(store)
+    indexed = recorded_files(store)
     for path in raw:
-        t = _mtime_ns(path)
-        if t is None:
+        try:
+            st = path.stat()
+        except OSError:
             continue
-        real = os.path.realpath(path)
+        t, real = st.st_mtime_ns, os.path.realpath(path)
         if indexed:  # what every run read: the last run's `--input` is not all of it
             if real not in indexed:
                 left_out.append((t, path))
-            elif t > finished:
+            elif indexed[real] not in ((st.st_size, t), None) or (
+                indexed[real] is None and t > finished
+            ):
                 since.append(path)
         elif t > finished or (inputs is not None and real not in inputs):
             left_out.append((t, path))
-    gone = _gone(store, raw, indexed)
+    gone = _gone(store, raw, set(indexed))
     if not left_out and not since and not gone:
         return None
     from worldtrace.pipelines import recorded
@@ -121,6 +124,7 @@ def stale_processed(store: Store) -> str | None:
     }
     readable = [(t, p) for t, p in left_out if not problems[p]]
     broken = sorted((t, p) for t, p in left_out if problems[p])
+    touched = [p for p in since if p not in changed and p not in dict(damaged)]
     notes = []
     if damaged:  # before all: the processed data may hold their records' last copy
         lost = recorded.only_from(store.processed, [os.path.realpath(p) for p, _ in damaged])
@@ -153,7 +157,13 @@ def stale_processed(store: Store) -> str | None:
             f"processed data still holds their records ({only}); `worldtrace process "
             "--rebuild` removes them"
         )
-    return "; ".join(notes) or None  # touched since, the same content: nothing to say
+    if touched:  # each reading command hashes them again until `process` records them
+        notes.append(
+            f"{len(touched)} raw shard(s) processed before have newer times, the same "
+            f"content (touched or copied; newest: {max(touched, key=_mtime_ns)}): "
+            "`worldtrace process` records their times and processes nothing again"
+        )
+    return "; ".join(notes)
 
 
 GONE_SHOWN = 3
@@ -164,18 +174,34 @@ def processed_inputs(store: Store) -> set[str]:
     """The files `worldtrace process` runs read (`_index/shards.parquet`), matched at the
     store's place now (`pipelines.process.moved_paths`); empty when there is no index or
     it does not read (`process` says what it finds)."""
+    return set(recorded_files(store))
+
+
+def recorded_files(store: Store) -> dict[str, tuple[int, int] | None]:
+    """`processed_inputs`, each with the (size, mtime in ns) the index recorded of it
+    when it was last read (None from an index without them): a file that has them still
+    is the file processed, with no need to hash it."""
     index = store.processed / F.PROCESS_INDEX / "shards.parquet"
     if not index.is_file():
-        return set()
+        return {}
     import pyarrow.parquet as pq
 
     try:
-        paths = pq.read_table(index, columns=["path"])["path"].to_pylist()
+        rows = pq.read_table(index, columns=["path", "size", "mtime_ns"]).to_pylist()
     except (OSError, ValueError, KeyError):
-        return set()
+        try:
+            rows = pq.read_table(index, columns=["path"]).to_pylist()
+        except (OSError, ValueError, KeyError):
+            return {}
     _, was = _recorded(store)
     here = Path(os.path.realpath(store.root))
-    return {rebased(p, was, here) if was else p for p in paths if isinstance(p, str)}
+    return {
+        rebased(r["path"], was, here) if was else r["path"]: (
+            (r["size"], r["mtime_ns"]) if r.get("mtime_ns") is not None else None
+        )
+        for r in rows
+        if isinstance(r["path"], str)
+    }
 
 
 def _gone(store: Store, raw: list[Path], indexed: set[str] | None = None) -> list[str]:

@@ -48,10 +48,13 @@ def test_process_input_of_a_new_shard_leaves_no_false_hint(tmp_path):
         assert r.exit_code == 0, r.output
         assert LEFT_OUT not in said(r) and "hint" not in said(r), (args, r.output)
     assert "│ 9 │" in run_cli(store, "query", "SELECT count(*) AS n FROM trajectories").output
-    # a shard processed before and only touched since is not left out either
+    # a shard processed before and only touched since is not left out: process records it
     old = sorted(first)[0]
     os.utime(old, ns=(old.stat().st_atime_ns, old.stat().st_mtime_ns + 10**12))
-    assert "hint" not in said(run_cli(store, "stats"))
+    r = run_cli(store, "stats")
+    assert LEFT_OUT not in said(r) and "have newer times, the same content" in said(r)
+    assert "no new input" in said(run_cli(store, "process"))
+    assert "hint" not in said(run_cli(store, "stats"))  # its time recorded
     # a new one is still named
     assert run_cli(store, "import", str(chats(tmp_path / "c.jsonl", 200, 2))).exit_code == 0
     assert f"the processed data {LEFT_OUT} 1 raw shard(s)" in said(run_cli(store, "stats"))

@@ -453,8 +453,8 @@ def test_an_unreadable_raw_shard_is_named_not_sent_to_process(store, corpus):
 def test_a_changed_raw_shard_is_sent_to_rebuild_not_to_process(store, corpus):
     """Found: a raw shard rewritten after it was processed got `run worldtrace process`,
     which refuses it (`changed since it was processed; run --rebuild`). A shard whose
-    mtime alone moved is the same file to `process` ("no new input"): nothing to say
-    (hunt 1205c: it was named left out, and `process` then had nothing to do)."""
+    mtime alone moved is the same file to `process`, which records its new time and
+    processes nothing again: said so (hunt 1205c: it was named left out)."""
     from worldtrace.freshness import stale_processed
 
     with ShardWriter(store.raw / "a") as w:
@@ -462,7 +462,9 @@ def test_a_changed_raw_shard_is_sent_to_rebuild_not_to_process(store, corpus):
     [shard] = w.paths
     run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), workers=1))
     os.utime(shard)  # touched: the same content
-    assert stale_processed(store) is None
+    msg = stale_processed(store)
+    assert msg.startswith("1 raw shard(s) processed before have newer times, the same content")
+    assert "`worldtrace process` records their times and processes nothing again" in msg
     with ShardWriter(store.raw / "b") as w:  # rewritten with other records, same name
         w.write(corpus[6:9])
     os.replace(w.paths[0], shard)
