@@ -31,7 +31,7 @@ from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 
 from .base import SandboxConfigError, SandboxError, TaskSpec
 from .condition_kinds import KINDS, Condition, Run, Session, Where, _inside, image_of
-from .execs import SetupFailed
+from .execs import ran_and_failed
 
 __all__ = [
     "KINDS",
@@ -373,7 +373,7 @@ class Plan:
             except SandboxConfigError:
                 raise
             except SandboxError as exc:
-                if not (isinstance(exc, SetupFailed) and exc.ran_and_failed):
+                if not ran_and_failed(exc):
                     raise  # timed out, killed, the container gone: another attempt may do
                 raise SandboxConfigError(
                     f"condition {c.kind} cannot be set up in the image {image_of(run)} "

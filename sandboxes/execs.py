@@ -717,31 +717,28 @@ def root_runner(container, timeout: float, workdir: str | None = None) -> RootRu
     return RootRunner(container, timeout, workdir)
 
 
-class SetupFailed(SandboxError):
-    """A set-up command that did not succeed: its exit `code` (None: cut at the output
-    cap) and whether it was killed at its deadline (`timed_out`)."""
-
-    def __init__(self, message: str, code: int | None, timed_out: bool):
-        super().__init__(message)
-        self.code, self.timed_out = code, timed_out
-
-    @property
-    def ran_and_failed(self) -> bool:
-        """It ran to its end and said no (not killed: at its deadline, or 137, a kill
-        such as the OOM killer's): the same command fails alike on the next attempt."""
-        return not self.timed_out and self.code not in (None, 137)
+def ran_and_failed(exc: BaseException) -> bool:
+    """Whether `exc` is a set-up command's failure (`setup_failed`) that ran to its end
+    and said no (not killed: at its deadline, or 137, a kill such as the OOM killer's):
+    the same command fails alike on the next attempt."""
+    code, timed_out = getattr(exc, "setup_exit", (None, True))
+    return not timed_out and code not in (None, 137)
 
 
 def setup_failed(
     what: str, command: str, code: int | None, out: str, timed_out: bool, timeout: float
-) -> SetupFailed:
+) -> SandboxError:
     """A set-up command's failure, a command killed at its deadline told from one that
-    failed (its exit 137 alone reads as an OOM kill or a crash), with what it printed."""
+    failed (its exit 137 alone reads as an OOM kill or a crash), with what it printed;
+    `setup_exit` (code, timed_out) on it for `ran_and_failed` (a SandboxError still: its
+    class name is what an attempt's reason says)."""
     how = (
         f"ran past step_timeout ({timeout:g}s) and was killed" if timed_out else f"failed ({code})"
     )
     said = f": {out}" if out.strip() else ""
-    return SetupFailed(f"{what} {how}: {command}{said}", code, timed_out)
+    exc = SandboxError(f"{what} {how}: {command}{said}")
+    exc.setup_exit = (code, timed_out)
+    return exc
 
 
 def run_setup(container, commands, timeout: float, cap: int, workdir: str) -> None:
