@@ -87,7 +87,7 @@ def _name(value: str) -> str:
     return value
 
 
-def _inside(path: str, top: str) -> bool:
+def path_within(path: str, top: str) -> bool:
     """Whether `path` is `top` or lies below it."""
     return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
 
@@ -107,7 +107,7 @@ BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin
 
 def _mountable(value: str) -> str:
     value = posixpath.normpath(abs_path(value))
-    if any(_inside(value, top) for top in UNMOUNTABLE) or value in ENGINE_FILES:
+    if any(path_within(value, top) for top in UNMOUNTABLE) or value in ENGINE_FILES:
         raise ValueError(
             f"docker cannot mount over {value} (the engine's own /proc, /sys, /dev, "
             "/etc/hostname, /etc/hosts and /etc/resolv.conf)"
@@ -117,8 +117,8 @@ def _mountable(value: str) -> str:
 
 def _tmpfs_path(value: str) -> str:
     value = _mountable(value)
-    hidden = [top for top in HIDDEN if _inside(top, value)]
-    hidden += [top for top in SYSTEM if _inside(value, top)]
+    hidden = [top for top in HIDDEN if path_within(top, value)]
+    hidden += [top for top in SYSTEM if path_within(value, top)]
     if hidden:
         raise ValueError(
             f"a tmpfs on {value} would hide the image's {hidden[0]} (a tmpfs starts empty), "
@@ -385,8 +385,10 @@ class ReadOnly(Condition):
             for other in self.paths[:i]:
                 if path == other:
                     raise ValueError(f"{path} is listed twice")
-                if "/" not in (path, other) and (_inside(path, other) or _inside(other, path)):
-                    inner, outer = (path, other) if _inside(path, other) else (other, path)
+                if "/" not in (path, other) and (
+                    path_within(path, other) or path_within(other, path)
+                ):
+                    inner, outer = (path, other) if path_within(path, other) else (other, path)
                     raise ValueError(
                         f"{inner} lies within {outer}, and docker cannot make a mount point "
                         f"in a read-only mount: {outer} alone covers it"

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 
 from .base import SandboxConfigError, SandboxError, TaskSpec
-from .condition_kinds import KINDS, Condition, Run, Session, Where, _inside, image_of
+from .condition_kinds import KINDS, Condition, Run, Session, Where, image_of, path_within
 from .execs import ran_and_failed
 
 __all__ = [
@@ -261,7 +261,7 @@ def _on_kind(c: Condition, mine: list[_Mount], where: Where) -> str | None:
                     else f"{c.kind} puts {m.what} on {at}, where the sandbox mounts {what}: "
                     f"{REFUSED}"
                 )
-            if m.path != "/" and _inside(m.path, at):
+            if m.path != "/" and path_within(m.path, at):
                 return (
                     f"{c.kind} puts {m.what} on {m.path}, inside {at}, where the sandbox "
                     f"mounts {what}: docker cannot make a mount point in a read-only mount"
@@ -286,8 +286,8 @@ def _between(a: Condition, theirs: list[_Mount], b: Condition, mine: list[_Mount
                 )
             if m.path == "/" or t.path == "/":
                 continue  # the read-only root: docker mounts first, then makes it read-only
-            if _inside(m.path, t.path) or _inside(t.path, m.path):
-                inner, outer = (m, t) if _inside(m.path, t.path) else (t, m)
+            if path_within(m.path, t.path) or path_within(t.path, m.path):
+                inner, outer = (m, t) if path_within(m.path, t.path) else (t, m)
                 why = (
                     "docker cannot make a mount point in a read-only mount"
                     if outer.ro
@@ -312,7 +312,7 @@ def _holder(
     for j, ms in enumerate(mounts):
         if only is None or j == only:
             found += [(j, m) for m in ms]
-    covering = [(j, m) for j, m in found if _inside(path, m.path)]
+    covering = [(j, m) for j, m in found if path_within(path, m.path)]
     if not covering:
         return None
     j, m = max(covering, key=lambda x: len(x[1].path.rstrip("/")))
