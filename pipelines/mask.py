@@ -369,17 +369,6 @@ def _check_range(key: str, given: Any, x: float) -> None:
         raise ValueError(f"{key}={given}: expected {want}")
 
 
-def _as_type(kind: type, key: str, value: Any) -> Any:
-    """`value` as a threshold of type `kind`: a count (`short_chars`) takes a whole
-    number only (`int(10.5)` was 10, and 0.9 turned the rule off, in silence)."""
-    if kind is not int:
-        return kind(value)
-    number = float(value)
-    if not number.is_integer():
-        raise ValueError(f"{key}={value}: expected a whole number")
-    return int(number)
-
-
 def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
     """A policy by name; `overrides` set thresholds (`echo_ol=0.8`), keep ratios
     (`keep.echo=0`) or the switches `FLAGS` (`answer_after_echo=false`)."""
@@ -409,13 +398,16 @@ def get_policy(name: str = DEFAULT_POLICY, **overrides: Any) -> MaskPolicy:
             if key.startswith("keep."):
                 kp[key[5:]] = number = float(value)
             elif key in {f.name for f in dataclasses.fields(AgentWorldThresholds)}:
-                th[key] = number = _as_type(type(getattr(base.thresholds, key)), key, value)
+                th[key] = number = float(value)
             else:
                 own[key] = number = float(value)
-        except (TypeError, ValueError) as exc:
-            if "a whole number" in str(exc):
-                raise
+        except (TypeError, ValueError):
             raise ValueError(f"{key}={value}: expected a number") from None
+        if key in th and type(getattr(base.thresholds, key)) is int:
+            # a count (short_chars): int(10.5) was 10, and 0.9 turned the rule off, in silence
+            if not number.is_integer():
+                raise ValueError(f"{key}={value}: expected a whole number")
+            th[key] = int(number)
         _check_range(key, value, number)
     base = dataclasses.replace(
         base,

@@ -101,9 +101,9 @@ def stale_processed(store: Store) -> str | None:
         if indexed:  # what every run read: the last run's `--input` is not all of it
             if real not in indexed:
                 left_out.append((t, path))
-            elif indexed[real] not in ((st.st_size, t), None) or (
-                indexed[real] is None and t > finished
-            ):
+                continue
+            same = _same_file(indexed[real], st)  # None: an old index, times only
+            if same is False or (same is None and t > finished):
                 since.append(path)
         elif t > finished or (inputs is not None and real not in inputs):
             left_out.append((t, path))
@@ -112,7 +112,7 @@ def stale_processed(store: Store) -> str | None:
         return None
     from worldtrace.pipelines import recorded
 
-    changed = changed_inputs(store, [p for _, p in left_out] + since)
+    changed = changed_inputs(store, [p for _, p in left_out] + since, indexed)
     left_out = [(t, p) for t, p in left_out if p not in changed]
     damaged = [(p, why) for p in changed if (why := recorded.read_problem(p))]
     changed = [p for p in changed if p not in dict(damaged)]
@@ -177,31 +177,38 @@ def processed_inputs(store: Store) -> set[str]:
     return set(recorded_files(store))
 
 
-def recorded_files(store: Store) -> dict[str, tuple[int, int] | None]:
-    """`processed_inputs`, each with the (size, mtime in ns) the index recorded of it
-    when it was last read (None from an index without them): a file that has them still
-    is the file processed, with no need to hash it."""
+def recorded_files(store: Store) -> dict[str, dict]:
+    """The index's row (`_index/shards.parquet`: `size`, `mtime_ns`, `sha256` where it
+    has them) of each file `process` runs read, by its path at the store's place now
+    (`pipelines.process.moved_paths`); empty when there is no index or it does not read
+    (`process` says what it finds). Read once a command: the freshness checks share it."""
     index = store.processed / F.PROCESS_INDEX / "shards.parquet"
     if not index.is_file():
         return {}
     import pyarrow.parquet as pq
 
     try:
-        rows = pq.read_table(index, columns=["path", "size", "mtime_ns"]).to_pylist()
+        table = pq.read_table(index)
+        rows = table.select(
+            [c for c in ("path", "size", "mtime_ns", "sha256") if c in table.column_names]
+        ).to_pylist()
     except (OSError, ValueError, KeyError):
-        try:
-            rows = pq.read_table(index, columns=["path"]).to_pylist()
-        except (OSError, ValueError, KeyError):
-            return {}
+        return {}
     _, was = _recorded(store)
     here = Path(os.path.realpath(store.root))
     return {
-        rebased(r["path"], was, here) if was else r["path"]: (
-            (r["size"], r["mtime_ns"]) if r.get("mtime_ns") is not None else None
-        )
+        rebased(r["path"], was, here) if was else r["path"]: r
         for r in rows
         if isinstance(r["path"], str)
     }
+
+
+def _same_file(row: dict, st: os.stat_result) -> bool | None:
+    """Whether a file is the one its index `row` recorded by size and mtime (then it
+    needs no hash); None when the row has no mtime (an old index)."""
+    if row.get("mtime_ns") is None:
+        return None
+    return (row.get("size"), row["mtime_ns"]) == (st.st_size, st.st_mtime_ns)
 
 
 def _gone(store: Store, raw: list[Path], indexed: set[str] | None = None) -> list[str]:
@@ -216,29 +223,26 @@ def _gone(store: Store, raw: list[Path], indexed: set[str] | None = None) -> lis
     return sorted(p for p in indexed if p not in listed and not os.path.exists(p))
 
 
-def changed_inputs(store: Store, paths: list[Path]) -> list[Path]:
+def changed_inputs(
+    store: Store, paths: list[Path], recorded: dict[str, dict] | None = None
+) -> list[Path]:
     """Those of `paths` processed before whose content changed since (size or sha256 not
-    the ones `_index/shards.parquet` recorded): `process` refuses them, so "run
-    `worldtrace process`" would send the user into that refusal. A file whose mtime alone
-    moved (`touch`, `cp -r`) is not changed: `process` takes it as the file processed."""
-    index = store.processed / F.PROCESS_INDEX / "shards.parquet"
-    if not index.is_file():
-        return []
-    import pyarrow.parquet as pq
-
+    the ones `_index/shards.parquet` recorded: `recorded_files`, or `recorded` when read
+    already): `process` refuses them, so "run `worldtrace process`" would send the user
+    into that refusal. A file whose mtime alone moved (`touch`, `cp -r`) is not changed:
+    `process` takes it as the file processed. An index before hashes were kept says
+    nothing changed (`process` says what it finds)."""
     from worldtrace.schemas.hashing import sha256_file
 
-    try:
-        rows = pq.read_table(index, columns=["path", "size", "sha256"]).to_pylist()
-    except (OSError, ValueError, KeyError):
-        return []  # an index before hashes were kept: `process` says what it finds
-    _, was = _recorded(store)
-    here = Path(os.path.realpath(store.root))
-    seen = {rebased(r["path"], was, here) if was else r["path"]: r for r in rows}
+    seen = recorded_files(store) if recorded is None else recorded
     out = []
     for p in paths:
         r = seen.get(os.path.realpath(p))
-        if r is not None and (r["size"] != p.stat().st_size or r["sha256"] != sha256_file(p)):
+        if (
+            r is not None
+            and "sha256" in r
+            and (r.get("size") != p.stat().st_size or r["sha256"] != sha256_file(p))
+        ):
             out.append(p)
     return out
 

@@ -197,6 +197,18 @@ class ConfigCommand(click.Command):
         self._params = value
 
 
+def typed_options(ctx: click.Context) -> list[click.Parameter]:
+    """The command's options the user typed, not left at their defaults: what a refusal
+    may name (export), what wins over a `--config` file (process)."""
+    from click.core import ParameterSource
+
+    return [
+        p
+        for p in ctx.command.params
+        if ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE
+    ]
+
+
 def option_error(exc: Exception) -> click.UsageError:
     """A ConfigError from parsing `options_from` values, as a usage error naming each
     option as typed (`--concurrency: ...`, not the config field `concurrency: ...`)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from worldtrace.options import ConfigCommand, options_from
+from worldtrace.options import ConfigCommand, options_from, typed_options
 
 from . import EXIT_PROBLEMS, progress_every_option, store
 
@@ -121,7 +121,7 @@ def export(
         **options,
     )
     unread = cfg.unread()
-    for p in _typed(ctx):  # typed, even at its default: asked for
+    for p in typed_options(ctx):  # typed, even at its default: asked for
         if p.name in unread:
             message = f"{p.opts[0]} needs {unread[p.name]}; without it nothing reads it"
             raise click.UsageError(_as_options(message, ctx), ctx)
@@ -203,26 +203,17 @@ def _refuse_unread(ctx: click.Context, fmt: str) -> None:
         return
     given = [
         p.opts[0] if ctx.params[p.name] is not False else p.secondary_opts[0]
-        for p in _typed(ctx)
+        for p in typed_options(ctx)
         if p.name in TOKEN_SETTINGS
     ]
     if given:
         raise click.UsageError(unread_by_format(given, fmt, "--format"), ctx)
 
 
-def _typed(ctx: click.Context) -> list[click.Parameter]:
-    """The command's options the user typed (not defaults): what a refusal may name."""
-    return [
-        p
-        for p in ctx.command.params
-        if ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE
-    ]
-
-
 def _refuse_beside_verify(ctx: click.Context) -> None:
     """`--verify DIR` checks an export against its manifest and nothing else: an option
     given with it (`--format`, `-o`, `--json`...) would be ignored in silence."""
-    given = [p.opts[0] for p in _typed(ctx) if p.name != "verify_dir"]
+    given = [p.opts[0] for p in typed_options(ctx) if p.name != "verify_dir"]
     if given:
         raise click.UsageError(
             f"--verify checks an export and takes no other option; given: {', '.join(given)}", ctx

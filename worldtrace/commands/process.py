@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from worldtrace.options import ConfigCommand, options_from
+from worldtrace.options import ConfigCommand, options_from, typed_options
 
 from . import progress_every_option, store, store_path
 
@@ -81,7 +81,8 @@ def process(
     _check_beam_args(ctx, options.get("runner") or "DirectRunner")
     # with --input it writes a store's first data: --create may make it
     s = store(ctx, create=bool(inputs))
-    typed = {k: v for k, v in options.items() if _typed(ctx, k)}
+    # what was typed wins over a --config file (it silently beat --policy and --rebuild)
+    typed = {p.name: options[p.name] for p in typed_options(ctx) if p.name in options}
     try:  # the defaults, then the file, then what was typed: options, then --set
         cfg = load(
             ProcessConfig(
@@ -197,18 +198,6 @@ def _check_beam_args(ctx: click.Context, runner: str) -> None:
                 "the local runner would drop it)",
                 ctx,
             )
-
-
-def _typed(ctx: click.Context, name: str) -> bool:
-    """Whether option `name` was given on the command line (or by its environment
-    variable), not left at its default: what was typed wins over a `--config` file (it
-    silently beat a typed `--policy` and `--rebuild`)."""
-    from click.core import ParameterSource
-
-    return ctx.get_parameter_source(name) in (
-        ParameterSource.COMMANDLINE,
-        ParameterSource.ENVIRONMENT,
-    )
 
 
 def _given_by(exc, overrides: tuple[str, ...], options: dict) -> str:
