@@ -55,7 +55,15 @@ from . import (
     sharegpt,
     swe_agent,
 )
-from .common import Document, ImportProblem, InvalidField, MissingField, origin_stem, plural
+from .common import (
+    Document,
+    ImportProblem,
+    InvalidField,
+    MissingField,
+    origin_stem,
+    path_text,
+    plural,
+)
 from .reading import (
     LOOKS_LIKE_JSONL,
     NOT_ONE_DOCUMENT,
@@ -121,6 +129,7 @@ __all__ = [
     "detect_format",
     "import_paths",
     "one_document",
+    "one_session",
     "parse_file",
 ]
 
@@ -191,9 +200,10 @@ def input_files(paths: Iterable[str | Path], skipped: list[Path] | None = None) 
     conversation is read at its entry alone: its event files are read once, by the
     conversation (`openhands_v1._load` reports those it cannot read), not once more each
     as a file of the walk (3,000 events: 0.57 -> 0.29 s; 0.25 s named at one of its
-    files). A file named twice is read twice (the second adds nothing: already present).
-    Walked files of other suffixes (not hidden ones) and worldtrace's own manifests
-    (`our_manifest`) are added to `skipped`, to be said."""
+    files). A file named twice, or again through a link, is read once, at its first name:
+    read again, its records were present but its warnings said twice. Walked files of
+    other suffixes (not hidden ones) and worldtrace's own manifests (`our_manifest`) are
+    added to `skipped`, to be said."""
     out: list[Path] = []
     sessions: set[Path] = set()
     for p in map(Path, paths):
@@ -218,6 +228,17 @@ def input_files(paths: Iterable[str | Path], skipped: list[Path] | None = None) 
         elif entry not in sessions:
             sessions.add(entry)
             out.append(entry)
+    return _once(out)
+
+
+def _once(files: list[Path]) -> list[Path]:
+    """`files` without those another of them is (the same resolved path: its origin path)."""
+    seen: set[Path] = set()
+    out = []
+    for f in files:
+        if (real := f.resolve()) not in seen:
+            seen.add(real)
+            out.append(f)
     return out
 
 
@@ -498,6 +519,21 @@ def one_document(path: Path) -> str | None:
     return f"{what}: write one record per line, or name the file .json (one record or a list)"
 
 
+def one_session(path: Path) -> str | None:
+    """One line for a JSONL file `import` reads whole as a session (Claude Code, Codex,
+    Gemini CLI; told by its first lines, `_session`), where `validate` would check each
+    event as a record and print a schema problem per field; None for any other file."""
+    if not _lines_file(path):
+        return None
+    mod = next((m for m in SESSION_FORMATS.values() if m.sniff(path)), None)
+    if mod is None:
+        return None
+    return (
+        f"{path}: a {mod.NAME} session (JSONL, one event a line), not worldtrace records: "
+        f"import it with `worldtrace import {path}`"
+    )
+
+
 def _parses(line: str) -> bool:
     try:
         json.loads(line)
@@ -522,7 +558,7 @@ def parse_file(
     path: Path, fmt: str = "auto", domain: str | None = None
 ) -> Iterator[tuple[str, Any]]:
     """Yield (format, Trajectory | ImportProblem) for everything in one file (no caps)."""
-    origin_path = str(Path(path).resolve())
+    origin_path = path_text(Path(path).resolve())
     for name, index, _, item in _items(Path(path), ImportConfig(format=fmt, domain=domain)):
         if isinstance(item, Trajectory):
             item = _provenance(item, origin_path, index).with_id()
@@ -813,7 +849,8 @@ class _Run:
     def __init__(self, cfg: ImportConfig, output: Path, files: list[Path], pool=None):
         self.cfg, self.report, self.pool = cfg, ImportReport(), pool
         self.sink = Sink(output, cfg.shard_bytes)
-        self.origins = {f: str(f.resolve()) for f in files}
+        self.origins = {f: path_text(f.resolve()) for f in files}
+        """file -> its `source.origin_path`"""
         self.present = present_keys(output, self.origins.values())
         self.held: dict[str, dict[int, set[str]]] = {}
         """origin path -> origin index -> ids the store holds (what `convert` skips)."""

@@ -63,11 +63,13 @@ is a `command` (its `command`; `description`, `timeout` are Claude Code's option
 other tool a tool call `name(<input JSON>)`. The observation is the `tool_result` with its
 `tool_use_id` (`_Reader.answer`): for Bash the `toolUseResult` Claude Code kept beside it
 (`stdout`, `stderr`, as the shell printed them) when there is one, else the result's text;
-`is_error` is honoured. Exit codes: a failed command's result starts `Exit code N`; a
-command Claude Code did not call an error exited 0 (its rule: a non-zero exit is an error,
-except grep/rg/find/diff/test exiting 1, recorded as `returnCodeInterpretation`: 1). Images are not
-imported (`non_text_part`). A call nothing answers is no turn (`unpaired_call`): what the
-environment said is unknown.
+`is_error` is honoured. Exit codes: a failed command's result starts `Exit code N` (a
+failure without it has none); a command Claude Code did not call an error exited 0 (its
+rule: a non-zero exit is an error, except grep/rg/find/diff/test exiting 1, recorded as
+`returnCodeInterpretation`: 1). Without `toolUseResult` (older versions, one event
+answering several calls) such a command's success has no exit code: 0 or 1
+(`_may_exit_1`). Images are not imported (`non_text_part`). A call nothing answers is no
+turn (`unpaired_call`): what the environment said is unknown.
 
 Claude Code's own text is not the environment's answer (docs/importers.md, "Harness
 text"): `<system-reminder>` blocks it appends to tool results and puts around user
@@ -1121,6 +1123,20 @@ NONZERO_OK = {
 diff, test)."""
 
 
+EXIT_1_OK = frozenset({"grep", "rg", "find", "diff", "test", "["})
+"""Programs Claude Code calls a success when they exit 1 (NONZERO_OK)."""
+_SEGMENTS = re.compile(r"\|\|?|&&?|;|\n")
+
+
+def _may_exit_1(command: str) -> bool:
+    """Whether a success of `command` may have exited 1, which only its `toolUseResult`
+    says (`returnCodeInterpretation`). Claude Code judges the first word of the command's
+    last segment; every segment is looked at here, so that splitting it otherwise (at a
+    quoted `|`) errs toward an unknown exit code, never toward a false 0."""
+    firsts = (seg.lstrip(" \t({!").split()[:1] for seg in _SEGMENTS.split(command))
+    return any(first and first[0] in EXIT_1_OK for first in firsts)
+
+
 def _u16(text: str) -> int:
     """Length in UTF-16 code units, as Claude Code (JavaScript) counts and cuts."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
@@ -1261,7 +1277,10 @@ class _Reader:
         if (m := _PERSISTED.match(text)) is not None:
             text, cut = m["preview"] + text[m.end() :], True
         text, lines_cut = _lines_cut(text)
-        return Observation(_reset(text, self.cwd), truncated=cut or lines_cut, state_json=state)
+        code = None if state is not None or _may_exit_1(c.input["command"]) else 0
+        return Observation(
+            _reset(text, self.cwd), exit_code=code, truncated=cut or lines_cut, state_json=state
+        )
 
     def _failed(self, text: str) -> Observation:
         """A failed command's result: `Exit code N`, Claude Code's interrupt, timeout and

@@ -767,7 +767,8 @@ def _keys(chars: str, sid: int, name: str, wait_ms: Any) -> Action:
     args: dict[str, Any] = {"keystrokes": chars, "session_id": sid}
     if isinstance(wait_ms, int | float) and not isinstance(wait_ms, bool):
         args["duration"] = wait_ms / 1000
-    return Action("keystrokes", chars, name=name, arguments_json=json.dumps(args, sort_keys=True))
+    args_json = json.dumps(args, sort_keys=True, ensure_ascii=False)  # as `tool_call` writes them
+    return Action("keystrokes", chars, name=name, arguments_json=args_json)
 
 
 # -- MCP tools and Codex's other tools ---------------------------------------------------

@@ -56,6 +56,7 @@ class ImportProblem:
     def __post_init__(self) -> None:
         # security: a message may quote what it could not import (an exception's text)
         object.__setattr__(self, "message", redactor().text(self.message)[0])
+        object.__setattr__(self, "path", path_text(self.path))  # named as origin_path is
 
     def at(self, path: str, where: str) -> ImportProblem:
         """This problem located in `path` at `where` (parsers of one record know neither)."""
@@ -87,6 +88,13 @@ def shown(value: Any, limit: int = 60) -> str:
         text = type(value).__name__
     text = redactor().text(text[: 4 * limit])[0]
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def json_text(value: Any) -> str:
+    """A value cut out of JSON text the source wrote (a tool's answer inside a message) as
+    JSON text again, as near as it was written: its keys in their order, its characters
+    as they are (never `\\u00fc`)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def expected(field: str, what: str, value: Any) -> InvalidField:
@@ -209,12 +217,30 @@ def line_list(ns: list[int]) -> str:
     return f"lines {head}" + (f" and {len(ns) - 5} more" if len(ns) > 5 else "")
 
 
+def path_text(path: str | os.PathLike[str]) -> str:
+    """`path` as text UTF-8 can hold (a shard's `source.origin_path`, a problem): itself,
+    unless it holds bytes that are not UTF-8 (Python keeps each as a lone surrogate, which
+    UTF-8 cannot store): then each such byte is written `\\xNN` and each backslash
+    `\\\\`. The same bytes give the same text every run (a re-import finds its records),
+    and no two such paths give one text."""
+    text = os.fspath(path)
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raw = os.fsencode(text).replace(b"\\", b"\\\\")
+        return raw.decode("utf-8", "backslashreplace")
+    return text
+
+
 def origin_stem(path: Path) -> str:
-    name = path.name
+    """The file's name without its suffix: the origin id of a record without its own."""
+    name = path_text(path.name)
     for suffix in SUFFIXES:
         if name.endswith(suffix):
             return name[: -len(suffix)]
-    return path.stem
+    return path_text(path.stem)
 
 
 TERMINAL_TOOLS = {

@@ -53,6 +53,7 @@ from .common import (
     expected,
     guess_domain,
     join_reasoning,
+    json_text,
     message_action,
     record_id,
     shown,
@@ -213,7 +214,7 @@ def _content(body: str, name: str) -> str:
         return body
     if isinstance(parsed, dict) and parsed.keys() == {"name", "content"} and parsed["name"] == name:
         c = parsed["content"]
-        return c if isinstance(c, str) else json.dumps(c, sort_keys=True)
+        return c if isinstance(c, str) else json_text(c)
     return body
 
 
@@ -256,7 +257,7 @@ def _results(
         except json.JSONDecodeError:
             parsed = None
         if isinstance(parsed, list) and len(parsed) == len(calls):
-            results = [p if isinstance(p, str) else json.dumps(p, sort_keys=True) for p in parsed]
+            results = [p if isinstance(p, str) else json_text(p) for p in parsed]
             return results, j - i - 1, problems
     for n, b, _ in found[len(calls) :]:
         what = "a tool result" if b is None else f"<tool_response> block {b}, a tool result"
@@ -397,11 +398,12 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
     ]
 
 
-def _system_prompt(top: Any, systems: list[str]) -> Any:
-    """The top-level `system` (as it always was), then the `system` messages."""
+def _system_prompt(top: Any, systems: list[str]) -> str | None:
+    """The top-level `system` (one that is no string: its JSON), then the `system`
+    messages."""
+    first = [] if top is None else [top if isinstance(top, str) else json_text(top)]
     if not systems:
-        return top
-    first = [] if top is None else [top if isinstance(top, str) else json.dumps(top)]
+        return first[0] if first else None
     return "\n\n".join(t for t in [*first, *systems] if t) or None
 
 

@@ -417,9 +417,9 @@ def test_text_like_claude_codes_notices_stays(tmp_path):
     assert problems == []
     assert obs(t) == [
         ("error: Command timed out after 5s while connecting", True, 1, False),
-        (REJECT, False, None, False),
+        (REJECT, False, 0, False),
         ("log: [Request interrupted by user for tool use] seen", True, 2, False),
-        ("done\n\n... [3 lines truncated] ...", False, None, False),
+        ("done\n\n... [3 lines truncated] ...", False, 0, False),
         ("Shell cwd was reset to /elsewhere", True, 1, False),
     ]
 
@@ -448,7 +448,7 @@ def test_claude_codes_output_cuts_are_truncation(tmp_path):
     assert obs(t) == [
         (head, False, 0, True),
         ("a" * 4988 + "\n" + "b" * 5000, True, 2, True),
-        ("", False, None, False),
+        ("", False, 0, False),
         ("a.txt\n", False, 0, False),  # Claude Code moved its shell back: not output
     ]
 

@@ -68,8 +68,8 @@ def test_provenance_and_idempotent_reimport(tmp_path, wt_env):
     out = tmp_path / "out"
     calls = []
     r = import_paths([a, b, a], out, progress=lambda *done: calls.append(done))
-    assert (r.imported["openai"], r.present["openai"]) == (4, 2)  # `a`'s second pass
-    assert calls == [(1, 2), (2, 4), (3, 6)]  # (files done, records done)
+    assert (r.imported["openai"], r.present["openai"]) == (4, 0)  # `a` named twice: read once
+    assert calls == [(1, 2), (2, 4)]  # (files done, records done)
     got = sorted(
         (t.source.origin_id, t.source.origin_path, t.source.origin_index) for t in read_records(out)
     )

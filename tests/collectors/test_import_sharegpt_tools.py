@@ -58,7 +58,7 @@ def test_hermes_call_in_a_gpt_message_is_a_turn(tmp_path):
         (
             "tool_call",
             'get_rate({"base": "EUR", "exact": true, "quote": "JPY"})',
-            '{"base": "EUR", "rate": 161.2}',  # the response's `content`, as JSON
+            '{"rate": 161.2, "base": "EUR"}',  # the response's `content`, as written
         )
     ]
     [turn] = t.turns
@@ -137,7 +137,7 @@ def test_two_calls_in_one_gpt_message_answered_in_order(tmp_path, answers):
     [t], problems = items(write(tmp_path / "two.jsonl", {"id": "two", "conversations": conv}))
     assert turns(t) == [
         ("tool_call", 'get_weather({"city": "Oslo"})', "Rain, 9C"),
-        ("tool_call", 'get_time({"tz": "CET"})', '{"time": "14:00", "tz": "CET"}'),
+        ("tool_call", 'get_time({"tz": "CET"})', '{"tz": "CET", "time": "14:00"}'),
     ]
     assert [x.reasoning for x in t.turns] == ["Both at once.", None]
     assert t.metadata["final_message"] == "Rain and 14:00."

@@ -44,10 +44,10 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
         click.echo(f"no Parquet or JSONL files found under {', '.join(paths)}", err=True)
         sys.exit(EXIT_PROBLEMS)
     records = problems = unread = 0
-    from worldtrace.collectors.importers import one_document
+    from worldtrace.collectors.importers import one_document, one_session
 
     for f in files:
-        single = one_document(f)
+        single = one_session(f) or one_document(f)
         if single:  # not records to check, but one line saying what the file is
             problems += 1
             click.echo(single)
