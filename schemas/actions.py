@@ -22,7 +22,9 @@ def keystrokes(keys: str, duration: float | None = None) -> Action:
         if not 0 <= duration < math.inf:
             raise ValueError(f"duration must be a finite number of seconds >= 0, got {duration!r}")
         args["duration"] = duration
-    return Action("keystrokes", keys, arguments_json=json.dumps(args, sort_keys=True))
+    # the keys as typed, as `tool_call` writes its arguments (never `\u00fc`)
+    args_json = json.dumps(args, sort_keys=True, ensure_ascii=False)
+    return Action("keystrokes", keys, arguments_json=args_json)
 
 
 def tool(name: str, /, **arguments: Any) -> Action:
