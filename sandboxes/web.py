@@ -24,8 +24,9 @@ storage-state file to start logged in). Requests outside the allowed origins are
 stopped, by a route handler and, for what it never sees (a redirect's next hop, a
 WebSocket), by the context's proxy, and listed in the state (`blocked`). Environment
 failures (HTTP error status, failed navigation, blank or CAPTCHA-like page, crashed tab) are
-reported in `env_failure`, and a turn that changed neither URL nor tree has
-`changed = False`, for the pipeline's GUI filters.
+reported in `env_failure` (a tab that crashed while it was read too), a turn that changed
+neither URL, tree nor open tabs has `changed = False`, for the pipeline's GUI filters,
+and one observed while the page was still changing says `still_printing` (`_settle`).
 
 The pure parts (action space, observation text, failure classes) are in `web_spec.py`,
 the tree in `web_axtree.py`, the shared browser in `web_browser.py`; what stays here is
@@ -76,6 +77,17 @@ from .web_spec import (
 BID_RE = re.compile(r"^[a-zA-Z0-9]+$")
 SETTLE_MAX_MS = 1000
 SETTLE_QUIET_MS = 60
+SETTLE_RENDER_QUIET_MS = 250
+"""How long the DOM of a page that has been rendering answers as they arrive must be
+still: longer than the gap between one answer shown and the next request's event
+reaching the sandbox (a busy machine delays it, and a settle that saw the DOM still for
+60 ms and no request observed the docs' search half done)."""
+SETTLE_LOADING_MAX_S = 10.0
+"""How long a settle waits, at most, for a page that keeps rendering (the docs' search
+adds its results one per timer and fetches each one's summary: 66 results took 1.2-2.2 s,
+324 took 4.4-5.3 s on an idle machine), and never more than a third of `step_timeout`, so
+the action and the read keep the rest. A page that changes without growing or answers
+arriving (an animation, a ticker) is observed at SETTLE_MAX_MS, as before."""
 LAST_CHANGE_KEY = "__worldtrace_last_change_9f3c2e"
 """The window property (read-only, not enumerable) holding a function that returns the
 performance.now() of the document's last DOM change: a name no page meets."""
@@ -124,27 +136,31 @@ INIT_JS = _fill(
 scripts run, so the settle sees the changes made before it began. Frames skip it: the
 settle reads the main frame's only."""
 SETTLE_JS = _fill(
-    """() => new Promise(r => {
+    """(quietMs) => new Promise(r => {
   const last = (RECORDER)(KEY, -Infinity);
+  const count = () => document.getElementsByTagName("*").length;
+  const before = count();
   let frames = 0, over = false;
-  const done = () => { over = true; clearTimeout(cap); clearTimeout(idle); r(); };
-  const cap = setTimeout(done, MAX_MS);
-  const idle = setTimeout(() => { if (!frames) done(); }, 100);
-  const quiet = () => performance.now() - last() >= QUIET_MS;
+  const done = (still) => {
+    over = true; clearTimeout(cap); clearTimeout(idle);
+    r({still, last: last(), before, elements: count()});
+  };
+  const cap = setTimeout(() => done(false), MAX_MS);
+  const idle = setTimeout(() => { if (!frames) done(true); }, 100);
+  const quiet = () => performance.now() - last() >= quietMs;
   const tick = () => {
     if (over) return;
     if (++frames >= 2 && quiet()) setTimeout(confirm, 0);
     else requestAnimationFrame(tick);
   };
-  const confirm = () => { if (!over) quiet() ? done() : requestAnimationFrame(tick); };
+  const confirm = () => { if (!over) quiet() ? done(true) : requestAnimationFrame(tick); };
   requestAnimationFrame(tick);
 })""",
     RECORDER=RECORDER_JS,
     KEY=json.dumps(LAST_CHANGE_KEY),
     MAX_MS=SETTLE_MAX_MS,
-    QUIET_MS=SETTLE_QUIET_MS,
 )
-"""Resolves after two animation frames once the DOM has been still for SETTLE_QUIET_MS,
+"""Resolves after two animation frames once the DOM has been still for `quietMs`,
 counted from its last change as INIT_JS recorded it (a page still since then: two
 frames, as fast as before). A page that changes, pauses for less and changes again is
 observed after the second change even when the settle began in the pause (a click's
@@ -155,8 +171,10 @@ and only changes from now on count, as before. A frame that finds the DOM still 
 confirmed a task later: after a long task (the page's own, or a renderer short of CPU)
 Chromium runs the animation frame before the timers that fell due during it, and a
 change they make (a result rendered in the next task, a chain of timers) came after the
-observation. At most SETTLE_MAX_MS on a page that never stops changing; 100 ms for a tab
-that does not render."""
+observation. At most SETTLE_MAX_MS on a page that never stops changing, then `still` is
+false; 100 ms for a tab that does not render (`still`: nothing to wait for). `last` is the
+time of the DOM's last change (the page's clock), and `before` and `elements` how many
+elements the document had then and now, so the caller sees whether it moved and grew."""
 POPUP_GRACE_S = 0.5
 """How long a step whose navigation the proxy refused waits for Playwright to report a
 tab Chromium opened, before taking it for a popup that never loaded (`_close_unborn`)."""
@@ -289,6 +307,9 @@ class WebSandbox(Unpicklable):
         self._refuser = Refuser(self._refused)
         self._crashed: set = set()
         self._blocked_nav: str | None = None
+        self._blocked_hop = None
+        """The request of the last redirect's hop outside the allowed origins (a
+        Playwright Request: its `redirected_from` answer says whose redirect it was)."""
         self._refused_nav: str | None = None
         """The last navigation the proxy refused in this step (it cannot tell the tab)."""
         self._step_blocked: list[str] = []
@@ -299,12 +320,14 @@ class WebSandbox(Unpicklable):
         self._dialogs: list[dict[str, str]] = []
         """Dialogs (alert, confirm, prompt, beforeunload) pages opened since the last
         observation, each dismissed."""
-        self._last: tuple[str, str] | None = None
+        self._last: tuple[str, str, str, int] | None = None
         self._initial = ""
         self._page_event: asyncio.Event | None = None
         self._inflight: dict[Any, Any] = {}
         """The context's requests still in flight, each with its page."""
         self._started = 0
+        self._answered = 0
+        """How many of the context's requests got their answer (`_settle`)."""
         self._net_event: asyncio.Event | None = None
         self._nav_event: asyncio.Event | None = None
         """Set when a top-level navigation starts (`_watch_navigations`)."""
@@ -367,7 +390,7 @@ class WebSandbox(Unpicklable):
         ctx.on("page", self._on_page)
         ctx.on("dialog", self._on_dialog)
         ctx.on("request", self._on_request)
-        ctx.on("requestfinished", self._on_request_done)
+        ctx.on("requestfinished", self._on_request_answered)
         ctx.on("requestfailed", self._on_request_done)
         self._crashed = set()
         self._last = None
@@ -377,6 +400,7 @@ class WebSandbox(Unpicklable):
         self._ctx_id = info["targetInfo"].get("browserContextId")
         # not the last episode's
         self._step_blocked, self._blocked_nav, self._refused_nav = [], None, None
+        self._blocked_hop = None
         await self._open_start(url)
         return await self._observe("")
 
@@ -391,22 +415,34 @@ class WebSandbox(Unpicklable):
 
         if origin_of(url) not in self._origins:  # the job's mistake: no retry mends it
             raise SandboxConfigError(f"start page {url} is outside the allowed origins ({', '.join(self._origins)})")  # fmt: skip
-        outside = "it redirected outside the allowed origins, to {}"
         response, exc = await self._navigate(url)
+        if self._blocked_nav:  # the redirect's hop got the proxy's 204 (ERR_ABORTED) or 403
+            upgrade = await self._upgrade_of(self._blocked_hop)
+            if upgrade:  # the browser's own, the same on every attempt
+                raise SandboxConfigError(f"start page {url} cannot load: Chromium itself upgrades it to {self._blocked_nav} ({upgrade}), outside the allowed origins ({', '.join(self._origins)})")  # fmt: skip
+            raise failed(f"it redirected outside the allowed origins, to {self._blocked_nav}")
         if exc is not None:
-            if self._blocked_nav:  # the redirect's hop got the proxy's 204: ERR_ABORTED
-                raise failed(outside.format(self._blocked_nav))
             why = load_error(exc)
             never = self._never_loads(url, why)
             if never:
                 raise SandboxConfigError(f"start page {url} cannot load: {never}")
             raise failed(why)
-        if self._blocked_nav:
-            raise failed(outside.format(self._blocked_nav))
         if self._page.url.startswith("chrome-error://"):
             raise failed(f"Chromium's error page ({self._page.url})")
         if response is not None and response.status >= 500:
             raise failed(f"HTTP {response.status} {response.status_text}".rstrip())
+
+    @staticmethod
+    async def _upgrade_of(hop) -> str | None:
+        """Why Chromium itself sent a navigation to this hop, if it did: an internal
+        redirect says so in its `Non-Authoritative-Reason` header (`HSTS` for a host on
+        the preload list, such as every `.dev` name; `HttpsUpgrades`), a site's never
+        does."""
+        redirect = hop.redirected_from if hop is not None else None
+        answer = await redirect.response() if redirect is not None else None
+        if answer is None:
+            return None
+        return (await answer.all_headers()).get("non-authoritative-reason")
 
     def _never_loads(self, url: str, why: str) -> str | None:
         """Why no retry can load the start page, when none can: an unsafe port (Chromium
@@ -462,7 +498,7 @@ class WebSandbox(Unpicklable):
     def _on_request(self, request) -> None:
         redirected = request.redirected_from is not None  # the proxy refuses and records it
         if redirected and self._outside_re.match(request.url) and self._top_navigation(request):
-            self._blocked_nav = request.url
+            self._blocked_nav, self._blocked_hop = request.url, request
         try:
             page = request.frame.page
         except Exception:  # no frame: a (blocked) service worker's, or a popup's first
@@ -472,6 +508,10 @@ class WebSandbox(Unpicklable):
         if self._top_navigation(request):
             self._navs[request] = (page, asyncio.get_running_loop().time())
             self._nav_event.set()
+
+    def _on_request_answered(self, request) -> None:
+        self._answered += 1
+        self._on_request_done(request)
 
     def _on_request_done(self, request) -> None:
         self._navs.pop(request, None)
@@ -531,29 +571,52 @@ class WebSandbox(Unpicklable):
         """Whether a request of this tab is still in flight (a closed tab's never end)."""
         return any(p is page for p in self._inflight.values()) and not page.is_closed()
 
-    async def _settle(self, page) -> bool:
+    async def _settle(self, page) -> bool | None:
         """Wait until the tab has no request in flight and its DOM is still: a script that
         fetches data after `load` and then renders it (the docs' glossary box, slower than
         SETTLE_QUIET_MS) is observed done, not before its answer arrived. Repeated while
         the settling itself started requests, until SETTLE_MAX_MS has passed (a long
-        poll never ends); the last DOM wait may take as long again. False when the DOM
-        wait did not end within SETTLE_EVAL_S (a navigation not committed holds it, or a
-        page busy in a loop)."""
+        poll never ends); the last DOM wait may take as long again. A page still
+        rendering (its document grew, or answers arrived and its DOM moved with them: the
+        docs' search adds a result per timer, and fetches each one's summary) gets
+        SETTLE_MAX_MS more from each wait that saw it, up to SETTLE_LOADING_MAX_S, and
+        must then be still for SETTLE_RENDER_QUIET_MS: it was observed half done,
+        different on every run. True once the tab was found still; False when it was
+        still changing (or rendering) when the wait ended: the observation says so,
+        `still_printing`; None when the DOM wait did not end within SETTLE_EVAL_S (a
+        navigation not committed holds it, or a page busy in a loop)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + SETTLE_MAX_MS / 1000
+        start = loop.time()
+        long = start + min(SETTLE_LOADING_MAX_S, self.config.step_timeout / 3)
+        deadline, seen, seen_rendering = start + SETTLE_MAX_MS / 1000, None, False
+        elements = None
         while True:
-            while self._loading(page) and loop.time() < deadline:
+            answered = self._answered
+            calm = min(deadline, loop.time() + SETTLE_MAX_MS / 1000)  # a long poll: 1 s
+            while self._loading(page) and loop.time() < calm:
                 self._net_event.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._net_event.wait(), deadline - loop.time())
+                    await asyncio.wait_for(self._net_event.wait(), calm - loop.time())
             started = self._started
+            quiet = SETTLE_RENDER_QUIET_MS if seen_rendering else SETTLE_QUIET_MS
             try:
-                await asyncio.wait_for(page.evaluate(SETTLE_JS), SETTLE_EVAL_S)
+                got = await asyncio.wait_for(page.evaluate(SETTLE_JS, quiet), SETTLE_EVAL_S)
             except asyncio.TimeoutError:
-                return False
-            quiet = started == self._started and not self._loading(page)
-            if quiet or loop.time() >= deadline:
+                return None
+            if got["still"] and started == self._started and not self._loading(page):
                 return True
+            # the document grew, or answers arrived and the DOM moved with them: the page
+            # is rendering what it fetched or computed (a ticker, an animation, a poll
+            # that changes nothing is not), and gets SETTLE_MAX_MS more
+            moved = not got["still"] or (seen is not None and got["last"] != seen)
+            grew = got["elements"] > (got["before"] if elements is None else elements)
+            rendering = grew or (answered != self._answered and moved)
+            if rendering:
+                deadline = min(long, loop.time() + SETTLE_MAX_MS / 1000)
+                seen_rendering = True
+            seen, elements = got["last"], got["elements"]
+            if loop.time() >= deadline:
+                return got["still"] and not rendering
 
     def _on_crash(self, page) -> None:
         self._crashed.add(page)
@@ -602,13 +665,13 @@ class WebSandbox(Unpicklable):
         req = route.request
         self._record(req.url)
         if self._top_navigation(req):
-            self._blocked_nav = req.url
+            self._blocked_nav, self._blocked_hop = req.url, None
             await route.fulfill(status=204)  # "No Content": the tab stays where it was
         elif self._unborn_navigation(req):
             # the 204 keeps the new tab on its empty document, which Playwright never
             # reports: `_popups` closes it (aborted, it would show Chromium's error page)
             self._refused(req.url, navigation=True, recorded=True)
-            self._blocked_nav = req.url
+            self._blocked_nav, self._blocked_hop = req.url, None
             await route.fulfill(status=204)
         else:
             await route.abort("blockedbyclient")
@@ -737,11 +800,45 @@ class WebSandbox(Unpicklable):
                 raise
             return None, exc
 
-    async def _do_go_back(self) -> None:
-        await self._page.go_back()
+    async def _do_go_back(self) -> str | None:
+        return await self._history(-1)
 
-    async def _do_go_forward(self) -> None:
-        await self._page.go_forward()
+    async def _do_go_forward(self) -> str | None:
+        return await self._history(1)
+
+    async def _history(self, delta: int) -> str | None:
+        """Go `delta` entries back or forward. An entry of the main frame's (another URL)
+        is Playwright's `go_back`/`go_forward`, which waits for the main frame; one of the
+        same URL is a frame's navigation (a link in an iframe), and the step waits for
+        whichever frame navigates, up to navigation_timeout (Playwright's waited for the
+        main frame and was a TimeoutError, though the frame had gone back)."""
+        page = self._page
+        cdp = await self._cdp(page)
+        history = await cdp.send("Page.getNavigationHistory")
+        entries, now = history["entries"], history["currentIndex"]
+        if not 0 <= now + delta < len(entries):
+            return None  # nothing there: as Playwright's, no navigation and no error
+        if entries[now + delta]["url"] != entries[now]["url"]:
+            await (page.go_back() if delta < 0 else page.go_forward())
+            return None
+        navigated = asyncio.get_running_loop().create_future()
+
+        def done(frame) -> None:
+            if not navigated.done():
+                navigated.set_result(frame)
+
+        page.on("framenavigated", done)
+        try:
+            await cdp.send("Page.navigateToHistoryEntry", {"entryId": entries[now + delta]["id"]})
+            await asyncio.wait_for(navigated, self.config.navigation_timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(Exception):  # as `_await_navigation`: the frame stays
+                await cdp.send("Page.stopLoading")
+            what = "go_back" if delta < 0 else "go_forward"
+            return f"TimeoutError: Page.{what}: Timeout {self.config.navigation_timeout * 1000:g}ms exceeded."  # fmt: skip
+        finally:
+            page.remove_listener("framenavigated", done)
+        return None
 
     async def _do_new_tab(self) -> None:
         self._page = await self._ctx.new_page()
@@ -768,18 +865,26 @@ class WebSandbox(Unpicklable):
         (a navigation outside the allowed origins, one it stopped at navigation_timeout),
         not the page's or the browser's answer: `refused: true` in the state, so the
         pipeline never trains on it."""
+        from playwright.async_api import Error as PlaywrightError
+
         page = self._page
         crashed = page in self._crashed
         tree, focused, status, inputs, truncated, walked = "", "", None, {}, False, None
+        unsettled = False
         if not crashed:
             watch = asyncio.create_task(self._watch_navigations())
             try:
                 tree, got, inputs = await self._extract(page)
+            except PlaywrightError as exc:  # a crash while reading is the tab's answer too
+                if not self._crash_of(page, exc):
+                    raise
+                crashed, tree, got, inputs = True, "", {"focused": "", "status": None}, {}
             finally:
                 watch.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await watch
             focused, status, walked = got["focused"], got["status"], got.get("walked")
+            unsettled = got.get("unsettled", False)
             truncated = walked == "cut"
             if len(tree) > self.config.max_chars:
                 cut = tree.rfind("\n", 0, self.config.max_chars)
@@ -804,7 +909,8 @@ class WebSandbox(Unpicklable):
         if "net::ERR_ABORTED" in error and any(d["type"] == "beforeunload" for d in dialogs):
             nav_failed = False  # the page kept itself (its dialog dismissed): its answer
         failure = classify(page.url, status, tree, nav_failed, crashed)
-        key = (page.url, tree)
+        # the open tabs and the active one are the observation's too (tab_focus, tab_close)
+        key = (page.url, tree, json.dumps(tabs), active)
         changed = self._last is None or key != self._last or bool(dialogs)
         self._last = key
         state = {
@@ -821,6 +927,8 @@ class WebSandbox(Unpicklable):
             state["blocked"] = list(self._step_blocked)
         if walked:
             state["tree_source"] = "dom_walk"  # not Chromium's AXTree: docs/web.md
+        if unsettled:  # our clock ended the wait, not the page: the terminal's name for it
+            state["still_printing"] = True
         if refused:
             state["refused"] = True
         text = render(tabs, active, tree, focused, error)
@@ -837,15 +945,31 @@ class WebSandbox(Unpicklable):
         )
 
     async def _title(self, page) -> str:
+        from playwright.async_api import Error as PlaywrightError
+
         if page in self._crashed:
             return ""
-        return await page.title()
+        try:
+            return await page.title()
+        except PlaywrightError as exc:
+            if not self._crash_of(page, exc):
+                raise
+            return ""
+
+    def _crash_of(self, page, exc: Exception) -> bool:
+        """Whether a Playwright error is the tab's crash ("Target crashed": a call that
+        was waiting when the tab died, whose crash event may come after it), noted so."""
+        if page in self._crashed or "Target crashed" in str(exc):
+            self._crashed.add(page)
+            return True
+        return False
 
     async def _extract(self, page, tries: int = 3):
-        """(tree text, {focused, status, walked?}, input types) of the page once it
-        settled; a navigation racing the extraction (a script redirect) is waited out and
+        """(tree text, {focused, status, walked?, unsettled}, input types) of the page once
+        it settled; a navigation racing the extraction (a script redirect) is waited out and
         retried. `walked` says a page too big for the AXTree was read by a DOM walk
-        (`TreeOptions.dom_walk_over`), "cut" when it stopped at max_chars."""
+        (`TreeOptions.dom_walk_over`), "cut" when it stopped at max_chars; `unsettled`
+        that the settle ended before the page was found still (`_settle`)."""
         from playwright.async_api import Error as PlaywrightError
 
         for left in reversed(range(tries)):
@@ -854,7 +978,8 @@ class WebSandbox(Unpicklable):
                 with contextlib.suppress(PlaywrightError):  # still loading: observe what is there
                     await page.wait_for_load_state("load")
                 # a navigation Playwright reported after the wait above holds the settle
-                if not await self._settle(page) and await self._await_navigation() and left:
+                settled = await self._settle(page)
+                if settled is None and await self._await_navigation() and left:
                     continue
                 opts = self.config.tree
                 marks = await mark_frames(page, opts.viewport_only, opts.dom_walk_over)
@@ -862,6 +987,7 @@ class WebSandbox(Unpicklable):
                     walked = await walk_tree(page, opts, self.config.max_chars)
                     state = await unmark_frames(page, marks["frames"], carriers=False)
                     state["walked"] = "whole" if walked["complete"] else "cut"
+                    state["unsettled"] = not settled
                     return walked["text"], state, walked["inputs"]
                 cdp = await self._cdp(page)
                 try:
@@ -870,6 +996,7 @@ class WebSandbox(Unpicklable):
                     state = await unmark_frames(page, marks["frames"])
                 tree = flatten(axtree, opts, frozenset(marks["hidden"]), marks["visibility"])
                 inputs = {b: t for b, t in marks["inputs"].items() if b not in marks["hidden"]}
+                state["unsettled"] = not settled
                 return tree, state, inputs
             except PlaywrightError as exc:
                 await self._alive()

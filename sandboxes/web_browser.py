@@ -37,11 +37,38 @@ LAUNCH_ARGS = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--disable-features=AutofillServerCommunication",
 )
-"""Debian's Chromium as a headless collector: no background traffic of its own (the
-autofill service asks Google about every form a page shows: through a context's proxy
-it would be listed as the page's blocked requests)."""
+"""Debian's Chromium as a headless collector (`launch_args` adds DISABLED_FEATURES)."""
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "TcpPortRandomizationWin",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
+    "msForceBrowserSignIn",
+    "msEdgeUpdateLaunchServicesPreferredVersion",
+)
+"""The features Playwright's own `--disable-features` switches off (playwright-core 1.65,
+`chromiumSwitches.ts`; Edge's and Windows' ones are no feature of Debian's Chromium). Chromium honours the last `--disable-features` only, so one of
+ours replaces Playwright's: it must name these again. Without them Chromium upgrades a
+plain-http navigation to https itself (HttpsUpgrades: the context's proxy refused the
+upgrade, and a start page on http failed as "redirected outside the allowed origins"),
+and sends its own requests to Google (optimization hints, network time, search
+preconnects). `tests/sandboxes/test_web_hunt_1205d.py` checks the browser's command
+line still holds every feature Playwright names, so an upgrade that adds one fails there."""
+DISABLED_FEATURES = (*PLAYWRIGHT_DISABLED_FEATURES, "AutofillServerCommunication")
+"""What Chromium runs without: Playwright's list and the autofill service, which asks
+Google about every form a page shows (through a context's proxy it would be listed as the
+page's blocked requests)."""
 NO_NAME_RESOLUTION = (
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.*, EXCLUDE [::1]"
 )
@@ -131,8 +158,19 @@ class BrowserConfig:
 
 
 def launch_args(config: BrowserConfig) -> list[str]:
-    """The switches Chromium starts with."""
-    return [*config.args, *(() if config.resolve_hosts else (NO_NAME_RESOLUTION,))]
+    """The switches Chromium starts with: `browser.args`, with one `--disable-features`
+    after them that names DISABLED_FEATURES and every feature the args disable (Chromium
+    honours the last such switch only: a job's own would switch Playwright's back on)."""
+    flag = "--disable-features="
+    features = dict.fromkeys(DISABLED_FEATURES)
+    for arg in config.args:
+        if arg.startswith(flag):
+            features.update(dict.fromkeys(f for f in arg[len(flag) :].split(",") if f))
+    return [
+        *(a for a in config.args if not a.startswith(flag)),
+        flag + ",".join(features),
+        *(() if config.resolve_hosts else (NO_NAME_RESOLUTION,)),
+    ]
 
 
 class BrowserHost:
