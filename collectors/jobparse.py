@@ -14,7 +14,7 @@ from typing import Any
 from worldtrace.sandboxes.base import action_kinds, load, static_action_space
 from worldtrace.sandboxes.conditions import parse_conditions
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
-from worldtrace.schemas.validate import lone_surrogates, surrogate_problem
+from worldtrace.schemas.validate import LONE_SURROGATE, lone_surrogates, surrogate_problem
 
 from .actions import arguments_of, from_spec
 from .jobspec import MAX_EPISODES, NAME_RE, TASK_KEYS, JobOptions, JobSpec, Part, TaskEntry
@@ -51,6 +51,32 @@ def _msg(exc: Exception) -> str:
     return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
 
 
+def _mended(value: Any, memo: dict[int, Any]) -> Any:
+    """`value` with U+FFFD for each lone surrogate, keys too (a copy; a YAML alias stays
+    one object). The job is refused for them anyway; the copy lets every other problem
+    be said with them, rather than one per attempt at the file. Read as it was, a path
+    holding one raised from `os.stat`, and a name or an id from the checks on it."""
+    if isinstance(value, str):
+        return value if value.isascii() else LONE_SURROGATE.sub("\ufffd", value)
+    if not isinstance(value, Mapping | list) or id(value) in memo:
+        return memo.get(id(value), value)
+    out: Any = {} if isinstance(value, Mapping) else []
+    memo[id(value)] = out
+    if isinstance(value, Mapping):
+        out.update((_mended(k, memo), _mended(v, memo)) for k, v in value.items())
+    else:
+        out.extend(_mended(v, memo) for v in value)
+    return out
+
+
+def _said_once(problems: list[ConfigProblem], halves: list) -> list[ConfigProblem]:
+    """The problems less those about a string already said to hold a lone surrogate
+    (the first `len(halves)`): its U+FFFD copy is no valid id either. One word a field."""
+    said = {tuple(_mended(k, {}) for k in path) for path, _, key in halves if not key}
+    n = len(halves)
+    return problems[:n] + [x for x in problems[n:] if tuple(x.path) not in said]
+
+
 def _part(value: Any, path: tuple, what: str) -> tuple[str, dict[str, Any]]:
     """`kind` and the rest of a `{kind: NAME, ...}` mapping (or a bare NAME)."""
     if isinstance(value, str):
@@ -70,10 +96,11 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
         raise ConfigError([ConfigProblem((), "a job file is a mapping of settings")])
     # a lone surrogate (a JSON `\ud83d`: half an emoji) has no UTF-8: no record of what
     # it names (an action, an instruction) could be stored; a key is said at its mapping
-    for path, text, key in lone_surrogates(data):
+    halves = list(lone_surrogates(data))
+    for path, text, key in halves:
         p.add(path[:-1] if key else path, surrogate_problem(text))
-    if p.items:  # before anything reads them (a name, an id, a path)
-        raise ConfigError(p.items)
+    if halves:  # the rest is checked on a copy that holds U+FFFD instead (`_mended`)
+        data = _mended(data, {})
     top = {k: v for k, v in data.items() if k not in ("sandbox", "policy", "tasks", "conditions")}
     top.setdefault("name", default_name)
     options = p.attempt(parse, JobOptions, top, ())
@@ -123,7 +150,7 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
     if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):
         p.add(("conditions",), f"sandbox kind {sandbox_cls.kind} takes no conditions")
     if p.items:
-        raise ConfigError(p.items)
+        raise ConfigError(_said_once(p.items, halves))
     assert options is not None and sandbox is not None and policy is not None
     return JobSpec(options, sandbox, policy, tuple(tasks), conditions)
 

@@ -46,6 +46,10 @@ from worldtrace.schemas.tempfiles import StoreWriteError
 from worldtrace.schemas.validate import LONE_SURROGATE
 
 JOURNAL_SUFFIX = ".journal.jsonl"
+INITIAL_STATE_JSON = "initial_state_json"
+"""The `metadata` key of the initial observation's `state_json` (what the sandbox said at
+reset beside its text: an MCP server's logs since it started, or between two episodes of a
+kept server). `System.initial_state` holds the text only."""
 BAD_SUFFIX = ".bad"
 """Appended to a journal that cannot be read (`set_aside`): kept, never recovered again."""
 
@@ -136,7 +140,9 @@ class Recorder:
             raise StoreWriteError(self.path, exc) from exc
 
     def header(self, initial: Observation, describe: bool = True) -> None:
-        """Journal the episode's start; `describe=False` when the sandbox never started."""
+        """Journal the episode's start; `describe=False` when the sandbox never started.
+        The initial observation's text is `system.initial_state` (unless the sandbox
+        describes one), its `state_json` `metadata["initial_state_json"]`."""
         d = self.sandbox.describe() if describe else {}
         self.system = System(
             task_description=self.task.instruction,
@@ -158,6 +164,8 @@ class Recorder:
         )
         # the episode's controllable conditions (JSON list) go to Trajectory.conditions
         conditions = json.dumps(d["conditions"], sort_keys=True) if d.get("conditions") else None
+        # the initial observation's state (logs at reset) was dropped: turns keep theirs
+        initial_state = {INITIAL_STATE_JSON: initial.state_json} if initial.state_json else {}
         self._append(
             "header",
             {
@@ -169,6 +177,7 @@ class Recorder:
                 "environment": asdict(self.environment),
                 "started_at": self.started_at.isoformat(),
                 **({"conditions": conditions} if conditions else {}),
+                **({"metadata": initial_state} if initial_state else {}),
             },
         )
         self.started = True

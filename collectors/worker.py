@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
+from worldtrace.sandboxes.base import SandboxConfigError
 from worldtrace.schemas.parsing import ConfigError, configclass, parse
 
+from . import MAX_TURNS_STOP
 from .episode import Interrupted, attempt_episode, failure_reason, retriable
 from .jobs import (
     JOURNALS,
@@ -41,7 +43,7 @@ from .jobs import (
     parse_attempt_name,
     trajectory_path,
 )
-from .jobspec import JobOptions, JobSpec
+from .jobspec import JobSpec
 from .jobstore import FINAL, Claim, JobStore, Lease
 from .owners import alive, set_owner, sweep_orphans, this_process
 from .recorder import JOURNAL_SUFFIX, JournalError, publish, set_aside
@@ -63,6 +65,17 @@ without heartbeats (no lease renewed, no dead worker's attempt ended)."""
 MAX_POLL = 3600.0
 """The longest `--poll`: a slot waits that long between looks at the queue (an infinite
 wait overflowed as the heartbeat's did)."""
+
+
+def ending(t) -> str | None:
+    """Why attempt `t` ended, for the job store's `error` column: a failure's reason, or
+    how a succeeded one ended (`jobs show`'s `ending`, the `worker` line): the sandbox's
+    word (`the shell exited (status 3)`), or `stopped at max_turns` for an `incomplete`
+    outcome without one, as `collect` says it (`progress.outcome_text`). Every such
+    attempt read `succeeded` with nothing more, like one the policy finished."""
+    if not t.outcome.error and t.outcome.status == "incomplete":
+        return MAX_TURNS_STOP
+    return t.outcome.error
 
 
 class _SlotFailed(Exception):
@@ -260,10 +273,11 @@ class Worker:
             status = "failed" if failed else "succeeded"
             if failed and not retriable(t):  # a configuration mistake: none would mend it
                 retries = 0
+            why = ending(t)
             with self._ending:
                 if self._abandoned:  # the process is exiting: this result may be our doing
                     return
-                ended = self.store.finish(claim, status, t.trajectory_id, t.outcome.error, retries)
+                ended = self.store.finish(claim, status, t.trajectory_id, why, retries)
             if not ended:
                 self._discard(claim, journal)
                 return
@@ -273,7 +287,7 @@ class Worker:
             self.stats.failed += failed
             self._emit(
                 "finished", claim=claim, status=status, turns=len(t.turns),
-                seconds=time.monotonic() - started, error=t.outcome.error,
+                seconds=time.monotonic() - started, error=why,
             )  # fmt: skip
         except Exception as exc:  # ours, outside the episode loop: the attempt fails with it
             if self._abandoned:  # the process exits at once: `_abandon` ended the attempt
@@ -295,16 +309,22 @@ class Worker:
                 self._held.pop(claim.token, None)
 
     def _unfit(self, claim: Claim, exc: ConfigError, started: float) -> None:
-        """The attempt of a job that no longer holds on this host (its repository moved
-        away since it was queued) fails with the reason and its retries apply, as for a
-        sandbox that cannot start; it ended the worker's slot, and with it the worker."""
-        raw = json.loads(claim.spec_json)
-        retries = raw.get("retries", JobOptions.retries) if isinstance(raw, dict) else 0
-        reason = f"the job does not hold on this host: {exc.one_line()}"
+        """The attempt of a job that no longer holds on this host (its repository or its
+        `workdir.copy` folder moved away since it was queued) fails with the reason, not
+        retried, as a sandbox that meets such a mistake at its reset does
+        (`SandboxConfigError`: mcp's `env` unset, a `workdir.at` folder of the user's).
+        A retry is queued first in line (an episode's next attempt keeps its place), so
+        this very worker claimed it at once and failed it alike, whatever other host
+        holds the folder: `retries` were spent in a second and the error did not say why
+        none could help. The worker goes on with the queue."""
+        reason = (
+            f"{SandboxConfigError.__name__}: the job does not hold on this host "
+            f"({self.owner.host}): {exc.one_line()}"
+        )
         with self._ending:
             if self._abandoned:
                 return
-            ended = self.store.finish(claim, "failed", None, reason, retries)
+            ended = self.store.finish(claim, "failed", None, reason, 0)
         if not ended:
             self.stats.lost += 1
             self._emit("lost", claim=claim)

@@ -32,7 +32,9 @@ of the server's stderr (of a call: what it wrote since the last call returned); 
 reset starts a new server.
 
 Server log notifications and progress notifications go to the observation's
-`state_json` (`{"logs": [...], "progress": [...]}`), never into its text; so do a stdio
+`state_json` (`{"logs": [...], "progress": [...]}`), never into its text (those of the
+reset: the initial observation's, which the Recorder keeps in the record's metadata);
+so do a stdio
 server's stdout lines that are not JSON-RPC (`stdout: {lines, first}`; a server that
 writes only those fails to start with a reason quoting them); an injected
 fault (`faults:`, see `mcp_proxy.py`) is reported there as `{"perturbation": {kind,...}}`,
@@ -49,6 +51,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -56,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal
@@ -436,7 +440,7 @@ class MCPSandbox(Unpicklable):
             log.warning(
                 "MCP server %s wrote to stdout what is not JSON-RPC (ignored, kept in the "
                 "observation's state_json as `stdout`): %r",
-                self._spec.argv[len(PARENT_DEATH)] if self._spec.argv else self._spec.url,
+                server_name(self._spec.argv[len(PARENT_DEATH) :]) or self._spec.url,
                 stdout["first"][0],
             )
         return self._conn.take_logs(), stdout
@@ -690,6 +694,26 @@ class MCPSandbox(Unpicklable):
         if conn is not None and self._spec.url:
             d["url"] = self._spec.url
         return d
+
+
+INTERPRETER_RE = re.compile(r"(python|pypy|node|nodejs|bun|deno|ruby|perl|php|sh|bash|dash)[\d.]*")
+"""Programs whose first argument is the server (`{python} server.py`: `server.py`)."""
+
+
+def server_name(argv: Sequence[str]) -> str | None:
+    """The server a command runs, for a message: the script (or `-m module`, `-c`) an
+    interpreter is given, else the program. `{python} rawserver.py` was named by the
+    interpreter's path, the same for every Python server."""
+    if not argv:
+        return None
+    program, rest = argv[0], list(argv[1:])
+    if INTERPRETER_RE.fullmatch(os.path.basename(program)):
+        for i, arg in enumerate(rest):
+            if arg in ("-m", "-c") and i + 1 < len(rest):
+                return f"{os.path.basename(program)} {arg} {rest[i + 1]}"
+            if not arg.startswith("-"):
+                return arg
+    return program
 
 
 def _state(**parts: Any) -> str | None:

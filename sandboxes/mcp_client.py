@@ -12,8 +12,8 @@ A result reads as text (`render`): content parts in order (text as is; images, a
 and resources as one bracketed line each, with their URI, type and size), then the
 structured content as canonical JSON unless the text parts already say it by a
 convention servers follow (`_carried`: its JSON, or one key around what the parts say, as
-the SDK's `{"result": ...}`; binary blocks in it count as their bracketed lines, never
-base64); a JSON-RPC error reads
+the SDK's `{"result": ...}`, compared as JSON values: `true` is not `1`; MCP's binary
+blocks in it count as their bracketed lines, never base64); a JSON-RPC error reads
 `MCP error CODE: MESSAGE`, as MCP clients show it.
 
 A stdio server's stdout lines that are not JSON-RPC (a banner, a stray print) are
@@ -33,6 +33,7 @@ import contextvars
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -568,22 +569,56 @@ def render_part(part) -> str:
     return canonical(dump(part))
 
 
-def _without_blobs(value: Any) -> Any:
-    """Structured content with each binary block (an image or audio `data`, a resource
-    `blob`, in base64) as the bracketed line `render_part` makes of it. Servers mirror
-    their content parts there (server-filesystem's `read_media_file`: `{"content":
-    [{"type": "image", "data": ...}]}`), and the canonical JSON put a photo's base64 into
-    the observation, up to output_cap; so mirrored, it is carried by the parts."""
+BASE64_RE = re.compile(r"[A-Za-z0-9+/\s]*={0,2}\s*")
+"""Base64 as MCP's binary fields hold it (whitespace tolerated, as MIME writes it)."""
+BINARY_KEYS = {
+    "image": frozenset({"type", "data", "mimeType", "annotations", "_meta"}),
+    "audio": frozenset({"type", "data", "mimeType", "annotations", "_meta"}),
+    "blob": frozenset({"uri", "blob", "mimeType", "_meta"}),
+}
+"""The keys MCP's ImageContent, AudioContent and BlobResourceContents may have."""
+
+
+def _without_blobs(value: Any, resource: bool = False) -> Any:
+    """Structured content with each MCP binary block (ImageContent or AudioContent with
+    its base64 `data`, BlobResourceContents with its base64 `blob`) as the bracketed line
+    `render_part` makes of it. Servers mirror their content parts there
+    (server-filesystem's `read_media_file`: `{"content": [{"type": "image", "data":
+    ...}]}`), and the canonical JSON put a photo's base64 into the observation, up to
+    output_cap; so mirrored, it is carried by the parts.
+
+    Only those shapes, where they can be: a typed content block anywhere (its `type` says
+    what it is), untyped resource contents as an embedded resource's `resource` or in a
+    list (a read's `contents`), each with nothing but the spec's keys and base64 in it. A
+    blob store's listing (`{"container": ..., "blob": "2024/cat.jpg"}`) is data, and was
+    replaced by a made-up `[resource: None, binary, 9 bytes]`. `resource`: `value` is in
+    one of the places untyped resource contents can be."""
     if isinstance(value, list):
-        return [_without_blobs(v) for v in value]
+        return [_without_blobs(v, True) for v in value]
     if not isinstance(value, dict):
         return value
     kind, mime = value.get("type"), value.get("mimeType")
-    if kind in ("image", "audio") and isinstance(value.get("data"), str):
+    if kind in ("image", "audio") and _binary(value, "data", BINARY_KEYS[kind], required=True):
         return f"[{kind}: {mime}, {_size(value['data'])} bytes]"
-    if isinstance(value.get("blob"), str):
-        return f"[resource: {value.get('uri')}, {mime or 'binary'}, {_size(value['blob'])} bytes]"
-    return {k: _without_blobs(v) for k, v in value.items()}
+    if (
+        resource
+        and _binary(value, "blob", BINARY_KEYS["blob"])
+        and isinstance(value.get("uri"), str)
+    ):
+        return f"[resource: {value['uri']}, {mime or 'binary'}, {_size(value['blob'])} bytes]"
+    return {k: _without_blobs(v, kind == "resource" and k == "resource") for k, v in value.items()}
+
+
+def _binary(value: dict, field: str, keys: frozenset[str], required: bool = False) -> bool:
+    """Whether `value` has only `keys`, base64 text in `field` and a string mimeType
+    (`required`: it must have one)."""
+    mime = value.get("mimeType")
+    return (
+        value.keys() <= keys
+        and (isinstance(mime, str) if required or mime is not None else True)
+        and isinstance(value.get(field), str)
+        and BASE64_RE.fullmatch(value[field]) is not None
+    )
 
 
 def _carried(value: Any, parts: list[str], content: list) -> bool:
@@ -602,13 +637,32 @@ def _carried(value: Any, parts: list[str], content: list) -> bool:
     def said(v: Any) -> bool:
         each = isinstance(v, list) and len(v) == len(forms)
         return (
-            v == mirror
-            or any(v in f for f in forms)
-            or (each and all(x in f for x, f in zip(v, forms, strict=True)))
+            same(v, mirror)
+            or any(_in(v, f) for f in forms)
+            or (each and all(_in(x, f) for x, f in zip(v, forms, strict=True)))
         )
 
     inner = [*value.values()] if isinstance(value, dict) and len(value) == 1 else []
     return said(value) or any(said(v) for v in inner)
+
+
+def _in(value: Any, forms: tuple[str, Any]) -> bool:
+    return any(same(value, f) for f in forms)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal as JSON values: `true` is no number, as Python's `True == 1` has it (the text
+    `{"active": 1}` said `{"active": true}`, which was dropped); numbers compare by value
+    (`2.0` is `2`), objects and arrays member by member."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
 
 
 _NOT_JSON = object()

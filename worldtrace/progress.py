@@ -12,10 +12,7 @@ from typing import Any
 
 import click
 
-MAX_TURNS_STOP = "stopped at max_turns"
-"""Why an episode is `incomplete` with no error: the policy was still acting when the
-job's `max_turns` ran out (`collectors.episode.run_episode`; an explorer's usual end).
-Said, not recorded: the outcome stays `incomplete` with no error."""
+from worldtrace.collectors import MAX_TURNS_STOP
 
 
 def outcome_text(status: str, turns: int, error: str | None, seconds: float | None = None) -> str:

@@ -303,8 +303,9 @@ def test_a_queued_job_that_no_longer_holds_fails_its_attempt_and_the_worker_goes
 ):
     """Found (review of 12-04): a queued SWE job whose repository was moved away ended
     the worker (`worker error: ConfigError: sandbox.repo ...`, exit 1, even with
-    --forever); the next job stayed queued and no retry was used. Now the attempt fails
-    with the reason, as one whose sandbox cannot start, and the queue goes on."""
+    --forever); the next job stayed queued. Now the attempt fails with the reason and
+    the queue goes on; not retried (hunt 1205d): the retry, first in line, was claimed at
+    once by this same worker and failed alike, as a SandboxConfigError at reset is not."""
     gone, kept = tmp_path / "gone", tmp_path / "kept"
     for r in (gone, kept):
         (r / "pkg").mkdir(parents=True)
@@ -313,15 +314,9 @@ def test_a_queued_job_that_no_longer_holds_fails_its_attempt_and_the_worker_goes
     gone.rename(tmp_path / "elsewhere")
     stats = Worker(js, store.raw, WorkerConfig()).run()
     assert stats.errors == []
-    rows = js.job(first)["episode_rows"]
-    assert [(r["attempt"], r["status"]) for r in rows] == [
-        (1, "failed"),
-        (2, "failed"),
-    ]  # retries: 1
-    assert all(
-        "does not hold on this host" in r["error"] and "is not a directory" in r["error"]
-        for r in rows
-    )
+    [row] = js.job(first)["episode_rows"]  # retries: 1, none used
+    assert row["status"] == "failed" and row["error"].startswith("SandboxConfigError: ")
+    assert "does not hold on this host" in row["error"] and "is not a directory" in row["error"]
     assert statuses(js, second) == [("t-e0", 1, "succeeded")]
 
 

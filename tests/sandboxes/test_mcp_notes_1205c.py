@@ -1,11 +1,12 @@
 """Found (hunt 1205c): the warning for a server's stdout that is not JSON-RPC named the
 server as a tuple of its unexpanded command (`MCP server ('{python}',) wrote to stdout
-...`); it names the program that ran. A real stdio server (the MCP SDK's)."""
+...`); it names the server that ran: the script, for an interpreter's command (hunt
+1205d: the interpreter's path named every Python server alike). A real stdio server
+(the MCP SDK's)."""
 
 from __future__ import annotations
 
 import logging
-import sys
 
 from worldtrace.sandboxes.base import TaskSpec
 from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox
@@ -24,5 +25,5 @@ def test_the_noise_warning_names_the_program_that_ran(caplog, tmp_path, tmpdir_r
     finally:
         box.close()
     [said] = [r.getMessage() for r in caplog.records if r.name == "worldtrace.sandboxes.mcp"]
-    assert said.startswith(f"MCP server {sys.executable} wrote to stdout what is not JSON-RPC")
+    assert said.startswith(f"MCP server {server} wrote to stdout what is not JSON-RPC")
     assert "'Secure MCP Server running on stdio'" in said and "{python}" not in said
