@@ -103,9 +103,16 @@ def _failed(t: Turn, nxt: Turn, flagged: bool) -> bool:
     return bool(text.strip()) and text == ((nxt.get("observation") or {}).get("text") or "")
 
 
-def _similar(a: set[str], b: set[str], similarity: float) -> bool:
-    union = a | b
-    return bool(union) and len(a & b) / len(union) >= similarity
+def _similar(a: str, b: str, similarity: float) -> bool:
+    """Word Jaccard of two actions' texts at or above `similarity`. Two without words (a
+    call without arguments, a bare key such as C-c) are alike when they are the same:
+    the Jaccard of two empty sets is undefined, and taking it as 0 made an identical
+    retry of such a call no retry."""
+    wa, wb = words(a), words(b)
+    union = wa | wb
+    if not union:
+        return a == b
+    return len(wa & wb) / len(union) >= similarity
 
 
 def _is_retry(failed: Turn, nxt: Turn, similarity: float) -> bool:
@@ -116,10 +123,12 @@ def _is_retry(failed: Turn, nxt: Turn, similarity: float) -> bool:
         if fa.get("name") != na.get("name"):
             return False
         # arguments are sorted-key JSON after Normalize: their words compare like with like
-        fw = words(fa.get("arguments_json") or fa.get("text") or "")
-        nw = words(na.get("arguments_json") or na.get("text") or "")
-        return _similar(fw, nw, similarity)
-    return _similar(words(fa.get("text") or ""), words(na.get("text") or ""), similarity)
+        return _similar(
+            fa.get("arguments_json") or fa.get("text") or "",
+            na.get("arguments_json") or na.get("text") or "",
+            similarity,
+        )
+    return _similar(fa.get("text") or "", na.get("text") or "", similarity)
 
 
 def strip_empty_actions(turns: list[Turn]) -> tuple[list[Turn], Removed]:

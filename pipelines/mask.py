@@ -24,7 +24,7 @@ from .stats import surprisal
 
 KEEP_MODES = ("turn", "token", "prefix")
 MAX_PROMPT = 256
-"""Characters a prompt line can have (a longer last line is output, not a prompt)."""
+"""Characters a prompt can have: only the last ones of a screen's last line are looked at."""
 DEFAULT_POLICY = "agentworld-v1"
 
 
@@ -91,8 +91,8 @@ COLLECTOR_CUTS = {
     "truncated": "the collector cut this observation (observation.truncated)",
     "timed_out": "the collector's step timeout ended this observation (state timed_out)",
     "interrupted": "an interruption ended this observation (state interrupted)",
-    "still_printing": "the step's wait ended while output was still arriving (state "
-    "still_printing)",
+    "still_printing": "the step's wait ended while output was still arriving or the page "
+    "still rendering (state still_printing)",
     "refused": "the sandbox refused the action and said so in the observation (state refused)",
 }
 """Why the collector, not the environment, ended an observation, and the rule text: a cap
@@ -100,8 +100,9 @@ on the output, a step timeout, a Ctrl-C (worldtrace's sandboxes and importers re
 so). Where the text stops, and the marker after it (`[output truncated]`, `[timed out after
 30s]`, `[interrupted]`), are ours; a model trained on them learns to stop mid-answer. A
 terminal step whose wait ended mid-stream (`seq 1 3000000` with the default 1 s) stops
-where our clock did: the same. So is a web step whose navigation the sandbox refused
-(outside the allowed origins): the error the agent reads is our text."""
+where our clock did: the same, as is a web page observed before it was still (its
+results half rendered). So is a web step whose navigation the sandbox refused (outside
+the allowed origins): the error the agent reads is our text."""
 STATE_CUTS = ("timed_out", "interrupted", "still_printing", "refused")
 """The `COLLECTOR_CUTS` read from the turn's `observation.state_json` (true values)."""
 _STATE_KEYS = tuple(f'"{k}"' for k in STATE_CUTS)
@@ -145,9 +146,32 @@ def turn_fault(
     return fault or collector_cut(truncated, state_json)
 
 
-PROMPT_END = re.compile(r"[$#%>] ?\Z")
-"""How a shell prompt ends (`user@sandbox:~$ `, `/ # `, `% `, `>>> `): the last line of
-an answer that ends so, without a line break after it, is the prompt that came back."""
+_VENV = r"(?: \)[\w.-]+\()?"
+"""A virtualenv's or conda's `(venv) ` in front of a prompt (reversed, as below)."""
+_SHAPES = (  # each reversed (the text is read from its end), the longest first
+    r" ?\$[^\s@$]*:xobdnas@resu",  # user@sandbox:~/dir$ : ours (sandboxes/terminal.py)
+    r" ?[$#](?:\)[^()\s]+\( )?[^\s@$#]*:[\w.-]+@[\w.-]+" + _VENV,  # user@host:~/dir (main)$
+    r" ?[$#]\](?:[^\]]* )?[\w.-]+@[\w.-]+\[" + _VENV,  # [user@host dir]$ (Fedora, RHEL)
+    r" ?[%#$] \S+ [\w.-]+@[\w.-]+" + _VENV,  # user@host ~ % (zsh on macOS)
+    r" ?[$#](?:\d+\.)*\d+-hs(?:ab|ad|z|k|km)?",  # bash-5.1$ , sh-5.2# (a shell's default)
+    r" ?[$#] \S*[~/](?!\S)",  # / # , ~ $ (busybox's default)
+    r" %[\w.-]*[a-zA-Z](?![\w.-])",  # host% (zsh's and csh's default)
+    r" >>>",  # a Python REPL's
+    r" [$#%>]",  # a bare $ # % > after the output
+    r"(?:[$#%>]| \.\.\.)\Z",  # alone on its line: without its blank too; a REPL's ...
+)
+PROMPT_REVERSED = re.compile("|".join(_SHAPES))
+"""The shapes of a prompt at the end of a screen's last line, reversed: our PS1
+(`user@sandbox:~$ `), a distribution's (`root@host:/# `, `[user@host dir]$ `, `user@host ~
+% `, `bash-5.1$ `, `/ # `, `host% `), with a `(venv) ` in front, a bare `$ `, `# `, `% `
+or `> `, a REPL's `>>> `. The output a command printed without a final line break comes
+before it on the same line (`{"id":42}root@sandbox:/# `), so the prompt is that suffix,
+not the whole line; a line that merely ends in `$`, `#`, `%` or `>` with no prompt's
+shape (`cost: 5$`) is output. Matched on the reversed text, from its end (~1 us): a
+search of the shapes from the start tried each at every one of up to `MAX_PROMPT`
+places (0.2-0.5 ms on a long last line)."""
+_PROMPT_LAST = frozenset("$#%> ")
+"""The last character of every prompt `PROMPT_REVERSED` knows (a cheap first test)."""
 ECHO_NOTE = "; of the answer after the echo of the typed line"
 
 
@@ -158,13 +182,19 @@ def echoed(action: str, observation: str) -> bool:
 
 
 def split_answer(answer: str) -> tuple[str, str]:
-    """(output, prompt): the prompt is the answer's last line when that line ends like one
-    and no line break follows it (the screen's cursor sits after it)."""
-    cut = answer.rfind("\n") + 1
-    last = answer[cut:]
-    if last and len(last) <= MAX_PROMPT and PROMPT_END.search(last):
-        return answer[:cut], last
-    return answer, ""
+    """(output, prompt): the prompt is the end of the answer's last line when it has a
+    prompt's shape (`PROMPT_REVERSED`) and no line break follows it (the screen's cursor
+    sits after it). What precedes it on that line is output printed without a final
+    newline (`curl -s URL`, then `root@sandbox:/# `): the whole line taken for the
+    prompt made such an answer "a prompt, no output"."""
+    if not answer or answer[-1] not in _PROMPT_LAST:
+        return answer, ""
+    start = max(answer.rfind("\n") + 1, len(answer) - MAX_PROMPT)
+    m = PROMPT_REVERSED.match(answer[start:][::-1])
+    if m is None:
+        return answer, ""
+    at = len(answer) - m.end()
+    return answer[:at], answer[at:]
 
 
 def injected_decision(keep: KeepRatios, fault: str) -> Decision:

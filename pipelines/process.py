@@ -141,6 +141,28 @@ and members instead of `origin`), files in the store are named from its root in 
 timed out, interrupted) is decided `injected` (`mask.collector_cut`)."""
 
 
+SHARDS_SCHEMA = G.SHARDS_SCHEMA.append(pa.field("ctime_ns", pa.int64())).append(
+    pa.field("ino", pa.uint64())
+)
+"""`segments.SHARDS_SCHEMA` and each file's ctime and inode when it was recorded: with its
+size and mtime, what tells that it was not written since without reading it (git's
+index keeps them so). An mtime can be set back (`touch -r`, `cp -p`, a checkout); a
+ctime cannot, and every write, rename or copy moves it. Null in an index written before
+they were kept: the next run hashes each such file once (`new_files`) and records them."""
+
+
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What `SHARDS_SCHEMA` records of a file's stat: while all four hold, the file is
+    the one recorded; when one moved, its sha256 decides (`new_files`). The device is
+    left out: a remount or another container gives the same file another one."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def recorded_key(row: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """`stat_key` as the index row recorded it (None where an older index has none)."""
+    return row["size"], row["mtime_ns"], row.get("ctime_ns"), row.get("ino")
+
+
 @dataclass
 class Previous:
     """What earlier runs left under processed/_index (empty on a first run or rebuild)."""
@@ -151,9 +173,10 @@ class Previous:
     probed: set[str] = field(default_factory=set)
     """Segments the probe files cover (`segments.PROBE`)."""
     moved: bool = False
-    """The store moved (or was copied) since the last run, or files were only touched:
-    `seen` holds its files at their new paths and times, and the shards file is
-    rewritten so even if this run reads nothing."""
+    """The store moved (or was copied) since the last run, or files were only touched
+    (their content hash the one recorded): `seen` holds its files at their new paths and
+    stat (`stat_key`), and the shards file is rewritten so even if this run reads
+    nothing."""
     read_before: int = 0
     """Records every earlier run read (the last manifest's `accounting.in`)."""
 
@@ -240,8 +263,10 @@ def run_manifest(path: Path) -> dict[str, Any]:
 def read_shards(path: Path) -> pa.Table:
     """`_index/shards.parquet` as `SHARDS_SCHEMA`: an index from before hashes were kept
     has null ones, one from before arrivals were kept its files' mtimes for them (the
-    best it knows: right unless a file was touched after it was processed). One that
-    does not read is `DamagedFile`: without it no file is known to be processed."""
+    best it knows: right unless a file was touched after it was processed), one from
+    before ctimes and inodes were kept null ones (each file hashed once, `new_files`).
+    One that does not read is `DamagedFile`: without it no file is known to be
+    processed."""
     try:
         seen = read_parquet(path)
     except (OSError, pa.ArrowException) as exc:
@@ -250,7 +275,10 @@ def read_shards(path: Path) -> pa.Table:
         seen = seen.append_column("sha256", pa.nulls(seen.num_rows, pa.string()))
     if "arrival_ns" not in seen.schema.names:
         seen = seen.append_column("arrival_ns", seen["mtime_ns"])
-    return seen.select(G.SHARDS_SCHEMA.names).cast(G.SHARDS_SCHEMA)
+    for name in ("ctime_ns", "ino"):
+        if name not in seen.schema.names:
+            seen = seen.append_column(name, pa.nulls(seen.num_rows, SHARDS_SCHEMA.field(name).type))
+    return seen.select(SHARDS_SCHEMA.names).cast(SHARDS_SCHEMA)
 
 
 def _same_policy(before: dict[str, Any], now: dict[str, Any]) -> bool:
@@ -268,9 +296,12 @@ def new_files(files: list[str], prev: Previous, output: Path) -> dict[str, os.st
     """Raw files not processed before, with their stat (taken once: their mtime is their
     records' arrival, `units.arrival_key`); a processed file that changed is an error,
     one that is damaged (`recorded`: it no longer reads) an error naming what of the
-    processed data (under `output`) comes only from it. One whose mtime alone moved
-    (`cp -r`, `touch`, a checkout) is the same file when its content hash is the one
-    recorded: its new time goes into `prev.seen` (its arrival stays)."""
+    processed data (under `output`) comes only from it. A processed file whose size,
+    mtime, ctime and inode are the ones recorded is not read (`stat_key`); one where any
+    moved is hashed: written in place with its size and mtime kept (`sed`, then
+    `touch -r`), its ctime gives it away; copied (`cp -r`, `cp -a`), touched or checked
+    out, it is the same file when its content hash is the one recorded, and its new
+    stat goes into `prev.seen` (its arrival stays), so it is hashed once."""
     if prev.seen is None:
         return {f: os.stat(f) for f in files}
     rows = prev.seen.to_pylist()
@@ -281,11 +312,12 @@ def new_files(files: list[str], prev: Previous, output: Path) -> dict[str, os.st
         r = seen.get(f)
         if r is None:
             out[f] = st
-        elif (r["size"], r["mtime_ns"]) != (st.st_size, st.st_mtime_ns):
+        elif recorded_key(r) != stat_key(st):
             if r["size"] != st.st_size or r["sha256"] != sha256_file(f):
                 changed.append(f)
                 continue
-            r["mtime_ns"], prev.moved = st.st_mtime_ns, True
+            r["mtime_ns"], r["ctime_ns"], r["ino"] = st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+            prev.moved = True
     if changed:
         refuse_damaged(output, changed)
         more = f" (and {len(changed) - 1} more)" if changed[1:] else ""
@@ -294,7 +326,7 @@ def new_files(files: list[str], prev: Previous, output: Path) -> dict[str, os.st
             "--rebuild` to process it as it is now"
         )
     if prev.moved:
-        prev.seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
+        prev.seen = pa.Table.from_pylist(rows, schema=SHARDS_SCHEMA)
     return out
 
 
@@ -327,8 +359,8 @@ def dropped_inputs(output: Path, seen: pa.Table | None, files: list[str]) -> dic
     }
 
 
-Hashed = dict[str, tuple[int, int, str]]
-"""path -> (size, mtime_ns, sha256) of files hashed before a run (`recorded_arrivals`)."""
+Hashed = dict[str, tuple[tuple[int, int, int, int], str]]
+"""path -> (`stat_key`, sha256) of files hashed before a run (`recorded_arrivals`)."""
 
 
 def recorded_index(output: Path) -> pa.Table | None:
@@ -375,8 +407,8 @@ def recorded_arrivals(
             if st.st_mtime_ns != r["mtime_ns"]:
                 changed.append(f)
             continue
-        hashed[f] = (st.st_size, st.st_mtime_ns, sha256_file(f))
-        if hashed[f][2] == r["sha256"]:
+        hashed[f] = (stat_key(st), sha256_file(f))
+        if hashed[f][1] == r["sha256"]:
             arrivals[f] = r["arrival_ns"]
         else:
             changed.append(f)
@@ -553,7 +585,7 @@ def merge_state(
     """Complete the run's _index: earlier segments and probe files (merged when many),
     updated template counts, seen shards (the files read, `arrivals`: each with the
     arrival pass 1 gave its records; a hash in `hashed` is taken again only when the
-    file's size or mtime moved since)."""
+    file's stat moved since, `stat_key`)."""
     index = run_dir / G.INDEX
     for part in (G.SEGMENTS, G.PROBE):
         _link_tree(prev.index / part if prev.index else Path("/nonexistent"), index / part)
@@ -568,16 +600,17 @@ def merge_state(
     rows = []
     for f, arrival in arrivals.items():
         st = os.stat(f)
-        size, mtime, sha = (hashed or {}).get(f, (None, None, None))
-        if (size, mtime) != (st.st_size, st.st_mtime_ns):
+        key, sha = (hashed or {}).get(f, (None, None))
+        if key != stat_key(st):
             sha = sha256_file(f)
         rows.append(
             {"path": f, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "run_id": run_id,
-             "sha256": sha, "arrival_ns": arrival}
+             "sha256": sha, "arrival_ns": arrival, "ctime_ns": st.st_ctime_ns,
+             "ino": st.st_ino}
         )  # fmt: skip
-    seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
+    seen = pa.Table.from_pylist(rows, schema=SHARDS_SCHEMA)
     if prev.seen is not None:
-        seen = pa.concat_tables([prev.seen.cast(G.SHARDS_SCHEMA), seen])
+        seen = pa.concat_tables([prev.seen.cast(SHARDS_SCHEMA), seen])
     write_table_atomic(index / G.SHARDS_FILE, seen)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .actions import json_type
 from .arrow import arrow_type
 from .hashing import trajectory_id
 from .records import Trajectory
@@ -398,6 +399,13 @@ def _time(value: Any) -> datetime | None:
     return value if isinstance(value, datetime) else None
 
 
+def a_json(value: Any) -> str:
+    """What a JSON value is, in JSON's words (`null`, `an array`, `a string`, `a number`,
+    `a boolean`): a JSONL line `null` was rejected as `got NoneType`, `[1,2]` as `got list`."""
+    kind = json_type(value)
+    return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def validate_dict(
     d: Any,
     where: str = "record",
@@ -419,7 +427,7 @@ def validate_dict(
     (`store.ESCAPED`). Every integer is checked against its column's range always (a
     declared row's column holds it already)."""
     if not isinstance(d, dict):
-        return [Problem(where, "<record>", f"expected an object, got {type(d).__name__}")]
+        return [Problem(where, "<record>", f"expected an object, got {a_json(d)}")]
     id_field = next((f.name for f in fields_of(root) if f.spec.content_hash), None)
     tid = d.get(id_field) if id_field else None
     record = f"{where} ({tid})" if isinstance(tid, str) and tid else where

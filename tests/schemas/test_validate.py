@@ -185,7 +185,7 @@ def test_validate_raises_with_all_problems(good):
 
 
 def test_non_object_record():
-    assert [p.message for p in validate_dict([1, 2], "x")] == ["expected an object, got list"]
+    assert [p.message for p in validate_dict([1, 2], "x")] == ["expected an object, got an array"]
 
 
 def test_epoch_microseconds_are_timestamps_only_where_asked(good):

@@ -38,8 +38,8 @@ from . import progress_every_option, store, store_path
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False),
-    help="YAML with ProcessConfig fields (filters, dedup, policy_settings, ...); options "
-    "typed here and --set win over it.",
+    help="YAML with ProcessConfig fields (filters, dedup, policy_settings, ...; not output: "
+    "processed data goes to the store's processed/); options typed here and --set win over it.",
 )
 @click.option(
     "--set",
@@ -47,7 +47,9 @@ from . import progress_every_option, store, store_path
     multiple=True,
     metavar="KEY=VALUE",
     help="Override a setting, e.g. dedup.threshold=0.7, filters.min_turns=3, "
-    "policy_settings.echo_ol=0.8 (checked against the setting's type and range).",
+    "policy_settings.echo_ol=0.8 (checked against the setting's type and range): filters, "
+    "dedup, policy, policy_settings, seed, workers, bytes_per_worker. What the run reads, "
+    "where it writes and how it runs are the options --input, --store, --rebuild, --runner.",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the run manifest as one JSON document."
@@ -83,6 +85,7 @@ def process(
     s = store(ctx, create=bool(inputs))
     # what was typed wins over a --config file (it silently beat --policy and --rebuild)
     typed = {p.name: options[p.name] for p in typed_options(ctx) if p.name in options}
+    _check_overrides(overrides, ProcessConfig)
     try:  # the defaults, then the file, then what was typed: options, then --set
         cfg = load(
             ProcessConfig(
@@ -97,6 +100,10 @@ def process(
     except SettingError as exc:  # a value its setting does not take: a usage error
         hint = _given_by(exc, overrides, options)
         raise click.BadParameter(str(exc), param_hint=hint) from None
+    if cfg.output != str(s.processed):  # only a --config file gets here with another
+        raise click.BadParameter(
+            f"{config_file}: output: {NOT_SETTINGS['output']}", param_hint="--config"
+        )
     from worldtrace.errors import interrupts
 
     output = Path(cfg.output)
@@ -198,6 +205,35 @@ def _check_beam_args(ctx: click.Context, runner: str) -> None:
                 "the local runner would drop it)",
                 ctx,
             )
+
+
+NOT_SETTINGS = {
+    "inputs": "not a setting: the files to read are --input PATH (default: the store's raw/)",
+    "output": "not a setting: processed data goes to the store's processed/ (--store)",
+    "rebuild": "not a setting: use --rebuild",
+    "runner": "not a setting: use --runner",
+    "beam_args": "not a setting: Beam's options go on the command line after the command's "
+    "(e.g. --job_endpoint=embed)",
+}
+"""ProcessConfig fields that are no setting but what a run reads, where it writes and how
+it runs: the command's options give them. `--set output=DIR` wrote the processed tables
+outside the store (exit 0, the store's views unchanged). A `--config` file, a run's
+recipe, may hold them all but `output`."""
+
+
+def _check_overrides(overrides: tuple[str, ...], config: type) -> None:
+    """Refuse a `--set` of a field of `config` (ProcessConfig) that is no setting
+    (`NOT_SETTINGS`), naming the option that gives it; an unknown one lists the
+    settings only."""
+    settings = [f.name for f in dataclasses.fields(config) if f.name not in NOT_SETTINGS]
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        head = key.strip().partition(".")[0]
+        if not sep or head in settings:
+            continue  # `load` says what is wrong with it, if anything
+        given = f"{key.strip()}={value}"
+        why = NOT_SETTINGS.get(head) or f"unknown setting (known: {', '.join(settings)})"
+        raise click.BadParameter(f"{given}: {why}", param_hint="--set")
 
 
 def _given_by(exc, overrides: tuple[str, ...], options: dict) -> str:
