@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
 from worldtrace.schemas.publish import reading
+from worldtrace.schemas.store import row_count
 from worldtrace.schemas.tempfiles import DamagedFile, first_line
 
 from .inputs import CLUSTER, check_input, iter_batches, kept_nothing
@@ -287,14 +288,54 @@ class PartSink:
 
 
 def export(
-    cfg: ExportConfig, batch: int = 256, progress: Callable[[int, int], None] | None = None
+    cfg: ExportConfig,
+    batch: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    run_seed: bool = False,
+    total: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Write the export into `cfg.output` (replacing what was there) and return its
     manifest (for a split export, the top manifest naming each part's). `progress` is
-    called with (trajectories read, trajectories read) after each batch."""
+    called with (trajectories read, trajectories read) after each batch, and `total`
+    first with the number of trajectories of the input (a progress bar's total).
+    `run_seed`: draw at the processing run's seed (its manifest's `config.seed`, else
+    `cfg.seed`), as the CLI does without `--seed`.
+
+    processed/'s lock is taken first and held to the end, and the run's seed and policy
+    are read under it: the export is wholly of one run, and a `process` run writing
+    refuses it at once. (Earlier versions read them before the lock, then loaded the
+    template and tokenizer: a run publishing meanwhile gave the new run's rows under the
+    old run's seed and policy, a third of the masks off the `turns` table's `in_loss`.)"""
     cfg.check()
     _check_apart(check_output(cfg.output), cfg)  # refused before anything is read or written
-    policy = (processing_run(cfg.input) or {}).get("policy")  # said before any work is done
+    # one run's tables: a `process` run may not swap them while they are read
+    with reading(Path(cfg.input).parent):
+        policy = _run_settings(cfg, run_seed)  # said before any work is done
+        if total is not None:
+            total(row_count(cfg.input))
+        return _export(cfg, batch, progress, policy)
+
+
+def _run_settings(cfg: ExportConfig, run_seed: bool) -> dict[str, Any] | None:
+    """The processing run's mask policy, its seed put in `cfg` when `run_seed`: its
+    manifest read once, under the lock (`export`), so both are of the tables read."""
+    run = processing_run(cfg.input) or {}
+    seed = (run.get("config") or {}).get("seed")
+    if run_seed and seed is not None and seed != cfg.seed:
+        cfg.seed = seed
+        try:
+            cfg.check()
+        except ValueError as exc:  # a processing seed past 64 bits
+            raise ValueError(
+                f"the processing run's seed: {exc}: pass --seed N, or process again with "
+                "`worldtrace process --rebuild --set seed=N`"
+            ) from None
+    return run.get("policy")
+
+
+def _export(cfg: ExportConfig, batch: int, progress, policy: dict | None) -> dict[str, Any]:
+    """`export` under processed/'s lock."""
     fractions = parse_split(cfg.split)
     prompt = SystemPrompt.from_file(cfg.simulation_instructions)
     template = load_template(cfg.template, cfg.template_eot)
@@ -314,8 +355,7 @@ def export(
     synthetic: Counter[str] = Counter()  # generated trajectories, per part
     simulated: Counter[str] = Counter()  # the device simulator's, per part
     selection = None
-    # one run's tables: a `process` run may not swap them while they are read
-    with reading(Path(cfg.input).parent), staged(cfg.output) as staging:
+    with staged(cfg.output) as staging:
         if cfg.where is not None:
             from .selection import Selection
 

@@ -17,6 +17,7 @@ from .writers import (
     ROW_GROUP_ROWS,
     DistinctIds,
     load_manifest,
+    misplaced_starts,
     trajectory_problems,
 )
 
@@ -137,7 +138,8 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     """Rows, samples, tokens and per-domain counts of the rows, and loss tokens from both
     the `num_loss_tokens` column and the masks; every row's mask as long as its tokens,
     its `num_loss_tokens` its mask's sum, and a packed row's padding the manifest's EOD,
-    never a target. One pass over the shards, `ROW_GROUP_ROWS` rows at a time: memory
+    never a target, its `doc_boundaries` one start per sample id within its tokens
+    (`writers.misplaced_starts`). One pass over the shards, `ROW_GROUP_ROWS` rows at a time: memory
     stays flat however large the export."""
     import numpy as np
     import pyarrow.compute as pc
@@ -146,15 +148,17 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     seq_len = (m.get("sampling") or {}).get("seq_len") or 0
     eod = (m.get("tokenizer") or {}).get("eod_id")
     cols = ["domain", "input_ids", "loss_mask", "num_tokens", "num_loss_tokens"]
-    cols += ["sample_ids"] if seq_len else []
+    cols += ["sample_ids", "doc_boundaries"] if seq_len else []
     tids: DistinctIds | None = DistinctIds()  # None once a shard has no trajectory_id
     samples = tokens = bad_loss = bad_len = not_binary = pad_id = pad_target = 0
-    rows = loss_column = loss_mask = 0
+    rows = loss_column = loss_mask = bad_starts = 0
+    first_bad = ""  # the shard and row of the first packed row whose starts are wrong
     by = {k: Counter() for k in ("samples", "tokens", "loss_tokens")}
     for s in m["shards"]:
         with pq.ParquetFile(d / s["path"]) as f:
             tid = "trajectory_id" in f.schema_arrow.names and tids is not None
             tids = tids if tid else None
+            at = 0  # the batch's first row in the shard
             for b in f.iter_batches(ROW_GROUP_ROWS, columns=cols + ["trajectory_id"] * tid):
                 if tids is not None:
                     tids.add(pc.unique(b["trajectory_id"]).to_pylist())
@@ -174,8 +178,15 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
                 bad_loss += int(np.count_nonzero(loss != n_loss))
                 not_binary += int(np.count_nonzero(mask > 1))
                 tokens += int(n_tok.sum())
+                at += b.num_rows
                 if seq_len:
-                    samples += int(pc.sum(pc.list_value_length(b["sample_ids"])).as_py() or 0)
+                    n_samples = pc.fill_null(pc.list_value_length(b["sample_ids"]), 0)
+                    samples += int(pc.sum(n_samples).as_py() or 0)
+                    limit = np.minimum(n_tok, lengths)
+                    bad = misplaced_starts(b["doc_boundaries"], limit, np.asarray(n_samples))
+                    if len(bad) and not bad_starts:
+                        first_bad = f"{s['path']} row {at - b.num_rows + int(bad[0])}"
+                    bad_starts += len(bad)
                     bad_len += int(np.count_nonzero((lengths != seq_len) | (n_tok > lengths)))
                     pos = np.arange(len(mask)) - np.repeat(ends - lengths, lengths)
                     pad = pos >= np.repeat(n_tok, lengths)
@@ -206,6 +217,12 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
             (bad_len, f"{bad_len} row(s) whose num_tokens or length is wrong"),
             (pad_id, f"{pad_id} padding token(s) other than the end-of-document id {eod}"),
             (pad_target, f"{pad_target} padding token(s) marked as targets"),
+            (
+                bad_starts,
+                f"{bad_starts} packed row(s) whose doc_boundaries are not one start per "
+                "sample id, from 0, increasing and below num_tokens (the first: "
+                f"{first_bad})",
+            ),
         )
         if n
     ]

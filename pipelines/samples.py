@@ -142,7 +142,8 @@ class SampleStats:
     tokens: int = 0
     loss_tokens: int = 0
     system_trimmed: int = 0
-    """Samples whose system prompt was shortened to leave room for turns."""
+    """Trajectories whose system prompt was shortened to leave room for turns, each once
+    however many of its samples (turn samples, parts) were trimmed."""
     by_domain: dict[str, dict[str, int]] = field(
         default_factory=lambda: defaultdict(_domain_counts)
     )
@@ -227,6 +228,8 @@ class SampleBuilder:
         self.max_len = cfg.max_len or cfg.seq_len
         self.stats: dict[str, SampleStats] = defaultdict(SampleStats)
         self.synthetic: Counter[str] = Counter()
+        self._trimmed: dict[str, Any] | None = None
+        """The last record counted in `system_trimmed` (its pieces come one after another)."""
 
     def samples(self, batches: Iterable[list[dict[str, Any]]]) -> Iterator[Sample]:
         """Samples of every batch of records, in order; each batch is encoded in one call,
@@ -321,7 +324,7 @@ class SampleBuilder:
 
     def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> list[Sample]:
         """The samples of one piece within the length limit (counting a trimmed system
-        prompt once, when they are kept). `overflow` applies to whole trajectories: a turn
+        prompt once a trajectory, when any of its samples is kept). `overflow` applies to whole trajectories: a turn
         sample over the limit drops its oldest history first in either mode, since its
         target is its last turn (truncating it would cut the target and keep the history)."""
         tid = rec[F.TRAJECTORY_ID]
@@ -333,7 +336,10 @@ class SampleBuilder:
         shorter = self._fit_system(rec, system, limit // 2)
         shortened = shorter != system
         out = self._fit_long(rec, shorter, suffix, turns, targets, rendered, enc, shortened)
-        if shortened and out:
+        if shortened and out and rec is not self._trimmed:
+            # once a trajectory: `_fit` runs once for each of its turn samples, and the
+            # count is said as trajectories (it counted 48 for 40 trajectories)
+            self._trimmed = rec
             self.stats[rec.get(PART, MAIN_PART)].system_trimmed += 1
         return out
 

@@ -22,7 +22,7 @@ module only where you train; nothing else in worldtrace imports it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
+from worldtrace.schemas.text import json_excerpt
 
 from .megatron import read_index
-from .writers import MANIFEST, megatron_name
+from .writers import MANIFEST, megatron_name, misplaced_starts
 
 IGNORE_INDEX = -100
 """Label of a token that is not trained (Hugging Face / PyTorch cross-entropy ignore_index)."""
@@ -83,10 +84,11 @@ def position_ids(n: int, starts: list[int] | np.ndarray) -> np.ndarray:
     return pos
 
 
-def add_labels(table: pa.Table) -> pa.Table:
+def add_labels(table: pa.Table, where: Callable[[int], str] | None = None) -> pa.Table:
     """`labels` (input_ids where loss_mask, else -100; -100 at every document start of a
     packed row) and `completion_mask` (TRL's name for the loss mask); for packed rows also
-    `position_ids`. Vectorised over the flattened token columns."""
+    `position_ids`. Vectorised over the flattened token columns. `where(r)` names row r
+    in the error a packed row with misplaced `doc_boundaries` is (`check_starts`)."""
     ids = table["input_ids"].combine_chunks()
     mask = table["loss_mask"].combine_chunks()
     flat_mask = pc.list_flatten(mask).to_numpy(zero_copy_only=False).astype(bool)
@@ -95,6 +97,7 @@ def add_labels(table: pa.Table) -> pa.Table:
     labels = np.where(flat_mask, flat_ids, IGNORE_INDEX)
     out = table
     if "doc_boundaries" in table.column_names:
+        check_starts(table, np.diff(offsets), where or (lambda r: f"row {r} of the batch"))
         pos = np.empty(len(flat_ids), dtype=np.int64)
         used = table["num_tokens"].to_pylist()
         for r, bounds in enumerate(table["doc_boundaries"].to_pylist()):
@@ -104,6 +107,23 @@ def add_labels(table: pa.Table) -> pa.Table:
         out = out.append_column("position_ids", _lists(offsets, pos))
     out = out.append_column("labels", _lists(offsets, labels))
     return out.append_column("completion_mask", mask)
+
+
+def check_starts(table: pa.Table, lengths: np.ndarray, where: Callable[[int], str]) -> None:
+    """A one-line ValueError naming the row (`where`) and the field when a packed row's
+    `doc_boundaries` are not its documents' starts (`writers.misplaced_starts`): they
+    index its labels and positions, where a start past the row was an IndexError
+    traceback, or silently the next row's label."""
+    used = table["num_tokens"].to_numpy()
+    bad = misplaced_starts(table["doc_boundaries"], np.minimum(used, lengths))
+    if len(bad):
+        r = int(bad[0])
+        starts = json_excerpt(table["doc_boundaries"][r].as_py())
+        raise ValueError(
+            f"{where(r)}: doc_boundaries {starts} are not the starts of its documents (one "
+            f"per sample, from 0, increasing, below num_tokens {int(used[r])}): a damaged "
+            "shard; `worldtrace export --verify DIR` checks the export"
+        )
 
 
 def _lists(offsets: np.ndarray, values: np.ndarray) -> pa.ListArray:
@@ -154,11 +174,14 @@ class PackedShards(IterableDataset):
         unit = 0
         for f in self.files:
             pf = pq.ParquetFile(f)
+            at = 0  # the row group's first row in the file
             for rg in range(pf.num_row_groups):
-                unit += 1
+                unit, first = unit + 1, at
+                at += pf.metadata.row_group(rg).num_rows
                 if (unit - 1) % n != k:
                     continue
-                table = add_labels(pf.read_row_group(rg, columns=list(self.COLUMNS)))
+                table = pf.read_row_group(rg, columns=list(self.COLUMNS))
+                table = add_labels(table, lambda r, f=f, first=first: f"{f}: row {first + r}")
                 keep = ["input_ids", "labels", "position_ids", "doc_boundaries", "num_tokens"]
                 for row in table.select(keep).to_pylist():
                     yield self.example(row)

@@ -68,6 +68,31 @@ PACKED_SCHEMA = pa.schema(
         pa.field("num_loss_tokens", pa.int32()),
     ]
 )
+
+
+def misplaced_starts(starts, limit: np.ndarray, samples: np.ndarray | None = None) -> np.ndarray:
+    """The rows (indexes) of a batch of packed rows whose `doc_boundaries` (`starts`, a
+    list array) are not what `samples.Packer` writes: one start per sample (`samples`:
+    each row's number of `sample_ids`), the first 0, increasing, each below the row's
+    `limit` (its `num_tokens`: no empty document, none in the padding). A trainer puts
+    a document's position 0 and its unscored first label at each start: one dropped
+    joins two documents, one past the row was an IndexError (or a label of the next row)."""
+    import pyarrow.compute as pc
+
+    n = np.asarray(pc.fill_null(pc.list_value_length(starts), 0), dtype=np.int64)
+    flat = np.asarray(pc.fill_null(pc.list_flatten(starts), -1), dtype=np.int64)
+    row = np.repeat(np.arange(len(n)), n)
+    first = np.ones(len(flat), dtype=bool)
+    first[1:] = row[1:] != row[:-1]
+    before = np.concatenate(([-1], flat[:-1]))
+    wrong = np.where(first, flat != 0, flat <= before) | (flat >= np.asarray(limit)[row])
+    bad = n == 0
+    bad[row[wrong]] = True
+    if samples is not None:
+        bad |= n != np.asarray(samples)
+    return np.flatnonzero(bad)
+
+
 ROW_GROUP_ROWS = 256
 """Rows of a training shard's row group, and of a batch that `--verify` reads
 (`recount`): pyarrow's default batch of 65,536 rows held a whole export of long samples

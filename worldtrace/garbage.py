@@ -13,7 +13,8 @@ removed: nothing in the item was modified for `min_age` seconds, and no process 
 machine has a file in it open (read from /proc; as a non-root user only that user's
 processes are visible). A journal is removed only when the trajectory it holds is
 already in a published raw shard; an `.old-*` directory only when the directory it was
-swapped out of exists again.
+swapped out of exists again. What is kept is listed too, saying why (too recent, open
+in a process, the only copy...), as what is removed is.
 """
 
 from __future__ import annotations
@@ -66,12 +67,21 @@ def find(
     open_paths = _open_paths(store.root)
     items: list[Item] = []
 
-    def idle(path: Path, kind: str, why: str) -> Item | None:
-        """An Item for `path` when no live writer can own it, else None."""
+    def idle(path: Path, kind: str, what: str, gone: str = "") -> Item:
+        """`path` (`what`: what it is; `gone`: why it is garbage once no writer owns it),
+        removable when no live writer can own it, else kept saying why: a kept item is
+        listed too (gc promises each item and why; one left out looked forgotten)."""
         age = now - _newest_mtime(path)
-        if age < min_age_s or _holds(path, open_paths):
-            return None
-        why = f"{why}; untouched for {human_age(age)}, open in no process"
+        if _holds(path, open_paths):
+            why = f"kept: open in a running process: {what}, in use"
+            return Item(kind, str(path), _size(path), why, remove=False)
+        if age < min_age_s:
+            why = (
+                f"kept: untouched for {human_age(age)} (< --min-age {exact_age(min_age_s)}): "
+                f"{what}, perhaps still in use"
+            )
+            return Item(kind, str(path), _size(path), why, remove=False)
+        why = f"{what}{gone}; untouched for {human_age(age)}, open in no process"
         return Item(kind, str(path), _size(path), why)
 
     found = _leftovers(store.root)
@@ -80,19 +90,20 @@ def find(
         if path in publishing:  # what a stopped publish still moves in: never removed
             found[RUN_PREFIX if path.name.startswith(RUN_PREFIX) else OLD_PREFIX].remove(path)
             items.append(Item("run", str(path), _size(path), kept_why, remove=False))
+    stopped = " that stopped"
     for path in found[TMP_PREFIX]:
-        items.append(idle(path, "temp", "temp file of a writer that stopped"))
+        items.append(idle(path, "temp", "temp file of a writer", stopped))
     for path in found[RUN_PREFIX]:
         if path.parent == store.processed:  # `process` runs work only there
-            items.append(idle(path, "run", "work directory of a `process` run that stopped"))
+            items.append(idle(path, "run", "work directory of a `process` run", stopped))
     for path in found[STAGING_PREFIX]:
-        items.append(idle(path, "staging", "staging directory of an export that stopped"))
+        items.append(idle(path, "staging", "staging directory of an export", stopped))
     for path in found[OLD_PREFIX]:
         items.append(_old(path, idle))
     items.extend(_journals(store, idle, open_paths))
     if exports_older_than_s is not None:
         items.extend(_old_exports(store, now, exports_older_than_s, open_paths))
-    return [i for i in items if i is not None]
+    return items
 
 
 def _publishing(store: Store) -> tuple[set[Path], str]:
@@ -144,13 +155,13 @@ SWEPT_BY_OWNER = ("container", "volume", MCP_WORKDIR)
 """Kinds removed by the code that finds them (`remove` is not called for them)."""
 
 
-def _old(path: Path, idle) -> Item | None:
+def _old(path: Path, idle) -> Item:
     """`.old-NAME-xxxxxxxx`: garbage once NAME is back in place; else the only copy."""
     name = path.name[len(OLD_PREFIX) :].rsplit("-", 1)[0]
     if not (path.parent / name).exists():
         why = f"the only copy of {name} (an interrupted swap); rename it back to {name}"
         return Item("old", str(path), _size(path), why, remove=False)
-    return idle(path, "old", f"previous {name}, replaced by a finished run")
+    return idle(path, "old", f"previous {name}", ", replaced by a finished run")
 
 
 def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
@@ -179,10 +190,11 @@ def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
             continue
         key = _attempt({F.TRAJECTORY_ID: t.trajectory_id, F.SOURCE: vars(t.source)})
         if key in published[job_dir]:
-            why = f"journal of a published trajectory ({key[0][:12]}, episode {key[1]})"
-            item = idle(path, "journal", why)
-            if item is not None:
-                yield item
+            yield idle(
+                path,
+                "journal",
+                f"journal of a published trajectory ({key[0][:12]}, episode {key[1]})",
+            )
         elif _holds(path, open_paths):
             why = (
                 "an attempt in progress: the process recording it publishes or drops it as it ends"
@@ -321,6 +333,15 @@ def human_size(n: int | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return str(n)
+
+
+def exact_age(seconds: float) -> str:
+    """An age as `--min-age` takes it, in the largest unit that says it exactly (5400 s
+    is `90m`: `human_age` would round it to `2h`)."""
+    for unit, s in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % s == 0:
+            return f"{seconds // s:.0f}{unit}"
+    return f"{seconds:g}s"
 
 
 def human_age(seconds: float) -> str:

@@ -93,12 +93,15 @@ def test_gc_removes_only_what_no_live_writer_owns(littered, wt_env):
         lines = dry.stdout.splitlines()
         listed = {name for name, p in found.items() for ln in lines if f"  {p}  (" in ln}
         removable = {"temp", "run", "staging", "old", "published journal"}
-        assert listed == removable | {"only copy", "cut journal"}, dry.stdout
+        kept_too = {"only copy", "cut journal", "fresh temp", "held temp"}  # listed, kept
+        assert listed == removable | kept_too, dry.stdout
         for name in removable:
             line = next(ln for ln in lines if f"  {found[name]}  (" in ln)
             assert line.startswith("would remove") and "untouched for 2h" in line, line
         kept = {ln.split("  (")[0].split()[-1]: ln for ln in lines if ln.startswith("kept")}
         assert "the only copy of clusters" in kept[str(found["only copy"])]
+        assert "untouched for 1m (< --min-age 1h)" in kept[str(found["fresh temp"])]
+        assert "kept: open in a running process" in kept[str(found["held temp"])]
         assert "publishes it or drops it, as its attempt ended" in kept[str(found["cut journal"])]
         assert "10.0 kB" in next(ln for ln in lines if str(found["run"]) in ln)
         assert "gc: 5 item(s)" in dry.stderr and "would be removed (dry run)" in dry.stderr

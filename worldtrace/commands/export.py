@@ -129,32 +129,23 @@ def export(
         cfg.check()
     except ValueError as exc:
         raise click.UsageError(_as_options(str(exc), ctx)) from exc
-    if ctx.get_parameter_source("seed") is ParameterSource.DEFAULT:
-        from worldtrace.pipelines.export import processing_seed
-
-        # the keep draw the `turns` table shows as `in_loss` is the processing run's:
-        # without --seed the export trains the same turns (a damaged processing
-        # manifest: one line naming it)
-        run_seed = processing_seed(cfg.input)
-        if run_seed is not None and run_seed != cfg.seed:
-            cfg.seed = run_seed
-            try:
-                cfg.check()
-            except ValueError as exc:  # a processing seed past 64 bits
-                raise click.ClickException(
-                    f"the processing run's seed: {exc}: pass --seed N, or process again with "
-                    "`worldtrace process --rebuild --set seed=N`"
-                ) from exc
     from worldtrace.errors import interrupts
     from worldtrace.progress import StepProgress
-    from worldtrace.schemas.store import row_count
 
+    # without --seed, the processing run's: the keep draw the `turns` table shows as
+    # `in_loss`, so the export trains the same turns; read by the export under
+    # processed/'s lock, with its policy and tables (read here first, it could be another
+    # run's than the tables a `process` publishing meanwhile left)
+    run_seed = ctx.get_parameter_source("seed") is ParameterSource.DEFAULT
     before = _identity(cfg.output)
     try:
-        with interrupts(lambda: _export_kept(cfg.output, before)):
-            total = row_count(cfg.input)
-            with StepProgress("export", total, "trajectories", every=progress_every) as progress:
-                m = run_export(cfg, progress=progress)
+        with (
+            interrupts(lambda: _export_kept(cfg.output, before)),
+            StepProgress("export", 0, "trajectories", every=progress_every) as progress,
+        ):
+            # its total counted by the export under the lock: of the run it reads
+            counted = lambda n: setattr(progress, "total", n)  # noqa: E731
+            m = run_export(cfg, progress=progress, run_seed=run_seed, total=counted)
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     for line in (_synthetic_line(m["counts"]), _simulated_line(m["counts"])):

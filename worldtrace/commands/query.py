@@ -560,11 +560,11 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int | None, as_json: b
     from worldtrace.summary import explanation, print_explanation
 
     st = store(ctx)
-    if seed is None:  # the draw `process --set seed=N` made: the turns table's and export's
-        from worldtrace.pipelines.export import processing_seed
+    with _reading(st):  # the seed and the tables of one run (as export reads them)
+        if seed is None:  # the draw `process --set seed=N` made: the turns table's, export's
+            from worldtrace.pipelines.export import processing_seed
 
-        seed = processing_seed(str(st.table("trajectories"))) or 0
-    with _reading(st):
+            seed = processing_seed(str(st.table("trajectories"))) or 0
         doc = explanation(_connect(st), trajectory_id, seed)
     if as_json:
         print_json(doc)
