@@ -149,7 +149,9 @@ def turn_fault(
 _VENV = r"(?: \)[\w.-]+\()?"
 """A virtualenv's or conda's `(venv) ` in front of a prompt (reversed, as below)."""
 _SHAPES = (  # each reversed (the text is read from its end), the longest first
-    r" ?\$[^\s@$]*:xobdnas@resu",  # user@sandbox:~/dir$ : ours (sandboxes/terminal.py)
+    r" ?\$[^\s@$]*:xobdnas@resu" + _VENV,  # user@sandbox:~/dir$ : ours (sandboxes/terminal.py)
+    # root@host:/dir# : docker's default, its user known (output before it: `OKroot@web`)
+    r" ?[$#](?:\)[^()\s]+\( )?[^\s@$#]*:[\w.-]+@toor" + _VENV,
     r" ?[$#](?:\)[^()\s]+\( )?[^\s@$#]*:[\w.-]+@[\w.-]+" + _VENV,  # user@host:~/dir (main)$
     r" ?[$#]\](?:[^\]]* )?[\w.-]+@[\w.-]+\[" + _VENV,  # [user@host dir]$ (Fedora, RHEL)
     r" ?[%#$] \S+ [\w.-]+@[\w.-]+" + _VENV,  # user@host ~ % (zsh on macOS)
@@ -166,8 +168,10 @@ PROMPT_REVERSED = re.compile("|".join(_SHAPES))
 % `, `bash-5.1$ `, `/ # `, `host% `), with a `(venv) ` in front, a bare `$ `, `# `, `% `
 or `> `, a REPL's `>>> `. The output a command printed without a final line break comes
 before it on the same line (`{"id":42}root@sandbox:/# `), so the prompt is that suffix,
-not the whole line; a line that merely ends in `$`, `#`, `%` or `>` with no prompt's
-shape (`cost: 5$`) is output. Matched on the reversed text, from its end (~1 us): a
+not the whole line. Output ending in a letter or digit runs into the user name of a
+`user@host` prompt: known users are split off (ours, `user@sandbox`, and `root`, docker's
+default: `OKroot@web:/# `); another's name takes the output's last word with it. A line
+that merely ends in `$`, `#`, `%` or `>` with no prompt's shape (`cost: 5$`) is output. Matched on the reversed text, from its end (~1 us): a
 search of the shapes from the start tried each at every one of up to `MAX_PROMPT`
 places (0.2-0.5 ms on a long last line)."""
 _PROMPT_LAST = frozenset("$#%> ")
