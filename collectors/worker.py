@@ -32,7 +32,7 @@ from pydantic import Field
 from worldtrace.sandboxes.base import SandboxConfigError
 from worldtrace.schemas.parsing import ConfigError, configclass, parse
 
-from . import MAX_TURNS_STOP
+from . import ending
 from .episode import Interrupted, attempt_episode, failure_reason, retriable
 from .jobs import (
     JOURNALS,
@@ -65,17 +65,6 @@ without heartbeats (no lease renewed, no dead worker's attempt ended)."""
 MAX_POLL = 3600.0
 """The longest `--poll`: a slot waits that long between looks at the queue (an infinite
 wait overflowed as the heartbeat's did)."""
-
-
-def ending(t) -> str | None:
-    """Why attempt `t` ended, for the job store's `error` column: a failure's reason, or
-    how a succeeded one ended (`jobs show`'s `ending`, the `worker` line): the sandbox's
-    word (`the shell exited (status 3)`), or `stopped at max_turns` for an `incomplete`
-    outcome without one, as `collect` says it (`progress.outcome_text`). Every such
-    attempt read `succeeded` with nothing more, like one the policy finished."""
-    if not t.outcome.error and t.outcome.status == "incomplete":
-        return MAX_TURNS_STOP
-    return t.outcome.error
 
 
 class _SlotFailed(Exception):
@@ -273,7 +262,7 @@ class Worker:
             status = "failed" if failed else "succeeded"
             if failed and not retriable(t):  # a configuration mistake: none would mend it
                 retries = 0
-            why = ending(t)
+            why = ending(t.outcome.status, t.outcome.error)
             with self._ending:
                 if self._abandoned:  # the process is exiting: this result may be our doing
                     return

@@ -141,20 +141,10 @@ and members instead of `origin`), files in the store are named from its root in 
 timed out, interrupted) is decided `injected` (`mask.collector_cut`)."""
 
 
-SHARDS_SCHEMA = G.SHARDS_SCHEMA.append(pa.field("ctime_ns", pa.int64())).append(
-    pa.field("ino", pa.uint64())
-)
-"""`segments.SHARDS_SCHEMA` and each file's ctime and inode when it was recorded: with its
-size and mtime, what tells that it was not written since without reading it (git's
-index keeps them so). An mtime can be set back (`touch -r`, `cp -p`, a checkout); a
-ctime cannot, and every write, rename or copy moves it. Null in an index written before
-they were kept: the next run hashes each such file once (`new_files`) and records them."""
-
-
 def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
-    """What `SHARDS_SCHEMA` records of a file's stat: while all four hold, the file is
-    the one recorded; when one moved, its sha256 decides (`new_files`). The device is
-    left out: a remount or another container gives the same file another one."""
+    """What `segments.SHARDS_SCHEMA` records of a file's stat: while all four hold, the
+    file is the one recorded; when one moved, its sha256 decides (`new_files`). The
+    device is left out: a remount or another container gives the same file another one."""
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
@@ -261,8 +251,8 @@ def run_manifest(path: Path) -> dict[str, Any]:
 
 
 def read_shards(path: Path) -> pa.Table:
-    """`_index/shards.parquet` as `SHARDS_SCHEMA`: an index from before hashes were kept
-    has null ones, one from before arrivals were kept its files' mtimes for them (the
+    """`_index/shards.parquet` as `segments.SHARDS_SCHEMA`: an index from before hashes
+    were kept has null ones, one from before arrivals were kept its files' mtimes for them (the
     best it knows: right unless a file was touched after it was processed), one from
     before ctimes and inodes were kept null ones (each file hashed once, `new_files`).
     One that does not read is `DamagedFile`: without it no file is known to be
@@ -277,8 +267,10 @@ def read_shards(path: Path) -> pa.Table:
         seen = seen.append_column("arrival_ns", seen["mtime_ns"])
     for name in ("ctime_ns", "ino"):
         if name not in seen.schema.names:
-            seen = seen.append_column(name, pa.nulls(seen.num_rows, SHARDS_SCHEMA.field(name).type))
-    return seen.select(SHARDS_SCHEMA.names).cast(SHARDS_SCHEMA)
+            seen = seen.append_column(
+                name, pa.nulls(seen.num_rows, G.SHARDS_SCHEMA.field(name).type)
+            )
+    return seen.select(G.SHARDS_SCHEMA.names).cast(G.SHARDS_SCHEMA)
 
 
 def _same_policy(before: dict[str, Any], now: dict[str, Any]) -> bool:
@@ -326,7 +318,7 @@ def new_files(files: list[str], prev: Previous, output: Path) -> dict[str, os.st
             "--rebuild` to process it as it is now"
         )
     if prev.moved:
-        prev.seen = pa.Table.from_pylist(rows, schema=SHARDS_SCHEMA)
+        prev.seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
     return out
 
 
@@ -608,9 +600,9 @@ def merge_state(
              "sha256": sha, "arrival_ns": arrival, "ctime_ns": st.st_ctime_ns,
              "ino": st.st_ino}
         )  # fmt: skip
-    seen = pa.Table.from_pylist(rows, schema=SHARDS_SCHEMA)
+    seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
     if prev.seen is not None:
-        seen = pa.concat_tables([prev.seen.cast(SHARDS_SCHEMA), seen])
+        seen = pa.concat_tables([prev.seen.cast(G.SHARDS_SCHEMA), seen])
     write_table_atomic(index / G.SHARDS_FILE, seen)
 
 

@@ -69,9 +69,14 @@ SHARDS_SCHEMA = pa.schema(
         pa.field("run_id", pa.string()),
         pa.field("sha256", pa.string()),
         pa.field("arrival_ns", pa.int64()),
+        pa.field("ctime_ns", pa.int64()),
+        pa.field("ino", pa.uint64()),
     ]
 )
-"""Each raw file a run read: its size and mtime (the quick test for a change), its
+"""Each raw file a run read: its size, mtime, ctime and inode (the quick test for a
+change, `process.stat_key`: an mtime can be set back, `touch -r`, `cp -p`, a checkout; a
+ctime cannot, and every write, rename or copy moves it, as git's index keeps them; null
+in an index written before they were kept: each such file is hashed once), its
 content hash (whether a file whose mtime alone moved, copied or touched, changed; null
 in an index written before it was kept) and its arrival: its mtime when it was first
 processed, its records' place in the arrival order (`units.arrival_key`). A touch moves

@@ -45,6 +45,13 @@ def json_type(value: Any) -> str:
     return JSON_TYPES.get(type(value), type(value).__name__)
 
 
+def a_json(value: Any) -> str:
+    """What a JSON value is, in JSON's words (`null`, `an array`, `a string`, `a number`,
+    `a boolean`): a JSONL line `null` was rejected as `got NoneType`, `[1,2]` as `got list`."""
+    kind = json_type(value)
+    return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Action:
     """A tool call from a name and an arguments mapping (None: no arguments). Anything
     else is refused naming what it is (`dict()` would read a list of pairs as an object),
@@ -53,7 +60,7 @@ def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Action:
     if arguments is not None and not isinstance(arguments, Mapping):
         kind = json_type(arguments)
         if type(arguments) in JSON_TYPES:  # "a JSON array", "a string", "a number"...
-            kind = "a JSON array" if kind == "array" else f"a {kind}"
+            kind = "a JSON array" if kind == "array" else a_json(arguments)
         raise ValueError(f"tool call {name}: its arguments must be a JSON object, got {kind}")
     try:
         args = json.dumps(

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import json_type
+from .actions import a_json
 from .arrow import arrow_type
 from .hashing import trajectory_id
 from .records import Trajectory
@@ -397,13 +397,6 @@ def _time(value: Any) -> datetime | None:
         except ValueError:
             return None
     return value if isinstance(value, datetime) else None
-
-
-def a_json(value: Any) -> str:
-    """What a JSON value is, in JSON's words (`null`, `an array`, `a string`, `a number`,
-    `a boolean`): a JSONL line `null` was rejected as `got NoneType`, `[1,2]` as `got list`."""
-    kind = json_type(value)
-    return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def validate_dict(

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -217,23 +218,33 @@ def serving(server) -> Iterator[str]:
         thread.join()
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing on the test's stderr."""
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serving_handler(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threading loopback server of `handler`, served while the block runs: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    with serving(server) as url:
+        yield url
+
+
 @contextlib.contextmanager
 def serving_pages(pages: dict[str, str]) -> Iterator[str]:
     """A loopback site of `pages` (path -> HTML; any other path a 404 page), served while
     the block runs: its base URL."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self):
             body = pages.get(self.path)
             reply(self, body or "<html><body>no such page</body></html>", 200 if body else 404)
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    with serving(server) as url:
+    with serving_handler(Handler) as url:
         yield url
 
 

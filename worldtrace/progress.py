@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from worldtrace.collectors import MAX_TURNS_STOP
+from worldtrace.collectors import MAX_TURNS_STOP, ending
 
 
 def outcome_text(status: str, turns: int, error: str | None, seconds: float | None = None) -> str:
@@ -20,8 +20,7 @@ def outcome_text(status: str, turns: int, error: str | None, seconds: float | No
     reason on the same line, whatever line breaks it holds); an `incomplete` one without
     an error says it stopped at max_turns."""
     took = f", {seconds:.1f} s" if seconds is not None else ""
-    if not error and status == "incomplete":
-        error = MAX_TURNS_STOP
+    error = ending(status, error)
     why = f": {' '.join(error.split())}" if error else ""
     return f"{status} ({turns} turns{took}){why}"
 

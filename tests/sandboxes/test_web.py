@@ -19,7 +19,6 @@ import socket
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,7 @@ from worldtrace.sandboxes.web_explorer import parse_tree
 from worldtrace.sandboxes.web_sites import start_datasette, start_docs_site
 from worldtrace.schemas import Trajectory, Turn
 
-from ..conftest import reply, serving
+from ..conftest import QuietHandler, reply, serving_handler
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +118,7 @@ def slow_site():
     """A loopback server whose JSON answers take 250 ms, and one that never answers."""
     release = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self):
             if self.path.startswith("/never"):
                 release.wait()
@@ -131,13 +130,8 @@ def slow_site():
                 body, kind = FETCHING, "text/html"
             reply(self, body, kind=kind)
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
     try:
-        with serving(server) as url:
+        with serving_handler(Handler) as url:
             yield url + "/"
     finally:
         release.set()  # the handler still holding /never returns
@@ -235,7 +229,7 @@ def test_a_start_page_that_does_not_load_fails_the_attempt(make, docs):
 def status_site():
     """A loopback server answering `/status/NNN` with that HTTP status and a page."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self):
             code = int(self.path.rsplit("/", 1)[1])
             data = f"<html><body><h1>Status {code}</h1><p>Said the server.</p></body></html>"
@@ -245,12 +239,7 @@ def status_site():
             self.end_headers()
             self.wfile.write(data.encode())
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    with serving(server) as url:
+    with serving_handler(Handler) as url:
         yield url
 
 

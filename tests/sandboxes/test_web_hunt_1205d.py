@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from worldtrace.collectors.jobs import JobSpec, run_job
 from worldtrace.schemas.actions import tool
 
-from ..conftest import reply, serving, serving_pages
+from ..conftest import QuietHandler, reply, serving_handler, serving_pages
 from .test_web_origins import bid, start, state
 
 pytestmark = pytest.mark.browser
@@ -83,7 +82,7 @@ def site():
 def search_site():
     """SEARCH, whose results each take 60 ms to answer."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self):
             if self.path.startswith("/item?"):
                 time.sleep(0.06)  # the server's latency, not a synchronisation
@@ -91,12 +90,7 @@ def search_site():
             else:
                 reply(self, SEARCH)
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    with serving(server) as url:
+    with serving_handler(Handler) as url:
         yield url
 
 
