@@ -33,7 +33,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
-from worldtrace.schemas.hashing import sha256_file
+from worldtrace.schemas.hashing import recorded_key, sha256_file, stat_key
 from worldtrace.schemas.publish import finish_stopped, pending, readers_only
 from worldtrace.schemas.publish import publish as journalled_publish
 from worldtrace.schemas.store import (
@@ -139,18 +139,6 @@ are broken by arrival (`units.arrival_key`: an `arrival` column in segments, pro
 and members instead of `origin`), files in the store are named from its root in uids,
 `rejects.source_path` and `clusters.source`, and a turn the collector cut (truncated,
 timed out, interrupted) is decided `injected` (`mask.collector_cut`)."""
-
-
-def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
-    """What `segments.SHARDS_SCHEMA` records of a file's stat: while all four hold, the
-    file is the one recorded; when one moved, its sha256 decides (`new_files`). The
-    device is left out: a remount or another container gives the same file another one."""
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
-
-
-def recorded_key(row: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
-    """`stat_key` as the index row recorded it (None where an older index has none)."""
-    return row["size"], row["mtime_ns"], row.get("ctime_ns"), row.get("ino")
 
 
 @dataclass

@@ -74,7 +74,7 @@ SHARDS_SCHEMA = pa.schema(
     ]
 )
 """Each raw file a run read: its size, mtime, ctime and inode (the quick test for a
-change, `process.stat_key`: an mtime can be set back, `touch -r`, `cp -p`, a checkout; a
+change, `hashing.stat_key`: an mtime can be set back, `touch -r`, `cp -p`, a checkout; a
 ctime cannot, and every write, rename or copy moves it, as git's index keeps them; null
 in an index written before they were kept: each such file is hashed once), its
 content hash (whether a file whose mtime alone moved, copied or touched, changed; null

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
 from . import fields as F
@@ -42,6 +43,20 @@ def canonical_content(record: Any) -> bytes:
 
 def trajectory_id(record: Any) -> str:
     return hashlib.sha256(canonical_content(record)).hexdigest()[:ID_HEX_CHARS]
+
+
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What `processed/_index/shards.parquet` records of a raw file's stat: while all four
+    hold, the file is the one processed; when one moved, its sha256 decides. An mtime can
+    be set back (`sed`, then `touch -r`; `cp -p`; a checkout), a ctime cannot: every
+    write, rename or copy moves it, as git's index keeps it. The device is left out: a
+    remount or another container gives the same file another one."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def recorded_key(row: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """`stat_key` as an index row recorded it (None where an older index has none)."""
+    return row.get("size"), row.get("mtime_ns"), row.get("ctime_ns"), row.get("ino")
 
 
 def sha256_file(path: str, chunk: int = 1 << 20) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.hashing import recorded_key, stat_key
 from worldtrace.schemas.store import input_files, rebased, shard_files
 
 PROCESS_MANIFEST = F.PROCESS_MANIFEST
@@ -178,8 +179,8 @@ def processed_inputs(store: Store) -> set[str]:
 
 
 def recorded_files(store: Store) -> dict[str, dict]:
-    """The index's row (`_index/shards.parquet`: `size`, `mtime_ns`, `sha256` where it
-    has them) of each file `process` runs read, by its path at the store's place now
+    """The index's row (`_index/shards.parquet`: `size`, `mtime_ns`, `ctime_ns`, `ino`,
+    `sha256` where it has them) of each file `process` runs read, by its path at the store's place now
     (`pipelines.process.moved_paths`); empty when there is no index or it does not read
     (`process` says what it finds). Read once a command: the freshness checks share it."""
     index = store.processed / F.PROCESS_INDEX / "shards.parquet"
@@ -189,9 +190,7 @@ def recorded_files(store: Store) -> dict[str, dict]:
 
     try:
         table = pq.read_table(index)
-        rows = table.select(
-            [c for c in ("path", "size", "mtime_ns", "sha256") if c in table.column_names]
-        ).to_pylist()
+        rows = table.select([c for c in _INDEX_COLUMNS if c in table.column_names]).to_pylist()
     except (OSError, ValueError, KeyError):
         return {}
     _, was = _recorded(store)
@@ -203,12 +202,17 @@ def recorded_files(store: Store) -> dict[str, dict]:
     }
 
 
+_INDEX_COLUMNS = ("path", "size", "mtime_ns", "ctime_ns", "ino", "sha256")
+
+
 def _same_file(row: dict, st: os.stat_result) -> bool | None:
-    """Whether a file is the one its index `row` recorded by size and mtime (then it
-    needs no hash); None when the row has no mtime (an old index)."""
+    """Whether a file is the one its index `row` recorded (`hashing.stat_key`: size,
+    mtime, ctime, inode; then it needs no hash), as `process` decides it: a file written
+    in place with its size and mtime set back (`sed`, then `touch -r`) is hashed, and
+    found changed. None when the row has no mtime (an old index)."""
     if row.get("mtime_ns") is None:
         return None
-    return (row.get("size"), row["mtime_ns"]) == (st.st_size, st.st_mtime_ns)
+    return recorded_key(row) == stat_key(st)
 
 
 def _gone(store: Store, raw: list[Path], indexed: set[str] | None = None) -> list[str]:

@@ -95,3 +95,18 @@ def test_a_damaged_or_changed_jsonl_under_raw_is_named(tmp_path):
     r = run_cli(store, "stats")
     assert f"hint: raw shard {f} changed since it was processed" in said(r), r.output
     assert run_cli(store, "process").exit_code == 1  # what the hint says it does
+
+
+def test_a_raw_shard_edited_with_its_size_and_mtime_kept_is_hinted_as_changed(tmp_path):
+    """Found (session 1205f): `sed -i` then `touch -r` on a processed raw file: `process`
+    refuses it (its ctime moved), while `stats` compared size and mtime only and gave no
+    hint, serving the old content's processed data without a word."""
+    from ..pipelines.test_pipeline_hunt_1205d import sed_keeping_times
+
+    store, f = jsonl_store(tmp_path)
+    assert "hint" not in said(run_cli(store, "stats"))
+    sed_keeping_times(f, tmp_path)
+    r = run_cli(store, "stats")
+    assert r.exit_code == 0, r.output
+    assert f"raw shard {f} changed since it was processed" in said(r), r.output
+    assert "changed since it was processed" in said(run_cli(store, "process"))
