@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -169,7 +170,8 @@ class DockerConfig:
     pids_limit: Annotated[int, Field(ge=16, le=65536)] = 128
     """Caps processes: a fork bomb stops here."""
     read_only: bool = False
-    """Read-only root filesystem (a tmpfs stays writable at /tmp and the workdir)."""
+    """Read-only root filesystem (a tmpfs stays writable at /tmp and the workdir, and at
+    the swe kind's repository, which it copies in)."""
     workdir: Annotated[str, AfterValidator(abs_path)] = "/root"
     """Working directory in the container."""
     user: str | None = None
@@ -226,8 +228,10 @@ class DockerConfig:
             "step_timeout": self.step_timeout,
         }
 
-    def run_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of `containers.run` (conditions change a copy per episode)."""
+    def run_kwargs(self, writable: Sequence[str] = ()) -> dict[str, Any]:
+        """Keyword arguments of `containers.run` (conditions change a copy per episode);
+        a read-only root gets a tmpfs at each of the `writable` paths too (`tmpfs_size`,
+        as the workdir's)."""
         kw: dict[str, Any] = {
             "network_mode": "none",
             "hostname": HOSTNAME,
@@ -246,6 +250,7 @@ class DockerConfig:
             kw["tmpfs"] = {
                 "/tmp": f"size={self.tmpfs_size}",
                 self.workdir: f"size={self.tmpfs_size},exec",
+                **{path: f"size={self.tmpfs_size},exec" for path in writable},
             }
         if self.user:
             kw["user"] = self.user
@@ -313,8 +318,10 @@ def remount_tmpfs(container, path: str, options: str) -> None:
 class ContainerPool:
     """Started containers waiting for an episode; refilled in the background."""
 
-    def __init__(self, config: DockerConfig, docker_client=None):
+    def __init__(self, config: DockerConfig, docker_client=None, writable: Sequence[str] = ()):
         self.config = config
+        self.writable = tuple(writable)
+        """Paths a read-only root gets a tmpfs at (`DockerConfig.run_kwargs`)."""
         self.client = docker_client or client()
         self.pool_id = uuid.uuid4().hex[:12]
         self._ready: list[Any] = []
@@ -362,7 +369,7 @@ class ContainerPool:
                 name=container_name(episode),
                 labels=labels,
                 stop_signal=STOP_SIGNAL,
-                **(run_kwargs if run_kwargs is not None else self.config.run_kwargs()),
+                **(run_kwargs if run_kwargs is not None else self.run_kwargs()),
             )
             if self._closed:
                 self.release(c, wait=True)
@@ -373,6 +380,10 @@ class ContainerPool:
             with self._started:
                 self._starting -= 1
                 self._started.notify_all()
+
+    def run_kwargs(self) -> dict[str, Any]:
+        """How the pool starts its containers (`DockerConfig.run_kwargs`)."""
+        return self.config.run_kwargs(self.writable)
 
     def _fill_one(self) -> None:
         try:
@@ -494,11 +505,14 @@ _POOLS: dict[str, ContainerPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def shared_pool(config: DockerConfig, warm: int | None = None) -> ContainerPool:
-    """One pool per configuration and environment values per process (`warm` overrides
-    the config's). The values count: a warm container keeps those it was started with,
-    and a job run after `MY_TOKEN` (or the env file) changed got one holding the old
-    value, which its redaction, knowing only the new one, left in the observations."""
+def shared_pool(
+    config: DockerConfig, warm: int | None = None, writable: Sequence[str] = ()
+) -> ContainerPool:
+    """One pool per configuration, `writable` paths (`ContainerPool.writable`) and
+    environment values per process (`warm` overrides the config's). The values count: a
+    warm container keeps those it was started with, and a job run after `MY_TOKEN` (or
+    the env file) changed got one holding the old value, which its redaction, knowing
+    only the new one, left in the observations."""
     if warm is not None:
         config = replace(config, warm=warm)
     try:
@@ -506,9 +520,9 @@ def shared_pool(config: DockerConfig, warm: int | None = None) -> ContainerPool:
     except EnvError as exc:  # the pool's start says it (`container_env`)
         values = str(exc)
     digest = hashlib.sha256(values.encode()).hexdigest()  # never the values themselves
-    key = json.dumps([asdict(config), digest], sort_keys=True)
+    key = json.dumps([asdict(config), sorted(writable), digest], sort_keys=True)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None or pool._closed:
-            pool = _POOLS[key] = ContainerPool(config)
+            pool = _POOLS[key] = ContainerPool(config, writable=writable)
         return pool

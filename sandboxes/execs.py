@@ -7,9 +7,10 @@ of ours). Its first act reports its pid, the id of that session and process grou
 stderr (`SESSION`), and then becomes the command. Neither a hang nor a flood holds the
 collector: a command still running at its step timeout, or whose output passes the cap,
 is killed with its process group from outside, by a second exec (`KILL_GROUP`), there and
-then: nothing of it runs on into the next step. A command cut by the cap has exit code
-None (we stopped it; the command did not fail); one cut at its timeout exits 137 and is
-reported `timed_out`. The engine starts every process in `/`, which always exists;
+then: nothing of it runs on into the next step. A command the cap cut while it ran has
+exit code None (we stopped it; the command did not fail); one that had ended by itself,
+its last output just past the cap, keeps its own exit code; one cut at its timeout exits
+137 and is reported `timed_out`. The engine starts every process in `/`, which always exists;
 a command's working directory is entered by a shell inside (`cd`), so a directory the
 agent deleted is the shell's matter, not a runc `chdir` failure. When the engine cannot
 start a process at all (its exec never got a pid: `OCI runtime exec failed: ...`), that is
@@ -157,7 +158,7 @@ def exec_capture(
 ) -> tuple[int | None, str, bool, bool]:
     """Run a one-shot command: (exit code, output, truncated, timed_out). Output and
     errors come on one pipe, in the order the command wrote them (`MERGED`); at `cap`
-    bytes the command is killed (code None, as `exec_streams`)."""
+    bytes the command is killed (code None if it still ran, as `exec_streams`)."""
     code, out, _, truncated, timed_out = exec_streams(
         container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
     )
@@ -183,8 +184,9 @@ def _create(
 
 STOP_WAIT = 5.0
 """Seconds the engine may take to record the end of a container that refused a probe."""
-SESSION_WAIT = 5.0
-"""Seconds a command past its cap is read on (its output dropped) for its session line."""
+DRAIN_WAIT = 5.0
+"""Seconds a command past its cap is read on (its output dropped): for its session line,
+and to the end of its stream while its group is killed (`_kill_beside`)."""
 WATCH = 2.0
 """Seconds past its step timeout a command may run before its container's state is looked
 at (and again every `WATCH` seconds after): the kill at the timeout ends it by then,
@@ -408,6 +410,30 @@ def _kill_group(container, group: int) -> bool:
     return b"killed" in out
 
 
+def _kill_beside(container, group: int) -> Callable[[], bool]:
+    """Kill process group `group` in a thread of its own while the caller reads on: a wait
+    for whether a process of the group still ran (False: the command had ended by itself).
+    The read must go on to the stream's end. The engine handles a finished exec only once
+    its output is read, and every later exec in the container waits behind it (the kill
+    too: unread, both hung for good); and a stream closed before its end makes the engine
+    kill the exec's process and record exit 126, even for one that had ended: a command
+    just past the cap came back 126, or None by the race of a look, not its own status."""
+    done: list[bool] = []
+
+    def kill() -> None:
+        with contextlib.suppress(Exception):  # a stopped container: its exit code says so
+            done.append(_kill_group(container, group))
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+
+    def wait() -> bool:
+        thread.join(DRAIN_WAIT)
+        return bool(done and done[0])
+
+    return wait
+
+
 def exec_streams(
     container,
     cmd: list[str],
@@ -422,9 +448,10 @@ def exec_streams(
     """Run a one-shot command: (exit code, stdout, stderr, truncated, timed_out).
 
     With `separate` the command's errors are kept apart from its output (so a reason is
-    never read out of a file's content); else both are in the first. Reading stops when
+    never read out of a file's content); else both are in the first. Output is kept until
     either passes `cap` bytes (`truncated`): a command still running then is killed with
-    its process group, and its code is None (it did not end by itself). One still running
+    its process group, and its code is None (it did not end by itself); one that had
+    ended keeps its own (`_kill_beside`: found so by the kill). One still running
     `timeout` seconds after it began is killed with its process group too (`_Watch`):
     exit 137, `timed_out`.
     """
@@ -530,6 +557,7 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
     out, err, head = bytearray(), bytearray(), bytearray()
     group: int | None = None
     truncated, late = False, 0.0
+    stopped: Callable[[], bool] | None = None  # past the cap: the kill of its group
     try:
         for frame_out, frame_err in stream:
             if frame_err and group is None and len(head) < 48:  # the session line first
@@ -538,23 +566,22 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
                 if got is None:
                     continue
                 group, frame_err = got
-            if truncated:  # past the cap, only the session line is still wanted
-                if group is not None or time.monotonic() > late:
-                    break
-                continue
-            into = err if separate and frame_err else out
-            chunk = frame_out or frame_err or b""
-            if len(into) + len(chunk) > cap:
+            if not truncated:
+                into = err if separate and frame_err else out
+                chunk = frame_out or frame_err or b""
+                if len(into) + len(chunk) <= cap:
+                    into += chunk
+                    continue
                 into += chunk[: cap - len(into)]
-                truncated = True
-                # the engine keeps no order between the streams: output can pass the cap
-                # before the session line (stderr) arrives, and without it the command's
-                # group cannot be killed: read on (output dropped) until it comes
-                late = time.monotonic() + SESSION_WAIT
-                if group is not None:
-                    break
-                continue
-            into += chunk
+                truncated, late = True, time.monotonic() + DRAIN_WAIT
+            # past the cap the output is dropped, and read on to the stream's end while
+            # the group is killed (`_kill_beside`); the engine keeps no order between the
+            # streams, so the session line (stderr) may still be to come: without it the
+            # command's group cannot be killed
+            if stopped is None and group:
+                stopped = _kill_beside(container, group)
+            if time.monotonic() > late:
+                break
     except Exception:  # the read the watch cut short (the stream closed under it)
         if watch.why is None:
             raise
@@ -566,9 +593,9 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
     if group is None:  # the stream ended inside the session line: it is output after all
         (err if separate else out)[0:0] = head
     code: int | None
-    if truncated and api.exec_inspect(ex["Id"]).get("Running", True):
-        if group:
-            _kill_group(container, group)
+    if truncated and (
+        stopped() if stopped else not group and api.exec_inspect(ex["Id"]).get("Running", True)
+    ):
         code = None  # we stopped it: no status of its own
     else:
         code = _exit_code(container, ex["Id"], cmd, bytes(out + err))

@@ -7,7 +7,8 @@
   whole file with `content`), observed as the unified diff `diff -u` prints;
 - `bash(command)`: a one-shot command (cwd = the repository) with its exit code, under
   the step timeout and the output cap (a command whose output passes the cap is killed
-  with its process group: flagged `truncated`, exit code None, not an error).
+  with its process group: flagged `truncated`, not an error, exit code None; one that had
+  ended by itself, its last output just past the cap, keeps its exit code).
 
 The repository is copied into the container (default) or bind-mounted read-only, so an
 episode never changes the host's copy. Files are read and written by processes in the
@@ -18,7 +19,9 @@ The repository is the agent's to break: when it is deleted, `bash` runs in `/` (
 whose directory was removed under it still runs commands) and `read`/`edit` answer with
 the file system's `No such file or directory`. `read` and `edit` answer under the same
 output cap and step timeout as `bash`: a file over the cap (or an endless device) shows
-its beginning flagged `truncated`, a read that hangs (a FIFO) is flagged `timed_out`.
+its beginning flagged `truncated`, and so does a diff over it; a range is read where it
+lies in the file (`LINES`), flagged only when its own lines pass the cap; a read that
+hangs (a FIFO) is flagged `timed_out`.
 When docker cannot start a process at all, the step raises SandboxError (execs.py), and
 so does a container that stops under a step (killed from outside, its init OOM-killed)
 or freezes under it (`docker pause`, a frozen cgroup: the command gets no answer past its
@@ -66,13 +69,37 @@ NO_SUCH_FILE = "No such file or directory"
 TOO_LARGE = 3
 READ = (
     's=$(stat -L -c %s -- "$1") || exit 1;'
-    ' [ "$3" = whole ] && [ "$s" -gt "$2" ] && exit 3;'
+    ' [ "$s" -gt "$2" ] && exit 3;'
     ' exec head -c "$(($2 + 1))" -- "$1"'
 )
 """Print at most `$2 + 1` bytes of file `$1` (more than `$2` means it is over the limit);
-exit 3 at once when `$3` is `whole` and the file (through links) is over `$2` bytes. Sizes
-are not trusted beyond that (`/dev/zero` and `/proc` files say 0): `head` bounds what is
-sent, and the caller tells an oversized file by the bytes it got."""
+exit 3 at once when the file (through links) is over `$2` bytes. Sizes are not trusted
+beyond that (`/dev/zero` and `/proc` files say 0): `head` bounds what is sent, and the
+caller tells an oversized file by the bytes it got."""
+LINES = (
+    'stat -L -- "$1" >/dev/null || exit 1;'
+    ' tail -n "+$2" -- "$1" | head -n "$3" | head -c "$(($4 + 1))"'
+)
+"""Print at most `$3` lines of file `$1` from line `$2` on, and at most `$4 + 1` bytes of
+them (more than `$4` means they are over the cap): `tail` skips lines by counting
+newlines as it streams, so lines deep in a file cost no more than the first ones, and no
+line is held whole (`/dev/zero` streams). `tail`'s failure is on stderr (the pipe's
+status is `head`'s)."""
+COUNT = (
+    'n=$(wc -l < "$1") || exit 1;'
+    ' [ -s "$1" ] && [ "$(tail -c 1 -- "$1" | wc -l)" -eq 0 ] && n=$((n + 1)); echo "$n"'
+)
+"""The number of lines of file `$1` as `lines_of` counts them (a last one without its
+`\\n` counts)."""
+LISTING = (
+    "files() { git ls-files -z 2>/dev/null || find . -path ./.git -prune -o -type f -print0; };"
+    ' files | tr -cd "\\000" | wc -c; files | LC_ALL=C sort -z'
+)
+"""The repository's files (git's when it is a git work tree, else every file outside
+`.git`): their number on the first line, then the names, sorted, each ended by a NUL:
+names as they are (spaces, newlines, UTF-8; git's `-z` quotes none)."""
+LISTED = 200
+"""Names of files the initial state shows, at most."""
 
 
 def shown(text: str) -> str:
@@ -94,6 +121,22 @@ def unified_diff(before: str, after: str, path: str) -> str:
     return "".join(x if x.endswith("\n") else f"{x}\n\\ No newline at end of file\n" for x in out)
 
 
+def capped(text: str, cap: int) -> tuple[str, bool]:
+    """(`text` cut at `cap` bytes of UTF-8, whether it was cut): the output cap as `bash`
+    output meets it, flagged `truncated`; a character the cut splits is left out."""
+    raw = text.encode()
+    if len(raw) <= cap:
+        return text, False
+    return raw[:cap].decode("utf-8", errors="ignore"), True
+
+
+def timed_out_note(out: str, timeout: float) -> str:
+    """What a step cut off by its timeout printed, then `[timed out after Ns]` on a line of
+    its own (a newline added only where the output did not end one)."""
+    sep = "\n" if out and not out.endswith("\n") else ""
+    return f"{out}{sep}[timed out after {timeout:g}s]"
+
+
 def not_text(name: str, value: str) -> str | None:
     """The tool's error when an argument cannot be written as UTF-8 (a lone surrogate,
     which JSON's `\\ud800` can carry), else None."""
@@ -109,7 +152,7 @@ class _Read:
     """What reading a file in the container gave."""
 
     data: bytes | None = None
-    """The content (its first bytes when `too_large` and read in part); None if not read."""
+    """The content (at most the limit's bytes of it); None if not read."""
     why: str = ""
     """The system's reason when the read failed."""
     too_large: bool = False
@@ -223,8 +266,12 @@ class SWESandbox(Unpicklable):
         if not config.repo:
             raise SandboxError("SWEConfig.repo must name a host directory")
         self.config = config
+        self._writable = () if config.mount else (config.repo_path,)
+        """Where a read-only root needs a tmpfs: the repository is copied there."""
         # a bind mount is per container: mounted repositories never use warm containers
-        self.pool = shared_pool(config.docker, warm=0 if config.mount else None)
+        self.pool = shared_pool(
+            config.docker, warm=0 if config.mount else None, writable=self._writable
+        )
         self.container = None
         self.session = Session()
         self._initial = ""
@@ -237,32 +284,40 @@ class SWESandbox(Unpicklable):
         self._release(wait=False)  # the last episode's container goes in the background
         d, repo, at = self.config.docker, self.config.repo, self.config.repo_path
         plan = Plan(within(conditions, d), self.where(self.config))
-        base = d.run_kwargs()
+        base = d.run_kwargs(self._writable)
         if self.config.mount:
             base.update(working_dir=at, volumes={repo: {"bind": at, "mode": "ro"}})
         kw = plan.run_kwargs(base)
         if kw is None and self.config.mount:
             kw = base
+        if kw and repo in (kw.get("volumes") or {}):  # bound (a read_only condition):
+            (kw.get("tmpfs") or {}).pop(at, None)  # not copied, and one mount per path
         self.container = self.pool.acquire(kw, episode_id)
         if repo not in ((kw or {}).get("volumes") or {}):  # not bound: copied in
             copy_tree(self.container, repo, at, d.step_timeout)
         run_setup(self.container, task.setup, d.step_timeout, d.output_cap, at)
         self.session = plan.after(root_runner(self.container, d.step_timeout, at))
-        _, listing, _, _ = exec_capture(
-            self.container,
-            ["sh", "-c", "git ls-files 2>/dev/null || find . -type f | head -200"],
-            10,
-            1 << 16,
-            at,
-        )
-        files = [f.removeprefix("./") for f in listing.split()]
-        self._initial = f"Repository at {at} ({len(files)} files):\n" + "\n".join(
-            sorted(files)[:200]
-        )
+        self._initial = self._listing()
         if plan.conditions:
             self._initial += "\n" + plan.text()
         self._conditions = plan.records()
         return Observation(self._initial, state_json=json.dumps({"cwd": at}))
+
+    def _listing(self) -> str:
+        """`Repository at /repo (302 files, first 200 shown):` and the names (`LISTING`)."""
+        at = self.config.repo_path
+        _, out, _, _, _ = exec_streams(
+            self.container, ["sh", "-c", LISTING], 10, LISTED * 4096 + 64, at
+        )
+        count, _, names = out.partition(b"\n")
+        listed = [
+            f.decode("utf-8", errors="replace").removeprefix("./")
+            for f in names.split(b"\0")[:-1][:LISTED]  # the last is cut, or empty
+        ]
+        total = int(count) if count.strip().isdigit() else len(listed)
+        part = f", first {len(listed)} shown" if len(listed) < total else ""
+        files = "file" if total == 1 else "files"
+        return f"Repository at {at} ({total} {files}{part}):\n" + "\n".join(listed)
 
     def close(self) -> None:
         """Free the container and wait until it is gone."""
@@ -276,14 +331,14 @@ class SWESandbox(Unpicklable):
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.config.repo_path, path))
 
-    def _read(self, path: str, limit: int, part: bool = False) -> _Read:
-        """Read a file of at most `limit` bytes (its first `limit` bytes, flagged too large,
-        if `part`). A process in the container reads, so every answer is the file system's
-        own; the reason of a failure comes from the reader's stderr, never the content."""
+    def _read(self, path: str, limit: int) -> _Read:
+        """Read a file of at most `limit` bytes (`READ`). A process in the container reads,
+        so every answer is the file system's own; the reason of a failure comes from the
+        reader's stderr, never the content."""
         d = self.config.docker
         code, out, err, _, timed_out = exec_streams(
             self.container,
-            ["sh", "-c", READ, "sh", self._path(path), str(limit), "part" if part else "whole"],
+            ["sh", "-c", READ, "sh", self._path(path), str(limit)],
             d.step_timeout,
             limit + 1,
             user=self.session.user,
@@ -291,16 +346,49 @@ class SWESandbox(Unpicklable):
         if timed_out:
             return _Read(timed_out=True)
         if code == TOO_LARGE or len(out) > limit:
-            return _Read(out[:limit] if part else None, too_large=True)
+            return _Read(too_large=True)
         if code != 0:
             return _Read(why=reason(err.decode("utf-8", errors="replace"), code))
         return _Read(out)
 
+    def _lines(self, path: str, start: int, end: int | None) -> _Read:
+        """Lines `start` to `end` (the last when None) of a file (`LINES`), at most the
+        output cap's bytes of them (`too_large` when there were more)."""
+        d, cap = self.config.docker, self.config.docker.output_cap
+        count = cap + 1 if end is None else min(end - start + 1, cap + 1)  # no more fit
+        code, out, err, _, timed_out = exec_streams(
+            self.container,
+            ["sh", "-c", LINES, "sh", self._path(path), str(start), str(count), str(cap)],
+            d.step_timeout,
+            cap + 1,
+            user=self.session.user,
+        )
+        if timed_out:
+            return _Read(timed_out=True)
+        if not out and (code or err.strip()):  # `tail` failed: its stderr says why
+            return _Read(why=reason(err.decode("utf-8", errors="replace"), code))
+        return _Read(out[:cap], too_large=len(out) > cap)
+
+    def _line_count(self, path: str) -> _Read:
+        """The number of lines of a file (`COUNT`), as the text of `data`."""
+        d = self.config.docker
+        code, out, err, _, timed_out = exec_streams(
+            self.container,
+            ["sh", "-c", COUNT, "sh", self._path(path)],
+            d.step_timeout,
+            64,
+            user=self.session.user,
+        )
+        if timed_out:
+            return _Read(timed_out=True)
+        if code != 0 or not out.strip().isdigit():
+            return _Read(why=reason(err.decode("utf-8", errors="replace"), code))
+        return _Read(out.strip())
+
     def _timed_out(self, text: str) -> Observation:
         """A step cut off by the step timeout, flagged as the bash tool flags it."""
-        t = self.config.docker.step_timeout
         return Observation(
-            f"{text}\n[timed out after {t:g}s]",
+            timed_out_note(text, self.config.docker.step_timeout),
             exit_code=137,
             is_error=True,
             state_json=json.dumps({"timed_out": True}),
@@ -324,29 +412,32 @@ class SWESandbox(Unpicklable):
         return getattr(self, f"_tool_{name}")(**args)
 
     def _tool_read(self, path: str, start: int = 1, end: int | None = None) -> Observation:
-        cap = self.config.docker.output_cap
-        got = self._read(path, cap, part=True)
+        if end is not None and start > end:  # an empty answer would say the lines are blank
+            return Observation(f"error: start {start} is after end {end}", is_error=True,
+                               exit_code=1)  # fmt: skip
+        got = self._lines(path, start, end)
         if got.timed_out:
             return self._timed_out(f"error: cannot read {path}")
         if got.data is None:
             return Observation(f"error: cannot read {path}: {got.why}", is_error=True, exit_code=1)
-        text = got.data.decode("utf-8", errors="replace")
-        lines = [x.removesuffix("\n") for x in lines_of(text)]
-        if end is not None and start > end:  # an empty answer would say the lines are blank
-            return Observation(f"error: start {start} is after end {end}", is_error=True,
-                               exit_code=1)  # fmt: skip
-        if start > len(lines) and lines and not got.too_large:
-            return Observation(
-                f"error: start {start} is past the last line of {path} ({len(lines)})",
-                is_error=True, exit_code=1,
-            )  # fmt: skip
-        end = len(lines) if end is None else min(end, len(lines))
-        body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(max(start, 1), end + 1))
-        truncated = got.too_large
-        raw = body.encode()
-        if len(raw) > cap:  # line numbers count against the cap, as bash's output does
-            body, truncated = raw[:cap].decode("utf-8", errors="ignore"), True
-        return Observation(body, truncated=truncated)
+        lines = [x.removesuffix("\n") for x in lines_of(got.data.decode("utf-8", "replace"))]
+        if not lines and start > 1:  # past the last line, or an empty file (no error)
+            count = self._line_count(path)
+            if count.timed_out:
+                return self._timed_out(f"error: cannot read {path}")
+            if count.data is None:
+                return Observation(
+                    f"error: cannot read {path}: {count.why}", is_error=True, exit_code=1
+                )
+            if int(count.data):
+                return Observation(
+                    f"error: start {start} is past the last line of {path} ({int(count.data)})",
+                    is_error=True, exit_code=1,
+                )  # fmt: skip
+        body = "\n".join(f"{start + i:6}\t{line}" for i, line in enumerate(lines))
+        # line numbers count against the cap, as bash's output does
+        body, truncated = capped(body, self.config.docker.output_cap)
+        return Observation(body, truncated=truncated or got.too_large)
 
     def _tool_edit(
         self, path: str, old: str | None = None, new: str = "", content: str | None = None
@@ -397,7 +488,10 @@ class SWESandbox(Unpicklable):
             return self._timed_out(f"error: cannot write {path}")
         if failed:
             return Observation(f"error: cannot write {path}: {failed}", is_error=True)
-        return Observation(shown(unified_diff(before or "", after, path)) or "(no change)")
+        diff, truncated = capped(
+            shown(unified_diff(before or "", after, path)), self.config.docker.output_cap
+        )
+        return Observation(diff or "(no change)", truncated=truncated)
 
     def _tool_bash(self, command: str) -> Observation:
         d = self.config.docker
@@ -412,7 +506,7 @@ class SWESandbox(Unpicklable):
             fallback=True,  # the agent may delete the repository: its shell still runs
         )
         if timed_out:
-            out += f"\n[timed out after {d.step_timeout:g}s]"
+            out = timed_out_note(out, d.step_timeout)
         return Observation(
             out,
             exit_code=code,

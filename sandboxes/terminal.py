@@ -70,7 +70,10 @@ ANSI_RE = re.compile(
 PROMPT = "user@sandbox:\\w$ "
 PROMPT_BYTES = b"user@sandbox:"
 PROMPT_RE = re.compile(rb"user@sandbox:[^\n]*\$ $")
-PROMPT_LINE_RE = re.compile(r"^user@sandbox:.*\$ $")
+PROMPT_LINE_RE = re.compile(r"(?:^user@sandbox:.*|user@sandbox:[^\s@$]*)\$ $")
+"""Our PS1 at the end of the cursor's line: the whole line, or after what a command printed
+without a final newline (`printf nonl`: `nonluser@sandbox:~$ `), then with a directory of
+no blank, `@` or `$` (the shape `pipelines.mask.PROMPT_REVERSED` reads ours by)."""
 PROMPT_MARK = b"\x1b]6973;wt-prompt\x07"
 """Printed by `PROMPT_COMMAND` just before each prompt (an OSC the screen ignores)."""
 MARK_COMMAND = "export -n PROMPT_COMMAND 2>/dev/null; printf '\\033]6973;wt-prompt\\007'"
@@ -257,7 +260,7 @@ class TerminalSandbox(Unpicklable):
         except _Closed as exc:
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
         self._marks, self._idle = bool(self._marks), True
-        prompt = self.term.observation()
+        screen = self.term.observation()  # what the shell printed first (ash: a banner)
         tools = [t for t in facts["tools"] if t not in session.missing]
         c = self.config
         self._initial = "\n".join(
@@ -267,13 +270,13 @@ class TerminalSandbox(Unpicklable):
                 f"Installed tools: {' '.join(tools)}",
                 f"Working directory: {d.workdir}",
                 f"Terminal: {c.term}, {c.cols}x{c.rows}",
-                f"Prompt: {prompt}",
+                f"Prompt: {self.term.cursor_text()}",
                 plan.text(),
             )
             if line
         )
         self._conditions = plan.records()
-        return Observation(prompt, state_json=json.dumps({"cwd": d.workdir}))
+        return Observation(screen, state_json=json.dumps({"cwd": d.workdir}))
 
     def _image_facts(self) -> dict[str, Any]:
         """OS, installed tools and usable shell: the same for every container of the pool's
@@ -479,7 +482,7 @@ class TerminalSandbox(Unpicklable):
                     self._marks
                     and prompted
                     and not mark_seen
-                    and PROMPT_LINE_RE.match(self.term.cursor_text())
+                    and PROMPT_LINE_RE.search(self.term.cursor_text())
                 ):
                     self._marks = False  # no mark, our PS1 at the cursor: the mark is gone
                 return False, truncated, bytes(raw), received
@@ -523,7 +526,7 @@ class TerminalSandbox(Unpicklable):
             size += len(data)
             self.term.feed(data)
             marked = settle is not None or PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]
-            if marked and PROMPT_LINE_RE.match(self.term.cursor_text()):
+            if marked and PROMPT_LINE_RE.search(self.term.cursor_text()):
                 return True, False, bytes(raw), received  # our own PS1, whole: nothing to wait
             if settle is not None:  # the prompt's text, after its mark
                 settle = time.monotonic() + SETTLE
@@ -531,7 +534,7 @@ class TerminalSandbox(Unpicklable):
             if PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]:
                 settle = _settle(seen)
                 continue
-            if look and prompted and PROMPT_LINE_RE.match(self.term.cursor_text()):
+            if look and prompted and PROMPT_LINE_RE.search(self.term.cursor_text()):
                 return True, False, bytes(raw), received
 
     def step(self, action: Action) -> Observation:

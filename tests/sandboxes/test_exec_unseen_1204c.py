@@ -77,7 +77,7 @@ def test_a_timed_out_command_dies_with_its_whole_process_group(swe):
     only its child), reported as before: exit 137, `timed_out`."""
     o = swe.step(tool("bash", command="sleep 171 & sleep 172; echo unseen"))
     assert (o.exit_code, state(o)["timed_out"]) == (137, True), o
-    assert o.text == "\n[timed out after 1s]"
+    assert o.text == "[timed out after 1s]"
     left = processes(swe.step(tool("bash", command=LIST)).text).values()
     assert not [a for a in left if a.startswith("sleep 17")], left
 

@@ -159,7 +159,7 @@ def test_a_fractional_step_timeout_still_flags_the_timeout(docker_engine, repo):
     try:
         o = s.step(tool("bash", command="sleep 100"))
         assert o.exit_code == 137 and state(o)["timed_out"] is True
-        assert o.text == "\n[timed out after 1.5s]"
+        assert o.text == "[timed out after 1.5s]"
         s.step(tool("bash", command="mkfifo /tmp/ff"))
         o = s.step(tool("read", path="/tmp/ff"))
         assert state(o)["timed_out"] is True and o.text.endswith("[timed out after 1.5s]")
