@@ -14,6 +14,7 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -166,13 +167,22 @@ def _coerce(key: str, given: _Given, hint: Any) -> Any:
     raise SettingError(key, value, f"expected {expected}", given.source)
 
 
-def _nest(changes: dict[str, Any], obj: Any, dotted: str, given: _Given, prefix: str = "") -> None:
-    """Record `dotted` = `given` in `changes`, nested as the dataclasses of `obj` are."""
+def _nest(
+    changes: dict[str, Any],
+    obj: Any,
+    dotted: str,
+    given: _Given,
+    prefix: str = "",
+    unlisted: Collection[str] = (),
+) -> None:
+    """Record `dotted` = `given` in `changes`, nested as the dataclasses of `obj` are.
+    `unlisted`: fields of `obj` an unknown key's `known:` list leaves out (what the
+    source may not give)."""
     head, _, rest = dotted.partition(".")
     names = [f.name for f in dataclasses.fields(obj)]
     key = prefix + head
     if head not in names:
-        known = ", ".join(prefix + n for n in names)
+        known = ", ".join(prefix + n for n in names if n not in unlisted)
         raise SettingError(
             prefix + dotted, given.value, f"unknown setting (known: {known})", given.source
         )
@@ -260,10 +270,16 @@ def yaml_problem(exc: Exception) -> str:
     return (f"line {mark.line + 1}: " if mark else "") + str(problem or exc).splitlines()[0]
 
 
-def load(obj: Any, yaml_path: str | Path | None = None, overrides: list[str] = ()) -> Any:
+def load(
+    obj: Any,
+    yaml_path: str | Path | None = None,
+    overrides: list[str] = (),
+    unlisted: Collection[str] = (),
+) -> Any:
     """Apply a YAML file (nested mapping) then `key.path=value` strings to dataclass `obj`
     (the later value of a key wins). A value its field does not take, by type or by range,
-    raises `SettingError`."""
+    raises `SettingError`; an unknown key lists the fields of `obj` but `unlisted` (those
+    the caller refuses from a file and the overrides: `process`'s `output`)."""
     changes: dict[str, Any] = {}
     if yaml_path:
         source = str(yaml_path)
@@ -279,12 +295,12 @@ def load(obj: Any, yaml_path: str | Path | None = None, overrides: list[str] = (
                 "", _NO_VALUE, "expected a mapping of settings (dedup: {threshold: 0.7})", source
             )
         for k, v in flatten(data).items():
-            _nest(changes, obj, str(k), _Given(v, source))
+            _nest(changes, obj, str(k), _Given(v, source), unlisted=unlisted)
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
             raise SettingError(item, _NO_VALUE, "expected KEY=VALUE, e.g. dedup.threshold=0.7")
-        _nest(changes, obj, key.strip(), _Given(value))
+        _nest(changes, obj, key.strip(), _Given(value), unlisted=unlisted)
     return _apply(obj, changes)
 
 

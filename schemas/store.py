@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
+import math
 import os
 import re
 import uuid
@@ -43,7 +44,7 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
     write_bytes_atomic,
     write_table_atomic,
 )
-from .text import BadText, byte_lines, loads, not_text, not_utf8, too_deep, undecodable, utf8
+from .text import BadText, byte_lines, not_text, not_utf8, too_deep, undecodable, utf8
 from .validate import Problem, validate_dict
 
 
@@ -497,10 +498,78 @@ def _group_parts(
         yield where, Unread(where, "<file>", msg, lost)
 
 
+class _NotJson(float):
+    """`NaN`, `Infinity`, `-Infinity` or a number too large for a float (`1e400`): Python's
+    reader takes them (as nan or infinity), JSON has no such value. Read as one of these,
+    which keeps how it was written, so that the field holding it can be named."""
+
+    text: str
+
+
+class _Reader:
+    """How the store reads JSON records: `text.loads`, but a value JSON has not is read as
+    `_NotJson` and counted (`odd`: the last text's), to be refused with its field
+    (`_not_json_problem`), not stored as nan or infinity (a query's JSON shows either as
+    null, an unknown value). One per file read: the count is its own."""
+
+    def __init__(self) -> None:
+        self.odd = 0
+        self._decoder = json.JSONDecoder(parse_constant=self._not_json, parse_float=self._float)
+
+    def _not_json(self, text: str) -> _NotJson:
+        self.odd += 1
+        value = _NotJson(text)
+        value.text = text
+        return value
+
+    def _float(self, text: str) -> float:
+        value = float(text)
+        return self._not_json(text) if value in (math.inf, -math.inf) else value
+
+    def loads(self, text: str, unit: str = "line") -> Any:
+        """The JSON value of `text`; each failure a located BadText (`text.loads`)."""
+        self.odd = 0
+        try:
+            return self._decoder.decode(text)
+        except json.JSONDecodeError as exc:
+            raise undecodable(text, exc, unit) from None
+        except RecursionError:  # the line's problem, not the end of the file it is in
+            raise too_deep(text) from None
+        except ValueError as exc:  # an integer of 5,000 digits
+            raise BadText(f"invalid JSON: {exc}") from None
+
+
+def _not_json_problem(where: str, value: Any) -> Problem | None:
+    """Where a value `_Reader` read holds one JSON has not (`_NotJson`): the first's field
+    and how many more, or None (a duplicate key replaced it). Walked without recursion."""
+    found, todo = [], [("", value)]
+    while todo:
+        at, v = todo.pop()
+        if type(v) is _NotJson:
+            found.append((at or "<record>", v.text))
+        elif isinstance(v, dict):
+            todo.extend((f"{at}.{k}" if at else k, x) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            todo.extend((f"{at}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    if not found:
+        return None
+    (field, text), more = found[0], found[1:]
+    why = (
+        f"{text} is not JSON: write a number, or null if it is unknown"
+        if text in ("NaN", "Infinity", "-Infinity")
+        else f"{text} is too large for a number (a float holds up to 1.8e308)"
+    )
+    if more:
+        also = ", ".join(f"{t} at {f}" for f, t in more[:3])
+        why += f" (also {also}{', ...' if len(more) > 3 else ''})"
+    return Problem(where, field, why)
+
+
 def _scan_json(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, bool]]:
     """A `.json` file: one record, or a list of records. Read strictly (`text`): a file
-    that is not UTF-8 text, or not JSON, or nested too deep, is one Problem at its line.
-    Each with whether the file may hold a lone surrogate (`may_hold_surrogates`)."""
+    that is not UTF-8 text, or not JSON, or nested too deep, is one Problem at its line;
+    a record holding NaN, an infinity or `1e400` one naming the field (`_Reader`). Each
+    with whether the file may hold a lone surrogate (`may_hold_surrogates`)."""
     data = path.read_bytes()
     if (why := not_text(data, path)) is not None:
         yield str(path), Problem(str(path), "<file>", why), False
@@ -511,8 +580,9 @@ def _scan_json(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, bool
         where = f"{path}:line {exc.line}"
         yield where, Problem(where, "<utf8>", exc.message), False
         return
+    reader = _Reader()
     try:
-        doc = loads(text, "file")
+        doc = reader.loads(text, "file")
     except BadText as exc:
         where = f"{path}:line {exc.line}"
         yield where, Problem(where, "<json>", exc.message), False
@@ -521,18 +591,23 @@ def _scan_json(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, bool
     items = doc if isinstance(doc, list) else [doc]
     for n, d in enumerate(items):
         where = f"{path}:record {n}" if isinstance(doc, list) else str(path)
+        if reader.odd and (problem := _not_json_problem(where, d)) is not None:
+            yield where, problem, False
+            continue
         yield where, from_jsonable(d) if isinstance(d, dict) else d, escaped
 
 
 def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, bool]]:
     """Every line of a JSONL file, read strictly (`text`): a line that is not UTF-8, not
     JSON or nested too deep to parse is a Problem naming its line (never replaced text),
-    and the next lines are read. A leading UTF-8 byte order mark is passed over; a
-    compressed or UTF-16 file is one Problem. Each with whether its line may hold a lone
-    surrogate (`may_hold_surrogates`)."""
+    one holding NaN, an infinity or `1e400` a Problem naming its line and the field
+    (`_Reader`), and the next lines are read. A leading UTF-8 byte order mark is passed
+    over; a compressed or UTF-16 file is one Problem. Each with whether its line may hold
+    a lone surrogate (`may_hold_surrogates`)."""
     if path.name.endswith(".json"):
         yield from _scan_json(path)
         return
+    reader = _Reader()
     with open(path, "rb") as fh:
         for n, raw in enumerate(byte_lines(fh), 1):
             if n == 1:
@@ -549,15 +624,12 @@ def _scan_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any] | Problem, boo
             if not line.strip():
                 continue
             try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield where, Problem(where, "<json>", undecodable(line, exc).message), False
+                d = reader.loads(line)
+            except BadText as exc:
+                yield where, Problem(where, "<json>", exc.message), False
                 continue
-            except RecursionError:
-                yield where, Problem(where, "<json>", too_deep(line).message), False
-                continue
-            except ValueError as exc:  # an integer of 5,000 digits
-                yield where, Problem(where, "<json>", f"invalid JSON: {exc}"), False
+            if reader.odd and (problem := _not_json_problem(where, d)) is not None:
+                yield where, problem, False
                 continue
             escaped = may_hold_surrogates(line)
             yield where, from_jsonable(d) if isinstance(d, dict) else d, escaped

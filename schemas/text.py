@@ -17,6 +17,7 @@ import codecs
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -30,12 +31,15 @@ TEXT_LINE_END = re.compile(LINE_END.pattern.decode())
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
 
 _MAGIC = (
-    (rb"\x1f\x8b", "gzip", "gunzip -k"),
-    (rb"BZh[1-9]1AY&SY", "bzip2", "bunzip2 -k"),  # its block magic too: `BZh` may be text
-    (rb"\xfd7zXZ\x00", "xz", "unxz -k"),
-    (rb"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
-    (rb"PK\x03\x04", "zip", "unzip"),
+    (rb"\x1f\x8b", "gzip", ".gz", "gunzip -k", "gzip -dc"),
+    # bzip2's block magic too: `BZh` may be text
+    (rb"BZh[1-9]1AY&SY", "bzip2", ".bz2", "bunzip2 -k", "bzip2 -dc"),
+    (rb"\xfd7zXZ\x00", "xz", ".xz", "unxz -k", "xz -dc"),
+    (rb"\x28\xb5\x2f\xfd", "zstd", ".zst", "unzstd", "zstd -dc"),
+    (rb"PK\x03\x04", "zip", ".zip", "unzip", None),
 )
+"""(magic, format, suffix, the tool that decompresses a file of that suffix beside it,
+the one that writes any file's content to stdout); unzip takes any name."""
 _BOMS = (
     (codecs.BOM_UTF32_LE, "UTF-32"),
     (codecs.BOM_UTF32_BE, "UTF-32"),
@@ -44,13 +48,38 @@ _BOMS = (
 )
 
 
+def _quoted(path: object) -> str:
+    """`path` as a shell word: a command we advise runs as printed, whatever the name."""
+    return shlex.quote(str(path))
+
+
 def compressed(data: bytes, path: object) -> str | None:
-    """Why a file starting with `data` (its first bytes, or all) is compressed, or None."""
+    """Why a file starting with `data` (its first bytes, or all) is compressed, or None,
+    with a command that decompresses it whatever its name: `gunzip -k x.jsonl.gz` (it
+    writes x.jsonl beside it), else to a name of its own that keeps the file's suffixes
+    (`gzip -dc x.jsonl > x.decompressed.jsonl`: `gunzip -k x.jsonl` refuses a name
+    without `.gz`, `unknown suffix -- ignored`)."""
     head = data[:10]
-    for magic, name, tool in _MAGIC:
+    for magic, name, suffix, beside, to_stdout in _MAGIC:
         if re.match(magic, head):
-            return f"the file is {name}-compressed: decompress it first ({tool} {path})"
+            text = str(path)
+            if to_stdout is None or text.endswith(suffix):
+                how = f"{beside} {_quoted(text)}"
+            else:
+                how = f"{to_stdout} {_quoted(text)} > {_quoted(decompressed_name(text))}"
+            return f"the file is {name}-compressed: decompress it first ({how})"
     return None
+
+
+def decompressed_name(path: str) -> str:
+    """Where to write the decompressed content of `path`, a compressed file whose name
+    has no compression suffix: beside it, `.decompressed` before its suffixes
+    (`x.traj.json` -> `x.decompressed.traj.json`), so `import` still reads it as the
+    format its name says."""
+    head, sep, name = path.rpartition("/")
+    stem, dot, suffixes = name[1:].partition(".")  # a leading dot is part of the name
+    stem = name[:1] + stem
+    return f"{head}{sep}{stem}.decompressed{dot}{suffixes}"
 
 
 def wide(data: bytes, path: object) -> str | None:
@@ -61,7 +90,7 @@ def wide(data: bytes, path: object) -> str | None:
             return (
                 f"the file is {name} (it starts with a {name} byte order mark; PowerShell 5 "
                 f"writes it), not UTF-8: convert it: iconv -f {name.lower()} -t utf-8 "
-                f"{path} > {path}.utf8"
+                f"{_quoted(path)} > {_quoted(f'{path}.utf8')}"
             )
     return None
 
@@ -126,7 +155,7 @@ def not_utf8(data: bytes, exc: UnicodeDecodeError, path: object, unit: str = "fi
         why = (
             f"byte 0x{data[exc.start]:02x} at column {col} is not UTF-8: the file is in "
             "another encoding (Latin-1 or cp1252?); convert it: iconv -f cp1252 -t utf-8 "
-            f"{path} > {path}.utf8"
+            f"{_quoted(path)} > {_quoted(f'{path}.utf8')}"
         )
     return BadText(why, len(ends) + 1, col)
 

@@ -319,19 +319,79 @@ def finite_json_float(text: str) -> float:
     return value
 
 
+JSON_DEPTH = 512
+"""How deep JSON text may nest where a record holds it (`arguments_json`, `state_json`,
+any `spec(json=...)` field) and where `import` reads a tool call's arguments: deeper is
+refused by every reader alike (`parse_json`). Python's parser recurses once a level, so
+what it took depended on how deep the reading call already was: `validate` took 960
+levels that `process` refused in its worker. 512 levels parse under the interpreter's
+limit of 1000 from any of our callers, and no tool's arguments come near."""
+
+
+class TooDeep(ValueError):
+    """JSON text nested deeper than `JSON_DEPTH`: how deep, at which character."""
+
+    def __init__(self, depth: int, pos: int):
+        self.depth, self.pos = depth, pos
+        super().__init__(f"nested {depth} levels deep at char {pos}, deeper than can be parsed")
+
+    @classmethod
+    def of(cls, text: str) -> TooDeep:
+        from .text import deepest
+
+        return cls(*deepest(text))
+
+
+def parse_json(text: str, **options: Any) -> Any:
+    """`json.loads(text, **options)` under the one nesting limit: TooDeep for text nested
+    deeper than `JSON_DEPTH` (whether Python's parser could follow it from here or not),
+    else what `json.loads` returns or raises. Only text holding more opening brackets
+    than the limit is measured (two C counts; then its value, without recursion)."""
+    try:
+        value = json.loads(text, **options)
+    except RecursionError:
+        raise TooDeep.of(text) from None
+    except ValueError:  # where the parser gives up on deep invalid text varies: its depth
+        if _many_brackets(text) and (deep := TooDeep.of(text)).depth > JSON_DEPTH:
+            raise deep from None
+        raise
+    if (deep := too_deep(text, value)) is not None:
+        raise deep
+    return value
+
+
+def too_deep(text: str, value: Any) -> TooDeep | None:
+    """TooDeep when `value`, parsed from (or written as) JSON `text`, nests deeper than
+    `JSON_DEPTH`, else None."""
+    if _many_brackets(text) and nesting(value) > JSON_DEPTH:
+        return TooDeep.of(text)
+    return None
+
+
+def _many_brackets(text: str) -> bool:
+    """Whether `text` holds more opening brackets than `JSON_DEPTH`: only such text may
+    nest deeper."""
+    return len(text) > JSON_DEPTH and text.count("[") + text.count("{") > JSON_DEPTH
+
+
+def nesting(value: Any) -> int:
+    """How deep the lists and objects of a parsed JSON value go (0: a scalar), level by
+    level: no recursion, whatever the depth."""
+    depth, level = 0, [value]
+    while level := [x for x in level if isinstance(x, dict | list)]:
+        depth += 1
+        level = [y for x in level for y in (x.values() if isinstance(x, dict) else x)]
+    return depth
+
+
 def json_problem(value: str, expected: type) -> str | None:
     """What is wrong with `value` as JSON text whose top level is `expected`, or None."""
     try:
-        parsed = json.loads(value, parse_constant=no_json_constant)
+        parsed = parse_json(value, parse_constant=no_json_constant)
     except json.JSONDecodeError as exc:
         return f"invalid JSON: {exc.msg} at char {exc.pos}"
-    except ValueError as exc:
+    except ValueError as exc:  # TooDeep too: the record's problem, not the file's
         return f"invalid JSON: {exc}"
-    except RecursionError:  # the record's problem, not the end of the file it is in
-        from .text import deepest
-
-        depth, pos = deepest(value)
-        return f"invalid JSON: nested {depth} levels deep at char {pos}, deeper than can be parsed"
     if not isinstance(parsed, expected):
         return f"JSON must be {expected.__name__}, got {type(parsed).__name__}"
     return None

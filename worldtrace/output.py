@@ -235,11 +235,10 @@ def job_document(job: dict) -> dict:
 
 
 def print_job(job: dict) -> None:
-    """A job's fields on one line, then its episodes (ids whole; the table folds long
-    errors on a terminal)."""
-    episodes = [
-        {k: v for k, v in attempt_row(e).items() if k != "worker"} for e in job["episode_rows"]
-    ]
+    """A job's fields on one line, then its attempts with the columns of `--json`'s
+    `attempts`, the worker that ran each too (ids whole; the table folds long errors on
+    a terminal)."""
+    episodes = [attempt_row(e) for e in job["episode_rows"]]
     fields = {k: v for k, v in job.items() if k not in ("episode_rows", "spec_json")}
     click.echo("  ".join(f"{k}={v}" for k, v in fields.items()))
     print_table(rows_table(episodes))
@@ -409,6 +408,7 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
         click.echo(f"{table.num_rows} rows -> {output}", err=True)
         return
     chunks = _csv(con, rel, sql) if fmt == "csv" else _json(con, rel, sql, lines=fmt == "jsonl")
+    chunks = whole_first(chunks)  # a small result is one write: `| head -1` exits 0
     if output:
         with _sink(output) as write:
             for text in chunks:
@@ -556,6 +556,37 @@ def _sink(output: str) -> Iterator[Callable[[bytes], Any]]:
         yield write
 
 
+PIPE_BYTES = 64 * 1024
+"""What a pipe holds (Linux's default): output up to this size is written at once."""
+
+
+def whole_first(chunks: Iterable[str], limit: int = PIPE_BYTES) -> Iterator[str]:
+    """`chunks` with the first ones joined until they hold `limit` bytes, then the rest
+    as they come: output that fits in a pipe is one write, so a reader that closes the
+    pipe after its first read (`query ... | head -1`) has had all of it, and the command
+    exits 0 as docs/cli.md says; written a chunk at a time (the CSV header, then each
+    batch), `head` exited between two writes and the next one failed (141, 6 runs in
+    20). A larger output streams after its first `limit` bytes (memory stays bounded).
+    An error while the first chunks are held writes them before it is raised, as when
+    each was written at once (the rows before a failing one are printed)."""
+    held: list[str] = []
+    size = 0
+    rest = iter(chunks)
+    try:
+        for text in rest:
+            held.append(text)
+            size += len(text.encode())
+            if size >= limit:
+                break
+    except BaseException:
+        if held:
+            yield "".join(held)
+        raise
+    if held:
+        yield "".join(held)
+    yield from rest
+
+
 BATCH_ROWS = 2048
 """Rows read from DuckDB and written at a time (CSV, JSON; one DuckDB vector): memory
 holds one batch, kept small because a row of the store may hold whole observations."""
@@ -656,6 +687,14 @@ def _csv(con, rel, sql: str) -> Iterator[str]:
         yield "".join(",".join(map(_csv_field, row)) + "\n" for row in rows)
 
 
+def _shortened(row: Sequence, floats: list[int]) -> list:
+    """`row` with its FLOAT columns in their shortest float32 form (`_float32`)."""
+    out = list(row)
+    for i in floats:
+        out[i] = _float32(out[i])
+    return out
+
+
 def _strict_row(row: tuple, nested: list[int]) -> list:
     """`row` with its nested columns' JSON text made strict (`_strict_json`)."""
     out = list(row)
@@ -694,20 +733,23 @@ def _csv_field(value: str | None) -> str:
 def _json(con, rel, sql: str, lines: bool) -> Iterator[str]:
     """Rows as JSON objects (nested values as JSON, maps as objects), one array or one
     object per line, a batch of rows at a time (the array's bytes are `json.dumps` of
-    the whole list's)."""
+    the whole list's). A value is written alike at the top of a row and inside a list or
+    struct: a DECIMAL a number (it was the string `"1.10"` beside `[1.1]`), a FLOAT its
+    shortest float32 form (`0.1`, as CSV writes it, not `0.10000000149011612`), a date,
+    time or timestamp DuckDB's text (`+00`, as CSV and `to_json`, not `+00:00`)."""
     import json
 
-    nested = [t.id in NESTED_TYPES for t in rel.types]
-    exprs = _text_exprs(rel, nested=True)
+    exprs = _text_exprs(rel, as_json=JSON_TYPES)
     names = rel.columns
+    convert = [_json_value(t) for t in rel.types]
     # json.dumps with these options makes an encoder per call: one, made once
     dump = json.JSONEncoder(default=str, ensure_ascii=False, allow_nan=False).encode
     sep = "" if lines else "["
     for batch in _batches(con, rel, sql, exprs):
         rows = [
             {
-                c: _finite(json.loads(v)) if n and v is not None else _finite(v)
-                for c, n, v in zip(names, nested, row, strict=True)
+                c: _finite(v if f is None else f(v))
+                for c, f, v in zip(names, convert, row, strict=True)
             }
             for row in batch
         ]
@@ -720,21 +762,40 @@ def _json(con, rel, sql: str, lines: bool) -> Iterator[str]:
         yield ("[" if sep == "[" else "") + "]\n"
 
 
-TEXT_TYPES = frozenset({"blob", "interval", "bit"})
+TEMPORAL_TYPES = frozenset(
+    {
+        "date",
+        "time",
+        "time_ns",
+        "time with time zone",
+        "timestamp",
+        "timestamp_s",
+        "timestamp_ms",
+        "timestamp_ns",
+        "timestamp with time zone",
+    }
+)
+"""Written in DuckDB's text form, as CSV and `to_json` write them (`2024-01-02
+03:04:05+00`, a TIMESTAMP_NS's nanoseconds, `infinity`): Python's rendering said `+00:00`,
+cut nanoseconds and made `infinity` a date of the year 9999."""
+TEXT_TYPES = frozenset({"blob", "interval", "bit"}) | TEMPORAL_TYPES
 """Types whose Python value would print as Python's rendering (`b'\\x00'`, `3 days,
-0:00:00`): written in DuckDB's text form instead, as CSV writes them."""
+0:00:00`, `+00:00`): written in DuckDB's text form instead, as CSV writes them."""
+JSON_TYPES = NESTED_TYPES | {"decimal"}
+"""What JSON and JSONL read through DuckDB's `to_json`: nested values, and a DECIMAL,
+so that one is the same number at the top of a row as inside a list."""
 
 
-def _text_exprs(rel, nested: bool) -> str | None:
-    """The projection of `rel` with nested columns as JSON text (`nested`) and
+def _text_exprs(rel, as_json: frozenset[str] = NESTED_TYPES) -> str | None:
+    """The projection of `rel` with the types of `as_json` as JSON text (`to_json`) and
     `TEXT_TYPES` as DuckDB's text form; None when it has neither."""
     kinds = [t.id for t in rel.types]
-    if not any(k in TEXT_TYPES or (nested and k in NESTED_TYPES) for k in kinds):
+    if not any(k in TEXT_TYPES or k in as_json for k in kinds):
         return None
     return ", ".join(
         (
             f"to_json(#{i})"
-            if nested and k in NESTED_TYPES
+            if k in as_json
             else f"CAST(#{i} AS VARCHAR)"
             if k in TEXT_TYPES
             else f"#{i}"
@@ -742,6 +803,64 @@ def _text_exprs(rel, nested: bool) -> str | None:
         + f" AS {_ident(c)}"
         for i, (k, c) in enumerate(zip(kinds, rel.columns, strict=True), 1)
     )
+
+
+def _json_value(t: Any) -> Callable[[Any], Any] | None:
+    """How a value of DuckDB type `t`, as `_text_exprs(as_json=JSON_TYPES)` reads it,
+    becomes its JSON value: JSON text parsed (its FLOATs shortened), a FLOAT shortened;
+    None: as it is."""
+    import json
+
+    floats = _float32s(t)
+    if t.id not in JSON_TYPES:
+        return floats
+    if floats is None:
+        return lambda v: None if v is None else json.loads(v)
+    return lambda v: None if v is None else floats(json.loads(v))
+
+
+def _float32s(t: Any) -> Callable[[Any], Any] | None:
+    """What makes every FLOAT (float32) within a value of DuckDB type `t` (parsed from
+    `to_json`, which writes a FLOAT widened: `0.10000000149011612`) its shortest float32
+    form (`_float32`); None when `t` holds no FLOAT."""
+    kind = t.id
+    if kind == "float":
+        return _float32
+    if kind in ("list", "array", "map"):
+        inner = _float32s(dict(t.children)["value" if kind == "map" else "child"])
+        if inner is None:
+            return None
+        if kind == "map":  # `to_json` writes a map as an object
+            return lambda v: {k: inner(x) for k, x in v.items()} if isinstance(v, dict) else v
+        return lambda v: [inner(x) for x in v] if isinstance(v, list) else v
+    if kind in ("struct", "union"):  # a union: an object of its one member
+        fields = {name: f for name, c in t.children if name and (f := _float32s(c))}
+        if not fields:
+            return None
+        return lambda v: (
+            {k: fields[k](x) if k in fields else x for k, x in v.items()}
+            if isinstance(v, dict)
+            else v
+        )
+    return None
+
+
+def _float32(v: Any) -> Any:
+    """A float32 widened to a Python float (`0.10000000149011612`) as the shortest
+    decimal that is the same float32 (`0.1`), as DuckDB writes a FLOAT as text."""
+    import struct
+
+    if not isinstance(v, float) or not math.isfinite(v):
+        return v
+    same = struct.pack("<f", v)
+    for digits in range(1, 10):  # 9 significant digits tell every float32 apart
+        short = float(f"{v:.{digits}g}")
+        try:
+            if struct.pack("<f", short) == same:
+                return short
+        except OverflowError:  # rounded up past the largest float32
+            continue
+    return v
 
 
 def _finite(v: Any) -> Any:
@@ -767,10 +886,13 @@ def _emit_table(con, rel, sql: str, output: str | None, max_rows: int) -> None:
     from rich.console import Console
 
     nested = [i for i, t in enumerate(rel.types) if t.id in NESTED_TYPES]
-    exprs = _text_exprs(rel, nested=True)
+    floats = [i for i, t in enumerate(rel.types) if t.id == "float"]
+    exprs = _text_exprs(rel)
     rows = [r for batch in _batches(con, rel, sql, exprs, limit=max_rows + 1) for r in batch]
     if nested:
         rows = [_strict_row(row, nested) for row in rows]
+    if floats:  # a FLOAT as CSV writes it (0.1), not widened (0.10000000149011612)
+        rows = [_shortened(row, floats) for row in rows]
     t = make_table(rel.columns, rows[:max_rows])
     if len(rows) > max_rows:
         t.caption = f"first {max_rows} rows shown (--max-rows)"

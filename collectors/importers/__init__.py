@@ -9,7 +9,8 @@ read whole, one event a line (`claude_code`), and so are a Codex rollout (`codex
 Gemini CLI session (`gemini_cli`; its older layout, one JSON document, is a whole-file
 format); the files Claude Code keeps beside its sessions (a subagent's sidecar, a session
 directory's other files, sessions-index.json) are its too, whatever their names
-(`claude_code.owns`).
+(`claude_code.owns`). worldtrace's own records (`native`) are told before any foreign
+format and kept as given.
 Every record is parsed under its own guard: a record that breaks a parser (too deep,
 wrong shape, NaN) is a located problem, and the other records and files go on.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import socket
@@ -48,6 +50,7 @@ from . import (
     codex,
     gemini_cli,
     mini_swe_agent,
+    native,
     openai,
     openhands,
     openhands_v1,
@@ -63,6 +66,7 @@ from .common import (
     origin_stem,
     path_text,
     plural,
+    shown,
 )
 from .reading import (
     LOOKS_LIKE_JSONL,
@@ -72,7 +76,7 @@ from .reading import (
     read_json,
     surrogate_escapes,
 )
-from .sink import ImportWriteError, Sink, present_keys
+from .sink import IMPORT_OPTIONS, Held, ImportWriteError, Sink, present_keys
 
 # OpenHands is both: an event list is a whole file, an eval output a record. It is
 # detected first: its test is strict (events with `action` xor `observation`), while
@@ -96,7 +100,9 @@ RECORD_FORMATS = {m.NAME: m for m in (agentworldbench, sharegpt, openai, openhan
 assert tuple(RECORD_FORMATS) == F.LINE_RECORD_FORMATS, "F.LINE_RECORD_FORMATS names them"
 SESSION_FORMATS = {m.NAME: m for m in (claude_code, codex, gemini_cli)}
 """JSONL files read whole, one event a line (detected on their first lines, per file)."""
-FORMATS = tuple(dict.fromkeys((*FILE_FORMATS, *RECORD_FORMATS, *SESSION_FORMATS)))
+FORMATS = tuple(dict.fromkeys((*FILE_FORMATS, *RECORD_FORMATS, *SESSION_FORMATS, native.NAME)))
+"""`native`: worldtrace's own records, told by their `schema_version` before any foreign
+format is tried (a JSONL line, a .json record or list of records)."""
 SUFFIXES = (".traj", ".json", ".jsonl", ".ndjson")
 """The files a walk reads, whatever the case of their names (`UPPER.JSON`); `.ndjson` is
 JSONL. A walk names the others it passes over (`ImportReport.skipped`)."""
@@ -163,6 +169,33 @@ class ImportConfig:
               "an integer >= 0 (0: no cap)")  # fmt: skip
         check(self, "workers", self.workers >= 0, "an integer >= 0 (0: auto)")
         check(self, "shard_bytes", self.shard_bytes > 0, "a positive integer")
+
+
+CONTENT_OPTIONS = ("format", "domain", "max_observation_chars")
+"""The `ImportConfig` fields that shape what is stored (how the file is read, the domain,
+the cap): those given other values than the defaults are recorded in each imported
+record's metadata (`options_json`), so that a re-import with other values is told from a
+changed file. The others (workers, shard size) change no record."""
+
+
+def options_json(cfg: ImportConfig) -> str | None:
+    """The `CONTENT_OPTIONS` of `cfg` that are not the defaults, as the JSON a record's
+    metadata holds (`IMPORT_OPTIONS`: `{"max_observation_chars": 50}`); None when all are
+    (no key: the defaults, as for a record imported before options were recorded)."""
+    default = ImportConfig()
+    given = {k: getattr(cfg, k) for k in CONTENT_OPTIONS if getattr(cfg, k) != getattr(default, k)}  # fmt: skip
+    return json.dumps(given, sort_keys=True) if given else None
+
+
+def _config_of(options: str | None) -> ImportConfig | None:
+    """The config a record's `IMPORT_OPTIONS` says it was imported with (None: the
+    defaults); None when it is not one this version can run (a format since renamed)."""
+    try:
+        given = json.loads(options) if options is not None else {}
+        cfg = ImportConfig(**{k: given[k] for k in CONTENT_OPTIONS if k in given})
+    except (ValueError, TypeError):
+        return None
+    return cfg if cfg.format == "auto" or cfg.format in FORMATS else None
 
 
 @dataclass
@@ -305,6 +338,10 @@ def _record(
     path: Path, d: Any, index: int, where: str, origin: str, cfg: ImportConfig
 ) -> Iterator[Item]:
     fmt = cfg.format
+    if fmt in ("auto", native.NAME) and native.detect_record(d):  # ours: kept as given
+        parse = lambda: native.parse_record(d, path, index, cfg.domain)  # noqa: E731
+        yield from _guarded(path, where, index, native.NAME, parse)
+        return
     if fmt != "auto":
         mod = RECORD_FORMATS.get(fmt)
     else:
@@ -326,6 +363,10 @@ def _unrecognized(path: Path, where: str, d: Any, fmt: str) -> ImportProblem:
     its problem names the field (`invalid`) instead of a bare `unrecognized`."""
     if fmt != "auto":
         return ImportProblem(str(path), where, "unrecognized", f"not a {fmt} record")
+    version = d.get(F.SCHEMA_VERSION_F) if isinstance(d, dict) else None
+    if isinstance(version, str) and version.startswith("worldtrace."):  # ours, a training row
+        why = f"schema_version {shown(version)} is not a trajectory record's ({F.SCHEMA_VERSION})"
+        return ImportProblem(str(path), where, "unrecognized", why)
     misses = [(m.NAME, *miss) for m in RECORD_FORMATS.values() if (miss := m.near_miss(d))]
     if len(misses) == 1:
         [(name, why, by)] = misses
@@ -427,6 +468,8 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
         mod = FILE_FORMATS.get(cfg.format)
         if mod is not None and cfg.format in RECORD_FORMATS and not mod.detect(path, data):
             mod = None  # a file of that format's records (an OpenHands eval output)
+    elif isinstance(data, dict | list) and _ours(data):
+        mod = None  # worldtrace's records (`native`), a list or one
     else:
         mod = next((m for m in FILE_FORMATS.values() if m.detect(path, data)), None)
     if mod is not None:
@@ -467,6 +510,8 @@ def detect_format(path: Path, data: Any) -> str | None:
     """The format `import --format auto` takes the parsed file `data` for: a whole-file
     format (SWE-agent, mini-swe-agent, ATIF), else the record format of the record (of
     the first record of a list of records); None when no format takes it."""
+    if isinstance(data, dict | list) and _ours(data):
+        return native.NAME
     mod = next((m for m in FILE_FORMATS.values() if m.detect(path, data)), None)
     if mod is None and openai.simulations(data) is not None:
         return openai.NAME
@@ -599,6 +644,13 @@ class Converted(NamedTuple):
     at: int = -1
     """Its row in its task's batch (`Part.rows`); -1: none (present in the store already,
     invalid, or a `problem`)."""
+    earlier: str = ""
+    """How the import options differ from those the store's record of this place was
+    imported with, when only they make it differ (read with the earlier ones, it is that
+    record; or it is, and `--domain` changed its domain): not stored again
+    (`options_differ`); "" otherwise."""
+    same_as: str = ""
+    """The id of that record of the store (with `earlier`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -643,12 +695,15 @@ def convert(
     cap: int,
     present: Collection[str] = (),
     mend: bool = True,
+    options: str | None = None,
 ) -> Converted:
     """Everything `import` does to one trajectory before the store is consulted:
     provenance, redaction, the observation cap, the dict, its id and its validation
     (not of a record whose id is in `present`, the ids the store holds from this file
     and record: it is counted as present, whatever its validity). `mend`: whether its
-    strings may hold a lone surrogate (`_mended`; `reading.surrogate_escapes`)."""
+    strings may hold a lone surrogate (`_mended`; `reading.surrogate_escapes`).
+    `options`: the import's `options_json`, recorded in its metadata (`IMPORT_OPTIONS`;
+    None: the defaults, no key)."""
     loc = where or t.source.origin_id or ""
     if not t.turns:
         problem = ImportProblem(str(path), loc, "empty", "no (action, observation) pair found")
@@ -667,6 +722,8 @@ def convert(
             )
             warning = ImportProblem(str(path), loc, "lone_surrogate", why, fatal=False)
         d = redact_record(d)  # security: secrets in foreign files never reach a shard
+        meta = {k: v for k, v in (d[F.METADATA] or {}).items() if k != IMPORT_OPTIONS}
+        d[F.METADATA] = {**meta, IMPORT_OPTIONS: options} if options is not None else meta
         cut = cap_observations(d, cap)
         d["trajectory_id"] = tid = trajectory_id(d)
     except RecursionError:
@@ -734,34 +791,132 @@ def convert_lines(
     origin_path: str,
     cfg: ImportConfig,
     lines: list[tuple[int, str | ImportProblem]],
-    present: dict[int, set[str]],
+    present: dict[int, dict[str, Held]],
 ) -> Part:
     """A batch of JSONL lines (number, text) -> their items, each trajectory `convert`ed
-    (`present`: origin index -> ids the store holds): the work a worker process does."""
+    (`present`: origin index -> what the store holds from there, `sink.present_keys`): the
+    work a worker process does."""
     stem = origin_stem(path)
-    items = (x for n, line in lines for x in _line_items(path, stem, cfg, n, line))
-    return checked(_converted(path, origin_path, cfg, items, present))
+
+    def read(c: ImportConfig) -> Iterator[Item]:
+        return (x for n, line in lines for x in _line_items(path, stem, c, n, line))
+
+    return checked(_converted(path, origin_path, cfg, read(cfg), present, read))
 
 
 def convert_file(
-    path: Path, origin_path: str, cfg: ImportConfig, present: dict[int, set[str]]
+    path: Path, origin_path: str, cfg: ImportConfig, present: dict[int, dict[str, Held]]
 ) -> Part:
     """Everything in a file read whole (a SWE-agent, mini-swe-agent or ATIF trajectory, an
     OpenHands event list or conversation, a Claude Code, Codex or Gemini CLI session, a
     JSON file of records), each trajectory `convert`ed: a worker process's task."""
-    return checked(_converted(path, origin_path, cfg, _items(path, cfg), present))
+    read = functools.partial(_items, path)
+    return checked(_converted(path, origin_path, cfg, read(cfg), present, read))
 
 
 def _converted(
-    path: Path, origin_path: str, cfg: ImportConfig, items: Iterable[Item], present: dict
+    path: Path,
+    origin_path: str,
+    cfg: ImportConfig,
+    items: Iterable[Item],
+    present: dict,
+    read: Callable[[ImportConfig], Iterable[Item]] | None = None,
 ) -> list[Item]:
+    """`items` `convert`ed; `read(config)`: the same input's items read with another
+    config (`_earlier`), when it can be read again."""
     cap, out, escapes = cfg.max_observation_chars, [], surrogate_escapes()
+    options, unheld = options_json(cfg), []
     for name, index, where, item in items:
         if isinstance(item, Trajectory):
             mend = surrogate_escapes() != escapes  # a text read since held an escape
-            item = convert(path, origin_path, index, where, item, cap, present.get(index, ()), mend)
+            held = present.get(index) or {}
+            c = convert(path, origin_path, index, where, item, cap, held, mend, options)
+            if c.problem is None and c.tid in held:
+                if moved := _domain_moved(held[c.tid], cfg, item.domain):
+                    c = c._replace(earlier=moved, same_as=c.tid)
+            elif c.problem is None and held:  # another record at a place the store holds
+                unheld.append(len(out))
+            item = c
         out.append((name, index, where, item))
+    if unheld and read is not None:
+        _earlier(out, unheld, present, cfg, read, path, origin_path)
     return out
+
+
+def _domain_moved(held: Held, cfg: ImportConfig, domain: str) -> str:
+    """How the options differ when the store holds this very record (the domain is not
+    part of the id) in another domain than `--domain` now gives it; "" otherwise."""
+    was = _config_of(held.options)
+    if held.domain == domain or was is None or was.domain == cfg.domain:
+        return ""  # the same, or not the options' doing (the inference changed)
+    return f"--domain {_value('domain', was.domain, held.domain)} (this import: {_value('domain', cfg.domain, domain)})"  # fmt: skip
+
+
+def _earlier(
+    out: list[Item],
+    unheld: list[int],
+    present: dict,
+    cfg: ImportConfig,
+    read: Callable[[ImportConfig], Iterable[Item]],
+    path: Path,
+    origin_path: str,
+) -> None:
+    """Mark the items at `unheld` (positions in `out`: trajectories whose id the store does
+    not hold at their place, though it holds another record there) that are that record
+    read with other import options (`Converted.earlier`): their source did not change.
+    The input is read again with each earlier import's options that could change the id
+    (`--format`, the cap; not `--domain`): a re-import with the same ones reads it once."""
+    wanted: dict[str | None, set[int]] = {}  # earlier options -> the indices held with them
+    for k in unheld:
+        for h in present[out[k][1]].values():
+            if (was := _config_of(h.options)) is not None and _reads_otherwise(was, cfg):
+                wanted.setdefault(h.options, set()).add(out[k][1])
+    ids: dict[str | None, dict[int, set[str]]] = {}  # options -> index -> ids read with them
+    for options, indices in wanted.items():
+        was, got = _config_of(options), ids.setdefault(options, {})
+        for _, index, where, t in read(was):
+            if isinstance(t, Trajectory) and index in indices:
+                c = convert(path, origin_path, index, where, t, was.max_observation_chars)
+                got.setdefault(index, set()).add(c.tid)
+    for k in unheld:
+        name, index, where, c = out[k]
+        for tid, h in present[index].items():
+            if h.options in ids and tid in ids[h.options].get(index, ()):
+                diff = _differences(_config_of(h.options), cfg, h.domain, c)
+                out[k] = (name, index, where, c._replace(row=None, earlier=diff, same_as=tid))
+                break
+
+
+def _reads_otherwise(was: ImportConfig, now: ImportConfig) -> bool:
+    """Whether records read with `was` may have other ids than with `now`."""
+    return (was.format, was.max_observation_chars) != (now.format, now.max_observation_chars)
+
+
+OPTION_FLAGS = {"format": "--format", "domain": "--domain", "max_observation_chars": "--max-observation-chars"}  # fmt: skip
+
+
+def _value(key: str, value: Any, domain: str | None = None) -> str:
+    """An option's value as a problem says it."""
+    if key == "domain" and value is None:
+        return f"unset, inferred as {domain}" if domain else "unset"
+    if key == "max_observation_chars" and value == 0:
+        return "0 (no cap)"
+    return str(value)
+
+
+def _differences(was: ImportConfig, now: ImportConfig, held_domain: str, c: Converted) -> str:
+    """The options `was` and `now` differ in, each with its two values: `--max-observation-chars
+    50 (this import: 1048576)`."""
+    new_domain = (c.row or {}).get(F.DOMAIN)
+    out = []
+    for key in CONTENT_OPTIONS:
+        before, after = getattr(was, key), getattr(now, key)
+        if before != after:
+            flag = OPTION_FLAGS[key]
+            shown_before = _value(key, before, held_domain)
+            shown_after = _value(key, after, new_domain)
+            out.append(f"{flag} {shown_before} (this import: {shown_after})")
+    return "; ".join(out)
 
 
 class ImportBusy(RuntimeError):
@@ -842,20 +997,60 @@ def _warm() -> None:
         import pandas  # noqa: F401
 
 
+OPTIONS_DIFFER = "options_differ"
+"""Error kind: records the store holds from the same place of the same file, imported
+with other options (`Converted.earlier`)."""
+READ_BY_PROCESS = "read_by_process"
+"""Error kind: worldtrace records in a file `process` reads as it is (the store's raw/)."""
+SHOWN_SHARDS = 3
+_UNRECORDED = (
+    "; or, if it was imported before 2026-12-05, which recorded no import options, "
+    "with other --max-observation-chars or --format"
+)
+
+
+def _read_by_process(files: list[Path], reads: Path | None) -> set[Path]:
+    """Those of `files` that `worldtrace process` reads as they are from `reads` (the
+    store's raw/; `schemas.store.input_files`, as `freshness.raw_inputs` lists them):
+    under it, or a file a link in it leads to."""
+    if reads is None:
+        return set()
+    from worldtrace.schemas.store import input_files as process_inputs
+
+    theirs = {p.resolve() for p in process_inputs([reads]) if not p.name.endswith(F.SHARD_SUFFIX)}
+    return {f for f in files if f.resolve() in theirs}
+
+
 class _Run:
     """One import: the report, the sink, what is present; `batches` converts the files'
     trajectories (in worker processes when there are), `admit` stores one."""
 
-    def __init__(self, cfg: ImportConfig, output: Path, files: list[Path], pool=None):
+    def __init__(
+        self,
+        cfg: ImportConfig,
+        output: Path,
+        files: list[Path],
+        pool=None,
+        process_reads: Path | None = None,
+    ):
         self.cfg, self.report, self.pool = cfg, ImportReport(), pool
         self.sink = Sink(output, cfg.shard_bytes)
         self.origins = {f: path_text(f.resolve()) for f in files}
         """file -> its `source.origin_path`"""
         self.present = present_keys(output, self.origins.values())
-        self.held: dict[str, dict[int, set[str]]] = {}
-        """origin path -> origin index -> ids the store holds (what `convert` skips)."""
-        for tid, origin, index in self.present:
-            self.held.setdefault(origin, {}).setdefault(index, set()).add(tid)
+        self.held: dict[str, dict[int, dict[str, Held]]] = {}
+        """origin path -> origin index -> what the store holds from there, by id (what
+        `convert` skips, and what `_earlier` reads again)."""
+        for (tid, origin, index), held in self.present.items():
+            self.held.setdefault(origin, {}).setdefault(index, {})[tid] = held
+        self.options = options_json(cfg)
+        self.read_by_process = _read_by_process(files, process_reads)
+        """Files `process` reads records from as they are (`native` records there are not
+        imported: they would be processed twice)."""
+        self.refused: dict[Path, Counter[tuple[str, str]]] = {}
+        """file -> (kind, how the options differ) -> records refused (`file_done`)."""
+        self._shards: dict[tuple[Path, str], set[str]] = {}
+        """(file, how the options differ) -> the shards holding the earlier records."""
 
     def batches(self, files: list[Path]) -> Iterator[tuple[Path, Part | None]]:
         """(file, its next items) in file order, each trajectory `convert`ed, then (file,
@@ -920,6 +1115,32 @@ class _Run:
         ids = {n - 1: held[n - 1] for n, _ in batch if n - 1 in held}
         return convert_lines, (path, origin, self.cfg, batch, ids)
 
+    def file_done(self, path: Path) -> None:
+        """One problem per file and kind for the records `admit` refused in bulk, each
+        counted as an error: its place is the file, not each record."""
+        for (kind, diff), n in self.refused.pop(path, Counter()).items():
+            if kind == READ_BY_PROCESS:
+                why = (
+                    f"{plural(n, 'worldtrace record')} not imported: the file is under "
+                    "the store's raw/, and `worldtrace process` reads the records there as "
+                    "they are (imported too, each would be processed twice); to make shards "
+                    "of it, move it out of raw/ and import it from there"
+                )
+            else:
+                shards = sorted(self._shards.pop((path, diff), ()))
+                named = ", ".join(shards[:SHOWN_SHARDS])
+                named += f" and {len(shards) - SHOWN_SHARDS} more" if len(shards) > SHOWN_SHARDS else ""  # fmt: skip
+                why = (
+                    f"{plural(n, 'record')} not imported again: the store holds them as "
+                    f"imported from this file with {diff}; the file did not change, only "
+                    "the options, and a second copy would train on each twice. To store "
+                    "them with this import's options instead, move the shard(s) holding "
+                    f"them out of {self.sink.output} ({named}) and import their files "
+                    "again, or import into a new store"
+                )
+            self.report.add(ImportProblem(str(path), "", kind, why))
+            self.report.errors[kind] += n - 1
+
     def admit(self, path: Path, name: str, index: int, c: Converted) -> bool:
         """Count `c`'s outcome; True when it is to be stored (its row `c.at`)."""
         report = self.report
@@ -927,6 +1148,15 @@ class _Run:
             report.add(c.warning)
         if c.problem is not None:
             report.add(c.problem)
+            return False
+        if name == native.NAME and path in self.read_by_process:
+            self.refused.setdefault(path, Counter())[(READ_BY_PROCESS, "")] += 1
+            return False
+        if c.earlier:  # the store has it, imported with other options
+            self.refused.setdefault(path, Counter())[(OPTIONS_DIFFER, c.earlier)] += 1
+            self._shards.setdefault((path, c.earlier), set()).add(
+                self.present[(c.same_as, self.origins[path], index)].shard
+            )
             return False
         key = (c.tid, self.origins[path], index)
         if key in self.present:
@@ -940,12 +1170,13 @@ class _Run:
             report.add(
                 ImportProblem(
                     str(path), c.loc, "record_changed",
-                    f"changed since it was imported (as {', '.join(sorted(earlier))}): "
+                    f"changed since it was imported (as {', '.join(sorted(earlier))}"
+                    f"{_UNRECORDED if any(h.options is None for h in earlier.values()) else ''}): "
                     "imported as new beside it; dedup keeps one only if they are near "
                     "duplicates", fatal=False,
                 )
             )  # fmt: skip
-        self.present.add(key)
+        self.present[key] = Held(self.options, "", "")
         report.imported[name] += 1
         if c.cut:  # counted by observation, said once per record
             report.add(
@@ -966,8 +1197,11 @@ def import_paths(
     config: ImportConfig | None = None,
     *,
     progress: Progress | None = None,
+    process_reads: str | Path | None = None,
 ) -> ImportReport:
-    """Import every file under `paths` into raw shards under `output`.
+    """Import every file under `paths` into raw shards under `output`. `process_reads`:
+    the directory `worldtrace process` reads as it is (the store's raw/): worldtrace's own
+    records in a file under it are not imported (`READ_BY_PROCESS`).
 
     Raises ImportWriteError when shards cannot be written and ImportWorkerLost when a
     worker process dies (shards published before stay).
@@ -979,21 +1213,23 @@ def import_paths(
     files = input_files(paths, skipped)
     workers = import_workers(cfg, files)
     with _held(Path(output)):
-        return _import(cfg, files, skipped, workers, Path(output), progress)
+        reads = Path(process_reads) if process_reads is not None else None
+        return _import(cfg, files, skipped, workers, Path(output), progress, reads)
 
 
-def _import(cfg, files, skipped, workers, output, progress) -> ImportReport:
+def _import(cfg, files, skipped, workers, output, progress, process_reads=None) -> ImportReport:
     """`import_paths` with the output's lock held."""
     pool = _pool(workers)
     if hasattr(progress, "begin"):  # a terminal's bar starts now, after the fork (`_pool`)
         progress.begin()
-    run = _Run(cfg, output, files, pool)
+    run = _Run(cfg, output, files, pool, process_reads)
     report, records = run.report, 0
     report.skipped = skipped
     report.workers = workers if pool else 1
     try:
         for path, part in run.batches(files):
             if part is None:  # the file is done
+                run.file_done(path)
                 report.files += 1
                 if progress:
                     progress(report.files, records)

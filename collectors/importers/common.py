@@ -30,7 +30,13 @@ from worldtrace.schemas import (
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.actions import arguments_of
 from worldtrace.schemas.redact import redactor
-from worldtrace.schemas.validate import finite_json_float, no_json_constant
+from worldtrace.schemas.validate import (
+    TooDeep,
+    finite_json_float,
+    no_json_constant,
+    parse_json,
+    too_deep,
+)
 
 from ..actions import tool
 
@@ -46,7 +52,8 @@ class ImportProblem:
     """`line N`, `record N`, or "" for the whole file."""
     kind: str
     """Errors: invalid_json, invalid_utf8, compressed, empty_file, unreadable,
-    unrecognized, missing_field, empty, invalid, too_deep. Warnings: unknown_version,
+    unrecognized, missing_field, empty, invalid, too_deep, options_differ,
+    read_by_process. Warnings: record_changed, unknown_version,
     unpaired_call, unpaired_result, repeated_call_id, non_text_part, truncated_observation,
     message_not_imported, subagent_not_imported, not_run, harness_failure, missing_event,
     lone_surrogate, unknown_status."""
@@ -316,16 +323,19 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     that is not JSON is kept as `{"_raw": text}`, one holding JSON other than an object
     as `{"_value": ...}` (the model's output, faithfully); empty or missing is `{}`.
     Anything else (a number, a boolean, a list) is the file's error, not the model's:
-    InvalidField naming `field`, never wrapped."""
+    InvalidField naming `field`, never wrapped. So are arguments nested deeper than
+    `validate.JSON_DEPTH`, which `validate` and `process` would refuse."""
     if isinstance(arguments, str):
         try:  # `NaN`, `Infinity`, `1e400` are not JSON: the model's text, kept as written
             parsed = (
-                json.loads(
+                parse_json(
                     arguments, parse_constant=no_json_constant, parse_float=finite_json_float
                 )
                 if arguments.strip()
                 else {}
             )
+        except TooDeep as exc:
+            raise InvalidField(f"{field}: {exc}") from None
         except ValueError:  # JSONDecodeError too
             parsed = {"_raw": arguments}
         if not isinstance(parsed, dict):
@@ -337,9 +347,12 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     else:
         raise expected(field, ARGUMENTS, arguments)
     try:
-        return tool(name, **parsed)
+        action = tool(name, **parsed)
     except ValueError:  # a NaN or an infinity the file's own JSON reader took
         raise expected(field, "JSON (no NaN or infinity)", arguments) from None
+    if (deep := too_deep(action.arguments_json or "", parsed)) is not None:
+        raise InvalidField(f"{field}: {deep}")  # an object the file's reader took, or `_value`
+    return action
 
 
 def shell_or_tool(name: str, args: Any, place: str, shells: Iterable[str]) -> Action:

@@ -3,8 +3,10 @@
 Re-importing a file is idempotent. A record's key is its content id plus where it came
 from (`trajectory_id`, `source.origin_path`, `source.origin_index`): the same content
 from another file is another record; a changed record at the same place is new. What is
-present is read from the id and origin columns of the shards under the output (Parquet
-reads just those columns), kept only for the files being imported.
+present is read from the id, origin, domain and metadata columns of the shards under the
+output (Parquet reads just those columns), kept only for the files being imported, each
+with the import options it was written with (`Held`): a record at the same place that
+differs only because those options did is not new.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +26,10 @@ from worldtrace.schemas.store import shard_files
 
 Key = tuple[str, str, int]
 KEY_COLUMNS = ("trajectory_id", "source.origin_path", "source.origin_index")
+HELD_COLUMNS = (*KEY_COLUMNS, F.DOMAIN, F.METADATA)
+IMPORT_OPTIONS = "import_options"
+"""Metadata key of every imported record: the import options that shape what is stored
+(`importers.options_json`), as JSON."""
 
 
 class ImportWriteError(RuntimeError):
@@ -36,24 +43,30 @@ class ImportWriteError(RuntimeError):
         )
 
 
-def present_keys(output: Path, origin_paths: Iterable[str]) -> set[Key]:
-    """Keys of the records under `output` that came from one of `origin_paths`."""
+class Held(NamedTuple):
+    """What the store holds of a record it has (`present_keys`)."""
+
+    options: str | None
+    """The import options it was written with (`IMPORT_OPTIONS`); None: not recorded (an
+    import before 2026-12-05)."""
+    domain: str
+    shard: str
+    """The shard's file name ("" for a record of this import)."""
+
+
+def present_keys(output: Path, origin_paths: Iterable[str]) -> dict[Key, Held]:
+    """The records under `output` that came from one of `origin_paths`, by key."""
     wanted = pa.array(sorted(set(origin_paths)), pa.string())
-    keys: set[Key] = set()
+    keys: dict[Key, Held] = {}
     for f in shard_files(output):
         try:
-            t = pq.read_table(f, columns=list(KEY_COLUMNS))
+            t = pq.read_table(f, columns=list(HELD_COLUMNS))
         except (OSError, pa.ArrowException):  # unreadable or older than provenance: its
             continue  # records cannot be told present, so they are imported again
         t = t.filter(pc.is_in(t.column(1), value_set=wanted))
-        keys.update(
-            zip(
-                t.column(0).to_pylist(),
-                t.column(1).to_pylist(),
-                t.column(2).to_pylist(),
-                strict=True,
-            )
-        )
+        for tid, origin, index, domain, meta in zip(*(c.to_pylist() for c in t.columns), strict=True):  # fmt: skip
+            options = next((v for k, v in meta or () if k == IMPORT_OPTIONS), None)
+            keys[(tid, origin, index)] = Held(options, domain, f.name)
     return keys
 
 

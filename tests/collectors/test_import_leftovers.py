@@ -131,7 +131,11 @@ def test_an_xz_file_is_called_compressed(tmp_path):
     f.write_bytes(lzma.compress(line("a") + b"\n"))
     r = import_paths([f], tmp_path / "out")
     assert [(p.kind, p.message) for p in r.problems] == [
-        ("compressed", f"the file is xz-compressed: decompress it first (unxz -k {f})")
+        (
+            "compressed",
+            "the file is xz-compressed: decompress it first "
+            f"(xz -dc {f} > {tmp_path / 'x.decompressed.jsonl'})",
+        )
     ]
 
 

@@ -26,15 +26,28 @@ STORE_KEY, CREATE_KEY = "store", "create"
 
 def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """Keep a global option in the shared `ctx.obj`; the same option given twice with
-    different values is an error rather than a silent choice of one."""
+    different values is an error rather than a silent choice of one. Two spellings of
+    one directory (`--store s1 ... --store ./s1`) are one value."""
     if value is None or value is False:
         return value
     obj = ctx.ensure_object(dict)
     key = param.name or ""
-    if obj.get(key) not in (None, False, value):
+    if obj.get(key) not in (None, False) and not _same(key, obj[key], value):
         raise click.BadParameter(f"given twice with different values ({obj[key]}, {value})")
     obj[key] = value
     return value
+
+
+def _same(key: str, first: Any, then: Any) -> bool:
+    """Whether two values of global option `key` name the same thing: a path by where
+    it leads (resolved), anything else as it is."""
+    import os
+
+    if first == then:
+        return True
+    if key != STORE_KEY:
+        return False
+    return os.path.realpath(os.path.expanduser(first)) == os.path.realpath(os.path.expanduser(then))
 
 
 def global_options() -> list[click.Option]:

@@ -366,9 +366,14 @@ def job_store(
     path = str(where).removeprefix("sqlite:///") if url else ""
     fresh = create if new_db is None else new_db
     if path and not fresh and "://" not in path and not Path(path).exists():
-        # a command that reads must not leave a new job store at a mistyped path
+        # a command that reads must not leave a new job store at a mistyped path; the
+        # setting that named it is said, as for the store (`check $WORLDTRACE_STORE`)
+        from click.core import ParameterSource
+
+        env = ctx.get_parameter_source("jobs_url") is ParameterSource.ENVIRONMENT
+        named = "$WORLDTRACE_JOBS" if env else "--jobs"
         raise click.ClickException(
-            f"no job store at {path}: check --jobs (`jobs submit` and `worker` make one)"
+            f"no job store at {path}: check {named} (`jobs submit` and `worker` make one)"
         )
     try:
         return open_job_store(where, read_only=read_only)

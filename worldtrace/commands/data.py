@@ -169,9 +169,12 @@ def import_(
     CLI rollouts (~/.codex/sessions/**/rollout-*.jsonl, and the TypeScript codex-cli's
     rollout-*.json: one trajectory per rollout), Gemini
     CLI sessions (~/.gemini/tmp/*/chats/session-*.json or .jsonl: one trajectory per
-    session). Directories are walked; formats are detected per file (and per JSONL line).
-    Importing a file again adds only what is not there yet (same content from the same file
-    and record)."""
+    session), and worldtrace's own records (JSONL that `worldtrace validate` passes; not
+    from a file under the store's raw/, which `process` reads as it is). Directories are
+    walked; formats are detected per file (and per JSONL line). Importing a file again adds
+    only what is not there yet (same content from the same file and record); a record there
+    imported with another --format, --domain or --max-observation-chars is not added again,
+    and said (each record keeps its import options in metadata `import_options`)."""
     from worldtrace.errors import stop_says
 
     stop_says(lambda: "nothing was imported")  # until its block says what it left
@@ -201,7 +204,8 @@ def import_(
         for line in _not_read(paths, skipped, files):
             click.echo(line, err=True)
         sys.exit(EXIT_PROBLEMS)
-    dest = store(ctx, create=True).raw / "import"
+    raw = store(ctx, create=True).raw
+    dest = raw / "import"
     before = set(shard_files(dest))
     try:
         with (
@@ -211,7 +215,7 @@ def import_(
             interrupts(lambda: _import_kept(dest, before), signals=(signal.SIGINT,)),
             StepProgress("import", files, "file(s)", every=progress_every) as progress,
         ):
-            report = import_paths(paths, dest, config, progress=progress)
+            report = import_paths(paths, dest, config, progress=progress, process_reads=raw)
     except (ImportWriteError, ImportWorkerLost, ImportBusy) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_PROBLEMS)

@@ -95,6 +95,7 @@ def process(
                 **{k: v for k, v in options.items() if k not in typed},
             ),
             config_file,
+            unlisted=FILE_REFUSED,  # a key the file may not hold is no help in `known:`
         )
         cfg = load(dataclasses.replace(cfg, **typed), None, list(overrides))
     except SettingError as exc:  # a value its setting does not take: a usage error
@@ -219,6 +220,10 @@ NOT_SETTINGS = {
 it runs: the command's options give them. `--set output=DIR` wrote the processed tables
 outside the store (exit 0, the store's views unchanged). A `--config` file, a run's
 recipe, may hold them all but `output`."""
+
+
+FILE_REFUSED = ("output",)
+"""The fields of ProcessConfig a `--config` file may not hold (`NOT_SETTINGS`)."""
 
 
 def _check_overrides(overrides: tuple[str, ...], config: type) -> None:
