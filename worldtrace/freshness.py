@@ -125,7 +125,13 @@ def stale_processed(store: Store) -> str | None:
     }
     readable = [(t, p) for t, p in left_out if not problems[p]]
     broken = sorted((t, p) for t, p in left_out if problems[p])
-    touched = [p for p in since if p not in changed and p not in dict(damaged)]
+    touched = [  # a ctime or inode alone moved (`cp -a`, a moved store): nothing to say
+        p
+        for p in since
+        if p not in changed
+        and p not in dict(damaged)
+        and indexed[os.path.realpath(p)].get("mtime_ns") != _mtime_ns(p)
+    ]
     notes = []
     if damaged:  # before all: the processed data may hold their records' last copy
         lost = recorded.only_from(store.processed, [os.path.realpath(p) for p, _ in damaged])
@@ -164,7 +170,7 @@ def stale_processed(store: Store) -> str | None:
             f"content (touched or copied; newest: {max(touched, key=_mtime_ns)}): "
             "`worldtrace process` records their times and processes nothing again"
         )
-    return "; ".join(notes)
+    return "; ".join(notes) or None
 
 
 GONE_SHOWN = 3
