@@ -23,7 +23,9 @@ from datatrove.utils.word_tokenizers import WordTokenizer
 
 
 class RegexWords(WordTokenizer):
-    """`\\w+` runs, as worldtrace shingles them (datatrove's default would load spaCy)."""
+    """`\\w+` runs, as worldtrace shingles a text with a word (datatrove's default would
+    load spaCy); the bench corpus has no wordless text, which worldtrace shingles by its
+    non-space runs (`words.dedup_tokens`)."""
 
     def word_tokenize(self, text: str) -> list[str]:
         return re.findall(r"\w+", text)

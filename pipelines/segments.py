@@ -30,12 +30,17 @@ from apache_beam.metrics import Metrics
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import ArrowFileWriter, read_parquet
-from worldtrace.schemas.tables import CLUSTERS_SCHEMA, STORED_TURNS_SCHEMA, TURNS_SCHEMA
+from worldtrace.schemas.tables import (
+    CLUSTERS_SCHEMA,
+    STORED_TURNS_SCHEMA,
+    TURN_CLUSTER,
+    TURNS_SCHEMA,
+)
 
 from . import stats as S
 from .dedup import NS, SIG_SCHEMA
 from .mask import MaskPolicy, keep_turn, turn_fault
-from .units import ARRIVAL, BANDS, SIG, TEMPLATES, UID
+from .units import ARRIVAL, BANDS, CONTENT_KEY, SIG, TEMPLATES, UID
 
 INDEX = F.PROCESS_INDEX
 SEGMENTS = "segments"
@@ -328,18 +333,30 @@ def after_run(decisions: Mapping[str, tuple], earlier: Mapping[str, tuple]) -> M
     return ChainMap(decisions, earlier) if earlier else decisions
 
 
-def decisions_for(uids: list[str], tids: list[str], decisions: Mapping) -> list[tuple]:
+def decisions_for(uids: list[str], keys: list[str], decisions: Mapping) -> list[tuple]:
     """(cluster, representative, role) of each record; absent from `decisions`: a
-    singleton, its own cluster `c<trajectory id>`."""
+    singleton, its own cluster `c<content key>` (`keys`: its trajectory id, or its uid
+    with `dedup.exact=false`, `units.CONTENT_KEY`), as a cluster of several is named
+    after its representative's key (`dedup._Decide`)."""
     return [
-        tuple(decisions.get(u, (f"c{t}", True, "singleton")))
-        for u, t in zip(uids, tids, strict=True)
+        tuple(decisions.get(u, (f"c{k}", True, "singleton")))
+        for u, k in zip(uids, keys, strict=True)
     ]
 
 
+def content_keys(segment: pa.Table) -> pa.ChunkedArray:
+    """Each segment row's content key: the column its `units.CONTENT_KEY` metadata names
+    (the trajectory id in a segment written before it)."""
+    column = (segment.schema.metadata or {}).get(CONTENT_KEY, F.TRAJECTORY_ID.encode())
+    return segment[column.decode()]
+
+
 def segment_decisions(segment: pa.Table, decisions: dict[str, tuple]) -> list[tuple]:
-    """`decisions_for` the rows of a segment."""
-    return decisions_for(segment[UID].to_pylist(), segment[F.TRAJECTORY_ID].to_pylist(), decisions)
+    """`decisions_for` the rows of a segment, by the content key pass 1 recorded. Until
+    2026-12-05 every singleton was `c<trajectory id>`: with `dedup.exact=false` two
+    identical records kept apart had one cluster id (one cluster of two, no duplicate),
+    while a near cluster was named after its representative's uid."""
+    return decisions_for(segment[UID].to_pylist(), content_keys(segment).to_pylist(), decisions)
 
 
 def cluster_rows(segment: pa.Table, dec: list[tuple]) -> pa.Table:
@@ -403,6 +420,8 @@ def finalize(
     corpus = corpus_columns(turns, rows["trajectory_id"].to_pylist(), keys, policy, seed)
     for name, column in corpus.items():
         rows = rows.append_column(name, column)
+    parent = pa.array(np.repeat(np.arange(len(lengths)), lengths))
+    rows = rows.append_column(TURN_CLUSTER, pc.take(cluster_ids, parent))
     return {
         "trajectories": trajectories,
         "turns": rows.cast(STORED_TURNS_SCHEMA),

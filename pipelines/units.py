@@ -54,6 +54,18 @@ SEGMENT_SCHEMA = (
 """A segment row: the trajectory record plus its origin (`file:row N`, the file from the
 store's root when it is in the store: `in_store`), each turn's template key, its MinHash
 signature (num_perm little-endian uint32), LSH band keys and its arrival (`arrival_key`)."""
+CONTENT_KEY = b"worldtrace.content_key"
+"""Schema metadata of a segment: the column its records' content groups were keyed by
+(`dedup.content_column`: the trajectory id, or `_uid` with `dedup.exact=false`, where a
+content group is one record). A record no dedup decision names is a singleton, its
+cluster `c` + that key (`segments.segment_decisions`), as `dedup._Decide` names a
+cluster after its representative's key. A segment written before it says none: the
+trajectory id."""
+
+
+def content_key_column(exact: bool) -> str:
+    """The segment column `CONTENT_KEY` names under a dedup setting."""
+    return F.TRAJECTORY_ID if exact else UID
 
 
 MAX_UNIT_ROWS = 8 * F.SHARD_ROW_GROUP_ROWS
@@ -323,8 +335,9 @@ def _byte_entropies(blobs: list[bytes]) -> np.ndarray:
 
 @dataclass
 class Scored:
-    """What scoring leaves for the sketch: every turn's words (texts action, observation,
-    action, ... in record order), where each record's texts start, its template keys."""
+    """What scoring leaves for the sketch: every turn's dedup tokens (`words.dedup_tokens`
+    of the texts action, observation, action, ... in record order), where each record's
+    texts start, its template keys."""
 
     words: W.Words
     record_texts: np.ndarray
@@ -344,7 +357,8 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
     turns = [t for record in records for t in record[F.TURNS]]
     acts = [t["action"]["text"] for t in turns]
     obs = [t["observation"]["text"] for t in turns]
-    words = W.words_of([x for pair in zip(acts, obs, strict=True) for x in pair])
+    texts = [x for pair in zip(acts, obs, strict=True) for x in pair]
+    words = W.words_of(texts)
     stats = W.ratios(*W.set_sizes(words), list(map(len, acts)), list(map(len, obs)))
     keys = W.template_hashes(obs)
     blobs = [o.encode() for o in obs]
@@ -374,12 +388,12 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
             t["category"], t["keep"], t["rule"] = d.category, d.keep, d.rule
             n += 1
     keys_of = [keys[starts[i] : starts[i + 1]] for i in range(len(records))]
-    return Scored(words, 2 * starts, keys_of)
+    return Scored(W.dedup_tokens(texts, words), 2 * starts, keys_of)
 
 
 def sketch(scored: Scored, cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
-    """MinHash signatures and band keys of every record's word shingles (its turns'
-    action and observation words, in order)."""
+    """MinHash signatures and band keys of every record's shingles (its turns' action
+    and observation tokens, in order: `words.dedup_tokens`)."""
     n = len(scored.record_texts) - 1
     bands, rows = cfg.band_rows()
     if not cfg.near or not n:
@@ -424,6 +438,8 @@ def process_unit(
         r[UID], r[TEMPLATES], r[SIG], r[BANDS] = uid, keys, sig.tobytes(), bk.tolist()
         r[ARRIVAL] = arrival_key(arrival, name, uid)
     segment = pa.Table.from_pylist(records, schema=SEGMENT_SCHEMA)
+    key = content_key_column(dedup.exact).encode()
+    segment = segment.replace_schema_metadata({**(segment.schema.metadata or {}), CONTENT_KEY: key})
     lap("segment to Arrow")
     counts["dedup.in"] += len(records)
     return UnitResult(stem_of(path, row_group, rows, root), segment, rejects, counts)

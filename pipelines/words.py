@@ -15,6 +15,7 @@ random ASCII (control characters included) and non-ASCII texts.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,6 +89,33 @@ def words_of(texts: list[str]) -> Words:
     np.cumsum(np.bincount(parents, minlength=n), out=offsets[1:])
     ids = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     return Words(ids, offsets, enc.dictionary.to_pylist())
+
+
+def dedup_tokens(texts: list[str], w: Words) -> Words:
+    """The tokens dedup shingles (docs/pipeline.md#dedup): each text's words (`w`, its
+    `words_of`), and for a text without a single word its runs of non-space characters
+    (`\\S+` of the lower-cased text: a box drawing, a dump of symbols).
+
+    A text without words was invisible to dedup: trajectories whose only difference was
+    such an output (3,000 symbols of a `cat`) had the same shingles and were dropped as
+    near-duplicates of each other. A text with a word keeps exactly its words, so the
+    shingles of ordinary text are those of the words alone; only the few wordless texts
+    of a unit are looked at in Python. The runs hold no word character, so they never
+    meet a word in the vocabulary."""
+    empty = np.flatnonzero(w.offsets[1:] == w.offsets[:-1])
+    runs = [(i, r) for i in empty.tolist() if (r := texts[i].lower().split())]
+    if not runs:
+        return w
+    where, split = (list(x) for x in zip(*runs, strict=True))
+    lengths = np.fromiter(map(len, split), np.int64, len(split))
+    enc = pa.array(list(itertools.chain.from_iterable(split)), pa.string()).dictionary_encode()
+    new = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64) + len(w.vocab)
+    at = np.repeat(w.offsets[where], lengths)  # each text's place: it has no word
+    counts = np.diff(w.offsets)
+    counts[where] = lengths
+    offsets = np.zeros_like(w.offsets)
+    np.cumsum(counts, out=offsets[1:])
+    return Words(np.insert(w.ids, at, new), offsets, w.vocab + enc.dictionary.to_pylist())
 
 
 def set_sizes(w: Words, kind: type | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -85,6 +85,16 @@ never rewrites earlier files. `_template` is the observation's template key (joi
 processed/_index/templates.parquet); a policy that reads corpus counts stores the
 decision that holds once the template's count reaches `_alt_from` (`_alt_*`; null:
 the count never changes the decision). The stored `corpus_surprisal` is null then."""
-STORED_TURNS_SCHEMA = pa.schema([*TURNS_SCHEMA, *TURN_CORPUS_COLUMNS])
+TURN_CLUSTER = "_cluster"
+"""Hidden column of the stored `turns` files, after the corpus ones: the cluster the turn's
+trajectory represents (its `dedup.cluster_id`). A kept trajectory is the one
+representative of its cluster, so (trajectory id, cluster) names it where the id alone
+does not: with `dedup.exact=false` two processed trajectories share an id, and the
+`trajectories` view gave both the turns of both (`schemas.views.trajectory_fix`). Null
+in files written before it: `c<trajectory id>`, what exact dedup names the cluster of
+every kept trajectory."""
+STORED_TURNS_SCHEMA = pa.schema(
+    [*TURNS_SCHEMA, *TURN_CORPUS_COLUMNS, pa.field(TURN_CLUSTER, pa.string())]
+)
 CLUSTERS_SCHEMA = arrow_schema(ClusterRow)
 REJECTS_SCHEMA = arrow_schema(RejectRow)

@@ -233,7 +233,12 @@ class _Checker:
         if items is None:
             self.add(path, f"wrong type: expected a map of strings, got {type(value).__name__}")
             return
-        for k, v in items:
+        for i, pair in enumerate(items):
+            if isinstance(value, list) and not (isinstance(pair, list | tuple) and len(pair) == 2):
+                # an Arrow map reads as (key, value) pairs; JSON's `[13]` is no map
+                self.add(f"{path}[{i}]", "wrong type: expected a map of strings, got a list")
+                return
+            k, v = pair
             if not isinstance(k, str) or not isinstance(v, str):
                 self.add(f"{path}.{k}", "keys and values must be strings")
             elif self.texts and (why := surrogate_problem(k)):

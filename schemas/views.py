@@ -39,7 +39,7 @@ from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
 from .sqlite import connect_read_only
 from .store import Store, shard_files
-from .tables import STORED_TURNS_SCHEMA, TABLE_ROWS
+from .tables import STORED_TURNS_SCHEMA, TABLE_ROWS, TURN_CLUSTER
 from .tempfiles import REBUILD_HINT, first_line
 from .text import json_excerpt
 
@@ -118,12 +118,10 @@ def trajectory_select(root: type = Trajectory, fixed: bool = False) -> str:
 
 def corrected_trajectories(trajectories: str, stored_turns: str, counts: str) -> str:
     """The `trajectories` view over one source of trajectory rows and the stored turns
-    that go with them, `counts` the template counts (key, count): what `export --where`
-    reads a shard file as, so a condition on a turn's corpus-count fields counts there
-    what `query` counts (`pipelines.selection`)."""
-    names = arrow_schema(TABLE_ROWS["turns"]).names
-    fix = TRAJECTORY_FIX.replace("FROM turns", f"FROM ({turns_sql(stored_turns, counts, names)})")
-    return f"{trajectories} LEFT JOIN {fix} ON _tid = trajectory_id"
+    that go with them, `counts` the template counts (key, count): what the view reads
+    and what `export --where` reads a shard file as, so a condition on a turn's
+    corpus-count fields counts there what `query` counts (`pipelines.selection`)."""
+    return f"{trajectories} LEFT JOIN {trajectory_fix(stored_turns, counts)} ON {FIX_JOIN}"
 
 
 def raw_turn_columns(root: type = Trajectory) -> list[tuple[str, str]]:
@@ -227,11 +225,29 @@ def trajectory_turns_sql() -> str:
     )
 
 
-TRAJECTORY_FIX = (
-    "(SELECT trajectory_id AS _tid, list({'cs': corpus_surprisal, 'category': category, "
-    "'keep': keep, 'rule': rule} ORDER BY turn_index) AS _fix FROM turns GROUP BY trajectory_id)"
-)
-"""Per processed trajectory, its turns' corpus-count fields from the `turns` view."""
+FIX_COLUMNS = [
+    "trajectory_id", TURN_CLUSTER, "turn_index", "corpus_surprisal", "category", "keep", "rule",
+]  # fmt: skip
+
+
+def trajectory_fix(stored_turns: str, counts: str) -> str:
+    """Per processed trajectory, its turns' corpus-count fields as the `turns` view has
+    them (`turns_sql` over the stored turns `stored_turns`), joined to its row by
+    `FIX_JOIN`: by its id and the cluster it represents (`tables.TURN_CLUSTER`), since
+    with `dedup.exact=false` two processed trajectories can share an id. By the id
+    alone, both copies' turns made one list in turn order (t0, t0, t1, t1, ...) and each
+    copy's turn 1 read its turn 0's category, keep and rule."""
+    turns = turns_sql(stored_turns, counts, FIX_COLUMNS)
+    return (
+        f"(SELECT trajectory_id AS _tid, coalesce({TURN_CLUSTER}, 'c' || trajectory_id) AS _cid, "
+        "list({'cs': corpus_surprisal, 'category': category, 'keep': keep, 'rule': rule} "
+        f"ORDER BY turn_index) AS _fix FROM ({turns}) GROUP BY _tid, _cid)"
+    )
+
+
+FIX_JOIN = "_tid = trajectory_id AND _cid = coalesce(dedup.cluster_id, 'c' || trajectory_id)"
+"""How a trajectory row finds its turns in `trajectory_fix`: each kept trajectory is the
+one representative of its cluster."""
 
 
 _DESCRIPTIONS = {
@@ -629,18 +645,18 @@ def connect(
                             skipped)  # fmt: skip
     for name, row in TABLE_ROWS.items():
         if name == "turns":
-            src = _source(regs, name, store.table(name), STORED_TURNS_SCHEMA, skipped)
+            stored = _source(regs, name, store.table(name), STORED_TURNS_SCHEMA, skipped)
             names = arrow_schema(row).names
-            ddl.append(f"CREATE VIEW turns AS {turns_sql(src, counts, names)}")
+            ddl.append(f"CREATE VIEW turns AS {turns_sql(stored, counts, names)}")
             continue
         src = _source(regs, name, store.table(name), arrow_schema(row), skipped)
         col = IN_STORE.get(name)
         cols = f"* REPLACE ({in_store_sql(col, store.root)} AS {col})" if col else "*"
         ddl.append(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}")
     cols = [(trajectory_turns_sql() if n == F.TURNS else e, n) for e, n in trajectory_columns(root)]
-    ddl.append(  # after `turns`: its corpus-count columns fill the nested ones
-        f"CREATE VIEW trajectories AS SELECT {_select(cols)} FROM {traj} "
-        f"LEFT JOIN {TRAJECTORY_FIX} ON _tid = trajectory_id"
+    ddl.append(  # each turn's corpus-count columns, as `turns` has them, fill the nested ones
+        f"CREATE VIEW trajectories AS SELECT {_select(cols)} "
+        f"FROM {corrected_trajectories(traj, stored, counts)}"
     )
     raw = _source(regs, "raw", store.raw, schema, skipped, TRAJECTORY_REQUIRED)
     ddl.append(

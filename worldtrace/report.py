@@ -28,6 +28,7 @@ from .summary import (
     STATS_SECTIONS,
     UNPROCESSED,
     Section,
+    answer,
     store_state,
 )
 
@@ -94,13 +95,16 @@ def _table(con: duckdb.DuckDBPyConnection, section: Section, state: str | None =
     rows = cur.fetchall()
     if not rows:
         return f"<h3>{_esc(title)}</h3><p class=empty>{_esc(section.message(state))}</p>"
-    head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
+    shown = answer(section, cols, rows, state)  # as `stats` prints it: rows, then notes
+    head = "".join(f"<th>{_esc(c)}</th>" for c in shown.columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{'' if v is None else _esc(v)}</td>" for v in r) + "</tr>"
-        for r in rows
+        for r in shown.rows
     )
+    notes = "".join(f"<p class=note>{_esc(n)}</p>" for n in shown.notes)
     return (
         f"<h3>{_esc(title)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f"{notes}"
     )
 
 

@@ -4,6 +4,7 @@ counts in the loss or not."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,8 @@ from worldtrace.output import make_table, print_table, printable
 from worldtrace.pipelines.mask import keep_turn
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.records import Trajectory
+from worldtrace.schemas.spec import fields_of
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,20 @@ class Section:
     raw: bool = False
     """A table of the raw data only: empty beside processed data, its shards are gone or
     unreadable (`RAW_UNREAD`), not "no data yet"."""
+    raw_column: str | None = None
+    """A table of raw and processed data side by side: its column counting raw rows.
+    When no row has any (the raw views read nothing), the table is printed and says
+    below it why, as an empty table of the raw data says it (`raw_note`)."""
+    shown: int | None = None
+    """Rows the table prints (`stats`, the report); the others are summed in one last
+    row and named with where to read them (`rest`), never left out in silence.
+    `stats --json` lists every row."""
+    tally: str = "count"
+    """With `shown`: the column the last row sums over the rows not shown."""
+    rest: str = ""
+    """With `shown`: the command that lists every row in detail."""
+    rows_are: str = "rows"
+    """With `shown`: what a row is, in the last row's label (`5 more reasons`)."""
 
     def message(self, state: str | None = None) -> str:
         """What to print for no row, the store being `state` (`store_state`): a table of
@@ -47,6 +64,17 @@ class Section:
         if self.none is None or state in (None, "empty"):
             return self.empty
         return UNPROCESSED if state == "raw" else self.none
+
+    def raw_note(self, columns: list[str], rows: list[tuple], state: str | None) -> str | None:
+        """What a table of raw and processed data says below its rows when the raw views
+        read nothing (every row's raw count is 0: shards gone, unread, or the data was
+        processed from files outside the store), else None."""
+        if self.raw_column is None or not rows or state not in ("processed", *NO_RAW_SAID):
+            return None
+        i = columns.index(self.raw_column)
+        if any(r[i] for r in rows):
+            return None
+        return RAW_UNREAD if state == "processed" else NO_RAW_SAID[state]
 
 
 UNPROCESSED = "not processed yet: run `worldtrace process`"
@@ -65,8 +93,8 @@ RAW_JSONL = "processed_from_raw_jsonl"
 """A `store_state`: processed data, and raw/ holds JSONL records but no Parquet shard."""
 RAW_JSONL_SAID = (
     "raw/ holds JSONL records and no Parquet shard: `process` reads both, the raw views "
-    "read shards only (`worldtrace import` makes shards of JSONL); the processed tables "
-    "hold what was processed"
+    "read shards only (for shards instead, move the JSONL files out of raw/ and "
+    "`worldtrace import` them); the processed tables hold what was processed"
 )
 NO_RAW_SAID = {NO_RAW: RAW_ELSEWHERE, RAW_JSONL: RAW_JSONL_SAID}
 """What a table of the raw data says, empty beside processed data, by `store_state`."""
@@ -88,22 +116,70 @@ def store_state(store: Store) -> str:
     return "raw" if raw else "empty"
 
 
+def _map_paths(cls: type, path: str = "") -> list[str]:
+    """Paths of the map fields of records of `cls` as validation names them, list
+    indexes written `[N]` (`metadata`): below one, a path names a key the data chose."""
+    out = []
+    for f in fields_of(cls):
+        here = f"{path}.{f.name}" if path else f.name
+        if f.kind == "map":
+            out.append(here)
+        elif f.kind == "struct":
+            out += _map_paths(f.hint, here)
+        elif f.kind == "list" and dataclasses.is_dataclass(f.item):
+            out += _map_paths(f.item, f"{here}[N]")
+    return out
+
+
+def _reason_kind() -> str:
+    """SQL of a `rejects` row's kind of reason, one `filters and rejects` row each: a
+    filter's or a turn filter's name (what its reason says before `:`), and for a record
+    validation refused, the field path of its first problem with list indexes as `[N]`
+    and map keys as `KEY` (`turns[N].index`, `metadata.KEY`): a producer's one mistake
+    made in many records is one row, not one per turn index or key."""
+    path = r"regexp_replace(reason, '\[[0-9]+\]', '[N]', 'g')"
+    keys = " ".join(
+        f"WHEN starts_with({path}, '{m}.') THEN '{m}.KEY'" for m in _map_paths(Trajectory)
+    )
+    return (
+        f"CASE WHEN stage <> 'validate' THEN split_part(reason, ':', 1) {keys} "
+        f"ELSE split_part({path}, ':', 1) END"
+    )
+
+
+REJECT_REASONS = "SELECT stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC"
+"""The query `stats` names for every reason in detail (its table groups them)."""
+
 STATS_SECTIONS = (
     # processed per source, not per domain: a source whose every trajectory was filtered
-    # shows 0 beside the others of its domain
+    # shows 0 beside the others of its domain; a source only `process --input` read
+    # (files outside the store) has its row, raw 0. `processed` counts every processed
+    # trajectory of the source, `processed_not_in_raw` those whose raw record (its id or
+    # raw id) the raw views do not hold: read from outside the store or from raw shards
+    # since gone, so processed can be above raw only by that many
     Section("sources", "trajectories by domain and source", """
         WITH r AS (SELECT domain, source_kind, coalesce(origin_format, source_name) AS source,
                           count(*) AS raw, sum(num_turns) AS raw_turns
                    FROM raw_trajectories GROUP BY ALL),
-             p AS (SELECT domain, source_kind, coalesce(origin_format, source_name) AS source,
-                          count(*) AS n
-                   FROM trajectories GROUP BY ALL)
-        SELECT r.domain, r.source_kind, r.source, r.raw, r.raw_turns,
-               coalesce(p.n, 0) AS processed
-        FROM r LEFT JOIN p ON p.domain = r.domain
+             ids AS (SELECT DISTINCT trajectory_id FROM raw_trajectories),
+             p AS (SELECT t.domain, t.source_kind,
+                          coalesce(t.origin_format, t.source_name) AS source, count(*) AS n,
+                          count(*) FILTER (WHERE a.trajectory_id IS NULL
+                                           AND b.trajectory_id IS NULL) AS elsewhere
+                   FROM trajectories t
+                   LEFT JOIN ids a ON a.trajectory_id = t.trajectory_id
+                   LEFT JOIN ids b
+                          ON b.trajectory_id = map_extract(t.metadata, 'raw_trajectory_id')[1]
+                   GROUP BY ALL)
+        SELECT coalesce(r.domain, p.domain) AS domain,
+               coalesce(r.source_kind, p.source_kind) AS source_kind,
+               coalesce(r.source, p.source) AS source,
+               coalesce(r.raw, 0) AS raw, coalesce(r.raw_turns, 0) AS raw_turns,
+               coalesce(p.n, 0) AS processed, coalesce(p.elsewhere, 0) AS processed_not_in_raw
+        FROM r FULL JOIN p ON p.domain = r.domain
              AND p.source_kind IS NOT DISTINCT FROM r.source_kind
              AND p.source IS NOT DISTINCT FROM r.source
-        ORDER BY ALL""", raw=True),
+        ORDER BY ALL""", raw=True, raw_column="raw"),
     Section("turn_lengths", "turn lengths (characters)", """
         SELECT domain, count(*) AS turns,
                round(avg(action_chars), 1) AS action_mean,
@@ -131,10 +207,11 @@ STATS_SECTIONS = (
                round(avg(CASE WHEN representative THEN 0 ELSE 1 END), 4) AS dup_rate,
                count(DISTINCT cluster_id) AS clusters
         FROM clusters GROUP BY domain ORDER BY domain""", none=KEPT_NONE),
-    Section("rejects", "filters and rejects", """
-        SELECT stage, split_part(reason, ':', 1) AS reason, count(*) AS count
-        FROM rejects GROUP BY ALL ORDER BY count DESC, stage, reason LIMIT 20""",
-        none="none: no record was rejected or filtered, no turn removed"),
+    Section("rejects", "filters and rejects", f"""
+        SELECT stage, {_reason_kind()} AS reason, count(*) AS count
+        FROM rejects GROUP BY ALL ORDER BY count DESC, stage, reason""",
+        none="none: no record was rejected or filtered, no turn removed", shown=20,
+        rest=f'worldtrace query "{REJECT_REASONS}"', rows_are="reasons"),
     # issue 18: MCP faults (turn perturbations) and episode conditions share one
     # vocabulary of kinds, so one table counts both; raw beside processed shows what the
     # filters dropped
@@ -168,7 +245,8 @@ STATS_SECTIONS = (
         empty="none (`worldtrace export` writes one)"),
     Section("jobs", "jobs", """
         SELECT status, count(*) AS jobs, sum(episodes) AS episodes, sum(succeeded) AS succeeded,
-               round(sum(succeeded) / nullif(sum(episodes), 0), 4) AS success_rate
+               sum(failed) AS failed,
+               round(sum(succeeded) / nullif(sum(succeeded) + sum(failed), 0), 4) AS success_rate
         FROM jobs GROUP BY status ORDER BY status""",
         empty="no queued job (`jobs submit`); what `collect` ran is in raw_trajectories by job_id"),
 )  # fmt: skip
@@ -190,6 +268,35 @@ def result_table(
     return t
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A stats table as `stats` and the report print it."""
+
+    columns: list[str]
+    rows: list[tuple]
+    """The rows shown: past `Section.shown`, the rest summed in one last row."""
+    notes: list[str]
+    """Lines said below the table: rows not shown and where to read them, raw data not
+    read (`Section.raw_note`)."""
+
+
+def answer(s: Section, columns: list[str], rows: list[tuple], state: str | None = None) -> Answer:
+    """The table `s` as printed, from every row of its query (`state`: the store's)."""
+    notes = [note] if (note := s.raw_note(columns, rows, state)) else []
+    if s.shown is not None and len(rows) > s.shown + 1:  # one row is shown, not summed
+        left = rows[s.shown :]
+        t = columns.index(s.tally)
+        total = sum(r[t] or 0 for r in left)
+        more: list[Any] = [None] * len(columns)
+        more[max(t - 1, 0)], more[t] = f"{len(left)} more {s.rows_are}", total
+        rows = [*rows[: s.shown], tuple(more)]
+        notes.append(
+            f"{s.shown} of {s.shown + len(left)} {s.rows_are} shown, the most common first; "
+            f"the last row sums the other {len(left)} ({s.tally} {total}); in full: {s.rest}"
+        )
+    return Answer(columns, rows, notes)
+
+
 def print_stats(
     con: duckdb.DuckDBPyConnection, console: Console | None = None, store: Store | None = None
 ) -> None:
@@ -203,7 +310,12 @@ def print_stats(
     answers = [(s, *_rows(con, s.sql)) for s in STATS_SECTIONS]
     for s, columns, rows in answers:
         if rows:
-            print_table(make_table(columns, rows, s.title), console)
+            shown = answer(s, columns, rows, state)
+            print_table(make_table(shown.columns, shown.rows, s.title), console)
+            for note in shown.notes:
+                console.print(
+                    f"{s.title}: {note}", style="dim", markup=False, highlight=False, soft_wrap=True
+                )
         else:
             said = s.message(state)
             if s.key == "jobs" and store is not None and _job_store_unread(store):
@@ -229,7 +341,8 @@ def _job_store_unread(store: Store) -> bool:
 
 def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, Any]:
     """`stats --json`: `{"store", "notes", "sections": {key: [row objects]}}`; every
-    section is present (an empty list when it has no row), keys as in STATS_SECTIONS."""
+    section is present (an empty list when it has no row), keys as in STATS_SECTIONS,
+    with every row (a table `stats` prints shortened, `Section.shown`, is whole here)."""
     sections = {}
     for s in STATS_SECTIONS:
         columns, rows = _rows(con, s.sql)
@@ -294,16 +407,30 @@ def _raw_origin(con: duckdb.DuckDBPyConnection, tid: str) -> bool:
     return con.execute(sql, {"p": tid}).fetchone() is not None
 
 
-def record(con: duckdb.DuckDBPyConnection, trajectory_id: str) -> dict[str, Any]:
-    cur = con.execute("SELECT * FROM trajectories WHERE trajectory_id = $t", {"t": trajectory_id})
+def _unprocessed(con: duckdb.DuckDBPyConnection, tid: str) -> list[dict[str, Any]]:
+    """The raw trajectories `tid` names (`CANDIDATE_KEYS`), as `lookup` names processed
+    ones: its id, else its origin id, else the ids that start with it."""
+    cols = ", ".join("source.episode_id" if k == "episode_id" else k for k in CANDIDATE_KEYS)
+    for where in ("trajectory_id = $p", "origin_id = $p", "starts_with(trajectory_id, $p)"):
+        rows = con.execute(
+            f"SELECT DISTINCT {cols} FROM raw_trajectories WHERE {where} ORDER BY ALL",
+            {"p": tid},
+        ).fetchall()
+        if rows:
+            return [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
+    return []
+
+
+def record(con: duckdb.DuckDBPyConnection, match: tuple[Any, ...]) -> dict[str, Any]:
+    """The processed trajectory a row of `matches` names: by id and where it was read, as
+    two copies of one content are two kept trajectories of one id when dedup is off."""
+    cur = con.execute(
+        "SELECT * FROM trajectories WHERE trajectory_id = $t AND origin_path IS NOT "
+        "DISTINCT FROM $p AND origin_index IS NOT DISTINCT FROM $i",
+        {"t": match[0], "p": match[1], "i": match[2]},
+    )
     names = [d[0] for d in cur.description]
     return dict(zip(names, cur.fetchone(), strict=True))
-
-
-def find(con: duckdb.DuckDBPyConnection, tid: str) -> dict[str, Any] | None:
-    """The processed trajectory by id, id prefix, raw id or origin id, if exactly one."""
-    ids = {r[0] for r in matches(con, tid)}
-    return record(con, ids.pop()) if len(ids) == 1 else None
 
 
 def _loads(text: str | None) -> Any:
@@ -325,14 +452,15 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
 
     `status`: `explained` (one processed trajectory, every turn), `ambiguous` (`matches`:
     every candidate), `dropped` (`rejects` and `duplicates` rows name why it is not in
-    the processed data) or `not_found`. Texts and ids are whole.
+    the processed data), `unprocessed` (`raw`: the raw trajectories it names, which no
+    `process` run read yet) or `not_found`. Texts and ids are whole.
     """
     how, rows = lookup(con, tid)
     # the origin id of a record processing dropped names it, not the ids it starts
     by_origin = how == "origin" or (how == "prefix" and _raw_origin(con, tid))
     if how == "prefix" and by_origin:
         rows = []
-    if len({r[0] for r in rows}) > 1:
+    if len(rows) > 1:  # one id twice too: copies kept with dedup off, told by origin
         found = [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
         return {"query": tid, "status": "ambiguous", "matches": found}
     if not rows:
@@ -356,6 +484,9 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
             {"p": tid},
         ).fetchall()
         if not rejects and not dups:
+            raw = _unprocessed(con, tid)
+            if raw:  # in the raw data, and no `process` run read it
+                return {"query": tid, "status": "unprocessed", "raw": raw}
             return {"query": tid, "status": "not_found"}
         keys = ("trajectory_id", "stage", "reason", "source_path", "record")
         found = _with_origins(con, [dict(zip(keys, r, strict=True)) for r in rejects])
@@ -376,7 +507,7 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
             for d in dups
         ]  # fmt: skip
         return {"query": tid, "status": "dropped", "rejects": found, "duplicates": duplicates}
-    rec = record(con, rows[0][0])
+    rec = record(con, rows[0])
     raw_id = (dict(rec["metadata"] or {})).get("raw_trajectory_id")
     # where the kept record was read, and the exact copies of it dedup dropped
     members = con.execute(
@@ -494,18 +625,29 @@ def _print_candidates(doc: dict[str, Any], console: Console) -> None:
         markup=False,
         highlight=False,
     )
+    _print_trajectories(rows, console)
+
+
+def _place(m: dict[str, Any]) -> str:
+    """Where a candidate came from, of what it records: its file and index, a collected
+    one's job and episode, else its origin format and id ("" when none is known)."""
+    if m["origin_path"]:
+        return origin_place(m["origin_path"], m["origin_index"], m["origin_format"])
+    if m["job_id"]:  # collected: the job and episode say where it came from
+        return f"job {m['job_id']} episode {m['episode_id']}"
+    return _origin(m["origin_format"], m["origin_id"])
+
+
+def _origin(fmt: str | None, origin_id: str | None) -> str:
+    """`FORMAT:ID` of what is known (`terminal`, `oa:7`, `7`), "" for neither."""
+    return ":".join(str(x) for x in (fmt, origin_id) if x)
+
+
+def _print_trajectories(rows: list[dict[str, Any]], console: Console) -> None:
+    """One line per trajectory (`CANDIDATE_KEYS`): id, where it came from, domain."""
     for m in rows[:MAX_CANDIDATES]:
-        path = m["origin_path"]
-        if path:
-            where = origin_place(path, m["origin_index"], m["origin_format"])
-        elif m["job_id"]:  # collected: the job and episode say where it came from
-            where = f"job {m['job_id']} episode {m['episode_id']}"
-        else:
-            where = f"{m['origin_format'] or ''}:{m['origin_id'] or ''}"
-        console.print(
-            printable(f"  {m['trajectory_id']}  {where}  {m['domain']}", True),
-            highlight=False, markup=False, soft_wrap=True,
-        )  # fmt: skip
+        line = "  ".join(str(x) for x in (m["trajectory_id"], _place(m), m["domain"]) if x)
+        console.print(printable(f"  {line}", True), highlight=False, markup=False, soft_wrap=True)
     if len(rows) > MAX_CANDIDATES:
         console.print(f"  ... {len(rows) - MAX_CANDIDATES} more", highlight=False)
 
@@ -532,9 +674,16 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
     if doc["status"] == "ambiguous":
         _print_candidates(doc, console)
         return False
-    if doc["status"] == "not_found":
+    if doc["status"] in ("not_found", "unprocessed"):
         say(f"no processed trajectory matches {tid!r} (an id, id prefix, raw id or origin id)",
             markup=False)  # fmt: skip
+        raw = doc.get("raw") or []
+        if raw:
+            what = "a raw trajectory" if len(raw) == 1 else f"{len(raw)} raw trajectories"
+            them = "it" if len(raw) == 1 else "them"
+            say(f"{tid!r} names {what} not processed yet: run `worldtrace process` to include "
+                f"{them}", markup=False)  # fmt: skip
+            _print_trajectories(raw, console)
         return False
     if doc["status"] == "dropped":
         for r in doc["rejects"]:
@@ -546,9 +695,12 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
         for d in doc["duplicates"]:
             k = d["representative"]  # an exact copy has its id: said, and told by origin
             same = ", the same id," if k["trajectory_id"] == d["trajectory_id"] else ""
-            say(f"{d['trajectory_id']} ({d['origin_id'] or '-'}, {d['source']}): {d['role']} "
+            whence = ", ".join(str(x) for x in (d["origin_id"], d["source"]) if x)
+            kept = (f"{k['origin_id']} ({k['source']})" if k["origin_id"] and k["source"]
+                    else k["origin_id"] or k["source"])  # fmt: skip
+            say(f"{d['trajectory_id']}{f' ({whence})' if whence else ''}: {d['role']} "
                 f"duplicate in cluster {d['cluster_id']}, not kept; the kept one is "
-                f"{k['trajectory_id']}{same} from {k['origin_id'] or '-'} ({k['source']})",
+                f"{k['trajectory_id']}{same}{f' from {kept}' if kept else ''}",
                 markup=False)  # fmt: skip
         return True
     conditions = doc["conditions"]
@@ -557,17 +709,19 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
         if isinstance(conditions, list)
         else None
     )
+    origin = _origin(doc["origin_format"] or doc["source_name"], doc["origin_id"])
     say(
         f"[bold]{doc['trajectory_id']}[/] domain={doc['domain']} turns={doc['num_turns']} "
-        f"origin={_said(doc['origin_format'] or doc['source_name'])}:{_said(doc['origin_id'])} "
-        f"cluster={doc['cluster_id']}"
+        + (f"origin={_said(origin)} " if origin else "")
+        + f"cluster={doc['cluster_id']}"
         + (f" conditions={kinds}" if kinds else "")
         + (f" redactions={doc['redactions']}" if doc["redactions"] else "")
     )
     for f in doc["files"]:  # the same content can come from several files
         say(f"  from {f['place']}", markup=False)
     for c in doc["copies"]:
-        say(f"  exact copy, not kept: {c['origin_id'] or '-'} ({c['source']})", markup=False)
+        copy = f"{c['origin_id']} ({c['source']})" if c["origin_id"] else c["source"]
+        say(f"  exact copy, not kept: {copy}", markup=False)
     for r in doc["removed_turns"]:  # indexes below are the kept turns', renumbered
         say(f"  removed before processing: {r['record']} by turn_filter: {r['reason']} "
             f"(raw id {doc['raw_trajectory_id']})", markup=False)  # fmt: skip

@@ -216,3 +216,19 @@ def test_arguments_the_files_own_reader_took_are_held_to_the_limit_too():
     with pytest.raises(InvalidField, match=r"^arguments: nested 513 levels deep"):
         tool_action("deep", as_value)
     assert tool_action("deep", as_value[1:-1]).arguments_json.startswith('{"_value": [[')
+
+
+def test_metadata_that_is_a_list_of_no_pairs_is_a_problem_not_a_traceback(tmp_path, wt_env, corpus):
+    """Found (1205f, the summary hunt): `"metadata": [13]` ended `validate` and `process
+    --input` with a TypeError traceback (a list is how an Arrow map reads: pairs)."""
+    d = json.loads(corpus[0].to_json())
+    d["metadata"] = [13]
+    f = tmp_path / "m.jsonl"
+    f.write_text(json.dumps(d) + "\n" + corpus[1].to_json() + "\n")
+    r = wt(wt_env, "validate", str(f))
+    assert r.returncode == 1 and "Traceback" not in r.stderr + r.stdout, r.stderr
+    assert "metadata[0]: wrong type: expected a map of strings, got a list" in r.stdout + r.stderr
+    r = wt(wt_env, "process", "--input", str(f), "--create")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    [(record, reason)] = rejects(wt_env)
+    assert record == "line 1" and "metadata[0]: wrong type" in reason, (record, reason)

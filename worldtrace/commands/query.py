@@ -551,15 +551,16 @@ def _not_blank(ctx: click.Context, param: click.Parameter, value: str) -> str:
 def explain(ctx: click.Context, trajectory_id: str, seed: int | None, as_json: bool) -> None:
     """Every turn of one trajectory: excerpts, OL/Nov/Jac/R and extra statistics, the
     category, the rule that fired and the keep decision. Accepts an id, an id prefix, a
-    raw id or an origin id; exit 1 when it names none or several (listed)."""
+    raw id or an origin id; exit 1 when it names none or several (listed), or only raw
+    data not processed yet (said, with the command to run)."""
     from worldtrace.errors import stop_says
 
     stop_says(lambda: NOTHING_WRITTEN)
-    from worldtrace.freshness import missing_processed
     from worldtrace.output import print_json
     from worldtrace.summary import explanation, print_explanation
 
     st = store(ctx)
+    _note(st)  # nothing processed, or raw data no run read: as `stats` and `query` say it
     with _reading(st):  # the seed and the tables of one run (as export reads them)
         if seed is None:  # the draw `process --set seed=N` made: the turns table's, export's
             from worldtrace.pipelines.export import processing_seed
@@ -571,10 +572,6 @@ def explain(ctx: click.Context, trajectory_id: str, seed: int | None, as_json: b
         ok = doc["status"] in ("explained", "dropped")
     else:
         ok = print_explanation(doc)
-    if doc["status"] == "not_found":
-        step = missing_processed(st)
-        if step:
-            click.echo(f"hint: {step}", err=True)
     if not ok:
         sys.exit(EXIT_PROBLEMS)
 
