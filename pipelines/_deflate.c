@@ -1,5 +1,5 @@
 /* Deflate sizes of many texts in one call: the two compression statistics of
- * `stats.py` (`deflated_size`, `ConditionalNovelty`), the same bytes counted.
+ * `stats.py` (`deflated_size`, `ConditionalNovelty`), the same bytes (and bits) counted.
  *
  * Why by hand: the statistics are defined on zlib's own output (another compressor,
  * zlib-ng or libdeflate, gives other sizes and other values), and CPython's zlib module
@@ -36,6 +36,17 @@ static int deflate_count(z_stream *z, const char *data, Py_ssize_t n, int flush,
         } while (z->avail_out == 0);
     } while (n);
     return 0;
+}
+
+/* The bits written so far that deflate still holds (after a Z_BLOCK flush, up to 7 of
+ * its last byte; the sink took every whole byte): with the bytes counted, where in the
+ * stream a block starts and ends. */
+static Py_ssize_t held_bits(z_stream *z)
+{
+    unsigned bytes = 0;
+    int bits = 0;
+    deflatePending(z, &bytes, &bits);
+    return (Py_ssize_t)bytes * 8 + bits;
 }
 
 static int bytes_list(PyObject *list, const char *what)
@@ -99,8 +110,9 @@ static PyObject *deflated_sizes(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(history_sizes_doc,
     "history_sizes(actions, observations, starts, level, wbits) -> list[int]: for each turn, the\n"
-    "bytes its observation's block takes in its record's history stream (0 when empty);\n"
-    "records are turns starts[k]:starts[k+1] (`stats.ConditionalNovelty`).");
+    "bits its observation's blocks take in its record's history stream in whole bytes, rounded\n"
+    "up as a stream of them alone ends (0 when empty); records are turns starts[k]:starts[k+1]\n"
+    "(`stats.ConditionalNovelty`).");
 
 static PyObject *history_sizes(PyObject *self, PyObject *args)
 {
@@ -135,10 +147,13 @@ static PyObject *history_sizes(PyObject *self, PyObject *args)
             if (deflate_count(&z, PyBytes_AS_STRING(x), PyBytes_GET_SIZE(x), Z_NO_FLUSH, &action)
                 || deflate_count(&z, NULL, 0, Z_BLOCK, &action))
                 return failed(&z, res);
-            if (PyBytes_GET_SIZE(o)
-                && (deflate_count(&z, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o), Z_NO_FLUSH, &given)
-                    || deflate_count(&z, NULL, 0, Z_BLOCK, &given)))
-                return failed(&z, res);
+            if (PyBytes_GET_SIZE(o)) {
+                Py_ssize_t before = held_bits(&z); /* the action's last bits, not ours */
+                if (deflate_count(&z, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o), Z_NO_FLUSH, &given)
+                    || deflate_count(&z, NULL, 0, Z_BLOCK, &given))
+                    return failed(&z, res);
+                given = (given * 8 + held_bits(&z) - before + 7) / 8;
+            }
             if (!(size = PyLong_FromSsize_t(given)))
                 return failed(&z, res);
             PyList_SET_ITEM(res, i, size);

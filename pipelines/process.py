@@ -21,7 +21,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,15 @@ from . import transforms as T
 from .dedup import NS, PARTITIONS, DedupConfig, DedupDecisions, content_column
 from .filters import FilterConfig
 from .mask import DEFAULT_POLICY, POLICIES, get_policy
-from .runner import LANES_FLAG, LOCAL_RUNNERS, LaneOptions, LocalRunner, can_fork
+from .runner import (
+    LANES_FLAG,
+    LOCAL_RUNNERS,
+    EmbeddedJobRunner,
+    LaneOptions,
+    LocalRunner,
+    can_fork,
+    embedded,
+)
 from .state import NO_REWRITE, EarlierRecords, ProbeIndex, RecordState, complete_state
 from .units import name_root, plan_run
 from .watch import Progress, RunWatch
@@ -89,7 +97,8 @@ class ProcessConfig:
     (see infra/runners.md for the flags each needs)."""
     workers: int = 0
     """DirectRunner worker processes; 1 = in-process; 0 = auto: one per `bytes_per_worker`
-    of new input, at most one per core, in-process below two workers' worth."""
+    of new input, at most one per core, in-process below two workers' worth; at most 4
+    per core (`WORKERS_PER_CORE`)."""
     bytes_per_worker: int = 0
     """New input a worker process must have to pay back its start-up; 0 = the measured
     default (`FORKED_BYTES_PER_WORKER` when the workers fork from the run's process, the
@@ -98,7 +107,11 @@ class ProcessConfig:
     """Further Beam pipeline options, passed through."""
 
     def __post_init__(self) -> None:
-        check(self, "workers", self.workers >= 0, "0 (auto) or more")
+        most = max_workers()
+        check(self, "workers", 0 <= self.workers <= most, f"0 (auto) to {most} (4 per core)")
+        if not self.dedup.num_perm <= MAX_NUM_PERM:  # the dedup settings' own checks ran
+            why = f"expected at most {MAX_NUM_PERM} (an estimate within ~3%)"
+            raise SettingError("dedup.num_perm", self.dedup.num_perm, why)
         check(self, "bytes_per_worker", self.bytes_per_worker >= 0, "0 (the default) or more")
         check(self, "policy", self.policy in POLICIES, "one of " + ", ".join(POLICIES))
         # the turns table's draw and every export's default: export takes 64 bits only
@@ -117,6 +130,23 @@ class ProcessConfig:
             raise SettingError("policy_settings", self.policy_settings, str(exc)) from exc
 
 
+WORKERS_PER_CORE = 4
+"""`workers` at most this many per core (`max_workers`): each is a process of its own
+(~90 MB) and the passes are CPU-bound, so more than one per core only waits its turn;
+4 leaves room for a machine whose cores the run does not see. `--set workers=999`
+forked 999 of them (> 120 s on 214 records)."""
+MAX_NUM_PERM = 1024
+"""`dedup.num_perm` at most: the MinHash estimate's error is ~1/sqrt(num_perm) (3% at
+1,024; 9% at the default 128), and each permutation costs every record its hashes and
+4 bytes of signature (`--set dedup.num_perm=100000`: > 120 s on 214 records, a 400 KB
+signature each)."""
+
+
+def max_workers() -> int:
+    """The most `workers` a run takes here (`WORKERS_PER_CORE` per core)."""
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
 FORKED_BYTES_PER_WORKER = 384 << 10
 """A forked worker (`runner.can_fork`) costs milliseconds to start. Measured on 2 cores
 (docs/pipeline.md#runners): 2 workers are 1.2x faster than in-process at 0.9 MB of raw
@@ -128,7 +158,7 @@ worldtrace; measured on 2 cores, 2 such workers break even with in-process at 2.
 and are 1.35x faster at 4.5 MB, 1.47x at 9 MB."""
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
-LAYOUT = 6
+LAYOUT = 7
 """Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
 (earlier output stored them final and cannot be extended incrementally); 3 = the
 cluster state holds each member's `started_at` (the representative rank reads it); 4 =
@@ -138,7 +168,10 @@ is decided on the answer after its echo (`mask.echoed`); 6 = the representative'
 are broken by arrival (`units.arrival_key`: an `arrival` column in segments, probe files
 and members instead of `origin`), files in the store are named from its root in uids,
 `rejects.source_path` and `clusters.source`, and a turn the collector cut (truncated,
-timed out, interrupted) is decided `injected` (`mask.collector_cut`)."""
+timed out, interrupted) is decided `injected` (`mask.collector_cut`); 7 =
+`cond_novelty`'s size given the history is its blocks' bits rounded up, as its size
+alone (it read a byte low), singletons are named by their content key and a turn
+carries its cluster (`tables.TURN_CLUSTER`: copies kept with dedup off)."""
 
 
 @dataclass
@@ -299,27 +332,66 @@ def new_files(files: list[str], prev: Previous, output: Path) -> dict[str, os.st
             r["mtime_ns"], r["ctime_ns"], r["ino"] = st.st_mtime_ns, st.st_ctime_ns, st.st_ino
             prev.moved = True
     if changed:
-        refuse_damaged(output, changed)
+        now = refuse_damaged(output, changed, {f: seen[f]["size"] for f in changed})
         more = f" (and {len(changed) - 1} more)" if changed[1:] else ""
+        lost = R.only_from(output, [], now)
         raise ValueError(
             f"{changed[0]}{more}: changed since it was processed; run `worldtrace process "
-            "--rebuild` to process it as it is now"
+            f"--rebuild` to process it as it is now ({R.no_longer_held(lost, len(changed))})"
         )
     if prev.moved:
         prev.seen = pa.Table.from_pylist(rows, schema=G.SHARDS_SCHEMA)
     return out
 
 
-def refuse_damaged(output: Path, changed: list[str]) -> None:
-    """Stop the run when a raw file processed before no longer reads (`recorded`): the
-    processed data may hold the last copy of its records, which a rebuild would drop
-    and an incremental run cannot keep apart. ValueError naming the files, why, how many
-    processed trajectories come only from them, and the ways on. `changed`: the
-    recorded files whose size or hash moved (only they are read here)."""
-    damaged = [(f, why) for f in changed if (why := R.read_problem(f))]
+def refuse_damaged(
+    output: Path, changed: list[str], sizes: dict[str, int]
+) -> dict[str, dict[str, str]]:
+    """Stop the run when a raw file processed before is damaged (`recorded.damage`: it no
+    longer reads, or it is a JSONL file cut short at a line's end): the processed data
+    may hold the last copy of its records, which a rebuild would drop and an incremental
+    run cannot keep apart. ValueError naming the files, why, how many processed
+    trajectories come only from them, and the ways on. `changed`: the recorded files
+    whose size or hash moved (only they are read here), `sizes` their recorded sizes.
+    Returns what each holds now (`recorded.held`), for what a rebuild drops of them."""
+    damaged, now = [], {}
+    for f in changed:
+        why = R.read_problem(f)
+        if why is None:
+            now[f] = R.held(f)
+            why = R.cut_short(f, sizes.get(f), output, now[f])
+        if why:
+            damaged.append((f, why))
     if damaged:
         lost = R.only_from(output, [f for f, _ in damaged])
         raise ValueError(R.damaged_message(damaged, lost))
+    return now
+
+
+def changed_inputs(
+    output: Path, seen: pa.Table | None, files: list[str], now: dict[str, dict[str, str]]
+) -> dict[str, Any]:
+    """What a rebuild drops of the raw files it reads again whose content changed since
+    they were processed (`now`: what each holds now, `recorded.held`), named from the
+    store's root: the processed trajectories that came only from records they no longer
+    hold (or from those and the files it does not read, `dropped_inputs`, which counts
+    the rest), counted before the publish replaces the tables; None when unknown. A
+    rebuild of a rewritten file dropped the records it no longer held in silence."""
+    if not now:
+        return {"count": 0, "first": [], "trajectories": 0}
+    left = _not_read(seen, files)
+    both, alone = R.only_from(output, left, now), R.only_from(output, left)
+    root = name_root(output)
+    return {
+        "count": len(now),
+        "first": [R.in_store(f, root) for f in sorted(now)[:REJECTS_SHOWN]],
+        "trajectories": None if both is None or alone is None else both - alone,
+    }
+
+
+def _not_read(seen: pa.Table | None, files: list[str]) -> list[str]:
+    """The raw files processed before (`seen`) that a run does not read."""
+    return [] if seen is None else sorted(set(seen.column("path").to_pylist()) - set(files))
 
 
 def dropped_inputs(output: Path, seen: pa.Table | None, files: list[str]) -> dict[str, Any]:
@@ -329,8 +401,7 @@ def dropped_inputs(output: Path, seen: pa.Table | None, files: list[str]) -> dic
     counted before the publish replaces the tables; None when unknown)."""
     if seen is None:
         return {"count": 0, "first": [], "trajectories": 0}
-    reading = set(files)
-    left = sorted(set(seen.column("path").to_pylist()) - reading)
+    left = _not_read(seen, files)
     root = name_root(output)
     return {
         "count": len(left),
@@ -461,13 +532,42 @@ def pass1(cfg: ProcessConfig, out: str) -> T._Pass1:
     return T._Pass1(out, cfg.filters, cfg.dedup, policy, name_root(cfg.output))
 
 
+def make_runner(
+    cfg: ProcessConfig, options: PipelineOptions
+) -> LocalRunner | EmbeddedJobRunner | None:
+    """The runner `process` makes itself: the local one (`runner.LocalRunner`), or the
+    portable one with an embedded job service (`runner.EmbeddedJobRunner`: a worker
+    that dies or never connects fails the run in one line, and a stopped run ends its
+    workers before its run directory goes); None: Beam makes the one named."""
+    if cfg.runner in LOCAL_RUNNERS:
+        return LocalRunner(options)
+    return EmbeddedJobRunner() if embedded(options) else None
+
+
+def finished(result) -> None:
+    """Wait for the run; when the wait ends otherwise (a failure, Ctrl-C, SIGTERM), the
+    job is cancelled: the embedded job service's ends its workers and waits for them
+    (`EmbeddedJobRunner`), another runner's job service is asked to (Flink, Spark,
+    Dataflow), so no stage of the run goes on after the command."""
+    try:
+        result.wait_until_finish()
+    except BaseException:
+        with suppress(Exception):  # the local runner's result has nothing to cancel
+            result.cancel()
+        raise
+
+
 @contextmanager
-def pipeline(runner: LocalRunner | None, options: PipelineOptions) -> Iterator[beam.Pipeline]:
+def pipeline(
+    runner: LocalRunner | EmbeddedJobRunner | None, options: PipelineOptions
+) -> Iterator[beam.Pipeline]:
     """A Beam pipeline without its temporary directory. Beam makes one in /tmp for every
     pipeline (for cross-language transforms' files: none here) and removes it only in
     `run`: a run stopped or failed before it (Ctrl-C while the pipeline is built) left
     one behind each time, and so did one killed while it ran (`kill -9`, the
     out-of-memory killer). Removed at once, none is left however the run ends."""
+    if isinstance(runner, EmbeddedJobRunner):
+        runner = runner.beam
     p = beam.Pipeline(runner=runner, options=options)
     shutil.rmtree(p.local_tempdir, ignore_errors=True)
     yield p
@@ -777,12 +877,14 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
     stats = new_files(files, prev, output)
     todo = list(stats)
     arrivals, hashed = {f: st.st_mtime_ns for f, st in stats.items()}, {}
-    dropped = None
+    dropped = rewritten = None
     if cfg.rebuild:  # files processed before arrive when they first did
         seen = recorded_index(output)
         arrivals, hashed, changed = recorded_arrivals(seen, stats)
-        refuse_damaged(output, changed)  # their records' last copy may be processed/
+        sizes = {r["path"]: r["size"] for r in seen.to_pylist()} if seen is not None else {}
+        now = refuse_damaged(output, changed, sizes)  # their records' last copy may be here
         dropped = dropped_inputs(output, seen, files)
+        rewritten = changed_inputs(output, seen, files, now)
     elif prev.index is not None and not todo and (bad := unreadable_tables(output)):
         path, why = bad[0]  # "no new input" would say all is well
         more = f" (and {len(bad) - 1} more file(s) of processed/)" if bad[1:] else ""
@@ -799,11 +901,11 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
             options = pipeline_options(cfg, size)
             # the local runner starts its worker processes now, warming while the
             # pipeline is built (and stops any it did not use when the run ends)
-            runner = LocalRunner(options) if cfg.runner in LOCAL_RUNNERS else None
+            runner = make_runner(cfg, options)
             with runner or nullcontext():  # stopped however planning or the run ends
                 plan = plan_run(todo, planned_workers(options))
                 units = [(*u[:3], arrivals[u[0]]) for u in plan]  # `units.Unit`
-                if runner is not None:  # pass 1 starts while the pipeline is built
+                if isinstance(runner, LocalRunner):  # pass 1 starts while the pipeline is built
                     first = pass1(cfg, str(run_dir))
                     runner.submit_ahead([first.work(u) for u in units])
                 with pipeline(runner, options) as p:
@@ -820,7 +922,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                     watch = RunWatch(run_dir, plan, progress, root) if progress else None
                     with watch or nullcontext():
                         result = p.run()
-                        result.wait_until_finish()
+                        finished(result)
                 # the runner's workers exit meanwhile (`LocalRunner.close` waits for them)
                 counts = counters(result)
                 rejected = run_rejects(run_dir)
@@ -829,6 +931,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
                 manifest = _manifest(cfg, prev, files, todo, run_id, started, counts, rejected)
                 if dropped is not None:
                     manifest["dropped_inputs"] = dropped
+                    manifest["changed_inputs"] = rewritten
                 manifest["accounting"] = _balanced(accounting(run_dir, output), read_before, counts)
                 write_bytes_atomic(run_dir / MANIFEST, _json(manifest))
                 journalled_publish(run_dir, output, (*TABLES, G.INDEX, MANIFEST))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -54,6 +55,134 @@ def read_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
+def held(path: str | os.PathLike) -> dict[str, str]:
+    """What a raw file holds now: each record's place in it, as processing names it after
+    the file's name (`:line 7`, `:row 3`), -> its content id (`hashing.trajectory_id`,
+    what a valid record's `trajectory_id` is and what the processed data keeps of it as
+    `metadata.raw_trajectory_id`). A record that does not read is left out."""
+    from worldtrace.schemas.hashing import trajectory_id
+    from worldtrace.schemas.store import scan_file
+
+    name = str(path)
+    return {
+        where[len(name) :]: trajectory_id(item)
+        for where, item in scan_file(Path(path))
+        if isinstance(item, dict) and where.startswith(name)
+    }
+
+
+_LINE = re.compile(r"^:line (\d+)$")
+CUT = "cut short"
+"""How `cut_short` starts its answer (`damaged_message` says it so)."""
+
+
+def cut_short(
+    path: str, recorded_size: int | None, processed: Path, now: dict[str, str] | None = None
+) -> str | None:
+    """Why `path`, a JSONL file that reads whole (`read_problem`), was cut short since it
+    was processed, or None: it is smaller than the size recorded, each record it holds
+    (`held`, or `now`) is the one processed from the same line, and records were
+    processed from lines after its end. A copy that stopped at a line's end: every line
+    parses, so it read as changed, and `--rebuild` dropped the records of the lines
+    after the cut, exit 0. Only the whole file's sha256 is recorded, which says nothing
+    of a prefix; the processed data holds each record's line and content id, so a
+    prefix is known record by record (a rewrite that kept the first records as they
+    were and dropped the rest is the same to it, and is refused alike: renamed, the
+    file is a new one, its old name gone). A Parquet file cut short never reads."""
+    if path.endswith(F.SHARD_SUFFIX) or recorded_size is None:
+        return None
+    try:
+        if os.path.getsize(path) >= recorded_size:
+            return None
+    except OSError:
+        return None
+    now = held(path) if now is None else now
+    lines = {int(m.group(1)): rid for place, rid in now.items() if (m := _LINE.match(place))}
+    before = _processed_lines(processed, path)
+    if not lines or len(lines) != len(now) or before is None:
+        return None
+    for n, rid in lines.items():
+        if n not in before or before[n] not in (None, rid):
+            return None  # a record that was not processed there: changed
+    end = max(lines)
+    after = sorted(n for n in before if n > end)
+    if not after:
+        return None
+    lines_after = f"line {after[0]}" if len(after) == 1 else f"lines {after[0]}-{after[-1]}"
+    return (
+        f"{CUT} after line {end}: the {len(after)} record(s) processed from {lines_after} "
+        "are no longer in it"
+    )
+
+
+def _processed_lines(processed: Path, path: str) -> dict[int, str | None] | None:
+    """Line -> content id of each record processed from the JSONL file `path` (the
+    segments keep every record that reached dedup; a rejected or filtered one, from the
+    rejects table, has None: its content is not kept). None when they do not read."""
+    import pyarrow as pa
+
+    names = _names([path], processed)
+    out: dict[int, str | None] = {}
+    try:
+        rejects = _read(Path(processed) / "rejects", ["source_path", "record"])
+        raw = _raw_ids(processed, names)
+    except (OSError, pa.ArrowException):
+        return None
+    for where, record in zip(*(rejects[c].to_pylist() for c in rejects.column_names), strict=True):
+        if where in names and (m := _LINE.match(f":{record}")):
+            out[int(m.group(1))] = None
+    for source, rid in raw.items():
+        if m := _LINE.match(source[source.rindex(":") :]):
+            out[int(m.group(1))] = rid
+    return out
+
+
+def _names(files: Iterable[str], processed: Path) -> set[str]:
+    """`files` (absolute) as the processed data may name them: from the store's root,
+    or as they are."""
+    root = str(Path(processed).resolve().parent)
+    return {n for f in files for n in (f, in_store(f, root))}
+
+
+def _read(table: Path, columns: list[str]):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from worldtrace.schemas.store import shard_files
+
+    files = [str(f) for f in shard_files(Path(table))]
+    if not files:
+        return pa.table({c: pa.array([], pa.string()) for c in columns})
+    return pq.read_table(files, columns=columns)
+
+
+_PLACE = r":(row|line|record) \d+$"
+"""A record's place after its file's name in a processed `source` (`units` names it)."""
+
+
+def _raw_ids(processed: Path, names: set[str]) -> dict[str, str]:
+    """`source` (`file:line N`) -> content id of the raw record, for the records that
+    reached dedup from the files `names` (the segments, `processed/_index/segments`:
+    `metadata.raw_trajectory_id`, or the id itself where no filter changed it)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    segments = _read(Path(processed) / "_index" / "segments", ["_uid", "metadata", "trajectory_id"])
+    if not segments.num_rows:
+        return {}
+    where = pc.replace_substring_regex(segments["_uid"], _PLACE, "")
+    mine = segments.filter(pc.fill_null(pc.is_in(where, value_set=pa.array(sorted(names))), False))
+    raw = pc.map_lookup(mine["metadata"], pa.scalar("raw_trajectory_id"), "first")
+    raw = pc.if_else(pc.fill_null(pc.not_equal(raw, ""), False), raw, mine["trajectory_id"])
+    return dict(zip(mine["_uid"].to_pylist(), raw.to_pylist(), strict=True))
+
+
+def damage(path: str, recorded_size: int | None, processed: Path) -> str | None:
+    """Why a raw file processed before, whose size or content moved, is damaged rather
+    than changed, or None: it no longer reads whole (`read_problem`), or it is a JSONL
+    file cut short at a line's end (`cut_short`)."""
+    return read_problem(path) or cut_short(str(path), recorded_size, Path(processed))
+
+
 def in_store(path: str, root: str) -> str:
     """`path` as processing names a file inside the store at `root` (from the root:
     `pipelines.units.in_store`), else as it is."""
@@ -61,27 +190,40 @@ def in_store(path: str, root: str) -> str:
     return os.path.relpath(real, root) if real.startswith(root + os.sep) else path
 
 
-def only_from(processed: Path, files: Iterable[str]) -> int | None:
+def only_from(
+    processed: Path, files: Iterable[str], changed: dict[str, dict[str, str]] | None = None
+) -> int | None:
     """How many processed trajectories come only from `files` (absolute paths): the
     clusters (each one kept trajectory) all of whose members were read from them, so
     that no copy would be left without them; an exact or near copy read from another
-    file keeps its cluster. None when processed/clusters does not read."""
+    file keeps its cluster. `changed`: raw files read again whose content moved since
+    (path -> what each holds now, `held`): a member read from one counts with `files`
+    when the file no longer holds its record (its content id is nowhere in it now), so
+    what a rebuild drops is counted whether a file went or lost records. None when
+    processed/clusters (or the segments, for `changed`) does not read."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-    from worldtrace.schemas.store import shard_files
 
-    root = str(Path(processed).resolve().parent)
-    names = sorted({n for f in files for n in (f, in_store(f, root))})
-    shards = [str(f) for f in shard_files(Path(processed) / "clusters")]
-    if not shards or not names:
+    changed = changed or {}
+    names = sorted(_names(files, processed))
+    if not names and not changed:
         return 0
     try:
-        t = pq.read_table(shards, columns=["cluster_id", "source"])
+        t = _read(Path(processed) / "clusters", ["cluster_id", "source"])
+        where = pc.replace_substring_regex(t["source"], _PLACE, "")
+        theirs = pc.fill_null(pc.is_in(where, value_set=pa.array(names, pa.string())), False)
+        if changed:
+            gone = set()
+            for f, now in changed.items():
+                ids = set(now.values())
+                raw = _raw_ids(processed, _names([f], processed))
+                gone.update(source for source, rid in raw.items() if rid not in ids)
+            lost = pc.is_in(t["source"], value_set=pa.array(sorted(gone), pa.string()))
+            theirs = pc.or_(theirs, pc.fill_null(lost, False))
     except (OSError, pa.ArrowException):
         return None
-    where = pc.replace_substring_regex(t["source"], r":(row|line) \d+$", "")
-    theirs = pc.fill_null(pc.is_in(where, value_set=pa.array(names, pa.string())), False)
+    if not t.num_rows:
+        return 0
     elsewhere = pc.unique(t["cluster_id"].filter(pc.invert(theirs)))
     mine = t["cluster_id"].filter(theirs)
     lost = mine.filter(pc.invert(pc.is_in(mine, value_set=elsewhere)))
@@ -101,6 +243,23 @@ def trajectories(n: int | None, files: int = 1) -> str:
     return f"{n} processed trajector{'y comes' if n == 1 else 'ies come'} only from {it}"
 
 
+def no_longer_held(n: int | None, files: int = 1) -> str:
+    """What a rebuild would drop of changed files: the processed trajectories that come
+    only from records they no longer hold."""
+    holds = "it no longer holds" if files == 1 else "they no longer hold"
+    if n is None:
+        return (
+            f"how many processed trajectories come only from records {holds} is unknown "
+            "(processed/clusters does not read)"
+        )
+    if n == 0:
+        return f"no processed trajectory comes only from records {holds}"
+    return (
+        f"the rebuild drops {n} processed trajector{'y' if n == 1 else 'ies'} that came only "
+        f"from records {holds}"
+    )
+
+
 def damaged_message(damaged: list[tuple[str, str]], lost: int | None) -> str:
     """One line: the raw files damaged since they were processed, why, what of the
     processed data comes only from them, and the two ways on: restore them, or move
@@ -109,16 +268,14 @@ def damaged_message(damaged: list[tuple[str, str]], lost: int | None) -> str:
     it, files = ("it", "the file") if one else ("them", "the files")
     if one:
         ((path, why),) = damaged
-        head = (
-            f"raw file {path} is damaged: it changed since it was processed and no longer "
-            f"reads: {why}"
-        )
+        how = "was " if why.startswith(CUT) else "no longer reads: "  # a cut one reads
+        head = f"raw file {path} is damaged: it changed since it was processed and {how}{why}"
     else:
         shown = "; ".join(f"{p}: {why}" for p, why in damaged[:SHOWN])
         more = f"; and {len(damaged) - SHOWN} more" if damaged[SHOWN:] else ""
         head = (
             f"{len(damaged)} raw files are damaged: they changed since they were processed "
-            f"and no longer read ({shown}{more})"
+            f"and no longer read, or were cut short ({shown}{more})"
         )
     if lost == 0:
         nothing = trajectories(0, len(damaged))

@@ -26,17 +26,26 @@ The runner's gRPC servers (control, data, state, logging, and the artifact servi
 the control port, which reads any file a caller names) listen on loopback only while
 our runs last (`_loopback_servers`): Beam binds them to every interface, unauthenticated,
 though its local workers always connect through `localhost`.
+
+`--runner PortableRunner --job_endpoint=embed` runs as `EmbeddedJobRunner`: Beam's
+portable runner and job service in this process, its SDK workers started by worker
+pools (`worker_pool`). A worker that never connects (`--worker_start_timeout`), whose
+connection breaks, or that stops answering (`--worker_keepalive`) fails the run with
+`WorkerLost`; a stopped run has the pools end its workers and waits for its job before
+the run directory goes, and nothing of the job keeps the process alive.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import logging
 import multiprocessing
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,7 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
@@ -76,8 +85,13 @@ _BEAM_THREADS = ("run_worker", "beam_control_read", "read_grpc_client_inputs")
 _BROKEN_CHANNEL_LOGS = {
     "apache_beam.runners.worker.data_plane": "Failed to read inputs in the data plane",
     "apache_beam.runners.portability.fn_api_runner.worker_handlers": "Error closing worker",
+    # an embedded job service's run that failed (`EmbeddedJobRunner`): its traceback
+    "apache_beam.runners.portability.local_job_service": "Error running pipeline",
 }
 """Logger -> message start of what Beam logs when a worker's channels break."""
+_JOB_MESSAGES = "read_messages"
+"""The function of Beam's portable runner that logs a job's messages on the root logger
+(a failed job's traceback, at ERROR)."""
 
 
 def _beam_thread(args: Any) -> bool:
@@ -87,8 +101,16 @@ def _beam_thread(args: Any) -> bool:
 
 
 def _broken_channel(record: logging.LogRecord) -> bool:
-    """Whether a log record is Beam's of a worker's broken channel."""
+    """Whether a log record is Beam's of a worker's broken channel (or, on a portable
+    runner, the job's failure it caused, relayed from the job service)."""
+    if record.name == "root":
+        return record.funcName == _JOB_MESSAGES and record.levelno >= logging.ERROR
     return record.getMessage().startswith(_BROKEN_CHANNEL_LOGS.get(record.name, "\0"))
+
+
+def _watched_loggers() -> list[logging.Logger]:
+    """The loggers whose records `_broken_channel` looks at."""
+    return [logging.getLogger(name) for name in _BROKEN_CHANNEL_LOGS] + [logging.getLogger()]
 
 
 class WorkerLost(RuntimeError):
@@ -339,10 +361,11 @@ class _WorkerWatch(logging.Filter):
         self.codes: list[int] = []
         self.threads: list = []
         self.records: list[logging.LogRecord] = []
+        self.lost: list[BaseException] = []  # portable workers (`_ExternalWorker`)
         self.previous = threading.excepthook
         threading.excepthook = self.hook
-        for name in _BROKEN_CHANNEL_LOGS:
-            logging.getLogger(name).addFilter(self)
+        for logger in _watched_loggers():
+            logger.addFilter(self)
         return self
 
     def hook(self, args) -> None:
@@ -362,12 +385,12 @@ class _WorkerWatch(logging.Filter):
 
     def __exit__(self, kind, *exc) -> None:
         threading.excepthook = self.previous
-        for name in _BROKEN_CHANNEL_LOGS:
-            logging.getLogger(name).removeFilter(self)
+        for logger in _watched_loggers():
+            logger.removeFilter(self)
         if kind is not None and issubclass(kind, KeyboardInterrupt):
             _quiet_after_interrupt()  # what breaks now is the interrupt's doing
             return
-        if not self.codes:
+        if not self.codes and not self.lost:
             for args in self.threads:
                 self.previous(args)
             for record in self.records:
@@ -397,8 +420,8 @@ def _quiet_after_interrupt() -> None:
         return
     quiet = _Interrupted(threading.excepthook)
     threading.excepthook = quiet.hook
-    for name in _BROKEN_CHANNEL_LOGS:
-        logging.getLogger(name).addFilter(quiet)
+    for logger in _watched_loggers():
+        logger.addFilter(quiet)
 
 
 @contextlib.contextmanager
@@ -469,6 +492,27 @@ class BoundGrpc:
 
     def server(self, *args, **kwargs) -> _BoundServer:
         return _BoundServer(self._real.server(*args, **kwargs), self._host)
+
+
+class KeepaliveGrpc:
+    """The `grpc` module as a Beam module sees it when its servers must ping a
+    connection silent for `seconds` and drop it when the ping is not answered within
+    `seconds` (`WORKER_KEEPALIVE`)."""
+
+    def __init__(self, real, seconds: float):
+        self._real, self._ms = real, max(1, int(seconds * 1000))
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+    def server(self, *args, options=(), **kwargs):
+        pings = [
+            ("grpc.keepalive_time_ms", self._ms),
+            ("grpc.keepalive_timeout_ms", self._ms),
+            ("grpc.http2.ping_timeout_ms", self._ms),  # else a minute (gRPC 1.85)
+            ("grpc.keepalive_permit_without_calls", 1),
+        ]
+        return self._real.server(*args, options=[*(options or ()), *pings], **kwargs)
 
 
 @contextlib.contextmanager
@@ -634,3 +678,395 @@ class LocalRunner(fn_runner.FnApiRunner):
             if env.urn == python_urns.SUBPROCESS_SDK:
                 env.urn, env.payload = WORKER_URN, payload
         return super().run_via_runner_api(pipeline_proto, options)
+
+
+# The portable runner with an embedded job service (`--runner PortableRunner
+# --job_endpoint=embed`): the job runs in this process, its SDK workers elsewhere
+# (worker pools: `worker_pool`, `--environment_type=EXTERNAL`).
+
+WORKER_START_TIMEOUT = 60.0
+"""Seconds a worker a pool started has to connect to the run (`--worker_start_timeout`).
+Nothing else tells the run that a worker died while starting: a pool's API starts and
+stops workers and says nothing of them after, so Beam waited for its first answer for
+ever. One connects ~2-3 s after the pool starts it here (a new interpreter importing
+Beam: 2 cores, 12-05); 60 s covers a loaded host ten times over."""
+WORKER_KEEPALIVE = 20.0
+"""Seconds of silence on a worker's connection after which the run pings it, and then
+waits for the answer (`--worker_keepalive`): a worker that does not answer is lost. A
+live worker's gRPC answers within milliseconds whatever its bundle does (its own
+threads answer); a stopped process (SIGSTOP) or a host gone without closing its
+connections (power, network) never does, and its connection looked open for ever (the
+kernel's TCP keepalive gives up after ~2 h). 20 s is Beam's own client keepalive."""
+STOP_TIMEOUT = 30.0
+"""Seconds a stopped run waits for a pool to end a worker (`StopWorker`: Beam's pool
+sends SIGTERM and waits up to 10 s before SIGKILL), and then for the job to end."""
+WATCHED_URN = "worldtrace:env:external_watched:v1"
+"""The environment of an embedded job's external workers (`_ExternalWorker`): Beam's
+external environment, its payload wrapped with the job it belongs to."""
+
+_EMBEDDED_JOBS: dict[str, Any] = {}
+"""Job id -> the embedded job it names (`_job_class`; its workers' handlers find it
+so)."""
+
+
+class WorkerOptions(PipelineOptions):
+    """On a portable runner with an embedded job service: `--worker_start_timeout=S`
+    (`WORKER_START_TIMEOUT`), how long a worker a pool started has to connect, and
+    `--worker_keepalive=S` (`WORKER_KEEPALIVE`), how long its connection may stay
+    silent before it is pinged, and the ping unanswered."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        parser.add_argument(
+            "--worker_start_timeout",
+            type=float,
+            default=WORKER_START_TIMEOUT,
+            help="seconds an SDK worker a pool started has to connect to the run "
+            "(PortableRunner --job_endpoint=embed); then the run fails",
+        )
+        parser.add_argument(
+            "--worker_keepalive",
+            type=float,
+            default=WORKER_KEEPALIVE,
+            help="seconds of silence after which the run pings an SDK worker's "
+            "connection, and waits for the answer (PortableRunner --job_endpoint=embed); "
+            "a worker that does not answer fails the run",
+        )
+
+
+class _Stopped(Exception):
+    """What a stopped run's job meets where it waits for its workers."""
+
+
+Control = worker_handlers.BeamFnControlServicer
+
+
+def _lost(what: str) -> WorkerLost:
+    return WorkerLost(
+        f"a pipeline worker {what}; the run failed and published nothing (the processed "
+        "tables are as they were)"
+    )
+
+
+@worker_handlers.WorkerHandler.register_environment(WATCHED_URN, bytes)
+class _ExternalWorker(worker_handlers.ExternalWorkerHandler):
+    """Beam's handler of a worker a pool starts (`--environment_type=EXTERNAL`), plus:
+    a worker that does not connect within `--worker_start_timeout`, or whose control
+    stream breaks or ends before the run told it to stop, fails the run with
+    `WorkerLost` (what waits for its answers or its data is aborted). Beam's handler
+    waited for its first answer for ever, and printed the tracebacks of every thread
+    whose channel broke. A stopped run (`stop`) aborts those waits too and has the pool
+    end the worker (`StopWorker`, which returns once the process has ended), so no
+    bundle of the run goes on writing after it; at the end of a run the pool is told
+    the same, which reaps the worker (Beam never told it: pools kept a zombie each)."""
+
+    def __init__(self, payload: bytes, state, provision_info, grpc_server):
+        from apache_beam.portability.api import beam_runner_api_pb2
+
+        spec = json.loads(payload)
+        external = beam_runner_api_pb2.ExternalPayload.FromString(bytes.fromhex(spec["external"]))
+        super().__init__(external, state, provision_info, grpc_server)
+        self._pool = external.endpoint.url
+        self._timeout = float(spec["timeout"])
+        self._job = _EMBEDDED_JOBS.get(spec["job"])
+        self._ended: BaseException | None = None  # lost or stopped: no more waits
+        self._closing = False
+        self._pool_told = False
+        self._connected = threading.Event()
+        self._settled = threading.Event()  # connected, or closed before it did
+        conn = self.control_conn
+        self._beam_push, self._beam_set_input = conn.push, conn.set_input
+        conn.push, conn.set_input = self._push, self._set_input
+        # ours: a broken stream is said once, as WorkerLost, not as a thread's traceback;
+        # a daemon, which the interpreter's exit does not wait for
+        conn._read_thread = threading.Thread(name="beam_control_read", target=self._read)
+        conn._read_thread.daemon = True
+        if self._job is not None:
+            self._job.workers.append(self)
+
+    def start_worker(self) -> None:
+        import grpc
+
+        if self._job is not None and self._job.stopping:  # a worker for a stopped run
+            self._abort(_Stopped("the run was stopped"))
+            raise self._ended
+        try:
+            super().start_worker()
+        except grpc.RpcError as exc:
+            why = exc.details() if hasattr(exc, "details") else exc  # type: ignore[union-attr]
+            raise self._lose(
+                f"could not be started: the worker pool at {self._pool} did not answer ({why})"
+            ) from None
+        watch = threading.Thread(target=self._await_connection, name="worker_connect")
+        watch.daemon = True
+        watch.start()
+
+    def _await_connection(self) -> None:
+        self._settled.wait(self._timeout)
+        if not self._connected.is_set() and not self._closing:
+            self._lose(
+                f"that the worker pool at {self._pool} started did not connect within "
+                f"{self._timeout:g} s (it died while starting, or cannot reach this host; "
+                "--worker_start_timeout sets the wait)"
+            )
+
+    def _set_input(self, stream) -> None:
+        self._beam_set_input(stream)  # starts the read thread
+        self._connected.set()
+        self._settled.set()
+
+    def _read(self) -> None:
+        try:
+            self.control_conn._read()
+        except Exception:  # grpc.RpcError: the stream broke (the worker's end closed)
+            self._lose(self._gone())
+            return
+        if not self._closing:  # a worker killed outright may end its stream cleanly
+            self._lose(self._gone())
+
+    def _gone(self) -> str:
+        return (
+            f"that the worker pool at {self._pool} started lost its connection to the run "
+            "before the run was over (the worker died or stopped answering: a crash, the "
+            "out-of-memory killer (`dmesg` on its host), or its host or network gone)"
+        )
+
+    def _push(self, request):
+        """Beam's `push`, refused at once once the worker is lost or the run stopped:
+        a request nobody will answer would be waited for for ever."""
+        if self._ended is not None and request is not Control._DONE_MARKER:
+            future = worker_handlers.ControlFuture(request.instruction_id or "refused")
+            future.abort(self._ended)
+            return future
+        return self._beam_push(request)
+
+    def _abort(self, exc: BaseException) -> None:
+        """Every wait on the worker ends with `exc`: its answers, and its data (the
+        runner polls the channel's exception every second)."""
+        self._ended = self._ended or exc
+        self.control_conn.abort(exc)
+        self.data_conn._exception = exc
+
+    def _lose(self, what: str) -> WorkerLost:
+        lost = _lost(what)
+        if self._ended is None:  # the first word stands; a stopped run's breakage is ours
+            if self._job is not None:
+                self._job.lost.append(lost)
+            self._abort(lost)
+        return lost
+
+    def settle(self, timeout: float) -> None:
+        """Wait (at most `timeout` s) until a broken control stream has been said: the
+        data stream of a dead worker can break a moment before its control stream."""
+        thread = self.control_conn._read_thread
+        if thread.is_alive():
+            thread.join(timeout)
+
+    def stop(self, why: BaseException) -> None:
+        """The run stopped: end every wait on the worker and have its pool end it."""
+        self._abort(why)
+        self._tell_pool()
+
+    def _tell_pool(self) -> bool:
+        """`StopWorker`: the pool ends the worker's process (it returns once it has
+        ended) and forgets it. Whether the pool answered."""
+        import grpc
+        from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
+        from apache_beam.runners.worker.channel_factory import GRPCChannelFactory
+
+        if self._pool_told:
+            return True
+        channel = GRPCChannelFactory.insecure_channel(self._pool)
+        try:
+            stub = beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel)
+            request = beam_fn_api_pb2.StopWorkerRequest(worker_id=self.worker_id)
+            stub.StopWorker(request, timeout=STOP_TIMEOUT)
+            self._pool_told = True
+        except grpc.RpcError:
+            return False
+        finally:
+            channel.close()
+        return True
+
+    def stop_worker(self) -> None:
+        self._tell_pool()
+
+    def close(self) -> None:
+        self._closing = True
+        self._settled.set()
+        try:
+            super().close()  # raises a lost worker's error: Beam then skips `stop_worker`
+        finally:
+            self._tell_pool()
+
+
+@functools.cache
+def _job_class() -> type:
+    """The job of `EmbeddedJobRunner`'s job service (Beam's job service module is
+    imported only for such a run)."""
+    from apache_beam.portability import common_urns
+    from apache_beam.portability.api import beam_job_api_pb2
+    from apache_beam.runners.portability import local_job_service
+
+    class EmbeddedJob(local_job_service.BeamJob):
+        """Beam's job of the embedded job service, plus: its thread is a daemon (Beam's
+        kept the interpreter from exiting after Ctrl-C while it waited for a worker),
+        its external workers are watched (`_ExternalWorker`), and `cancel` stops it:
+        Beam's only set the state ("TODO: Actually cancel"), and the job went on
+        dispatching bundles to its workers, which wrote into the run directory after
+        the command had removed it and exited."""
+
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.workers: list[_ExternalWorker] = []
+            self.lost: list[WorkerLost] = []
+            self.stopping = False
+            self._run_thread: threading.Thread | None = None
+            _EMBEDDED_JOBS[self._job_id] = self
+
+        def run(self) -> None:
+            self.set_state(beam_job_api_pb2.JobState.STARTING)
+            self._run_thread = threading.Thread(target=self._run_job, name="beam_job")
+            self._run_thread.daemon = True
+            self._run_thread.start()
+
+        def _invoke_runner(self):
+            options = self.pipeline_options().view_as(WorkerOptions)
+            timeout = options.worker_start_timeout
+            for env in self._pipeline_proto.components.environments.values():
+                if env.urn == common_urns.environments.EXTERNAL.urn:
+                    spec = {"external": env.payload.hex(), "job": self._job_id, "timeout": timeout}
+                    env.urn, env.payload = WATCHED_URN, json.dumps(spec).encode()
+            real = worker_handlers.grpc  # the runner's servers ping silent workers
+            worker_handlers.grpc = KeepaliveGrpc(real, options.worker_keepalive)
+            try:
+                return super()._invoke_runner()
+            finally:
+                worker_handlers.grpc = real
+
+        def stop(self) -> None:
+            """End the run unless it has ended: every wait on a worker is aborted, each
+            worker's pool ends it (no worker starts from now on); then the job's thread,
+            which closes the workers, is waited for (once, at most `STOP_TIMEOUT`)."""
+            if self.stopping:
+                return
+            self.stopping = True
+            if not self.is_terminal_state(self.state):
+                for worker in list(self.workers):
+                    worker.stop(_Stopped("the run was stopped"))
+            if self._run_thread is not None:
+                self._run_thread.join(STOP_TIMEOUT)
+
+        def cancel(self):
+            self.stop()
+            return super().cancel()
+
+    return EmbeddedJob
+
+
+def embedded(options: PipelineOptions) -> bool:
+    """Whether a run's options ask for Beam's portable runner with a job service in this
+    process (`--runner PortableRunner --job_endpoint=embed`)."""
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    runner = options.view_as(StandardOptions).runner
+    return runner == "PortableRunner" and options.view_as(PortableOptions).job_endpoint == "embed"
+
+
+class _WatchedResult:
+    """A portable run's result whose failure, when a worker was lost, is that
+    `WorkerLost` (one line) instead of the job's traceback text."""
+
+    def __init__(self, result, runner: EmbeddedJobRunner):
+        self._result, self._runner = result, runner
+
+    def __getattr__(self, name: str):
+        return getattr(self._result, name)
+
+    def wait_until_finish(self, duration=None):
+        try:
+            return self._result.wait_until_finish(duration)
+        except Exception:
+            lost = self._runner.lost(settle=sdk_worker.GRACE)
+            if lost is not None:
+                raise lost from None
+            raise
+
+    def cancel(self) -> None:
+        self._runner.stop()
+
+
+@functools.cache
+def _runner_class() -> type:
+    """Beam's PortableRunner whose embedded job service runs `_job_class` jobs."""
+    from apache_beam.runners.portability import local_job_service
+    from apache_beam.runners.portability.portable_runner import PortableRunner
+
+    class Runner(PortableRunner):
+        """Beam's PortableRunner whose embedded job service runs `_job_class` jobs."""
+
+        def __init__(self, owner: EmbeddedJobRunner):
+            super().__init__()
+            self.owner = owner
+            self.jobs: list = []
+            self.servicers: list = []
+
+        def _new_job(self, *args):
+            job = _job_class()(*args)
+            self.jobs.append(job)
+            return job
+
+        def create_job_service(self, options):
+            servicer = local_job_service.LocalJobServicer(beam_job_type=self._new_job)
+            self.servicers.append(servicer)
+            return self.create_job_service_handle(servicer, options)
+
+        def run_portable_pipeline(self, pipeline, options):
+            return _WatchedResult(super().run_portable_pipeline(pipeline, options), self.owner)
+
+    return Runner
+
+
+class EmbeddedJobRunner:
+    """`--runner PortableRunner --job_endpoint=embed`, run so that a worker that dies
+    or never connects fails the run in one line (`_ExternalWorker`, `WorkerLost`), and
+    a stopped run (Ctrl-C, SIGTERM, a failure) ends: its workers are ended and its job
+    waited for before the run directory is removed, and nothing of it keeps the
+    process alive. A context manager around the pipeline's construction and run, as
+    `LocalRunner` is; `beam.Pipeline(runner=...)` takes `.beam`."""
+
+    def __init__(self):
+        self.beam = _runner_class()(self)
+        self._watch = _WorkerWatch()
+
+    def __enter__(self) -> EmbeddedJobRunner:
+        self._watch.__enter__()
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self._watch.lost.extend(self.lost_all())
+            self._watch.__exit__(kind, *exc)
+            for servicer in self.beam.servicers:  # Beam's embedded service left them in /tmp
+                if getattr(servicer, "_cleanup_staging_dir", False):
+                    shutil.rmtree(servicer._staging_dir, ignore_errors=True)
+            for job in self.beam.jobs:
+                _EMBEDDED_JOBS.pop(job._job_id, None)
+
+    def stop(self) -> None:
+        """Stop the jobs still running (their workers ended, their threads waited for)."""
+        for job in self.beam.jobs:
+            job.stop()
+
+    def lost_all(self) -> list[WorkerLost]:
+        return [lost for job in self.beam.jobs for lost in job.lost]
+
+    def lost(self, settle: float = 0) -> WorkerLost | None:
+        """The first worker lost (after giving broken streams `settle` s to be said)."""
+        for job in self.beam.jobs:
+            for worker in job.workers:
+                worker.settle(settle)
+        found = self.lost_all()
+        return found[0] if found else None

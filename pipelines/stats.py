@@ -76,14 +76,18 @@ class ConditionalNovelty:
 
     One deflate stream carries the history; its 32 KiB window is the bound on how far
     back a repeat is found. Each action and observation is closed as its own deflate
-    block (`Z_BLOCK`: no byte alignment, no empty marker block), so the observation's
-    block is framed like the stand-alone stream it is compared with: like with like.
-    Near 0: the observation was already seen (the second `cat` of a file); 1: nothing
-    before it helps (clamped: a block may come out a byte larger than alone).
+    block (`Z_BLOCK`: no byte alignment, no empty marker block). Both sizes are the bits
+    of the observation's blocks in whole bytes, rounded up as a stream ends: alone, the
+    stream of them `deflated_size` counts (`Z_FINISH`); given, where its blocks start and
+    end in the history, whatever bits of the action's last byte they share it with. Like
+    with like: near 0, the observation was already seen (the second `cat` of a file); 1,
+    nothing before it helps (the same blocks, the same size; clamped: blocks that found
+    a repeat may still come out a byte larger).
     """
 
     def __init__(self) -> None:
         self._history = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, RAW_DEFLATE)
+        self._written = 0  # bytes the history has written
 
     def observe(self, action: bytes, observation: bytes, alone: int | None = None) -> float:
         """Score `observation` after `action`; `alone` is its deflated size if known."""
@@ -93,13 +97,29 @@ class ConditionalNovelty:
         return novelty(given, alone if alone is not None else deflated_size(observation))
 
     def given(self, action: bytes, observation: bytes) -> int:
-        """Add the turn to the history; the size of the observation's block (0: empty)."""
-        h = self._history
-        h.compress(action)
-        h.flush(zlib.Z_BLOCK)
+        """Add the turn to the history; the size of the observation's blocks (0: empty)."""
+        self._add(action)
         if not observation:
             return 0
-        return len(h.compress(observation)) + len(h.flush(zlib.Z_BLOCK))
+        start = self._bits()
+        self._add(observation)
+        return (self._bits() - start + 7) // 8  # in whole bytes, rounded up as alone
+
+    def _add(self, part: bytes) -> None:
+        h = self._history
+        self._written += len(h.compress(part)) + len(h.flush(zlib.Z_BLOCK))
+
+    def _bits(self) -> int:
+        """Where the history stream is, in bits: what it wrote and what it holds."""
+        return 8 * self._written + held_bits(self._history)
+
+
+def held_bits(stream: zlib._Compress) -> int:
+    """The bits a raw deflate stream holds after a `Z_BLOCK` flush (0-7), which CPython's
+    `zlib` does not tell (C: `deflatePending`). A copy of it finished writes them, then an
+    empty final fixed block (bits 1, 1, 0 and a 7-bit end code of zeros) and zero padding:
+    its last 1 bit is the one right after them."""
+    return int.from_bytes(stream.copy().flush(zlib.Z_FINISH), "little").bit_length() - 2
 
 
 def novelty(given: int, alone: int) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -171,14 +172,19 @@ def store_shards(store=None) -> list[Check]:
 def _damaged_jsonl(store) -> list:
     """(path, why) of the JSONL files under raw/ that `process` read before and that
     changed since into something that does not read (`pipelines.recorded`): `process`
-    refuses to go past them, and the views, which read shards only, never look at them.
+    refuses to go past them (a JSONL file cut short at a line's end too), and the views, which read shards only, never look at them.
     Their bad lines before that were rejects, as any record's."""
-    from worldtrace.freshness import changed_inputs, raw_inputs
+    from worldtrace.freshness import changed_inputs, raw_inputs, recorded_files
     from worldtrace.pipelines import recorded
     from worldtrace.schemas import fields as F
 
     jsonl = [p for p in raw_inputs(store) if not p.name.endswith(F.SHARD_SUFFIX)]
-    return [(p, why) for p in changed_inputs(store, jsonl) if (why := recorded.read_problem(p))]
+    sizes = {k: r.get("size") for k, r in recorded_files(store).items()}
+    return [
+        (p, why)
+        for p in changed_inputs(store, jsonl)
+        if (why := recorded.damage(str(p), sizes.get(os.path.realpath(p)), store.processed))
+    ]
 
 
 def _processed_raw(store, paths: list) -> dict:

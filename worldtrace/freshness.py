@@ -115,7 +115,15 @@ def stale_processed(store: Store) -> str | None:
 
     changed = changed_inputs(store, [p for _, p in left_out] + since, indexed)
     left_out = [(t, p) for t, p in left_out if p not in changed]
-    damaged = [(p, why) for p in changed if (why := recorded.read_problem(p))]
+    damaged = [  # no longer reads, or a JSONL file cut short at a line's end
+        (p, why)
+        for p in changed
+        if (
+            why := recorded.damage(
+                str(p), indexed.get(os.path.realpath(p), {}).get("size"), store.processed
+            )
+        )
+    ]
     changed = [p for p in changed if p not in dict(damaged)]
     from worldtrace.schemas.views import TRAJECTORY_REQUIRED, shard_problem
 

@@ -298,6 +298,16 @@ def print_accounting(manifest: dict) -> None:
             "processed/manifest.json",
             err=True,
         )
+    changed = manifest.get("changed_inputs") or {}
+    if changed.get("count") and changed.get("trajectories") != 0:  # rewritten, read again
+        n = changed.get("trajectories")
+        what = "an unknown number of" if n is None else str(n)
+        click.echo(
+            f"dropped {what} processed trajectories whose records {changed['count']} raw "
+            "file(s) changed since they were processed no longer hold (first: "
+            f"{changed['first'][0]}); `changed_inputs` in processed/manifest.json",
+            err=True,
+        )
     if not acc["balanced"]:
         click.echo(
             "warning: the store's accounting does not balance: in != kept + filtered + "

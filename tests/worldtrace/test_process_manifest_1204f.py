@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from worldtrace.pipelines.process import LAYOUT
 from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile
 
 from .test_damaged_hunt_1204d import processed  # noqa: F401  (fixture)
@@ -24,7 +25,7 @@ from .test_report_hunt_1204d import chats
     [
         (lambda m: "[1, 2]", "the last run's manifest is a JSON list, not an object"),
         (lambda m: m[:100], "the last run's manifest does not read (Expecting "),
-        (lambda m: json.dumps({"layout": 6}), "the last run's manifest has no config"),
+        (lambda m: json.dumps({"layout": LAYOUT}), "the last run's manifest has no config"),
         (
             lambda m: json.dumps({**json.loads(m), "accounting": None}),
             "the last run's manifest has no accounting.in",
