@@ -258,7 +258,7 @@ class _ContentGroups(beam.DoFn):
     def __init__(self, exact: bool):
         self.exact = exact
 
-    def process(self, item: tuple[int, list[pa.Table]]):
+    def process(self, item: tuple[int, Iterable[pa.Table]]):
         t = pa.concat_tables(list(item[1])).combine_chunks()
         # sketched: has band keys (or, in memory, a signature); an earlier cluster's
         # state has neither. An earlier record may arrive twice (state + match): keep
@@ -342,7 +342,7 @@ class _Candidates(beam.DoFn):
     met in several bands comes once per band (verified each time: cheaper than a shuffle
     to drop repeats)."""
 
-    def process(self, item: tuple[int, list[pa.Table]]):
+    def process(self, item: tuple[int, Iterable[pa.Table]]):
         t = pa.concat_tables(list(item[1]))
         t = t.sort_by([("band", "ascending"), ("bkey", "ascending"), ("key", "ascending")])
         band = t["band"].to_numpy()
