@@ -230,16 +230,21 @@ def only_from(
     return len(pc.unique(lost))
 
 
+def _none_or_unknown(n: int | None, whom: str) -> str | None:
+    """What `trajectories` and `no_longer_held` say for an unknown count and for 0."""
+    if n is None:
+        return (
+            f"how many processed trajectories come only from {whom} is unknown "
+            "(processed/clusters does not read)"
+        )
+    return f"no processed trajectory comes only from {whom}" if n == 0 else None
+
+
 def trajectories(n: int | None, files: int = 1) -> str:
     """`N processed trajectories come only from it` (or them), said for unknown and 0."""
     it = "it" if files == 1 else "them"
-    if n is None:
-        return (
-            f"how many processed trajectories come only from {it} is unknown "
-            "(processed/clusters does not read)"
-        )
-    if n == 0:
-        return f"no processed trajectory comes only from {it}"
+    if (said := _none_or_unknown(n, it)) is not None:
+        return said
     return f"{n} processed trajector{'y comes' if n == 1 else 'ies come'} only from {it}"
 
 
@@ -247,13 +252,8 @@ def no_longer_held(n: int | None, files: int = 1) -> str:
     """What a rebuild would drop of changed files: the processed trajectories that come
     only from records they no longer hold."""
     holds = "it no longer holds" if files == 1 else "they no longer hold"
-    if n is None:
-        return (
-            f"how many processed trajectories come only from records {holds} is unknown "
-            "(processed/clusters does not read)"
-        )
-    if n == 0:
-        return f"no processed trajectory comes only from records {holds}"
+    if (said := _none_or_unknown(n, f"records {holds}")) is not None:
+        return said
     return (
         f"the rebuild drops {n} processed trajector{'y' if n == 1 else 'ies'} that came only "
         f"from records {holds}"

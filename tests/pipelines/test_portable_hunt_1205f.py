@@ -65,6 +65,16 @@ def live_workers(pool: psutil.Process, before: set[int] = frozenset()) -> list[p
     return out
 
 
+@contextlib.contextmanager
+def killed_at_end(cli):
+    """`cli` (a `worldtrace` we started) killed, by pid, if it still runs at the end."""
+    try:
+        yield
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+
+
 def said(err: str) -> list[str]:
     """stderr without the progress lines."""
     return [x for x in err.splitlines() if x.strip() and " process: " not in x]
@@ -80,14 +90,11 @@ def test_a_worker_that_dies_while_starting_fails_the_run_in_one_line(store, wt_e
     raw_store(store)
     before = {p.pid for p in pool_proc.children()}
     cli = cli_process(store, wt_env, *portable(port, "--worker_start_timeout=10"))
-    try:
+    with killed_at_end(cli):
         worker = wait_until(lambda: live_workers(pool_proc, before), 120, "the run's worker")
         for w in worker:
             w.kill()  # the worker the pool started for our run, by pid
         out, err = cli.communicate(timeout=120)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
     assert cli.returncode == 1, out + err
     assert "Traceback" not in err
     assert said(err) == [
@@ -104,7 +111,7 @@ def test_a_worker_killed_mid_run_fails_the_run_in_one_line(store, wt_env, pool):
     big_raw(store, seed=8)
     before = {p.pid for p in pool_proc.children()}
     cli = cli_process(store, wt_env, *portable(port))
-    try:
+    with killed_at_end(cli):
         at_work = wait_until(
             lambda: list(store.processed.glob(".run-*/_index/segments/*.parquet")),
             120,
@@ -114,9 +121,6 @@ def test_a_worker_killed_mid_run_fails_the_run_in_one_line(store, wt_env, pool):
         for w in live_workers(pool_proc, before):
             w.kill()  # the worker the pool started for our run, by pid
         out, err = cli.communicate(timeout=120)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
     assert cli.returncode == 1, out + err
     assert "Traceback" not in err and "Channel closed" not in err, err
     assert said(err) == [lost_line(port)], err
@@ -131,7 +135,7 @@ def test_a_worker_that_stops_answering_fails_the_run_in_one_line(store, wt_env, 
     before = {p.pid for p in pool_proc.children()}
     cli = cli_process(store, wt_env, *portable(port, "--worker_keepalive=2"))
     stopped = []
-    try:
+    with killed_at_end(cli):
         wait_until(
             lambda: list(store.processed.glob(".run-*/_index/segments/*.parquet")),
             120,
@@ -144,9 +148,6 @@ def test_a_worker_that_stops_answering_fails_the_run_in_one_line(store, wt_env, 
         # the pool was told to end it: nothing of the run is left (Beam's pool waits
         # 10 s after SIGTERM, which a stopped process does not take, then kills it)
         assert not live_workers(pool_proc, before)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
         for w in stopped:
             with contextlib.suppress(psutil.NoSuchProcess):
                 w.kill()

@@ -10,24 +10,16 @@ from ..conftest import VENV_BIN
 WT = str(VENV_BIN / "worldtrace")
 
 
+def wt(env: dict, cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([WT, *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+
 def test_one_store_given_twice_spelled_two_ways_is_one_store(wt_env, tmp_path):
     (tmp_path / "s1").mkdir()
     (tmp_path / "s2").mkdir()
-    r = subprocess.run(
-        [WT, "--store", "s1", "stats", "--store", "./s1/"],
-        capture_output=True,
-        text=True,
-        env=wt_env,
-        cwd=tmp_path,
-    )
+    r = wt(wt_env, tmp_path, "--store", "s1", "stats", "--store", "./s1/")
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(
-        [WT, "--store", "s1", "stats", "--store", "s2"],
-        capture_output=True,
-        text=True,
-        env=wt_env,
-        cwd=tmp_path,
-    )
+    r = wt(wt_env, tmp_path, "--store", "s1", "stats", "--store", "s2")
     assert r.returncode == 2 and "given twice with different values (s1, s2)" in r.stderr
 
 
