@@ -287,27 +287,23 @@ def print_accounting(manifest: dict) -> None:
             "`worldtrace process --rebuild`",
             err=True,
         )
-    dropped = manifest.get("dropped_inputs") or {}
-    if dropped.get("count"):  # a rebuild: what it no longer holds, said (docs/pipeline.md)
-        n = dropped.get("trajectories")
-        what = "an unknown number of" if n is None else str(n)
-        click.echo(
-            f"dropped {what} processed trajectories that came only from {dropped['count']} "
-            "raw file(s) processed before and not read by this rebuild (gone, or not among "
-            f"its inputs; first: {dropped['first'][0]}); `dropped_inputs` in "
-            "processed/manifest.json",
-            err=True,
-        )
-    changed = manifest.get("changed_inputs") or {}
-    if changed.get("count") and changed.get("trajectories") != 0:  # rewritten, read again
-        n = changed.get("trajectories")
-        what = "an unknown number of" if n is None else str(n)
-        click.echo(
-            f"dropped {what} processed trajectories whose records {changed['count']} raw "
-            "file(s) changed since they were processed no longer hold (first: "
-            f"{changed['first'][0]}); `changed_inputs` in processed/manifest.json",
-            err=True,
-        )
+    # a rebuild: what it no longer holds, said (docs/pipeline.md); files not read are
+    # said even when nothing came only from them, changed files only when something did
+    for key, zero_said, whose in (
+        ("dropped_inputs", True, "that came only from {} raw file(s) processed before and not "
+         "read by this rebuild (gone, or not among its inputs; first: {})"),
+        ("changed_inputs", False, "whose records {} raw file(s) changed since they were processed "
+         "no longer hold (first: {})"),
+    ):  # fmt: skip
+        lost = manifest.get(key) or {}
+        n = lost.get("trajectories")
+        if lost.get("count") and (n != 0 or zero_said):
+            what = "an unknown number of" if n is None else str(n)
+            said = whose.format(lost["count"], lost["first"][0])
+            click.echo(
+                f"dropped {what} processed trajectories {said}; `{key}` in processed/manifest.json",
+                err=True,
+            )
     if not acc["balanced"]:
         click.echo(
             "warning: the store's accounting does not balance: in != kept + filtered + "
