@@ -9,15 +9,19 @@ a target turn too long alone is truncated; a system prompt too long to leave roo
 turns loses its demonstrations, then its middle. Every draw is a hash of (trajectory,
 turn, seed), so the same records and settings give the same samples.
 
-Records stream through in batches: batch k+1 is tokenized on a helper thread
-(`encode_batch` releases the GIL and runs on all cores) while batch k is masked on the
-calling thread. Packing is best fit within a window of samples, so memory holds one
-window, not the corpus.
+Records stream through in batches, rendered and tokenized a slice of at most `JOB_CHARS`
+characters at a time: slice k+1 on a helper thread (`encode_batch` releases the GIL and
+runs on all cores) while slice k is masked on the calling thread. Under a length limit a
+text's encoding holds its first `max_len + 1` tokens and its count; turn samples are put
+together from their turns encoded once (`_History`) where the template and tokenizer
+allow. Packing is best fit within a window of samples, so memory holds one window, not
+the corpus.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -215,12 +219,125 @@ class SampleStats:
         }
 
 
+JOB_CHARS = 1 << 22
+"""Rendered characters encoded in one helper-thread job (`SampleBuilder.samples`): a batch
+of big records, or the long prefixes of a trajectory's turn samples, is encoded and held a
+slice at a time."""
+
+
+@dataclass
+class _Job:
+    """One piece of a record to encode: a trajectory (or turn sample, `targets` set) as
+    rendered, or (`history`) the turns of a record's turn samples rendered one by one."""
+
+    rec: dict[str, Any]
+    system: str
+    suffix: str = ""
+    turns: list[dict] = field(default_factory=list)
+    rendered: Rendered | None = None
+    targets: set[int] | None = None
+    history: _History | None = None
+
+    @property
+    def texts(self) -> list[str]:
+        return self.history.texts if self.history else [self.rendered.text]
+
+    def marks(self) -> list[list[int] | None]:
+        """Per text, the characters where its turns start (none asked of a history's)."""
+        if self.history:
+            return [None] * len(self.history.texts)
+        return [[sp.turn_start for sp in self.rendered.spans]]
+
+
+class _History:
+    """A record's turn samples from its turns rendered and encoded once each.
+
+    A built-in template renders turns[s:k+1] after the system prompt as the system
+    header followed by each turn's own rendering, and every turn starts at a `tokens.CUT`
+    (the template's end of message is a newline, its next message starts with a printable
+    ASCII character): with a `cuttable` tokenizer a sample's tokens are its header's and
+    its turns' tokens, one after another. So every turn is rendered and encoded once
+    (with a length limit: its first `max_len + 1` tokens held, and its count), each turn
+    sample's length is a sum, and only the turns a sample keeps are put together:
+    linear in the trajectory where encoding every prefix was quadratic (a 6,000-turn
+    trajectory took over five minutes and gigabytes)."""
+
+    def __init__(self, template: Template, system: str, turns: list[dict], ks: list[int]):
+        self.template, self.system, self.turns, self.ks = template, system, turns, ks
+        pieces = [template.render("", [t]).text for t in turns[: max(ks) + 1]]
+        self.texts = [template.render(system, []).text, *pieces]
+        self.lens = np.array([0, *itertools.accumulate(map(len, pieces))], dtype=np.int64)
+        """Character offset of each turn in the turns' text (after the header)."""
+        self.heads: dict[str, tuple[int, Encoded]] = {}
+        """Per system prompt: its header's characters and encoding."""
+
+    def take(self, encs: list[Encoded]) -> None:
+        """The encodings of `texts` (which are let go)."""
+        head, *pieces = encs
+        self.heads[self.system] = (len(self.texts[0]), head)
+        self.texts = []
+        self.counts = np.array([0, *itertools.accumulate(len(e) for e in pieces)], dtype=np.int64)
+        """Tokens before each turn (prefix sums of the turns' counts)."""
+        held = [len(e.ids) for e in pieces]
+        self.held = np.array([0, *itertools.accumulate(held)], dtype=np.int64)
+        self.partial = np.flatnonzero([not e.whole for e in pieces])
+        """The turns of which only the first tokens are held (longer than the limit)."""
+        self.ids = np.concatenate([e.ids for e in pieces]).astype(np.int32, copy=False)
+        self.offsets = np.concatenate(
+            [e.offsets.reshape(-1, 2) + at for e, at in zip(pieces, self.lens[:-1], strict=True)]
+        ).astype(np.int64, copy=False)
+
+    def count(self, system: str, start: int, k: int) -> int:
+        """Tokens of turns[start:k+1] rendered after `system` (its header encoded)."""
+        return len(self.heads[system][1]) + int(self.counts[k + 1] - self.counts[start])
+
+    def latest(self, system: str, k: int, limit: int) -> int:
+        """The earliest start in 1..k whose sample fits `limit` (the most history), else k:
+        `_latest_history`'s choice, from the counts (a sample's count falls as its start
+        moves on, so the first start that fits is the one it settles on)."""
+        need = self.counts[k + 1] + len(self.heads[system][1]) - limit  # counts[start] >= need
+        start = int(np.searchsorted(self.counts, need, "left"))
+        return min(max(start, 1), k) if k else 0
+
+    def joined(self, system: str, start: int, k: int) -> tuple[Rendered, Encoded]:
+        """turns[start:k+1] rendered after `system` and their encoding, put together from
+        the header's and the turns' (whole when all of them are; else the tokens held up
+        to the first turn not held whole: at least `max_len + 1`)."""
+        rendered = self.template.render(system, self.turns[start : k + 1])
+        width, head = self.heads[system]
+        if len(rendered.text) != width + self.lens[k + 1] - self.lens[start]:
+            raise AssertionError(f"{self.template.name}: a sample is not its header and turns")
+        ids, offsets = [head.ids], [head.offsets.reshape(-1, 2)]
+        total = len(head) + int(self.counts[k + 1] - self.counts[start])
+        if head.whole:
+            at = int(self.partial.searchsorted(start))  # the first turn not held whole
+            stop = min(int(self.partial[at]) + 1, k + 1) if at < len(self.partial) else k + 1
+            lo, hi = int(self.held[start]), int(self.held[stop])
+            ids.append(self.ids[lo:hi])
+            offsets.append(self.offsets[lo:hi] + (width - int(self.lens[start])))
+        enc = Encoded(
+            np.concatenate(ids).astype(np.int32, copy=False),
+            np.concatenate(offsets).astype(np.int64, copy=False),
+            total,
+        )
+        return rendered, enc
+
+
 class SampleBuilder:
     """Records -> samples under one `SampleConfig`, counting into `stats` (per part), and
     into `synthetic` the samples of generated records (`SYNTHETIC_KEY`), per part."""
 
-    def __init__(self, cfg: SampleConfig, template: Template, tok, prompt: SystemPrompt):
+    def __init__(
+        self,
+        cfg: SampleConfig,
+        template: Template,
+        tok,
+        prompt: SystemPrompt,
+        job_chars: int = JOB_CHARS,
+    ):
         self.cfg = cfg
+        self.job_chars = job_chars
+        """Rendered characters encoded in one helper-thread job (at least one piece)."""
         self.template = template
         self.tok = tok
         self.encoder = Encoder(tok) if tok is not None else None
@@ -230,61 +347,122 @@ class SampleBuilder:
         self.synthetic: Counter[str] = Counter()
         self._trimmed: dict[str, Any] | None = None
         """The last record counted in `system_trimmed` (its pieces come one after another)."""
+        self._fitted: tuple[dict[str, Any] | None, str] = (None, "")
+        """The last record's system prompt fitted to the limit (`_fit_system`)."""
+        self._indexed: tuple[dict[str, Any] | None, dict[int, dict[str, Any]]] = (None, {})
+        """The last record's turns by index (`_by_index`)."""
+        self.by_turn = (
+            cfg.sample_mode == "turn"
+            and template.source is None
+            and self.encoder is not None
+            and self.encoder.cuttable
+            and template.end.endswith("\n")
+            and "!" <= template.starts["user"][:1] <= "~"
+        )
+        """Whether turn samples are put together from their turns encoded once (`_History`)."""
 
     def samples(self, batches: Iterable[list[dict[str, Any]]]) -> Iterator[Sample]:
-        """Samples of every batch of records, in order; each batch is encoded in one call,
-        on a helper thread, while the previous one is masked."""
+        """Samples of every batch of records, in order. Each batch's pieces are encoded on
+        a helper thread, at most `job_chars` rendered characters at a time, while the
+        previous ones are masked."""
         with ThreadPoolExecutor(1, thread_name_prefix="encode") as pool:
             pending: tuple[list, Future] | None = None
-            for records in batches:
-                jobs = self._jobs(records)
-                future = pool.submit(self._encode, [j[4].text for j in jobs])
+            for jobs in self._job_groups(batches):
+                future = pool.submit(self._encode_jobs, jobs)
                 if pending:
                     yield from self._finish(*pending)
                 pending = (jobs, future)
             if pending:
                 yield from self._finish(*pending)
 
-    def _encode(self, texts: list[str]) -> list[Encoded]:
-        return self.encoder(texts)
+    def _job_groups(self, batches: Iterable[list[dict[str, Any]]]) -> Iterator[list[_Job]]:
+        """Each batch's jobs, in groups of at most `job_chars` characters (at least one job)."""
+        for records in batches:
+            group: list[_Job] = []
+            size = 0
+            for job in self._jobs(records):
+                n = sum(map(len, job.texts))
+                if group and size + n > self.job_chars:
+                    yield group
+                    group, size = [], 0
+                group.append(job)
+                size += n
+            if group:
+                yield group
 
-    def _pieces(self, rec: dict[str, Any]) -> list[tuple[str, list[dict], set[int] | None]]:
-        """(sample suffix, turns to render, target turns) before length limits. Turn mode
-        leaves out (and counts) the turns without a target: such a sample would cost the
-        trainer a forward pass and teach nothing; `--sample-turns one` draws among the rest."""
+    def _encode_jobs(self, jobs: list[_Job]) -> list[list[Encoded]]:
+        texts = [t for j in jobs for t in j.texts]
+        marks = [m for j in jobs for m in j.marks()]
+        encs = iter(self._encode(texts, marks))
+        return [[next(encs) for _ in j.texts] for j in jobs]
+
+    def _encode(self, texts: list[str], marks: list[list[int]] | None = None) -> list[Encoded]:
+        """Texts encoded; with a length limit, partially (`Encoder`): the first `max_len +
+        1` tokens held (a sample's, and whether it runs over), and the count. `marks`:
+        per text, the characters where its turns start (their first tokens are marked)."""
+        keep = self.max_len + 1 if self.max_len else None
+        return self.encoder(texts, keep, marks if self.max_len else None)
+
+    def _encode_rendered(self, renders: list[Rendered]) -> list[Encoded]:
+        return self._encode(
+            [r.text for r in renders], [[sp.turn_start for sp in r.spans] for r in renders]
+        )
+
+    def _count(self, text: str) -> int:
+        """Tokens of `text` (a plain string: encoded as the tokenizer does)."""
+        return len(self.encoder([text], 0)[0])
+
+    def _targets(self, rec: dict[str, Any]) -> list[int]:
+        """Turn mode: the turns that make a sample. The turns without a target are left out
+        (and counted): such a sample would cost the trainer a forward pass and teach
+        nothing; `--sample-turns one` draws among the rest."""
         turns = rec[F.TURNS]
-        if self.cfg.sample_mode == "trajectory":
-            return [("", turns, None)]
         tid = rec[F.TRAJECTORY_ID]
         indexes = [k for k, t in enumerate(turns) if has_target(tid, t, self.cfg)]
         if len(indexes) < len(turns):
             self._no_target(rec, len(turns) - len(indexes))
         if self.cfg.sample_turns == "one" and indexes:
             indexes = [indexes[int(unit_draw(tid, "turn", self.cfg.seed) * len(indexes))]]
-        return [(f":t{k}", turns[: k + 1], {turns[k]["index"]}) for k in indexes]
+        return indexes
 
     def _no_target(self, rec: dict[str, Any], n: int = 1, samples: int = 0) -> None:
         counts = self.stats[rec.get(PART, MAIN_PART)].without_target[rec[F.DOMAIN]]
         counts["turns"] += n
         counts["samples"] += samples
 
-    def _jobs(self, records: list[dict[str, Any]]) -> list[tuple]:
-        jobs = []
+    def _jobs(self, records: list[dict[str, Any]]) -> Iterator[_Job]:
+        """Each record's jobs, rendered one at a time: a trajectory; its turn samples'
+        turns (`by_turn`); or each turn sample with its whole history."""
         for rec in records:
             system = self.prompt.text(rec)
-            for suffix, turns, targets in self._pieces(rec):
-                try:
-                    rendered = self.template.render(system, turns)
-                except ValueError as exc:  # a template or a text it cannot render: say whose
-                    raise ValueError(f"trajectory {rec[F.TRAJECTORY_ID]}: {exc}") from None
-                jobs.append((rec, system, suffix, turns, rendered, targets))
-        return jobs
+            turns = rec[F.TURNS]
+            try:
+                if self.cfg.sample_mode == "trajectory":
+                    yield _Job(rec, system, "", turns, self.template.render(system, turns))
+                    continue
+                ks = self._targets(rec)
+                if not ks:
+                    continue
+                if self.by_turn:
+                    yield _Job(rec, system, history=_History(self.template, system, turns, ks))
+                    continue
+                for k in ks:
+                    rendered = self.template.render(system, turns[: k + 1])
+                    yield _Job(rec, system, f":t{k}", turns[: k + 1], rendered, {turns[k]["index"]})
+            except ValueError as exc:  # a template or a text it cannot render: say whose
+                raise ValueError(f"trajectory {rec[F.TRAJECTORY_ID]}: {exc}") from None
 
-    def _finish(self, jobs: list[tuple], future: Future) -> Iterator[Sample]:
-        for (rec, system, suffix, turns, rendered, targets), enc in zip(
-            jobs, future.result(), strict=True
-        ):
-            yield from self._fit(rec, system, suffix, turns, targets, rendered, enc)
+    def _finish(self, jobs: list[_Job], future: Future) -> Iterator[Sample]:
+        for job, encs in zip(jobs, future.result(), strict=True):
+            if job.history is not None:
+                job.history.take(encs)
+                for k in job.history.ks:
+                    yield from self._fit_turn(job.rec, job.history, k)
+                continue
+            [enc] = encs
+            yield from self._fit(
+                job.rec, job.system, job.suffix, job.turns, job.targets, job.rendered, enc
+            )
 
     def _make(
         self,
@@ -301,9 +479,9 @@ class SampleBuilder:
         whose turns are all out of the loss (cross-entropy over no target is nan; such a
         sample would only cost the trainer a forward pass). `cut`: what truncation cut,
         counted when it is kept; `n_turns`: the turns of the piece before truncation
-        (default: those rendered)."""
+        (default: those rendered). `enc` is whole (a sample within the limit)."""
         tid = rec[F.TRAJECTORY_ID]
-        turns = {t["index"]: t for t in rec[F.TURNS]}
+        turns = self._by_index(rec)
         mask, ranges, eots = loss_targets(enc, rendered, turns, tid, self.cfg, targets)
         part = rec.get(PART, MAIN_PART)
         stats = self.stats[part]
@@ -322,6 +500,12 @@ class SampleBuilder:
             self.synthetic[part] += 1
         return Sample(sid, tid, rec[F.DOMAIN], part, enc.ids, mask, n_loss)
 
+    def _by_index(self, rec: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        """A record's turns by index, made once a record (each of its turn samples asks)."""
+        if self._indexed[0] is not rec:
+            self._indexed = (rec, {t["index"]: t for t in rec[F.TURNS]})
+        return self._indexed[1]
+
     def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> list[Sample]:
         """The samples of one piece within the length limit (counting a trimmed system
         prompt once a trajectory, when any of its samples is kept). `overflow` applies to whole trajectories: a turn
@@ -336,11 +520,39 @@ class SampleBuilder:
         shorter = self._fit_system(rec, system, limit // 2)
         shortened = shorter != system
         out = self._fit_long(rec, shorter, suffix, turns, targets, rendered, enc, shortened)
+        self._count_trimmed(rec, shortened, out)
+        return out
+
+    def _count_trimmed(self, rec: dict[str, Any], shortened: bool, out: list[Sample]) -> None:
         if shortened and out and rec is not self._trimmed:
             # once a trajectory: `_fit` runs once for each of its turn samples, and the
             # count is said as trajectories (it counted 48 for 40 trajectories)
             self._trimmed = rec
             self.stats[rec.get(PART, MAIN_PART)].system_trimmed += 1
+
+    def _fit_turn(self, rec: dict[str, Any], history: _History, k: int) -> list[Sample]:
+        """`_fit` of the turn sample of turn k, from `history`'s counts: the same samples,
+        with only the turns kept put together."""
+        sid = f"{rec[F.TRAJECTORY_ID]}:t{k}"
+        targets = {rec[F.TURNS][k]["index"]}
+        limit, system = self.max_len, history.system
+        if not limit or history.count(system, 0, k) <= limit:
+            return self._kept(self._make(rec, sid, *history.joined(system, 0, k), targets))
+        shorter = self._fit_system(rec, system, limit // 2)
+        shortened = shorter != system
+        if shorter not in history.heads:
+            text = self.template.render(shorter, []).text
+            history.heads[shorter] = (len(text), self._encode([text])[0])
+        if shortened and history.count(shorter, 0, k) <= limit:
+            out = self._kept(self._make(rec, sid, *history.joined(shorter, 0, k), targets))
+        else:  # drop the oldest history until it fits (`_latest_history`)
+            start = history.latest(shorter, k, limit)
+            r, e = history.joined(shorter, start, k)
+            if len(e) <= limit:
+                out = self._kept(self._make(rec, sid, r, e, targets))
+            else:  # the target alone is too long: it is truncated (and counted)
+                out = self._kept(self._truncated(rec, sid, r, e, targets, limit))
+        self._count_trimmed(rec, shortened, out)
         return out
 
     @staticmethod
@@ -356,17 +568,17 @@ class SampleBuilder:
         limit = self.max_len
         if shortened:  # re-render: the long system prompt left no room for turns
             rendered = self.template.render(system, turns)
-            [enc] = self._encode([rendered.text])
+            [enc] = self._encode_rendered([rendered])
             if len(enc) <= limit:
                 return self._kept(self._make(rec, tid + suffix, rendered, enc, targets))
         if targets is not None:  # turn sample: drop the oldest history until it fits
-            r, e2 = self._latest_history(system, turns, rendered, enc)
+            r, e2 = self._latest_history(system, turns, enc)
             if len(e2) <= limit:
                 return self._kept(self._make(rec, tid + suffix, r, e2, targets))
             # the target alone is too long: it is truncated (and counted)
             return self._kept(self._truncated(rec, tid + suffix, r, e2, targets, limit))
         # whole trajectory: split at turn boundaries, each part re-rendered with the system prompt
-        bounds = [enc.first_at(sp.turn_start) for sp in rendered.spans] + [len(enc)]
+        bounds = [*enc.marks, len(enc)]
         head = bounds[0]
         group, size = [], head
         groups = []
@@ -381,9 +593,7 @@ class SampleBuilder:
             groups.append(group)
         texts = [self.template.render(system, g) for g in groups]
         out = []
-        for part, (r, e2) in enumerate(
-            zip(texts, self._encode([r.text for r in texts]), strict=True)
-        ):
+        for part, (r, e2) in enumerate(zip(texts, self._encode_rendered(texts), strict=True)):
             sid = f"{tid}/p{part}"
             if len(e2) > limit:
                 out.append(self._truncated(rec, sid, r, e2, None, limit))
@@ -392,15 +602,16 @@ class SampleBuilder:
         return self._kept(*out)
 
     def _latest_history(
-        self, system: str, turns: list[dict], rendered: Rendered, enc: Encoded
+        self, system: str, turns: list[dict], enc: Encoded
     ) -> tuple[Rendered, Encoded]:
         """`turns` rendered from the earliest start > 0 that fits the limit (the most
         history); the last turn alone, over the limit, when none does. The start is found
-        from the tokens each turn took in `enc`, then checked by encoding (and moved when
-        tokens do not add up across a turn boundary), so a long history costs two or
-        three encodings, not one per dropped turn."""
+        from the tokens each turn took in `enc` (its `marks`: where each turn starts),
+        then checked by encoding (and moved when tokens do not add up across a turn
+        boundary), so a long history costs two or three encodings, not one per dropped
+        turn."""
         limit = self.max_len
-        bounds = [enc.first_at(sp.turn_start) for sp in rendered.spans] + [len(enc)]
+        bounds = [*enc.marks, len(enc)]
         last = len(turns) - 1
         start = next(
             (s for s in range(1, last + 1) if bounds[0] + bounds[-1] - bounds[s] <= limit), last
@@ -408,7 +619,7 @@ class SampleBuilder:
 
         def render(start: int) -> tuple[Rendered, Encoded]:
             r = self.template.render(system, turns[start:])
-            [e] = self._encode([r.text])
+            [e] = self._encode_rendered([r])
             return r, e
 
         fit = render(start)
@@ -422,12 +633,20 @@ class SampleBuilder:
 
     def _fit_system(self, rec: dict[str, Any], system: str, budget: int) -> str:
         """A system prompt within `budget` tokens: demonstrations go first, then its middle
-        (the simulation instruction, which says what to predict, stays when it fits)."""
-        if not system or len(self._encode([system])[0]) <= budget:
+        (the simulation instruction, which says what to predict, stays when it fits).
+        Worked out once a record (its turn samples all ask)."""
+        if self._fitted[0] is rec:
+            return self._fitted[1]
+        fitted = self._fitted_system(rec, system, budget)
+        self._fitted = (rec, fitted)
+        return fitted
+
+    def _fitted_system(self, rec: dict[str, Any], system: str, budget: int) -> str:
+        if not system or self._count(system) <= budget:
             return system
         parts = self.prompt.parts(rec, drop=("demonstrations",))
         system = self.prompt.text(rec, drop=("demonstrations",))
-        n = len(self._encode([system])[0])
+        n = self._count(system)
         if n <= budget:
             return system
         return trimmed(parts, len(system) * budget // n)
@@ -436,7 +655,8 @@ class SampleBuilder:
         """The first `limit` tokens. A turn lost tokens when a token of its observation or
         end-of-turn marker is at `limit` or later: counted by token, since the character
         cut rounds a token that ends inside a character (a three-token emoji) up to the
-        whole character."""
+        whole character. `enc` may be partial: it holds at least `limit + 1` tokens, all
+        that is looked at (the count is the whole text's)."""
         cut = enc.chars(limit - 1)[1] if limit else 0
         lost = {
             "samples": 1,

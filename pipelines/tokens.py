@@ -15,6 +15,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,15 +107,33 @@ def eod_id(tok) -> int | None:
 
 
 class Encoded:
-    """Token ids of one text and every token's character span (`offsets`, (n, 2))."""
+    """Token ids of one text and every token's character span (`offsets`, (n, 2)).
 
-    __slots__ = ("ids", "offsets")
+    A partial encoding (`Encoder(tok)(texts, keep=n)`) holds the first `n` tokens only:
+    `len()` is still the whole text's count (`total`), and the span lookups below see
+    the tokens held. `marks`: for character positions asked for, `first_at` over the
+    whole text."""
 
-    def __init__(self, ids: np.ndarray, offsets: np.ndarray):
+    __slots__ = ("ids", "marks", "offsets", "total")
+
+    def __init__(
+        self,
+        ids: np.ndarray,
+        offsets: np.ndarray,
+        total: int | None = None,
+        marks: list[int] | None = None,
+    ):
         self.ids, self.offsets = ids, offsets
+        self.total = len(ids) if total is None else total
+        self.marks = marks
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self.total
+
+    @property
+    def whole(self) -> bool:
+        """Whether every token of the text is held."""
+        return self.total == len(self.ids)
 
     def head(self, n: int) -> Encoded:
         """The first `n` tokens."""
@@ -168,10 +187,20 @@ class Encoder:
     tokenizer) is encoded again with the tokenizer's own offsets.
     """
 
-    def __init__(self, tok, byte_len: np.ndarray | None = None):
+    def __init__(
+        self,
+        tok,
+        byte_len: np.ndarray | None = None,
+        chunk: int | None = None,
+        batch: int | None = None,
+    ):
         import numpy as np
 
         self.tok = tok
+        self.chunk = CHUNK_CHARS if chunk is None else chunk
+        """A text longer than this many characters is encoded in pieces (`cuts`)."""
+        self.batch = BATCH_CHARS if batch is None else batch
+        """Characters given to the tokenizer in one call (at least one piece)."""
         self.byte_len = _byte_lengths(tok) if byte_len is None else byte_len
         self.nfc = _component(tok.normalizer) in (None, {"type": "NFC"})
         added = list(tok.get_added_tokens_decoder())
@@ -180,10 +209,73 @@ class Encoder:
         if added:
             self.added = np.zeros(max(tok.get_vocab_size(True), max(added) + 1), dtype=bool)
             self.added[added] = True
+        self.cuttable = _cuttable(tok)
+        """Whether texts may be encoded in pieces cut at `CUT` (`cuts`): the tokenizer's
+        tokens never cross such a cut, so the pieces' tokens are the whole text's."""
         self._plain: Encoder | None = None
         self._lock = threading.Lock()
 
-    def __call__(self, texts: list[str]) -> list[Encoded]:
+    def __call__(
+        self,
+        texts: list[str],
+        keep: int | None = None,
+        marks: list[list[int] | None] | None = None,
+    ) -> list[Encoded]:
+        """Every text's `Encoded`. `keep`: hold only the first `keep` tokens of each (a
+        partial encoding, counted whole: what a length limit keeps); `marks`: per text,
+        character positions whose first token over the whole text is wanted
+        (`Encoded.marks`: where each turn starts).
+
+        A text over `chunk` characters is encoded in pieces cut where the tokenizer's tokens
+        provably end (`cuts`), and the pieces of all texts go to the tokenizer at most
+        `batch` characters a call: its own per-token structures (a hundred bytes
+        and more a token) are held for one call's characters, not for a whole 30 MB
+        observation or a batch of big records. The result is the whole texts' encoding."""
+        import numpy as np
+
+        acc = [
+            _Parts(
+                keep,
+                None if marks is None or marks[k] is None else np.asarray(marks[k], dtype=np.int64),
+            )
+            for k in range(len(texts))
+        ]
+        group: list[tuple[int, int, str]] = []
+        size = 0
+        for k, text in enumerate(texts):
+            for a, b in self.cuts(text):
+                if group and size + b - a > self.batch:
+                    self._fold(group, acc)
+                    group, size = [], 0
+                group.append((k, a, text if (a, b) == (0, len(text)) else _slice(text, a, b)))
+                size += b - a
+        if group:
+            self._fold(group, acc)
+        return [p.result(len(t)) for p, t in zip(acc, texts, strict=True)]
+
+    def cuts(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) of the pieces `text` is encoded in: itself when it is short or the
+        tokenizer is not `cuttable`, else pieces of at least `chunk` characters cut at
+        `CUT` (a text without one is one piece)."""
+        n = len(text)
+        if n <= self.chunk or not self.cuttable:
+            return [(0, n)]
+        out, a = [], 0
+        while n - a > self.chunk:
+            m = CUT.search(text, a + self.chunk)
+            if m is None:
+                break
+            out.append((a, m.start() + 1))
+            a = m.start() + 1
+        out.append((a, n))
+        return out
+
+    def _fold(self, group: list[tuple[int, int, str]], acc: list[_Parts]) -> None:
+        for (k, a, piece), enc in zip(group, self._whole([g[2] for g in group]), strict=True):
+            acc[k].add(a, a + len(piece), enc)
+
+    def _whole(self, texts: list[str]) -> list[Encoded]:
+        """Each text encoded in one piece (special tokens in content read as text)."""
         out = self._encode(texts)
         if self.added is not None:
             leaks = [
@@ -294,7 +386,9 @@ class Encoder:
         needed: it costs about a second for Qwen's)."""
         with self._lock:
             if self._plain is None:
-                self._plain = Encoder(plain_tokenizer(self.tok), self.byte_len)
+                self._plain = Encoder(
+                    plain_tokenizer(self.tok), self.byte_len, self.chunk, self.batch
+                )
             return self._plain
 
 
@@ -309,6 +403,133 @@ def _in_content(spans: np.ndarray, content: tuple[int, ...]) -> np.ndarray:
     out = np.zeros(len(spans), dtype=bool)
     out[inside] = c[j[inside], 0] < spans[inside, 1]
     return out
+
+
+CHUNK_CHARS = 1 << 16
+"""A text longer than this is encoded in pieces (`Encoder.cuts`), when the tokenizer allows."""
+BATCH_CHARS = 1 << 20
+"""Characters given to the tokenizer in one call (`Encoder.__call__`)."""
+CUT = re.compile(r"\n[!-~]|[A-Za-z] ")
+"""Where a text may be cut for a `cuttable` tokenizer: before the character after the
+match's first (a printable ASCII character after a newline; a space after an ASCII
+letter). For the pre-tokenizer regexes of `CUTTABLE_SPLITS` no pre-token holds both
+characters, every pre-token before the cut is the same in the text cut there, and an
+ASCII character after it is a boundary of NFC normalization: the tokens of the two
+pieces are the whole text's."""
+CUTTABLE_SPLITS = (
+    # Qwen2 / Qwen2.5 / Qwen3
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+    # Llama 3
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+)
+"""Pre-tokenizer regexes for which a `CUT` ends a pre-token and the pre-tokens before it
+do not depend on what follows. A pre-token holding the newline ends with it: the
+alternatives that take a newline read on only for more newlines or whitespace, and stop
+at the printable character after it as at the end of a text; the one whose lookahead
+(`(?!\\S)`) would see that character is tried only where the one before it (whitespace
+ending in newlines) failed, which it does not on whitespace holding a newline. A letter
+run ends at the space after it (and a contraction needs a letter there).
+`test_export_hunt_1205f` checks pieces against whole texts."""
+
+
+def _cuttable(tok) -> bool:
+    """Whether `tok` tokenizes a text as the pieces `CUT` cuts it into: a BPE model
+    (without dropout) behind one of `CUTTABLE_SPLITS` and a byte-level mapping, no
+    normalizer or NFC, no truncation or padding, and added tokens that cannot span a
+    cut (no whitespace in them) nor take characters beside them (lstrip, rstrip,
+    single_word). Any other tokenizer encodes every text whole."""
+    if type(tok.model).__name__ != "BPE" or getattr(tok.model, "dropout", None):
+        return False
+    if tok.truncation is not None or tok.padding is not None:
+        return False
+    if _component(tok.normalizer) not in (None, {"type": "NFC"}):
+        return False
+    pre = _component(tok.pre_tokenizer) or {}
+    steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
+    if not steps or len(steps) != 2:
+        return False
+    split, level = steps
+    if not (
+        split.get("type") == "Split"
+        and (split.get("pattern") or {}).get("Regex") in CUTTABLE_SPLITS
+        and split.get("behavior") == "Isolated"
+        and not split.get("invert")
+        and level.get("type") == "ByteLevel"
+        and not level.get("add_prefix_space")
+        and not level.get("use_regex")
+    ):
+        return False
+    return not any(
+        t.lstrip or t.rstrip or t.single_word or any(c.isspace() for c in t.content)
+        for t in tok.get_added_tokens_decoder().values()
+    )
+
+
+def _slice(text: str, a: int, b: int) -> str:
+    """Characters [a, b) of `text`; of a rendered text (with `content` spans), a rendered
+    text with the content spans inside them."""
+    content = getattr(text, "content", None)
+    if content is None:
+        return text[a:b]
+    lo = bisect.bisect_right(content, a) & ~1  # the first pair that may reach past a
+    spans = []
+    for s, e in zip(content[lo::2], content[lo + 1 :: 2], strict=True):
+        if s >= b:
+            break
+        if e > a:
+            spans += (max(s, a) - a, min(e, b) - a)
+    return type(text)(text[a:b], spans)
+
+
+class _Parts:
+    """One text's encoding put together from its pieces' (`Encoder.__call__`)."""
+
+    def __init__(self, keep: int | None, marks: np.ndarray | None):
+        self.keep, self.marks = keep, marks
+        self.at = None if marks is None else marks.copy()
+        self.ids: list[np.ndarray] = []
+        self.offsets: list[np.ndarray] = []
+        self.held = self.total = 0
+        self.one: Encoded | None = None
+        """The only piece, as encoded (no copy), while it is the only one."""
+
+    def add(self, a: int, b: int, enc: Encoded) -> None:
+        """The encoding of characters [a, b), the piece after those added before."""
+        if self.marks is not None:  # the positions inside this piece
+            inside = (self.marks >= a) & (self.marks < b)
+            if inside.any():
+                local = enc.offsets[:, 0].searchsorted(self.marks[inside] - a, "left")
+                self.at[inside] = self.total + local
+        take = len(enc) if self.keep is None else max(0, min(len(enc), self.keep - self.held))
+        if not self.total and a == 0 and take == len(enc):
+            self.one = enc
+        else:
+            self.one = None
+        if take:
+            self.ids.append(enc.ids[:take])
+            self.offsets.append(enc.offsets[:take] + a if a else enc.offsets[:take])
+        self.held += take
+        self.total += len(enc)
+
+    def result(self, n_chars: int) -> Encoded:
+        import numpy as np
+
+        marks = None
+        if self.marks is not None:
+            self.at[self.marks >= n_chars] = self.total
+            marks = self.at.tolist()
+        if self.one is not None:  # one piece, whole: as the tokenizer gave it
+            return Encoded(self.one.ids, self.one.offsets, marks=marks)
+        if not self.ids:
+            ids, offsets = np.zeros(0, dtype=np.int32), np.zeros((0, 2), dtype=np.int64)
+        elif len(self.ids) == 1:
+            ids, offsets = self.ids[0].copy(), self.offsets[0].copy()
+        else:
+            ids = np.concatenate(self.ids).astype(np.int32, copy=False)
+            offsets = np.concatenate(self.offsets).astype(np.int64, copy=False)
+        return Encoded(ids, offsets.reshape(-1, 2), self.total, marks)
 
 
 def plain_tokenizer(tok):
