@@ -381,24 +381,29 @@ def _engine(container):
 
 
 KILL_GROUP = """G="$1"
-if kill -s KILL -- "-$G" 2>/dev/null || kill -s KILL "-$G" 2>/dev/null; then echo killed; fi
-i=0
-while [ "$i" -lt 100 ]; do
-  alive=0
+alive() {
   for f in /proc/[0-9]*/stat; do
     read -r line < "$f" 2>/dev/null || continue
     rest=${line##*) }
     set -- $rest
-    if [ "$3" = "$G" ] && [ "$1" != Z ]; then alive=1; break; fi
+    if [ "$3" = "$G" ] && [ "$1" != Z ]; then return 0; fi
   done
-  [ "$alive" = 0 ] && break
+  return 1
+}
+alive || exit 0
+echo killed
+kill -s KILL -- "-$G" 2>/dev/null || kill -s KILL "-$G" 2>/dev/null
+i=0
+while alive && [ "$i" -lt 100 ]; do
   sleep 0.01
   i=$((i + 1))
 done"""
-"""Kill process group `$1` (dash wants `--` before a negative pid, busybox refuses it),
-saying `killed` when it signalled a process, then wait, at most ~1 s, until only zombies
-are left of it (`/proc/PID/stat`: state, then process group, after the name): a SIGKILL
-is delivered, not waited for, and the next step must not see the command still running."""
+"""Kill process group `$1`, saying `killed` when a process of it still ran (not a zombie:
+`/proc/PID/stat` has the state, then the process group, after the name), then wait, at most
+~1 s, until only zombies are left of it: a SIGKILL is delivered, not waited for, and the
+next step must not see the command still running. The look, not `kill`'s status, says
+`killed`: dash wants `--` before a negative pid, busybox refuses it and kills the group all
+the same, and a zombie not yet reaped takes a signal as if it ran."""
 
 
 def _kill_group(container, group: int) -> bool:

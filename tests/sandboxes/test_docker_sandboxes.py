@@ -54,10 +54,16 @@ def test_background_jobs_persist(term):
 
 def test_a_wait_that_ends_mid_stream_is_a_cut_of_ours_and_a_quiet_one_is_not(term):
     """Found: `seq 1 3000000` with the default 1 s wait stopped at line ~43,000, where our
-    clock did, and was a full loss target (248,064 tokens) like any answer."""
-    o = term.step(keystrokes("seq 1 3000000\n", duration=1.0))
+    clock did, and was a full loss target (248,064 tokens) like any answer. The stream
+    here prints a line every 50 ms: `seq` itself reaches the output cap within the second
+    on a quiet machine (then the cut is `truncated`, below) and not on a loaded one."""
+    o = term.step(keystrokes("while :; do echo tick; sleep 0.05; done\n", duration=1.0))
     assert state(o) == {**state(o), "prompt_returned": False, "still_printing": True}
     assert turn_fault(None, o.truncated, o.state_json) == "still_printing"
+    term.step(keystrokes("C-c", duration=5))
+    # a flood that cannot end: cut at the cap (or by the clock if slower), never an answer
+    o = term.step(keystrokes("yes 1234567\n", duration=1.0))
+    assert turn_fault(None, o.truncated, o.state_json) in ("truncated", "still_printing")
     term.step(keystrokes("C-c", duration=5))
     # waiting on a sleep, or at a REPL's prompt, the screen was quiet when the wait ended
     for keys, wait in (("sleep 300\n", 0.5), ("C-c", 5), ("python3 -q\n", 1.5)):
