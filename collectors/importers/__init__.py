@@ -41,7 +41,7 @@ from worldtrace.schemas.forkpool import stop_workers as _stop_workers
 from worldtrace.schemas.hashing import trajectory_id
 from worldtrace.schemas.redact import redact_record, redactor
 from worldtrace.schemas.tempfiles import first_line, lock_holder, try_lock
-from worldtrace.schemas.validate import LONE_SURROGATE, suspects
+from worldtrace.schemas.validate import LONE_SURROGATE, parse_json, suspects
 
 from . import (
     agentworldbench,
@@ -67,6 +67,7 @@ from .common import (
     path_text,
     plural,
     shown,
+    too_deep_to_convert,
 )
 from .reading import (
     LOOKS_LIKE_JSONL,
@@ -191,7 +192,7 @@ def _config_of(options: str | None) -> ImportConfig | None:
     """The config a record's `IMPORT_OPTIONS` says it was imported with (None: the
     defaults); None when it is not one this version can run (a format since renamed)."""
     try:
-        given = json.loads(options) if options is not None else {}
+        given = parse_json(options) if options is not None else {}
         cfg = ImportConfig(**{k: given[k] for k in CONTENT_OPTIONS if k in given})
     except (ValueError, TypeError):
         return None
@@ -289,8 +290,8 @@ def our_manifest(path: Path) -> bool:
     try:
         if path.stat().st_size > MANIFEST_BYTES:
             return False
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        data = parse_json(path.read_bytes().decode())
+    except (OSError, ValueError):  # not UTF-8, not JSON, nested too deep: not ours
         return False
     if not isinstance(data, dict) or "schema_version" not in data:
         return False
@@ -309,20 +310,25 @@ def _lines_file(path: Path) -> bool:
 # (format, origin index, where, Trajectory | ImportProblem)
 Item = tuple[str, int, str, Any]
 
+TOO_DEEP_FILE = "nested too deeply to convert (a value deeper than this call's stack can follow)"
+"""A whole file's parser out of stack: the parser read the file, so no field is known."""
+
 
 def _guarded(
-    path: Path, where: str, index: int, name: str, parse: Callable[[], Any]
+    path: Path, where: str, index: int, name: str, parse: Callable[[], Any], record: Any = None
 ) -> Iterator[Item]:
     """The items of one record (or whole-file trajectory); whatever breaks the parser
-    becomes this record's problem."""
+    becomes this record's problem. `record`: what `parse` reads, when it is one record
+    (its deepest field names a RecursionError; a whole file's parser reads the file)."""
     try:
         items = list(parse())
     except (MissingField, KeyError) as exc:
         items = [ImportProblem(str(path), where, "missing_field", str(exc).strip("'\""))]
     except InvalidField as exc:  # the message names the field
         items = [ImportProblem(str(path), where, "invalid", str(exc))]
-    except RecursionError:
-        items = [ImportProblem(str(path), where, "too_deep", "nested too deeply to convert")]
+    except RecursionError:  # records are read to `validate.JSON_DEPTH`: a deep caller
+        why = too_deep_to_convert(record) if record is not None else TOO_DEEP_FILE
+        items = [ImportProblem(str(path), where, "too_deep", why)]
     except Exception as exc:  # a record of a shape no parser expects: it alone is lost
         items = [ImportProblem(str(path), where, "invalid", f"{type(exc).__name__}: {exc}")]
     for item in items:
@@ -340,7 +346,7 @@ def _record(
     fmt = cfg.format
     if fmt in ("auto", native.NAME) and native.detect_record(d):  # ours: kept as given
         parse = lambda: native.parse_record(d, path, index, cfg.domain)  # noqa: E731
-        yield from _guarded(path, where, index, native.NAME, parse)
+        yield from _guarded(path, where, index, native.NAME, parse, d)
         return
     if fmt != "auto":
         mod = RECORD_FORMATS.get(fmt)
@@ -352,7 +358,7 @@ def _record(
     if isinstance(d, dict) and d.get("id") is not None and str(d["id"]).strip():
         origin = str(d["id"])  # a blank id names nothing: the file and line do
     yield from _guarded(
-        path, where, index, mod.NAME, lambda: mod.parse_record(d, origin, cfg.domain)
+        path, where, index, mod.NAME, lambda: mod.parse_record(d, origin, cfg.domain), d
     )
 
 
@@ -546,8 +552,8 @@ def one_document(path: Path) -> str | None:
     try:
         if as_jsonl and (first is None or _parses(first)):
             return None  # JSONL: each line is checked
-        data = json.loads(text)
-    except (ValueError, RecursionError):
+        data = parse_json(text)
+    except ValueError:  # TooDeep too
         return None  # not JSON as a whole either: the line (or record) problems say where
     if isinstance(data, dict | list) and _ours(data):
         fmt = None
@@ -581,8 +587,8 @@ def one_session(path: Path) -> str | None:
 
 def _parses(line: str) -> bool:
     try:
-        json.loads(line)
-    except (ValueError, RecursionError):
+        parse_json(line)
+    except ValueError:  # TooDeep too
         return False
     return True
 
@@ -726,8 +732,8 @@ def convert(
         d[F.METADATA] = {**meta, IMPORT_OPTIONS: options} if options is not None else meta
         cut = cap_observations(d, cap)
         d["trajectory_id"] = tid = trajectory_id(d)
-    except RecursionError:
-        problem = ImportProblem(str(path), where, "too_deep", "nested too deeply to convert")
+    except RecursionError:  # as in `_guarded`
+        problem = ImportProblem(str(path), where, "too_deep", too_deep_to_convert(t))
         return Converted(None, problem, "", 0, loc)
     # validated with its task's other rows (`checked`), unless the store has it already
     return Converted(None if tid in present else d, None, "", cut, loc, warning, tid)

@@ -147,7 +147,8 @@ grep_files and dynamic tools' text are kept as they are.
 Text turns as OpenAI/ATIF (`common.conversation`): an assistant message with no call in
 its response, answered by the user, is a `text` turn; the last unanswered -> metadata
 `final_message`. Reasoning items' summaries (and raw `content` text; encrypted content
-is not text) and the response's own prose are the reasoning of its first call. Not the
+is not text) and the response's own prose are the reasoning of its first call (its
+prose when none of its calls makes a turn: reported, `message_not_imported`). Not the
 user's words: `<environment_context>` (its `<cwd>` read), `<user_instructions>` and
 `# AGENTS.md instructions` (-> metadata `user_instructions`), skills, `<turn_aborted>`,
 `<context_update>` and `developer` messages are Codex's context (passed over);
@@ -173,6 +174,7 @@ from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import Action, Observation, Outcome
+from worldtrace.schemas.validate import parse_json
 
 from .common import (
     AGENT,
@@ -566,8 +568,8 @@ def _json_object(text: str) -> dict[str, Any] | None:
     if not text.startswith("{"):
         return None
     try:
-        d = json.loads(text)
-    except (ValueError, RecursionError):
+        d = parse_json(text)
+    except ValueError:  # TooDeep too: the output, as text
         return None
     return d if isinstance(d, dict) else None
 
@@ -821,8 +823,8 @@ def _rust_str(text: str) -> str:
 def _json_value(text: str) -> Any:
     """`text` as JSON (None: not JSON, or JSON `null`)."""
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
+        return parse_json(text)
+    except ValueError:  # TooDeep too
         return None
 
 
@@ -853,8 +855,8 @@ def _args_read(args: Any) -> bool:
     if not isinstance(args, str) or not args.strip():
         return True
     try:
-        json.loads(args)
-    except (ValueError, RecursionError):
+        parse_json(args)
+    except ValueError:  # TooDeep too (`tool_action` names the field)
         return False
     return True
 
@@ -1045,8 +1047,8 @@ def _function_call(name: str, args: Any, place: str) -> tuple[str, Action, bool,
     parsed = args
     if isinstance(args, str):
         try:
-            parsed = json.loads(args) if args.strip() else {}
-        except (ValueError, RecursionError):
+            parsed = parse_json(args) if args.strip() else {}
+        except ValueError:  # TooDeep too: a tool call, which `tool_action` refuses
             parsed = None
     command = parsed.get("command") if isinstance(parsed, dict) else None
     if name in SHELLS and isinstance(command, list) and command and all(isinstance(a, str) for a in command):  # fmt: skip
@@ -1215,7 +1217,7 @@ class _Reader:
         if not isinstance(out, str) or not out:
             out = "".join(x for x in (end.get("stdout"), end.get("stderr")) if isinstance(x, str))
         state = seen.state_json
-        if state and json.loads(state).get("timed_out"):
+        if state and parse_json(state).get("timed_out"):
             return timed_out(out)
         if end.get("type") == "patch_apply_end":
             return Observation(out, is_error=end.get("success") is False)
@@ -1294,8 +1296,8 @@ class _Reader:
         the text."""
         if text.startswith("{"):
             try:
-                d = json.loads(text)
-            except (ValueError, RecursionError):
+                d = parse_json(text)
+            except ValueError:  # TooDeep too: the output, as text
                 d = None
             if isinstance(d, dict) and isinstance(d.get("content"), list) and set(d) <= {"content", "isError", "is_error", "structuredContent", "structured_content", "_meta"}:  # fmt: skip
                 error = d.get("isError", d.get("is_error")) is True
@@ -1529,6 +1531,10 @@ def _trajectory(
         starts.append(c.line.at)
         at_lines.append(c.line.n)
 
+    for gi, g in enumerate(groups):  # its text is a turn's reasoning: none took it
+        if g.calls and gi not in reasoned and _plain(g.said).strip():
+            at = next((x.where for x in g.lines if x.p.get("type") == "message"), g.where)
+            yield file_warning(path, at, "message_not_imported", "the agent's text in a response whose calls made no turn; not imported")  # fmt: skip
     task = next(
         (
             parts.text(g.said, f"task ({g.where}: {g.lines[0].pre}content)")

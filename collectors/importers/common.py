@@ -120,6 +120,63 @@ def record_id(rec: dict[str, Any], key: str) -> str | None:
     raise expected(key, "a string or a number", value)
 
 
+FIELD_PARTS = 8
+"""The most keys and indices a too-deep problem names of the way down to the nesting."""
+
+Place = list[str | int]
+"""A place in a record: its keys and list indices from the top."""
+
+
+def deep_field(path: Place) -> str:
+    """The field that holds deep nesting, named as problems name fields
+    (`messages[1].tool_calls[0].function.arguments.x`): `path` down to its last key
+    (below it the indices are the nesting itself), at most FIELD_PARTS parts."""
+    keys = [k for k, part in enumerate(path) if isinstance(part, str)]
+    named = path[: keys[-1] + 1] if keys else []
+    name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in named[:FIELD_PARTS])
+    return name.removeprefix(".") + ("..." if len(named) > FIELD_PARTS else "")
+
+
+def deepest_field(value: Any) -> tuple[str, int]:
+    """(`deep_field`, depth) of the deepest nesting of a parsed record (dataclasses read
+    as objects), level by level: no recursion, the walk a too-deep value needs."""
+    depth, path, level = 0, [], [([], value)]
+    while opened := [(p, items) for p, x in level if (items := _items(x)) is not None]:
+        depth, path = depth + 1, opened[0][0]
+        level = [([*p, k], v) for p, items in opened for k, v in items]
+    return deep_field(path), depth
+
+
+def _items(x: Any) -> list[tuple[str | int, Any]] | None:
+    """The (key or index, value) pairs of an object, list or dataclass; None for a leaf."""
+    if isinstance(x, dict):
+        return [(str(k), v) for k, v in x.items()]
+    if isinstance(x, list | tuple):
+        return list(enumerate(x))
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return [(f.name, getattr(x, f.name)) for f in dataclasses.fields(x)]
+    return None
+
+
+def too_deep_to_convert(record: Any) -> str:
+    """The problem of a record whose conversion ran out of stack: the field nested
+    deepest and how deep (`deepest_field`)."""
+    field, depth = deepest_field(record)
+    return f"{field or 'the record'}: nested {depth} levels deep, too deep to convert"
+
+
+def json_in(text: str, field: str, **options: Any) -> Any:
+    """JSON text a record holds in `field` (tools, a tool's schema, a step's state, a call)
+    read as `validate` and `process` would read it: under the one depth limit
+    (`validate.parse_json`), from any stack. Deeper is the record's error naming the field
+    and the depth (InvalidField, never a JSONDecodeError: not "not JSON", and no fallback
+    that keeps it as text); else what `json.loads(text, **options)` returns or raises."""
+    try:
+        return parse_json(text, **options)
+    except TooDeep as exc:
+        raise InvalidField(f"{field}: {exc}") from None
+
+
 def tool_list(tools: Any, field: str = "tools") -> list[Any] | None:
     """Declared tools: a list, or a JSON string holding one (as datasets store them);
     none or a blank string: None. Anything else is the record's error (InvalidField):
@@ -128,7 +185,7 @@ def tool_list(tools: Any, field: str = "tools") -> list[Any] | None:
         return None
     if isinstance(tools, str):
         try:
-            parsed = json.loads(tools)
+            parsed = json_in(tools, field)
         except json.JSONDecodeError:
             parsed = None
         tools = parsed if isinstance(parsed, list) else tools
@@ -328,14 +385,14 @@ def tool_action(name: str, arguments: Any, field: str = "arguments") -> Action:
     if isinstance(arguments, str):
         try:  # `NaN`, `Infinity`, `1e400` are not JSON: the model's text, kept as written
             parsed = (
-                parse_json(
-                    arguments, parse_constant=no_json_constant, parse_float=finite_json_float
+                json_in(
+                    arguments, field, parse_constant=no_json_constant, parse_float=finite_json_float
                 )
                 if arguments.strip()
                 else {}
             )
-        except TooDeep as exc:
-            raise InvalidField(f"{field}: {exc}") from None
+        except InvalidField:  # nested too deep
+            raise
         except ValueError:  # JSONDecodeError too
             parsed = {"_raw": arguments}
         if not isinstance(parsed, dict):
@@ -470,7 +527,7 @@ def timed_out(output: str, state_json: str | None = None, truncated: bool = Fals
     step's state (a JSON object, else none). The harness's notice itself is not kept: it is not the
     environment's answer."""
     try:
-        state = json.loads(state_json) if state_json else {}
+        state = parse_json(state_json) if state_json else {}
     except json.JSONDecodeError:
         state = {}
     state = {**(state if isinstance(state, dict) else {}), "timed_out": True}
@@ -647,7 +704,7 @@ def _json_object(value: Any, at: str, key: str) -> Mapping[str, Any]:
     """A tool's field that is no object: the object a JSON string holds, else the
     record's error naming `at.key`."""
     try:
-        parsed = json.loads(value) if isinstance(value, str) else None
+        parsed = json_in(value, f"{at}.{key}") if isinstance(value, str) else None
     except json.JSONDecodeError:
         parsed = None
     if not isinstance(parsed, Mapping):

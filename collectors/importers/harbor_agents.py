@@ -59,12 +59,12 @@ Only exact templates, whole and in their place, are read; anything else is kept.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.actions import arguments_of
+from worldtrace.schemas.validate import parse_json
 
 from ..actions import keystrokes
 from . import gemini_cli, openhands_v1
@@ -313,8 +313,8 @@ def answer(agent: str, name: Any, args: Any, text: str | None) -> Observation | 
     result); None when harbor's text is read as ATIF (a Qwen Code call with no result)."""
     if isinstance(args, str):  # ATIF allows the object as the JSON string
         try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
+            args = parse_json(args)
+        except ValueError:  # TooDeep too (`action` refuses it, naming the field)
             args = {}
     if agent == OPENCODE:
         return opencode_answer(name, text)

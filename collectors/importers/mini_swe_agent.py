@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import Action, Observation, Outcome
+from worldtrace.schemas.validate import parse_json
 
 from .common import (
     ImportProblem,
@@ -173,8 +174,8 @@ def _calls(calls: list[Any]) -> list[tuple[str | None, str]] | None:
             return None
         args = fn.get("arguments")
         try:
-            args = json.loads(args) if isinstance(args, str) else args
-        except json.JSONDecodeError:
+            args = parse_json(args) if isinstance(args, str) else args
+        except ValueError:  # TooDeep too: a tool call, which `tool_action` refuses
             return None
         if not isinstance(args, dict) or not isinstance(args.get("command"), str):
             return None

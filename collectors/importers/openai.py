@@ -635,13 +635,19 @@ def _exchange(
 
 def _outcome(rec: dict[str, Any]) -> Outcome | None:
     """A benchmark run's reward: success at full reward (>= 1), failure below; none:
-    unknown. A reward that is not a number (`"1.0"`, `true`) is the record's error."""
+    unknown. A reward that is not a number (`"1.0"`, `true`) is the record's error, and so
+    is an integer too large for a float (400 digits: it would be Infinity, which
+    `validate` refuses; the reader refuses `1e400` so)."""
     reward = rec.get("reward")
     if reward is None:
         return None
     if isinstance(reward, bool) or not isinstance(reward, int | float):
         raise expected("reward", "a number", reward)
-    return Outcome(status="success" if reward >= 1 else "failure", reward=float(reward))
+    try:
+        value = float(reward)
+    except OverflowError:
+        raise expected("reward", "a number a float can hold", reward) from None
+    return Outcome(status="success" if reward >= 1 else "failure", reward=value)
 
 
 def _info(rec: dict[str, Any]) -> Any:

@@ -94,6 +94,7 @@ from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import Action, Observation, Outcome
+from worldtrace.schemas.validate import parse_json
 
 from ..actions import keystrokes
 from .common import (
@@ -583,8 +584,8 @@ def _arguments(e: _Event) -> Any:
     `security_risk` and `summary` (unless the tool itself takes a `summary`)."""
     raw = e.d["tool_call"]["arguments"]
     try:
-        args = json.loads(raw)
-    except ValueError:
+        args = parse_json(raw)
+    except ValueError:  # TooDeep too: `tool_action` refuses it, naming the field
         return raw
     if not isinstance(args, dict):
         return raw

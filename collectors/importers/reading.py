@@ -3,12 +3,14 @@
 The stdlib decoder is kept (orjson decodes these records only ~25% faster, a few percent
 of an import); what it lacks is added here: NaN/Infinity are refused (they are not JSON
 and would poison arguments and observations downstream), and a record nested deeper than
-the interpreter can follow is reported with its line and column instead of unwinding the
-whole run with a RecursionError. So is a number too large for a float (`1e400` would be
-Infinity). Files are read as bytes and decoded strictly: bytes that are not UTF-8 (a
-Latin-1 file) are a located problem, never replaced in silence; a leading UTF-8 byte order
-mark is passed over; a UTF-16 or compressed file is one problem saying what it is. The
-byte and JSON rules and their messages are the store's readers' (`schemas/text.py`).
+`validate.JSON_DEPTH` is reported with its line and column: the limit `validate` and
+`process` hold records to, the same from any stack (Python's parser took what the stack
+left room for: 600 levels from one caller, not from another). So is a number too large
+for a float (`1e400` would be Infinity). Files are read as bytes and decoded strictly:
+bytes that are not UTF-8 (a Latin-1 file) are a located problem, never replaced in
+silence; a leading UTF-8 byte order mark is passed over; a UTF-16 or compressed file is
+one problem saying what it is. The byte and JSON rules and their messages are the store's
+readers' (`schemas/text.py`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from typing import Any
 from worldtrace.schemas import text as T
 from worldtrace.schemas.text import TEXT_LINE_END as LINE_END
 from worldtrace.schemas.text import BadText
-from worldtrace.schemas.validate import finite_json_float
+from worldtrace.schemas.validate import TooDeep, finite_json_float, parse_json
 
-from .common import ImportProblem
+from .common import ImportProblem, Place, deep_field
 
 _NUMBERS = re.compile(r'"(?:[^"\\]|\\.)*"|NaN|-?Infinity|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?')
 """The strings (passed over) and the non-finite constants and numbers of JSON text."""
@@ -56,21 +58,57 @@ _INF = float("inf")
 
 
 def loads(text: str, unit: str = "line") -> Any:
-    """json.loads that refuses NaN/Infinity and numbers too large for a float, and reports
-    depth; errors are BadText (`unit`: what the text is, `line` or `file`, for the message).
+    """`validate.parse_json` (the one depth limit) that refuses NaN/Infinity and numbers
+    too large for a float, and reports depth; errors are BadText (`unit`: what the text
+    is, `line` or `file`, for the message).
     Counts the texts that hold a surrogate escape (`surrogate_escapes`)."""
     global _escaped
     if "\\ud" in text or "\\uD" in text:
         _escaped += 1
     try:
-        return json.loads(text, parse_constant=_refuse, parse_float=finite_json_float)
+        return parse_json(text, parse_constant=_refuse, parse_float=finite_json_float)
     except json.JSONDecodeError as exc:
         raise T.undecodable(text, exc, unit, prefix="") from None
-    except RecursionError:
-        raise T.too_deep(text) from None
+    except TooDeep:
+        raise _too_deep(text) from None
     except ValueError as exc:  # a refused constant, or e.g. an integer of 5,000 digits
         what, line, col = _not_a_number(text) or (str(exc), 1, 1)
         raise BadText(f"{what} (column {col})", line, col) from None
+
+
+def _too_deep(text: str) -> BadText:
+    """The problem of JSON `text` nested deeper than `validate.JSON_DEPTH` (`T.too_deep`:
+    how deep, where), naming the field that holds the nesting, as a field too deep inside
+    a record that parses is named (`common.json_in`)."""
+    bad = T.too_deep(text)
+    field = deep_field(_place(text, T.deepest(text)[1]))
+    return BadText(f"{field}: {bad.message}" if field else bad.message, bad.line, bad.column)
+
+
+_SYNTAX = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{\]},:]')
+"""The strings, brackets and separators of JSON text: what tells where a value is."""
+
+
+def _place(text: str, pos: int) -> Place:
+    """The keys and indices down to the value that starts at `pos` in JSON `text`, read
+    from its syntax alone (the text need not parse; no recursion)."""
+    stack: list[list[Any]] = []  # [bracket, key or index, whether a key comes next]
+    for m in _SYNTAX.finditer(text, 0, pos):
+        tok = m.group()
+        if tok in "[{":
+            stack.append([tok, 0 if tok == "[" else "", tok == "{"])
+        elif not stack:
+            continue
+        elif tok in "]}":
+            stack.pop()
+        elif tok == ",":
+            top = stack[-1]
+            top[1], top[2] = (top[1] + 1, False) if top[0] == "[" else ("", True)
+        elif tok == ":":
+            stack[-1][2] = False
+        elif stack[-1][2]:  # an object's key, as written
+            stack[-1][1] = tok[1:-1]
+    return [key for _, key, _ in stack]
 
 
 _escaped = 0
@@ -150,8 +188,8 @@ def _jsonl(text: str, extra: int) -> bool:
     if extra > len(lines) or not lines[extra - 1].lstrip().startswith(("{", "[")):
         return False
     try:
-        return isinstance(json.loads(first), dict | list)
-    except (ValueError, RecursionError):
+        return isinstance(parse_json(first), dict | list)
+    except ValueError:  # TooDeep too
         return False
 
 
@@ -189,8 +227,8 @@ def json_head(path: str | Path, lines: int) -> Iterator[Any]:
                 if not line.strip():
                     continue
                 try:
-                    yield json.loads(line)
-                except (ValueError, RecursionError):
+                    yield parse_json(line)
+                except ValueError:  # TooDeep too: no record of any format
                     continue
     except OSError:
         return

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from worldtrace.schemas import Observation
+from worldtrace.schemas.validate import parse_json
 
 from .common import (
     ImportProblem,
@@ -53,6 +54,7 @@ from .common import (
     expected,
     guess_domain,
     join_reasoning,
+    json_in,
     json_text,
     message_action,
     record_id,
@@ -123,7 +125,7 @@ def _call(value: str, at: str) -> list[Call]:
     """The calls in a function_call message's value (at `at`), each with where its
     arguments are."""
     try:
-        parsed = json.loads(value)
+        parsed = json_in(value, at)
     except (TypeError, json.JSONDecodeError) as exc:
         raise MissingField(f"{at}: function_call is not JSON: {value[:60]!r}") from exc
     if isinstance(parsed, list):
@@ -139,7 +141,7 @@ def _call(value: str, at: str) -> list[Call]:
 def _is_json(value: Any) -> bool:
     """A value JSON holds as it is (no set, tuple, bytes, non-string key or infinity)."""
     try:
-        return json.loads(json.dumps(value, allow_nan=False)) == value
+        return parse_json(json.dumps(value, allow_nan=False)) == value
     except (TypeError, ValueError):
         return False
 
@@ -152,14 +154,14 @@ def _block_call(body: str, at: str) -> dict[str, Any]:
     text = body.strip()
     call = None
     try:
-        call = json.loads(text)
+        call = json_in(text, at)
     except json.JSONDecodeError:
         quoted = QUOTED_ARGUMENTS.search(text)
         if quoted:
             swapped = json.dumps(quoted.group(2).replace("\\'", "'"))
             with contextlib.suppress(json.JSONDecodeError):
-                call = json.loads(
-                    f"{text[: quoted.start()]}{quoted.group(1)}{swapped}{quoted.group(3)}"
+                call = json_in(
+                    f"{text[: quoted.start()]}{quoted.group(1)}{swapped}{quoted.group(3)}", at
                 )
         if call is None:
             try:
@@ -194,7 +196,7 @@ def _gpt_calls(text: str, n: int) -> tuple[list[Call], str] | None:
         return calls, "\n".join(p for p in around if p)
     if text.lstrip().startswith("{"):
         try:
-            call = json.loads(text)
+            call = json_in(text, at)
         except json.JSONDecodeError:
             return None
         named = isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]
@@ -209,8 +211,8 @@ def _content(body: str, name: str) -> str:
     if not body.lstrip().startswith("{"):
         return body
     try:
-        parsed = json.loads(body)
-    except json.JSONDecodeError:
+        parsed = parse_json(body)
+    except ValueError:  # TooDeep too: the result as written
         return body
     if isinstance(parsed, dict) and parsed.keys() == {"name", "content"} and parsed["name"] == name:
         c = parsed["content"]
@@ -253,8 +255,8 @@ def _results(
     results = [body for _, _, body in found]
     if len(calls) > 1 and len(found) == 1 and results[0] is not None:  # one JSON list?
         try:
-            parsed = json.loads(results[0])
-        except json.JSONDecodeError:
+            parsed = parse_json(results[0])
+        except ValueError:  # TooDeep too: one result, as written
             parsed = None
         if isinstance(parsed, list) and len(parsed) == len(calls):
             results = [p if isinstance(p, str) else json_text(p) for p in parsed]

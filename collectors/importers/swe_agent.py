@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import Action, Observation, Outcome
+from worldtrace.schemas.validate import parse_json
 
 from .common import (
     ImportProblem,
@@ -68,6 +69,7 @@ from .common import (
     NonText,
     build,
     expected,
+    json_in,
     origin_stem,
     split_command,
     timed_out,
@@ -107,13 +109,14 @@ def detect(path: Path, head: Any) -> bool:
     )
 
 
-def _state(raw: Any) -> str | None:
+def _state(raw: Any, field: str) -> str | None:
+    """A step's `state` (at `field`) as the observation's state JSON."""
     if raw is None or raw == "":
         return None
     if isinstance(raw, dict):
         return json.dumps(raw, sort_keys=True)
     try:
-        parsed = json.loads(raw)
+        parsed = json_in(raw, field)
     except (TypeError, json.JSONDecodeError):
         return json.dumps({"raw": str(raw)})
     return json.dumps(parsed if isinstance(parsed, dict) else {"value": parsed}, sort_keys=True)
@@ -205,8 +208,8 @@ def called_tools(history: list[Any]) -> list[dict[str, Any]]:
             if not isinstance(name, str) or not name:
                 continue
             try:
-                given = json.loads(fn.get("arguments") or "{}")
-            except (TypeError, json.JSONDecodeError):
+                given = parse_json(fn.get("arguments") or "{}")
+            except (TypeError, ValueError):  # TooDeep too: names only
                 given = {}
             args.setdefault(name, {}).update(
                 dict.fromkeys(given if isinstance(given, dict) else ())
@@ -395,7 +398,8 @@ def _from_steps(
             )
             continue
         nxt = s if after else (steps[n + 1] if n + 1 < len(steps) else None)
-        obs = harness_observation(text, _state(nxt.get("state") if isinstance(nxt, dict) else None))
+        state = nxt.get("state") if isinstance(nxt, dict) else None
+        obs = harness_observation(text, _state(state, f"trajectory[{n if after else n + 1}].state"))
         pairs.append((_command(cmd), obs, s.get("thought") or s.get("response")))
     return pairs
 
