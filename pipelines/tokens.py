@@ -409,13 +409,17 @@ CHUNK_CHARS = 1 << 16
 """A text longer than this is encoded in pieces (`Encoder.cuts`), when the tokenizer allows."""
 BATCH_CHARS = 1 << 20
 """Characters given to the tokenizer in one call (`Encoder.__call__`)."""
-CUT = re.compile(r"\n[!-~]|[A-Za-z] ")
+CUT = re.compile(r"\n\S|[A-Za-z] ")
 """Where a text may be cut for a `cuttable` tokenizer: before the character after the
-match's first (a printable ASCII character after a newline; a space after an ASCII
-letter). For the pre-tokenizer regexes of `CUTTABLE_SPLITS` no pre-token holds both
-characters, every pre-token before the cut is the same in the text cut there, and an
-ASCII character after it is a boundary of NFC normalization: the tokens of the two
-pieces are the whole text's."""
+match's first (any character but a space after a newline, in any script; a space after
+an ASCII letter). For the pre-tokenizer regexes of `CUTTABLE_SPLITS` no pre-token holds
+both characters and every pre-token before the cut is the same in the text cut there;
+NFC composes nothing with a newline or an ASCII letter before a space, so the cut is a
+boundary of normalization too: the tokens of the two pieces are the whole text's.
+Python's `\\S` leaves out every Unicode White_Space character the tokenizer's `\\s`
+matches (and U+001C-U+001F besides), so no cut is made before a space it would join.
+(Until 2026-12-05 only a printable ASCII character after a newline counted: a Chinese
+or Russian log had no cut and went to the tokenizer whole, 6.45 GB for 10 MB.)"""
 CUTTABLE_SPLITS = (
     # Qwen2 / Qwen2.5 / Qwen3
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -427,7 +431,7 @@ CUTTABLE_SPLITS = (
 """Pre-tokenizer regexes for which a `CUT` ends a pre-token and the pre-tokens before it
 do not depend on what follows. A pre-token holding the newline ends with it: the
 alternatives that take a newline read on only for more newlines or whitespace, and stop
-at the printable character after it as at the end of a text; the one whose lookahead
+at the character after it (not a space) as at the end of a text; the one whose lookahead
 (`(?!\\S)`) would see that character is tried only where the one before it (whitespace
 ending in newlines) failed, which it does not on whitespace holding a newline. A letter
 run ends at the space after it (and a contraction needs a letter there).

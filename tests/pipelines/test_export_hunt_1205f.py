@@ -322,7 +322,11 @@ def test_pieces_encode_as_the_whole_text(tok):
     ids, offsets, turn marks and count are those of the text encoded whole."""
     bits = ["<|im_end|>", "<|im_start|>", "<|endoftext|>", "<think>", "\n", "\n\n", "\r\n",
             " ", "  ", "\t", "a", "word", "'s", "'ll", "é", "e\u0301", "日本", "😀", "x y",
-            "<", "123456", "}", "{", "#", "\u00a0", "\u2028", "ﬁ", "Ǆ", "\x0b", "A", "z "]  # fmt: skip
+            "<", "123456", "}", "{", "#", "\u00a0", "\u2028", "ﬁ", "Ǆ", "\x0b", "A", "z ",
+            # what may follow a newline at a cut: letters of other scripts, combining marks
+            # and Hangul jamo (NFC composes them with what is before), other spaces
+            "\u0301", "\u1100", "\u1161", "한", "Ж", "ا", "。", "１", "\u3000", "\u1680",
+            "\x85", "\u200b", "\x1c", "\ufeff"]  # fmt: skip
     rng = random.Random(1)
 
     def content(n: int) -> str:
@@ -381,3 +385,19 @@ def test_a_tokenizer_not_known_to_cut_there_encodes_texts_whole(tok, change):
     assert not enc.cuttable and enc.cuts(text) == [(0, len(text))]
     [e] = enc([text], 5)
     assert len(e) == len(t.encode(text, add_special_tokens=False).ids) and len(e.ids) == 5
+
+
+@pytest.mark.parametrize("first", ["日本語のログ", "журнал", "ошибка: 3"])
+def test_lines_that_start_with_other_scripts_are_cut_too(tok, first):
+    """Hunt 1205g: a text whose lines start with a non-ASCII letter (a Chinese or Russian
+    log) had no cut (a printable ASCII character after a newline, or an ASCII letter and a
+    space) and went to the tokenizer whole: 6.45 GB for 10 MB of Chinese at `--seq-len
+    8192`, 0.48 GB for ASCII output of that size. Any character that is not a space after
+    a newline is a cut: no pre-token of `CUTTABLE_SPLITS` holds a newline and what follows
+    it, and NFC composes nothing with a newline."""
+    rng = random.Random(3)
+    text = "\n".join(first + str(rng.randrange(10**6)) for _ in range(3000))
+    pieces, whole = Encoder(tok, chunk=1000), Encoder(tok, chunk=10**9)
+    assert len(pieces.cuts(text)) > 20
+    [p], [w] = pieces([text]), whole([text])
+    assert p.ids.tolist() == w.ids.tolist() and p.offsets.tolist() == w.offsets.tolist()
