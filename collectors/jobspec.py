@@ -125,7 +125,7 @@ def _cron(value: str | None) -> str | None:
         if not croniter.is_valid(value):
             raise ValueError(f"not a cron expression: {value!r}")
         try:
-            croniter(value).get_next(float)
+            cron_iter(value).get_next(float)
         except CroniterBadDateError:
             raise ValueError(f"{value!r} never matches") from None
     return value
@@ -144,6 +144,18 @@ is Sunday, as 0), names (the first is the lowest value)."""
 _CRON_ITEM = re.compile(r"^(\w+)(?:-(\w+))?(/\d+)?$")
 
 
+def cron_iter(expr: str, start: Any = None):
+    """`croniter(expr, start)` that reads the two day fields as Vixie cron does: a day
+    must match both when either field begins with `*`, either one otherwise. croniter ORs
+    them unless one is `*` itself: `0 0 */2 * 1` ran on every odd day and every Monday
+    where cron runs on the odd Mondays (hunt 1205g)."""
+    from croniter import croniter
+
+    fields = expr.split()
+    day_or = len(fields) != 5 or not (fields[2].startswith("*") or fields[4].startswith("*"))
+    return croniter(expr, start, day_or=day_or)
+
+
 def _cron_fields(value: str) -> None:
     """Refuse, naming the field, a value out of its field's range (croniter said only
     `not a cron expression`) and a range written high to low (`5-1`, `22-2`, `fri-mon`):
@@ -151,6 +163,12 @@ def _cron_fields(value: str) -> None:
     Monday), so the job would run at times the file does not say."""
     for text, (field_name, low, high, names) in zip(value.split(), CRON_FIELDS, strict=True):
         for item in text.split(","):
+            if item[:1].upper() in ("R", "H"):  # no name begins so
+                raise ValueError(
+                    f"{value!r}: {field_name} {item} is croniter's random or hashed value, "
+                    "which cron has not: it would run at other times each time it is "
+                    "computed; write the time"
+                )
             m = _CRON_ITEM.match(item)
             if m is None:
                 continue  # `*`, `*/5`, `L`, `5#2`, ...: croniter checks them

@@ -28,7 +28,7 @@ from typing import Annotated, Protocol
 from pydantic import Field
 from worldtrace.schemas.parsing import ConfigError, configclass, parse
 
-from .jobspec import JobSpec, ScheduleSpec, parse_every
+from .jobspec import JobSpec, ScheduleSpec, cron_iter, parse_every
 from .jobstore import JobStore
 from .worker import SIGNAL_WAKE
 
@@ -81,9 +81,9 @@ with one are refused, but a stored schedule must not make the scheduler crash.""
 
 def _cron_time(expr: str, t: datetime, prev: bool = False) -> datetime | None:
     """The cron's first time after `t` (last one before with `prev`); None if there is none."""
-    from croniter import CroniterBadDateError, croniter
+    from croniter import CroniterBadDateError
 
-    it = croniter(expr, t.astimezone(timezone.utc))
+    it = cron_iter(expr, t.astimezone(timezone.utc))
     try:
         return it.get_prev(datetime) if prev else it.get_next(datetime)
     except CroniterBadDateError:

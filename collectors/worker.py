@@ -271,13 +271,19 @@ class Worker:
                 self._discard(claim, journal)
                 return
             dest = trajectory_path(self.raw_dir, claim.job_id, claim.episode_id, claim.attempt)
-            publish(journal, dest)
+            try:
+                publish(journal, dest)
+            except Exception as exc:  # finished, not published: the journal is its record
+                self._unpublished(claim, journal, dest, exc)
+                raise _SlotFailed from exc
             self.stats.run += 1
             self.stats.failed += failed
             self._emit(
                 "finished", claim=claim, status=status, turns=len(t.turns),
                 seconds=time.monotonic() - started, error=why,
             )  # fmt: skip
+        except _SlotFailed:
+            raise
         except Exception as exc:  # ours, outside the episode loop: the attempt fails with it
             if self._abandoned:  # the process exits at once: `_abandon` ended the attempt
                 return
@@ -333,6 +339,22 @@ class Worker:
         journal.unlink(missing_ok=True)
         self.stats.released += 1
         self._emit("released", claim=claim)
+
+    def _unpublished(self, claim: Claim, journal: Path, dest: Path, exc: Exception) -> None:
+        """A finished attempt whose file could not be written (a full disk, a folder it
+        may not write in): its journal is its only record, so it stays (set aside when
+        unreadable), and the next worker publishes it once this one is gone
+        (`_sweep_journals`). The slot ends with the error naming the file, as `collect`
+        does. (It was taken for a lost lease: the attempt, already finished, no longer
+        renewed, and its journal was deleted.)"""
+        if isinstance(exc, JournalError):
+            self._set_aside(journal, exc)
+            kept = "its journal is set aside"
+        else:
+            kept = f"its journal {journal} is kept; the next worker publishes it"
+        reason = f"cannot write {dest}: {failure_reason(exc)} ({kept})"
+        self.stats.errors.append(reason)
+        self._emit("error", claim=claim, reason=reason)
 
     def _discard(self, claim: Claim, journal: Path) -> None:
         """Our lease was lost: another worker owns the episode now; drop our result."""
