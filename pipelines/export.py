@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
 from worldtrace.schemas.publish import reading
+from worldtrace.schemas.records import is_synthetic
 from worldtrace.schemas.store import row_count
 from worldtrace.schemas.tempfiles import DamagedFile, first_line
 
@@ -85,14 +86,6 @@ SYNTHETIC_COUNTS = ("synthetic_trajectories", "synthetic_samples")
 SIMULATED_COUNT = "simulated_trajectories"
 """Manifest count of the trajectories collected from the Android device simulator."""
 """Manifest counts of what came from generated records (samples: AgentWorldBench lines)."""
-
-
-def is_synthetic(rec: Mapping[str, Any]) -> bool:
-    """Whether a record was made by the bundled generator (`collectors/synthetic.py`):
-    `source.kind = "synthetic"`, or in files written before that kind existed,
-    `environment.backend = "synthetic"`. Generated text is not an environment's answer."""
-    source, env = rec.get(F.SOURCE) or {}, rec.get(F.ENVIRONMENT) or {}
-    return source.get("kind") == F.SYNTHETIC or env.get("backend") == F.SYNTHETIC
 
 
 def is_simulated(rec: Mapping[str, Any]) -> bool:

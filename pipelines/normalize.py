@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.redact import redact_record, redactor
+from worldtrace.schemas.redact import OWN_VALUE, redact_record, redactor
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
@@ -68,17 +68,27 @@ def normalize(record: dict[str, Any], screened: bool = False) -> dict[str, Any]:
     return redact_record(out, rewritten if screened else None)
 
 
+def redacted(text: str | None) -> str | None:
+    """`text` with every secret replaced (None as is): for what processing stores beside
+    a record's content that `redact_record` leaves alone, the id a raw record was written
+    with and the name of the file it was read from. An id of ours (`redact.OWN_VALUE`)
+    is passed as it is: it holds no secret, and it is every record's (4 us saved)."""
+    if not text or OWN_VALUE.fullmatch(text):
+        return text
+    return redactor().text(text)[0]
+
+
 def reject_row(uid: str, stage: str, reason: str, tid: str | None = None) -> dict[str, Any]:
     """A `rejects` row: file, record within it, stage, reason, trajectory id if known.
-    The reason is redacted: it may quote what it rejects (a filter's or a validator's)."""
-    reason = redactor().text(reason)[0]
+    Its text is redacted: the reason may quote what it rejects (a filter's or a
+    validator's), the id is the record's as written and the file's name is the user's."""
     path, _, record = uid.rpartition(":")
     if not path:
         path, record = uid, ""
     return {
-        "source_path": path,
+        "source_path": redacted(path),
         "record": record,
         "stage": stage,
-        "reason": reason,
-        "trajectory_id": tid,
+        "reason": redacted(reason),
+        "trajectory_id": redacted(tid),
     }

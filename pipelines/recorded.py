@@ -139,9 +139,11 @@ def _processed_lines(processed: Path, path: str) -> dict[int, str | None] | None
 
 def _names(files: Iterable[str], processed: Path) -> set[str]:
     """`files` (absolute) as the processed data may name them: from the store's root,
-    or as they are."""
+    or as they are, a secret in the name replaced as `units.read_valid` replaces it."""
+    from .normalize import redacted
+
     root = str(Path(processed).resolve().parent)
-    return {n for f in files for n in (f, in_store(f, root))}
+    return {n for f in files for n in (f, in_store(f, root), redacted(in_store(f, root)))}
 
 
 def _read(table: Path, columns: list[str]):

@@ -40,7 +40,7 @@ from . import words as W
 from .dedup import DedupConfig
 from .filters import FilterConfig, apply_filters
 from .mask import MaskPolicy, turn_fault
-from .normalize import normalize, reject_row
+from .normalize import normalize, redacted, reject_row
 
 UID, TEMPLATES, SIG, BANDS = "_uid", "_templates", "_sig", "_bands"
 ARRIVAL = "_arrival"
@@ -232,11 +232,12 @@ def read_valid(
     held a surrogate escape (`store.texts_to_check`). Rows that did not read
     (`store.Unread`) are a reject each, one per record lost, so the accounting's `in`
     is the rows the file holds. Uids and rejects name a file in the store from `root`
-    (`in_store`)."""
+    (`in_store`), with any secret in its name replaced (`redacted`), so that
+    `clusters.source` and `rejects.source_path` name it alike."""
     out = []
     known, micros = how_to_read(Path(path))  # micros: else an int passes for a timestamp
     flags = _screen_and_suspects if known else screen
-    name = in_store(path, root)
+    name = redacted(in_store(path, root))
     for where, d, flag in scan_screened(Path(path), row_group, rows, micros, screen=flags):
         if name != path and where.startswith(path):
             where = name + where[len(path) :]
@@ -277,11 +278,12 @@ def _screen_and_suspects(batch: pa.RecordBatch) -> np.ndarray:
 
 
 def filter_records(items: list, cfg: FilterConfig, counts: Counter, rejects: list) -> list:
-    """Normalize and filter; the id follows the content when a filter changed it."""
+    """Normalize and filter; the id follows the content when a filter changed it, the id
+    as written kept as `raw_trajectory_id`, redacted as the rest of the record was."""
     out = []
     for uid, record, flagged in items:
         record = normalize(record, screened=not flagged)
-        tid = record.get(F.TRAJECTORY_ID)
+        tid = redacted(record.get(F.TRAJECTORY_ID))
         kept, removed, reason = apply_filters(record, cfg)
         for turn, why in removed:
             counts[f"turns_removed.{why}"] += 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -349,6 +350,15 @@ def to_jsonable(d: dict[str, Any], root: type = Trajectory) -> dict[str, Any]:
 def from_jsonable(d: dict[str, Any], root: type = Trajectory) -> dict[str, Any]:
     """Inverse of `to_jsonable`: ISO strings back to aware datetimes."""
     return _convert(root, d, _parse_time, maps_to_dict=False)
+
+
+def is_synthetic(rec: Mapping[str, Any]) -> bool:
+    """Whether a record was made by the bundled generator (`collectors/synthetic.py`):
+    `source.kind = "synthetic"`, or in files written before that kind existed,
+    `environment.backend = "synthetic"`. Generated text is not an environment's answer:
+    export, import and `stats` count it by this one rule."""
+    source, env = rec.get(F.SOURCE) or {}, rec.get(F.ENVIRONMENT) or {}
+    return source.get("kind") == F.SYNTHETIC or env.get("backend") == F.SYNTHETIC
 
 
 def utcnow() -> datetime:

@@ -50,6 +50,7 @@ except ImportError:  # no wheel for this machine (x86-64 only): every record is 
 
 from . import fields as F
 from . import prefilter
+from .hashing import ID_HEX_CHARS
 from .line_edits import TRIGGER, edited, may_be_edited
 from .redact_rules import (
     CONFIG_ENV,
@@ -85,7 +86,18 @@ __all__ = [
 _PLACEHOLDER_RE = re.compile(r"<secret:[a-z0-9_]+>")
 _JOIN = "\n\x00\n"
 SKIP_KEYS = frozenset({F.TRAJECTORY_ID, F.SCHEMA_VERSION_F, "exact_hash", "cluster_id"})
-"""Fields that are our own hashes and versions, never secrets: not scanned."""
+"""Fields that hold our own hashes and versions: not scanned while they hold one
+(`_ours`), so a value handed over never cuts an id (`env_value` inside a hash)."""
+OWN_VALUE = re.compile(rf"c?[0-9a-f]{{{ID_HEX_CHARS}}}|[0-9a-f]{{64}}|worldtrace\.[a-z]+/\d+")
+"""What those fields hold when we made them: a `trajectory_id` (`hashing.trajectory_id`),
+a cluster id (`c` + one), a sha256, a schema version. Anything else there came from
+outside (a foreign file, a hand-made row) and is scanned like any field (2026-12-05: a
+GitHub token as a Parquet row's `trajectory_id` was reported as 0 secrets)."""
+
+
+def _ours(key: str, value: Any) -> bool:
+    """Whether `value` under `key` is our own hash or version: not scanned."""
+    return key in SKIP_KEYS and (type(value) is not str or OWN_VALUE.fullmatch(value) is not None)
 
 
 class _Gates:
@@ -808,14 +820,14 @@ def _map_strings(obj: Any, fn) -> Any:
     if isinstance(obj, str):
         return fn(obj)
     if isinstance(obj, dict):
-        return {k: v if k in SKIP_KEYS else _map_strings(v, fn) for k, v in obj.items()}
+        return {k: v if _ours(k, v) else _map_strings(v, fn) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(_map_strings(v, fn) for v in obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changes = {
-            f.name: _map_strings(getattr(obj, f.name), fn)
+            f.name: _map_strings(v, fn)
             for f in dataclasses.fields(obj)
-            if f.name not in SKIP_KEYS
+            if not _ours(f.name, v := getattr(obj, f.name))
         }
         return dataclasses.replace(obj, **changes)
     return obj
@@ -833,7 +845,7 @@ def _collect(obj: Any, out: list[str]) -> None:
         out.append(obj)
     elif t is dict:
         for k, v in obj.items():
-            if k in SKIP_KEYS:
+            if k in SKIP_KEYS and _ours(k, v):  # the set test first: most keys are none
                 continue
             tv = type(v)
             if tv is str:
@@ -849,8 +861,8 @@ def _collect(obj: Any, out: list[str]) -> None:
                 _collect(v, out)
     elif hasattr(t, "__dataclass_fields__") and not isinstance(obj, type):
         for name in t.__dataclass_fields__:
-            if name not in SKIP_KEYS:
-                _collect(getattr(obj, name), out)
+            if not _ours(name, v := getattr(obj, name)):
+                _collect(v, out)
 
 
 def _walk_strings(obj: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -858,17 +870,15 @@ def _walk_strings(obj: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, obj
     elif isinstance(obj, dict):
         for k, v in obj.items():
-            if k not in SKIP_KEYS:
+            if not _ours(k, v):
                 yield from _walk_strings(v, f"{path}.{k}" if path else str(k))
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             yield from _walk_strings(v, f"{path}[{i}]")
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
-            if f.name not in SKIP_KEYS:
-                yield from _walk_strings(
-                    getattr(obj, f.name), f"{path}.{f.name}" if path else f.name
-                )
+            if not _ours(f.name, v := getattr(obj, f.name)):
+                yield from _walk_strings(v, f"{path}.{f.name}" if path else f.name)
 
 
 def find_secrets(obj: Any, red: Redactor | None = None) -> Iterator[tuple[str, str]]:

@@ -1,24 +1,24 @@
 """What counts as a secret: the redaction config and the detectors it builds.
 
-Detectors come from two places. detect-secrets (PyPI) supplies the regexes of its
-plugin classes (`denylist`, plus JWT's formal-validity check); they are compiled once
-into whole-text patterns instead of being run through `analyze_line` line by line,
-which is about 40x slower on trajectory text (docs/security.md, "Speed"). worldtrace adds
+Detectors come from two places. detect-secrets (PyPI) supplies the regexes of its plugin
+classes (`denylist`, plus JWT's formal-validity check); they are compiled once into
+whole-text patterns instead of being run through `analyze_line` line by line, which is
+about 40x slower on trajectory text (docs/security.md, "Speed"). worldtrace adds
 patterns for key formats detect-secrets lacks or only half matches (Anthropic,
 project-scoped OpenAI, fine-grained GitHub, Google API keys and OAuth tokens, AWS
 secrets, Stripe test and restricted keys, npm, Hugging Face, DigitalOcean, Slack app and
 refresh tokens, Docker, Shopify, Azure SAS signatures, bearer tokens, whole private key
-blocks, passwords in URLs) and for values of no shape found by the name before them
-(API keys in headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and
-passwords after `password:`, `--password`, a MySQL client's `-p`: `_value`; the whole
-unquoted value of a dotenv or shell assignment line, `DB_PASSWORD=k3v(Q9,x;2`:
-`_assigned`), passwords
+blocks, passwords in URLs, Discord webhooks, and providers' prefixed keys:
+`PROVIDER_KEYS`) and for values of no shape found by the name before them (API keys in
+headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and passwords after
+`password:`, `--password`, a MySQL client's `-p`: `_value`; the whole unquoted value of
+a dotenv or shell assignment line, `DB_PASSWORD=k3v(Q9,x;2`: `_assigned`), passwords
 where a command's grammar says so (curl's `-u user:X`, `docker login -p X`, openssl's
-`pass:X`, SQL's `IDENTIFIED BY 'X'`), and every
-match of a built-in or detect-secrets rule runs to the end of its token
-(`Detector.extend`). The high-entropy, keyword and public-IP plugins are off by default:
-they flag the SHAs, sums, UUIDs and addresses a world model must learn (the keyword
-plugin also `password = get_password()`, which the named-value rules keep).
+`pass:X`, SQL's `IDENTIFIED BY 'X'`), and every match of a built-in or detect-secrets
+rule runs to the end of its token (`Detector.extend`). The high-entropy, keyword and
+public-IP plugins are off by default: they flag the SHAs, sums, UUIDs and addresses a
+world model must learn (the keyword plugin also `password = get_password()`, which the
+named-value rules keep).
 """
 
 from __future__ import annotations
@@ -335,6 +335,20 @@ of both cases are a secret only when they read otherwise (a random 16 to 40 lett
 digits holding none of `_SYM` reads so about once in 1,700)."""
 
 
+_AT_HOST = (
+    rf"@(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|localhost)(?::\d{{1,5}})?"
+    rf"(?:[/?#]{_VC}{{0,{_MAX}}})?{_VEND}"
+)
+"""`@`, a host (a dotted name or address, `localhost`), a port, a path, then the value's
+end: what follows the password in a URL (`https://x-access-token:PW@github.com/o/r.git`,
+a URL's user read as a credential's name) or in a config line (`password=PW@db.internal`).
+An unquoted value after a name ends before it when what lies before reads as a value
+(2026-12-05: the value ran on over the host and path, which the placeholder took);
+`Hx7p@ss@db.internal` ends at the last `@` before the host, as `url_password` does; a
+value that would not read as one alone (`p@db.internal`: too short; `Summer@2024.Q1`)
+stays whole, and a dotenv line's value is all of it to the first blank (`_assigned`)."""
+
+
 def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "dsu") -> str:
     """A value after its name: double-quoted, single-quoted (the groups take what the
     quotes hold; `\\"` inside a JSON string too) or unquoted, `least` to `_MAX`
@@ -344,26 +358,39 @@ def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "
     `sshpass -p X`, `.netrc`); `forms`: which of the three are taken (`d`, `s`, `u`:
     SQL's passwords are string literals, single-quoted)."""
 
-    def body(c: str, end: str) -> str:
+    n = _MAX
+
+    def ahead(c: str) -> str:  # `least` characters, a letter among them if `letter`
+        return f"(?={c}{{{least}}})" + (f"(?={c}{{0,{n}}}[A-Za-z])" if letter else "")
+
+    def held(c: str, plain: str, end: str) -> str:
+        """The value's group: a literal (`plain` characters then a digit or a symbol, or
+        16 letters of both cases that read as no words) of `c` characters, then `end`."""
+        mixed = f"(?!{_WORDS}{end})(?={c}{{0,{n}}}[a-z])(?={c}{{0,{n}}}[A-Z]){c}{{16,{n}}}"
+        return f"({plain}{{0,{n}}}{_SYM}{c}{{0,{n}}}|{mixed}){end}"
+
+    def body(c: str, end: str, host: bool = False) -> str:
         # The value is taken in a lookahead (its group) up to where it ends, and only up
         # to its first digit or symbol (or 16 letters, or 1) is matched: the batch screen
         # reads rules without their lookarounds and strings back to back, and must flag
         # neither `password = os.environ[...]` nor, with a value at a string's end, the
         # string after it (`TOKEN=dckr_pat_...` + `/` + `ok`).
-        n = _MAX
-        out = f"(?={c}{{{least}}})" + (f"(?={c}{{0,{n}}}[A-Za-z])" if letter else "")
+        out = ahead(c)
         if not shaped:  # but a word standing for one (`login username password password`)
             words = "|".join(map(_both, ("password", "passwd", "pass", "secret", "none", "null")))
             return out + f"(?!(?:{words}){end})(?=({c}{{1,{n}}}){end}){c}"
         plain = c[:-1] + _SYM[1:]  # `c` but a digit or a symbol: the first one ends it
-        mixed = f"(?!{_WORDS}{end})(?={c}{{0,{n}}}[a-z])(?={c}{{0,{n}}}[A-Z]){c}{{16,{n}}}"
+        group = f"(?={held(c, plain, end)})"
+        if host:  # a value that reads as one before `@host` ends there (`_AT_HOST`)
+            cut = f"(?:(?!{_AT_HOST}){c})"
+            group = f"(?:{ahead(cut)}(?={held(cut, plain, f'(?={_AT_HOST})')})|{group})"
         ascii_c = "[" + "".join(map(re.escape, filter(re.compile(c).match, _ASCII))) + "]"
         # matched: `least` characters or more up to and with the first digit or symbol,
         # or 16 ASCII ones (read as 16 bytes by the screen, not 64)
         taken = [f"{plain}{{{i}}}{_SYM}{c}{{{least - 1 - i}}}" for i in range(1, least - 1)]
         taken = [f"{_SYM}{c}{{{least - 1}}}", *taken] if least > 1 else taken
         taken += [f"{plain}{{{least - 1},{n}}}{_SYM}", f"{ascii_c}{{16}}"]
-        return out + f"(?=({plain}{{0,{n}}}{_SYM}{c}{{0,{n}}}|{mixed}){end})(?:{'|'.join(taken)})"
+        return out + group + f"(?:{'|'.join(taken)})"
 
     dq, sq = r"[^\"\s\\]", r"[^'\s\\]"
     dq_end, sq_end, uq_end = r"\\?\"", r"\\?'", _VEND
@@ -371,7 +398,7 @@ def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "
     branches = {
         "d": rf"\\?\"{_NOT_VALUE}(?!{_CAMEL}{dq_end}){body(dq, dq_end)}",
         "s": rf"\\?'{_NOT_VALUE}(?!{_CAMEL}{sq_end}){body(sq, sq_end)}",
-        "u": rf"{_NOT_VALUE}{_CODE}{label}{body(_VC, uq_end)}",
+        "u": rf"{_NOT_VALUE}{_CODE}{label}{body(_VC, uq_end, host=True)}",
     }
     return "(?:" + "|".join(branches[f] for f in forms) + ")"
 
@@ -546,6 +573,49 @@ _AWS_SEP = r"(?:\s*(?:=|:|=>|\|)\s*|(?:\s|\\[nrt])+)"
 sts get-session-token --output table`: `|  SecretAccessKey  |  KEY  |`), or only
 whitespace (`aws configure set aws_secret_access_key KEY`, the key on the line after
 `aws configure get`'s)."""
+_MIXED = r"(?=[a-z0-9]*[A-Z])(?=[A-Z0-9]*[a-z])"
+"""Both cases ahead, among letters and digits: a generated key has them, a name after a
+short prefix (`hf_hub_download`, `fw_version`, `r8_register`) has not."""
+PROVIDER_KEYS = (
+    # (2026-12-05, hunt: these reached raw, processed and exported data verbatim; shapes
+    # as the providers issue them, gitleaks' rules where it has one). OpenRouter: the
+    # `openai_key` rules stop at `sk-or-`'s hyphens
+    ("openrouter_key", _start("sk-or-v1-") + r"[a-f0-9]{64}" + _E, 0, ("sk-or-v1-",)),
+    ("groq_key", _start("gsk_") + _MIXED + r"[A-Za-z0-9]{40,}" + _E, 0, ("gsk_",)),
+    ("xai_key", _start("xai-") + _MIXED + r"[A-Za-z0-9]{60,}" + _E, 0, ("xai-",)),
+    ("perplexity_key", _start("pplx-") + _MIXED + r"[A-Za-z0-9]{40,}" + _E, 0, ("pplx-",)),
+    ("replicate_token", _start("r8_") + _MIXED + r"[A-Za-z0-9]{37,}" + _E, 0, ("r8_",)),
+    ("fireworks_key", _start("fw_") + _MIXED + r"(?=[A-Za-z]*\d)[A-Za-z0-9]{20,}" + _E, 0,
+     ("fw_",)),
+    ("google_oauth_client_secret", _start("GOCSPX-") + r"[A-Za-z0-9_-]{24,}", 0, ("GOCSPX-",)),
+    # HashiCorp Vault service and batch tokens (`hvs.CAESI...`: 90 and 138 or more, as
+    # Vault issues them; a shorter one after a name is a `token`, `VAULT_TOKEN=hvs.x...`)
+    ("vault_token", _start(r"hvs\.") + r"[A-Za-z0-9_-]{90,}", 0, ("hvs.",)),
+    ("vault_token", _start(r"hvb\.") + r"[A-Za-z0-9_-]{138,}", 0, ("hvb.",)),
+    ("databricks_token", _start("dapi") + r"[a-f0-9]{32}(?:-\d)?" + _E, 0, ("dapi",)),
+    ("tailscale_key",
+     _start("tskey-") + r"(?:auth|api|client|webhook|scim)-[A-Za-z0-9]{4,}-[A-Za-z0-9]{16,}" + _E,
+     0, ("tskey-",)),
+    ("linear_key", _start("lin_api_") + r"[A-Za-z0-9]{40,}" + _E, 0, ("lin_api_",)),
+    ("notion_token", _start("ntn_") + r"\d{11}[A-Za-z0-9]{35,}" + _E, 0, ("ntn_",)),
+    ("supabase_token", _start("sbp_") + r"[a-f0-9]{40}" + _E, 0, ("sbp_",)),
+    # Sentry: an org token is `sntrys_` + base64 of its JSON claims + `_` + its secret
+    ("sentry_token", _start("sntrys_") + r"eyJ[A-Za-z0-9+/=_]{60,}", 0, ("sntrys_",)),
+    ("sentry_token", _start("sntryu_") + r"[a-f0-9]{64}" + _E, 0, ("sntryu_",)),
+    ("postman_key", _start("PMAK-") + r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}" + _E, 0, ("PMAK-",)),
+    # Doppler: personal, CLI, service (after its environment's slug) and service
+    # account tokens
+    ("doppler_token",
+     _start(r"dp\.(?:pt|ct|st|sa)\.") + r"(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,}" + _E, 0,
+     ("dp.pt.", "dp.ct.", "dp.st.", "dp.sa.")),
+    ("grafana_token", _start("glsa_") + r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}" + _E, 0, ("glsa_",)),
+    # age: bech32, upper case
+    ("age_secret_key", "AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}(?![A-Z0-9])", 0,
+     ("AGE-SECRET-KEY-1",)),
+)  # fmt: skip
+"""(kind, regex, group, gates) of keys of providers' own prefixed shapes (part of
+`BUILTIN`): each literal prefix is a gate, each shape anchored at its start (`_start`)
+and end (`_E`), so a prefix in a word, a short value or a name stays."""
 BUILTIN = (
     # A whole PEM/OpenSSH/PGP private key block, or a cut one up to where base64 ends;
     # `\\n` covers keys inside JSON strings (tool arguments, state).
@@ -582,8 +652,7 @@ BUILTIN = (
      ("k_live_", "k_test_")),
     ("npm_token", _start("npm_") + r"[A-Za-z0-9]{36,}" + _E, 0, ("npm_",)),
     # Hugging Face: 34 letters, both cases (`hf_hub_download`, `hf_transfer` stay)
-    ("huggingface_token",
-     _start("hf_") + r"(?=[a-z0-9]*[A-Z])(?=[A-Z0-9]*[a-z])[A-Za-z0-9]{34,}" + _E, 0, ("hf_",)),
+    ("huggingface_token", _start("hf_") + _MIXED + r"[A-Za-z0-9]{34,}" + _E, 0, ("hf_",)),
     ("digitalocean_token", _start("do[opr]_v1_") + r"[a-f0-9]{64}" + _E, 0, ("_v1_",)),
     # `xoxe-`: a rotating token's refresh token; `xapp-`: an app-level token
     ("slack_token", _start("xox[abposre]-") + r"[A-Za-z0-9-]{10,}", 0, ("xox",)),
@@ -597,6 +666,10 @@ BUILTIN = (
      r"(?:[?&;]|[\\]u0026)sig=((?:[A-Za-z0-9+/_-]|%[0-9A-Fa-f]{2}){30,}(?:=|%3[Dd]){0,2})", 1,
      ("sig=",)),
     ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", 0, ("hooks.slack",)),
+    ("discord_webhook",
+     r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api(?:/v\d{1,2})?/webhooks/\d{17,20}/"
+     r"[A-Za-z0-9_-]{60,}", 0, ("/webhooks/",)),
+    *PROVIDER_KEYS,
     # header and payload JSON objects: `{"` is `eyJ`, `{ "` (a space after the brace) `eyAi`
     ("jwt", _start("eyJ") + r"[A-Za-z0-9_-]{4,}\.ey(?:J|Ai)[A-Za-z0-9_-]{3,}\.[A-Za-z0-9_-]*",
      0, ("eyJ",)),

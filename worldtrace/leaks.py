@@ -18,6 +18,7 @@ from typing import Any
 
 from worldtrace.collectors.importers import LINE_SUFFIXES
 from worldtrace.collectors.importers import SUFFIXES as IMPORT_SUFFIXES
+from worldtrace.schemas import fields as F
 from worldtrace.schemas.redact import Redactor, find_secrets
 from worldtrace.schemas.sqlite import connect_read_only
 from worldtrace.schemas.store import TEMP_PREFIXES
@@ -32,7 +33,7 @@ TOKEN_COLUMN = "input_ids"
 class Finding:
     path: Path
     record: str
-    """`row N`, `line N`, `sequence N` or the record's id."""
+    """`row N`, `line N`, `sequence N` or the record's id (never one holding a secret)."""
     field: str
     """Field path (`turns[2].observation.text`), `input_ids (decoded)` or a column."""
     kind: str
@@ -87,6 +88,15 @@ class Checker:
         else:  # a file named on the command line (a log, a page): its text, line by line
             yield from self._text(path)
 
+    def _label(self, rid: Any, fallback: str) -> str:
+        """A record's id as its label, or `fallback` (`row N`, `line N`) when it has none or
+        the id holds a secret: a finding never shows one (2026-12-05: a JSONL record whose
+        `id` was a key was listed as `FILE: sk-ant-...: id: anthropic_key`)."""
+        if rid in (None, ""):
+            return fallback
+        rid = str(rid)
+        return fallback if self.red.spans(rid) else rid
+
     def _found(self, path: Path, record: str, obj: Any, prefix: str = "") -> Iterator[Finding]:
         for field, kind in find_secrets(obj, self.red):
             yield Finding(path, record, f"{prefix}{field}" if prefix else field, kind)
@@ -106,8 +116,7 @@ class Checker:
         row = 0
         for batch in pf.iter_batches(batch_size=256):
             for d in batch.to_pylist():
-                rid = d.get("trajectory_id") or f"row {row}"
-                yield from self._found(path, str(rid), d)
+                yield from self._found(path, self._label(d.get(F.TRAJECTORY_ID), f"row {row}"), d)
                 row += 1
 
     def _jsonl(self, path: Path) -> Iterator[Finding]:
@@ -120,8 +129,8 @@ class Checker:
                 except json.JSONDecodeError:
                     yield from self._found(path, f"line {n}", line)
                     continue
-                rid = d.get("trajectory_id") or d.get("id") if isinstance(d, dict) else None
-                yield from self._found(path, str(rid or f"line {n}"), d)
+                rid = d.get(F.TRAJECTORY_ID) or d.get("id") if isinstance(d, dict) else None
+                yield from self._found(path, self._label(rid, f"line {n}"), d)
 
     def _text(self, path: Path) -> Iterator[Finding]:
         try:
@@ -193,9 +202,8 @@ class Checker:
         row = 0
         for batch in pf.iter_batches(batch_size=64, columns=cols):
             for d in batch.to_pylist():
-                yield from self._decoded(
-                    path, tok, d[TOKEN_COLUMN], d.get("sample_id") or f"row {row}"
-                )
+                label = self._label(d.get("sample_id"), f"row {row}")
+                yield from self._decoded(path, tok, d[TOKEN_COLUMN], label)
                 row += 1
 
     def _megatron(self, path: Path) -> Iterator[Finding]:

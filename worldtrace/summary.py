@@ -147,6 +147,15 @@ def _reason_kind() -> str:
     )
 
 
+SOURCE_KIND = (
+    f"CASE WHEN source_kind = '{F.SYNTHETIC}' OR environment.backend = '{F.SYNTHETIC}' "
+    f"THEN '{F.SYNTHETIC}' ELSE source_kind END"
+)
+"""SQL of a trajectory's source kind as `stats` counts it: `synthetic` for a generated
+record in either form, the older one saying `collector` (`records.is_synthetic`,
+as export and import count it), never taken for a real collector's data. SQL: `stats`
+and `report` run it on the views."""
+
 REJECT_REASONS = "SELECT stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC"
 """The query `stats` names for every reason in detail (its table groups them)."""
 
@@ -157,12 +166,13 @@ STATS_SECTIONS = (
     # trajectory of the source, `processed_not_in_raw` those whose raw record (its id or
     # raw id) the raw views do not hold: read from outside the store or from raw shards
     # since gone, so processed can be above raw only by that many
-    Section("sources", "trajectories by domain and source", """
-        WITH r AS (SELECT domain, source_kind, coalesce(origin_format, source_name) AS source,
+    Section("sources", "trajectories by domain and source", f"""
+        WITH r AS (SELECT domain, {SOURCE_KIND} AS source_kind,
+                          coalesce(origin_format, source_name) AS source,
                           count(*) AS raw, sum(num_turns) AS raw_turns
                    FROM raw_trajectories GROUP BY ALL),
              ids AS (SELECT DISTINCT trajectory_id FROM raw_trajectories),
-             p AS (SELECT t.domain, t.source_kind,
+             p AS (SELECT t.domain, {SOURCE_KIND} AS source_kind,
                           coalesce(t.origin_format, t.source_name) AS source, count(*) AS n,
                           count(*) FILTER (WHERE a.trajectory_id IS NULL
                                            AND b.trajectory_id IS NULL) AS elsewhere

@@ -10,7 +10,9 @@ is kept as given, its id too, except what the import stamps on every record: its
 re-import key), the record's earlier ones kept in metadata `earlier_origin` (with the
 options of the import that wrote it, `import_options`, which records this one's); the other
 `source` fields (kind, name, job, episode, origin format and id) are as given. A generated
-record stays `synthetic` (warning `synthetic_source`, as an AgentWorldBench export of one).
+record stays `synthetic` (warning `synthetic_source`, as an AgentWorldBench export of one),
+the older form too (`source.kind` collector, `environment.backend` synthetic), as export
+and `stats` count it (`records.is_synthetic`).
 `--domain` and the observation cap apply as to any import: a record they change gets the
 id of what is stored.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.records import from_jsonable, trajectory_from_dict
+from worldtrace.schemas.records import from_jsonable, is_synthetic, trajectory_from_dict
 from worldtrace.schemas.validate import validate_dict
 
 from .common import InvalidField, path_text, warning
@@ -62,7 +64,7 @@ def parse_record(d: Any, path: Path, index: int, domain: str | None = None) -> I
         t.metadata = {**t.metadata, EARLIER_ORIGIN: json.dumps(place, ensure_ascii=False)}
     if domain is not None:
         t.domain = domain
-    if src.kind == F.SYNTHETIC:
+    if is_synthetic(record):
         yield warning(
             "synthetic_source", "a generated (synthetic) trajectory: imported as synthetic"
         )

@@ -143,6 +143,7 @@ def mixed(tmp_path_factory) -> Store:
     outside = []
     for d in [d for d in records(60, seed=11) if d["domain"] == "web"][:5]:
         d["source"].update(kind="collector", name="mycollector", origin_format=None)
+        d["environment"]["backend"] = "docker"  # a real collector's (else: generated, 1205g)
         outside.append(d)
     outside += [d for d in records(60, seed=12) if d["domain"] == "terminal"][:3]
     r = run_cli(store, "process", "--input", str(write_jsonl(tmp / "ext.jsonl", outside)))
