@@ -28,8 +28,8 @@ agent sees the server's own words), rendered `MCP error CODE: MESSAGE`. A server
 does not start, exits, closes the connection, loses our HTTP session (restarted), writes
 bytes that are not UTF-8 on stdout or gives no answer within `call_timeout` is
 infrastructure: the step raises and the attempt fails with the reason and the tail
-of the server's stderr (of a call: what it wrote since the last call returned); the next
-reset starts a new server.
+of the server's stderr (of a call: what it wrote since its last answer came; of a server
+that died: since the last answered call was sent); the next reset starts a new server.
 
 Server log notifications and progress notifications go to the observation's
 `state_json` (`{"logs": [...], "progress": [...]}`), never into its text (those of the
@@ -82,6 +82,7 @@ from .mcp_client import (
     expand,
     find_command,
     free_port,
+    invalid_answer,
     log_size,
     render,
     root_cause,
@@ -408,7 +409,10 @@ class MCPSandbox(Unpicklable):
         """Seconds the last reset waited for its `workdir.at` folder."""
         self._task_id = ""
         self._calls = 0
-        self._said = 0  # the stderr log's size when the last call returned (`_said_since`)
+        self._said = 0
+        """The stderr log's size when the last answer came (or the episode began)."""
+        self._asked = 0
+        """Its size when the last answered call was sent (or the episode began)."""
         self._initial = ""
         self._spec: ServerSpec | None = None
         self._values: dict[str, str] = {}
@@ -427,7 +431,7 @@ class MCPSandbox(Unpicklable):
             self._run_setup(task.setup)
         self._task_id, self._calls = task.task_id, 0
         cap_log(self._spec.stderr_path)  # what a kept server wrote between episodes
-        self._said = log_size(self._spec.stderr_path)
+        self._said = self._asked = log_size(self._spec.stderr_path)
         logs, stdout = self._runner.run(self._take_notes(), STOP_TIMEOUT)
         return Observation(self._initial, state_json=_state(logs=logs, stdout=stdout))
 
@@ -590,11 +594,16 @@ class MCPSandbox(Unpicklable):
             self._runner = None
 
     # -- steps -------------------------------------------------------------------
-    def _said_since(self) -> str:
-        """The server's stderr since the last call returned (or the episode began): a
-        failure quotes what was said since, a crash between calls included, never an
-        earlier call's own traceback."""
-        return stderr_tail(self._spec.stderr_path, since=self._said)
+    def _said_since(self, died: bool = False) -> str:
+        """The server's stderr since its last answer came (or the episode began): a failure
+        quotes what was said since, never an earlier call's own traceback. A server that
+        died (`died`): since the last answered call was sent, its own lines included. Its
+        last words, written just after that answer, were mostly in the log before we read
+        the answer (a third of the time even at a bare read of the pipe), so no mark taken
+        on our side of the pipe falls between the two; what it said while answering comes
+        before them in the tail."""
+        since = self._asked if died else self._said
+        return stderr_tail(self._spec.stderr_path, since=since)
 
     def step(self, action: Action) -> Observation:
         if self._conn is None:
@@ -612,6 +621,7 @@ class MCPSandbox(Unpicklable):
         timeout = self.config.call_timeout
         noise = self._spec.stdout_noise
         before = noise.total
+        asked = log_size(self._spec.stderr_path)
         try:  # past the timeout the call is cancelled (the SDK tells the server so); an
             # injected latency is ours, not the server's: it is waited for on top
             answer, flag, progress, (logs, stdout) = self._runner.run(
@@ -619,8 +629,9 @@ class MCPSandbox(Unpicklable):
             )
         except TimeoutError:
             self._healthy = False
-            # an answer that is no JSON-RPC (a lone surrogate, a print) is dropped as noise:
-            # then the server did answer, and the reason says what it wrote
+            # an answer that is no JSON-RPC (a print, a line cut short) is dropped as noise:
+            # then the server did answer, and the reason says what it wrote (a lone
+            # surrogate escape is mended by our codec, `mend_surrogates`: an answer)
             meanwhile = f"; meanwhile {noise.summary()}" if noise.total > before else ""
             tail = self._said_since()  # what it waits for, if it says
             raise SandboxError(
@@ -630,13 +641,15 @@ class MCPSandbox(Unpicklable):
             ) from None
         except Exception as exc:
             self._healthy = False
-            tail = self._said_since()
+            cause = root_cause(exc)
+            tail = self._said_since(died=_closed(cause))
             raise SandboxError(
-                f"tools/call {action.name}: {_reason(root_cause(exc))}"
+                f"tools/call {action.name}: {_reason(cause)}"
                 + (f"; server stderr: {tail}" if tail else "")
             ) from None
-        cap_log(self._spec.stderr_path)  # a chatty server kept across episodes
-        self._said = log_size(self._spec.stderr_path)
+        if cap_log(self._spec.stderr_path):  # a chatty server kept across episodes
+            self._said = asked = log_size(self._spec.stderr_path)  # the marks are gone
+        self._asked = asked
         text, is_error, truncated = render(answer, self.config.output_cap)
         return Observation(
             text,
@@ -669,6 +682,7 @@ class MCPSandbox(Unpicklable):
                 noise.on_break = None
         if noise.broken is not None:
             raise SandboxError(noise.broken)
+        self._said = log_size(self._spec.stderr_path)  # as the answer came, not once returned
         return answer, flag, progress, await self._take_notes()
 
     def describe(self) -> dict[str, Any]:
@@ -734,14 +748,21 @@ def _not_text(value: Any, where: str) -> str | None:
     return None
 
 
-def _reason(exc: BaseException) -> str:
+def _closed(exc: BaseException) -> bool:
+    """Whether `exc` says the server closed the connection (it exited or crashed)."""
     from mcp.shared.exceptions import MCPError
 
-    if isinstance(exc, MCPError) and is_transport_failure(exc.code, exc.message):
+    return isinstance(exc, MCPError) and is_transport_failure(exc.code, exc.message)
+
+
+def _reason(exc: BaseException) -> str:
+    if _closed(exc):
         return "the server closed the connection (it exited, crashed or closed its stdout)"
     if isinstance(exc, SandboxError):  # ours, saying what broke (a lost session, stdout)
         return str(exc)
     if isinstance(exc, TimeoutError):
         return "no answer in time"
+    if invalid := invalid_answer(exc):  # pydantic's own names no field
+        return invalid
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -14,7 +14,8 @@ structured content as canonical JSON unless the text parts already say it by a
 convention servers follow (`_carried`: its JSON, or one key around what the parts say, as
 the SDK's `{"result": ...}`, compared as JSON values: `true` is not `1`; MCP's binary
 blocks in it count as their bracketed lines, never base64); a JSON-RPC error reads
-`MCP error CODE: MESSAGE`, as MCP clients show it.
+`MCP error CODE: MESSAGE`, as MCP clients show it, and its `data` when it has some
+(` (data: {"detail":"db connection refused"})`, compact JSON, at most `ERROR_DATA_CHARS`).
 
 A stdio server's stdout lines that are not JSON-RPC (a banner, a stray print) are
 counted and the first few kept (`StdoutNoise`), never logged: the SDK logs each one at
@@ -23,6 +24,13 @@ Its stdout is decoded by our codec (`STDOUT_CODEC`, UTF-8): the SDK's reader sto
 a word at bytes that are not UTF-8, so the codec drops the rest and says why
 (`StdoutNoise.broken`), which ends the pending call at once; and it hands the reader whole
 lines, which keeps the reader's line split linear (a 40 MB answer in about a second).
+
+A lone surrogate escape in a message (`"half \\ud83d"`: what Node's JSON.stringify writes
+for a string cut inside an emoji) is valid JSON that the SDK's parser refuses: the answer
+was dropped (stdio: as a line that is not JSON-RPC, and the call waited for its timeout;
+HTTP: the SDK's own parse error stood as the server's answer). Each is read as `\\ufffd`
+(U+FFFD, as a browser shows it) before the SDK parses the message (`mend_surrogates`:
+our stdout codec, and our HTTP client's transport, `_mending_transport`).
 """
 
 from __future__ import annotations
@@ -66,6 +74,15 @@ NOISE_KEPT = 3
 NOISE_CHARS = 200
 STDOUT_CODEC = "worldtrace_mcp_stdout"
 """UTF-8 that reports bytes it cannot decode to the connection (`_StdoutDecoder`)."""
+_ESCAPE = (
+    r"\\(?:\\"  # an escaped backslash, skipped whole: `\\ud83d` is no escape
+    r"|u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"  # a surrogate pair: kept
+    r"|(u[dD][89a-fA-F][0-9a-fA-F]{2}))"  # a lone surrogate (group 1)
+)
+ESCAPES = {str: re.compile(_ESCAPE), bytes: re.compile(_ESCAPE.encode())}
+"""The JSON escapes `mend_surrogates` looks at, scanned from the left (a backslash in
+JSON text always starts an escape, and `\\` is the one escape that holds another)."""
+SURROGATE_HINT = {str: re.compile(r"\\u[dD][89a-fA-F]"), bytes: re.compile(rb"\\u[dD][89a-fA-F]")}
 SESSION_HEADER = "mcp-session-id"
 HTTP_TIMEOUT_S, HTTP_READ_TIMEOUT_S = 30.0, 300.0
 """The HTTP client's timeouts, as the SDK's own default client has them (a server may hold
@@ -151,6 +168,19 @@ def _bad_line(exc: BaseException | None) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+def mend_surrogates(text: str | bytes) -> str | bytes:
+    """JSON text (or its UTF-8 bytes) with each lone surrogate escape (`\ud83d` that no
+    `\udc00`-`\udfff` follows, or such a low half alone) written `\ufffd`; a pair, and an
+    escaped backslash before `ud83d`, as they are. Whole JSON strings only: an escape cut
+    at the end of `text` is not seen (lines are given: JSON text holds no raw newline
+    inside a string)."""
+    kind = type(text)
+    if SURROGATE_HINT[kind].search(text) is None:  # the common case: one scan, no copy
+        return text
+    mended = "\\ufffd" if kind is str else b"\\ufffd"
+    return ESCAPES[kind].sub(lambda m: mended if m.group(1) else m.group(), text)
+
+
 class _StdoutDecoder(codecs.IncrementalDecoder):
     """UTF-8 for a stdio server's stdout, handed over in whole lines.
 
@@ -162,7 +192,8 @@ class _StdoutDecoder(codecs.IncrementalDecoder):
     again (`(buffer + chunk).split("\n")`), quadratic in a line's length: a 30 MB answer
     (one JSON-RPC line) took 26 s, and 40 MB outlasted the default call_timeout. The
     text after the last newline is held here (a list: linear) until its line ends, so the
-    reader never carries a pending line."""
+    reader never carries a pending line. A lone surrogate escape in a line is mended
+    (`mend_surrogates`): the SDK's parser would refuse the whole message."""
 
     def __init__(self, errors: str = "strict"):
         super().__init__(errors)
@@ -190,7 +221,7 @@ class _StdoutDecoder(codecs.IncrementalDecoder):
             return ""
         out = "".join((*self._held, text[:end]))
         self._held = [text[end:]] if end < len(text) else []
-        return out
+        return mend_surrogates(out)
 
     def reset(self) -> None:
         self._utf8.reset()
@@ -338,7 +369,12 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
             session = SessionWatch()
             timeout = httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [session.on_response]})
+                httpx2.AsyncClient(
+                    timeout=timeout,
+                    event_hooks={"response": [session.on_response]},
+                    transport=_mending_transport(),
+                    headers={"accept-encoding": "identity"},  # mended as sent: not packed
+                )
             )
             transport = streamable_http_client(spec.url, http_client=http)
         spec.stage.now = f"its answer to initialize ({'at ' + spec.url if spec.url else 'stdio'})"
@@ -366,6 +402,44 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
         )
         conn.logs = logs
         yield conn
+
+
+def _mending_transport():
+    """httpx's own transport, whose response bodies (a JSON answer, an SSE stream) reach
+    the SDK with lone surrogate escapes mended (`mend_surrogates`), line by line as they
+    come (an SSE event is never held back); a body the server compressed all the same
+    is left as it is."""
+    import httpx2
+
+    class Mended(httpx2.AsyncByteStream):
+        def __init__(self, stream) -> None:
+            self._stream = stream
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            held: list[bytes] = []  # the line not yet ended (a list: linear)
+            async for chunk in self._stream:
+                end = chunk.rfind(b"\n") + 1
+                if not end:
+                    held.append(chunk)
+                    continue
+                out = b"".join((*held, chunk[:end]))
+                held = [chunk[end:]] if end < len(chunk) else []
+                yield mend_surrogates(out)
+            if held:
+                yield mend_surrogates(b"".join(held))
+
+        async def aclose(self) -> None:
+            await self._stream.aclose()
+
+    class Mending(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request):
+            response = await super().handle_async_request(request)
+            if response.headers.get("content-encoding", "identity").lower() != "identity":
+                return response
+            response.stream = Mended(response.stream)
+            return response
+
+    return Mending()
 
 
 async def _answer_as_given(name: str, result: Any) -> None:
@@ -502,6 +576,52 @@ def log_size(path: Path | None) -> int:
         return 0
 
 
+def invalid_answer(exc: BaseException) -> str | None:
+    """What is wrong with an answer the SDK could not read as its result type (a pydantic
+    ValidationError), briefly, or None for any other error. Its own message counts the
+    errors and names no field (`13 validation errors for CallToolResult`): a content block
+    of an unknown type fails each member of the union once. Said here: the first place,
+    and for a union the members it fits none of, with what it holds."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return None
+    title, found = exc.title, exc.errors(include_url=False)
+    if not found:
+        return None
+    first, count = found[0], len(found)
+    loc = tuple(first.get("loc") or ())
+    # a union's members are named in the location (`content/0/TextContent/type`)
+    at = next((i for i, k in enumerate(loc) if isinstance(k, str) and k[:1].isupper()), None)
+    said = f"{count} validation error{'s' if count != 1 else ''}"
+    if at is None:
+        where = "/".join(map(str, loc)) or "the result"
+        return f"the server's answer is no valid {title} ({said}): {where}: {first.get('msg')}"
+    where = "/".join(map(str, loc[:at])) or "the result"
+    here = [e for e in found if tuple(e["loc"][:at]) == loc[:at] and len(e["loc"]) > at]
+    members = list(dict.fromkeys(e["loc"][at] for e in here))
+    typed = [  # the member its `type` names (`text`: TextContent), if one does
+        m for m in members
+        if not any(e["loc"][at:] == (m, "type") and e["type"] == "literal_error" for e in here)
+    ]  # fmt: skip
+    if len(typed) == 1 and len(members) > 1:
+        e = next(e for e in here if e["loc"][at] == typed[0])
+        inner = "/".join(map(str, e["loc"][at + 1 :])) or typed[0]
+        return (
+            f"the server's answer is no valid {title} ({said}): {where} ({typed[0]}): "
+            f"{inner}: {e.get('msg')}"
+        )
+    held = next(  # a missing field's input is the object that lacks it: the one at `where`
+        (e.get("input") for e in found if e["type"] == "missing" and len(e["loc"]) == at + 2),
+        None,
+    )
+    shown = f": {json.dumps(held, default=str)[:200]}" if isinstance(held, dict) else ""
+    return (
+        f"the server's answer is no valid {title} ({said}): {where} is none of "
+        f"{', '.join(map(str, members))}{shown}"
+    )
+
+
 def root_cause(exc: BaseException) -> BaseException:
     """The first leaf of an exception group (anyio task groups wrap failures in them)."""
     while getattr(exc, "exceptions", None):  # BaseExceptionGroup (3.11+ or the backport)
@@ -524,12 +644,20 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+ERROR_DATA_CHARS = 1000
+"""Characters of a JSON-RPC error's `data` (compact JSON) its observation keeps."""
+
+
 def render(answer, cap: int) -> tuple[str, bool, bool]:
     """(text, is_error, truncated) of a CallToolResult or of a JSON-RPC ErrorData."""
     import mcp_types as types
 
     if isinstance(answer, types.ErrorData):
         text, is_error = f"MCP error {answer.code}: {answer.message}", True
+        if answer.data is not None:  # what the server says went wrong: it was dropped
+            data = json.dumps(answer.data, ensure_ascii=False, separators=(",", ":"), default=str)
+            cut = data[: ERROR_DATA_CHARS - 1] + "…" if len(data) > ERROR_DATA_CHARS else data
+            text += f" (data: {cut})"
     else:
         parts = [render_part(p) for p in answer.content]
         structured = _without_blobs(answer.structured_content)
