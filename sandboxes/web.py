@@ -182,6 +182,9 @@ SETTLE_EVAL_S = SETTLE_MAX_MS / 1000 + 1
 """How long the settle's script may take before the sandbox looks for a navigation that
 holds it: Playwright evaluates nothing in a tab whose navigation has not committed (a URL
 that never answers would hold the step until its step_timeout)."""
+READS = 3
+"""How many times an observation is read when a navigation keeps being requested while
+it is read (`_observe`; a page that navigates on every read is observed as read last)."""
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 """Observation fields of GUI kinds this schema version has; the rest ride in state_json."""
 
@@ -314,7 +317,14 @@ class WebSandbox(Unpicklable):
         """The last navigation the proxy refused in this step (it cannot tell the tab)."""
         self._step_blocked: list[str] = []
         self._navs: dict[Any, tuple[Any, float]] = {}
-        """Top-level navigation requests in flight: (their tab, when they started)."""
+        """Top-level navigation requests not yet committed: (their tab, when they
+        started). One leaves when its tab's main frame commits a document, when it fails
+        (a 204, a download, another navigation replacing it) or when another hop of its
+        redirect follows; an answer alone is not the commit (the old document stays a
+        while, and was read as the answer's)."""
+        self._nav_count = 0
+        """How many top-level navigations the active tab requested (`_observe` reads the
+        page again when one was requested while it read)."""
         self._stopped_nav: str | None = None
         """The active tab's navigation this step stopped at its navigation_timeout."""
         self._dialogs: list[dict[str, str]] = []
@@ -457,6 +467,7 @@ class WebSandbox(Unpicklable):
 
     def _on_page(self, page) -> None:
         page.on("crash", self._on_crash)
+        page.on("framenavigated", self._on_frame_navigated)
         if self._page_event is not None:
             self._page_event.set()
 
@@ -506,16 +517,33 @@ class WebSandbox(Unpicklable):
         self._inflight[request] = page
         self._started += 1
         if self._top_navigation(request):
+            if request.redirected_from is not None:  # the redirect's next hop replaces it
+                self._navs.pop(request.redirected_from, None)
             self._navs[request] = (page, asyncio.get_running_loop().time())
+            self._nav_count += page is self._page
             self._nav_event.set()
 
     def _on_request_answered(self, request) -> None:
+        """A request answered: a navigation's stays in `_navs` until its document commits
+        (`_on_frame_navigated`), which comes after its answer (the answer of a script's
+        `location` came, the settle ran in the old document and found it still)."""
         self._answered += 1
-        self._on_request_done(request)
+        if self._inflight.pop(request, None) is not None:
+            self._net_event.set()
 
     def _on_request_done(self, request) -> None:
         self._navs.pop(request, None)
         if self._inflight.pop(request, None) is not None:
+            self._net_event.set()
+
+    def _on_frame_navigated(self, frame) -> None:
+        """A tab's main frame committed a document: its navigations are done."""
+        if frame.parent_frame is not None:
+            return
+        page = frame.page
+        for request in [r for r, (p, _) in self._navs.items() if p is page]:
+            del self._navs[request]
+        if self._net_event is not None:
             self._net_event.set()
 
     async def _on_dialog(self, dialog) -> None:
@@ -527,12 +555,13 @@ class WebSandbox(Unpicklable):
             await dialog.dismiss()
 
     async def _await_navigation(self) -> bool:
-        """Wait for the tabs' top-level navigations in flight, each at most
-        navigation_timeout from its start (the time `goto` gives one), and stop those
-        still unanswered then (CDP `Page.stopLoading`: the tab stays on its page). A link
-        clicked, a form sent, a script's `location` is waited for as `goto` is; and no
-        later call hangs on a URL that never answers, since Playwright evaluates nothing in
-        a tab whose navigation has not committed. True if there was one."""
+        """Wait for the tabs' top-level navigations to commit (an answer is not enough:
+        `_navs`), each at most navigation_timeout from its start (the time `goto` gives
+        one), and stop those still unanswered then (CDP `Page.stopLoading`: the tab stays
+        on its page). A link clicked, a form sent, a script's `location` is waited for as
+        `goto` is; and no later call hangs on a URL that never answers, since Playwright
+        evaluates nothing in a tab whose navigation has not committed. True if there was
+        one."""
         loop = asyncio.get_running_loop()
         found = False
         while True:
@@ -627,6 +656,10 @@ class WebSandbox(Unpicklable):
         allowed = "|".join(re.escape(o) for o in self._origins)
         local = "|".join(re.escape(s) for s in LOCAL_SCHEMES)
         return re.compile(rf"^(?!(?:{allowed})(?:[/?#]|$))(?!{local})")
+
+    def _blocked_url(self, url: str) -> bool:
+        """A URL the sandbox stops (outside the allowed origins, not a local scheme)."""
+        return bool(self._outside_re and self._outside_re.match(url))
 
     def _record(self, url: str) -> None:
         """A request outside the allowed origins was stopped: by the route handler, or by
@@ -868,38 +901,45 @@ class WebSandbox(Unpicklable):
         from playwright.async_api import Error as PlaywrightError
 
         page = self._page
-        crashed = page in self._crashed
-        tree, focused, status, inputs, truncated, walked = "", "", None, {}, False, None
-        unsettled = False
-        if not crashed:
-            watch = asyncio.create_task(self._watch_navigations())
-            try:
-                tree, got, inputs = await self._extract(page)
-            except PlaywrightError as exc:  # a crash while reading is the tab's answer too
-                if not self._crash_of(page, exc):
-                    raise
-                crashed, tree, got, inputs = True, "", {"focused": "", "status": None}, {}
-            finally:
-                watch.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await watch
-            focused, status, walked = got["focused"], got["status"], got.get("walked")
-            unsettled = got.get("unsettled", False)
-            truncated = walked == "cut"
-            if len(tree) > self.config.max_chars:
-                cut = tree.rfind("\n", 0, self.config.max_chars)
-                tree = tree[: cut if cut > 0 else self.config.max_chars]
-                truncated = True
+        for left in reversed(range(READS)):
+            navs = self._nav_count
+            crashed = page in self._crashed
+            tree, focused, status, inputs, truncated, walked = "", "", None, {}, False, None
+            unsettled = False
+            if not crashed:
+                watch = asyncio.create_task(self._watch_navigations())
+                try:
+                    tree, got, inputs = await self._extract(page)
+                except PlaywrightError as exc:  # a crash while reading is the tab's answer too
+                    if not self._crash_of(page, exc):
+                        raise
+                    crashed, tree, got, inputs = True, "", {"focused": "", "status": None}, {}
+                finally:
+                    watch.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await watch
+                focused, status, walked = got["focused"], got["status"], got.get("walked")
+                unsettled = got.get("unsettled", False)
+                truncated = walked == "cut"
+                if len(tree) > self.config.max_chars:
+                    cut = tree.rfind("\n", 0, self.config.max_chars)
+                    tree = tree[: cut if cut > 0 else self.config.max_chars]
+                    truncated = True
+            tabs = []
+            for p in self._ctx.pages:
+                (title, cut_title), (url, cut_url) = cut_shown(await self._title(p)), cut_shown(p.url)  # fmt: skip
+                tabs.append({"title": title, "url": url})
+                truncated = truncated or cut_title or cut_url
+            # a navigation requested while the page was read (a script's timer, a click's):
+            # what was read is the old document's, or parts of both; read again once it
+            # committed (`_extract` waits for it, up to navigation_timeout)
+            if navs == self._nav_count or crashed or page.is_closed() or not left:
+                break
         if self._stopped_nav and not error:
             # a navigation no Playwright call waited for (a script's, after the action):
             # the text is ours, so the state says so
             error = f"TimeoutError: navigation to {self._stopped_nav}: Timeout {self.config.navigation_timeout * 1000:g}ms exceeded."  # fmt: skip
             refused = True
-        tabs = []
-        for p in self._ctx.pages:
-            (title, cut_title), (url, cut_url) = cut_shown(await self._title(p)), cut_shown(p.url)
-            tabs.append({"title": title, "url": url})
-            truncated = truncated or cut_title or cut_url
         active = self._ctx.pages.index(page)
         dialogs, self._dialogs = self._dialogs, []
         for d in dialogs:
@@ -991,7 +1031,7 @@ class WebSandbox(Unpicklable):
                     return walked["text"], state, walked["inputs"]
                 cdp = await self._cdp(page)
                 try:
-                    axtree = await page_axtree(page, cdp)
+                    axtree = await page_axtree(page, cdp, self._blocked_url)
                 finally:
                     state = await unmark_frames(page, marks["frames"])
                 tree = flatten(axtree, opts, frozenset(marks["hidden"]), marks["visibility"])

@@ -22,7 +22,9 @@ AgentLab's default.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from worldtrace.schemas.parsing import configclass
 
@@ -299,6 +301,7 @@ WALK_JS = r"""
       return norm(Array.from(el.labels).map((l) => textOf(l, el)).join(" "));
     }
     if (tag === "img" || tag === "area") return norm(el.getAttribute("alt") || el.title);
+    if (tag === "optgroup") return norm(el.label);
     if (tag === "fieldset") {
       const legend = el.querySelector(":scope > legend");
       if (legend) return norm(textOf(legend));
@@ -314,10 +317,32 @@ WALK_JS = r"""
     if (tag === "input" || tag === "textarea") return norm(el.title || el.placeholder);
     return norm(el.title);
   };
+  // a details' first summary is its disclosure triangle: `expanded` is the triangle's
+  const disclosure = (el, tag) => tag === "summary" && el.parentElement
+    && el.parentElement.localName === "details"
+    && el.parentElement.querySelector(":scope > summary") === el;
+  // as MARK_JS's test (a box of some area, visibility: visible), and not skipped by
+  // Chromium's rendering: inside a closed <details> or under content-visibility: hidden
+  // (their boxes have an area, the AXTree leaves them out)
   const rendered = (el) => {
     let area = 0;
     for (const r of el.getClientRects()) area += r.width * r.height;
-    return area > 0 && getComputedStyle(el).visibility === "visible";
+    if (!(area > 0 && getComputedStyle(el).visibility === "visible")) return false;
+    return !el.checkVisibility || el.checkVisibility({visibilityProperty: true});
+  };
+  // a text node whose parent shows none of its content: a closed <details> (its summary
+  // is an element), an element with content-visibility: hidden (an element below one is
+  // not rendered, and its text left out with it)
+  let cvOf = null, cvHidden = false;
+  const contentSkipped = (node) => {
+    const parent = node.parentElement;
+    if (!parent) return false;
+    if (parent.localName === "details" && !parent.open) return true;
+    if (parent !== cvOf) {
+      cvOf = parent;
+      cvHidden = getComputedStyle(parent).contentVisibility === "hidden";
+    }
+    return cvHidden;
   };
   const inView = (el) => {
     const r = el.getBoundingClientRect(), area = r.width * r.height;
@@ -337,7 +362,8 @@ WALK_JS = r"""
       out.push(`checked=${repr(el.indeterminate ? "mixed" : checked)}`);
     }
     if (role === "combobox" && tag === "select") out.push("hasPopup='menu'");
-    const expanded = tag === "select" && role === "combobox" ? "false" : tag === "details" ? String(el.open) : aria("aria-expanded");
+    const expanded = tag === "select" && role === "combobox" ? "false"
+      : disclosure(el, tag) ? String(el.parentElement.open) : aria("aria-expanded");
     if (expanded === "true" || expanded === "false") out.push(`expanded=${expanded === "true" ? "True" : "False"}`);
     if (aria("aria-pressed")) out.push(`pressed=${repr(aria("aria-pressed"))}`);
     if (tag === "option") out.push(`selected=${el.selected ? "True" : "False"}`);
@@ -371,7 +397,10 @@ WALK_JS = r"""
     if (full) return;
     if (node.nodeType === Node.TEXT_NODE) {
       const name = textName(node);
-      if (name && !filtered && !parentName.includes(name)) emit(depth, `StaticText ${repr(name)}`);
+      if (name && !parentName.includes(name) && !(pruneHidden && contentSkipped(node))
+          && !(typeof filtered === "function" ? filtered() : filtered)) {
+        emit(depth, `StaticText ${repr(name)}`);
+      }
       return;
     }
     if (node.nodeType !== Node.ELEMENT_NODE) return;
@@ -383,8 +412,16 @@ WALK_JS = r"""
     const role = tag === "br" ? "LineBreak" : roleOf(el, tag);
     const name = role === "generic" || role === "LineBreak" ? "" : nameOf(el, tag, role);
     let skip = role === "generic" || role === "LineBreak", mine = filtered;
-    if (!skip && bid !== null && !NO_BOX.has(tag)) {
-      if ((pruneHidden && !rendered(el)) || (viewportOnly && !inView(el))) mine = skip = true;
+    const hides = () => (pruneHidden && !rendered(el)) || (viewportOnly && !inView(el));
+    // as flatten: an element of ours that is not rendered is left out, and so is the text
+    // right below it; a generic one too (its own text: a zero-height box's), tested
+    // when it has text to show (most generic elements have none of their own)
+    if (bid !== null && !NO_BOX.has(tag)) {
+      if (!skip) mine = skip = hides();
+      else if (role === "generic") {
+        let known = null;
+        mine = () => (known === null ? (known = hides()) : known);
+      }
     }
     const at = lines.length, before = size;
     let empty = true;
@@ -475,6 +512,12 @@ def strip_marks(axtree: dict[str, Any]) -> None:
             node["browsergym_id"] = bid
 
 
+def _origin_of(url: str) -> str:
+    """scheme://host[:port] of a URL, as written (the URL itself when it has no host)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+
+
 def _split(value: str) -> tuple[str | None, str]:
     m = _DATA_RE.fullmatch(value)
     return (m.group(1), m.group(2)) if m else (None, value)
@@ -558,17 +601,26 @@ def flatten(
     return "\n".join(dfs(0, 0, False, ""))
 
 
-async def page_axtree(page, cdp) -> dict[str, Any]:
+async def page_axtree(page, cdp, outside: Callable[[str], bool] | None = None) -> dict[str, Any]:
     """The merged AXTree of a page and its frames over one CDP session (BrowserGym's
-    extract_merged_axtree): each frame's tree, iframes linked to their frame's root."""
+    extract_merged_axtree): each frame's tree, iframes linked to their frame's root.
+
+    A frame whose document is Chromium's error page for a URL `outside` says the sandbox
+    stopped ("This page has been blocked by Chromium") is not the site's content: its
+    tree is left out and its Iframe node says `blocked='<origin>'` (docs/web.md)."""
     tree = await cdp.send("Page.getFrameTree")
-    frame_ids, todo = [], [tree["frameTree"]]
+    frame_ids, todo, blocked = [], [tree["frameTree"]], {}
     while todo:
         f = todo.pop()
         todo.extend(f.get("childFrames", []))
         frame_ids.append(f["frame"]["id"])
+        lost = f["frame"].get("unreachableUrl", "")
+        if lost and outside is not None and outside(lost) and frame_ids[0] != f["frame"]["id"]:
+            blocked[f["frame"]["id"]] = _origin_of(lost)
     frames = {}
     for fid in frame_ids:
+        if fid in blocked:
+            continue
         # the root frame's tree asked without frameId: the same nodes, 15-25% faster on a
         # 3,000-node page (tests/sandboxes/test_web.py checks they are the same)
         params = {"frameId": fid} if fid != frame_ids[0] else None
@@ -582,7 +634,10 @@ async def page_axtree(page, cdp) -> dict[str, Any]:
                 continue
             d = await cdp.send("DOM.describeNode", {"backendNodeId": node["backendDOMNodeId"]})
             fid = d.get("node", {}).get("frameId")
-            if fid in frames and frames[fid]["nodes"]:
+            if fid in blocked:
+                prop = {"name": "blocked", "value": {"type": "string", "value": blocked[fid]}}
+                node.setdefault("properties", []).append(prop)
+            elif fid in frames and frames[fid]["nodes"]:
                 node.setdefault("childIds", []).append(frames[fid]["nodes"][0]["nodeId"])
     return merged
 
