@@ -75,7 +75,9 @@ def sdk_results(argv: list[str]) -> dict:
 
     async def main() -> dict:
         params = StdioServerParameters(command=argv[0], args=argv[1:])
-        async with Client(stdio_client(params)) as client:
+        # errlog given: its default is the `sys.stderr` of the SDK's first import, which
+        # in a test worker may be a CliRunner's stream since closed (fresh-clone CI, 1205g)
+        async with Client(stdio_client(params, errlog=sys.__stderr__)) as client:
             results = {name: await client.call_tool(name, {}) for name in TOOLS}
         return {k: ([p.text for p in r.content], r.structured_content) for k, r in results.items()}
 
