@@ -52,7 +52,8 @@ def _target(props: dict[str, Any], what: str) -> dict[str, Any]:
             "y": {"type": "integer", "minimum": 0, "description": "screen y in pixels (with x)"},
             **props,
         },
-        "minProperties": 1,
+        # a node or a point: `minProperties: 1` let `{"duration": 2}` through (hunt 1205g)
+        "anyOf": [{"required": ["node"]}, {"required": ["x", "y"]}],
         "dependentRequired": {"x": ["y"], "y": ["x"]},
         "additionalProperties": False,
     }
