@@ -78,7 +78,9 @@ class AndroidConfig:
     max_depth: Annotated[int, Field(ge=1, le=500)] = 50
     """Deepest hierarchy level dumped."""
     max_chars: Annotated[int, Field(ge=500)] = 30_000
-    """Observation cap; further nodes are counted, not shown, and the turn is truncated."""
+    """Cap of the observation's node lines; further nodes are counted, not shown, and the
+    turn is truncated. The header (app, keyboard), a failed launch's first line and the
+    `... (N more nodes)` line come on top (at most a few hundred characters)."""
     hide_packages: tuple[str, ...] = (
         "com.android.systemui",
         "com.google.android.inputmethod.latin",

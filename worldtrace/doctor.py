@@ -327,6 +327,16 @@ def stopped_attempts(store=None) -> list[Check]:
     ]
 
 
+def android_devices() -> Check:
+    """The devices the adb server lists (`$ANDROID_ADB_SERVER_HOST`/`PORT`, else
+    127.0.0.1:5037): what an Android job's `adb:` and `serial:` name. Optional: no server
+    answers on a machine without Android work."""
+    from worldtrace.sandboxes.android import doctor_check
+
+    ok, detail, fix = doctor_check()
+    return Check("android devices", ok, detail, fix)
+
+
 def redaction_screen() -> Check:
     """Whether `process` screens batches for secrets before redacting record by record
     (docs/security.md): without it every record is redacted whole, with the same output
@@ -409,6 +419,7 @@ def run_checks(store=None) -> list[Check]:
         partial(
             _binary, "adb", ["version"], "optional: apt-get install adb (real Android devices)"
         ),
+        android_devices,
         partial(
             _binary,
             "mcp-server-git",

@@ -6,6 +6,9 @@ arguments against the schema), an observation."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 from worldtrace.collectors.actions import tool
 from worldtrace.collectors.jobs import JobSpec
@@ -38,3 +41,19 @@ def test_an_agents_press_without_a_target_is_its_error(sim):
         assert not sb.step(tool("tap", x=934, y=2128)).is_error  # the episode goes on
     finally:
         sb.close()
+
+
+def test_doctor_lists_the_devices_of_the_adb_server(sim, wt_env):
+    """docs/android.md said `worldtrace doctor` lists them; it never called the check."""
+    host, port = sim.adb.rsplit(":", 1)
+    env = {**wt_env, "ANDROID_ADB_SERVER_HOST": host, "ANDROID_ADB_SERVER_PORT": port}
+    r = subprocess.run(
+        ["worldtrace", "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    [check] = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "android devices"]
+    assert check == {
+        "name": "android devices",
+        "ok": True,
+        "detail": f"adb server at {sim.adb}: {sim.serial} (device)",
+        "fix": "",
+    }
