@@ -508,9 +508,10 @@ class SampleBuilder:
 
     def _fit(self, rec, system, suffix, turns, targets, rendered, enc) -> list[Sample]:
         """The samples of one piece within the length limit (counting a trimmed system
-        prompt once a trajectory, when any of its samples is kept). `overflow` applies to whole trajectories: a turn
-        sample over the limit drops its oldest history first in either mode, since its
-        target is its last turn (truncating it would cut the target and keep the history)."""
+        prompt once a trajectory, when any of its samples is kept). `overflow` applies to
+        whole trajectories: a turn sample over the limit drops its oldest history first in
+        either mode, since its target is its last turn (truncating it would cut the target
+        and keep the history)."""
         tid = rec[F.TRAJECTORY_ID]
         limit = self.max_len
         if not limit or len(enc) <= limit:

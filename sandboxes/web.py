@@ -508,7 +508,7 @@ class WebSandbox(Unpicklable):
 
     def _on_request(self, request) -> None:
         redirected = request.redirected_from is not None  # the proxy refuses and records it
-        if redirected and self._outside_re.match(request.url) and self._top_navigation(request):
+        if redirected and self._blocked_url(request.url) and self._top_navigation(request):
             self._blocked_nav, self._blocked_hop = request.url, request
         try:
             page = request.frame.page

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -160,7 +160,9 @@ def not_utf8(data: bytes, exc: UnicodeDecodeError, path: object, unit: str = "fi
     return BadText(why, len(ends) + 1, col)
 
 
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]')
+_SYNTAX = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{\]},:]')
+"""The strings, brackets and separators of JSON text: how deep a place is, and where
+(`deepest`, `place`), read without parsing."""
 _CUT_TOKEN = re.compile(
     r"""\\ | \\?u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,3})?)?  # an escape in a string
     | n(?:ul?)? | t(?:ru?)? | f(?:a(?:ls?)?)?                    # null, true, false
@@ -181,7 +183,7 @@ def deepest(text: str) -> tuple[int, int]:
     """How deep the brackets of JSON `text` go, and where (the index of the deepest
     opening bracket)."""
     depth = most = where = 0
-    for m in _TOKENS.finditer(text):
+    for m in _SYNTAX.finditer(text):
         c = m.group()[0]
         if c in "[{":
             depth += 1
@@ -192,13 +194,37 @@ def deepest(text: str) -> tuple[int, int]:
     return most, where
 
 
-def too_deep(text: str) -> BadText:
+def place(text: str, pos: int) -> list[str | int]:
+    """The keys and indices down to the value that starts at `pos` in JSON `text`, read
+    from its syntax alone (the text need not parse; no recursion)."""
+    stack: list[list] = []  # [bracket, key or index, whether a key comes next]
+    for m in _SYNTAX.finditer(text, 0, pos):
+        tok = m.group()
+        if tok in "[{":
+            stack.append([tok, 0 if tok == "[" else "", tok == "{"])
+        elif not stack:
+            continue
+        elif tok in "]}":
+            stack.pop()
+        elif tok == ",":
+            top = stack[-1]
+            top[1], top[2] = (top[1] + 1, False) if top[0] == "[" else ("", True)
+        elif tok == ":":
+            stack[-1][2] = False
+        elif stack[-1][2]:  # an object's key, as written
+            stack[-1][1] = tok[1:-1]
+    return [key for _, key, _ in stack]
+
+
+def too_deep(text: str, name: Callable[[list[str | int]], str] | None = None) -> BadText:
     """The problem of JSON `text` nested deeper than the decoder can follow: how deep,
-    at its deepest opening bracket."""
+    at its deepest opening bracket; `name`: how the field holding it is named (from its
+    `place`), said first."""
     depth, pos = deepest(text)
     line, col = _position(text, pos)
     why = f"nested {depth} levels deep, deeper than can be parsed (column {col})"
-    return BadText(why, line, col)
+    field = name(place(text, pos)) if name else ""
+    return BadText(f"{field}: {why}" if field else why, line, col)
 
 
 def undecodable(

@@ -27,7 +27,7 @@ from worldtrace.schemas.text import TEXT_LINE_END as LINE_END
 from worldtrace.schemas.text import BadText
 from worldtrace.schemas.validate import TooDeep, finite_json_float, parse_json
 
-from .common import ImportProblem, Place, deep_field
+from .common import ImportProblem, deep_field
 
 _NUMBERS = re.compile(r'"(?:[^"\\]|\\.)*"|NaN|-?Infinity|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?')
 """The strings (passed over) and the non-finite constants and numbers of JSON text."""
@@ -70,45 +70,11 @@ def loads(text: str, unit: str = "line") -> Any:
     except json.JSONDecodeError as exc:
         raise T.undecodable(text, exc, unit, prefix="") from None
     except TooDeep:
-        raise _too_deep(text) from None
+        # naming the field that holds the nesting, as `common.json_in` names one
+        raise T.too_deep(text, deep_field) from None
     except ValueError as exc:  # a refused constant, or e.g. an integer of 5,000 digits
         what, line, col = _not_a_number(text) or (str(exc), 1, 1)
         raise BadText(f"{what} (column {col})", line, col) from None
-
-
-def _too_deep(text: str) -> BadText:
-    """The problem of JSON `text` nested deeper than `validate.JSON_DEPTH` (`T.too_deep`:
-    how deep, where), naming the field that holds the nesting, as a field too deep inside
-    a record that parses is named (`common.json_in`)."""
-    bad = T.too_deep(text)
-    field = deep_field(_place(text, T.deepest(text)[1]))
-    return BadText(f"{field}: {bad.message}" if field else bad.message, bad.line, bad.column)
-
-
-_SYNTAX = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{\]},:]')
-"""The strings, brackets and separators of JSON text: what tells where a value is."""
-
-
-def _place(text: str, pos: int) -> Place:
-    """The keys and indices down to the value that starts at `pos` in JSON `text`, read
-    from its syntax alone (the text need not parse; no recursion)."""
-    stack: list[list[Any]] = []  # [bracket, key or index, whether a key comes next]
-    for m in _SYNTAX.finditer(text, 0, pos):
-        tok = m.group()
-        if tok in "[{":
-            stack.append([tok, 0 if tok == "[" else "", tok == "{"])
-        elif not stack:
-            continue
-        elif tok in "]}":
-            stack.pop()
-        elif tok == ",":
-            top = stack[-1]
-            top[1], top[2] = (top[1] + 1, False) if top[0] == "[" else ("", True)
-        elif tok == ":":
-            stack[-1][2] = False
-        elif stack[-1][2]:  # an object's key, as written
-            stack[-1][1] = tok[1:-1]
-    return [key for _, key, _ in stack]
 
 
 _escaped = 0
