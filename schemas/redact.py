@@ -421,7 +421,7 @@ _CUT_KEY = re.compile(  # a start as `_start` takes it (after a JSON escape too)
     r"(?:(?:(?<![A-Za-z0-9_+/-])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{4})|(?<=://))"
     f"(?:{_cut_alternatives(False)})|{_cut_alternatives(True)})\\Z"
 )
-_KEY_RUN = re.compile(r"[A-Za-z0-9_.-]*")
+_KEY_RUN = re.compile(r"[A-Za-z0-9_.+/=-]*")
 """Characters of every key in `CUT_SHAPES`: a cut key lies in the last run of them."""
 _CUT_WINDOW = 20_100
 """How far from its end a cut key is looked for: a private key's body is taken to 20,000."""

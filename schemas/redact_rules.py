@@ -739,6 +739,7 @@ Gates of patterns with `(?i:` are lower case (tested on the lower-cased text).""
 
 CUT_SHAPES = (
     ("anthropic_key", "sk-ant-", "A-Za-z0-9_-", False),
+    ("openrouter_key", "sk-or-v1-", "a-f0-9", False),
     ("stripe_access_key", "[rs]k_(?:live|test)_", "A-Za-z0-9", True),
     ("openai_key", "sk-", "A-Za-z0-9_-", False),
     ("github_token", "gh[pousr]_", "A-Za-z0-9", True),
@@ -755,6 +756,24 @@ CUT_SHAPES = (
     ("jwt", "eyJ|eyAi", "A-Za-z0-9_.-", False),
     ("gitlab_token", "gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-", "A-Za-z0-9_-", True),
     ("pypi_token", "pypi-", "A-Za-z0-9_-", True),
+    # `PROVIDER_KEYS` (2026-12-06)
+    ("groq_key", "gsk_", "A-Za-z0-9", False),
+    ("xai_key", "xai-", "A-Za-z0-9", False),
+    ("perplexity_key", "pplx-", "A-Za-z0-9", False),
+    ("replicate_token", "r8_", "A-Za-z0-9", False),
+    ("fireworks_key", "fw_", "A-Za-z0-9", False),
+    ("google_oauth_client_secret", "GOCSPX-", "A-Za-z0-9_-", False),
+    ("vault_token", r"hv[sb]\.", "A-Za-z0-9_-", False),
+    ("databricks_token", "dapi", "a-f0-9", False),
+    ("tailscale_key", "tskey-", "A-Za-z0-9-", False),
+    ("linear_key", "lin_api_", "A-Za-z0-9", False),
+    ("notion_token", "ntn_", "A-Za-z0-9", False),
+    ("supabase_token", "sbp_", "a-f0-9", False),
+    ("sentry_token", "sntry[su]_", "A-Za-z0-9_+/=", False),
+    ("postman_key", "PMAK-", "a-fA-F0-9-", False),
+    ("doppler_token", r"dp\.(?:pt|ct|st|sa)\.", "A-Za-z0-9_.-", False),
+    ("grafana_token", "glsa_", "A-Za-z0-9_", False),
+    ("age_secret_key", "AGE-SECRET-KEY-1", "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", False),
 )
 """(kind, literal start, the key's characters, found inside a word) of the keys of known
 shape, as the rules of `redact_rules` and detect-secrets read them: a cut tail that is
@@ -908,6 +927,25 @@ def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
         "google_oauth_token": "ya29.a0" + rand(120, alnum + "_-"),
         "docker_token": "dckr_pat_" + rand(27, alnum + "_-"),
         "shopify_token": "shpat_" + rand(32, "0123456789abcdef"),
+        # (2026-12-06) `PROVIDER_KEYS`; both cases and a digit where a rule wants them
+        "openrouter_key": "sk-or-v1-" + rand(64, "0123456789abcdef"),
+        "groq_key": "gsk_Ab1" + rand(49),
+        "xai_key": "xai-Ab1" + rand(77),
+        "perplexity_key": "pplx-Ab1" + rand(45),
+        "replicate_token": "r8_Ab1" + rand(34),
+        "fireworks_key": "fw_3Zk" + rand(21),
+        "google_oauth_client_secret": "GOCSPX-" + rand(28, alnum + "_-"),
+        "vault_token": "hvs.CAESI" + rand(86, alnum + "_-"),
+        "databricks_token": "dapi" + rand(32, "0123456789abcdef"),
+        "tailscale_key": "tskey-auth-k" + rand(11) + "CNTRL-" + rand(33),
+        "linear_key": "lin_api_" + rand(40),
+        "notion_token": "ntn_" + rand(11, string.digits) + rand(35),
+        "supabase_token": "sbp_" + rand(40, "0123456789abcdef"),
+        "sentry_token": "sntryu_" + rand(64, "0123456789abcdef"),
+        "postman_key": "PMAK-" + rand(24, "0123456789abcdef") + "-" + rand(34, "0123456789abcdef"),
+        "doppler_token": "dp.st.dev." + rand(40),
+        "grafana_token": "glsa_" + rand(32) + "_" + rand(8, "0123456789abcdef"),
+        "age_secret_key": "AGE-SECRET-KEY-1" + rand(58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"),
     }
     context = {
         "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
