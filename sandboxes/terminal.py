@@ -148,7 +148,7 @@ def _command_line(value: Any) -> Any:
             raise ValueError(f"cannot split {value!r} into a command line: {exc}") from None
     if isinstance(value, (list, tuple)) and (not value or value[0] == ""):
         raise ValueError("names no program: give a path or a name on the image's PATH")
-    return value
+    return tuple(value) if isinstance(value, list) else value  # `parse` is strict after this
 
 
 @configclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,7 +326,16 @@ def parse(cls: type[T], data: Any, path: Path_ = ()) -> T:
     if not isinstance(data, Mapping):
         raise ConfigError([ConfigProblem(path, f"expected a mapping, got {type(data).__name__}")])
     try:
-        return _adapter(cls).validate_python(dict(data))
+        text = json.dumps(data, allow_nan=True)
+    except (TypeError, ValueError):  # not JSON's values (a YAML date): pydantic's own rules
+        text = None
+    try:
+        if text is None:
+            return _adapter(cls).validate_python(dict(data))
+        # strict as JSON's types: `warm: true` is no count, `pids_limit: "64"` no number,
+        # `read_only: "no"` no boolean (each was taken as a Python cast would: 1, 64,
+        # False); a list is a tuple, an integer a float, as JSON has no others
+        return _adapter(cls).validate_json(text, strict=True)
     except ValidationError as exc:
         problems = []
         for e in exc.errors():
