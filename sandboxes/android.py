@@ -4,7 +4,9 @@ The observation is the view hierarchy from `dump_hierarchy`, compacted to inform
 nodes with episode-stable ids (`android_view`), under a header with the app state
 (package, activity, keyboard); `state_json` holds that state. Actions are tool calls:
 `tap`, `long_press`, `swipe`, `type`, `press`, `launch`, `wait`. A reset force-stops and
-relaunches the task's app (optionally clearing its data), or goes home.
+relaunches the task's app (optionally clearing its data), or goes home. `type` sends the
+AdbKeyboard broadcasts itself: uiautomator2's `send_keys` closes the keyboard after the
+text and leaves the device on its IME; the device's own is put back at `close()`.
 
 Errors have owners. A crash or ANR dialog, or a device adb reports `offline`, is what
 the environment shows: an observation with `env_failure` (`app_crashed`, `anr`,
@@ -26,9 +28,12 @@ then fails the attempt naming the holder's pid; a collector stopping meanwhile e
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import difflib
 import json
+import logging
+import re
 import threading
 import time
 import weakref
@@ -129,6 +134,17 @@ LAUNCH_MISTAKES = (
 """What `am start` / `monkey` say when the job names what the device cannot launch."""
 
 
+ADB_KEYBOARD = "com.github.uiautomator/.AdbKeyboard"
+"""uiautomator2's input method (its app-uiautomator.apk): types what `am broadcast` sends it."""
+IME_BIND_TIMEOUT = 5.0
+"""Seconds a keyboard broadcast nobody received is sent again: after `ime set` the
+system binds the new input method, which registers its receiver, a moment later."""
+BROADCAST_RESULT = re.compile(r'result=(-?\d+)(?:, data="(.*)")?', re.S)
+"""`am broadcast`'s last line: `Broadcast completed: result=-1, data="success"`."""
+
+log = logging.getLogger(__name__)
+
+
 class DeviceOffline(Exception):
     """adb lists the device as offline (an environment failure, recorded as such)."""
 
@@ -161,6 +177,11 @@ class AndroidSandbox(Unpicklable):
         """The device's boot id read first this episode ("" unreadable; None: not yet)."""
         self._last: str | None = None
         self._initial = ""
+        self._ime_before: tuple[str, bool] | None = None
+        """The device's input method, and whether AdbKeyboard was enabled, before a `type`
+        first switched to AdbKeyboard (None: not switched); put back by `_restore_ime`."""
+        self._has_keyboard: bool | None = None
+        """AdbKeyboard is installed on the connected device (None: not asked yet)."""
 
     # -- device calls ------------------------------------------------------------------
     @property
@@ -233,10 +254,11 @@ class AndroidSandbox(Unpicklable):
             adb = client(c.adb, c.timeout)
             serial = pick_serial(adb, c.serial)
             self._hold(adb.address, serial, stop)
-            self._conn = connect(adb, serial, c.u2_port)
+            self._conn, self._has_keyboard = connect(adb, serial, c.u2_port), None
         params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
         self._ids, self._last, self._nodes, self._boot = NodeIds(), None, {}, None
         try:
+            self._restore_ime()  # an episode before, on this device without a close
             self._recover()
             if params.app:
                 self._start(params)
@@ -274,6 +296,7 @@ class AndroidSandbox(Unpicklable):
             _HOLDERS[key] = (threading.get_ident(), weakref.ref(self))
 
     def _release(self) -> None:
+        self._ime_before = None  # the device is another episode's now: hands off its IME
         lock, self._lock = self._lock, None
         if lock is not None:
             with _HOLDERS_LOCK:
@@ -333,7 +356,13 @@ class AndroidSandbox(Unpicklable):
         return f" ({app} is not installed{hint})"
 
     def close(self) -> None:
-        conn, self._conn = self._conn, None
+        conn = self._conn
+        if conn is not None:
+            try:
+                self._restore_ime()
+            except Exception as exc:  # the device is gone: its input method went with it
+                log.warning("could not restore the input method on %s: %s", conn.serial, exc)
+        self._conn = None
         if conn is not None:
             atexit.unregister(
                 conn.device.stop_uiautomator
@@ -461,14 +490,106 @@ class AndroidSandbox(Unpicklable):
         return self._observe()
 
     def _do_type(self, args: dict[str, Any]) -> Observation:
-        half = LONE_SURROGATE.search(args["text"])
+        text, clear = args["text"], bool(args.get("clear"))
+        half = LONE_SURROGATE.search(text)
         if half:  # no keyboard can type it: the IME's base64 and the clipboard want UTF-8
             return self._answer(
                 f"text is not valid Unicode: a lone surrogate \\u{ord(half.group()):04x} at "
                 f"position {half.start()} (half of an emoji's UTF-16 pair)"
             )
-        self._call("type", self._d.send_keys, args["text"], clear=bool(args.get("clear")))
+        if not self._use_keyboard():
+            self._paste(text, clear)
+            return self._observe()
+        # uiautomator2's send_keys, without the ADB_KEYBOARD_HIDE it sends after the text:
+        # the turn shows what typing leaves on screen, the keyboard still up
+        sends = [("ADB_KEYBOARD_CLEAR_TEXT", {})] if clear else []
+        if text:
+            sends.append(
+                ("ADB_KEYBOARD_INPUT_TEXT", {"text": base64.b64encode(text.encode()).decode()})
+            )
+        for action, extras in sends:
+            said = self._keyboard(action, extras)
+            if said is not None:  # the keyboard answered: the environment's word
+                return self._observe(
+                    prefix=f"type failed: AdbKeyboard answered {said!r}\n", is_error=True
+                )
         return self._observe()
+
+    def _use_keyboard(self) -> bool:
+        """Make AdbKeyboard the input method (False: it is not installed), remembering the
+        device's own before the first switch: `_restore_ime` puts it back."""
+        out, _ = self._shell("input method", ["settings", "get", "secure", "default_input_method"])
+        now = out.strip()
+        if now == ADB_KEYBOARD:
+            return True
+        if self._has_keyboard is None:
+            listed = self._shell("input methods", ["ime", "list", "-s", "-a"])[0].split()
+            self._has_keyboard = ADB_KEYBOARD in listed
+        if not self._has_keyboard:
+            return False
+        if self._ime_before is None:
+            enabled = self._shell("input methods", ["ime", "list", "-s"])[0].split()
+            self._ime_before = (now, ADB_KEYBOARD in enabled)
+        for verb in ("enable", "set"):
+            out, code = self._shell("switch input method", ["ime", verb, ADB_KEYBOARD])
+            if code != 0:
+                raise SandboxError(
+                    f"`ime {verb} {ADB_KEYBOARD}` failed on {self._conn.serial}: {out.strip()[:300]}"
+                )
+        return True
+
+    def _keyboard(self, action: str, extras: dict[str, str]) -> str | None:
+        """Broadcast an AdbKeyboard action: None when it took it, else what it answered
+        (`error:...`). A broadcast nobody received (the keyboard not bound yet after the
+        switch) is sent again for IME_BIND_TIMEOUT s, then fails the attempt."""
+        cmd = ["am", "broadcast", "-a", action]
+        for k, v in extras.items():
+            cmd += ["--es", k, v]
+        deadline = time.monotonic() + IME_BIND_TIMEOUT
+        while True:
+            out, _ = self._shell("type", cmd)
+            m = BROADCAST_RESULT.search(out)
+            if m is None:
+                raise SandboxError(
+                    f"type: `am broadcast -a {action}` on {self._conn.serial} gave no result: {out.strip()[:300]}"
+                )
+            if m.group(1) == "-1":  # Activity.RESULT_OK
+                return None
+            if m.group(2):
+                return m.group(2)
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"type: no AdbKeyboard received {action} on {self._conn.serial} within "
+                    f"{IME_BIND_TIMEOUT:g} s of switching to it (broadcast result={m.group(1)})"
+                )
+            time.sleep(0.1)  # the system binds the input method it switched to
+
+    def _paste(self, text: str, clear: bool) -> None:
+        """Type without AdbKeyboard, as uiautomator2 does: its server clears the focused
+        field and pastes the text from the clipboard (JSON-RPC); no input method changes."""
+        d = self._d
+        if clear:
+            self._call("clear", d.jsonrpc.clearInputText)
+        if not text:
+            return
+        self._call("type", d.set_clipboard, text)
+        if self._call("type", d.jsonrpc.getClipboard) != text:
+            raise SandboxError(f"type: the clipboard of {self._conn.serial} did not take the text")
+        self._call("type", d.jsonrpc.pasteClipboard)
+
+    def _restore_ime(self) -> None:
+        """Put the device's input method back if a `type` switched to AdbKeyboard (and
+        disable AdbKeyboard again if it was): the device leaves as it came."""
+        before, self._ime_before = self._ime_before, None
+        if before is None:
+            return
+        ime, enabled = before
+        undo = [] if ime in ("", "null") else [["ime", "set", ime]]  # "null": it had none
+        undo += [] if enabled else [["ime", "disable", ADB_KEYBOARD]]
+        for cmd in undo:
+            out, code = self._shell("restore input method", cmd)
+            if code != 0:
+                log.warning("`%s` failed on %s: %s", " ".join(cmd), self._conn.serial, out.strip())
 
     def _do_press(self, args: dict[str, Any]) -> Observation:
         self._call("press", self._d.press, args["key"])

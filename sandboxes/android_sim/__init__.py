@@ -184,6 +184,7 @@ def demo_jobs(adb: str, serial: str = "emulator-5554") -> list[dict[str, Any]]:
         ("type", {"text": "Call the plumber"}),
         ("press", {"key": "enter"}),  # to the note's body
         ("type", {"text": "Tuesday 9am"}),
+        ("press", {"key": "back"}),  # closes the keyboard (typing leaves it up)
         ("press", {"key": "back"}),  # leaving saves the note
     ]
     return [

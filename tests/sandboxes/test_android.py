@@ -62,6 +62,9 @@ def test_tap_navigates_typing_changes_the_field_back_returns(sim):
     typed = sb.step(tool("type", text="Pick up keys"))
     field = node(typed, id=title.id)  # the same field keeps its id while its text changes
     assert (field.text, field.hint) == ("Pick up keys", "")
+    assert "keyboard: shown" in typed.text.splitlines()[0]  # typing leaves the keyboard up
+    closed = sb.step(tool("press", key="back"))  # the first back closes the keyboard
+    assert json.loads(closed.state_json)["activity"] == ".EditorActivity"
     back = sb.step(tool("press", key="back"))
     assert json.loads(back.state_json)["activity"] == ".MainActivity" and flags(back)[0] is True
     assert node(back, rid="note_title").text == "Pick up keys"
@@ -219,7 +222,9 @@ def test_recorded_trajectories_validate_and_run_through_the_pipeline(sim, store)
         }
         assert all(x.observation.state_json for x in t.turns)
     note = trajectories[0]
-    assert [x.action.name for x in note.turns] == ["tap", "tap", "type", "press", "type", "press"]
+    assert [x.action.name for x in note.turns] == [
+        "tap", "tap", "type", "press", "type", "press", "press"
+    ]  # fmt: skip
     assert node(note.turns[2].observation, rid="title_input").text == "Call the plumber"
     assert node(note.turns[4].observation, rid="body_input").text == "Tuesday 9am"
     assert node(note.turns[-1].observation, rid="note_title").text == "Call the plumber"

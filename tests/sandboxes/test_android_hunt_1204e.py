@@ -84,6 +84,7 @@ def test_control_characters_on_screen_are_an_observation(sim):
     assert not typed.is_error and typed.changed
     # the uiautomator2 server replaces what XML cannot carry with "." (tab is fine)
     assert field(typed, "title_input").text == "bell. esc.[31m nul. tab\tend"
+    sb.step(tool("press", key="back"))  # closes the keyboard (typing leaves it up)
     later = sb.step(tool("press", key="back"))  # the saved note in the list
     assert not later.is_error and json.loads(later.state_json)["activity"] == ".MainActivity"
     assert any(n.text == "bell. esc.[31m nul. tab\tend" for n in parse(later.text))
