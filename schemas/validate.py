@@ -491,6 +491,8 @@ def validate_dict(
     record = f"{where} ({tid})" if isinstance(tid, str) and tid else where
     c = _Checker(record, micros, declared, texts and not declared)
     c.struct("", d, root)
+    if id_field and tid is not None:  # a reader that recomputes ids still reads this one
+        c.scalar(id_field, tid, "str")  # (`process` redacts it as `raw_trajectory_id`)
     if id_field and check_id and not c.problems:
         if not isinstance(tid, str) or not tid:
             c.add(id_field, "missing required field")
