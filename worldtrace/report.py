@@ -24,6 +24,7 @@ from .report_charts import CATEGORY_COLORS, NO_DATA, PLOTS, RAW_PLOTS, UNKNOWN_C
 from .summary import (
     KEPT_NONE,
     NO_RAW_SAID,
+    PROCESSED,
     RAW_UNREAD,
     STATS_SECTIONS,
     UNPROCESSED,
@@ -122,7 +123,7 @@ def empty_message(state: str | None, raw: bool = False) -> str:
         return EMPTY_STORE
     if state == "raw" and not raw:
         return UNPROCESSED
-    if state == "processed":
+    if state in PROCESSED:
         return RAW_UNREAD if raw else KEPT_NONE
     if state in NO_RAW_SAID:
         return NO_RAW_SAID[state] if raw else KEPT_NONE

@@ -57,7 +57,7 @@ class Section:
     def message(self, state: str | None = None) -> str:
         """What to print for no row, the store being `state` (`store_state`): a table of
         the processed data says whether `process` has run; None: `empty`."""
-        if self.raw and state == "processed":
+        if self.raw and state in PROCESSED:
             return RAW_UNREAD
         if self.raw and state in NO_RAW_SAID:
             return NO_RAW_SAID[state]
@@ -69,12 +69,12 @@ class Section:
         """What a table of raw and processed data says below its rows when the raw views
         read nothing (every row's raw count is 0: shards gone, unread, or the data was
         processed from files outside the store), else None."""
-        if self.raw_column is None or not rows or state not in ("processed", *NO_RAW_SAID):
+        if self.raw_column is None or not rows or state not in (*PROCESSED, *NO_RAW_SAID):
             return None
         i = columns.index(self.raw_column)
         if any(r[i] for r in rows):
-            return None
-        return RAW_UNREAD if state == "processed" else NO_RAW_SAID[state]
+            return RAW_BESIDE_SAID if state == RAW_BESIDE else None
+        return RAW_UNREAD if state in PROCESSED else NO_RAW_SAID[state]
 
 
 UNPROCESSED = "not processed yet: run `worldtrace process`"
@@ -96,6 +96,16 @@ RAW_JSONL_SAID = (
     "read shards only (for shards instead, move the JSONL files out of raw/ and "
     "`worldtrace import` them); the processed tables hold what was processed"
 )
+RAW_BESIDE = "processed_with_raw_jsonl"
+"""A `store_state`: processed data, and raw/ holds JSONL records beside its shards."""
+RAW_BESIDE_SAID = (
+    "raw/ holds JSONL records beside its shards: `process` reads both, the raw views read "
+    "shards only, so the raw columns leave those records out and `processed_not_in_raw` "
+    "counts them (to count them as raw, move the JSONL files out of raw/ and `worldtrace "
+    "import` them)"
+)
+PROCESSED = ("processed", RAW_BESIDE)
+"""The `store_state`s of processed data whose raw views read shards."""
 NO_RAW_SAID = {NO_RAW: RAW_ELSEWHERE, RAW_JSONL: RAW_JSONL_SAID}
 """What a table of the raw data says, empty beside processed data, by `store_state`."""
 KEPT_NONE = "none: the processed data holds no trajectory (every one was filtered or rejected)"
@@ -104,15 +114,19 @@ KEPT_NONE = "none: the processed data holds no trajectory (every one was filtere
 def store_state(store: Store) -> str:
     """`empty` (no trajectory), `raw` (raw data, nothing processed), `processed`,
     `NO_RAW` (processed from files outside the store: its raw tables are empty, and
-    nothing is gone) or `RAW_JSONL` (processed; raw/ holds only JSONL records, which the
-    raw views do not read)."""
+    nothing is gone), `RAW_JSONL` (processed; raw/ holds only JSONL records, which the
+    raw views do not read) or `RAW_BESIDE` (processed; raw/ holds shards and JSONL
+    records: the raw views read the shards alone)."""
     from worldtrace.freshness import missing_processed, raw_inputs
     from worldtrace.schemas.store import shard_files
 
-    shards = bool(shard_files(store.raw))
-    raw = shards or bool(raw_inputs(store))
+    shards = set(shard_files(store.raw))
+    inputs = raw_inputs(store)
+    raw = bool(shards or inputs)
     if missing_processed(store) is None:
-        return "processed" if shards else RAW_JSONL if raw else NO_RAW
+        if shards:
+            return RAW_BESIDE if any(p not in shards for p in inputs) else "processed"
+        return RAW_JSONL if raw else NO_RAW
     return "raw" if raw else "empty"
 
 
@@ -353,12 +367,15 @@ def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, An
     """`stats --json`: `{"store", "notes", "sections": {key: [row objects]}}`; every
     section is present (an empty list when it has no row), keys as in STATS_SECTIONS,
     with every row (a table `stats` prints shortened, `Section.shown`, is whole here)."""
-    sections = {}
+    sections, said = {}, []
+    state = store_state(store)
     for s in STATS_SECTIONS:
         columns, rows = _rows(con, s.sql)
         sections[s.key] = [dict(zip(columns, r, strict=True)) for r in rows]
+        if note := s.raw_note(columns, rows, state):  # what the raw columns leave out
+            said.append(f"{s.key}: {note}")
     note = next_step(store)
-    notes = [note] if note else []
+    notes = [note, *said] if note else said
     if not sections["jobs"] and _job_store_unread(store):  # not "no job": it may hold many
         notes.append(f"jobs: {JOBS_UNREAD.replace('the warning above', 'the warning on stderr')}")
     return {"store": str(store.root), "notes": notes, "sections": sections}
@@ -733,7 +750,8 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
         copy = f"{c['origin_id']} ({c['source']})" if c["origin_id"] else c["source"]
         say(f"  exact copy, not kept: {copy}", markup=False)
     for r in doc["removed_turns"]:  # indexes below are the kept turns', renumbered
-        say(f"  removed before processing: {r['record']} by turn_filter: {r['reason']} "
+        where = f"{r['source_path']}:{r['record']}" if r.get("source_path") else r["record"]
+        say(f"  removed before processing: {where} by turn_filter: {r['reason']} "
             f"(raw id {doc['raw_trajectory_id']})", markup=False)  # fmt: skip
     for turn in doc["turns"]:
         keep = turn["keep"]

@@ -242,8 +242,8 @@ def test_a_raw_id_prefix_of_a_kept_trajectory_with_a_removed_turn_is_explained(f
     'dropped by turn_filter': a raw id was matched only whole, and a turn's removal read
     as the trajectory's."""
     con = connect(full_store)
-    raw_id, where, why, kept = con.execute(
-        "SELECT r.trajectory_id, record, reason, t.trajectory_id FROM rejects r "
+    raw_id, where, why, kept = con.execute(  # the file too (hunt 1206: the row alone)
+        "SELECT r.trajectory_id, source_path || ':' || record, reason, t.trajectory_id FROM rejects r "
         "JOIN trajectories t ON list_contains(map_extract(t.metadata, 'raw_trajectory_id'), r.trajectory_id) "
         "WHERE stage = 'turn_filter' ORDER BY ALL LIMIT 1"
     ).fetchone()
