@@ -17,6 +17,7 @@ its worker cannot loop forever).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -92,11 +93,23 @@ def open_job_store(url: str | Path, read_only: bool = False) -> JobStore:
     """A job store from a path (SQLite) or a `postgresql://` URL. `read_only`: a command
     that only looks (`SQLiteJobStore`; PostgreSQL's server holds its own rights)."""
     text = str(url)
-    if text.startswith(("postgresql://", "postgres://")):
-        from .jobstore_pg import PostgresJobStore
+    if m := ADDRESS.match(text):
+        scheme, rest = m.group(1).lower(), text[m.end() :]
+        if scheme.split("+")[0] in ("postgresql", "postgres"):  # SQLAlchemy's `+psycopg` too
+            from .jobstore_pg import PostgresJobStore
 
-        return PostgresJobStore(text)
+            return PostgresJobStore(f"postgresql://{rest}")
+        if scheme != "sqlite":  # a typo made a SQLite file named after the URL (`postgresq:/`)
+            raise ValueError(
+                f"{scheme}:// is no job store address (`postgresql://USER@HOST:PORT/DB`, "
+                "`sqlite:///PATH` or a path)"
+            )
+        text = rest.removeprefix("/")  # `sqlite:///PATH`: three slashes, PATH relative
     from .jobstore_sql import SQLiteJobStore
 
-    path = text.removeprefix("sqlite:///") if text.startswith("sqlite:") else text
-    return SQLiteJobStore(path, read_only=read_only)
+    return SQLiteJobStore(text, read_only=read_only)
+
+
+ADDRESS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+"""A job store address with a scheme (`postgresql://`, `sqlite:///PATH`): anything else
+with one is refused, never taken for a path."""
