@@ -16,10 +16,13 @@ ends with outcome `success` and that reason, since no later action could reach i
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from worldtrace.sandboxes.base import SandboxConfigError, StopRequested
-from worldtrace.sandboxes.conditions import reset_sandbox
+from worldtrace.sandboxes.condition_kinds import within
+from worldtrace.sandboxes.conditions import Condition, Plan, reset_sandbox
 from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
 from worldtrace.schemas.tempfiles import StoreWriteError
 
@@ -83,6 +86,31 @@ def retriable(t: Trajectory) -> bool:
     return not (t.outcome.error or "").startswith(NOT_RETRIED)
 
 
+CONFIGURED_KEYS = ("backend", "image", "config")
+"""What `describe()` says of a sandbox whose reset failed that its configuration, not the
+failed reset, holds: the rest (initial state, conditions, server, url, device) may be
+the last episode's."""
+
+
+def unstarted(sandbox, conditions: Sequence[Condition]) -> dict[str, Any]:
+    """What is known of an attempt whose sandbox did not start (`Recorder.header`'s
+    `known`): its configured environment, and the conditions drawn for it as a started
+    one records them (`Plan.records`: under the job's limits, the defaults that depend on
+    the sandbox spelled out; not what a set-up would have chosen, corrupt_file's offset),
+    so that failures group by condition as successes do."""
+    d = sandbox.describe()
+    known = {k: d[k] for k in CONFIGURED_KEYS if d.get(k) is not None}
+    if conditions and getattr(sandbox, "accepts_conditions", False):
+        config = sandbox.config
+        plan = Plan(within(conditions, config.docker), sandbox.where(config))
+        known["conditions"] = plan.records()
+    elif conditions:  # a kind that takes none (its reset refused them): as drawn
+        known["conditions"] = [
+            {k: v for k, v in c.record().items() if v is not None} for c in conditions
+        ]
+    return known
+
+
 def attempt_episode(
     spec: JobSpec,
     episode: Episode,
@@ -107,12 +135,12 @@ def attempt_episode(
         attempt=attempt,
     )
     rec = None
+    task, conditions = episode.task.spec(), spec.conditions_for(episode)
     try:
         policy = spec.build_policy(episode, raw_dir)
         agent = Agent(
             name=policy.name, model=getattr(policy, "model", None), policy=spec.policy.kind
         )
-        task, conditions = episode.task.spec(), spec.conditions_for(episode)
         if isinstance(policy, ReplayPolicy):  # where the recording ran, unless the job says
             task, conditions = replay_task(policy.recorded, task, conditions)
         rec = Recorder(
@@ -138,11 +166,12 @@ def attempt_episode(
                 source=source,
                 agent=Agent(policy=spec.policy.kind),
                 task_id=episode.task.id,
-                instruction=episode.task.instruction,
+                instruction=task.instruction,
                 domain=spec.domain,
+                setup=task.setup,
             )
-        if not rec.started:
-            rec.header(Observation(""), describe=False)  # reset failed: nothing to describe
+        if not rec.started:  # the reset failed: what is known without it
+            rec.header(Observation(""), describe=False, known=unstarted(sandbox, conditions))
         return rec.finish(Outcome(status="error", error=failure_reason(exc)))
     finally:
         if getattr(sandbox, "close_between_episodes", False):

@@ -139,11 +139,15 @@ class Recorder:
         except OSError as exc:  # the store's (a full disk): the run stops naming the journal
             raise StoreWriteError(self.path, exc) from exc
 
-    def header(self, initial: Observation, describe: bool = True) -> None:
-        """Journal the episode's start; `describe=False` when the sandbox never started.
-        The initial observation's text is `system.initial_state` (unless the sandbox
-        describes one), its `state_json` `metadata["initial_state_json"]`."""
-        d = self.sandbox.describe() if describe else {}
+    def header(
+        self, initial: Observation, describe: bool = True, known: dict[str, Any] | None = None
+    ) -> None:
+        """Journal the episode's start; `describe=False` when the sandbox never started
+        (what it would describe may be the last episode's): `known` then says what is known
+        of it all the same, in `describe()`'s keys (`episode.unstarted`). The initial
+        observation's text is `system.initial_state` (unless the sandbox describes one),
+        its `state_json` `metadata["initial_state_json"]`."""
+        d = self.sandbox.describe() if describe else dict(known or {})
         self.system = System(
             task_description=self.task.instruction,
             action_space=json.dumps(d.get("action_space"), sort_keys=True)

@@ -68,6 +68,17 @@ ANSI_RE = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]"
 )
 PROMPT = "user@sandbox:\\w$ "
+"""Our PS1 where the shell expands `\\w` (bash, busybox ash): the cwd, $HOME as `~`."""
+POSIX_PROMPT = "user@sandbox:${PWD}$ "
+"""Our PS1 for dash, which leaves `\\w` as it is but expands parameters in PS1 (since
+0.5.11): the cwd in full, the home directory too (`/root`, not bash's `~`). No parameter
+expansion writes a `~` only under $HOME; a command substitution would, from a subshell
+forked at every prompt, and where no process can start (`pids_low`, a fork bomb) dash
+prints `Cannot fork` and its whole PS1 unexpanded (our code) instead. This one never
+forks, runs nothing `set -x` would trace, and keeps `$?`."""
+POSIX_PROMPT_SHELLS = frozenset({"dash"})
+"""Programs (a shell's real file, symbolic links followed: Debian's /bin/sh) that get
+`POSIX_PROMPT`; others get `PROMPT`."""
 PROMPT_BYTES = b"user@sandbox:"
 PROMPT_RE = re.compile(rb"user@sandbox:[^\n]*\$ $")
 PROMPT_LINE_RE = re.compile(r"(?:^user@sandbox:.*|user@sandbox:[^\s@$]*)\$ $")
@@ -76,8 +87,9 @@ without a final newline (`printf nonl`: `nonluser@sandbox:~$ `), then with a dir
 no blank, `@` or `$` (the shape `pipelines.mask.PROMPT_REVERSED` reads ours by)."""
 PROMPT_MARK = b"\x1b]6973;wt-prompt\x07"
 """Printed by `PROMPT_COMMAND` just before each prompt (an OSC the screen ignores)."""
-MARK_COMMAND = "export -n PROMPT_COMMAND 2>/dev/null; printf '\\033]6973;wt-prompt\\007'"
-"""`PROMPT_COMMAND`: the mark; unexported at the first prompt, so no child sees it."""
+MARK_COMMAND = "{ export -n PROMPT_COMMAND; printf '\\033]6973;wt-prompt\\007'; } 2>/dev/null"
+"""`PROMPT_COMMAND`: the mark; unexported at the first prompt, so no child sees it. Its
+stderr goes nowhere, so an agent's `set -x` does not trace it into the observation."""
 SETTLE = 0.05
 """Seconds of quiet after the prompt's text (which follows its mark) that end a step."""
 MARK_WAIT = 1.0
@@ -201,6 +213,14 @@ def parse_action(action: Action) -> tuple[bytes, float | None]:
     return keys.encode(), duration
 
 
+def prompt_for(shell: str, programs: dict[str, str | None]) -> str:
+    """Our PS1 for `shell`, a path or a name on the image's PATH: `POSIX_PROMPT` for the
+    shells that do not expand `\\w` (by the file it names, `programs`: /bin/sh may be
+    dash or busybox), else `PROMPT`."""
+    program = programs.get(shell) or shell
+    return POSIX_PROMPT if posixpath.basename(program) in POSIX_PROMPT_SHELLS else PROMPT
+
+
 class _Closed(Exception):
     """The terminal's stream ended while the container runs on: the shell exited."""
 
@@ -252,7 +272,8 @@ class TerminalSandbox(Unpicklable):
         run_setup(self.container, task.setup, d.step_timeout, d.output_cap, d.workdir)
         facts = self._image_facts()
         session = plan.after(root_runner(self.container, d.step_timeout, d.workdir))
-        self._open_shell(self._shell(facts["shell"], session), session)
+        shell = self._shell(facts["shell"], session)
+        self._open_shell(shell, session, prompt_for(shell[0], facts["programs"]))
         self._marks = None
         try:  # the first prompt by its mark or its look: no command ran before it
             if not self._read_until_prompt(d.step_timeout, look=True)[0]:
@@ -292,7 +313,9 @@ class TerminalSandbox(Unpicklable):
                 f"{tools}; echo os=$(if [ -r /etc/os-release ]; then . /etc/os-release;"
                 " echo $PRETTY_NAME; else uname -sr; fi);"
                 f" case {exe} in */*) test -f {exe} && test -x {exe};;"
-                f" *) command -v {exe} >/dev/null 2>&1;; esac && echo shell=ok; echo end"
+                f" *) command -v {exe} >/dev/null 2>&1;; esac && echo shell=ok;"
+                f' echo real_shell=$(readlink -f "$(command -v {exe})" 2>/dev/null);'
+                " echo real_sh=$(readlink -f /bin/sh 2>/dev/null); echo end"
             )
             for _ in range(3):
                 out = exec_capture(self.container, ["sh", "-c", probe], 10, 1 << 14)[1]
@@ -305,6 +328,7 @@ class TerminalSandbox(Unpicklable):
                 "tools": [x[5:] for x in out.splitlines() if x.startswith("tool=")],
                 "os": found.get("os", "").strip() or "unknown",
                 "shell": list(shell) if "shell" in found else None,
+                "programs": {shell[0]: found.get("real_shell"), "/bin/sh": found.get("real_sh")},
             }
         if facts["shell"] is None:  # only the default falls back: a named shell is asked for
             if shell != DEFAULT_SHELL:  # no retry finds it there: the job's to fix
@@ -327,10 +351,10 @@ class TerminalSandbox(Unpicklable):
             "cannot start it (leave it out of the commands, or name another shell)"
         )
 
-    def _open_shell(self, shell: list[str], session: Session) -> None:
+    def _open_shell(self, shell: list[str], session: Session, prompt: str) -> None:
         api = self.container.client.api
         d, c = self.config.docker, self.config
-        env = {"PS1": PROMPT, "TERM": c.term, "HOME": d.workdir, "PAGER": "cat", **session.env}
+        env = {"PS1": prompt, "TERM": c.term, "HOME": d.workdir, "PAGER": "cat", **session.env}
         if shell[0].endswith("bash"):  # others (busybox ash) have no PROMPT_COMMAND
             env["PROMPT_COMMAND"] = MARK_COMMAND
         # The pty gets its size before the shell starts: resized under a shell already at
