@@ -105,8 +105,16 @@ BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin
 """Where `missing_commands` removes commands (besides the image's PATH)."""
 
 
+def normpath(path: str) -> str:
+    """`path` normalized, a leading `//` as `/`: POSIX leaves `//usr` to the system (so
+    `posixpath.normpath` keeps it), Linux reads it as `/usr`, docker refuses it. The
+    checks judge the path the kernel sees."""
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
 def _mountable(value: str) -> str:
-    value = posixpath.normpath(abs_path(value))
+    value = normpath(abs_path(value))
     if any(path_within(value, top) for top in UNMOUNTABLE) or value in ENGINE_FILES:
         raise ValueError(
             f"docker cannot mount over {value} (the engine's own /proc, /sys, /dev, "
@@ -126,6 +134,40 @@ def _tmpfs_path(value: str) -> str:
             "files (the working directory, /data, /var/tmp)"
         )
     return value
+
+
+REMOVE = r"""IFS=:
+for c in "$@"; do
+  for d in $PATH:{dirs}; do
+    for f in "$d/$c"[0-9.-]* "$d/$c"; do
+      [ -e "$f" ] || [ -L "$f" ] || continue
+      v=${{f#"$d/$c"}}
+      case "$v" in
+        "" | [.-][0-9]*) ;;
+        *) n=${{v%%[!0-9.]*}}
+          case "$n" in
+            [0-9]*.[0-9]*) ;;
+            [0-9]*) [ "$f" -ef "$d/$c" ] || continue ;;
+            *) continue ;;
+          esac ;;
+      esac
+      rm -f "$f" || exit 1
+    done
+  done
+done
+for c in "$@"; do
+  p=$(command -v "$c") && echo "left $c $p" && continue
+  command -v bash >/dev/null && p=$(bash -c 'command -v "$1"' bash "$c") && echo "left $c $p"
+done
+true""".format(dirs=":".join(BIN_DIRS))
+"""Remove commands `$@` from every PATH directory with their versioned names, then say
+each that still runs (`left NAME ANSWER`, as sh or bash find it). A versioned name is the
+name, then `.` or `-` and a digit (`python3.11` for python3, `gcc-12` for gcc), or a
+number with a dot (`perl5.36.0`, `perl5.36-x86_64-linux-gnu` for perl; `python3.11` for
+python), or a number alone when that name is a link to the command itself (`ping6`); a
+command named by a name and a number is another command (`diff3`, `sha256sum`). The
+names' own versions are looked at before the name goes (`-ef`); the directories are
+split by the shell (`tr` may be one of the commands)."""
 
 
 def _removable(value: str) -> str:
@@ -183,6 +225,9 @@ class Where:
     """Container paths the kind mounts read-only at every start, each with what it mounts
     there (swe with `mount: true`: the repository): no condition's mount may go on or
     inside one, nor a write of a condition's set-up (`writes`)."""
+    needs: Mapping[str, str] = field(default_factory=dict)
+    """Commands the kind's own tools run, each with the tools that do (swe: its listing,
+    `read`, `edit`): `missing_commands` may not remove them, as it may not remove sh."""
 
 
 @dataclass
@@ -225,6 +270,11 @@ class Condition:
     def writes(self, where: Where) -> tuple[tuple[str, str], ...]:
         """(path, what) that `after` writes as root: no read-only mount may hold them."""
         return ()
+
+    def refused(self, where: Where) -> list[tuple[tuple, str]]:
+        """(key path, why) of each option the sandbox `where` describes cannot honour
+        (a command the SWE kind's tools run): refused at load, and at reset from code."""
+        return []
 
     def within(self, docker: DockerConfig) -> Condition:
         """This condition as applied under the job's limits (a limit only tightens)."""
@@ -360,12 +410,22 @@ class InodesLow(Condition):
 
     def after(self, run, session, where):  # as `_Disk`: no files of ours fill it
         path = self.path or where.workdir
-        inodes = min(_used(run, path, inodes=True) + self.free, self.inodes)
+        used = _used(run, path, inodes=True)
+        inodes = min(used + self.free, self.inodes)
         remount_tmpfs(run.container, path, f"nr_inodes={inodes}")
+        if inodes - used != self.free:  # the set-up used what `inodes` left for `free`
+            return dataclasses.replace(self, free=inodes - used)
+        return None
 
     def text(self, where):
-        left = "no inodes are left" if not self.free else f"only {self.free} inodes are left"
-        return f"{left} in {self.path or where.workdir}: new files cannot be created"
+        at, n = self.path or where.workdir, self.free
+        if not n:
+            return f"no inodes are left in {at}: new files cannot be created"
+        one = n == 1
+        return (
+            f"only {n} {'inode is' if one else 'inodes are'} left in {at}: at most {n} more "
+            f"{'file or directory' if one else 'files or directories'} can be created"
+        )
 
 
 @configclass
@@ -495,15 +555,35 @@ class MissingCommands(Condition):
             raise ValueError("commands: give at least one command")
 
     def after(self, run, session, where):
-        names = " ".join(shlex.quote(c) for c in self.commands)
-        run(  # each name and its versioned ones (python3.11 for python3, gcc-12 for gcc)
-            f'for c in {names}; do for d in $(echo "$PATH" | tr : " ") {" ".join(BIN_DIRS)};'
-            ' do for f in "$d/$c" "$d/$c".[0-9]* "$d/$c"-[0-9]*; do'
-            ' if [ -e "$f" ] || [ -L "$f" ]; then rm -f "$f" || exit 1; fi; done; done;'
-            ' p=$(command -v "$c") && case "$p" in /*) echo "$c remains at $p"; exit 1;; esac;'
-            " done; true"
-        )
+        out = run(f"set -- {' '.join(shlex.quote(c) for c in self.commands)}\n{REMOVE}")
+        for line in out.splitlines():  # what still runs: the condition would not hold
+            if not line.startswith("left "):
+                continue
+            c, _, answer = line.removeprefix("left ").partition(" ")
+            if answer.startswith("/"):
+                raise SandboxConfigError(
+                    f"condition missing_commands: {c} remains at {answer} in the image "
+                    f"{image_of(run)} after its removal"
+                )
+            raise SandboxConfigError(  # busybox sh runs its applets without the PATH
+                f"condition missing_commands: {c} still runs in the image {image_of(run)} "
+                f"with no file of it on the PATH (`command -v {c}` answers `{answer}`: a "
+                "builtin of its shell, or an applet busybox runs itself), so it cannot be "
+                "made missing"
+            )
         session.missing.update(self.commands)
+
+    def refused(self, where):
+        return [
+            (
+                ("commands", i),
+                f"{c} cannot be removed from this sandbox: its own tools run it "
+                f"({where.needs[c]}), and the agent would meet them failing, not a missing "
+                "command",
+            )
+            for i, c in enumerate(self.commands)
+            if c in where.needs
+        ]
 
     def writes(self, where):
         return tuple((d, f"removes commands from {d}") for d in BIN_DIRS)
@@ -525,23 +605,32 @@ class Permission(Condition):
     user: Annotated[
         str, BeforeValidator(_bytes_in), AfterValidator(_name), AfterValidator(_unprivileged)
     ] = "nobody"
-    """User name (in the image's /etc/passwd) or numeric uid; not root."""
+    """User name (in the image's /etc/passwd) or numeric uid; not root, nor of its group
+    (a uid the image does not list runs with the same number as its group)."""
 
     def after(self, run, session, where):
-        u, w = shlex.quote(self.user), shlex.quote(where.workdir)
-        uid = self.user if self.user.isdigit() else run(f"id -u {u} 2>/dev/null; true").strip()
-        if not uid.isdigit():  # no retry adds the user: the job's to fix
+        u = shlex.quote(self.user)
+        ids = run(f"id -u {u} 2>/dev/null && id -G {u} 2>/dev/null; true").split()
+        user = self.user
+        if not ids and self.user.isdigit():  # a uid the image does not list: docker would
+            user, ids = f"{self.user}:{self.user}", [self.user, self.user]  # give it gid 0
+        if not ids:  # no retry adds the user: the job's to fix
             raise SandboxConfigError(
                 f"condition permission: the image {image_of(run)} has no user {self.user} "
                 "(not in its /etc/passwd): name one it has (nobody) or a numeric uid"
             )
-        if int(uid) == 0:
+        if int(ids[0]) == 0:
             raise SandboxConfigError(
                 f"condition permission: {self.user} is root (uid 0) in the image "
                 f"{image_of(run)}, no unprivileged user"
             )
-        run(f"chown -R {u} {w}")
-        session.user = self.user
+        if "0" in ids[1:]:
+            raise SandboxConfigError(
+                f"condition permission: {self.user} is in the root group (gid 0) in the image "
+                f"{image_of(run)}, no unprivileged user"
+            )
+        run(f"chown -R {shlex.quote(user)} {shlex.quote(where.workdir)}")
+        session.user = user
 
     def writes(self, where):
         return ((where.workdir, f"hands {where.workdir} to the user (chown -R)"),)
@@ -586,7 +675,7 @@ class Clock(Condition):
 
 
 def _in(where: Where, path: str) -> str:
-    return posixpath.normpath(posixpath.join(where.workdir, path))
+    return normpath(posixpath.join(where.workdir, path))
 
 
 @configclass
@@ -631,9 +720,10 @@ class CorruptFile(Condition):
     path: Annotated[str, Field(min_length=1)]
     """The file (relative to the working directory, or absolute); it must exist."""
     bytes: Annotated[int, Field(ge=1, le=4096)] = 16
-    """How many bytes are overwritten."""
+    """How many bytes are overwritten: at most what the file holds from `offset` on (it
+    never grows; the record and the text say how many were)."""
     offset: Annotated[int | None, Field(ge=0)] = None
-    """Where (default: a seeded random place in the file)."""
+    """Where (default: a seeded random place in the file); below the file's size."""
     seed: int | None = None
     """Seed of the bytes and place (default: the episode's, set when sampled)."""
 
@@ -642,30 +732,43 @@ class CorruptFile(Condition):
         data = "".join(f"\\{rng.randrange(256):03o}" for _ in range(self.bytes))
         frac = rng.randrange(1_000_000)
         path = _in(where, self.path)
-        p = shlex.quote(path)
+        p, b = shlex.quote(path), self.bytes
         off = (
             str(self.offset)
             if self.offset is not None
-            else f"$(( s > {self.bytes} ? (s - {self.bytes}) * {frac} / 1000000 : 0 ))"
+            else f"$(( s > {b} ? (s - {b}) * {frac} / 1000000 : 0 ))"
         )
-        out = run(
+        out = run(  # `n`: the bytes from `off` to the end, at most `b`
             f"if [ ! -f {p} ]; then echo missing; exit 0; fi; s=$(wc -c < {p}) && off={off}"
-            f" && printf '{data}' | dd of={p} bs=1 seek=$off conv=notrunc 2>/dev/null"
-            " && echo offset=$off"
+            f" && n=$(( s - off < {b} ? s - off : {b} )) && if [ $n -le 0 ]; then"
+            f" echo size=$s; exit 0; fi && printf '{data}' | dd of={p} bs=1 seek=$off"
+            " count=$n conv=notrunc 2>/dev/null && echo offset=$off bytes=$n"
         )
-        if "offset=" not in out:  # no retry makes the file: the task's set-up must
+        got = dict(re.findall(r"(\w+)=(\d+)", out))
+        if "size" in got:  # no retry makes the file longer: the job's to fix
+            size = int(got["size"])
+            raise SandboxConfigError(
+                f"condition corrupt_file: {path} is empty after the task's set-up: it has no "
+                "byte to overwrite"
+                if not size
+                else f"condition corrupt_file: offset {self.offset} is past the end of {path} "
+                f"({size} bytes after the task's set-up): give an offset below {size}, or "
+                "none (a seeded place)"
+            )
+        if "offset" not in got:  # no retry makes the file: the task's set-up must
             raise SandboxConfigError(
                 f"condition corrupt_file: {path} is no file after the task's set-up "
                 "(the set-up must make it)"
             )
-        return dataclasses.replace(self, offset=int(out.split("offset=")[-1].split()[0]))
+        return dataclasses.replace(self, offset=int(got["offset"]), bytes=int(got["bytes"]))
 
     def writes(self, where):
         path = _in(where, self.path)
         return ((path, f"overwrites bytes in {path}"),)
 
     def text(self, where):
-        return f"{_in(where, self.path)} is corrupted ({self.bytes} bytes overwritten)"
+        n = f"{self.bytes} byte{'' if self.bytes == 1 else 's'}"
+        return f"{_in(where, self.path)} is corrupted ({n} overwritten)"
 
 
 @configclass

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import random
 import threading
 from collections.abc import Mapping, Sequence
@@ -98,9 +99,10 @@ def _seeded(c: Condition, seed: int) -> Condition:
     return c
 
 
-def _entry(raw: Any, path: tuple) -> Entry:
+def _entry(raw: Any, path: tuple, where: Where | None = None) -> Entry:
     """`disk_full`, `{memory_low: 64m}`, `{disk_low: {free: 1m, rate: 0.3}}` or
-    `{kind: disk_low, free: 1m, rate: 0.3}`."""
+    `{kind: disk_low, free: 1m, rate: 0.3}`; with the sandbox's `where`, options it
+    cannot honour are refused at their key (`Condition.refused`)."""
     if isinstance(raw, str):
         kind, options = raw, {}
     elif isinstance(raw, Mapping) and "kind" in raw:
@@ -126,9 +128,18 @@ def _entry(raw: Any, path: tuple) -> Entry:
         options = {cls.shorthand: [options] if many and isinstance(options, str) else options}
     options = dict(options)
     rate = options.pop("rate", 1.0)
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate < 0:
-        raise ConfigError([ConfigProblem((*path, "rate"), "must be a number >= 0")])
-    return Entry(parse(cls, options, path), float(rate))
+    if (  # .nan or .inf: a weight no draw can use (`pick: one`), a chance never met
+        isinstance(rate, bool)
+        or not isinstance(rate, (int, float))
+        or not math.isfinite(rate)
+        or rate < 0
+    ):
+        raise ConfigError([ConfigProblem((*path, "rate"), "must be a finite number >= 0")])
+    condition = parse(cls, options, path)
+    refused = condition.refused(where) if where is not None else []
+    if refused:
+        raise ConfigError([ConfigProblem((*path, *key), why) for key, why in refused])
+    return Entry(condition, float(rate))
 
 
 def parse_conditions(
@@ -158,12 +169,16 @@ def parse_conditions(
     entries, places = [], []  # the conditions that parsed, and their places in the list
     for i, item in enumerate(raw):
         try:
-            entries.append(_entry(item, (*apath, i)))
+            entries.append(_entry(item, (*apath, i), where))
             places.append(i)
         except ConfigError as exc:
             problems.extend(exc.problems)
     if pick == "one" and entries and not any(e.rate > 0 for e in entries):
         problems.append(ConfigProblem(apath, "pick: one needs a condition with a rate above 0"))
+    if pick == "one" and not math.isfinite(sum(e.rate for e in entries)):
+        problems.append(
+            ConfigProblem(apath, "the rates of `pick: one` are weights: their total must be finite")
+        )
     excluded = set()  # conditions refused as excluding another: their mounts are moot
     if pick == "all":
         seen: dict[str, int] = {}
@@ -351,6 +366,7 @@ class Plan:
         """Start options changed by the conditions; None when unchanged (a warm container
         will do)."""
         clash = mount_clashes(self.conditions, self.where)
+        clash += [(0, why) for c in self.conditions for _, why in c.refused(self.where)]
         if clash:  # the job was checked against an older version, or built in code
             raise SandboxConfigError(clash[0][1])
         if not any(c.restarts for c in self.conditions):

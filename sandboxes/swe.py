@@ -100,6 +100,19 @@ LISTING = (
 names as they are (spaces, newlines, UTF-8; git's `-z` quotes none)."""
 LISTED = 200
 """Names of files the initial state shows, at most."""
+TOOL_COMMANDS = {
+    "find": "the initial listing",
+    "tr": "the initial listing",
+    "sort": "the initial listing",
+    "wc": "the initial listing, read",
+    "stat": "read, edit",
+    "head": "read, edit",
+    "tail": "read",
+    "cat": "edit",
+}
+"""The programs the snippets above and `write_file` (`cat > "$1"`) run, each with the
+tools that do: `missing_commands` may not remove them (`Where.needs`), or the agent would
+meet our tools failing. git is not one: the listing falls back to `find` without it."""
 
 
 def shown(text: str) -> str:
@@ -260,7 +273,8 @@ class SWESandbox(Unpicklable):
         so no tmpfs may go there; checked when the job loads)."""
         at = config.repo_path
         mounted = {at: "the repository read-only (`mount: true`; `mount: false` copies it in)"}
-        return Where(at, binds={at: config.repo}, mounted=mounted if config.mount else {})
+        mounted = mounted if config.mount else {}
+        return Where(at, binds={at: config.repo}, mounted=mounted, needs=TOOL_COMMANDS)
 
     def __init__(self, config: SWEConfig):
         if not config.repo:
