@@ -28,6 +28,7 @@ import adbutils
 from adbutils import AdbClient, AdbConnection
 
 from .android_actions import parse_address
+from .android_sim_cli import DEFAULT_PORT as SIMULATOR_PORT
 from .base import SandboxError, hold_lock
 
 
@@ -187,6 +188,10 @@ def hold_device(
     return DeviceLock(device_key(address, serial), path, fh, waited)
 
 
+ADB_PORT = "5037"
+"""adb's own server port, the default where $ANDROID_ADB_SERVER_PORT is unset."""
+
+
 @dataclass
 class DeviceCheck:
     """What `worldtrace doctor` shows for Android."""
@@ -199,14 +204,24 @@ class DeviceCheck:
 
 def check_devices(adb: str | None = None, timeout: float = 2.0) -> DeviceCheck:
     """List the devices of an adb server (default: $ANDROID_ADB_SERVER_HOST/PORT or 5037)."""
+    named = adb is not None or "ANDROID_ADB_SERVER_PORT" in os.environ
     if adb is None:
         host = os.environ.get("ANDROID_ADB_SERVER_HOST", "127.0.0.1")
-        adb = f"{host}:{os.environ.get('ANDROID_ADB_SERVER_PORT', '5037')}"
-    fix = "optional: start `adb start-server` and attach a device, or run `worldtrace android-sim`"
+        adb = f"{host}:{os.environ.get('ANDROID_ADB_SERVER_PORT', ADB_PORT)}"
+    fix = (
+        "optional: start `adb start-server` and attach a device, or run `worldtrace "
+        f"android-sim` and set ANDROID_ADB_SERVER_PORT={SIMULATOR_PORT}"
+    )
     try:
         states = device_states(client(adb, timeout))
     except (adbutils.AdbError, OSError, ValueError) as exc:
-        return DeviceCheck(False, f"no adb server answers at {adb} ({exc})", fix)
+        said = f"no adb server answers at {adb} ({exc})"
+        sim = f"{adb.rsplit(':', 1)[0]}:{SIMULATOR_PORT}"
+        if not named and check_devices(sim, timeout).ok:  # `android-sim` runs, on its port
+            return DeviceCheck(False, f"{said}; the simulator's does, at {sim}", (
+                f"set ANDROID_ADB_SERVER_PORT={SIMULATOR_PORT} (doctor, tests) and `adb: {sim}` "
+                "in android job files"))  # fmt: skip
+        return DeviceCheck(False, said, fix)
     if not states:
         return DeviceCheck(False, f"adb server at {adb}: no devices attached", fix)
     listed = ", ".join(f"{s} ({st})" for s, st in sorted(states.items()))
