@@ -229,6 +229,19 @@ def test_demo_writes_its_own_store_by_default(tmp_path, wt_env):
     assert DEMO_STORE == "worldtrace-demo"
 
 
+@pytest.mark.parametrize("given", ["", ",", " , "])
+def test_demo_sections_naming_none_is_a_usage_error(tmp_path, wt_env, given):
+    """Hunt 1206: `--sections ''` collected nothing, then failed at `process` (no input),
+    leaving its store behind."""
+    store = tmp_path / "d2"
+    r = subprocess.run(
+        ["worldtrace", "--store", str(store), "--create", "demo", "--sections", given],
+        capture_output=True, text=True, env=wt_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and "--sections: names no section (known: " in r.stderr, r.stderr
+    assert not store.exists()
+
+
 def test_import_worldtrace_loads_no_heavy_backend():
     code = (
         "import sys, worldtrace, worldtrace.cli, worldtrace.schemas, worldtrace.sandboxes.base, worldtrace.collectors.importers;"

@@ -72,9 +72,11 @@ def demo(ctx: click.Context, sections: str, episodes: int) -> None:
 
     chosen = tuple(s.strip() for s in sections.split(",") if s.strip())
     unknown = sorted(set(chosen) - set(SECTION_NAMES))
-    if unknown:
+    if unknown or not chosen:  # none: nothing collected, then `process` found no input
         raise click.BadParameter(
-            f"unknown section(s) {', '.join(unknown)} (known: {', '.join(SECTION_NAMES)})",
+            f"unknown section(s) {', '.join(unknown)} (known: {', '.join(SECTION_NAMES)})"
+            if unknown
+            else f"names no section (known: {', '.join(SECTION_NAMES)})",
             param_hint="--sections",
         )
     root = store(ctx, create=True) if ctx.find_root().obj.get("store") else Store.at(DEMO_STORE)
