@@ -262,11 +262,14 @@ def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: 
             )
         )
         c = e["parts"][MAIN_PART]["counts"]
+        held = sum(p["counts"]["trajectories"] for n, p in e["parts"].items() if n != MAIN_PART)
         console.print(
             f"   {c['samples']} samples, {c['tokens']} tokens, {c['loss_tokens']} loss tokens "
             f"({c['loss_tokens'] / max(c['tokens'], 1):.1%}) -> "
-            f"{store.export / 'parquet' / MAIN_PART} (test/ held out)"
-        )
+            f"{store.export / 'parquet' / MAIN_PART} "
+            + (f"(test/ held out: {held} trajectories)" if held else
+               "(test/ is empty: a part holds whole dedup clusters; collect more episodes)")
+        )  # fmt: skip
         awb = export(
             ExportConfig(
                 input=str(store.table("trajectories")),

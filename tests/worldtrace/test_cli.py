@@ -154,6 +154,11 @@ def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
     assert kinds == {"collector"}  # nothing synthetic
     assert (store / "report.html").exists()
     assert (store / "export" / "parquet" / "manifest.json").exists()
+    test_part = json.loads((store / "export" / "parquet" / "manifest.json").read_text())["parts"][
+        "test"
+    ]
+    held = test_part["counts"]["trajectories"]  # said as it is (hunt 1206: "held out" of 0)
+    assert held and f"(test/ held out: {held} trajectories)" in r.stdout
     # docs/android.md's export without the simulator's trajectories, as written there
     no_sim = (
         "json_extract_string(environment.config, '$.model') IS DISTINCT FROM 'WorldTrace Simulator'"
