@@ -228,8 +228,9 @@ def _safe_repo(value: str) -> str:
     for bad in FORBIDDEN_HOST_PATHS:
         if real == Path(bad) or (bad != "/" and real.is_relative_to(bad)):
             raise ValueError(f"{value!r} resolves to {real}, under {bad}: refused for sandboxes")
-    if not real.is_dir():
-        raise ValueError(f"{value!r} is not a directory on this host")
+    if not real.is_dir():  # a relative path starts where `worldtrace` runs: said in full
+        where = f" ({real})" if str(real) != value else ""
+        raise ValueError(f"{value!r}{where} is not a directory on this host")
     if any(p.is_socket() for p in real.iterdir()):
         raise ValueError(f"{value!r} holds a socket: refused for sandboxes")
     return str(real)

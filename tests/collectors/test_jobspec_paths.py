@@ -121,3 +121,11 @@ def test_a_path_overlapping_the_store_names_its_key_and_line(tmp_path, wt_env):
     f.write_text(MCP_JOB.format(copy=tmp_path / "server", cwd=store))
     r = wt(wt_env, "jobs", "submit", "--dry-run", str(f))
     assert r.stderr.strip() == f"{f}:7: sandbox.cwd: {store} overlaps the store {store}: refused"
+
+
+def test_a_missing_relative_repo_is_said_with_the_path_it_was_read_as(tmp_path, wt_env):
+    """Hunt 1206: `examples/swe-fix.yaml` run from outside the project said
+    `'examples/data/calc' is not a directory on this host`, not where it looked."""
+    r = wt(wt_env, "jobs", "submit", "--dry-run", str(PROJECT / "examples" / "swe-fix.yaml"), cwd=tmp_path)  # fmt: skip
+    looked = tmp_path / "examples" / "data" / "calc"
+    assert r.returncode == 1 and f"'examples/data/calc' ({looked}) is not a directory on this host" in r.stderr, r.stderr  # fmt: skip
