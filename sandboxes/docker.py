@@ -156,12 +156,20 @@ def abs_path(value: str) -> str:
 Memory = Annotated[str, AfterValidator(_memory_floor)]
 
 
+def _image_name(value: str) -> str:
+    """An image's name: `""` reached the engine as `NullResource: Resource ID was not
+    provided`, a failed attempt for each retry, where the job file was the mistake."""
+    if not value.strip() or any(c.isspace() for c in value):
+        raise ValueError(f"{value!r} is no image name (e.g. worldtrace/debian:latest)")
+    return value
+
+
 @configclass
 class DockerConfig:
     """How sandbox containers are started. Every limit has a floor: a job may raise a
     limit, never remove it (no `0`, `-1` or unlimited values)."""
 
-    image: str = "worldtrace/debian:latest"
+    image: Annotated[str, AfterValidator(_image_name)] = "worldtrace/debian:latest"
     """Any local image; the set-up builds worldtrace/debian and worldtrace/busybox."""
     memory: Memory = "512m"
     """Memory (and swap) limit, e.g. 512m or 2g; at least 16m."""

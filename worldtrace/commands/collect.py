@@ -136,6 +136,7 @@ def collect(
     from worldtrace.collectors.jobspec import JobSpec
     from worldtrace.progress import CollectProgress, print_run
     from worldtrace.sandboxes.base import SandboxError
+    from worldtrace.schemas.parsing import ConfigError
 
     calls = _tool_calls(tools)  # first: a malformed --tool is the mistake to name
     if bool(job_file) == bool(sandbox):
@@ -151,6 +152,10 @@ def collect(
             )
             # what load_job checks of a job file: a --repo overlapping the store is refused
             spec.check_store(store_path(ctx).root)
+        except ConfigError as exc:  # said in the options the run was given
+            raise click.ClickException(
+                _quick_problems(exc, "--tool" if calls else "--keys")
+            ) from None
         except (ValueError, json.JSONDecodeError) as exc:
             raise click.ClickException(str(exc)) from exc
     s = store(ctx, create=True)
@@ -262,6 +267,27 @@ def _finite(seconds: float) -> float:
     if math.isnan(seconds):
         raise click.BadParameter("nan is not a number of seconds")
     return seconds
+
+
+QUICK_KEYS = {("sandbox", "repo"): "--repo", ("sandbox", "docker", "image"): "--image",
+              ("tasks", 0, "instruction"): "--instruction"}  # fmt: skip
+"""The options of a quick run by the key of the job file it stands for (`_quick_job`)."""
+
+
+def _quick_problems(exc, actions: str) -> str:
+    """A quick run's problems in the options it was given (`--tool 2: arguments: ...`), not
+    in the keys of a job file the user never wrote (`tasks[0].actions[1].arguments`)."""
+    from worldtrace.schemas.parsing import dotted
+
+    said = []
+    for p in exc.problems:
+        path = tuple(p.path)
+        if path[:3] == ("tasks", 0, "actions") and len(path) > 3:
+            rest = f" {dotted(path[4:])}" if path[4:] and path[4:] != ("tool",) else ""
+            said.append(f"{actions} {path[3] + 1}{rest}: {p.message}")
+        else:
+            said.append(f"{QUICK_KEYS.get(path, dotted(path))}: {p.message}")
+    return "; ".join(said)
 
 
 def _quick_job(sandbox, image, repo, instruction, keys, calls, duration) -> dict:
