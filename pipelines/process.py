@@ -158,7 +158,7 @@ worldtrace; measured on 2 cores, 2 such workers break even with in-process at 2.
 and are 1.35x faster at 4.5 MB, 1.47x at 9 MB."""
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
-LAYOUT = 7
+LAYOUT = 8
 """Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
 (earlier output stored them final and cannot be extended incrementally); 3 = the
 cluster state holds each member's `started_at` (the representative rank reads it); 4 =
@@ -171,7 +171,10 @@ and members instead of `origin`), files in the store are named from its root in 
 timed out, interrupted) is decided `injected` (`mask.collector_cut`); 7 =
 `cond_novelty`'s size given the history is its blocks' bits rounded up, as its size
 alone (it read a byte low), singletons are named by their content key and a turn
-carries its cluster (`tables.TURN_CLUSTER`: copies kept with dedup off)."""
+carries its cluster (`tables.TURN_CLUSTER`: copies kept with dedup off); 8 = the size
+alone (`cond_novelty`'s denominator, `zlib_ratio`'s numerator) is framed as in the
+history, after a one-byte block (`stats.FRAME`: alone, a self-repetitive observation
+came out a byte larger, and scored below 1)."""
 
 
 @dataclass

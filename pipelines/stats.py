@@ -58,14 +58,24 @@ def byte_entropy(data: bytes) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(data).values())
 
 
+FRAME = b"\n"
+"""What a text's size alone comes after: one byte, its own deflate block, so that the text
+starts at stream position 1 as it does after a history. zlib never takes position 0 as a
+match source (its hash chains' "none"): alone at 0, `----------` could not copy its first
+byte, and came out a byte larger than after any action (hunt 1206). One byte is no
+source either (it sits at 0, and a match is 3 or more)."""
+
+
 def deflated_size(data: bytes) -> int:
-    """Raw deflate size at `ZLIB_LEVEL` (zlib's default memory level and strategy): one
-    call, the same bytes as a compressor object's, ~0.6 of its ~9 us less."""
-    return len(zlib.compress(data, ZLIB_LEVEL, RAW_DEFLATE))
+    """The size of `data` alone at `ZLIB_LEVEL` (zlib's default memory level and
+    strategy), framed as in a history: the bits of its blocks after a `FRAME` block, in
+    whole bytes rounded up (`ConditionalNovelty.given`; 0 when empty). An observation
+    nothing before helps has the same blocks and size given its history."""
+    return ConditionalNovelty().given(FRAME, data)
 
 
 def zlib_ratio(data: bytes, deflated: int | None = None) -> float:
-    """Compressed size over raw size: low means self-repetitive text."""
+    """Compressed size (`deflated_size`) over raw size: low means self-repetitive text."""
     if not data:
         return 0.0
     return (deflated if deflated is not None else deflated_size(data)) / len(data)
@@ -77,12 +87,13 @@ class ConditionalNovelty:
     One deflate stream carries the history; its 32 KiB window is the bound on how far
     back a repeat is found. Each action and observation is closed as its own deflate
     block (`Z_BLOCK`: no byte alignment, no empty marker block). Both sizes are the bits
-    of the observation's blocks in whole bytes, rounded up as a stream ends: alone, the
-    stream of them `deflated_size` counts (`Z_FINISH`); given, where its blocks start and
-    end in the history, whatever bits of the action's last byte they share it with. Like
-    with like: near 0, the observation was already seen (the second `cat` of a file); 1,
-    nothing before it helps (the same blocks, the same size; clamped: blocks that found
-    a repeat may still come out a byte larger).
+    of the observation's blocks in whole bytes, rounded up as a stream ends, framed
+    alike: given, where its blocks start and end in the history, whatever bits of the
+    action's last byte they share it with; alone (`deflated_size`), after a one-byte
+    block, so that it starts at stream position 1 there too. Like with like: near 0, the
+    observation was already seen (the second `cat` of a file); 1, nothing before it helps
+    (the same blocks, the same size; clamped: blocks that found a repeat may still come
+    out a byte larger).
     """
 
     def __init__(self) -> None:
