@@ -217,6 +217,23 @@ ACTION_SPACE = [
     ),
 ]
 TOOLS = {t.name: t for t in ACTION_SPACE}
+IN_ARGV = {"read": ("path",), "edit": ("path",), "bash": ("command",)}
+"""Each tool's arguments that reach a command line (a file's text goes by stdin)."""
+
+
+def _nul_problem(tool: str, args: dict) -> str | None:
+    """A NUL byte in what reaches a command line: no argument or file name can hold one
+    (`execve` refuses it), and the engine's `exec /usr/bin/sh: invalid argument` was
+    recorded as the command's answer."""
+    for key in IN_ARGV[tool]:
+        at = args.get(key, "").find("\x00")
+        if at >= 0:
+            return (
+                f"{key} holds a NUL byte (\\x00) at position {at}: no command line or file name can"
+            )
+    return None
+
+
 TOOL_NAMES = tuple(TOOLS)
 
 
@@ -421,7 +438,7 @@ class SWESandbox(Unpicklable):
             return Observation(
                 f"error: unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})", is_error=True
             )
-        problem = TOOLS[name].check(args)
+        problem = TOOLS[name].check(args) or _nul_problem(name, args)
         if problem:  # the tool's own usage error, as a CLI would print it
             return Observation(f"error: {problem}", is_error=True)
         return getattr(self, f"_tool_{name}")(**args)

@@ -165,3 +165,23 @@ def test_a_fractional_step_timeout_still_flags_the_timeout(docker_engine, repo):
         assert state(o)["timed_out"] is True and o.text.endswith("[timed out after 1.5s]")
     finally:
         s.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "key"),
+    [
+        ("bash", {"command": "echo a\x00b"}, "command"),
+        ("read", {"path": "calc\x00.py"}, "path"),
+        ("edit", {"path": "x\x00y", "content": "z"}, "path"),
+    ],
+)
+def test_a_nul_in_a_command_line_is_the_tool_s_usage_error_not_the_engine_s(swe, name, args, key):
+    """Hunt 1206: `echo a\\x00b` was answered `exec /usr/bin/sh: invalid argument`, the
+    engine's words (its exec got a pid, so it read as the command's), exit 1."""
+    obs = swe.step(tool(name, **args))
+    at = args[key].index("\x00")
+    assert obs.is_error and obs.text == (
+        f"error: {key} holds a NUL byte (\\x00) at position {at}: no command line or file name can"
+    )
+    assert "invalid argument" not in obs.text
+    assert swe.step(tool("bash", command="echo ok")).text.startswith("ok")  # the sandbox goes on
