@@ -16,7 +16,8 @@ reads once the step ends:
   the cursor (a prompt ends in a space).
 
 The alternate screen of full-screen programs (less, vim) is emulated: leaving one
-restores the screen it covered, as xterm does. Characters pyte's `draw` would stop at,
+restores the screen it covered, as xterm does, and so does a full reset (RIS, which
+`reset` sends) after a program killed on it. Characters pyte's `draw` would stop at,
 dropping the rest of the line (`cat` of a binary file, `❤️`, Devanagari), are shown as
 xterm shows them: a control (C0, or C1 decoded from UTF-8) as nothing, a zero-width
 character joined to the one before it.
@@ -85,7 +86,18 @@ def _screen_class():
             super().__init__(columns, lines)
 
         def reset(self) -> None:
+            """RIS (`ESC c`, which `reset` sends first) as xterm does it: back on the main
+            screen (a program killed on the alternate one left it there), cleared, modes,
+            margins and character sets as at start (pyte's part), the saved cursor at home.
+            The lines the step printed that scrolled off stay in its observation, as
+            after `clear`."""
+            if self._main is not None:
+                self.buffer, self.cursor, _ = self._main
+                self._main = None
+                self.left_alternate()
             super().reset()
+            self.savepoints = []  # pyte keeps them; xterm saves the home cursor instead
+            self.save_cursor()
             self.cleared = True
 
         def draw(self, data: str) -> None:

@@ -14,9 +14,10 @@ next keystrokes reach it). Output over the cap is dropped after a C-c.
 A prompt is known by a mark, not by its look: bash runs `PROMPT_COMMAND` before every
 prompt whatever PS1 became (a venv's `(v) ...`, `PS1='$ '`), and ours prints an OSC
 sequence the emulator swallows (and `raw` leaves out); the prompt's own text then
-follows. Where the shell marks its prompts, only the mark ends a step: a command's output
-that merely looks like our PS1 (a saved session `cat`, a `printf`) does not, nor is the
-next action typed into the command still running (`_look_ends`). Shells without it
+follows. The OSC holds a token drawn for each shell, so no file or other program can
+print it. Where the shell marks its prompts, only the mark ends a step: a command's output
+that merely looks like our PS1 (a saved session `cat`, a `printf`, an old mark) does not,
+nor is the next action typed into the command still running (`_look_ends`). Shells without it
 (busybox, dash) fall back to our PS1's look, and so does a bash whose step ended without
 its mark on a screen showing our PS1 (an agent that unset `PROMPT_COMMAND`) until a mark
 is seen again. A shell that exits (`exit`, `exec cmd`, C-d) ends the episode after a last
@@ -33,6 +34,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import secrets
 import select
 import shlex
 import time
@@ -85,11 +87,10 @@ PROMPT_LINE_RE = re.compile(r"(?:^user@sandbox:.*|user@sandbox:[^\s@$]*)\$ $")
 """Our PS1 at the end of the cursor's line: the whole line, or after what a command printed
 without a final newline (`printf nonl`: `nonluser@sandbox:~$ `), then with a directory of
 no blank, `@` or `$` (the shape `pipelines.mask.PROMPT_REVERSED` reads ours by)."""
-PROMPT_MARK = b"\x1b]6973;wt-prompt\x07"
-"""Printed by `PROMPT_COMMAND` just before each prompt (an OSC the screen ignores)."""
-MARK_COMMAND = "{ export -n PROMPT_COMMAND; printf '\\033]6973;wt-prompt\\007'; } 2>/dev/null"
-"""`PROMPT_COMMAND`: the mark; unexported at the first prompt, so no child sees it. Its
-stderr goes nowhere, so an agent's `set -x` does not trace it into the observation."""
+SHOWN_TOKEN = "wt-prompt"
+"""What records show for a shell's mark token where the agent prints it (`echo
+"$PROMPT_COMMAND"`, `declare -p`, `/proc/$$/environ`): the token is the session's secret,
+and records read the same whatever it was."""
 SETTLE = 0.05
 """Seconds of quiet after the prompt's text (which follows its mark) that end a step."""
 MARK_WAIT = 1.0
@@ -102,10 +103,54 @@ DEFAULT_SHELL = ("/bin/bash", "--norc", "--noprofile", "-i")
 FALLBACK_SHELL = ["/bin/sh", "-i"]
 
 
-def _settle(data: bytes) -> float:
+def prompt_mark(token: str) -> bytes:
+    """Printed by `PROMPT_COMMAND` just before each prompt (an OSC the screen ignores). Its
+    token is drawn for each shell (`secrets`), so no file or other program holds the mark:
+    only the shell's own variable does, which an agent must read on purpose to forge it."""
+    return f"\x1b]6973;{token}\x07".encode()
+
+
+def mark_command(token: str) -> str:
+    """`PROMPT_COMMAND`: the mark; unexported at the first prompt, so no child sees it. Its
+    stderr goes nowhere, so an agent's `set -x` does not trace it into the observation."""
+    return f"{{ export -n PROMPT_COMMAND; printf '\\033]6973;{token}\\007'; }} 2>/dev/null"
+
+
+def _settle(data: bytes, mark: bytes) -> float:
     """When a step whose last chunk holds the mark ends, unless more comes."""
-    rest = data[data.rfind(PROMPT_MARK) + len(PROMPT_MARK) :]
+    rest = data[data.rfind(mark) + len(mark) :]
     return time.monotonic() + (SETTLE if rest else MARK_WAIT)
+
+
+class _Kept:
+    """A step's raw bytes as recorded, at most `cap` of them: the shell's mark left out and
+    its token shown as `SHOWN_TOKEN`, also where a read ends inside one (what may begin
+    one is held back until the next read or `done`)."""
+
+    def __init__(self, token: str, cap: int):
+        self.mark, self.token, self.cap = prompt_mark(token), token.encode(), cap
+        self.raw, self.received, self.held = bytearray(), 0, b""
+
+    def add(self, data: bytes) -> None:
+        data = (self.held + data).replace(self.mark, b"")
+        cut = len(data)
+        for start in range(max(len(data) - len(self.mark) + 1, 0), len(data)):
+            if self.mark.startswith(data[start:]) or self.token.startswith(data[start:]):
+                cut = start
+                break
+        self.held = data[cut:]
+        self._keep(data[:cut])
+
+    def _keep(self, data: bytes) -> None:
+        data = data.replace(self.token, SHOWN_TOKEN.encode())
+        self.received += len(data)
+        self.raw += data[: max(self.cap - len(self.raw), 0)]
+
+    def done(self) -> tuple[bytes, int]:
+        """The bytes kept and the number received (marks left out)."""
+        self._keep(self.held)
+        self.held = b""
+        return bytes(self.raw), self.received
 
 
 INTERRUPTED = b"^C"
@@ -256,6 +301,9 @@ class TerminalSandbox(Unpicklable):
         prompt says; False where only the look tells a prompt (`_look_ends`)."""
         self._idle = False
         """The last step ended on a prompt and no keys that run a line were sent since."""
+        self._token = secrets.token_hex(8)
+        """In bash's prompt mark, drawn again for each shell (`prompt_mark`)."""
+        self._mark = prompt_mark(self._token)
         self.ended: str | None = None
         """Set when the shell exited in a step: the episode is over, and this says why."""
 
@@ -281,7 +329,7 @@ class TerminalSandbox(Unpicklable):
         except _Closed as exc:
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
         self._marks, self._idle = bool(self._marks), True
-        screen = self.term.observation()  # what the shell printed first (ash: a banner)
+        screen = self._screen()  # what the shell printed first (ash: a banner)
         tools = [t for t in facts["tools"] if t not in session.missing]
         c = self.config
         self._initial = "\n".join(
@@ -291,7 +339,7 @@ class TerminalSandbox(Unpicklable):
                 f"Installed tools: {' '.join(tools)}",
                 f"Working directory: {d.workdir}",
                 f"Terminal: {c.term}, {c.cols}x{c.rows}",
-                f"Prompt: {self.term.cursor_text()}",
+                f"Prompt: {self._screen(self.term.cursor_text())}",
                 plan.text(),
             )
             if line
@@ -354,9 +402,11 @@ class TerminalSandbox(Unpicklable):
     def _open_shell(self, shell: list[str], session: Session, prompt: str) -> None:
         api = self.container.client.api
         d, c = self.config.docker, self.config
+        self._token = secrets.token_hex(8)  # a new shell, a new mark: the last one's is known
+        self._mark = prompt_mark(self._token)
         env = {"PS1": prompt, "TERM": c.term, "HOME": d.workdir, "PAGER": "cat", **session.env}
         if shell[0].endswith("bash"):  # others (busybox ash) have no PROMPT_COMMAND
-            env["PROMPT_COMMAND"] = MARK_COMMAND
+            env["PROMPT_COMMAND"] = mark_command(self._token)
         # The pty gets its size before the shell starts: resized under a shell already at
         # its prompt (exec_resize can only follow exec_start), busybox's line editor
         # redraws the prompt, and that late prompt would end the first step before its keys.
@@ -379,6 +429,12 @@ class TerminalSandbox(Unpicklable):
             raise SandboxError(f"the shell could not start: {first_line(exc)}") from None
         self._sock.setblocking(False)
         self.term = Terminal(c.cols, c.rows)
+
+    def _screen(self, text: str | None = None) -> str:
+        """The observation (or `text` from the screen) as recorded: the shell's mark token
+        shown as `SHOWN_TOKEN` where the agent printed it."""
+        text = self.term.observation() if text is None else text
+        return text.replace(self._token, SHOWN_TOKEN)
 
     def close(self) -> None:
         """Free the container and wait until it is gone."""
@@ -478,7 +534,7 @@ class TerminalSandbox(Unpicklable):
         bound = start + self.config.docker.step_timeout
         deadline = min(start + duration, bound)
         drawn = 0.0  # draining: when the prompt after the C-c's answer is surely drawn
-        raw, received, size = bytearray(), 0, 0
+        mark, kept, size = self._mark, _Kept(self._token, raw_cap), 0
         truncated = prompted = mark_seen = False
         sent = answered = 0  # C-c sent after the cut, and their ^C seen
         tail = b""
@@ -489,9 +545,9 @@ class TerminalSandbox(Unpicklable):
                     settle, deadline = None, 0  # interrupt bash may still hold (see above)
                     continue
                 if truncated:
-                    at = tail.rfind(PROMPT_MARK)
-                    self.term.feed(TRUNCATED + (tail[at + len(PROMPT_MARK) :] if at >= 0 else tail))
-                return True, truncated, bytes(raw), received
+                    at = tail.rfind(mark)
+                    self.term.feed(TRUNCATED + (tail[at + len(mark) :] if at >= 0 else tail))
+                return (True, truncated, *kept.done())
             now = time.monotonic()
             left = deadline - now
             if left <= 0 and truncated and sent < C_C_SENDS and now < bound:
@@ -509,16 +565,14 @@ class TerminalSandbox(Unpicklable):
                     and PROMPT_LINE_RE.search(self.term.cursor_text())
                 ):
                     self._marks = False  # no mark, our PS1 at the cursor: the mark is gone
-                return False, truncated, bytes(raw), received
+                return (False, truncated, *kept.done())
             data = self._recv(left if settle is None else min(left, settle - time.monotonic()))
             if not data:
                 continue
             self._last_output = time.monotonic()
-            kept = data.replace(PROMPT_MARK, b"")  # ours, not the terminal's
-            received += len(kept)
-            raw += kept[: max(raw_cap - len(raw), 0)]
+            kept.add(data)  # the mark is ours, not the terminal's
             seen, tail = tail + data, (tail + data)[-256:]
-            if PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]:
+            if mark in seen[-len(data) - len(mark) :]:
                 self._marks = mark_seen = True
             prompted = prompted or PROMPT_BYTES in seen[-len(data) - len(PROMPT_BYTES) :]
             if truncated:  # draining a flood after our C-c: see its answer, then the prompt
@@ -531,8 +585,8 @@ class TerminalSandbox(Unpicklable):
                 if settle is not None:  # the prompt is still being drawn, or a background
                     settle = min(time.monotonic() + SETTLE, drawn)  # flood goes on
                     continue
-                if PROMPT_MARK in seen:  # wait for the prompt's text: readline has it then
-                    settle, drawn = _settle(seen), time.monotonic() + MARK_WAIT
+                if mark in seen:  # wait for the prompt's text: readline has it then
+                    settle, drawn = _settle(seen, mark), time.monotonic() + MARK_WAIT
                     deadline = max(deadline, min(drawn, bound))  # answered: no C-c more
                     continue
                 if look and PROMPT_RE.search(ANSI_RE.sub(b"", tail)):
@@ -540,7 +594,7 @@ class TerminalSandbox(Unpicklable):
                         deadline = 0  # bash may still hold (see the doc)
                         continue
                     self.term.feed(TRUNCATED + tail[tail.rfind(PROMPT_BYTES) :])
-                    return True, True, bytes(raw), received
+                    return (True, True, *kept.done())
                 continue
             if size + len(data) > cap:
                 self.term.feed(data[: cap - size])
@@ -549,17 +603,17 @@ class TerminalSandbox(Unpicklable):
                 continue
             size += len(data)
             self.term.feed(data)
-            marked = settle is not None or PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]
+            marked = settle is not None or mark in seen[-len(data) - len(mark) :]
             if marked and PROMPT_LINE_RE.search(self.term.cursor_text()):
-                return True, False, bytes(raw), received  # our own PS1, whole: nothing to wait
+                return (True, False, *kept.done())  # our own PS1, whole: nothing to wait
             if settle is not None:  # the prompt's text, after its mark
                 settle = time.monotonic() + SETTLE
                 continue
-            if PROMPT_MARK in seen[-len(data) - len(PROMPT_MARK) :]:
-                settle = _settle(seen)
+            if mark in seen[-len(data) - len(mark) :]:
+                settle = _settle(seen, mark)
                 continue
             if look and prompted and PROMPT_LINE_RE.search(self.term.cursor_text()):
-                return True, False, bytes(raw), received
+                return (True, False, *kept.done())
 
     def step(self, action: Action) -> Observation:
         if self._sock is None:
@@ -594,7 +648,7 @@ class TerminalSandbox(Unpicklable):
             if received > len(raw):
                 text, state["raw_truncated"] = drop_cut_run(text), True
             state["raw"] = text
-        text = self.term.observation()
+        text = self._screen()
         if truncated and (at := text.rfind(CUT_MARK)) >= 0:
             text = drop_cut_run(text[:at]) + text[at:]
         return Observation(text, truncated=truncated, state_json=json.dumps(state))
@@ -607,7 +661,7 @@ class TerminalSandbox(Unpicklable):
         self._sock.close()
         self._sock = None
         state = {"prompt_returned": False, "waited_s": round(waited, 3), "shell_exited": why}
-        return Observation(self.term.observation(), state_json=json.dumps(state))
+        return Observation(self._screen(), state_json=json.dumps(state))
 
     def describe(self) -> dict[str, Any]:
         d = self.config.docker
