@@ -46,6 +46,10 @@ INTERACTIVE_ROLES = frozenset((
     "textbox", "treeitem", "Date", "DateTime", "InputTime", "ColorWell",
 ))  # fmt: skip
 """Roles never pruned as empty: an unlabelled textbox is still something to act on."""
+LOADED_SCHEMES = frozenset(("http", "https", "about", "data", "javascript"))
+"""Schemes Chromium loads in a frame of a web page; a frame whose `src` has another scheme
+and that never committed a document was refused (`_refused_src`)."""
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 
 # Marks every element of one frame (BrowserGym's frame_mark_elements.js, trimmed to what
 # the AXTree needs: bid attribute, the ARIA carriers, frame ids a, b, ..., aA; plus the
@@ -148,6 +152,20 @@ async ([parentBid, bidAttr, withVisibility, walkOver]) => {
     });
   }
   return {hidden, inputs, visibility, walk};
+}
+"""
+
+# A frame's `sandbox` and `bid` attributes, read from its parent, which first touches
+# every child frame's window: Chromium creates a document's script context when something
+# first needs it, and a frame whose navigation never committed (a `file:` or `chrome:` src
+# it refuses, a server that never answers; `about:blank#x` too) stays on its initial empty
+# document, which nothing touched. Playwright's `evaluate` in it waited for that context
+# forever, and every attempt failed at step_timeout (docs/web.md, blocked iframes).
+FRAME_JS = r"""
+(elem, bidAttr) => {
+  // every child's window (an <embed> has no contentWindow; a page may set window.length)
+  for (let i = 0; window[i] !== undefined; i++);
+  return [elem.getAttribute("sandbox"), elem.getAttribute(bidAttr)];
 }
 """
 
@@ -513,8 +531,12 @@ def strip_marks(axtree: dict[str, Any]) -> None:
 
 
 def _origin_of(url: str) -> str:
-    """scheme://host[:port] of a URL, as written (the URL itself when it has no host)."""
-    parts = urlsplit(url)
+    """scheme://host[:port] of a URL, as written (the URL itself when it has no host, or
+    when it does not parse: a page's own `src`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
     return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
 
 
@@ -607,16 +629,25 @@ async def page_axtree(page, cdp, outside: Callable[[str], bool] | None = None) -
 
     A frame whose document is Chromium's error page for a URL `outside` says the sandbox
     stopped ("This page has been blocked by Chromium") is not the site's content: its
-    tree is left out and its Iframe node says `blocked='<origin>'` (docs/web.md)."""
+    tree is left out and its Iframe node says `blocked='<origin>'` (docs/web.md). So is
+    one Chromium itself refused to load (`file:`, `chrome:`, `view-source:`: `_refused_src`)."""
     tree = await cdp.send("Page.getFrameTree")
+    root = tree["frameTree"]["frame"]["id"]
     frame_ids, todo, blocked = [], [tree["frameTree"]], {}
     while todo:
         f = todo.pop()
         todo.extend(f.get("childFrames", []))
-        frame_ids.append(f["frame"]["id"])
+        fid = f["frame"]["id"]
+        frame_ids.append(fid)
+        if fid == root:
+            continue
         lost = f["frame"].get("unreachableUrl", "")
-        if lost and outside is not None and outside(lost) and frame_ids[0] != f["frame"]["id"]:
-            blocked[f["frame"]["id"]] = _origin_of(lost)
+        if lost and outside is not None and outside(lost):
+            blocked[fid] = _origin_of(lost)
+        elif _unloaded(f["frame"]):
+            src = await _refused_src(cdp, fid)
+            if src:
+                blocked[fid] = _origin_of(src)
     frames = {}
     for fid in frame_ids:
         if fid in blocked:
@@ -640,6 +671,30 @@ async def page_axtree(page, cdp, outside: Callable[[str], bool] | None = None) -
             elif fid in frames and frames[fid]["nodes"]:
                 node.setdefault("childIds", []).append(frames[fid]["nodes"][0]["nodeId"])
     return merged
+
+
+def _unloaded(frame: dict[str, Any]) -> bool:
+    """A frame (CDP `Page.Frame`) that did not load its own document: none committed (its
+    initial empty one), or Chromium's `about:blank#blocked`, where it sends a frame whose
+    URL it refuses to show (a `chrome-untrusted:` one)."""
+    url = frame.get("url", "")
+    return not url or (url == "about:blank" and frame.get("urlFragment") == "#blocked")
+
+
+async def _refused_src(cdp, frame_id: str) -> str | None:
+    """The URL a frame that never committed a document was to load, when Chromium refuses
+    to load it from a page of the web (a `file:`, `chrome:`, `view-source:`, `devtools:`,
+    `filesystem:` or `mailto:` URL: "Not allowed to load local resource"). Such a frame
+    stays on its initial empty document for good (or on `about:blank#blocked`), with no
+    error page to tell it from a frame still loading (an http URL) or one a script wrote
+    (`javascript:`, no `src`)."""
+    owner = await cdp.send("DOM.getFrameOwner", {"frameId": frame_id})
+    node = (await cdp.send("DOM.describeNode", {"backendNodeId": owner["backendNodeId"]}))["node"]
+    attrs = node.get("attributes", [])  # name, value, name, value, ...
+    src = dict(zip(attrs[::2], attrs[1::2], strict=True)).get("data" if node.get("localName") == "object" else "src")  # fmt: skip
+    src = re.sub(r"[\t\n\r]", "", (src or "").strip())  # as a URL is parsed
+    scheme = _SCHEME_RE.match(src)
+    return src if scheme and scheme.group(1).lower() not in LOADED_SCHEMES else None
 
 
 async def mark_frames(page, with_visibility: bool, walk_over: int = 0) -> dict[str, Any]:
@@ -666,10 +721,9 @@ async def mark_frames(page, with_visibility: bool, walk_over: int = 0) -> dict[s
             if child.is_detached():
                 continue
             elem = await child.frame_element()
-            sandbox = await elem.get_attribute("sandbox")
+            sandbox, bid = await elem.evaluate(FRAME_JS, BID_ATTR)
             if sandbox is not None and "allow-scripts" not in sandbox.split():
                 continue
-            bid = await elem.get_attribute(BID_ATTR)
             if bid:
                 await mark(child, bid)
 
