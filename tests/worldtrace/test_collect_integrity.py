@@ -33,7 +33,9 @@ def test_a_quick_run_refuses_a_repo_overlapping_the_store(tmp_path):
     for repo, root in ((store, store), (store / "sub", store), (store, store / "sub")):
         r = run(root, "collect", "--sandbox", "swe", "--repo", str(repo), *call)
         assert r.exit_code == 1, r.output
-        assert f"Error: --repo: {repo} overlaps the store {root}: refused" in r.output  # the option given
+        assert (
+            f"Error: --repo: {repo} overlaps the store {root}: refused" in r.output
+        )  # the option given
     assert not (store / "raw").exists() and not (store / "sub" / "raw").exists()
 
 
