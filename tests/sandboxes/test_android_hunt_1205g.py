@@ -56,4 +56,5 @@ def test_doctor_lists_the_devices_of_the_adb_server(sim, wt_env):
         "ok": True,
         "detail": f"adb server at {sim.adb}: {sim.serial} (device)",
         "fix": "",
+        "problem": False,
     }

@@ -187,8 +187,10 @@ def test_doctor_names_the_variable_and_the_missing_tokenizer(wt_env, tmp_path, m
 
 
 def test_doctor_says_the_tokenizer_came_from_the_variable(wt_env, tmp_path):
+    from worldtrace.pipelines.tokens import default_tokenizer
+
     tok = tmp_path / "tokenizer.json"
-    tok.write_text("{}")
+    shutil.copy(default_tokenizer(), tok)  # one that loads (`{}` does not: hunt 1206)
     env = dict(wt_env, WORLDTRACE_TOKENIZER=str(tok))
     r = subprocess.run([WT, "doctor", "--json"], capture_output=True, text=True, env=env)
     [check] = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "tokenizer"]

@@ -276,9 +276,10 @@ def test_doctor_json(wt_env):
     r = CliRunner().invoke(cli, ["doctor", "--json"], obj={})
     assert r.exit_code == 0
     doc = json.loads(r.stdout)
-    assert list(doc) == ["checks", "available", "total"]
+    assert list(doc) == ["checks", "available", "total", "problems"]
     assert doc["total"] == len(doc["checks"]) and doc["available"] <= doc["total"]
-    assert all(list(c) == ["name", "ok", "detail", "fix"] for c in doc["checks"])
+    assert all(list(c) == ["name", "ok", "detail", "fix", "problem"] for c in doc["checks"])
+    assert doc["problems"] == sum(c["problem"] for c in doc["checks"]) == 0
     assert {"docker engine", "tokenizer"} <= {c["name"] for c in doc["checks"]}
 
 

@@ -28,18 +28,12 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
     """Validate trajectory shards (Parquet) or JSONL of records; exit 1 if anything is invalid."""
     from worldtrace.schemas.store import Unread, check_files, input_files
 
-    files, passed = [], 0
-    for p in paths:  # a walk passes over the store's own files that hold no trajectories
+    files, passed = [], _PassedOver()
+    for p in paths:  # a walk passes over the files worldtrace writes beside trajectories
         found = input_files([p])
-        root = _store_root(Path(p)) if Path(p).is_dir() else None
-        kept = [f for f in found if not _store_own(f, root)] if root else found
-        files, passed = files + kept, passed + len(found) - len(kept)
+        files += passed.sift(found) if Path(p).is_dir() else found
     if passed and not quiet:
-        click.echo(
-            f"passed over {passed} file(s) of the store that hold no trajectories (manifests, "
-            "processed turns, clusters and rejects, exports); name one to check it",
-            err=True,
-        )
+        click.echo(passed.line(), err=True)
     if not files and not passed:  # passing over a store's own files is not an error
         click.echo(f"no Parquet or JSONL files found under {', '.join(paths)}", err=True)
         sys.exit(EXIT_PROBLEMS)
@@ -93,28 +87,159 @@ def _import_format(d: Any) -> str | None:
     return next((m.NAME for m in RECORD_FORMATS.values() if m.detect_record(d)), None)
 
 
-def _store_root(d: Path) -> Path | None:
-    """The store `d` is (or is inside): the nearest directory holding `raw/` or
-    `processed/`."""
+class _PassedOver:
+    """The files a walk passes over, which hold no trajectories, by what holds them:
+
+    - a store (a directory holding `raw/` or `processed/`) wherever the walk meets one (the
+      directory given, one it is in, one inside it): its manifests, the processed tables
+      other than `trajectories`, the run's index, its exports;
+    - a processing run's output outside a store (`processed/` copied away), told by its
+      manifest: the manifest and the tables other than `trajectories`;
+    - an export written outside a store (`export -o DIR`), told by its content: a
+      manifest worldtrace wrote (`importers.our_manifest`, as `import` tells them) and
+      the shards an export manifest lists beside it.
+
+    A file of such a name that is not one (a manifest of another program, a shard the
+    manifest does not list) is checked."""
+
+    STORE, PROCESSED, EXPORT = "store", "processed", "export"
+
+    def __init__(self) -> None:
+        self.held: dict[str, dict[Path, int]] = {
+            self.STORE: {},
+            self.PROCESSED: {},
+            self.EXPORT: {},
+        }
+        """kind -> the directory that holds them (as walked) -> files passed over."""
+        self._roots: dict[Path, Path | None] = {}
+        self._runs: dict[Path, Path | None] = {}
+        self._listed: dict[Path, frozenset[str]] = {}
+
+    def __len__(self) -> int:
+        return sum(n for held in self.held.values() for n in held.values())
+
+    def sift(self, found: list[Path]) -> list[Path]:
+        """`found` (a directory's walk) less the files passed over, which are counted."""
+        kept = []
+        for f in found:
+            kind, holder = self._holder(f)
+            if kind is None:
+                kept.append(f)
+            else:
+                self.held[kind][holder] = self.held[kind].get(holder, 0) + 1
+        return kept
+
+    def _holder(self, f: Path) -> tuple[str | None, Path]:
+        """Judged by where the file is and by the manifests beside it and above it, not
+        by the file's target: a symlink's target may be elsewhere, or gone."""
+        from worldtrace.schemas import fields as F
+
+        where = f.parent.resolve()
+        root = self._nearest(where, self._roots, _is_store)
+        if root is not None:
+            rel = (where / f.name).relative_to(root).parts
+            if f.name == F.PROCESS_MANIFEST or rel[0] == F.EXPORT_DIR:
+                return self.STORE, root
+            if rel[0] == F.PROCESSED_DIR and _not_trajectories(rel[1:]):
+                return self.STORE, root
+            return None, f
+        run = self._nearest(where, self._runs, _is_processed)
+        if run is not None and _not_trajectories(rel := (where / f.name).relative_to(run).parts):
+            return self.PROCESSED, f.parents[len(rel) - 1]  # as walked, for the line
+        ours = f.name == F.PROCESS_MANIFEST and _our_manifest(f) is not None
+        if ours or f.name in self._listed_in(where):  # an export's manifest, or its shard
+            return self.EXPORT, f.parent
+        return None, f
+
+    @staticmethod
+    def _nearest(d: Path, seen: dict[Path, Path | None], test) -> Path | None:
+        """The nearest of `d` and its parents that passes `test` (cached in `seen`)."""
+        if d not in seen:
+            if test(d):
+                seen[d] = d
+            else:
+                seen[d] = None if d.parent == d else _PassedOver._nearest(d.parent, seen, test)
+        return seen[d]
+
+    def _listed_in(self, d: Path) -> frozenset[str]:
+        """The shards the export manifest in `d` lists (none when it has none of ours)."""
+        from worldtrace.schemas import fields as F
+
+        if d not in self._listed:
+            m = _our_manifest(d / F.PROCESS_MANIFEST) or {}
+            shards = m.get("shards") if "format" in m else None
+            self._listed[d] = frozenset(
+                s["path"]
+                for s in (shards if isinstance(shards, list) else [])
+                if isinstance(s, dict) and isinstance(s.get("path"), str)
+            )
+        return self._listed[d]
+
+    def line(self) -> str:
+        """One line: how many files of what were passed over, and how to check one."""
+        whose, what = [], []
+        if stores := self.held[self.STORE]:
+            whose.append("the store" if len(stores) == 1 else f"{len(stores)} stores")
+            what.append("manifests, processed turns, clusters and rejects, exports")
+        if runs := self.held[self.PROCESSED]:
+            whose.append(
+                "processed data" if len(runs) == 1 else f"{len(runs)} runs' processed data"
+            )
+            what.append(
+                f"a processing run's manifest and its tables other than trajectories: "
+                f"{', '.join(map(str, runs))}"
+            )
+        if exports := _tops(self.held[self.EXPORT]):
+            one = len(exports) == 1
+            whose.append("an export" if one else f"{len(exports)} exports")
+            what.append(
+                f"manifests and the shards they list: {', '.join(map(str, exports))}; "
+                "`worldtrace export --verify DIR` checks an export"
+            )
+        return (
+            f"passed over {len(self)} file(s) of {' and '.join(whose)} that hold no "
+            f"trajectories ({'; '.join(what)}); name one to check it"
+        )
+
+
+def _is_store(d: Path) -> bool:
+    """A store's root: it holds `raw/` or `processed/`."""
     from worldtrace.schemas import fields as F
 
-    d = d.resolve()
-    return next(
-        (a for a in (d, *d.parents) if (a / "raw").is_dir() or (a / F.PROCESSED_DIR).is_dir()),
-        None,
-    )
+    return (d / F.RAW_DIR).is_dir() or (d / F.PROCESSED_DIR).is_dir()
 
 
-def _store_own(f: Path, root: Path) -> bool:
-    """A file the store at `root` writes beside its trajectories: a manifest, a processed
-    table other than `trajectories` (or the run's index), an export. Judged by where
-    the file is in the store: a symlink's target may be elsewhere, or gone."""
+def _is_processed(d: Path) -> bool:
+    """A processing run's output: it holds the run's manifest (told by its content)."""
     from worldtrace.schemas import fields as F
 
-    rel = (f.parent.resolve() / f.name).relative_to(root).parts
-    if f.name == F.PROCESS_MANIFEST or rel[0] == F.EXPORT_DIR:
-        return True
-    return rel[0] == F.PROCESSED_DIR and (len(rel) < 3 or rel[1] != "trajectories")
+    return "run_id" in (_our_manifest(d / F.PROCESS_MANIFEST) or {})
+
+
+def _not_trajectories(rel: tuple[str, ...]) -> bool:
+    """Whether a file at `rel` inside a processed directory is not in its `trajectories`
+    table: the run's manifest and index, the turns, clusters and rejects tables."""
+    return len(rel) < 2 or rel[0] != "trajectories"
+
+
+def _our_manifest(path: Path) -> dict | None:
+    """The manifest worldtrace wrote at `path` (an export's, with `format`, or a
+    processing run's, with `run_id`), told by its content as `import` tells it; None for
+    any other file."""
+    from worldtrace.collectors.importers import our_manifest
+    from worldtrace.schemas.validate import parse_json
+
+    if not path.is_file() or not our_manifest(path):
+        return None
+    try:
+        return parse_json(path.read_bytes().decode())
+    except (OSError, ValueError):
+        return None
+
+
+def _tops(dirs: dict[Path, int]) -> list[Path]:
+    """The directories of `dirs` that are in none of the others (an export, not its parts)."""
+    return [d for d in dirs if not any(other in d.parents for other in dirs)]
 
 
 IMPORT_EPILOG = """\b

@@ -9,7 +9,7 @@ import click
 from worldtrace.demo import SECTION_NAMES
 from worldtrace.sandboxes.android_sim_cli import command as android_sim
 
-from . import store
+from . import EXIT_PROBLEMS, store
 
 
 @click.command(epilog="\b\nExample:\n  worldtrace version")
@@ -35,8 +35,9 @@ Example:
 def doctor(as_json: bool) -> None:
     """Report what this machine has (docker, chromium, node, MCP, adb, tokenizer, the
     redaction screen) and the store's unreadable shards and export manifests, with how to
-    fix each gap."""
-    from worldtrace.doctor import doctor_document, run_checks
+    fix each gap; exit 1 when a check found a problem (FAIL: a damaged file, a file a
+    variable names that does not load), 0 when only parts are missing (MISS)."""
+    from worldtrace.doctor import doctor_document, problems, run_checks
     from worldtrace.output import print_checks, print_json
 
     checks = run_checks()
@@ -44,6 +45,8 @@ def doctor(as_json: bool) -> None:
         print_json(doctor_document(checks))
     else:
         print_checks(checks)
+    if problems(checks):
+        sys.exit(EXIT_PROBLEMS)
 
 
 @click.command(epilog="\b\nExample:\n  worldtrace demo --sections docker,web --episodes 1\n")
