@@ -53,6 +53,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,25 @@ def how_it_died(code: int) -> str:
             "`dmesg`; fewer --workers use less memory)"
         )
     return f"was killed by {name}"
+
+
+LANE_GONE = "died (a worker lane: its pool broke before its exit status could be read)"
+"""How a lane died when its status is not known: a pool that finds a worker gone fails
+its futures first and reaps the worker after, and a look at the status in between (a
+second `waitpid` racing the pool's) finds none (fresh-clone CI under load: the run ended
+with the BrokenProcessPool traceback instead of one line)."""
+
+
+def broken_pool(exc: BaseException | None) -> bool:
+    """Whether `exc` (as Beam re-raises it, `[while running ...]`) is, or was caused by, a
+    worker lane's pool breaking: a worker of ours died."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, BrokenProcessPool):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def can_fork() -> bool:
@@ -659,10 +679,11 @@ class LocalRunner(fn_runner.FnApiRunner):
                 if lanes is not None:  # a failed or stopped run: its tasks are not wanted
                     forkpool.stop_workers(lanes)
                 codes = watch.codes or ([died] if died is not None else [])
-                if not codes or not isinstance(exc, Exception):
+                if not isinstance(exc, Exception) or not (codes or broken_pool(exc)):
                     raise
+                how = how_it_died(codes[0]) if codes else LANE_GONE
                 raise WorkerLost(
-                    f"a pipeline worker process {how_it_died(codes[0])}; the run "
+                    f"a pipeline worker process {how}; the run "
                     "failed and published nothing (the processed tables are as they were)"
                 ) from exc
             finally:
