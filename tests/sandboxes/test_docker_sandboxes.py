@@ -65,6 +65,11 @@ def test_a_wait_that_ends_mid_stream_is_a_cut_of_ours_and_a_quiet_one_is_not(ter
     o = term.step(keystrokes("yes 1234567\n", duration=1.0))
     assert turn_fault(None, o.truncated, o.state_json) in ("truncated", "still_printing")
     term.step(keystrokes("C-c", duration=5))
+    # the flood's last lines may still come after its prompt on a loaded machine (late
+    # output, the next turn's: CI at load 16 saw them in the `sleep` step): a step that
+    # ends at its own prompt takes them first
+    synced = term.step(keystrokes("echo synced\n", duration=10))
+    assert state(synced)["prompt_returned"] and "synced\n" in synced.text
     # waiting on a sleep, or at a REPL's prompt, the screen was quiet when the wait ended
     for keys, wait in (("sleep 300\n", 0.5), ("C-c", 5), ("python3 -q\n", 1.5)):
         o = term.step(keystrokes(keys, duration=wait))
