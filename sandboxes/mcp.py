@@ -16,7 +16,10 @@ State: each episode gets a fresh server process and a fresh `{workdir}` (seeded 
 copying `workdir.copy`, then the task's `setup` commands run in it; by default
 `$TMPDIR/worldtrace-mcp-UID/N/work`, the lowest free numbered folder, so one collector
 shows the server the same path in every episode: `take_slot`); `keep_server: true`
-keeps one process across episodes for stateless servers. `{workdir}`, `{port}` (a free loopback port) and `{python}` (this
+keeps one process across episodes for stateless servers. Every process the episode
+starts carries its folder in `WORLDTRACE_MCP_EPISODE` and is killed when it ends, with
+what it started (`mcp_client.end_processes`): a set-up's `setsid ... &` wrote into the
+next episode's workdir and outlived the collector. `{workdir}`, `{port}` (a free loopback port) and `{python}` (this
 interpreter) expand in `command`, `url`, `cwd` and `set_env` values. A bare command name
 is looked up on PATH, beside this interpreter (the `mcp-servers` extra) and in the
 set-up's server folder (`.mcp-servers/bin`, `.mcp-servers/node_modules/.bin`, or
@@ -30,6 +33,11 @@ bytes that are not UTF-8 on stdout or gives no answer within `call_timeout` is
 infrastructure: the step raises and the attempt fails with the reason and the tail
 of the server's stderr (of a call: what it wrote since its last answer came; of a server
 that died: since the last answered call was sent); the next reset starts a new server.
+
+Under `loopback_only` the server's proxy variables name a proxy of ours that refuses every
+connection (`mcp_proxy.EgressRefuser`); an observation whose call met such a refusal is
+flagged `refused` in its state (kept out of the loss) and lists the targets
+(`egress_refused`).
 
 Server log notifications and progress notifications go to the observation's
 `state_json` (`{"logs": [...], "progress": [...]}`), never into its text (those of the
@@ -65,7 +73,7 @@ from pathlib import Path
 from typing import IO, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, ValidationInfo
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass, to_mapping
 from worldtrace.schemas.tempfiles import lock_holder, try_lock
@@ -75,10 +83,14 @@ from .aio import AsyncRunner
 from .base import SandboxConfigError, SandboxError, TaskSpec, Unpicklable, hold_lock
 from .docker import FORBIDDEN_HOST_PATHS, _env_name
 from .mcp_client import (
+    EPISODE_ENV,
     MAX_NOTES,
+    SETUP_ENV,
     ServerSpec,
     cap_log,
     connect,
+    end_processes,
+    episode_tags,
     expand,
     find_command,
     free_port,
@@ -89,18 +101,24 @@ from .mcp_client import (
     stderr_tail,
     tool_spec,
 )
-from .mcp_proxy import Fault, FaultConfig, is_transport_failure
+from .mcp_proxy import EgressRefuser, Fault, FaultConfig, is_transport_failure
 
 PLACEHOLDERS = ("{workdir}", "{port}", "{python}")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-NO_EGRESS_PROXY = "http://127.0.0.1:9"
-"""A closed loopback port: proxy-honouring clients in the server reach nothing else."""
-NO_EGRESS_ENV = {
-    **{k: NO_EGRESS_PROXY for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
-    **{k.lower(): NO_EGRESS_PROXY for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
-    "NO_PROXY": "localhost,127.0.0.1,::1",
-    "no_proxy": "localhost,127.0.0.1,::1",
-}
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+def no_egress_env(proxy: str) -> dict[str, str]:
+    """Proxy variables naming our refusing proxy (`EgressRefuser`), loopback exempt:
+    proxy-honouring clients in the server reach nothing beyond this machine."""
+    return {
+        **{k: proxy for k in PROXY_VARS},
+        **{k.lower(): proxy for k in PROXY_VARS},
+        "NO_PROXY": "localhost,127.0.0.1,::1",
+        "no_proxy": "localhost,127.0.0.1,::1",
+    }
+
+
 PARENT_DEATH = ("setpriv", "--pdeathsig", "KILL", "--") if shutil.which("setpriv") else ()
 """Servers run under util-linux's setpriv so that they die with a collector killed by
 SIGKILL (its exit hooks never run, and not every server exits when its stdin closes)."""
@@ -151,25 +169,37 @@ def take_slot(root: Path | None = None) -> tuple[Path, Any]:
 
 
 def sweep_workdirs(root: Path | None = None, dry_run: bool = False) -> list[dict[str, Any]]:
-    """Episode folders no live sandbox holds (their owner died): removed under their lock,
-    so never one a sandbox is taking. Returns `{path, size, reason}` for each."""
+    """Episode folders no live sandbox holds (their owner died), and the processes their
+    episode left running (a collector killed with SIGKILL: `setpriv --pdeathsig` reaches
+    its children only, not what they started in sessions of their own): killed and
+    removed under the folder's lock, so never a sandbox's that is taking it. Returns
+    `{path, size, reason}` for each."""
     root = root or slots_root()
     found: list[dict[str, Any]] = []
     try:
-        slots = [p for p in root.iterdir() if p.name.isdigit() and p.is_dir()]
+        slots = {p.name for p in root.iterdir() if p.name.isdigit() and p.is_dir()}
     except (FileNotFoundError, NotADirectoryError):
         return found
-    for path in slots:
-        lock = try_lock(root / f"{path.name}.lock")
+    running = {  # one scan of /proc: the episodes of this root that still run something
+        Path(tag).name: n for tag, n in episode_tags(f"{root}{os.sep}").items()
+        if Path(tag).parent == root and Path(tag).name.isdigit()
+    }  # fmt: skip
+    for name in sorted(slots | running.keys(), key=int):
+        path = root / name
+        lock = try_lock(root / f"{name}.lock")
         if lock is None:
             continue  # in use
         try:
+            if not dry_run and name in running:
+                end_processes(str(path))  # before the folder: they may write into it
             size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
             if not dry_run:
                 shutil.rmtree(path, ignore_errors=True)
         finally:
             lock.close()
         reason = "MCP episode folder of a sandbox that stopped (its lock is free)"
+        if name in running:
+            reason += f"; {running[name]} process(es) of its episode still ran"
         found.append({"path": str(path), "size": size, "reason": reason})
     return found
 
@@ -209,6 +239,25 @@ def _cwd_dir(value: str | None) -> str | None:
     if value is None or any(x in value for x in PLACEHOLDERS):
         return value
     return _host_dir(value)
+
+
+def _loopback_url(value: str | None, info: ValidationInfo) -> str | None:
+    """A field's own check, so a refusal names `sandbox.url` and its line (from
+    `__post_init__` it named the `sandbox:` line)."""
+    if value is not None:
+        parts = urlsplit(value.replace("{port}", "1"))
+        if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK_HOSTS:
+            raise ValueError(f"must be http(s) on loopback (127.0.0.1), got {value!r}")
+        if "{port}" in value and not info.data.get("command"):
+            raise ValueError("{port} in the url needs a command that starts the server")
+    return value
+
+
+def _one_workdir(value: bool, info: ValidationInfo) -> bool:
+    workdir = info.data.get("workdir")
+    if value and workdir is not None and (workdir.copy or workdir.at):
+        raise ValueError("keeps one workdir; drop it to get a fresh one per episode")
+    return value
 
 
 def _marker(path: Path) -> Path:
@@ -314,7 +363,7 @@ class MCPConfig:
 
     command: tuple[str, ...] = ()
     """The server's argv; placeholders {workdir}, {port}, {python} expand."""
-    url: str | None = None
+    url: Annotated[str | None, AfterValidator(_loopback_url)] = None
     """A streamable HTTP endpoint on loopback, e.g. http://127.0.0.1:{port}/mcp."""
     env: tuple[Annotated[str, AfterValidator(_env_name)], ...] = ()
     """Names of variables passed from the collector's environment (values never stored);
@@ -326,7 +375,7 @@ class MCPConfig:
     so relative paths land in the episode's directory. Without a placeholder it is an
     existing host directory (relative: from where `worldtrace` runs; kept absolute)."""
     workdir: WorkdirConfig = field(default_factory=WorkdirConfig)
-    keep_server: bool = False
+    keep_server: Annotated[bool, AfterValidator(_one_workdir)] = False
     """Keep one server process (and its workdir) across episodes: stateless servers only."""
     protocol: Literal["auto", "legacy"] = "auto"
     """`auto` probes for the 2026 protocol and falls back to the initialize handshake."""
@@ -359,16 +408,6 @@ class MCPConfig:
     def __post_init__(self) -> None:
         if not self.command and not self.url:
             raise ValueError("an mcp sandbox needs a command (stdio) or a url (streamable HTTP)")
-        if self.url is not None:
-            parts = urlsplit(self.url.replace("{port}", "1"))
-            if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK_HOSTS:
-                raise ValueError(f"url must be http(s) on loopback (127.0.0.1), got {self.url!r}")
-            if "{port}" in self.url and not self.command:
-                raise ValueError("{port} in the url needs a command that starts the server")
-        if self.keep_server and (self.workdir.copy or self.workdir.at):
-            raise ValueError(
-                "keep_server keeps one workdir; drop it to get a fresh one per episode"
-            )
 
 
 class MCPSandbox(Unpicklable):
@@ -419,6 +458,8 @@ class MCPSandbox(Unpicklable):
         self._env: dict[str, str] = {}
         self._warned = False
         """Whether the server's non-JSON stdout was warned about (once per sandbox)."""
+        self._egress: EgressRefuser | None = None
+        """The proxy the server's proxy variables name (`loopback_only`): refuses all."""
 
     # -- lifecycle ---------------------------------------------------------------
     def reset(self, task: TaskSpec, stop: threading.Event | None = None) -> Observation:
@@ -427,17 +468,20 @@ class MCPSandbox(Unpicklable):
             self._prepare(stop)
             self._run_setup(task.setup)
             self._start()
-        else:
+        else:  # the last episode's set-up left running is its own; the server's is kept
+            end_processes(str(self._private), setup_only=True)
             self._run_setup(task.setup)
         self._task_id, self._calls = task.task_id, 0
         cap_log(self._spec.stderr_path)  # what a kept server wrote between episodes
         self._said = self._asked = log_size(self._spec.stderr_path)
-        logs, stdout = self._runner.run(self._take_notes(), STOP_TIMEOUT)
-        return Observation(self._initial, state_json=_state(logs=logs, stdout=stdout))
+        logs, stdout, egress = self._runner.run(self._take_notes(), STOP_TIMEOUT)
+        state = _state(logs=logs, stdout=stdout, egress_refused=egress)
+        return Observation(self._initial, state_json=state)
 
-    async def _take_notes(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """Logs and non-JSON stdout lines since the last observation; on the loop, where
-        the logging callback and the SDK's stdout reader add them."""
+    async def _take_notes(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str]]:
+        """Logs, non-JSON stdout lines and connections our proxy refused since the last
+        observation; on the loop, where the logging callback, the SDK's stdout reader
+        and the proxy add them."""
         stdout = self._spec.stdout_noise.take()
         if stdout and not self._warned:
             self._warned = True
@@ -447,7 +491,8 @@ class MCPSandbox(Unpicklable):
                 server_name(self._spec.argv[len(PARENT_DEATH) :]) or self._spec.url,
                 stdout["first"][0],
             )
-        return self._conn.take_logs(), stdout
+        egress = self._egress.take() if self._egress is not None else []
+        return self._conn.take_logs(), stdout, egress
 
     def _prepare(self, stop: threading.Event | None = None) -> None:
         """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
@@ -461,9 +506,15 @@ class MCPSandbox(Unpicklable):
         if any("{port}" in x for x in (*c.command, c.url or "", *c.set_env.values())):
             values["{port}"] = str(free_port())
         self._values = values
-        self._env = {**(NO_EGRESS_ENV if c.loopback_only else {})}
+        self._runner = self._runner or AsyncRunner("worldtrace-mcp")
+        self._env = {}
+        if c.loopback_only:  # for the set-up commands and a server we start
+            self._egress = self._egress or EgressRefuser()
+            self._env.update(no_egress_env(self._runner.run(self._egress.url(), STOP_TIMEOUT)))
         self._env.update({n: os.environ[n] for n in c.env})
         self._env.update({k: expand(v, values) for k, v in c.set_env.items()})
+        # what the episode starts carries its folder, so it all ends with it (`_stop`)
+        self._env[EPISODE_ENV] = str(self._private)
 
     def _run_setup(self, commands: tuple[str, ...]) -> None:
         """The task's set-up commands (`sh -c`) in the workdir, before the episode.
@@ -472,10 +523,10 @@ class MCPSandbox(Unpicklable):
         (SIGINT to the collector's process group) asks the collector to stop after the
         current step, and it killed the command, so the attempt failed as `exited -2`.
         Past start_timeout the whole group is killed, not just `sh` (what it started
-        ran on)."""
+        ran on); what it leaves running ends with the episode (`end_processes`)."""
         from mcp.client.stdio import get_default_environment
 
-        env = {**get_default_environment(), **self._env}
+        env = {**get_default_environment(), **self._env, SETUP_ENV: "1"}
         for cmd in commands:
             proc = subprocess.Popen(
                 [*PARENT_DEATH, "sh", "-c", cmd],
@@ -578,6 +629,9 @@ class MCPSandbox(Unpicklable):
         self._conn = self._release = None
         self._healthy = False
         if self._private is not None:
+            # what the episode started and left running (a set-up's `setsid ... &`, a
+            # tool's daemon), before its folder goes: it wrote into the next episode's
+            end_processes(str(self._private))
             shutil.rmtree(self._private, ignore_errors=True)
             self._private = None
         if self._slot_lock is not None:
@@ -590,6 +644,10 @@ class MCPSandbox(Unpicklable):
     def close(self) -> None:
         self._stop()
         if self._runner is not None:
+            if self._egress is not None:
+                with contextlib.suppress(Exception):
+                    self._runner.run(self._egress.close(), STOP_TIMEOUT)
+                self._egress = None
             self._runner.close()
             self._runner = None
 
@@ -624,7 +682,7 @@ class MCPSandbox(Unpicklable):
         asked = log_size(self._spec.stderr_path)
         try:  # past the timeout the call is cancelled (the SDK tells the server so); an
             # injected latency is ours, not the server's: it is waited for on top
-            answer, flag, progress, (logs, stdout) = self._runner.run(
+            answer, flag, progress, refused, (logs, stdout, egress) = self._runner.run(
                 self._call(action.name, arguments, fault), timeout + fault.latency_ms / 1000
             )
         except TimeoutError:
@@ -651,11 +709,12 @@ class MCPSandbox(Unpicklable):
             self._said = asked = log_size(self._spec.stderr_path)  # the marks are gone
         self._asked = asked
         text, is_error, truncated = render(answer, self.config.output_cap)
+        notes = {"logs": logs, "stdout": stdout, "egress_refused": egress, "refused": refused}
         return Observation(
             text,
             is_error=is_error,
             truncated=truncated or bool(flag and flag["kind"] == "truncate"),
-            state_json=_state(perturbation=flag, progress=progress, logs=logs, stdout=stdout),
+            state_json=_state(perturbation=flag, progress=progress, **notes),
         )
 
     async def _call(self, name: str, arguments: dict[str, Any], fault: Fault):
@@ -664,6 +723,7 @@ class MCPSandbox(Unpicklable):
 
         conn, noise = self._conn, self._spec.stdout_noise
         progress: list[dict[str, Any]] = []
+        refusals = self._egress.total if self._egress is not None else 0
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
             if len(progress) < MAX_NOTES:
@@ -683,7 +743,10 @@ class MCPSandbox(Unpicklable):
         if noise.broken is not None:
             raise SandboxError(noise.broken)
         self._said = log_size(self._spec.stderr_path)  # as the answer came, not once returned
-        return answer, flag, progress, await self._take_notes()
+        # our proxy refused the server a connection while it answered: the answer is
+        # (or holds) our refusal, not the world's (`refused`: kept out of the loss)
+        refused = self._egress is not None and self._egress.total > refusals
+        return answer, flag, progress, refused, await self._take_notes()
 
     def describe(self) -> dict[str, Any]:
         c, conn = self.config, self._conn

@@ -6,7 +6,9 @@ then serves the URL (the process is ours: stopped with its whole process group).
 connection lists every tool (following cursors, through the fault proxy) and gathers
 the server's log notifications for the sandbox to attach to the next observation.
 Everything here runs on the sandbox's `AsyncRunner` loop; `connect` is held open with
-`AsyncRunner.hold` for as long as the server serves episodes.
+`AsyncRunner.hold` for as long as the server serves episodes. The processes of an
+episode (set-up commands, the server, all they start) carry its folder in
+`EPISODE_ENV` and end with it (`end_processes`).
 
 A result reads as text (`render`): content parts in order (text as is; images, audio
 and resources as one bracketed line each, with their URI, type and size), then the
@@ -43,6 +45,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -486,6 +489,163 @@ async def http_server(spec: ServerSpec, errlog) -> AsyncIterator[Any]:
                 await terminate_posix_process_tree(proc, 2.0)
             with anyio.move_on_after(2.0):
                 await proc.wait()
+
+
+# -- the processes of an episode ---------------------------------------------------------
+EPISODE_ENV = "WORLDTRACE_MCP_EPISODE"
+"""Set, to the episode's folder, for every process an MCP episode starts (its set-up
+commands, the server): what they start inherits it, through setsid, double forks and
+nohup, so the episode's processes are found and killed when it ends (`end_processes`)."""
+SETUP_ENV = "WORLDTRACE_MCP_SETUP"
+"""Also set (`1`) for the set-up commands: the end of a kept server's episode ends only
+theirs."""
+_TAG_RE = re.compile(rb"(?:^|\0)" + EPISODE_ENV.encode() + rb"=([^\0]*)")
+_SETUP_ENTRY = b"\0" + SETUP_ENV.encode() + b"=1\0"
+KILL_PASSES = 100
+"""Scans of /proc before the kill: each stops what the last one found (a stopped process
+forks no more), so the next finds only children forked before their parent stopped."""
+DEATH_WAIT_S = 5.0
+"""Seconds `end_processes` waits for the killed processes to be gone."""
+
+
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    tag: str | None
+    """Its `EPISODE_ENV` value (from /proc/PID/environ: the environment it was started with)."""
+    setup: bool
+
+
+def _read_proc(pid: int, uid: int) -> _Proc | None:
+    """A live process of user `uid`, or None (another user's, a zombie, gone)."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != uid:
+            return None
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    m = _TAG_RE.search(environ)
+    tag = m.group(1).decode("utf-8", "surrogateescape") if m else None
+    return _Proc(int(fields[1]), tag, _SETUP_ENTRY in b"\0" + environ + b"\0")
+
+
+def _processes() -> dict[int, _Proc]:
+    """This user's live processes, but this one and its ancestors (never ours to end)."""
+    uid, procs = os.getuid(), {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (p := _read_proc(int(name), uid)) is not None:
+            procs[int(name)] = p
+    pid = os.getpid()
+    while (p := procs.pop(pid, None)) is not None:
+        pid = p.ppid
+    return procs
+
+
+def episode_tags(prefix: str) -> dict[str, int]:
+    """The `EPISODE_ENV` values starting with `prefix` that live processes of this user
+    carry, and how many carry each (one scan of /proc)."""
+    found: dict[str, int] = {}
+    for p in _processes().values():
+        if p.tag is not None and p.tag.startswith(prefix):
+            found[p.tag] = found.get(p.tag, 0) + 1
+    return found
+
+
+def _episode(procs: dict[int, _Proc], tag: str, setup_only: bool) -> set[int]:
+    """The processes carrying `tag` (only set-up commands': `setup_only`) and every live
+    descendant of theirs: one that cleared its environment (`env -i`) is found through its
+    parent, while that lives."""
+    children: dict[int, list[int]] = {}
+    for pid, p in procs.items():
+        children.setdefault(p.ppid, []).append(pid)
+    stack = [pid for pid, p in procs.items() if p.tag == tag and (p.setup or not setup_only)]
+    found: set[int] = set()
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.add(pid)
+            stack.extend(children.get(pid, ()))
+    return found
+
+
+def end_processes(tag: str, setup_only: bool = False) -> int:
+    """SIGKILL every live process of this user that an episode started (`EPISODE_ENV` is
+    `tag`; `setup_only`: its set-up commands' only) and all they started; returns how many.
+
+    Each scan of /proc stops (SIGSTOP) what it finds, so the tree holds still (a stopped
+    process forks no more, and a child keeps its stopped parent, through which one that
+    cleared its environment is found) until a scan finds nothing new; then all are killed
+    and waited for (their pidfds: a pid reused meanwhile is never signalled). Limits: a
+    process that cleared its environment (`env -i`, an explicit execve environment) and
+    whose parent exited is no longer found; nor one that moved to another user."""
+    uid, held = os.getuid(), {}  # pid -> pidfd (None: no pidfd here, signalled by pid)
+    try:
+        for _ in range(KILL_PASSES):
+            procs = _processes()
+            new = _episode(procs, tag, setup_only) - held.keys()
+            if not new:
+                break
+            for pid in sorted(new):
+                fd = _pidfd(pid)
+                if fd == -1:
+                    continue  # gone
+                p = _read_proc(pid, uid)  # the pidfd's process, unless the pid was reused
+                tagged = p is not None and p.tag == tag and (p.setup or not setup_only)
+                if not (tagged or (p is not None and (p.ppid in held or p.ppid in new))):
+                    _close(fd)
+                    continue
+                held[pid] = fd
+                _signal(pid, fd, signal.SIGSTOP)
+        for pid, fd in held.items():
+            _signal(pid, fd, signal.SIGKILL)
+        _wait_gone([fd for fd in held.values() if fd is not None], DEATH_WAIT_S)
+    finally:
+        for fd in held.values():
+            _close(fd)
+    return len(held)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for `pid`; -1 when it is gone; None when this kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return -1
+    except (AttributeError, OSError):
+        return None
+
+
+def _signal(pid: int, fd: int | None, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if fd is None:
+            os.kill(pid, sig)
+        else:
+            signal.pidfd_send_signal(fd, sig)
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None and fd >= 0:
+        os.close(fd)
+
+
+def _wait_gone(fds: list[int], timeout: float) -> None:
+    """Until each pidfd's process has exited (its pidfd reads readable), up to `timeout`."""
+    import select
+    import time
+
+    poll, left = select.poll(), set(fds)
+    for fd in fds:
+        poll.register(fd, select.POLLIN)
+    deadline = time.monotonic() + timeout
+    while left and (wait := deadline - time.monotonic()) > 0:
+        for fd, _ in poll.poll(wait * 1000):
+            poll.unregister(fd)
+            left.discard(fd)
 
 
 def find_command(name: str) -> str:

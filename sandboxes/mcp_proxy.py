@@ -23,6 +23,7 @@ extra process per episode.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -259,3 +260,71 @@ def truncate(result, keep: float):
         else:
             parts.append(p)
     return types.CallToolResult(content=parts, is_error=result.is_error), kept, total
+
+
+# -- the network boundary (loopback_only) ------------------------------------------------
+REFUSAL = "Forbidden by the sandbox: no connections beyond this machine (loopback_only)"
+"""The reason phrase and body of the proxy's answer: the agent reads whose refusal it was
+(a closed port made it `ConnectError('All connection attempts failed')`, as if the
+network were down)."""
+MAX_REFUSED = 50
+"""Refused targets listed per observation (`egress_refused`); later ones are counted only."""
+
+
+class EgressRefuser:
+    """The proxy a server's `HTTP(S)_PROXY`/`ALL_PROXY` name under `loopback_only`: a
+    loopback port that forwards nothing. Each connection is counted as it is accepted
+    (`total`), before it is answered `403` (a CONNECT and a plain request alike), so a
+    tool call whose answer comes after the refusal already sees it counted: the sandbox
+    flags that observation `refused` (`pipelines.mask`: out of the loss), and lists the
+    targets (`take`). One per sandbox, on its loop, so what it refused is that sandbox's."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._targets: list[str] = []
+        self._server = None
+
+    async def url(self) -> str:
+        """`http://127.0.0.1:<port>`, listening from the first call on."""
+        import asyncio
+
+        if self._server is None:
+            self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    def take(self) -> list[str]:
+        """The targets refused since the last take (`https://host:port` for a CONNECT)."""
+        taken, self._targets = self._targets[:MAX_REFUSED], []
+        return taken
+
+    async def _answer(self, reader, writer) -> None:
+        import asyncio
+
+        self.total += 1
+        with contextlib.suppress(Exception):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            self._targets.append(_target(head))
+            body = (REFUSAL + "\n").encode()
+            writer.write(
+                f"HTTP/1.1 403 {REFUSAL}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+            writer.write_eof()
+            async with asyncio.timeout(2):  # the rest (a body) read: no reset races the answer
+                while await reader.read(65536):
+                    pass
+        writer.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+
+def _target(head: bytes) -> str:
+    """What a proxy request asks for: its URL, or `https://host:port` for a CONNECT."""
+    method, _, rest = head.decode("latin-1").split("\r\n", 1)[0].partition(" ")
+    target = rest.rpartition(" ")[0] or rest
+    return f"https://{target}" if method == "CONNECT" else target
