@@ -508,19 +508,43 @@ _LINE_SYM = r"[0-9!#$%*+=@^~&()\[\]{}<>,;|?]"
 both cases): a digit or a symbol (`_SYM`), a bracket, a comma, `;`, `|` or `?` (not
 `-`, `_`, `.`, `:`, `/`, which names, paths and addresses are made of)."""
 _CAPS_NAME = r"(?=[A-Z][A-Z0-9_]*=)[A-Z0-9_]*?"
+
+
+def _shown(blank: str) -> str:
+    """What a tool puts before a file's line (2026-12-06): a line number and a tab, a
+    blank, `:` or `-` (`cat -n`, `nl`, the SWE `read` tool, `less -N`, `grep -n` and its
+    context lines), or, unindented, a grep path and `:` (`grep -r`) with a line number
+    (`./.env:2:`; a context line's `./.env-1-`); then a diff's or a list's `+` or `-`
+    (not `+++`, `---`: no name follows), then the line's indent. `blank` is a space or a
+    tab (`\\t` too in a JSON string). A path is of letters, digits and `._~/+@-`, with
+    no `.` or `/` needed (`grep PW env`); the name after it must still be in capitals
+    and followed by `=`. Each rule tries this at every line's start: a path is tried
+    only where a line starts unindented, and an indent is never given back
+    (`(?!{blank})`), which keeps these rules PLACEHOLDER_COST."""
+    number, indent = r"\d{1,9}", rf"{blank}*(?!{blank})"
+    path = rf"[\w.~/+@-]{{1,255}}(?::(?:{number}:)?|-{number}-)"
+    return rf"(?:{path}{indent}|{indent}(?:{number}(?:[:-]|{blank}){indent})?)(?:[-+]{indent})?"
+
+
 _LINE = {
-    "raw": r"^[ \t]*(?:export[ \t]+)?" + _CAPS_NAME,
-    "json": r"[\"\\](?:(?<=\\)[nr]|(?<=\"))[ \t]*(?:export[ \t]+)?" + _CAPS_NAME,
+    "raw": "^" + _shown(r"[ \t]") + r"(?:export[ \t]+)?" + _CAPS_NAME,
+    "json": r"[\"\\](?:(?<=\\)[nr]|(?<=\"))"
+    + _shown(r"(?:[ \t]|\\t)")
+    + r"(?:export[ \t]+)?"
+    + _CAPS_NAME,
     "export": "export" + _bounded(("export",), r"\w.-") + r"[ \t]+" + _CAPS_NAME,
 }
 """Where a dotenv or shell assignment's name starts, a name in capitals as environment
-variables are named: at a line's start, indented or not, or after `export`. `raw`: a
-text's start or after a newline as it stands, which no JSON string holds; `json`: after
-`\\n` or `\\r` (a line in a JSON string: a terminal's raw stream in `state_json`) or a
-string's opening quote; `export`: after `export` anywhere (after a prompt: `# export
-API_TOKEN=...`). In the last two the line may lie in a JSON string. Each leads with a
-literal or a class, which `re` scans for (a lead of alternatives or lookbehinds searched
-text holding these names 3-10x slower)."""
+variables are named: at a line's start, indented or not, or after `export`; a line's
+start as a tool shows a file's line too (`_shown`: `     1\\tDB_PASSWORD=...`,
+`./.env:2:REDIS_PASSWORD=...`, a diff's `+DB_PASSWORD=...`, a compose file's
+`- DB_PASSWORD=...`; until 2026-12-06 such a line was read by `_value`, which stops at
+`(`, `,` and `;`). `raw`: a text's start or after a newline as it stands, which no JSON
+string holds; `json`: after `\\n` or `\\r` (a line in a JSON string: a terminal's raw
+stream in `state_json`) or a string's opening quote; `export`: after `export` anywhere
+(after a prompt: `# export API_TOKEN=...`). In the last two the line may lie in a JSON
+string. Each leads with a literal or a class, which `re` scans for (a lead of
+alternatives or lookbehinds searched text holding these names 3-10x slower)."""
 
 
 def _assigned(least: int, letter: bool = False, where: str = "raw") -> str:
@@ -543,13 +567,14 @@ def _assigned(least: int, letter: bool = False, where: str = "raw") -> str:
     is taken in a lookahead (its group) and `least` characters of it are matched, as in
     `_value`."""
     n, v = _MAX, _LINE_VALUE[where]
-    arg = r"[\w.,:='\"+-]"
+    arg = r"(?:[\w.,:='\"+-]|\\\")"  # `\\"`: a string's quote in a JSON string (2026-12-06)
     call = rf"(?:\({arg}{{0,{n}}}\)|\[{arg}{{0,{n}}}\])"
     dotted = rf"(?:{_NAME}\.)+{_NAME}"  # names: `settings.DB_PW`, not `qb9WYa7z.tUC3Co`
     code = (
         rf"(?:{dotted}{call}*(?:[(\[]{arg}{{0,{n}}})?|(?:{_ATTR}*{_CAMEL}|{_SNAKE}"
-        rf"|{_NAME}(?=[(\[])){call}*|{_NAME}(?=[,;]))[,;]?(?!{v})"
-    )
+        rf"|{_NAME}(?=[(\[])){call}*|{_NAME}(?=[,;])|0[xX][0-9a-fA-F]{{1,16}}[uUlL]{{0,3}})"
+        rf"[,;]?(?!{v})"
+    )  # a hex number up to 64 bits: a C enum's `U_UNEXPECTED_TOKEN=0x10100,` (2026-12-06)
     shaped = (
         f"(?={v}{{0,{n}}}?{_LINE_SYM}|(?=[A-Za-z]{{16}})(?!{_WORDS}(?!{v}))"
         f"(?={v}{{0,{n}}}?[a-z])(?={v}{{0,{n}}}?[A-Z]))"
