@@ -255,6 +255,7 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     stems = sorted(p.stem for p in (index / G.SEGMENTS).glob("*.parquet"))
     seen = read_shards(index / G.SHARDS_FILE)
     seen, moved = moved_paths(seen, before.get("output"), output)
+    G.check_index(index, stems)  # before the pipeline starts: one line naming the file
     return Previous(index, stems, seen, G.probed_stems(index), moved, read_before)
 
 
@@ -672,11 +673,12 @@ def merge_state(
     index = run_dir / G.INDEX
     for part in (G.SEGMENTS, G.PROBE):
         _link_tree(prev.index / part if prev.index else Path("/nonexistent"), index / part)
-    G.compact_probe(index)
+    G.compact_probe(index, prev.index)
     complete_state(run_dir, prev.index)
     before = None
     if prev.index and (prev.index / G.TEMPLATES_FILE).exists():
-        before = read_parquet(prev.index / G.TEMPLATES_FILE)
+        with G.index_read(prev.index / G.TEMPLATES_FILE):
+            before = read_parquet(prev.index / G.TEMPLATES_FILE)
     counts = G.merged_counts(before, read_parquet(index / G.DELTA_FILE))
     write_table_atomic(index / G.TEMPLATES_FILE, counts)
     (index / G.DELTA_FILE).unlink()

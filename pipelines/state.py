@@ -95,11 +95,14 @@ class _OldMatches(beam.DoFn):
         if not probe[0]:
             return
         tids, bands = self._arrays(probe)
-        segment = pq.ParquetFile(self.index / G.SEGMENTS / f"{stem}.parquet")
-        t = segment.read(columns=[F.TRAJECTORY_ID, BANDS])  # the probe's only
+        path = self.index / G.SEGMENTS / f"{stem}.parquet"
+        with G.index_read(path):
+            segment = pq.ParquetFile(path)
+            t = segment.read(columns=[F.TRAJECTORY_ID, BANDS])  # the probe's only
         hit = _hits(t, tids, bands, F.TRAJECTORY_ID, BANDS)
         if hit.any():
-            rows = segment.read(columns=self.COLUMNS)
+            with G.index_read(path):
+                rows = segment.read(columns=self.COLUMNS)
             yield sig_batch(rows.take(pa.array(np.flatnonzero(hit))), stem, self.was, sigs=True)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import pickle
 from collections import Counter
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -176,12 +177,17 @@ def finalize_segment(
     stem = src.stem
     if isinstance(decisions, Path):
         decisions = _loaded(decisions)
-    if not full:  # roles only: no text to read or write
-        segment = read_parquet(src, columns=list(G.CLUSTER_COLUMNS))
+    # an earlier segment that does not read is named, with the rebuild (`G.index_read`)
+    with G.index_read(src) if old else nullcontext():
+        if not full:  # roles only: no text to read or write
+            segment = read_parquet(src, columns=list(G.CLUSTER_COLUMNS))
+        else:
+            segment = G.read_for_finalize(src)
+    if not full:
         tables = {"clusters": G.cluster_rows(segment, G.segment_decisions(segment, decisions))}
         counter = "segments.rewritten_clusters"
     else:
-        tables = G.finalize(G.read_for_finalize(src), decisions, policy, seed)
+        tables = G.finalize(segment, decisions, policy, seed)
         counter = "segments.rewritten" if old else "segments.new"
     for name, table in tables.items():
         write_table_atomic(out / name / f"{stem}.parquet", table)

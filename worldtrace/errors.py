@@ -269,7 +269,8 @@ def _os_error_names() -> frozenset[str]:
         cls = todo.pop()
         out.add(cls.__name__)
         todo.extend(cls.__subclasses__())
-    return frozenset(out | {"IOError", "StoreWriteError"})
+    # ours, whose modules may load after this one (a worker's traceback names them)
+    return frozenset(out | {"IOError", "StoreWriteError", "DamagedFile"})
 
 
 _OS_ERRORS = _os_error_names()
@@ -289,6 +290,8 @@ def _worker_failure(text: str) -> str | None:
         return None
     message = last.group(2).rstrip('" ')
     m = re.match(r"^(.*?) \[while running '(.*)'\]$", message.replace("\\'", "'"))
+    if m and last.group(1) == "DamagedFile":  # it names the file and what to do, and the
+        return m.group(1)  # step that read it, after the remedy, read as part of it
     return f"{m.group(1)} (pipeline step {m.group(2)})" if m else message
 
 
@@ -484,9 +487,15 @@ def _quiet_unraisable(unraisable: Any) -> None:
 class _DropMachineErrors(logging.Filter):
     """Beam logs a worker's exception with its traceback before re-raising it; for an
     OSError the one line below says it all, and for a stop (Ctrl-C, SIGTERM) the line
-    of `interrupts`; for a worker lane that died, the runner's `WorkerLost`."""
+    of `interrupts`; for a worker lane that died, the runner's `WorkerLost`. A pipeline
+    step's exception, logged as Beam re-raises it with the step's name (`[while
+    running 'STEP']`), is said by whoever catches it: one line for the command's own
+    errors (a ValueError came after Beam's 20-line traceback), Python's traceback for
+    a bug, which holds the same frames."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record.msg, "_tagged_with_step", False):  # `DoFnRunner._reraise_augmented`
+            return False
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, OSError) or str(record.msg).startswith("OSError"):
             return False
