@@ -34,7 +34,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
 from worldtrace.schemas.hashing import recorded_key, sha256_file, stat_key
-from worldtrace.schemas.publish import finish_stopped, pending, readers_only
+from worldtrace.schemas.publish import finish_stopped, pending, readers_only, run_manifest
 from worldtrace.schemas.publish import publish as journalled_publish
 from worldtrace.schemas.store import (
     broken_link,
@@ -231,12 +231,7 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
             f"{output} was processed by an older version (layout {last.get('layout', 1)}, "
             f"now {LAYOUT}): run `worldtrace process --rebuild`"
         )
-    before, acc = last.get("config"), last.get("accounting")
-    read_before = acc.get("in") if isinstance(acc, dict) else None
-    if not isinstance(before, dict) or not isinstance(read_before, int):
-        # else "settings changed since the last run" for settings no one changed
-        what = "config" if not isinstance(before, dict) else "accounting.in"
-        raise DamagedFile(manifest, f"the last run's manifest has no {what}", REBUILD_HINT)
+    before, read_before = last["config"], last["accounting"]["in"]  # `publish.run_manifest`
     now = to_dict(cfg)
     changed = [k for k in SETTINGS if before.get(k) != now.get(k)]
     if _same_policy(before, now):  # `keep.echo=0.05` given is the default, not a change
@@ -257,22 +252,6 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     seen, moved = moved_paths(seen, before.get("output"), output)
     G.check_index(index, stems)  # before the pipeline starts: one line naming the file
     return Previous(index, stems, seen, G.probed_stems(index), moved, read_before)
-
-
-def run_manifest(path: Path) -> dict[str, Any]:
-    """The last run's manifest (`processed/manifest.json`) as a JSON object, or
-    `DamagedFile` naming it: a cut one said `Expecting ',' delimiter` without the file,
-    a JSON list ended in a traceback."""
-    try:
-        m = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
-        raise DamagedFile(
-            path, f"the last run's manifest does not read ({first_line(exc)})", REBUILD_HINT
-        ) from None
-    if not isinstance(m, dict):
-        why = f"the last run's manifest is a JSON {type(m).__name__}, not an object"
-        raise DamagedFile(path, why, REBUILD_HINT)
-    return m
 
 
 def read_shards(path: Path) -> pa.Table:

@@ -24,6 +24,7 @@ that reads the store. Light on purpose: no pyarrow.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -34,8 +35,10 @@ from pathlib import Path
 
 from . import fields as F
 from .tempfiles import (
+    REBUILD_HINT,
     DamagedFile,
     _fsync_dir,
+    first_line,
     is_leftover,
     lock_holder,
     try_lock,
@@ -178,10 +181,14 @@ def finish_publish(output: Path) -> str | None:
     """For commands that read processed/ (or tidy it): finish a publish a dead `process`
     run left half done, when the lock is free. Returns a note for the user when a live
     run is publishing right now (what is read may mix its tables with the last run's),
-    else None."""
-    if not (output / JOURNAL).exists():
+    else None. `UnfinishedPublish` when the store is not writable (a read-only mount):
+    the tables would be read half swapped."""
+    if pending(output) is None:  # a damaged journal is said as such, writable or not
         return None
-    fh = try_lock(output / F.PROCESS_LOCK)
+    try:
+        fh = try_lock(output / F.PROCESS_LOCK)
+    except OSError as exc:
+        raise UnfinishedPublish.of(output, exc) from None
     if fh is None:
         return (
             "a `worldtrace process` run is publishing its tables right now: what is read "
@@ -189,9 +196,48 @@ def finish_publish(output: Path) -> str | None:
         )
     try:
         finish_stopped(output)
+    except OSError as exc:
+        raise UnfinishedPublish.of(output, exc) from None
     finally:
         fh.close()
     return None
+
+
+FINISH_HINT = (
+    "any reading command (`worldtrace stats`) or `worldtrace process` finishes them, on a "
+    "writable store (a read-only one: make it writable, or copy it with `cp -a` and read "
+    "the copy)"
+)
+"""What to do about a stopped publish: the next command that may write finishes it."""
+
+
+class UnfinishedPublish(OSError):
+    """A stopped publish (`.publish.json` left) that a reading command cannot finish: the
+    store is not writable. Its tables may be half swapped, so nothing is read; `str()` is
+    one line naming the journal and what to do (it was `[Errno 30] Read-only file system:
+    .../.process.lock`)."""
+
+    def __init__(self, journal: Path, why: str):
+        super().__init__(None, why, str(journal))
+        self.journal, self.why = journal, why
+
+    @classmethod
+    def of(cls, output: Path, exc: OSError) -> OSError:
+        """`exc` met finishing the publish in `output`: this when the store refuses
+        writes (read-only, permissions), else `exc` itself (a disk fault says itself)."""
+        if isinstance(exc, DamagedFile) or exc.errno not in _NOT_WRITABLE:
+            return exc
+        return cls(output / JOURNAL, exc.strerror or str(exc))
+
+    def __str__(self) -> str:
+        return (
+            f"{self.journal}: a `worldtrace process` run stopped between its table swaps, "
+            "which are finished before its tables are read, and the store is not writable "
+            f"({self.why}); {FINISH_HINT}"
+        )
+
+
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 SWAPPED_OUT = re.compile(r"^\.old-(.+)-[0-9a-f]{8}$")
@@ -243,3 +289,42 @@ def restore_swaps(parent: Path, name: str | None = None) -> list[Path]:
         with contextlib.suppress(OSError):
             _fsync_dir(parent)
     return restored
+
+
+def run_manifest(path: Path) -> dict:
+    """The last `process` run's manifest (`processed/manifest.json`) as a JSON object in
+    its shape, or `DamagedFile` naming it with the fix: the one reader of `process` and of
+    every command that reads the store (they ended in a traceback on a manifest that is
+    not UTF-8 or holds `inputs: 5`, or took one that is no JSON for none)."""
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:  # none: the caller's to say
+        raise
+    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
+        why = f"the last run's manifest does not read ({first_line(exc)})"
+        raise DamagedFile(path, why, REBUILD_HINT) from None
+    if not isinstance(run, dict):
+        why = f"the last run's manifest is a JSON {type(run).__name__}, not an object"
+        raise DamagedFile(path, why, REBUILD_HINT)
+    if problem := _manifest_problem(run):
+        raise DamagedFile(path, f"the last run's manifest {problem}", REBUILD_HINT)
+    return run
+
+
+def _manifest_problem(run: dict) -> str | None:
+    """What of a run manifest's fields is not in its shape (None when all are): `config`
+    and `accounting.in` (without them an incremental run would say "settings changed"
+    for settings no one changed), `inputs` and `config.output` (the files it read)."""
+    config, accounting, inputs = run.get("config"), run.get("accounting"), run.get("inputs")
+    if not isinstance(config, dict):
+        return "has no config"
+    if not isinstance(accounting, dict) or not isinstance(accounting.get("in"), int):
+        return "has no accounting.in"
+    if inputs is not None and (
+        not isinstance(inputs, list) or not all(isinstance(p, str) for p in inputs)
+    ):
+        return f"has inputs {json.dumps(inputs)[:80]}, not a list of paths"
+    output = config.get("output")
+    if output is not None and not isinstance(output, str):
+        return f"has config.output {json.dumps(output)[:80]}, not a path"
+    return None

@@ -310,6 +310,8 @@ def shard_problem(path: Path, required: tuple[str, ...] = (), deep: bool = False
 def _shard_problem(
     path: str, size: int, mtime_ns: int, required: tuple[str, ...], deep: bool = False
 ) -> str | None:
+    if path.endswith(ARROW_SUFFIX):
+        return _arrow_problem(path, deep)
     try:
         meta = pq.read_metadata(path)
     except (OSError, pa.ArrowException) as exc:
@@ -325,6 +327,26 @@ def _shard_problem(
                 pf.read_row_group(g)
         except (OSError, pa.ArrowException) as exc:
             return f"damaged Parquet ({first_line(exc)})"
+    return None
+
+
+ARROW_SUFFIX = ".arrow"
+"""Arrow IPC files: the probe files of the run's index (`_index/probe/`)."""
+
+
+def _arrow_problem(path: str, deep: bool) -> str | None:
+    """Why an Arrow IPC file does not read: its footer and schema (cut short, empty);
+    `deep`: also every batch, checked whole (offsets and UTF-8 a disk fault changed)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            reader = pa.ipc.open_file(stack.enter_context(pa.memory_map(path)))
+        except (OSError, pa.ArrowException) as exc:
+            return f"unreadable Arrow IPC file ({first_line(exc)})"
+        try:
+            for i in range(reader.num_record_batches if deep else 0):
+                reader.get_batch(i).validate(full=True)
+        except (OSError, pa.ArrowException) as exc:
+            return f"damaged Arrow IPC file ({first_line(exc)})"
     return None
 
 
@@ -495,9 +517,22 @@ def _json_kind(value) -> str:
 
 
 def unreadable_shards(store: Store, deep: bool = False) -> Skipped:
-    """Every shard under raw/ and processed/ (and the template counts the views join
-    in) the views would leave out, and why; `deep`: also those whose pages do not
-    decode (`shard_problem`), which a query reaching them fails on."""
+    """Every shard under raw/ and processed/ the views would leave out, and every file of
+    the run's index (`index_files`: `process` stops on one that does not read), and why;
+    `deep`: also those whose pages do not decode (`shard_problem`), which a query or a
+    run reaching them fails on. (`doctor` lists them; before 2026-12-06 a damaged
+    `_index/shards.parquet` passed: only the tables were looked at.)"""
+    skipped = _unreadable_viewed(store, deep)
+    seen = {f for f, _ in skipped}
+    for f in index_files(store):
+        if f not in seen and (problem := shard_problem(f, (), deep)):
+            skipped.append((f, problem))
+    return skipped
+
+
+def _unreadable_viewed(store: Store, deep: bool = False) -> Skipped:
+    """`unreadable_shards` of the files the views read: the shards under raw/, the
+    processed tables and the template counts."""
     skipped: Skipped = []
     for f in shard_files(store.raw):
         problem = shard_problem(f, TRAJECTORY_REQUIRED, deep)
@@ -513,6 +548,23 @@ def unreadable_shards(store: Store, deep: bool = False) -> Skipped:
     if counts.is_file() and (problem := shard_problem(counts, (), deep)):
         skipped.append((counts, problem))
     return skipped
+
+
+def index_files(store: Store) -> list[Path]:
+    """The files of the last run's index, `processed/_index/` (`shards.parquet`,
+    `members.parquet`, `templates.parquet`, `segments/*.parquet`, `probe/*.arrow` and
+    older Parquet probe files: docs/pipeline.md), hidden names (a writer's temp files)
+    left out."""
+    index = store.processed / F.PROCESS_INDEX
+    if not index.is_dir():
+        return []
+    return sorted(
+        p
+        for p in index.rglob("*")
+        if p.suffix in (ARROW_SUFFIX, F.SHARD_SUFFIX)
+        and not any(part.startswith(".") for part in p.relative_to(index).parts)
+        and p.is_file()
+    )
 
 
 def damage_hint(store: Store, path: Path) -> str:
@@ -593,8 +645,8 @@ def read_failure(store: Store, exc: BaseException) -> str | None:
     """One line for a DuckDB error met while reading the store's views when a shard's
     footer read but its pages do not (the views leave out only unreadable footers): the
     file, why and what to do; None for any other error. The file is the one DuckDB
-    names, else the first of the store that fails a deep read
-    (`unreadable_shards(deep=True)`: only on this failing path)."""
+    names, else the first of the files the views read that fails a deep read
+    (`unreadable_shards(deep=True)` but the run's index: only on this failing path)."""
     text = str(exc)
     m = _FAILED_FILE.search(text)
     if m and Path(m.group(1)).resolve().is_relative_to(store.root.resolve()):
@@ -604,7 +656,7 @@ def read_failure(store: Store, exc: BaseException) -> str | None:
     # Exceeded size limit", "don't know what type: "): no file, no "parquet"
     if not re.search(r"parquet|decompress|corrupt|thrift|tprotocol|know what type", text, re.I):
         return None
-    bad = unreadable_shards(store, deep=True)
+    bad = _unreadable_viewed(store, deep=True)  # only what the views read
     if not bad:
         return None
     path, why = bad[0]

@@ -227,11 +227,27 @@ def store_swaps(store=None) -> list[Check]:
     next reading command, or damaged: what to do) and exports an `export` stopped
     between its two renames left only as `.old-NAME-*` (the only copy: put back by the
     next reading command); one check each, none when there is none."""
-    from worldtrace.schemas.publish import JOURNAL, SWAPPED_OUT, interrupted_swaps, pending
+    from worldtrace.schemas import fields as F
+    from worldtrace.schemas.publish import (
+        FINISH_HINT,
+        JOURNAL,
+        SWAPPED_OUT,
+        interrupted_swaps,
+        pending,
+        run_manifest,
+    )
     from worldtrace.schemas.tempfiles import DamagedFile
 
     store = _store(store)
     checks = []
+    try:  # every reading command stops on it: a problem (hunt 1206: doctor said nothing)
+        run_manifest(store.processed / F.PROCESS_MANIFEST)
+    except FileNotFoundError:
+        pass
+    except DamagedFile as exc:
+        checks.append(
+            Check("run manifest", False, f"{exc.path}: {exc.why}", exc.remedy, problem=True)
+        )
     if (store.processed / JOURNAL).exists():
         try:
             pending(store.processed)
@@ -241,8 +257,7 @@ def store_swaps(store=None) -> list[Check]:
                     False,
                     f"{store.processed / JOURNAL}: a `worldtrace process` run stopped "
                     "between its table swaps",
-                    "any reading command (`worldtrace stats`) or `worldtrace process` "
-                    "finishes them",
+                    FINISH_HINT,
                 )
             )
         except DamagedFile as exc:

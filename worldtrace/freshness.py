@@ -7,14 +7,15 @@ without a word. Light on purpose (no DuckDB): a command asks before opening anyt
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import recorded_key, stat_key
+from worldtrace.schemas.publish import run_manifest
 from worldtrace.schemas.store import input_files, rebased, shard_files
+from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line
 
 PROCESS_MANIFEST = F.PROCESS_MANIFEST
 """The run manifest `worldtrace process` writes last (its mtime: when the run ended)."""
@@ -27,16 +28,24 @@ def _mtime_ns(path: Path) -> int | None:
         return None
 
 
+def last_run(store: Store) -> dict | None:
+    """The last `worldtrace process` run's manifest (`processed/manifest.json`), None when
+    there is none; one that does not read or is not in its shape is `DamagedFile`, the
+    line `process` says of it (`publish.run_manifest`, the one reader)."""
+    try:
+        return run_manifest(store.processed / PROCESS_MANIFEST)
+    except FileNotFoundError:
+        return None
+
+
 def _recorded(store: Store) -> tuple[list | None, Path | None]:
     """(inputs, where the store was) as the last run manifest recorded them, each None
     when unknown: a copied or moved store's files are matched at their new place, as
-    `process` matches them (pipelines.process.moved_paths)."""
-    try:
-        run = json.loads((store.processed / PROCESS_MANIFEST).read_text())
-        listed, output = run.get("inputs"), (run.get("config") or {}).get("output")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None, None
-    return listed, Path(output).parent if isinstance(output, str) else None
+    `process` matches them (pipelines.process.moved_paths). A damaged manifest is
+    `DamagedFile` (`last_run`)."""
+    run = last_run(store) or {}
+    output = (run.get("config") or {}).get("output")
+    return run.get("inputs"), Path(output).parent if isinstance(output, str) else None
 
 
 def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
@@ -49,7 +58,7 @@ def _last_process(store: Store) -> tuple[int, set[str] | None] | None:
         if not listed:
             return finished, None
         here = Path(os.path.realpath(store.root))
-        return finished, {rebased(p, was, here) if was else p for p in listed if isinstance(p, str)}
+        return finished, {rebased(p, was, here) if was else p for p in listed}
     times = [t for t in map(_mtime_ns, shard_files(store.table("trajectories"))) if t]
     return (max(times), None) if times else None
 
@@ -83,7 +92,8 @@ def stale_processed(store: Store) -> str | None:
     unreadable: `process` would only reject it; one processed before that no longer
     reads as damaged, with what of the processed data comes only from it
     (`pipelines.recorded`: `process` and its `--rebuild` refuse to go past it). A
-    publish a dead run left half done is finished first (`settled`)."""
+    publish a dead run left half done is finished first (`settled`). A run manifest or
+    index that does not read is `DamagedFile` (`last_run`, `read_index`)."""
     if note := settled(store):
         return note
     run = _last_process(store)
@@ -92,7 +102,7 @@ def stale_processed(store: Store) -> str | None:
     finished, inputs = run
     left_out, since = [], []  # not processed; processed, with another time or size since
     raw = raw_inputs(store)
-    indexed = recorded_files(store)
+    indexed = read_index(store)
     for path in raw:
         try:
             st = path.stat()
@@ -188,25 +198,42 @@ GONE_SHOWN = 3
 def processed_inputs(store: Store) -> set[str]:
     """The files `worldtrace process` runs read (`_index/shards.parquet`), matched at the
     store's place now (`pipelines.process.moved_paths`); empty when there is no index or
-    it does not read (`process` says what it finds)."""
+    it does not read (`recorded_files`)."""
     return set(recorded_files(store))
 
 
 def recorded_files(store: Store) -> dict[str, dict]:
+    """`read_index`, empty when the index or the run manifest does not read: for
+    `doctor`, which names a damaged index as a store shard (`views.unreadable_shards`)
+    and goes on to its other checks."""
+    try:
+        return read_index(store)
+    except DamagedFile:
+        return {}
+
+
+def read_index(store: Store) -> dict[str, dict]:
     """The index's row (`_index/shards.parquet`: `size`, `mtime_ns`, `ctime_ns`, `ino`,
-    `sha256` where it has them) of each file `process` runs read, by its path at the store's place now
-    (`pipelines.process.moved_paths`); empty when there is no index or it does not read
-    (`process` says what it finds). Read once a command: the freshness checks share it."""
+    `sha256` where it has them) of each file `process` runs read, by its path at the
+    store's place now (`pipelines.process.moved_paths`); empty when there is no index.
+    One that does not read is `DamagedFile`, the line `process` says of it
+    (`pipelines.process.read_shards`): without it nothing tells what the processed data
+    holds, and the reading commands said nothing (or to run `process`, which stopped on
+    it). Read once a command: the freshness checks share it."""
     index = store.processed / F.PROCESS_INDEX / "shards.parquet"
     if not index.is_file():
         return {}
-    import pyarrow.parquet as pq
+    import pyarrow as pa
+
+    from worldtrace.schemas.store import read_parquet
 
     try:
-        table = pq.read_table(index)
-        rows = table.select([c for c in _INDEX_COLUMNS if c in table.column_names]).to_pylist()
-    except (OSError, ValueError, KeyError):
-        return {}
+        table = read_parquet(index)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise DamagedFile(index, f"unreadable Parquet ({first_line(exc)})", REBUILD_HINT) from None
+    if "path" not in table.column_names:
+        raise DamagedFile(index, "no column path: not an index of raw files", REBUILD_HINT)
+    rows = table.select([c for c in _INDEX_COLUMNS if c in table.column_names]).to_pylist()
     _, was = _recorded(store)
     here = Path(os.path.realpath(store.root))
     return {

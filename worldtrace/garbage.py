@@ -75,13 +75,20 @@ def find(
         if _holds(path, open_paths):
             why = f"kept: open in a running process: {what}, in use"
             return Item(kind, str(path), _size(path), why, remove=False)
-        if age < min_age_s:
+        if age < 0 and min_age_s > 0:  # not "untouched for -7199s"; 0s: whatever the age
             why = (
-                f"kept: untouched for {human_age(age)} (< --min-age {exact_age(min_age_s)}): "
+                f"kept: {untouched(age)} (a clock out of step: this machine's, or the "
+                f"writer's): {what}, perhaps still in use; gc judges it once that time has "
+                "passed"
+            )
+            return Item(kind, str(path), _size(path), why, remove=False)
+        if 0 <= age < min_age_s:
+            why = (
+                f"kept: {untouched(age)} (< --min-age {exact_age(min_age_s)}): "
                 f"{what}, perhaps still in use"
             )
             return Item(kind, str(path), _size(path), why, remove=False)
-        why = f"{what}{gone}; untouched for {human_age(age)}, open in no process"
+        why = f"{what}{gone}; {untouched(age)}, open in no process"
         return Item(kind, str(path), _size(path), why)
 
     found = _leftovers(store.root)
@@ -342,6 +349,14 @@ def exact_age(seconds: float) -> str:
         if seconds and seconds % s == 0:
             return f"{seconds // s:.0f}{unit}"
     return f"{seconds:g}s"
+
+
+def untouched(age: float) -> str:
+    """How long ago an item was last modified, `age` seconds; a time in the future (a
+    clock out of step, or a writer on a machine whose clock is ahead) said as such."""
+    if age < 0:
+        return f"modified {human_age(-age)} in the future"
+    return f"untouched for {human_age(age)}"
 
 
 def human_age(seconds: float) -> str:

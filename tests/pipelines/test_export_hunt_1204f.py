@@ -134,10 +134,11 @@ def test_a_seed_given_is_the_seed_used(seeded, tmp_path):
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("[1, 2]", "the processing run's manifest is a JSON list, not an object"),
-        ('{"run_id": "x", "policy": 5}', "policy of the processing run's manifest is 5, not an object"),
-        ('{"config": {"seed": "7"}}', 'config.seed of the processing run\'s manifest is "7", not an integer'),
-        ('{"run_id": "cut sh', "the processing run's manifest is not JSON ("),
+        # the command reads it as every reading command does (`freshness.last_run`, 1206)
+        ("[1, 2]", "the last run's manifest is a JSON list, not an object"),
+        ('{"run_id": "x", "policy": 5}', "the last run's manifest has no config"),
+        ('{"config": {"seed": "7"}}', "the last run's manifest has no accounting.in"),
+        ('{"run_id": "cut sh', "the last run's manifest does not read ("),
     ],
 )  # fmt: skip
 def test_a_damaged_processing_manifest_is_named_before_anything_is_written(tmp_path, text, said):
@@ -150,7 +151,7 @@ def test_a_damaged_processing_manifest_is_named_before_anything_is_written(tmp_p
         assert r.returncode == 1
         [line] = r.stderr.strip().splitlines()  # one line, naming the file (and field)
         assert line.startswith(f"error: {manifest}: {said}"), line
-        assert line.endswith("; `worldtrace process --rebuild` writes it again"), line
+        assert line.endswith("; `worldtrace process --rebuild` makes the processed data again from raw/"), line  # fmt: skip
         assert "Traceback" not in r.stderr
         assert not out.exists() and not list(tmp_path.glob(".staging-*"))
     with pytest.raises(OSError, match=f"^{manifest}: "):  # from Python too, nothing written

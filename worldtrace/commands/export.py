@@ -10,6 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -19,6 +20,21 @@ from worldtrace.options import ConfigCommand, options_from, typed_options
 from . import EXIT_PROBLEMS, progress_every_option, store
 
 _EXPORT = "worldtrace.pipelines.export"
+
+
+class _RestoredPath(click.Path):
+    """A directory, after an export stopped between its two renames is put back in it
+    (`publish.restore_swaps`: only `.old-NAME-*` was left beside it), as every command
+    that reads the store does: `--verify DIR` said `Directory DIR does not exist`, its
+    existence checked before the command ran."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from worldtrace.schemas.publish import restore_swaps
+
+        path = Path(os.fsdecode(value))
+        if path.name and not path.exists():
+            restore_swaps(path.parent, path.name)
+        return super().convert(value, param, ctx)
 
 
 @click.command(
@@ -61,7 +77,7 @@ _EXPORT = "worldtrace.pipelines.export"
 @click.option(
     "--verify",
     "verify_dir",
-    type=click.Path(exists=True, file_okay=False),
+    type=_RestoredPath(exists=True, file_okay=False),
     help="Check an export against its manifest instead of exporting.",
 )
 @click.option(
