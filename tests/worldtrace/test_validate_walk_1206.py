@@ -22,6 +22,7 @@ import pytest
 from worldtrace.collectors.synthetic import SyntheticConfig, generate
 
 from ..conftest import VENV_BIN
+from .test_cli_review_1203b_cmds import _records
 
 WT = str(VENV_BIN / "worldtrace")
 STORE_LINE = "of the store that hold no trajectories (manifests, processed turns, clusters and "
@@ -31,28 +32,12 @@ def wt(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([WT, *args], capture_output=True, text=True, env=env)
 
 
-def _records(n: int = 4) -> str:
-    """OpenAI chat logs with two tool turns each, one per line."""
-    lines = []
-    for i in range(n):
-        messages = [{"role": "user", "content": f"list files {i}"}]
-        for step, (cmd, out) in enumerate(((f"ls d{i}", f"f{i}.txt"), (f"cat f{i}.txt", "hi"))):
-            call = {"id": f"c{i}{step}", "type": "function",
-                    "function": {"name": "bash", "arguments": json.dumps({"cmd": cmd})}}  # fmt: skip
-            messages += [
-                {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": call["id"], "content": out},
-            ]
-        lines.append(json.dumps({"id": f"t{i}", "messages": messages}))
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> tuple[Path, dict]:
     """A store imported, processed and exported (Parquet and AgentWorldBench, into the
     store and outside it) by the CLI."""
     top = tmp_path_factory.mktemp("walk")
-    (top / "oa.jsonl").write_text(_records())
+    (top / "oa.jsonl").write_text(_records(4))
     env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
     env["WORLDTRACE_STORE"] = str(top / "store")
     for args in (
