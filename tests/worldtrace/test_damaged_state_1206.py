@@ -100,14 +100,17 @@ def test_a_damaged_run_manifest_is_one_line_with_the_fix_from_every_reading_comm
 ):
     manifest = store / "processed" / "manifest.json"
     manifest.write_bytes(damage(manifest.read_bytes()))
-    for args in reading(tmp_path):
+    # one reader (`publish.run_manifest`): every command for one damage, the reading
+    # commands' and process's paths for the others (the suite's time)
+    every = why.startswith("does not read ('utf-8'")
+    commands = [*reading(tmp_path), ("process", "--input", str(store / "raw"))]
+    for args in [*(commands if every else commands[:1]), ("process",)]:
         line = one_line(wt(store, *args))
         assert line.startswith(f"{manifest}: the last run's manifest {why}"), (args, line)
         assert line.endswith(f"; {REBUILD_HINT}"), (args, line)
     assert not (tmp_path / "ex").exists()
-    for args in (["process"], ["process", "--input", str(store / "raw")]):  # the same line
-        line = one_line(wt(store, *args))
-        assert line.startswith(f"{manifest}: the last run's manifest {why}"), (args, line)
+    if not every:
+        return
     r = wt(store, "doctor")  # a problem there too: FAIL, exit 1
     assert r.returncode == 1 and "[FAIL] run manifest" in r.stdout, r.stdout
     r = wt(store, "process", "--rebuild")  # the fix it names mends it
