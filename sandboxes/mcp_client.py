@@ -57,6 +57,7 @@ from urllib.parse import urlsplit
 
 from .base import SandboxConfigError, SandboxError, ToolSpec
 from .mcp_proxy import FaultConfig, FaultProxy, list_all_tools
+from .owners import proc_stat
 
 SERVERS_ENV = "WORLDTRACE_MCP_SERVERS"
 """Folder of the set-up's MCP servers (default: `.mcp-servers` in the project)."""
@@ -521,13 +522,12 @@ def _read_proc(pid: int, uid: int) -> _Proc | None:
     try:
         if os.stat(f"/proc/{pid}").st_uid != uid:
             return None
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
         with open(f"/proc/{pid}/environ", "rb") as fh:
             environ = fh.read()
-    except (OSError, IndexError):
+    except OSError:
         return None
-    if fields[0] in (b"Z", b"X"):
+    fields = proc_stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
         return None
     m = _TAG_RE.search(environ)
     tag = m.group(1).decode("utf-8", "surrogateescape") if m else None

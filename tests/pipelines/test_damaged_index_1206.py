@@ -29,26 +29,9 @@ import pytest
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.schemas import Store
 
+from ..worldtrace.test_report_hunt_1204d import chats
+
 HINT = "`worldtrace process --rebuild`"
-
-
-def chats(path: Path, first: int, n: int, tail: str = "") -> Path:
-    """`n` OpenAI chat records with three answered tool calls each; `tail` makes them
-    near-duplicates of the records without it."""
-    lines = []
-    for i in range(first, first + n):
-        messages = [{"role": "user", "content": f"task {i}"}]
-        for k in range(3):
-            call = {"id": f"c{k}", "type": "function",
-                    "function": {"name": "bash", "arguments": json.dumps({"command": f"ls {i} {k}"})}}  # fmt: skip
-            words = " ".join(f"file{i}_{k}_{j}" for j in range(25))
-            messages += [
-                {"role": "assistant", "content": "", "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": f"c{k}", "content": words + tail},
-            ]
-        lines.append(json.dumps({"id": f"r{i}{tail.strip()}", "messages": messages}) + "\n")
-    path.write_text("".join(lines))
-    return path
 
 
 def imported(store: Store, path: Path) -> None:

@@ -24,8 +24,9 @@ from worldtrace.summary import UNPROCESSED
 from .test_query import run_cli
 
 
-def chats(path, first: int, n: int):
-    """`n` OpenAI chat records with three answered tool calls each."""
+def chats(path, first: int, n: int, tail: str = ""):
+    """`n` OpenAI chat records with three answered tool calls each; `tail` makes them
+    near-duplicates of the records without it."""
     lines = []
     for i in range(first, first + n):
         messages = [{"role": "user", "content": f"task {i}"}]
@@ -35,9 +36,9 @@ def chats(path, first: int, n: int):
             messages += [
                 {"role": "assistant", "content": "", "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": f"c{k}",
-                 "content": " ".join(f"file{i}_{k}_{j}" for j in range(25))},
+                 "content": " ".join(f"file{i}_{k}_{j}" for j in range(25)) + tail},
             ]  # fmt: skip
-        lines.append(json.dumps({"id": f"r{i}", "messages": messages}) + "\n")
+        lines.append(json.dumps({"id": f"r{i}{tail.strip()}", "messages": messages}) + "\n")
     path.write_text("".join(lines))
     return path
 
