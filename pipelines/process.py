@@ -48,7 +48,13 @@ from worldtrace.schemas.store import (
     write_bytes_atomic,
     write_table_atomic,
 )
-from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line, lock_holder
+from worldtrace.schemas.tempfiles import (
+    REBUILD_HINT,
+    DamagedFile,
+    first_line,
+    index_read,
+    lock_holder,
+)
 
 from . import recorded as R
 from . import segments as G
@@ -261,10 +267,8 @@ def read_shards(path: Path) -> pa.Table:
     before ctimes and inodes were kept null ones (each file hashed once, `new_files`).
     One that does not read is `DamagedFile`: without it no file is known to be
     processed."""
-    try:
+    with index_read(path):
         seen = read_parquet(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise DamagedFile(path, f"unreadable Parquet ({first_line(exc)})", REBUILD_HINT) from exc
     if "sha256" not in seen.schema.names:
         seen = seen.append_column("sha256", pa.nulls(seen.num_rows, pa.string()))
     if "arrival_ns" not in seen.schema.names:

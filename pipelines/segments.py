@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import ChainMap
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,13 @@ from worldtrace.schemas.tables import (
     TURN_CLUSTER,
     TURNS_SCHEMA,
 )
-from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line
+from worldtrace.schemas.tempfiles import (
+    REBUILD_HINT,
+    DamagedFile,
+    first_line,
+    index_read,
+    unreadable,
+)
 
 from . import stats as S
 from .dedup import NS, SIG_SCHEMA
@@ -184,26 +189,6 @@ def members_table(index: Path) -> pa.Table:
         return read_parquet(path)
 
 
-@contextmanager
-def index_read(path: Path) -> Iterator[None]:
-    """A read of `path`, a file of `_index`: one that fails (cut short, pages that do not
-    decode under its footer, a column it lacks) is `DamagedFile` naming it, with the
-    rebuild that makes it again. pyarrow's error names no file, and raised in a pipeline
-    step it came after Beam's traceback (`Parquet magic bytes not found in footer ...
-    [while running 'Process/Earlier/IndexMatches']`). Only reads go in here: an error
-    of the work on what was read is no damage."""
-    try:
-        yield
-    except DamagedFile:
-        raise
-    except (OSError, pa.ArrowException, KeyError) as exc:  # KeyError: a column it lacks
-        raise DamagedFile(path, f"{_unreadable(path)} ({first_line(exc)})", REBUILD_HINT) from exc
-
-
-def _unreadable(path: Path) -> str:
-    return "unreadable Arrow file" if path.suffix == PROBE_SUFFIX else "unreadable Parquet"
-
-
 def index_files(index: Path, stems: list[str]) -> list[tuple[Path, tuple[str, ...] | None]]:
     """The files of an earlier `_index` an incremental run may read (but the shards
     index, `process.read_shards`), each with the columns it reads of it: the cluster
@@ -235,7 +220,7 @@ def file_problem(path: Path, columns: tuple[str, ...] | None) -> str | None:
         else:
             names = pq.read_schema(path).names
     except (OSError, pa.ArrowException) as exc:
-        return f"{_unreadable(path)} ({first_line(exc)})"
+        return f"{unreadable(path)} ({first_line(exc)})"
     missing = [c for c in columns if c not in names]
     return f"lacks the column(s) {', '.join(missing)}" if missing else None
 

@@ -336,3 +336,27 @@ def atomic_writer(path: str | os.PathLike, parents: bool = True) -> Iterator[Cal
         raise StoreWriteError(path, exc) from exc
     finally:
         _drop(tmp)
+
+
+@contextlib.contextmanager
+def index_read(path: Path) -> Iterator[None]:
+    """A read of `path`, a file of processed/`_index`: one that fails (cut short, pages
+    that do not decode under its footer, a column it lacks) is `DamagedFile` naming it,
+    with the rebuild that makes it again. pyarrow's error names no file, and raised in a
+    pipeline step it came after Beam's traceback (`Parquet magic bytes not found in
+    footer ... [while running 'Process/Earlier/IndexMatches']`). Only reads go in here:
+    an error of the work on what was read is no damage."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except DamagedFile:
+        raise
+    except (OSError, pa.ArrowException, KeyError) as exc:  # KeyError: a column it lacks
+        raise DamagedFile(path, f"{unreadable(path)} ({first_line(exc)})", REBUILD_HINT) from exc
+
+
+def unreadable(path: Path) -> str:
+    """What a damaged file of `_index` is said to be, by its kind (the probe's Arrow
+    files, else Parquet)."""
+    return "unreadable Arrow file" if path.suffix == ".arrow" else "unreadable Parquet"

@@ -15,7 +15,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import recorded_key, stat_key
 from worldtrace.schemas.publish import run_manifest
 from worldtrace.schemas.store import input_files, rebased, shard_files
-from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line
+from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, index_read
 
 PROCESS_MANIFEST = F.PROCESS_MANIFEST
 """The run manifest `worldtrace process` writes last (its mtime: when the run ended)."""
@@ -223,14 +223,10 @@ def read_index(store: Store) -> dict[str, dict]:
     index = store.processed / F.PROCESS_INDEX / "shards.parquet"
     if not index.is_file():
         return {}
-    import pyarrow as pa
-
     from worldtrace.schemas.store import read_parquet
 
-    try:
+    with index_read(index):  # the line `process` says of it (`read_shards`)
         table = read_parquet(index)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise DamagedFile(index, f"unreadable Parquet ({first_line(exc)})", REBUILD_HINT) from None
     if "path" not in table.column_names:
         raise DamagedFile(index, "no column path: not an index of raw files", REBUILD_HINT)
     rows = table.select([c for c in _INDEX_COLUMNS if c in table.column_names]).to_pylist()
