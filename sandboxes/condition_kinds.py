@@ -328,13 +328,21 @@ class _Disk(Condition):
     def after(self, run, session, where):
         path = self.path or where.workdir
         free = -(-self.free_bytes() // 1024)  # KiB, rounded up (tmpfs: to whole pages)
-        size = min(_used(run, path) + free, memory_bytes(self.size) // 1024)
+        used = _used(run, path)
+        size = min(used + free, memory_bytes(self.size) // 1024)
         if size:
             remount_tmpfs(run.container, path, f"size={size}k")
         else:  # empty and no space asked for: the smallest tmpfs is a page, so no file
             # may be made (every inode is used: the root's), and none is there to grow
             inodes = _used(run, path, inodes=True)
             remount_tmpfs(run.container, path, f"size=4k,nr_inodes={inodes}")
+        if size - used < free:  # the set-up used what `size` left for `free` (2026-12-06)
+            return self.left(max(size - used, 0))
+        return None
+
+    def left(self, kib: int) -> Condition:
+        """This condition as it stands with `kib` KiB free (fewer than asked)."""
+        return self
 
 
 @configclass
@@ -379,7 +387,12 @@ class DiskLow(_Disk):
     def free_bytes(self) -> int:
         return memory_bytes(self.free)
 
+    def left(self, kib):
+        return dataclasses.replace(self, free=f"{kib}k")
+
     def text(self, where):
+        if not self.free_bytes():  # the task's set-up used the space `free` asked for
+            return f"the disk is full: no space is left in {self.path or where.workdir}"
         return (
             f"the disk is nearly full: {human(memory_bytes(self.free))} free in "
             f"{self.path or where.workdir}"

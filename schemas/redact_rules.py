@@ -515,15 +515,22 @@ def _shown(blank: str) -> str:
     blank, `:` or `-` (`cat -n`, `nl`, the SWE `read` tool, `less -N`, `grep -n` and its
     context lines), or, unindented, a grep path and `:` (`grep -r`) with a line number
     (`./.env:2:`; a context line's `./.env-1-`); then a diff's or a list's `+` or `-`
-    (not `+++`, `---`: no name follows), then the line's indent. `blank` is a space or a
+    (not `+++`, `---`: no name follows) or a Markdown list's `*`, then the line's indent,
+    then a comment's `#` (a commented-out `.env` line still holds a credential, often a
+    live one: 2026-12-06). A grep path may follow a revision (`git grep -n X HEAD`:
+    `HEAD:.env:2:`). `blank` is a space or a
     tab (`\\t` too in a JSON string). A path is of letters, digits and `._~/+@-`, with
     no `.` or `/` needed (`grep PW env`); the name after it must still be in capitals
     and followed by `=`. Each rule tries this at every line's start: a path is tried
     only where a line starts unindented, and an indent is never given back
-    (`(?!{blank})`), which keeps these rules PLACEHOLDER_COST."""
+    (`(?!{blank})`), which keeps these rules' cost linear in the line."""
     number, indent = r"\d{1,9}", rf"{blank}*(?!{blank})"
-    path = rf"[\w.~/+@-]{{1,255}}(?::(?:{number}:)?|-{number}-)"
-    return rf"(?:{path}{indent}|{indent}(?:{number}(?:[:-]|{blank}){indent})?)(?:[-+]{indent})?"
+    name = r"[\w.~/+@-]{1,255}"
+    path = rf"(?:{name}:)?{name}(?::(?:{number}:)?|-{number}-)"
+    return (
+        rf"(?:{path}{indent}|{indent}(?:{number}(?:[:-]|{blank}){indent})?)"
+        rf"(?:[-+*]{indent})?(?:#{{1,3}}{indent})?"
+    )
 
 
 _LINE = {

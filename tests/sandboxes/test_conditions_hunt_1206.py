@@ -20,6 +20,9 @@ the load check let through that failed every attempt.
 - `disk_full: {path: "//usr"}`, `read_only: ["//proc"]`, `"//etc/hosts"` passed the load
   check (a leading `//` kept by normpath) and failed every attempt with docker's 500.
 - `inodes_low: {free: 2}` said `new files cannot be created` while two could be.
+- `disk_low: {free: 512k, size: 1m}` after a set-up that wrote 768k recorded and said
+  512k free while 256k were (the set-up used what `size` left for `free`; `inodes_low`
+  had it mended already): the record and the text now say what is left (2026-12-06b).
 - `missing_commands: [perl]` left `perl5.36.0` (a hard link of perl) running; versioned
   names now include a dotted version right after the name, and links named by a number
   (`ping6`), never another command (`diff3`, `sha256sum`).
@@ -319,6 +322,19 @@ def test_inodes_low_says_how_many_files_can_still_be_made(docker_engine):
         assert condition_lines(s) == [
             "Condition: no inodes are left in /data: new files cannot be created"
         ]
+        # disk_low alike (2026-12-06b): a set-up that used what `size` left for `free`
+        fill = "head -c 786432 /dev/zero > /data/big"
+        reset(s, [{"disk_low": {"path": "/data", "free": "512k", "size": "1m"}}], (fill,))
+        assert s.describe()["conditions"][0]["free"] == "256k"
+        assert condition_lines(s) == ["Condition: the disk is nearly full: 256 KiB free in /data"]
+        assert say(s, "head -c 300000 /dev/zero > /data/x; echo rc=$?") == [
+            "head: error writing 'standard output': No space left on device",
+            "rc=1",
+        ]
+        fill = "head -c 1048576 /dev/zero > /data/big"
+        reset(s, [{"disk_low": {"path": "/data", "free": "512k", "size": "1m"}}], (fill,))
+        assert s.describe()["conditions"][0]["free"] == "0k"
+        assert condition_lines(s) == ["Condition: the disk is full: no space is left in /data"]
     finally:
         s.close()
 
