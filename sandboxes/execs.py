@@ -320,10 +320,19 @@ def _no_session_line(container, cmd: list[str], code: int, output: bytes) -> Non
     check_running(container, "the command's session line was lost")
 
 
+PROGRAM_MISSING = (b"executable file not found", b"no such file or directory")
+"""runc's words for a program the container's file system lacks (`exec: "sh":
+executable file not found in $PATH`): it looked there, so the container runs."""
+
+
 def _cannot_start(container, cmd: list[str], code: int, output: bytes) -> None:
     """Raise SandboxError: docker could not start `cmd` (its reason in `output`), or the
-    container stopped under it (the runtime refuses execs of a dying container)."""
-    if not _alive(container):
+    container stopped under it (the runtime refuses execs of a dying container). A
+    program the runtime found missing needs no probe: the probe runs `sh`, which may be
+    the missing program, and a failed probe waited `STOP_WAIT` for a stop that never
+    came (5 s a step once the agent removed `sh`)."""
+    said = output.lower()
+    if not any(words in said for words in PROGRAM_MISSING) and not _alive(container):
         how = _stopped(container, STOP_WAIT)
         if how:
             raise SandboxError(f"the container stopped under the command: {how}")
