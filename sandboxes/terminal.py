@@ -112,8 +112,19 @@ def prompt_mark(token: str) -> bytes:
 
 def mark_command(token: str) -> str:
     """`PROMPT_COMMAND`: the mark; unexported at the first prompt, so no child sees it. Its
-    stderr goes nowhere, so an agent's `set -x` does not trace it into the observation."""
-    return f"{{ export -n PROMPT_COMMAND; printf '\\033]6973;{token}\\007'; }} 2>/dev/null"
+    stderr goes nowhere, so an agent's `set -x` does not trace it into the observation.
+    Under `set -v` bash echoes this text before running it, and it then prints the mark
+    twice, so the echo is known (`verbose_echo`) from the agent printing the variable."""
+    mark = f"printf '\\033]6973;{token}\\007'"
+    return f"{{ export -n PROMPT_COMMAND; case $- in *v*) {mark};; esac; {mark}; }} 2>/dev/null"
+
+
+def verbose_echo(token: str) -> bytes:
+    """What bash under `set -v` writes before each prompt: our command's text and a newline
+    (`\\r\\n` on the pty), then the mark twice (`mark_command`). Until 2026-12-06 every
+    step after an agent's `set -v` ended with that text above the prompt, which a shell
+    without our command never shows; `_recv` leaves it out (one mark stays)."""
+    return mark_command(token).encode() + b"\r\n" + prompt_mark(token) * 2
 
 
 def _settle(data: bytes, mark: bytes) -> float:
@@ -456,6 +467,27 @@ class TerminalSandbox(Unpicklable):
         return bool(select.select([self._sock], [], [], 0)[0])
 
     def _recv(self, wait: float) -> bytes:
+        """The shell's next bytes, `set -v`'s echo of our command left out: a read that ends
+        inside one (bash writes it and the marks apart) waits up to `SETTLE` for the rest."""
+        data = self._recv_raw(wait)
+        echo = verbose_echo(self._token)
+        while data:
+            data = data.replace(echo, prompt_mark(self._token))
+            start = data.rfind(echo[:1], max(len(data) - len(echo) + 1, 0))
+            while start >= 0 and not echo.startswith(data[start:]):
+                start = data.rfind(echo[:1], max(len(data) - len(echo) + 1, 0), start)
+            if start < 0:
+                return data
+            try:
+                more = self._recv_raw(SETTLE)
+            except _Closed:
+                return data  # the rest comes never: the close is seen on the next read
+            if not more:
+                return data
+            data += more
+        return data
+
+    def _recv_raw(self, wait: float) -> bytes:
         r, _, _ = select.select([self._sock], [], [], max(wait, 0))
         if not r:
             return b""

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.docker
 PROMPT = "user@sandbox:~$ "
 OLD_MARK = "\\033]6973;wt-prompt\\007"
 """The constant mark, as printf writes it."""
-SHOWN = "{ export -n PROMPT_COMMAND; printf '\\033]6973;wt-prompt\\007'; } 2>/dev/null"
+MARK = "printf '\\033]6973;wt-prompt\\007'"
+SHOWN = f"{{ export -n PROMPT_COMMAND; case $- in *v*) {MARK};; esac; {MARK}; }} 2>/dev/null"
 """`PROMPT_COMMAND` as records show it: its token is the session's secret."""
 TOKEN = re.compile(r"[0-9a-f]{16}")
 
@@ -87,7 +88,7 @@ def test_the_mark_is_drawn_for_each_shell_and_never_recorded(term):
             sums.append(o.text.splitlines()[1])
             for keys, shown in (
                 ('echo "$PROMPT_COMMAND"\n', SHOWN),
-                ("declare -p PROMPT_COMMAND\n", SHOWN.replace("\\", "\\\\")),  # escaped
+                ("declare -p PROMPT_COMMAND\n", SHOWN.replace("\\", "\\\\").replace("$", "\\$")),
             ):
                 o = s.step(keystrokes(keys, duration=10))
                 raw = json.loads(o.state_json)["raw"]
