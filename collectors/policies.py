@@ -270,7 +270,10 @@ def _answer_text(data: bytes) -> str:
 class OpenAIChatPolicy:
     """An OpenAI-compatible chat-completions endpoint chooses the actions.
 
-    Tool mode (the sandbox declares tools): the model's tool_calls are the actions.
+    Tool mode (the sandbox declares tools): the model's tool_calls are the actions, each
+    a turn, in the order the reply gives them (the model is asked again once all have
+    run; until 2026-12-06 every call after a reply's first was dropped unsaid), and the
+    history sends them back as one assistant message with its calls.
     Terminal mode: the last ```bash block of the reply is typed, followed by Enter.
     A reply with neither ends the episode.
     """
@@ -285,6 +288,10 @@ class OpenAIChatPolicy:
     name: str = "openai-chat"
     kind: ClassVar[str] = "openai"
     config_class: ClassVar[type] = OpenAIConfig
+    _queued: list[tuple[str, dict[str, Any]]] = field(default_factory=list, repr=False)
+    """The last reply's tool calls not yet run."""
+    _replies: list[int] = field(default_factory=list, repr=False)
+    """How many tool calls each reply made, in order (the history's grouping)."""
 
     @classmethod
     def build(cls, config: OpenAIConfig, ctx: PolicyContext) -> OpenAIChatPolicy:
@@ -304,29 +311,40 @@ class OpenAIChatPolicy:
             {"role": "system", "content": system},
             {"role": "user", "content": h.task},
         ]
-        for i, t in enumerate(h.turns):
+        sizes, i = iter(self._replies), 0
+        while i < len(h.turns):
+            t = h.turns[i]
             if self.terminal or t.action.kind != "tool_call":
                 msgs.append({"role": "assistant", "content": f"```bash\n{t.action.text}```"})
                 msgs.append({"role": "user", "content": t.observation.text})
-            else:
-                cid = f"call_{i}"
-                msgs.append(
-                    {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {
-                                "id": cid,
-                                "type": "function",
-                                "function": {
-                                    "name": t.action.name,
-                                    "arguments": t.action.arguments_json or "{}",
-                                },
-                            }
-                        ],
-                    }
-                )
-                msgs.append({"role": "tool", "tool_call_id": cid, "content": t.observation.text})
+                i += 1
+                continue
+            n = next(sizes, 1)
+            calls = [
+                (f"call_{j}", x)
+                for j, x in enumerate(h.turns[i : i + n], i)
+                if x.action.kind == "tool_call"
+            ]
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": cid,
+                            "type": "function",
+                            "function": {
+                                "name": x.action.name,
+                                "arguments": x.action.arguments_json or "{}",
+                            },
+                        }
+                        for cid, x in calls
+                    ],
+                }
+            )
+            for cid, x in calls:
+                msgs.append({"role": "tool", "tool_call_id": cid, "content": x.observation.text})
+            i += len(calls)
         return msgs
 
     def _tools(self, h: History) -> list[dict[str, Any]] | None:
@@ -388,6 +406,9 @@ class OpenAIChatPolicy:
         return message
 
     def act(self, history: History) -> Action | None:
+        if self._queued:  # the last reply's next call: its reasoning went with the first
+            history.note_reasoning(None)
+            return tool_call(*self._queued.pop(0))
         body: dict[str, Any] = {
             "model": self.model,
             "messages": self._messages(history),
@@ -401,11 +422,15 @@ class OpenAIChatPolicy:
         content = msg.get("content") or ""
         calls = msg.get("tool_calls") or []
         if calls:
-            name, arguments = self._call_of(calls[0])
+            if not isinstance(calls, list):
+                calls = [calls]
+            # every call read first: one the model got wrong fails the attempt before any runs
+            self._queued = [self._call_of(c) for c in calls]
+            self._replies.append(len(self._queued))
             history.note_reasoning(
                 "\n\n".join(x for x in (msg.get("reasoning_content"), content) if x)
             )
-            return tool_call(name, arguments)
+            return tool_call(*self._queued.pop(0))
         blocks = _BLOCK_RE.findall(content)
         if not blocks:
             return None
