@@ -956,9 +956,34 @@ def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
     return sorted(v for v in values if len(v) >= config.env_min_chars)
 
 
+_HELD_NAMES = re.compile(r"token|secret|passw|auth|session|jwt|credential|api_?key", re.I)
+"""Keys of a stored JSON value whose strings are credentials (a bare `token` too: an
+app's `{"token": ...}` in localStorage is one, unlike a tokenizer's in free text)."""
+
+
+def _held_in_json(value: str) -> list[str]:
+    """The secrets inside a stored value that is a JSON object or array (`{"access_token":
+    "...", "expires_at": ...}`): what the rules find in its text, and the strings under a
+    key naming a credential. A page shows or sends the token, not the whole blob (until
+    2026-12-06 only the whole value was a literal, and the token reached the store)."""
+    if not value.lstrip().startswith(("{", "[")):
+        return []
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return []
+    found = [value[a:b] for a, b, _ in _redactor(_DEFAULT, ()).spans(value)]
+    for path, v in _walk_strings(doc, ""):
+        key = re.sub(r"(?:\[\d+\])+$", "", path).rsplit(".", 1)[-1]  # the string's own key
+        if _HELD_NAMES.search(key):
+            found.append(v)
+    return found
+
+
 def storage_state_values(state: str | os.PathLike | Mapping) -> list[str]:
     """Every cookie value and localStorage value of a Playwright storage state (a file's
-    path, or its mapping); none of a file that cannot be read as one."""
+    path, or its mapping), and the secrets inside one that is JSON (`_held_in_json`);
+    none of a file that cannot be read as one."""
     if not isinstance(state, Mapping):
         try:
             state = json.loads(Path(state).read_text(encoding="utf-8"))
@@ -975,7 +1000,7 @@ def storage_state_values(state: str | os.PathLike | Mapping) -> list[str]:
     for origin in state.get("origins") or []:
         if isinstance(origin, Mapping):
             out += values(origin.get("localStorage"))
-    return out
+    return out + [v for value in out for v in _held_in_json(value)]
 
 
 # -- the active rules ------------------------------------------------------------------

@@ -97,10 +97,17 @@ def test_a_token_typed_over_several_steps_reaches_no_shard(docker_engine, store)
 
 
 # -- the web kind: the storage state's values ------------------------------------------
-PAGE = """<html><body><h1>Account</h1><p id=c></p><p id=l></p><script>
+PAGE = """<html><body><h1>Account</h1><p id=c></p><p id=l></p><p id=j></p><script>
 document.getElementById('c').textContent = 'cookie: ' + document.cookie;
 document.getElementById('l').textContent = 'token: ' + localStorage.getItem('apitoken');
+const auth = JSON.parse(localStorage.getItem('auth'));
+document.getElementById('j').textContent =
+  'signed in: ' + auth.access_token + ' ' + auth.session.token + ' as ' + auth.user;
 </script></body></html>"""
+AUTH = {"access_token": "at-7Hq2Lm9Xc4Vb8Nz1", "expires_at": 1893456000,
+        "session": {"token": "plainSessionTokenValue"}, "user": "roberto"}  # fmt: skip
+"""A stored JSON value whose parts a page shows (hunt 12-06b: only the whole value was
+redacted, the token it holds reached the shard)."""
 
 
 @pytest.mark.browser
@@ -116,7 +123,8 @@ def test_storage_state_values_the_page_shows_reach_no_shard(store, tmp_path):
                          "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": False,
                          "secure": False, "sameSite": "Lax"}],
             "origins": [{"origin": url, "localStorage": [
-                {"name": "apitoken", "value": "plainlocalstoragetoken777"}]}],
+                {"name": "apitoken", "value": "plainlocalstoragetoken777"},
+                {"name": "auth", "value": json.dumps(AUTH)}]}],
         }  # fmt: skip
         (tmp_path / "state.json").write_text(json.dumps(state))
         job = {
@@ -133,6 +141,9 @@ def test_storage_state_values_the_page_shows_reach_no_shard(store, tmp_path):
     assert "plainsessioncookie4242abc" not in text and "plainlocalstoragetoken777" not in text
     assert "cookie: session=<secret:env_value>" in t.system.initial_state
     assert "token: <secret:env_value>" in t.turns[0].observation.text
+    assert "at-7Hq2Lm9Xc4Vb8Nz1" not in text and "plainSessionTokenValue" not in text
+    shown = "signed in: <secret:env_value> <secret:env_value> as roberto"
+    assert shown in t.turns[0].observation.text, t.turns[0].observation.text
 
 
 # -- the mcp kind with set_env, and the openai policy's key ------------------------------
