@@ -576,7 +576,7 @@ class MCPSandbox(Unpicklable):
             )
         except Exception as exc:
             cause = root_cause(exc)
-            reason = spec.stdout_noise.broken or _reason(cause)
+            reason = spec.stdout_noise.broken or _reason(cause, bool(spec.url))
             if isinstance(cause, TimeoutError) and not spec.stdout_noise.broken:
                 reason = (
                     f"no answer in time: waited start_timeout ({c.start_timeout:g} s) for "
@@ -702,7 +702,7 @@ class MCPSandbox(Unpicklable):
             cause = root_cause(exc)
             tail = self._said_since(died=_closed(cause))
             raise SandboxError(
-                f"tools/call {action.name}: {_reason(cause)}"
+                f"tools/call {action.name}: {_reason(cause, bool(self._spec.url))}"
                 + (f"; server stderr: {tail}" if tail else "")
             ) from None
         if cap_log(self._spec.stderr_path):  # a chatty server kept across episodes
@@ -818,9 +818,12 @@ def _closed(exc: BaseException) -> bool:
     return isinstance(exc, MCPError) and is_transport_failure(exc.code, exc.message)
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, http: bool = False) -> str:
+    """What went wrong, in one phrase; `http`: the server is reached by its URL (a closed
+    connection is then no stdout of ours)."""
     if _closed(exc):
-        return "the server closed the connection (it exited, crashed or closed its stdout)"
+        how = "ended its HTTP stream" if http else "closed its stdout"
+        return f"the server closed the connection (it exited, crashed or {how})"
     if isinstance(exc, SandboxError):  # ours, saying what broke (a lost session, stdout)
         return str(exc)
     if isinstance(exc, TimeoutError):

@@ -41,6 +41,11 @@ def echo(message: str) -> str:
     return message
 
 
+@app.tool()
+def die() -> str:
+    os._exit(3)  # mid-call: the HTTP stream ends unanswered
+
+
 def restart_when_told(ctl):
     ctl.recv(1)  # the test says restart: re-execute in place, every session lost
     os.execv(sys.executable, [sys.executable, *sys.argv])
@@ -157,6 +162,35 @@ def test_a_url_server_that_restarts_fails_the_attempt_and_the_next_reset_works(
         finally:
             proc.terminate()
             proc.wait(WAIT_S)
+
+
+def test_an_http_server_dying_in_a_call_is_said_without_stdout(tmp_path, tmpdir_root):
+    """Found (hunt 12-06b): a `url:` server that died during a call was said to have
+    `closed its stdout`, which no server reached by its URL has of ours."""
+    server = tmp_path / "restarts.py"
+    server.write_text(RESTARTS)
+    port = free_port()
+    with control() as ctl:
+        proc = subprocess.Popen([sys.executable, str(server), str(port), str(ctl.port)])
+        try:
+            ctl.up()
+            url = f"http://127.0.0.1:{port}/mcp"
+            box = MCPSandbox(parse(MCPConfig, {"url": url, "protocol": "legacy"}))
+            try:
+                box.reset(TaskSpec("a"))
+                with pytest.raises(SandboxError) as failed:
+                    box.step(tool_call("die", {}))
+            finally:
+                box.close()
+        finally:
+            proc.kill()
+            proc.wait(WAIT_S)
+    text = str(failed.value)
+    assert text.startswith("tools/call die: "), text
+    assert text == (
+        "tools/call die: the server closed the connection (it exited, crashed or ended its "
+        "HTTP stream)"
+    ), text
 
 
 BROKEN_STDOUT = r"""
