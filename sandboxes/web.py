@@ -739,6 +739,9 @@ class WebSandbox(Unpicklable):
         problem = tool.check(args)
         if problem:
             return await self._observe(f"ValueError: {problem}")
+        # a navigation the page requested since the last read (a script's timer): its
+        # document, or the page it stays on once stopped, is the one the action meets
+        await self._await_navigation()
         pages_before = len(self._ctx.pages)
         error, refused = "", False
         try:
@@ -762,9 +765,45 @@ class WebSandbox(Unpicklable):
             self._page = pages[-1] if pages else await self._ctx.new_page()
         return await self._observe(error, refused)
 
-    async def _element(self, bid: str):
+    async def _element(self, bid: str, trial: bool = False):
         """The element's locator, through the frames its bid prefix names (BrowserGym's
-        get_elem_by_bid); refusals are the environment's answer."""
+        get_elem_by_bid); refusals are the environment's answer. `trial`: once it is
+        actionable for a click too (within action_timeout). Looked up where no
+        navigation holds it (`_unheld`)."""
+        return await self._unheld(lambda: self._find(bid, trial))
+
+    async def _unheld(self, look):
+        """`look()`, a look-up that acts on nothing, on a page no navigation holds: a
+        top-level navigation of the tab that starts meanwhile (a script's timer, due as
+        the step began) is not the action's, and Playwright evaluates nothing in the tab
+        until it commits (the look-up hung until then: a URL that never answers failed
+        the attempt at step_timeout, a trial click timed out). The look-up is abandoned,
+        the navigation awaited (`_await_navigation`: committed, or stopped at its
+        navigation_timeout) and the look-up done again, at most READS times."""
+        for left in reversed(range(READS)):
+            await self._await_navigation()
+            if not left:
+                return await look()
+            navs = self._nav_count
+            task = asyncio.ensure_future(look())
+            try:
+                while not task.done() and navs == self._nav_count:
+                    self._nav_event.clear()
+                    started = asyncio.ensure_future(self._nav_event.wait())
+                    try:
+                        await asyncio.wait((task, started), return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        started.cancel()
+                if task.done():
+                    return task.result()
+            finally:
+                if not task.done():
+                    task.cancel()  # Playwright aborts the call
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+        raise AssertionError("unreachable")
+
+    async def _find(self, bid: str, trial: bool):
         if not BID_RE.match(bid):
             raise ActionError(f'ValueError: Could not find element with bid "{bid}"')
         scope = self._page
@@ -782,6 +821,8 @@ class WebSandbox(Unpicklable):
             raise ActionError(f'ValueError: Could not find element with bid "{bid}"')
         if not await elem.first.is_visible():
             raise ActionError(f'ValueError: Element with bid "{bid}" is not visible')
+        if trial:
+            await elem.first.click(trial=True)  # actionability only, within action_timeout
         return elem.first
 
     async def _do_click(self, bid: str) -> None:
@@ -789,8 +830,7 @@ class WebSandbox(Unpicklable):
         click starts then gets `navigation_timeout` to commit, as `goto` does (Playwright
         waits for it within the click's timeout: under `action_timeout` a slow link was a
         failed click, though its page came)."""
-        elem = await self._element(bid)
-        await elem.click(trial=True)  # actionability only, within action_timeout
+        elem = await self._element(bid, trial=True)
         await elem.click(timeout=self.config.navigation_timeout * 1000, no_wait_after=False)
 
     async def _do_fill(self, bid: str, text: str) -> None:
