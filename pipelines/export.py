@@ -632,12 +632,26 @@ def _top_manifest(cfg, fractions, manifests: dict[str, dict], dirs: dict[str, Pa
         "counts": {
             **{k: sum(m["counts"][k] for m in manifests.values()) for k in keys},
             "system_trimmed": sum(m["counts"].get("system_trimmed", 0) for m in manifests.values()),
+            # every other count of the parts, added up (they were left out until 2026-12-06)
+            **{
+                k: _added([m["counts"][k] for m in manifests.values()])
+                for k in ("eod_tokens", "by_domain", "by_category")
+                if all(k in m["counts"] for m in manifests.values())
+            },
             **{
                 name: domain_totals(_summed_by_domain(manifests, name, counted), counted)
                 for name, counted in (("truncated", TRUNCATED), ("turns_without_target", NO_TARGET))
             },
         },
     }
+
+
+def _added(values: list[Any]) -> Any:
+    """Counts added up: numbers, and mappings of them key by key (`by_domain`)."""
+    if all(isinstance(v, dict) for v in values):
+        keys = dict.fromkeys(k for v in values for k in v)
+        return {k: _added([v[k] for v in values if k in v]) for k in keys}
+    return sum(values)
 
 
 def _summed_by_domain(

@@ -87,6 +87,16 @@ class Selection:
             )
         try:
             self._con.execute(f"{sql} LIMIT 0", params)
+        except duckdb.CatalogException as exc:
+            if not (table := _TABLE_RE.search(str(exc))):
+                raise ValueError(f"where {self.where!r}: {_first_line(exc)}") from exc
+            raise ValueError(
+                f"where {self.where!r}: a condition on each trajectory's own columns, read "
+                f"one shard file at a time, names no table or view ({table[1]}: a subquery "
+                "over the store would see one file, its avg that file's): name the "
+                "trajectories by their columns, or list their ids (trajectory_id IN ('a', "
+                "'b'), from `worldtrace query`)"
+            ) from exc
         except duckdb.Error as exc:
             raise ValueError(f"where {self.where!r}: {_first_line(exc)}") from exc
 
@@ -103,6 +113,9 @@ class Selection:
 
 
 _FUNCTION_RE = re.compile(r'"function_name":"([^"]+)"')
+_TABLE_RE = re.compile(r"Table with name (\S+) does not exist")
+"""DuckDB's words for a table or view the condition's connection does not hold: a
+subquery over `trajectories` (until 2026-12-06 said as such, though the docs name it)."""
 
 
 def _volatile(where: str) -> list[str]:
