@@ -148,7 +148,10 @@ def test_a_closed_stdout_ends_quietly_with_141(env, tmp_path, args):
     exited 1 without a word (click's own handling), small `query` outputs 0: a closed
     pipe is 141 (128 + SIGPIPE), as for a program the signal ends, with nothing on
     stderr (no traceback, no 'Exception ignored')."""
-    fill = {"tid": _one_id(env), "job": _job(env, tmp_path) if "{job}" in args else ""}
+    fill = {
+        "tid": _one_id(env) if "{tid}" in args else "",
+        "job": _job(env, tmp_path) if "{job}" in args else "",
+    }
     code, err = _closed_stdout(env, *(a.format(**fill) for a in args))
     assert (code, err) == (141, ""), err
 

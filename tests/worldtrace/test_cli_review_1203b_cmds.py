@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -132,15 +133,26 @@ def test_what_moved_out_of_the_epilogs_is_still_said():
 
 
 # -- C16: a blank job id --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_jobs(tmp_path_factory) -> Path:
+    """A store holding two jobs submitted by the CLI (queued); each test works on a copy."""
+    top = tmp_path_factory.mktemp("two-jobs")
+    f = top / "job.yaml"
+    f.write_text("name: j\nsandbox: {kind: terminal}\ntasks: [{id: t, actions: ['ls\\n']}]\n")
+    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
+    env["WORLDTRACE_STORE"] = str(top / "store")
+    (top / "store").mkdir()
+    for _ in range(2):
+        assert run(env, "jobs", "submit", str(f)).returncode == 0
+    return top / "store"
+
+
 @pytest.mark.parametrize("command", ["show", "cancel", "retry"])
 @pytest.mark.parametrize("blank", ["", "  "])
-def test_a_blank_job_id_is_a_usage_error(wt_env, tmp_path, command, blank):
+def test_a_blank_job_id_is_a_usage_error(wt_env, two_jobs, command, blank):
     """Found: `jobs cancel ''` answered `'' matches 2 jobs: ...` (exit 1): a blank id is a
     prefix of every id. As `explain ''`: a usage error naming the argument."""
-    f = tmp_path / "job.yaml"
-    f.write_text("name: j\nsandbox: {kind: terminal}\ntasks: [{id: t, actions: ['ls\\n']}]\n")
-    for _ in range(2):
-        assert run(wt_env, "jobs", "submit", str(f)).returncode == 0
+    shutil.copytree(two_jobs, wt_env["WORLDTRACE_STORE"], dirs_exist_ok=True)
     r = run(wt_env, "jobs", command, blank)
     assert r.returncode == 2, r.stdout + r.stderr
     line = error_line(r)

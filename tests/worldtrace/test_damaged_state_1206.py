@@ -140,20 +140,22 @@ def test_a_damaged_run_index_is_named_by_the_reading_commands_and_doctor(store, 
     assert REBUILD_HINT in r.stdout
 
 
-@pytest.mark.parametrize(
-    "where",
-    ["_index/members.parquet", "_index/segments", "_index/probe"],
-)
-def test_doctor_names_each_damaged_file_of_the_run_index(store, where):
-    path = store / "processed" / where
-    if path.is_dir():
-        [path] = sorted(p for p in path.iterdir() if not p.name.startswith("."))
-    os.truncate(path, path.stat().st_size - 10)
+def test_doctor_names_each_damaged_file_of_the_run_index(store):
+    """Each of `_index/members.parquet`, a file of `_index/segments` and one of
+    `_index/probe` cut short, all on the one store: doctor names each (a FAIL line of its
+    own, with the fix), and the rebuild it advises mends them all."""
+    paths = {}
+    for where in ("_index/members.parquet", "_index/segments", "_index/probe"):
+        path = store / "processed" / where
+        if path.is_dir():
+            [path] = sorted(p for p in path.iterdir() if not p.name.startswith("."))
+        os.truncate(path, path.stat().st_size - 10)
+        paths[where] = path
     r = wt(store, "doctor")
     assert r.returncode == 1, r.stdout
-    [said] = [x for x in r.stdout.splitlines() if str(path) in x]
-    assert said.startswith("[FAIL] store shard"), said
-    r = wt(store, "doctor")
+    for where, path in paths.items():
+        [said] = [x for x in r.stdout.splitlines() if str(path) in x]
+        assert said.startswith("[FAIL] store shard"), (where, said)
     assert REBUILD_HINT in r.stdout
     r = wt(store, "process", "--rebuild")
     assert r.returncode == 0, r.stderr

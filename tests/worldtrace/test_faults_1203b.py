@@ -133,23 +133,31 @@ def test_a_processed_shard_with_damaged_pages_is_named_by_every_command(store, w
     assert wt(wt_env, "stats").returncode == 0 and count(wt_env) == 40
 
 
-@pytest.mark.parametrize("damage", ["cut", "empty"])
-def test_a_processed_shard_cut_short_is_named_and_the_advice_repairs_it(
-    store, wt_env, tmp_path, damage
-):
+def test_a_processed_shard_cut_short_is_named_and_the_advice_repairs_it(store, wt_env, tmp_path):
+    """A shard cut short, then (after the advised rebuild) another one emptied, on the one
+    store: each is named, and the rebuild the advice names mends it. The doctor run on the
+    emptied shard names it alone: the cut one, rebuilt, reads again."""
     processed_store(store)
-    shard = sorted(store.table("trajectories").glob("*.parquet"))[0]
-    cut(shard) if damage == "cut" else shard.write_bytes(b"")
-    line = one_error(wt(wt_env, "export", "--format", "agentworldbench", "-o", str(tmp_path / "x")))
-    assert line.startswith(f"error: {shard}: unreadable Parquet (") and line.endswith(REBUILD)
-    [check] = [c for c in doctor_checks(wt_env) if not c["ok"] and str(shard) in c["detail"]]
-    assert check["fix"] == REBUILD  # was: `worldtrace process` rebuilds (it said no new input)
-    line = one_error(wt(wt_env, "process"))
-    assert line.startswith(f"error: {shard}: unreadable Parquet (") and line.endswith(REBUILD)
-    assert wt(wt_env, "process", "--rebuild").returncode == 0
-    assert count(wt_env) == 40 and not [
-        c for c in doctor_checks(wt_env) if c["name"] == "store shard"
-    ]
+    for damage in ("cut", "empty"):
+        shards = sorted(store.table("trajectories").glob("*.parquet"))
+        assert len(shards) > 1, shards  # the emptied shard is not the one cut and rebuilt
+        shard = shards[0] if damage == "cut" else shards[-1]
+        cut(shard) if damage == "cut" else shard.write_bytes(b"")
+        unreadable = f"error: {shard}: unreadable Parquet ("
+        out = tmp_path / f"x-{damage}"
+        line = one_error(wt(wt_env, "export", "--format", "agentworldbench", "-o", str(out)))
+        assert line.startswith(unreadable) and line.endswith(REBUILD), (damage, line)
+        checks = doctor_checks(wt_env)
+        [check] = [c for c in checks if not c["ok"] and str(shard) in c["detail"]]
+        # was: `worldtrace process` rebuilds (it said no new input)
+        assert check["fix"] == REBUILD, damage
+        if damage == "empty":  # no other shard fails: the rebuild after the cut mended it
+            assert [c for c in checks if c["name"] == "store shard"] == [check], checks
+        line = one_error(wt(wt_env, "process"))
+        assert line.startswith(unreadable) and line.endswith(REBUILD), (damage, line)
+        assert wt(wt_env, "process", "--rebuild").returncode == 0, damage
+        assert count(wt_env) == 40, damage
+    assert not [c for c in doctor_checks(wt_env) if c["name"] == "store shard"]
 
 
 def test_an_export_killed_between_its_renames_is_put_back(store, wt_env):
@@ -176,27 +184,31 @@ def test_an_export_killed_between_its_renames_is_put_back(store, wt_env):
     assert not [c for c in doctor_checks(wt_env) if c["name"] == "export swap"]
 
 
-@pytest.mark.parametrize("text", ['{"run": "xx"', "{}", "[]"])
-def test_a_damaged_publish_journal_is_one_line_everywhere(store, wt_env, tmp_path, text):
+def test_a_damaged_publish_journal_is_one_line_everywhere(store, wt_env, tmp_path):
+    """Each damaged journal in turn on the one store (no command changes the store while
+    the journal is damaged: each refuses, gc keeps what it may name); then the advice,
+    deleting it and rebuilding, mends the store."""
     processed_store(store, n=12)
     journal = store.processed / ".publish.json"
-    journal.write_text(text)
     aside = store.processed / ".old-trajectories-0123abcd"  # what such a journal may name
     aside.mkdir()
-    for args in (
-        ("stats",),
-        ("query", "SELECT count(*) FROM trajectories"),
-        ("export", "--format", "agentworldbench", "-o", str(tmp_path / "x")),
-        ("gc", "--no-containers", "--min-age", "0s"),
-        ("gc", "--dry-run", "--no-containers"),
-    ):
-        line = one_error(wt(wt_env, *args))
-        assert f"{journal}: damaged publish journal (" in line, (args, line)
-        assert line.endswith("delete it, then run `worldtrace process --rebuild` (it makes "
-                             "the processed data again from raw/)"), line  # fmt: skip
-    assert aside.is_dir()  # gc kept it: it may hold the only copy of a table
-    [check] = [c for c in doctor_checks(wt_env) if c["name"] == "publish journal"]
-    assert not check["ok"] and check["detail"].startswith(f"{journal}: damaged publish journal")
+    for text in ('{"run": "xx"', "{}", "[]"):
+        journal.write_text(text)
+        for args in (
+            ("stats",),
+            ("query", "SELECT count(*) FROM trajectories"),
+            ("export", "--format", "agentworldbench", "-o", str(tmp_path / "x")),
+            ("gc", "--no-containers", "--min-age", "0s"),
+            ("gc", "--dry-run", "--no-containers"),
+        ):
+            line = one_error(wt(wt_env, *args))
+            assert f"{journal}: damaged publish journal (" in line, (text, args, line)
+            assert line.endswith("delete it, then run `worldtrace process --rebuild` (it "
+                                 "makes the processed data again from raw/)"), (text, line)  # fmt: skip
+        assert aside.is_dir(), text  # gc kept it: it may hold the only copy of a table
+        [check] = [c for c in doctor_checks(wt_env) if c["name"] == "publish journal"]
+        assert not check["ok"], (text, check)
+        assert check["detail"].startswith(f"{journal}: damaged publish journal"), (text, check)
     journal.unlink()
     assert wt(wt_env, "process", "--rebuild").returncode == 0 and count(wt_env) == 12
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 from worldtrace.schemas import Store
 
 from ..collectors.test_faults_1203b import openai_records, start_import
-from ..conftest import SUDO, wait_until
+from ..conftest import SUDO, VENV_BIN, wait_until
 
 """Mounting a tmpfs needs root; set-up has it (as tests/worldtrace/test_disk_full.py)."""
 
@@ -74,18 +75,33 @@ def fill(path: Path) -> None:
 # -- Ctrl-C and SIGTERM ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
-def test_an_interrupted_import_says_what_it_kept_and_exits_130_or_143(wt_env, tmp_path, sig):
-    """Found: Ctrl-C printed click's `Aborted!` and exited 1, a failure's status. Now one
-    line says what the store holds. SIGTERM keeps its default (`commands/data.py`)."""
-    store = Path(wt_env["WORLDTRACE_STORE"])
-    small = openai_records(tmp_path / "small.jsonl", 20, seed=9)
-    assert wt(wt_env, "import", str(small)).returncode == 0
-    before = sorted((store / "raw").rglob("*.parquet"))
-    src = tmp_path / "in"
+@pytest.fixture(scope="module")
+def to_import(tmp_path_factory) -> tuple[Path, Path]:
+    """(a store holding a small import, made by the CLI; 3 x 8000 records to import): each
+    test imports the records (read only) into its own copy of the store."""
+    top = tmp_path_factory.mktemp("to-import")
+    store = top / "store"
+    store.mkdir()
+    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
+    env["WORLDTRACE_STORE"] = str(store)
+    small = openai_records(top / "small.jsonl", 20, seed=9)
+    assert wt(env, "import", str(small)).returncode == 0
+    src = top / "in"
     src.mkdir()
     for k in range(3):
         openai_records(src / f"f{k}.jsonl", 8000, seed=k)
+    return store, src
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_an_interrupted_import_says_what_it_kept_and_exits_130_or_143(wt_env, to_import, sig):
+    """Found: Ctrl-C printed click's `Aborted!` and exited 1, a failure's status. Now one
+    line says what the store holds. SIGTERM keeps its default (`commands/data.py`)."""
+    store = Path(wt_env["WORLDTRACE_STORE"])
+    made, src = to_import
+    shutil.copytree(made, store, symlinks=True, dirs_exist_ok=True)  # a small import before
+    before = sorted((store / "raw").rglob("*.parquet"))
+    assert before
     proc = start_import(wt_env, src, start_new_session=True)
     line = proc.stderr.readline()  # records are going through
     assert " import: " in line, line
@@ -104,17 +120,31 @@ def test_an_interrupted_import_says_what_it_kept_and_exits_130_or_143(wt_env, tm
     assert sorted((store / "raw").rglob("*.parquet")) == before  # hidden temp file gone too
 
 
-def processed_raw(env: dict[str, str], tmp_path: Path) -> Store:
-    """A store processed once (a small import), then a large import not processed yet."""
-    store = Store.at(env["WORLDTRACE_STORE"])
-    assert wt(env, "import", str(openai_records(tmp_path / "a.jsonl", 30, seed=5))).returncode == 0
+@pytest.fixture(scope="module")
+def made_processed_raw(tmp_path_factory) -> Path:
+    """A store processed once (a small import), then a large import not processed yet:
+    made once by the CLI; each test works on a copy (`processed_raw`)."""
+    top = tmp_path_factory.mktemp("processed-raw")
+    store = top / "store"
+    store.mkdir()
+    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
+    env["WORLDTRACE_STORE"] = str(store)
+    assert wt(env, "import", str(openai_records(top / "a.jsonl", 30, seed=5))).returncode == 0
     r = wt(env, "process")
     assert r.returncode == 0, r.stderr
-    big = tmp_path / "big"
+    big = top / "big"
     big.mkdir()
     for k in range(2):
         openai_records(big / f"b{k}.jsonl", 3000, seed=20 + k)
     assert wt(env, "import", str(big)).returncode == 0
+    return store
+
+
+def processed_raw(env: dict[str, str], made: Path) -> Store:
+    """A copy of `made_processed_raw` as the store `env` names (a copied store's files
+    are matched at their new place, as `process` matches them)."""
+    store = Store.at(env["WORLDTRACE_STORE"])
+    shutil.copytree(made, store.root, symlinks=True, dirs_exist_ok=True)
     return store
 
 
@@ -123,14 +153,14 @@ def snapshot(root: Path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("workers", [[], ["--workers", "1"]], ids=["auto", "in-process"])
-def test_an_interrupted_process_publishes_nothing_and_says_so(wt_env, tmp_path, workers):
+def test_an_interrupted_process_publishes_nothing_and_says_so(wt_env, made_processed_raw, workers):
     """Found: Ctrl-C printed `Aborted!` and exited 1; SIGTERM of the command alone
     exited 143 without a word. Now 130 / 143 and one line: nothing was published, the
     processed data is as it was. Found (signal audit, 12-04): run in this process
     (`--workers 1`, and every increment under 768 KB) it ended with ~100 lines of
     traceback and exit 1: Beam re-raised our argument-less interrupt inside a DoFn as
     `RuntimeError: KeyboardInterrupt [while running 'Process/Pass1/...']`."""
-    store = processed_raw(wt_env, tmp_path)
+    store = processed_raw(wt_env, made_processed_raw)
     before = snapshot(store.processed)
     for sig in (signal.SIGINT, signal.SIGTERM):
         proc = popen(wt_env, "process", *workers)
@@ -150,10 +180,10 @@ def test_an_interrupted_process_publishes_nothing_and_says_so(wt_env, tmp_path, 
     assert r.returncode == 0, r.stderr
 
 
-def test_an_interrupted_export_keeps_the_earlier_export_and_says_so(wt_env, tmp_path):
+def test_an_interrupted_export_keeps_the_earlier_export_and_says_so(wt_env, made_processed_raw):
     """Found: Ctrl-C printed `Aborted!` and exited 1. Now 130 and one line: the earlier
     export stays as it was."""
-    store = processed_raw(wt_env, tmp_path)
+    store = processed_raw(wt_env, made_processed_raw)
     assert wt(wt_env, "process").returncode == 0
     out = store.export / "parquet"
     first = wt(wt_env, "export", "--where", "num_turns < 3")
