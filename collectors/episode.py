@@ -70,11 +70,17 @@ def run_episode(
 
 
 def failure_reason(exc: BaseException) -> str:
+    """`Class: first line`; a configuration mistake is named by its kind
+    (`SandboxConfigError: ...` for docker's `EnvError` too): the record says by itself
+    that no retry can mend it (`retriable`)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")[:2000]
+    kind = next((c for c in NOT_RETRIED_KINDS if isinstance(exc, c)), type(exc))
+    return f"{kind.__name__}: {text[0] if text else ''}".rstrip(": ")[:2000]
 
 
-NOT_RETRIED = tuple(f"{cls.__name__}: " for cls in (SandboxConfigError, PolicyConfigError))
+NOT_RETRIED_KINDS = (SandboxConfigError, PolicyConfigError)
+"""Failures no retry can mend: a configuration mistake fails every attempt alike."""
+NOT_RETRIED = tuple(f"{cls.__name__}: " for cls in NOT_RETRIED_KINDS)
 """How the error of an attempt no retry can mend begins (its `failure_reason`): the record
 says so itself, for a run of the job and for a worker alike."""
 

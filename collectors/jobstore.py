@@ -77,7 +77,9 @@ class JobStore(Protocol):
     def running(self) -> list[Lease]: ...
     def expire(self, lease: Lease, reason: str, only_if_expired: bool) -> bool: ...
     def attempt_state(self, job_id: str, episode_id: str, attempt: int) -> dict | None: ...
-    def register_worker(self, worker: str, host: str, pid: int, start: int | None) -> None: ...
+    def register_worker(
+        self, worker: str, host: str, pid: int, start: int | None, lease_s: float | None = None
+    ) -> None: ...
     def worker_beat(self, worker: str) -> None: ...
     def worker_stopped(self, worker: str, status: str) -> None: ...
     def workers(self, lease_s: float) -> list[dict[str, Any]]: ...
@@ -92,22 +94,49 @@ class JobStore(Protocol):
 def open_job_store(url: str | Path, read_only: bool = False) -> JobStore:
     """A job store from a path (SQLite) or a `postgresql://` URL. `read_only`: a command
     that only looks (`SQLiteJobStore`; PostgreSQL's server holds its own rights)."""
-    text = str(url)
-    if m := ADDRESS.match(text):
-        scheme, rest = m.group(1).lower(), text[m.end() :]
-        if scheme.split("+")[0] in ("postgresql", "postgres"):  # SQLAlchemy's `+psycopg` too
-            from .jobstore_pg import PostgresJobStore
+    path = sqlite_path(url)
+    if path is None:
+        from .jobstore_pg import PostgresJobStore
 
-            return PostgresJobStore(f"postgresql://{rest}")
-        if scheme != "sqlite":  # a typo made a SQLite file named after the URL (`postgresq:/`)
-            raise ValueError(
-                f"{scheme}:// is no job store address (`postgresql://USER@HOST:PORT/DB`, "
-                "`sqlite:///PATH` or a path)"
-            )
-        text = rest.removeprefix("/")  # `sqlite:///PATH`: three slashes, PATH relative
+        return PostgresJobStore(postgres_url(url))
     from .jobstore_sql import SQLiteJobStore
 
-    return SQLiteJobStore(text, read_only=read_only)
+    return SQLiteJobStore(path, read_only=read_only)
+
+
+def sqlite_path(url: str | Path) -> Path | None:
+    """The SQLite file a job store address names, or None for a PostgreSQL URL: the one
+    reading of an address, for `open_job_store` and for the CLI's check that a command
+    which only reads names a store that exists (`sqlite://x.db` and `Sqlite:///x.db`
+    opened `x.db` and escaped that check, which looked for `sqlite:///` alone).
+    `sqlite:///PATH` (three slashes: PATH relative; four: absolute), `sqlite://PATH`,
+    or a path; a ValueError for another scheme (`postgresq:/` was a typo that made a
+    SQLite file named after the URL) or a `sqlite://` naming no file."""
+    text = str(url)
+    m = ADDRESS.match(text)
+    if m is None:
+        return Path(text)
+    scheme, rest = m.group(1).lower(), text[m.end() :]
+    if scheme.split("+")[0] in ("postgresql", "postgres"):  # SQLAlchemy's `+psycopg` too
+        return None
+    if scheme != "sqlite":
+        raise ValueError(
+            f"{scheme}:// is no job store address (`postgresql://USER@HOST:PORT/DB`, "
+            "`sqlite:///PATH` or a path)"
+        )
+    path = rest.removeprefix("/")  # `sqlite:///PATH`: three slashes, PATH relative
+    if not path:
+        raise ValueError(f"{text} names no file (`sqlite:///PATH`)")
+    return Path(path)
+
+
+def postgres_url(url: str | Path) -> str:
+    """A PostgreSQL address as psycopg takes it (`postgres://`, `postgresql+psycopg://`
+    and an uppercase scheme read as `postgresql://`)."""
+    text = str(url)
+    m = ADDRESS.match(text)
+    assert m is not None
+    return f"postgresql://{text[m.end() :]}"
 
 
 ADDRESS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")

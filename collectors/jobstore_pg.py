@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .jobstore_sql import SCHEMA, SQLJobStore, Tx
+from .jobstore_sql import ADDED_COLUMNS, SCHEMA, SQLJobStore, Tx
 
 SCHEMA_LOCK = 7_244_953
 """Advisory lock key serialising schema creation between processes starting at once."""
@@ -38,6 +38,20 @@ class PostgresJobStore(SQLJobStore):
             for stmt in SCHEMA.split(";"):
                 if stmt.strip():
                     tx.run(stmt)
+            # columns newer than a store's layout (`lease` of workers): looked up first, as
+            # an ALTER locks its table against the running workers' claims even when it adds
+            # nothing
+            have = {
+                (r["table_name"], r["column_name"])
+                for r in tx.all(
+                    "SELECT table_name, column_name FROM information_schema.columns"
+                    " WHERE table_schema = current_schema()"
+                )
+            }
+            for table, cols in ADDED_COLUMNS.items():
+                for name, decl in cols.items():
+                    if (table, name) not in have:
+                        tx.run(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {decl}")
 
     def _conn(self):
         import psycopg

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -43,7 +44,8 @@ CREATE TABLE IF NOT EXISTS episodes (
 CREATE INDEX IF NOT EXISTS episodes_status ON episodes (status);
 CREATE TABLE IF NOT EXISTS workers (
     worker TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, process_start BIGINT,
-    status TEXT NOT NULL, started_at TEXT NOT NULL, heartbeat DOUBLE PRECISION, stopped_at TEXT
+    status TEXT NOT NULL, started_at TEXT NOT NULL, heartbeat DOUBLE PRECISION, stopped_at TEXT,
+    lease DOUBLE PRECISION
 );
 CREATE TABLE IF NOT EXISTS schedules (
     schedule_id TEXT PRIMARY KEY, spec_json TEXT NOT NULL, cron TEXT, every TEXT, missed TEXT NOT NULL,
@@ -58,8 +60,10 @@ ADDED_COLUMNS = {
         "lease_expires": "DOUBLE PRECISION",
         "lost": "INTEGER NOT NULL DEFAULT 0",
     },
+    "workers": {"lease": "DOUBLE PRECISION"},
 }
-"""Columns newer than the first jobs.db layout (added to old SQLite stores on open)."""
+"""Columns newer than the first jobs.db layout (added to an old store when a command that
+writes opens it; a reading one sees them at their defaults: `_as_current_layout`)."""
 
 
 def now_iso() -> str:
@@ -351,12 +355,16 @@ class SQLJobStore:
         )  # fmt: skip
 
     # -- workers ------------------------------------------------------------------
-    def register_worker(self, worker: str, host: str, pid: int, start: int | None) -> None:
+    def register_worker(
+        self, worker: str, host: str, pid: int, start: int | None, lease_s: float | None = None
+    ) -> None:
+        """`lease_s`: the worker's lease, by which every observer judges it silent (one
+        with another lease took a live worker with a longer one for dead)."""
         with self._tx() as tx:
             tx.run(
-                f"INSERT INTO workers (worker, host, pid, process_start, status, started_at, heartbeat)"
-                f" VALUES (?, ?, ?, ?, 'running', ?, {self.NOW})",
-                worker, host, pid, start, now_iso(),
+                f"INSERT INTO workers (worker, host, pid, process_start, status, started_at, heartbeat, lease)"
+                f" VALUES (?, ?, ?, ?, 'running', ?, {self.NOW}, ?)",
+                worker, host, pid, start, now_iso(), lease_s,
             )  # fmt: skip
 
     def worker_beat(self, worker: str) -> None:
@@ -371,12 +379,13 @@ class SQLJobStore:
             )  # fmt: skip
 
     def workers(self, lease_s: float) -> list[dict[str, Any]]:
-        """Workers with `gone` set when stopped or silent for longer than `lease_s`."""
+        """Workers with `gone` set when stopped or silent for longer than their own lease
+        (`lease_s` for one registered without it, by an older version)."""
         with self._tx(write=False) as tx:
             return tx.all(
-                f"SELECT worker, host, pid, process_start, status, started_at, stopped_at,"
-                f" CASE WHEN stopped_at IS NOT NULL OR heartbeat < {self.NOW} - ? THEN 1 ELSE 0 END AS gone"
-                " FROM workers ORDER BY started_at",
+                f"SELECT worker, host, pid, process_start, status, started_at, stopped_at, lease,"
+                f" CASE WHEN stopped_at IS NOT NULL OR heartbeat < {self.NOW} - COALESCE(lease, ?)"
+                " THEN 1 ELSE 0 END AS gone FROM workers ORDER BY started_at",
                 lease_s,
             )  # fmt: skip
 
@@ -512,7 +521,61 @@ class SQLiteJobStore(SQLJobStore):
             c = sqlite3.connect(":memory:", isolation_level=None)
             c.executescript(SCHEMA)
             return c
-        return connect_read_only(self.path, timeout=30, isolation_level=None)
+        c = connect_read_only(self.path, timeout=30, isolation_level=None)
+        try:
+            _as_current_layout(c)
+        except BaseException:
+            c.close()
+            raise
+        return c
+
+
+def _as_current_layout(c: sqlite3.Connection) -> None:
+    """Let a read-only connection to a job store of an older layout (without the
+    `ADDED_COLUMNS`, or the `workers` and `schedules` tables) read as the current one:
+    temporary views with the added columns at their defaults (what the migration of a
+    writing command gives the old rows), and empty temporary tables, which shadow the
+    file's own for this connection alone. The file is not changed: a command that only
+    looks must not migrate it (a store on a read-only mount, an older worldtrace still
+    using it), and `jobs list` failed on such a store with `no such column: priority`.
+    A file without the `jobs` and `episodes` tables is left as it is (no job store)."""
+    have = {
+        r[0]: {x[1] for x in c.execute(f"PRAGMA main.table_info({r[0]})")}
+        for r in c.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")
+    }
+    if not {"jobs", "episodes"} <= set(have):
+        return
+    stmts = []
+    for table, cols in ADDED_COLUMNS.items():
+        missing = [n for n in cols if table in have and n not in have[table]]
+        if missing:
+            added = ", ".join(f"{_default(cols[n])} AS {n}" for n in missing)
+            stmts.append(f"CREATE TEMP VIEW {table} AS SELECT *, {added} FROM main.{table}")
+    for table, create in _TABLES.items():
+        if table not in have:
+            stmts.append(create.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
+    if not stmts:
+        return
+    c.execute("PRAGMA query_only = OFF")  # temporary objects only: the file is not touched
+    try:
+        for stmt in stmts:
+            c.execute(stmt)
+    finally:
+        c.execute("PRAGMA query_only = ON")
+
+
+def _default(decl: str) -> str:
+    """The value an added column's declaration gives existing rows."""
+    m = re.search(r"\bDEFAULT\s+(\S+)", decl)
+    return m.group(1) if m else "NULL"
+
+
+_TABLES = {
+    stmt.split("EXISTS", 1)[1].split("(", 1)[0].strip(): stmt.strip()
+    for stmt in SCHEMA.split(";")
+    if stmt.strip().startswith("CREATE TABLE")
+}
+"""The tables of `SCHEMA` by name, each with its CREATE statement."""
 
 
 def _advised(exc: sqlite3.DatabaseError, path: Path) -> sqlite3.DatabaseError:

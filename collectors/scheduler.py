@@ -22,7 +22,8 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from dataclasses import asdict
+from datetime import datetime, timezone
 from typing import Annotated, Protocol
 
 from pydantic import Field
@@ -30,7 +31,7 @@ from worldtrace.schemas.parsing import ConfigError, configclass, parse
 
 from .jobspec import JobSpec, ScheduleSpec, cron_iter, parse_every
 from .jobstore import JobStore
-from .worker import SIGNAL_WAKE
+from .worker import MAX_POLL, SIGNAL_WAKE
 
 
 class Clock(Protocol):
@@ -60,14 +61,22 @@ class SystemClock:
         return True
 
 
+MAX_GRACE = 366 * 86400.0
+"""The longest `--grace`: a year. A run later than that is no run `missed: skip` means to
+catch (`missed: one` enqueues one however late); a huge grace (`1e14`) overflowed the
+scheduler's date arithmetic, and the schedule was blamed: "has no next run"."""
+
+
 @configclass
 class SchedulerConfig:
     """How often the scheduler looks and how late a run may be."""
 
-    poll: Annotated[float, Field(gt=0)] = 30.0
-    """Longest sleep in seconds between two looks at the schedules (new ones appear then)."""
-    grace: Annotated[float, Field(ge=0)] = 60.0
-    """Seconds late a due run may still be enqueued under `missed: skip`."""
+    poll: Annotated[float, Field(gt=0, le=MAX_POLL, allow_inf_nan=False)] = 30.0
+    """Longest sleep in seconds between two looks at the schedules (new ones appear
+    then); at most 3600."""
+    grace: Annotated[float, Field(ge=0, le=MAX_GRACE, allow_inf_nan=False)] = 60.0
+    """Seconds late a due run may still be enqueued under `missed: skip`; at most
+    31622400 (a year)."""
 
 
 LOOK_SLACK = 5.0
@@ -171,7 +180,8 @@ class Scheduler:
         away): the schedule moves on to its next time and the others run as due."""
         self.store = store
         self.clock = clock or SystemClock()
-        self.config = config or SchedulerConfig()
+        # checked again: a config built in Python skips the CLI's parse (ConfigError)
+        self.config = parse(SchedulerConfig, asdict(config)) if config else SchedulerConfig()
         self.on_skip = on_skip
         self.on_problem = on_problem
         self._looked: datetime | None = None
@@ -280,13 +290,13 @@ class Scheduler:
         missed: woken at its due time the scheduler is some milliseconds late, and under
         `--grace 0` a running scheduler skipped every run (`0 s late, past the grace of
         0 s`), as it did any schedule it learnt of at its next `poll`, past the grace."""
-        late = now - latest
-        if late <= timedelta(seconds=self.config.grace):
+        late = (now - latest).total_seconds()  # in seconds: the config's own arithmetic
+        if late <= self.config.grace:  # must not overflow a timedelta and blame the schedule
             return True
         return (
             self._looked is not None
             and latest > self._looked
-            and late <= timedelta(seconds=self.config.poll + LOOK_SLACK)
+            and late <= self.config.poll + LOOK_SLACK
         )
 
     def run(self, stop: threading.Event, on_enqueue=None) -> None:

@@ -133,7 +133,7 @@ class Worker:
     def run(self) -> WorkerStats:
         """Run until the queue is drained (or `stop()`; with `forever`, only `stop()`)."""
         o = self.owner
-        self.store.register_worker(self.name, o.host, o.pid, o.start)
+        self.store.register_worker(self.name, o.host, o.pid, o.start, self.config.lease)
         set_owner(self.name)
         self._emit("worker", worker=self.name, concurrency=self.config.concurrency)
         self._maintain()
@@ -407,7 +407,8 @@ class Worker:
             self._emit("swept", containers=removed)
 
     def _live_workers(self) -> set[str]:
-        """Workers heart-beating within the lease whose process (on this host) runs."""
+        """Workers heart-beating within their own lease (ours for one that did not record
+        it) whose process (on this host) runs."""
         return {
             w["worker"]
             for w in self.store.workers(self.config.lease)

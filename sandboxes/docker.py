@@ -26,7 +26,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 from worldtrace.schemas.parsing import configclass
 
-from .base import SandboxError
+from .base import SandboxConfigError, SandboxError
 from .execs import not_running
 from .owners import (
     EPISODE_LABEL,
@@ -105,10 +105,13 @@ def _host_file(value: str) -> str:
     return os.path.abspath(os.path.expanduser(value))
 
 
-class EnvError(ValueError):
+class EnvError(SandboxConfigError, ValueError):
     """The environment a job hands its sandboxes cannot be made: an env file that cannot
     be read or holds a line that is no variable, or a named variable unset on this host.
-    One line naming the file (or the names), never a value."""
+    One line naming the file (or the names), never a value. A configuration mistake of
+    this host (`SandboxConfigError`): every attempt here would fail alike, so the attempt
+    is not retried (a worker where the variable was unset spent all `retries` in a
+    fraction of a second)."""
 
 
 def read_env_file(path: str) -> dict[str, str]:

@@ -584,7 +584,17 @@ def job_store_fix(path: Path, why: str) -> str | None:
     `why`: a locked one is waited for (nothing is wrong with it), a damaged one is moved
     aside (its jobs and schedules are lost; the collected data is not), one without the
     tables is not a job store; None for another failure (its message is the reason).
-    The line that says it names `path` already: the commands here name its directory."""
+    The line that says it names `path` already: the commands here name its directory. A
+    missing table or column of a file that holds the `jobs` and `episodes` tables is an
+    older layout (it read as "not a job store")."""
+
+    def _tables(p: Path) -> set[str]:
+        try:
+            with contextlib.closing(connect_read_only(p)) as c:
+                return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}  # fmt: skip
+        except sqlite3.Error:
+            return set()
+
     text = why.lower()
     path = Path(path)
     where, name = shlex.quote(str(path.absolute().parent)), shlex.quote(path.name)
@@ -602,6 +612,13 @@ def job_store_fix(path: Path, why: str) -> str | None:
             f"(`cd {where} && mkdir jobs-damaged && mv {name}* jobs-damaged/`: "
             f"`sqlite3 jobs-damaged/{name} .recover` prints the rows that still read), then "
             "submit the job files again (the first `jobs submit` makes a new, empty job store)"
+        )
+    missing = "no such table" in text or "no such column" in text
+    if missing and {"jobs", "episodes"} <= _tables(path):  # not another program's file
+        return (
+            "it is a job store of an older layout (its jobs and episodes tables without "
+            "what later versions added); `worldtrace worker` or `jobs submit` brings it up "
+            "to date, keeping its jobs"
         )
     if "no such table" in text:
         return (

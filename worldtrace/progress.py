@@ -361,8 +361,10 @@ def _due(ts: float) -> str:
 
 
 def _live_workers(store, lease_s: float) -> list[dict[str, Any]]:
-    """Workers that beat within the lease and, on this host, whose process still runs (a
-    worker killed with -9 never deregisters: its last beat kept it listed for a lease)."""
+    """Workers that beat within their own lease (`lease_s` for one that did not record
+    it) and, on this host, whose process still runs (a worker killed with -9 never
+    deregisters: its last beat kept it listed for a lease). A fixed lease hid a live
+    `worker --lease 600`, which beats every 150 s."""
     import socket
 
     from worldtrace.collectors.owners import alive

@@ -383,15 +383,18 @@ def job_store(
     """The job store of `url` (or the store's). `create`: the store may be made (with
     --create); `new_db` (default: as `create`): a job store at a path that does not exist
     may be made there; `read_only`: a command that only looks (`open_job_store`)."""
-    from worldtrace.collectors.jobstore import open_job_store
+    from worldtrace.collectors.jobstore import open_job_store, sqlite_path
 
     # a command that queues or runs jobs writes into the store (the episodes' raw shards,
     # the checks of a job against it) even when the job store is named apart
     local = store(ctx, create) if create or not url else None
     where = url or local.jobs_db
-    path = str(where).removeprefix("sqlite:///") if url else ""
+    try:  # the address as `open_job_store` reads it (`sqlite://x.db`, `Sqlite:///x.db`)
+        path = sqlite_path(where) if url else None
+    except ValueError as exc:
+        raise click.ClickException(f"cannot open the job store {where}: {exc}") from None
     fresh = create if new_db is None else new_db
-    if path and not fresh and "://" not in path and not Path(path).exists():
+    if path is not None and not fresh and not path.exists():
         # a command that reads must not leave a new job store at a mistyped path; the
         # setting that named it is said, as for the store (`check $WORLDTRACE_STORE`)
         from click.core import ParameterSource
