@@ -63,6 +63,7 @@ from .common import (
     ImportProblem,
     InvalidField,
     MissingField,
+    file_cached,
     origin_stem,
     path_text,
     plural,
@@ -74,7 +75,7 @@ from .reading import (
     NOT_ONE_DOCUMENT,
     jsonl_text_lines,
     parse_line,
-    read_json,
+    read_document,
     surrogate_escapes,
 )
 from .sink import IMPORT_OPTIONS, Held, ImportWriteError, Sink, present_keys
@@ -224,7 +225,8 @@ class ImportReport:
 
 
 def input_files(paths: Iterable[str | Path], skipped: list[Path] | None = None) -> list[Path]:
-    """The files to read: directories walked, less the files Claude Code keeps beside its
+    """The files to read: directories walked (`walk`: links to directories followed,
+    hidden files and directories passed over), less the files Claude Code keeps beside its
     sessions that hold no conversation (`claude_code.passed_over`); a file of an OpenHands
     file-store session (or of an OpenHands V1 conversation) named on its own stands for
     its session, once (read at the file that imports it, `openhands.session_entry`,
@@ -242,7 +244,7 @@ def input_files(paths: Iterable[str | Path], skipped: list[Path] | None = None) 
     sessions: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            found = sorted(walk(p))
             passed = {f for f in found if not _readable_suffix(f) or our_manifest(f)}
             walked = [f for f in found if f not in passed and not claude_code.passed_over(f)]
             if skipped is not None:
@@ -263,6 +265,31 @@ def input_files(paths: Iterable[str | Path], skipped: list[Path] | None = None) 
             sessions.add(entry)
             out.append(entry)
     return _once(out)
+
+
+def walk(root: Path) -> Iterator[Path]:
+    """The files under directory `root`, as a walk reads them: links to directories are
+    followed (`rglob` passed over them: a run kept under a link was dropped in silence),
+    each real directory once (a link back up ends there: no loop; a directory reached by
+    two links is read at the first name, in name order); hidden files and directories
+    (a name starting with `.`: `.ipynb_checkpoints/`, `.git/`) are passed over, below
+    `root` (a hidden directory named on the command line is read)."""
+    seen: set[tuple[int, int]] = set()
+    for here, dirs, files in os.walk(root, followlinks=True):
+        try:
+            st = os.stat(here)
+        except OSError:  # gone, or a link to nothing: nothing under it to read
+            dirs[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            f = Path(here) / name
+            if not name.startswith(".") and f.is_file():
+                yield f
 
 
 def _once(files: list[Path]) -> list[Path]:
@@ -357,9 +384,11 @@ def _record(
         return
     if isinstance(d, dict) and d.get("id") is not None and str(d["id"]).strip():
         origin = str(d["id"])  # a blank id names nothing: the file and line do
-    yield from _guarded(
-        path, where, index, mod.NAME, lambda: mod.parse_record(d, origin, cfg.domain), d
-    )
+    if mod is agentworldbench:  # worldtrace's export: its manifest is beside the file
+        parse = lambda: agentworldbench.parse_record(d, origin, cfg.domain, path)  # noqa: E731
+    else:
+        parse = lambda: mod.parse_record(d, origin, cfg.domain)  # noqa: E731
+    yield from _guarded(path, where, index, mod.NAME, parse, d)
 
 
 def _unrecognized(path: Path, where: str, d: Any, fmt: str) -> ImportProblem:
@@ -417,19 +446,51 @@ def _records_listed(d: Any, fmt: str) -> str | None:
 
 
 def _by_line(path: Path, cfg: ImportConfig) -> bool:
-    """Whether `path` is read line by line (a JSONL file of records)."""
+    """Whether `path` is read line by line (a JSONL file of records): named as JSONL,
+    unless it is one JSON document over several lines (`pretty_document`)."""
     return (
         _lines_file(path)
         and (cfg.format not in FILE_FORMATS or cfg.format in RECORD_FORMATS)
         and _session(path, cfg) is None
+        and not pretty_document(path)
     )
+
+
+FIRST_LINE_BYTES = 1 << 20
+"""The most of a JSONL file's first line `pretty_document` reads: a pretty-printed
+document's first line is short, a longer one is a record of its own."""
+
+
+@file_cached
+def pretty_document(path: Path) -> bool:
+    """Whether a file named as JSONL is one JSON document over several lines (pretty-
+    printed: `validate` says so, `one_document`): its first non-blank line is no JSON
+    value and its whole text is one. Read whole as a `.json` file is, it imports (its
+    lines, read as records, were each `invalid_json`). Only a regular file of up to
+    SNIFF_BYTES is looked at: a pipe is read once, by the import."""
+    try:
+        if not path.is_file() or path.stat().st_size > SNIFF_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            first = b""
+            while not first.strip():
+                first = fh.readline(FIRST_LINE_BYTES)
+                if not first or len(first) >= FIRST_LINE_BYTES:
+                    return False
+        if _parses(first.decode("utf-8-sig", errors="replace")):
+            return False
+        text = path.read_bytes().decode("utf-8-sig")
+        parse_json(text)
+    except (OSError, ValueError):  # unreadable, not UTF-8, not one JSON document (TooDeep)
+        return False
+    return True
 
 
 def _session(path: Path, cfg: ImportConfig) -> Any:
     """The session format `path` is read whole as (a Claude Code session, a Codex
     rollout or a Gemini CLI session: JSONL of its events), else None: with `--format
-    claude-code` / `codex` / `gemini-cli` (any file), or (auto) a `.jsonl` file whose first
-    lines are that format's (its `sniff`), or a file Claude Code keeps beside its sessions
+    claude-code` / `codex` / `gemini-cli` (any file), or (auto) a regular `.jsonl` file
+    whose first lines are that format's (its `sniff`), or a file Claude Code keeps beside its sessions
     (`claude_code.owns`: it reports or passes over)."""
     if cfg.format in SESSION_FORMATS:
         return SESSION_FORMATS[cfg.format]
@@ -437,8 +498,8 @@ def _session(path: Path, cfg: ImportConfig) -> Any:
         return None
     if claude_code.owns(path):
         return claude_code
-    if not _lines_file(path):
-        return None
+    if not _lines_file(path) or not path.is_file():
+        return None  # a pipe (a fifo named .jsonl) is read once, by line: a sniff took its lines
     return next((m for m in SESSION_FORMATS.values() if m.sniff(path)), None)
 
 
@@ -464,12 +525,37 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
         for n, line in jsonl_text_lines(path):
             yield from _line_items(path, stem, cfg, n, line)
         return
-    data = read_json(path)
+    data, raw = read_document(path)
     if isinstance(data, ImportProblem):
+        if data.message.startswith(LOOKS_LIKE_JSONL) and cfg.format in RECORD_FORMATS:
+            # a record format asked for: JSONL whatever its name (a pipe, `x.log`), read
+            # by line from what was read (a pipe cannot be read twice)
+            for n, line in jsonl_text_lines(path, raw):
+                yield from _line_items(path, stem, cfg, n, line)
+            return
         if data.message.startswith(LOOKS_LIKE_JSONL):
             data = _jsonl_read_whole(data, path, cfg)
         yield "?", 0, data.where, data
         return
+    if _lines_file(path) and pretty_document(path):  # one document named as JSONL
+        yield from (_read_whole(raw, x) for x in _document_items(path, data, cfg, stem))
+        return
+    yield from _document_items(path, data, cfg, stem)
+
+
+def _read_whole(raw: bytes | None, item: Item) -> Item:
+    """An item of a file named as JSONL read as one document (`pretty_document`): its
+    `unrecognized` problem says how it was read, as `validate` says it (`one_document`)."""
+    name, index, where, x = item
+    if not isinstance(x, ImportProblem) or x.kind != "unrecognized":
+        return item
+    lines = len(reading.LINE_END.split((raw or b"").decode(errors="replace").rstrip("\r\n")))
+    why = f"one JSON document over {lines} lines, not JSONL (one record per line), read whole: {x.message}"  # fmt: skip
+    return name, index, where, dataclasses.replace(x, message=why)
+
+
+def _document_items(path: Path, data: Any, cfg: ImportConfig, stem: str) -> Iterator[Item]:
+    """Everything in a file read as one JSON document (`data`)."""
     if cfg.format != "auto":
         mod = FILE_FORMATS.get(cfg.format)
         if mod is not None and cfg.format in RECORD_FORMATS and not mod.detect(path, data):
@@ -505,10 +591,10 @@ def _jsonl_read_whole(problem: ImportProblem, path: Path, cfg: ImportConfig) -> 
         )
     else:
         named = f"a {path.suffix} file" if path.suffix else "a file without a suffix"
-        why = (
-            f"{named} is read as one JSON document, and {looks}: name it "
-            f"{' or '.join(LINE_SUFFIXES)} to read a record per line"
-        )
+        fix = f"name it {' or '.join(LINE_SUFFIXES)}"
+        if not path.is_file():  # a pipe (`/dev/stdin`, `<(...)`) has no name to change
+            fix = f"give its record format (--format {', '.join(RECORD_FORMATS)})"
+        why = f"{named} is read as one JSON document, and {looks}: {fix} to read a record per line"
     return dataclasses.replace(problem, message=why)
 
 
@@ -598,6 +684,12 @@ def _ours(data: dict[str, Any] | list[Any]) -> bool:
     taken for a foreign format."""
     records = data if isinstance(data, list) else [data]
     return any(isinstance(d, dict) and d.get("schema_version") == F.SCHEMA_VERSION for d in records)
+
+
+def stored_path(origin_path: str) -> str:
+    """An origin path as a record stores it (`source.origin_path`): redacted, as
+    `convert` redacts every string of the record."""
+    return redactor().text(origin_path)[0]
 
 
 def _provenance(t: Trajectory, path: str, index: int) -> Trajectory:
@@ -1042,11 +1134,15 @@ class _Run:
         self.cfg, self.report, self.pool = cfg, ImportReport(), pool
         self.sink = Sink(output, cfg.shard_bytes)
         self.origins = {f: path_text(f.resolve()) for f in files}
-        """file -> its `source.origin_path`"""
-        self.present = present_keys(output, self.origins.values())
+        """file -> its origin path, as `convert` is given it"""
+        self.stored = {f: stored_path(origin) for f, origin in self.origins.items()}
+        """file -> its `source.origin_path` as the store holds it: redacted, as every
+        string of a record is (`convert`), so a path holding a secret-shaped name
+        (`out-ghp_...jsonl`) is found present by what the store has, not by its real name"""
+        self.present = present_keys(output, self.stored.values())
         self.held: dict[str, dict[int, dict[str, Held]]] = {}
-        """origin path -> origin index -> what the store holds from there, by id (what
-        `convert` skips, and what `_earlier` reads again)."""
+        """stored origin path -> origin index -> what the store holds from there, by id
+        (what `convert` skips, and what `_earlier` reads again)."""
         for (tid, origin, index), held in self.present.items():
             self.held.setdefault(origin, {}).setdefault(index, {})[tid] = held
         self.options = options_json(cfg)
@@ -1098,7 +1194,7 @@ class _Run:
         copies = claude_code.superseded(files) if self.cfg.format in ("auto", claude_code.NAME) else {}  # fmt: skip
         for path in files:
             origin = self.origins[path]
-            held = self.held.get(origin, {})
+            held = self.held.get(self.stored[path], {})
             if path in copies:  # its conversation is in another file of the run
                 yield path, Part([(claude_code.NAME, 0, "", claude_code.superseded_problem(path, copies[path]))])  # fmt: skip
                 yield path, None
@@ -1161,10 +1257,10 @@ class _Run:
         if c.earlier:  # the store has it, imported with other options
             self.refused.setdefault(path, Counter())[(OPTIONS_DIFFER, c.earlier)] += 1
             self._shards.setdefault((path, c.earlier), set()).add(
-                self.present[(c.same_as, self.origins[path], index)].shard
+                self.present[(c.same_as, self.stored[path], index)].shard
             )
             return False
-        key = (c.tid, self.origins[path], index)
+        key = (c.tid, self.stored[path], index)
         if key in self.present:
             report.present[name] += 1
             return False

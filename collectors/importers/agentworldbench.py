@@ -6,15 +6,30 @@ path part of `task` (e.g. "agentworld/terminal"); origin_id <- `id`; `turn_idx` 
 nobody knows: no turn (`unpaired_call`), never an empty output. Any other type refuses
 the record (`invalid`, naming the field), as do an `id`, `task`, `system_str` or
 `turn_idx` of the wrong type.
+
+A line worldtrace exported (`export --format agentworldbench`: its `worldtrace` key) is
+read back into the record it came from (`_ours`): `system_str` is the system prompt
+export composed (`pipelines/prompt.py`: the task description, then each other part under
+its header), split back into its parts, the simulation instruction worldtrace added
+(told by the sha256 of each domain's instruction in the export's manifest.json beside
+the file) left out, so that an export of the record composes the same prompt again, not
+the instruction twice; `task.instruction` <- the task description; a prompt that is a tool
+call as worldtrace renders one (`name(<sorted JSON arguments>)`) is that call again.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.actions import tool_call
+from worldtrace.schemas.validate import parse_json
 
 from .common import MissingField, build, expected, record_id, warning
 
@@ -36,7 +51,15 @@ def near_miss(d: Any) -> tuple[str, str] | None:
     return None
 
 
-def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
+RECORD = "an object with `prompt` and `response` lists"
+"""What a record is, for the problem of a value that is no object (`--format agentworldbench`)."""
+
+
+def to_trajectory(
+    d: dict[str, Any], origin: str, domain: str | None = None, path: Path | None = None
+):
+    if not isinstance(d, dict):
+        raise expected("record", RECORD, d)
     for key in ("prompt", "response"):
         if key not in d:
             raise MissingField(f"no `{key}` list")
@@ -58,6 +81,11 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
         raise MissingField(
             f"task {task!r}: last path part is not a domain ({', '.join(F.DOMAINS)})"
         )
+    ours = d.get(F.AWB_PROVENANCE)  # worldtrace's own export, imported again
+    if ours is not None and not (
+        isinstance(ours, dict) and isinstance(ours.get("synthetic", False), bool)
+    ):
+        raise expected(F.AWB_PROVENANCE, 'an object {"trajectory_id", "synthetic": bool}', ours)
     kind = "keystrokes" if dom == "terminal" else "text"
     pairs = []
     for i, (a, o) in enumerate(zip(prompts, responses, strict=True)):
@@ -71,12 +99,8 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
         elif not isinstance(o, str):
             raise expected(f"response[{i}]", "a string", o)
         else:
-            pairs.append((Action(kind, a), Observation(o), None))
-    ours = d.get(F.AWB_PROVENANCE)  # worldtrace's own export, imported again
-    if ours is not None and not (
-        isinstance(ours, dict) and isinstance(ours.get("synthetic", False), bool)
-    ):
-        raise expected(F.AWB_PROVENANCE, 'an object {"trajectory_id", "synthetic": bool}', ours)
+            action = (_rendered_call(a) if ours is not None else None) or Action(kind, a)
+            pairs.append((action, Observation(o), None))
     synthetic = bool(ours and ours.get("synthetic"))
     if synthetic:
         yield warning(
@@ -86,20 +110,223 @@ def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
     meta = {"task": task, "turn_idx": d.get("turn_idx")}
     if ours and ours.get("trajectory_id") is not None:
         meta["exported_from"] = ours["trajectory_id"]
-    yield build(
+    system = d.get("system_str") or None
+    parts = _ours(system, dom, pairs, path) if ours is not None and system else None
+    t = build(
         NAME,
         record_id(d, "id") or origin,
         dom,
         pairs,
-        task_description=d.get("system_str") or None,
+        task_description=parts.get("task_description") if parts else system,
+        instruction=parts.get("instruction") if parts else None,
         metadata=meta,
         source_kind=F.SYNTHETIC if synthetic else "import",
     )
+    if parts:
+        t.system.action_space = parts.get("action_space")
+        t.system.initial_state = parts.get("initial_state")
+        t.system.demonstrations = parts.get("demonstrations")
+        t.system.simulation_instruction = parts.get("simulation_instruction")
+        t.conditions = parts.get("conditions")
+    yield t
 
 
 def _ints(value: Any) -> bool:
     return isinstance(value, list) and all(type(i) is int for i in value)
 
 
-def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
-    yield from to_trajectory(d, origin, domain)
+def parse_record(
+    d: Any, origin: str, domain: str | None = None, path: Path | None = None
+) -> Iterator[Any]:
+    """`path`: the file the line is in (the manifest of worldtrace's export beside it
+    tells the instruction export added, `_ours`)."""
+    yield from to_trajectory(d, origin, domain, path)
+
+
+# -- worldtrace's own export, read back ----------------------------------------------------
+
+HEADERS = (
+    ("action_space", "# Action space"),
+    ("initial_state", "# Initial state"),
+    ("demonstrations", "# Demonstrations"),
+    ("conditions", "# Conditions"),
+    ("simulation_instruction", "# Simulation instruction"),
+)
+"""The parts export writes after the task description, in order, under these headers
+(`pipelines.prompt.HEADERS`, which this package may not import: a test holds them equal)."""
+CONDITIONS_INTRO = (
+    "The environment runs under these conditions; every observation must agree with them:"
+)
+"""The line before the conditions (`pipelines.prompt.CONDITIONS_INTRO`)."""
+TEXT_KIND = "text"
+
+
+def _rendered_call(text: str) -> Action | None:
+    """The tool call `text` is when it is one exactly as worldtrace renders a call
+    (`name(<sorted JSON arguments>)`, `schemas.actions.tool_call`); else None."""
+    name, paren, rest = text.partition("(")
+    if not paren or not name or name != name.strip() or any(c.isspace() for c in name):
+        return None
+    if not (rest.startswith("{") and rest.endswith("})")):
+        return None
+    try:
+        args = parse_json(rest[:-1])
+        action = tool_call(name, args) if isinstance(args, dict) else None
+    except ValueError:  # not JSON, too deep, a NaN
+        return None
+    return action if action is not None and action.text == text else None
+
+
+def _ours(
+    system: str, domain: str, pairs: list[Any], path: Path | None
+) -> dict[str, str | None] | None:
+    """The system prompt parts of an exported line's `system_str`, as the record held
+    them: each part export wrote under its header (`HEADERS`) in its field; a part that
+    no value of its field shows so (an action space not written as tools, demonstrations
+    no JSON list) stays in the task description with what precedes it, as it was shown,
+    so that the export composes the same text again. The simulation instruction is the
+    record's own only where it is not the one worldtrace added (`_own_instruction`).
+    None when the text has no part but the task description."""
+    found: dict[str, str] = {}
+    rest = system
+    for name, header in reversed(HEADERS):
+        mark = f"\n\n{header}\n"
+        at = rest.rfind(mark)
+        if at > 0:
+            found[name], rest = rest[at + len(mark) :], rest[:at]
+        elif rest.startswith(header + "\n"):
+            found[name], rest = rest[len(header) + 1 :], ""
+            break
+    if not found:
+        return None
+    values: dict[str, str | None] = {"instruction": rest or None}  # the task, as the record had it
+    shown = [rest] if rest else []  # the task description, and the parts held in it
+    for name, header in HEADERS[:-1]:
+        if name not in found:
+            continue
+        value = _field(name, found[name])
+        shown.append(f"{header}\n{found[name]}")
+        if value is None:  # it and the parts before it: in the task description, as shown
+            values, rest = {"instruction": values["instruction"]}, "\n\n".join(shown)
+        else:
+            values[name] = value
+    values["task_description"] = rest or None
+    if "simulation_instruction" in found:
+        kinds = {a.kind for a, _, _ in pairs}
+        talks = TEXT_KIND in kinds and bool(kinds - {TEXT_KIND})
+        exported = _instructions(path.parent / "manifest.json") if path is not None else None
+        values["simulation_instruction"] = _own_instruction(
+            found["simulation_instruction"], talks, exported.of(domain) if exported else None
+        )
+    return values
+
+
+def _field(name: str, text: str) -> str | None:
+    """A part's text as its field holds it, so that export shows the same text; None
+    when no value of the field is shown so."""
+    if not text or (text != text.strip() and name != "initial_state"):
+        return None
+    if name == "initial_state":
+        return text
+    if name == "demonstrations":
+        try:
+            value = parse_json(text)
+        except ValueError:
+            return None
+        return text if isinstance(value, list) else None
+    if name == "conditions":
+        body = text.removeprefix(CONDITIONS_INTRO + "\n")
+        if body == text or not body.startswith("- "):
+            return None
+        items = body[2:].split("\n- ")
+        return json.dumps(items, ensure_ascii=False) if all(items) else None
+    # the action space: `## name` and what follows, per tool
+    if not text.startswith("## "):
+        return None
+    tools = []
+    for block in text[3:].split("\n\n## "):
+        tool_name, _, description = block.partition("\n")
+        if not tool_name or tool_name != tool_name.strip() or description != description.strip():
+            return None
+        tools.append({"name": tool_name, "description": description} if description else {"name": tool_name})  # fmt: skip
+    return json.dumps(tools, ensure_ascii=False, sort_keys=True)
+
+
+def _own_instruction(
+    text: str, talks: bool, exported: tuple[str | None, str | None] | None
+) -> str | None:
+    """The record's own simulation instruction in the one export wrote (`text`): None when
+    it is worldtrace's instruction for the domain (and, when the agent talks to its user,
+    the one for those turns after it: `pipelines.prompt.SystemPrompt.simulation`), told by
+    the sha256 of each in the export's manifest (`exported`); what follows worldtrace's
+    when it is followed by the record's own. Without the manifest, the text itself."""
+    if exported is None:
+        return text
+    mine, turns = exported
+    if not talks:
+        return None if _sha(text) == mine else text
+    for at in _breaks(text):
+        if _sha(text[:at]) != mine:
+            continue
+        rest = text[at + 2 :]
+        if _sha(rest) == turns:
+            return None
+        for cut in _breaks(rest):
+            if _sha(rest[:cut]) == turns:
+                return rest[cut + 2 :] or None
+    return text
+
+
+def _breaks(text: str) -> Iterator[int]:
+    """Each place of a blank line ("\\n\\n") in `text`, where export joins parts."""
+    at = text.find("\n\n")
+    while at >= 0:
+        yield at
+        at = text.find("\n\n", at + 1)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+MANIFEST_BYTES = 1 << 20
+
+
+def _instructions(manifest: Path) -> _Exported | None:
+    """The sha256 of the instructions an AgentWorldBench export added, from its manifest;
+    None when there is none (or it is not an AgentWorldBench export's)."""
+    try:
+        st = manifest.stat()
+    except OSError:
+        return None
+    return _cached(str(manifest), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached(manifest: str, mtime_ns: int, size: int) -> _Exported | None:
+    """Read once while the file is unchanged: every line of the export asks."""
+    if size > MANIFEST_BYTES:
+        return None
+    try:
+        data = parse_json(Path(manifest).read_bytes().decode())
+    except (OSError, ValueError):  # not UTF-8, not JSON: not ours
+        return None
+    described = data.get("simulation_instructions") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("format") != NAME or not isinstance(described, dict):
+        return None
+    by_domain = described.get("sha256")
+    turns = described.get("text_turns_sha256")
+    if not isinstance(by_domain, dict):
+        return None
+    return _Exported(by_domain, turns if isinstance(turns, str) else None)
+
+
+class _Exported:
+    """The sha256 of the instructions an export added, by domain."""
+
+    def __init__(self, by_domain: dict[str, Any], turns: str | None):
+        self.by_domain, self.turns = by_domain, turns
+
+    def of(self, domain: str) -> tuple[str | None, str | None]:
+        mine = self.by_domain.get(domain)
+        return (mine if isinstance(mine, str) else None, self.turns)

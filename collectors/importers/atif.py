@@ -7,8 +7,10 @@ makes no turn, `unpaired_call`: what it answered is unknown; a result for no cal
 step is not imported: `unpaired_result`). Results without a source_call_id answer their
 own step's calls (those without a tool_call_id, if any): one each by position when there
 are as many and no result has an id, else joined, the last of those calls (Terminus-2's
-screen after all the step's keystrokes; the earlier calls were answered with it: empty,
-no warning). A result with no content that refers to a subagent's trajectory
+screen after all the step's keystrokes); the earlier calls have no output of their own:
+what each printed is unknown, so each makes no turn (`unpaired_call`), as any call
+without a result (before, each was a turn with an empty observation, trained as "printed
+nothing"). A result with no content that refers to a subagent's trajectory
 (subagent_trajectory_ref) has the refs' `extra.summary` as its text; that trajectory is
 not imported (`subagent_not_imported`). The step's message and reasoning_content go to
 the `reasoning` of the first of its calls that makes a turn (a first call left
@@ -117,6 +119,8 @@ def detect(path: Path, head: Any) -> bool:
 
 
 def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
+    if not isinstance(data, dict):  # `--format atif` on a list, a number...
+        raise expected("record", "an object with a `steps` list", data)
     version = str(data.get("schema_version", ""))
     if not version.startswith(KNOWN_MAJOR):
         yield ImportProblem(
@@ -249,6 +253,17 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             except InvalidField as exc:  # the message names the field
                 yield ImportProblem(str(path), "", "invalid", str(exc))
                 return
+            if not answers[k] and k in together:  # the step's screen is the last call's
+                yield ImportProblem(
+                    str(path),
+                    f"steps[{n}].tool_calls[{k}]",
+                    "unpaired_call",
+                    f"no result of its own for call {cid!r} ({name}): the step's results"
+                    f" without a source_call_id answer tool_calls[{max(together)}], the last"
+                    " of the calls they answer; what this one printed is unknown; no turn",
+                    fatal=False,
+                )
+                continue
             text = "\n".join(texts)
             obs = timed_out(text, truncated=cut) if killed else Observation(text, truncated=cut)
             read = _agent_answer(

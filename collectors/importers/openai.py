@@ -165,7 +165,7 @@ def bare_messages(d: Any) -> bool:
     return isinstance(d, list) and any(_is_item(m) for m in d[:3])
 
 
-def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProblem]]:
+def _from_items(items: list[Any], key: Places) -> tuple[list[Any], list[ImportProblem]]:
     """Responses API items as chat messages, one for one (`key[n]` stays item n): a
     `function_call` is an assistant call (consecutive ones, and one right after an
     assistant message, join that message as parallel calls; their own places become
@@ -189,7 +189,8 @@ def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProbl
             caller = m if isinstance(m, dict) and m.get("role") == "assistant" else None
             out.append(m)
         elif kind in ("function_call", "custom_tool_call"):
-            call: dict[str, Any] = {"id": it.get("call_id") or it.get("id"), "_at": f"{key}[{n}]"}
+            own = "call_id" if it.get("call_id") is not None else "id"
+            call: dict[str, Any] = {"id": call_id(it, own, key(n)), "_at": key(n)}
             if kind == "custom_tool_call":  # a free-form tool: its input is text
                 call |= {
                     "type": "custom",
@@ -213,6 +214,7 @@ def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProbl
                     "tool_call_id": it.get("call_id"),
                     "content": it.get("output"),
                     "status": it.get("status"),
+                    FIELDS: ITEM_FIELDS,
                 }
             )
             caller = None
@@ -226,6 +228,37 @@ def _from_items(items: list[Any], key: str) -> tuple[list[Any], list[ImportProbl
             out.append(None)
             caller = None
     return out, problems
+
+
+def _has_items(msgs: list[Any]) -> bool:
+    """Whether a list of messages holds Responses API items (`_from_items`)."""
+    return any(isinstance(m, dict) and m.get("type") in RESPONSES_ITEMS for m in msgs)
+
+
+class Places:
+    """Where message `n` of the list a record is read from is in the file, as problems
+    name it: `key[n]`; past a request's `input`, the response's `output[n - len(input)]`
+    (`inputs`: the input's length); a bare list's items `[n]` (key "")."""
+
+    def __init__(self, key: str, inputs: int | None = None):
+        self.key, self.inputs = key, inputs
+
+    def __call__(self, n: int) -> str:
+        if self.inputs is not None and n >= self.inputs:
+            return f"output[{n - self.inputs}]"
+        return f"{self.key}[{n}]"
+
+
+FIELDS = "\0fields"
+"""The key of a message converted from a Responses API item that names its fields as the
+item has them (its `content` is the item's `output`...): problems name the file's fields."""
+ITEM_FIELDS = {"content": "output", "tool_call_id": "call_id"}
+"""A `function_call_output`'s fields, by the names of the `tool` message made of it."""
+
+
+def _field(m: dict[str, Any], name: str) -> str:
+    """Message `m`'s field `name` as the file names it (`FIELDS`)."""
+    return m.get(FIELDS, {}).get(name, name)
 
 
 def _shape_problem(msgs: Any, key: str) -> str:
@@ -377,9 +410,9 @@ def _name(holder: dict[str, Any], there: str, field_: str) -> str:
     return name
 
 
-def _place(key: str, n: int, block: int | None) -> str:
+def _place(key: Places, n: int, block: int | None) -> str:
     """Where a result is: a message `key[n]`, or its content block `key[n].content[k]`."""
-    return f"{key}[{n}]" if block is None else f"{key}[{n}].content[{block}]"
+    return key(n) if block is None else f"{key(n)}.content[{block}]"
 
 
 STATUSES = {
@@ -405,7 +438,7 @@ def _error(r: dict[str, Any], at: str) -> bool:
     return bool(flag) or STATUSES.get(_status(r), False)
 
 
-def _unknown_statuses(c: _Call, key: str) -> Iterator[ImportProblem]:
+def _unknown_statuses(c: _Call, key: Places) -> Iterator[ImportProblem]:
     """A warning for each result of call `c` whose `status` is none of the known ones: it
     is not read as an error, and that reading is said, not silent."""
     for n, k, r in c.results:
@@ -418,7 +451,7 @@ def _unknown_statuses(c: _Call, key: str) -> Iterator[ImportProblem]:
 
 
 def _results(
-    m: dict[str, Any], key: str, n: int
+    m: dict[str, Any], key: Places, n: int
 ) -> list[tuple[Any, Any, int | None, dict[str, Any]]]:
     """(call id, tool name, block index or None, the result) of each result in message
     `m` (`key[n]`, where a bad id is named): a `tool` message is one (None), a user
@@ -426,7 +459,8 @@ def _results(
     if m.get("role") in RESULT_ROLES:
         cid = m.get("tool_call_id")
         if cid is not None and cid.__class__ is not str:  # the place is said only then
-            cid = call_id(m, "tool_call_id", _place(key, n, None))
+            named = _field(m, "tool_call_id")
+            cid = call_id({named: cid}, named, _place(key, n, None))
         return [(cid, m.get("name"), None, m)]
     out = []
     for k, b in _blocks(m, "tool_result"):
@@ -437,7 +471,7 @@ def _results(
     return out
 
 
-def _later_ids(msgs: list[Any], n: int, k: int | None, key: str) -> Counter[Any]:
+def _later_ids(msgs: list[Any], n: int, k: int | None, key: Places) -> Counter[Any]:
     """The call ids the results after result `k` of message `n` name (up to the next
     assistant message that makes calls, which closes the open calls), each counted."""
     later: Counter[Any] = Counter()
@@ -469,7 +503,7 @@ def _unclaimed(open_calls: list[_Call], later: Counter[Any]) -> list[_Call]:
     return free
 
 
-def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], list[ImportProblem]]:
+def pair_calls(msgs: list[Any], key: Places) -> tuple[list[_Call], list[ImportProblem]]:
     """Every tool call in order, each with the results that answer it (`msgs` as the
     record has them, under `key`: problems name `key[n]`; non-messages are skipped)."""
     calls: list[_Call] = []
@@ -488,7 +522,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 n,
             )
             open_calls = []
-            for cid, name, arguments, at in _calls(m, f"{key}[{n}]"):
+            for cid, name, arguments, at in _calls(m, key(n)):
                 c = _Call(cid, name, arguments, reasoning, at=at, msg=n)
                 calls.append(c)
                 open_calls.append(c)
@@ -502,7 +536,7 @@ def pair_calls(msgs: list[Any], key: str = "messages") -> tuple[list[_Call], lis
                 elif open_calls:
                     free = _unclaimed(open_calls, _later_ids(msgs, n, k, key))
                     named = [c for c in free if name and c.name == name]
-                    field_ = "tool_call_id" if k is None else "tool_use_id"
+                    field_ = _field(result, "tool_call_id") if k is None else "tool_use_id"
                     if not free:
                         problems.append(
                             warning(
@@ -577,26 +611,27 @@ def _speaks(m: dict[str, Any]) -> bool:
     return not _makes_calls(m) and bool(_said(m))
 
 
-def _not_imported(key: str, n: int, what: str) -> ImportProblem:
-    return warning("message_not_imported", f"{key}[{n}]: {what}; not imported")
+def _not_imported(key: Places, n: int, what: str) -> ImportProblem:
+    return warning("message_not_imported", f"{key(n)}: {what}; not imported")
 
 
-def _unknown(c: _Call, key: str) -> ImportProblem | None:
+def _unknown(c: _Call, key: Places) -> ImportProblem | None:
     """The warning for call `c` when a `tool` message answered it with null content: what
     the tool answered is unknown, so the call makes no turn (an empty output would pose as
     what it printed). Anthropic's `tool_result` may leave `content` out: that is empty."""
-    null = next(((n, k) for n, k, r in c.results if k is None and r.get("content") is None), None)
+    null = next(((n, r) for n, k, r in c.results if k is None and r.get("content") is None), None)
     if null is None:
         return None
+    n, r = null
     return warning(
         "unpaired_call",
-        f"{_place(key, *null)}.content: null, the answer to call {c.id!r} ({c.name}) is"
+        f"{key(n)}.{_field(r, 'content')}: null, the answer to call {c.id!r} ({c.name}) is"
         " unknown; no turn",
     )
 
 
 def _turn(
-    c: _Call, turn: int, key: str, parts: NonText, first: bool
+    c: _Call, turn: int, key: Places, parts: NonText, first: bool
 ) -> tuple[Action, Observation, str | None]:
     """Call `c` as turn `turn`: its action, its results as the observation, and, when it
     is the `first` turn its assistant message makes, the message's reasoning (an earlier
@@ -604,7 +639,10 @@ def _turn(
     `parts`."""
     action = tool_action(c.name, c.arguments, c.at)
     text = "\n".join(
-        parts.text(r.get("content"), f"turn {turn} observation ({_place(key, n, k)}.content)")
+        parts.text(
+            r.get("content"),
+            f"turn {turn} observation ({_place(key, n, k)}.{_field(r, 'content')})",
+        )
         for n, k, r in c.results
     )
     error = [_error(r, _place(key, n, k)) for n, k, r in c.results]
@@ -612,12 +650,12 @@ def _turn(
     if not first:
         return action, observation, None
     content, reasoning, thinking, n = c.reasoning
-    said = parts.text(content, f"turn {turn} reasoning ({key}[{n}].content)")
+    said = parts.text(content, f"turn {turn} reasoning ({key(n)}.content)")
     return action, observation, join_reasoning(reasoning, thinking, said)
 
 
 def _exchange(
-    x: Said, msgs: list[Any], turn: int, key: str, parts: NonText
+    x: Said, msgs: list[Any], turn: int, key: Places, parts: NonText
 ) -> tuple[Action, Observation, str | None]:
     """What the agent said as turn `turn`'s action, the user's replies as its observation,
     its reasoning_content and thinking blocks as reasoning."""
@@ -626,7 +664,7 @@ def _exchange(
     reasoning = reasoning if isinstance(reasoning, str) else None
     thinking = _thinking(m)
     return x.turn(
-        lambda n: (_said(msgs[n]), f"{key}[{n}].content"),
+        lambda n: (_said(msgs[n]), f"{key(n)}.content"),
         turn,
         parts,
         join_reasoning(reasoning, thinking) if thinking else reasoning,
@@ -671,7 +709,8 @@ def _user_script(info: Any) -> str | None:
 
 
 def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
-    key, msgs = "messages", d  # a bare list of messages
+    key: Any = "messages"
+    msgs = d  # a bare list of messages
     logged: list[ImportProblem] = []
     if (req := _request(d)) is not None:  # its request's fields, then the record's own
         d = {**req, **{k: v for k, v in d.items() if k != "request"}}
@@ -683,19 +722,22 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
                 raise InvalidField(_shape_problem(d[present[0]], present[0]))
             raise MissingField("no `messages` (or `traj`) list")
         msgs = d[key]
+        inputs = None
         if key == "input" and isinstance(d.get("output"), list):  # a response with its request
-            msgs = [*msgs, *d["output"]]  # output[k] is input[len(input) + k] in problems
+            msgs, inputs = [*msgs, *d["output"]], len(msgs)  # named output[k] in problems
         msgs, logged = _answered(d, msgs, key) if isinstance(msgs, list) else (msgs, [])
-        key = f"request.{key}" if req is not None else key
-    if not isinstance(msgs, list):
-        raise MissingField("no `messages` (or `traj`) list")
+        key = Places(f"request.{key}" if req is not None else key, inputs)
+    else:  # a bare list: a list of Responses items names its items `[n]`, as the file has them
+        key = Places("" if isinstance(msgs, list) and _has_items(msgs) else "messages")
+    if not isinstance(msgs, list):  # `--format openai` on a number, a string
+        raise expected("record", "an object with a `messages` list, or a list of messages", msgs)
     for n, m in enumerate(msgs):  # passed over, a message could take a result or the task
         if not isinstance(m, dict):
-            raise expected(f"{key}[{n}]", "an object", m)
+            raise expected(key(n), "an object", m)
         if not isinstance(m.get("role"), str | None):
-            raise expected(f"{key}[{n}].role", "a string", m["role"])
+            raise expected(f"{key(n)}.role", "a string", m["role"])
     items: list[ImportProblem] = []
-    if any(m.get("type") in RESPONSES_ITEMS for m in msgs):
+    if _has_items(msgs):
         msgs, items = _from_items(msgs, key)
     calls, problems = pair_calls(msgs, key)
     problems = [*logged, *items, *problems]
@@ -723,11 +765,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
             pairs.append(_exchange(e, msgs, turn, key, parts))
     numbered = [(n, m) for n, m in enumerate(msgs) if isinstance(m, dict)]
     task = next(
-        (
-            parts.text(_said(m), f"task ({key}[{n}].content)")
-            for n, m in numbered
-            if _role(m) == USER
-        ),
+        (parts.text(_said(m), f"task ({key(n)}.content)") for n, m in numbered if _role(m) == USER),
         None,
     )
     rec = d if isinstance(d, dict) else {}
@@ -736,11 +774,11 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     if first is not None and first.get("content") is None:  # unknown, never the empty prompt
         yield warning(
             "message_not_imported",
-            f"{key}[{at}].content: null, the system prompt is unknown (no"
+            f"{key(at)}.content: null, the system prompt is unknown (no"
             " agent_system_prompt); not imported",
         )
     elif first is not None:
-        system = parts.text(first.get("content"), f"system prompt ({key}[{at}].content)")
+        system = parts.text(first.get("content"), f"system prompt ({key(at)}.content)")
     elif rec.get("system"):  # Anthropic's: a string or text blocks
         system = parts.text(rec["system"], "system prompt (system)")
     yield from parts.warnings()
@@ -764,7 +802,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
         metadata={
             "agent_system_prompt": system,
             "final_message": last
-            and parts.text(_said(msgs[last.at]), f"final message ({key}[{last.at}].content)"),
+            and parts.text(_said(msgs[last.at]), f"final message ({key(last.at)}.content)"),
             "model": model,  # a gateway's model object too (no agent model is read from it)
             "trial": trial,
             "info": info,
@@ -774,7 +812,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     yield traj
 
 
-def _unknown_roles(msgs: list[Any], key: str) -> Iterator[ImportProblem]:
+def _unknown_roles(msgs: list[Any], key: Places) -> Iterator[ImportProblem]:
     """A warning for each message of a role this format does not have (none of ROLES or
     RESULT_ROLES): it is not imported. Roles are matched as OpenAI writes them, lower
     case; an `Assistant` is named with that hint, never guessed."""

@@ -16,6 +16,7 @@ readers' (`schemas/text.py`).
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -122,10 +123,21 @@ LOOKS_LIKE_JSONL, NOT_ONE_DOCUMENT = "the file looks like JSONL", ", not one JSO
 def read_json(path: Path) -> Any | ImportProblem:
     """The parsed file, or the problem that stops it (unreadable, not UTF-8, empty,
     invalid). A leading UTF-8 byte order mark is passed over."""
+    return read_document(path)[0]
+
+
+def read_document(path: Path) -> tuple[Any | ImportProblem, bytes | None]:
+    """`read_json`, and the bytes it read (None: unreadable): a pipe (`/dev/stdin`) is
+    read once, and a file that turns out to be JSONL is read by line from them
+    (`jsonl_text_lines`)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
-        return _problem(path, "", "unreadable", exc.strerror or str(exc))
+        return _problem(path, "", "unreadable", exc.strerror or str(exc)), None
+    return _parsed(path, data), data
+
+
+def _parsed(path: Path, data: bytes) -> Any | ImportProblem:
     if (problem := _unreadable_start(path, data[:_HEAD])) is not None:
         return problem
     text = _decoded(path, data.removeprefix(codecs.BOM_UTF8), 1)
@@ -159,14 +171,16 @@ def _jsonl(text: str, extra: int) -> bool:
         return False
 
 
-def jsonl_text_lines(path: Path) -> Iterator[tuple[int, str | ImportProblem]]:
+def jsonl_text_lines(
+    path: Path, data: bytes | None = None
+) -> Iterator[tuple[int, str | ImportProblem]]:
     """(line number, text) of each non-blank line, streamed; a line that is not UTF-8 as
     its problem; a read error part way, a file without any line, or one that is not text
     (`_unreadable_start`) ends it with a problem instead. Lines end at `\\n`, `\\r\\n` or
-    a bare `\\r` (LINE_END)."""
+    a bare `\\r` (LINE_END). `data`: the file's bytes, read already (`read_document`)."""
     seen = False
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb") if data is None else io.BytesIO(data) as fh:
             for n, raw in enumerate(T.byte_lines(fh), 1):
                 if n == 1:
                     if (problem := _unreadable_start(path, raw[:_HEAD])) is not None:

@@ -289,6 +289,8 @@ def _results(
 
 
 def to_trajectory(d: dict[str, Any], origin: str, domain: str | None = None):
+    if not isinstance(d, dict):  # `--format sharegpt` on a list, a number...
+        raise expected("record", "an object with a `conversations` list", d)
     if "conversations" not in d:
         raise MissingField("no `conversations` list")
     if not isinstance(d["conversations"], list):

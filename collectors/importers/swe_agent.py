@@ -453,6 +453,8 @@ def _from_history(history: list[Any], parts: NonText) -> Iterator[Any]:
 
 
 def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
+    if not isinstance(d, dict):  # `--format swe-agent` on a list, a number...
+        raise expected("record", "an object with a `trajectory` or `history` list", d)
     for key in ("trajectory", "history"):
         if d.get(key) is not None and not isinstance(d[key], list):
             raise expected(key, "a list", d[key])

@@ -402,9 +402,11 @@ def test_responses_api_items_are_calls_results_and_reasoning(tmp_path, shape):
         ('cat({"path": "a.txt"})', "A", "Reading both."),  # parallel calls, answered by id
         ('cat({"path": "b.txt"})', "B", None),
     ]
-    key = "input" if shape == "input and output" else "messages"
+    # named as in the file (hunt 12-06b: a bare list's and the output's items were named
+    # as the converted `messages`, an output item by its place in input + output)
+    key = {"messages": "messages[9]", "bare list": "[9]", "input and output": "output[5]"}[shape]
     assert [p.message for p in problems] == [
-        f'{key}[9]: a Responses API item of type "web_search_call"; not imported'
+        f'{key}: a Responses API item of type "web_search_call"; not imported'
     ]
     assert t.task.instruction == "list files" and t.metadata["final_message"] == "A, B."
     assert validate_dict(t.to_dict()) == []

@@ -187,16 +187,18 @@ def test_atif_agents_read_their_own_way_make_no_turn_of_an_unanswered_call(tmp_p
         ], agent
 
 
-def test_atif_calls_answered_together_stay_turns(tmp_path):
-    """Terminus-2's one result without a call id answers all the step's calls: the earlier
-    ones were answered with it (empty, no warning), as before."""
+def test_atif_calls_answered_together_leave_the_earlier_ones_unpaired(tmp_path):
+    """Terminus-2's one result without a call id is the screen after all the step's calls:
+    it answers the last; what the earlier ones printed is unknown, so they make no turn
+    (`unpaired_call`; until 12-06b each was a turn answered "" and trained as printing
+    nothing)."""
     s = {"step_id": 2, "source": "agent", "message": "",
          "tool_calls": [{"tool_call_id": f"k{i}", "function_name": "bash_command",
                          "arguments": {"keystrokes": k}} for i, k in enumerate(["cd /\n", "ls\n"])],
          "observation": {"results": [{"content": "bin etc"}]}}  # fmt: skip
     r, got = import_written(tmp_path, "trajectory.json", atif("terminus-2", s))
-    assert [x.observation.text for x in got["s1"].turns] == ["", "bin etc"]
-    assert found(r, "unpaired_call") == []
+    assert [x.observation.text for x in got["s1"].turns] == ["bin etc"]
+    assert len(found(r, "unpaired_call")) == 1
 
 
 def test_atif_unanswered_call_arguments_are_checked_and_no_turn_is_empty(tmp_path):
