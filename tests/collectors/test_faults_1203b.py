@@ -81,9 +81,8 @@ def killed_mid_episode(docker_engine, env: dict[str, str], job: Path) -> tuple[s
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_a_damaged_journal_is_set_aside_with_a_warning_and_its_episode_rerun(
-    docker_engine, wt_env, tmp_path, damage
+    docker_engine, wt_env, tmp_path
 ):
     """Found: one line that did not parse anywhere in a journal ended its reading
     (`break`, meant for the torn last line of a crash): the resume published `incomplete
@@ -91,47 +90,61 @@ def test_a_damaged_journal_is_set_aside_with_a_warning_and_its_episode_rerun(
     unreadable journal was renamed `.bad` silently and the episode rerun under the same
     attempt number (`t-e0-a1.parquet` beside `t-e0-a1.journal.jsonl.bad`); an empty one
     was deleted, although docs/collect.md says such a journal is never deleted. Only a
-    torn last line is left out."""
+    torn last line is left out.
+
+    Every damage of `DAMAGE` in one store, each its own killed run (a job id of its own)
+    resumed on its own: one `doctor` then lists every set-aside journal (it checks the
+    whole machine, seconds a run)."""
     job = tmp_path / "jr.yaml"
     job.write_text(json.dumps(NAPPING))
-    job_id, journal = killed_mid_episode(docker_engine, wt_env, job)
-    damaged = DAMAGE[damage](journal.read_text())
-    journal.write_text(damaged)
+    set_aside: dict[str, tuple[str, Path, str]] = {}
+    for damage in sorted(DAMAGE):
+        job_id, journal = killed_mid_episode(docker_engine, wt_env, job)
+        damaged = DAMAGE[damage](journal.read_text())
+        journal.write_text(damaged)
 
-    r = wt({**wt_env, "WT_NAP": "0"}, "collect", str(job), "--resume", job_id)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr
-    out = journal.parent.parent
-    got = {(t.source.episode_id, t.source.attempt): t for t in read_records(out)}
-    aside = journal.with_name(journal.name + ".bad")
-    if damage == "torn-last":  # the crash's own: published as it stood, without it
-        assert "warning" not in r.stderr, r.stderr
-        assert not aside.exists() and not journal.exists()
-        assert [len(got[("t-e0", 1)].turns), got[("t-e0", 1)].outcome.status] == [2, "incomplete"]
-        assert " t-e0 attempt 1: incomplete (2 turns)" in r.stdout, r.stdout
-        assert got[("t-e0", 2)].outcome.status == "success"
-        return
-    # kept, as it was, and said: file, (line) and why, where it went, what runs next
-    assert not journal.exists() and aside.read_text() == damaged
-    [line] = [ln for ln in r.stderr.splitlines() if str(journal) in ln]
-    assert line.startswith(f"warning: {journal}: journal "), line
-    assert f"set aside as {aside.name}" in line and "t-e0 runs again as attempt 2" in line
-    why = {
-        "middle": "journal line 2 is unreadable (not JSON: ",
-        "empty": "journal is empty: no header",
-        "no-kind": "journal line 1 has no kind",
-    }[damage]
-    assert why in line, line
-    # the rerun takes a new number: nothing published under the set-aside attempt's
-    assert sorted(got) == [("t-e0", 2)], sorted(got)
-    assert not (out / "t-e0-a1.parquet").exists()
-    assert len(got[("t-e0", 2)].turns) == 3 and got[("t-e0", 2)].outcome.status == "success"
+        r = wt({**wt_env, "WT_NAP": "0"}, "collect", str(job), "--resume", job_id)
+        assert r.returncode == 0, (damage, r.stdout + r.stderr)
+        assert "Traceback" not in r.stderr, (damage, r.stderr)
+        out = journal.parent.parent
+        got = {(t.source.episode_id, t.source.attempt): t for t in read_records(out)}
+        aside = journal.with_name(journal.name + ".bad")
+        if damage == "torn-last":  # the crash's own: published as it stood, without it
+            assert "warning" not in r.stderr, (damage, r.stderr)
+            assert not aside.exists() and not journal.exists(), damage
+            t1 = got[("t-e0", 1)]
+            assert [len(t1.turns), t1.outcome.status] == [2, "incomplete"], damage
+            assert " t-e0 attempt 1: incomplete (2 turns)" in r.stdout, (damage, r.stdout)
+            assert got[("t-e0", 2)].outcome.status == "success", damage
+            continue
+        # kept, as it was, and said: file, (line) and why, where it went, what runs next
+        assert not journal.exists() and aside.read_text() == damaged, damage
+        [line] = [ln for ln in r.stderr.splitlines() if str(journal) in ln]
+        assert line.startswith(f"warning: {journal}: journal "), (damage, line)
+        assert f"set aside as {aside.name}" in line, (damage, line)
+        assert "t-e0 runs again as attempt 2" in line, (damage, line)
+        why = {
+            "middle": "journal line 2 is unreadable (not JSON: ",
+            "empty": "journal is empty: no header",
+            "no-kind": "journal line 1 has no kind",
+        }[damage]
+        assert why in line, (damage, line)
+        # the rerun takes a new number: nothing published under the set-aside attempt's
+        assert sorted(got) == [("t-e0", 2)], (damage, sorted(got))
+        assert not (out / "t-e0-a1.parquet").exists(), damage
+        t2 = got[("t-e0", 2)]
+        assert len(t2.turns) == 3 and t2.outcome.status == "success", damage
+        set_aside[damage] = (job_id, aside, damaged)
+    assert sorted(set_aside) == ["empty", "middle", "no-kind"]
     doc = wt(wt_env, "doctor")
-    assert str(aside) in doc.stdout + doc.stderr  # listed, for a person to look at
-    # a second resume has nothing left to do, and leaves the set-aside journal alone
-    again = wt({**wt_env, "WT_NAP": "0"}, "collect", str(job), "--resume", job_id)
-    assert again.returncode == 0 and "nothing left to run" in again.stdout, again.stdout
-    assert aside.read_text() == damaged and "warning" not in again.stderr
+    for damage, (_, aside, _) in set_aside.items():  # listed, for a person to look at
+        assert str(aside) in doc.stdout + doc.stderr, (damage, doc.stdout + doc.stderr)
+    for damage, (job_id, aside, damaged) in set_aside.items():
+        # a second resume has nothing left to do, and leaves the set-aside journal alone
+        again = wt({**wt_env, "WT_NAP": "0"}, "collect", str(job), "--resume", job_id)
+        assert again.returncode == 0, (damage, again.stdout + again.stderr)
+        assert "nothing left to run" in again.stdout, (damage, again.stdout)
+        assert aside.read_text() == damaged and "warning" not in again.stderr, damage
 
 
 # -- F4: `import` killed under its worker processes -----------------------------------
@@ -201,12 +214,13 @@ def gone(procs: list[psutil.Process]) -> bool:
     return all(ended(p) for p in procs)
 
 
-@pytest.fixture
-def big_input(tmp_path: Path) -> Path:
-    """About 24 MB of records in 3 files: an import of several seconds on 2 workers."""
-    d = tmp_path / "in"
+@pytest.fixture(scope="module")
+def big_input(tmp_path_factory) -> Path:
+    """About 28 MB of records in 2 files: an import of several seconds on 2 workers (it is
+    killed at its first progress line), written once: the imports only read them."""
+    d = tmp_path_factory.mktemp("big") / "in"
     d.mkdir()
-    for k in range(3):
+    for k in range(2):
         openai_records(d / f"f{k}.jsonl", 8000, seed=k)
     return d
 
@@ -240,4 +254,4 @@ def test_import_killed_by_pid_leaves_no_worker_behind(wt_env, big_input, sig):
         return
     again = wt(wt_env, "import", str(big_input))
     assert again.returncode == 0, again.stderr
-    assert sum(1 for _ in read_records(store / "raw")) == 24000
+    assert sum(1 for _ in read_records(store / "raw")) == 16000

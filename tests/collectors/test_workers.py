@@ -55,6 +55,15 @@ def running_mid_episode(js, store, job_id):
     return None
 
 
+def mid_episode_job(repo, episodes: int) -> dict:
+    """`slow_job`'s episodes of two steps, the first done at once (`true`), the second a
+    `sleep 2`: an attempt is mid-episode (a finished step in its journal, still running)
+    for the two seconds of the second."""
+    job = slow_job(repo, episodes=episodes, steps=2)
+    job["tasks"][0]["actions"][0] = {"tool": "bash", "arguments": {"command": "true"}}
+    return job
+
+
 def one_trajectory_per_episode(store, job_id, episodes):
     trajs = [t for t in read_records(store.raw) if t.source.job_id == job_id]
     assert Counter(t.source.episode_id for t in trajs) == {f"t-e{i}": 1 for i in range(episodes)}
@@ -70,7 +79,8 @@ def test_two_workers_do_every_episode_once(docker_engine, store, wt_env, jobs_ur
     a = start_worker(wt_env, jobs_url, "--concurrency", "2", "--forever")
     b = start_worker(wt_env, jobs_url, "--concurrency", "2", "--forever")
     wait_until(lambda: len(js.workers(60)) == 2, timeout=60, what="both workers registered")
-    job_id = submit(wt_env, jobs_url, tmp_path, slow_job(repo, episodes=10))
+    # steps of `sleep 1`: the episodes still overlap on both workers' four slots
+    job_id = submit(wt_env, jobs_url, tmp_path, slow_job(repo, episodes=10, command="sleep 1"))
     wait_until(
         lambda: js.job(job_id)["status"] == "succeeded", timeout=120, what="the job to finish"
     )
@@ -92,7 +102,7 @@ def test_a_stopped_worker_is_replaced(docker_engine, store, wt_env, jobs_url, tm
     """SIGKILL: the next worker removes A's containers and redoes the lost attempt.
     SIGTERM: A gives its episode back and removes its containers itself."""
     js = open_job_store(jobs_url)
-    job_id = submit(wt_env, jobs_url, tmp_path, slow_job(repo, episodes=2, steps=2))
+    job_id = submit(wt_env, jobs_url, tmp_path, mid_episode_job(repo, episodes=2))
     a = start_worker(wt_env, jobs_url, "--lease", "60")  # expiry is not what saves us here
     lease = wait_until(lambda: running_mid_episode(js, store, job_id), what="A mid-episode")
     containers = owned_containers(lease.worker, docker_engine)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import struct
 
 import numpy as np
@@ -27,6 +28,20 @@ def do_export(store, out, **kw):
     return export(cfg)
 
 
+@pytest.fixture(scope="module")
+def tok():
+    """The export's tokenizer, loaded once for the checks that read it."""
+    return load_tokenizer(TOKENIZER)
+
+
+@pytest.fixture(scope="module")
+def default_export(processed, tmp_path_factory):
+    """(directory, manifest) of `processed` exported with the defaults, once: the tests
+    that only read a default export share it (one that changes it works on a copy)."""
+    out = tmp_path_factory.mktemp("default") / "e"
+    return out, do_export(processed, out)
+
+
 def rows(out):
     return [r for f in sorted(out.glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
 
@@ -35,10 +50,10 @@ def by_id(store):
     return {t.trajectory_id: t for t in read_records(store.table("trajectories"))}
 
 
-def test_decode_reproduces_rendered_text_and_mask_only_in_kept_observations(processed, tmp_path):
-    out = tmp_path / "e"
-    m = do_export(processed, out)
-    tok = load_tokenizer(TOKENIZER)
+def test_decode_reproduces_rendered_text_and_mask_only_in_kept_observations(
+    processed, default_export, tok
+):
+    out, m = default_export
     trajs = by_id(processed)
     assert m["counts"]["samples"] == len(trajs)
     for r in rows(out)[:150]:
@@ -59,10 +74,9 @@ def test_decode_reproduces_rendered_text_and_mask_only_in_kept_observations(proc
         assert sum(r["loss_mask"]) == r["num_loss_tokens"]
 
 
-def test_only_observation_tokens_without_eot(processed, tmp_path):
+def test_only_observation_tokens_without_eot(processed, tmp_path, tok):
     out = tmp_path / "e"
     do_export(processed, out, eot_target=False)
-    tok = load_tokenizer(TOKENIZER)
     im_end = tok.token_to_id("<|im_end|>")
     for r in rows(out)[:50]:
         assert not any(
@@ -108,8 +122,8 @@ def test_byte_identical_across_runs(processed, tmp_path):
     assert c["shards"][0]["sha256"] != a["shards"][0]["sha256"]
 
 
-def test_manifest_contents(processed, tmp_path):
-    m = do_export(processed, tmp_path / "e")
+def test_manifest_contents(default_export):
+    _, m = default_export
     assert m["tokenizer"]["vocab_size"] == 151669 and len(m["tokenizer"]["sha256"]) == 64
     assert m["template"]["name"] == "chatml"
     assert m["mask_policy"]["name"] == "agentworld-v1" and "thresholds" in m["mask_policy"]
@@ -117,9 +131,9 @@ def test_manifest_contents(processed, tmp_path):
     assert set(m["counts"]["by_domain"]) == {"mcp", "swe", "terminal", "web"}
 
 
-def test_verify_catches_a_flipped_byte(processed, tmp_path):
+def test_verify_catches_a_flipped_byte(default_export, tmp_path):
     out = tmp_path / "e"
-    do_export(processed, out)
+    shutil.copytree(default_export[0], out)  # a copy of the default export: its byte flipped
     assert verify(out) == []
     shard = next(out.glob("*.parquet"))
     data = bytearray(shard.read_bytes())
@@ -155,24 +169,23 @@ def read_mmidx(prefix):
     return seqs, docs
 
 
-def test_megatron_reads_back_independently(processed, tmp_path):
-    do_export(processed, tmp_path / "pq")
+def test_megatron_reads_back_independently(processed, default_export, tmp_path, tok):
+    pq_out, _ = default_export  # the Parquet export of the same data and settings
     m = do_export(processed, tmp_path / "mg", format="megatron")
     ids, docs = read_mmidx(tmp_path / "mg" / "train_text_document")
     masks, mdocs = read_mmidx(tmp_path / "mg" / "train_loss_mask")
-    expected = rows(tmp_path / "pq")
+    expected = rows(pq_out)
     assert len(ids) == len(masks) == len(expected) == m["counts"]["rows"]
     assert list(docs) == list(range(len(ids) + 1)) and list(mdocs) == list(docs)
-    eod = load_tokenizer(TOKENIZER).token_to_id("<|endoftext|>")
+    eod = tok.token_to_id("<|endoftext|>")
     for a, mk, r in zip(ids, masks, expected, strict=True):  # each row, then the EOD
         assert a[:-1].tolist() == r["input_ids"] and mk[:-1].tolist() == r["loss_mask"]
         assert a[-1] == eod and mk[-1] == 0
     assert verify(tmp_path / "mg") == []
 
 
-def test_turn_expansion_one_target_per_sample(processed, tmp_path):
+def test_turn_expansion_one_target_per_sample(processed, tmp_path, tok):
     do_export(processed, tmp_path / "t", sample_mode="turn")
-    tok = load_tokenizer(TOKENIZER)
     im_start = tok.token_to_id("<|im_start|>")
     rs = rows(tmp_path / "t")
     trajs = by_id(processed)
@@ -198,8 +211,7 @@ def test_turn_expansion_one_target_per_sample(processed, tmp_path):
     )
 
 
-def test_split_at_turn_boundaries_and_truncate(processed, tmp_path):
-    tok = load_tokenizer(TOKENIZER)
+def test_split_at_turn_boundaries_and_truncate(processed, tmp_path, tok):
     m = do_export(processed, tmp_path / "s", max_len=256, overflow="split")
     rs = rows(tmp_path / "s")
     assert all(r["num_tokens"] <= 256 for r in rs)
@@ -353,13 +365,13 @@ def test_private_use_characters_render_with_a_jinja_template(tmp_path, processed
     assert m["counts"]["samples"] == 3
 
 
-def test_parquet_export_loads_with_hf_datasets(processed, tmp_path, monkeypatch):
+def test_parquet_export_loads_with_hf_datasets(default_export, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     import datasets
 
-    m = do_export(processed, tmp_path / "e")
-    files = sorted(str(p) for p in (tmp_path / "e").glob("*.parquet"))
+    out, m = default_export
+    files = sorted(str(p) for p in out.glob("*.parquet"))
     ds = datasets.load_dataset(
         "parquet", data_files=files, split="train", cache_dir=str(tmp_path / "cache")
     )
@@ -369,7 +381,7 @@ def test_parquet_export_loads_with_hf_datasets(processed, tmp_path, monkeypatch)
     assert sum(sum(r) for r in ds["loss_mask"]) == m["counts"]["loss_tokens"]
 
 
-def test_long_system_prompt_is_trimmed_so_parts_carry_observations(tmp_path):
+def test_long_system_prompt_is_trimmed_so_parts_carry_observations(tmp_path, tok):
     from worldtrace.collectors.synthetic import build
 
     demos = json.dumps(["DEMO " + "step and answer " * 400])
@@ -392,7 +404,6 @@ def test_long_system_prompt_is_trimmed_so_parts_carry_observations(tmp_path):
     parts = rows(tmp_path / "e")
     assert m["counts"]["system_trimmed"] >= 1 and len(parts) > 1
     assert all(r["num_tokens"] <= 512 and r["num_loss_tokens"] > 0 for r in parts)
-    tok = load_tokenizer(TOKENIZER)
     text = tok.decode(parts[0]["input_ids"], skip_special_tokens=False)
     assert "Read every part." in text and "DEMO" not in text  # demonstrations went first
     # Found: the command said nothing of it (13,279 tokens of a SWE prompt became 3,664
@@ -651,13 +662,13 @@ def test_truncation_is_counted_in_the_manifest_and_the_summary(processed, tmp_pa
     assert f"truncated {t['samples']} sample(s) at 128 tokens, cutting {t['tokens']}" in out
 
 
-def test_parquet_row_groups_are_as_documented(processed, tmp_path):
+def test_parquet_row_groups_are_as_documented(default_export):
     """docs/export.md said row groups of 256 rows while manifests record `shard_rows: 4096`:
     the files hold 256-row groups, and the docs say what `shard_rows` is."""
     from pathlib import Path
 
-    m = do_export(processed, tmp_path / "e")
-    [shard] = sorted((tmp_path / "e").glob("*.parquet"))
+    out, m = default_export
+    [shard] = sorted(out.glob("*.parquet"))
     meta = pq.ParquetFile(shard).metadata
     sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
     assert m["counts"]["rows"] > 256 and sizes == [256] * (len(sizes) - 1) + [sizes[-1]]
@@ -730,18 +741,25 @@ def test_a_where_that_cannot_run_is_refused_before_anything_is_written(
     assert not out.exists()
 
 
+@pytest.fixture(scope="module")
+def one_trajectory(tmp_path_factory):
+    """A processed store of one trajectory (processed once: the exports only read it)."""
+    from worldtrace.collectors.synthetic import build
+
+    root = tmp_path_factory.mktemp("one")
+    t = build("terminal", [(f"cat part{i}.txt\n", f"part {i}: " + "alpha " * 20) for i in range(3)])
+    with ShardWriter(root / "raw") as w:
+        w.write(t)
+    run(ProcessConfig(inputs=[str(root / "raw")], output=str(root / "p"), workers=1))
+    return root / "p" / "trajectories"
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "megatron", "agentworldbench"])
-def test_a_split_with_an_empty_part_verifies(tmp_path, fmt):
+def test_a_split_with_an_empty_part_verifies(one_trajectory, tmp_path, fmt):
     """Found: `export --verify` of a Parquet split export whose one part is empty (one
     trajectory: its cluster goes to one side) ended in pyarrow's `Must pass at least one
     table`; Megatron and AgentWorldBench ones verified."""
-    from worldtrace.collectors.synthetic import build
-
-    t = build("terminal", [(f"cat part{i}.txt\n", f"part {i}: " + "alpha " * 20) for i in range(3)])
-    with ShardWriter(tmp_path / "raw") as w:
-        w.write(t)
-    run(ProcessConfig(inputs=[str(tmp_path / "raw")], output=str(tmp_path / "p"), workers=1))
-    cfg = ExportConfig(input=str(tmp_path / "p" / "trajectories"), output=str(tmp_path / "e"),
+    cfg = ExportConfig(input=str(one_trajectory), output=str(tmp_path / "e"),
                        tokenizer=TOKENIZER, format=fmt, split="test=0.5")  # fmt: skip
     m = export(cfg)
     sizes = sorted(p["counts"]["trajectories"] for p in m["parts"].values())

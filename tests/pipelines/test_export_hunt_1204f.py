@@ -80,6 +80,12 @@ def in_loss(store: Store) -> set[tuple[str, int]]:
     return {(x["trajectory_id"], x["turn_index"]) for x in json.loads(r.stdout)}
 
 
+@pytest.fixture(scope="module")
+def seeded_in_loss(seeded) -> set[tuple[str, int]]:
+    """`in_loss(seeded)`, queried once: the tests only read the store."""
+    return in_loss(seeded)
+
+
 def trained(out: Path) -> set[tuple[str, int]]:
     """(trajectory, turn) of every turn sample of a `--sample-mode turn` export: one per
     turn with a target, `<trajectory>:t<turn>`."""
@@ -98,12 +104,12 @@ def partial_turns(store: Store) -> list[tuple[str, int, float]]:
     ).fetchall()
 
 
-def test_export_trains_the_turns_the_turns_table_says_are_in_loss(seeded, tmp_path):
+def test_export_trains_the_turns_the_turns_table_says_are_in_loss(seeded, seeded_in_loss, tmp_path):
     partial = partial_turns(seeded)
     # the draw matters here: seed 0 and the processing seed disagree on these turns
     assert len(partial) > 20
     assert any(keep_turn(t, i, 0, k) != keep_turn(t, i, PROCESS_SEED, k) for t, i, k in partial)
-    table = in_loss(seeded)
+    table = seeded_in_loss
     out = tmp_path / "turns"
     r = wt("--store", str(seeded.root), "export", "--sample-mode", "turn", "-o", str(out))
     assert r.returncode == 0, r.stderr
@@ -118,14 +124,14 @@ def test_export_trains_the_turns_the_turns_table_says_are_in_loss(seeded, tmp_pa
     assert sum(c["turns_in_loss"] for c in counts["by_category"].values()) == len(table)
 
 
-def test_a_seed_given_is_the_seed_used(seeded, tmp_path):
+def test_a_seed_given_is_the_seed_used(seeded, seeded_in_loss, tmp_path):
     out = tmp_path / "s0"
     r = wt("--store", str(seeded.root), "export", "--sample-mode", "turn", "--seed", "0",
            "-o", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "manifest.json").read_text())["seed"] == 0
     partial = {(t, i): k for t, i, k in partial_turns(seeded)}
-    table = in_loss(seeded)
+    table = seeded_in_loss
     drawn = {x for x, k in partial.items() if keep_turn(*x, 0, k)}
     expected = {x for x in table if x not in partial} | drawn
     assert trained(out) == expected != table

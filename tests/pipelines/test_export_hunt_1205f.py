@@ -92,6 +92,23 @@ def tok():
     return load_tokenizer(TOKENIZER)
 
 
+@pytest.fixture(scope="module")
+def encoder(tok):
+    """The `Encoder` a `SampleBuilder` makes of `tok`, built once with its plain copy (the
+    tokenizer without its added tokens, for special-looking content: a second and more
+    to build). The builders of the tests that compare samples share it: each would build
+    the same one from the same tokenizer (`build`)."""
+    e = Encoder(tok)
+    e.plain(["<|im_end|>"])  # builds the plain copy
+    return e
+
+
+@pytest.fixture(scope="module")
+def byte_len(encoder):
+    """The tokenizer's byte-length table, read once (`Encoder`'s `byte_len`)."""
+    return encoder.byte_len
+
+
 def echo_turns(n: int, decided: bool = True) -> list[Turn]:
     """The user's trajectory: `echo i` answered `i ok beta` (`decided`: as processed)."""
     turns = [Turn(i, Action("keystrokes", f"echo {i}\n"), Observation(f"{i} ok beta\n"))
@@ -109,8 +126,15 @@ def write(root: Path, records: list[Trajectory]) -> Path:
     return d
 
 
-def build(inp: Path, tokenizer, template, **cfg) -> tuple[SampleBuilder, list]:
+def build(
+    inp: Path, tokenizer, template, encoder: Encoder | None = None, **cfg
+) -> tuple[SampleBuilder, list]:
+    """The samples of the records in `inp`; with `encoder` (one of `tokenizer`, as the
+    builder makes), the builder encodes with that one."""
     builder = SampleBuilder(SampleConfig(**cfg), template, tokenizer, SystemPrompt())
+    if encoder is not None:
+        assert encoder.tok is tokenizer and encoder.cuttable == builder.encoder.cuttable
+        builder.encoder = encoder
     out = [
         (s.sample_id, s.input_ids.tolist(), s.loss_mask.tolist())
         for s in builder.samples(iter_batches(str(inp)))
@@ -175,15 +199,15 @@ def records_of_every_kind() -> list[Trajectory]:
     ],
 )
 def test_turn_samples_are_those_of_every_prefix_encoded_whole(
-    tmp_path, tok, template, source, eot, cfg
+    tmp_path, tok, encoder, template, source, eot, cfg
 ):
     """Put together from turns encoded once, the samples and every count are those of
     each turn's whole history encoded and cut as before (the same template as a Jinja
     file takes that path)."""
     inp = write(tmp_path, records_of_every_kind())
     cfg = {"sample_mode": "turn", **cfg}
-    fast, got = build(inp, tok, template, **cfg)
-    general, want = build(inp, tok, jinja(tmp_path, source, eot), **cfg)
+    fast, got = build(inp, tok, template, encoder, **cfg)
+    general, want = build(inp, tok, jinja(tmp_path, source, eot), encoder, **cfg)
     assert fast.by_turn and not general.by_turn
     assert got == want
     assert fast.stats["train"].as_dict() == general.stats["train"].as_dict()
@@ -216,7 +240,9 @@ def test_the_users_long_trajectory_exports_as_before(tmp_path):
     """`process --input L.jsonl`, then a turn export under --max-len: the rows are those
     of the general path (the chatml text as a Jinja template), and it verifies."""
     src = tmp_path / "L.jsonl"
-    t = Trajectory("terminal", turns=echo_turns(400, decided=False))
+    # 150 turns (the user's had 1,000): some 3,000 tokens, most samples (from about the
+    # 13th) drop history to fit 512; the general path's cost grows with their square
+    t = Trajectory("terminal", turns=echo_turns(150, decided=False))
     src.write_text(t.with_id().to_json() + "\n")
     store = str(tmp_path / "lt")
     r = wt("--store", store, "--create", "process", "--input", str(src), "--workers", "1")
@@ -231,7 +257,7 @@ def test_the_users_long_trajectory_exports_as_before(tmp_path):
         r = wt("--store", store, "export", "--sample-mode", "turn", "--max-len", "512",
                "-o", str(out), *extra)  # fmt: skip
         assert r.returncode == 0, r.stderr
-        assert "exported 400 samples" in r.stdout
+        assert "exported 150 samples" in r.stdout
         assert wt("export", "--verify", str(out)).returncode == 0
         rows[name] = [pq.read_table(f).to_pylist() for f in sorted(out.glob("*.parquet"))]
     assert rows["fast"] == rows["general"]
@@ -250,6 +276,30 @@ def big_output(n_chars: int, seed: int = 0) -> str:
     return "\n".join(lines)
 
 
+@pytest.fixture(scope="module")
+def big_record(tmp_path_factory, tok) -> tuple[Path, list[int], int]:
+    """A 2 MB observation's trajectory, written once (the builders only read it), and
+    the encodings every limit's samples are checked against, each of its text encoded
+    whole: the ids of the sample of the big turn (alone, or first), and the token count
+    of the whole trajectory."""
+    obs = big_output(2_000_000)  # twice `BATCH_CHARS`: more than one call's worth
+    turns = [
+        Turn(0, Action("keystrokes", "cat big.log\n"), Observation(obs), category="mixed", keep=1.0),
+        Turn(1, Action("keystrokes", "ls\n"), Observation("big.log\n"), category="mixed", keep=1.0),
+    ]  # fmt: skip
+    inp = write(
+        tmp_path_factory.mktemp("big"),
+        [Trajectory("terminal", turns=turns, system=SHORT).with_id()],
+    )
+    [rec] = next(iter_batches(str(inp)))
+    system = SystemPrompt().text(rec)
+    first = rec["turns"][:1]
+    text = CHATML.render(system, first).text  # the sample of the big turn (alone, or first)
+    want = tok.encode(text, add_special_tokens=False).ids
+    whole = tok.encode(CHATML.render(system, rec["turns"]).text, add_special_tokens=False)
+    return inp, want, len(whole.ids)
+
+
 @pytest.mark.parametrize(
     "cfg",
     [
@@ -258,30 +308,20 @@ def big_output(n_chars: int, seed: int = 0) -> str:
         {"sample_mode": "turn", "max_len": 512},
     ],
 )
-def test_a_big_observation_is_encoded_a_piece_at_a_time(tmp_path, tok, cfg):
+def test_a_big_observation_is_encoded_a_piece_at_a_time(big_record, tok, cfg):
     """A 3 MB observation went to the tokenizer whole (its structures for every token
     held at once), though the limit keeps 512 tokens. Now no call gets more than
-    `BATCH_CHARS`, and the sample is the whole text's first tokens."""
-    obs = big_output(3_000_000)
-    turns = [
-        Turn(0, Action("keystrokes", "cat big.log\n"), Observation(obs), category="mixed", keep=1.0),
-        Turn(1, Action("keystrokes", "ls\n"), Observation("big.log\n"), category="mixed", keep=1.0),
-    ]  # fmt: skip
-    inp = write(tmp_path, [Trajectory("terminal", turns=turns, system=SHORT).with_id()])
+    `BATCH_CHARS`, and the sample is the whole text's first tokens (here 2 MB: what is
+    more than `BATCH_CHARS` is so for any size)."""
+    inp, want, whole = big_record
     counting = Counting(tok)
     builder, samples = build(inp, counting, CHATML, **cfg)
     assert counting.largest <= BATCH_CHARS, counting.largest
-    [rec] = next(iter_batches(str(inp)))
-    system = SystemPrompt().text(rec)
     limit = cfg.get("max_len") or cfg["seq_len"]
-    first = rec["turns"][:1]
-    text = CHATML.render(system, first).text  # the sample of the big turn (alone, or first)
-    want = tok.encode(text, add_special_tokens=False).ids
     assert samples[0][1] == want[:limit]
     truncated = builder.stats["train"].as_dict()["truncated"]
     if cfg.get("sample_mode") != "turn":  # the trajectory's tokens past the limit
-        whole = tok.encode(CHATML.render(system, rec["turns"]).text, add_special_tokens=False)
-        cut = len(whole.ids) - limit if "overflow" in cfg else len(want) - limit
+        cut = whole - limit if "overflow" in cfg else len(want) - limit
         assert truncated["tokens"] == cut
     else:
         assert truncated["tokens"] == len(want) - limit
@@ -289,13 +329,14 @@ def test_a_big_observation_is_encoded_a_piece_at_a_time(tmp_path, tok, cfg):
 
 def test_a_batch_of_big_records_is_encoded_a_slice_at_a_time(tmp_path, tok):
     """40 records of 60,000 characters, one batch: one tokenizer call of 2.4 M
-    characters. Now at most `BATCH_CHARS` a call, and the samples are unchanged."""
+    characters. Now at most `BATCH_CHARS` a call, and the samples are unchanged (here 25
+    records, 1.5 M characters: more than `BATCH_CHARS` as well)."""
     records = [
         Trajectory("terminal", turns=[
             Turn(0, Action("keystrokes", f"cat f{i}\n"), Observation(big_output(60_000, i)),
                  category="mixed", keep=1.0)
         ], system=SHORT).with_id()
-        for i in range(40)
+        for i in range(25)
     ]  # fmt: skip
     inp = write(tmp_path, records)
     counting = Counting(tok)
@@ -316,7 +357,7 @@ def llama3_like(tok):
     return Tokenizer.from_str(json.dumps(spec))
 
 
-def test_pieces_encode_as_the_whole_text(tok):
+def test_pieces_encode_as_the_whole_text(tok, encoder):
     """Cut into pieces of a few characters (thousands of cuts, beside newlines, CRLF,
     non-ASCII letters, emoji, combining marks, special-looking content), every text's
     ids, offsets, turn marks and count are those of the text encoded whole."""
@@ -332,8 +373,11 @@ def test_pieces_encode_as_the_whole_text(tok):
     def content(n: int) -> str:
         return "".join(rng.choice(bits) for _ in range(rng.randrange(0, n)))
 
+    # Qwen's texts encoded whole by the module's encoder (each text is shorter than its
+    # `chunk`: one piece), the other tokenizer's by one that never cuts
     for t in (tok, llama3_like(tok)):
-        pieces, whole = Encoder(t, chunk=3, batch=40), Encoder(t, chunk=10**9)
+        whole = encoder if t is tok else Encoder(t, chunk=10**9)
+        pieces = Encoder(t, whole.byte_len, chunk=3, batch=40)
         assert pieces.cuttable
         cuts = 0
         for i in range(1500):
@@ -344,6 +388,7 @@ def test_pieces_encode_as_the_whole_text(tok):
             r = (CHATML, PLAIN)[i % 2].render(content(10), turns)
             text = r.text if i % 3 else str(r.text)  # a plain str: special tokens read
             marks = [sp.turn_start for sp in r.spans]
+            assert whole.cuts(text) == [(0, len(text))]  # encoded whole
             keep = rng.choice([None, 0, 1, 7, 10**6])
             [w] = whole([text], marks=[marks])
             [p] = pieces([text], keep, [marks])
@@ -388,7 +433,7 @@ def test_a_tokenizer_not_known_to_cut_there_encodes_texts_whole(tok, change):
 
 
 @pytest.mark.parametrize("first", ["日本語のログ", "журнал", "ошибка: 3"])
-def test_lines_that_start_with_other_scripts_are_cut_too(tok, first):
+def test_lines_that_start_with_other_scripts_are_cut_too(tok, byte_len, first):
     """Hunt 1205g: a text whose lines start with a non-ASCII letter (a Chinese or Russian
     log) had no cut (a printable ASCII character after a newline, or an ASCII letter and a
     space) and went to the tokenizer whole: 6.45 GB for 10 MB of Chinese at `--seq-len
@@ -397,7 +442,8 @@ def test_lines_that_start_with_other_scripts_are_cut_too(tok, first):
     it, and NFC composes nothing with a newline."""
     rng = random.Random(3)
     text = "\n".join(first + str(rng.randrange(10**6)) for _ in range(3000))
-    pieces, whole = Encoder(tok, chunk=1000), Encoder(tok, chunk=10**9)
+    pieces = Encoder(tok, byte_len, chunk=1000)
+    whole = Encoder(tok, byte_len, chunk=10**9)
     assert len(pieces.cuts(text)) > 20
     [p], [w] = pieces([text]), whole([text])
     assert p.ids.tolist() == w.ids.tolist() and p.offsets.tolist() == w.offsets.tolist()

@@ -31,6 +31,8 @@ from worldtrace.schemas.records import Action, Observation, Trajectory, Turn
 
 from worldtrace.cli import cli
 
+from .conftest import decided_store
+
 TOKENIZER = str(default_tokenizer())
 
 
@@ -88,8 +90,12 @@ def test_turn_samples_over_the_limit_drop_history_in_both_overflow_modes(process
     assert verify(tmp_path / "truncate") == []
 
 
-@pytest.mark.parametrize("overflow", ["split", "truncate"])
-def test_a_long_history_is_dropped_oldest_first_and_the_target_kept(tmp_path, overflow):
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """(input, turn samples without a limit, tokenizer): a trajectory whose history
+    overflows and one whose target alone does, written and exported once for both
+    overflow modes."""
+    tmp_path = tmp_path_factory.mktemp("history")
     t = Trajectory(
         "terminal",
         turns=[turn(i, f"line {i} " + "alpha beta gamma " * 40) for i in range(6)],
@@ -103,11 +109,14 @@ def test_a_long_history_is_dropped_oldest_first_and_the_target_kept(tmp_path, ov
     with ShardWriter(tmp_path / "in") as w:
         w.write([t, huge])
     do_export(tmp_path / "in", tmp_path / "free", sample_mode="turn")
-    free = shard_rows(tmp_path / "free")
-    m = do_export(tmp_path / "in", tmp_path / "o", sample_mode="turn", max_len=500,
-                  overflow=overflow)  # fmt: skip
+    return tmp_path / "in", shard_rows(tmp_path / "free"), load_tokenizer(TOKENIZER)
+
+
+@pytest.mark.parametrize("overflow", ["split", "truncate"])
+def test_a_long_history_is_dropped_oldest_first_and_the_target_kept(history, tmp_path, overflow):
+    inp, free, tok = history
+    m = do_export(inp, tmp_path / "o", sample_mode="turn", max_len=500, overflow=overflow)
     rows = shard_rows(tmp_path / "o")
-    tok = load_tokenizer(TOKENIZER)
     last = rows["hist:t5"]
     text = tok.decode(last["input_ids"], skip_special_tokens=False)
     assert last["num_tokens"] <= 500 < free["hist:t5"]["num_tokens"]
@@ -234,11 +243,14 @@ def test_trajectory_parts_without_a_target_are_left_out_and_counted(tmp_path):
         assert verify(out) == []
 
 
-def test_an_export_with_no_target_is_an_error(processed, tmp_path):
+def test_an_export_with_no_target_is_an_error(tmp_path):
+    # 8 trajectories written as processed: 16 tokens hold the start of a sample's system
+    # prompt, never a target, in a small corpus as in a large one
+    store = decided_store(tmp_path, keep=1.0)
     with pytest.raises(ValueError, match="no target token"):
-        do_export(processed.table("trajectories"), tmp_path / "x", seq_len=16)
+        do_export(store.table("trajectories"), tmp_path / "x", seq_len=16)
     assert not (tmp_path / "x").exists()
-    r = cli_run(processed, "-o", str(tmp_path / "c"), "--seq-len", "16")
+    r = cli_run(store, "-o", str(tmp_path / "c"), "--seq-len", "16")
     assert r.exit_code == 1 and "no target token" in r.output, r.output
     assert not (tmp_path / "c").exists()
 

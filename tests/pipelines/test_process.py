@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from worldtrace.pipelines.process import (
     run,
 )
 from worldtrace.pipelines.runner import can_fork
-from worldtrace.schemas import ShardWriter, read_records, validate_dict
+from worldtrace.schemas import ShardWriter, Store, read_records, validate_dict
 from worldtrace.schemas.store import shard_files
 
 from ..conftest import wait_until
@@ -64,6 +65,21 @@ def big_raw(store, seed: int) -> list:
     with ShardWriter(store.raw / "c", row_group_rows=500) as w:
         w.write(data)
     return data
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> tuple[Path, list]:
+    """`big_raw`'s shards, written once (a few seconds) for the runs here that act on one
+    mid-way: (their directory, the trajectories). Each test copies them (`copy_big`)."""
+    s = Store.at(tmp_path_factory.mktemp("big"))
+    data = big_raw(s, seed=5)
+    return s.raw / "c", data
+
+
+def copy_big(store, big: tuple[Path, list]) -> list:
+    """`big_raw(store)`: the shared shards copied to the store's raw/; the trajectories."""
+    shutil.copytree(big[0], store.raw / "c")
+    return big[1]
 
 
 def cli_process(store, env, *args: str, **popen) -> subprocess.Popen:
@@ -323,11 +339,11 @@ def test_a_run_leaves_no_listener_and_no_temporary_files(store, tmp_path, monkey
         assert not [k for k in workers if k.status() != psutil.STATUS_ZOMBIE]  # none left
 
 
-def test_a_second_run_on_the_same_store_fails_at_once_and_the_first_completes(store, wt_env):
+def test_a_second_run_on_the_same_store_fails_at_once_and_the_first_completes(store, wt_env, big):
     """Found: two `process` runs on one store ran side by side, each processing the same
     new files from the same earlier state and publishing over the other (their table
     swaps interleaving)."""
-    data = big_raw(store, seed=5)
+    data = copy_big(store, big)
     lock = store.processed / ".process.lock"
     first = cli_process(store, wt_env, "--workers", "1", "--json")
     try:
@@ -351,11 +367,11 @@ def test_a_second_run_on_the_same_store_fails_at_once_and_the_first_completes(st
     )
 
 
-def test_a_worker_process_killed_mid_run_fails_the_run_in_one_line(store, wt_env):
+def test_a_worker_process_killed_mid_run_fails_the_run_in_one_line(store, wt_env, big):
     """Found: a worker killed mid-run (what the out-of-memory killer does) ended
     `process` with 230 lines of tracebacks from every thread whose channel broke and
     "Channel closed prematurely", never saying that a worker died, or how."""
-    data = big_raw(store, seed=6)
+    data = copy_big(store, big)
     cli = cli_process(store, wt_env, "--workers", "2")
     try:
         victim = wait_until(lambda: workers_at_work(store, cli), what="workers at work")[0]
@@ -375,13 +391,13 @@ def test_a_worker_process_killed_mid_run_fails_the_run_in_one_line(store, wt_env
     assert m["accounting"]["in"] == len(data) and m["accounting"]["balanced"]
 
 
-def test_ctrl_c_with_worker_processes_stops_quietly(store, wt_env):
+def test_ctrl_c_with_worker_processes_stops_quietly(store, wt_env, big):
     """Found: Ctrl-C (SIGINT to the terminal's process group) during a run with worker
     processes printed each worker's KeyboardInterrupt traceback and a CRITICAL log line
     relayed from it before click's "Aborted!"."""
     import signal
 
-    big_raw(store, seed=7)
+    copy_big(store, big)
     # its own process group, as a terminal gives a command
     cli = cli_process(store, wt_env, "--workers", "2", start_new_session=True)
     try:
@@ -461,11 +477,11 @@ def test_a_small_run_on_two_workers_cuts_its_row_groups_and_decides_the_same(sto
     assert sum("'role': 'near'" in r for r in one[1]["clusters"]) >= 20
 
 
-def test_a_run_with_worker_processes_listens_on_loopback_only(store, wt_env):
+def test_a_run_with_worker_processes_listens_on_loopback_only(store, wt_env, big):
     """Found: during a run with worker processes, Beam's runner served control, data,
     state, logging and its artifact service (which reads any file a caller names) on
     every network interface, unauthenticated."""
-    data = big_raw(store, seed=8)
+    data = copy_big(store, big)
     cli = cli_process(store, wt_env, "--workers", "2", "--json")
     try:
         wait_until(lambda: workers_at_work(store, cli), what="workers at work")
