@@ -330,6 +330,12 @@ def _run_settings(cfg: ExportConfig, run_seed: bool) -> dict[str, Any] | None:
 def _export(cfg: ExportConfig, batch: int, progress, policy: dict | None) -> dict[str, Any]:
     """`export` under processed/'s lock."""
     fractions = parse_split(cfg.split)
+    selection = None
+    if cfg.where is not None:  # refused before the tokenizer loads (~1 s) or a row is read
+        from .selection import Selection
+
+        selection = Selection(cfg.where, Path(cfg.input))
+        selection.check(check_input(cfg.input)[0])
     prompt = SystemPrompt.from_file(cfg.simulation_instructions)
     template = load_template(cfg.template, cfg.template_eot)
     awb = cfg.format == "agentworldbench"
@@ -347,12 +353,7 @@ def _export(cfg: ExportConfig, batch: int, progress, policy: dict | None) -> dic
     trajectories: Counter[str] = Counter()
     synthetic: Counter[str] = Counter()  # generated trajectories, per part
     simulated: Counter[str] = Counter()  # the device simulator's, per part
-    selection = None
     with staged(cfg.output) as staging:
-        if cfg.where is not None:
-            from .selection import Selection
-
-            selection = Selection(cfg.where, Path(cfg.input))
         dirs = {n: staging / n if fractions else staging for n in names}
         records = _routed(
             iter_batches(cfg.input, batch, selection),

@@ -51,3 +51,19 @@ def test_the_top_manifest_adds_up_every_count_of_the_parts(tmp_path, processed, 
     for key in counted:
         assert top["counts"][key] == _added([c[key] for c in parts]), key
     assert top["counts"]["by_domain"]["terminal"]["samples"] == top["counts"]["samples"]
+
+
+def test_a_where_is_refused_before_the_tokenizer_is_loaded(tmp_path, processed):
+    """The refusal comes first (a tokenizer load is ~1 s, and it can fail on its own): a
+    bad condition with a tokenizer that does not load is said as the condition's."""
+    from worldtrace.pipelines.export import ExportConfig, export
+
+    cfg = ExportConfig(
+        input=str(processed.table("trajectories")),
+        output=str(tmp_path / "e"),
+        tokenizer=str(tmp_path / "no-such-tokenizer.json"),
+        where="no_such_column = 1",
+    )
+    with pytest.raises(ValueError, match=r"^where 'no_such_column = 1': .*no_such_column"):
+        export(cfg)
+    assert not (tmp_path / "e").exists()

@@ -141,6 +141,18 @@ def test_a_url_server_that_restarts_fails_the_attempt_and_the_next_reset_works(
 ):
     """The same for a server someone else runs (`url:` only): the next reset opens a new
     session on the restarted server."""
+    with url_server(tmp_path) as (ctl, box):
+        box.reset(TaskSpec("a"))
+        assert box.step(tool_call("echo", {"message": "before"})).text == "before"
+        ctl.restart()
+        _fails_lost(box)
+        box.reset(TaskSpec("b"))
+        assert box.step(tool_call("echo", {"message": "again"})).text == "again"
+
+
+@contextmanager
+def url_server(tmp_path: Path) -> Iterator[tuple[Control, MCPSandbox]]:
+    """`RESTARTS` run as someone else runs a server, and a sandbox reaching it by `url:`."""
     server = tmp_path / "restarts.py"
     server.write_text(RESTARTS)
     port = free_port()
@@ -151,12 +163,7 @@ def test_a_url_server_that_restarts_fails_the_attempt_and_the_next_reset_works(
             url = f"http://127.0.0.1:{port}/mcp"
             box = MCPSandbox(parse(MCPConfig, {"url": url, "protocol": "legacy"}))
             try:
-                box.reset(TaskSpec("a"))
-                assert box.step(tool_call("echo", {"message": "before"})).text == "before"
-                ctl.restart()
-                _fails_lost(box)
-                box.reset(TaskSpec("b"))
-                assert box.step(tool_call("echo", {"message": "again"})).text == "again"
+                yield ctl, box
             finally:
                 box.close()
         finally:
@@ -167,26 +174,11 @@ def test_a_url_server_that_restarts_fails_the_attempt_and_the_next_reset_works(
 def test_an_http_server_dying_in_a_call_is_said_without_stdout(tmp_path, tmpdir_root):
     """Found (hunt 12-06b): a `url:` server that died during a call was said to have
     `closed its stdout`, which no server reached by its URL has of ours."""
-    server = tmp_path / "restarts.py"
-    server.write_text(RESTARTS)
-    port = free_port()
-    with control() as ctl:
-        proc = subprocess.Popen([sys.executable, str(server), str(port), str(ctl.port)])
-        try:
-            ctl.up()
-            url = f"http://127.0.0.1:{port}/mcp"
-            box = MCPSandbox(parse(MCPConfig, {"url": url, "protocol": "legacy"}))
-            try:
-                box.reset(TaskSpec("a"))
-                with pytest.raises(SandboxError) as failed:
-                    box.step(tool_call("die", {}))
-            finally:
-                box.close()
-        finally:
-            proc.kill()
-            proc.wait(WAIT_S)
+    with url_server(tmp_path) as (_, box):
+        box.reset(TaskSpec("a"))
+        with pytest.raises(SandboxError) as failed:
+            box.step(tool_call("die", {}))
     text = str(failed.value)
-    assert text.startswith("tools/call die: "), text
     assert text == (
         "tools/call die: the server closed the connection (it exited, crashed or ended its "
         "HTTP stream)"
