@@ -77,7 +77,8 @@ EVERY_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 def _name(value: str) -> str:
     if not NAME_RE.match(value):
         raise ValueError(
-            f"{value!r} must be 1-100 letters, digits, '.', '_' or '-' (it names files)"
+            f"{value!r} must be 1-100 ASCII letters, digits, '.', '_' or '-', the first a "
+            "letter or digit (it names files)"
         )
     return value
 
