@@ -384,10 +384,7 @@ def _record(
         return
     if isinstance(d, dict) and d.get("id") is not None and str(d["id"]).strip():
         origin = str(d["id"])  # a blank id names nothing: the file and line do
-    if mod is agentworldbench:  # worldtrace's export: its manifest is beside the file
-        parse = lambda: agentworldbench.parse_record(d, origin, cfg.domain, path)  # noqa: E731
-    else:
-        parse = lambda: mod.parse_record(d, origin, cfg.domain)  # noqa: E731
+    parse = lambda: mod.parse_record(d, origin, cfg.domain, path)  # noqa: E731
     yield from _guarded(path, where, index, mod.NAME, parse, d)
 
 

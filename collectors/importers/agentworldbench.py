@@ -19,7 +19,6 @@ call as worldtrace renders one (`name(<sorted JSON arguments>)`) is that call ag
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.validate import parse_json
 
-from .common import MissingField, build, expected, record_id, warning
+from .common import MissingField, build, expected, file_cached, record_id, warning
 
 NAME = "agentworldbench"
 
@@ -292,23 +291,14 @@ def _sha(text: str) -> str:
 MANIFEST_BYTES = 1 << 20
 
 
+@file_cached  # read once while the file is unchanged: every line of the export asks
 def _instructions(manifest: Path) -> _Exported | None:
     """The sha256 of the instructions an AgentWorldBench export added, from its manifest;
-    None when there is none (or it is not an AgentWorldBench export's)."""
+    None (False: no such file) when it is not an AgentWorldBench export's."""
     try:
-        st = manifest.stat()
-    except OSError:
-        return None
-    return _cached(str(manifest), st.st_mtime_ns, st.st_size)
-
-
-@functools.lru_cache(maxsize=64)
-def _cached(manifest: str, mtime_ns: int, size: int) -> _Exported | None:
-    """Read once while the file is unchanged: every line of the export asks."""
-    if size > MANIFEST_BYTES:
-        return None
-    try:
-        data = parse_json(Path(manifest).read_bytes().decode())
+        if manifest.stat().st_size > MANIFEST_BYTES:
+            return None
+        data = parse_json(manifest.read_bytes().decode())
     except (OSError, ValueError):  # not UTF-8, not JSON: not ours
         return None
     described = data.get("simulation_instructions") if isinstance(data, dict) else None

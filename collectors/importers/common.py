@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from worldtrace.sandboxes.base import ToolSpec
 from worldtrace.schemas import (
@@ -215,17 +215,20 @@ class Document:
     parse: Callable[..., Iterator[Any]]
 
 
-def file_cached(check: Callable[[Path], bool]) -> Callable[[Path], bool]:
+_T = TypeVar("_T")
+
+
+def file_cached(check: Callable[[Path], _T]) -> Callable[[Path], _T | bool]:
     """`check(path)` remembered while the file is unchanged (path, mtime, size): a sniff
-    or a test that every file of a directory asks of the same file. False for a file
-    that cannot be read."""
+    or a test that every file of a directory asks of the same file, or what a file beside
+    every record says (an export's manifest). False for a file that cannot be read."""
 
     @functools.lru_cache(maxsize=1024)
-    def cached(path: str, mtime_ns: int, size: int) -> bool:
+    def cached(path: str, mtime_ns: int, size: int) -> _T:
         return check(Path(path))
 
     @functools.wraps(check)
-    def call(path: Path) -> bool:
+    def call(path: Path) -> _T | bool:
         try:
             st = path.stat()
         except OSError:

@@ -64,6 +64,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import Action, Observation, Outcome
@@ -914,5 +915,8 @@ def _simulation(run: dict[str, Any], tasks: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
+def parse_record(
+    d: Any, origin: str, domain: str | None = None, path: Path | None = None
+) -> Iterator[Any]:
+    """`path`: the file the record is in (unused here: see `agentworldbench`)."""
     yield from to_trajectory(d, origin, domain)

@@ -478,7 +478,10 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
     yield from _convert(_flatten(key, events), origin_stem(path), domain, None)
 
 
-def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
+def parse_record(
+    d: Any, origin: str, domain: str | None = None, path: Path | None = None
+) -> Iterator[Any]:
+    """`path`: the file the record is in (unused here: see `agentworldbench`)."""
     if not isinstance(d, dict):
         raise expected("record", "an object with a `history` list", d)
     history = d.get("history")

@@ -40,6 +40,7 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from worldtrace.schemas import Observation
@@ -420,5 +421,8 @@ def _unanswered(prose: list[tuple[int, Any]]) -> list[ImportProblem]:
     return [_not_imported(n, "an agent message no user answered") for n, _ in prose]
 
 
-def parse_record(d: Any, origin: str, domain: str | None = None) -> Iterator[Any]:
+def parse_record(
+    d: Any, origin: str, domain: str | None = None, path: Path | None = None
+) -> Iterator[Any]:
+    """`path`: the file the record is in (unused here: see `agentworldbench`)."""
     yield from to_trajectory(d, origin, domain)
