@@ -319,12 +319,8 @@ class OpenAIChatPolicy:
                 msgs.append({"role": "user", "content": t.observation.text})
                 i += 1
                 continue
-            n = next(sizes, 1)
-            calls = [
-                (f"call_{j}", x)
-                for j, x in enumerate(h.turns[i : i + n], i)
-                if x.action.kind == "tool_call"
-            ]
+            # one reply's calls (all tool calls: `act` made them), sent back as it gave them
+            calls = [(f"call_{j}", x) for j, x in enumerate(h.turns[i : i + next(sizes, 1)], i)]
             msgs.append(
                 {
                     "role": "assistant",

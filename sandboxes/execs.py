@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import socket
 import tarfile
 import threading
@@ -320,9 +321,13 @@ def _no_session_line(container, cmd: list[str], code: int, output: bytes) -> Non
     check_running(container, "the command's session line was lost")
 
 
-PROGRAM_MISSING = (b"executable file not found", b"no such file or directory")
+PROGRAM_MISSING = re.compile(
+    rb'exec: "[^"]*": (?:executable file not found|stat [^\n]*: no such file or directory)'
+)
 """runc's words for a program the container's file system lacks (`exec: "sh":
-executable file not found in $PATH`): it looked there, so the container runs."""
+executable file not found in $PATH`, a path: `exec: "/bin/sh": stat /bin/sh: no such
+file or directory`): it looked there, so the container runs (a dying one's `no such file`
+names its /proc entries, not the program)."""
 
 
 def _cannot_start(container, cmd: list[str], code: int, output: bytes) -> None:
@@ -331,8 +336,7 @@ def _cannot_start(container, cmd: list[str], code: int, output: bytes) -> None:
     program the runtime found missing needs no probe: the probe runs `sh`, which may be
     the missing program, and a failed probe waited `STOP_WAIT` for a stop that never
     came (5 s a step once the agent removed `sh`)."""
-    said = output.lower()
-    if not any(words in said for words in PROGRAM_MISSING) and not _alive(container):
+    if not PROGRAM_MISSING.search(output) and not _alive(container):
         how = _stopped(container, STOP_WAIT)
         if how:
             raise SandboxError(f"the container stopped under the command: {how}")

@@ -315,6 +315,7 @@ class TerminalSandbox(Unpicklable):
         self._token = secrets.token_hex(8)
         """In bash's prompt mark, drawn again for each shell (`prompt_mark`)."""
         self._mark = prompt_mark(self._token)
+        self._echo = verbose_echo(self._token)
         self.ended: str | None = None
         """Set when the shell exited in a step: the episode is over, and this says why."""
 
@@ -414,7 +415,7 @@ class TerminalSandbox(Unpicklable):
         api = self.container.client.api
         d, c = self.config.docker, self.config
         self._token = secrets.token_hex(8)  # a new shell, a new mark: the last one's is known
-        self._mark = prompt_mark(self._token)
+        self._mark, self._echo = prompt_mark(self._token), verbose_echo(self._token)
         env = {"PS1": prompt, "TERM": c.term, "HOME": d.workdir, "PAGER": "cat", **session.env}
         if shell[0].endswith("bash"):  # others (busybox ash) have no PROMPT_COMMAND
             env["PROMPT_COMMAND"] = mark_command(self._token)
@@ -469,10 +470,9 @@ class TerminalSandbox(Unpicklable):
     def _recv(self, wait: float) -> bytes:
         """The shell's next bytes, `set -v`'s echo of our command left out: a read that ends
         inside one (bash writes it and the marks apart) waits up to `SETTLE` for the rest."""
-        data = self._recv_raw(wait)
-        echo = verbose_echo(self._token)
+        data, echo = self._recv_raw(wait), self._echo
         while data:
-            data = data.replace(echo, prompt_mark(self._token))
+            data = data.replace(echo, self._mark)
             start = data.rfind(echo[:1], max(len(data) - len(echo) + 1, 0))
             while start >= 0 and not echo.startswith(data[start:]):
                 start = data.rfind(echo[:1], max(len(data) - len(echo) + 1, 0), start)

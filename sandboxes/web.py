@@ -779,11 +779,9 @@ class WebSandbox(Unpicklable):
         until it commits (the look-up hung until then: a URL that never answers failed
         the attempt at step_timeout, a trial click timed out). The look-up is abandoned,
         the navigation awaited (`_await_navigation`: committed, or stopped at its
-        navigation_timeout) and the look-up done again, at most READS times."""
-        for left in reversed(range(READS)):
-            await self._await_navigation()
-            if not left:
-                return await look()
+        navigation_timeout) and the look-up done again, at most READS times (`_step`
+        awaited any navigation pending before the action)."""
+        for _ in range(READS - 1):
             navs = self._nav_count
             task = asyncio.ensure_future(look())
             try:
@@ -801,7 +799,8 @@ class WebSandbox(Unpicklable):
                     task.cancel()  # Playwright aborts the call
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
-        raise AssertionError("unreachable")
+            await self._await_navigation()  # the one that started: committed, or stopped
+        return await look()
 
     async def _find(self, bid: str, trial: bool):
         if not BID_RE.match(bid):

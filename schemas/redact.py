@@ -935,7 +935,7 @@ def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
             out[key_env] = os.environ[key_env]
         state = getattr(o, "storage_state", None)
         if isinstance(state, (str, os.PathLike, Mapping)):
-            handed.extend(storage_state_values(state))
+            handed.extend(storage_state_values(state, config))
         visit(getattr(o, "config", None), depth + 1)
         if dataclasses.is_dataclass(o) and not isinstance(o, type):
             for f in dataclasses.fields(o):
@@ -961,7 +961,7 @@ _HELD_NAMES = re.compile(r"token|secret|passw|auth|session|jwt|credential|api_?k
 app's `{"token": ...}` in localStorage is one, unlike a tokenizer's in free text)."""
 
 
-def _held_in_json(value: str) -> list[str]:
+def _held_in_json(value: str, config: RedactConfig) -> list[str]:
     """The secrets inside a stored value that is a JSON object or array (`{"access_token":
     "...", "expires_at": ...}`): what the rules find in its text, and the strings under a
     key naming a credential. A page shows or sends the token, not the whole blob (until
@@ -972,7 +972,7 @@ def _held_in_json(value: str) -> list[str]:
         doc = json.loads(value)
     except ValueError:
         return []
-    found = [value[a:b] for a, b, _ in _redactor(_DEFAULT, ()).spans(value)]
+    found = [value[a:b] for a, b, _ in _redactor(config, ()).spans(value)]
     for path, v in _walk_strings(doc, ""):
         key = re.sub(r"(?:\[\d+\])+$", "", path).rsplit(".", 1)[-1]  # the string's own key
         if _HELD_NAMES.search(key):
@@ -980,7 +980,9 @@ def _held_in_json(value: str) -> list[str]:
     return found
 
 
-def storage_state_values(state: str | os.PathLike | Mapping) -> list[str]:
+def storage_state_values(
+    state: str | os.PathLike | Mapping, config: RedactConfig | None = None
+) -> list[str]:
     """Every cookie value and localStorage value of a Playwright storage state (a file's
     path, or its mapping), and the secrets inside one that is JSON (`_held_in_json`);
     none of a file that cannot be read as one."""
@@ -1000,7 +1002,8 @@ def storage_state_values(state: str | os.PathLike | Mapping) -> list[str]:
     for origin in state.get("origins") or []:
         if isinstance(origin, Mapping):
             out += values(origin.get("localStorage"))
-    return out + [v for value in out for v in _held_in_json(value)]
+    config = config or active_config()  # the rules in force find what the JSON holds
+    return out + [v for value in out for v in _held_in_json(value, config)]
 
 
 # -- the active rules ------------------------------------------------------------------
