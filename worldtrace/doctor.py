@@ -432,10 +432,12 @@ def compression_loop() -> Check:
     )
 
 
-def run_checks(store=None) -> list[Check]:
-    """Every check; `store` is the store whose shards are checked (default: the
-    command line's). They run side by side (each mostly waits on a program it started:
-    ~8 s one after another, the slowest alone side by side), listed in this order."""
+def run_checks(store=None, machine: bool = True) -> list[Check]:
+    """Every check, or the store's only (`machine=False`: `doctor --store-only`, what a
+    user runs after a crash; the machine's probes cost ~3 s of CPU, mostly programs'
+    `--help`); `store` is the store whose shards are checked (default: the command
+    line's). They run side by side (each mostly waits on a program it started: ~8 s one
+    after another, the slowest alone side by side), listed in this order."""
     from concurrent.futures import ThreadPoolExecutor
     from functools import partial
 
@@ -447,6 +449,20 @@ def run_checks(store=None) -> list[Check]:
         partial(job_store, store),
         partial(set_aside_journals, store),
         partial(stopped_attempts, store),
+    ]
+    if machine:
+        checks += _machine_checks()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        done = list(pool.map(lambda check: check(), checks))
+    return [c for one in done for c in (one if isinstance(one, list) else [one])]
+
+
+def _machine_checks() -> list:
+    """What this machine has: engines, programs, modules, the tokenizer, the redaction
+    screen and the compression loop."""
+    from functools import partial
+
+    return [
         docker_engine,
         partial(_binary, "chromium", ["--version"], "apt-get install chromium"),
         partial(_binary, "node", ["--version"], "apt-get install nodejs npm"),
@@ -484,6 +500,3 @@ def run_checks(store=None) -> list[Check]:
         redaction_screen,
         compression_loop,
     ]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        done = list(pool.map(lambda check: check(), checks))
-    return [c for one in done for c in (one if isinstance(one, list) else [one])]

@@ -17,7 +17,7 @@ from .test_query import run_cli
 
 
 def job_checks(store) -> list[dict]:
-    r = run_cli(store, "doctor", "--json")
+    r = run_cli(store, "doctor", "--store-only", "--json")
     return [c for c in json.loads(r.stdout)["checks"] if c["name"] == "job store"]
 
 

@@ -137,3 +137,10 @@ def test_doctor_exits_1_on_a_damaged_store_shard(wt_env, tmp_path):
     [bad] = [c for c in doc["checks"] if str(shard) in c["detail"]]
     assert (bad["ok"], bad["problem"], doc["problems"]) == (False, True, 1)
     assert not any(c["problem"] for c in doc["checks"] if c is not bad)
+    # --store-only: the same store check, none of the machine's probes, exit 1 the same
+    r = wt(wt_env, "doctor", "--store-only", "--json")
+    only = json.loads(r.stdout)
+    assert r.returncode == 1 and only["problems"] == 1 and bad in only["checks"], r.stdout
+    names = {c["name"] for c in only["checks"]}
+    assert names.isdisjoint({"docker engine", "tokenizer", "chromium", "redaction screen"})
+    assert names < {c["name"] for c in doc["checks"]}, names

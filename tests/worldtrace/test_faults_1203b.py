@@ -61,7 +61,7 @@ def count(env) -> int:
 
 
 def doctor_checks(env) -> list[dict]:
-    return json.loads(wt(env, "doctor", "--json").stdout)["checks"]
+    return json.loads(wt(env, "doctor", "--store-only", "--json").stdout)["checks"]
 
 
 def cut(path) -> None:

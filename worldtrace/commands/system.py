@@ -24,6 +24,7 @@ def version() -> None:
 DOCTOR_EPILOG = """\b
 Example:
   worldtrace doctor --store runs/     (also lists shards of runs/ that do not read)
+  worldtrace doctor --store runs/ --store-only     (after a crash: the store's checks alone)
   worldtrace doctor --json | jq -r '.checks[] | select(.ok | not) | .fix'
 """
 
@@ -32,7 +33,13 @@ Example:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON document on stdout (docs/cli.md)."
 )
-def doctor(as_json: bool) -> None:
+@click.option(
+    "--store-only",
+    is_flag=True,
+    help="Only the store's checks (shards, swaps, export manifests, job store, journals, "
+    "stopped attempts), without probing the machine's programs (~3 s).",
+)
+def doctor(as_json: bool, store_only: bool) -> None:
     """Report what this machine has (docker, chromium, node, MCP, adb, tokenizer, the
     redaction screen) and the store's unreadable shards and export manifests, with how to
     fix each gap; exit 1 when a check found a problem (FAIL: a damaged file, a file a
@@ -40,7 +47,7 @@ def doctor(as_json: bool) -> None:
     from worldtrace.doctor import doctor_document, problems, run_checks
     from worldtrace.output import print_checks, print_json
 
-    checks = run_checks()
+    checks = run_checks(machine=not store_only)
     if as_json:
         print_json(doctor_document(checks))
     else:
