@@ -70,12 +70,15 @@ def run_episode(
 
 
 def failure_reason(exc: BaseException) -> str:
-    """`Class: first line`; a configuration mistake is named by its kind
+    """`Class: first line`, one line: a message of several lines keeps its first and its
+    last (`first … last`: what failed, and the error a command's output ends with, which
+    the first line alone lost); a configuration mistake is named by its kind
     (`SandboxConfigError: ...` for docker's `EnvError` too): the record says by itself
     that no retry can mend it (`retriable`)."""
-    text = str(exc).strip().splitlines()
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = " … ".join([lines[0][:1000], lines[-1][-900:]] if len(lines) > 1 else lines)
     kind = next((c for c in NOT_RETRIED_KINDS if isinstance(exc, c)), type(exc))
-    return f"{kind.__name__}: {text[0] if text else ''}".rstrip(": ")[:2000]
+    return f"{kind.__name__}: {text}".rstrip(": ")[:2000]
 
 
 NOT_RETRIED_KINDS = (SandboxConfigError, PolicyConfigError)

@@ -49,8 +49,10 @@ the environment's real answer (`Read-only file system`, `No space left on device
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
+import os
 import re
 import socket
 import tarfile
@@ -163,7 +165,16 @@ def exec_capture(
     code, out, _, truncated, timed_out = exec_streams(
         container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
     )
-    return code, out.decode("utf-8", errors="replace"), truncated, timed_out
+    return code, text_of(out, truncated), truncated, timed_out
+
+
+def text_of(out: bytes, cut: bool) -> str:
+    """A command's output as text (bytes that are not UTF-8 as U+FFFD); output `cut` at
+    a cap drops the character the cut split, as `swe.capped` does, where U+FFFD would
+    stand for bytes the command never wrote wrong (`print('é' * 3000)` ended `éé\ufffd`)."""
+    if not cut:
+        return out.decode("utf-8", errors="replace")
+    return codecs.getincrementaldecoder("utf-8")("replace").decode(out, final=False)
 
 
 def _create(
@@ -617,9 +628,9 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
         code = None  # we stopped it: no status of its own
     else:
         code = _exit_code(container, ex["Id"], cmd, bytes(out + err))
+        _check_stopped(container, code)  # first: a stop lost the session line too
         if code and not group:
             _no_session_line(container, cmd, code, bytes(out + err))
-        _check_stopped(container, code)
     timed_out = watch.killed and code == 137
     if timed_out:  # no answer in time: the environment's, unless the container froze
         check_running(container, f"the command timed out after {timeout:g}s")
@@ -689,13 +700,13 @@ def _input(container, cmd, data, timeout, workdir, user):
         out.insert(0, bytes(head))
     raw = b"".join(out)
     code = _exit_code(container, ex["Id"], cmd, raw)
+    _check_stopped(container, code)  # first: a stop lost the session line too
     if code and not group:
         _no_session_line(container, cmd, code, raw)
-    _check_stopped(container, code)
     timed_out = watch.killed and code == 137
     if timed_out:  # no answer in time: the environment's, unless the container froze
         check_running(container, f"the command timed out after {timeout:g}s")
-    return code, raw.decode("utf-8", errors="replace"), timed_out
+    return code, text_of(raw, size > INPUT_OUTPUT_CAP), timed_out
 
 
 def reason(errors: str, code: int | None = None) -> str:
@@ -721,20 +732,72 @@ def write_file(
     return (None if code == 0 else reason(out, code)), timed_out
 
 
-def copy_tree(container, host_dir: str, target: str, timeout: float) -> None:
-    """Copy a host directory into the container at `target` (through `tar` in it)."""
+def copy_tree(
+    container, host_dir: str, target: str, timeout: float, user: str | None = None
+) -> None:
+    """Copy a host directory into the container at `target` (through `tar` in it), owned
+    by the container's `user` (docker's `user[:group]`; root when None): the host's
+    numeric owners mean nothing there, and git refused a tree a host user owned
+    (`detected dubious ownership`). Root extracts a tree its own; another user's exec
+    lacks the capability to give files away (even as uid 0), so that user extracts it,
+    into `target` made by root and open to it (`target` itself stays root's)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(host_dir, arcname=".")
+        if is_root(user):
+            tar.add(host_dir, arcname=".", filter=_as_root)
+        else:  # not `.`: it is root's, whose mode and times another user cannot set
+            for name in sorted(os.listdir(host_dir)):
+                tar.add(os.path.join(host_dir, name), arcname=name, filter=_as_root)
+    script = 'mkdir -p "$1" && tar -x -f - -C "$1"'
+    if not is_root(user):
+        made = 'mkdir -p "$1" && chmod 777 "$1"'
+        code, out, _ = exec_input(
+            container, ["sh", "-c", made, "sh", target], b"", timeout, user="0"
+        )
+        if code != 0:
+            raise SandboxError(f"cannot make {target} in the container: {out.strip()[-300:]}")
+        script = 'tar -x -f - -C "$1"'
     code, out, _ = exec_input(
         container,
-        ["sh", "-c", 'mkdir -p "$1" && tar -x -f - -C "$1"', "sh", target],
+        ["sh", "-c", script, "sh", target],
         buf.getvalue(),
         timeout,
-        user="0",
+        user="0" if is_root(user) else user,
     )
     if code != 0:
         raise SandboxError(f"cannot copy {host_dir} into the container: {out.strip()[-300:]}")
+
+
+def is_root(user: str | None) -> bool:
+    """Whether docker's `user[:group]` (None or "": the image's default) names root."""
+    return not user or user.partition(":")[0] in ("0", "root")
+
+
+def _as_root(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    """An archive member owned by root, by number and name (a name would map to the
+    container's user of that name); extracted by another user, it is that user's."""
+    member.uid = member.gid = 0
+    member.uname = member.gname = "root"
+    return member
+
+
+TRUSTED = "safe.directory"
+"""The git setting that makes git work in a repository another user owns."""
+
+
+def trust_repository(container, path: str, timeout: float) -> dict[str, str]:
+    """Tell git in the container that the repository at `path` is safe although another
+    user owns it (a bind mount keeps the host's owner; git answered `fatal: detected
+    dubious ownership`, and `git diff` its usage). The container's system gitconfig says
+    so, where no `env` of the agent shows anything of ours. A read-only root cannot take
+    it: the variables that say the same to git are returned, for the agent's commands.
+    An image without git needs nothing."""
+    script = f'command -v git >/dev/null 2>&1 || exit 0; git config --system --add {TRUSTED} "$1"'
+    cmd = ["sh", "-c", script, "sh", path]
+    code, _, _, _ = exec_capture(container, cmd, timeout, 4096, user="0")
+    if code == 0:
+        return {}
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": TRUSTED, "GIT_CONFIG_VALUE_0": path}
 
 
 class RootRunner:
@@ -770,26 +833,59 @@ def ran_and_failed(exc: BaseException) -> bool:
     return not timed_out and code not in (None, 137)
 
 
+SAID = 300
+"""Characters of a failed set-up command's last line of output its reason keeps."""
+
+
+def said_last(out: str, where: str = "it printed") -> str:
+    """What a failed command printed, for a one-line reason: output of one line as it is;
+    of more, its last line, where a command ends with its error (`ls: cannot access ...`,
+    a traceback's `ModuleNotFoundError: ...`), at most `SAID` characters of it, and how
+    many lines it ended (`where` they were). The first line alone, all an attempt's
+    reason kept (`failure_reason`), was `Traceback (most recent call last):` or the
+    command's own `echo` of what it was about to do."""
+    lines = [line.rstrip() for line in out.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return out
+    last = lines[-1] if len(lines[-1]) <= SAID else lines[-1][: SAID - 1] + "…"
+    return f"{last} (the last of {len(lines)} lines {where})"
+
+
 def setup_failed(
-    what: str, command: str, code: int | None, out: str, timed_out: bool, timeout: float
+    what: str,
+    command: str,
+    code: int | None,
+    out: str,
+    timed_out: bool,
+    timeout: float,
+    where: str = "it printed",
 ) -> SandboxError:
     """A set-up command's failure, a command killed at its deadline told from one that
-    failed (its exit 137 alone reads as an OOM kill or a crash), with what it printed;
-    `setup_exit` (code, timed_out) on it for `ran_and_failed` (a SandboxError still: its
-    class name is what an attempt's reason says)."""
+    failed (its exit 137 alone reads as an OOM kill or a crash), with what it printed
+    (`said_last`: its last line; `where` it printed it); `setup_exit` (code, timed_out)
+    on it for `ran_and_failed` (a SandboxError still: its class name is what an attempt's
+    reason says)."""
     how = (
         f"ran past step_timeout ({timeout:g}s) and was killed" if timed_out else f"failed ({code})"
     )
-    said = f": {out}" if out.strip() else ""
+    said = f": {said_last(out, where)}" if out.strip() else ""
     exc = SandboxError(f"{what} {how}: {command}{said}")
     exc.setup_exit = (code, timed_out)
     return exc
 
 
-def run_setup(container, commands, timeout: float, cap: int, workdir: str) -> None:
+def run_setup(
+    container, commands, timeout: float, cap: int, workdir: str, env: dict | None = None
+) -> None:
     """A task's set-up commands (each within `timeout`, the step timeout); the first
-    failure is an environment error."""
+    failure is an environment error, said with its errors (stderr) when it wrote any,
+    else with its output: a program's buffered stdout comes after its traceback on one
+    pipe (`print('installing deps')` then a failed import ended with `installing deps`)."""
     for cmd in commands:
-        code, out, _, timed_out = exec_capture(container, ["sh", "-c", cmd], timeout, cap, workdir)
+        code, out, err, cut, timed_out = exec_streams(
+            container, ["sh", "-c", cmd], timeout, cap, workdir, env or None
+        )
         if code != 0:
-            raise setup_failed("task setup", cmd, code, out[-500:], timed_out, timeout)
+            said, where = (err, "it wrote to stderr") if err.strip() else (out, "it printed")
+            text = text_of(said[-500:], cut)
+            raise setup_failed("task setup", cmd, code, text, timed_out, timeout, where)

@@ -298,8 +298,10 @@ class Terminal:
             text = "".join(cols)
             if i + 1 == len(rows) or not joined[i + 1]:  # a row wrapped at the margin keeps
                 text = text.rstrip()  # its last blank: it is inside the line
-            if i == at:  # the cursor's line keeps its blanks up to the cursor
-                upto = "".join(cols[: self.screen.cursor.x - (skip if i == 0 else 0)])
+            if i == at:  # the cursor's line keeps its blanks up to the cursor; one moved
+                # left of where the step began (C-a, Home) keeps none: a negative slice
+                # kept all but the last blanks of the row (46 spaces for a C-a)
+                upto = "".join(cols[: max(self.screen.cursor.x - (skip if i == 0 else 0), 0)])
                 text = upto if len(upto) > len(text) else text
             if joined[i]:
                 lines[-1].append(text)

@@ -51,17 +51,20 @@ from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
-from .base import SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .base import SandboxConfigError, SandboxError, TaskSpec, ToolSpec, Unpicklable
 from .condition_kinds import human, within
 from .conditions import Condition, Plan, Session, Where
 from .docker import FORBIDDEN_HOST_PATHS, DockerConfig, shared_pool
 from .execs import (
     copy_tree,
     exec_capture,
+    exec_input,
     exec_streams,
+    is_root,
     reason,
     root_runner,
     run_setup,
+    trust_repository,
     write_file,
 )
 
@@ -141,6 +144,18 @@ def capped(text: str, cap: int) -> tuple[str, bool]:
     if len(raw) <= cap:
         return text, False
     return raw[:cap].decode("utf-8", errors="ignore"), True
+
+
+def occurrences(text: str, old: str) -> int:
+    """How many times `old` occurs in `text`, overlapping ones counted: `1.1` occurs twice
+    in `1.1.1`, where `str.count` (which skips past each match) finds one, and an edit
+    of "the one occurrence" changed the first of two."""
+    if len(old) == 1:  # no occurrence can overlap another
+        return text.count(old)
+    count, at = 0, text.find(old)
+    while at >= 0:
+        count, at = count + 1, text.find(old, at + 1)
+    return count
 
 
 def timed_out_note(out: str, timeout: float) -> str:
@@ -250,7 +265,36 @@ def _safe_repo(value: str) -> str:
         raise ValueError(f"{value!r}{where} is not a directory on this host")
     if any(p.is_socket() for p in real.iterdir()):
         raise ValueError(f"{value!r} holds a socket: refused for sandboxes")
+    problem = git_link_problem(str(real))
+    if problem:
+        raise ValueError(problem)
     return str(real)
+
+
+def git_link_problem(repo: str) -> str | None:
+    """Why the host directory `repo` cannot be the sandbox's repository as it is, or None:
+    its `.git` is a file (a worktree's or a submodule's, `gitdir: PATH`) naming a
+    repository outside the directory. Neither a copy nor a bind mount takes that along,
+    and git in the container answered every command with `fatal: not a git repository:
+    /home/.../.git/worktrees/wt`, a host path in the recorded text. A `gitdir` inside the
+    directory, written relative to it, holds in the container too."""
+    link = Path(repo) / ".git"
+    if not link.is_file():
+        return None
+    try:
+        target = link.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError as exc:
+        return f"{link} cannot be read ({exc.strerror})"
+    gitdir = target.removeprefix("gitdir:").strip() if target.startswith("gitdir:") else ""
+    if gitdir and not posixpath.isabs(gitdir):
+        inside = Path(posixpath.normpath(posixpath.join(repo, gitdir)))
+        if inside.is_relative_to(repo) and inside != Path(repo):
+            return None
+    return (
+        f"{link} is a file, not a repository: {repo} is a git worktree or submodule whose "
+        "repository lies outside it, which the sandbox cannot see; give a clone instead "
+        f"(git clone {repo} DIR; commit first what the clone should hold)"
+    )
 
 
 @configclass
@@ -306,6 +350,9 @@ class SWESandbox(Unpicklable):
         )
         self.container = None
         self.session = Session()
+        self._git_env: dict[str, str] = {}
+        """Where the container's system gitconfig cannot say a bound repository is safe
+        (a read-only root): the variables that say it to git (`trust_repository`)."""
         self._initial = ""
         self._conditions: list[dict[str, Any]] = []
 
@@ -324,10 +371,20 @@ class SWESandbox(Unpicklable):
             kw = base
         if kw and repo in (kw.get("volumes") or {}):  # bound (a read_only condition):
             (kw.get("tmpfs") or {}).pop(at, None)  # not copied, and one mount per path
+        problem = git_link_problem(repo)  # a job queued before the check, or changed since
+        if problem:
+            raise SandboxConfigError(f"sandbox.repo: {problem}")
         self.container = self.pool.acquire(kw, episode_id)
-        if repo not in ((kw or {}).get("volumes") or {}):  # not bound: copied in
-            copy_tree(self.container, repo, at, d.step_timeout)
-        run_setup(self.container, task.setup, d.step_timeout, d.output_cap, at)
+        user = d.user or (self.container.attrs.get("Config") or {}).get("User")
+        bound = repo in ((kw or {}).get("volumes") or {})
+        if not bound:  # copied in, owned by the container's user
+            copy_tree(self.container, repo, at, d.step_timeout, user)
+        # git trusts only its user's repositories: a bound one is the host's owner's, and
+        # a copy for a non-root user sits in a root-owned `at` (`copy_tree`)
+        self._git_env = {}
+        if bound or not is_root(user):
+            self._git_env = trust_repository(self.container, at, d.step_timeout)
+        run_setup(self.container, task.setup, d.step_timeout, d.output_cap, at, self._git_env)
         self.session = plan.after(root_runner(self.container, d.step_timeout, at))
         self._initial = self._listing()
         if plan.conditions:
@@ -339,7 +396,7 @@ class SWESandbox(Unpicklable):
         """`Repository at /repo (302 files, first 200 shown):` and the names (`LISTING`)."""
         at = self.config.repo_path
         _, out, _, _, _ = exec_streams(
-            self.container, ["sh", "-c", LISTING], 10, LISTED * 4096 + 64, at
+            self.container, ["sh", "-c", LISTING], 10, LISTED * 4096 + 64, at, self._git_env or None
         )
         count, _, names = out.partition(b"\n")
         listed = [
@@ -497,9 +554,9 @@ class SWESandbox(Unpicklable):
         if content is not None:
             after = content
         else:
-            count = before.count(old or "")
-            if not old or count != 1:
-                found = f"found {count if old else 0}"
+            count = occurrences(before, old) if old else 0
+            if count != 1:
+                found = f"found {count}"
                 if not count and old and "\ufffd" in old and shown(before) != before:
                     found += (
                         "; U+FFFD stands for bytes that are not UTF-8, which `old` cannot match"
@@ -517,13 +574,42 @@ class SWESandbox(Unpicklable):
             self.session.user,
         )
         if timed_out:
-            return self._timed_out(f"error: cannot write {path}")
+            return self._timed_out(f"error: cannot write {path}{self._undo(path, before)}")
         if failed:
-            return Observation(f"error: cannot write {path}: {failed}", is_error=True)
+            msg = f"error: cannot write {path}: {failed}{self._undo(path, before)}"
+            return Observation(msg, is_error=True)
         diff, truncated = capped(
             shown(unified_diff(before or "", after, path)), self.config.docker.output_cap
         )
         return Observation(diff or "(no change)", truncated=truncated)
+
+    def _undo(self, path: str, before: str | None) -> str:
+        """After a write that failed: the file as it was, and "" to say so; else what it
+        now holds. The write (`cat > FILE`) empties the file before it writes, so one that
+        fails on a full disk leaves it cut: its old text is written back (it fits, in the
+        pages its truncation freed), or a file the edit made is removed. A file that
+        reads as before (the write could not open it: a read-only file system, no
+        permission) is left alone. Until 12-06 the error hid a file cut to 12288 bytes."""
+        d = self.config.docker
+        now = self._read(path, self.config.edit_limit)
+        old = None if before is None else before.encode("utf-8", errors="surrogateescape")
+        if now.data == old and (old is not None or now.why == NO_SUCH_FILE):
+            return ""
+        if old is None:
+            cmd, data = ["sh", "-c", 'rm -f -- "$1"', "sh", self._path(path)], b""
+        else:
+            cmd, data = ["sh", "-c", 'cat > "$1"', "sh", self._path(path)], old
+        code, out, timed_out = exec_input(
+            self.container, cmd, data, d.step_timeout, user=self.session.user
+        )
+        if code == 0:
+            return ""
+        why = "timed out" if timed_out else reason(out, code)
+        if old is None:
+            return f"; {path} was made and could not be removed ({why})"
+        now = self._read(path, self.config.edit_limit)
+        held = f"{len(now.data)} bytes" if now.data is not None else "what cannot be read"
+        return f"; {path} is left changed, holding {held}: writing its old text back failed ({why})"
 
     def _tool_bash(self, command: str) -> Observation:
         d = self.config.docker
@@ -533,7 +619,7 @@ class SWESandbox(Unpicklable):
             d.step_timeout,
             d.output_cap,
             self.config.repo_path,
-            env=self.session.env or None,
+            env={**self._git_env, **self.session.env} or None,
             user=self.session.user,
             fallback=True,  # the agent may delete the repository: its shell still runs
         )

@@ -330,7 +330,7 @@ class TerminalSandbox(Unpicklable):
         plan = Plan(within(conditions, d), self.where(self.config))
         self.container = self.pool.acquire(plan.run_kwargs(d.run_kwargs()), episode_id)
         run_setup(self.container, task.setup, d.step_timeout, d.output_cap, d.workdir)
-        facts = self._image_facts()
+        facts = self._facts(after_setup=bool(task.setup))
         session = plan.after(root_runner(self.container, d.step_timeout, d.workdir))
         shell = self._shell(facts["shell"], session)
         self._open_shell(shell, session, prompt_for(shell[0], facts["programs"]))
@@ -359,45 +359,61 @@ class TerminalSandbox(Unpicklable):
         self._conditions = plan.records()
         return Observation(screen, state_json=json.dumps({"cwd": d.workdir}))
 
-    def _image_facts(self) -> dict[str, Any]:
-        """OS, installed tools and usable shell: the same for every container of the pool's
-        image, so probed once per pool (before conditions remove anything). One exec with
-        an end mark: the engine can lose a short exec's output, and a pool keeps its facts."""
+    def _facts(self, after_setup: bool) -> dict[str, Any]:
+        """OS, installed tools and usable shell of this episode's container. Without a
+        task set-up every container of the pool is its image's, so they are probed once
+        per pool (before conditions remove anything: `session.missing` says what they
+        take); after a set-up, which may remove bash or a tool or point /bin/sh elsewhere,
+        they are probed in this container (one exec more). Until 12-06 the first episode's
+        facts, after its own set-up, served the whole pool: every episode said `curl` was
+        installed after one set-up removed it, and one without bash ran under dash (or
+        failed every attempt, in the other order)."""
         shell = tuple(self.config.shell)
         key = f"terminal {shell[0]}"  # a pool may serve configs naming other shells
-        facts = self.pool.facts.get(key)
+        facts = None if after_setup else self.pool.facts.get(key)
         if facts is None:
-            tools = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo tool={t}" for t in TOOLS)
-            exe = shlex.quote(shell[0])
-            probe = (
-                f"{tools}; echo os=$(if [ -r /etc/os-release ]; then . /etc/os-release;"
-                " echo $PRETTY_NAME; else uname -sr; fi);"
-                f" case {exe} in */*) test -f {exe} && test -x {exe};;"
-                f" *) command -v {exe} >/dev/null 2>&1;; esac && echo shell=ok;"
-                f' echo real_shell=$(readlink -f "$(command -v {exe})" 2>/dev/null);'
-                " echo real_sh=$(readlink -f /bin/sh 2>/dev/null); echo end"
-            )
-            for _ in range(3):
-                out = exec_capture(self.container, ["sh", "-c", probe], 10, 1 << 14)[1]
-                if out.endswith("end\n"):
-                    break
-            else:
-                raise SandboxError(f"cannot probe the image {self.config.docker.image}: {out!r}")
-            found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-            facts = self.pool.facts[key] = {
-                "tools": [x[5:] for x in out.splitlines() if x.startswith("tool=")],
-                "os": found.get("os", "").strip() or "unknown",
-                "shell": list(shell) if "shell" in found else None,
-                "programs": {shell[0]: found.get("real_shell"), "/bin/sh": found.get("real_sh")},
-            }
+            facts = self._probe(shell)
+            if not after_setup:
+                self.pool.facts[key] = facts
         if facts["shell"] is None:  # only the default falls back: a named shell is asked for
             if shell != DEFAULT_SHELL:  # no retry finds it there: the job's to fix
+                image = self.config.docker.image
+                where = f"the image {image}"
+                if after_setup:
+                    where = f"the container after the task's set-up (image {image})"
                 raise SandboxConfigError(
-                    f"shell {shell[0]} is not in the image {self.config.docker.image}"
+                    f"shell {shell[0]} is not in {where}"
                     " (TerminalConfig.shell: a path, or a name on its PATH)"
                 )
             return {**facts, "shell": FALLBACK_SHELL}
         return facts
+
+    def _probe(self, shell: tuple[str, ...]) -> dict[str, Any]:
+        """The container's facts (`_facts`): one exec with an end mark, since the engine
+        can lose a short exec's output."""
+        tools = "; ".join(f"command -v {t} >/dev/null 2>&1 && echo tool={t}" for t in TOOLS)
+        exe = shlex.quote(shell[0])
+        probe = (
+            f"{tools}; echo os=$(if [ -r /etc/os-release ]; then . /etc/os-release;"
+            " echo $PRETTY_NAME; else uname -sr; fi);"
+            f" case {exe} in */*) test -f {exe} && test -x {exe};;"
+            f" *) command -v {exe} >/dev/null 2>&1;; esac && echo shell=ok;"
+            f' echo real_shell=$(readlink -f "$(command -v {exe})" 2>/dev/null);'
+            " echo real_sh=$(readlink -f /bin/sh 2>/dev/null); echo end"
+        )
+        for _ in range(3):
+            out = exec_capture(self.container, ["sh", "-c", probe], 10, 1 << 14)[1]
+            if out.endswith("end\n"):
+                break
+        else:
+            raise SandboxError(f"cannot probe the image {self.config.docker.image}: {out!r}")
+        found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        return {
+            "tools": [x[5:] for x in out.splitlines() if x.startswith("tool=")],
+            "os": found.get("os", "").strip() or "unknown",
+            "shell": list(shell) if "shell" in found else None,
+            "programs": {shell[0]: found.get("real_shell"), "/bin/sh": found.get("real_sh")},
+        }
 
     def _shell(self, shell: list[str], session: Session) -> list[str]:
         """The shell to open: the default bash that `missing_commands` removed falls back to
@@ -416,6 +432,7 @@ class TerminalSandbox(Unpicklable):
         d, c = self.config.docker, self.config
         self._token = secrets.token_hex(8)  # a new shell, a new mark: the last one's is known
         self._mark, self._echo = prompt_mark(self._token), verbose_echo(self._token)
+        # PAGER=cat: a pager (`git log`, `man`) would hold every step at its `:` prompt
         env = {"PS1": prompt, "TERM": c.term, "HOME": d.workdir, "PAGER": "cat", **session.env}
         if shell[0].endswith("bash"):  # others (busybox ash) have no PROMPT_COMMAND
             env["PROMPT_COMMAND"] = mark_command(self._token)
