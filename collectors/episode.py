@@ -66,7 +66,23 @@ def run_episode(
             return recorder.finish(Outcome(status="success", error=ended))
     else:
         status = "incomplete"  # stopped by max_turns
+    failed = _ended_failed(recorder.turns) if status == "success" else None
+    if failed:
+        return recorder.finish(Outcome(status="failure", error=failed))
     return recorder.finish(Outcome(status=status))
+
+
+def _ended_failed(turns) -> str | None:
+    """Why an episode the policy ended is no success: its last observation is an
+    environment failure the sandbox flagged (an app crash, an ANR, a device gone
+    offline, an HTTP error page), where an explorer stops (`stop_on_failure`) and a
+    script may end. It said `success` (an Android explorer's crash counted as the
+    demo's one success); the environment answered, so this is `failure`, not our
+    `error`, and no retry is made."""
+    last = turns[-1].observation if turns else None
+    if last is None or not last.env_failure:
+        return None
+    return f"the episode ended on an environment failure: {last.env_failure} (turn {len(turns)})"
 
 
 def failure_reason(exc: BaseException) -> str:
