@@ -131,9 +131,11 @@ class ReplayPolicy(ScriptedPolicy):
 
 def replay_task(recorded: Trajectory, task: TaskSpec, conditions: tuple) -> tuple[TaskSpec, tuple]:
     """The task and conditions a replay runs under: the recording's instruction, set-up
-    (`environment.config.setup`, kept since 12-03) and conditions, where the job gives
-    none of its own. Without them the actions ran in another environment (`cd
-    /root/demo` before the `mkdir` of a set-up) and the replay recorded another episode."""
+    (`environment.config.setup`, kept since 12-03), the kind's task keys (`replay_params`)
+    and conditions, where the job gives none of its own. Without them the actions ran in
+    another environment (`cd /root/demo` before the `mkdir` of a set-up; an Android
+    replay on the home screen instead of the task's app) and the replay recorded another
+    episode."""
     import dataclasses
 
     from worldtrace.sandboxes.conditions import parse_conditions
@@ -147,10 +149,62 @@ def replay_task(recorded: Trajectory, task: TaskSpec, conditions: tuple) -> tupl
         config = {}
     setup = task.setup or tuple(config.get("setup") or ())
     instruction = task.instruction or (recorded.task.instruction if recorded.task else "") or ""
+    params = replay_params(recorded, config, task.params)
     if not conditions and recorded.conditions:
         spec = parse_conditions(json.loads(recorded.conditions))
         conditions = spec.sample(0) if spec is not None else ()
-    return dataclasses.replace(task, instruction=instruction, setup=setup), conditions
+    replaced = dataclasses.replace(task, instruction=instruction, setup=setup, params=params)
+    return replaced, conditions
+
+
+def replay_params(recorded: Trajectory, config: dict[str, Any], params: Any) -> Any:
+    """The kind's task keys (the fields of its `task_class`: Android's app, activity and
+    clear_data, a web task's url) a replay runs with: the job task's when it gives any,
+    else the recording's, as its record holds them: `environment.config.<key>` (Android,
+    since 12-06), else the environment's field of that name (a web episode's start page,
+    `environment.url`). A record that holds not all of them (an Android one collected
+    before 12-06) is refused (SandboxConfigError: every attempt would fail alike) rather
+    than replayed elsewhere than it ran: the job's task restates them."""
+    import dataclasses
+
+    from worldtrace.sandboxes.base import SandboxConfigError
+    from worldtrace.schemas.parsing import ConfigError, parse
+
+    if not dataclasses.is_dataclass(params) or params != type(params)():
+        return params  # the kind has no task keys, or the job's task gives its own
+    env, found, missing = recorded.environment, {}, []
+    for f in dataclasses.fields(params):
+        if f.name in config:
+            found[f.name] = config[f.name]
+        elif getattr(env, f.name, None) is not None:
+            found[f.name] = getattr(env, f.name)
+        else:
+            missing.append(f.name)
+    tid = recorded.trajectory_id
+    if missing:
+        raise SandboxConfigError(
+            f"replay of {tid}: its record does not say the task's {', '.join(missing)} (it was "
+            f"collected before they were recorded): restate them in this task, as the "
+            f"recording's job had them{_first_screen(recorded)}"
+        )
+    try:
+        return parse(type(params), found)
+    except ConfigError as exc:
+        raise SandboxConfigError(
+            f"replay of {tid}: its recorded task keys do not check: {exc}"
+        ) from None
+
+
+def _first_screen(recorded: Trajectory) -> str:
+    """` (its first screen: [app/activity] ...)`: the recorded initial state's screen
+    header (an Android one), which names the app the recording started in."""
+    text = recorded.system.initial_state if recorded.system else None
+    header = next((x for x in (text or "").splitlines() if SCREEN_HEADER.match(x)), None)
+    return f" (its first screen: {header[:200]})" if header else ""
+
+
+SCREEN_HEADER = re.compile(r"\[[A-Za-z][\w.]*/[\w.$]+\]")
+"""An Android observation's first line: `[com.example.notes/.MainActivity] keyboard: ...`."""
 
 
 def raw_trajectory_ids(raw_dir: str | Path | None) -> dict[str, Path]:

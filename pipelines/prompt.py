@@ -172,6 +172,7 @@ def _tool_text(tool: Any) -> str:
     args = list(_arguments(schema))
     lines.append("Arguments:" if args else "Arguments: none")
     lines.extend(args)
+    lines.extend(_alternatives(schema))
     return "\n".join(lines)
 
 
@@ -197,17 +198,69 @@ def _arguments(schema: Any) -> Iterable[str]:
         yield _argument(name, spec, name in required)
 
 
+def _alternatives(schema: Any) -> Iterable[str]:
+    """The schema's `anyOf` / `oneOf` of required sets (a node, or x and y) as one line:
+    no argument is required alone, so the argument lines cannot say it."""
+    if not isinstance(schema, Mapping):
+        return
+    for key, how in (("anyOf", "Required: "), ("oneOf", "Required: exactly one of ")):
+        options = schema.get(key)
+        if not isinstance(options, list):
+            continue
+        sets = [o.get("required") for o in options if isinstance(o, Mapping)]
+        if not sets or not all(isinstance(r, list) and r for r in sets):
+            continue  # alternatives of other shapes: their types are the arguments'
+        yield how + ", or ".join(" and ".join(map(str, r)) for r in sets) + "."
+
+
 def _argument(name: str, spec: Mapping[str, Any], required: bool) -> str:
     kind = _type(spec)
     head = f"- {name} ({kind}{', required' if required else ''})"
     extra = []
     if "enum" in spec:
         extra.append("one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in spec["enum"]))
+    if "const" in spec:
+        extra.append(f"always {json.dumps(spec['const'], ensure_ascii=False)}")
+    bounds = _bounds(spec)
+    if bounds:
+        extra.append(bounds)
     if "default" in spec:
         extra.append(f"default {json.dumps(spec['default'], ensure_ascii=False)}")
     desc = str(spec.get("description") or "").strip()
     tail = "; ".join([desc, *extra] if desc else extra)
     return f"{head}: {tail}" if tail else head
+
+
+BOUNDS = (
+    ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", ""),
+    ("minLength", "maxLength", None, None, " characters"),
+    ("minItems", "maxItems", None, None, " items"),
+)
+"""JSON Schema's limits: inclusive low and high, exclusive low and high, and the unit."""
+
+
+def _bounds(spec: Mapping[str, Any]) -> str:
+    """A number's range (`0 to 30`, `at least 1`, `over 0 and at most 1`), a text's or a
+    list's length (`1 to 64 characters`)."""
+
+    def num(key: str | None) -> str | None:
+        v = spec.get(key) if key else None
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        return json.dumps(v) if ok else None
+
+    said = []
+    for low, high, over, under, unit in BOUNDS:
+        lo, hi = num(low), num(high)
+        if lo is not None and hi is not None:
+            said.append(f"{lo} to {hi}{unit}")
+            continue
+        sides = [f"at least {lo}"] if lo is not None else []
+        sides += [f"over {num(over)}"] if lo is None and num(over) is not None else []
+        sides += [f"at most {hi}"] if hi is not None else []
+        sides += [f"under {num(under)}"] if hi is None and num(under) is not None else []
+        if sides:
+            said.append(" and ".join(sides) + unit)
+    return "; ".join(said)
 
 
 def _type(spec: Mapping[str, Any]) -> str:
@@ -221,7 +274,27 @@ def _type(spec: Mapping[str, Any]) -> str:
     for key in ("anyOf", "oneOf"):
         if isinstance(spec.get(key), list):
             return " | ".join(_type(s) for s in spec[key] if isinstance(s, Mapping))
+    values = spec["enum"] if isinstance(spec.get("enum"), list) else None
+    if "const" in spec:
+        values = [spec["const"]]
+    if values:  # an enum without a type: the type of its values
+        return " | ".join(dict.fromkeys(_json_type(v) for v in values))
     return "any"
+
+
+def _json_type(value: Any) -> str:
+    """JSON Schema's name for the type of a JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 # -- conditions ------------------------------------------------------------------------

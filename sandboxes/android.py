@@ -39,7 +39,7 @@ import time
 import weakref
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, ValidationInfo
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.validate import LONE_SURROGATE
@@ -94,15 +94,30 @@ class AndroidConfig:
     the on-screen keyboard (the header says whether it is shown; `type` types)."""
 
 
+def _needs_app(value: Any, info: ValidationInfo) -> Any:
+    """`activity` and `clear_data` are about the task's app: without one the reset went
+    home and left them unsaid, and the episode was recorded as a success all the same."""
+    if value and "app" in info.data and info.data["app"] is None:  # (an app refused: said)
+        what = "it starts app/activity" if info.field_name == "activity" else "it clears its data"
+        raise ValueError(
+            f"needs the task's app ({what}); without one the episode starts from the home "
+            f"screen: set app:, or leave {info.field_name} out"
+        )
+    return value
+
+
+Activity = Annotated[str | None, AfterValidator(check_activity), AfterValidator(_needs_app)]
+
+
 @configclass
 class AndroidTask:
-    """What a task adds for Android."""
+    """What a task adds for Android (recorded in `environment.config`: a replay restores it)."""
 
     app: Annotated[str | None, AfterValidator(check_package)] = None
     """Package force-stopped and launched at reset; unset starts from the home screen."""
-    activity: Annotated[str | None, AfterValidator(check_activity)] = None
+    activity: Activity = None
     """Activity to start (`am start -n app/activity`) instead of the app's launcher entry."""
-    clear_data: bool = False
+    clear_data: Annotated[bool, AfterValidator(_needs_app)] = False
     """Clear the app's data first (`pm clear`): every episode starts from a fresh install."""
 
 
@@ -136,6 +151,9 @@ LAUNCH_MISTAKES = (
 
 ADB_KEYBOARD = "com.github.uiautomator/.AdbKeyboard"
 """uiautomator2's input method (its app-uiautomator.apk): types what `am broadcast` sends it."""
+OUR_PACKAGES = ("com.github.uiautomator", "com.github.uiautomator.test")
+"""uiautomator2's own apps (its keyboard; the older instrumentation apk): the collector's
+helpers, not the task's environment, so the initial state does not list them."""
 IME_BIND_TIMEOUT = 5.0
 """Seconds a keyboard broadcast nobody received is sent again: after `ime set` the
 system binds the new input method, which registers its receiver, a moment later."""
@@ -182,6 +200,8 @@ class AndroidSandbox(Unpicklable):
         first switched to AdbKeyboard (None: not switched); put back by `_restore_ime`."""
         self._has_keyboard: bool | None = None
         """AdbKeyboard is installed on the connected device (None: not asked yet)."""
+        self._task = AndroidTask()
+        """The episode's task keys (app, activity, clear_data): `describe()` records them."""
 
     # -- device calls ------------------------------------------------------------------
     @property
@@ -198,9 +218,7 @@ class AndroidSandbox(Unpicklable):
             raise self._failure(what, exc) from exc
 
     def _failure(self, what: str, exc: Exception) -> Exception:
-        import adbutils
-
-        from .android_device import device_states
+        from .android_device import adbutils, device_states
 
         conn, self._conn = self._conn, None  # reconnect on the next reset
         assert conn is not None
@@ -246,7 +264,13 @@ class AndroidSandbox(Unpicklable):
     accepts_stop = True  # its reset may wait for the device (`reset_sandbox`)
 
     def reset(self, task: TaskSpec, stop: threading.Event | None = None) -> Observation:
-        self._waited = 0.0
+        params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
+        self._task, self._waited = params, 0.0  # recorded even when the reset fails
+        if (params.activity or params.clear_data) and not params.app:  # a job file: refused
+            raise SandboxConfigError(  # when read; a TaskSpec built in Python: here
+                "the task's activity or clear_data needs its app (without one the episode "
+                "would start from the home screen)"
+            )
         if self._conn is None:
             from .android_device import client, connect, pick_serial
 
@@ -255,7 +279,6 @@ class AndroidSandbox(Unpicklable):
             serial = pick_serial(adb, c.serial)
             self._hold(adb.address, serial, stop)
             self._conn, self._has_keyboard = connect(adb, serial, c.u2_port), None
-        params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
         self._ids, self._last, self._nodes, self._boot = NodeIds(), None, {}, None
         try:
             self._restore_ime()  # an episode before, on this device without a close
@@ -270,7 +293,8 @@ class AndroidSandbox(Unpicklable):
             raise SandboxError(f"cannot start the episode: {exc}") from exc
         f = self._conn.facts
         apps, _ = self._shell("list packages", ["pm", "list", "packages", "-3"])
-        third = ", ".join(sorted(p.removeprefix("package:") for p in apps.split()))
+        listed = {p.removeprefix("package:") for p in apps.split()}
+        third = ", ".join(sorted(listed - set(OUR_PACKAGES)))
         self._initial = (
             f"Device: {f['model']}, Android {f['android']} (SDK {f['sdk']}), screen {f['screen'][0]}x{f['screen'][1]}\n"
             f"Installed apps (third-party): {third or 'none'}\n\n{obs.text}"
@@ -610,7 +634,9 @@ class AndroidSandbox(Unpicklable):
         return self._observe()
 
     def describe(self) -> dict[str, Any]:
-        c = self.config
+        """`config` holds the task's keys (`app`, `activity`, `clear_data`) beside the
+        device's: a replay starts where the recording did (`policies.replay_task`)."""
+        c, task = self.config, self._task
         conn = self._conn
         return {
             "backend": "adb",
@@ -618,7 +644,8 @@ class AndroidSandbox(Unpicklable):
             "device": conn.serial if conn else c.serial,
             "config": {"adb": c.adb, "serial": conn.serial if conn else c.serial, **(conn.facts if conn else {}),
                        "stable_dumps": c.stable_dumps, "hide_packages": list(c.hide_packages),
-                       "device_wait_s": round(self._waited, 3)},
+                       "device_wait_s": round(self._waited, 3),
+                       "app": task.app, "activity": task.activity, "clear_data": task.clear_data},
             "action_space": [t.to_dict() for t in ACTION_SPACE],
             "initial_state": self._initial,
         }  # fmt: skip

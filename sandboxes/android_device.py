@@ -14,22 +14,56 @@ the lock when its file is closed or its process dies, so a crashed holder blocks
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import adbutils
-from adbutils import AdbClient, AdbConnection
-
 from .android_actions import parse_address
 from .android_sim_cli import DEFAULT_PORT as SIMULATOR_PORT
 from .base import SandboxError, hold_lock
+
+PORT_VARIABLE = "ANDROID_ADB_SERVER_PORT"
+"""adb's variable naming its server's port (adb, adbutils and `doctor` read it; a job's
+`adb:` names its server itself)."""
+
+
+def port_variable_problem() -> str | None:
+    """What is wrong with $ANDROID_ADB_SERVER_PORT, one line, or None (unset or a port)."""
+    value = os.environ.get(PORT_VARIABLE)
+    if value is None or (value.isascii() and value.isdigit() and 0 < int(value) < 65536):
+        return None
+    return (
+        f"{PORT_VARIABLE}={value!r} is not a port number: it must be the adb server's port "
+        "alone, 1-65535 (e.g. 5037; the host goes in ANDROID_ADB_SERVER_HOST)"
+    )
+
+
+@contextlib.contextmanager
+def _port_variable_set_aside() -> Iterator[None]:
+    """adbutils builds a default client when it is imported, and that client reads
+    $ANDROID_ADB_SERVER_PORT with `int()`: a value that is no number (`127.0.0.1:15037`)
+    made the import raise a bare ValueError, which failed every Android attempt, though our
+    clients name their server from the job's `adb:`. The import runs without such a value
+    (put back at once); `doctor` says what is wrong with it (`port_variable_problem`)."""
+    value = os.environ.pop(PORT_VARIABLE) if port_variable_problem() else None
+    try:
+        yield
+    finally:
+        if value is not None:
+            os.environ[PORT_VARIABLE] = value
+
+
+with _port_variable_set_aside():
+    import adbutils
+    from adbutils import AdbClient, AdbConnection
 
 
 class _Connection(AdbConnection):
@@ -204,10 +238,15 @@ class DeviceCheck:
 
 def check_devices(adb: str | None = None, timeout: float = 2.0) -> DeviceCheck:
     """List the devices of an adb server (default: $ANDROID_ADB_SERVER_HOST/PORT or 5037)."""
-    named = adb is not None or "ANDROID_ADB_SERVER_PORT" in os.environ
+    named = adb is not None or PORT_VARIABLE in os.environ
     if adb is None:
+        problem = port_variable_problem()
+        if problem:
+            return DeviceCheck(False, problem, (
+                f"set {PORT_VARIABLE} to the adb server's port (e.g. {SIMULATOR_PORT} for "
+                f"`worldtrace android-sim`), or unset it (adb's {ADB_PORT})"))  # fmt: skip
         host = os.environ.get("ANDROID_ADB_SERVER_HOST", "127.0.0.1")
-        adb = f"{host}:{os.environ.get('ANDROID_ADB_SERVER_PORT', ADB_PORT)}"
+        adb = f"{host}:{os.environ.get(PORT_VARIABLE, ADB_PORT)}"
     fix = (
         "optional: start `adb start-server` and attach a device, or run `worldtrace "
         f"android-sim` and set ANDROID_ADB_SERVER_PORT={SIMULATOR_PORT}"

@@ -6,6 +6,8 @@ the simulator (it loads when the command runs).
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 DEFAULT_PORT = 15037
@@ -21,7 +23,11 @@ DEFAULT_PORT = 15037
     "--host", default="127.0.0.1", show_default=True, help="Loopback address to listen on."
 )
 @click.option(
-    "--port", type=int, default=DEFAULT_PORT, show_default=True, help="adb server port (0: any)."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="adb server port (0: any free one).",
 )
 @click.option(
     "--devices",
@@ -32,14 +38,25 @@ DEFAULT_PORT = 15037
 )
 @click.option("--no-ime", is_flag=True, help="Without the uiautomator2 keyboard app.")
 @click.option("--preinstall-u2", is_flag=True, help="Boot with the client's u2.jar already pushed.")
-@click.option("--drop-after", type=int, help="Unplug the device on this JSON-RPC call.")
-@click.option("--offline-after", type=int, help="Turn the device offline on this call.")
+@click.option(
+    "--drop-after",
+    type=click.IntRange(min=1),
+    help="Unplug the device on this JSON-RPC call (1: the first).",
+)
+@click.option(
+    "--offline-after",
+    type=click.IntRange(min=1),
+    help="Turn the device offline on this JSON-RPC call (1: the first).",
+)
 def command(host, port, devices, no_ime, preinstall_u2, drop_after, offline_after, **_) -> None:
     """Serve simulated Android devices behind an adb server on loopback (uiautomator2 and
     adb clients work against it unchanged) until Ctrl-C or SIGTERM; the first line printed
     is the address."""
     from .android_sim import DeviceConfig, SimConfig, serve, u2_jar
 
+    if preinstall_u2:  # u2_jar imports uiautomator2, which imports adbutils: our import of
+        with contextlib.suppress(ImportError):  # it sets a bad $ANDROID_ADB_SERVER_PORT aside
+            from . import android_device  # noqa: F401
     dev = DeviceConfig(
         ime_installed=not no_ime,
         u2_jar=u2_jar() if preinstall_u2 else None,

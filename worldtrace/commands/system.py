@@ -68,7 +68,8 @@ def doctor(as_json: bool, store_only: bool) -> None:
     type=click.IntRange(min=1),
     default=2,
     show_default=True,
-    help="Episodes per task of the explorer jobs.",
+    help="Episodes per task of the MCP, search and web explorer jobs (the other jobs, "
+    "android's explorer too, run a fixed number).",
 )
 @click.pass_context
 def demo(ctx: click.Context, sections: str, episodes: int) -> None:
