@@ -6,7 +6,9 @@ importers what they read (`redact_trajectory`), and `process` what it writes
 ones. A secret becomes a typed placeholder, `<secret:aws_access_key>`, that keeps the
 shape of the text for the world model; values handed to a sandbox (environment
 variables, MCP `set_env`, a web storage state) or to the policy (its API key) become
-`<secret:env_value>` wherever they appear. Texts holding terminal escape sequences are
+`<secret:env_value>` wherever they appear, also in the escaped forms programs print them
+in (`written_forms`: `declare -p`, `json.dumps`, a raw stream kept in JSON). A mapping's
+keys are read as its values are (`_keyed`). Texts holding terminal escape sequences are
 also read with them taken out (`grep --color` cuts a value in pieces), and texts holding
 a line editor's edits as the line shows once they are replayed (`line_edits`: a typed
 line wrapped or corrected). What has neither
@@ -49,7 +51,7 @@ except ImportError:  # no wheel for this machine (x86-64 only): every record is 
     hyperscan = None
 
 from . import fields as F
-from . import prefilter
+from . import prefilter, records
 from .hashing import ID_HEX_CHARS
 from .line_edits import TRIGGER, edited, may_be_edited
 from .redact_rules import (
@@ -81,6 +83,7 @@ __all__ = [
     "redactor",
     "screen",
     "storage_state_values",
+    "written_forms",
 ]
 
 _PLACEHOLDER_RE = re.compile(r"<secret:[a-z0-9_]+>")
@@ -93,6 +96,19 @@ OWN_VALUE = re.compile(rf"c?[0-9a-f]{{{ID_HEX_CHARS}}}|[0-9a-f]{{64}}|worldtrace
 a cluster id (`c` + one), a sha256, a schema version. Anything else there came from
 outside (a foreign file, a hand-made row) and is scanned like any field (2026-12-05: a
 GitHub token as a Parquet row's `trajectory_id` was reported as 0 secrets)."""
+
+
+FIELD_NAMES = frozenset(
+    f.name
+    for cls in vars(records).values()
+    if isinstance(cls, type)
+    and dataclasses.is_dataclass(cls)
+    and cls.__module__ == records.__name__
+    for f in dataclasses.fields(cls)
+)
+"""Our records' field names: keys a record's mapping holds that are never redacted (a
+value handed over that spells one, `system`, would cut the record's shape); any other
+key is redacted like a value (`_keyed`)."""
 
 
 def _ours(key: str, value: Any) -> bool:
@@ -141,7 +157,11 @@ class Redactor:
         values = sorted({v for v in literals if v}, key=len, reverse=True) if on else []
         self.values = tuple(values)
         """The values handed over (`env_value`), longest first."""
-        self.literal = re.compile("|".join(map(re.escape, values))) if values else None
+        forms = {f for v in values for f in written_forms(v)}
+        self.forms = tuple(sorted(forms, key=lambda f: (-len(f), f)))
+        """The values handed over and the escaped forms programs print them in
+        (`written_forms`), longest first: what the literal matches and a cut tail ends."""
+        self.literal = re.compile("|".join(map(_literal, self.forms))) if forms else None
         self._always: list[int] = []
         lits: dict[str, set[int]] = {}
         folded: dict[str, set[int]] = {}
@@ -254,13 +274,14 @@ class Redactor:
 
         A value cut short matches neither its literal nor its shape's rule (`ghp_` + 8
         of 36), yet what is left is part of a secret: so the tail that is a prefix of a
-        handed-over value (`env_min_chars` or more of it), or a key's literal start
+        handed-over value or of a form it is printed in (`written_forms`: `declare -p`
+        cut in `Zq8\\"Lm\\$3`; `env_min_chars` or more of it), or a key's literal start
         (`CUT_SHAPES`, a private key's header or body) followed only by its characters,
         becomes a placeholder. Only where a cut is known (`Observation.truncated`): the
         same tail ends ordinary texts too (`sk-` + a word)."""
         if not self.config.enabled or not text:
             return text, 0
-        starts = [self._value_cut(text, v) for v in self.values]
+        starts = [self._value_cut(text, v) for v in self.forms]
         found = [(s, ENV_KIND) for s in starts if s is not None]
         window = max(0, len(text) - _CUT_WINDOW)
         run = _KEY_RUN.match(text[window:][::-1]).end()  # a cut key lies in the last run
@@ -817,10 +838,15 @@ def screen(batch: pa.RecordBatch) -> np.ndarray:
 
 
 def _map_strings(obj: Any, fn) -> Any:
+    """`obj` with `fn` applied to every string: values, and the keys of its mappings
+    (`_keyed`; also an Arrow map's `(key, value)` pairs, as a row holds `metadata`)."""
     if isinstance(obj, str):
         return fn(obj)
     if isinstance(obj, dict):
-        return {k: v if _ours(k, v) else _map_strings(v, fn) for k, v in obj.items()}
+        items = [(k, v if _ours(k, v) else _map_strings(v, fn)) for k, v in obj.items()]
+        return dict(_keyed(items, fn))
+    if isinstance(obj, list) and _pairs(obj):
+        return _keyed([(k, _map_strings(v, fn)) for k, v in obj], fn)
     if isinstance(obj, (list, tuple)):
         return type(obj)(_map_strings(v, fn) for v in obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -831,6 +857,43 @@ def _map_strings(obj: Any, fn) -> Any:
         }
         return dataclasses.replace(obj, **changes)
     return obj
+
+
+def _pairs(items: list[Any]) -> bool:
+    """Whether `items` are an Arrow map's entries as a row holds them: `(key, value)`
+    tuples with string keys (no JSON value is a tuple)."""
+    return bool(items) and all(
+        type(p) is tuple and len(p) == 2 and type(p[0]) is str for p in items
+    )
+
+
+def _keyed(items: list[tuple[Any, Any]], fn) -> list[tuple[Any, Any]]:
+    """A mapping's `(key, value)` items with each string key but our field names
+    (`FIELD_NAMES`) redacted by `fn`: a secret used as a key (`{"metadata":
+    {"ghp_...": "owner token"}}`) was kept in raw data until 2026-12-06, as only values
+    were read.
+
+    Keys redacted to the same text (two GitHub tokens, each `<secret:github_token>`), or
+    to a key the mapping already holds, stay distinct entries: the key a redaction changed
+    takes ` (2)`, ` (3)`, ... after it, in the mapping's order, and a key no redaction
+    changed keeps its name. No entry is lost, and the result is the same when redacted
+    again (a placeholder and its suffix hold no secret)."""
+    keys = [fn(k) if type(k) is str and k not in FIELD_NAMES else k for k, _ in items]
+    changed = [new != k for new, (k, _) in zip(keys, items, strict=True)]
+    if not any(changed):
+        return items
+    taken = {new for new, c in zip(keys, changed, strict=True) if not c}
+    out = []
+    for new, c, (_, v) in zip(keys, changed, items, strict=True):
+        if c:
+            key, n = new, 1
+            while key in taken:
+                n += 1
+                key = f"{new} ({n})"
+            taken.add(key)
+            new = key
+        out.append((new, v))
+    return out
 
 
 _LEAVES = frozenset({type(None), bool, int, float, bytes, datetime.datetime, datetime.date})
@@ -845,8 +908,11 @@ def _collect(obj: Any, out: list[str]) -> None:
         out.append(obj)
     elif t is dict:
         for k, v in obj.items():
-            if k in SKIP_KEYS and _ours(k, v):  # the set test first: most keys are none
-                continue
+            if k in FIELD_NAMES:  # the set tests first: most keys are ours
+                if k in SKIP_KEYS and _ours(k, v):
+                    continue
+            elif type(k) is str:  # a key of no field of ours: read as a value (`_keyed`)
+                out.append(k)
             tv = type(v)
             if tv is str:
                 out.append(v)
@@ -865,26 +931,34 @@ def _collect(obj: Any, out: list[str]) -> None:
                 _collect(v, out)
 
 
-def _walk_strings(obj: Any, path: str) -> Iterator[tuple[str, str]]:
+def _walk_strings(obj: Any, path: str, red: Redactor | None = None) -> Iterator[tuple[str, str]]:
+    """(field path, string) of every string of a nested value. With `red`, also every
+    mapping's keys but our field names (`_keyed`), each as its entry's path, and every
+    key in a path as `red` redacts it: a path never shows a secret used as a key."""
     if isinstance(obj, str):
         yield path, obj
     elif isinstance(obj, dict):
         for k, v in obj.items():
-            if not _ours(k, v):
-                yield from _walk_strings(v, f"{path}.{k}" if path else str(k))
+            if _ours(k, v):
+                continue
+            name = str(k) if red is None or k in FIELD_NAMES else red.text(str(k))[0]
+            at = f"{path}.{name}" if path else name
+            if red is not None and type(k) is str and k not in FIELD_NAMES:
+                yield at, k
+            yield from _walk_strings(v, at, red)
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            yield from _walk_strings(v, f"{path}[{i}]")
+            yield from _walk_strings(v, f"{path}[{i}]", red)
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
             if not _ours(f.name, v := getattr(obj, f.name)):
-                yield from _walk_strings(v, f"{path}.{f.name}" if path else f.name)
+                yield from _walk_strings(v, f"{path}.{f.name}" if path else f.name, red)
 
 
 def find_secrets(obj: Any, red: Redactor | None = None) -> Iterator[tuple[str, str]]:
     """(field path, kind) of every secret left in a nested value; never the secret."""
     red = red or redactor()
-    for path, s in _walk_strings(obj, ""):
+    for path, s in _walk_strings(obj, "", red):
         for _, _, kind in red.spans(s):
             yield path, kind
     turns = get_field(obj, F.TURNS)
@@ -896,6 +970,96 @@ def find_secrets(obj: Any, red: Redactor | None = None) -> Iterator[tuple[str, s
 
 
 # -- environment values handed to sandboxes ------------------------------------------
+_SHELL_SPECIAL = frozenset(" \t\n'\"\\|&;()<>!{}*[]?^$`,")
+"""What bash's `printf %q` puts a backslash before (`#` only first, `~` only first or
+after `=` or `:`)."""
+_HEX_ESCAPE = re.compile(r"(?<=\\u)[0-9a-f]{4}")
+
+
+def _printf_q(value: str) -> str:
+    """`value` as bash's `printf %q` (and `set -x`'s backslash form) writes one of
+    printable characters: `Zq8\\"Lm\\$3vX9pR\\!w`."""
+    out = []
+    for i, c in enumerate(value):
+        first = i == 0
+        if (
+            c in _SHELL_SPECIAL
+            or (c == "#" and first)
+            or (c == "~" and (first or value[i - 1] in "=:"))
+        ):
+            out.append("\\")
+        out.append(c)
+    return "".join(out)
+
+
+_ANSI_C = {
+    "\a": "\\a", "\b": "\\b", "\x1b": "\\E", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+    "\t": "\\t", "\v": "\\v", "'": "\\'", "\\": "\\\\",
+}  # fmt: skip
+
+
+def _ansi_c(value: str, wide: bool) -> str:
+    """What bash's `$'...'` holds for `value` (`declare -p`, `printf %q` and `${X@Q}` of a
+    value with a control character, and in the C locale, docker's default, of one beyond
+    ASCII: `$'P\\303\\244ssw...'`); `wide`: such characters as they are (a UTF-8 locale)."""
+    out = []
+    for c in value:
+        if c in _ANSI_C:
+            out.append(_ANSI_C[c])
+        elif (c.isascii() or wide) and c.isprintable():
+            out.append(c)
+        else:
+            out.extend(f"\\{b:03o}" for b in c.encode("utf-8", "surrogatepass"))
+    return "".join(out)
+
+
+def _json_bodies(value: str) -> tuple[str, ...]:
+    """What a JSON string of `value` holds between its quotes: `json.dumps` with and
+    without `ensure_ascii`, PHP's `json_encode` (`/` as `\\/`) and Go's (`<`, `>`, `&`
+    as `\\u003c`, ...)."""
+    ascii_, utf8 = json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]
+    go = utf8.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return ascii_, utf8, ascii_.replace("/", "\\/"), go
+
+
+def written_forms(value: str) -> frozenset[str]:
+    """`value` and the escaped forms in which programs print it: a value handed over is
+    a secret in each (2026-12-06, a hunt: `Zq8"Lm$3vX9pR!w` leaked as `declare -p`,
+    `json.dumps` and a raw stream kept in JSON print it, `Zq8\\"Lm\\$3v...`,
+    `Zq8\\"Lm$3v...`; about a third of random passwords hold `"` or `\\`).
+
+    The forms: a JSON string's (`_json_bodies`), Python's `repr` and a C-like string's in
+    either quote (`\\\\`, `\\"`, `\\'`), a shell's double quotes (`declare -p`, `set`:
+    `\\"`, `\\\\`, `\\$`, `` \\` ``), `printf %q`'s backslashes, a shell's single quotes
+    (`${X@Q}`'s `'\\''`, `shlex.quote`'s `'"'"'`) and bash's `$'...'` (`_ansi_c`); each
+    also as a JSON string holds it (a terminal's raw stream in `state_json`, a command in
+    `arguments_json`: plain `env` there reads `Zq8\\"Lm`), and a `\\u` escape's hex also
+    in capitals. A value of letters and digits has one form, itself."""
+    c_like = value.replace("\\", "\\\\")
+    base = {
+        value,
+        *_json_bodies(value),
+        repr(value)[1:-1],
+        c_like.replace('"', '\\"'),
+        c_like.replace("'", "\\'"),
+        c_like.replace('"', '\\"').replace("$", "\\$").replace("`", "\\`"),
+        _printf_q(value),
+        value.replace("'", "'\\''"),
+        value.replace("'", "'\"'\"'"),
+    }
+    if not (value.isascii() and value.isprintable()):
+        base |= {_ansi_c(value, wide=False), _ansi_c(value, wide=True)}
+    forms = base | {b for f in base for b in _json_bodies(f)[:2]}
+    return frozenset(forms | {_HEX_ESCAPE.sub(lambda m: m[0].upper(), f) for f in forms})
+
+
+def _literal(form: str) -> str:
+    """A regex of `form` exactly, a backslash written `[\\\\]`: the batch screen refuses a
+    rule holding `\\u`, `\\N` or `\\U`, which `re.escape` writes for `\\u00e4` or
+    `C:\\Users` (`_Screen._FOREIGN`)."""
+    return "".join("[\\\\]" if c == "\\" else re.escape(c) for c in form)
+
+
 def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
     """Values of the environment a sandbox (or a config, or a policy) hands to what it
     starts, and the other values handed over as they are: they are secrets wherever

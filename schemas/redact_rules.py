@@ -351,10 +351,11 @@ stays whole, and a dotenv line's value is all of it to the first blank (`_assign
 
 def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "dsu") -> str:
     """A value after its name: double-quoted, single-quoted (the groups take what the
-    quotes hold; `\\"` inside a JSON string too) or unquoted, `least` to `_MAX`
-    characters. `letter`: it holds a letter (a key or a token; `MAX_TOKEN=4096` is a
-    number); `shaped`: it holds a digit or a symbol, or is 16 or more letters of both
-    cases (off where the command's grammar says the value is a password: `mysql -pX`,
+    quotes hold, backslash escapes included: `_ESCAPES`; `\\"` inside a JSON string too)
+    or unquoted, `least` to `_MAX` characters. `letter`: it holds a letter (a key or a
+    token; `MAX_TOKEN=4096` is a number); `shaped`: it holds a digit or a symbol (an
+    escaped quote, backslash or symbol is one), or is 16 or more letters of both cases
+    (off where the command's grammar says the value is a password: `mysql -pX`,
     `sshpass -p X`, `.netrc`); `forms`: which of the three are taken (`d`, `s`, `u`:
     SQL's passwords are string literals, single-quoted)."""
 
@@ -363,44 +364,87 @@ def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "
     def ahead(c: str) -> str:  # `least` characters, a letter among them if `letter`
         return f"(?={c}{{{least}}})" + (f"(?={c}{{0,{n}}}[A-Za-z])" if letter else "")
 
-    def held(c: str, plain: str, end: str) -> str:
+    def held(c: str, plain: str, sym: str, end: str) -> str:
         """The value's group: a literal (`plain` characters then a digit or a symbol, or
         16 letters of both cases that read as no words) of `c` characters, then `end`."""
         mixed = f"(?!{_WORDS}{end})(?={c}{{0,{n}}}[a-z])(?={c}{{0,{n}}}[A-Z]){c}{{16,{n}}}"
-        return f"({plain}{{0,{n}}}{_SYM}{c}{{0,{n}}}|{mixed}){end}"
+        return f"({plain}{{0,{n}}}{sym}{c}{{0,{n}}}|{mixed}){end}"
 
-    def body(c: str, end: str, host: bool = False) -> str:
+    def body(
+        c: str, end: str, host: bool = False, escapes: tuple[str, str] | None = None
+    ) -> tuple[str, str]:
+        """(the lookaheads that read the value, what is matched) of a value of `c`
+        characters, `escapes` (those that stand for a symbol, the others) each one too."""
         # The value is taken in a lookahead (its group) up to where it ends, and only up
         # to its first digit or symbol (or 16 letters, or 1) is matched: the batch screen
         # reads rules without their lookarounds and strings back to back, and must flag
         # neither `password = os.environ[...]` nor, with a value at a string's end, the
         # string after it (`TOKEN=dckr_pat_...` + `/` + `ok`).
+        ascii_c = "[" + "".join(map(re.escape, filter(re.compile(c).match, _ASCII))) + "]"
+        plain, sym = c[:-1] + _SYM[1:], _SYM  # `c` but a digit or a symbol: the first ends it
+        if escapes is not None:
+            c = f"(?:{c}|{escapes[0]}|{escapes[1]})"
+            plain, sym = f"(?:{plain}|{escapes[1]})", f"(?:{_SYM}|{escapes[0]})"
         out = ahead(c)
         if not shaped:  # but a word standing for one (`login username password password`)
             words = "|".join(map(_both, ("password", "passwd", "pass", "secret", "none", "null")))
-            return out + f"(?!(?:{words}){end})(?=({c}{{1,{n}}}){end}){c}"
-        plain = c[:-1] + _SYM[1:]  # `c` but a digit or a symbol: the first one ends it
-        group = f"(?={held(c, plain, end)})"
+            return out + f"(?!(?:{words}){end})(?=({c}{{1,{n}}}){end})", c
+        group = f"(?={held(c, plain, sym, end)})"
         if host:  # a value that reads as one before `@host` ends there (`_AT_HOST`)
             cut = f"(?:(?!{_AT_HOST}){c})"
-            group = f"(?:{ahead(cut)}(?={held(cut, plain, f'(?={_AT_HOST})')})|{group})"
-        ascii_c = "[" + "".join(map(re.escape, filter(re.compile(c).match, _ASCII))) + "]"
+            group = f"(?:{ahead(cut)}(?={held(cut, plain, sym, f'(?={_AT_HOST})')})|{group})"
         # matched: `least` characters or more up to and with the first digit or symbol,
-        # or 16 ASCII ones (read as 16 bytes by the screen, not 64)
-        taken = [f"{plain}{{{i}}}{_SYM}{c}{{{least - 1 - i}}}" for i in range(1, least - 1)]
-        taken = [f"{_SYM}{c}{{{least - 1}}}", *taken] if least > 1 else taken
-        taken += [f"{plain}{{{least - 1},{n}}}{_SYM}", f"{ascii_c}{{16}}"]
-        return out + group + f"(?:{'|'.join(taken)})"
+        # or 16 ASCII ones (read as 16 bytes by the screen, not 64); in quotes, where the
+        # quote already tells a value, only up to the first digit or symbol: with its
+        # escapes, each a character, `least` of them made the screen's pattern too big
+        # for hyperscan to keep exact (it flagged `password = os.environ[`)
+        if escapes is not None:
+            return out + group, f"(?:{plain}{{0,{n}}}{sym}|{ascii_c}{{16}})"
+        taken = [f"{plain}{{{i}}}{sym}{c}{{{least - 1 - i}}}" for i in range(1, least - 1)]
+        taken = [f"{sym}{c}{{{least - 1}}}", *taken] if least > 1 else taken
+        taken += [f"{plain}{{{least - 1},{n}}}{sym}", f"{ascii_c}{{16}}"]
+        return out + group, f"(?:{'|'.join(taken)})"
 
-    dq, sq = r"[^\"\s\\]", r"[^'\s\\]"
-    dq_end, sq_end, uq_end = r"\\?\"", r"\\?'", _VEND
     label = rf"(?!{_VC}{{0,{_MAX}}}:{_VEND})"  # `Password: mysqldump: Got error`
+
+    def quoted(q: str) -> str:
+        """In `q` quotes, through backslash escapes to the closing quote, or opened by
+        `\\q` (inside a JSON string) to the closing `\\q` (`_ESCAPES`). What is matched
+        after the quote is read as the first form reads it (a JSON string's escape is two
+        of its escapes): one pattern for both keeps the batch screen's from growing past
+        what hyperscan compiles exactly (with four, it flagged `password = os.environ[`)."""
+        c = rf"[^{q}\s\\]"
+        marks = (q, rf"\\{q}")
+        reads = [
+            rf"{mark}{_NOT_VALUE}(?!{_CAMEL}{mark}){body(c, mark, escapes=_ESCAPES[i])[0]}"
+            for i, mark in enumerate(marks)
+        ]
+        return f"(?:{'|'.join(reads)}){body(c, q, escapes=_ESCAPES[0])[1]}"
+
     branches = {
-        "d": rf"\\?\"{_NOT_VALUE}(?!{_CAMEL}{dq_end}){body(dq, dq_end)}",
-        "s": rf"\\?'{_NOT_VALUE}(?!{_CAMEL}{sq_end}){body(sq, sq_end)}",
-        "u": rf"{_NOT_VALUE}{_CODE}{label}{body(_VC, uq_end, host=True)}",
+        "d": quoted('"'),
+        "s": quoted("'"),
+        "u": rf"{_NOT_VALUE}{_CODE}{label}" + "".join(body(_VC, _VEND, host=True)),
     }
     return "(?:" + "|".join(branches[f] for f in forms) + ")"
+
+
+_WIDE = r"u(?:00[89a-fA-F][0-9a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3})"
+"""A JSON `\\u` escape's body for a character beyond ASCII (`\\u00e4`, as `json.dumps`
+writes `ä`), not for an ASCII one (`\\u0067`: what hides a key from the rules)."""
+_ESCAPES = (
+    (r"\\[^\sA-Za-z0-9]", rf"[\\]{_WIDE}"),
+    (r"\\\\(?:\\[\\\"']|[^\sA-Za-z0-9\\])", rf"\\[\\]{_WIDE}"),
+)  # `[\\]u`, not `\\u` (which holds `\u`, Python's escape): the batch screen refuses it
+"""A backslash escape in a quoted value, each one character of it, (those that stand for
+a symbol: `\\"`, `\\\\`, `\\$`, `\\/`; a character beyond ASCII, `\\u00e4`): as it stands,
+and inside a JSON string (`\\\\\\"`, `\\\\\\\\`, `\\\\u00e4`: an escaped backslash and what
+follows). A quoted value runs through them to its closing quote (`"Zq8\\"Lm$3v"`,
+`'Kd7\\\\Wn4'`, `\\"Zq8\\\\\\"Lm\\"`), as JSON, YAML, a Python dict's repr and a shell's
+`declare -p` write it; another escape (`\\n`, `\\u0067`) ends it, as before. Until
+2026-12-06 a value ended at its first backslash: `{"password": "Zq8\\"Lm$3vX9pR!w"}` was
+kept whole, `"S3cr3t\\"Passw0rd"` after `S3cr3t` (a hunt: 275 of 371 random passwords
+holding `"` or `\\` kept whole in JSON)."""
 
 
 def _behind(words: tuple[str, ...], last: str) -> str:
@@ -648,6 +692,11 @@ PROVIDER_KEYS = (
 """(kind, regex, group, gates) of keys of providers' own prefixed shapes (part of
 `BUILTIN`): each literal prefix is a gate, each shape anchored at its start (`_start`)
 and end (`_E`), so a prefix in a word, a short value or a name stays."""
+_SCHEMES = (("://", "://"), (r":\\(?<=[A-Za-z0-9]:\\)\\{0,2}/\\{1,3}/", ":\\"))
+"""(regex, gate) of a URL's `://`, and of it written `:\\/\\/` as PHP's `json_encode` writes
+JSON, and so again inside a JSON string (`:\\\\/\\\\/`: such JSON in a terminal's raw
+stream), after a scheme's last letter or digit (a JavaScript regex's `(?:\\/\\/` is no
+URL). Two rules, each led by its literal: one led by either searched URLs 2x slower."""
 BUILTIN = (
     # A whole PEM/OpenSSH/PGP private key block, or a cut one up to where base64 ends;
     # `\\n` covers keys inside JSON strings (tool arguments, state).
@@ -716,14 +765,22 @@ BUILTIN = (
      r"((?=[A-Za-z0-9._~+/-]*[a-z])(?=[A-Za-z0-9._~+/-]*[A-Z])[A-Za-z0-9._~+/-]{20,}=*)"
      r"|(?i:token)\s+((?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{20,}=*))", -1,
      ("authorization",)),
-    ("basic_auth", r"(?i:authorization:\s*basic)\s+([A-Za-z0-9+/]{8,}={0,2})", 1, ("basic",)),
+    # `Authorization` and `Proxy-Authorization` as a header, a JSON or dict key (the name's
+    # closing quote before `:`, httpbin's `/headers` printed by Python) or with `=`
+    # (2026-12-06: only `authorization:` then `Basic` was read)
+    ("basic_auth",
+     r"(?i:authorization)" + _Q + r"\s*[:=]\s*" + _Q + r"(?i:basic)\s+([A-Za-z0-9+/]{8,}={0,2})",
+     1, ("basic",)),
     # the password runs to the last `@` before the host (`root:p@ss@db`); the user may be
-    # empty (`redis://:PW@host`) or hold an `@` (`ftp://me@corp.example:PW@host`)
-    ("url_password", r"://[^\s:/\"'<>\[\]]*:([^\s/\"'<>]+)@", 1, ("://",)),
+    # empty (`redis://:PW@host`) or hold an `@` (`ftp://me@corp.example:PW@host`); `://`
+    # also written `:\/\/` in JSON (PHP's `json_encode`; 2026-12-06)
+    *(("url_password", scheme + r"[^\s:/\"'<>\[\]]*:([^\s/\"'<>]+)@", 1, (gate,))
+      for scheme, gate in _SCHEMES),
     # a password holding `/` (read so by SQLAlchemy, redis-py: `mysql://root:a/b@host`),
     # for a user without `@`; a port (`host:8080/x@v2`) or a path is not a password
-    ("url_password",
-     r"://[^\s:/@\"'<>\[\]]*:(?!\d{0,5}[/?#])([^\s/@\"'<>]*/[^\s@\"'<>]*)@", 1, ("://",)),
+    *(("url_password",
+       scheme + r"[^\s:/@\"'<>\[\]]*:(?!\d{0,5}\\{0,3}[/?#])([^\s/@\"'<>]*/[^\s@\"'<>]*)@", 1,
+       (gate,)) for scheme, gate in _SCHEMES),
     # Values found by their names (`_value`), last: a value a shape rule also finds keeps
     # that rule's kind (`GITHUB_TOKEN=ghp_...` is a github_token). They hold no `(?i:`
     # (which would make the screen read their classes as 4-byte characters, `prefilter`):
