@@ -346,7 +346,7 @@ def refuse_damaged(
         why = R.read_problem(f)
         if why is None:
             now[f] = R.held(f)
-            why = R.cut_short(f, sizes.get(f), output, now[f])
+            why = R.lost_records(f, sizes.get(f), output, now[f])
         if why:
             damaged.append((f, why))
     if damaged:

@@ -13,7 +13,6 @@ purpose (pyarrow only): `worldtrace.freshness` says the same before a reading co
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -28,31 +27,58 @@ SHOWN = 3
 
 
 def read_problem(path: str | os.PathLike) -> str | None:
-    """Why `path` does not read whole (None when it does): a Parquet file's footer, its
-    trajectory columns and every page decoded; a JSONL file as UTF-8, every line JSON.
-    For a file whose size or content moved since it was processed (it reads it all)."""
+    """Why `path` does not read as a whole (None when it does): a Parquet file's footer,
+    its trajectory columns and every page decoded; a JSONL file that cannot be opened, is
+    empty or is no UTF-8 text at all (compressed, UTF-16). For a file whose size or
+    content moved since it was processed (it reads it all). A JSONL file's lines are
+    records each, and one that does not read is a reject as when it was processed: it is
+    damage only where a line read then (or was not there), which `rejects` tells
+    (`lost_records`).
+    Until 2026-12-06 any line that did not read made the file damaged, one that processing
+    had rejected already too: `process` and `process --rebuild` refused the file after
+    any change (valid lines appended), so its new records could never be processed."""
     path = Path(path)
     if path.name.endswith(F.SHARD_SUFFIX):
         from worldtrace.schemas.views import TRAJECTORY_REQUIRED, shard_problem
 
         return shard_problem(path, TRAJECTORY_REQUIRED, deep=True)
+    from worldtrace.schemas.text import not_text
+
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+            rest = iter(lambda: fh.read(1 << 20), b"")
+            blank = not head.strip() and not any(chunk.strip() for chunk in rest)
     except OSError as exc:
         return f"unreadable ({exc.strerror or exc})"
-    if not data.strip():
-        return "empty"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-    for n, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                json.loads(line)
-            except ValueError as exc:
-                return f"line {n} is not JSON ({str(exc).splitlines()[0]})"
-    return None
+    return "empty" if blank else not_text(head, path)
+
+
+UNREAD = ("<utf8>", "<json>")
+"""The fields the reader names a JSONL line by when the line does not read at all, not
+UTF-8 or not JSON (`schemas.store.scan_file`); `rejects.reason` starts with `FIELD: `."""
+
+
+def unread_lines(path: str | os.PathLike) -> dict[int, str]:
+    """Line -> why, for each line of the JSONL file `path` that does not read (not UTF-8,
+    not JSON), read as processing reads it (`scan_file`: its lines, its parser)."""
+    from worldtrace.schemas.store import scan_file
+
+    name = str(Path(path))
+    out = {}
+    for where, item in scan_file(Path(path)):
+        if getattr(item, "field", None) in UNREAD and (m := _LINE.match(where[len(name) :])):
+            out[int(m.group(1))] = _why_unread(int(m.group(1)), item.field, item.message)
+    return out
+
+
+def _why_unread(n: int, field: str, message: str) -> str:
+    """`line N is not JSON (...)`, `line N is not UTF-8 (...)`: the reader's words, without
+    its advice to convert an encoding (a file that read when processed was not in another
+    one)."""
+    if field == "<json>":
+        return f"line {n} is not JSON ({message.removeprefix('invalid JSON: ')})"
+    return f"line {n} is not UTF-8 ({message.split(' is not UTF-8', 1)[0]})"
 
 
 def held(path: str | os.PathLike) -> dict[str, str]:
@@ -73,23 +99,43 @@ def held(path: str | os.PathLike) -> dict[str, str]:
 
 _LINE = re.compile(r"^:line (\d+)$")
 CUT = "cut short"
-"""How `cut_short` starts its answer (`damaged_message` says it so)."""
+"""How `lost_records` starts its answer for a file cut short (`damaged_message` says it so)."""
 
 
-def cut_short(
+def lost_records(
     path: str, recorded_size: int | None, processed: Path, now: dict[str, str] | None = None
 ) -> str | None:
-    """Why `path`, a JSONL file that reads whole (`read_problem`), was cut short since it
-    was processed, or None: it is smaller than the size recorded, each record it holds
-    (`held`, or `now`) is the one processed from the same line, and records were
-    processed from lines after its end. A copy that stopped at a line's end: every line
-    parses, so it read as changed, and `--rebuild` dropped the records of the lines
-    after the cut, exit 0. Only the whole file's sha256 is recorded, which says nothing
-    of a prefix; the processed data holds each record's line and content id, so a
-    prefix is known record by record (a rewrite that kept the first records as they
-    were and dropped the rest is the same to it, and is refused alike: renamed, the
-    file is a new one, its old name gone). A Parquet file cut short never reads."""
-    if path.endswith(F.SHARD_SUFFIX) or recorded_size is None:
+    """Why `path`, a JSONL file that reads as text (`read_problem`), lost records since it
+    was processed, or None (then it was changed, or not at all): cut short, inside a line
+    or at a line's end, or a line changed into one that does not read. Each line is held
+    against what processing made of it (`rejects` and the segments name it):
+
+    - a line that does not read now (`unread_lines`) where one read when it was processed,
+      or that was not there then: a copy cut inside a line, bytes a disk fault changed, a
+      line cut short by a writer. A line that did not read then either was rejected for it
+      (`rejects` names it, its reason the reader's, `UNREAD`) and is the same reject now:
+      no damage, the file only changed (appended to, edited elsewhere);
+    - a file cut at a line's end, which reads whole: it is smaller than the size recorded,
+      each record it holds (`held`, or `now`) is the one processed from the same line, and
+      records were processed from lines after its end. Every line parses, so it read as
+      changed, and `--rebuild` dropped the records of the lines after the cut, exit 0.
+      Only the whole file's sha256 is recorded, which says nothing of a prefix; the
+      processed data holds each record's line and content id, so a prefix is known record
+      by record (a rewrite that kept the first records as they were and dropped the rest
+      is the same to it, and is refused alike: renamed, the file is a new one, its old
+      name gone).
+
+    When `rejects` does not read, every line that does not read is damage (it cannot be
+    told from one processing rejected). A Parquet file cut short never reads."""
+    if path.endswith(F.SHARD_SUFFIX):
+        return None
+    if unread := unread_lines(path):
+        then = _unread_then(processed, path)
+        lost = sorted(unread) if then is None else sorted(set(unread) - then)
+        if lost:
+            more = f" (and {len(lost) - 1} more line(s) that read before)" if lost[1:] else ""
+            return unread[lost[0]] + more
+    if recorded_size is None:
         return None
     try:
         if os.path.getsize(path) >= recorded_size:
@@ -115,22 +161,46 @@ def cut_short(
     )
 
 
+def _rejects(processed: Path, path: str) -> list[tuple[int, str]] | None:
+    """(line, reason) of each `rejects` row of a line of the JSONL file `path` (a record
+    rejected or filtered whole; not a turn removed), None when the table does not read."""
+    import pyarrow as pa
+
+    names = _names([path], processed)
+    try:
+        t = _read(Path(processed) / "rejects", ["source_path", "record", "reason"])
+    except (OSError, pa.ArrowException):
+        return None
+    return [
+        (int(m.group(1)), reason or "")
+        for where, record, reason in zip(*(t[c].to_pylist() for c in t.column_names), strict=True)
+        if where in names and (m := _LINE.match(f":{record}"))
+    ]
+
+
+def _unread_then(processed: Path, path: str) -> set[int] | None:
+    """The lines of the JSONL file `path` that processing rejected because they did not
+    read (their reason the reader's: `UNREAD`); None when `rejects` does not read."""
+    rejects = _rejects(processed, path)
+    if rejects is None:
+        return None
+    return {n for n, reason in rejects if reason.startswith(tuple(f"{f}: " for f in UNREAD))}
+
+
 def _processed_lines(processed: Path, path: str) -> dict[int, str | None] | None:
     """Line -> content id of each record processed from the JSONL file `path` (the
     segments keep every record that reached dedup; a rejected or filtered one, from the
     rejects table, has None: its content is not kept). None when they do not read."""
     import pyarrow as pa
 
-    names = _names([path], processed)
-    out: dict[int, str | None] = {}
+    rejects = _rejects(processed, path)
     try:
-        rejects = _read(Path(processed) / "rejects", ["source_path", "record"])
-        raw = _raw_ids(processed, names)
+        raw = _raw_ids(processed, _names([path], processed))
     except (OSError, pa.ArrowException):
         return None
-    for where, record in zip(*(rejects[c].to_pylist() for c in rejects.column_names), strict=True):
-        if where in names and (m := _LINE.match(f":{record}")):
-            out[int(m.group(1))] = None
+    if rejects is None:
+        return None
+    out: dict[int, str | None] = dict.fromkeys((n for n, _ in rejects), None)
     for source, rid in raw.items():
         if m := _LINE.match(source[source.rindex(":") :]):
             out[int(m.group(1))] = rid
@@ -181,8 +251,9 @@ def _raw_ids(processed: Path, names: set[str]) -> dict[str, str]:
 def damage(path: str, recorded_size: int | None, processed: Path) -> str | None:
     """Why a raw file processed before, whose size or content moved, is damaged rather
     than changed, or None: it no longer reads whole (`read_problem`), or it is a JSONL
-    file cut short at a line's end (`cut_short`)."""
-    return read_problem(path) or cut_short(str(path), recorded_size, Path(processed))
+    file that lost records (`lost_records`: cut short, a line that read turned into one
+    that does not)."""
+    return read_problem(path) or lost_records(str(path), recorded_size, Path(processed))
 
 
 def in_store(path: str, root: str) -> str:
@@ -264,8 +335,11 @@ def no_longer_held(n: int | None, files: int = 1) -> str:
 
 def damaged_message(damaged: list[tuple[str, str]], lost: int | None) -> str:
     """One line: the raw files damaged since they were processed, why, what of the
-    processed data comes only from them, and the two ways on: restore them, or move
-    them out and rebuild to drop what only they held (the rebuild says what it drops)."""
+    processed data comes only from them, and the two ways on: restore them, or leave them
+    out of a rebuild to drop what only they held (the rebuild says what it drops): a file
+    of the store moved out of it, a file from outside it (`process --input`) not given
+    as `--input`. Until 2026-12-06 the line said "move it out of the store" of a file that
+    was never in it."""
     one = len(damaged) == 1
     it, files = ("it", "the file") if one else ("them", "the files")
     if one:
@@ -279,12 +353,32 @@ def damaged_message(damaged: list[tuple[str, str]], lost: int | None) -> str:
             f"{len(damaged)} raw files are damaged: they changed since they were processed "
             f"and no longer read, or were cut short ({shown}{more})"
         )
+    inside = {in_a_store(p) for p, _ in damaged}
+    rebuild = "run `worldtrace process --rebuild`"
+    if inside == {True}:
+        leave, drop = f"move {it} out of the store", f"move {it} out of the store and {rebuild}"
+    elif inside == {False}:
+        leave = f"leave {it} out of `--input`"
+        drop = f"{rebuild} without {it} among its `--input` files"
+    else:
+        leave = "move those in the store out of it, leave the others out of `--input`"
+        drop = (
+            f"move those in the store out of it and {rebuild} without the others among its "
+            "`--input` files"
+        )
     if lost == 0:
-        nothing = trajectories(0, len(damaged))
-        return f"{head}; {nothing}: move {it} out of the store (or copy {files} again)"
+        return f"{head}; {trajectories(0, len(damaged))}: {leave} (or copy {files} again)"
     kept = ", and the processed data holds their last copy" if lost else ""
     return (
         f"{head}; {trajectories(lost, len(damaged))}{kept}: copy {files} again (or import "
-        f"the source again); or, to drop them, move {it} out of the store and run "
-        "`worldtrace process --rebuild`, which says what it dropped"
+        f"the source again); or, to drop them, {drop}, which says what it dropped"
     )
+
+
+def in_a_store(path: str) -> bool:
+    """Whether the raw file `path` is inside a store (below a directory whose processing
+    recorded its raw files, `processed/_index/shards.parquet`), as `process` names a file
+    from the store's root (`units.in_store`); else it came from outside, as `--input`."""
+    real = Path(os.path.realpath(path))
+    index = Path(F.PROCESSED_DIR, F.PROCESS_INDEX, SHARDS)
+    return any((d / index).is_file() for d in real.parents)

@@ -135,5 +135,9 @@ LINE_SUFFIXES = (".jsonl", ".ndjson")
 LINE_RECORD_FORMATS = ("agentworldbench", "sharegpt", "openai", "openhands")
 """The import formats read one record per line from such a file: their records'
 `source.origin_index` is the line - 1 (the session formats' is a conversation's number)."""
+SESSION_FORMATS = ("claude-code", "codex", "gemini-cli")
+"""The import formats that read a JSONL file whole, one event a line: their records are
+conversations, `origin_index` a conversation's number. Every other format read from such a
+file (worldtrace's own records too) has a record a line."""
 SHARD_TARGET_BYTES = 128 * 1024 * 1024
 SHARD_ROW_GROUP_ROWS = 1024

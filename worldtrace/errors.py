@@ -58,8 +58,10 @@ def interrupts(
     leave half done): the block goes on, and the line and the status come when it ends.
     A second signal while the first is cleaned up exits at once. `signals`: those it
     takes (the other stop signals keep their default action in the block: `import`
-    ends at once on SIGTERM). After the block `kept()` stays what a stop says
-    (`stop_says`): a SIGTERM just after `process` published says so."""
+    ends at once on SIGTERM); one ignored when the block starts (by whoever started the
+    command: `cli_stops` leaves it so) stays ignored through it and after. After the
+    block `kept()` stays what a stop says (`stop_says`): a SIGTERM just after `process`
+    published says so."""
     stop_says(kept)
     taken: list[int] = []  # the signal that stopped the block, if any
     raised: list[bool] = []
@@ -79,10 +81,14 @@ def interrupts(
 
     import click
 
+    # a signal ignored by whoever started us (nohup, a shell's background job) stays
+    # ignored here, as `cli_stops` keeps it (until 2026-12-06 the block took it: a Ctrl-C
+    # the command ignored before and after its block stopped `process` inside it, 130)
+    ignored = {s for s in STOP_NAMES if signal.getsignal(s) is signal.SIG_IGN}
+    signals = tuple(s for s in signals if s not in ignored)
     old = {s: signal.signal(s, handler) for s in signals}
-    for s in set(STOP_NAMES) - set(old):  # not ours here: its default, not the CLI's
-        if signal.getsignal(s) is not signal.SIG_IGN:
-            old[s] = signal.signal(s, signal.SIG_DFL)
+    for s in set(STOP_NAMES) - set(old) - ignored:  # not ours here: its default, not the CLI's
+        old[s] = signal.signal(s, signal.SIG_DFL)
     try:
         try:
             with main_thread_woken(signals):

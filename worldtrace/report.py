@@ -31,6 +31,7 @@ from .summary import (
     Section,
     answer,
     store_state,
+    trajectory_place,
 )
 
 TABLES = (
@@ -57,16 +58,93 @@ ranked AS (
       PARTITION BY u.category
       ORDER BY CASE WHEN c.masked THEN -u.nov ELSE u.cond_novelty END NULLS LAST,
                CASE WHEN c.masked THEN -u.cond_novelty ELSE u.nov END NULLS LAST,
-               u.trajectory_id, u.turn_index) AS rk
-  FROM turns u JOIN cats c USING (category)
-  WHERE c.masked OR u.in_loss)
+               u.trajectory_id, u.origin_id, u.domain, u.turn_index) AS rk
+  FROM (SELECT DISTINCT trajectory_id, origin_id, domain, turn_index, category, keep, in_loss,
+               nov, ol, r, cond_novelty FROM turns) u
+  JOIN cats c USING (category)
+  WHERE c.masked OR u.in_loss),
+top AS (SELECT * FROM ranked WHERE rk <= {n}),
+copies AS (
+  SELECT r.category, r.rk,
+         list(list_filter(t.turns, lambda x: x.index = r.turn_index)[1]
+              ORDER BY t.dedup.cluster_id)[1] AS turn,
+         list({{'origin_path': t.origin_path, 'origin_index': t.origin_index,
+                'origin_format': t.origin_format, 'origin_id': t.origin_id,
+                'job_id': t.job_id, 'episode_id': t.source.episode_id}}
+              ORDER BY t.dedup.cluster_id) AS copies
+  FROM top r
+  JOIN trajectories t ON t.trajectory_id = r.trajectory_id AND t.domain = r.domain
+       AND t.origin_id IS NOT DISTINCT FROM r.origin_id
+  GROUP BY r.category, r.rk),
+names AS MATERIALIZED (SELECT trajectory_id, origin_id FROM trajectories),
+ids AS (SELECT trajectory_id, count(*) AS n FROM names GROUP BY ALL),
+origins AS (SELECT origin_id, count(*) AS n FROM names WHERE origin_id IS NOT NULL GROUP BY ALL)
 SELECT r.category, r.masked, r.domain, r.trajectory_id, r.turn_index, r.nov, r.ol, r.r,
-       r.cond_novelty, r.keep, r.in_loss,
-       list_filter(t.turns, lambda x: x.index = r.turn_index)[1] AS turn
-FROM ranked r JOIN trajectories t USING (trajectory_id)
-WHERE r.rk <= {n}
+       r.cond_novelty, r.keep, r.in_loss, c.turn,
+       {{'trajectory_id': r.trajectory_id, 'origin_id': r.origin_id, 'same_id': i.n,
+         'same_origin': o.n, 'origin_is_id': r.origin_id IN (SELECT trajectory_id FROM ids),
+         'copies': c.copies}} AS whence
+FROM top r
+JOIN copies c USING (category, rk)
+JOIN ids i ON i.trajectory_id = r.trajectory_id
+LEFT JOIN origins o ON o.origin_id = r.origin_id
 ORDER BY r.category, r.rk
 """
+"""Per category the turns most worth a look, each one row with the processed trajectories
+it is a turn of (`whence.copies`, by cluster). With `dedup.exact=false` exact copies kept
+apart share an id: a `turns` row's trajectory is the one of its id, origin id and domain
+(the view has no cluster column; ranking the trajectories' own turns, which carry it,
+took twice as long on 20k), and copies that share those too have the same turns decided
+alike (the same content, domain and draw), so they are one row. Joined by the id alone,
+each copy's turn met every trajectory of its id: one turn listed two and four times,
+under an `explain ID` that matched two. `whence` also says which `explain` argument names
+the trajectory alone (`explain_command`)."""
+
+
+def explain_command(whence: dict, store: str) -> tuple[str | None, str]:
+    """(the `worldtrace explain` command that names the turn's trajectory alone, or None;
+    why none does). Its id, unless exact copies kept apart share it (`dedup.exact=false`):
+    then its origin id, which `explain` takes when no trajectory has it for an id and it is
+    this one's alone; else nothing `explain` accepts picks one of the copies, and the line
+    says so, with where the copies of the row came from, instead of a command that lists
+    them and exits 1."""
+    tid, oid = whence["trajectory_id"], whence["origin_id"]
+    if whence["same_id"] == 1:
+        return f"worldtrace explain {tid}{store}", ""
+    if oid and whence["same_origin"] == 1 and not whence["origin_is_id"]:
+        arg = shlex.quote(oid)
+        return (
+            f"worldtrace explain{store} -- {arg}"
+            if oid.startswith("-")
+            else f"worldtrace explain {arg}{store}"
+        ), ""
+    shared = (
+        "it has no origin id"
+        if not oid
+        else f"{whence['same_origin']} its origin id {oid}"
+        if whence["same_origin"] > 1
+        else f"its origin id {oid} is another trajectory's id"
+    )
+    copies = whence["copies"]
+    places = [p for p in map(trajectory_place, copies[:COPIES_NAMED]) if p]
+    more = f" and {len(copies) - COPIES_NAMED} more" if copies[COPIES_NAMED:] else ""
+    whose = (
+        f"; it came from {places[0]}"
+        if len(copies) == 1 and places
+        else f"; this row stands for {len(copies)} of them, alike (the same origin id and "
+        f"domain), from {', '.join(places)}{more}"
+        if places
+        else ""
+    )
+    return None, (
+        f"no `worldtrace explain` argument names this trajectory alone: "
+        f"{whence['same_id']} processed trajectories have its id {tid} (exact copies kept "
+        f"apart, dedup.exact=false), and {shared}{whose}"
+    )
+
+
+COPIES_NAMED = 3
+"""Copies of one turn named by where they came from in the report's line (the rest counted)."""
 
 
 def _esc(x: object) -> str:
@@ -130,6 +208,17 @@ def empty_message(state: str | None, raw: bool = False) -> str:
     return NO_DATA_YET
 
 
+def _look_closer(whence: dict, store: str) -> str:
+    """The report's cell for a turn's trajectory: its `explain` command (one click selects
+    it), or why no command names it alone (`explain_command`)."""
+    command, why = explain_command(whence, store)
+    return (
+        f"<code class=cmd>{_esc(command)}</code>"
+        if command
+        else f"<span class=note>{_esc(why)}</span>"
+    )
+
+
 def worst_turns(
     con: duckdb.DuckDBPyConnection, store_root: Path | None, state: str | None = None
 ) -> str:
@@ -138,7 +227,7 @@ def worst_turns(
     if not rows:
         why = "" if state is None else f": {empty_message(state)}"
         return f"<p class=empty>no processed turns yet{_esc(why)}</p>"
-    store = f" --store {_esc(shlex.quote(str(store_root)))}" if store_root else ""
+    store = f" --store {shlex.quote(str(store_root))}" if store_root else ""
     order = {c: i for i, c in enumerate(F.CATEGORIES)}
     rows.sort(key=lambda r: order.get(r[0], len(order)))  # stable: keeps the rank order
     head = (
@@ -147,7 +236,7 @@ def worst_turns(
         "<th>look closer (click selects the command)</th></tr>"
     )
     body, seen = [], set()
-    for cat, masked, domain, tid, idx, nov, ol, r, cn, keep, in_loss, turn in rows:
+    for cat, masked, domain, _tid, idx, nov, ol, r, cn, keep, in_loss, turn, whence in rows:
         if cat not in seen:
             seen.add(cat)
             why = (
@@ -168,7 +257,7 @@ def worst_turns(
             + f"<td>{'yes' if in_loss else 'no'}</td>"
             f"<td class=text>{_esc(_excerpt((turn.get('action') or {}).get('text')))}</td>"
             f"<td class=text>{_esc(_excerpt((turn.get('observation') or {}).get('text')))}</td>"
-            f"<td><code class=cmd>worldtrace explain {_esc(tid)}{store}</code></td></tr>"
+            f"<td>{_look_closer(whence, store)}</td></tr>"
         )
     return f"<table class=worst><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 

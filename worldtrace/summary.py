@@ -224,12 +224,16 @@ STATS_SECTIONS = (
                round(sum(keep * obs_chars) / nullif(sum(obs_chars), 0), 4) AS effective_keep_chars,
                round(avg(CASE WHEN in_loss THEN 1 ELSE 0 END), 4) AS turns_in_loss
         FROM turns GROUP BY domain ORDER BY domain""", none=KEPT_NONE),
+    # a cluster counts in its representative's domain: exact copies in two domains share
+    # one (the content id leaves the domain out); counted in the domain of each of its
+    # members, the domains' clusters summed to more than there are, and a domain showed
+    # more clusters than it kept trajectories (28 kept, 29 clusters)
     Section("dedup", "dedup", """
         SELECT domain, count(*) AS trajectories,
                sum(CASE WHEN role = 'exact' THEN 1 ELSE 0 END) AS exact_dups,
                sum(CASE WHEN role = 'near' THEN 1 ELSE 0 END) AS near_dups,
                round(avg(CASE WHEN representative THEN 0 ELSE 1 END), 4) AS dup_rate,
-               count(DISTINCT cluster_id) AS clusters
+               count(*) FILTER (WHERE representative) AS clusters
         FROM clusters GROUP BY domain ORDER BY domain""", none=KEPT_NONE),
     Section("rejects", "filters and rejects", f"""
         SELECT stage, {_reason_kind()} AS reason, count(*) AS count
@@ -635,12 +639,15 @@ def _where(reject: dict[str, Any]) -> str:
 
 def origin_place(path: str, index: int | None, fmt: str | None) -> str:
     """Where a record is in its file, as `import` names it: `FILE:line N` (1-based) for a
-    record of a JSONL file read line by line, else `FILE:record N` (`source.origin_index`:
+    record of a JSONL file, read line by line, else `FILE:record N` (`source.origin_index`:
     its position in a JSON list, a session's conversation). Never `FILE:N`, which every
-    reader and editor takes for a line."""
+    reader and editor takes for a line. Every format but the session ones reads a JSONL
+    file a record a line, at `origin_index` = line - 1: the record formats, and
+    worldtrace's own records, which keep the `origin_format` they carry (until 2026-12-06
+    they were named `record N` for that format, 0-based, beside `import`'s `line N + 1`)."""
     if index is None:
         return path
-    if path.lower().endswith(F.LINE_SUFFIXES) and fmt in F.LINE_RECORD_FORMATS:
+    if path.lower().endswith(F.LINE_SUFFIXES) and fmt not in F.SESSION_FORMATS:
         return f"{path}:line {index + 1}"
     return f"{path}:record {index}"
 
@@ -655,9 +662,10 @@ def _print_candidates(doc: dict[str, Any], console: Console) -> None:
     _print_trajectories(rows, console)
 
 
-def _place(m: dict[str, Any]) -> str:
-    """Where a candidate came from, of what it records: its file and index, a collected
-    one's job and episode, else its origin format and id ("" when none is known)."""
+def trajectory_place(m: dict[str, Any]) -> str:
+    """Where a trajectory came from (`CANDIDATE_KEYS`), of what it records: its file and
+    index, a collected one's job and episode, else its origin format and id ("" when none
+    is known): how `explain` lists candidates and the report names a copy."""
     if m["origin_path"]:
         return origin_place(m["origin_path"], m["origin_index"], m["origin_format"])
     if m["job_id"]:  # collected: the job and episode say where it came from
@@ -673,7 +681,9 @@ def _origin(fmt: str | None, origin_id: str | None) -> str:
 def _print_trajectories(rows: list[dict[str, Any]], console: Console) -> None:
     """One line per trajectory (`CANDIDATE_KEYS`): id, where it came from, domain."""
     for m in rows[:MAX_CANDIDATES]:
-        line = "  ".join(str(x) for x in (m["trajectory_id"], _place(m), m["domain"]) if x)
+        line = "  ".join(
+            str(x) for x in (m["trajectory_id"], trajectory_place(m), m["domain"]) if x
+        )
         console.print(printable(f"  {line}", True), highlight=False, markup=False, soft_wrap=True)
     if len(rows) > MAX_CANDIDATES:
         console.print(f"  ... {len(rows) - MAX_CANDIDATES} more", highlight=False)

@@ -102,6 +102,7 @@ RECORD_FORMATS = {m.NAME: m for m in (agentworldbench, sharegpt, openai, openhan
 assert tuple(RECORD_FORMATS) == F.LINE_RECORD_FORMATS, "F.LINE_RECORD_FORMATS names them"
 SESSION_FORMATS = {m.NAME: m for m in (claude_code, codex, gemini_cli)}
 """JSONL files read whole, one event a line (detected on their first lines, per file)."""
+assert tuple(SESSION_FORMATS) == F.SESSION_FORMATS, "F.SESSION_FORMATS names them"
 FORMATS = tuple(dict.fromkeys((*FILE_FORMATS, *RECORD_FORMATS, *SESSION_FORMATS, native.NAME)))
 """`native`: worldtrace's own records, told by their `schema_version` before any foreign
 format is tried (a JSONL line, a .json record or list of records)."""
