@@ -46,6 +46,7 @@ WANTED = (
     f"{F.SOURCE}.kind",  # with environment.backend: whether the record is generated
     f"{F.ENVIRONMENT}.backend",
     f"{F.ENVIRONMENT}.config",  # whether it comes from the device simulator (its model)
+    f"{F.TASK}.instruction",  # an AgentWorldBench line's record, read back (`awb_provenance`)
 )
 """Field paths export needs (list levels left out); absent ones are skipped."""
 CLUSTER = "_cluster"

@@ -400,14 +400,17 @@ def agentworldbench_lines(
     turns whose observation the loss keeps, the keep_mode=turn draw). `prompt` and
     `response` hold the whole trajectory; `turn_idx` (1-based) is the turn to predict,
     the turns before it are its history. `worldtrace` (a key the evaluation does not
-    read) says where the line came from: imported again, a generated record stays
-    synthetic (`importers.agentworldbench`)."""
+    read) says where the line came from and what `system_str` and the lists cannot say
+    back (`awb_provenance`): imported again, the record comes back as it was
+    (`importers.agentworldbench`), a generated one synthetic."""
     tid = rec[F.TRAJECTORY_ID]
     turns = rec[F.TURNS]
     prompt = [t["action"]["text"] for t in turns]
     response = [t["observation"]["text"] for t in turns]
+    ours = None
     for n, t in enumerate(turns, start=1):
         if keep_turn(tid, t["index"], seed, 1.0 if t.get("keep") is None else t["keep"]):
+            ours = ours or awb_provenance(rec, synthetic)
             yield {
                 "id": f"{tid}/{n}",
                 "task": f"worldtrace/{rec[F.DOMAIN]}",
@@ -415,8 +418,32 @@ def agentworldbench_lines(
                 "prompt": prompt,
                 "response": response,
                 "turn_idx": n,
-                F.AWB_PROVENANCE: {"trajectory_id": tid, "synthetic": synthetic},
+                F.AWB_PROVENANCE: ours,
             }
+
+
+def awb_provenance(rec: dict[str, Any], synthetic: bool) -> dict[str, Any]:
+    """A line's `worldtrace` key: the trajectory, whether it was generated, and what the
+    evaluation's fields lose of the record: each turn's action kind (a command, keys, a
+    tool call and a GUI action are all a string in `prompt`), the system prompt's parts as
+    the record holds them (`system_str` composes them with the simulation instruction
+    export adds for the domain, which is not the record's), its task instruction and
+    conditions. Until 12-06 import parsed `system_str` back, and without the export's
+    manifest beside the file it kept export's instruction as the record's own: the
+    next export said it twice."""
+    system = rec.get(F.SYSTEM) or {}
+    task = rec.get(F.TASK) or {}
+    conditions = rec.get(F.CONDITIONS)
+    if conditions is not None and not isinstance(conditions, str):  # an Arrow list
+        conditions = json.dumps(list(conditions), ensure_ascii=False, sort_keys=True)
+    return {
+        "trajectory_id": rec[F.TRAJECTORY_ID],
+        "synthetic": synthetic,
+        "kinds": [t["action"]["kind"] for t in rec[F.TURNS]],
+        "system": {k: system[k] for k in F.SYSTEM_FIELDS if system.get(k) is not None},
+        "instruction": task.get("instruction"),
+        "conditions": conditions,
+    }
 
 
 def awb_file(domain: str, part: str) -> str:

@@ -8,7 +8,10 @@ the record (`invalid`, naming the field), as do an `id`, `task`, `system_str` or
 `turn_idx` of the wrong type.
 
 A line worldtrace exported (`export --format agentworldbench`: its `worldtrace` key) is
-read back into the record it came from (`_ours`): `system_str` is the system prompt
+read back into the record it came from: since 12-06 the key holds each turn's action kind,
+the record's system prompt parts, task instruction and conditions (`_as_recorded`,
+`pipelines.writers.awb_provenance`), taken as they are. An older export's line held only
+the trajectory and `synthetic`, and is parsed back (`_ours`): `system_str` is the system prompt
 export composed (`pipelines/prompt.py`: the task description, then each other part under
 its header), split back into its parts, the simulation instruction worldtrace added
 (told by the sha256 of each domain's instruction in the export's manifest.json beside
@@ -19,6 +22,7 @@ call as worldtrace renders one (`name(<sorted JSON arguments>)`) is that call ag
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator
@@ -85,6 +89,7 @@ def to_trajectory(
         isinstance(ours, dict) and isinstance(ours.get("synthetic", False), bool)
     ):
         raise expected(F.AWB_PROVENANCE, 'an object {"trajectory_id", "synthetic": bool}', ours)
+    mine = _as_recorded(ours, len(prompts)) if ours is not None else None
     kind = "keystrokes" if dom == "terminal" else "text"
     pairs = []
     for i, (a, o) in enumerate(zip(prompts, responses, strict=True)):
@@ -97,6 +102,8 @@ def to_trajectory(
             )
         elif not isinstance(o, str):
             raise expected(f"response[{i}]", "a string", o)
+        elif mine is not None:
+            pairs.append((_action(mine["kinds"][i], a), Observation(o), None))
         else:
             action = (_rendered_call(a) if ours is not None else None) or Action(kind, a)
             pairs.append((action, Observation(o), None))
@@ -110,7 +117,13 @@ def to_trajectory(
     if ours and ours.get("trajectory_id") is not None:
         meta["exported_from"] = ours["trajectory_id"]
     system = d.get("system_str") or None
-    parts = _ours(system, dom, pairs, path) if ours is not None and system else None
+    if mine is not None:  # what the record held, as export wrote it (`awb_provenance`)
+        parts = {**mine["system"], "instruction": mine["instruction"]}
+        parts["conditions"] = mine["conditions"]
+    elif ours is not None and system:  # an export of before 12-06: `system_str` parsed back
+        parts = _ours(system, dom, pairs, path)
+    else:
+        parts = None
     t = build(
         NAME,
         record_id(d, "id") or origin,
@@ -128,6 +141,44 @@ def to_trajectory(
         t.system.simulation_instruction = parts.get("simulation_instruction")
         t.conditions = parts.get("conditions")
     yield t
+
+
+def _as_recorded(ours: dict[str, Any], turns: int) -> dict[str, Any] | None:
+    """What an exported line's `worldtrace` key holds of its record
+    (`pipelines.writers.awb_provenance`): each turn's action kind, the system prompt's
+    parts, the task instruction and the conditions; None for a line of an export before
+    12-06, which held only the trajectory and `synthetic`. A value of another shape is
+    refused, naming it."""
+    if "system" not in ours and "kinds" not in ours:
+        return None
+    key = F.AWB_PROVENANCE
+    kinds, system = ours.get("kinds"), ours.get("system")
+    if not isinstance(kinds, list) or len(kinds) != turns:
+        raise expected(f"{key}.kinds", f"a list of {turns} action kinds, one a prompt", kinds)
+    for i, k in enumerate(kinds):
+        if k not in F.ACTION_KINDS:
+            raise expected(f"{key}.kinds[{i}]", f"an action kind ({', '.join(F.ACTION_KINDS)})", k)
+    if not isinstance(system, dict):
+        raise expected(f"{key}.system", "an object of the system prompt's parts", system)
+    for name, value in system.items():
+        if name not in F.SYSTEM_FIELDS:
+            raise expected(f"{key}.system", f"parts of {', '.join(F.SYSTEM_FIELDS)}", name)
+        if not isinstance(value, str):
+            raise expected(f"{key}.system.{name}", "a string", value)
+    for name in ("instruction", "conditions"):
+        if ours.get(name) is not None and not isinstance(ours[name], str):
+            raise expected(f"{key}.{name}", "a string", ours[name])
+    return {"kinds": kinds, "system": system, "instruction": ours.get("instruction"),
+            "conditions": ours.get("conditions")}  # fmt: skip
+
+
+def _action(kind: str, text: str) -> Action:
+    """The action of `kind` the prompt `text` renders: a tool call (or a GUI action
+    rendered as one) with its name and arguments again; else the text."""
+    call = _rendered_call(text) if kind in ("tool_call", "gui") else None
+    if call is None:
+        return Action(kind, text)
+    return call if kind == "tool_call" else dataclasses.replace(call, kind=kind)
 
 
 def _ints(value: Any) -> bool:

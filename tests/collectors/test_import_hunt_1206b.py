@@ -81,15 +81,36 @@ def test_our_agentworldbench_export_imported_again_is_the_same_record_and_prompt
         assert actions(b) == actions(a)  # tool calls again, not keystrokes
         assert [x.action.kind for x in b.turns] == ["tool_call"] * 3
         assert system_of(b) == system_of(a) == ("List files", "List files", False, None, None, None)  # fmt: skip
-    # the lines alone, without the export's manifest: the instruction is the record's own,
-    # shown as it was (once), since nothing tells it from worldtrace's
+    # the lines alone, without the export's manifest: each line's `worldtrace` key says
+    # the record's parts (12-06), so worldtrace's instruction is not taken for its own
     lone = tmp_path / "lone"
     lone.mkdir()
     shutil.copy(tmp_path / "awb1" / "terminal_test.jsonl", lone)
     import_paths([lone], tmp_path / "c", ImportConfig(workers=1))
     c = next(read_records(tmp_path / "c"))
+    assert (c.system.task_description, c.system.simulation_instruction) == ("List files", None)
+    assert actions(c) == actions(a) and system_of(c) == system_of(a)
+    # a line of an export before 12-06 (trajectory and `synthetic` only), alone: nothing
+    # tells the instruction from worldtrace's, so it is the record's own, shown once
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "terminal_test.jsonl").write_text(before_1206(lone / "terminal_test.jsonl"))
+    import_paths([old], tmp_path / "d", ImportConfig(workers=1))
+    d = next(read_records(tmp_path / "d"))
     instruction = first["system_str"].split("# Simulation instruction\n", 1)[1]
-    assert (c.system.task_description, c.system.simulation_instruction) == ("List files", instruction)  # fmt: skip
+    assert (d.system.task_description, d.system.simulation_instruction) == ("List files", instruction)  # fmt: skip
+
+
+def before_1206(path: Path) -> str:
+    """The lines of `path` as an export before 12-06 wrote them: `worldtrace` holds the
+    trajectory and `synthetic` only (`writers.awb_provenance` added the record's parts)."""
+    out = []
+    for text in path.read_text().splitlines():
+        line = json.loads(text)
+        ours = line[F.AWB_PROVENANCE]
+        line[F.AWB_PROVENANCE] = {k: ours[k] for k in ("trajectory_id", "synthetic")}
+        out.append(json.dumps(line) + "\n")
+    return "".join(out)
 
 
 def tau_run():
@@ -124,16 +145,22 @@ def test_a_chat_with_its_user_comes_back_with_its_own_instruction_once(tmp_path,
         assert [t["name"] for t in json.loads(b.system.action_space)] == ["get_order"]
 
 
-def exported_line(rec: dict, tmp_path: Path, sp: P.SystemPrompt | None = None) -> Path:
+def exported_line(
+    rec: dict, tmp_path: Path, sp: P.SystemPrompt | None = None, old: bool = False
+) -> Path:
     """`rec` as worldtrace's export writes it (`agentworldbench_lines`, the system prompt
-    `SystemPrompt.text`), with the export's manifest description of its instructions."""
+    `SystemPrompt.text`), with the export's manifest description of its instructions;
+    `old`: as an export before 12-06 wrote it (`before_1206`)."""
     from worldtrace.pipelines.writers import agentworldbench_lines
 
     sp = sp or P.SystemPrompt()
     out = tmp_path / "awb"
     out.mkdir(exist_ok=True)
     line = next(agentworldbench_lines(rec, sp.text(rec), 0))
-    (out / f"{rec[F.DOMAIN]}_test.jsonl").write_text(json.dumps(line) + "\n")
+    path = out / f"{rec[F.DOMAIN]}_test.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    if old:
+        path.write_text(before_1206(path))
     manifest = {"schema_version": F.TRAINING_SCHEMA_VERSION, "format": "agentworldbench",
                 "counts": {}, "simulation_instructions": sp.describe(None)}  # fmt: skip
     (out / "manifest.json").write_text(json.dumps(manifest))
@@ -161,10 +188,11 @@ def record(**system):
         [3, {"name": "x"}],  # a tool that is no object: shown as JSON, kept in the task description
     ],
 )
-def test_every_part_of_the_prompt_comes_back_in_its_field(tmp_path, tools):
+@pytest.mark.parametrize("old", [False, True], ids=["export", "export before 12-06"])
+def test_every_part_of_the_prompt_comes_back_in_its_field(tmp_path, tools, old):
     rec = record(action_space=json.dumps(tools), initial_state="cwd: /app\n",
                  demonstrations=json.dumps([{"turns": []}]), simulation_instruction="Be a shell.")  # fmt: skip
-    out = exported_line(rec, tmp_path)
+    out = exported_line(rec, tmp_path, old=old)
     r = import_paths([out], tmp_path / "back", ImportConfig(workers=1))
     assert dict(r.imported) == {"agentworldbench": 1} and not r.errors
     b = next(read_records(tmp_path / "back"))
@@ -176,16 +204,21 @@ def test_every_part_of_the_prompt_comes_back_in_its_field(tmp_path, tools):
     if isinstance(tools[0], dict):
         assert b.system.task_description == "Count"
         assert [t["name"] for t in json.loads(b.system.action_space)] == ["bash"]
-    else:  # shown as it was, before the parts held in their fields
+    elif not old:  # the line says the record's parts: each in its field, as it was
+        assert (b.system.task_description, b.system.action_space) == ("Count", json.dumps(tools))
+    else:  # parsed back from `system_str`: shown as it was, before the parts in their fields
         assert b.system.task_description.startswith("Count\n\n# Action space\n3\n\n## x")
         assert b.task.instruction == "Count"
         assert b.system.action_space is None
 
 
-def test_worldtraces_own_instruction_is_left_to_the_next_export(tmp_path):
+@pytest.mark.parametrize("old", [False, True], ids=["export", "export before 12-06"])
+def test_worldtraces_own_instruction_is_left_to_the_next_export(tmp_path, old):
+    """Told by the line's `worldtrace` key, or for an older export's line by the sha256
+    of the instructions in the export's manifest."""
     rec = record()
     rec.pop(P.CONDITIONS)
-    out = exported_line(rec, tmp_path)
+    out = exported_line(rec, tmp_path, old=old)
     import_paths([out], tmp_path / "back", ImportConfig(workers=1))
     b = next(read_records(tmp_path / "back"))
     assert b.system.simulation_instruction is None and b.conditions is None
@@ -193,7 +226,7 @@ def test_worldtraces_own_instruction_is_left_to_the_next_export(tmp_path):
     # exported with a user's instructions: those are told by the manifest too
     other = P.SystemPrompt({**P.builtin_instructions(), "terminal": "Answer as bash would."})
     (tmp_path / "x").mkdir()
-    out = exported_line(rec, tmp_path / "x", other)
+    out = exported_line(rec, tmp_path / "x", other, old=old)
     assert "Answer as bash would." in (out / "terminal_test.jsonl").read_text()
     import_paths([out], tmp_path / "back2", ImportConfig(workers=1))
     assert next(read_records(tmp_path / "back2")).system.simulation_instruction is None

@@ -23,7 +23,9 @@ def test_an_exported_generated_record_stays_synthetic_when_imported_again(tmp_pa
     lines = [json.loads(x) for f in awb.glob("*.jsonl") for x in f.read_text().splitlines()]
     for line in lines:
         tid = line["id"].split("/")[0]
-        assert line["worldtrace"] == {"trajectory_id": tid, "synthetic": tid in synthetic}
+        ours = line["worldtrace"]
+        assert (ours["trajectory_id"], ours["synthetic"]) == (tid, tid in synthetic)
+        assert len(ours["kinds"]) == len(line["prompt"]) and isinstance(ours["system"], dict)
 
     again = Store.at(tmp_path / "again")
     report = import_paths([awb], again.raw / "import")
@@ -52,3 +54,27 @@ def test_a_provenance_of_the_wrong_shape_is_invalid_naming_it(tmp_path):
     assert p.message.startswith(
         'worldtrace: expected an object {"trajectory_id", "synthetic": bool}'
     )
+
+
+def test_a_record_part_of_the_wrong_shape_is_invalid_naming_it(tmp_path):
+    """The record's parts a line's `worldtrace` key holds (12-06), checked as any field."""
+    base = {"id": "x/1", "task": "worldtrace/terminal", "system_str": "", "prompt": ["ls\n", "pwd\n"],
+            "response": ["a\n", "/\n"], "turn_idx": 1}  # fmt: skip
+    ours = {"trajectory_id": "x", "synthetic": False, "kinds": ["keystrokes"] * 2, "system": {}}
+    cases = {
+        "kinds": ({**ours, "kinds": ["keystrokes"]}, "worldtrace.kinds: expected a list of 2"),
+        "kind": ({**ours, "kinds": ["keystrokes", "mouse"]}, "worldtrace.kinds[1]: expected an action kind"),
+        "part": ({**ours, "system": {"task": "x"}}, "worldtrace.system: expected parts of"),
+        "value": ({**ours, "system": {"initial_state": 3}}, "worldtrace.system.initial_state: expected a string"),
+    }  # fmt: skip
+    for case, (value, said) in cases.items():
+        src = tmp_path / case / "terminal_test.jsonl"
+        src.parent.mkdir()
+        src.write_text(json.dumps({**base, "worldtrace": value}) + "\n")
+        report = import_paths([src], tmp_path / case / "out")
+        [p] = [p for p in report.problems if p.kind == "invalid"]
+        assert p.message.startswith(said), (case, p.message)
+    src = tmp_path / "good" / "terminal_test.jsonl"  # the same line, well made: imported
+    src.parent.mkdir()
+    src.write_text(json.dumps({**base, "worldtrace": ours}) + "\n")
+    assert not import_paths([src], tmp_path / "good" / "out").problems

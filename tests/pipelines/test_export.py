@@ -489,9 +489,9 @@ PINNED = {
         "train_text_document.idx": "4ecfde6d499dd37ffe2b504a882f365184f07e68e61ce335381c22afc3a065a0",
     },
     "agentworldbench": {  # 12-04: each line's `worldtrace` provenance key added
-        "swe_test.jsonl": "2c22a95707e2177f42570a9282c6e3b15aac7f8f51263d90d514f677b2b7c113",
-        "terminal_test.jsonl": "fb5e72f5b4edd248188264f85370ab88f726bd46c0f8be5c49ce77e3e484952f",
-        "web_test.jsonl": "b0c8a01a6f89a2403a0cd118cbe32220513c083e1106f1aeec2d6b73871543b1",
+        "swe_test.jsonl": "a5679a679a8881d0adad1a9d3b747520138d4ec2e78f803ef147e4a12e9ec1fb",
+        "terminal_test.jsonl": "81c4c83d72f3c406ded7efd26e24946d8e29d308f6139eaca3580e508f4e1bf3",
+        "web_test.jsonl": "3273d3617c91b22d7cc8beed373714fa76487f223de6d1294adf11cd0cb65277",
     },
 }
 
