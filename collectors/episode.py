@@ -20,14 +20,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from worldtrace.sandboxes.base import SandboxConfigError, StopRequested
+from worldtrace.sandboxes.base import (
+    SandboxConfigError,
+    StopRequested,
+    action_kinds,
+    static_action_space,
+)
 from worldtrace.sandboxes.condition_kinds import within
 from worldtrace.sandboxes.conditions import Condition, Plan, reset_sandbox
 from worldtrace.schemas import Agent, Observation, Outcome, Source, Trajectory
 from worldtrace.schemas.tempfiles import StoreWriteError
 
 from .jobspec import Episode, JobSpec
-from .policies import History, Policy, PolicyConfigError, ReplayPolicy, replay_task
+from .policies import (
+    History,
+    Policy,
+    PolicyConfigError,
+    ReplayPolicy,
+    ScriptedPolicy,
+    replay_mismatch,
+    replay_task,
+)
 from .recorder import Recorder
 
 
@@ -51,9 +64,13 @@ def run_episode(
         raise Interrupted(str(exc)) from exc
     recorder.header(initial)
     history = History(task.instruction, initial, sandbox.describe().get("action_space") or [])
+    if isinstance(policy, ReplayPolicy):
+        _check_live_tools(policy, sandbox, recorder.domain, history.action_space)
     status = "success"
     for _ in range(max_turns):
         if stop is not None and stop.is_set():
+            if not _plays_on(policy, history):  # it had played all: the episode is over
+                break
             raise Interrupted("stop requested")
         action = policy.act(history)
         if action is None:
@@ -70,6 +87,31 @@ def run_episode(
     if failed:
         return recorder.finish(Outcome(status="failure", error=failed))
     return recorder.finish(Outcome(status=status))
+
+
+def _plays_on(policy: Policy, history: History) -> bool:
+    """Whether the policy may have an action left, asked without playing it: a scripted
+    or replay policy knows (its list is played out); any other is assumed to (a model is
+    not called after a stop). A stop that came during a script's last step marked the
+    finished episode cut short, and a resume ran it again."""
+    if isinstance(policy, ScriptedPolicy):
+        return len(history.turns) < len(policy.actions)
+    return True
+
+
+def _check_live_tools(
+    policy: ReplayPolicy, sandbox, domain: str, action_space: list[dict[str, Any]]
+) -> None:
+    """A replay against a sandbox whose tools only the live one knows (MCP lists them at
+    reset; `jobs submit` checked the others) calls only tools it has: against another
+    server it recorded `MCP error -32602: Unknown tool: ...` on every turn as success."""
+    if static_action_space(type(sandbox), getattr(sandbox, "config", None)) is not None:
+        return
+    tools = {t.get("name") for t in action_space if isinstance(t, dict)}
+    kind = getattr(sandbox, "kind", "?")
+    why = replay_mismatch(policy.recorded, kind, domain, action_kinds(type(sandbox)), tools)
+    if why:
+        raise SandboxConfigError(f"replay of {why}")
 
 
 def _ended_failed(turns) -> str | None:
@@ -136,6 +178,11 @@ def unstarted(sandbox, conditions: Sequence[Condition]) -> dict[str, Any]:
     return known
 
 
+REPLAY_OF = "replay_of"
+"""The `metadata` key of a replay's record: the id of the trajectory it replayed (metadata
+is no part of the content id, so a replay that came out identical keeps the same id)."""
+
+
 def attempt_episode(
     spec: JobSpec,
     episode: Episode,
@@ -161,13 +208,15 @@ def attempt_episode(
     )
     rec = None
     task, conditions = episode.task.spec(), spec.conditions_for(episode)
+    metadata: dict[str, str] = {}  # a replay's `replay_of`, whether it runs or fails
     try:
         policy = spec.build_policy(episode, raw_dir)
         agent = Agent(
             name=policy.name, model=getattr(policy, "model", None), policy=spec.policy.kind
         )
         if isinstance(policy, ReplayPolicy):  # where the recording ran, unless the job says
-            task, conditions = replay_task(policy.recorded, task, conditions)
+            task, conditions = replay_task(policy.recorded, task, conditions, spec.sandbox_class)
+            metadata[REPLAY_OF] = policy.source_id
         rec = Recorder(
             sandbox,
             journals,
@@ -179,6 +228,7 @@ def attempt_episode(
             durability=spec.options.durability,
             secrets_from=policy,  # its API key: a gateway's error may echo it
             setup=task.setup,
+            metadata=metadata,
         )
         return run_episode(sandbox, policy, task, rec, spec.max_turns, stop, conditions)
     except (Interrupted, StoreWriteError):  # released; or the store is full: the run stops
@@ -194,6 +244,7 @@ def attempt_episode(
                 instruction=task.instruction,
                 domain=spec.domain,
                 setup=task.setup,
+                metadata=metadata,
             )
         if not rec.started:  # the reset failed: what is known without it
             rec.header(Observation(""), describe=False, known=unstarted(sandbox, conditions))

@@ -224,7 +224,9 @@ def _parse_tasks(raw: Any, sandbox_cls, sandbox: Part | None, policy: Part | Non
         if policy is not None:
             if policy.kind == "scripted" and not specs:
                 p.add((*path, "actions"), "policy scripted needs the task's actions")
-            if policy.kind == "replay" and not isinstance(replay, str):
+            if policy.kind == "replay" and _a_number(replay):
+                p.add((*path, "replay"), _number_said(replay))
+            elif policy.kind == "replay" and not isinstance(replay, str):
                 p.add((*path, "replay"), "policy replay needs a trajectory id (prefix)")
             if policy.kind not in GIVEN_ACTIONS and specs:
                 p.add((*path, "actions"), f"policy {policy.kind} chooses its own actions")
@@ -236,3 +238,16 @@ def _parse_tasks(raw: Any, sandbox_cls, sandbox: Part | None, policy: Part | Non
                 )
         out.append(TaskEntry(tid, instruction, tuple(setup), tuple(actions), replay, params))
     return out
+
+
+def _a_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number_said(value: Any) -> str:
+    """A prefix of digits only (about 2 % of 8-character ones) that YAML read as a number
+    (`00123` as the octal 83): its digits are not known again, so the fix is to quote it."""
+    return (
+        f"YAML read the trajectory id prefix as the number {value!r}, not text (digits with "
+        f"a leading 0 even as octal): quote it as written, replay: '00123', not replay: 00123"
+    )

@@ -83,12 +83,16 @@ class Recorder:
         durability: str = "flush",
         secrets_from: Any = None,
         setup: tuple[str, ...] = (),
+        metadata: dict[str, Any] | None = None,
     ):
         """`secrets_from`: more holders of values that are secrets wherever they appear,
         beside the sandbox (`redact.env_secrets`): the policy, whose API key a gateway's
         error may echo into the outcome. `setup`: the task's set-up commands, kept in
-        `environment.config` (a replay runs them again: `policies.replay_task`)."""
+        `environment.config` (a replay runs them again: `policies.replay_task`).
+        `metadata`: what the record's `metadata` holds beside the initial state's
+        `state_json` (a replay's `replay_of`), no part of the content id."""
         self.setup = tuple(setup)
+        self.metadata = dict(metadata or {})
         self.sandbox = sandbox
         self.secrets_from = secrets_from
         self.fsync_each_turn = durability == "fsync"
@@ -169,7 +173,9 @@ class Recorder:
         # the episode's controllable conditions (JSON list) go to Trajectory.conditions
         conditions = json.dumps(d["conditions"], sort_keys=True) if d.get("conditions") else None
         # the initial observation's state (logs at reset) was dropped: turns keep theirs
-        initial_state = {INITIAL_STATE_JSON: initial.state_json} if initial.state_json else {}
+        metadata = dict(self.metadata)
+        if initial.state_json:
+            metadata[INITIAL_STATE_JSON] = initial.state_json
         self._append(
             "header",
             {
@@ -181,7 +187,7 @@ class Recorder:
                 "environment": asdict(self.environment),
                 "started_at": self.started_at.isoformat(),
                 **({"conditions": conditions} if conditions else {}),
-                **({"metadata": initial_state} if initial_state else {}),
+                **({"metadata": metadata} if metadata else {}),
             },
         )
         self.started = True

@@ -101,7 +101,7 @@ from .mcp_client import (
     stderr_tail,
     tool_spec,
 )
-from .mcp_proxy import EgressRefuser, Fault, FaultConfig, is_transport_failure
+from .mcp_proxy import FAULT_TASK_ID, EgressRefuser, Fault, FaultConfig, is_transport_failure
 
 PLACEHOLDERS = ("{workdir}", "{port}", "{python}")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -410,6 +410,17 @@ class MCPConfig:
             raise ValueError("an mcp sandbox needs a command (stdio) or a url (streamable HTTP)")
 
 
+@dataclass(frozen=True)
+class FaultDraw:
+    """A replay's fault draw (`MCPSandbox.replay_params`, its `TaskSpec.params`): the task
+    id the recording's draw was keyed on, and the recording's faults, used when the job
+    gives no `faults:` of its own. Keyed on the replay task's id, the replay drew other
+    faults than the episode it replays (docs/mcp.md promises the same)."""
+
+    task_id: str
+    faults: FaultConfig | None = None
+
+
 class MCPSandbox(Unpicklable):
     kind = "mcp"
     domain = "mcp"
@@ -430,6 +441,21 @@ class MCPSandbox(Unpicklable):
         return None  # only the live server knows its tools
 
     @classmethod
+    def replay_params(cls, task_id: str | None, config: dict[str, Any]) -> FaultDraw:
+        """What a replay of a recording (its task id and `environment.config`) draws its
+        faults from: the recorded draw key (`fault_task_id`, kept since 12-06; before, the
+        recording's own task id, which its draw used) and the recorded faults."""
+        from worldtrace.schemas.parsing import ConfigError, parse
+
+        faults = config.get("faults")
+        try:
+            recorded = parse(FaultConfig, faults) if isinstance(faults, dict) else None
+        except ConfigError as exc:
+            raise SandboxConfigError(f"its recorded faults do not check: {exc}") from None
+        key = config.get(FAULT_TASK_ID)
+        return FaultDraw(key if isinstance(key, str) else task_id or "", recorded)
+
+    @classmethod
     def host_paths(cls, config: MCPConfig) -> list[str]:
         paths = [config.workdir.copy, config.workdir.at, config.cwd]
         return [p for p in paths if p and not any(x in p for x in PLACEHOLDERS)]
@@ -447,6 +473,10 @@ class MCPSandbox(Unpicklable):
         self._waited = 0.0
         """Seconds the last reset waited for its `workdir.at` folder."""
         self._task_id = ""
+        """What this episode's fault draw is keyed on (the task id; a replay's: the
+        recording's, `FaultDraw`)."""
+        self._faults = config.faults
+        """This episode's faults: the job's, else a replay's recorded ones (`FaultDraw`)."""
         self._calls = 0
         self._said = 0
         """The stderr log's size when the last answer came (or the episode began)."""
@@ -463,6 +493,9 @@ class MCPSandbox(Unpicklable):
 
     # -- lifecycle ---------------------------------------------------------------
     def reset(self, task: TaskSpec, stop: threading.Event | None = None) -> Observation:
+        draw = task.params if isinstance(task.params, FaultDraw) else None
+        self._faults = self.config.faults or (draw.faults if draw is not None else None)
+        self._task_id = draw.task_id if draw is not None else task.task_id
         if self._conn is None or not (self.config.keep_server and self._healthy):
             self._stop()  # the last server, workdir and lock (also those of a failed start)
             self._prepare(stop)
@@ -471,7 +504,8 @@ class MCPSandbox(Unpicklable):
         else:  # the last episode's set-up left running is its own; the server's is kept
             end_processes(str(self._private), setup_only=True)
             self._run_setup(task.setup)
-        self._task_id, self._calls = task.task_id, 0
+        self._conn.proxy.use(self._faults)  # a kept server's proxy: this episode's faults
+        self._calls = 0
         cap_log(self._spec.stderr_path)  # what a kept server wrote between episodes
         self._said = self._asked = log_size(self._spec.stderr_path)
         logs, stdout, egress = self._runner.run(self._take_notes(), STOP_TIMEOUT)
@@ -564,7 +598,7 @@ class MCPSandbox(Unpicklable):
             protocol=c.protocol,
             stderr_path=self._private / "server.log",
             start_timeout=c.start_timeout,
-            faults=c.faults,
+            faults=self._faults,
         )
         self._spec = spec
         noise = spec.stdout_noise  # bytes that are not UTF-8 end the start at once
@@ -757,8 +791,10 @@ class MCPSandbox(Unpicklable):
             "keep_server": c.keep_server,
             "call_timeout": c.call_timeout,
             "output_cap": c.output_cap,
-            "faults": to_mapping(c.faults) if c.faults else None,
+            "faults": to_mapping(self._faults) if self._faults else None,
         }
+        if self._faults and self._task_id:  # what the draw is keyed on: a replay's too
+            config[FAULT_TASK_ID] = self._task_id
         if c.workdir.at is not None:  # another sandbox held the folder that long
             config["workdir_wait_s"] = round(self._waited, 3)
         noise = self._spec.stdout_noise if self._spec else None

@@ -43,6 +43,9 @@ REQUEST_TIMEOUT = -32001
 """JSON-RPC code the MCP SDKs use for a request that timed out."""
 CONNECTION_CLOSED = -32000
 """JSON-RPC code the MCP SDK uses when the transport closed under a pending request."""
+FAULT_TASK_ID = "fault_task_id"
+"""The `environment.config` key of the task id an episode's fault draw was keyed on: a
+replay draws on it whatever its own task's id, so it gets the recording's faults."""
 MAX_LIST_PAGES = 100
 """A server whose tools/list cursors never end cannot hang a start."""
 
@@ -159,6 +162,11 @@ class FaultProxy:
         """The HTTP session's watch (`mcp_client.SessionWatch`), None over stdio."""
         self.plan = FaultPlan(config) if config else None
         self._listing: list | None = None
+
+    def use(self, config: FaultConfig | None) -> None:
+        """The faults of the next episode (a kept server's connection serves several)."""
+        self.config = config
+        self.plan = FaultPlan(config) if config else None
 
     async def list_tools(self, cursor: str | None = None):
         import mcp_types as types

@@ -287,9 +287,10 @@ def test_rerunning_a_crashed_job_id_resumes_without_appending(docker_engine, sto
 
 def test_an_interrupt_keeps_the_episodes_already_collected(docker_engine, wt_env, tmp_path, repo):
     """Ctrl-C during the second episode: the first one is published, the second one is
-    published as it stands (incomplete); before, the run's shard was discarded."""
+    published as it stands (incomplete); before, the run's shard was discarded. Two steps
+    an episode: a stop in the last step ends a finished episode (hunt 1206n)."""
     f = tmp_path / "job.yaml"
-    f.write_text(json.dumps(slow_job(repo, episodes=2)))
+    f.write_text(json.dumps(slow_job(repo, episodes=2, steps=2)))
     proc = subprocess.Popen(
         ["worldtrace", "collect", str(f)], env=wt_env, stdout=subprocess.PIPE, text=True
     )
@@ -304,7 +305,7 @@ def test_an_interrupt_keeps_the_episodes_already_collected(docker_engine, wt_env
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130
-    assert "t-e0 attempt 1: success (1 turns)  [1/2" in out  # plain progress lines off a TTY
+    assert "t-e0 attempt 1: success (2 turns)  [1/2" in out  # plain progress lines off a TTY
     got = {t.source.episode_id: t.outcome.status for t in read_records(raw)}
     assert got == {"t-e0": "success", "t-e1": "incomplete"}
 

@@ -25,7 +25,7 @@ def test_an_attempt_cut_short_by_ctrl_c_ends_no_episode_in_the_count(
     f = tmp_path / "three.yaml"
     f.write_text(json.dumps({
         "name": "three", "sandbox": {"kind": "terminal"},
-        "tasks": [{"id": "a", "actions": [{"keystrokes": "sleep 600\n", "duration": 3}]},
+        "tasks": [{"id": "a", "actions": [{"keystrokes": "sleep 600\n", "duration": 3}, "echo a\n"]},
                   {"id": "b", "actions": ["echo b\n"]}, {"id": "c", "actions": ["echo c\n"]}],
     }))  # fmt: skip
     proc = subprocess.Popen(["worldtrace", "collect", str(f)], env=wt_env, text=True,

@@ -56,12 +56,13 @@ def running_mid_episode(js, store, job_id):
 
 
 def mid_episode_job(repo, episodes: int) -> dict:
-    """`slow_job`'s episodes of two steps, the first done at once (`true`), the second a
-    `sleep 2`: an attempt is mid-episode (a finished step in its journal, still running)
-    for the two seconds of the second."""
-    job = slow_job(repo, episodes=episodes, steps=2)
+    """`slow_job`'s episodes of three steps, the first and the last done at once (`true`),
+    the second a `sleep 2`: an attempt is mid-episode (a finished step in its journal,
+    still running, a step left to play) for the two seconds of the second."""
+    job = slow_job(repo, episodes=episodes, steps=3)
     job["tasks"][0]["actions"][0] = {"tool": "bash", "arguments": {"command": "true"}}
-    return job
+    job["tasks"][0]["actions"][2] = {"tool": "bash", "arguments": {"command": "true"}}
+    return job  # a third step, done at once: a stop in the last step ends a finished episode
 
 
 def one_trajectory_per_episode(store, job_id, episodes):
@@ -134,7 +135,7 @@ def test_a_stopped_worker_is_replaced(docker_engine, store, wt_env, jobs_url, tm
         assert sorted(rows) == [(f"t-e{i}", 1, "succeeded") for i in range(2)]
     assert js.job(job_id)["status"] == "succeeded"
     trajs = one_trajectory_per_episode(store, job_id, 2)
-    assert all(len(t.turns) == 2 for t in trajs)
+    assert all(len(t.turns) == 3 for t in trajs)  # `mid_episode_job`: three steps
 
 
 def test_a_bad_journal_is_set_aside_and_the_queue_goes_on(

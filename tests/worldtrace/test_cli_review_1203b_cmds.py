@@ -228,7 +228,7 @@ def test_a_resumed_collect_counts_the_jobs_attempts_in_one_scope(docker_engine, 
     step = {"keystrokes": "sleep $WT_NAP\n", "duration": 3}
     f = _job(tmp_path, {
         "name": "three", "sandbox": {"kind": "terminal", "docker": {"env": ["WT_NAP"]}},
-        "tasks": [{"id": "a", "actions": ["echo a\n"]}, {"id": "b", "actions": [step]},
+        "tasks": [{"id": "a", "actions": ["echo a\n"]}, {"id": "b", "actions": [step, "echo b\n"]},
                   {"id": "c", "actions": ["echo c\n"]}],
     })  # fmt: skip
     raw = Path(wt_env["WORLDTRACE_STORE"]) / "raw"

@@ -112,9 +112,9 @@ def test_a_failed_attempt_on_a_terminal_lists_its_reason(wt_env, tmp_path):
 
 
 def slow_job(step_s: float, sleep: int | str = 600) -> dict:
-    """Two episodes: `a-e0`, one step in flight for `step_s` seconds (or until its
+    """Two episodes: `a-e0`, a step in flight for `step_s` seconds (or until its
     `sleep` ends: seconds, or a variable the sandbox takes from the collector's
-    environment), then `b-e0`."""
+    environment) and one after it, then `b-e0`."""
     sandbox: dict = {"kind": "terminal"}
     if isinstance(sleep, str):
         sandbox["docker"] = {"env": [sleep]}
@@ -123,7 +123,11 @@ def slow_job(step_s: float, sleep: int | str = 600) -> dict:
         "name": "slow",
         "sandbox": sandbox,
         "tasks": [
-            {"id": "a", "actions": [{"keystrokes": f"sleep {sleep}\n", "duration": step_s}]},
+            # a step left after the one in flight: a stop in the last ends the episode
+            {
+                "id": "a",
+                "actions": [{"keystrokes": f"sleep {sleep}\n", "duration": step_s}, "echo a\n"],
+            },
             {"id": "b", "actions": ["echo b\n"]},
         ],
     }
@@ -194,7 +198,7 @@ def test_a_killed_collect_is_resumed_with_the_command_it_printed(docker_engine, 
         "[published from the journal a stopped run left]"
     ) in r.stdout
     # found: the cut-short attempt counted as the episode's, so a resume never ran it
-    assert " a-e0 attempt 2: success (1 turns)" in r.stdout
+    assert " a-e0 attempt 2: success (2 turns)" in r.stdout
     # and the progress counted it `ok`
     assert "ok 1  failed 0  cut short 1  running" in r.stdout, r.stdout
     assert " b-e0 attempt 1: success (1 turns)" in r.stdout

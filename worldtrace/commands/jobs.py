@@ -95,8 +95,10 @@ def jobs_submit(ctx: click.Context, job_file: str, dry_run: bool, jobs_url: str 
 
     spec = load_job(ctx, job_file)
     if dry_run:
+        replayed = _replayed_actions(ctx, spec)
         rows = [
-            {"task": e.task.id, "episode": e.episode_id, "seed": e.seed, "actions": len(e.task.actions)}
+            {"task": e.task.id, "episode": e.episode_id, "seed": e.seed,
+             "actions": replayed.get(e.task.replay or "", len(e.task.actions))}
             for e in spec.expand()
         ]  # fmt: skip
         print_table(rows_table(rows, title=f"{spec.name}: {len(rows)} episode(s)"))
@@ -119,6 +121,21 @@ def jobs_submit(ctx: click.Context, job_file: str, dry_run: bool, jobs_url: str 
         return
     with _job_store_errors(js, "write"):
         click.echo(js.submit(spec))
+
+
+def _replayed_actions(ctx: click.Context, spec) -> dict[str, int]:
+    """Actions of the recording each replay task's prefix names (`load_job` checked that
+    it names one): a replay task lists none of its own, and the dry run said `actions 0`."""
+    from worldtrace.collectors.policies import find_replay, raw_trajectory_ids
+
+    from . import store_path
+
+    prefixes = {t.replay for t in spec.tasks if t.replay} if spec.policy.kind == "replay" else ()
+    if not prefixes:
+        return {}
+    raw = store_path(ctx).raw
+    ids = raw_trajectory_ids(raw)
+    return {p: len(find_replay(raw, p, ids).turns) for p in prefixes}
 
 
 def _registered(before: dict | None, spec) -> str:
