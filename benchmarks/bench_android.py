@@ -80,8 +80,10 @@ def _sizes(adb: str, serial: str, d) -> tuple[float, float, int]:
 
 
 def main() -> None:
+    from worldtrace.sandboxes.android_device import client  # first: it imports adbutils
+
+    # isort: split
     import uiautomator2
-    from worldtrace.sandboxes.android_device import client
     from worldtrace.sandboxes.android_sim import start, u2_jar
 
     with start(u2_jar=u2_jar()) as sim:

@@ -114,15 +114,21 @@ def _check_live_tools(
         raise SandboxConfigError(f"replay of {why}")
 
 
+ENDING_FAILURES = ("app_crashed", "anr", "device_offline", "crashed", "navigation_failed")
+"""The environment failures an episode cannot end well on (`Observation.env_failure`):
+an app or a page crashed, an app not responding, a device gone, a navigation that never
+arrived. Not a page's state a script may end on by design (`http_error:404`), nor one
+guessed from the page's tree (`blank_page`, `captcha`)."""
+
+
 def _ended_failed(turns) -> str | None:
-    """Why an episode the policy ended is no success: its last observation is an
-    environment failure the sandbox flagged (an app crash, an ANR, a device gone
-    offline, an HTTP error page), where an explorer stops (`stop_on_failure`) and a
-    script may end. It said `success` (an Android explorer's crash counted as the
+    """Why an episode the policy ended is no success: its last observation is one of the
+    `ENDING_FAILURES` the sandbox flagged, where an explorer stops (`stop_on_failure`)
+    and a script may end. It said `success` (an Android explorer's crash counted as the
     demo's one success); the environment answered, so this is `failure`, not our
     `error`, and no retry is made."""
     last = turns[-1].observation if turns else None
-    if last is None or not last.env_failure:
+    if last is None or last.env_failure not in ENDING_FAILURES:
         return None
     return f"the episode ended on an environment failure: {last.env_failure} (turn {len(turns)})"
 

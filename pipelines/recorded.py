@@ -59,19 +59,6 @@ UNREAD = ("<utf8>", "<json>")
 UTF-8 or not JSON (`schemas.store.scan_file`); `rejects.reason` starts with `FIELD: `."""
 
 
-def unread_lines(path: str | os.PathLike) -> dict[int, str]:
-    """Line -> why, for each line of the JSONL file `path` that does not read (not UTF-8,
-    not JSON), read as processing reads it (`scan_file`: its lines, its parser)."""
-    from worldtrace.schemas.store import scan_file
-
-    name = str(Path(path))
-    out = {}
-    for where, item in scan_file(Path(path)):
-        if getattr(item, "field", None) in UNREAD and (m := _LINE.match(where[len(name) :])):
-            out[int(m.group(1))] = _why_unread(int(m.group(1)), item.field, item.message)
-    return out
-
-
 def _why_unread(n: int, field: str, message: str) -> str:
     """`line N is not JSON (...)`, `line N is not UTF-8 (...)`: the reader's words, without
     its advice to convert an encoding (a file that read when processed was not in another
@@ -81,20 +68,33 @@ def _why_unread(n: int, field: str, message: str) -> str:
     return f"line {n} is not UTF-8 ({message.split(' is not UTF-8', 1)[0]})"
 
 
-def held(path: str | os.PathLike) -> dict[str, str]:
+class Held(dict):
+    """`held`'s answer: place -> content id, and `unread`, line -> why, of each JSONL line
+    that does not read at all (not UTF-8, not JSON), from the same reading of the file
+    (`scan_file`: processing's lines and parser)."""
+
+    unread: dict[int, str]
+
+
+def held(path: str | os.PathLike) -> Held:
     """What a raw file holds now: each record's place in it, as processing names it after
     the file's name (`:line 7`, `:row 3`), -> its content id (`hashing.trajectory_id`,
     what a valid record's `trajectory_id` is and what the processed data keeps of it as
-    `metadata.raw_trajectory_id`). A record that does not read is left out."""
+    `metadata.raw_trajectory_id`). A record that does not read is left out; a line that
+    does not read at all is in `unread` (one reading for both: `lost_records` needs them
+    together, and a changed file may be large)."""
     from worldtrace.schemas.hashing import trajectory_id
     from worldtrace.schemas.store import scan_file
 
     name = str(path)
-    return {
-        where[len(name) :]: trajectory_id(item)
-        for where, item in scan_file(Path(path))
-        if isinstance(item, dict) and where.startswith(name)
-    }
+    out = Held()
+    out.unread = {}
+    for where, item in scan_file(Path(path)):
+        if isinstance(item, dict) and where.startswith(name):
+            out[where[len(name) :]] = trajectory_id(item)
+        elif getattr(item, "field", None) in UNREAD and (m := _LINE.match(where[len(name) :])):
+            out.unread[int(m.group(1))] = _why_unread(int(m.group(1)), item.field, item.message)
+    return out
 
 
 _LINE = re.compile(r"^:line (\d+)$")
@@ -103,14 +103,14 @@ CUT = "cut short"
 
 
 def lost_records(
-    path: str, recorded_size: int | None, processed: Path, now: dict[str, str] | None = None
+    path: str, recorded_size: int | None, processed: Path, now: Held | None = None
 ) -> str | None:
     """Why `path`, a JSONL file that reads as text (`read_problem`), lost records since it
     was processed, or None (then it was changed, or not at all): cut short, inside a line
     or at a line's end, or a line changed into one that does not read. Each line is held
     against what processing made of it (`rejects` and the segments name it):
 
-    - a line that does not read now (`unread_lines`) where one read when it was processed,
+    - a line that does not read now (`Held.unread`) where one read when it was processed,
       or that was not there then: a copy cut inside a line, bytes a disk fault changed, a
       line cut short by a writer. A line that did not read then either was rejected for it
       (`rejects` names it, its reason the reader's, `UNREAD`) and is the same reject now:
@@ -129,7 +129,8 @@ def lost_records(
     told from one processing rejected). A Parquet file cut short never reads."""
     if path.endswith(F.SHARD_SUFFIX):
         return None
-    if unread := unread_lines(path):
+    now = held(path) if now is None else now
+    if unread := now.unread:
         then = _unread_then(processed, path)
         lost = sorted(unread) if then is None else sorted(set(unread) - then)
         if lost:
@@ -142,7 +143,6 @@ def lost_records(
             return None
     except OSError:
         return None
-    now = held(path) if now is None else now
     lines = {int(m.group(1)): rid for place, rid in now.items() if (m := _LINE.match(place))}
     before = _processed_lines(processed, path)
     if not lines or len(lines) != len(now) or before is None:

@@ -6,8 +6,6 @@ the simulator (it loads when the command runs).
 
 from __future__ import annotations
 
-import contextlib
-
 import click
 
 DEFAULT_PORT = 15037
@@ -54,9 +52,6 @@ def command(host, port, devices, no_ime, preinstall_u2, drop_after, offline_afte
     is the address."""
     from .android_sim import DeviceConfig, SimConfig, serve, u2_jar
 
-    if preinstall_u2:  # u2_jar imports uiautomator2, which imports adbutils: our import of
-        with contextlib.suppress(ImportError):  # it sets a bad $ANDROID_ADB_SERVER_PORT aside
-            from . import android_device  # noqa: F401
     dev = DeviceConfig(
         ime_installed=not no_ime,
         u2_jar=u2_jar() if preinstall_u2 else None,

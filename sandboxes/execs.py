@@ -887,5 +887,5 @@ def run_setup(
         )
         if code != 0:
             said, where = (err, "it wrote to stderr") if err.strip() else (out, "it printed")
-            text = text_of(said[-500:], cut)
+            text = text_of(said, cut)[-500:]  # characters: a byte cut may split one
             raise setup_failed("task setup", cmd, code, text, timed_out, timeout, where)

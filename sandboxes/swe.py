@@ -573,8 +573,9 @@ class SWESandbox(Unpicklable):
             d.step_timeout,
             self.session.user,
         )
-        if timed_out:
-            return self._timed_out(f"error: cannot write {path}{self._undo(path, before)}")
+        if timed_out:  # no undo: against a container this slow it would wait as long
+            # again, twice (read back, write back), racing a write that may still run
+            return self._timed_out(f"error: cannot write {path}; it may be left cut short")
         if failed:
             msg = f"error: cannot write {path}: {failed}{self._undo(path, before)}"
             return Observation(msg, is_error=True)

@@ -138,14 +138,7 @@ def _web(work: Path, episodes: int) -> Jobs:
 def _android(work: Path, episodes: int) -> Jobs:
     """The simulator's jobs, with their own episode counts (`--episodes` is the MCP,
     search and web explorer jobs')."""
-    import contextlib
-
     from worldtrace.sandboxes.android_sim import start_demo
-
-    # first: it imports adbutils with a $ANDROID_ADB_SERVER_PORT that is no number set
-    # aside, which the simulator's import of uiautomator2 (for its jar) then reuses
-    with contextlib.suppress(ImportError):
-        from worldtrace.sandboxes import android_device  # noqa: F401
 
     return start_demo()
 

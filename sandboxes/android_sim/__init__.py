@@ -140,9 +140,13 @@ def spawn(args: list[str] | None = None, timeout: float = 30.0) -> SimProcess:
 
 
 def u2_jar() -> bytes | None:
-    """The uiautomator2 server jar the installed client would push, if the client is here."""
+    """The uiautomator2 server jar the installed client would push, if the client is here.
+    uiautomator2 imports adbutils, whose import reads $ANDROID_ADB_SERVER_PORT with `int()`:
+    `android_device` imports it first, with a value that is no number set aside."""
     try:
         from importlib.resources import files
+
+        from worldtrace.sandboxes import android_device  # noqa: F401
 
         return (files("uiautomator2") / "assets" / "u2.jar").read_bytes()
     except (ImportError, FileNotFoundError):

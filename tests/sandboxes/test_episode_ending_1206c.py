@@ -50,3 +50,23 @@ def test_an_episode_that_ends_on_a_crash_is_a_failure_saying_so(sim, store):
     )
     assert len(result.trajectories) == 2  # the environment's answer: no retry of ours
     assert (fine.outcome.status, fine.outcome.error) == ("success", None)
+
+
+def test_only_failures_an_episode_cannot_end_well_on_make_it_a_failure():
+    """A page's own state a script may end on by design (a 404 it meant to reach) and a
+    page guessed blank or a CAPTCHA stay the policy's end (review 1206c)."""
+    from worldtrace.collectors.episode import ENDING_FAILURES, _ended_failed
+    from worldtrace.schemas import Action, Observation, Turn
+
+    def ending(failure):
+        return _ended_failed(
+            [Turn(0, Action("text", "go"), Observation("page", env_failure=failure))]
+        )
+
+    for failure in ("http_error:404", "http_error:503", "blank_page", "captcha", None):
+        assert ending(failure) is None, failure
+    for failure in ENDING_FAILURES:
+        assert ending(failure) == (
+            f"the episode ended on an environment failure: {failure} (turn 1)"
+        ), failure
+    assert {"app_crashed", "crashed", "device_offline"} <= set(ENDING_FAILURES)
