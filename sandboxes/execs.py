@@ -54,6 +54,7 @@ import contextlib
 import io
 import os
 import re
+import secrets
 import socket
 import tarfile
 import threading
@@ -810,9 +811,26 @@ class RootRunner:
         self.container, self.timeout, self.workdir = container, timeout, workdir
 
     def __call__(self, command: str) -> str:
-        code, out, _, timed_out = exec_capture(
-            self.container, ["sh", "-c", command], self.timeout, 1 << 16, self.workdir, user="0"
+        """The command's output. It runs in a subshell followed by an end mark: the engine
+        loses a short exec's output now and then (`_no_session_line`), and a condition
+        reads what its check printed (`missing_commands`' `left echo echo`: lost, the
+        condition was taken to hold while `echo` still ran). Output without its mark is
+        our failure (SandboxError: the attempt fails and is retried), never read as
+        empty; the command is not run again, as it may not be safe to (a byte flipped)."""
+        mark = f"worldtrace-end-{secrets.token_hex(6)}"
+        script = f"(\n{command}\n)\nrc=$?\nprintf '\\n%s\\n' {mark}\nexit $rc"
+        code, out, truncated, timed_out = exec_capture(
+            self.container, ["sh", "-c", script], self.timeout, 1 << 16, self.workdir, user="0"
         )
+        ended = f"\n{mark}\n"
+        if out.endswith(ended):
+            out = out[: -len(ended)]
+        elif not (truncated or timed_out):
+            check_running(self.container, "a condition set-up's output was lost")
+            raise SandboxError(
+                f"condition set-up: the engine lost the output of {command[:200]!r} "
+                f"(exit {code}): its check cannot be read"
+            )
         if code != 0:
             raise setup_failed(
                 "condition set-up", command[:200], code, out[-300:], timed_out, self.timeout
