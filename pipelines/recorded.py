@@ -13,6 +13,7 @@ purpose (pyarrow only): `worldtrace.freshness` says the same before a reading co
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -130,8 +131,9 @@ def lost_records(
     if path.endswith(F.SHARD_SUFFIX):
         return None
     now = held(path) if now is None else now
+    rejects = functools.cache(lambda: _rejects(processed, path))  # read once, if at all
     if unread := now.unread:
-        then = _unread_then(processed, path)
+        then = _unread_then(rejects())
         lost = sorted(unread) if then is None else sorted(set(unread) - then)
         if lost:
             more = f" (and {len(lost) - 1} more line(s) that read before)" if lost[1:] else ""
@@ -144,7 +146,7 @@ def lost_records(
     except OSError:
         return None
     lines = {int(m.group(1)): rid for place, rid in now.items() if (m := _LINE.match(place))}
-    before = _processed_lines(processed, path)
+    before = _processed_lines(processed, path, rejects())
     if not lines or len(lines) != len(now) or before is None:
         return None
     for n, rid in lines.items():
@@ -178,22 +180,24 @@ def _rejects(processed: Path, path: str) -> list[tuple[int, str]] | None:
     ]
 
 
-def _unread_then(processed: Path, path: str) -> set[int] | None:
-    """The lines of the JSONL file `path` that processing rejected because they did not
-    read (their reason the reader's: `UNREAD`); None when `rejects` does not read."""
-    rejects = _rejects(processed, path)
+def _unread_then(rejects: list[tuple[int, str]] | None) -> set[int] | None:
+    """The lines of a JSONL file that processing rejected because they did not read (their
+    reason the reader's: `UNREAD`), from its `rejects` rows (`_rejects`); None when the
+    table does not read."""
     if rejects is None:
         return None
     return {n for n, reason in rejects if reason.startswith(tuple(f"{f}: " for f in UNREAD))}
 
 
-def _processed_lines(processed: Path, path: str) -> dict[int, str | None] | None:
+def _processed_lines(
+    processed: Path, path: str, rejects: list[tuple[int, str]] | None
+) -> dict[int, str | None] | None:
     """Line -> content id of each record processed from the JSONL file `path` (the
-    segments keep every record that reached dedup; a rejected or filtered one, from the
-    rejects table, has None: its content is not kept). None when they do not read."""
+    segments keep every record that reached dedup; a rejected or filtered one, from its
+    `rejects` rows, `_rejects`, has None: its content is not kept). None when they do not
+    read."""
     import pyarrow as pa
 
-    rejects = _rejects(processed, path)
     try:
         raw = _raw_ids(processed, _names([path], processed))
     except (OSError, pa.ArrowException):
