@@ -137,9 +137,9 @@ def replay_task(
     and conditions, where the job gives none of its own. Without them the actions ran in
     another environment (`cd /root/demo` before the `mkdir` of a set-up; an Android
     replay on the home screen instead of the task's app) and the replay recorded another
-    episode. A sandbox kind (`kind`) without task keys may say what else of the recording
-    a replay runs with: its classmethod `replay_params(recorded task id, recorded config)`
-    gives the task's params (MCP: the recording's fault draw, `mcp.FaultDraw`)."""
+    episode. A sandbox kind (`kind`) may say itself what of the recording a replay runs
+    with: its classmethod `replay_params`, of `replay_params`' arguments, in place of
+    that one (MCP, which has no task keys: the recording's fault draw, `mcp.FaultDraw`)."""
     import dataclasses
 
     from worldtrace.sandboxes.conditions import parse_conditions
@@ -153,15 +153,7 @@ def replay_task(
         config = {}
     setup = task.setup or tuple(config.get("setup") or ())
     instruction = task.instruction or (recorded.task.instruction if recorded.task else "") or ""
-    params = replay_params(recorded, config, task.params)
-    own = getattr(kind, "replay_params", None)
-    if own is not None and params is None:
-        from worldtrace.sandboxes.base import SandboxConfigError
-
-        try:
-            params = own(recorded.task.task_id if recorded.task else None, config)
-        except SandboxConfigError as exc:
-            raise SandboxConfigError(f"replay of {recorded.trajectory_id}: {exc}") from None
+    params = (getattr(kind, "replay_params", None) or replay_params)(recorded, config, task.params)
     if not conditions and recorded.conditions:
         spec = parse_conditions(json.loads(recorded.conditions))
         conditions = spec.sample(0) if spec is not None else ()

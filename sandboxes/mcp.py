@@ -441,19 +441,23 @@ class MCPSandbox(Unpicklable):
         return None  # only the live server knows its tools
 
     @classmethod
-    def replay_params(cls, task_id: str | None, config: dict[str, Any]) -> FaultDraw:
-        """What a replay of a recording (its task id and `environment.config`) draws its
-        faults from: the recorded draw key (`fault_task_id`, kept since 12-06; before, the
+    def replay_params(cls, recorded: Any, config: dict[str, Any], params: Any) -> FaultDraw:
+        """What a replay of `recorded` (a Trajectory; `config` its `environment.config`)
+        draws its faults from (`policies.replay_task`; an MCP task has no keys of its own,
+        `params`): the recorded draw key (`fault_task_id`, kept since 12-06; before, the
         recording's own task id, which its draw used) and the recorded faults."""
         from worldtrace.schemas.parsing import ConfigError, parse
 
         faults = config.get("faults")
         try:
-            recorded = parse(FaultConfig, faults) if isinstance(faults, dict) else None
+            given = parse(FaultConfig, faults) if isinstance(faults, dict) else None
         except ConfigError as exc:
-            raise SandboxConfigError(f"its recorded faults do not check: {exc}") from None
+            raise SandboxConfigError(
+                f"replay of {recorded.trajectory_id}: its recorded faults do not check: {exc}"
+            ) from None
         key = config.get(FAULT_TASK_ID)
-        return FaultDraw(key if isinstance(key, str) else task_id or "", recorded)
+        task_id = recorded.task.task_id if recorded.task else None
+        return FaultDraw(key if isinstance(key, str) else task_id or "", given)
 
     @classmethod
     def host_paths(cls, config: MCPConfig) -> list[str]:
