@@ -81,8 +81,9 @@ def run_episode(
         ended = getattr(sandbox, "ended", None)
         if ended:  # the environment itself is over (the shell exited): say why
             return recorder.finish(Outcome(status="success", error=ended))
-    else:
-        status = "incomplete"  # stopped by max_turns
+    else:  # max_turns ran out: cut, unless a script had played its last action
+        if _plays_on(policy, history):
+            status = "incomplete"
     failed = _ended_failed(recorder.turns) if status == "success" else None
     if failed:
         return recorder.finish(Outcome(status="failure", error=failed))
@@ -93,7 +94,8 @@ def _plays_on(policy: Policy, history: History) -> bool:
     """Whether the policy may have an action left, asked without playing it: a scripted
     or replay policy knows (its list is played out); any other is assumed to (a model is
     not called after a stop). A stop that came during a script's last step marked the
-    finished episode cut short, and a resume ran it again."""
+    finished episode cut short, and a resume ran it again; a script of exactly
+    `max_turns` actions was recorded `incomplete`."""
     if isinstance(policy, ScriptedPolicy):
         return len(history.turns) < len(policy.actions)
     return True
