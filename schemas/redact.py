@@ -31,12 +31,14 @@ import datetime
 import fnmatch
 import functools
 import hashlib
+import html
 import itertools
 import json
 import os
 import re
 import string
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -1022,6 +1024,34 @@ def _json_bodies(value: str) -> tuple[str, ...]:
     return ascii_, utf8, ascii_.replace("/", "\\/"), go
 
 
+_URL_SAFE = ("", "-_.!~*'()")  # Python's `quote(safe="")`; JavaScript's encodeURIComponent
+_PCT = re.compile(r"%[0-9A-F]{2}")
+_HTML_QUOTES = (("&quot;", "&#x27;"), ("&#34;", "&#39;"), ("&quot;", "&#039;"), ('"', "'"))
+"""How HTML escapers write `"` and `'`: Python's `html.escape`, Jinja/markupsafe, PHP's
+`htmlspecialchars`, and `html.escape(quote=False)`."""
+
+
+def _url_forms(value: str) -> set[str]:
+    """`value` percent-encoded as a URL's query or a form body holds it: Python's
+    `quote`/`quote_plus` and JavaScript's `encodeURIComponent` (which keeps `!'()*`),
+    each with the hex in capitals and in lower case (Go, some clients)."""
+    out = set()
+    for safe in _URL_SAFE:
+        for quote in (urllib.parse.quote, urllib.parse.quote_plus):
+            form = quote(value, safe=safe)
+            out |= {form, _PCT.sub(lambda m: m[0].lower(), form)}
+    return out
+
+
+def _html_forms(value: str) -> set[str]:
+    """`value` as HTML text holds it (`_HTML_QUOTES`): a page's source or a template's
+    output shows `&amp;`, `&lt;`, `&quot;` where the value has `&`, `<`, `"`."""
+    out = set()
+    for dq, sq in _HTML_QUOTES:  # `html.escape(quote=False)` leaves both quotes
+        out.add(html.escape(value, quote=False).replace('"', dq).replace("'", sq))
+    return out
+
+
 def written_forms(value: str) -> frozenset[str]:
     """`value` and the escaped forms in which programs print it: a value handed over is
     a secret in each (2026-12-06, a hunt: `Zq8"Lm$3vX9pR!w` leaked as `declare -p`,
@@ -1034,7 +1064,9 @@ def written_forms(value: str) -> frozenset[str]:
     (`${X@Q}`'s `'\\''`, `shlex.quote`'s `'"'"'`) and bash's `$'...'` (`_ansi_c`); each
     also as a JSON string holds it (a terminal's raw stream in `state_json`, a command in
     `arguments_json`: plain `env` there reads `Zq8\\"Lm`), and a `\\u` escape's hex also
-    in capitals. A value of letters and digits has one form, itself."""
+    in capitals; percent-encoded in a URL or a form (`_url_forms`: `curl
+    --data-urlencode`, a token in a query string) and as HTML text (`_html_forms`), each
+    of those missed before 12-06. A value of letters and digits has one form, itself."""
     c_like = value.replace("\\", "\\\\")
     base = {
         value,
@@ -1047,6 +1079,7 @@ def written_forms(value: str) -> frozenset[str]:
         value.replace("'", "'\\''"),
         value.replace("'", "'\"'\"'"),
     }
+    base |= _url_forms(value) | _html_forms(value)
     if not (value.isascii() and value.isprintable()):
         base |= {_ansi_c(value, wide=False), _ansi_c(value, wide=True)}
     forms = base | {b for f in base for b in _json_bodies(f)[:2]}
