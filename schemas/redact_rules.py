@@ -106,6 +106,10 @@ DEFAULT_ENV_KEEP = (
     "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
     "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
     "HOST", "PORT", "*_HOST", "*_HOSTS", "*_DOMAINS", "*_PORT", "*_DIR", "*_PATH",
+    # settings a server reads by name, words a text holds (`NODE_ENV: production` cut
+    # `reproduction` in an observation and rewrote an action and an instruction, 12-06)
+    "NODE_ENV", "*_ENV", "ENVIRONMENT", "*_ENVIRONMENT", "LOG_LEVEL", "*_LOG_LEVEL",
+    "DEBUG", "*_DEBUG", "*_MODE", "*_TIMEOUT", "*_VERSION",
 )  # fmt: skip
 
 
