@@ -254,8 +254,11 @@ def replay_mismatch(
 ) -> str | None:
     """Why sandbox kind `kind` (recording `domain`) cannot replay `trajectory`, or None:
     the same domain, only the action kinds the kind takes and, when its tools are known
-    before it starts, only those tools."""
+    before it starts, only those tools, but for a call of a tool the recording's own
+    action space lacked too: the agent's unknown tool, whose answer (the server's error)
+    the replay records again (such a recording could never be replayed, 12-06)."""
     tid = trajectory.trajectory_id
+    recorded = _tool_names(trajectory.system.action_space if trajectory.system else None)
     if trajectory.domain != domain:
         return (
             f"{tid} was recorded in domain {trajectory.domain}; this job (sandbox kind "
@@ -268,12 +271,28 @@ def replay_mismatch(
                 f"{tid} has {a.kind} actions; sandbox kind {kind} takes "
                 f"{' or '.join(action_kinds)} actions"
             )
-        if a.kind == "tool_call" and tools is not None and a.name not in tools:
+        if (
+            a.kind == "tool_call"
+            and tools is not None
+            and a.name not in tools
+            and (recorded is None or a.name in recorded)
+        ):
             return (
                 f"{tid} calls tool {a.name!r}, which sandbox kind {kind} does not have "
                 f"(tools: {', '.join(sorted(tools))})"
             )
     return None
+
+
+def _tool_names(action_space: str | None) -> set[str] | None:
+    """The tool names of a recorded action space (JSON list), None if it has none."""
+    try:
+        tools = json.loads(action_space) if action_space else None
+    except ValueError:
+        return None
+    if not isinstance(tools, list):
+        return None
+    return {t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)}
 
 
 ARGS_SAID = 200
