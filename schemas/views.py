@@ -163,7 +163,9 @@ turn) or one of the trajectory's `conditions` (the whole episode ran under it)."
 
 def perturbations_sql(trajectories: str) -> str:
     """One row per (trajectory, source, kind) over the trajectory view `trajectories`:
-    turn perturbations grouped by kind (`turns` = the turns it hit, `turn_indexes`), and
+    turn perturbations grouped by kind (`turns` = the turns it hit, `turn_indexes`; a
+    turn an injected fault also delayed, `{"kind": "error", "latency_ms": ...}`, counts
+    under `latency` too: it was counted under its fault only), and
     each condition (`turns` = every turn of the episode). `details` holds the JSON
     objects as recorded. Conditions recorded only in `metadata['conditions']` (writers
     older than the field) count too; a value that is not valid JSON shows as kind
@@ -175,12 +177,18 @@ WITH src AS (SELECT trajectory_id, domain, turns,
 SELECT trajectory_id, domain, '{turn}' AS source, kind, count(*)::INTEGER AS turns,
        list(turn_index ORDER BY turn_index) AS turn_indexes,
        list(detail ORDER BY turn_index) AS details
-FROM (SELECT trajectory_id, domain, t.index AS turn_index, t.perturbation AS detail,
-             CASE WHEN json_valid(t.perturbation)
-                  THEN coalesce(json_extract_string(t.perturbation, '$.kind'), 'unknown')
-                  ELSE 'invalid' END AS kind
-      FROM (SELECT trajectory_id, domain, unnest(turns) AS t FROM src)
-      WHERE t.perturbation IS NOT NULL)
+FROM (SELECT trajectory_id, domain, turn_index, detail, unnest(kinds) AS kind
+      FROM (SELECT trajectory_id, domain, t.index AS turn_index, t.perturbation AS detail,
+                   CASE WHEN NOT json_valid(t.perturbation) THEN ['invalid']
+                        WHEN json_extract(t.perturbation, '$.latency_ms') IS NOT NULL
+                             AND coalesce(json_extract_string(t.perturbation, '$.kind'), 'unknown')
+                                 <> 'latency'
+                        THEN [coalesce(json_extract_string(t.perturbation, '$.kind'), 'unknown'),
+                              'latency']
+                        ELSE [coalesce(json_extract_string(t.perturbation, '$.kind'), 'unknown')]
+                   END AS kinds
+            FROM (SELECT trajectory_id, domain, unnest(turns) AS t FROM src)
+            WHERE t.perturbation IS NOT NULL))
 GROUP BY trajectory_id, domain, kind
 UNION ALL BY NAME
 SELECT trajectory_id, domain, '{condition}' AS source,

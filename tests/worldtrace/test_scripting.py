@@ -134,6 +134,7 @@ def test_raw_perturbations_one_row_per_trajectory_source_kind(pstore):
     assert got == sorted([
         (0, "mcp", "perturbation", "error", 1, [3]),
         (0, "mcp", "perturbation", "timeout", 2, [0, 2]),
+        (0, "mcp", "perturbation", "latency", 1, [2]),  # the timeout delayed (12-06q)
         (1, "mcp", "perturbation", "truncate", 1, [1]),
         (2, "terminal", "condition", "disk_full", 3, None),
         (2, "terminal", "condition", "memory_low", 3, None),
@@ -158,8 +159,9 @@ def test_stats_counts_perturbations_conditions_and_redactions(pstore):
         kinds: dict[str, int] = {}
         for turn in t.turns:
             if turn.perturbation:
-                k = json.loads(turn.perturbation)["kind"]
-                kinds[k] = kinds.get(k, 0) + 1
+                p = json.loads(turn.perturbation)
+                for k in {p["kind"], *(["latency"] if "latency_ms" in p else [])}:
+                    kinds[k] = kinds.get(k, 0) + 1
         for k, n in kinds.items():
             processed.setdefault(("perturbation", k, t.domain), []).append(n)
         conds = t.conditions or t.metadata.get("conditions")
@@ -169,6 +171,7 @@ def test_stats_counts_perturbations_conditions_and_redactions(pstore):
     raw = {
         ("perturbation", "error", "mcp"): (1, 1),
         ("perturbation", "timeout", "mcp"): (1, 2),
+        ("perturbation", "latency", "mcp"): (1, 1),
         ("perturbation", "truncate", "mcp"): (1, 1),
         ("condition", "clock", "terminal"): (1, 2),
         ("condition", "disk_full", "terminal"): (2, 4),
