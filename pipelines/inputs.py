@@ -122,6 +122,21 @@ def _damaged(path: Path, exc: BaseException, what: str = "unreadable") -> Damage
     return DamagedFile(path, why, REBUILD_HINT if processed else "")
 
 
+def in_arrival_order(files: list[Path]) -> list[Path]:
+    """Processed unit files in the order their records came into the store
+    (`F.UNIT_ORDER_KEY`), not by name: a unit's name hashes its cut of a raw file, and the
+    cuts follow the worker count and what each incremental run read, so an incremental
+    store, its rebuild and a one-worker rebuild exported the same samples in three
+    orders (hunt 12-06). Files without the key (written before it, or not units) come
+    after, by path."""
+
+    def key(f: Path) -> tuple:
+        first = (_read(f, pq.read_schema, f).metadata or {}).get(F.UNIT_ORDER_KEY)
+        return (0, first.decode(), str(f)) if first else (1, "", str(f))
+
+    return sorted(files, key=key)
+
+
 def _read(path: Path, read, *args):
     """`read(*args)`, a read of `path`: what pyarrow raises for a file that does not
     read becomes `DamagedFile` naming it."""
@@ -151,7 +166,7 @@ def iter_batches(
 
     A policy that reads corpus counts stored two decisions per turn; the one the current
     template counts select replaces the stored one (`corpus.decisions`)."""
-    files = check_input(path)
+    files = in_arrival_order(check_input(path))
     if selection is not None:
         selection.check(files[0])
     counts = None

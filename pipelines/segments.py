@@ -523,6 +523,10 @@ def finalize(
         rows = rows.append_column(name, column)
     parent = pa.array(np.repeat(np.arange(len(lengths)), lengths))
     rows = rows.append_column(TURN_CLUSTER, pc.take(cluster_ids, parent))
+    if len(segment) and ARRIVAL in segment.column_names:  # where the unit's records came in
+        first = pc.min(segment[ARRIVAL]).as_py().encode()
+        meta = {**(trajectories.schema.metadata or {}), F.UNIT_ORDER_KEY: first}
+        trajectories = trajectories.replace_schema_metadata(meta)
     return {
         "trajectories": trajectories,
         "turns": rows.cast(STORED_TURNS_SCHEMA),

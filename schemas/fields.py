@@ -141,3 +141,10 @@ conversations, `origin_index` a conversation's number. Every other format read f
 file (worldtrace's own records too) has a record a line."""
 SHARD_TARGET_BYTES = 128 * 1024 * 1024
 SHARD_ROW_GROUP_ROWS = 1024
+
+
+UNIT_ORDER_KEY = b"worldtrace.unit_order"
+"""Schema metadata of a processed unit's files: the arrival key (`units.arrival_key`) of
+its unit's first record. A unit is a slice of one raw file in the file's order, so units
+read in this order give the records in the order they came into the store, whatever the
+cuts (workers, incremental runs) made the units: what the export reads them by."""
