@@ -587,6 +587,9 @@ def _manifest(cfg, builder, prompt, tok, n_in: int, n_rows: int, part: str, poli
             "overflow": cfg.overflow,
             "seq_len": cfg.seq_len,
             "pack_window": cfg.pack_window,
+            # the id every sample starts with (null when they differ): `--verify` checks
+            # every document start of the rows against it
+            "doc_start_id": builder.stats[part].doc_start_id,
         },
         "label_shift": LABEL_SHIFT,
         "only_observation_tokens_are_targets": True,

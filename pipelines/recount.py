@@ -139,8 +139,10 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     the `num_loss_tokens` column and the masks; every row's mask as long as its tokens,
     its `num_loss_tokens` its mask's sum, and a packed row's padding the manifest's EOD,
     never a target, its `doc_boundaries` one start per sample id within its tokens
-    (`writers.misplaced_starts`). One pass over the shards, `ROW_GROUP_ROWS` rows at a time: memory
-    stays flat however large the export."""
+    (`writers.misplaced_starts`); every token id within the vocabulary and every
+    document start (a packed row's `doc_boundaries`, an unpacked row's first token) the
+    manifest's `sampling.doc_start_id` (`_token_checks`). One pass over the shards,
+    `ROW_GROUP_ROWS` rows at a time: memory stays flat however large the export."""
     import numpy as np
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -153,12 +155,17 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     samples = tokens = bad_loss = bad_len = not_binary = pad_id = pad_target = 0
     rows = loss_column = loss_mask = bad_starts = 0
     first_bad = ""  # the shard and row of the first packed row whose starts are wrong
+    vocab = (m.get("tokenizer") or {}).get("vocab_size")
+    start_id = (m.get("sampling") or {}).get("doc_start_id")
+    out_of_vocab: list[str] = []  # one problem a shard
+    bad_doc_starts, first_bad_doc = 0, ""
     by = {k: Counter() for k in ("samples", "tokens", "loss_tokens")}
     for s in m["shards"]:
         with pq.ParquetFile(d / s["path"]) as f:
             tid = "trajectory_id" in f.schema_arrow.names and tids is not None
             tids = tids if tid else None
             at = 0  # the batch's first row in the shard
+            oov, first_oov = 0, ""  # this shard's ids outside the vocabulary
             for b in f.iter_batches(ROW_GROUP_ROWS, columns=cols + ["trajectory_id"] * tid):
                 if tids is not None:
                     tids.add(pc.unique(b["trajectory_id"]).to_pylist())
@@ -178,19 +185,31 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
                 bad_loss += int(np.count_nonzero(loss != n_loss))
                 not_binary += int(np.count_nonzero(mask > 1))
                 tokens += int(n_tok.sum())
-                at += b.num_rows
+                ids = pc.list_flatten(b["input_ids"]).to_numpy(zero_copy_only=False)
+                bad = np.zeros(0, np.int64)  # packed rows whose starts are misshapen
                 if seq_len:
                     n_samples = pc.fill_null(pc.list_value_length(b["sample_ids"]), 0)
                     samples += int(pc.sum(n_samples).as_py() or 0)
                     limit = np.minimum(n_tok, lengths)
                     bad = misplaced_starts(b["doc_boundaries"], limit, np.asarray(n_samples))
                     if len(bad) and not bad_starts:
-                        first_bad = f"{s['path']} row {at - b.num_rows + int(bad[0])}"
+                        first_bad = f"{s['path']} row {at + int(bad[0])}"
                     bad_starts += len(bad)
+                starts = b["doc_boundaries"] if seq_len else None
+                n_oov, oov_at, n_starts, starts_at = _token_checks(
+                    ids, lengths, vocab, start_id, starts, bad
+                )
+                if n_oov and not oov:
+                    first_oov = f"row {at + oov_at[0]}, id {oov_at[1]}"
+                oov += n_oov
+                if n_starts and not bad_doc_starts:
+                    first_bad_doc = f"{s['path']} row {at + starts_at}"
+                bad_doc_starts += n_starts
+                at += b.num_rows
+                if seq_len:
                     bad_len += int(np.count_nonzero((lengths != seq_len) | (n_tok > lengths)))
                     pos = np.arange(len(mask)) - np.repeat(ends - lengths, lengths)
                     pad = pos >= np.repeat(n_tok, lengths)
-                    ids = pc.list_flatten(b["input_ids"]).to_numpy()
                     pad_id += int(np.count_nonzero(ids[pad] != eod)) if eod is not None else 0
                     pad_target += int(np.count_nonzero(mask[pad]))
                     continue
@@ -202,8 +221,20 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
                     by["samples"][dom] += 1
                     by["tokens"][dom] += t
                     by["loss_tokens"][dom] += n
+            if oov:
+                out_of_vocab.append(
+                    f"{d / s['path']}: {oov} token id(s) outside the vocabulary 0..{vocab - 1} "
+                    f"(tokenizer.vocab_size {vocab}; the first: {first_oov})"
+                )
     c = m["counts"]
     problems = [f"{d}: {rows} rows != manifest {c['rows']}"] if rows != c["rows"] else []
+    problems += out_of_vocab
+    if bad_doc_starts:
+        where = "doc_boundaries start(s) whose token" if seq_len else "row(s) whose first token"
+        problems.append(
+            f"{d}: {bad_doc_starts} {where} is not sampling.doc_start_id {start_id}, the "
+            f"token every sample starts with (the first: {first_bad_doc})"
+        )
     if not loss_column == loss_mask == c["loss_tokens"]:
         problems.append(
             f"{d}: loss tokens {loss_column} (column) / {loss_mask} (mask) != manifest "
@@ -234,6 +265,42 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     return found, problems
 
 
+def _token_checks(ids, lengths, vocab: int | None, start_id: int | None, starts=None, skip=()):
+    """A batch of rows (`ids` flat, `lengths` a row): the ids outside `0..vocab-1` (a
+    trainer's embedding lookup fails on them, or reads another row of the table) and
+    (batch row, id) of the first; the document starts whose token is not `start_id`,
+    every sample's first token (`starts`: packed rows' `doc_boundaries`, but those of
+    the rows `skip`, whose starts `misplaced_starts` already named; None: each row's
+    first token), and the batch row of the first. Either check is skipped (0) when its
+    value is None."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    lengths = np.asarray(lengths, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    n_oov, oov_at, n_starts, starts_at = 0, (0, 0), 0, 0
+    if vocab is not None and len(ids):
+        wrong = np.flatnonzero((ids < 0) | (ids >= vocab))
+        if n_oov := len(wrong):
+            row = int(np.searchsorted(offsets + lengths, wrong[0], side="right"))
+            oov_at = (row, int(ids[wrong[0]]))
+    if start_id is None:
+        return n_oov, oov_at, n_starts, starts_at
+    if starts is None:
+        row = np.flatnonzero(lengths > 0)
+        at = offsets[row]
+    else:
+        n = np.asarray(pc.fill_null(pc.list_value_length(starts), 0), dtype=np.int64)
+        flat = np.asarray(pc.fill_null(pc.list_flatten(starts), -1), dtype=np.int64)
+        row = np.repeat(np.arange(len(n)), n)
+        inside = (flat >= 0) & (flat < lengths[row]) & ~np.isin(row, skip)
+        row, at = row[inside], offsets[row[inside]] + flat[inside]
+    bad = np.flatnonzero(ids[at] != start_id)
+    if n_starts := len(bad):
+        starts_at = int(row[bad[0]])
+    return n_oov, oov_at, n_starts, starts_at
+
+
 def _recount_megatron(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Loss tokens from the sidecar (0 and 1 only; the EOD closing every document never a
     target) and samples from the sequences: one per sample unpacked; a packed row does
@@ -244,11 +311,12 @@ def _recount_megatron(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[
 
     part, c = m.get("part", MAIN_PART), m["counts"]
     seq_len = (m.get("sampling") or {}).get("seq_len") or 0
+    tokens = _megatron_tokens(d, m, d / megatron_name(part, "text"))
     prefix = d / megatron_name(part, "mask")
     try:
         sizes, pointers, _, dtype = read_index(f"{prefix}.idx")
     except ValueError:
-        return {}, []  # the file checks (`writers._check_megatron`) said why
+        return {}, tokens  # the file checks (`writers._check_megatron`) said why
     if np.dtype(dtype) != np.uint8 or Path(f"{prefix}.bin").stat().st_size != int(
         sizes.sum(dtype=np.int64)
     ):
@@ -261,6 +329,7 @@ def _recount_megatron(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[
         loss += int(np.count_nonzero(chunk))
         not_binary += int(np.count_nonzero(chunk > 1))
     problems = [f"{d}: {not_binary} loss-mask value(s) other than 0 and 1"] if not_binary else []
+    problems = tokens + problems
     if "eod_tokens" in c and len(sizes):
         eods = int(np.count_nonzero(mask[pointers + sizes.astype(np.int64) - 1]))
         if eods:
@@ -274,6 +343,50 @@ def _recount_megatron(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[
             f"{len(sizes)} packed rows of {seq_len}"
         )
     return found, problems
+
+
+def _megatron_tokens(d: Path, m: dict[str, Any], prefix: Path) -> list[str]:
+    """The text `.bin`'s ids within the vocabulary (`tokenizer.vocab_size`), read a
+    chunk at a time as the sidecar is, and every document's first token (through the
+    index's pointers) the manifest's `sampling.doc_start_id`: a packed document starts
+    with its first sample. Each check skipped when the manifest does not say its value."""
+    import numpy as np
+
+    vocab = (m.get("tokenizer") or {}).get("vocab_size")
+    start_id = (m.get("sampling") or {}).get("doc_start_id")
+    try:
+        sizes, pointers, _, dtype = read_index(f"{prefix}.idx")
+    except ValueError:
+        return []  # the file checks (`writers._check_megatron`) said why
+    if (vocab is None and start_id is None) or not sizes.sum(dtype=np.int64):
+        return []  # nothing to check, or an empty part (an empty file cannot be mapped)
+    data = np.memmap(f"{prefix}.bin", np.dtype(dtype), mode="r")
+    firsts = pointers // data.itemsize  # each document's first token in the `.bin`
+    problems, step = [], (1 << 26) // data.itemsize
+    if vocab is not None:
+        oov, first = 0, ""
+        for at in range(0, len(data), step):  # a chunk at a time: memory stays flat
+            chunk = data[at : at + step]
+            wrong = np.flatnonzero((chunk < 0) | (chunk >= vocab))
+            if len(wrong) and not oov:
+                doc = int(np.searchsorted(firsts, at + wrong[0], side="right")) - 1
+                first = f"document {doc}, id {int(chunk[wrong[0]])}"
+            oov += len(wrong)
+        if oov:
+            problems.append(
+                f"{prefix}.bin: {oov} token id(s) outside the vocabulary 0..{vocab - 1} "
+                f"(tokenizer.vocab_size {vocab}; the first: {first})"
+            )
+    if start_id is not None:
+        docs = np.flatnonzero(sizes > 0)
+        bad = docs[data[firsts[docs]] != start_id]
+        if len(bad):
+            problems.append(
+                f"{prefix}.bin: {len(bad)} document(s) whose first token is not "
+                f"sampling.doc_start_id {start_id}, the token every sample starts with "
+                f"(the first: document {int(bad[0])})"
+            )
+    return problems
 
 
 def _recount_awb(d: Path, m: dict[str, Any]) -> dict[str, Any]:

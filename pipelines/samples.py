@@ -165,9 +165,21 @@ class SampleStats:
         default_factory=lambda: defaultdict(lambda: dict.fromkeys(NO_TARGET, 0))
     )
     """Per domain: turns and samples left out because they have no target (NO_TARGET)."""
+    first_id: int | None = None
+    """The token id the first sample with tokens starts with (`doc_start_id`)."""
+    starts_differ: bool = False
+    """Whether a later sample starts with another id than `first_id`."""
 
-    def add(self, domain: str, tokens: int = 0, loss_tokens: int = 0) -> None:
-        """One sample (or one record, for formats without tokens)."""
+    def add(
+        self, domain: str, tokens: int = 0, loss_tokens: int = 0, first_id: int | None = None
+    ) -> None:
+        """One sample (or one record, for formats without tokens); `first_id`: the
+        sample's first token id, one int compared a sample (`doc_start_id`)."""
+        if first_id is not None:
+            if self.first_id is None:
+                self.first_id = first_id
+            elif first_id != self.first_id:
+                self.starts_differ = True
         self.samples += 1
         self.tokens += tokens
         self.loss_tokens += loss_tokens
@@ -202,6 +214,14 @@ class SampleStats:
             c["eot_tokens"] += eot
             c["turns"] += 1
             c["turns_in_loss"] += kept + eot > 0
+
+    @property
+    def doc_start_id(self) -> int | None:
+        """The manifest's `sampling.doc_start_id`: the token id every sample starts with
+        when they all start with the same one (chatml: `<|im_start|>`), else None.
+        `--verify` checks the token at every document start against it: a packed row's
+        `doc_boundaries` moved off its samples' starts (rehashed) verified before."""
+        return None if self.starts_differ else self.first_id
 
     def as_dict(self) -> dict[str, Any]:
         domains = {*self.by_domain, *self.truncated, *self.without_target}  # every one read
@@ -495,7 +515,7 @@ class SampleBuilder:
         for k, v in (cut or {}).items():
             stats.truncated[rec[F.DOMAIN]][k] += v
         stats.add_turns(turns, ranges, mask, eots)
-        stats.add(rec[F.DOMAIN], len(enc), n_loss)
+        stats.add(rec[F.DOMAIN], len(enc), n_loss, int(enc.ids[0]))
         if rec.get(SYNTHETIC_KEY):
             self.synthetic[part] += 1
         return Sample(sid, tid, rec[F.DOMAIN], part, enc.ids, mask, n_loss)

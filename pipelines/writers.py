@@ -495,7 +495,8 @@ def verify(directory: str | os.PathLike) -> list[str]:
     manifest's shape (`load_manifest`: what the checks read, every file inside the
     export), the files (`_verify_files`: sizes, sha256, unlisted files, every Megatron
     document closed by the EOD), then the counts recounted from them
-    (`recount.recount`: rows and loss tokens too). A split export (top manifest with
+    (`recount.recount`: rows and loss tokens too, every token id within the vocabulary
+    and every document start the manifest's `sampling.doc_start_id`). A split export (top manifest with
     `parts`) part by part. A damaged manifest or file is a problem, never an exception."""
     from .recount import recount  # it reads shards with this module's names
 
@@ -561,12 +562,17 @@ def _manifest_shape(d: Path, m: dict[str, Any], part: bool) -> list[str]:
         return problems + _parts_shape(d, m["parts"])
     if isinstance(fmt, str) and fmt in REQUIRED_COUNTS and isinstance(c, dict):
         problems += [f"counts.{k} is missing" for k in REQUIRED_COUNTS[fmt] if k not in c]
-    for key, inner in (("sampling", "seq_len"), ("tokenizer", "eod_id")):
+    for key, inners in (
+        ("sampling", ("seq_len", "doc_start_id")),
+        ("tokenizer", ("eod_id", "vocab_size")),
+    ):
         value = m.get(key)
         if value is not None and not isinstance(value, dict):
             problems.append(f"{key} is not an object: {json_excerpt(value)}")
-        elif value and (n := value.get(inner)) is not None and not _is_count(n):
-            problems.append(f"{key}.{inner} is not a count: {json_excerpt(n)}")
+            continue
+        for inner in inners:  # what `recount` compares the rows' token ids with
+            if value and (n := value.get(inner)) is not None and not _is_count(n):
+                problems.append(f"{key}.{inner} is not a count: {json_excerpt(n)}")
     if not isinstance(m.get("part", MAIN_NAME), str):
         problems.append(f"part is not a name: {json_excerpt(m['part'])}")
     shards = m["shards"]

@@ -144,8 +144,10 @@ def test_token_formats_take_every_token_option(small, tmp_path, fmt):
         "plain",
         False,
     )
+    # doc_start_id (12-06): the id every sample starts with, plain's `###` (14374)
     assert m["sampling"] == {"mode": "turn", "turns": "one", "max_len": 2048,
-                             "overflow": "truncate", "seq_len": 4096, "pack_window": 8}  # fmt: skip
+                             "overflow": "truncate", "seq_len": 4096, "pack_window": 8,
+                             "doc_start_id": 14374}  # fmt: skip
     assert m["counts"]["samples"] > m["counts"]["rows"] > 0  # packed
 
 
