@@ -16,7 +16,8 @@ State: each episode gets a fresh server process and a fresh `{workdir}` (seeded 
 copying `workdir.copy`, then the task's `setup` commands run in it; by default
 `$TMPDIR/worldtrace-mcp-UID/N/work`, the lowest free numbered folder, so one collector
 shows the server the same path in every episode: `take_slot`); `keep_server: true`
-keeps one process across episodes for stateless servers. Every process the episode
+keeps one process across episodes for stateless servers (one found dead at a reset is
+replaced, and said: `_kept_died`). Every process the episode
 starts carries its folder in `WORLDTRACE_MCP_EPISODE` and is killed when it ends, with
 what it started (`mcp_client.end_processes`): a set-up's `setsid ... &` wrote into the
 next episode's workdir and outlived the collector. `{workdir}`, `{port}` (a free loopback port) and `{python}` (this
@@ -40,7 +41,8 @@ flagged `refused` in its state (kept out of the loss) and lists the targets
 (`egress_refused`).
 
 Server log notifications and progress notifications go to the observation's
-`state_json` (`{"logs": [...], "progress": [...]}`), never into its text (those of the
+`state_json` (`{"logs": [...], "progress": [...]}`, bounded by `mcp_client.NoteList`:
+a cut flagged `logs_truncated`, `progress_truncated`), never into its text (those of the
 reset: the initial observation's, which the Recorder keeps in the record's metadata);
 so do a stdio
 server's stdout lines that are not JSON-RPC (`stdout: {lines, first}`; a server that
@@ -56,6 +58,7 @@ with its lifecycle and the step, which read best together.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -81,11 +84,11 @@ from worldtrace.schemas.validate import LONE_SURROGATE, lone_surrogates, storabl
 
 from .aio import AsyncRunner
 from .base import SandboxConfigError, SandboxError, TaskSpec, Unpicklable, hold_lock
-from .docker import FORBIDDEN_HOST_PATHS, _env_name
+from .docker import ENV_NAME_RE, FORBIDDEN_HOST_PATHS, _env_name
 from .mcp_client import (
     EPISODE_ENV,
-    MAX_NOTES,
     SETUP_ENV,
+    NoteList,
     ServerSpec,
     cap_log,
     connect,
@@ -106,6 +109,12 @@ from .mcp_proxy import FAULT_TASK_ID, EgressRefuser, Fault, FaultConfig, is_tran
 PLACEHOLDERS = ("{workdir}", "{port}", "{python}")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+EGRESS_PORT_BASE = 20000
+"""Our refusing proxy (`loopback_only`) listens at 127.0.0.1:(this + N) for episode folder
+N (`take_slot`), else (that port taken: another user's sandbox, a service) at a port the
+system picks. Folders are locked, so two sandboxes of this user never want one port; a
+random port per sandbox showed in the proxy variables a tool prints (get-env), and a
+replay's observation differed from its recording's in it."""
 
 
 def no_egress_env(proxy: str) -> dict[str, str]:
@@ -122,6 +131,9 @@ def no_egress_env(proxy: str) -> dict[str, str]:
 PARENT_DEATH = ("setpriv", "--pdeathsig", "KILL", "--") if shutil.which("setpriv") else ()
 """Servers run under util-linux's setpriv so that they die with a collector killed by
 SIGKILL (its exit hooks never run, and not every server exits when its stdin closes)."""
+GONE_HOPS = 10
+"""Loop turns a reset gives a kept server's closed stdout to reach the client's read
+stream (the SDK's reader, its drain, the stream: a few task hops) before it checks it."""
 STOP_TIMEOUT = 10.0
 """Seconds to close a session and stop its server (stdin, SIGTERM, SIGKILL)."""
 
@@ -253,11 +265,75 @@ def _loopback_url(value: str | None, info: ValidationInfo) -> str | None:
     return value
 
 
+def _env_names(value: dict[str, str]) -> dict[str, str]:
+    """`set_env` whose names are variables' names (`A=B` is none: the server's start failed
+    on it, `illegal environment variable name`, naming none, at every attempt)."""
+    bad = [k for k in value if not ENV_NAME_RE.fullmatch(k)]
+    if bad:
+        raise ValueError(f"not an environment variable name: {', '.join(map(repr, bad))}")
+    return value
+
+
 def _one_workdir(value: bool, info: ValidationInfo) -> bool:
     workdir = info.data.get("workdir")
     if value and workdir is not None and (workdir.copy or workdir.at):
         raise ValueError("keeps one workdir; drop it to get a fresh one per episode")
     return value
+
+
+HOST_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+)
+"""Failures of a `workdir.copy` that are the host's (a full disk), which a retry may not
+meet; any other is the folder's (a named pipe, a file this user may not read), met by
+every attempt alike."""
+
+
+class _CopyFailed(Exception):
+    """A file of `workdir.copy` that could not be copied (not an OSError: `copytree`
+    collects those and goes on, to raise them all as one list at the end)."""
+
+    def __init__(self, path: str, error: OSError) -> None:
+        super().__init__(path)
+        self.path, self.error = path, error
+
+
+def _copy_file(src: str, dst: str) -> str:
+    try:
+        return shutil.copy2(src, dst)
+    except OSError as exc:  # shutil.SpecialFileError (a named pipe) is one
+        raise _CopyFailed(src, exc) from None
+
+
+def _copy_tree(src: str, dst: Path) -> None:
+    """`workdir.copy` into the episode's folder, failing on one line that names the path
+    it could not copy: SandboxConfigError (not retried) when the folder is to blame (a
+    named pipe, a socket, a file or folder this user may not read), SandboxError (retried)
+    when the host is (`HOST_ERRNOS`). A named pipe in it failed each attempt, retried, with
+    shutil's raw list of (source, destination, reason) tuples."""
+    try:
+        shutil.copytree(src, dst, symlinks=True, copy_function=_copy_file)
+        return
+    except _CopyFailed as exc:
+        path, err = exc.path, exc.error
+        code = getattr(err, "errno", None)
+        if isinstance(err, shutil.SpecialFileError):
+            why = "it is a named pipe (a FIFO), which a copy cannot hold"
+        elif code == errno.ENXIO:
+            why = "it is a socket or a device, which a copy cannot hold"
+        else:
+            why = err.strerror or str(err)
+    except shutil.Error as exc:  # a folder it could not read or make (scandir, mkdir)
+        found = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        path, _, reason = found[0] if found else (src, None, str(exc))
+        m = re.match(r"\[Errno (\d+)\] ([^:]+)", reason)  # str(OSError): its errno is gone
+        code, why = (int(m.group(1)), m.group(2)) if m else (None, reason)
+        if len(found) > 1:
+            why += f" (and {len(found) - 1} more)"
+    said = f"workdir.copy: cannot copy {path}: {why}"
+    if code in HOST_ERRNOS:
+        raise SandboxError(said + " (the host's: the attempt is retried)")
+    raise SandboxConfigError(said + "; every attempt would fail alike: not retried")
 
 
 def _marker(path: Path) -> Path:
@@ -368,8 +444,11 @@ class MCPConfig:
     env: tuple[Annotated[str, AfterValidator(_env_name)], ...] = ()
     """Names of variables passed from the collector's environment (values never stored);
     one this host does not set fails the attempt, not retried (SandboxConfigError)."""
-    set_env: dict[str, str] = field(default_factory=dict)
-    """Variables set for the server (stored in the job: no secrets), placeholders expand."""
+    set_env: Annotated[dict[str, str], AfterValidator(_env_names)] = field(default_factory=dict)
+    """Variables set for the server (stored in the job as written: a secret belongs in
+    `env`; what the server prints of them is redacted but for `env_keep`'s names),
+    placeholders expand. A name that is no variable's (`A=B`) is refused
+    with the job, naming it (every attempt failed on it, retried, naming none)."""
     cwd: Annotated[str | None, AfterValidator(_cwd_dir)] = None
     """Working directory of the server process (placeholders expand); default {workdir},
     so relative paths land in the episode's directory. Without a placeholder it is an
@@ -492,6 +571,10 @@ class MCPSandbox(Unpicklable):
         self._env: dict[str, str] = {}
         self._warned = False
         """Whether the server's non-JSON stdout was warned about (once per sandbox)."""
+        self._probe_warned = False
+        """Whether a start's unanswered server/discover was warned about (once)."""
+        self._died: str | None = None
+        """Why the kept server died after the last episode (`_kept_died`), this reset."""
         self._egress: EgressRefuser | None = None
         """The proxy the server's proxy variables name (`loopback_only`): refuses all."""
 
@@ -500,7 +583,10 @@ class MCPSandbox(Unpicklable):
         draw = task.params if isinstance(task.params, FaultDraw) else None
         self._faults = self.config.faults or (draw.faults if draw is not None else None)
         self._task_id = draw.task_id if draw is not None else task.task_id
-        if self._conn is None or not (self.config.keep_server and self._healthy):
+        kept = self._conn is not None and self.config.keep_server and self._healthy
+        self._died = self._kept_died() if kept else None
+        kept = kept and self._died is None
+        if not kept:
             self._stop()  # the last server, workdir and lock (also those of a failed start)
             self._prepare(stop)
             self._run_setup(task.setup)
@@ -510,15 +596,47 @@ class MCPSandbox(Unpicklable):
             self._run_setup(task.setup)
         self._conn.proxy.use(self._faults)  # a kept server's proxy: this episode's faults
         self._calls = 0
-        cap_log(self._spec.stderr_path)  # what a kept server wrote between episodes
-        self._said = self._asked = log_size(self._spec.stderr_path)
-        logs, stdout, egress = self._runner.run(self._take_notes(), STOP_TIMEOUT)
-        state = _state(logs=logs, stdout=stdout, egress_refused=egress)
+        # a kept server's marks stay where its last answered call left them: what it says
+        # as it dies now (a crash the check above missed) is quoted by the call that finds
+        # it dead; moved to the log's end here, its last words were behind them
+        if cap_log(self._spec.stderr_path) or not kept:  # what a kept server wrote between
+            self._said = self._asked = log_size(self._spec.stderr_path)  # episodes: cut
+        state = _state(**self._runner.run(self._take_notes(), STOP_TIMEOUT))
         return Observation(self._initial, state_json=state)
 
-    async def _take_notes(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str]]:
-        """Logs, non-JSON stdout lines and connections our proxy refused since the last
-        observation; on the loop, where the logging callback, the SDK's stdout reader
+    def _kept_died(self) -> str | None:
+        """Whether the server kept across episodes (`keep_server`) died since the last
+        one's last call (it exited, crashed or closed its stdout just after answering it):
+        why, with the tail of its stderr since that call was sent (its last words), said as
+        a warning and kept for the record's `environment.config` (`kept_server_died`); the
+        reset then starts a new one. Unnoticed, the next episode failed at its first call
+        (`the server closed the connection`) with no stderr. A server someone else runs at
+        its URL is not seen here: a call that finds it restarted fails, as before."""
+
+        async def gone() -> str | None:
+            import anyio
+
+            for _ in range(GONE_HOPS):  # a stdout the server closed reaches the stream's end
+                await anyio.sleep(0)
+            return self._conn.gone()
+
+        why = self._runner.run(gone(), STOP_TIMEOUT)
+        if why is None:
+            return None
+        tail = self._said_since(died=True)
+        said = why + (f"; its stderr: {tail}" if tail else "")
+        log.warning(
+            "MCP server %s (keep_server) died between episodes, after the last one's last "
+            "call: %s; a new one is started",
+            server_name(self._spec.argv[len(PARENT_DEATH) :]) or self._spec.url,
+            said,
+        )
+        return said
+
+    async def _take_notes(self) -> dict[str, Any]:
+        """Logs (`logs_truncated` when `NoteList` cut or dropped some), non-JSON stdout
+        lines and connections our proxy refused since the last observation, as parts of
+        its `state_json`; on the loop, where the logging callback, the SDK's stdout reader
         and the proxy add them."""
         stdout = self._spec.stdout_noise.take()
         if stdout and not self._warned:
@@ -530,7 +648,8 @@ class MCPSandbox(Unpicklable):
                 stdout["first"][0],
             )
         egress = self._egress.take() if self._egress is not None else []
-        return self._conn.take_logs(), stdout, egress
+        logs, cut = self._conn.take_logs()
+        return {"logs": logs, "logs_truncated": cut, "stdout": stdout, "egress_refused": egress}
 
     def _prepare(self, stop: threading.Event | None = None) -> None:
         """A private folder (server log) and a fresh workdir; placeholders and env fixed."""
@@ -548,7 +667,10 @@ class MCPSandbox(Unpicklable):
         self._env = {}
         if c.loopback_only:  # for the set-up commands and a server we start
             self._egress = self._egress or EgressRefuser()
-            self._env.update(no_egress_env(self._runner.run(self._egress.url(), STOP_TIMEOUT)))
+            # at the port of this episode folder, so the proxy variables, which a tool may
+            # print (server-everything's get-env), repeat as the folder's path does
+            port = EGRESS_PORT_BASE + int(self._private.name)
+            self._env.update(no_egress_env(self._runner.run(self._egress.url(port), STOP_TIMEOUT)))
         self._env.update({n: os.environ[n] for n in c.env})
         self._env.update({k: expand(v, values) for k, v in c.set_env.items()})
         # what the episode starts carries its folder, so it all ends with it (`_stop`)
@@ -631,6 +753,16 @@ class MCPSandbox(Unpicklable):
             noise.on_break = None  # a call sets its own
         self._healthy = True
         self._initial = self._initial_state()
+        waited = spec.stage.probe_unanswered
+        if waited is not None and not self._probe_warned:  # every start waits as long
+            self._probe_warned = True
+            log.warning(
+                "MCP server %s gave no answer to server/discover, the probe of `protocol: "
+                "auto`, and started with the initialize handshake after %g s: every start "
+                "waits for it; `protocol: legacy` skips the probe",
+                server_name(spec.argv[len(PARENT_DEATH) :]) or spec.url,
+                waited,
+            )
 
     def _fresh_workdir(self, stop: threading.Event | None = None) -> Path:
         w = self.config.workdir
@@ -646,7 +778,7 @@ class MCPSandbox(Unpicklable):
         if copy:
             if not os.path.isdir(copy):  # removed since the job was checked: no retry mends it
                 raise SandboxConfigError(f"workdir.copy: {copy} does not exist on this host")
-            shutil.copytree(copy, path, symlinks=True)
+            _copy_tree(copy, path)
         else:
             path.mkdir(parents=True, exist_ok=True)
         return path
@@ -720,7 +852,7 @@ class MCPSandbox(Unpicklable):
         asked = log_size(self._spec.stderr_path)
         try:  # past the timeout the call is cancelled (the SDK tells the server so); an
             # injected latency is ours, not the server's: it is waited for on top
-            answer, flag, progress, refused, (logs, stdout, egress) = self._runner.run(
+            answer, flag, refused, notes = self._runner.run(
                 self._call(action.name, arguments, fault), timeout + fault.latency_ms / 1000
             )
         except TimeoutError:
@@ -747,12 +879,11 @@ class MCPSandbox(Unpicklable):
             self._said = asked = log_size(self._spec.stderr_path)  # the marks are gone
         self._asked = asked
         text, is_error, truncated = render(answer, self.config.output_cap)
-        notes = {"logs": logs, "stdout": stdout, "egress_refused": egress, "refused": refused}
         return Observation(
             text,
             is_error=is_error,
             truncated=truncated or bool(flag and flag["kind"] == "truncate"),
-            state_json=_state(perturbation=flag, progress=progress, **notes),
+            state_json=_state(perturbation=flag, refused=refused, **notes),
         )
 
     async def _call(self, name: str, arguments: dict[str, Any], fault: Fault):
@@ -760,12 +891,11 @@ class MCPSandbox(Unpicklable):
         from mcp.shared.exceptions import MCPError
 
         conn, noise = self._conn, self._spec.stdout_noise
-        progress: list[dict[str, Any]] = []
+        progress = NoteList("message")  # bounded as logs are
         refusals = self._egress.total if self._egress is not None else 0
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            if len(progress) < MAX_NOTES:
-                progress.append({"progress": value, "total": total, "message": message})
+            progress.add({"progress": value, "total": total, "message": message})
 
         with anyio.CancelScope() as scope:
             noise.on_break = scope.cancel  # a stdout that broke will never carry the answer
@@ -784,7 +914,9 @@ class MCPSandbox(Unpicklable):
         # our proxy refused the server a connection while it answered: the answer is
         # (or holds) our refusal, not the world's (`refused`: kept out of the loss)
         refused = self._egress is not None and self._egress.total > refusals
-        return answer, flag, progress, refused, await self._take_notes()
+        notes = await self._take_notes()
+        notes["progress"], notes["progress_truncated"] = progress.take()
+        return answer, flag, refused, notes
 
     def describe(self) -> dict[str, Any]:
         c, conn = self.config, self._conn
@@ -804,6 +936,8 @@ class MCPSandbox(Unpicklable):
         noise = self._spec.stdout_noise if self._spec else None
         if noise is not None and noise.total:  # a banner: harmless, but worth a look
             config["server_stdout_not_json"] = {"lines": noise.total, "first": noise.first}
+        if self._died:  # the kept server this episode's replaced, and its last words
+            config["kept_server_died"] = self._died
         d: dict[str, Any] = {"backend": "mcp", "config": config, "initial_state": self._initial}
         if conn is not None:
             d["server"] = conn.server

@@ -49,6 +49,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +67,14 @@ CLIENT_NAME = "worldtrace"
 LOG_LEVEL = "info"
 """Server log messages at or above this level are asked for (2026 protocol opt-in)."""
 MAX_NOTES = 200
-"""Log and progress notifications kept per observation (later ones are dropped)."""
+"""Log and progress notifications kept per observation (later ones are dropped, and the
+observation says so: `logs_truncated`, `progress_truncated` in its `state_json`)."""
+NOTE_CHARS = 2000
+"""Characters kept of one log notification's `data` (compact JSON when it is no string) or
+one progress notification's `message`; the rest is cut, flagged as above."""
+NOTES_CHARS = 64 << 10
+"""Characters of all those kept per observation: past it the note is cut and later ones
+dropped (a tool's 10 log notes of 2 MiB each made a 20 MB `state_json`)."""
 PORT_POLL_S = 0.05
 """Interval between connection attempts while a started HTTP server comes up."""
 SDK_STDIO_LOGGER = "mcp.client.stdio"
@@ -293,11 +301,178 @@ def error_message(body: bytes) -> str:
 
 
 @dataclass
+class NoteList:
+    """Notifications (log or progress) not yet attached to an observation, bounded: at most
+    `MAX_NOTES`, the text of each (`key`: a log's `data`, a progress `message`) cut to
+    `NOTE_CHARS` and all of them to `NOTES_CHARS`; `cut` says whether anything was."""
+
+    key: str
+    items: list[dict[str, Any]] = field(default_factory=list)
+    chars: int = 0
+    cut: bool = False
+
+    def add(self, note: dict[str, Any]) -> None:
+        left = min(NOTE_CHARS, NOTES_CHARS - self.chars)
+        if len(self.items) >= MAX_NOTES or left <= 0:
+            self.cut = True
+            return
+        value, size, cut = bounded(note.get(self.key), left)
+        self.items.append({**note, self.key: value})
+        self.chars += size
+        self.cut = self.cut or cut
+
+    def take(self) -> tuple[list[dict[str, Any]], bool]:
+        """The notes since the last take, and whether any was cut or dropped."""
+        taken = self.items, self.cut
+        self.items, self.chars, self.cut = [], 0, False
+        return taken
+
+
+def bounded(value: Any, cap: int) -> tuple[Any, int, bool]:
+    """(`value` or its text cut to `cap` characters, its size, whether it was cut): a
+    string as it is, anything else as compact JSON (cut, it is no JSON: kept as text)."""
+    if value is None:
+        return None, 0, False
+    if isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(text) <= cap:
+        return value, len(text), False
+    return text[:cap], cap, True
+
+
+@dataclass
 class StartStage:
     """What a start is waiting for, so that one past start_timeout says so (and which
-    setting to raise) rather than `no answer in time`."""
+    setting to raise) rather than `no answer in time`. Set as the client sends its
+    handshake's requests (`StreamWatch`), so it names the one that is pending."""
 
     now: str = "the server process to start"
+    where: str = "stdio"
+    start_timeout: float = 30.0
+    probe: tuple[Any, float] | None = None
+    """The request id of the `server/discover` probe (`protocol: auto`) and when it was
+    sent, until an answer to it comes."""
+    probe_unanswered: float | None = None
+    """Seconds the probe waited before the client fell back to initialize with no answer
+    from the server (the SDK's probe timeout): every start of this server waits that long."""
+
+    def sent(self, request) -> None:
+        method = request.method
+        if method == "server/discover":
+            from mcp.client.session import DISCOVER_TIMEOUT_SECONDS as wait
+
+            self.probe = request.id, time.monotonic()
+            hint = (
+                f" (the SDK waits {wait:g} s for it, then falls back to initialize)"
+                if self.start_timeout <= wait
+                else ""
+            )
+            self.now = (
+                f"its answer to server/discover ({self.where}), the probe of `protocol: auto` "
+                f"for the 2026 protocol{hint}; a server that does not answer it (not even with "
+                "an error) starts with `protocol: legacy`"
+            )
+        elif method == "initialize":
+            if self.probe is not None:  # the probe timed out: the SDK fell back
+                self.probe_unanswered = round(time.monotonic() - self.probe[1], 3)
+                self.probe = None
+            self.now = f"its answer to initialize ({self.where})"
+        else:
+            self.now = f"its answer to {method}"
+
+    def answered(self, message) -> None:
+        if self.probe is not None and getattr(message, "id", None) == self.probe[0]:
+            self.probe = None
+
+
+@dataclass
+class StreamWatch:
+    """What passes the connection's streams (`_watched`): the handshake's requests, for
+    `StartStage`; and whether the server's stream ended (`ended`): a stdio server that
+    closed its stdout (it exited or crashed), seen even between calls."""
+
+    stage: StartStage
+    stdio: bool = True
+    ended: bool = False
+    """The read stream ended (stdio: the server's stdout closed)."""
+
+
+class _SentWatch:
+    """The client's write stream, telling `StreamWatch` what requests go out."""
+
+    def __init__(self, stream, watch: StreamWatch) -> None:
+        self._stream, self._watch = stream, watch
+
+    async def send(self, item, /) -> None:
+        message = getattr(item, "message", None)
+        if (
+            getattr(message, "method", None) is not None
+            and getattr(message, "id", None) is not None
+        ):
+            self._watch.stage.sent(message)
+        await self._stream.send(item)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _SentWatch:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._stream.__aexit__(*exc)
+
+
+class _ReadWatch:
+    """The client's read stream, telling `StreamWatch` when it ends and what the probe got."""
+
+    def __init__(self, stream, watch: StreamWatch) -> None:
+        self._stream, self._watch = stream, watch
+
+    def __getattr__(self, name: str) -> Any:  # `last_context` of the SDK's context streams
+        return getattr(self._stream, name)
+
+    async def receive(self):
+        import anyio
+
+        try:
+            item = await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._watch.ended = True
+            raise
+        if self._watch.stage.probe is not None:
+            self._watch.stage.answered(getattr(item, "message", None))
+        return item
+
+    def __aiter__(self) -> _ReadWatch:
+        return self
+
+    async def __anext__(self):
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _ReadWatch:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._stream.__aexit__(*exc)
+
+
+@contextlib.asynccontextmanager
+async def _watched(transport, watch: StreamWatch) -> AsyncIterator[tuple[Any, Any]]:
+    """`transport` (an SDK transport) with its streams watched (`StreamWatch`)."""
+    async with transport as (read, write):
+        yield _ReadWatch(read, watch), _SentWatch(write, watch)
 
 
 @dataclass(frozen=True)
@@ -330,13 +505,28 @@ class Connection:
     """Name and version the server reports."""
     protocol_version: str
     instructions: str | None
-    logs: list[dict[str, Any]] = field(default_factory=list)
-    """Log notifications not yet attached to an observation."""
+    logs: NoteList = field(default_factory=lambda: NoteList("data"))
+    """Log notifications not yet attached to an observation (the client's logging
+    callback adds to this very list)."""
+    watch: StreamWatch | None = None
+    process: Any = None
+    """The server process we started to serve a URL (None: stdio, whose process the SDK
+    holds, or a server someone else runs)."""
 
-    def take_logs(self) -> list[dict[str, Any]]:
-        logs = list(self.logs)
-        self.logs.clear()  # in place: the client's logging callback holds this list
-        return logs
+    def take_logs(self) -> tuple[list[dict[str, Any]], bool]:
+        """The log notes since the last take, and whether any was cut or dropped."""
+        return self.logs.take()
+
+    def gone(self) -> str | None:
+        """Why the server is known to be gone (on the loop: between calls, a kept server),
+        or None: its stdout ended (stdio), or the process we started for its URL exited.
+        A server someone else runs at its URL is never known gone here."""
+        code = getattr(self.process, "returncode", None)
+        if code is not None:
+            return f"the server exited with code {code}"
+        if self.watch is not None and self.watch.stdio and self.watch.ended:
+            return "the server closed the connection (it exited, crashed or closed its stdout)"
+        return None
 
 
 @contextlib.asynccontextmanager
@@ -347,17 +537,17 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
-    logs: list[dict[str, Any]] = []
+    logs = NoteList("data")
     _filter_sdk_stdio_log()
     _NOISE.set(spec.stdout_noise)  # this task's context, inherited by the SDK's reader
 
     async def on_log(params) -> None:
-        if len(logs) < MAX_NOTES:
-            logs.append({"level": params.level, "logger": params.logger, "data": params.data})
+        logger = params.logger[:NOISE_CHARS] if params.logger else params.logger
+        logs.add({"level": params.level, "logger": logger, "data": params.data})
 
     async with contextlib.AsyncExitStack() as stack:
         errlog = stack.enter_context(open(spec.stderr_path or "/dev/null", "a", encoding="utf-8"))  # noqa: SIM115
-        session = None
+        session, process = None, None
         if spec.url is None:
             params = StdioServerParameters(
                 command=spec.argv[0],
@@ -369,7 +559,7 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
             transport = stdio_client(params, errlog=errlog)
         else:
             if spec.argv:
-                await stack.enter_async_context(http_server(spec, errlog))
+                process = await stack.enter_async_context(http_server(spec, errlog))
             session = SessionWatch()
             timeout = httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
             http = await stack.enter_async_context(
@@ -381,10 +571,14 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
                 )
             )
             transport = streamable_http_client(spec.url, http_client=http)
-        spec.stage.now = f"its answer to initialize ({'at ' + spec.url if spec.url else 'stdio'})"
+        # the stage is named as the SDK sends each request (`protocol: auto` probes with
+        # server/discover first): it said initialize while the probe went unanswered
+        spec.stage.where = f"at {spec.url}" if spec.url else "stdio"
+        spec.stage.start_timeout = spec.start_timeout
+        watch = StreamWatch(spec.stage, stdio=spec.url is None)
         client = await stack.enter_async_context(
             Client(
-                transport,
+                _watched(transport, watch),
                 mode=spec.protocol,
                 logging_callback=on_log,
                 log_level=LOG_LEVEL,
@@ -402,9 +596,9 @@ async def connect(spec: ServerSpec) -> AsyncIterator[Connection]:
         info = client.server_info
         server = " ".join(x for x in (info.name, info.version) if x) if info else ""
         conn = Connection(
-            client, proxy, tools, server, client.protocol_version, client.instructions
-        )
-        conn.logs = logs
+            client, proxy, tools, server, client.protocol_version, client.instructions,
+            logs, watch, process,
+        )  # fmt: skip
         yield conn
 
 
@@ -636,7 +830,6 @@ def _close(fd: int | None) -> None:
 def _wait_gone(fds: list[int], timeout: float) -> None:
     """Until each pidfd's process has exited (its pidfd reads readable), up to `timeout`."""
     import select
-    import time
 
     poll, left = select.poll(), set(fds)
     for fd in fds:

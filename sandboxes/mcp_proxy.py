@@ -291,13 +291,23 @@ class EgressRefuser:
         self.total = 0
         self._targets: list[str] = []
         self._server = None
+        self._wanted = 0
 
-    async def url(self) -> str:
-        """`http://127.0.0.1:<port>`, listening from the first call on."""
+    async def url(self, port: int = 0) -> str:
+        """`http://127.0.0.1:<port>`, listening from the first call on: at `port` (0: any),
+        else, when another socket holds it, at one the system picks; moved when a later
+        call wants another (a sandbox whose next episode took another folder)."""
         import asyncio
 
+        if self._server is not None and self._wanted != port:
+            self._server.close()  # its listening socket: the port is free at once
+            self._server = None
         if self._server is None:
-            self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
+            self._wanted = port
+            try:  # no SO_REUSEPORT: a port another socket listens at is refused
+                self._server = await asyncio.start_server(self._answer, "127.0.0.1", port)
+            except OSError:
+                self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
         return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     def take(self) -> list[str]:
