@@ -14,10 +14,14 @@ gives them back to the queue; their sandboxes and containers are closed. A secon
 exits at once: the attempts still running are ended as lost and queued again, and none
 of them is finished or published afterwards (the exit removes their containers, which
 their steps would otherwise record as the environment failing).
+A journal line that cannot be written (a full disk) stops the worker: the attempt ends
+as lost (no retry used) with its journal kept, which the next worker publishes as it
+stands before it runs the episode again, as `collect --resume` does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -31,6 +35,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from worldtrace.sandboxes.base import SandboxConfigError
 from worldtrace.schemas.parsing import ConfigError, configclass, parse
+from worldtrace.schemas.tempfiles import StoreWriteError
 
 from . import ending
 from .episode import Interrupted, attempt_episode, failure_reason, retriable
@@ -44,12 +49,18 @@ from .jobs import (
     trajectory_path,
 )
 from .jobspec import JobSpec
-from .jobstore import FINAL, Claim, JobStore, Lease
+from .jobstore import FINAL, LOST_PREFIX, MAX_LOST, Claim, JobStore, Lease
 from .owners import alive, set_owner, sweep_orphans, this_process
 from .recorder import JOURNAL_SUFFIX, JournalError, publish, set_aside
 
 ABANDONED = "the worker was stopped at once (a second stop signal)"
 """Why the attempts running when a worker exits at once are lost (not failed)."""
+JOURNAL_KEPT = "its journal is kept: the next worker publishes it as it stands"
+"""How the error of an attempt ended by a journal line its worker could not write (a full
+disk) ends, after `worker lost: cannot write PATH: REASON; `: the one lost attempt whose
+journal `_sweep_journals` publishes (as `incomplete`) instead of discarding it."""
+EMPTY_JOURNAL = "its journal, empty, is removed"
+"""Said instead of `JOURNAL_KEPT` when not even the journal's first line was written."""
 SIGNAL_WAKE = 0.25
 """Seconds between the main thread's looks while the slots run. The kernel may hand a
 process's SIGTERM to any of its threads, and Python runs the handler only when the main
@@ -93,12 +104,14 @@ class WorkerConfig:
 @dataclass
 class WorkerStats:
     run: int = 0
-    """Attempts run to their end and published."""
+    """Attempts run to their end and finished in the job store (published, or their
+    journal kept for the next worker when their file could not be written)."""
     failed: int = 0
     """Of those, attempts that ended in an error."""
     released: int = 0
     lost: int = 0
-    """Attempts whose lease this worker lost (their results were discarded)."""
+    """Attempts ended as lost: their lease was taken over (their results discarded), or
+    a journal line could not be written (their journal kept; `_unwritten`)."""
     errors: list[str] = field(default_factory=list)
     """Failures of the worker itself (each ended its claim with the reason)."""
 
@@ -258,6 +271,9 @@ class Worker:
             except Interrupted:
                 self._give_back(claim, journal)
                 return
+            except StoreWriteError as exc:  # a journal line: the disk is full, not the episode
+                self._unwritten(claim, journal, exc)
+                raise _SlotFailed from exc
             failed = t.outcome.status == "error"
             status = "failed" if failed else "succeeded"
             if failed and not retriable(t):  # a configuration mistake: none would mend it
@@ -271,13 +287,13 @@ class Worker:
                 self._discard(claim, journal)
                 return
             dest = trajectory_path(self.raw_dir, claim.job_id, claim.episode_id, claim.attempt)
+            self.stats.run += 1  # finished: counted, published or not
+            self.stats.failed += failed
             try:
                 publish(journal, dest)
             except Exception as exc:  # finished, not published: the journal is its record
                 self._unpublished(claim, journal, dest, exc)
                 raise _SlotFailed from exc
-            self.stats.run += 1
-            self.stats.failed += failed
             self._emit(
                 "finished", claim=claim, status=status, turns=len(t.turns),
                 seconds=time.monotonic() - started, error=why,
@@ -352,7 +368,61 @@ class Worker:
             kept = "its journal is set aside"
         else:
             kept = f"its journal {journal} is kept; the next worker publishes it"
-        reason = f"cannot write {dest}: {failure_reason(exc)} ({kept})"
+        # a StoreWriteError names its file itself (`cannot write X: StoreWriteError:
+        # cannot write X: No space left on device` said it twice): its reason only
+        why = exc.reason if isinstance(exc, StoreWriteError) else failure_reason(exc)
+        reason = f"cannot write {dest}: {why} ({kept})"
+        self.stats.errors.append(reason)
+        self._emit("error", claim=claim, reason=reason)
+
+    def _unwritten(self, claim: Claim, journal: Path, exc: StoreWriteError) -> None:
+        """A journal line could not be written (a full disk): the store's failure, not
+        the environment's, as for `collect`, which stops there and keeps the journal for
+        `--resume`. The worker stops (every other episode would fail alike; the running
+        ones are given back) and the attempt ends as lost: no retry used, queued again
+        under the next attempt number, its journal kept (`JOURNAL_KEPT`) for the next
+        worker, which publishes it as it stands (`incomplete`) before it runs the episode
+        again. (It failed as `worker error: StoreWriteError: ...`, which used a retry,
+        and its journal, with the turns it held, was deleted.) One error line names the
+        journal once."""
+        self.stop()
+        with self._ending:
+            if self._abandoned:  # the process exits at once: `_abandon` ended the attempt
+                return
+            lease = Lease(
+                claim.job_id, claim.episode_id, claim.attempt, claim.token, self.name,
+                False, None, None, None,
+            )  # fmt: skip
+            # a journal whose first line found no room holds nothing: no file is kept
+            try:
+                empty = journal.stat().st_size == 0
+            except OSError:  # never opened
+                empty = True
+            kept = EMPTY_JOURNAL if empty else JOURNAL_KEPT
+            try:
+                ended = claim.token not in self._lost and self.store.expire(
+                    lease, f"{exc}; {kept}", only_if_expired=False
+                )
+            except Exception as err:  # the store does not answer: our lease will lapse
+                then = (
+                    f"the attempt could not be ended ({failure_reason(err)}): once its "
+                    "lease lapses, the next worker runs it again"
+                )
+            else:
+                if ended:
+                    queued = f"queued again as a{claim.attempt + 1}"
+                    with contextlib.suppress(Exception):  # said as it most likely is
+                        nxt = claim.episode_id, claim.attempt + 1
+                        if self.store.attempt_state(claim.job_id, *nxt) is None:
+                            queued = f"not queued again: it was lost {MAX_LOST} times"
+                    then = f"the attempt ends as lost (no retry used; {queued}) and {kept}"
+                    if empty:
+                        journal.unlink(missing_ok=True)
+                else:  # another worker owns the episode now: our journal goes
+                    journal.unlink(missing_ok=True)
+                    then = "its lease was taken over: its result is discarded"
+                self.stats.lost += 1
+        reason = f"{exc}; the worker stops: {then}"
         self.stats.errors.append(reason)
         self._emit("error", claim=claim, reason=reason)
 
@@ -429,7 +499,8 @@ class Worker:
 
     def _sweep_journals(self, live: set[str]) -> None:
         """Journals whose attempt ended while its worker is gone: publish them (a crash
-        between finish and publish) or drop them (lost, or failed without a trajectory).
+        between finish and publish, or a journal line that could not be written:
+        `JOURNAL_KEPT`) or drop them (lost otherwise, or failed without a trajectory).
         Journals of live workers and of queued attempts stay: their owner publishes, or
         the next claim starts them afresh."""
         for path in self.raw_dir.glob(f"collect/*/{JOURNALS}/*{JOURNAL_SUFFIX}"):
@@ -439,7 +510,8 @@ class Worker:
             if state is None or state["status"] not in FINAL or state["worker"] in live:
                 continue  # a `collect` run's journal, or an attempt whose owner lives
             try:
-                if state["lost"] or not state["trajectory_id"]:
+                kept = state["lost"] and self._journal_kept(job_id, episode_id, attempt)
+                if not kept and (state["lost"] or not state["trajectory_id"]):
                     path.unlink(missing_ok=True)
                     continue
                 dest = trajectory_path(self.raw_dir, job_id, episode_id, attempt)
@@ -454,6 +526,18 @@ class Worker:
             self._emit(
                 "recovered", job_id=job_id, episode_id=episode_id, attempt=attempt, already=already
             )
+
+    def _journal_kept(self, job_id: str, episode_id: str, attempt: int) -> bool:
+        """Whether the lost attempt ended by a journal line its worker could not write
+        (`_unwritten`): its journal is published as it stands, not discarded."""
+        job = self.store.job(job_id)
+        rows = job["episode_rows"] if job and job["job_id"] == job_id else []
+        return any(
+            (r["episode_id"], r["attempt"]) == (episode_id, attempt)
+            and (r["error"] or "").startswith(LOST_PREFIX)
+            and (r["error"] or "").endswith(JOURNAL_KEPT)
+            for r in rows
+        )
 
     def _set_aside(self, path: Path, exc: JournalError) -> None:
         """An unreadable journal of an ended attempt: renamed `<name>.bad` (never deleted:
