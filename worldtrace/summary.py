@@ -438,6 +438,27 @@ def _raw_origin(con: duckdb.DuckDBPyConnection, tid: str) -> bool:
     return con.execute(sql, {"p": tid}).fetchone() is not None
 
 
+def _dropped_namesakes(con: duckdb.DuckDBPyConnection, origin_id: str) -> list[dict[str, Any]]:
+    """The raw trajectories of origin id `origin_id` no processed one stands for (neither
+    by its id nor by the raw id a turn filter's change left in its metadata) that a
+    `process` run read: near duplicates and records the filters dropped, other contents
+    than the kept ones of that id (an edited record imported again beside the old one).
+    `explain ORIGIN_ID` explained the kept one alone and said nothing of them (12-06)."""
+    cols = ", ".join(
+        f"r.{k}" if k != "episode_id" else "r.source.episode_id" for k in CANDIDATE_KEYS
+    )
+    rows = con.execute(
+        f"SELECT DISTINCT {cols} FROM raw_trajectories r WHERE r.origin_id = $p "
+        "AND r.trajectory_id NOT IN (SELECT trajectory_id FROM trajectories WHERE origin_id = $p "
+        "UNION ALL SELECT map_extract(metadata, 'raw_trajectory_id')[1] FROM trajectories "
+        "WHERE origin_id = $p AND map_extract(metadata, 'raw_trajectory_id')[1] IS NOT NULL) "
+        "AND (r.trajectory_id IN (SELECT trajectory_id FROM clusters) "
+        "OR r.trajectory_id IN (SELECT trajectory_id FROM rejects)) ORDER BY ALL",
+        {"p": origin_id},
+    ).fetchall()
+    return [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
+
+
 def _unprocessed(con: duckdb.DuckDBPyConnection, tid: str) -> list[dict[str, Any]]:
     """The raw trajectories `tid` names (`CANDIDATE_KEYS`), as `lookup` names processed
     ones: its id, else its origin id, else the ids that start with it."""
@@ -491,8 +512,10 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
     by_origin = how == "origin" or (how == "prefix" and _raw_origin(con, tid))
     if how == "prefix" and by_origin:
         rows = []
-    if len(rows) > 1:  # one id twice too: copies kept with dedup off, told by origin
-        found = [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
+    found = [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
+    if how == "origin" and rows:  # and the others of that origin id processing dropped
+        found += _dropped_namesakes(con, tid)
+    if len(found) > 1:  # one id twice too: copies kept with dedup off, told by origin
         return {"query": tid, "status": "ambiguous", "matches": found}
     if not rows:
         # by origin id too, through the raw record it was read from: a filtered one is
