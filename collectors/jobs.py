@@ -13,18 +13,24 @@ under a new attempt number; an episode whose attempts were all cut short or fail
 holds an exclusive lock on the job's directory (`JobBusy` otherwise), so a resume never
 publishes the journal of an attempt another run is still recording. The first run
 records the spec it ran (`SPEC_FILE`), so `collect --resume` refuses a job file changed
-since (`resume_problem`) instead of mixing two jobs under one id. The job file format
-lives in `jobspec.py`, the episode loop in `episode.py`.
+since (`resume_problem`) instead of mixing two jobs under one id. Without the job file
+(a quick `--sandbox` run has none), `publish_left` does a resume's first half: it publishes
+the journals a stopped run left and runs nothing. A published attempt that does not read
+stops a run of its job before anything is done (`DamagedAttempt`). Hidden names in a job's
+directories (a writer's `.tmp-*` files, `.spec.json`, `.run.lock`) are never attempts. The
+job file format lives in `jobspec.py`, the episode loop in `episode.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
+import math
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +68,26 @@ def parse_attempt_name(name: str) -> tuple[str, int]:
     stem = name.removesuffix(JOURNAL_SUFFIX).removesuffix(".parquet")
     episode_id, _, attempt = stem.rpartition("-a")
     return episode_id, int(attempt)
+
+
+def _visible(paths: Iterable[Path]) -> list[Path]:
+    """`paths` but hidden names. pathlib's glob matches names that start with a dot, and a
+    writer's temp file (`.tmp-<pid>-<host>-<random>-t-e1-a1.parquet`, made while an
+    attempt is published) is no attempt: read as one, a resume named `.tmp-...-t-e1` an
+    episode the job file does not make and was refused (hunt 1206o). Episode ids never
+    start with a dot (`jobspec.NAME_RE`)."""
+    return sorted(p for p in paths if not p.name.startswith("."))
+
+
+def attempt_files(out: Path) -> list[Path]:
+    """The published attempt files of a job's directory `out` (`<episode>-a<n>.parquet`)."""
+    return _visible(out.glob("*.parquet"))
+
+
+def journal_files(out: Path) -> list[Path]:
+    """The journals in a job's directory `out` (`.journals/<episode>-a<n>.journal.jsonl`;
+    not those set aside as unreadable, `.bad`)."""
+    return _visible((out / JOURNALS).glob(f"*{JOURNAL_SUFFIX}"))
 
 
 class Unavailable:
@@ -109,18 +135,66 @@ CUT = "cut short"
 """`_published`'s status of an attempt our stop cut short (`recorder.CUT_SHORT`)."""
 
 
-def _published(out: Path, episode_id: str) -> dict[int, str]:
-    """Attempt -> outcome status of the episode's published attempts (`CUT` for one a
-    stopped run cut short)."""
+class DamagedAttempt(RuntimeError):
+    """A published attempt file of the job does not read (emptied, cut short, damaged by
+    the disk: the writer's rename is atomic, so no run of ours leaves one): whether its
+    episode ended is unknown, so a run of the job stops before it publishes or runs
+    anything. `worldtrace doctor` lists the same file as a `store shard` problem, and the
+    views leave it out; it is never moved or deleted here (it may be all there is of the
+    attempt)."""
+
+    def __init__(self, path: Path, why: str):
+        self.path, self.why = path, why
+        try:
+            episode_id, attempt = parse_attempt_name(path.name)
+        except ValueError:  # no attempt's name: a file put there
+            what, episode_id, instead = "a file", "its episode", ""
+        else:
+            what = f"attempt {attempt} of {episode_id}, which an earlier run published"
+            journal = path.parent / JOURNALS / f"{episode_id}-a{attempt}{JOURNAL_SUFFIX}"
+            instead = (
+                f" (the journal {journal.name} left of that attempt is then published in its place)"
+                if journal.exists()
+                else f" ({episode_id} then runs again)"
+            )
+        super().__init__(
+            f"cannot read {path}, {what}: {why}; whether {episode_id} ended is unknown, so "
+            f"nothing of job {path.parent.name} was run or published: put back a good copy of "
+            f"the file, or move it out of the store{instead}, then resume again "
+            "(`worldtrace doctor` lists it)"
+        )
+
+
+def _status(path: Path) -> str:
+    """The outcome status of a published attempt (`CUT` for one a stopped run cut short);
+    `DamagedAttempt` when the file does not read."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    try:
+        o = pq.read_table(path, columns=["outcome"]).column("outcome")[0].as_py()
+        status, error = o["status"], o.get("error")
+    except (OSError, pa.ArrowException, ValueError, LookupError, TypeError) as exc:
+        # IndexError: no row; TypeError: a null outcome; OSError: no read permission too
+        from worldtrace.schemas.views import shard_problem
+
+        # said as `doctor` says it (`unreadable Parquet (...)`), else what failed
+        why = shard_problem(path) or f"no outcome read ({type(exc).__name__}: {exc})"
+        raise DamagedAttempt(path, why) from exc
+    return CUT if status == "incomplete" and error == CUT_SHORT else status
+
+
+def _published(out: Path, episode_id: str) -> dict[int, str]:
+    """Attempt -> outcome status of the episode's published attempts (`CUT` for one a
+    stopped run cut short); `DamagedAttempt` for one that does not read."""
     found = {}
-    for p in out.glob(f"{episode_id}-a*.parquet"):
-        ep, attempt = parse_attempt_name(p.name)
+    for p in _visible(out.glob(f"{episode_id}-a*.parquet")):
+        try:
+            ep, attempt = parse_attempt_name(p.name)
+        except ValueError:  # not an attempt's name (`t-e1-a-x.parquet`)
+            continue
         if ep == episode_id:
-            o = pq.read_table(p, columns=["outcome"]).column("outcome")[0].as_py()
-            cut = o["status"] == "incomplete" and o.get("error") == CUT_SHORT
-            found[attempt] = CUT if cut else o["status"]
+            found[attempt] = _status(p)
     return found
 
 
@@ -131,7 +205,7 @@ def _attempts_taken(out: Path, episode_id: str) -> set[int]:
     attempt, or a new journal over one that could not be set aside)."""
     taken = set()
     journals = (out / JOURNALS).glob(f"{episode_id}-a*{JOURNAL_SUFFIX}*")
-    for p in [*out.glob(f"{episode_id}-a*.parquet"), *journals]:
+    for p in _visible(itertools.chain(out.glob(f"{episode_id}-a*.parquet"), journals)):
         try:
             ep, attempt = parse_attempt_name(p.name.removesuffix(BAD_SUFFIX))
         except ValueError:  # not an attempt's name
@@ -178,7 +252,8 @@ def _one_run(out: Path, job_id: str) -> Iterator[None]:
 
 
 SPEC_FILE = ".spec.json"
-"""In a job's directory: `{"sha256": ..., "spec": ...}`, the spec its first run ran."""
+"""In a job's directory: `{"sha256": ..., "parts": {...}}`, digests of the spec its first run
+ran (`record_spec`), and `"quick": true` for a quick `--sandbox` run's."""
 RUN_SETTINGS = ("retries", "priority", "durability", "schedule")
 """Settings of how a run goes, not of what its episodes are: a resume may change them
 (more retries for episodes that failed) without mixing two jobs under one id."""
@@ -213,12 +288,31 @@ def _part_digests(spec: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def record_spec(out: Path, spec: JobSpec) -> None:
-    """Keep the fingerprint of the job's first run (a later run of the id leaves it)."""
+def record_spec(out: Path, spec: JobSpec, quick: bool = False) -> None:
+    """Keep the fingerprint of the job's first run (a later run of the id leaves it), and
+    `quick`: the job is a quick `--sandbox` run (no job file: `publish_left` is its
+    resume, and `gc`/`doctor` say so)."""
     path = out / SPEC_FILE
     if not path.exists():
         doc = {"sha256": spec_fingerprint(spec), "parts": _part_digests(_episode_spec(spec))}
+        if quick:
+            doc["quick"] = True
         write_bytes_atomic(path, json.dumps(doc, sort_keys=True, indent=1).encode())
+
+
+def collect_run(out: Path) -> str | None:
+    """What ran the job of directory `out`: `"quick"` (a quick `collect --sandbox` run),
+    `"file"` (`collect JOB_FILE`), or None when no `collect` run left its record (a
+    queued job, which workers run: they keep neither `SPEC_FILE` nor `RUN_LOCK`; or a job
+    collected before 2026-12-03)."""
+    path = out / SPEC_FILE
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return "file"
+        return "quick" if isinstance(doc, dict) and doc.get("quick") is True else "file"
+    return "file" if (out / RUN_LOCK).exists() else None
 
 
 def spec_changes(out: Path, spec: JobSpec) -> list[str] | None:
@@ -242,10 +336,12 @@ def spec_changes(out: Path, spec: JobSpec) -> list[str] | None:
 
 
 def resume_problem(
-    raw_dir: Path, jobs_db: Path, spec: JobSpec, job_file: str, job_id: str
+    raw_dir: Path, jobs_db: Path, spec: JobSpec | None, job_file: str | None, job_id: str
 ) -> str | None:
     """Why `collect JOB_FILE --resume JOB_ID` cannot finish `job_id`, or None: it must be a
-    job `collect` ran in this store (not a queued one) from this job file."""
+    job `collect` ran in this store (not a queued one) from this job file. `spec` None:
+    `collect --resume JOB_ID` without the job file (`publish_left`), which needs a job a
+    `collect` run left its record in (`collect_run`)."""
     if jobs_db.exists():
         from .jobstore import open_job_store
 
@@ -261,6 +357,15 @@ def resume_problem(
             f"no job {job_id} in {Path(raw_dir) / 'collect'}: `collect` prints the job id as "
             "it starts (`job JOB_ID: N episode(s)`), and the job's directory there has that name"
         )
+    if spec is None:
+        if collect_run(out) is None:
+            return (
+                f"job {job_id} has no record of a `worldtrace collect` run ({out / SPEC_FILE}): "
+                "a queued job's journals are the workers' (the next `worldtrace worker` "
+                "publishes or drops them); a job collected before 2026-12-03 resumes with "
+                f"its job file: worldtrace collect JOB_FILE --resume {job_id}"
+            )
+        return None
     if job_id.rpartition("-")[0] != spec.name:
         return (
             f"job {job_id} is not a run of {job_file} (its name is {spec.name}, so its job "
@@ -276,10 +381,12 @@ def resume_problem(
             f"{', '.join(changed)}): --resume needs the job file the job ran from"
         )
     expected = {e.episode_id for e in spec.expand()}
-    found = {
-        parse_attempt_name(p.name)[0]
-        for p in [*out.glob("*.parquet"), *(out / JOURNALS).glob(f"*{JOURNAL_SUFFIX}")]
-    }
+    found = set()
+    for p in [*attempt_files(out), *journal_files(out)]:
+        try:
+            found.add(parse_attempt_name(p.name)[0])
+        except ValueError:  # no attempt's name: the file is named
+            found.add(p.name)
     if found - expected:
         strange = ", ".join(sorted(found - expected)[:5])
         return (
@@ -296,6 +403,7 @@ def run_job(
     sandbox=None,
     stop: threading.Event | None = None,
     on_event: EventHook | None = None,
+    quick: bool = False,
 ) -> JobResult:
     """Run every episode of a job (with retries), publishing each attempt as it ends.
 
@@ -304,12 +412,80 @@ def run_job(
     `CUT` for one a stop cut short), `recovered` (a journal a stopped run left, published
     as it stands), `warning` (`reason`: one it could not read, set aside; its episode
     runs again under a new attempt number),
-    `skipped` (`failed`: every attempt failed), `started`, `finished`, `interrupted`."""
+    `skipped` (`failed`: every attempt failed), `started`, `finished`, `interrupted`.
+    `quick`: the spec is a quick `--sandbox` run's (`record_spec`). A published attempt
+    that does not read raises `DamagedAttempt` before anything is done."""
     job_id = job_id or new_job_id(spec)
     out = job_dir(raw_dir, job_id)
     with _one_run(out, job_id):
-        record_spec(out, spec)
+        record_spec(out, spec, quick)
         return _run_job(spec, Path(raw_dir), job_id, sandbox, stop, on_event)
+
+
+def publish_left(raw_dir: str | Path, job_id: str, on_event: EventHook | None = None) -> JobResult:
+    """`collect --resume JOB_ID` without the job file: publish the journals the job's
+    stopped run left, as `run_job` does first, and run nothing (the episodes, and so what
+    is left to run, come from the job file; a quick `--sandbox` run has none, and no job
+    file can be made for it: its spec is kept as digests only, `SPEC_FILE`). Events:
+    `job` (`quick`: a quick run's job), `recovered`, `warning` (a journal set aside). Under the job's run lock (`JobBusy`);
+    a published attempt that does not read raises `DamagedAttempt` first (a journal of
+    it would otherwise be dropped as published)."""
+    raw_dir = Path(raw_dir)
+    out = job_dir(raw_dir, job_id)
+    emit = on_event or (lambda event, **info: None)
+    result = JobResult()
+    with _one_run(out, job_id):
+        for p in attempt_files(out):
+            _status(p)
+        quick = collect_run(out) == "quick"
+        emit("job", job_id=job_id, quick=quick)
+
+        def then(episode_id: str) -> str:
+            if _over(_published(out, episode_id), retries=math.inf):
+                return f"{episode_id} has ended: it does not run again"
+            if quick:
+                return f"{episode_id} does not run again (a quick --sandbox run has no job file)"
+            return (
+                f"`worldtrace collect JOB_FILE --resume {job_id}` runs {episode_id} again "
+                "(while it has retries left)"
+            )
+
+        _recover(raw_dir, job_id, result, emit, then)
+    return result
+
+
+def _recover(raw_dir: Path, job_id: str, result: JobResult, emit, then) -> None:
+    """Publish the journals a stopped run of the job left (`recorder.recover`), each one a
+    `recovered` event and a trajectory of `result`; one that cannot be read is set aside
+    (a `warning` event: `then(episode)` says what becomes of its episode). A journal whose
+    attempt is published already (a crash between the rename and the journal's removal)
+    is removed: the attempt is an earlier run's (the `job` event counts it), not one this
+    run published (it was said `[published from the journal ...]` and counted twice)."""
+    out = job_dir(raw_dir, job_id)
+
+    def set_aside(journal: Path, dest: Path, exc: JournalError) -> None:
+        """Said as the worker says it (`Worker._set_aside`): the file, why, where it went;
+        and what becomes of its episode (its attempt ended nothing: run again)."""
+        episode_id, _ = parse_attempt_name(journal.name)
+        why = str(exc).removeprefix(f"{journal}: ")
+        emit(
+            "warning",
+            reason=f"{journal}: {why}; set aside as {dest.name} (kept, never deleted; "
+            f"`worldtrace doctor` lists it); {then(episode_id)}",
+        )
+
+    for path, _ in recover(out / JOURNALS, set_aside):  # a run of this job id that crashed
+        episode_id, attempt = parse_attempt_name(path.name)
+        dest = trajectory_path(raw_dir, job_id, episode_id, attempt)
+        if dest.exists():  # the attempt is published: the journal goes, nothing is written
+            _status(dest)  # unless that file does not read (the journal may be all there is)
+            publish(path, dest)
+            continue
+        t = publish(path, dest)
+        result.trajectories.append(t)
+        result.shards.append(dest)
+        result.failed_attempts += t.outcome.status == "error"
+        emit("recovered", episode=episode_id, attempt=attempt, trajectory=t)
 
 
 def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobResult:
@@ -325,30 +501,18 @@ def _run_job(spec, raw_dir: Path, job_id: str, sandbox, stop, on_event) -> JobRe
         return t
 
     episodes = spec.expand()
-    # what earlier runs of this job id published: a resume's progress counts the job
+    # what earlier runs of this job id published: a resume's progress counts the job (and
+    # a file of them that does not read stops the run here: `DamagedAttempt`)
     before = [s for e in episodes for s in _published(out, e.episode_id).values()]
     emit("job", job_id=job_id, episodes=len(episodes), published=before)
 
-    def set_aside(journal: Path, dest: Path, exc: JournalError) -> None:
-        """Said as the worker says it (`Worker._set_aside`): the file, why, where it went;
-        and what becomes of its episode (its attempt ended nothing: run again)."""
-        episode_id, _ = parse_attempt_name(journal.name)
-        why = str(exc).removeprefix(f"{journal}: ")
+    def then(episode_id: str) -> str:
         if _over(_published(out, episode_id), spec.retries):
-            then = f"{episode_id} has ended: it does not run again"
-        else:
-            then = f"{episode_id} runs again as attempt {max(_attempts_taken(out, episode_id)) + 1}"
-        emit(
-            "warning",
-            reason=f"{journal}: {why}; set aside as {dest.name} (kept, never deleted; "
-            f"`worldtrace doctor` lists it); {then}",
-        )
+            return f"{episode_id} has ended: it does not run again"
+        taken = _attempts_taken(out, episode_id)
+        return f"{episode_id} runs again as attempt {max(taken, default=0) + 1}"
 
-    for path, _ in recover(out / JOURNALS, set_aside):  # a run of this job id that crashed
-        episode_id, attempt = parse_attempt_name(path.name)
-        t = keep(path, episode_id, attempt)
-        result.failed_attempts += t.outcome.status == "error"
-        emit("recovered", episode=episode_id, attempt=attempt, trajectory=t)
+    _recover(raw_dir, job_id, result, emit, then)
     own = sandbox is None
     try:
         for episode in episodes:

@@ -342,7 +342,9 @@ def set_aside_journals(store=None) -> list[Check]:
 
 def stopped_attempts(store=None) -> list[Check]:
     """Journals of attempts whose run stopped before publishing them (`collect` killed):
-    in no shard, so `stats` does not count them; one check each, naming the resume."""
+    in no shard, so `stats` does not count them; one check each, naming the command that
+    publishes it, as `gc` does (`garbage._publisher`: a quick `--sandbox` run's is
+    `collect --resume JOB` alone)."""
     from worldtrace.garbage import find
 
     store = _store(store)
@@ -353,7 +355,7 @@ def stopped_attempts(store=None) -> list[Check]:
             "stopped attempt",
             False,
             f"{item.target}: its run stopped before publishing it",
-            f"worldtrace collect JOB_FILE --resume {item.job} (a queued job: the next worker)",
+            item.resume or "",
         )
         for item in find(store)
         if item.kind == "journal" and item.job

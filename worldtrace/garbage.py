@@ -51,6 +51,8 @@ class Item:
     """False: reported but kept (e.g. a journal whose trajectory is not published yet)."""
     job: str | None = None
     """A journal's job, when its run stopped before publishing it (a resume publishes it)."""
+    resume: str | None = None
+    """For such a journal: the command that publishes it (`doctor` prints it)."""
 
 
 def find(
@@ -176,8 +178,6 @@ def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
     (content hash) of the same episode and attempt (equal content alone is not enough:
     two attempts that failed alike hash alike). Any other journal is kept, saying what
     publishes it: the process that has it open, or the next run of its job."""
-    import pyarrow.parquet as pq
-
     from worldtrace.collectors.recorder import JOURNAL_SUFFIX, JournalError, journal_to_trajectory
 
     published: dict[Path, set[tuple]] = {}
@@ -185,10 +185,7 @@ def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
         job_dir = next(p for p in path.parents if p.name == ".journals").parent
         if job_dir not in published:
             files = shard_files(job_dir) if job_dir.exists() else []
-            rows = (
-                pq.read_table(f, columns=[F.TRAJECTORY_ID, F.SOURCE]).to_pylist() for f in files
-            )
-            published[job_dir] = {_attempt(r) for part in rows for r in part}
+            published[job_dir] = {_attempt(r) for f in files for r in _rows(f)}
         try:
             t = journal_to_trajectory(path)
         except JournalError as exc:
@@ -209,13 +206,59 @@ def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
             yield Item("journal", str(path), _size(path), why, remove=False)
         else:
             job = job_dir.name
-            why = (
-                "its trajectory is in no shard yet: for a job `worldtrace collect` ran, "
-                f"`worldtrace collect JOB_FILE --resume {job}` publishes it as it stands; "
-                "for a queued job, the next `worldtrace worker` publishes it or drops it, as "
-                "its attempt ended"
-            )
-            yield Item("journal", str(path), _size(path), why, remove=False, job=job)
+            why, resume = _publisher(job_dir)
+            yield Item(
+                "journal", str(path), _size(path), f"its trajectory is in no shard yet: {why}",
+                remove=False, job=job, resume=resume,
+            )  # fmt: skip
+
+
+def _rows(shard: Path) -> list[dict]:
+    """The trajectory id and source of each record of a published shard; none for one
+    that does not read (its journal, if any, is then kept: `doctor` lists the file as a
+    damaged `store shard`, and a resume stops on it, naming it: `jobs.DamagedAttempt`).
+    One such file made gc and doctor end in a traceback (hunt 1206o)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(shard, columns=[F.TRAJECTORY_ID, F.SOURCE]).to_pylist()
+    except (OSError, pa.ArrowException, ValueError):
+        return []
+
+
+def _publisher(job_dir: Path) -> tuple[str, str]:
+    """What publishes a journal a stopped run of the job left, and the command to run:
+    `worldtrace collect --resume JOB` for a quick `--sandbox` run (no job file; before
+    hunt 1206o the advice named one, and the journal stayed for good), the job file's
+    resume for a job `collect` ran from one, the next worker for a queued job
+    (`jobs.collect_run` tells them apart)."""
+    from worldtrace.collectors.jobs import collect_run
+
+    job = job_dir.name
+    run = collect_run(job_dir)
+    if run == "quick":
+        command = f"worldtrace collect --resume {job}"
+        return (
+            f"its job is a quick `--sandbox` run that stopped: `{command}` publishes it as "
+            "it stands",
+            f"{command} (publishes it as it stands)",
+        )
+    if run == "file":
+        return (
+            f"`worldtrace collect JOB_FILE --resume {job}` publishes it as it stands and "
+            f"runs what the job has left (`worldtrace collect --resume {job}`, without the "
+            "job file, publishes it alone)",
+            f"worldtrace collect JOB_FILE --resume {job} (or, without the job file, "
+            f"worldtrace collect --resume {job}: publishes it alone)",
+        )
+    return (
+        "for a queued job, the next `worldtrace worker` publishes it or drops it, as its "
+        "attempt ended; for a job `worldtrace collect` ran before 2026-12-03, "
+        f"`worldtrace collect JOB_FILE --resume {job}` publishes it as it stands",
+        f"the next `worldtrace worker` (a queued job); a job collect ran: worldtrace "
+        f"collect JOB_FILE --resume {job}",
+    )
 
 
 def _attempt(row: dict) -> tuple:

@@ -66,6 +66,7 @@ COLLECT_EPILOG = """\b
 Example:
   worldtrace collect --create examples/terminal-basics.yaml
   worldtrace collect examples/terminal-basics.yaml --resume terminal-basics-1a2b3c4d
+  worldtrace collect --resume quick-terminal-1a2b3c4d   (publish what a killed run left)
   worldtrace collect --sandbox docker --keys 'ls -la\\n' --keys 'cat /etc/os-release\\n'
   worldtrace collect --sandbox docker --repo ./proj --tool 'bash:{"command": "ls"}' \\
       --tool 'bash:{"command": "git log --oneline -3"}'
@@ -118,7 +119,8 @@ Example:
     "resume_id",
     metavar="JOB_ID",
     help="Finish job JOB_ID of JOB_FILE (a run that was interrupted or killed): publish "
-    "the journals it left as they stand, run the episodes it did not finish.",
+    "the journals it left as they stand, run the episodes it did not finish. Without "
+    "JOB_FILE (a killed quick --sandbox run has none): publish the journals only.",
 )
 @click.pass_context
 def collect(
@@ -130,19 +132,34 @@ def collect(
     a step timeout; every attempt, failed or not, is published as it ends, and a failed
     one is printed with its reason. A progress bar shows on a terminal (plain lines
     otherwise); Ctrl-C stops after the current step (exit 130) and prints how to finish
-    the job (--resume). Exit status 3 when an episode failed for good (every attempt
-    failed)."""
-    from worldtrace.collectors.jobs import JobBusy, resume_problem, run_job
+    the job (--resume). After a kill (-9, OOM), --resume JOB_ID alone publishes the
+    journals the run left, a quick run's too. Exit status 3 when an episode failed for
+    good (every attempt failed)."""
+    from worldtrace.collectors.jobs import DamagedAttempt, JobBusy, resume_problem, run_job
     from worldtrace.collectors.jobspec import JobSpec
     from worldtrace.progress import CollectProgress, print_run
     from worldtrace.sandboxes.base import SandboxError
     from worldtrace.schemas.parsing import ConfigError
 
     calls = _tool_calls(tools)  # first: a malformed --tool is the mistake to name
-    if bool(job_file) == bool(sandbox):
+    if job_file and sandbox:
         raise click.UsageError("give a JOB_FILE or --sandbox (not both)")
+    if resume_id and sandbox:
+        raise click.UsageError(
+            "--resume JOB_ID finishes a job of a JOB_FILE; without one it publishes what a "
+            f"stopped run left, a quick run's too: worldtrace collect --resume {resume_id} "
+            "(not with --sandbox: the options of a quick run are not kept)"
+        )
     if resume_id and not job_file:
-        raise click.UsageError("--resume JOB_ID finishes a job of a JOB_FILE (give the file)")
+        if keys or calls or repo:
+            raise click.UsageError(
+                "--keys, --tool and --repo make a quick run (--sandbox); --resume JOB_ID "
+                "alone publishes what a stopped run left"
+            )
+        _publish_left(ctx, resume_id)
+        return
+    if not job_file and not sandbox:
+        raise click.UsageError("give a JOB_FILE or --sandbox (not both)")
     if job_file:
         spec = load_job(ctx, job_file)
     else:
@@ -173,9 +190,10 @@ def collect(
     with _on_signals(lambda: stop.set()), CollectProgress(live, hint) as progress:
         try:
             result = run_job(
-                spec, s.raw, job_id=resume_id, stop=stop, on_event=_with_warnings(progress)
-            )
-        except (SandboxError, JobBusy) as exc:
+                spec, s.raw, job_id=resume_id, stop=stop, on_event=_with_warnings(progress),
+                quick=not job_file,
+            )  # fmt: skip
+        except (SandboxError, JobBusy, DamagedAttempt) as exc:
             raise click.ClickException(str(exc)) from exc
     _note_short(result.trajectories)  # before the summary: stderr ends on what failed
     print_run(result, listed=live, progress=progress)
@@ -183,6 +201,66 @@ def collect(
         sys.exit(EXIT_INTERRUPTED)
     if progress.failed_episodes:
         sys.exit(EXIT_EPISODES_FAILED)
+
+
+def _publish_left(ctx: click.Context, job_id: str) -> None:
+    """`collect --resume JOB_ID` without a job file: publish the journals a stopped run of
+    the job left (`jobs.publish_left`), each said as a resume says it, then what is left
+    and the command that runs it. A quick `--sandbox` run killed mid-episode had no other
+    way to publish its journal (it has no job file, and its options are not kept)."""
+    from worldtrace.collectors.jobs import DamagedAttempt, JobBusy, publish_left, resume_problem
+    from worldtrace.collectors.recorder import CUT_SHORT
+    from worldtrace.progress import print_run, trajectory_text
+
+    s = store(ctx)  # a resume makes no store: a missing one is a mistyped --store
+    if why := resume_problem(s.raw, s.jobs_db, None, None, job_id):
+        raise click.ClickException(why)
+    quick = False
+
+    def on_event(event: str, **info) -> None:
+        nonlocal quick
+        if event == "job":  # once its published files read: a damaged one is said alone
+            quick = info["quick"]
+            click.echo(
+                f"job {job_id}: publishing the journals its stopped run left (without a job "
+                "file no episode runs)"
+            )
+        elif event == "warning":
+            click.echo(f"warning: {info['reason']}", err=True)
+        elif event == "recovered":
+            click.echo(
+                f"{info['episode']} attempt {info['attempt']}: "
+                f"{trajectory_text(info['trajectory'])}  "
+                "[published from the journal a stopped run left]"
+            )
+
+    try:
+        result = publish_left(s.raw, job_id, on_event=on_event)
+    except (JobBusy, DamagedAttempt) as exc:
+        raise click.ClickException(str(exc)) from exc
+    _note_short(result.trajectories)
+    if result.trajectories:
+        print_run(result, listed=False)
+    else:
+        click.echo(f"nothing to publish: job {job_id} has no attempt left unpublished")
+    cut = [t for t in result.trajectories if t.outcome.error == CUT_SHORT]
+    named = ", ".join(f"{t.source.episode_id} attempt {t.source.attempt}" for t in cut)
+    if quick:
+        if cut:
+            click.echo(
+                f"note: {named} was cut short when its run stopped (incomplete); a quick "
+                "--sandbox run cannot run it again: run its command again for a whole "
+                "episode (a new job)",
+                err=True,
+            )
+    else:
+        episodes = ", ".join(dict.fromkeys(t.source.episode_id for t in cut))
+        again = f" ({episodes} again: cut short when the run stopped)" if cut else ""
+        click.echo(
+            f"to run what job {job_id} has left{again}: "
+            f"{_resume_command(ctx, 'JOB_FILE', job_id)} (with the job file it ran from)",
+            err=True,
+        )
 
 
 def _with_warnings(progress: Callable[..., None]) -> Callable[..., None]:
