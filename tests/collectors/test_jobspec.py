@@ -206,13 +206,19 @@ def test_a_trajectory_the_sandbox_kind_cannot_replay_is_refused(tmp_path, store,
     swe = next(t for t in corpus if t.domain == "swe")
     term = next(t for t in corpus if t.domain == "terminal")
     bad = dataclasses.replace(swe.turns[0].action, name="git_status")
+    calls_git = [dataclasses.replace(swe.turns[0], action=bad), *swe.turns[1:]]
+    # recorded where the tool existed (its action space lists it): refused
+    space = json.dumps([*json.loads(swe.system.action_space or "[]"), {"name": "git_status"}])
     swe_other = dataclasses.replace(
-        swe, turns=[dataclasses.replace(swe.turns[0], action=bad), *swe.turns[1:]]
+        swe, system=dataclasses.replace(swe.system, action_space=space), turns=calls_git
     ).with_id()
+    # the agent's own unknown tool (its recording's action space lacks it too): the
+    # sandbox's error answer is what the replay records again (12-06q)
+    swe_unknown = dataclasses.replace(swe, turns=calls_git).with_id()
     typed = dataclasses.replace(
         term, turns=[dataclasses.replace(term.turns[0], action=tool("bash", command="ls"))]
     ).with_id()
-    _publish(store, [mcp, swe, swe_other, term, typed])
+    _publish(store, [mcp, swe, swe_other, swe_unknown, term, typed])
 
     def refusal(kind: str, t) -> str:
         with pytest.raises(ConfigError) as exc:
@@ -234,6 +240,7 @@ def test_a_trajectory_the_sandbox_kind_cannot_replay_is_refused(tmp_path, store,
     )
     _replay_job(tmp_path, "swe", [swe.trajectory_id[:10]]).check_store(store.root)
     _replay_job(tmp_path, "terminal", [term.trajectory_id[:10]]).check_store(store.root)
+    _replay_job(tmp_path, "swe", [swe_unknown.trajectory_id[:10]]).check_store(store.root)
 
 
 def test_submit_refuses_an_unknown_replay_naming_its_line(tmp_path, wt_env):
