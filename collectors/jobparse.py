@@ -245,9 +245,10 @@ def _a_number(value: Any) -> bool:
 
 
 def _number_said(value: Any) -> str:
-    """A prefix of digits only (about 2 % of 8-character ones) that YAML read as a number
-    (`00123` as the octal 83): its digits are not known again, so the fix is to quote it."""
+    """A prefix YAML read as a number (digits only, about 2 % of 8-character ones: `00123`
+    as 123, its leading zeros gone; digits around one `e`: `1e5` as 100000.0): its
+    characters are not known again, so the fix is to quote it."""
     return (
-        f"YAML read the trajectory id prefix as the number {value!r}, not text (digits with "
-        f"a leading 0 even as octal): quote it as written, replay: '00123', not replay: 00123"
+        f"YAML read the trajectory id prefix as the number {value!r}, not text: quote it "
+        f"as written, replay: '00123', not replay: 00123"
     )

@@ -140,7 +140,7 @@ def _readings(text: str, hint: Any) -> list[Any]:
     with contextlib.suppress(yaml.YAMLError):
         readings.append(safe_load(text))
     with contextlib.suppress(ValueError):
-        readings.append(float(text))  # 1e-3, which YAML 1.1 reads as text
+        readings.append(float(text))  # a number in any form `float` reads
     return [*readings, text]
 
 

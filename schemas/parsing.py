@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,9 +162,94 @@ class YAMLBoundError(yaml.composer.ComposerError):
     `YAML_ALIAS_VALUES` (a `yaml.YAMLError`, at the node or alias that crossed it)."""
 
 
-class BoundedLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that refuses documents too deep or too big once their aliases
-    are expanded, while composing (`YAMLBoundError`).
+_CORE_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
+_CORE_FLOAT = re.compile(
+    r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+)
+_CORE_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False,
+              "FALSE": False}  # fmt: skip
+_CORE_NULL = re.compile(r"~|null|Null|NULL|")
+_CORE_SCALARS = (
+    ("null", _CORE_NULL, ["~", "n", "N", ""]),
+    ("bool", re.compile("|".join(_CORE_BOOL)), list("tTfF")),
+    ("int", _CORE_INT, list("-+0123456789")),
+    ("float", _CORE_FLOAT, list("-+.0123456789")),
+)
+"""The plain scalars YAML 1.2's core schema reads as other than text: (tag, pattern,
+first characters). PyYAML's `SafeLoader` resolves YAML 1.1's, where `yes`, `no`, `on`,
+`off` (and `Yes`, `OFF`...) are booleans, `2024-01-01` a date, `9:30` the number 570
+(base 60), `1_000` 1000, `00123` the octal 83 and `=` a tag no safe loader builds: a job
+file's tool call `{yes: 1}` went to the tool as `{"true": 1}`, `{time: 9:30}` as
+`{"time": 570}`, and a date, or a key `on` beside text keys, was a traceback. Read here,
+those are the text as written; `00123` is 123 and `0o17` 15."""
+
+
+def _not_of_kind(node: yaml.Node, problem: str) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
+
+class CoreSchemaLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that reads plain scalars as YAML 1.2's core schema does
+    (`_CORE_SCALARS`; the `<<` merge kept): null, true/false, integers (digits, 0o octal,
+    0x hex), floats (`.inf`, `.nan`), and every other plain scalar text. An explicit
+    `!!int`, `!!float` or `!!bool` takes the same forms, and one that is not of its kind
+    is a `yaml.constructor.ConstructorError` at its line (`!!bool maybe` was a KeyError).
+    `!!binary`, `!!timestamp` and `!!set` still build bytes, dates and sets: what reads
+    the data says where they do not belong (a tool call's arguments are JSON). PyYAML has
+    no YAML 1.2 mode; its resolvers are the documented way to choose the scalars, and
+    keep the line maps and bounds every reader here relies on (ruamel.yaml would replace
+    them all)."""
+
+    yaml_implicit_resolvers: dict = {}  # this class's own: yaml.SafeLoader keeps YAML 1.1
+
+    def construct_yaml_int(self, node):
+        value = self.construct_scalar(node)
+        if not _CORE_INT.fullmatch(value):
+            raise _not_of_kind(node, f"!!int {value!r} is no integer (digits, 0o octal, 0x hex)")
+        try:
+            if value.startswith(("0o", "0x")):
+                return int(value[2:], 8 if value[1] == "o" else 16)
+            return int(value, 10)  # `00123` is 123, as in YAML 1.2 (1.1: the octal 83)
+        except ValueError:  # past the digits Python converts (`sys.set_int_max_str_digits`)
+            problem = f"an integer of {len(value)} digits, more than Python reads: quote it"
+            raise _not_of_kind(node, problem) from None
+
+    def construct_yaml_float(self, node):
+        value = self.construct_scalar(node)
+        if _CORE_INT.fullmatch(value):
+            return float(self.construct_yaml_int(node))
+        if not _CORE_FLOAT.fullmatch(value):
+            raise _not_of_kind(node, f"!!float {value!r} is no number")
+        return super().construct_yaml_float(node)
+
+    def construct_yaml_bool(self, node):
+        value = self.construct_scalar(node)
+        if value not in _CORE_BOOL:
+            raise _not_of_kind(node, f"!!bool {value!r} is no boolean (true or false)")
+        return _CORE_BOOL[value]
+
+
+for _tag, _pattern, _first in _CORE_SCALARS:
+    CoreSchemaLoader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_tag}", re.compile(rf"(?:{_pattern.pattern})\Z"), _first
+    )
+CoreSchemaLoader.add_implicit_resolver(MERGE_TAG, re.compile(r"<<\Z"), ["<"])
+for _tag, _construct in (
+    ("int", CoreSchemaLoader.construct_yaml_int),
+    ("float", CoreSchemaLoader.construct_yaml_float),
+    ("bool", CoreSchemaLoader.construct_yaml_bool),
+):
+    CoreSchemaLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _construct)
+# `<<` where it merges nothing (a value: `[<<]`) is the text (PyYAML: "could not determine
+# a constructor"); as a key, `flatten_mapping` merges it before anything constructs it
+CoreSchemaLoader.add_constructor(MERGE_TAG, CoreSchemaLoader.construct_yaml_str)
+del _tag, _pattern, _first, _construct
+
+
+class BoundedLoader(CoreSchemaLoader):
+    """`CoreSchemaLoader` (YAML 1.2's scalars) that refuses documents too deep or too big
+    once their aliases are expanded, while composing (`YAMLBoundError`).
 
     Anchors and aliases, to mappings and lists too, are what a job file uses to share a
     block among its tasks (`set_env: &git_env {...}` in examples/mcp-git.yaml, a `<<:
@@ -237,8 +323,10 @@ class UniqueKeyLoader(BoundedLoader):
 
 
 def safe_load(text: str) -> Any:
-    """`yaml.safe_load` that refuses duplicate keys, and documents too deep or too big
-    with their aliases expanded (`BoundedLoader`): every YAML the project reads."""
+    """`yaml.safe_load` with YAML 1.2's core schema for scalars (`CoreSchemaLoader`: `yes`,
+    `on`, `2024-01-01`, `9:30` are text) that refuses duplicate keys, and documents too
+    deep or too big with their aliases expanded (`BoundedLoader`): every YAML the project
+    reads."""
     return yaml.load(text, Loader=UniqueKeyLoader)
 
 
@@ -327,8 +415,13 @@ def parse(cls: type[T], data: Any, path: Path_ = ()) -> T:
         raise ConfigError([ConfigProblem(path, f"expected a mapping, got {type(data).__name__}")])
     try:
         text = json.dumps(data, allow_nan=True)
-    except (TypeError, ValueError):  # not JSON's values (a YAML date): pydantic's own rules
+    except (TypeError, ValueError):  # not JSON's (a `!!timestamp` date): pydantic's own rules
         text = None
+    if text is None:  # `!!binary` bytes: pydantic's Python rules decode them as text
+        from .actions import json_problem
+
+        if (found := json_problem(data, only=(bytes, bytearray))) is not None:
+            raise ConfigError([ConfigProblem(path + found[0], found[1])])
     try:
         if text is None:
             return _adapter(cls).validate_python(dict(data))

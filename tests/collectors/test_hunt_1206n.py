@@ -217,7 +217,9 @@ def test_a_replay_prefix_yaml_reads_as_a_number_is_refused_saying_to_quote_it(tm
         JobSpec.load(f)
     lines = info.value.render().splitlines()
     assert len(lines) == 2, lines
-    assert "tasks[0].replay: YAML read the trajectory id prefix as the number 83" in lines[0]
+    assert (
+        "tasks[0].replay: YAML read the trajectory id prefix as the number 123" in lines[0]
+    )  # YAML 1.2: no octal
     assert "number 12345678" in lines[1]
     assert all("quote it as written, replay: '00123'" in x for x in lines), lines
 
