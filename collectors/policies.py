@@ -290,9 +290,10 @@ def _tool_names(action_space: str | None) -> set[str] | None:
         tools = json.loads(action_space) if action_space else None
     except ValueError:
         return None
-    if not isinstance(tools, list):
-        return None
-    return {t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)}
+    names = [t.get("name") if isinstance(t, dict) else None for t in tools or ()]
+    if not isinstance(tools, list) or not all(isinstance(n, str) for n in names):
+        return None  # a shape an importer kept as it was: not known, so the check stays
+    return set(names)
 
 
 ARGS_SAID = 200

@@ -51,7 +51,7 @@ from .mask import MaskPolicy, keep_turn, turn_fault
 from .units import ARRIVAL, BANDS, CONTENT_KEY, SIG, TEMPLATES, UID
 
 INDEX = F.PROCESS_INDEX
-SEGMENTS = "segments"
+SEGMENTS = F.PROCESS_SEGMENTS
 TEMPLATES_FILE = F.TEMPLATE_COUNTS_FILE
 MEMBERS_FILE = "members.parquet"
 SHARDS_FILE = "shards.parquet"

@@ -131,10 +131,19 @@ def tokenizer_info(path: str, tok) -> dict[str, Any]:
         "name": name,
         "file": p.name,
         "sha256": sha256_file(str(p)),
-        "vocab_size": tok.get_vocab_size(),
+        "vocab_size": vocab_size(tok),
         "eod": None if eod is None else eod[0],
         "eod_id": None if eod is None else eod[1],
     }
+
+
+def vocab_size(tok) -> int:
+    """The size of the id space: the highest id + 1, with the added tokens. A tokenizer
+    whose ids have gaps (tiktoken conversions: cl100k's specials from 100257) counts
+    fewer tokens than that, and a table sized by the count (a model's embeddings,
+    `--verify`'s check) would refuse its valid ids; for Qwen's both are 151,669."""
+    ids = tok.get_vocab(with_added_tokens=True).values()
+    return max(tok.get_vocab_size(with_added_tokens=True), max(ids, default=-1) + 1)
 
 
 def _eod(tok) -> tuple[str, int] | None:

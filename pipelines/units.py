@@ -43,7 +43,7 @@ from .mask import MaskPolicy, turn_fault
 from .normalize import normalize, redacted, reject_row
 
 UID, TEMPLATES, SIG, BANDS = "_uid", "_templates", "_sig", "_bands"
-ARRIVAL = "_arrival"
+ARRIVAL = F.ARRIVAL_COLUMN
 SEGMENT_SCHEMA = (
     TRAJECTORY_SCHEMA.append(pa.field(UID, pa.string()))
     .append(pa.field(TEMPLATES, pa.list_(pa.uint64())))
@@ -92,8 +92,9 @@ def stem_of(
 ) -> str:
     """A unit's name in the store: the same unit gets the same files in any run. A file
     under `root` (the store: the output's parent) is named by its path from there, so a
-    copied or moved store, or one on another machine, names its units alike, and the
-    export, which reads them in name order, writes the same bytes."""
+    copied or moved store, or one on another machine, names its units alike. (The export
+    reads them by their first record's arrival, `F.UNIT_ORDER_KEY`, not by name: the
+    cuts, and so the names, follow the worker count.)"""
     key = f"{in_store(path, root)}\x1f{row_group}" + (f"\x1f{rows[0]}:{rows[1]}" if rows else "")
     return "u" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
 

@@ -84,7 +84,7 @@ from worldtrace.schemas.validate import LONE_SURROGATE, lone_surrogates, storabl
 
 from .aio import AsyncRunner
 from .base import SandboxConfigError, SandboxError, TaskSpec, Unpicklable, hold_lock
-from .docker import ENV_NAME_RE, FORBIDDEN_HOST_PATHS, _env_name
+from .docker import FORBIDDEN_HOST_PATHS, _env_name
 from .mcp_client import (
     EPISODE_ENV,
     SETUP_ENV,
@@ -266,9 +266,11 @@ def _loopback_url(value: str | None, info: ValidationInfo) -> str | None:
 
 
 def _env_names(value: dict[str, str]) -> dict[str, str]:
-    """`set_env` whose names are variables' names (`A=B` is none: the server's start failed
-    on it, `illegal environment variable name`, naming none, at every attempt)."""
-    bad = [k for k in value if not ENV_NAME_RE.fullmatch(k)]
+    """`set_env` whose names a process environment can hold: not empty, no `=` and no NUL
+    (`A=B`: the server's start failed on it, `illegal environment variable name`, naming
+    none, at every attempt). Names a shell would not take (`a.b`, `A-B`) still reach the
+    server, as they did."""
+    bad = [k for k in value if not k or "=" in k or "\0" in k]
     if bad:
         raise ValueError(f"not an environment variable name: {', '.join(map(repr, bad))}")
     return value

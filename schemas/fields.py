@@ -143,6 +143,10 @@ SHARD_TARGET_BYTES = 128 * 1024 * 1024
 SHARD_ROW_GROUP_ROWS = 1024
 
 
+ARRIVAL_COLUMN = "_arrival"
+"""A segment's column of each record's arrival (`pipelines.units.arrival_key`)."""
+PROCESS_SEGMENTS = "segments"
+"""The folder of `PROCESS_INDEX` holding each unit's segment (`pipelines.segments`)."""
 UNIT_ORDER_KEY = b"worldtrace.unit_order"
 """Schema metadata of a processed unit's files: the arrival key (`units.arrival_key`) of
 its unit's first record. A unit is a slice of one raw file in the file's order, so units

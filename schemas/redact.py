@@ -1024,7 +1024,10 @@ def _json_bodies(value: str) -> tuple[str, ...]:
     return ascii_, utf8, ascii_.replace("/", "\\/"), go
 
 
-_URL_SAFE = ("", "-_.!~*'()")  # Python's `quote(safe="")`; JavaScript's encodeURIComponent
+_URL_SAFE = ("", "/", "-_.!~*'()")
+"""What percent-encoders leave as it is, beyond letters, digits and `_.-~`: Python's
+`quote(safe="")`, its default `quote(value)` (`/`: a URL's path), JavaScript's
+encodeURIComponent."""
 _PCT = re.compile(r"%[0-9A-F]{2}")
 _HTML_QUOTES = (("&quot;", "&#x27;"), ("&#34;", "&#39;"), ("&quot;", "&#039;"), ('"', "'"))
 """How HTML escapers write `"` and `'`: Python's `html.escape`, Jinja/markupsafe, PHP's
@@ -1032,9 +1035,9 @@ _HTML_QUOTES = (("&quot;", "&#x27;"), ("&#34;", "&#39;"), ("&quot;", "&#039;"), 
 
 
 def _url_forms(value: str) -> set[str]:
-    """`value` percent-encoded as a URL's query or a form body holds it: Python's
-    `quote`/`quote_plus` and JavaScript's `encodeURIComponent` (which keeps `!'()*`),
-    each with the hex in capitals and in lower case (Go, some clients)."""
+    """`value` percent-encoded as a URL's path or query or a form body holds it: Python's
+    `quote`/`quote_plus` and JavaScript's `encodeURIComponent` (`_URL_SAFE`), each with
+    the hex in capitals and in lower case (Go, some clients)."""
     out = set()
     for safe in _URL_SAFE:
         for quote in (urllib.parse.quote, urllib.parse.quote_plus):

@@ -291,3 +291,17 @@ def test_a_manifest_from_before_doc_start_id_skips_the_start_check(exports, tmp_
     del m["sampling"]["doc_start_id"]
     write(d, m)
     assert verified(d) == []
+
+
+def test_the_manifests_vocab_size_is_the_id_space_of_a_tokenizer_with_gaps():
+    """Review: `vocab_size` was `get_vocab_size()`, a count: a tokenizer whose ids have
+    gaps (tiktoken conversions) has valid ids at or past it, which `--verify` would call
+    outside the vocabulary (and a trainer sizing its embeddings by it would fail on)."""
+    from tokenizers import Tokenizer, models
+    from worldtrace.pipelines.tokens import tokenizer_info, vocab_size
+
+    gapped = Tokenizer(models.WordLevel({"a": 0, "b": 5, "[UNK]": 9}, unk_token="[UNK]"))
+    assert gapped.get_vocab_size() == 3 and vocab_size(gapped) == 10
+    path = default_tokenizer()
+    tok = Tokenizer.from_file(str(path))
+    assert tokenizer_info(str(path), tok)["vocab_size"] == 151669  # Qwen's: no gaps

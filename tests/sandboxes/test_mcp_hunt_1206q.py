@@ -398,6 +398,8 @@ def test_sandboxes_at_once_listen_apart_and_a_taken_port_is_passed_by(
 def test_a_set_env_name_that_is_no_variable_is_refused_with_the_job(tmp_path, cli_env):
     with pytest.raises(ConfigError, match=r"set_env: not an environment variable name: 'A=B'"):
         parse(MCPConfig, {"command": ["x"], "set_env": {"A=B": "x", "OK": "y"}})
+    # a name a shell would not take, which a process environment holds, still passes
+    assert parse(MCPConfig, {"command": ["x"], "set_env": {"a.b": "1"}}).set_env == {"a.b": "1"}
     job = textwrap.dedent("""\
         name: setenv
         sandbox:

@@ -30,6 +30,7 @@ def _node(value: str) -> list[str]:
 def _printed(value: str) -> list[str]:
     quoted = urllib.parse.quote(value, safe="")
     return [
+        "https://x.test/files/" + urllib.parse.quote(value) + "?v=1",  # quote's default: `/` kept
         *_node(value),
         "GET /login?" + urllib.parse.urlencode({"user": "me", "token": value}) + " HTTP/1.1",
         quoted,
