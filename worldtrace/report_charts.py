@@ -248,9 +248,14 @@ def category_shares(con: duckdb.DuckDBPyConnection) -> go.Figure:
 
 
 def cluster_sizes(con: duckdb.DuckDBPyConnection) -> go.Figure:
+    """Clusters by size, each in its representative's domain with all its members, as the
+    `stats` dedup table counts them: a cluster of exact copies in two domains was drawn
+    as one per domain, the dropped copy a cluster of 1, "no duplicate" (hunt 12-06)."""
     rows = con.execute(
         """SELECT domain, size, count(*) FROM (
-             SELECT domain, cluster_id, count(*) AS size FROM clusters GROUP BY ALL)
+             SELECT coalesce(any_value(domain) FILTER (WHERE representative), any_value(domain))
+                    AS domain, cluster_id, count(*) AS size
+             FROM clusters GROUP BY cluster_id)
            GROUP BY ALL ORDER BY ALL"""
     ).fetchall()
     fig = go.Figure()
