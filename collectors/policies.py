@@ -30,6 +30,7 @@ from worldtrace.schemas.actions import json_type
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.plugins import entries, load_ref
 from worldtrace.schemas.redact import redactor
+from worldtrace.schemas.redact_rules import PLACEHOLDER_MARK
 
 from .actions import keystrokes, tool, tool_call
 
@@ -256,7 +257,9 @@ def replay_mismatch(
     the same domain, only the action kinds the kind takes and, when its tools are known
     before it starts, only those tools, but for a call of a tool the recording's own
     action space lacked too: the agent's unknown tool, whose answer (the server's error)
-    the replay records again (such a recording could never be replayed, 12-06)."""
+    the replay records again (such a recording could never be replayed, 12-06). An
+    action holding a redacted secret is refused: the replay typed `<secret:env_value>`
+    into the page and recorded it as success (12-06)."""
     tid = trajectory.trajectory_id
     recorded = _tool_names(trajectory.system.action_space if trajectory.system else None)
     if trajectory.domain != domain:
@@ -266,6 +269,12 @@ def replay_mismatch(
         )
     for turn in trajectory.turns:
         a = turn.action
+        if PLACEHOLDER_MARK in a.text or PLACEHOLDER_MARK in (a.arguments_json or ""):
+            return (
+                f"{tid} turn {turn.index}: its action holds a redacted secret "
+                f"({PLACEHOLDER_MARK}...>), which a replay would send as it is written, "
+                "not the value: record the episode again instead"
+            )
         if a.kind not in action_kinds:
             return (
                 f"{tid} has {a.kind} actions; sandbox kind {kind} takes "

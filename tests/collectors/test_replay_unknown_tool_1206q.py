@@ -58,3 +58,24 @@ def test_a_replay_against_a_server_without_a_recorded_tool_is_still_refused(reco
     assert "calls tool 'get_current_time', which sandbox kind mcp does not have" in (
         r.outcome.error or ""
     )
+
+
+def test_a_recording_whose_action_holds_a_redacted_secret_is_refused(recorded, tmp_path):
+    """Hunt 12-06s: a web replay of a `goto ...?echo=<secret:env_value>` (the recorder
+    redacted the cookie value the page echoed) opened `%3Csecret:env_value%3E` and was
+    recorded as a success: a replay sends the action as stored, not the value."""
+    import dataclasses
+
+    from worldtrace.schemas import ShardWriter
+
+    store, t = recorded
+    args = '{"timezone": "Europe/<secret:env_value>"}'
+    secret = dataclasses.replace(t.turns[1].action, arguments_json=args)
+    held = dataclasses.replace(
+        t, turns=[t.turns[0], dataclasses.replace(t.turns[1], action=secret)]
+    ).with_id()
+    with ShardWriter(store.raw / "held") as w:
+        w.write([held])
+    spec = replay_job(held.trajectory_id[:10], TIME)
+    with pytest.raises(Exception, match=r"turn 1: its action holds a redacted secret"):
+        spec.check_store(store.root)
