@@ -240,11 +240,15 @@ def run_demo(store: Store, sections: tuple[str, ...] = SECTION_NAMES, episodes: 
         # rebuild: the demo replaced what an earlier demo run wrote under the same names
         m = run(ProcessConfig(inputs=[str(store.raw)], output=str(store.processed), rebuild=True))
         a = m["accounting"]
-        removed = ", ".join(
-            f"{k.split('.', 1)[1]} {v}"
-            for k, v in m["counters"].items()
-            if k.startswith(("filtered.", "turns_removed."))
-        )
+        # trajectories a filter dropped and turns a turn filter removed, each said as such
+        # ("filters: gui_env_failure 2, gui_no_change 14" read as 16 filtered of 2)
+        said = {
+            unit: ", ".join(
+                f"{k.split('.', 1)[1]} {v}" for k, v in m["counters"].items() if k.startswith(pre)
+            )
+            for pre, unit in (("filtered.", "trajectories"), ("turns_removed.", "turns"))
+        }
+        removed = "; ".join(f"{unit} {what}" for unit, what in said.items() if what)
         console.print(f"   filters: {removed or 'nothing removed'}")
         console.print(
             f"   in {a['in']} = kept {a['kept']} + filtered {a['filtered']} + "

@@ -142,6 +142,13 @@ def test_demo_end_to_end(tmp_path, wt_env, docker_engine, official_loader):
     for step in ("1. collect", "2. validate", "3. process", "4. export", "5. stats", "6. report"):
         assert step in r.stdout
     assert "0 problem(s)" in r.stdout and "cannot start" not in r.stdout
+    # trajectories dropped and turns removed said apart (hunt 12-06t: one list, no unit,
+    # "filters: gui_env_failure 2, gui_no_change 14" above "filtered 2")
+    filters = re.search(r"filters: (.*)\n", r.stdout)[1]
+    dropped = re.search(r"trajectories ([^;]*)", filters)
+    filtered = int(re.search(r"\+ filtered (\d+) \+", r.stdout)[1])
+    counted = sum(int(n) for n in re.findall(r" (\d+)", dropped[1])) if dropped else 0
+    assert counted == filtered, (filters, filtered)
     from worldtrace.schemas import Store
     from worldtrace.schemas.views import connect
 
