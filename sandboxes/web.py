@@ -62,16 +62,20 @@ from .web_axtree import (
 from .web_browser import BrowserConfig, Refuser, shared_host
 from .web_spec import (
     ACTION_SPACE,
+    DIALOGS_KEPT,
+    SHOWN_MAX,
     TOOLS,
     ActionError,
     as_shown,
     classify,
     cut_shown,
+    integral_ints,
     load_error,
     origin_of,
     playwright_error,
     proxy_bypass,
     render,
+    shown_dialogs,
 )
 
 BID_RE = re.compile(r"^[a-zA-Z0-9]+$")
@@ -184,7 +188,11 @@ holds it: Playwright evaluates nothing in a tab whose navigation has not committ
 that never answers would hold the step until its step_timeout)."""
 READS = 3
 """How many times an observation is read when a navigation keeps being requested while
-it is read (`_observe`; a page that navigates on every read is observed as read last)."""
+it is read (`_observe`; a page that navigates on every read is observed as read last),
+and how many times in one step the active tab may close under the read."""
+CLOSE_EVENT_S = 1.0
+"""How long a read that Playwright failed as the tab's closing waits for the tab's close
+event, when the error came first (`_closed`)."""
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 """Observation fields of GUI kinds this schema version has; the rest ride in state_json."""
 
@@ -196,9 +204,12 @@ def _url(value: str) -> str:
 
 
 def _origin(value: str) -> str:
-    if origin_of(value) != value.rstrip("/").lower():
+    """An allowed origin as `origin_of` writes it (`http://localhost:80` is
+    `http://localhost`, as Chromium writes the URLs it requests)."""
+    parts = urlsplit(value)
+    if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
         raise ValueError(f"an origin is scheme://host[:port] with no path, got {value!r}")
-    return value.rstrip("/").lower()
+    return origin_of(value)
 
 
 def _file(value: str | None) -> str | None:
@@ -327,9 +338,15 @@ class WebSandbox(Unpicklable):
         page again when one was requested while it read)."""
         self._stopped_nav: str | None = None
         """The active tab's navigation this step stopped at its navigation_timeout."""
-        self._dialogs: list[dict[str, str]] = []
+        self._dialogs: list[dict[str, Any]] = []
         """Dialogs (alert, confirm, prompt, beforeunload) pages opened since the last
-        observation, each dismissed."""
+        observation, each dismissed: {type, message, url, page} (`_on_dialog`), the first
+        DIALOGS_KEPT of them."""
+        self._dialogs_more = 0
+        """How many more dialogs than DIALOGS_KEPT came since the last observation."""
+        self._unload_watch: tuple[Any, asyncio.Future] | None = None
+        """(a tab going back or forward, a future set when its beforeunload dialog was
+        dismissed: the navigation will not happen; `_history`)."""
         self._last: tuple[str, str, str, int] | None = None
         self._initial = ""
         self._page_event: asyncio.Event | None = None
@@ -365,7 +382,7 @@ class WebSandbox(Unpicklable):
         if not url:  # the job's mistake: no retry mends it
             raise SandboxConfigError("no start page: set the sandbox's start_url or the task's url")
         self._url = url
-        self._origins = self.config.allowed_origins or (origin_of(url),)
+        self._origins = tuple(origin_of(o) for o in self.config.allowed_origins or (url,))
         self._outside_re = self._outside()
         self._run(self._close_context(), "closing the last episode")
         obs = self._run(self._reset(url), f"loading {url}")
@@ -396,7 +413,7 @@ class WebSandbox(Unpicklable):
             ctx.on("request", lambda r: self.requests.append(r.url))
         self._inflight, self._net_event, self._navs = {}, asyncio.Event(), {}
         self._nav_event = asyncio.Event()
-        self._dialogs, self._stopped_nav = [], None
+        self._dialogs, self._dialogs_more, self._stopped_nav = [], 0, None
         ctx.on("page", self._on_page)
         ctx.on("dialog", self._on_dialog)
         ctx.on("request", self._on_request)
@@ -526,8 +543,12 @@ class WebSandbox(Unpicklable):
     def _on_request_answered(self, request) -> None:
         """A request answered: a navigation's stays in `_navs` until its document commits
         (`_on_frame_navigated`), which comes after its answer (the answer of a script's
-        `location` came, the settle ran in the old document and found it still)."""
-        self._answered += 1
+        `location` came, the settle ran in the old document and found it still). Only a
+        main frame's answers count as what a page may be rendering (`_settle`): a child
+        frame's never change the main document, and a page that swaps its ad frames from
+        a timer was taken for a page still rendering, 10 s per observation."""
+        if self._main_frame_request(request):
+            self._answered += 1
         if self._inflight.pop(request, None) is not None:
             self._net_event.set()
 
@@ -549,10 +570,22 @@ class WebSandbox(Unpicklable):
     async def _on_dialog(self, dialog) -> None:
         """Show the dialog in the next observation and dismiss it, as Playwright does
         with a dialog nobody listens to: an alert is closed, confirm answers false, prompt
-        null, a beforeunload keeps the page."""
-        self._dialogs.append({"type": dialog.type, "message": dialog.message})
+        null, a beforeunload keeps the page. Which tab opened it is kept (the context's
+        event covers every tab: a background tab's alert was shown as the active tab's),
+        and what it showed is cut as the observation will cut it (a flood of dialogs
+        is kept to its first DIALOGS_KEPT, the rest counted)."""
+        page = dialog.page
+        if len(self._dialogs) < DIALOGS_KEPT:
+            # one more character than is shown: the observation still sees the cut
+            message, url = dialog.message[: SHOWN_MAX + 1], page.url[: SHOWN_MAX + 1] if page else ""  # fmt: skip
+            self._dialogs.append({"type": dialog.type, "message": message, "url": url, "page": page})  # fmt: skip
+        else:
+            self._dialogs_more += 1
         with contextlib.suppress(Exception):  # the page (or the browser) went away
             await dialog.dismiss()
+        watch = self._unload_watch
+        if dialog.type == "beforeunload" and watch and watch[0] is page and not watch[1].done():
+            watch[1].set_result(True)
 
     async def _await_navigation(self) -> bool:
         """Wait for the tabs' top-level navigations to commit (an answer is not enough:
@@ -676,6 +709,13 @@ class WebSandbox(Unpicklable):
                 self._page_event.set()  # `_popups` waits less for a tab now
 
     @staticmethod
+    def _main_frame_request(request) -> bool:
+        try:
+            return request.frame.parent_frame is None
+        except Exception:  # no frame (a worker's request, a popup's first navigation)
+            return True
+
+    @staticmethod
     def _top_navigation(request) -> bool:
         try:
             return request.is_navigation_request() and request.frame.parent_frame is None
@@ -736,6 +776,7 @@ class WebSandbox(Unpicklable):
             args = None
         if tool is None:
             return await self._observe(f"ValueError: unknown action {action.name or action.text!r} (actions: {', '.join(TOOLS)})")  # fmt: skip
+        args = integral_ints(tool.input_schema, args)  # `index: 0.0` is 0, as JSON has it
         problem = tool.check(args)
         if problem:
             return await self._observe(f"ValueError: {problem}")
@@ -762,8 +803,15 @@ class WebSandbox(Unpicklable):
         if len(pages) > pages_before:  # a popup opened: it is the active tab now
             self._page = pages[-1]
         elif self._page.is_closed():  # the page closed itself (window.close())
-            self._page = pages[-1] if pages else await self._ctx.new_page()
+            await self._next_page()
         return await self._observe(error, refused)
+
+    async def _next_page(self):
+        """The active tab once the active one closed (itself: window.close()): the last
+        tab open, or a new blank one when none is."""
+        pages = self._ctx.pages
+        self._page = pages[-1] if pages else await self._ctx.new_page()
+        return self._page
 
     async def _element(self, bid: str, trial: bool = False):
         """The element's locator, through the frames its bid prefix names (BrowserGym's
@@ -883,34 +931,62 @@ class WebSandbox(Unpicklable):
         is Playwright's `go_back`/`go_forward`, which waits for the main frame; one of the
         same URL is a frame's navigation (a link in an iframe), and the step waits for
         whichever frame navigates, up to navigation_timeout (Playwright's waited for the
-        main frame and was a TimeoutError, though the frame had gone back)."""
+        main frame and was a TimeoutError, though the frame had gone back). Either ends
+        when the page's `beforeunload` dialog was dismissed (the page stays, so no
+        navigation comes: Playwright's call waited its whole timeout), with
+        `net::ERR_ABORTED`, as `goto` held so ends (`_unload_held`)."""
         page = self._page
         cdp = await self._cdp(page)
         history = await cdp.send("Page.getNavigationHistory")
         entries, now = history["entries"], history["currentIndex"]
         if not 0 <= now + delta < len(entries):
             return None  # nothing there: as Playwright's, no navigation and no error
-        if entries[now + delta]["url"] != entries[now]["url"]:
-            await (page.go_back() if delta < 0 else page.go_forward())
-            return None
+        what, entry = ("go_back" if delta < 0 else "go_forward"), entries[now + delta]
+        held = f"Error: Page.{what}: net::ERR_ABORTED at {entry['url']}"
+        if entry["url"] != entries[now]["url"]:
+            go = page.go_back() if delta < 0 else page.go_forward()
+            return held if await self._unload_held(page, go) else None
         navigated = asyncio.get_running_loop().create_future()
 
         def done(frame) -> None:
             if not navigated.done():
                 navigated.set_result(frame)
 
+        async def back() -> None:
+            await cdp.send("Page.navigateToHistoryEntry", {"entryId": entry["id"]})
+            await asyncio.wait_for(navigated, self.config.navigation_timeout)
+
         page.on("framenavigated", done)
         try:
-            await cdp.send("Page.navigateToHistoryEntry", {"entryId": entries[now + delta]["id"]})
-            await asyncio.wait_for(navigated, self.config.navigation_timeout)
+            if await self._unload_held(page, back()):
+                return held
         except asyncio.TimeoutError:
             with contextlib.suppress(Exception):  # as `_await_navigation`: the frame stays
                 await cdp.send("Page.stopLoading")
-            what = "go_back" if delta < 0 else "go_forward"
             return f"TimeoutError: Page.{what}: Timeout {self.config.navigation_timeout * 1000:g}ms exceeded."  # fmt: skip
         finally:
             page.remove_listener("framenavigated", done)
         return None
+
+    async def _unload_held(self, page, navigation) -> bool:
+        """Await `navigation` (a coroutine), unless the page's `beforeunload` dialog is
+        dismissed first: then the navigation will not happen, and it is abandoned (True).
+        Its own outcome otherwise (False, or its exception)."""
+        held = asyncio.get_running_loop().create_future()
+        self._unload_watch = (page, held)
+        task = asyncio.ensure_future(navigation)
+        try:
+            await asyncio.wait((task, held), return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                task.result()  # its exception, if any
+                return False
+            return True
+        finally:
+            self._unload_watch = None
+            if not task.done():
+                task.cancel()  # Playwright abandons the call
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
     async def _do_new_tab(self) -> None:
         self._page = await self._ctx.new_page()
@@ -925,72 +1001,95 @@ class WebSandbox(Unpicklable):
 
     async def _do_tab_close(self) -> None:
         await self._page.close()
-        pages = self._ctx.pages
-        self._page = pages[-1] if pages else await self._ctx.new_page()
+        await self._next_page()
 
     async def _do_noop(self, ms: float = 1000) -> None:
-        await self._page.wait_for_timeout(ms)
+        # not the tab's wait_for_timeout: a tab that closes itself meanwhile (a popup's
+        # window.close()) made a noop "Target page, context or browser has been closed"
+        await asyncio.sleep(ms / 1000)
 
     # -- observing ---------------------------------------------------------------------------
     async def _observe(self, error: str, refused: bool = False) -> Observation:
         """The active tab's observation. `refused`: the error is the sandbox's own text
         (a navigation outside the allowed origins, one it stopped at navigation_timeout),
         not the page's or the browser's answer: `refused: true` in the state, so the
-        pipeline never trains on it."""
+        pipeline never trains on it.
+
+        A tab that closes itself while it is read (a popup's window.close() from a timer)
+        is gone from the observation, as one that closed during the action is (`_step`):
+        the active one, and the observation is read in the tab active now; a background
+        one, left out of the tabs. Its read raised Playwright's "Target page, context or
+        browser has been closed", and every attempt failed."""
         from playwright.async_api import Error as PlaywrightError
 
         page = self._page
-        for left in reversed(range(READS)):
+        reads = closes = 0
+        while True:
             navs = self._nav_count
             crashed = page in self._crashed
             tree, focused, status, inputs, truncated, walked = "", "", None, {}, False, None
-            unsettled = False
+            unsettled = detached = closed = False
             if not crashed:
                 watch = asyncio.create_task(self._watch_navigations())
                 try:
                     tree, got, inputs = await self._extract(page)
                 except PlaywrightError as exc:  # a crash while reading is the tab's answer too
-                    if not self._crash_of(page, exc):
+                    if self._crash_of(page, exc):
+                        crashed, tree, got, inputs = True, "", {"focused": "", "status": None}, {}
+                    elif await self._closed(page, exc):
+                        closed, got = True, {"focused": "", "status": None}
+                    else:
                         raise
-                    crashed, tree, got, inputs = True, "", {"focused": "", "status": None}, {}
                 finally:
                     watch.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await watch
                 focused, status, walked = got["focused"], got["status"], got.get("walked")
-                unsettled = got.get("unsettled", False)
+                unsettled, detached = got.get("unsettled", False), got.get("detached", False)
                 truncated = walked == "cut"
                 if len(tree) > self.config.max_chars:
                     cut = tree.rfind("\n", 0, self.config.max_chars)
                     tree = tree[: cut if cut > 0 else self.config.max_chars]
                     truncated = True
-            tabs = []
-            for p in self._ctx.pages:
-                (title, cut_title), (url, cut_url) = cut_shown(await self._title(p)), cut_shown(p.url)  # fmt: skip
+            tabs, shown = [], []
+            for p in [] if closed else self._ctx.pages:
+                title = await self._title(p)
+                if title is None:  # it closed while read: gone, as after the action
+                    continue
+                (title, cut_title), (url, cut_url) = cut_shown(title), cut_shown(p.url)
                 tabs.append({"title": title, "url": url})
+                shown.append(p)
                 truncated = truncated or cut_title or cut_url
+            if closed or page.is_closed():  # the active tab closed itself while read
+                closes += 1
+                if closes > READS:
+                    raise SandboxError(f"the active tab closed while it was read, {closes} times in one step")  # fmt: skip
+                page = await self._next_page()
+                continue
+            reads += 1
             # a navigation requested while the page was read (a script's timer, a click's):
             # what was read is the old document's, or parts of both; read again once it
             # committed (`_extract` waits for it, up to navigation_timeout)
-            if navs == self._nav_count or crashed or page.is_closed() or not left:
+            if navs == self._nav_count or crashed or reads >= READS:
                 break
         if self._stopped_nav and not error:
             # a navigation no Playwright call waited for (a script's, after the action):
             # the text is ours, so the state says so
             error = f"TimeoutError: navigation to {self._stopped_nav}: Timeout {self.config.navigation_timeout * 1000:g}ms exceeded."  # fmt: skip
             refused = True
-        active = self._ctx.pages.index(page)
-        dialogs, self._dialogs = self._dialogs, []
+        active = shown.index(page)
+        dialogs, more, self._dialogs, self._dialogs_more = self._dialogs, self._dialogs_more, [], 0  # fmt: skip
+        # which tab opened each (its index among those shown; None: closed since)
         for d in dialogs:
-            d["message"], cut = cut_shown(d["message"])
-            truncated = truncated or cut
+            opener = d.pop("page")
+            d["tab"] = shown.index(opener) if opener in shown else None
         nav_failed = error.startswith("Error: Page.go") and "net::ERR_" in error
-        if "net::ERR_ABORTED" in error and any(d["type"] == "beforeunload" for d in dialogs):
+        if "net::ERR_ABORTED" in error and any(d["type"] == "beforeunload" and d["tab"] == active for d in dialogs):  # fmt: skip
             nav_failed = False  # the page kept itself (its dialog dismissed): its answer
         failure = classify(page.url, status, tree, nav_failed, crashed)
         # the open tabs and the active one are the observation's too (tab_focus, tab_close)
         key = (page.url, tree, json.dumps(tabs), active)
-        changed = self._last is None or key != self._last or bool(dialogs)
+        changed = self._last is None or key != self._last or bool(dialogs or more)
         self._last = key
         state = {
             "url": tabs[active]["url"],
@@ -1010,10 +1109,15 @@ class WebSandbox(Unpicklable):
             state["still_printing"] = True
         if refused:
             state["refused"] = True
+        if detached:  # a frame the page removed while it was read is left out
+            state["frames_detached"] = True
         text = render(tabs, active, tree, focused, error)
-        if dialogs:
-            state["dialogs"] = dialogs
-            text += "\n\n## Dialog\n" + "\n".join(f"{d['type']}: {d['message']}" for d in dialogs)
+        if dialogs or more:
+            lines, state["dialogs"], not_shown, cut = shown_dialogs(dialogs, more, active)
+            if not_shown:
+                state["dialogs_not_shown"] = not_shown
+            truncated = truncated or cut
+            text += "\n\n## Dialog\n" + "\n".join(lines)
         return Observation(
             as_shown(text),  # a page's lone surrogate: U+FFFD, as Chromium draws it
             is_error=bool(error),
@@ -1023,7 +1127,9 @@ class WebSandbox(Unpicklable):
             changed=changed,
         )
 
-    async def _title(self, page) -> str:
+    async def _title(self, page) -> str | None:
+        """The tab's title: "" for a crashed one, None for one that closed (itself) while
+        it was read."""
         from playwright.async_api import Error as PlaywrightError
 
         if page in self._crashed:
@@ -1031,9 +1137,26 @@ class WebSandbox(Unpicklable):
         try:
             return await page.title()
         except PlaywrightError as exc:
-            if not self._crash_of(page, exc):
-                raise
-            return ""
+            if self._crash_of(page, exc):
+                return ""
+            if await self._closed(page, exc):
+                return None
+            raise
+
+    async def _closed(self, page, exc: Exception) -> bool:
+        """Whether a Playwright error is the tab's closing while it was read (its
+        window.close(): "Target page, context or browser has been closed"), the browser
+        being alive. Playwright may raise it before it reports the tab's close event,
+        which is awaited then."""
+        await self._alive()
+        if page.is_closed():
+            return True
+        said = ("has been closed", "no object with guid")  # the latter: a CDP session's
+        if type(exc).__name__ != "TargetClosedError" and not any(s in str(exc) for s in said):
+            return False
+        with contextlib.suppress(Exception):
+            await page.wait_for_event("close", timeout=CLOSE_EVENT_S * 1000)
+        return page.is_closed()
 
     def _crash_of(self, page, exc: Exception) -> bool:
         """Whether a Playwright error is the tab's crash ("Target crashed": a call that
@@ -1067,6 +1190,7 @@ class WebSandbox(Unpicklable):
                     state = await unmark_frames(page, marks["frames"], carriers=False)
                     state["walked"] = "whole" if walked["complete"] else "cut"
                     state["unsettled"] = not settled
+                    state["detached"] = marks["detached"]
                     return walked["text"], state, walked["inputs"]
                 cdp = await self._cdp(page)
                 try:
@@ -1076,6 +1200,7 @@ class WebSandbox(Unpicklable):
                 tree = flatten(axtree, opts, frozenset(marks["hidden"]), marks["visibility"])
                 inputs = {b: t for b, t in marks["inputs"].items() if b not in marks["hidden"]}
                 state["unsettled"] = not settled
+                state["detached"] = marks["detached"] or axtree["detached"]
                 return tree, state, inputs
             except PlaywrightError as exc:
                 await self._alive()

@@ -89,7 +89,10 @@ async ([parentBid, bidAttr, withVisibility, walkOver]) => {
     return r.join("");
   };
   const push = (bid, elem, attr) => {
-    const old = elem.hasAttribute(attr) ? elem.getAttribute(attr) : "";
+    // a mark left by a read that ended before its unmarking (a frame detached under it)
+    // is replaced, not stacked: the tree showed its second copy
+    const old = elem.hasAttribute(attr)
+      ? elem.getAttribute(attr).replace(/^(?:browsergym_id_[^\s]*\s)+/, "") : "";
     elem.setAttribute(attr, `browsergym_id_${bid} ${old}`);
   };
   const seen = new Set(), hidden = [], inputs = {}, visibility = {}, observed = [];
@@ -630,10 +633,16 @@ async def page_axtree(page, cdp, outside: Callable[[str], bool] | None = None) -
     A frame whose document is Chromium's error page for a URL `outside` says the sandbox
     stopped ("This page has been blocked by Chromium") is not the site's content: its
     tree is left out and its Iframe node says `blocked='<origin>'` (docs/web.md). So is
-    one Chromium itself refused to load (`file:`, `chrome:`, `view-source:`: `_refused_src`)."""
+    one Chromium itself refused to load (`file:`, `chrome:`, `view-source:`: `_refused_src`).
+
+    A child frame the page removes while it is read (a rotating ad: CDP no longer knows
+    its id) is left out, as its node may be, and the tree says so: `detached` is True
+    (the observation's `frames_detached`). The rest of the page is read."""
+    from playwright.async_api import Error as PlaywrightError
+
     tree = await cdp.send("Page.getFrameTree")
     root = tree["frameTree"]["frame"]["id"]
-    frame_ids, todo, blocked = [], [tree["frameTree"]], {}
+    frame_ids, todo, blocked, gone = [], [tree["frameTree"]], {}, set()
     while todo:
         f = todo.pop()
         todo.extend(f.get("childFrames", []))
@@ -645,17 +654,29 @@ async def page_axtree(page, cdp, outside: Callable[[str], bool] | None = None) -
         if lost and outside is not None and outside(lost):
             blocked[fid] = _origin_of(lost)
         elif _unloaded(f["frame"]):
-            src = await _refused_src(cdp, fid)
+            try:
+                src = await _refused_src(cdp, fid)
+            except PlaywrightError as exc:  # a frame removed since the frame tree was read
+                if not _gone(exc):
+                    raise
+                gone.add(fid)
+                continue
             if src:
                 blocked[fid] = _origin_of(src)
     frames = {}
     for fid in frame_ids:
-        if fid in blocked:
+        if fid in blocked or fid in gone:
             continue
         # the root frame's tree asked without frameId: the same nodes, 15-25% faster on a
         # 3,000-node page (tests/sandboxes/test_web.py checks they are the same)
         params = {"frameId": fid} if fid != frame_ids[0] else None
-        frames[fid] = await cdp.send("Accessibility.getFullAXTree", params)
+        try:
+            frames[fid] = await cdp.send("Accessibility.getFullAXTree", params)
+        except PlaywrightError as exc:
+            if fid == root or not _gone(exc):
+                raise
+            gone.add(fid)  # removed while read: CDP knows no such frame now
+            continue
         strip_marks(frames[fid])
     merged: dict[str, Any] = {"nodes": []}
     for ax in frames.values():
@@ -663,14 +684,30 @@ async def page_axtree(page, cdp, outside: Callable[[str], bool] | None = None) -
         for node in ax["nodes"]:
             if node["role"]["value"] != "Iframe" or "backendDOMNodeId" not in node:
                 continue
-            d = await cdp.send("DOM.describeNode", {"backendNodeId": node["backendDOMNodeId"]})
+            try:
+                d = await cdp.send("DOM.describeNode", {"backendNodeId": node["backendDOMNodeId"]})  # fmt: skip
+            except PlaywrightError as exc:  # its element removed since its tree was read
+                if not _gone(exc):
+                    raise
+                gone.add(node["backendDOMNodeId"])
+                continue
             fid = d.get("node", {}).get("frameId")
             if fid in blocked:
                 prop = {"name": "blocked", "value": {"type": "string", "value": blocked[fid]}}
                 node.setdefault("properties", []).append(prop)
             elif fid in frames and frames[fid]["nodes"]:
                 node.setdefault("childIds", []).append(frames[fid]["nodes"][0]["nodeId"])
+    merged["detached"] = bool(gone)
     return merged
+
+
+GONE_ERRORS = ("not found", "No node", "No frame", "detached")
+"""What CDP answers about a frame or node the page removed since it was listed ("Frame
+with the given frameId is not found.", "No node with given id found")."""
+
+
+def _gone(exc: Exception) -> bool:
+    return any(s in str(exc) for s in GONE_ERRORS)
 
 
 def _unloaded(frame: dict[str, Any]) -> bool:
@@ -704,8 +741,11 @@ async def mark_frames(page, with_visibility: bool, walk_over: int = 0) -> dict[s
     `walk`: the main document has more than `walk_over` elements, so only its elements got
     bids (no ARIA carriers, no frames): `walk_tree` reads it.
     """
+    from playwright.async_api import Error as PlaywrightError
+
     out: dict[str, Any] = {
-        "hidden": set(), "inputs": {}, "visibility": {}, "frames": {}, "walk": False
+        "hidden": set(), "inputs": {}, "visibility": {}, "frames": {}, "walk": False,
+        "detached": False,
     }  # fmt: skip
 
     async def mark(frame, prefix: str) -> None:
@@ -720,15 +760,26 @@ async def mark_frames(page, with_visibility: bool, walk_over: int = 0) -> dict[s
         for child in frame.child_frames:
             if child.is_detached():
                 continue
-            elem = await child.frame_element()
-            sandbox, bid = await elem.evaluate(FRAME_JS, BID_ATTR)
-            if sandbox is not None and "allow-scripts" not in sandbox.split():
-                continue
-            if bid:
-                await mark(child, bid)
+            try:
+                elem = await child.frame_element()
+                sandbox, bid = await elem.evaluate(FRAME_JS, BID_ATTR)
+                if sandbox is not None and "allow-scripts" not in sandbox.split():
+                    continue
+                if bid:
+                    await mark(child, bid)
+            except PlaywrightError as exc:
+                if not detached(child, exc):
+                    raise
+                out["detached"] = True  # removed while read (a rotating ad): left out
 
     await mark(page.main_frame, "")
     return out
+
+
+def detached(frame, exc: Exception) -> bool:
+    """Whether a Playwright error reading a child frame is the frame's removal from its
+    page while it was read ("Frame was detached", "Frame has been detached")."""
+    return frame.is_detached() or "detached" in str(exc)
 
 
 async def unmark_frames(page, frames: dict[str, Any], carriers: bool = True) -> dict[str, Any]:
@@ -737,10 +788,17 @@ async def unmark_frames(page, frames: dict[str, Any], carriers: bool = True) -> 
 
     Returns the main document's HTTP status and the focused element's bid, followed
     into frames (BrowserGym's extract_focused_element_bid)."""
+    from playwright.async_api import Error as PlaywrightError
+
     found = {}
     for prefix, frame in frames.items():
-        if not frame.is_detached():
+        if frame.is_detached():
+            continue  # its document went with it, our marks too
+        try:
             found[prefix] = await frame.evaluate(UNMARK_JS, [BID_ATTR, carriers])
+        except PlaywrightError as exc:
+            if prefix == "" or not detached(frame, exc):
+                raise
     main = found.get("", {"focused": "", "status": None})
     focused = main["focused"]
     while focused in found and found[focused]["focused"]:

@@ -39,15 +39,68 @@ def cut_shown(text: str, limit: int = SHOWN_MAX) -> tuple[str, bool]:
     return text[: limit - 1] + "…", True
 
 
-def origin_of(url: str) -> str:
-    """`scheme://host[:port]` of an http(s) URL (ValueError otherwise)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {url!r}")
-    return f"{parts.scheme}://{parts.netloc.lower()}"
+DIALOGS_SHOWN_MAX = 4000
+"""Characters of the `## Dialog` section one observation shows (each dialog's message, and
+a background tab's URL, cut at SHOWN_MAX too): a page that opens an alert from a 5 ms
+timer opened hundreds during one observation, and showed them all (243,715 characters
+under `max_chars: 5000`, not marked truncated). The first dialog is always shown; the
+rest are counted (`dialogs_not_shown`) and the observation is marked truncated."""
+DIALOGS_KEPT = 100
+"""Dialogs the sandbox keeps between two observations; later ones are only counted."""
+
+
+def shown_dialogs(
+    dialogs: list[dict[str, Any]], more: int, active: int
+) -> tuple[list[str], list[dict[str, Any]], int, bool]:
+    """The `## Dialog` lines of `dialogs` ({type, message, tab, url}: `tab` the index of
+    the tab that opened it, None when it closed since), the state's entries for those
+    shown, how many were not shown (`more` beyond those given too) and whether anything
+    was cut. A dialog of the active tab reads `alert: Hello`, its entry {type, message}
+    as before; of another tab, `alert from tab 0 (http://...): Hello`, of a tab closed
+    since, `alert from a closed tab (...)`, their entries with the `tab` and `url`."""
+    lines: list[str] = []
+    entries: list[dict[str, Any]] = []
+    size, cut_any = 0, False
+    for d in dialogs:
+        (message, cut), (url, cut_url) = cut_shown(d["message"]), cut_shown(d["url"])
+        if d["tab"] == active:
+            where = ""
+        elif d["tab"] is None:
+            where = f" from a closed tab ({url})"
+        else:
+            where = f" from tab {d['tab']} ({url})"
+        line = f"{d['type']}{where}: {message}"
+        if lines and size + len(line) + 1 > DIALOGS_SHOWN_MAX:
+            break
+        size += len(line) + 1
+        lines.append(line)
+        entry = {"type": d["type"], "message": message}
+        entries.append(entry | {"tab": d["tab"], "url": url} if where else entry)
+        cut_any = cut_any or cut or (cut_url and bool(where))
+    hidden = len(dialogs) - len(entries) + more
+    if hidden:
+        lines.append(f"({hidden} more dialog{'s' * (hidden > 1)} not shown)")
+    return lines, entries, hidden, cut_any or bool(hidden)
 
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> str:
+    """The origin of an http(s) URL as Chromium writes it (ValueError for any other URL):
+    `scheme://host[:port]`, the host in lower case (an IPv6 one in brackets), no user
+    info, and the port only when it is not the scheme's default. Every comparison of
+    origins (a start page, `allowed_origins`, a `goto`, the route handler's pattern)
+    goes through it: `http://127.0.0.1:80` kept its `:80`, which Chromium drops from
+    every URL it requests, so the start page itself was "outside the allowed origins"."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    host = parts.hostname
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port  # ValueError for one that is no port
+    shown = "" if port in (None, DEFAULT_PORTS[parts.scheme]) else f":{port}"
+    return f"{parts.scheme}://{host}{shown}"
 
 
 def proxy_bypass(origins: tuple[str, ...] | list[str]) -> str:
@@ -96,6 +149,22 @@ ACTION_SPACE = [
           {"ms": {"type": "number", "minimum": 0, "maximum": 10000}}),
 ]  # fmt: skip
 TOOLS = {t.name: t for t in ACTION_SPACE}
+
+
+def integral_ints(schema: dict[str, Any], arguments: Any) -> Any:
+    """`arguments` with each integral float given to an `integer` property (`0.0`, `1e0`)
+    made the int it is: JSON Schema's integer accepts it (a JSON number with no fraction
+    is an integer), so the check passed and the action raised (a list indexed by 0.0
+    failed the attempt with TypeError). A float with a fraction stays, for the check to
+    refuse. Anything but an object of arguments is returned as it is."""
+    if not isinstance(arguments, dict):
+        return arguments
+    props = schema.get("properties", {})
+    out = dict(arguments)
+    for name, value in arguments.items():
+        if isinstance(value, float) and value.is_integer() and props.get(name, {}).get("type") == "integer":  # fmt: skip
+            out[name] = int(value)
+    return out
 
 
 class ActionError(Exception):
