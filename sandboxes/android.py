@@ -56,7 +56,14 @@ from .android_view import (
     nodes,
     render,
 )
-from .base import SandboxConfigError, SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .base import (
+    SandboxConfigError,
+    SandboxError,
+    TaskSpec,
+    ToolSpec,
+    Unpicklable,
+    integral_ints,
+)
 
 
 @configclass
@@ -448,6 +455,7 @@ class AndroidSandbox(Unpicklable):
             args = json.loads(action.arguments_json or "{}")
         except json.JSONDecodeError as exc:
             return self._answer(f"arguments are not JSON: {exc}")
+        args = integral_ints(tool.input_schema, args)  # `node: 3.0` is 3
         problem = tool.check(args)
         if problem:
             return self._answer(problem)

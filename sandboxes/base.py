@@ -113,6 +113,22 @@ class ToolSpec:
         return check_arguments(self.input_schema, arguments, self.name)
 
 
+def integral_ints(schema: Mapping[str, Any], arguments: Any) -> Any:
+    """`arguments` with each integral float given to an `integer` property (`0.0`, `1e0`)
+    made the int it is: JSON Schema's integer accepts it (a JSON number with no fraction
+    is an integer), so the check passed and the action raised (a list indexed by 0.0
+    failed the attempt with TypeError). A float with a fraction stays, for the check to
+    refuse. Anything but an object of arguments is returned as it is."""
+    if not isinstance(arguments, dict):
+        return arguments
+    props = schema.get("properties", {})
+    out = dict(arguments)
+    for name, value in arguments.items():
+        if isinstance(value, float) and value.is_integer() and props.get(name, {}).get("type") == "integer":  # fmt: skip
+            out[name] = int(value)
+    return out
+
+
 def check_arguments(schema: Mapping[str, Any], arguments: Any, tool: str = "") -> str | None:
     import jsonschema
 

@@ -51,7 +51,14 @@ from pydantic import AfterValidator, Field
 from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
-from .base import SandboxConfigError, SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .base import (
+    SandboxConfigError,
+    SandboxError,
+    TaskSpec,
+    ToolSpec,
+    Unpicklable,
+    integral_ints,
+)
 from .condition_kinds import human, within
 from .conditions import Condition, Plan, Session, Where
 from .docker import FORBIDDEN_HOST_PATHS, DockerConfig, shared_pool
@@ -495,6 +502,7 @@ class SWESandbox(Unpicklable):
             return Observation(
                 f"error: unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})", is_error=True
             )
+        args = integral_ints(TOOLS[name].input_schema, args)  # `start: 10.0` is 10
         problem = TOOLS[name].check(args) or _nul_problem(name, args)
         if problem:  # the tool's own usage error, as a CLI would print it
             return Observation(f"error: {problem}", is_error=True)

@@ -49,7 +49,14 @@ from worldtrace.schemas import Action, Observation
 from worldtrace.schemas.parsing import configclass
 
 from .aio import AsyncTimeout
-from .base import SandboxConfigError, SandboxError, TaskSpec, ToolSpec, Unpicklable
+from .base import (
+    SandboxConfigError,
+    SandboxError,
+    TaskSpec,
+    ToolSpec,
+    Unpicklable,
+    integral_ints,
+)
 from .web_axtree import (
     BID_ATTR,
     TreeOptions,
@@ -69,7 +76,6 @@ from .web_spec import (
     as_shown,
     classify,
     cut_shown,
-    integral_ints,
     load_error,
     origin_of,
     playwright_error,

@@ -151,22 +151,6 @@ ACTION_SPACE = [
 TOOLS = {t.name: t for t in ACTION_SPACE}
 
 
-def integral_ints(schema: dict[str, Any], arguments: Any) -> Any:
-    """`arguments` with each integral float given to an `integer` property (`0.0`, `1e0`)
-    made the int it is: JSON Schema's integer accepts it (a JSON number with no fraction
-    is an integer), so the check passed and the action raised (a list indexed by 0.0
-    failed the attempt with TypeError). A float with a fraction stays, for the check to
-    refuse. Anything but an object of arguments is returned as it is."""
-    if not isinstance(arguments, dict):
-        return arguments
-    props = schema.get("properties", {})
-    out = dict(arguments)
-    for name, value in arguments.items():
-        if isinstance(value, float) and value.is_integer() and props.get(name, {}).get("type") == "integer":  # fmt: skip
-            out[name] = int(value)
-    return out
-
-
 class ActionError(Exception):
     """The environment refused the action (bad bid, hidden element): an observation."""
 

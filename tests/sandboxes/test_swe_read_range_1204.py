@@ -22,3 +22,13 @@ def test_a_read_of_a_range_that_holds_no_line_is_an_error(swe):  # noqa: F811
     assert (o.text, o.is_error) == ("     2\tb\n     3\tc", False)
     swe.step(tool("bash", command=": > empty.txt"))
     assert swe.step(tool("read", path="empty.txt")).text == ""  # an empty file: nothing
+
+
+def test_an_integral_float_line_number_is_the_integer(swe):  # noqa: F811
+    """A model's `start: 2.0` passed the JSON Schema (an integer) and sliced a list with a
+    float: the attempt failed with our TypeError (web's `tab_focus` alike, hunt 12-06s)."""
+    swe.step(tool("bash", command="printf 'a\\nb\\nc\\n' > three.txt"))
+    o = swe.step(tool("read", path="three.txt", start=2.0, end=3.0))
+    assert (o.text, o.is_error) == ("     2\tb\n     3\tc", False)
+    o = swe.step(tool("read", path="three.txt", start=1.5))
+    assert o.is_error and "1.5 is not of type 'integer'" in o.text

@@ -212,7 +212,7 @@ def test_a_noop_in_a_tab_closed_since_the_last_step_is_no_error(make, site):
 
 
 def test_integral_floats_are_the_integers_an_integer_argument_takes():
-    from worldtrace.sandboxes.web_spec import integral_ints
+    from worldtrace.sandboxes.base import integral_ints
 
     schema = TOOLS["tab_focus"].input_schema
     assert integral_ints(schema, {"index": 0.0}) == {"index": 0}
