@@ -46,7 +46,12 @@ NAMES = {
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> Path:
     """Eight trajectories over two domains, exported in every format and a split."""
-    root = tmp_path_factory.mktemp("hunt1204")
+    return make_exports(tmp_path_factory.mktemp("hunt1204"), NAMES, "h")
+
+
+def make_exports(root: Path, names: dict[str, dict], prefix: str) -> Path:
+    """Eight trajectories over two domains (ids `PREFIX-00`...), exported once for each
+    of `names` (its export options) under `root/out`."""
     records = [
         Trajectory(
             "terminal" if k % 2 else "swe",
@@ -54,7 +59,7 @@ def exports(tmp_path_factory) -> Path:
                 Turn(i, Action("text", f"run {i}"), Observation(f"out {k} {i} " * (k + 2)))
                 for i in range(3)
             ],
-            trajectory_id=f"h-{k:02d}",
+            trajectory_id=f"{prefix}-{k:02d}",
         )
         for k in range(8)
     ]
@@ -63,7 +68,7 @@ def exports(tmp_path_factory) -> Path:
             turn.category, turn.keep = "expansion", 1.0
     with ShardWriter(root / "in") as w:
         w.write(records)
-    for name, kw in NAMES.items():
+    for name, kw in names.items():
         kw = {"tokenizer": str(default_tokenizer()), **kw}
         export(ExportConfig(input=str(root / "in"), output=str(root / "out" / name), **kw))
     return root / "out"

@@ -26,15 +26,14 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from tokenizers import Tokenizer
-from worldtrace.pipelines.export import ExportConfig, export
 from worldtrace.pipelines.megatron import read_index
 from worldtrace.pipelines.tokens import default_tokenizer
 from worldtrace.pipelines.writers import verify
-from worldtrace.schemas import ShardWriter
 from worldtrace.schemas.hashing import sha256_file
-from worldtrace.schemas.records import Action, Observation, Trajectory, Turn
 
 from worldtrace.cli import cli
+
+from .test_verify_hunt_1204 import make_exports
 
 NAMES = {
     "pq": {},
@@ -55,27 +54,7 @@ SHARD = "train-export-00000.parquet"
 def exports(tmp_path_factory) -> Path:
     """Eight trajectories over two domains, exported in every token format, packed and
     not, and split."""
-    root = tmp_path_factory.mktemp("hunt1206r")
-    records = [
-        Trajectory(
-            "terminal" if k % 2 else "swe",
-            turns=[
-                Turn(i, Action("text", f"run {i}"), Observation(f"out {k} {i} " * (k + 2)))
-                for i in range(3)
-            ],
-            trajectory_id=f"r-{k:02d}",
-        )
-        for k in range(8)
-    ]
-    for t in records:
-        for turn in t.turns:
-            turn.category, turn.keep = "expansion", 1.0
-    with ShardWriter(root / "in") as w:
-        w.write(records)
-    for name, kw in NAMES.items():
-        kw = {"tokenizer": str(default_tokenizer()), **kw}
-        export(ExportConfig(input=str(root / "in"), output=str(root / "out" / name), **kw))
-    return root / "out"
+    return make_exports(tmp_path_factory.mktemp("hunt1206r"), NAMES, "r")
 
 
 def copy(exports: Path, tmp_path: Path, name: str) -> Path:

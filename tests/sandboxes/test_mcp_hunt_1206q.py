@@ -40,9 +40,8 @@ from worldtrace.sandboxes.base import SandboxConfigError, SandboxError, TaskSpec
 from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox
 from worldtrace.schemas.parsing import ConfigError, parse
 
-from ..conftest import VENV_BIN
 from .test_mcp import collect, tool
-from .test_mcp_hunt_1206 import call, wt
+from .test_mcp_hunt_1206 import call, cli_env, wt  # noqa: F401  (cli_env: the fixture)
 
 RAW = r"""
 import json, os, sys, time
@@ -113,17 +112,6 @@ def tmpdir_root(tmp_path, monkeypatch) -> Path:
     """A private temp dir: the episode folders of this test alone."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     return tmp_path / f"worldtrace-mcp-{os.getuid()}"
-
-
-@pytest.fixture
-def cli_env(tmp_path) -> dict[str, str]:
-    """The installed `worldtrace` with a private temp dir (its own episode folders)."""
-    (tmp_path / "tmp").mkdir()
-    env = dict(os.environ)
-    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
-    env["TMPDIR"] = str(tmp_path / "tmp")
-    env.pop("WORLDTRACE_STORE", None)
-    return env
 
 
 def script(tmp_path: Path, name: str, text: str) -> list[str]:
@@ -395,7 +383,7 @@ def test_sandboxes_at_once_listen_apart_and_a_taken_port_is_passed_by(
 
 
 # -- 5. a job's mistakes said once, at the right time -------------------------------------
-def test_a_set_env_name_that_is_no_variable_is_refused_with_the_job(tmp_path, cli_env):
+def test_a_set_env_name_that_is_no_variable_is_refused_with_the_job(tmp_path, cli_env):  # noqa: F811
     with pytest.raises(ConfigError, match=r"set_env: not an environment variable name: 'A=B'"):
         parse(MCPConfig, {"command": ["x"], "set_env": {"A=B": "x", "OK": "y"}})
     # a name a shell would not take, which a process environment holds, still passes
