@@ -24,16 +24,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 from tokenizers import Tokenizer
 from worldtrace.pipelines.megatron import read_index
 from worldtrace.pipelines.tokens import default_tokenizer
 from worldtrace.pipelines.writers import verify
 from worldtrace.schemas.hashing import sha256_file
 
-from worldtrace.cli import cli
-
-from .test_verify_hunt_1204 import make_exports
+from .test_verify_hunt_1204 import make_exports, verified
 
 NAMES = {
     "pq": {},
@@ -83,20 +80,6 @@ def rehash(d: Path, top: Path | None = None) -> None:
         t = manifest(top)
         t["parts"][d.name]["manifest_sha256"] = sha256_file(str(d / "manifest.json"))
         write(top, t)
-
-
-def verified(d: Path) -> list[str]:
-    """`export --verify d`: its problem lines, after checking it ended as the docs say
-    (no traceback, each problem then `d: N problem(s)`, exit 1; [] when verified)."""
-    r = CliRunner().invoke(cli, ["export", "--verify", str(d)], obj={})
-    assert r.exception is None or isinstance(r.exception, SystemExit), (r.output, r.exc_info)
-    assert "Traceback" not in r.output and "error:" not in r.output, r.output
-    *problems, last = r.output.splitlines()
-    if not problems:
-        assert (r.exit_code, last) == (0, f"{d}: verified"), r.output
-        return []
-    assert (r.exit_code, last) == (1, f"{d}: {len(problems)} problem(s)"), r.output
-    return problems
 
 
 def edit_rows(shard: Path, edit) -> None:
