@@ -37,6 +37,7 @@ from typing import Any
 
 from worldtrace.sandboxes.base import SandboxError
 from worldtrace.schemas import Observation, Trajectory
+from worldtrace.schemas.store import visible
 from worldtrace.schemas.tempfiles import try_lock, write_bytes_atomic
 
 from .episode import Interrupted, attempt_episode, failure_reason, retriable
@@ -71,12 +72,12 @@ def parse_attempt_name(name: str) -> tuple[str, int]:
 
 
 def _visible(paths: Iterable[Path]) -> list[Path]:
-    """`paths` but hidden names. pathlib's glob matches names that start with a dot, and a
-    writer's temp file (`.tmp-<pid>-<host>-<random>-t-e1-a1.parquet`, made while an
-    attempt is published) is no attempt: read as one, a resume named `.tmp-...-t-e1` an
-    episode the job file does not make and was refused (hunt 1206o). Episode ids never
-    start with a dot (`jobspec.NAME_RE`)."""
-    return sorted(p for p in paths if not p.name.startswith("."))
+    """`paths` but hidden names (`store.visible`). pathlib's glob matches names that start
+    with a dot, and a writer's temp file (`.tmp-<pid>-<host>-<random>-t-e1-a1.parquet`,
+    made while an attempt is published) is no attempt: read as one, a resume named
+    `.tmp-...-t-e1` an episode the job file does not make and was refused (hunt 1206o).
+    Episode ids start with a letter or digit (`jobspec.NAME_RE`)."""
+    return sorted(filter(visible, paths))
 
 
 def attempt_files(out: Path) -> list[Path]:

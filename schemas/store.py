@@ -221,7 +221,9 @@ class ShardWriter:
 
 
 # -- reading -------------------------------------------------------------------
-def _visible(p: Path) -> bool:
+def visible(p: Path) -> bool:
+    """Whether `p`'s name is one a reader takes: not hidden (`.`: a writer's temp file, a
+    journal folder) nor ours (`_`: an index)."""
     return not p.name.startswith((".", "_"))
 
 
@@ -248,8 +250,8 @@ def shard_files(
         for p in path.rglob("*")
         if (p.is_file() or (broken and broken_link(p) is not None))
         and p.name.endswith(suffixes)
-        and _visible(p)
-        and all(_visible(q) for q in p.relative_to(path).parents if str(q) != ".")
+        and visible(p)
+        and all(visible(q) for q in p.relative_to(path).parents if str(q) != ".")
     )
 
 
