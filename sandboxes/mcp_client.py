@@ -399,11 +399,29 @@ class StreamWatch:
     """The read stream ended (stdio: the server's stdout closed)."""
 
 
-class _SentWatch:
-    """The client's write stream, telling `StreamWatch` what requests go out."""
+class _Watched:
+    """An SDK transport stream that `StreamWatch` looks through: everything but what a
+    subclass watches goes to the stream itself."""
 
     def __init__(self, stream, watch: StreamWatch) -> None:
         self._stream, self._watch = stream, watch
+
+    def __getattr__(self, name: str) -> Any:  # `last_context` of the SDK's context streams
+        return getattr(self._stream, name)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self):
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._stream.__aexit__(*exc)
+
+
+class _SentWatch(_Watched):
+    """The client's write stream, telling `StreamWatch` what requests go out."""
 
     async def send(self, item, /) -> None:
         message = getattr(item, "message", None)
@@ -414,25 +432,9 @@ class _SentWatch:
             self._watch.stage.sent(message)
         await self._stream.send(item)
 
-    async def aclose(self) -> None:
-        await self._stream.aclose()
 
-    async def __aenter__(self) -> _SentWatch:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._stream.__aexit__(*exc)
-
-
-class _ReadWatch:
+class _ReadWatch(_Watched):
     """The client's read stream, telling `StreamWatch` when it ends and what the probe got."""
-
-    def __init__(self, stream, watch: StreamWatch) -> None:
-        self._stream, self._watch = stream, watch
-
-    def __getattr__(self, name: str) -> Any:  # `last_context` of the SDK's context streams
-        return getattr(self._stream, name)
 
     async def receive(self):
         import anyio
@@ -456,16 +458,6 @@ class _ReadWatch:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> _ReadWatch:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._stream.__aexit__(*exc)
 
 
 @contextlib.asynccontextmanager
