@@ -28,6 +28,7 @@ from worldtrace.schemas.actions import tool_call
 from worldtrace.schemas.parsing import configclass
 
 from .base import Explorer
+from .web_spec import origin_of
 
 LINE_RE = re.compile(r"^(\t*)\[(\w+)\] (\S+) ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(.*)$")
 URL_RE = re.compile(r"url=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
@@ -220,5 +221,8 @@ class WebExplorer(Explorer):
 
 
 def _origin(url: str) -> str:
-    m = re.match(r"^(https?://[^/?#]+)", url)
-    return m.group(1).lower() if m else ""
+    """`web_spec.origin_of`, "" for a URL that is not http(s) (`about:blank`, `data:`)."""
+    try:
+        return origin_of(url)
+    except ValueError:
+        return ""
