@@ -31,7 +31,6 @@ import socket
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +39,7 @@ from worldtrace.sandboxes.base import SandboxConfigError, SandboxError, TaskSpec
 from worldtrace.sandboxes.mcp import MCPConfig, MCPSandbox
 from worldtrace.schemas.parsing import ConfigError, parse
 
+from ..conftest import wait_until
 from .test_mcp import collect, tool
 from .test_mcp_hunt_1206 import call, cli_env, wt  # noqa: F401  (cli_env: the fixture)
 
@@ -120,18 +120,18 @@ def script(tmp_path: Path, name: str, text: str) -> list[str]:
     return [sys.executable, str(path)]
 
 
+def exited(pid: int) -> bool:
+    """Whether process `pid` has exited (a zombie counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return stat.rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+
+
 def gone(pid: int, timeout: float = 5.0) -> None:
-    """Until process `pid` has exited (a zombie counts as gone)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
-        except OSError:
-            return
-        if stat.rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} still runs")
+    """Until process `pid` has exited."""
+    wait_until(lambda: exited(pid), timeout, f"process {pid} to exit")
 
 
 def state(observation) -> dict:
@@ -201,7 +201,8 @@ def test_a_kept_http_server_we_started_that_exited_is_replaced(tmpdir_root):
         first = box._conn.process.pid
         os.killpg(first, signal.SIGKILL)  # it runs in a process group of its own
         gone(first)
-        time.sleep(0.2)  # its exit is reaped on the sandbox's loop
+        # its exit is reaped on the sandbox's loop: the code the reset reads
+        wait_until(lambda: box._conn.process.returncode is not None, 5, "the exit reaped")
         box.reset(TaskSpec("second"))
         assert box.describe()["config"]["kept_server_died"].startswith(
             "the server exited with code -9"
@@ -225,9 +226,7 @@ def test_a_kept_server_found_dead_by_the_next_call_is_quoted_from_its_last_call(
         pid = int(call(box, "pid").text)
         assert call(box, "fade").text == "fading"
         log = next(tmpdir_root.glob("*/server.log"))
-        deadline = time.monotonic() + 5
-        while "going away" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: "going away" in log.read_text(), 5, "its last words")
         box.reset(TaskSpec("second"))  # it still runs: kept
         gone(pid)
         with pytest.raises(SandboxError) as failed:
