@@ -310,7 +310,7 @@ class SQLJobStore:
     def attempt_state(self, job_id: str, episode_id: str, attempt: int) -> dict | None:
         with self._tx(write=False) as tx:
             return tx.one(
-                "SELECT status, lost, trajectory_id, worker FROM episodes WHERE job_id = ? AND episode_id = ? AND attempt = ?",
+                "SELECT status, lost, trajectory_id, worker, error FROM episodes WHERE job_id = ? AND episode_id = ? AND attempt = ?",
                 job_id, episode_id, attempt,
             )  # fmt: skip
 

@@ -510,7 +510,7 @@ class Worker:
             if state is None or state["status"] not in FINAL or state["worker"] in live:
                 continue  # a `collect` run's journal, or an attempt whose owner lives
             try:
-                kept = state["lost"] and self._journal_kept(job_id, episode_id, attempt)
+                kept = state["lost"] and self._journal_kept(state)
                 if not kept and (state["lost"] or not state["trajectory_id"]):
                     path.unlink(missing_ok=True)
                     continue
@@ -527,17 +527,13 @@ class Worker:
                 "recovered", job_id=job_id, episode_id=episode_id, attempt=attempt, already=already
             )
 
-    def _journal_kept(self, job_id: str, episode_id: str, attempt: int) -> bool:
-        """Whether the lost attempt ended by a journal line its worker could not write
-        (`_unwritten`): its journal is published as it stands, not discarded."""
-        job = self.store.job(job_id)
-        rows = job["episode_rows"] if job and job["job_id"] == job_id else []
-        return any(
-            (r["episode_id"], r["attempt"]) == (episode_id, attempt)
-            and (r["error"] or "").startswith(LOST_PREFIX)
-            and (r["error"] or "").endswith(JOURNAL_KEPT)
-            for r in rows
-        )
+    @staticmethod
+    def _journal_kept(state: dict) -> bool:
+        """Whether the lost attempt (`attempt_state`) ended by a journal line its worker
+        could not write (`_unwritten`): its journal is published as it stands, not
+        discarded."""
+        error = state.get("error") or ""
+        return error.startswith(LOST_PREFIX) and error.endswith(JOURNAL_KEPT)
 
     def _set_aside(self, path: Path, exc: JournalError) -> None:
         """An unreadable journal of an ended attempt: renamed `<name>.bad` (never deleted:
