@@ -413,10 +413,7 @@ def lookup(con: duckdb.DuckDBPyConnection, tid: str) -> tuple[str, list[tuple[An
     id comes from many files), else `prefix` (every id or raw id that starts with it).
     A whole id is never read as a prefix: the ids sources give are short and often hex
     (`c1`, `42`), and would name every trajectory whose hash starts with them."""
-    cols = (
-        "trajectory_id, origin_path, origin_index, domain, origin_format, origin_id, job_id, "
-        "source.episode_id"
-    )
+    cols = CANDIDATE_COLUMNS
     for how, where in (
         ("id", "trajectory_id = $p"),
         ("origin", "origin_id = $p"),
@@ -444,11 +441,8 @@ def _dropped_namesakes(con: duckdb.DuckDBPyConnection, origin_id: str) -> list[d
     `process` run read: near duplicates and records the filters dropped, other contents
     than the kept ones of that id (an edited record imported again beside the old one).
     `explain ORIGIN_ID` explained the kept one alone and said nothing of them (12-06)."""
-    cols = ", ".join(
-        f"r.{k}" if k != "episode_id" else "r.source.episode_id" for k in CANDIDATE_KEYS
-    )
     rows = con.execute(
-        f"SELECT DISTINCT {cols} FROM raw_trajectories r WHERE r.origin_id = $p "
+        f"SELECT DISTINCT {CANDIDATE_COLUMNS} FROM raw_trajectories r WHERE r.origin_id = $p "
         "AND r.trajectory_id NOT IN (SELECT trajectory_id FROM trajectories WHERE origin_id = $p "
         "UNION ALL SELECT map_extract(metadata, 'raw_trajectory_id')[1] FROM trajectories "
         "WHERE origin_id = $p AND map_extract(metadata, 'raw_trajectory_id')[1] IS NOT NULL) "
@@ -462,7 +456,7 @@ def _dropped_namesakes(con: duckdb.DuckDBPyConnection, origin_id: str) -> list[d
 def _unprocessed(con: duckdb.DuckDBPyConnection, tid: str) -> list[dict[str, Any]]:
     """The raw trajectories `tid` names (`CANDIDATE_KEYS`), as `lookup` names processed
     ones: its id, else its origin id, else the ids that start with it."""
-    cols = ", ".join("source.episode_id" if k == "episode_id" else k for k in CANDIDATE_KEYS)
+    cols = CANDIDATE_COLUMNS
     for where in ("trajectory_id = $p", "origin_id = $p", "starts_with(trajectory_id, $p)"):
         rows = con.execute(
             f"SELECT DISTINCT {cols} FROM raw_trajectories WHERE {where} ORDER BY ALL",
@@ -497,6 +491,10 @@ def _loads(text: str | None) -> Any:
 
 CANDIDATE_KEYS = ("trajectory_id", "origin_path", "origin_index", "domain", "origin_format",
                   "origin_id", "job_id", "episode_id")  # fmt: skip
+CANDIDATE_COLUMNS = ", ".join(
+    "source.episode_id" if k == "episode_id" else k for k in CANDIDATE_KEYS
+)
+"""`CANDIDATE_KEYS` as a trajectory view's columns (the episode id is in `source`)."""
 
 
 def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict[str, Any]:
