@@ -195,11 +195,8 @@ class Worker:
         with self._lock:
             held = [claim for claim, _ in self._held.values()]
         for c in held:
-            lease = Lease(
-                c.job_id, c.episode_id, c.attempt, c.token, self.name, False, None, None, None
-            )
             try:
-                if self.store.expire(lease, ABANDONED, only_if_expired=False):
+                if self.store.expire(self._lease(c), ABANDONED, only_if_expired=False):
                     journal_path(self.raw_dir, c.job_id, c.episode_id, c.attempt).unlink(
                         missing_ok=True
                     )
@@ -389,10 +386,6 @@ class Worker:
         with self._ending:
             if self._abandoned:  # the process exits at once: `_abandon` ended the attempt
                 return
-            lease = Lease(
-                claim.job_id, claim.episode_id, claim.attempt, claim.token, self.name,
-                False, None, None, None,
-            )  # fmt: skip
             # a journal whose first line found no room holds nothing: no file is kept
             try:
                 empty = journal.stat().st_size == 0
@@ -401,7 +394,7 @@ class Worker:
             kept = EMPTY_JOURNAL if empty else JOURNAL_KEPT
             try:
                 ended = claim.token not in self._lost and self.store.expire(
-                    lease, f"{exc}; {kept}", only_if_expired=False
+                    self._lease(claim), f"{exc}; {kept}", only_if_expired=False
                 )
             except Exception as err:  # the store does not answer: our lease will lapse
                 then = (
@@ -496,6 +489,13 @@ class Worker:
         ):
             return f"process {lease.pid} of {lease.worker} on {lease.host} is gone"
         return None
+
+    def _lease(self, claim: Claim) -> Lease:
+        """This worker's lease of `claim`, as `JobStore.expire` ends it before it lapses."""
+        return Lease(
+            claim.job_id, claim.episode_id, claim.attempt, claim.token, self.name,
+            False, None, None, None,
+        )  # fmt: skip
 
     def _sweep_journals(self, live: set[str]) -> None:
         """Journals whose attempt ended while its worker is gone: publish them (a crash
