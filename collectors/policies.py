@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Protocol
 
 from pydantic import Field
+from worldtrace.pipelines.filters import declared_tools
 from worldtrace.sandboxes.base import TaskSpec, ToolSpec
 from worldtrace.schemas import Action, Observation, Trajectory, Turn
 from worldtrace.schemas.actions import json_type
@@ -261,7 +262,7 @@ def replay_mismatch(
     action holding a redacted secret is refused: the replay typed `<secret:env_value>`
     into the page and recorded it as success (12-06)."""
     tid = trajectory.trajectory_id
-    recorded = _tool_names(trajectory.system.action_space if trajectory.system else None)
+    recorded = declared_tools(trajectory.system.action_space if trajectory.system else None)
     if trajectory.domain != domain:
         return (
             f"{tid} was recorded in domain {trajectory.domain}; this job (sandbox kind "
@@ -291,18 +292,6 @@ def replay_mismatch(
                 f"(tools: {', '.join(sorted(tools))})"
             )
     return None
-
-
-def _tool_names(action_space: str | None) -> set[str] | None:
-    """The tool names of a recorded action space (JSON list), None if it has none."""
-    try:
-        tools = json.loads(action_space) if action_space else None
-    except ValueError:
-        return None
-    names = [t.get("name") if isinstance(t, dict) else None for t in tools or ()]
-    if not isinstance(tools, list) or not all(isinstance(n, str) for n in names):
-        return None  # a shape an importer kept as it was: not known, so the check stays
-    return set(names)
 
 
 ARGS_SAID = 200
