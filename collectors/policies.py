@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Protocol
 
 from pydantic import Field
-from worldtrace.pipelines.filters import declared_tools
 from worldtrace.sandboxes.base import TaskSpec, ToolSpec
 from worldtrace.schemas import Action, Observation, Trajectory, Turn
-from worldtrace.schemas.actions import json_type
+from worldtrace.schemas.actions import declared_tools, json_type
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.plugins import entries, load_ref
 from worldtrace.schemas.redact import redactor

@@ -7,13 +7,13 @@ writes every removal to `rejects`.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.actions import declared_tools
 from worldtrace.schemas.pages import shows_captcha
 
 from .stats import words
@@ -190,28 +190,6 @@ def drop_gui_no_change(turns: list[Turn]) -> tuple[list[Turn], Removed]:
             kept.append(t)
         before = after
     return kept, removed
-
-
-@functools.lru_cache(maxsize=256)
-def declared_tools(action_space: str | None) -> frozenset[str] | None:
-    """Tool names of the action space; None when none is declared (nothing to check).
-    Remembered: a source's trajectories share one action space, often kilobytes of
-    tool schemas, which every record parsed again."""
-    if not action_space:
-        return None
-    try:
-        space = json.loads(action_space)
-    except json.JSONDecodeError:
-        return None
-    names = set()
-    for item in space if isinstance(space, list) else []:
-        if isinstance(item, dict):
-            fn = item.get("function") if isinstance(item.get("function"), dict) else item
-            if isinstance(fn.get("name"), str):
-                names.add(fn["name"])
-        elif isinstance(item, str):
-            names.add(item)
-    return frozenset(names) or None
 
 
 def undeclared_tool(record: dict[str, Any]) -> str | None:

@@ -7,6 +7,7 @@ render a tool call the same way: `name(<sorted JSON arguments>)`.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import re
@@ -186,3 +187,25 @@ def arguments_of(action: Action) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"arguments of {action.name} are not a JSON object")
     return value
+
+
+@functools.lru_cache(maxsize=256)
+def declared_tools(action_space: str | None) -> frozenset[str] | None:
+    """Tool names of the action space; None when none is declared (nothing to check).
+    Remembered: a source's trajectories share one action space, often kilobytes of
+    tool schemas, which every record parsed again."""
+    if not action_space:
+        return None
+    try:
+        space = json.loads(action_space)
+    except json.JSONDecodeError:
+        return None
+    names = set()
+    for item in space if isinstance(space, list) else []:
+        if isinstance(item, dict):
+            fn = item.get("function") if isinstance(item.get("function"), dict) else item
+            if isinstance(fn.get("name"), str):
+                names.add(fn["name"])
+        elif isinstance(item, str):
+            names.add(item)
+    return frozenset(names) or None
