@@ -26,6 +26,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import sys
@@ -331,12 +332,28 @@ def test_a_start_the_unanswered_probe_delayed_is_warned_about_once(
 # -- 4. the proxy variables a tool prints repeat ------------------------------------------
 @pytest.fixture
 def egress_base(monkeypatch) -> int:
-    """A base port free now (tests run side by side: 20000 may be another's)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        base = s.getsockname()[1]
+    """A base with its next ports free now, below the kernel's ephemeral range.
+
+    Tests run side by side: 20000 may be another's, and a base the kernel handed out
+    (CI, 2026-12-06) had its neighbour taken a moment later by some test's connection.
+    """
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for base in random.Random().sample(range(10000, low - 8), 200):
+        if all(_free(base + i) for i in range(4)):
+            break
+    else:
+        pytest.fail(f"no four free ports in a row below {low}")
     monkeypatch.setattr(mcp_module, "EGRESS_PORT_BASE", base, raising=False)
     return base
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def get_env() -> str:
