@@ -8,6 +8,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+import ada_url
 from worldtrace.schemas.pages import shows_captcha
 
 from .base import ToolSpec
@@ -88,19 +89,21 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 def origin_of(url: str) -> str:
     """The origin of an http(s) URL as Chromium writes it (ValueError for any other URL):
-    `scheme://host[:port]`, the host in lower case (an IPv6 one in brackets), no user
-    info, and the port only when it is not the scheme's default. Every comparison of
-    origins (a start page, `allowed_origins`, a `goto`, the route handler's pattern)
-    goes through it: `http://127.0.0.1:80` kept its `:80`, which Chromium drops from
-    every URL it requests, so the start page itself was "outside the allowed origins"."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    `scheme://host[:port]`, no user info, the port only when it is not the scheme's
+    default, the host as the WHATWG URL standard writes it (ada, the parser Node.js
+    uses): lower case, IDN as punycode (`bücher.example` is `xn--bcher-kva.example`),
+    `127.1`, `0x7f.0.0.1` and `2130706433` as `127.0.0.1`, escapes decoded. Every
+    comparison of origins (a start page, `allowed_origins`, a `goto`, the route handler's
+    pattern) goes through it: an origin written otherwise never matched the URLs Chromium
+    requests, so the start page itself was "outside the allowed origins". A URL with no
+    authority (`http:///x`, `http:x`) is refused, though a browser would guess a host."""
+    written = urlsplit(url)  # ValueError for a bracket left open
+    if written.scheme.lower() not in DEFAULT_PORTS or not written.netloc:
         raise ValueError(f"not an http(s) URL: {url!r}")
-    host = parts.hostname
-    host = f"[{host}]" if ":" in host else host
-    port = parts.port  # ValueError for one that is no port
-    shown = "" if port in (None, DEFAULT_PORTS[parts.scheme]) else f":{port}"
-    return f"{parts.scheme}://{host}{shown}"
+    try:
+        return ada_url.URL(url).origin
+    except ValueError:  # ada names no reason: a bad host or a port past 65535
+        raise ValueError(f"not an http(s) URL: {url!r}") from None
 
 
 def proxy_bypass(origins: tuple[str, ...] | list[str]) -> str:
