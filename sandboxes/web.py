@@ -518,10 +518,16 @@ class WebSandbox(Unpicklable):
         """Close the tabs Playwright never reports: a popup whose first navigation the
         proxy refused (its 204 keeps it on the initial empty document, and Playwright
         reports a popup once a navigation commits). The navigation was blocked, as one
-        in an open tab is: the tab that was active stays active."""
+        in an open tab is: the tab that was active stays active. A tab closing while its
+        id is asked (its own `window.close()`) is gone, as after the action."""
         known = set()
-        for page in self._ctx.pages:
-            info = await (await self._cdp(page)).send("Target.getTargetInfo")
+        for page in list(self._ctx.pages):
+            try:
+                info = await (await self._cdp(page)).send("Target.getTargetInfo")
+            except Exception as exc:
+                if await self._closed(page, exc):
+                    continue
+                raise
             known.add(info["targetInfo"]["targetId"])
         for t in ours:
             if t["targetId"] not in known and t.get("url", "") in ("", "about:blank"):

@@ -13,13 +13,14 @@ hosts as Chromium does. A loopback server of two pages."""
 from __future__ import annotations
 
 import pytest
+from worldtrace.sandboxes import web
 from worldtrace.sandboxes.web import WebConfig
 from worldtrace.sandboxes.web_spec import origin_of
 from worldtrace.schemas.actions import tool
 from worldtrace.schemas.parsing import parse
 
 from ..conftest import QuietHandler, reply, serving_handler
-from .test_web_origins import start, state
+from .test_web_origins import bid, start, state
 
 H = "<html><head><title>{}</title></head><body>{}</body></html>"
 PAGES = {
@@ -66,3 +67,51 @@ def test_a_start_page_and_a_goto_on_a_numeric_spelling_of_the_host(make, site):
     obs = sb.step(tool("goto", url=f"http://0x7f.1:{port}/target"))
     assert not obs.is_error and state(obs)["url"] == f"http://127.0.0.1:{port}/target"
     assert "Target page" in obs.text and "blocked" not in state(obs)
+
+
+# -- a tab closing while the sandbox looks for popups that never loaded -------------------
+TWO = H.format(
+    "Two",
+    """<button onclick="window.open('/target')">Open</button>
+<button onclick="window.open('http://127.0.0.1:9/away')">Away</button>""",
+)
+
+
+class ClosingOnLookup:
+    """A tab's CDP session whose tab closes as `_close_unborn` asks for its target id (a
+    popup's own `window.close()` at that instant): the session's answer is CDP's error."""
+
+    def __init__(self, cdp, page):
+        self.cdp, self.page = cdp, page
+
+    async def send(self, method, params=None):
+        if method == "Target.getTargetInfo" and not self.page.is_closed():
+            await self.page.close()
+        return await self.cdp.send(method, params)
+
+
+@pytest.mark.browser
+def test_a_tab_closing_while_unborn_popups_are_looked_for_is_gone(make, site, monkeypatch):
+    """`_close_unborn` asked every tab's target id unguarded: a tab closing at that instant
+    failed the attempt (`Target page, context or browser has been closed`)."""
+    monkeypatch.setitem(PAGES, "/two", TWO)
+    sb = make()
+    obs = start(sb, f"{site}/two")
+    open_, away = bid(obs, "button", "Open"), bid(obs, "button", "Away")
+    obs = sb.step(tool("click", bid=open_))
+    assert [t["url"] for t in state(obs)["tabs"]] == [f"{site}/two", f"{site}/target"]
+    obs = sb.step(tool("tab_focus", index=0))
+    cdp = web.WebSandbox._cdp
+
+    async def closing(self, page):
+        session = await cdp(self, page)
+        return ClosingOnLookup(session, page) if page.url.endswith("/target") else session
+
+    monkeypatch.setattr(web.WebSandbox, "_cdp", closing)
+    obs = sb.step(tool("click", bid=away))
+    s = state(obs)
+    assert (
+        obs.env_failure is None and "navigation to http://127.0.0.1:9/away was blocked" in obs.text
+    )
+    assert [t["url"] for t in s["tabs"]] == [f"{site}/two"] and s["url"] == f"{site}/two"
+    assert s["blocked"] == ["http://127.0.0.1:9/away"]
