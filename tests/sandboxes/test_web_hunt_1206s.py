@@ -304,16 +304,18 @@ def test_a_page_swapping_its_iframe_every_15_ms_is_observed(make, site):
 
 
 @pytest.mark.browser
-def test_a_page_swapping_its_iframe_every_60_ms_is_observed_at_the_cap(make, site):
+def test_a_page_swapping_its_iframe_every_60_ms_is_observed_at_the_cap(make, site, monkeypatch):
     """Its frames' documents answering were taken for the page rendering what it fetched:
     10 s per observation (SETTLE_LOADING_MAX_S); now the cap of a page that keeps
-    changing, 1.0-1.4 s on a shared 2-core machine."""
+    changing, 1.0-1.4 s on a shared 2-core machine (up to 6 s under a load of 10). The
+    loading cap is raised to 20 s for the steps so that the two stay far apart."""
     sb = make(step_timeout=60)
     start(sb, f"{site}/rotator?ms=60")
+    monkeypatch.setattr(web, "SETTLE_LOADING_MAX_S", 20.0)
     for _ in range(2):
         began = time.monotonic()
         obs = sb.step(tool("noop", ms=10))
-        assert time.monotonic() - began < web.SETTLE_LOADING_MAX_S * 0.6
+        assert time.monotonic() - began < web.SETTLE_LOADING_MAX_S / 2
         assert "StaticText 'ads'" in obs.text and state(obs)["still_printing"]
 
 
