@@ -1,6 +1,6 @@
 """Android domain: a device (or the simulator) driven with uiautomator2 through an adb server.
 
-The observation is the view hierarchy from `dump_hierarchy`, compacted to informative
+The observation is the view hierarchy the uiautomator2 server dumps, compacted to informative
 nodes with episode-stable ids (`android_view`), under a header with the app state
 (package, activity, keyboard); `state_json` holds that state. Actions are tool calls:
 `tap`, `long_press`, `swipe`, `type`, `press`, `launch`, `wait`. A reset force-stops and
@@ -15,7 +15,9 @@ from the adb server, a server that stops answering, or a device that restarted u
 the episode (its boot id, read with every step's app state, changed) is infrastructure:
 the step raises and the attempt fails with that reason. After every action the
 hierarchy is dumped until `stable_dumps` consecutive dumps agree (animations settle); a
-turn whose screen, app state and keyboard are unchanged is marked `changed = False`.
+dump without a window is no screen: read again, and one that stays empty, like one that
+is no XML, fails the attempt. A turn whose screen, app state and keyboard are unchanged
+is marked `changed = False`.
 
 One episode at a time on a device: from its first reset until `close()` a sandbox holds
 an exclusive lock on its device (adb server host:port and serial; `android_device.
@@ -37,6 +39,7 @@ import re
 import threading
 import time
 import weakref
+import xml.etree.ElementTree as ET
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationInfo
@@ -54,6 +57,7 @@ from .android_view import (
     app_state,
     env_failure,
     nodes,
+    read_dump,
     render,
 )
 from .base import (
@@ -164,6 +168,14 @@ helpers, not the task's environment, so the initial state does not list them."""
 IME_BIND_TIMEOUT = 5.0
 """Seconds a keyboard broadcast nobody received is sent again: after `ime set` the
 system binds the new input method, which registers its receiver, a moment later."""
+TYPE_CHUNK_BYTES = 2_880
+"""UTF-8 bytes of text one AdbKeyboard broadcast carries: their base64 (3,840 characters)
+and the `am broadcast` command fit in 4,096 bytes, the longest adb service request a
+device before Android 7 takes (adb's MAX_PAYLOAD_V1); the adb server reads a request's
+length as 4 hex digits (at most 65,535 bytes). A longer text goes in several broadcasts:
+AdbKeyboard commits each at the cursor, so they add up to the text."""
+EMPTY_DUMP_PAUSE = 0.1
+"""Seconds between dumps while the hierarchy comes back without a window."""
 BROADCAST_RESULT = re.compile(r'result=(-?\d+)(?:, data="(.*)")?', re.S)
 """`am broadcast`'s last line: `Broadcast completed: result=-1, data="success"`."""
 
@@ -200,6 +212,8 @@ class AndroidSandbox(Unpicklable):
         self._state = AppState(None, None, False)
         self._boot: str | None = None
         """The device's boot id read first this episode ("" unreadable; None: not yet)."""
+        self._started = False
+        """The episode's reset is done: a device lost now is lost mid-episode."""
         self._last: str | None = None
         self._initial = ""
         self._ime_before: tuple[str, bool] | None = None
@@ -238,8 +252,9 @@ class AndroidSandbox(Unpicklable):
             )
         state = states.get(conn.serial)
         if state is None:
+            when = "mid-episode" if self._started else "at reset"
             return SandboxError(
-                f"{what}: device {conn.serial} disappeared from the adb server at {conn.client.address} mid-episode ({reason})"
+                f"{what}: device {conn.serial} disappeared from the adb server at {conn.client.address} {when} ({reason})"
             )
         self._conn = conn  # still attached: later steps may find it back
         if state == "offline":
@@ -273,6 +288,7 @@ class AndroidSandbox(Unpicklable):
     def reset(self, task: TaskSpec, stop: threading.Event | None = None) -> Observation:
         params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
         self._task, self._waited = params, 0.0  # recorded even when the reset fails
+        self._started = False
         if (params.activity or params.clear_data) and not params.app:  # a job file: refused
             raise SandboxConfigError(  # when read; a TaskSpec built in Python: here
                 "the task's activity or clear_data needs its app (without one the episode "
@@ -289,6 +305,7 @@ class AndroidSandbox(Unpicklable):
         self._ids, self._last, self._nodes, self._boot = NodeIds(), None, {}, None
         try:
             self._restore_ime()  # an episode before, on this device without a close
+            self._reclaim_ime()  # an episode before, of a collector that died
             self._recover()
             if params.app:
                 self._start(params)
@@ -306,6 +323,7 @@ class AndroidSandbox(Unpicklable):
             f"Device: {f['model']}, Android {f['android']} (SDK {f['sdk']}), screen {f['screen'][0]}x{f['screen'][1]}\n"
             f"Installed apps (third-party): {third or 'none'}\n\n{obs.text}"
         )
+        self._started = True
         return obs
 
     def _hold(self, address: str, serial: str, stop: threading.Event | None = None) -> None:
@@ -403,24 +421,44 @@ class AndroidSandbox(Unpicklable):
         self._release()  # after our last device call: the next episode has it to itself
 
     # -- observing -----------------------------------------------------------------------
-    def _dump(self) -> str:
-        return self._call("dump hierarchy", self._d.dump_hierarchy, max_depth=self.config.max_depth)
+    def _dump(self) -> tuple[str, ET.Element | None]:
+        """The server's dump and its root (None: no window). Asked directly, not through
+        `Device.dump_hierarchy`, which answers an empty dump with a blank hierarchy of its
+        own after 2 s of retries; a dump that is no XML fails like any device call."""
 
-    def _settled(self) -> str:
-        """Dump until `stable_dumps` consecutive dumps agree, or `settle_timeout` passes."""
+        def dump() -> tuple[str, ET.Element | None]:
+            xml = self._d.jsonrpc.dumpWindowHierarchy(False, self.config.max_depth)
+            return xml, read_dump(xml)
+
+        return self._call("dump hierarchy", dump)
+
+    def _settled(self) -> ET.Element:
+        """Dump until `stable_dumps` consecutive dumps agree, or `settle_timeout` passes.
+        A dump without a window (between two activities) is no screen: it is read again,
+        and if none has one by then the attempt fails."""
         c = self.config
         deadline = time.monotonic() + c.settle_timeout
-        last, same = self._dump(), 1
-        while same < c.stable_dumps and time.monotonic() < deadline:
-            cur = self._dump()
-            same = same + 1 if cur == last else 1
-            last = cur
-        return last
+        last, root, same = None, None, 0
+        while True:
+            xml, cur = self._dump()
+            if cur is not None:
+                same = same + 1 if xml == last else 1
+                last, root = xml, cur
+            if (root is not None and same >= c.stable_dumps) or time.monotonic() >= deadline:
+                break
+            if root is None:
+                time.sleep(EMPTY_DUMP_PAUSE)  # the next window is being drawn
+        if root is None:
+            raise SandboxError(
+                f"dump hierarchy: the view hierarchy of device {self._conn.serial} came back "
+                f"empty (no window) for {c.settle_timeout:g} s (settle_timeout): no screen to observe"
+            )
+        return root
 
     def _observe(self, prefix: str = "", is_error: bool = False) -> Observation:
-        xml = self._settled()
+        root = self._settled()
         self._state = self._app_state()
-        found = nodes(xml, self._ids, self.config.hide_packages)
+        found = nodes(root, self._ids, self.config.hide_packages)
         body, truncated = render(found, self.config.max_chars)
         screen = f"{self._state.header()}\n{body}"
         # the screen (header, hierarchy), not an error said before it: a failed launch
@@ -535,10 +573,7 @@ class AndroidSandbox(Unpicklable):
         # uiautomator2's send_keys, without the ADB_KEYBOARD_HIDE it sends after the text:
         # the turn shows what typing leaves on screen, the keyboard still up
         sends = [("ADB_KEYBOARD_CLEAR_TEXT", {})] if clear else []
-        if text:
-            sends.append(
-                ("ADB_KEYBOARD_INPUT_TEXT", {"text": base64.b64encode(text.encode()).decode()})
-            )
+        sends += [("ADB_KEYBOARD_INPUT_TEXT", {"text": b64}) for b64 in _pieces(text)]
         for action, extras in sends:
             said = self._keyboard(action, extras)
             if said is not None:  # the keyboard answered: the environment's word
@@ -569,6 +604,26 @@ class AndroidSandbox(Unpicklable):
                     f"`ime {verb} {ADB_KEYBOARD}` failed on {self._conn.serial}: {out.strip()[:300]}"
                 )
         return True
+
+    def _reclaim_ime(self) -> None:
+        """Give the device its own input method back when an episode that is not ours left
+        AdbKeyboard on (its collector killed with -9 before `close()`): the one enabled
+        input method that is not AdbKeyboard. With none or several, which was the
+        device's is unknown: left as it is, with a warning."""
+        now = self._shell("input method", ["settings", "get", "secure", "default_input_method"])
+        if now[0].strip() != ADB_KEYBOARD:
+            return
+        enabled = self._shell("input methods", ["ime", "list", "-s"])[0].split()
+        own = [ime for ime in enabled if ime != ADB_KEYBOARD]
+        serial = self._conn.serial
+        if len(own) != 1:
+            log.warning("%s is on %s, left by an earlier episode; its own input method is "
+                        "unknown (enabled: %s): left as it is", serial, ADB_KEYBOARD,
+                        ", ".join(enabled))  # fmt: skip
+            return
+        out, code = self._shell("restore input method", ["ime", "set", own[0]])
+        if code != 0:
+            log.warning("`ime set %s` failed on %s: %s", own[0], serial, out.strip())
 
     def _keyboard(self, action: str, extras: dict[str, str]) -> str | None:
         """Broadcast an AdbKeyboard action: None when it took it, else what it answered
@@ -657,6 +712,19 @@ class AndroidSandbox(Unpicklable):
             "action_space": [t.to_dict() for t in ACTION_SPACE],
             "initial_state": self._initial,
         }  # fmt: skip
+
+
+def _pieces(text: str) -> list[str]:
+    """`text`'s UTF-8 in base64, cut into pieces of TYPE_CHUNK_BYTES at most, each of
+    whole characters (AdbKeyboard decodes every broadcast on its own)."""
+    data, out, start = text.encode(), [], 0
+    while start < len(data):
+        end = min(start + TYPE_CHUNK_BYTES, len(data))
+        while end < len(data) and data[end] & 0xC0 == 0x80:  # inside a character
+            end -= 1
+        out.append(base64.b64encode(data[start:end]).decode())
+        start = end
+    return out
 
 
 def doctor_check(adb: str | None = None, timeout: float = 2.0) -> tuple[bool, str, str]:

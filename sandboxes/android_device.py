@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from .android_actions import parse_address
 from .android_sim_cli import DEFAULT_PORT as SIMULATOR_PORT
-from .base import SandboxError, hold_lock
+from .base import SandboxConfigError, SandboxError, hold_lock
 
 PORT_VARIABLE = "ANDROID_ADB_SERVER_PORT"
 """adb's variable naming its server's port (adb, adbutils and `doctor` read it; a job's
@@ -110,7 +110,8 @@ class Connected:
 
 
 def pick_serial(c: Client, serial: str | None) -> str:
-    """The configured serial if the server has it online, else the only online device."""
+    """The configured serial if the server has it online, else the only online device.
+    Several online and no serial is the job's mistake (SandboxConfigError, not retried)."""
     try:
         states = device_states(c)
     except (adbutils.AdbError, OSError) as exc:
@@ -125,12 +126,15 @@ def pick_serial(c: Client, serial: str | None) -> str:
             raise SandboxError(f"device {serial} is {states[serial]}, not ready")
         return serial
     online = [s for s, st in states.items() if st == "device"]
-    if len(online) != 1:
-        raise SandboxError(
-            f"the adb server at {c.address} has {len(online)} online devices; set `serial:` "
-            f"(devices: {', '.join(states) or 'none'})"
-        )
-    return online[0]
+    if len(online) == 1:
+        return online[0]
+    said = (
+        f"the adb server at {c.address} has {len(online)} online devices; set `serial:` "
+        f"(devices: {', '.join(states) or 'none'})"
+    )
+    if online:  # which one the job means no retry tells, even if one of them leaves
+        raise SandboxConfigError(said)
+    raise SandboxError(said)  # none yet: a device booting, reconnecting, comes back
 
 
 def connect(c: Client, serial: str, u2_port: int) -> Connected:

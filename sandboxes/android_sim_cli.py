@@ -18,7 +18,10 @@ DEFAULT_PORT = 15037
     "  worldtrace collect examples/android-notes.yaml   (in another shell)",
 )
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Loopback address to listen on."
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="IPv4 loopback address to listen on (127.0.0.1 or localhost).",
 )
 @click.option(
     "--port",
@@ -60,7 +63,7 @@ def command(host, port, devices, no_ime, preinstall_u2, drop_after, offline_afte
     )
     try:
         serve(SimConfig(host, port, devices, dev))
-    except ValueError as exc:  # not a loopback address
+    except ValueError as exc:  # not an IPv4 loopback address
         raise click.BadParameter(str(exc), param_hint="--host") from None
     except OSError as exc:  # the port is taken, the address is not this machine's
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None

@@ -181,13 +181,38 @@ NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 `stripInvalidXMLChars`), a server that does not would make the dump unreadable."""
 
 
-def nodes(xml: str, ids: NodeIds, hide_packages: tuple[str, ...] = ()) -> list[Node]:
-    """The informative nodes of a dump in document order, numbered by `ids`."""
+class UnreadableDump(ValueError):
+    """A dump that is no view hierarchy: half of one, or an error line instead of XML."""
+
+
+def read_dump(xml: str) -> ET.Element | None:
+    """The dump's root, or None when it holds no window: the uiautomator2 server answers
+    "" or a bare `<hierarchy rotation="0" />` while no window is accessible (between two
+    activities), which is no screen. UnreadableDump when it is no hierarchy at all."""
+    if not xml.strip():
+        return None
     # half of a UTF-16 pair (an app cut a text inside an emoji; the server's JSON carries it
     # escaped, `\\ud83c`): no UTF-8 encoder takes it
     xml = LONE_SURROGATE.sub("\ufffd", NOT_XML.sub(".", xml))
-    root = ET.fromstring(xml.encode("utf-8") if xml.lstrip().startswith("<?xml") else xml)
+    try:
+        root = ET.fromstring(xml.encode("utf-8") if xml.lstrip().startswith("<?xml") else xml)
+    except ET.ParseError as exc:
+        said = repr(xml) if len(xml) <= 80 else f"{len(xml)} chars ending {xml[-60:]!r}"
+        raise UnreadableDump(f"the dump is not XML ({exc}): {said}") from exc
+    if root.tag != "hierarchy":
+        raise UnreadableDump(f"the dump is no view hierarchy (its root is <{root.tag}>)")
+    return root if root.find("node") is not None else None
+
+
+def nodes(
+    dump: str | ET.Element | None, ids: NodeIds, hide_packages: tuple[str, ...] = ()
+) -> list[Node]:
+    """The informative nodes of a dump (its XML, or `read_dump`'s root) in document order,
+    numbered by `ids`."""
+    root = read_dump(dump) if isinstance(dump, str) else dump
     out: list[Node] = []
+    if root is None:
+        return out
 
     def walk(el: ET.Element, path: tuple, depth: int) -> None:
         seen: dict[tuple, int] = {}

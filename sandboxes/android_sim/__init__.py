@@ -30,8 +30,9 @@ from typing import Any
 from .adb_server import AdbServer, serve_in_thread
 from .device import Device, DeviceConfig
 
-"""The simulator's default port: never the real adb server's 5037."""
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+LOOPBACK = ("127.0.0.1", "localhost")
+"""Where the simulator listens: IPv4 loopback, as adb clients (adbutils' `socket.socket()`)
+reach an adb server over IPv4 only."""
 
 
 @dataclass
@@ -52,8 +53,14 @@ class Simulator:
 
     def __init__(self, config: SimConfig | None = None):
         self.config = config or SimConfig()
-        if self.config.host not in LOOPBACK:
-            raise ValueError(f"the simulator listens on loopback only, not {self.config.host}")
+        host = self.config.host
+        if ":" in host:  # IPv6: the server would listen where no adb client reaches it
+            raise ValueError(
+                f"the simulator listens on IPv4 loopback only ({' or '.join(LOOPBACK)}), not "
+                f"{host}: adb clients (adbutils) reach an adb server over IPv4"
+            )
+        if host not in LOOPBACK:
+            raise ValueError(f"the simulator listens on loopback only, not {host}")
         self.devices = [
             Device(s, self.config.device, i + 1) for i, s in enumerate(self.config.serials())
         ]
