@@ -104,6 +104,14 @@ one): enough to spread the work over its workers, few enough that Beam moves a h
 of batches per unit instead of one element per record. The local runner uses one per
 worker process (`process.dedup_partitions`; 1 in-process): each key costs every step
 a few milliseconds."""
+SMALL_BUCKET = 32
+"""Buckets of at most this many members are verified pair by pair, their pairs gathered
+across buckets into batches of `VERIFY_PAIRS` (one numpy comparison a batch: most
+buckets are 2-3 records); a larger bucket is compared member against member, skipping
+pairs already joined (`_Verify`), so its cost in memory is its signatures, not k² / 2
+pairs."""
+VERIFY_PAIRS = 16_384
+"""Candidate pairs verified in one batch: both ends' signatures, 16 MB."""
 SIG_SCHEMA = pa.schema(
     [
         pa.field("uid", pa.string()),
@@ -337,10 +345,11 @@ class _BandEntries(beam.DoFn):
 
 
 class _Candidates(beam.DoFn):
-    """Pairs within one bucket that involve a new record (old pairs were judged before),
-    with the signatures their entries carry: ([(key, key)], {key: signature}). A pair
-    met in several bands comes once per band (verified each time: cheaper than a shuffle
-    to drop repeats)."""
+    """Buckets of one partition that hold a new record (buckets of earlier records only
+    were judged before), with the signatures their entries carry: ([(keys, new flags)],
+    {key: signature}). Buckets, not pairs: a bucket of k near-duplicates is k² / 2 pairs
+    (900 copies of one task's runs took 2.7 GB in pairs and their stacked signatures,
+    6,000 over 16 GB; hunt 1206w), and `_Verify` compares its members without them."""
 
     def process(self, item: tuple[int, Iterable[pa.Table]]):
         t = pa.concat_tables(list(item[1]))
@@ -351,22 +360,22 @@ class _Candidates(beam.DoFn):
         if not same.any():
             return
         keys, new = t["key"].to_pylist(), t["new"].to_pylist()
-        pairs = []
+        buckets = []
         starts = np.flatnonzero(np.concatenate([[True], ~same]))
         ends = np.append(starts[1:], len(keys))
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-            if e - s < 2:
+            if e - s < 2 or not any(new[s:e]):
                 continue
-            bucket = sorted(set(zip(keys[s:e], new[s:e], strict=True)))
-            for i, (a, a_new) in enumerate(bucket):
-                for b, b_new in bucket[i + 1 :]:
-                    if a_new or b_new:
-                        pairs.append((a, b))
-        if pairs:
-            ends = {x for p in pairs for x in p}
+            members: dict[str, bool] = {}
+            for k, n in zip(keys[s:e], new[s:e], strict=True):
+                members[k] = members.get(k, False) or n
+            if len(members) > 1:
+                buckets.append((list(members), list(members.values())))
+        if buckets:
+            wanted = {k for bucket, _ in buckets for k in bucket}
             carried = t.filter(t["sig"].is_valid())
             sigs = zip(carried["key"].to_pylist(), carried["sig"].to_pylist(), strict=True)
-            yield pairs, {k: v for k, v in sigs if k in ends}
+            yield buckets, {k: v for k, v in sigs if k in wanted}
 
 
 class Merge(beam.CombineFn):
@@ -402,8 +411,57 @@ SigSource = Callable[[list[str]], dict[str, bytes]]
 (`segments.ProbeSigs`: this run's probe files, then the earlier runs')."""
 
 
+class _Spanning:
+    """One partition's verified edges as a spanning forest (`_Verify`): an edge is kept
+    only when it joins two components, so a cluster of k costs k - 1 edges."""
+
+    def __init__(self, sigs: dict[str, bytes], threshold: float) -> None:
+        self.sigs, self.threshold = sigs, threshold
+        self.forest, self.edges, self.rejected = UnionFind(), [], 0
+
+    def join(self, a: str, b: str) -> None:
+        if self.forest.find(a) != self.forest.find(b):
+            self.forest.union(a, b)
+            self.edges.append((a, b))
+
+    def pairs(self, pairs: list[tuple[str, str]]) -> None:
+        """Verify pairs in one comparison (pairs of small buckets, `VERIFY_PAIRS`)."""
+        if not pairs:
+            return
+        a = np.stack([np.frombuffer(self.sigs[x], np.uint32) for x, _ in pairs])
+        b = np.stack([np.frombuffer(self.sigs[y], np.uint32) for _, y in pairs])
+        strong = np.count_nonzero(a == b, axis=1) >= self.threshold * a.shape[1]
+        self.rejected += int(len(pairs) - strong.sum())
+        for i in np.flatnonzero(strong).tolist():
+            self.join(*pairs[i])
+
+    def bucket(self, keys: list[str], new: list[bool]) -> None:
+        """A large bucket member against member, skipping pairs already joined."""
+        roots: dict[str, int] = {}
+        label = np.array([roots.setdefault(self.forest.find(k), len(roots)) for k in keys])
+        if len(roots) == 1:
+            return  # joined in another band
+        m = np.stack([np.frombuffer(self.sigs[k], np.uint32) for k in keys])
+        fresh = np.array(new, bool)
+        least = self.threshold * m.shape[1]
+        for i in range(len(keys) - 1):
+            open_ = (label[i + 1 :] != label[i]) & (fresh[i] | fresh[i + 1 :])
+            if not open_.any():
+                continue
+            js = np.flatnonzero(open_) + i + 1
+            strong = np.count_nonzero(m[js] == m[i], axis=1) >= least
+            self.rejected += int(len(js) - strong.sum())
+            for j in js[strong].tolist():
+                if label[j] != label[i]:
+                    label[label == label[j]] = label[i]
+                    self.join(keys[i], keys[j])
+
+
 class _Verify(beam.DoFn):
-    """Candidate pairs -> the edges whose signatures estimate a Jaccard >= the threshold.
+    """A partition's buckets -> edges between members whose signatures estimate a
+    Jaccard >= the threshold (only pairs with a new member), as a spanning forest whose
+    components equal those of every verified pair (`_Spanning`). Small buckets are
+    verified in batches of pairs, a large one member against member (`SMALL_BUCKET`).
     Runs in the candidates' stage: the signatures a batch did not carry are looked up
     (`source`) rather than gathered from every unit through four more stage barriers."""
 
@@ -411,21 +469,30 @@ class _Verify(beam.DoFn):
         self.threshold, self.source = threshold, source
         self.weak = Metrics.counter(NS, "dedup.candidates_rejected")
 
-    def process(self, item: tuple[list[tuple[str, str]], dict[str, bytes]]):
-        pairs, sigs = item
-        need = sorted({x for p in pairs for x in p} - sigs.keys())
+    def process(self, item: tuple[list[tuple[list[str], list[bool]]], dict[str, bytes]]):
+        buckets, sigs = item
+        need = sorted({k for bucket, _ in buckets for k in bucket} - sigs.keys())
         if need:
             if self.source is None:
                 raise ValueError(f"signatures of {len(need)} candidates: none carried or readable")
             sigs = {**sigs, **self.source(need)}
-        a = np.stack([np.frombuffer(sigs[x], np.uint32) for x, _ in pairs])
-        b = np.stack([np.frombuffer(sigs[y], np.uint32) for _, y in pairs])
-        strong = np.count_nonzero(a == b, axis=1) >= self.threshold * a.shape[1]
-        if (~strong).any():
-            self.weak.inc(int((~strong).sum()))
-        edges = [p for p, ok in zip(pairs, strong.tolist(), strict=True) if ok]
-        if edges:
-            yield edges
+        forest = _Spanning(sigs, self.threshold)
+        pairs: list[tuple[str, str]] = []
+        for keys, new in buckets:
+            if len(keys) > SMALL_BUCKET:
+                forest.bucket(keys, new)
+                continue
+            for i in range(len(keys) - 1):
+                a, a_new = keys[i], new[i]
+                pairs += [(a, keys[j]) for j in range(i + 1, len(keys)) if a_new or new[j]]
+            if len(pairs) >= VERIFY_PAIRS:
+                forest.pairs(pairs)
+                pairs = []
+        forest.pairs(pairs)
+        if forest.rejected:
+            self.weak.inc(forest.rejected)
+        if forest.edges:
+            yield forest.edges
 
 
 def _seeds(t: pa.Table, exact: bool) -> list[tuple[str, str]]:
