@@ -170,10 +170,21 @@ names' own versions are looked at before the name goes (`-ef`); the directories 
 split by the shell (`tr` may be one of the commands)."""
 
 
+SH_PROGRAMS = ("sh", "dash", "busybox")
+"""Names `missing_commands` refuses: `sh` or what it commonly is (Debian's /bin/sh is
+dash, busybox images' is busybox). Removed, `sh` no longer runs and nothing of the
+sandbox does; `dash` was accepted until 12-06."""
+
+
 def _removable(value: str) -> str:
     if value == "sh":
         raise ValueError(
             "sh cannot be removed: the sandbox runs the set-up and every command through it"
+        )
+    if value in SH_PROGRAMS:
+        raise ValueError(
+            f"{value} cannot be removed: it is what /bin/sh commonly is, and the sandbox "
+            "runs the set-up and every command through sh"
         )
     return value
 
@@ -561,7 +572,7 @@ class MissingCommands(Condition):
     commands: tuple[Annotated[str, AfterValidator(_name), AfterValidator(_removable)], ...] = (
         "git",
     )
-    """Command names (not sh)."""
+    """Command names (not sh, nor dash or busybox: `SH_PROGRAMS`)."""
 
     def __post_init__(self) -> None:
         if not self.commands:  # not min_length: pydantic adds it to a refused name's error
@@ -691,6 +702,16 @@ def _in(where: Where, path: str) -> str:
     return normpath(posixpath.join(where.workdir, path))
 
 
+TRY_LOCK = (
+    "import fcntl, sys\n"
+    "try: fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "except BlockingIOError: sys.exit(1)"
+)
+"""`flock -n FILE true` where the image has python3 and no flock: 0 while the file is
+free, 1 once another process holds it (any other error would exit 1 too: none is
+expected, the set-up has just opened the file)."""
+
+
 @configclass
 class FileLocked(Condition):
     """A file locked by another process (flock and fcntl locks, as apt or sqlite take)."""
@@ -702,17 +723,34 @@ class FileLocked(Condition):
     """The file (relative to the working directory, or absolute); created when missing."""
 
     def after(self, run, session, where):
-        p = shlex.quote(_in(where, self.path))
+        """Make the file, start a process that locks it, and wait until the lock is held.
+        Every step must hold: until 12-06 a file that could not be made (a read-only
+        root, `/proc`) and a directory (which the holder cannot open) still said `locked`
+        (flock's own error ended the wait at once), or waited out the step timeout. A
+        failure says why on the set-up's output (a SandboxConfigError: `Plan.after`)."""
+        path = _in(where, self.path)
+        p = shlex.quote(path)
         hold = (
             "import fcntl, signal, sys; f = open(sys.argv[1], 'a'); "
             "fcntl.flock(f, fcntl.LOCK_EX); fcntl.lockf(f, fcntl.LOCK_EX); signal.pause()"
         )
-        run(
-            f'mkdir -p "$(dirname {p})" && touch {p} && '
-            f"if command -v python3 >/dev/null; then setsid python3 -c {shlex.quote(hold)} {p}"
+        fail = f"echo {shlex.quote(f'file_locked: cannot lock {path}')}"
+        run(  # the shell's own error says why the file cannot be made
+            "command -v python3 >/dev/null || command -v flock >/dev/null ||"
+            f" {{ {fail}: the image has neither python3 nor flock; exit 1; }};"
+            f" if [ -d {p} ]; then {fail}: Is a directory; exit 1; fi;"
+            f' mkdir -p "$(dirname {p})" && : >> {p} || exit 1;'
+            f" if command -v python3 >/dev/null; then setsid python3 -c {shlex.quote(hold)} {p}"
             f" </dev/null >/dev/null 2>&1 & else setsid flock -x {p} sleep 2147483647"
-            " </dev/null >/dev/null 2>&1 & fi; i=0;"
-            f" while flock -n {p} true; do i=$((i+1)); [ $i -gt 1000 ] && exit 1; sleep 0.01; done"
+            " </dev/null >/dev/null 2>&1 & fi; h=$!; i=0;"
+            f" free() {{ if command -v flock >/dev/null; then flock -n {p} true; else"
+            f" python3 -c {shlex.quote(TRY_LOCK)} {p}; fi; }};"
+            " while free; r=$?; [ $r -ne 1 ]; do"
+            f"  [ $r -eq 0 ] || {{ {fail}: the lock cannot be tested, exit $r; exit 1; }};"
+            f"  kill -0 $h 2>/dev/null || {{ {fail}: its holder ended; exit 1; }};"
+            f"  i=$((i+1)); [ $i -gt 1000 ] && {{ {fail}: not held after 10 s; exit 1; }};"
+            "  sleep 0.01; done;"
+            f" kill -0 $h 2>/dev/null || {{ {fail}: its holder ended; exit 1; }}"
         )
 
     def writes(self, where):

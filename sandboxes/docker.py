@@ -53,11 +53,25 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-IDLE_COMMAND = ["sh", "-c", "trap '' HUP INT QUIT TERM; while :; do sleep 3600 & wait $!; done"]
+IDLE_COMMAND = [
+    "sh",
+    "-c",
+    "trap '' HUP INT QUIT TERM; exec 3<&0;"
+    " while :; do (trap - HUP TERM; while read -r _ <&3; do :; done) & wait $! && exit; done",
+]
 """The container's PID 1: it catches no signal, so the kernel drops every signal sent to
 it from inside (`kill 1`, `pkill -x sh`), as for a real init, and the agent cannot stop
 its sandbox (shells catch SIGINT while they `wait`: the usual ones are ignored). From
-outside only SIGKILL stops it: `STOP_SIGNAL`, and our removals force."""
+outside only SIGKILL stops it: `STOP_SIGNAL`, and our removals force.
+
+It idles in `wait` (which reaps the orphans the kernel hands it, as an init must) for a
+child that blocks in the shell builtin `read` on the container's stdin, held open and
+never written (`stdin_open`, `DockerConfig.run_kwargs`). No program of the image runs:
+until 12-06 the child was `sleep 3600`, and once `sleep` was gone (`missing_commands`,
+or killed by the agent) PID 1 forked without end at 100% CPU; that `sleep` also kept
+PID 1's ignored TERM, so `pkill sleep` left it running. The child takes TERM and HUP (a
+killed one is started again: one fork); a `read` that meets the end of its input (no
+engine does that) ends PID 1, so the container stops rather than spins."""
 STOP_SIGNAL = "SIGKILL"
 """What `docker stop` sends: PID 1 has no TERM handler, and a TERM would only cost the
 10 s grace period before the engine's SIGKILL."""
@@ -72,6 +86,12 @@ CLOSE_WAIT = 30.0
 HOSTNAME = "sandbox"
 """Every sandbox container's hostname (the prompt says `user@sandbox`): docker's default,
 the random container id, would be per-episode noise in the recorded text."""
+NO_LOGS = {"type": "none", "config": {}}
+"""The log driver of sandbox containers: nothing PID 1 prints is kept. With docker's
+default (json-file, unbounded) `yes > /proc/1/fd/1` grew a file in /var/lib/docker by
+50 MB/s, under `read_only: true` too and after the collector died (a background writer
+runs until the container is removed); nothing of ours reads a sandbox's logs (commands
+answer through their execs)."""
 FORBIDDEN_HOST_PATHS = ("/", "/var/run", "/run", "/proc", "/sys", "/dev", "/etc", "/boot")
 """Host paths (and the docker socket under them) no sandbox may see, mounted or copied."""
 
@@ -159,6 +179,14 @@ def abs_path(value: str) -> str:
 Memory = Annotated[str, AfterValidator(_memory_floor)]
 
 
+def _tmpfs_floor(value: str) -> str:
+    """`_memory_floor` for `tmpfs_size`, named so (`tmpfs_size: '0'` was `memory '0' is
+    below the floor`)."""
+    if memory_bytes(value) < MIN_MEMORY:
+        raise ValueError(f"tmpfs_size {value!r} is below the floor of 16m")
+    return value
+
+
 def _image_name(value: str) -> str:
     """An image's name: `""` reached the engine as `NullResource: Resource ID was not
     provided`, a failed attempt for each retry, where the job file was the mistake."""
@@ -200,7 +228,7 @@ class DockerConfig:
     """Bytes of output kept per step; the rest is dropped and the observation flagged."""
     warm: Annotated[int, Field(ge=0, le=16)] = 1
     """Containers kept started ahead of need."""
-    tmpfs_size: Memory = "64m"
+    tmpfs_size: Annotated[str, AfterValidator(_tmpfs_floor)] = "64m"
     """Size of the tmpfs mounts of a read-only root."""
 
     def resolved_env(self) -> dict[str, str]:
@@ -254,6 +282,8 @@ class DockerConfig:
             "working_dir": self.workdir,
             "environment": self.container_env(),
             "detach": True,
+            "stdin_open": True,  # PID 1's idle `read` (`IDLE_COMMAND`)
+            "log_config": dict(NO_LOGS),
             "cap_drop": ["NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"],
             "security_opt": ["no-new-privileges"],
         }

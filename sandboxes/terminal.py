@@ -31,6 +31,7 @@ still at work, a REPL, an editor) is the environment's answer as before.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import re
@@ -318,6 +319,9 @@ class TerminalSandbox(Unpicklable):
         self._echo = verbose_echo(self._token)
         self.ended: str | None = None
         """Set when the shell exited in a step: the episode is over, and this says why."""
+        self._early: list[bytes] = []
+        """What the shell printed while a step's keys were typed (`_type`), read first."""
+        self._early_size = 0
 
     # -- lifecycle ---------------------------------------------------------------
     def reset(
@@ -457,6 +461,7 @@ class TerminalSandbox(Unpicklable):
             check_running(self.container, "the shell could not start")
             raise SandboxError(f"the shell could not start: {first_line(exc)}") from None
         self._sock.setblocking(False)
+        self._early, self._early_size = [], 0
         self.term = Terminal(c.cols, c.rows)
 
     def _screen(self, text: str | None = None) -> str:
@@ -504,7 +509,53 @@ class TerminalSandbox(Unpicklable):
             data += more
         return data
 
+    def _type(self, keys: bytes) -> None:
+        """Write every key to the shell. The socket is non-blocking, and a long action (a
+        400 KB heredoc) fills the pty's input while the shell reads it: `sendall` raised
+        EAGAIN, which was taken for the shell's exit (`the shell exited (status None)`,
+        the episode a success). So keys go as the socket takes them, and what the shell
+        prints meanwhile (the echo of the keys: a shell whose output nobody reads blocks,
+        and reads no more keys) is kept for the step's reading (`_early`; past one byte
+        more than the output cap dropped: the reading then cuts and flags the output). Keys the
+        shell does not take within the step timeout fail the attempt (SandboxError)."""
+        view = memoryview(keys)
+        keep = max(self.config.docker.output_cap, self.config.raw_cap) + 1
+        deadline = time.monotonic() + self.config.docker.step_timeout
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                check_running(self.container, "the shell stopped taking keys")
+                raise SandboxError(
+                    f"the shell took {len(keys) - len(view)} of {len(keys)} bytes of keys "
+                    f"within step_timeout ({self.config.docker.step_timeout:g}s)"
+                )
+            r, w, _ = select.select([self._sock], [self._sock], [], left)
+            if w:
+                with contextlib.suppress(BlockingIOError):
+                    view = view[self._sock.send(view) :]
+            if r and view:
+                try:
+                    data = self._sock.recv(1 << 16)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    self.term.feed(b"".join(self._early))  # its last words
+                    self._early.clear()
+                    raise _Closed(self._why_closed())
+                if self._early_size < keep:
+                    self._early.append(data)
+                self._early_size += len(data)
+
+    def _send_key(self, key: bytes) -> None:
+        """Send one key (our C-c); a pty whose input is full takes it at the next send."""
+        with contextlib.suppress(BlockingIOError):
+            self._sock.send(key)
+
     def _recv_raw(self, wait: float) -> bytes:
+        if self._early:  # printed while the keys were typed
+            data = b"".join(self._early)
+            self._early, self._early_size = [], 0
+            return data
         r, _, _ = select.select([self._sock], [], [], max(wait, 0))
         if not r:
             return b""
@@ -601,7 +652,7 @@ class TerminalSandbox(Unpicklable):
             left = deadline - now
             if left <= 0 and truncated and sent < C_C_SENDS and now < bound:
                 sent, tail = sent + 1, b""
-                self._sock.sendall(KEYS["C-c"])
+                self._send_key(KEYS["C-c"])
                 deadline = min(now + (ANSWER_WAIT if sent < C_C_SENDS else 10), bound)
                 continue
             if left <= 0 or now >= bound:
@@ -676,7 +727,7 @@ class TerminalSandbox(Unpicklable):
         look = self._look_ends(keys)
         started = self._last_output = time.monotonic()
         try:
-            self._sock.sendall(keys)
+            self._type(keys)
             prompt, truncated, raw, received = self._read_until_prompt(duration, look)
         except (_Closed, OSError) as exc:  # the shell exited: its last words are the step's
             return self._shell_exited(exc, time.monotonic() - started)
