@@ -73,8 +73,13 @@ from .common import (
 from .reading import (
     LOOKS_LIKE_JSONL,
     NOT_ONE_DOCUMENT,
+    SNIFF_BYTES,
+    TRUNCATED_FILE,
+    cut_array,
+    document_lines,
     jsonl_text_lines,
     parse_line,
+    parses,
     read_document,
     surrogate_escapes,
 )
@@ -454,34 +459,12 @@ def _by_line(path: Path, cfg: ImportConfig) -> bool:
     )
 
 
-FIRST_LINE_BYTES = 1 << 20
-"""The most of a JSONL file's first line `pretty_document` reads: a pretty-printed
-document's first line is short, a longer one is a record of its own."""
-
-
 @file_cached
 def pretty_document(path: Path) -> bool:
     """Whether a file named as JSONL is one JSON document over several lines (pretty-
-    printed: `validate` says so, `one_document`): its first non-blank line is no JSON
-    value and its whole text is one. Read whole as a `.json` file is, it imports (its
-    lines, read as records, were each `invalid_json`). Only a regular file of up to
-    SNIFF_BYTES is looked at: a pipe is read once, by the import."""
-    try:
-        if not path.is_file() or path.stat().st_size > SNIFF_BYTES:
-            return False
-        with open(path, "rb") as fh:
-            first = b""
-            while not first.strip():
-                first = fh.readline(FIRST_LINE_BYTES)
-                if not first or len(first) >= FIRST_LINE_BYTES:
-                    return False
-        if _parses(first.decode("utf-8-sig", errors="replace")):
-            return False
-        text = path.read_bytes().decode("utf-8-sig")
-        parse_json(text)
-    except (OSError, ValueError):  # unreadable, not UTF-8, not one JSON document (TooDeep)
-        return False
-    return True
+    printed: `validate` says so, `one_document`; `reading.document_lines`). Read whole as
+    a `.json` file is, it imports (its lines, read as records, were each `invalid_json`)."""
+    return document_lines(path) is not None
 
 
 def _session(path: Path, cfg: ImportConfig) -> Any:
@@ -524,6 +507,9 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
             yield from _line_items(path, stem, cfg, n, line)
         return
     data, raw = read_document(path)
+    if isinstance(data, ImportProblem) and (cut := _cut_records(path, data, raw, cfg)) is not None:
+        yield from cut
+        return
     if isinstance(data, ImportProblem):
         if data.message.startswith(LOOKS_LIKE_JSONL) and cfg.format in RECORD_FORMATS:
             # a record format asked for: JSONL whatever its name (a pipe, `x.log`), read
@@ -539,6 +525,33 @@ def _items(path: Path, cfg: ImportConfig) -> Iterator[Item]:
         yield from (_read_whole(raw, x) for x in _document_items(path, data, cfg, stem))
         return
     yield from _document_items(path, data, cfg, stem)
+
+
+def _cut_records(
+    path: Path, problem: ImportProblem, raw: bytes | None, cfg: ImportConfig
+) -> list[Item] | None:
+    """The items of a JSON list of records cut short at its end (`reading.cut_array`): its
+    complete records, numbered as in the whole file, then `problem` saying which record
+    the cut lost and where it starts; None for any other problem or file. A list that is
+    one trajectory (its messages, or a whole-file format's) is not: its steps before the
+    cut are not the run."""
+    if problem.kind != "invalid_json" or not problem.message.endswith(TRUNCATED_FILE) or not raw:
+        return None
+    if cfg.format in FILE_FORMATS and cfg.format not in RECORD_FORMATS:
+        return None  # a whole-file format asked for: the file is one trajectory
+    got = cut_array(raw)
+    if got is None:
+        return None
+    records, line, col = got
+    if openai.bare_messages(records) or any(m.detect(path, records) for m in FILE_FORMATS.values()):  # fmt: skip
+        return None
+    n = len(records)
+    items = list(_document_items(path, records, cfg, origin_stem(path)))
+    why = (
+        f"{problem.message}: record {n}, which starts at line {line} column {col}, and any"
+        f" after it are lost; the {plural(n, 'record')} before it are imported"
+    )
+    return [*items, ("?", n, problem.where, dataclasses.replace(problem, message=why))]
 
 
 def _read_whole(raw: bytes | None, item: Item) -> Item:
@@ -612,10 +625,6 @@ def detect_format(path: Path, data: Any) -> str | None:
     return None if mod is None else mod.NAME
 
 
-SNIFF_BYTES = 64 << 20
-"""Files up to this size are parsed whole to tell a JSON document from JSONL records."""
-
-
 def one_document(path: Path) -> str | None:
     """One line for a file that is one JSON document where `validate` wants records: a
     non-.json file (read as JSONL, one record per line) whose first line is no JSON
@@ -634,7 +643,7 @@ def one_document(path: Path) -> str | None:
     lines = reading.LINE_END.split(text.rstrip("\r\n"))  # not splitlines: U+2028 is text
     first = next((line for line in lines if line.strip()), None)
     try:
-        if as_jsonl and (first is None or _parses(first)):
+        if as_jsonl and (first is None or parses(first)):
             return None  # JSONL: each line is checked
         data = parse_json(text)
     except ValueError:  # TooDeep too
@@ -667,14 +676,6 @@ def one_session(path: Path) -> str | None:
         f"{path}: a {mod.NAME} session (JSONL, one event a line), not worldtrace records: "
         f"import it with `worldtrace import {path}`"
     )
-
-
-def _parses(line: str) -> bool:
-    try:
-        parse_json(line)
-    except ValueError:  # TooDeep too
-        return False
-    return True
 
 
 def _ours(data: dict[str, Any] | list[Any]) -> bool:

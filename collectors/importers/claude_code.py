@@ -184,9 +184,11 @@ from .common import (
     shown,
     timed_out,
 )
-from .reading import json_head, jsonl_values, read_json
+from .reading import document_lines, json_head, jsonl_values, read_json
 
 NAME = "claude-code"
+NOT_A_SESSION = "not a Claude Code session (JSONL, one event a line)"
+"""What a file that is one JSON document over several lines is, said once (`parse`)."""
 
 MESSAGES = ("user", "assistant")
 BOOKKEEPING = frozenset(
@@ -1419,6 +1421,10 @@ def parse(path: Path, domain: str | None = None) -> Iterator[tuple[int, Any]]:
     a file Claude Code keeps beside its sessions: nothing, or why it imports nothing)."""
     if (kept := _kept(path)) is not None:
         yield from ((0, p) for p in _kept_problems(path, kept))
+        return
+    if (lines := document_lines(path)) is not None:  # `--format claude-code` on a document:
+        why = f"{NOT_A_SESSION}: one JSON document over {lines} lines"  # not a problem a line
+        yield 0, ImportProblem(str(path), "", "unrecognized", why)
         return
     described = _described(path)
     events, problems = _read(path)

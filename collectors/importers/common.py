@@ -109,6 +109,12 @@ def expected(field: str, what: str, value: Any) -> InvalidField:
     return InvalidField(f"{field}: expected {what}, got {shown(value)}")
 
 
+def null_or_missing(holder: dict[str, Any], key: str, at: str) -> str:
+    """An answer that is not there as the file has it: `at.key: null` when it wrote null,
+    `at: no `key`` when it left the key out (a problem never says null of a missing key)."""
+    return f"{at}.{key}: null" if key in holder else f"{at}: no `{key}`"
+
+
 def record_id(rec: dict[str, Any], key: str) -> str | None:
     """An id field as written (a string, or a number's JSON); anything else is the record's
     error (InvalidField): its Python rendering (`['x']`) would name the record."""
@@ -639,14 +645,22 @@ class NonText:
 
     def warnings(self) -> list[ImportProblem]:
         return [
-            warning(
-                "non_text_part",
-                f"{place}: "
-                + ", ".join(f"{n} {kind} part{'s' if n > 1 else ''}" for kind, n in left.items())
-                + " not imported",
-            )
+            warning("non_text_part", f"{place}: {part_counts(left)} not imported")
             for place, left in self.left
         ]
+
+
+def part_counts(left: Counter[str]) -> str:
+    """Content parts left out, by kind: `1 image part, 2 input_audio parts`."""
+    return ", ".join(f"{n} {kind} part{'s' if n > 1 else ''}" for kind, n in left.items())
+
+
+def textless(content: Any, field: str) -> Counter[str] | None:
+    """The parts of `content` (at `field`) when they hold no text at all, only images,
+    audio or files (by kind); None when it has text, or nothing else. Such an answer is
+    no empty output: what it said in text is unknown, as a null answer's is."""
+    text, left = content_text(content, field)
+    return left if left and not text else None
 
 
 def join_reasoning(*parts: str | None) -> str | None:

@@ -1,4 +1,6 @@
-"""mini-swe-agent `.traj.json`: {info, messages[], trajectory_format} or a bare message list.
+"""mini-swe-agent `.traj.json`: {info, messages[], trajectory_format} or a bare message list,
+told by its content whatever its name (`detect`); v2's Responses API layout (response
+objects and `function_call_output` items) read as its chat tool-call layout (`_chat`).
 
 action <- the command of the assistant message's one ```bash block (v2:
 ```mswea_bash_command; a file with neither: any fenced block), closed as its
@@ -65,7 +67,9 @@ from .common import (
     expected,
     join_reasoning,
     kept_ends,
+    null_or_missing,
     origin_stem,
+    shown,
     timed_out,
     warning,
 )
@@ -142,16 +146,144 @@ BASH_TOOL = {
 }
 
 
+RESPONSE = "response"
+"""The `object` of a Responses API response: v2's Responses models
+(`LitellmResponseToolcallModel`) keep each model turn as the response itself (`output`
+items, no `role`), with `extra.actions`."""
+RESULT_ITEM = "function_call_output"
+"""The `type` of their results (`call_id`, `output`: the rendered template, `extra`)."""
+MESSAGE_ITEM = "message"
+"""The `type` of the messages they write themselves (a format error, a human's command):
+a `role` and `input_text` parts."""
+SNIFF_MESSAGES = 64
+"""The messages `detect` looks at for mini-swe-agent's own hand (its first answer is
+the fourth message, after format errors at most a few more)."""
+_TEMPLATE = re.compile(
+    r"\s*(?:<exception>.*?</exception>\s*)?<returncode>-?\d+</returncode>\s*<(?:output|warning)>",
+    re.S,
+)
+"""How mini-swe-agent's observation templates (v1 `action_observation_template`, v2
+`observation_template`) start an answer."""
+TYPE_KEYS = ("agent_type", "model_type", "environment_type")
+"""`info.config` keys naming mini-swe-agent's classes (`minisweagent.agents.default...`)."""
+
+
 def detect(path: Path, head: Any) -> bool:
+    """A mini-swe-agent trajectory, told by its content whatever its name: its
+    `trajectory_format`, its `info` (`mini_version`, the `minisweagent.` classes of
+    `info.config`) or its own hand in the messages (`_written`); a `.traj.json` file of
+    messages on its name (its default name)."""
     if isinstance(head, dict):
-        return str(head.get("trajectory_format", "")).startswith("mini-swe-agent") or (
-            path.name.endswith(".traj.json") and isinstance(head.get("messages"), list)
+        if str(head.get("trajectory_format", "")).startswith("mini-swe-agent"):
+            return True
+        messages = head.get("messages")
+        return isinstance(messages, list) and (
+            path.name.endswith(".traj.json") or _marked(head.get("info")) or _written(messages)
         )
     return (
-        path.name.endswith(".traj.json")
-        and isinstance(head, list)
+        isinstance(head, list)
+        and bool(head)
         and all(isinstance(m, dict) and "role" in m for m in head[:3])
+        and (path.name.endswith(".traj.json") or _written(head))
     )
+
+
+def _marked(info: Any) -> bool:
+    """Whether `info` is mini-swe-agent's: its `mini_version`, or a class of its own in
+    `info.config` (`agent_type`, `model_type`, `environment_type`)."""
+    if not isinstance(info, dict):
+        return False
+    config = info.get("config")
+    types = [config.get(k) for k in TYPE_KEYS] if isinstance(config, dict) else []
+    return isinstance(info.get("mini_version"), str) or any(
+        isinstance(t, str) and t.startswith("minisweagent.") for t in types
+    )
+
+
+def _written(messages: list[Any]) -> bool:
+    """Whether the first messages show mini-swe-agent's own hand: an answer in one of its
+    templates (observation, timeout, format error), v2's `extra` (`actions` beside a model
+    message, `raw_output` beside a result), or a Responses API response among messages."""
+    for m in messages[:SNIFF_MESSAGES]:
+        if not isinstance(m, dict):
+            return False
+        extra = m.get("extra")
+        if m.get("object") == RESPONSE or (
+            isinstance(extra, dict) and ("actions" in extra or "raw_output" in extra)
+        ):
+            return True
+        text = m.get("content")
+        if m.get("role") in ("user", "tool") and isinstance(text, str) and _template(text):
+            return True
+    return False
+
+
+def _template(text: str) -> bool:
+    return bool(_TEMPLATE.match(text) or _TIMEOUT.match(text)) or text.startswith(FORMAT_ERROR)
+
+
+def _is_message(m: Any) -> bool:
+    """A message in a shape mini-swe-agent writes: a `role`, a Responses API response or
+    a result item."""
+    return isinstance(m, dict) and (
+        "role" in m or m.get("object") == RESPONSE or m.get("type") == RESULT_ITEM
+    )
+
+
+def _chat(n: int, m: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """Message `n` in the chat layout the importer reads, and the key its text is under in
+    the file. A Responses API response is the assistant message of its `function_call`
+    items (`id` <- `call_id`, as `parse_toolcall_actions_response` takes it) with the text
+    of its reasoning summaries and messages as content; a `function_call_output` is the
+    `tool` message of its `call_id` (content <- `output`). Chat messages are as they are."""
+    if m.get("object") == RESPONSE:
+        output = m.get("output")
+        if not isinstance(output, list):
+            raise expected(f"messages[{n}].output", "a list of output items", output)
+        calls, said = [], []
+        for k, item in enumerate(output):
+            if not isinstance(item, dict):
+                raise expected(f"messages[{n}].output[{k}]", "an object", item)
+            kind = item.get("type")
+            if kind == "function_call":
+                cid = item.get("call_id") or item.get("id")
+                fn = {"name": item.get("name"), "arguments": item.get("arguments")}
+                calls.append({"id": cid, "function": fn})
+            elif kind == "reasoning" and isinstance(item.get("summary"), list):
+                said += item["summary"]
+            elif kind == MESSAGE_ITEM and isinstance(item.get("content"), list):
+                said += item["content"]
+        chat = {"role": "assistant", "content": said or None, "tool_calls": calls}
+        return {**chat, "extra": m.get("extra")}, "output"
+    if m.get("type") == RESULT_ITEM and "role" not in m:
+        chat = {"role": "tool", "tool_call_id": m.get("call_id"), "extra": m.get("extra")}
+        return {**chat, "content": m["output"]} if "output" in m else chat, "output"
+    if "role" not in m:  # passed over, it could be the answer to the command before it
+        raise expected(
+            f"messages[{n}]",
+            "a message (a `role`), a Responses API response or a `function_call_output`",
+            m,
+        )
+    if not isinstance(m["role"], str | None):
+        raise expected(f"messages[{n}].role", "a string", m["role"])
+    return m, "content"
+
+
+def _not_a_trajectory(data: Any, messages: Any) -> str | None:
+    """Why `data` is no mini-swe-agent trajectory at all (`--format mini-swe-agent` on
+    another file), else None: no `messages` in an object without mini-swe-agent's
+    `trajectory_format`, or messages whose first is no message."""
+    if isinstance(data, dict) and messages is None and "trajectory_format" not in data:
+        return f"an object without `messages` (keys: {', '.join(map(str, list(data)[:8]))})"
+    if not isinstance(messages, list) or not messages or _is_message(messages[0]):
+        return None
+    first = messages[0]
+    what = (
+        f"an object with keys {', '.join(map(str, list(first)[:8]))}"
+        if isinstance(first, dict)
+        else shown(first)
+    )
+    return f"messages[0] is no message (a `role`, a Responses API item): {what}"
 
 
 def _command(message: str) -> tuple[str | None, str]:
@@ -277,6 +409,11 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             f"trajectory_format {fmt!r} is not one of {KNOWN_FORMATS}; importing best effort",
             fatal=False,
         )
+    if (why := _not_a_trajectory(data, messages)) is not None:
+        yield ImportProblem(
+            str(path), "", "unrecognized", f"not a mini-swe-agent trajectory: {why}"
+        )
+        return
     if not isinstance(messages, list):
         if messages is None:
             yield ImportProblem(str(path), "", "missing_field", "no `messages` list")
@@ -284,21 +421,28 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             bad = expected("messages", "a list", messages)
             yield ImportProblem(str(path), "", "invalid", str(bad))
         return
-    # (index in the file, message): problems name the file's own index
-    msgs = list(enumerate(messages))
-    for n, m in msgs:  # passed over, a message would leave its command unanswered
+    # (index in the file, message in the chat layout): problems name the file's own index
+    msgs: list[tuple[int, dict[str, Any]]] = []
+    keys: dict[int, str] = {}
+    for n, m in enumerate(messages):  # passed over, a message would leave its command unanswered
         if not isinstance(m, dict):
             raise expected(f"messages[{n}]", "an object", m)
-        if not isinstance(m.get("role"), str | None):
-            raise expected(f"messages[{n}].role", "a string", m["role"])
+        m, keys[n] = _chat(n, m)
+        msgs.append((n, m))
+    responses = {n for n, m in enumerate(messages) if m.get("object") == RESPONSE}
+
+    def place(n: int | None) -> str:
+        """Message `n`'s text as the file names it (`messages[3].output`)."""
+        return f"messages[{n}].{keys.get(n, 'content')}"
+
     parts = NonText()
     task = system = None
     at = next((n for n, m in msgs if m.get("role") == "system"), None)  # the first one's
     if at is not None and messages[at].get("content") is None:  # unknown, never ""
         yield warning(
             "message_not_imported",
-            f"messages[{at}].content: null, the system prompt is unknown (no"
-            " agent_system_prompt); not imported",
+            f"{null_or_missing(messages[at], 'content', f'messages[{at}]')}, the system prompt"
+            " is unknown (no agent_system_prompt); not imported",
         )
     elif at is not None:
         system = parts.text(messages[at]["content"], f"system prompt (messages[{at}].content)")
@@ -324,7 +468,7 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
                     str(expected(f"messages[{n}].tool_calls", "a list", calls)),
                 )
                 return
-            text = parts.text(m.get("content"), f"turn {turn} reasoning (messages[{n}].content)")
+            text = parts.text(m.get("content"), f"turn {turn} reasoning ({place(n)})")
             steps = _calls(calls)
             if steps is None:
                 continue  # mini-swe-agent rejected the message; no environment step happened
@@ -338,10 +482,10 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
                     tools.remove(got)
                 answers.append(got)
             prose: str | None = text
+        elif n in responses:
+            continue  # a response without a call: mini-swe-agent rejected it, nothing ran
         else:
-            cmd, prose = _command(
-                parts.text(m.get("content"), f"turn {turn} action (messages[{n}].content)")
-            )
+            cmd, prose = _command(parts.text(m.get("content"), f"turn {turn} action ({place(n)})"))
             if cmd is None:
                 continue  # a format error the agent was told about; no environment step happened
             steps = [(None, cmd)]
@@ -354,11 +498,12 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
             if nxt is not None and nxt.get("content") is None and _raw(nxt) is None:
                 yield warning(  # what the command printed is unknown: never ""
                     "unpaired_call",
-                    f"messages[{k}].content: null, the answer to {cmd!r} is unknown; no turn",
+                    f"{null_or_missing(messages[k], keys[k], f'messages[{k}]')}, the answer"
+                    f" to {cmd!r} is unknown; no turn",
                 )
                 continue
             reply = (
-                parts.text(nxt.get("content"), f"turn {turn} observation (messages[{k}].content)")
+                parts.text(nxt.get("content"), f"turn {turn} observation ({place(k)})")
                 if nxt is not None
                 else None
             )

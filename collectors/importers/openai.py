@@ -23,7 +23,9 @@ space; task <- first user message; domain from tool names; a run's reward (a num
 `info.task.instruction` (the simulated user's script) -> the simulation instruction; a
 top-level `model` string -> the agent's model.
 Content parts with no text (`image_url`, `input_audio`, files) add no text and are
-reported (`non_text_part`, naming the turn and the message).
+reported (`non_text_part`, naming the turn and the message); a call whose results hold
+such parts only (a screenshot) makes no turn (`unpaired_call`): what it answered in text
+is unknown, and "" would teach that it printed nothing.
 
 A logged chat completion keeps its answer: `choices[0].message` beside the messages, or
 in a gateway log `{request: {messages, tools...}, response: {choices}}`, is the next
@@ -84,8 +86,10 @@ from .common import (
     expected,
     guess_domain,
     join_reasoning,
+    part_counts,
     record_id,
     shown,
+    textless,
     tool_action,
     tool_list,
     warning,
@@ -631,6 +635,25 @@ def _unknown(c: _Call, key: Places) -> ImportProblem | None:
     )
 
 
+def _no_text(c: _Call, key: Places) -> ImportProblem | None:
+    """The warning for call `c` when its results hold no text, only images (a
+    `screenshot` answered with an `image_url`, a `tool_result` of an image block): what the
+    tool answered in text is unknown, so the call makes no turn (`""` would teach that it
+    printed nothing), as with a null answer (`_unknown`)."""
+    found = []
+    for n, k, r in c.results:
+        at = f"{_place(key, n, k)}.{_field(r, 'content')}"
+        left = textless(r.get("content"), at)
+        if left is None:
+            return None
+        found.append(f"{at}: {part_counts(left)} and no text")
+    return warning(
+        "unpaired_call",
+        f"{'; '.join(found)}: what call {c.id!r} ({c.name}) answered in text is unknown"
+        " (images are not kept); no turn",
+    )
+
+
 def _turn(
     c: _Call, turn: int, key: Places, parts: NonText, first: bool
 ) -> tuple[Action, Observation, str | None]:
@@ -752,7 +775,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     reasoned: set[int] = set()  # assistant messages whose reasoning a turn has taken
     for _, e in events:
         if isinstance(e, _Call):
-            unknown = _unknown(e, key)
+            unknown = _unknown(e, key) or (_no_text(e, key) if e.results else None)
             if unknown is not None or not e.results:  # unanswered: `pair_calls` warned
                 tool_action(e.name, e.arguments, e.at)  # its arguments are checked all the same
                 yield from [unknown] if unknown else []

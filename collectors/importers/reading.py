@@ -171,6 +171,76 @@ def _jsonl(text: str, extra: int) -> bool:
         return False
 
 
+TRUNCATED_FILE = "(the file may be truncated)"
+"""How `loads` (`text.undecodable`) ends the problem of a file whose text ran out."""
+_WS = re.compile(r"[ \t\n\r]*")
+"""JSON's whitespace."""
+
+
+def cut_array(raw: bytes) -> tuple[list[Any], int, int] | None:
+    """A top-level JSON array cut short (a results file whose writer stopped): its
+    complete values, each read as `loads` reads a file, and the line and column where the
+    first one that is not starts; None when the text is no array or no value is whole.
+    Only for a file `loads` found cut (`TRUNCATED_FILE`): its text is UTF-8."""
+    text = raw.removeprefix(codecs.BOM_UTF8).decode()
+    pos = _WS.match(text).end()
+    if not text.startswith("[", pos):
+        return None
+    decoder, values = json.JSONDecoder(), []
+    pos = _WS.match(text, pos + 1).end()
+    while True:
+        try:
+            _, end = decoder.raw_decode(text, pos)
+            values.append(loads(text[pos:end], "file"))  # NaN, depth: as the whole file's
+        except (ValueError, RecursionError):  # BadText too: the cut, or a value not read
+            break
+        pos = _WS.match(text, end).end()
+        if not text.startswith(",", pos):
+            break  # `]` would have ended a whole array: what is here is the cut
+        pos = _WS.match(text, pos + 1).end()
+    if not values:
+        return None
+    return values, *T._position(text, pos)
+
+
+SNIFF_BYTES = 64 << 20
+"""Files up to this size are parsed whole to tell a JSON document from JSONL records."""
+FIRST_LINE_BYTES = 1 << 20
+"""The most of a file's first line `document_lines` reads: a pretty-printed document's
+first line is short, a longer one is a record of its own."""
+
+
+def document_lines(path: Path) -> int | None:
+    """The lines of `path` when it is one JSON document over several lines (pretty-
+    printed): its first non-blank line is no JSON value and its whole text is one; None
+    for anything else. Only a regular file of up to SNIFF_BYTES is looked at: a pipe is
+    read once, by the import."""
+    try:
+        if not path.is_file() or path.stat().st_size > SNIFF_BYTES:
+            return None
+        with open(path, "rb") as fh:
+            first = b""
+            while not first.strip():
+                first = fh.readline(FIRST_LINE_BYTES)
+                if not first or len(first) >= FIRST_LINE_BYTES:
+                    return None
+        if parses(first.decode("utf-8-sig", errors="replace")):
+            return None
+        text = path.read_bytes().decode("utf-8-sig")
+        parse_json(text)
+    except (OSError, ValueError):  # unreadable, not UTF-8, not one JSON document (TooDeep)
+        return None
+    return len(LINE_END.split(text.rstrip("\r\n")))
+
+
+def parses(line: str) -> bool:
+    try:
+        parse_json(line)
+    except ValueError:  # TooDeep too
+        return False
+    return True
+
+
 def jsonl_text_lines(
     path: Path, data: bytes | None = None
 ) -> Iterator[tuple[int, str | ImportProblem]]:

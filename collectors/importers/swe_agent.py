@@ -70,6 +70,7 @@ from .common import (
     build,
     expected,
     json_in,
+    null_or_missing,
     origin_stem,
     split_command,
     timed_out,
@@ -383,7 +384,8 @@ def _from_steps(
             problems.append(
                 warning(
                     "unpaired_call",
-                    f"trajectory[{n}].observation: null, the answer to {cmd!r} is unknown; no turn",
+                    f"{null_or_missing(s, 'observation', f'trajectory[{n}]')}, the answer to"
+                    f" {cmd!r} is unknown; no turn",
                 )
             )
             continue
@@ -493,8 +495,8 @@ def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
         if h.get("content") is None:  # unknown, as a null answer is: never the empty prompt
             yield warning(
                 "message_not_imported",
-                f"history[{n}].content: null, the system prompt is unknown (no"
-                " agent_system_prompt, no action space read from it); not imported",
+                f"{null_or_missing(h, 'content', f'history[{n}]')}, the system prompt is"
+                " unknown (no agent_system_prompt, no action space read from it); not imported",
             )
         else:
             system = parts.text(h.get("content"), f"system prompt (history[{n}].content)")
