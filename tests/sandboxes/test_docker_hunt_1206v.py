@@ -17,26 +17,16 @@ import json
 
 import pytest
 from worldtrace.collectors.actions import keystrokes
-from worldtrace.sandboxes.base import TaskSpec
 from worldtrace.sandboxes.conditions import parse_conditions
 from worldtrace.sandboxes.docker import DockerConfig
-from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
+from worldtrace.sandboxes.terminal import TerminalSandbox
 from worldtrace.schemas.parsing import ConfigError, parse
+
+from .test_terminal_hunt_1206v import terminal
 
 pytestmark = pytest.mark.docker
 
 IMAGES = ("worldtrace/debian:latest", "worldtrace/busybox:latest")
-
-
-def terminal(conditions=(), **docker) -> TerminalSandbox:
-    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=20, **docker)))
-    try:
-        drawn = parse_conditions(list(conditions)).sample(0) if conditions else ()
-        s.reset(TaskSpec("t"), conditions=drawn)
-    except BaseException:
-        s.close()
-        raise
-    return s
 
 
 def run(s: TerminalSandbox, keys: str, duration: float = 15) -> str:
