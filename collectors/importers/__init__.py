@@ -24,7 +24,7 @@ import json
 import os
 import socket
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -83,7 +83,7 @@ from .reading import (
     read_document,
     surrogate_escapes,
 )
-from .sink import IMPORT_OPTIONS, Held, ImportWriteError, Sink, present_keys
+from .sink import IMPORT_OPTIONS, Held, ImportWriteError, Sink, labels_of, present_keys, relabelled
 
 # OpenHands is both: an event list is a whole file, an eval output a record. It is
 # detected first: its test is strict (events with `action` xor `observation`), while
@@ -748,6 +748,10 @@ class Converted(NamedTuple):
     (`options_differ`); "" otherwise."""
     same_as: str = ""
     """The id of that record of the store (with `earlier`)."""
+    relabelled: str = ""
+    """How this record's labels differ from those of the record the store holds with its
+    id at its place (`sink.relabelled`: a corrected reward, error flag, metadata), which
+    the id leaves out; "" when they agree or it is not present."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -826,8 +830,13 @@ def convert(
     except RecursionError:  # as in `_guarded`
         problem = ImportProblem(str(path), where, "too_deep", too_deep_to_convert(t))
         return Converted(None, problem, "", 0, loc)
-    # validated with its task's other rows (`checked`), unless the store has it already
-    return Converted(None if tid in present else d, None, "", cut, loc, warning, tid)
+    if tid in present:  # counted as present; said when its labels changed (`relabelled`)
+        held = present[tid] if isinstance(present, Mapping) else None
+        labels = held.labels if isinstance(held, Held) else None
+        changed = relabelled(labels, labels_of(d)) if labels is not None else ""
+        return Converted(None, None, "", cut, loc, warning, tid, relabelled=changed)
+    # validated with its task's other rows (`checked`)
+    return Converted(d, None, "", cut, loc, warning, tid)
 
 
 def checked(items: list[Item]) -> Part:
@@ -1097,6 +1106,9 @@ def _warm() -> None:
 OPTIONS_DIFFER = "options_differ"
 """Error kind: records the store holds from the same place of the same file, imported
 with other options (`Converted.earlier`)."""
+LABELS_CHANGED = "labels_changed"
+"""Warning kind: a record the store holds whose labels (outcome, error flags, exit codes,
+metadata: outside the id) this import reads otherwise (`sink.relabelled`)."""
 READ_BY_PROCESS = "read_by_process"
 """Error kind: worldtrace records in a file `process` reads as it is (the store's raw/)."""
 SHOWN_SHARDS = 3
@@ -1242,6 +1254,19 @@ class _Run:
             self.report.add(ImportProblem(str(path), "", kind, why))
             self.report.errors[kind] += n - 1
 
+    def _relabelled(self, path: Path, c: Converted, shard: str) -> ImportProblem:
+        """The warning for a record the store holds (same content, same place) whose labels
+        this import reads otherwise (`Converted.relabelled`): present, the store keeping its
+        own, and how to store these instead."""
+        why = (
+            f"changed outside its content since it was imported (as {c.tid}): {c.relabelled};"
+            " counted as already present (the id is the content, which did not change), and"
+            " the store keeps what it imported first. To store this import's values instead,"
+            f" move the shard holding it out of {self.sink.output} ({shard}) and import its"
+            " files again, or import into a new store"
+        )
+        return ImportProblem(str(path), c.loc, LABELS_CHANGED, why, fatal=False)
+
     def admit(self, path: Path, name: str, index: int, c: Converted) -> bool:
         """Count `c`'s outcome; True when it is to be stored (its row `c.at`)."""
         report = self.report
@@ -1262,6 +1287,8 @@ class _Run:
         key = (c.tid, self.stored[path], index)
         if key in self.present:
             report.present[name] += 1
+            if c.relabelled:
+                report.add(self._relabelled(path, c, self.present[key].shard))
             return False
         if c.invalid:
             report.add(ImportProblem(str(path), c.loc, "invalid", c.invalid))

@@ -19,7 +19,8 @@ message (the agent's system prompt) -> metadata `agent_system_prompt`. A step's
 `timestamp` (ISO 8601) -> `started_at` of each turn it made; the trajectory's
 `started_at` <- the earliest step timestamp (`ended_at` stays null: ATIF says when a
 step happened, not when the run ended). Content parts (v1.6) that hold no text (images)
-are left out and reported (`non_text_part`). Domain from tool names. A field of the
+are left out and reported (`non_text_part`); a call whose results hold such parts only
+makes no turn (`unpaired_call`, `common.no_text`). Domain from tool names. A field of the
 wrong type (`arguments` neither an object nor a string holding one; `steps`,
 `tool_calls` or `observation.results` no list, a call or `observation` no object, a
 `timestamp` no ISO 8601 string) refuses the file (`invalid`, naming the field).
@@ -102,8 +103,11 @@ from .common import (
     iso_timestamp,
     join_reasoning,
     kept_ends,
+    no_text,
+    null_or_missing,
     origin_stem,
     record_id,
+    textless,
     timed_out,
     tool_action,
     warning,
@@ -221,8 +225,9 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
             cid = call.get("tool_call_id")
             missing = not answers[k] and k not in together
             null = next((j for j, r in answers[k] if _unknown(r)), None)
+            bare = _textless(n, answers[k])
             texts, cut, killed = [], False, False
-            for j, r in answers[k]:
+            for j, r in [] if bare else answers[k]:
                 place = f"steps[{n}].observation.results[{j}]"
                 text = parts.text(
                     r.get("content"), f"turn {len(pairs)} observation ({place}.content)"
@@ -264,6 +269,15 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                     fatal=False,
                 )
                 continue
+            if bare:  # images only: what it answered in text is unknown, never ""
+                yield ImportProblem(
+                    str(path),
+                    f"steps[{n}].tool_calls[{k}]",
+                    "unpaired_call",
+                    f"{no_text(bare, f'call {cid!r} ({name})')}; no turn",
+                    fatal=False,
+                )
+                continue
             text = "\n".join(texts)
             obs = timed_out(text, truncated=cut) if killed else Observation(text, truncated=cut)
             read = _agent_answer(
@@ -273,12 +287,13 @@ def parse(path: Path, data: Any, domain: str | None = None) -> Iterator[Any]:
                 yield warning(read.kind, f"steps[{n}].tool_calls[{k}]: {read.what(action.text)}")
                 continue
             if null is not None and read is None:  # the agent's own reading knows no null
+                unknown = f"steps[{n}].observation.results[{null}]"
                 yield ImportProblem(
                     str(path),
                     f"steps[{n}].tool_calls[{k}]",
                     "unpaired_call",
-                    f"steps[{n}].observation.results[{null}].content: null, the answer to call"
-                    f" {cid!r} is unknown; no turn",
+                    f"{null_or_missing(dict(answers[k])[null], 'content', unknown)}, the answer to"
+                    f" call {cid!r} is unknown; no turn",
                     fatal=False,
                 )
                 continue
@@ -361,6 +376,20 @@ def _unknown(result: dict[str, Any]) -> bool:
     harbor keeps in their own way (a goose or Gemini CLI error: no content) are read by
     their own rules (`_agent_answer`)."""
     return result.get("content") is None and not result.get("subagent_trajectory_ref")
+
+
+def _textless(n: int, answers: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, Any]] | None:
+    """(field, parts) of each of a call's results (step `n`'s) when every one holds content
+    parts but no text (v1.6 image parts: a screenshot), else None: what it answered in
+    text is unknown, so the call makes no turn (`common.no_text`), whatever the agent."""
+    found = []
+    for j, r in answers:
+        at = f"steps[{n}].observation.results[{j}].content"
+        left = None if r.get("subagent_trajectory_ref") else textless(r.get("content"), at)
+        if left is None:
+            return None
+        found.append((at, left))
+    return found or None
 
 
 def _speaks(step: dict[str, Any]) -> bool:

@@ -68,7 +68,8 @@ failure without it has none); a command Claude Code did not call an error exited
 rule: a non-zero exit is an error, except grep/rg/find/diff/test exiting 1, recorded as
 `returnCodeInterpretation`: 1). Without `toolUseResult` (older versions, one event
 answering several calls) such a command's success has no exit code: 0 or 1
-(`_may_exit_1`). Images are not imported (`non_text_part`). A call nothing answers is no
+(`_may_exit_1`). Images are not imported (`non_text_part`); a result of images only (a
+`Read` of a PNG) is no turn (`unpaired_call`, `common.no_text`). A call nothing answers is no
 turn (`unpaired_call`): what the environment said is unknown.
 
 Claude Code's own text is not the environment's answer (docs/importers.md, "Harness
@@ -178,10 +179,12 @@ from .common import (
     join_reasoning,
     kept_ends,
     line_list,
+    no_text,
     origin_stem,
     plural,
     shell_or_tool,
     shown,
+    textless,
     timed_out,
 )
 from .reading import document_lines, json_head, jsonl_values, read_json
@@ -1223,6 +1226,11 @@ class _Reader:
         kind, why it is no turn)) when the tool did not answer."""
         e, k, r = c.results[0]
         place = f"turn {turn} observation (line {e.n}: message.content[{k}].content)"
+        content, field_ = r.get("content"), f"message.content[{k}].content"
+        if isinstance(content, list):  # reminders are Claude Code's text, not the tool's
+            content = _cleaned(content, lambda t: t)
+        if (left := textless(content, field_)) is not None:  # a `Read` of an image
+            return None, ("unpaired_call", no_text([(field_, left)]))
         error = bool(r.get("is_error"))
         text = self.text(r.get("content"), place)
         if text == LOST:

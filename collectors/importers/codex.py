@@ -135,11 +135,12 @@ timeout - `request timed out`, `timed out awaiting tools/call after D`) is
 are their text; `function_call_output.output` given as content items (newer protocol,
 `[{type: input_text, text}, {type: input_image, image_url}]`) is read as the text of its
 text items (a text-only list then as a string output: a shell's framing, Codex's refusals),
-its images `non_text_part`; over its budget Codex cuts such a list item by item
-(`_items_uncut`: `truncated`, the cut item's two ends, its `[omitted N text items ...]`
-left out). view_image answers `attached local image path` and injects the
-image as a user message after the outputs: the observation is empty, the image
-`non_text_part` named at that message, which is no user message. Nothing else frames
+its images `non_text_part` (images only: no turn, `common.no_text`); over its budget
+Codex cuts such a list item by item (`_items_uncut`: `truncated`, the cut item's two
+ends, its `[omitted N text items ...]` left out). view_image answers `attached local
+image path` and injects the image as a user message after the outputs (no user
+message): its answer is that image alone, no text, so it makes no turn (`unpaired_call`
+naming that message), as any answer of images only. Nothing else frames
 its answer: `update_plan`'s `Plan updated`, the experimental read_file's `L<n>: <line>`
 lines (that tool's own way of showing a file, as an editor tool's `cat -n`), list_dir,
 grep_files and dynamic tools' text are kept as they are.
@@ -194,9 +195,11 @@ from .common import (
     join_reasoning,
     kept_ends,
     line_list,
+    no_text,
     origin_stem,
     plural,
     shown,
+    textless,
     timed_out,
     tool_action,
 )
@@ -1182,14 +1185,16 @@ class _Reader:
         if isinstance(o, list):
             if not _text_only(o):  # an image, a dynamic tool's content items
                 o, cut = _items_uncut(o)
-                return Observation(self.parts.text(o, place), truncated=cut), None
+                return self._said(o, c, place, truncated=cut)
             o = content_text(o)[0]  # text items: the text the tool answered
             if (why := _refused(o)) is not None:
                 return None, why
-        if c.name == VIEW_IMAGE and o == IMAGE_ATTACHED:
+        if c.name == VIEW_IMAGE and o == IMAGE_ATTACHED:  # its answer is the image alone
             content, where = self.images.get(c.call_id, ([], ""))
-            self.parts.text(content, f"turn {turn} observation ({where})")
-            return Observation(""), None
+            if (left := textless(content, where)) is not None:
+                return None, ("unpaired_call", no_text([(where, left)]))
+            why = f"Codex answered {IMAGE_ATTACHED!r} and kept no image after it"
+            return None, ("unpaired_call", f"{why}: what it answered is unknown")
         end = self.ends.get(c.call_id)
         if end is not None and end.get("status") == "declined":
             return None, ("not_run", "the user declined it (exec_command_end status declined)")
@@ -1197,7 +1202,18 @@ class _Reader:
             return self._terminal(o, c)
         if c.shell:
             return self._shell(o, end), None
-        return self._tool(o, place), None
+        return self._tool(o, c, place)
+
+    def _said(
+        self, content: Any, c: _Call, place: str, **observed: Any
+    ) -> tuple[Observation | None, tuple[str, str] | None]:
+        """The observation of call `c` whose answer is content parts (items, MCP blocks):
+        their text, its other parts `non_text_part`; no turn when they hold no text (an
+        image only: `common.no_text`), which is no empty output."""
+        field_ = f"{c.output.pre}output"
+        if (left := textless(content, field_)) is not None:
+            return None, ("unpaired_call", no_text([(field_, left)]))
+        return Observation(self.parts.text(content, place), **observed), None
 
     def _shell(self, text: str, end: dict[str, Any] | None) -> Observation:
         seen = _framed(text)
@@ -1259,7 +1275,7 @@ class _Reader:
             if isinstance(first, dict) and _MCP_HEADER_ITEM.match(str(first.get("text"))):
                 o = o[1:]
             o, cut = _items_uncut(o)
-            return Observation(self.parts.text(o, place), is_error=error, truncated=cut), None
+            return self._said(o, c, place, is_error=error, truncated=cut)
         m = _MCP_FRAME.match(o)
         body = o if m is None else m["body"] or ""
         if m is not None and (cut := _budget_cut(o)) is not None:
@@ -1270,10 +1286,10 @@ class _Reader:
         if ok is None and said is not None and (why := _mcp_error(said, args_read)) is not None:
             return None, why
         if _blocks(value):
-            return Observation(self.parts.text(value, place), is_error=error), None
+            return self._said(value, c, place, is_error=error)
         if isinstance(value, dict) and isinstance(value.get("content"), list) and set(value) <= RESULT_KEYS:  # fmt: skip
             error = error or value.get("isError", value.get("is_error")) is True
-            return Observation(self.parts.text(value["content"], place), is_error=error), None
+            return self._said(value["content"], c, place, is_error=error)
         return Observation(body, is_error=error), None  # structured content, or plain text
 
     def _cut(self, body: str, cut: tuple[int, int], place: str, error: bool) -> Observation:
@@ -1291,7 +1307,9 @@ class _Reader:
                 self.parts.left.append((place, left + right))
         return Observation(_ends(head, tail), is_error=error, truncated=True)
 
-    def _tool(self, text: str, place: str) -> Observation:
+    def _tool(
+        self, text: str, c: _Call, place: str
+    ) -> tuple[Observation | None, tuple[str, str] | None]:
         """Another tool's output: an MCP result's content (`{content, isError}` JSON), else
         the text."""
         if text.startswith("{"):
@@ -1301,8 +1319,8 @@ class _Reader:
                 d = None
             if isinstance(d, dict) and isinstance(d.get("content"), list) and set(d) <= {"content", "isError", "is_error", "structuredContent", "structured_content", "_meta"}:  # fmt: skip
                 error = d.get("isError", d.get("is_error")) is True
-                return Observation(self.parts.text(d["content"], place), is_error=error)
-        return Observation(text)
+                return self._said(d["content"], c, place, is_error=error)
+        return Observation(text), None
 
 
 # -- the trajectory ------------------------------------------------------------------
@@ -1914,9 +1932,14 @@ def _exec_events(path: Path, domain: str | None) -> Iterator[Any]:
                 continue
             place = f"turn {len(pairs)} observation ({where}: item.result.content)"
             try:
-                text = parts.text(result.get("content") or [], place)
+                left = textless(result.get("content"), "item.result.content")
+                text = "" if left else parts.text(result.get("content") or [], place)
             except InvalidField as exc:
                 yield ImportProblem(str(path), where, "invalid", str(exc))
+                continue
+            if left:  # a screenshot: what it answered in text is unknown, never ""
+                why = no_text([("item.result.content", left)])
+                yield file_warning(path, where, "unpaired_call", f"item {item['id']} ({name}): {why}; no turn")  # fmt: skip
                 continue
             obs = Observation(text, is_error=status == "failed")
         else:

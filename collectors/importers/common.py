@@ -53,7 +53,7 @@ class ImportProblem:
     kind: str
     """Errors: invalid_json, invalid_utf8, compressed, empty_file, unreadable,
     unrecognized, missing_field, empty, invalid, too_deep, options_differ,
-    read_by_process. Warnings: record_changed, unknown_version,
+    read_by_process. Warnings: record_changed, labels_changed, unknown_version,
     unpaired_call, unpaired_result, repeated_call_id, non_text_part, truncated_observation,
     message_not_imported, subagent_not_imported, not_run, harness_failure, missing_event,
     lone_surrogate, unknown_status."""
@@ -109,10 +109,13 @@ def expected(field: str, what: str, value: Any) -> InvalidField:
     return InvalidField(f"{field}: expected {what}, got {shown(value)}")
 
 
-def null_or_missing(holder: dict[str, Any], key: str, at: str) -> str:
+def null_or_missing(holder: dict[str, Any], key: str, at: str, name: str | None = None) -> str:
     """An answer that is not there as the file has it: `at.key: null` when it wrote null,
-    `at: no `key`` when it left the key out (a problem never says null of a missing key)."""
-    return f"{at}.{key}: null" if key in holder else f"{at}: no `{key}`"
+    `at: no `key`` when it left the key out (a problem never says null of a missing key).
+    `name`: the key as the file names it, when `holder` is a message made of another shape
+    (an OpenAI `tool` message of a Responses API item's `output`)."""
+    name = name or key
+    return f"{at}.{name}: null" if key in holder else f"{at}: no `{name}`"
 
 
 def record_id(rec: dict[str, Any], key: str) -> str | None:
@@ -658,9 +661,19 @@ def part_counts(left: Counter[str]) -> str:
 def textless(content: Any, field: str) -> Counter[str] | None:
     """The parts of `content` (at `field`) when they hold no text at all, only images,
     audio or files (by kind); None when it has text, or nothing else. Such an answer is
-    no empty output: what it said in text is unknown, as a null answer's is."""
+    no empty output: what it said in text is unknown, as a null answer's is (`no_text`)."""
     text, left = content_text(content, field)
     return left if left and not text else None
+
+
+def no_text(found: Iterable[tuple[str, Counter[str]]], call: str = "it") -> str:
+    """Why a call answered only with parts that hold no text (`textless`: a screenshot, a
+    `Read` of a PNG, view_image) makes no turn, every importer's `unpaired_call`, as for a
+    null answer: worldtrace records are text, and `""` would teach that the tool printed
+    nothing. `found`: each field of the answer and its parts; `call`: the call as the
+    importer names it. The caller adds `; no turn`."""
+    said = "; ".join(f"{at}: {part_counts(left)} and no text" for at, left in found)
+    return f"{said}: what {call} answered in text is unknown (non-text parts are not kept)"
 
 
 def join_reasoning(*parts: str | None) -> str | None:

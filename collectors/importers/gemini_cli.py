@@ -66,8 +66,10 @@ headers (`IMPORTANT: The file content has been truncated. ...`, `[File content t
 ...]`) are `observation.truncated` with the text shown; a hook's `[System] Tool input
 parameters were modified by a hook before execution.` and the placeholders beside binary
 parts (`Tool execution succeeded.`, `Binary content ...`) are removed; images
-`non_text_part`. Another tool's error (a file not found, a string to replace not found) is
-an error turn with its text. Only the exact templates, whole and in their place, are read.
+`non_text_part`, and an answer of images only (a `read_file` of a PNG) no turn
+(`unpaired_call`, `common.no_text`). Another tool's error (a file not found, a string to
+replace not found) is an error turn with its text. Only the exact templates, whole and
+in their place, are read.
 
 Text turns as the other session importers (`common.conversation`): a gemini message with
 no call, answered by the user, is a `text` turn; the last unanswered one -> metadata
@@ -126,6 +128,7 @@ from .common import (
     join_reasoning,
     kept_ends,
     line_list,
+    no_text,
     origin_stem,
     plural,
     shell_or_tool,
@@ -666,9 +669,13 @@ def _text(content: Any, place: str, parts: NonText) -> str:
     return "".join(texts)
 
 
-def _result(tc: dict[str, Any], place: str, parts: NonText) -> tuple[str | None, str | None] | None:
+def _result(
+    tc: dict[str, Any], place: str, parts: NonText
+) -> tuple[str | None, str | None] | Counter[str] | None:
     """(output, error) of a tool call record's `result` (its functionResponse's
-    `response`, the text parts beside it), None when it has none."""
+    `response`, the text parts beside it), None when it has none; its parts by kind when
+    it answered with images or files only (`read_file` of a PNG: the placeholder output,
+    the `inlineData` beside it), which is no text answer (`common.no_text`)."""
     items = _parts(tc.get("result"))
     frs = [
         p["functionResponse"]
@@ -699,6 +706,8 @@ def _result(tc: dict[str, Any], place: str, parts: NonText) -> tuple[str | None,
             texts.append(p["text"])
         elif isinstance(p, dict) and ("inlineData" in p or "fileData" in p):
             left["inlineData" if "inlineData" in p else "fileData"] += 1
+    if left and not texts and error is None and (not output or PLACEHOLDERS.fullmatch(output)):
+        return left
     if left:
         parts.left.append((place, left))
     if (texts or left) and output is not None and PLACEHOLDERS.fullmatch(output):
@@ -1067,6 +1076,10 @@ def _trajectory(path: Path, s: _Session, domain: str | None) -> Iterator[Any]:
         label = f"{field_} {name} call {tc.get('id')!r}"
         place = f"turn {len(pairs)} observation ({where}: {field_}.result)"
         result = _result(tc, place, parts)
+        if isinstance(result, Counter):  # images only: what it answered in text is unknown
+            why = no_text([(f"{field_}.result", result)])
+            yield file_warning(path, where, "unpaired_call", f"{label}: {why}; no turn")
+            continue
         if result is None:
             yield file_warning(
                 path,

@@ -67,9 +67,11 @@ from .common import (
     expected,
     join_reasoning,
     kept_ends,
+    no_text,
     null_or_missing,
     origin_stem,
     shown,
+    textless,
     timed_out,
     warning,
 )
@@ -501,6 +503,10 @@ def parse(path: Path, data: Any) -> Iterator[Any]:
                     f"{null_or_missing(messages[k], keys[k], f'messages[{k}]')}, the answer"
                     f" to {cmd!r} is unknown; no turn",
                 )
+                continue
+            bare = textless(nxt.get("content"), place(k)) if nxt is not None else None
+            if bare is not None and _raw(nxt) is None:  # images only: never ""
+                yield warning("unpaired_call", f"{no_text([(place(k), bare)], repr(cmd))}; no turn")
                 continue
             reply = (
                 parts.text(nxt.get("content"), f"turn {turn} observation ({place(k)})")

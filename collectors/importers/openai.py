@@ -86,7 +86,8 @@ from .common import (
     expected,
     guess_domain,
     join_reasoning,
-    part_counts,
+    no_text,
+    null_or_missing,
     record_id,
     shown,
     textless,
@@ -213,15 +214,10 @@ def _from_items(items: list[Any], key: Places) -> tuple[list[Any], list[ImportPr
                 thought = []
                 out.append(caller)
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": it.get("call_id"),
-                    "content": it.get("output"),
-                    "status": it.get("status"),
-                    FIELDS: ITEM_FIELDS,
-                }
-            )
+            result = {"role": "tool", "tool_call_id": it.get("call_id"), "status": it.get("status")}
+            if "output" in it:  # left out, it is said missing (`_unknown`), not null
+                result["content"] = it["output"]
+            out.append({**result, FIELDS: ITEM_FIELDS})
             caller = None
         elif kind == "reasoning":
             summary = it.get("summary") if isinstance(it.get("summary"), list) else []
@@ -630,8 +626,8 @@ def _unknown(c: _Call, key: Places) -> ImportProblem | None:
     n, r = null
     return warning(
         "unpaired_call",
-        f"{key(n)}.{_field(r, 'content')}: null, the answer to call {c.id!r} ({c.name}) is"
-        " unknown; no turn",
+        f"{null_or_missing(r, 'content', key(n), _field(r, 'content'))}, the answer to call"
+        f" {c.id!r} ({c.name}) is unknown; no turn",
     )
 
 
@@ -646,12 +642,8 @@ def _no_text(c: _Call, key: Places) -> ImportProblem | None:
         left = textless(r.get("content"), at)
         if left is None:
             return None
-        found.append(f"{at}: {part_counts(left)} and no text")
-    return warning(
-        "unpaired_call",
-        f"{'; '.join(found)}: what call {c.id!r} ({c.name}) answered in text is unknown"
-        " (images are not kept); no turn",
-    )
+        found.append((at, left))
+    return warning("unpaired_call", f"{no_text(found, f'call {c.id!r} ({c.name})')}; no turn")
 
 
 def _turn(
@@ -798,7 +790,7 @@ def to_trajectory(d: Any, origin: str, domain: str | None = None) -> Iterator[An
     if first is not None and first.get("content") is None:  # unknown, never the empty prompt
         yield warning(
             "message_not_imported",
-            f"{key(at)}.content: null, the system prompt is unknown (no"
+            f"{null_or_missing(first, 'content', key(at))}, the system prompt is unknown (no"
             " agent_system_prompt); not imported",
         )
     elif first is not None:

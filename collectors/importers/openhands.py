@@ -103,6 +103,7 @@ from .common import (
     iso_timestamp,
     join_reasoning,
     kept_ends,
+    null_or_missing,
     numbered_files,
     origin_stem,
     timed_out,
@@ -1062,7 +1063,8 @@ def _convert(
                 problems.append(
                     warning(
                         "unpaired_call",
-                        f"{obs_place}.content: null, the answer to the agent's {kind!r} action "
+                        f"{null_or_missing(obs, 'content', obs_place)}, the answer to the"
+                        f" agent's {kind!r} action "
                         f"(id {e.get('id')}) is unknown; no turn",
                     )
                 )

@@ -56,9 +56,11 @@ notice exactly there. The terminal's refusals (`No previous running command to .
 `not_run`; its failures (`[The terminal was closed while the command was running.]`, the
 tmux-recovery notice) are `harness_failure` (both only in an error observation); a
 reset's `Terminal session has been reset. ...` notice is removed.
-An MCP result's leading `[Tool 'T' executed.]` part is removed; a browser screenshot is
-`non_text_part`, `Browser operation failed: Operation timed out ...` a timeout; the
-planning editor's `Operation 'C' is not allowed on file ...` is `not_run`.
+An MCP result's leading `[Tool 'T' executed.]` part is removed; an observation of images
+only (an MCP screenshot) is no turn (`unpaired_call`, `common.no_text`); a browser
+screenshot beside its text is `non_text_part`, `Browser operation failed: Operation
+timed out ...` a timeout; the planning editor's `Operation 'C' is not allowed on file
+...` is `not_run`.
 `AgentErrorEvent` is the SDK's own text, never a tool's answer: for a call it made no
 action of (`action` absent: an unknown tool, arguments that failed validation) or
 skipped (`Tool call cancelled by interrupt.`) no turn, `not_run`; for one it ran (the
@@ -114,7 +116,9 @@ from .common import (
     iso_timestamp,
     join_reasoning,
     kept_ends,
+    no_text,
     numbered_files,
+    textless,
     timed_out,
     tool_action,
 )
@@ -625,6 +629,10 @@ def _observation(o: _Event, e: _Event, turn: int, parts: NonText) -> Observation
         head = content[0]
         if head.get("type") == "text" and MCP_HEADER.fullmatch(_str(head.get("text")) or ""):
             content = content[1:]
+    if (left := textless(content, f"{o.place}.observation.content")) is not None:
+        return NoTurn(
+            "unpaired_call", no_text([(f"{o.place}.observation.content", left)], _named(e))
+        )
     text = parts.text(content, at)
     if okind in TERMINAL_OBSERVATIONS:
         return _terminal(obs, text, error, _action(e) or {})
@@ -725,19 +733,26 @@ def _roles(evs: list[_Event], answers: dict[int, int]) -> dict[int, str | None]:
     return roles
 
 
+def _named(e: _Event) -> str:
+    """ActionEvent `e`'s call, as problems name it."""
+    return f"the agent's call to {e.d['tool_name']!r} ({e.d['tool_call_id']})"
+
+
 def _call(
     evs: list[_Event], k: int, answers: dict[int, int], turn: int, parts: NonText
 ) -> tuple[Action, Observation] | tuple[str, str]:
     """(action, observation) of the agent's call `evs[k]`, or (warning kind, message)
     when it makes no turn."""
     e = evs[k]
-    call = f"the agent's call to {e.d['tool_name']!r} ({e.d['tool_call_id']})"
+    call = _named(e)
     o = answers.get(k)
     if o is None and _action(e) is None:
         return "not_run", f"{e.place}: the SDK made no action of {call}; no turn"
     if o is None:
         return "unpaired_call", f"{e.place}: no observation for {call}; no turn"
     answer = _observation(evs[o], e, turn, parts)
+    if isinstance(answer, NoTurn) and answer.kind == "unpaired_call":  # images only
+        return answer.kind, f"{answer.why}; no turn"
     if isinstance(answer, NoTurn):
         did = "did not run" if answer.kind == "not_run" else "failed to run"
         return answer.kind, f"{evs[o].place}: OpenHands {did} {call}: {answer.why}; no turn"

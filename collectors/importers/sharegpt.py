@@ -58,6 +58,7 @@ from .common import (
     json_in,
     json_text,
     message_action,
+    null_or_missing,
     record_id,
     shown,
     tool_action,
@@ -269,13 +270,14 @@ def _results(
         body if body is None else _content(body, c["name"])
         for body, (c, _) in zip(results, calls, strict=False)
     ]
+    messages = dict(numbered)
     for (n, _, body), (c, _) in zip(found, calls, strict=False):
         if body is None:
             problems.append(
                 warning(
                     "unpaired_call",
-                    f"conversations[{n}].value: null, the answer to call {c['name']!r} is"
-                    " unknown; no turn",
+                    f"{null_or_missing(messages[n], 'value', f'conversations[{n}]')}, the answer"
+                    f" to call {c['name']!r} is unknown; no turn",
                 )
             )
     for k, (c, _) in enumerate(calls[len(out) :], start=len(out)):

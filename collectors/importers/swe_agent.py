@@ -70,9 +70,11 @@ from .common import (
     build,
     expected,
     json_in,
+    no_text,
     null_or_missing,
     origin_stem,
     split_command,
+    textless,
     timed_out,
     warning,
 )
@@ -440,6 +442,14 @@ def _from_history(history: list[Any], parts: NonText) -> Iterator[Any]:
         k, nxt = msgs[i + 1] if i + 1 < len(msgs) else (None, None)
         if nxt is None or nxt.get("role") == "assistant":
             yield warning("unpaired_call", f"history: no observation after {cmd.strip()!r}")
+            continue
+        if nxt.get("content") is None:  # what it printed is unknown: never ""
+            said = null_or_missing(nxt, "content", f"history[{k}]")
+            yield warning("unpaired_call", f"{said}, the answer to {cmd.strip()!r} is unknown; no turn")  # fmt: skip
+            continue
+        if (bare := textless(nxt.get("content"), f"history[{k}].content")) is not None:
+            said = no_text([(f"history[{k}].content", bare)], repr(cmd.strip()))
+            yield warning("unpaired_call", f"{said}; no turn")  # images only: never ""
             continue
         text = parts.text(nxt.get("content"), f"turn {turn} observation (history[{k}].content)")
         state = None

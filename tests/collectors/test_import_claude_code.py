@@ -287,13 +287,13 @@ def test_system_reminders_are_removed_whole_and_only_in_their_place(tmp_path):
         "",  # an empty file
         printed,
         f"notes.md: see {ide} above",
-        "",  # an image: not imported, reported
-        "Ok, and now?",
+        "Ok, and now?",  # the image Read answered is no turn: it said no text (1206w2)
     ]
     [p] = problems
     assert (p.kind, p.message) == (
-        "non_text_part",
-        "turn 4 observation (line 11: message.content[0].content): 1 image part not imported",
+        "unpaired_call",
+        "Read call 'toolu_05' (line 10): message.content[0].content: 1 image part and no text: "
+        "what it answered in text is unknown (non-text parts are not kept); no turn",
     )
 
 

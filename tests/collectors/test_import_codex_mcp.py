@@ -279,28 +279,30 @@ def test_an_mcp_result_codex_cut_shows_its_ends(tmp_path):
 def test_list_outputs_are_read_as_their_items(tmp_path):
     """`function_call_output.output` may be a list of content items (newer protocol): text
     items are the tool's text, read as a string output would be (a shell's framing removed,
-    Codex's refusals no turn); an image is `non_text_part`."""
+    Codex's refusals no turn); an answer of an image alone is no turn (`unpaired_call`:
+    what it said in text is unknown, 1206w2)."""
     r = start()
     r.item(bash("c1", "ls"), out("c1", [{"type": "input_text", "text": freeform("calc.py\n")}]))
     r.item(bash("c2", "sleep 9"), out("c2", [{"type": "input_text", "text": "aborted"}]))
     r.item({"type": "function_call", "name": "view_image", "arguments": '{"path": "a.png"}', "call_id": "c3"})  # fmt: skip
     r.item(out("c3", [{"type": "input_image", "image_url": PNG}]))
     [t], problems = imported(tmp_path, r)
-    assert obs(t) == [("calc.py\n", False, 0, False), ("", False, None, False)]
+    assert obs(t) == [("calc.py\n", False, 0, False)]  # the image said no text: no turn
     at = outputs(r)
     aborted = f"shell call 'c2' (line {at[1] - 1}): the turn was interrupted before the call answered; no turn"  # fmt: skip
-    image = f"turn 1 observation (line {at[2]}: payload.output): 1 input_image part not imported"
+    image = f"view_image call 'c3' (line {at[2] - 1}): payload.output: 1 input_image part and no text: what it answered in text is unknown (non-text parts are not kept); no turn"  # fmt: skip
     assert [(p.kind, p.where, p.message) for p in problems] == [
         ("not_run", f"line {at[1]}", aborted),
-        ("non_text_part", "", image),
+        ("unpaired_call", f"line {at[2]}", image),
     ]
 
 
 def test_view_image_is_the_image_codex_attached(tmp_path):
     """Found: view_image's observation was Codex's `attached local image path`, and the image
     it injected after the output was taken for a user message answering nothing. The image
-    is the tool's answer: an empty observation whose image is `non_text_part`, and the
-    injected message is no user message. update_plan's `Plan updated` is its answer."""
+    is the tool's answer, and the injected message is no user message; an answer of an
+    image alone is no turn (`unpaired_call`, 1206w2: an empty observation taught that
+    viewing an image shows nothing). update_plan's `Plan updated` is its answer."""
     r = start()
     r.item({"type": "function_call", "name": "view_image", "arguments": '{"path": "plot.png"}', "call_id": "c1"})  # fmt: skip
     r.item(out("c1", "attached local image path"))
@@ -309,8 +311,8 @@ def test_view_image_is_the_image_codex_attached(tmp_path):
     r.item({"type": "function_call", "name": "update_plan", "arguments": '{"plan": []}', "call_id": "c2"})  # fmt: skip
     r.item(out("c2", "Plan updated"))
     [t], problems = imported(tmp_path, r)
-    assert [x.action.name for x in t.turns] == ["view_image", "update_plan"]
-    assert obs(t) == [("", False, None, False), ("Plan updated", False, None, False)]
-    part = f"turn 0 observation (line {image}: payload.content): 1 input_image part not imported"
-    assert [(p.kind, p.message) for p in problems] == [("non_text_part", part)]
+    assert [x.action.name for x in t.turns] == ["update_plan"]  # the image said no text: no turn
+    assert obs(t) == [("Plan updated", False, None, False)]
+    part = f"view_image call 'c1' (line 7): line {image}: payload.content: 1 input_image part and no text: what it answered in text is unknown (non-text parts are not kept); no turn"  # fmt: skip
+    assert [(p.kind, p.message) for p in problems] == [("unpaired_call", part)]
     assert t.task.instruction == "Fix the failing test in calc.py"

@@ -534,14 +534,14 @@ def test_a_malformed_record_costs_only_itself(tmp_path):
              {"id": "z", "type": "compression", "timestamp": "2025-10-06T09:00:00.000Z"}, running, image]  # fmt: skip
     f = write_jsonl(tmp_path / "s.jsonl", lines)
     [t], problems = read(f)
-    assert obs(t) == [("a.txt", False, 0, False), ("", False, None, False)]
+    assert obs(t) == [("a.txt", False, 0, False)]  # the image read said no text: no turn
     assert [(p.kind, p.where, p.message) for p in problems] == [
         ("invalid_json", "line 4", "unterminated string at column 47 (the line may be truncated)"),
         ("invalid", "line 5", 'toolCalls: expected a list, got {"id": "b"}'),
         ("invalid", "line 6", 'toolCalls[0].args: expected an object, got "ls"'),
         ("message_not_imported", "line 7", "1 record of no kind Gemini CLI writes (line 7); not imported"),
         ("unpaired_call", "line 8", "toolCalls[0] run_shell_command call 'd': no result (status \"executing\"); no turn (what the environment answered is unknown)"),
-        ("non_text_part", "", "turn 1 observation (line 9: toolCalls[0].result): 1 inlineData part not imported"),
+        ("unpaired_call", "line 9", "toolCalls[0] read_file call 'e': toolCalls[0].result: 1 inlineData part and no text: what it answered in text is unknown (non-text parts are not kept); no turn"),
     ]  # fmt: skip
     # the JSON layout names the message by its place
     doc = {**s.document(), "messages": [s.messages[0], ok, {**ok, "timestamp": "yesterday"}]}
