@@ -206,7 +206,7 @@ def _parse_tasks(raw: Any, sandbox_cls, sandbox: Part | None, policy: Part | Non
                 p.add(apath, str(exc))
                 continue
             if kinds and action.kind not in kinds:
-                p.add(apath, f"sandbox kind takes {' or '.join(kinds)} actions, not {action.kind}")
+                p.add(apath, f"sandbox kind {sandbox_cls.kind} takes {' or '.join(kinds)} actions, not {action.kind}")  # fmt: skip
                 continue
             if action.kind == "tool_call" and tools is not None:
                 if action.name not in tools:

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from worldtrace.sandboxes.base import SandboxError
 from worldtrace.schemas import Observation, Trajectory
@@ -43,6 +43,9 @@ from worldtrace.schemas.tempfiles import try_lock, write_bytes_atomic
 from .episode import Interrupted, attempt_episode, failure_reason, retriable
 from .jobspec import JobSpec
 from .recorder import BAD_SUFFIX, CUT_SHORT, JOURNAL_SUFFIX, JournalError, publish, recover
+
+if TYPE_CHECKING:
+    from .jobstore import JobStore
 
 JOURNALS = ".journals"
 """Directory of a job's journals (hidden: shard readers skip it)."""
@@ -336,6 +339,13 @@ def spec_changes(out: Path, spec: JobSpec) -> list[str] | None:
     return changed or ["the spec"]
 
 
+def queued_job(store: JobStore, job_id: str) -> bool:
+    """Whether `job_id` is a job of the job store `store` (queued by `jobs submit` or the
+    scheduler, run by workers), not one `collect` ran."""
+    job = store.job(job_id)
+    return job is not None and job["job_id"] == job_id
+
+
 def resume_problem(
     raw_dir: Path, jobs_db: Path, spec: JobSpec | None, job_file: str | None, job_id: str
 ) -> str | None:
@@ -346,8 +356,7 @@ def resume_problem(
     if jobs_db.exists():
         from .jobstore import open_job_store
 
-        queued = open_job_store(jobs_db).job(job_id)
-        if queued is not None and queued["job_id"] == job_id:
+        if queued_job(open_job_store(jobs_db), job_id):
             return (
                 f"job {job_id} is a queued job: `worldtrace worker` runs it "
                 f"(`worldtrace jobs retry {job_id}` queues its failed episodes again)"

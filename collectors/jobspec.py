@@ -41,7 +41,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, Strict
+from pydantic import AfterValidator, BeforeValidator, Field, Strict
 from worldtrace.sandboxes.base import TaskSpec, action_kinds, load, static_action_space
 from worldtrace.sandboxes.conditions import Condition, ConditionsSpec
 from worldtrace.schemas import Action
@@ -72,6 +72,7 @@ MAX_EPISODES = 100_000
 episode, and `collect` lists them all before the first one runs."""
 EVERY_RE = re.compile(r"^(\d+)\s*([smhd])$")
 EVERY_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+EVERY_EXAMPLES = "30s, 15m, 2h, 1d"
 
 
 def _name(value: str) -> str:
@@ -93,11 +94,21 @@ def parse_every(value: str, zero: bool = False) -> timedelta:
     schedule's interval must be positive)."""
     m = EVERY_RE.match(value.strip())
     if not m or int(m.group(1)) < (0 if zero else 1):
-        raise ValueError(f"not an interval: {value!r} (write e.g. 30s, 15m, 2h, 1d)")
+        raise ValueError(f"not an interval: {value!r} (write e.g. {EVERY_EXAMPLES})")
     seconds = int(m.group(1)) * EVERY_UNITS[m.group(2)]
     if seconds > MAX_EVERY_S:  # past datetime's range, or no run in this century
         raise ValueError(f"{value!r} is longer than {MAX_EVERY_S // 86400}d")
     return timedelta(seconds=seconds)
+
+
+def _unit_given(value: Any) -> Any:
+    """`every: 15` (a number, no unit) says what to write, not pydantic's `Input should
+    be a valid string`."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        others = ", ".join(f"{value}{u}" for u in EVERY_UNITS if u != "m")
+        as_ = f"as {value}m (or {others})" if isinstance(value, int) else f"e.g. {EVERY_EXAMPLES}"
+        raise ValueError(f"{value} has no unit: write a whole number and its unit, {as_}")
+    return value
 
 
 def _every(value: str | None) -> str | None:
@@ -159,9 +170,10 @@ def cron_iter(expr: str, start: Any = None):
 
 def _cron_fields(value: str) -> None:
     """Refuse, naming the field, a value out of its field's range (croniter said only
-    `not a cron expression`) and a range written high to low (`5-1`, `22-2`, `fri-mon`):
+    `not a cron expression`), a range written high to low (`5-1`, `22-2`, `fri-mon`):
     Vixie cron refuses it, and croniter wraps it around in silence (`5-1` ran Friday to
-    Monday), so the job would run at times the file does not say."""
+    Monday), so the job would run at times the file does not say; and the items of other
+    dialects (`R`, `H`, `CRON_EXTENSIONS`)."""
     for text, (field_name, low, high, names) in zip(value.split(), CRON_FIELDS, strict=True):
         for item in text.split(","):
             if item[:1].upper() in ("R", "H"):  # no name begins so
@@ -170,9 +182,14 @@ def _cron_fields(value: str) -> None:
                     "which cron has not: it would run at other times each time it is "
                     "computed; write the time"
                 )
+            if why := _not_cron(item):
+                raise ValueError(
+                    f"{value!r}: {field_name} {item} is {why}, an item standard cron has "
+                    f"not: {'write *' if item == '?' else CRON_ITEMS}"
+                )
             m = _CRON_ITEM.match(item)
             if m is None:
-                continue  # `*`, `*/5`, `L`, `5#2`, ...: croniter checks them
+                continue  # `*`, `*/5`, ...: croniter checks them
             ends = [_cron_value(v, low, names) for v in m.group(1, 2) if v is not None]
             if None in ends:
                 continue  # not a number or a name: croniter says what it is
@@ -217,6 +234,29 @@ def _cron_fields(value: str) -> None:
             )
 
 
+CRON_EXTENSIONS = {
+    "#": "croniter's Nth weekday of the month (#)",
+    "L": "croniter's last day or weekday (L)",
+    "W": "the nearest weekday (W) of Quartz",
+    "?": "Quartz's no specific value (?)",
+}
+"""Items of cron dialects that Vixie cron has not, refused as `R` and `H` are: a schedule
+is standard cron, which any cron reads alike (croniter also read `15 * 1#2`'s two day
+fields otherwise than its own `#`, and said it never matches)."""
+_CRON_EXTENSION = re.compile(r"^(?:\d*L|L?W|\d+W|\d+#\d+|\?)$")
+"""A part (between `-` and `/`) of a cron item, in capitals, that is a `CRON_EXTENSIONS` item."""
+CRON_ITEMS = "write the field with numbers, names, ranges (a-b), steps (/n) and lists (a,b)"
+
+
+def _not_cron(item: str) -> str | None:
+    """What `CRON_EXTENSIONS` item a cron field's item holds (`L`, `5L`, `L-2`, `LW`,
+    `15W`, `1#2`, `?`; a name such as `jul` or `wed` is none), or None."""
+    for part in re.split(r"[-/]", item.upper()):
+        if _CRON_EXTENSION.match(part):
+            return CRON_EXTENSIONS[next((m for m in "#?L" if m in part), "W")]
+    return None
+
+
 def _cron_value(v: str, low: int, names: tuple[str, ...]) -> int | None:
     """A cron field's value as a number (a name by its place), or None."""
     if v.isdigit():
@@ -232,7 +272,7 @@ class ScheduleSpec:
 
     cron: Annotated[str | None, AfterValidator(_cron)] = None
     """A cron expression of five fields (UTC), e.g. `*/30 * * * *`."""
-    every: Annotated[str | None, AfterValidator(_every)] = None
+    every: Annotated[str | None, BeforeValidator(_unit_given), AfterValidator(_every)] = None
     """A fixed interval: 30s, 15m, 2h, 1d."""
     missed: Literal["one", "skip"] = "one"
     """Runs missed while no scheduler ran: `one` enqueues a single catch-up run, `skip`
@@ -408,13 +448,7 @@ class JobSpec:
         from worldtrace.schemas import Store
 
         root = Path(store_root).resolve()
-        problems = []
-        for p in self.host_paths():
-            real = Path(p).resolve()
-            if real == root or real.is_relative_to(root) or root.is_relative_to(real):
-                problems.append(
-                    ConfigProblem(self._key_of(p), f"{p} overlaps the store {root}: refused")
-                )
+        problems = self._overlaps(root)
         docker = getattr(self.sandbox.config, "docker", None)
         for why in docker.env_problems() if docker is not None else ():
             # an env file that cannot be read, or a variable this host lacks: every attempt
@@ -445,6 +479,27 @@ class JobSpec:
                 [dataclasses.replace(p, line=self._line(p.path)) for p in problems],
                 self.source,
             )
+
+    def check_overlap(self, store_root: str | Path) -> None:
+        """No host path overlaps the store at `store_root` (a ConfigError naming each).
+        A worker checks it against its own store before each attempt: a job queued from
+        another store was checked against that one, and the worker ran it on a repository
+        that was its own store (its raw data the observations, or copied into the
+        container)."""
+        problems = self._overlaps(Path(store_root).resolve())
+        if problems:
+            raise ConfigError(problems, self.source)
+
+    def _overlaps(self, root: Path) -> list[ConfigProblem]:
+        """A problem per host path that is the store at `root`, inside it, or holds it."""
+        problems = []
+        for p in self.host_paths():
+            real = Path(p).resolve()
+            if real == root or real.is_relative_to(root) or root.is_relative_to(real):
+                problems.append(
+                    ConfigProblem(self._key_of(p), f"{p} overlaps the store {root}: refused")
+                )
+        return problems
 
     def _key_of(self, value: str) -> tuple:
         """The key path of the sandbox setting holding `value` (a host path)."""

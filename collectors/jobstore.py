@@ -12,7 +12,10 @@ token, so a worker that lost its lease cannot overwrite the new owner's result. 
 attempt whose lease expired (or whose worker process is known dead) ends `failed` with
 `lost = 1` and the error `worker lost: ...`; a new attempt is queued without consuming
 the job's `retries`, at most `MAX_LOST` times per episode (a poison episode that kills
-its worker cannot loop forever).
+its worker cannot loop forever): that last one's error ends `; lost 3 times: not queued
+again` (`LOST_LAST`).
+
+Addresses are shown with their password masked (`shown_address`): error lines go to logs.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .jobspec import JobSpec
+if TYPE_CHECKING:
+    from .jobspec import JobSpec
 
 MAX_LOST = 3
 """Lost attempts (worker died or lost its lease) after which an episode is not requeued."""
@@ -30,6 +34,22 @@ FINAL = ("succeeded", "failed", "cancelled")
 """Statuses an attempt ends in."""
 LOST_PREFIX = "worker lost: "
 """Start of the error of an attempt whose worker died or lost its lease."""
+LOST_LAST = f"lost {MAX_LOST} times: not queued again"
+"""Said after the reason of an episode's last lost attempt (`JobStore.expire`)."""
+JOB_CANCELLED = "its job is cancelled: not queued again"
+"""Said after the reason of a lost attempt of a cancelled job (`JobStore.expire`)."""
+JOBS_ENV = "WORLDTRACE_JOBS"
+"""The variable naming the job store the commands use (`--jobs`)."""
+
+
+@dataclass(frozen=True)
+class Expired:
+    """A lost attempt `JobStore.expire` ended: `queued` again under the next attempt
+    number, or not, and then `why` not (`LOST_LAST`, `JOB_CANCELLED`). A worker said
+    `requeued` of an episode lost its third time, which was not."""
+
+    queued: bool
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,7 +95,7 @@ class JobStore(Protocol):
     ) -> bool: ...
     def release(self, claim: Claim) -> bool: ...
     def running(self) -> list[Lease]: ...
-    def expire(self, lease: Lease, reason: str, only_if_expired: bool) -> bool: ...
+    def expire(self, lease: Lease, reason: str, only_if_expired: bool) -> Expired | None: ...
     def attempt_state(self, job_id: str, episode_id: str, attempt: int) -> dict | None: ...
     def register_worker(
         self, worker: str, host: str, pid: int, start: int | None, lease_s: float | None = None
@@ -142,3 +162,18 @@ def postgres_url(url: str | Path) -> str:
 ADDRESS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 """A job store address with a scheme (`postgresql://`, `sqlite:///PATH`): anything else
 with one is refused, never taken for a path."""
+
+
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@]*:)[^/?#]*@")
+"""A URL's user-info password: `postgresql://USER:PASSWORD@HOST`."""
+_PASSWORD_KV = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+"""A password given as `password=...`: a URL's query parameter, or key=value conninfo."""
+MASK = "***"
+
+
+def shown_address(url: str | Path) -> str:
+    """A job store address as it may be printed: its password, if any, as `***` (the
+    user-info password of a `postgresql://` URL, `?password=`, conninfo's `password=`).
+    Every job store error printed the whole URL, password included, into logs."""
+    text = _URL_PASSWORD.sub(lambda u: f"{u.group(1)}{MASK}@", str(url))
+    return _PASSWORD_KV.sub(lambda k: k.group(1) + MASK, text)

@@ -24,7 +24,16 @@ from typing import Any
 from worldtrace.schemas.sqlite import connect_read_only
 
 from .jobspec import JobSpec
-from .jobstore import FINAL, LOST_PREFIX, MAX_LOST, Claim, Lease
+from .jobstore import (
+    FINAL,
+    JOB_CANCELLED,
+    LOST_LAST,
+    LOST_PREFIX,
+    MAX_LOST,
+    Claim,
+    Expired,
+    Lease,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -287,25 +296,33 @@ class SQLJobStore:
             )  # fmt: skip
         return [Lease(**{**r, "expired": bool(r["expired"])}) for r in rows]
 
-    def expire(self, lease: Lease, reason: str, only_if_expired: bool = True) -> bool:
+    def expire(self, lease: Lease, reason: str, only_if_expired: bool = True) -> Expired | None:
         """End a lost attempt (`failed`, `lost = 1`) and queue a new one unless the episode
-        was lost `MAX_LOST` times; False when the lease was renewed or ended meanwhile."""
+        was lost `MAX_LOST` times or its job is cancelled, which its error then says
+        (`LOST_LAST`, `JOB_CANCELLED`); None when the lease was renewed or ended meanwhile."""
         cond = f" AND lease_expires < {self.NOW}" if only_if_expired else ""
         with self._tx() as tx:
-            if not tx.run(
-                "UPDATE episodes SET status = 'failed', lost = 1, error = ?, ended_at = ?"
-                " WHERE job_id = ? AND episode_id = ? AND attempt = ? AND lease_token = ? AND status = 'running'" + cond,
-                LOST_PREFIX + reason, now_iso(), lease.job_id, lease.episode_id, lease.attempt, lease.token,
-            ):  # fmt: skip
-                return False
-            lost = tx.one(
+            before = tx.one(
                 "SELECT count(*) AS n FROM episodes WHERE job_id = ? AND episode_id = ? AND lost = 1",
                 lease.job_id, lease.episode_id,
             )["n"]  # fmt: skip
-            if lost < MAX_LOST:
+            job = tx.one("SELECT status FROM jobs WHERE job_id = ?", lease.job_id)
+            why = (
+                LOST_LAST if before + 1 >= MAX_LOST
+                else JOB_CANCELLED if job is not None and job["status"] == "cancelled"
+                else ""
+            )  # fmt: skip
+            if not tx.run(
+                "UPDATE episodes SET status = 'failed', lost = 1, error = ?, ended_at = ?"
+                " WHERE job_id = ? AND episode_id = ? AND attempt = ? AND lease_token = ? AND status = 'running'" + cond,
+                LOST_PREFIX + reason + (f"; {why}" if why else ""), now_iso(), lease.job_id,
+                lease.episode_id, lease.attempt, lease.token,
+            ):  # fmt: skip
+                return None
+            if not why:
                 self._next_attempt(tx, lease.job_id, lease.episode_id)
             self._refresh(tx, lease.job_id)
-        return True
+        return Expired(queued=not why, why=why)
 
     def attempt_state(self, job_id: str, episode_id: str, attempt: int) -> dict | None:
         with self._tx(write=False) as tx:

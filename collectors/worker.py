@@ -21,7 +21,6 @@ stands before it runs the episode again, as `collect --resume` does.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -49,7 +48,16 @@ from .jobs import (
     trajectory_path,
 )
 from .jobspec import JobSpec
-from .jobstore import FINAL, LOST_PREFIX, MAX_LOST, Claim, JobStore, Lease
+from .jobstore import (
+    FINAL,
+    JOB_CANCELLED,
+    LOST_LAST,
+    LOST_PREFIX,
+    Claim,
+    Expired,
+    JobStore,
+    Lease,
+)
 from .owners import alive, set_owner, sweep_orphans, this_process
 from .recorder import JOURNAL_SUFFIX, JournalError, publish, set_aside
 
@@ -73,6 +81,9 @@ before they take over the attempts of a worker that died on another host, so a l
 only holds its episodes that long; and the heartbeat thread waits a quarter of it, which an
 infinite or huge lease (`inf`, `1e12`) overflowed: that thread died and the worker ran on
 without heartbeats (no lease renewed, no dead worker's attempt ended)."""
+MAX_CONCURRENCY = 256
+"""The most attempts one worker runs at once (`--concurrency`); more hosts or workers
+scale further."""
 MAX_POLL = 3600.0
 """The longest `--poll`: a slot waits that long between looks at the queue (an infinite
 wait overflowed as the heartbeat's did)."""
@@ -86,8 +97,8 @@ class _SlotFailed(Exception):
 class WorkerConfig:
     """How a worker runs."""
 
-    concurrency: Annotated[int, Field(ge=1, le=256)] = 1
-    """Attempts run at once, each in its own thread with its own sandboxes."""
+    concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 1
+    """Attempts run at once, each in its own thread with its own sandboxes (at most 256)."""
     lease: Annotated[float, Field(gt=0, le=MAX_LEASE, allow_inf_nan=False)] = 120.0
     """Seconds a claim stays valid without a heartbeat; after that (or as soon as its
     process is gone from this host) another worker ends the attempt as lost. At most
@@ -124,6 +135,8 @@ class Worker:
         config: WorkerConfig | None = None,
         on_event: EventHook | None = None,
     ):
+        """`raw_dir`: the raw/ of the store the worker publishes into (its parent is that
+        store, which no job's host path may overlap: `JobSpec.check_overlap`)."""
         self.store = store
         self.raw_dir = Path(raw_dir)
         # checked again: a config built in Python skips the CLI's parse, and an infinite
@@ -196,11 +209,12 @@ class Worker:
             held = [claim for claim, _ in self._held.values()]
         for c in held:
             try:
-                if self.store.expire(self._lease(c), ABANDONED, only_if_expired=False):
+                ended = self.store.expire(self._lease(c), ABANDONED, only_if_expired=False)
+                if ended:
                     journal_path(self.raw_dir, c.job_id, c.episode_id, c.attempt).unlink(
                         missing_ok=True
                     )
-                    self._emit("requeued", claim=c, reason=ABANDONED)
+                    self._said_lost(ended, ABANDONED, claim=c)
             except Exception as exc:  # best effort: the next worker ends it as lost
                 self._emit(
                     "warning", reason=f"cannot requeue {c.episode_id}: {failure_reason(exc)}"
@@ -248,6 +262,7 @@ class Worker:
         try:
             try:
                 spec = JobSpec.from_dict(json.loads(claim.spec_json))
+                spec.check_overlap(self.raw_dir.parent)  # our store, not the submitter's
             except ConfigError as exc:
                 if any(pr.path[-1:] == ("kind",) for pr in exc.problems):
                     raise  # a kind this worker's install lacks: its failure (exit 1)
@@ -318,7 +333,9 @@ class Worker:
 
     def _unfit(self, claim: Claim, exc: ConfigError, started: float) -> None:
         """The attempt of a job that no longer holds on this host (its repository or its
-        `workdir.copy` folder moved away since it was queued) fails with the reason, not
+        `workdir.copy` folder moved away since it was queued, or a host path overlaps
+        this worker's store, which `jobs submit` against another store could not see:
+        `JobSpec.check_overlap`) fails with the reason, not
         retried, as a sandbox that meets such a mistake at its reset does
         (`SandboxConfigError`: mcp's `env` unset, a `workdir.at` folder of the user's).
         A retry is queued first in line (an episode's next attempt keeps its place), so
@@ -403,11 +420,7 @@ class Worker:
                 )
             else:
                 if ended:
-                    queued = f"queued again as a{claim.attempt + 1}"
-                    with contextlib.suppress(Exception):  # said as it most likely is
-                        nxt = claim.episode_id, claim.attempt + 1
-                        if self.store.attempt_state(claim.job_id, *nxt) is None:
-                            queued = f"not queued again: it was lost {MAX_LOST} times"
+                    queued = f"queued again as a{claim.attempt + 1}" if ended.queued else ended.why
                     then = f"the attempt ends as lost (no retry used; {queued}) and {kept}"
                     if empty:
                         journal.unlink(missing_ok=True)
@@ -453,10 +466,11 @@ class Worker:
             if lease.worker == self.name:
                 continue
             reason = self._dead(lease)
-            if reason and self.store.expire(lease, reason, only_if_expired=lease.expired):
+            ended = reason and self.store.expire(lease, reason, only_if_expired=lease.expired)
+            if ended:
                 path = journal_path(self.raw_dir, lease.job_id, lease.episode_id, lease.attempt)
                 path.unlink(missing_ok=True)  # a lost attempt's partial journal is discarded
-                self._emit("requeued", lease=lease, reason=reason)
+                self._said_lost(ended, reason, lease=lease)
         live = self._live_workers()
         self._sweep_journals(live)
         try:
@@ -468,6 +482,14 @@ class Worker:
             return
         if removed:
             self._emit("swept", containers=removed)
+
+    def _said_lost(self, ended: Expired, reason: str, **attempt: Any) -> None:
+        """One line per lost attempt ended: `requeued`, or `ended` with why it is not
+        queued again (lost `MAX_LOST` times, its job cancelled)."""
+        if ended.queued:
+            self._emit("requeued", reason=reason, **attempt)
+        else:
+            self._emit("ended", reason=f"{reason}; {ended.why}", **attempt)
 
     def _live_workers(self) -> set[str]:
         """Workers heart-beating within their own lease (ours for one that did not record
@@ -533,6 +555,8 @@ class Worker:
         could not write (`_unwritten`): its journal is published as it stands, not
         discarded."""
         error = state.get("error") or ""
+        for why in (LOST_LAST, JOB_CANCELLED):  # what `expire` says after the reason
+            error = error.removesuffix(f"; {why}")
         return error.startswith(LOST_PREFIX) and error.endswith(JOURNAL_KEPT)
 
     def _set_aside(self, path: Path, exc: JournalError) -> None:

@@ -46,10 +46,27 @@ def cli(ctx: click.Context) -> None:
     ctx.ensure_object(dict)
     from .errors import stop_says
 
-    named = f"{ctx.command_path} {ctx.invoked_subcommand}"  # its options not yet read
+    named = _invoked(ctx)  # its options not yet read
     stop_says(lambda: f"{named} had not started its work: nothing was written")
     if ctx.invoked_subcommand != "doctor":  # doctor reports a bad file among its checks
         check_redact_config()
+
+
+def _invoked(ctx: click.Context) -> str:
+    """The command about to run, as typed: `worldtrace jobs submit`, not the group alone
+    (`worldtrace jobs had not started its work`). Click reads a group's subcommand after
+    this callback, so it is looked up among the arguments: the first after the group's
+    name that names one of its commands (as `jobs._subcommand_first` finds it)."""
+    name = ctx.invoked_subcommand
+    named = f"{ctx.command_path} {name}"
+    group = ctx.command.get_command(ctx, name) if name else None
+    if isinstance(group, click.Group):
+        args = sys.argv[1:]
+        after = args[args.index(name) + 1 :] if name in args else []
+        sub = next((a for a in after if a in group.commands), None)
+        if sub is not None:
+            named += f" {sub}"
+    return named
 
 
 def check_redact_config() -> None:

@@ -293,16 +293,82 @@ def job_store(store=None) -> list[Check]:
     """The store's job store (`jobs.db`), when there is one: a check that it reads (its
     tables, and SQLite's own `quick_check`); none when the store has no job store. A
     damaged one made `jobs` commands fail and `stats` skip it, and doctor said all was
-    well."""
+    well. Then the job store `$WORLDTRACE_JOBS` names, when it is another one
+    (`named_job_store`)."""
+    store = _store(store)
+    path = store.jobs_db
+    own = _sqlite_job_store(path) if path.exists() else []
+    return own + named_job_store(store)
+
+
+def named_job_store(store) -> list[Check]:
+    """The job store `$WORLDTRACE_JOBS` names for the commands (`--jobs`' default), when
+    it is not the store's jobs.db: a SQLite file checked as that one is, a PostgreSQL
+    server asked for its jobs (read only: doctor makes no tables); its address shown
+    with the password masked. Doctor checked the store's jobs.db alone, which the
+    workers of such a setup never use."""
+    from worldtrace.collectors.jobstore import JOBS_ENV, shown_address, sqlite_path
+
+    url = os.environ.get(JOBS_ENV)
+    if not url:
+        return []
+    shown = f"{shown_address(url)} (${JOBS_ENV})"
+    try:
+        path = sqlite_path(url)
+    except ValueError as exc:
+        return [Check("job store", False, f"{shown}: {exc}", f"check ${JOBS_ENV}", problem=True)]
+    if path is None:
+        return [_postgres_job_store(url, shown)]
+    if path.absolute() == store.jobs_db.absolute() or (
+        path.exists() and store.jobs_db.exists() and path.samefile(store.jobs_db)
+    ):
+        return []  # checked above, as the store's
+    if not path.exists():
+        why = f"{shown}: no job store there yet"
+        return [
+            Check(
+                "job store", False, why, f"check ${JOBS_ENV} (`jobs submit` and `worker` make one)"
+            )
+        ]
+    return _sqlite_job_store(path, shown)
+
+
+POSTGRES_TIMEOUT = 5
+"""Seconds doctor waits for a PostgreSQL job store to answer."""
+
+
+def _postgres_job_store(url: str, shown: str) -> Check:
+    """Whether the PostgreSQL job store at `url` answers and holds the job tables."""
+    from worldtrace.collectors.jobstore import JOBS_ENV, postgres_url, shown_address
+    from worldtrace.errors import joined
+
+    try:
+        import psycopg
+    except ImportError:
+        install = f"pip install -e '.[postgres]' (or {SETUP_HINT})"
+        return Check("job store", False, f"{shown}: psycopg is not installed", install, True)
+    try:
+        with psycopg.connect(postgres_url(url), connect_timeout=POSTGRES_TIMEOUT) as con:
+            if con.execute("SELECT to_regclass('jobs')").fetchone()[0] is None:
+                made = "`jobs submit` or `worker` makes its tables"
+                return Check("job store", True, f"{shown}: answers; no job yet ({made})")
+            n = con.execute("SELECT count(*) FROM jobs").fetchone()[0]
+    except psycopg.Error as exc:
+        why = joined(shown_address(str(exc)))
+        fix = f"check ${JOBS_ENV} and that the server runs and lets this user in"
+        return Check("job store", False, f"{shown}: {why}", fix, problem=True)
+    return Check("job store", True, f"{shown}: answers, {n} job(s)")
+
+
+def _sqlite_job_store(path, named: str | None = None) -> list[Check]:
+    """A SQLite job store at `path` reads: its tables and SQLite's `quick_check`
+    (`named`: how it is shown, by default its path)."""
     import sqlite3
 
     from worldtrace.schemas.sqlite import connect_read_only
     from worldtrace.schemas.views import job_store_fix
 
-    store = _store(store)
-    path = store.jobs_db
-    if not path.exists():
-        return []
+    shown = named or str(path)
     try:
         con = connect_read_only(path, timeout=1.0)
         try:
@@ -315,15 +381,15 @@ def job_store(store=None) -> list[Check]:
         fix = job_store_fix(path, why)
         # a locked one is waited for (nothing is wrong with it): not a problem
         locked = fix == job_store_fix(path, "database is locked")
-        return [Check("job store", False, f"{path}: {why}", fix or "", problem=not locked)]
+        return [Check("job store", False, f"{shown}: {why}", fix or "", problem=not locked)]
     if bad:
         why = f"database disk image is malformed ({bad[0]})"
         return [
             Check(
-                "job store", False, f"{path}: {why}", job_store_fix(path, why) or "", problem=True
+                "job store", False, f"{shown}: {why}", job_store_fix(path, why) or "", problem=True
             )
         ]
-    return [Check("job store", True, f"{path}: reads")]
+    return [Check("job store", True, f"{shown}: reads")]
 
 
 def set_aside_journals(store=None) -> list[Check]:

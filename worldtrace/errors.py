@@ -337,9 +337,21 @@ def one_line(exc: BaseException, jobs_db: str | None = None, root: str | None = 
     if m:
         step = f" (pipeline step {m.group(2)})" if m.group(2) else ""
         return f"cannot write under {root}: {m.group(1)}{step}"
+    if isinstance(exc, OSError) and exc.errno == errno.EROFS and exc.filename:
+        return read_only(exc.filename)
     if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
         return f"{exc.filename}: {text}"
     return text
+
+
+def read_only(path: str | os.PathLike) -> str:
+    """A write to `path` on a read-only mount, as `import` and `jobs` say it: the path and
+    the directory that is not writable (`collect` and `process` said Python's `[Errno
+    30] Read-only file system: '.../processed'`)."""
+    from pathlib import Path
+
+    where = next((d for d in Path(path).parents if d.is_dir()), Path(path).parent)
+    return f"cannot write {path}: {where} is not writable ({os.strerror(errno.EROFS)})"
 
 
 _CARET = re.compile(r"^\s*\^+\s*$")

@@ -206,7 +206,7 @@ def _journals(store: Store, idle, open_paths: set[str]) -> Iterator[Item]:
             yield Item("journal", str(path), _size(path), why, remove=False)
         else:
             job = job_dir.name
-            why, resume = _publisher(job_dir)
+            why, resume = _publisher(store, job_dir)
             yield Item(
                 "journal", str(path), _size(path), f"its trajectory is in no shard yet: {why}",
                 remove=False, job=job, resume=resume,
@@ -227,12 +227,15 @@ def _rows(shard: Path) -> list[dict]:
         return []
 
 
-def _publisher(job_dir: Path) -> tuple[str, str]:
+def _publisher(store: Store, job_dir: Path) -> tuple[str, str]:
     """What publishes a journal a stopped run of the job left, and the command to run:
     `worldtrace collect --resume JOB` for a quick `--sandbox` run (no job file; before
     hunt 1206o the advice named one, and the journal stayed for good), the job file's
     resume for a job `collect` ran from one, the next worker for a queued job
-    (`jobs.collect_run` tells them apart)."""
+    (`jobs.collect_run` tells them apart; the store's jobs.db knows its queued jobs). Both
+    of the last two are named only when neither tells (a job store named apart, a job
+    collected before 2026-12-03): a killed worker's journal was offered a `collect
+    --resume` that `collect` then refused (a queued job)."""
     from worldtrace.collectors.jobs import collect_run
 
     job = job_dir.name
@@ -252,6 +255,12 @@ def _publisher(job_dir: Path) -> tuple[str, str]:
             f"worldtrace collect JOB_FILE --resume {job} (or, without the job file, "
             f"worldtrace collect --resume {job}: publishes it alone)",
         )
+    if _queued(store, job):
+        return (
+            "its job is a queued job: the next `worldtrace worker` publishes it or drops "
+            "it, as its attempt ended",
+            "worldtrace worker (publishes or drops it, as its attempt ended)",
+        )
     return (
         "for a queued job, the next `worldtrace worker` publishes it or drops it, as its "
         "attempt ended; for a job `worldtrace collect` ran before 2026-12-03, "
@@ -259,6 +268,22 @@ def _publisher(job_dir: Path) -> tuple[str, str]:
         f"the next `worldtrace worker` (a queued job); a job collect ran: worldtrace "
         f"collect JOB_FILE --resume {job}",
     )
+
+
+def _queued(store: Store, job: str) -> bool:
+    """Whether the store's jobs.db holds `job` (read only; one that does not read tells
+    nothing: `doctor` says what is wrong with it)."""
+    import sqlite3
+
+    from worldtrace.collectors.jobs import queued_job
+    from worldtrace.collectors.jobstore import open_job_store
+
+    if not store.jobs_db.exists():
+        return False
+    try:
+        return queued_job(open_job_store(store.jobs_db, read_only=True), job)
+    except sqlite3.Error:
+        return False
 
 
 def _attempt(row: dict) -> tuple:

@@ -325,7 +325,8 @@ def _attempt(info: dict[str, Any]) -> str:
 
 
 def worker_line(event: str, **info: Any) -> None:
-    """`worker`: one line per event (episode started/finished, requeued, swept...)."""
+    """`worker`: one line per event (episode started/finished, requeued or ended as
+    lost, swept...)."""
     if event == "worker":
         text = f"worker {info['worker']}: started (concurrency {info['concurrency']})"
     elif event == "started":
@@ -340,6 +341,8 @@ def worker_line(event: str, **info: Any) -> None:
         text = f"lost      {_attempt(info)} (lease taken over; result discarded)"
     elif event == "requeued":
         text = f"requeued  {_attempt(info)}: {info['reason']}"
+    elif event == "ended":  # a lost attempt not queued again: the reason says why not
+        text = f"ended     {_attempt(info)}: {info['reason']}"
     elif event == "swept":
         text = f"removed {len(info['containers'])} container(s) of dead workers"
     elif event == "recovered":

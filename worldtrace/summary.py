@@ -340,7 +340,10 @@ def print_stats(
         if rows:
             shown = answer(s, columns, rows, state)
             print_table(make_table(shown.columns, shown.rows, s.title), console)
-            for note in shown.notes:
+            notes = list(shown.notes)
+            if s.key == "jobs" and store is not None and (other := jobs_elsewhere(store)):
+                notes.append(f"these are {store.jobs_db}'s; {other}")
+            for note in notes:
                 console.print(
                     f"{s.title}: {note}", style="dim", markup=False, highlight=False, soft_wrap=True
                 )
@@ -348,6 +351,8 @@ def print_stats(
             said = s.message(state)
             if s.key == "jobs" and store is not None and _job_store_unread(store):
                 said = JOBS_UNREAD  # not "no queued job": it may hold many
+            elif s.key == "jobs" and store is not None and (other := jobs_elsewhere(store)):
+                said = f"none in {store.jobs_db}; {other}"  # not "no queued job" either
             console.print(
                 f"{s.title}: {said}",
                 style="dim", markup=False, highlight=False, soft_wrap=True,
@@ -359,6 +364,29 @@ JOBS_UNREAD = (
     "not counted"
 )
 """What the jobs table says when `jobs.db` is left out of the views (damaged, locked)."""
+
+
+def jobs_elsewhere(store: Store) -> str | None:
+    """What the `jobs` table leaves out when `$WORLDTRACE_JOBS` names another job store
+    than the store's jobs.db (a PostgreSQL server, another file): the views read jobs.db
+    alone, and `stats` said `no queued job` while that store held many. None otherwise."""
+    import os
+
+    from worldtrace.collectors.jobstore import JOBS_ENV, shown_address, sqlite_path
+
+    url = os.environ.get(JOBS_ENV)
+    if not url:
+        return None
+    try:
+        path = sqlite_path(url)
+    except ValueError:
+        path = None  # no job store address: not this store's either
+    if path is not None and path.absolute() == store.jobs_db.absolute():
+        return None
+    return (
+        f"the job store ${JOBS_ENV} names, {shown_address(url)}, is not read here: "
+        "`worldtrace jobs list` lists its jobs"
+    )
 
 
 def _job_store_unread(store: Store) -> bool:
@@ -382,6 +410,8 @@ def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, An
     notes = [note, *said] if note else said
     if not sections["jobs"] and _job_store_unread(store):  # not "no job": it may hold many
         notes.append(f"jobs: {JOBS_UNREAD.replace('the warning above', 'the warning on stderr')}")
+    elif other := jobs_elsewhere(store):
+        notes.append(f"jobs: from {store.jobs_db} only; {other}")
     return {"store": str(store.root), "notes": notes, "sections": sections}
 
 

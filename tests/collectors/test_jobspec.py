@@ -90,7 +90,7 @@ tasks:
         in err
     )
     assert "tasks[0].actions[2].tool: unknown tool 'nope'" in err
-    assert "tasks[0].actions[3]: sandbox kind takes tool_call actions, not keystrokes" in err
+    assert "tasks[0].actions[3]: sandbox kind swe takes tool_call actions, not keystrokes" in err
     assert "tasks[1].id: duplicate task id 't'" in err
 
 

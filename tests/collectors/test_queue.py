@@ -133,7 +133,9 @@ def test_a_lost_lease_cannot_finish_and_a_poison_episode_stops(js):
     assert js.claim("w", 60) is None  # lost MAX_LOST times: not queued again
     rows = js.job(job_id)["episode_rows"]
     assert [(r["attempt"], r["status"]) for r in rows] == [(n, "failed") for n in range(1, 4)]
-    assert all(r["error"] == "worker lost: test" for r in rows)
+    assert [r["error"] for r in rows] == ["worker lost: test"] * 2 + [
+        "worker lost: test; lost 3 times: not queued again"
+    ]
     assert js.job(job_id)["status"] == "failed"
 
 

@@ -158,6 +158,23 @@ def progress_every_option(command):
     )(command)
 
 
+class Seconds(click.FloatRange):
+    """A number of seconds in a range: click's FloatRange lets `nan` through (no
+    comparison fails it), which `time.sleep` then refused with a traceback after the
+    command had started (`jobs list --watch --interval nan`); a usage error naming the
+    option instead. Give it a finite `max` where the value is slept (`inf` overflowed)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        import math
+
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds):
+            self.fail(f"{value} is not a number of seconds", param, ctx)
+        return seconds
+
+
 def show_option(default: int, help: str):
     """`--show N`: how many problems or findings are listed (all are counted); a count,
     so a negative one is a usage error, not `... N more` of nothing."""

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import click
 
+from worldtrace.collectors.jobstore import JOBS_ENV
 from worldtrace.errors import main_thread_woken
 from worldtrace.options import ConfigCommand, option_error, options_from
 
-from . import EXIT_PROBLEMS, store, store_path
+from . import EXIT_PROBLEMS, Seconds, store, store_path
 
 EXIT_INTERRUPTED = 130
 """Exit status after a stop request (SIGINT/SIGTERM), as shells report Ctrl-C."""
@@ -28,10 +29,10 @@ attempt failed); 1 stays for a run that could not happen (job file, store, machi
 jobs_option = click.option(
     "--jobs",
     "jobs_url",
-    envvar="WORLDTRACE_JOBS",
+    envvar=JOBS_ENV,
     metavar="URL",
     help="Job store: a SQLite file or postgresql://user@host:port/db "
-    "(default: the store's jobs.db, or $WORLDTRACE_JOBS).",
+    f"(default: the store's jobs.db, or ${JOBS_ENV}).",
 )
 
 
@@ -110,8 +111,7 @@ Example:
     "--duration",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(min=0, max=math.inf, max_open=True),
-    callback=lambda _ctx, _param, v: _finite(v),
+    type=Seconds(min=0, max=math.inf, max_open=True),
     help="Seconds to wait for terminal output per step.",
 )
 @click.option(
@@ -340,13 +340,6 @@ def _tool_calls(tools: tuple[str, ...]) -> list[dict]:
     return actions
 
 
-def _finite(seconds: float) -> float:
-    """`--duration`: click's FloatRange takes `nan` (no comparison fails it)."""
-    if math.isnan(seconds):
-        raise click.BadParameter("nan is not a number of seconds")
-    return seconds
-
-
 QUICK_KEYS = {("sandbox", "repo"): "--repo", ("sandbox", "docker", "image"): "--image",
               ("tasks", 0, "instruction"): "--instruction"}  # fmt: skip
 """The options of a quick run by the key of the job file it stands for (`_quick_job`)."""
@@ -461,16 +454,17 @@ def job_store(
     """The job store of `url` (or the store's). `create`: the store may be made (with
     --create); `new_db` (default: as `create`): a job store at a path that does not exist
     may be made there; `read_only`: a command that only looks (`open_job_store`)."""
-    from worldtrace.collectors.jobstore import open_job_store, sqlite_path
+    from worldtrace.collectors.jobstore import open_job_store, shown_address, sqlite_path
 
     # a command that queues or runs jobs writes into the store (the episodes' raw shards,
     # the checks of a job against it) even when the job store is named apart
     local = store(ctx, create) if create or not url else None
     where = url or local.jobs_db
+    shown = shown_address(where)  # error lines go to logs: never a password
     try:  # the address as `open_job_store` reads it (`sqlite://x.db`, `Sqlite:///x.db`)
         path = sqlite_path(where) if url else None
     except ValueError as exc:
-        raise click.ClickException(f"cannot open the job store {where}: {exc}") from None
+        raise click.ClickException(f"cannot open the job store {shown}: {exc}") from None
     fresh = create if new_db is None else new_db
     if path is not None and not fresh and not path.exists():
         # a command that reads must not leave a new job store at a mistyped path; the
@@ -478,14 +472,16 @@ def job_store(
         from click.core import ParameterSource
 
         env = ctx.get_parameter_source("jobs_url") is ParameterSource.ENVIRONMENT
-        named = "$WORLDTRACE_JOBS" if env else "--jobs"
+        named = f"${JOBS_ENV}" if env else "--jobs"
         raise click.ClickException(
-            f"no job store at {path}: check {named} (`jobs submit` and `worker` make one)"
+            f"no job store at {shown_address(path)}: check {named} (`jobs submit` and "
+            "`worker` make one)"
         )
     try:
         return open_job_store(where, read_only=read_only)
     except Exception as exc:  # psycopg and sqlite3 raise their own types
-        raise click.ClickException(f"cannot open the job store {where}: {exc}") from exc
+        why = shown_address(str(exc))
+        raise click.ClickException(f"cannot open the job store {shown}: {why}") from exc
 
 
 WORKER_EPILOG = """\b

@@ -13,10 +13,13 @@ from contextlib import contextmanager
 
 import click
 
-from . import EXIT_PROBLEMS
+from . import EXIT_PROBLEMS, Seconds
 from .collect import job_store, jobs_option, load_job
 
 JSON_HELP = "Print one JSON document on stdout instead (keys in docs/cli.md)."
+MIN_INTERVAL, MAX_INTERVAL = 0.1, 86400.0
+"""`jobs list --watch --interval`: seconds between refreshes; at most a day (`inf`
+overflowed the sleep between them, after the first table)."""
 
 
 class _Jobs(click.Group):
@@ -60,10 +63,13 @@ def _job_store_errors(js, doing: str = "read") -> Iterator[None]:
     `jobs.db`, which is not the file at fault under `--jobs OTHER.db`."""
     import sqlite3
 
+    from worldtrace.collectors.jobstore import shown_address
+
     try:
         yield
     except sqlite3.Error as exc:
-        raise click.ClickException(f"cannot {doing} the job store {js.url}: {exc}") from None
+        where = shown_address(js.url)  # error lines go to logs: never a password
+        raise click.ClickException(f"cannot {doing} the job store {where}: {exc}") from None
 
 
 @click.group(
@@ -157,8 +163,8 @@ def _registered(before: dict | None, spec) -> str:
 )
 @click.option("--watch", is_flag=True, help="Keep the tables on screen, refreshed, until Ctrl-C.")
 @click.option(
-    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
-    help="Seconds between refreshes of --watch.",
+    "--interval", type=Seconds(min=MIN_INTERVAL, max=MAX_INTERVAL), default=2.0,
+    show_default=True, help="Seconds between refreshes of --watch.",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @jobs_option
