@@ -96,6 +96,10 @@ SETTLE = 0.05
 """Seconds of quiet after the prompt's text (which follows its mark) that end a step."""
 MARK_WAIT = 1.0
 """Seconds the prompt's text may take to follow its mark (a slow CPU, an empty PS1)."""
+TYPING_SHARE = 0.9
+"""The part of a step's timeout its keys may take to be typed (`_type`): the rest is the
+reading's at least, so that what the shell printed is observed and the step, typing and
+reading together, ends within `step_timeout`."""
 SUBMIT = re.compile(rb"[\r\n\x0f]")
 """Keys that make readline run the line (Enter, C-j, C-o): without them, keys sent at the
 prompt run no command, so a prompt's look can only be readline redrawing it (`C-l`, the
@@ -340,7 +344,9 @@ class TerminalSandbox(Unpicklable):
         self._open_shell(shell, session, prompt_for(shell[0], facts["programs"]))
         self._marks = None
         try:  # the first prompt by its mark or its look: no command ran before it
-            if not self._read_until_prompt(d.step_timeout, look=True)[0]:
+            if not self._read_until_prompt(d.step_timeout, True, time.monotonic() + d.step_timeout)[
+                0
+            ]:
                 check_running(self.container, f"no first prompt within {d.step_timeout:g}s")
         except _Closed as exc:
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
@@ -509,42 +515,41 @@ class TerminalSandbox(Unpicklable):
             data += more
         return data
 
-    def _type(self, keys: bytes) -> None:
-        """Write every key to the shell. The socket is non-blocking, and a long action (a
-        400 KB heredoc) fills the pty's input while the shell reads it: `sendall` raised
-        EAGAIN, which was taken for the shell's exit (`the shell exited (status None)`,
-        the episode a success). So keys go as the socket takes them, and what the shell
-        prints meanwhile (the echo of the keys: a shell whose output nobody reads blocks,
-        and reads no more keys) is kept for the step's reading (`_early`; past one byte
-        more than the output cap dropped: the reading then cuts and flags the output). Keys the
-        shell does not take within the step timeout fail the attempt (SandboxError)."""
+    def _type(self, keys: bytes, until: float) -> int:
+        """Write the keys to the shell until `until`: how many bytes were left untyped.
+        The socket is non-blocking, and a long action (a 400 KB heredoc) fills the pty's
+        input while the shell reads it: `sendall` raised EAGAIN, which was taken for the
+        shell's exit (`the shell exited (status None)`, the episode a success). So keys go
+        as the socket takes them, and what the shell prints meanwhile (the echo of the
+        keys: a shell whose output nobody reads blocks, and reads no more keys) is kept
+        for the step's reading (`_early`, read first and as any output: past one byte more
+        than the output cap dropped, the reading then cuts and flags the output). Keys a
+        program does not read in time (`sleep 60` before a long paste) are the agent's
+        doing: the step ends without its prompt and says so (`keys_untyped`). A stream
+        that ends while keys are typed (the shell exited) leaves what it printed to the
+        reading, which then finds the end."""
         view = memoryview(keys)
         keep = max(self.config.docker.output_cap, self.config.raw_cap) + 1
-        deadline = time.monotonic() + self.config.docker.step_timeout
         while view:
-            left = deadline - time.monotonic()
+            left = until - time.monotonic()
             if left <= 0:
-                check_running(self.container, "the shell stopped taking keys")
-                raise SandboxError(
-                    f"the shell took {len(keys) - len(view)} of {len(keys)} bytes of keys "
-                    f"within step_timeout ({self.config.docker.step_timeout:g}s)"
-                )
+                return len(view)
             r, w, _ = select.select([self._sock], [self._sock], [], left)
-            if w:
-                with contextlib.suppress(BlockingIOError):
+            try:
+                if w:
                     view = view[self._sock.send(view) :]
-            if r and view:
-                try:
+                if r and view:
                     data = self._sock.recv(1 << 16)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    self.term.feed(b"".join(self._early))  # its last words
-                    self._early.clear()
-                    raise _Closed(self._why_closed())
-                if self._early_size < keep:
-                    self._early.append(data)
-                self._early_size += len(data)
+                    if not data:
+                        return len(view)  # the end: found again by the reading
+                    if self._early_size < keep:
+                        self._early.append(data)
+                    self._early_size += len(data)
+            except BlockingIOError:
+                continue
+            except OSError:  # EPIPE, ECONNRESET: the shell is gone, said by the reading
+                return len(view)
+        return 0
 
     def _send_key(self, key: bytes) -> None:
         """Send one key (our C-c); a pty whose input is full takes it at the next send."""
@@ -603,7 +608,9 @@ class TerminalSandbox(Unpicklable):
         the next action's keys would be typed into it."""
         return not self._marks or (self._idle and not SUBMIT.search(keys))
 
-    def _read_until_prompt(self, duration: float, look: bool) -> tuple[bool, bool, bytes, int]:
+    def _read_until_prompt(
+        self, duration: float, look: bool, bound: float
+    ) -> tuple[bool, bool, bytes, int]:
         """Feed the screen for at most `duration` seconds or until a prompt is back:
         (prompt returned, truncated, the raw bytes kept, raw bytes received). The prompt
         is known by its mark, and by our PS1's look only if `look` (`_look_ends`). A bash
@@ -623,7 +630,8 @@ class TerminalSandbox(Unpicklable):
         interrupt, or just gets `^C` and a prompt), and a C-c unanswered for `ANSWER_WAIT`
         seconds is sent again (at most `C_C_SENDS` in all).
 
-        The drain may outlast `duration`, never the step timeout: there the step ends as a
+        The drain may outlast `duration`, never `bound` (the step timeout, counted from
+        the step's start, its typing included): there the step ends as a
         wait does, without its prompt (a flood our C-c cannot stop, one that ignores
         SIGINT, held the step 13 s under a 5 s step timeout). After
         the C-c's prompt, output that keeps coming (a background job's flood, which no C-c
@@ -631,7 +639,6 @@ class TerminalSandbox(Unpicklable):
         drawn the prompt by then, and waiting for quiet would wait for the flood to end."""
         cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
         start = time.monotonic()
-        bound = start + self.config.docker.step_timeout
         deadline = min(start + duration, bound)
         drawn = 0.0  # draining: when the prompt after the C-c's answer is surely drawn
         mark, kept, size = self._mark, _Kept(self._token, raw_cap), 0
@@ -726,9 +733,12 @@ class TerminalSandbox(Unpicklable):
         self.term.mark()
         look = self._look_ends(keys)
         started = self._last_output = time.monotonic()
-        try:
-            self._type(keys)
-            prompt, truncated, raw, received = self._read_until_prompt(duration, look)
+        step_timeout = self.config.docker.step_timeout
+        try:  # typing and reading share the step timeout; typing leaves the reading a part
+            untyped = self._type(keys, started + step_timeout * TYPING_SHARE)
+            prompt, truncated, raw, received = self._read_until_prompt(
+                duration, look, started + step_timeout
+            )
         except (_Closed, OSError) as exc:  # the shell exited: its last words are the step's
             return self._shell_exited(exc, time.monotonic() - started)
         ended = time.monotonic()
@@ -737,6 +747,8 @@ class TerminalSandbox(Unpicklable):
         if not prompt:  # no answer: the environment's, unless the container is not running
             check_running(self.container, f"no prompt within {duration:g}s")
         state: dict[str, Any] = {"prompt_returned": prompt, "waited_s": round(ended - started, 3)}
+        if untyped:
+            state["keys_untyped"] = untyped
         if (
             not prompt
             and not truncated

@@ -50,6 +50,36 @@ def test_keystrokes_of_400_kb_are_all_typed(docker_engine):
         s.close()
 
 
+def test_keys_a_program_does_not_read_end_the_step_within_its_timeout(docker_engine):
+    """Review of the fix: keys a program does not read (`sleep` before a long paste) are the
+    agent's doing, not our failure: the step ended as a `SandboxError` (retried, failing
+    alike) after typing for a whole step timeout, and the reading then had another."""
+    s = terminal(step_timeout=5)
+    try:
+        # raw mode: the line discipline takes keys only while a program reads them
+        o = s.step(keystrokes("stty raw -echo; sleep 30\n", duration=0.5))
+        assert not json.loads(o.state_json)["prompt_returned"]
+        o = s.step(keystrokes("x" * 2_000_000, duration=5))
+        state = json.loads(o.state_json)
+        assert state["keys_untyped"] > 0 and not state["prompt_returned"], state
+        assert state["waited_s"] <= 5 + 1.5, state  # one step timeout, not two
+    finally:
+        s.close()
+
+
+def test_a_shell_exiting_while_keys_are_typed_leaves_its_last_words(docker_engine):
+    """The shell ends in the middle of a long action: the step is the shell's exit, and
+    what it printed before is on the screen (read as any output, not fed raw)."""
+    s = terminal(step_timeout=20)
+    try:
+        o = s.step(keystrokes("echo last-words-$((6*7)); exit 3\n" + "y" * 1_000_000, duration=20))
+        state = json.loads(o.state_json)
+        assert state["shell_exited"] == "the shell exited (status 3)", state
+        assert "last-words-42" in o.text, o.text[-400:]
+    finally:
+        s.close()
+
+
 @pytest.mark.parametrize(
     ("path", "said"),
     [
