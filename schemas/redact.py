@@ -77,6 +77,7 @@ __all__ = [
     "RedactPattern",
     "Redactor",
     "active_config",
+    "command_secrets",
     "env_secrets",
     "find_secrets",
     "redact_payload",
@@ -222,7 +223,18 @@ class Redactor:
                 extra = self._spans(view.text)
                 if extra:
                     found = _merged([*found, *((*view.raw_span(s, e), k) for s, e, k in extra)])
+        if _STATIC_MARK in text:
+            inline = _InlineText.of(text)
+            extra = self._spans(inline.view) if inline is not None else []
+            if extra and (pieces := inline.pieces(extra, found, self._whole)):
+                found = _merged([*found, *pieces])
         return found
+
+    def _whole(self, text: str, start: int, end: int) -> bool:
+        """Whether the rules read `text[start:end]`, with what precedes it, as one whole
+        secret (a value with its name before it)."""
+        lo = max(0, start - 1024)
+        return any(s == start - lo for s, e, _ in self._spans(text[lo:end]) if e == end - lo)
 
     def _spans(self, text: str) -> list[tuple[int, int, str]]:
         if len(text) < self._min_chars:
@@ -531,6 +543,173 @@ def _mapped(
     return [(at(s), at(e - 1) + 1, kind) for s, e, kind in spans]
 
 
+_STATIC_MARK = "StaticText "
+_STATIC_TEXT = re.compile(
+    r"StaticText (?<![^\t\n]StaticText )"
+    r"(?:'([^'\\\n]*(?:\\.[^'\\\n]*)*)'|\"([^\"\\\n]*(?:\\.[^\"\\\n]*)*)\")$",
+    re.M,
+)
+"""A `StaticText` line of a web observation's accessibility tree (`web_axtree`: one for
+each text node, its name as Python's `repr` writes it); group 1 or 2 is the text."""
+_INLINE_ROLES = (
+    "code", "strong", "emphasis", "mark", "time", "subscript", "superscript", "deletion",
+    "insertion", "Abbr",
+)  # fmt: skip
+_INLINE_LINE = r"(?:\[[^\]\n]{1,40}\] )?(?:" + "|".join(_INLINE_ROLES) + r") ''"
+_INLINE_GAP = re.compile(rf"(?:\n\t*{_INLINE_LINE})*\n\t*")
+"""What lies between two `StaticText` lines of one run of inline text: a newline and an
+indent, and any number of lines of inline elements with no name of their own (`[7] mark
+''`, `code ''`: `<mark>`, `<code>`, `<strong>`, `<em>`; a `<span>`, `<b>`, `<i>` make no
+line at all), none less indented than the run's first piece or the inline elements it
+opens in (`_InlineText.of`). A block's line (`paragraph ''`), a link's, a named or valued
+element's, ends the run, and so does a line less indented (text after the block)."""
+_GAP_LINES = re.compile(r"\n(\t*)")
+_OPENED_BY = re.compile(rf"(\t*){_INLINE_LINE}\n")
+_KEY_START = re.compile("|".join(f"(?:{lit})" for _, lit, _, _ in CUT_SHAPES))
+_KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_+/-")
+_TAIL = re.compile(r"(?=[^\s]*(?:\d|[a-z][^\s]*[A-Z]|[A-Z][^\s]*[a-z]))[A-Za-z0-9_+/=.-]{8,}")
+"""A piece that reads as the rest of a key, not a word: 8 or more of a key's characters
+holding a digit or both cases (`Rt1Vw3Yb…`, `Ij90Kl12…`)."""
+
+
+def _depth(text: str, at: int) -> int:
+    """How many tabs indent the line whose text starts at `at`."""
+    i = at
+    while i > 0 and text[i - 1] == "\t":
+        i -= 1
+    return at - i
+
+
+def _floor(text: str, at: int, depth: int) -> int:
+    """The least indent of a run of inline text whose first piece's line (indented `depth`)
+    starts at `at`: that of the inline elements it opens in (`[7] mark ''` right above,
+    one tab less each), else its own."""
+    while at > 0:
+        start = text.rfind("\n", 0, at - 1) + 1
+        m = _OPENED_BY.fullmatch(text, start, at)
+        if m is None or len(m.group(1)) != depth - 1:
+            break
+        at, depth = start, depth - 1
+    return depth
+
+
+class _InlineText:
+    """The runs of text a web page shows inline, joined: Chromium's accessibility tree
+    gives every text node its own `StaticText` line, so a key a page splits over inline
+    elements (syntax highlighting's spans, a search hit's `<mark>`, `<b>sk-proj-…</b><i>…
+    </i>`) is in pieces no rule matches (2026-12-06, a hunt: four keys so split reached the
+    raw, processed and exported data, and `redact --check` found none). A run's pieces are
+    joined as the page draws them, with nothing between (their names are trimmed, so a
+    blank between two words is lost too), but for a newline before a piece that starts
+    like a key of known shape (`CUT_SHAPES`) after one ending in a key character (`Your
+    key` + `sk-ant-…`: a key's start must follow no key character). Read joined, as
+    `Redactor.across_steps` reads a terminal's steps."""
+
+    __slots__ = ("origins", "starts", "view")
+
+    def __init__(self, view: str, starts: list[int], origins: list[int]):
+        self.view = view
+        self.starts = starts
+        """Where each piece starts in `view` (and where the view ends, last)."""
+        self.origins = origins
+        """Where each piece starts in the text (-1: a separator of ours)."""
+
+    @classmethod
+    def of(cls, text: str) -> _InlineText | None:
+        """The runs of two or more pieces of `text`, each joined, runs apart (`_JOIN`);
+        None if there is none."""
+        runs: list[list[tuple[int, int]]] = []
+        run: list[tuple[int, int]] = []
+        last = first = 0
+        floor = None  # the run's least indent, found when a second piece would join it
+        for m in _STATIC_TEXT.finditer(text):
+            at = m.start()
+            joined = False
+            if run:
+                indent = text.count("\t", last + 1, at) == at - last - 1  # the next line
+                if indent or _INLINE_GAP.fullmatch(text, last, at) is not None:
+                    if floor is None:
+                        depth = _depth(text, first)
+                        floor = _floor(text, first - depth, depth)
+                    if indent:
+                        joined = at - last - 1 >= floor
+                    else:
+                        gaps = _GAP_LINES.finditer(text, last, at)
+                        joined = all(len(g[1]) >= floor for g in gaps)
+            if not joined:
+                if len(run) > 1:
+                    runs.append(run)
+                run, first, floor = [], at, None
+            run.append(m.span(1 if m.start(1) >= 0 else 2))
+            last = m.end()
+        if len(run) > 1:
+            runs.append(run)
+        if not runs:
+            return None
+        parts: list[str] = []
+        starts: list[int] = []
+        origins: list[int] = []
+
+        n = 0
+
+        def add(part: str, origin: int) -> None:
+            nonlocal n
+            starts.append(n)
+            origins.append(origin)
+            parts.append(part)
+            n += len(part)
+
+        for r in runs:
+            if parts:
+                add(_JOIN, -1)
+            prev = ""
+            for a, b in r:
+                piece = text[a:b]
+                if prev and prev[-1] in _KEY_CHARS and _KEY_START.match(piece):
+                    add("\n", -1)
+                add(piece, a)
+                prev = piece
+        starts.append(n)
+        return cls("".join(parts), starts, origins)
+
+    def pieces(
+        self,
+        spans: list[tuple[int, int, str]],
+        found: list[tuple[int, int, str]],
+        whole: Callable[[str, int, int], bool],
+    ) -> list[tuple[int, int, str]]:
+        """The spans of the text, one per piece, of each secret of `spans` (spans of
+        `view`) that crosses a piece's end, or that lies in one piece and the text's own
+        spans (`found`) lack (a value whose name is in the element before: `Password:`
+        + `<code>Hn4$kQ9!wLp2</code>`). A secret that is `whole` (a complete one to the
+        rules) before the last piece it reaches ends before it, unless it takes all of
+        that piece and the piece reads as a key's tail (`_TAIL`): a key and the word or
+        the stop after it (`ghp_…` + `is invalid`, read `ghp_…is`; `password=secr3t` +
+        `.`), not a key's tail in the next element."""
+        out: list[tuple[int, int, str]] = []
+        for s, e, kind in spans:
+            first = bisect.bisect_right(self.starts, s) - 1
+            last = bisect.bisect_left(self.starts, e) - 1
+            parts = []
+            for k in range(first, last + 1):
+                lo, hi, at = self.starts[k], self.starts[k + 1], self.origins[k]
+                a, b = max(s, lo), min(e, hi)
+                if at >= 0 and a < b:
+                    parts.append((at + a - lo, at + b - lo, kind, a == lo and b == hi, lo))
+            if (
+                len(parts) > 1
+                and not (parts[-1][3] and _TAIL.fullmatch(self.view, parts[-1][4], e))
+                and whole(self.view, s, parts[-1][4])
+            ):
+                parts.pop()  # read on into a word of the next element
+            if len(parts) == 1:
+                a, b = parts[0][:2]
+                if any(a < fe and fs < b for fs, fe, _ in found):
+                    continue  # the piece's own: found already
+            out += [(a, b, kind) for a, b, kind, _, _ in parts]
+        return out
+
+
 class _Screen:
     """Which strings may hold a secret, for a whole batch in one pass of C: a record none
     of whose strings may is returned as it is, without the walk and the per-record gates
@@ -631,7 +810,20 @@ class _Screen:
         if not self.utf8 and (not text.isascii() or any(c in text for c in _SEPARATORS)):
             return True
         data = text.encode()
-        return self._scan(data, None) or self._unescaped(data) or self._edited(text)
+        return (
+            self._scan(data, None)
+            or self._unescaped(data)
+            or self._edited(text)
+            or self._inline(text)
+        )
+
+    def _inline(self, text: str) -> bool:
+        """Whether the runs of inline text of a web page's tree, joined, may hold a secret
+        (`_InlineText`, read as `_inline_joined` reads them)."""
+        if _STATIC_MARK not in text:
+            return False
+        views = _inline_joined(text.encode())
+        return bool(views) and any(self._scan(v, None) for v in views)
 
     def _edited(self, text: str) -> bool:
         """Whether `text` as a line editor's edits leave it shown may hold a secret."""
@@ -691,6 +883,7 @@ class _Screen:
             out[rows[np.searchsorted(offsets, at, side="right") - 1]] = True
         self._escaped(b, start, offsets, rows, out)
         self._line_edits(b, start, offsets, rows, out)
+        self._inline_runs(b, start, offsets, rows, out)
 
     def _escaped(
         self, b: np.ndarray, start: int, offsets: np.ndarray, rows: np.ndarray, out: np.ndarray
@@ -756,6 +949,49 @@ class _Screen:
                 shown.append(view.encode())
         if shown:
             self._flag_joined(b"\xff".join(shown), strings[kept], rows, out)
+
+    def _inline_runs(
+        self, b: np.ndarray, start: int, offsets: np.ndarray, rows: np.ndarray, out: np.ndarray
+    ) -> None:
+        """Flag the rows of strings whose runs of inline text, joined, may hold a secret
+        (`_InlineText`: a web observation's tree). A column without a `StaticText` line
+        costs one literal search; else its strings that hold one (of rows not flagged yet)
+        are read as `_inline_joined` reads them, and what that gives scanned in one call
+        each (+~115 us a 24 KB tree of the git-doc pages, whose own scan costs ~65)."""
+        at: list[int] = []  # the first `StaticText` of each string holding one
+        pos = 0
+        while (m := _STATIC_MARK_B.search(b, pos)) is not None:
+            at.append(m.start() + start)
+            pos = int(offsets[np.searchsorted(offsets, at[-1], side="right")]) - start
+        if not at:
+            return
+        strings = _unflagged(np.asarray(at, np.int64), offsets, rows, out)
+        kept: list[int] = []
+        views: list[tuple[bytes, bytes]] = []
+        for k, piece in enumerate(_pieces(b, start, offsets, strings)):
+            if joined := _inline_joined(piece):
+                kept.append(k)
+                views.append(joined)
+        for i in range(2):
+            if views:
+                self._flag_joined(b"\xff".join(v[i] for v in views), strings[kept], rows, out)
+
+
+_STATIC_MARK_B = re.compile(rb"StaticText ")
+"""Where a column's strings hold a `StaticText` line (`_Screen._inline_runs`)."""
+_STATIC_TEXT_B = re.compile(_STATIC_TEXT.pattern.encode(), re.M)
+
+
+def _inline_joined(data: Any) -> tuple[bytes, bytes] | tuple[()]:
+    """For the batch screen, a superset of the runs `_InlineText` joins in a UTF-8 text:
+    every `StaticText` piece of it joined with nothing between, and with a newline
+    between (where `_InlineText` puts one: a key's start after a key character); () when
+    it holds fewer than two. Every run is a substring of one of the two (prefilter mode
+    reads no lookaround), but for a secret that crosses both a newline `_InlineText` put
+    and a piece's end it did not (`Bearer` + `sk-…` + a tail: none is known). One
+    `findall` of C, ~200 MB/s, where cutting the line breaks out (`re.sub`) ran ~70."""
+    pieces = [a or b for a, b in _STATIC_TEXT_B.findall(data)]
+    return (b"".join(pieces), b"\n".join(pieces)) if len(pieces) > 1 else ()
 
 
 def _unflagged(at: np.ndarray, offsets: np.ndarray, rows: np.ndarray, out: np.ndarray) -> Any:
@@ -1104,10 +1340,12 @@ def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
     Found by shape, so every kind is covered: an object's `resolved_env()` (DockerConfig),
     any `env` or `set_env` mapping (values: MCP's `set_env`), any `env` tuple of names
     (looked up here), an `api_key_env` name (a policy's key), a `storage_state` (a
-    Playwright storage-state file or mapping: every cookie and localStorage value),
-    followed through `config` and nested dataclasses. A value that cannot be resolved (a
-    missing env file, an unreadable state file) is skipped: the sandbox cannot have
-    received it either. `env_keep` names and values shorter than `env_min_chars` stay.
+    Playwright storage-state file or mapping: every cookie and localStorage value), the
+    values of credential options in a `command` (`command_secrets`: an MCP server's
+    `--api-key V`), followed through `config` and nested dataclasses. A value that cannot
+    be resolved (a missing env file, an unreadable state file) is skipped: the sandbox
+    cannot have received it either. `env_keep` names and values shorter than
+    `env_min_chars` stay.
     """
     config = config or active_config()
     out: dict[str, str] = {}
@@ -1136,6 +1374,9 @@ def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
         state = getattr(o, "storage_state", None)
         if isinstance(state, (str, os.PathLike, Mapping)):
             handed.extend(storage_state_values(state, config))
+        command = getattr(o, "command", None)
+        if isinstance(command, (list, tuple)):
+            handed.extend(command_secrets(command))
         visit(getattr(o, "config", None), depth + 1)
         if dataclasses.is_dataclass(o) and not isinstance(o, type):
             for f in dataclasses.fields(o):
@@ -1154,6 +1395,40 @@ def env_secrets(source: Any, config: RedactConfig | None = None) -> list[str]:
 
     values = {v for k, v in out.items() if not kept(k)} | set(handed)
     return sorted(v for v in values if len(v) >= config.env_min_chars)
+
+
+_CREDENTIAL_OPTION = re.compile(
+    r"--(?:[a-z0-9]+-)*(?:token|secret|password|passwd|pass|pwd|api-?key|apikey|access-key"
+    r"|secret-key|private-key|auth-key|license-key|credentials?)(?:=(.*))?",
+    re.I | re.S,
+)
+"""A command-line option naming a credential (`--api-key`, `--token`, `--db-password`,
+`--client-secret`), its value after `=` or as the next argument; not `--token-file`,
+`--key-file`, `--password-stdin` (a name ending in another word)."""
+_NOT_HANDED = re.compile(r"-|[$%{<\[]|\.{0,2}/|~|[\w.-]*\.[A-Za-z][A-Za-z0-9]{0,4}$")
+"""An option's value that is no credential: the next option, a variable, a template or a
+placeholder, a path, a file's name."""
+
+
+def command_secrets(argv: Iterable[Any]) -> list[str]:
+    """The values of credential options in a command a sandbox runs (an MCP server's
+    `command`: `[srv.py, --api-key, V, --token=W]`): values handed over, as an
+    environment's are (2026-12-06, a hunt: the server printed its `--api-key` and the key
+    reached the store, and `environment.config` records the command). Only those: the
+    other arguments (the script, ports, paths, `--repository {workdir}`) are ordinary text
+    every observation may show, and values of no credential's shape (a path, a variable,
+    the next option, a file's name) stay."""
+    args = [a for a in argv if isinstance(a, str)]
+    out = []
+    for i, arg in enumerate(args):
+        m = _CREDENTIAL_OPTION.fullmatch(arg)
+        if m is None:
+            continue
+        value = m.group(1) if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+        value = (value or "").strip("\"'")
+        if value and not _NOT_HANDED.match(value):
+            out.append(value)
+    return out
 
 
 _HELD_NAMES = re.compile(r"token|secret|passw|auth|session|jwt|credential|api_?key", re.I)

@@ -458,9 +458,16 @@ def _behind(words: tuple[str, ...], last: str) -> str:
     return "(?:" + "|".join(f"(?<={w}[_-]{l_})|(?<={w}{l_})" for w in w_) + ")"
 
 
-_SEP = _Q + r"(?:[ \t]*(?:=>|:(?!=))[ \t]*|[ \t]+=(?!=)[ \t]*|=(?![=\s]))"
-"""After a name: a quote (`"password": ...`), then `=`, `:` or `=>`; not `==`, `!=`, `:=`,
-nor `=` and a space (`PASSWORD= cmd` runs `cmd` with it empty; `"password= scm="`)."""
+_TAG = r"!!?[A-Za-z][\w.-]{0,40}"
+_YAML_TAG = rf"(?:{_TAG}[ \t]+|(?!{_TAG}(?:[ \t]|$)))"
+"""A YAML tag before a value (`password: !secret X`, `!!str`, Ansible's `!vault`), which is
+no part of it: taken when there is one, so the value after it is read (2026-12-06, a hunt:
+`!secret` was read as the value, a literal of 7 characters with a symbol, and the password
+after it kept). What a tag names (Home Assistant's `!secret wifi_password`) reads as code."""
+_SEP = _Q + rf"(?:[ \t]*(?:=>|:(?!=))[ \t]*{_YAML_TAG}|[ \t]+=(?!=)[ \t]*|=(?![=\s]))"
+"""After a name: a quote (`"password": ...`), then `=`, `:` or `=>` (and a YAML tag); not
+`==`, `!=`, `:=`, nor `=` and a space (`PASSWORD= cmd` runs `cmd` with it empty;
+`"password= scm="`)."""
 
 
 def _cases(*words: str) -> tuple[str, ...]:
@@ -469,10 +476,28 @@ def _cases(*words: str) -> tuple[str, ...]:
     return tuple(c for w in words for c in (w, w.capitalize(), w.upper()))
 
 
+_ITEM = r"\\{0,3}[\"'][ \t]*,[ \t]*(?=\\{0,3}[\"'])"
+"""Between an argument and the next in a list, as JSON, a Python list's repr or a JSON
+string holding one write an argv (`"--token", "V"`, `'-p', 'V'`, `\\"--token\\",
+\\"V\\"`, compact `","`): the first's closing quote, a comma, blanks; the next one's
+opening quote is left to the value (`_value` reads it to its closing quote). 2026-12-06,
+a hunt: `{"command": ["server", "--token", "V"]}`, `["docker", "login", "-p", "V"]`, a
+Claude Desktop config's `"args": [..., "--api-key", "V"]` were kept, the same options
+with spaces redacted."""
+_ARGS = rf"(?:[ \t]+|{_ITEM}\\{{0,3}}[\"'])"
+"""Between two words of a command: blanks, or list items' `", "` (`_ITEM`)."""
+_ARG_LEAD = r"(?:[ \t](?:\\{0,3}[\"'])?|[\[,]\\{0,3}[\"'])"
+"""Before an option of a command: a blank, or a list item's opening quote (after `[`,
+`,` or a blank: `["mysql", "-pX"]`, compact `["curl","-u",...]`)."""
+
+
 def _option(words: str) -> str:
     """A command-line option ending in one of `words` (a regex), then its value after
-    spaces: `--password X`, `--db-password X`, `--api-key X` (`=` is `_SEP`'s)."""
-    return rf"--(?:[A-Za-z0-9]+-)*(?:{words})[ \t]+"
+    spaces, `=` or a list item's separator (`_ITEM`): `--password X`, `--db-password X`,
+    `--api-key=X`, `--token="X"`, `"--secret", "X"`. Every credential option takes `=`
+    (2026-12-06: `--token=X`, `--secret=X` were kept, `--api-key=X` redacted, only the
+    names `_SEP` reads after a word taking it)."""
+    return rf"--(?:[A-Za-z0-9]+-)*(?:{words})(?:[ \t]+|=(?![=\s])|{_ITEM})"
 
 
 _PASSWORD = (
@@ -518,23 +543,39 @@ _MYSQL = (
     r"(?:mysql|mariadb)"
     + _bounded(("mysql", "mariadb"), r"\w.-")
     + r"(?:dump|admin|import|show|check|pump|-dump|-admin)?(?![\w.-])"
-    r"[^\n|;&]{0,200}?[ \t]-p(?!(?:[\d.]+:)*\d{1,5}(?:/(?:tcp|udp))?(?![^\s'\"`]))"
+    r"[^\n|;&]{0,200}?" + _ARG_LEAD + r"-p(?!(?:[\d.]+:)*\d{1,5}(?:/(?:tcp|udp))?(?![^\s'\"`]))"
 )
 """A MySQL client's `-p` with its password attached (`-p'X'`; `-p db` prompts), on the
-client's command line; not a port (`docker run --name mysql -p3306:3306`)."""
+client's command line, also as list items (`['mysql', '-pX']`); not a port (`docker run
+--name mysql -p3306:3306`)."""
 _CURL = (
-    r"curl" + _bounded(("curl",), r"\w.-") + r"(?![\w.-])[^\n|;&]{0,200}?[ \t]"
-    r"(?:-[uU][ \t]*|--(?:proxy-)?user(?:[ \t]+|=))(?:\\{0,7}[\"'])?[^\s:'\"\\]*:"
+    r"curl"
+    + _bounded(("curl",), r"\w.-")
+    + r"(?![\w.-])[^\n|;&]{0,200}?"
+    + _ARG_LEAD
+    + rf"(?:-[uU](?:[ \t]*|{_ITEM})|--(?:proxy-)?user(?:[ \t]+|=|{_ITEM}))"
+    + r"(?:\\{0,7}[\"'])?[^\s:'\"\\]*:"
 )
 """curl's `-u user:password` (`--user`, `--proxy-user`, `-U`), quoted or not (the quote
-escaped in JSON, also in JSON inside a JSON string): the password after the user's `:`
-(`-u user` alone prompts; `-u "$U:$P"` is variables)."""
+escaped in JSON, also in JSON inside a JSON string), also as list items (`["curl", "-u",
+"user:X"]`, `{"command": "curl", "args": ["-u", "user:X"]}`): the password after the
+user's `:` (`-u user` alone prompts; `-u "$U:$P"` is variables)."""
+_USER_ARG = (
+    r"-[uU](?<![\w-]-[uU])" + rf"(?:[ \t]+|{_ITEM})" + r"(?:\\{0,3}[\"'])?[\w.@+-]{1,64}:"
+    r"(?=[^\s:'\"\\]{0,80}[a-z])(?=[^\s:'\"\\]{0,80}[A-Z])(?=[^\s:'\"\\]{0,80}[0-9])"
+    r"([A-Za-z0-9!#$%*+=@^~&._/-]{12,128})(?=[\s'\"\\]|$)"
+)
+"""`-u user:X` without `curl` before it on the line (an MCP config's `"args": ["-u",
+"alice:X"]`, 2026-12-06) when X reads as a generated credential: 12 or more characters
+holding both cases and a digit. `docker run -u 1000:1000`, `-u www-data:www-data`,
+`-u app:app2` (a uid or a user and a group) stay."""
 _REGISTRY_LOGIN = (
-    r"(?:docker|podman|buildah|skopeo|nerdctl|oras|registry)[ \t]+login(?![\w.-])"
-    r"[^\n|;&]{0,200}?[ \t](?:-p[ \t]*|--password(?:[ \t]+|=))"
+    r"(?:docker|podman|buildah|skopeo|nerdctl|oras|registry)" + _ARGS + r"login(?![\w.-])"
+    r"[^\n|;&]{0,200}?" + _ARG_LEAD + rf"(?:-p(?:[ \t]*|{_ITEM})|--password(?:[ \t]+|=|{_ITEM}))"
 )
 """A registry login's `-p X` / `--password X` (Docker, Podman, Buildah, Skopeo, nerdctl,
-ORAS, `helm registry login`); not `--password-stdin`."""
+ORAS, `helm registry login`), also as list items (`["docker", "login", "-p", "X"]`); not
+`--password-stdin`."""
 _IDENTIFIED = (
     r"(?:IDENTIFIED|(?:@|" + _both("user") + r"[ \t]+)[^\s@]{1,100}[ \t]+" + _both("identified")
     + r")[ \t]+(?:" + _both("with") + r"[ \t]+\w+[ \t]+)?" + _both("by") + r"[ \t]+(?:"
@@ -750,6 +791,21 @@ BUILTIN = (
     ("azure_sas_token",
      r"(?:[?&;]|[\\]u0026)sig=((?:[A-Za-z0-9+/_-]|%[0-9A-Fa-f]{2}){30,}(?:=|%3[Dd]){0,2})", 1,
      ("sig=",)),
+    # a pre-signed S3 or GCS URL's credentials (2026-12-06, a hunt: only the access key
+    # id of `X-Amz-Credential` was redacted): the STS session token, percent-encoded in
+    # the query or as it is in a header (`X-Amz-Security-Token: IQoJ...`, a JSON or dict
+    # key), the signature (which grants the object's access until the URL expires: as
+    # Azure SAS's `sig=`), and the GCS credential's account (an AWS credential's key id
+    # has its own rule); the date, region and scope after it stay
+    ("aws_session_token",
+     r"(?i:x-amz-security-token)" + _Q + r"[ \t]*[:=][ \t]*(?:b?\\?[\"'])?"
+     r"((?:[A-Za-z0-9+_-]|\\{0,3}/|%[0-9A-Fa-f]{2}){16,}(?:=|%3[Dd]){0,2})", 1,
+     ("x-amz-security-token",)),
+    ("url_signature", r"(?i:x-(?:amz|goog)-signature)" + _Q + r"[ \t]*[:=][ \t]*" + _Q +
+     r"([0-9a-fA-F]{32,})(?![0-9A-Za-z])", 1, ("x-amz-signature", "x-goog-signature")),
+    ("gcs_credential", r"(?i:x-goog-credential)" + _Q + r"[ \t]*[:=][ \t]*" + _Q +
+     r"((?:[A-Za-z0-9._@+-]|%[013-9A-Fa-f][0-9A-Fa-f]|%2[0-9A-Ea-e]){4,})", 1,
+     ("x-goog-credential",)),
     ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", 0, ("hooks.slack",)),
     ("discord_webhook",
      r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api(?:/v\d{1,2})?/webhooks/\d{17,20}/"
@@ -802,6 +858,7 @@ BUILTIN = (
     # `-u user:X`, a registry login's `-p X`, openssl's `pass:X`, SQL's `IDENTIFIED BY
     # 'X'` and PostgreSQL's `PASSWORD 'X'` (a string literal after the word)
     ("password", _CURL + _value(1, shaped=False), -1, ("curl",)),
+    ("password", _USER_ARG, 1, ("-u", "-U")),
     ("password", _REGISTRY_LOGIN + _value(1, shaped=False), -1, ("login",)),
     ("password", r"-pass(?:in|out|word)?[ \t]+" + _Q + "pass:" + _value(1, shaped=False), -1,
      ("pass:",)),
