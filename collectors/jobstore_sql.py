@@ -319,8 +319,12 @@ class SQLJobStore:
                 lease.episode_id, lease.attempt, lease.token,
             ):  # fmt: skip
                 return None
-            if not why:
-                self._next_attempt(tx, lease.job_id, lease.episode_id)
+            if not why and not self._next_attempt(tx, lease.job_id, lease.episode_id):
+                why = JOB_CANCELLED  # cancelled after the status was read (PostgreSQL)
+                tx.run(
+                    "UPDATE episodes SET error = ? WHERE job_id = ? AND episode_id = ? AND attempt = ?",
+                    f"{LOST_PREFIX}{reason}; {why}", lease.job_id, lease.episode_id, lease.attempt,
+                )  # fmt: skip
             self._refresh(tx, lease.job_id)
         return Expired(queued=not why, why=why)
 
@@ -331,8 +335,9 @@ class SQLJobStore:
                 job_id, episode_id, attempt,
             )  # fmt: skip
 
-    def _next_attempt(self, tx: Tx, job_id: str, episode_id: str) -> None:
-        tx.run(
+    def _next_attempt(self, tx: Tx, job_id: str, episode_id: str) -> int:
+        """Queue the episode's next attempt unless its job is cancelled: rows inserted."""
+        return tx.run(
             "INSERT INTO episodes (job_id, episode_id, task_id, attempt, status, seq)"
             " SELECT job_id, episode_id, task_id, max(attempt) + 1, 'queued', max(seq) FROM episodes"
             " WHERE job_id = ? AND episode_id = ? AND (SELECT status FROM jobs WHERE job_id = ?) != 'cancelled'"

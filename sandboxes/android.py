@@ -176,6 +176,10 @@ length as 4 hex digits (at most 65,535 bytes). A longer text goes in several bro
 AdbKeyboard commits each at the cursor, so they add up to the text."""
 EMPTY_DUMP_PAUSE = 0.1
 """Seconds between dumps while the hierarchy comes back without a window."""
+EMPTY_DUMP_WAIT = 2.0
+"""Seconds a hierarchy without a window is read again at least, whatever `settle_timeout`
+(0 allowed): one between two activities is no failure (uiautomator2's own dump retried
+for about as long)."""
 BROADCAST_RESULT = re.compile(r'result=(-?\d+)(?:, data="(.*)")?', re.S)
 """`am broadcast`'s last line: `Broadcast completed: result=-1, data="success"`."""
 
@@ -435,24 +439,26 @@ class AndroidSandbox(Unpicklable):
     def _settled(self) -> ET.Element:
         """Dump until `stable_dumps` consecutive dumps agree, or `settle_timeout` passes.
         A dump without a window (between two activities) is no screen: it is read again,
-        and if none has one by then the attempt fails."""
+        and if none has one by then (`EMPTY_DUMP_WAIT` at least) the attempt fails."""
         c = self.config
-        deadline = time.monotonic() + c.settle_timeout
+        began = time.monotonic()
+        deadline = began + c.settle_timeout
         last, root, same = None, None, 0
         while True:
             xml, cur = self._dump()
             if cur is not None:
                 same = same + 1 if xml == last else 1
                 last, root = xml, cur
-            if (root is not None and same >= c.stable_dumps) or time.monotonic() >= deadline:
+            now = time.monotonic()
+            if root is not None and (same >= c.stable_dumps or now >= deadline):
                 break
             if root is None:
+                if now >= max(deadline, began + EMPTY_DUMP_WAIT):
+                    raise SandboxError(
+                        f"dump hierarchy: the view hierarchy of device {self._conn.serial} came "
+                        f"back empty (no window) for {now - began:.1f} s: no screen to observe"
+                    )
                 time.sleep(EMPTY_DUMP_PAUSE)  # the next window is being drawn
-        if root is None:
-            raise SandboxError(
-                f"dump hierarchy: the view hierarchy of device {self._conn.serial} came back "
-                f"empty (no window) for {c.settle_timeout:g} s (settle_timeout): no screen to observe"
-            )
         return root
 
     def _observe(self, prefix: str = "", is_error: bool = False) -> Observation:

@@ -705,11 +705,12 @@ def _in(where: Where, path: str) -> str:
 TRY_LOCK = (
     "import fcntl, sys\n"
     "try: fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-    "except BlockingIOError: sys.exit(1)"
+    "except BlockingIOError: sys.exit(1)\n"
+    "except Exception: sys.exit(2)"
 )
 """`flock -n FILE true` where the image has python3 and no flock: 0 while the file is
-free, 1 once another process holds it (any other error would exit 1 too: none is
-expected, the set-up has just opened the file)."""
+free, 1 once another process holds it, 2 when it cannot be tested (an uncaught error
+would exit 1, read as "locked")."""
 
 
 @configclass

@@ -104,10 +104,19 @@ def memory_bytes(value: str) -> int:
     return int(m.group(1)) * MEMORY_UNITS[m.group(2).lower()]
 
 
-def _memory_floor(value: str) -> str:
-    if memory_bytes(value) < MIN_MEMORY:
-        raise ValueError(f"memory {value!r} is below the floor of 16m (limits cannot be removed)")
-    return value
+def _floor(name: str, why: str = ""):
+    """A validator refusing a size below MIN_MEMORY, naming the field (`tmpfs_size: '0'`
+    was `memory '0' is below the floor`)."""
+
+    def check(value: str) -> str:
+        if memory_bytes(value) < MIN_MEMORY:
+            raise ValueError(f"{name} {value!r} is below the floor of {MIN_MEMORY >> 20}m{why}")
+        return value
+
+    return check
+
+
+_memory_floor = _floor("memory", " (limits cannot be removed)")
 
 
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -179,14 +188,6 @@ def abs_path(value: str) -> str:
 Memory = Annotated[str, AfterValidator(_memory_floor)]
 
 
-def _tmpfs_floor(value: str) -> str:
-    """`_memory_floor` for `tmpfs_size`, named so (`tmpfs_size: '0'` was `memory '0' is
-    below the floor`)."""
-    if memory_bytes(value) < MIN_MEMORY:
-        raise ValueError(f"tmpfs_size {value!r} is below the floor of 16m")
-    return value
-
-
 def _image_name(value: str) -> str:
     """An image's name: `""` reached the engine as `NullResource: Resource ID was not
     provided`, a failed attempt for each retry, where the job file was the mistake."""
@@ -228,7 +229,7 @@ class DockerConfig:
     """Bytes of output kept per step; the rest is dropped and the observation flagged."""
     warm: Annotated[int, Field(ge=0, le=16)] = 1
     """Containers kept started ahead of need."""
-    tmpfs_size: Annotated[str, AfterValidator(_tmpfs_floor)] = "64m"
+    tmpfs_size: Annotated[str, AfterValidator(_floor("tmpfs_size"))] = "64m"
     """Size of the tmpfs mounts of a read-only root."""
 
     def resolved_env(self) -> dict[str, str]:

@@ -268,7 +268,7 @@ ARG_CHUNK = 30_000
 LONGEST_COMMAND = 1 << 20
 """Bytes of the longest `bash` command: its arguments together, with the environment,
 must fit Linux's ARG_MAX (2 MiB under docker's default 8 MiB stack)."""
-JOINED = 'c=; for p do c=$c$p; done; unset p; set --; eval "unset c; $c"'
+JOINED = 'wt_c=; for wt_p do wt_c=$wt_c$wt_p; done; unset wt_p; set --; eval "unset wt_c; $wt_c"'
 """Run the command whose pieces are the arguments: joined, then `eval`ed by the same
 shell, with no argument and no variable of ours left (`$0` is `sh`, `$#` 0, as under
 `sh -c`)."""

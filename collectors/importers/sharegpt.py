@@ -58,9 +58,11 @@ from .common import (
     json_in,
     json_text,
     message_action,
+    no_text,
     null_or_missing,
     record_id,
     shown,
+    textless,
     tool_action,
     tool_list,
     warning,
@@ -239,8 +241,9 @@ def _results(
     while j < len(numbered) and _kind(numbered[j][1]) in OBS_ROLES:
         n, m = numbered[j]
         k = min(len(found), len(calls) - 1)
-        if m.get("value") is None:  # an answer nobody knows (`to_trajectory`: no turn)
-            found.append((n, None, None))
+        at = f"conversations[{n}].value"
+        if m.get("value") is None or textless(m.get("value"), at):  # an answer nobody
+            found.append((n, None, None))  # knows, in text (`to_trajectory`: no turn)
             j += 1
             continue
         text = parts.text(m.get("value"), f"turn {turn + k} observation (conversations[{n}].value)")
@@ -273,13 +276,15 @@ def _results(
     messages = dict(numbered)
     for (n, _, body), (c, _) in zip(found, calls, strict=False):
         if body is None:
-            problems.append(
-                warning(
-                    "unpaired_call",
-                    f"{null_or_missing(messages[n], 'value', f'conversations[{n}]')}, the answer"
-                    f" to call {c['name']!r} is unknown; no turn",
-                )
+            at = f"conversations[{n}].value"
+            left = textless(messages[n].get("value"), at)
+            said = (
+                no_text([(at, left)], f"call {c['name']!r}")
+                if left
+                else f"{null_or_missing(messages[n], 'value', f'conversations[{n}]')}, the"
+                f" answer to call {c['name']!r} is unknown"
             )
+            problems.append(warning("unpaired_call", f"{said}; no turn"))
     for k, (c, _) in enumerate(calls[len(out) :], start=len(out)):
         of = f" ({k + 1} of {len(calls)})" if len(calls) > 1 else ""
         problems.append(

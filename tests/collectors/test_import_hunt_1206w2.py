@@ -360,3 +360,26 @@ def test_a_reimport_whose_reward_changed_says_what_the_store_keeps(tmp_path, wt_
     assert "import-" in one and ".parquet" in one and "into a new store" in one
     assert not [x for x in lines if x.startswith("record 2:")]
     assert sorted(t.outcome.reward for t in stored(wt_env)) == [0.0, 1.0, 1.0]
+
+
+def test_a_sharegpt_tool_answer_of_an_image_alone_is_no_turn(tmp_path):
+    """Review: ShareGPT's `tool` message holding one image part imported as a turn whose
+    observation was `''` (only a `non_text_part` warning), where every other format says
+    the answer is unknown in text."""
+    tools = "[{'type': 'function', 'function': {'name': 'screenshot', 'parameters': {'type': 'object', 'properties': {}}}}]"  # fmt: skip
+    rec = {"id": "img-1", "conversations": [
+        {"from": "system", "value": f"You may call functions. <tools>\n{tools}\n</tools>"},
+        {"from": "human", "value": "What is on screen?"},
+        {"from": "gpt", "value": "<tool_call>\n{'arguments': {}, 'name': 'screenshot'}\n</tool_call>"},
+        {"from": "tool", "value": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAA"}}]},
+        {"from": "gpt", "value": "A cat."},
+    ]}  # fmt: skip
+    p = tmp_path / "sg.jsonl"
+    p.write_text(json.dumps(rec) + "\n")
+    trajectories, problems = items(p)
+    assert [t.turns for t in trajectories] in ([], [[]])
+    [unpaired] = [q for q in problems if q.kind == "unpaired_call"]
+    assert unpaired.message == (
+        "conversations[3].value: 1 image_url part and no text: what call 'screenshot' answered"
+        " in text is unknown (non-text parts are not kept); no turn"
+    )

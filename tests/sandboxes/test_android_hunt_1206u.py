@@ -77,6 +77,19 @@ def test_a_blank_dump_is_re_read_within_the_settle(sim):
         sb.close()
 
 
+def test_a_blank_dump_is_re_read_under_settle_timeout_0(sim):
+    """Review: `settle_timeout: 0` (allowed) failed the attempt on one blank dump between
+    two activities; a blank is read again for `EMPTY_DUMP_WAIT` at least."""
+    sb = sandbox(sim, settle_timeout=0)
+    try:
+        sb.reset(task(NOTES, clear_data=True))
+        fault_dumps(sim, lambda screen, n: BLANK if n <= 2 else screen)
+        obs = sb.step(tool("tap", x=934, y=2128))  # New note
+        assert not obs.is_error and "#title_input" in obs.text
+    finally:
+        sb.close()
+
+
 def test_a_hierarchy_that_stays_empty_fails_the_attempt(sim):
     sb = sandbox(sim, settle_timeout=0.5)
     try:

@@ -93,17 +93,18 @@ def test_a_socket_made_after_load_is_refused_when_the_episode_binds_it(docker_en
         s.close()
 
 
-def test_a_command_over_128_kib_runs_as_a_shell_runs_it(docker_engine, repo):
+def test_a_command_over_128_kib_runs_as_a_shell_runs_it(docker_engine, repo, monkeypatch):
     """Found: a 160 KB heredoc answered `exec /usr/bin/sh: argument list too long`,
     exit 1, as if the command had said it."""
-    s = SWESandbox(SWEConfig(docker=DockerConfig(step_timeout=20), repo=str(repo)))
+    monkeypatch.setenv("c", "C")  # the job's variables, whatever their names (review)
+    monkeypatch.setenv("p", "P")
+    s = SWESandbox(SWEConfig(docker=DockerConfig(step_timeout=20, env=("c", "p")), repo=str(repo)))
     try:
         s.reset(TaskSpec("t"))
         body = "".join(f"line {i:06} {'x' * 87}\n" for i in range(1600))  # 160,000 bytes
-        o = s.step(
-            tool("bash", command=f"cat > big.txt << 'EOF'\n{body}EOF\nwc -c big.txt; echo $0 $#")
-        )
-        assert (o.text, o.exit_code) == ("160000 big.txt\nsh 0\n", 0), o.text[:300]
+        shown = 'wc -c big.txt; echo $0 $# "$c|$p"'
+        o = s.step(tool("bash", command=f"cat > big.txt << 'EOF'\n{body}EOF\n{shown}"))
+        assert (o.text, o.exit_code) == ("160000 big.txt\nsh 0 C|P\n", 0), o.text[:300]
         o = s.step(tool("bash", command="tail -n 1 big.txt"))
         assert o.text == f"line 001599 {'x' * 87}\n"
         # the shell's own answers, which `eval` (that joins the pieces) prefixes
