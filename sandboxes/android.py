@@ -174,6 +174,10 @@ and the `am broadcast` command fit in 4,096 bytes, the longest adb service reque
 device before Android 7 takes (adb's MAX_PAYLOAD_V1); the adb server reads a request's
 length as 4 hex digits (at most 65,535 bytes). A longer text goes in several broadcasts:
 AdbKeyboard commits each at the cursor, so they add up to the text."""
+IME_MARK = "worldtrace_ime_before"
+"""A global setting a sandbox writes on the device when it first switches to AdbKeyboard:
+the device's input method and whether AdbKeyboard was enabled (`ID|0`), removed when
+they are put back; a reset that finds it after a collector died restores from it."""
 EMPTY_DUMP_PAUSE = 0.1
 """Seconds between dumps while the hierarchy comes back without a window."""
 EMPTY_DUMP_WAIT = 2.0
@@ -603,6 +607,8 @@ class AndroidSandbox(Unpicklable):
         if self._ime_before is None:
             enabled = self._shell("input methods", ["ime", "list", "-s"])[0].split()
             self._ime_before = (now, ADB_KEYBOARD in enabled)
+            mark = f"{now or 'null'}|{int(ADB_KEYBOARD in enabled)}"  # for `_reclaim_ime`
+            self._shell("mark input method", ["settings", "put", "global", IME_MARK, mark])
         for verb in ("enable", "set"):
             out, code = self._shell("switch input method", ["ime", verb, ADB_KEYBOARD])
             if code != 0:
@@ -612,24 +618,17 @@ class AndroidSandbox(Unpicklable):
         return True
 
     def _reclaim_ime(self) -> None:
-        """Give the device its own input method back when an episode that is not ours left
-        AdbKeyboard on (its collector killed with -9 before `close()`): the one enabled
-        input method that is not AdbKeyboard. With none or several, which was the
-        device's is unknown: left as it is, with a warning."""
-        now = self._shell("input method", ["settings", "get", "secure", "default_input_method"])
-        if now[0].strip() != ADB_KEYBOARD:
+        """Give the device its own input method back when an episode of a collector that
+        died (killed with -9 before `close()`) left AdbKeyboard on: the first switch
+        wrote what the device had in a global setting of ours (`IME_MARK`), which a
+        restore removes. AdbKeyboard on without the mark is the owner's choice (or an
+        older version's leftover): left as it is."""
+        mark = self._shell("input method mark", ["settings", "get", "global", IME_MARK])[0].strip()
+        ime, _, enabled = mark.partition("|")
+        if mark in ("", "null") or enabled not in ("0", "1"):
             return
-        enabled = self._shell("input methods", ["ime", "list", "-s"])[0].split()
-        own = [ime for ime in enabled if ime != ADB_KEYBOARD]
-        serial = self._conn.serial
-        if len(own) != 1:
-            log.warning("%s is on %s, left by an earlier episode; its own input method is "
-                        "unknown (enabled: %s): left as it is", serial, ADB_KEYBOARD,
-                        ", ".join(enabled))  # fmt: skip
-            return
-        out, code = self._shell("restore input method", ["ime", "set", own[0]])
-        if code != 0:
-            log.warning("`ime set %s` failed on %s: %s", own[0], serial, out.strip())
+        self._ime_before = (ime, enabled == "1")
+        self._restore_ime()
 
     def _keyboard(self, action: str, extras: dict[str, str]) -> str | None:
         """Broadcast an AdbKeyboard action: None when it took it, else what it answered
@@ -679,6 +678,7 @@ class AndroidSandbox(Unpicklable):
         ime, enabled = before
         undo = [] if ime in ("", "null") else [["ime", "set", ime]]  # "null": it had none
         undo += [] if enabled else [["ime", "disable", ADB_KEYBOARD]]
+        undo += [["settings", "delete", "global", IME_MARK]]
         for cmd in undo:
             out, code = self._shell("restore input method", cmd)
             if code != 0:

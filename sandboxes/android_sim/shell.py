@@ -377,6 +377,9 @@ class Shell:
             if len(a) >= 4:
                 table[a[2]] = a[3]
                 return Result()
+        if len(a) >= 3 and a[0] == "delete" and a[1] in self.d.settings:
+            found = self.d.settings[a[1]].pop(a[2], None) is not None
+            return Result(f"Deleted {int(found)} rows\n")
         return Result("usage:  settings [--user <USER_ID> | current] get namespace key\n", 1)
 
 

@@ -35,7 +35,7 @@ from worldtrace.sandboxes.android_view import parse
 from worldtrace.sandboxes.base import SandboxError
 
 from .test_android_hunt_1204e import NOTES, field, in_the_title_field, sandbox, task
-from .test_android_type_1206 import enabled_imes, input_method
+from .test_android_type_1206 import device_shell, enabled_imes, input_method
 
 BLANK = "<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>\r\n<hierarchy rotation=\"0\" />"
 """What the uiautomator2 server dumps while the screen has no window (between activities),
@@ -163,7 +163,21 @@ def test_a_keyboard_left_by_a_killed_collector_is_put_back(sim):
     finally:
         sb.close()
     assert input_method(sim) == GBOARD
-    assert enabled_imes(sim) == [*before, ADB_KEYBOARD]  # whether it was enabled: unknown
+    assert enabled_imes(sim) == before  # the mark said AdbKeyboard was not enabled
+
+
+def test_a_keyboard_the_owner_chose_is_left_as_it_is(sim):
+    """Review: AdbKeyboard on with no mark of ours (the owner's choice) was switched away
+    at every reset, taken for a killed collector's leftover."""
+    device_shell(sim, f"ime enable {ADB_KEYBOARD}")
+    device_shell(sim, f"ime set {ADB_KEYBOARD}")
+    sb = sandbox(sim)
+    try:
+        assert not sb.reset(task(NOTES, clear_data=True)).is_error
+        assert input_method(sim) == ADB_KEYBOARD
+    finally:
+        sb.close()
+    assert input_method(sim) == ADB_KEYBOARD
 
 
 def test_two_devices_and_no_serial_fail_once_as_a_configuration_mistake(store):
