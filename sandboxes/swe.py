@@ -279,7 +279,7 @@ def shell_argv(command: str) -> list[str]:
     one argument (the engine answered `exec /usr/bin/sh: argument list too long`, which
     was recorded as the command's output): it goes in pieces the shell joins and `eval`s
     (`JOINED`), so only the shell's own error messages differ (`eval:` before them)."""
-    if len(command.encode("utf-8", errors="surrogateescape")) < ARG_BYTES:
+    if len(command.encode("utf-8", errors="surrogatepass")) < ARG_BYTES:
         return ["sh", "-c", command]
     pieces = [command[i : i + ARG_CHUNK] for i in range(0, len(command), ARG_CHUNK)]
     return ["sh", "-c", JOINED, "sh", *pieces]
@@ -677,7 +677,7 @@ class SWESandbox(Unpicklable):
 
     def _tool_bash(self, command: str) -> Observation:
         d = self.config.docker
-        size = len(command.encode("utf-8", errors="surrogateescape"))
+        size = len(command.encode("utf-8", errors="surrogatepass"))
         if size > LONGEST_COMMAND:  # the tool's limit, as a CLI says its own
             return Observation(
                 f"error: the command is {human(size)}: at most {human(LONGEST_COMMAND)} "
