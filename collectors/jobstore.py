@@ -20,6 +20,7 @@ Addresses are shown with their password masked (`shown_address`): error lines go
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +149,26 @@ def sqlite_path(url: str | Path) -> Path | None:
     if not path:
         raise ValueError(f"{text} names no file (`sqlite:///PATH`)")
     return Path(path)
+
+
+def other_job_store(jobs_db: Path) -> str | None:
+    """The address `$WORLDTRACE_JOBS` names when it is not `jobs_db` (a store's own job
+    store: the same path, or the same file by another), else None; one that is no job
+    store address is returned too (it is not that file either). `doctor` checks it, and
+    `stats`, whose views read jobs.db alone, says it is not read."""
+    url = os.environ.get(JOBS_ENV)
+    if not url:
+        return None
+    try:
+        path = sqlite_path(url)
+    except ValueError:
+        return url
+    if path is not None and (
+        path.absolute() == jobs_db.absolute()
+        or (path.exists() and jobs_db.exists() and path.samefile(jobs_db))
+    ):
+        return None
+    return url
 
 
 def postgres_url(url: str | Path) -> str:

@@ -307,11 +307,11 @@ def named_job_store(store) -> list[Check]:
     server asked for its jobs (read only: doctor makes no tables); its address shown
     with the password masked. Doctor checked the store's jobs.db alone, which the
     workers of such a setup never use."""
-    from worldtrace.collectors.jobstore import JOBS_ENV, shown_address, sqlite_path
+    from worldtrace.collectors.jobstore import JOBS_ENV, other_job_store, shown_address, sqlite_path
 
-    url = os.environ.get(JOBS_ENV)
-    if not url:
-        return []
+    url = other_job_store(store.jobs_db)
+    if url is None:
+        return []  # none named, or the store's own: checked above
     shown = f"{shown_address(url)} (${JOBS_ENV})"
     try:
         path = sqlite_path(url)
@@ -319,10 +319,6 @@ def named_job_store(store) -> list[Check]:
         return [Check("job store", False, f"{shown}: {exc}", f"check ${JOBS_ENV}", problem=True)]
     if path is None:
         return [_postgres_job_store(url, shown)]
-    if path.absolute() == store.jobs_db.absolute() or (
-        path.exists() and store.jobs_db.exists() and path.samefile(store.jobs_db)
-    ):
-        return []  # checked above, as the store's
     if not path.exists():
         why = f"{shown}: no job store there yet"
         return [

@@ -370,18 +370,10 @@ def jobs_elsewhere(store: Store) -> str | None:
     """What the `jobs` table leaves out when `$WORLDTRACE_JOBS` names another job store
     than the store's jobs.db (a PostgreSQL server, another file): the views read jobs.db
     alone, and `stats` said `no queued job` while that store held many. None otherwise."""
-    import os
+    from worldtrace.collectors.jobstore import JOBS_ENV, other_job_store, shown_address
 
-    from worldtrace.collectors.jobstore import JOBS_ENV, shown_address, sqlite_path
-
-    url = os.environ.get(JOBS_ENV)
-    if not url:
-        return None
-    try:
-        path = sqlite_path(url)
-    except ValueError:
-        path = None  # no job store address: not this store's either
-    if path is not None and path.absolute() == store.jobs_db.absolute():
+    url = other_job_store(store.jobs_db)
+    if url is None:
         return None
     return (
         f"the job store ${JOBS_ENV} names, {shown_address(url)}, is not read here: "

@@ -185,9 +185,10 @@ def _stored_labels(t: pa.Table, metas: list[Any]) -> list[Labels]:
     at = np.flatnonzero(pc.or_(err, pc.is_valid(code)).to_numpy(zero_copy_only=False))
     flags: dict[int, list[tuple[int, bool, int | None]]] = {}
     if len(at):
-        ends = np.cumsum(pc.fill_null(pc.list_value_length(turns), 0).to_numpy())
+        lengths = pc.fill_null(pc.list_value_length(turns), 0).to_numpy()
+        ends = np.cumsum(lengths)
         rows = np.searchsorted(ends, at, side="right")
-        starts = ends[rows] - pc.fill_null(pc.list_value_length(turns), 0).to_numpy()[rows]
+        starts = ends[rows] - lengths[rows]
         errs, codes = err.take(at).to_pylist(), code.take(at).to_pylist()
         for row, n, e, c in zip(rows.tolist(), (at - starts).tolist(), errs, codes, strict=True):
             flags.setdefault(row, []).append((n, e, c))
