@@ -112,22 +112,24 @@ def test_a_worker_is_judged_by_its_own_lease(tmp_path, store, wt_env):
     """A live worker with a long lease, whose last beat is 200 s old (it beats every 150
     s): listed by `jobs list`, and alive to a worker with a 30 s lease, which keeps the
     journal of its ended attempt (its owner publishes or drops it)."""
+    js = open_job_store(store.jobs_db)
+    job = js.submit(JobSpec.load(JOB))  # ended before the worker starts: it claims nothing
+    claim = js.claim("placeholder", 600)
+    assert claim is not None and js.finish(claim, "failed", None, "boom", 0)
     long = subprocess.Popen(
         ["worldtrace", "worker", "--forever", "--lease", "600", "--poll", "3600"],
         env=wt_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        js = open_job_store(store.jobs_db)
         [w] = wait_until(lambda: js.workers(600), timeout=60, what="the worker registered")
         name = w["worker"]
-        job = js.submit(JobSpec.load(JOB))  # its slot waits `--poll`: we claim for it
-        claim = js.claim(name, 600)
-        assert claim is not None and js.finish(claim, "failed", None, "boom", 0)
+        with sqlite3.connect(store.jobs_db) as c:  # the live worker's ended attempt
+            c.execute("UPDATE episodes SET worker = ? WHERE job_id = ?", (name, job))
+            # its last beat, 200 s ago
+            c.execute("UPDATE workers SET heartbeat = heartbeat - 200 WHERE worker = ?", (name,))
         journal = journal_path(store.raw, job, claim.episode_id, claim.attempt)
         journal.parent.mkdir(parents=True)
         journal.write_text('{"kind": "header"}\n')
-        with sqlite3.connect(store.jobs_db) as c:  # its last beat, 200 s ago
-            c.execute("UPDATE workers SET heartbeat = heartbeat - 200 WHERE worker = ?", (name,))
         r = wt(wt_env, tmp_path, "jobs", "list", "--json")
         assert r.returncode == 0, r.stderr
         assert [x["worker"] for x in json.loads(r.stdout)["workers"]] == [name]
