@@ -47,6 +47,7 @@ from worldtrace.schemas.parsing import configclass, to_mapping
 
 from .base import SandboxConfigError
 from .docker import DockerConfig, Memory, abs_path, memory_bytes, remount_tmpfs
+from .execs import human
 from .owners import ro_volume
 
 
@@ -214,14 +215,6 @@ def _offset(value: str) -> str:
     if not re.fullmatch(r"[+-]\d+[smhdy]", value):
         raise ValueError(f"not a clock offset: {value!r} (write e.g. -3y, +2d, -90m)")
     return value
-
-
-def human(n: int) -> str:
-    """1048576 -> `1 MiB` (what the initial state says)."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:g} {unit}"
-    return f"{n} bytes"
 
 
 @dataclass(frozen=True)
@@ -713,6 +706,22 @@ free, 1 once another process holds it, 2 when it cannot be tested (an uncaught e
 would exit 1, read as "locked")."""
 
 
+HOLD = (
+    "import fcntl, os, signal, sys\n"
+    "p = sys.argv[1]; rw = not os.stat(p).st_mode & 0o111\n"
+    "try: f = open(p, 'r+b' if rw else 'rb')\n"
+    "except OSError: rw, f = False, open(p, 'rb')\n"
+    "fcntl.flock(f, fcntl.LOCK_EX); fcntl.lockf(f, fcntl.LOCK_EX if rw else fcntl.LOCK_SH)\n"
+    "signal.pause()"
+)
+"""Hold file `$1` locked (flock's exclusive lock, and fcntl's as sqlite takes it) until
+killed. A program's file is opened read-only, as `flock(1)` opens it: opened for writing
+it could not be run (`Text file busy`, ETXTBSY), and one running could not be opened so;
+fcntl's exclusive lock needs a file open for writing, so a read-only one holds fcntl's
+shared lock (writers still wait) beside flock's exclusive one. So does a file that cannot
+be opened for writing (a read-only mount)."""
+
+
 @configclass
 class FileLocked(Condition):
     """A file locked by another process (flock and fcntl locks, as apt or sqlite take)."""
@@ -728,20 +737,18 @@ class FileLocked(Condition):
         Every step must hold: until 12-06 a file that could not be made (a read-only
         root, `/proc`) and a directory (which the holder cannot open) still said `locked`
         (flock's own error ended the wait at once), or waited out the step timeout. A
-        failure says why on the set-up's output (a SandboxConfigError: `Plan.after`)."""
+        failure says why on the set-up's output (a SandboxConfigError: `Plan.after`).
+        A file that exists is not opened for writing (`HOLD`): until 12-06 a program's
+        file (`/bin/dash`, `python3` itself) failed with `Text file busy`."""
         path = _in(where, self.path)
         p = shlex.quote(path)
-        hold = (
-            "import fcntl, signal, sys; f = open(sys.argv[1], 'a'); "
-            "fcntl.flock(f, fcntl.LOCK_EX); fcntl.lockf(f, fcntl.LOCK_EX); signal.pause()"
-        )
         fail = f"echo {shlex.quote(f'file_locked: cannot lock {path}')}"
         run(  # the shell's own error says why the file cannot be made
             "command -v python3 >/dev/null || command -v flock >/dev/null ||"
             f" {{ {fail}: the image has neither python3 nor flock; exit 1; }};"
             f" if [ -d {p} ]; then {fail}: Is a directory; exit 1; fi;"
-            f' mkdir -p "$(dirname {p})" && : >> {p} || exit 1;'
-            f" if command -v python3 >/dev/null; then setsid python3 -c {shlex.quote(hold)} {p}"
+            f' [ -e {p} ] || {{ mkdir -p "$(dirname {p})" && : >> {p}; }} || exit 1;'
+            f" if command -v python3 >/dev/null; then setsid python3 -c {shlex.quote(HOLD)} {p}"
             f" </dev/null >/dev/null 2>&1 & else setsid flock -x {p} sleep 2147483647"
             " </dev/null >/dev/null 2>&1 & fi; h=$!; i=0;"
             f" free() {{ if command -v flock >/dev/null; then flock -n {p} true; else"

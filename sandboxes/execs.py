@@ -52,6 +52,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import io
+import mmap
 import os
 import re
 import secrets
@@ -60,11 +61,50 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from .base import SandboxError
+from .base import SandboxConfigError, SandboxError
 
 INPUT_OUTPUT_CAP = 1 << 16
 """Bytes of output kept from a command fed on stdin (it writes files; it says little)."""
+
+ARG_BYTES = 128 << 10
+"""The longest argument a command line holds (Linux's MAX_ARG_STRLEN, NUL included): a
+shell command at least this long cannot be `sh -c`'s argument (`shell_argv`)."""
+ARG_CHUNK = 30_000
+"""Characters of a long command per argument (at most 4 bytes each: under `ARG_BYTES`)."""
+LONGEST_COMMAND = 1 << 20
+"""Bytes of the longest shell command (a `bash` tool call, a task's set-up command): its
+arguments together, with the environment, must fit Linux's ARG_MAX (2 MiB under
+docker's default 8 MiB stack)."""
+JOINED = 'wt_c=; for wt_p do wt_c=$wt_c$wt_p; done; unset wt_p; set --; eval "unset wt_c; $wt_c"'
+"""Run the command whose pieces are the arguments: joined, then `eval`ed by the same
+shell, with no argument and no variable of ours left (`$0` is `sh`, `$#` 0, as under
+`sh -c`)."""
+
+
+def command_bytes(command: str) -> int:
+    """Bytes of `command` on a command line (`LONGEST_COMMAND`, `ARG_BYTES`)."""
+    return len(command.encode("utf-8", errors="surrogatepass"))
+
+
+def shell_argv(command: str) -> list[str]:
+    """The exec that runs `command` as `sh -c` runs it. One of 128 KiB or more cannot be
+    one argument (the engine answered `exec /usr/bin/sh: argument list too long`, which
+    was recorded as the command's output): it goes in pieces the shell joins and `eval`s
+    (`JOINED`), so only the shell's own error messages differ (`eval:` before them)."""
+    if command_bytes(command) < ARG_BYTES:
+        return ["sh", "-c", command]
+    pieces = [command[i : i + ARG_CHUNK] for i in range(0, len(command), ARG_CHUNK)]
+    return ["sh", "-c", JOINED, "sh", *pieces]
+
+
+def human(n: int) -> str:
+    """1048576 -> `1 MiB` (what the initial state and errors say)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} bytes"
 
 
 ENTER = 'cd -- "$1" || exit; shift; exec "$@"'
@@ -733,15 +773,85 @@ def write_file(
     return (None if code == 0 else reason(out, code)), timed_out
 
 
+@dataclass(frozen=True)
+class Room:
+    """The tmpfs a tree is copied into (`copy_tree`): what it holds and the job's settings
+    that say so, which a tree too large for it names (the job's mistake, not retried)."""
+
+    size: int
+    """Bytes of the tmpfs."""
+    setting: str
+    """The setting that sizes it, with its value: `docker.tmpfs_size (16m)`."""
+    memory: int | None = None
+    """Bytes of the container's memory (`docker.memory`), which a tmpfs's files count
+    against: a copy over it is killed (`Killed`), whatever the tmpfs's size."""
+
+
+SHORT_SYMLINK = 128
+"""Bytes of a symbolic link's target (its NUL included) a tmpfs keeps in the inode; a
+longer one takes a page (Linux's SHORT_SYMLINK_LEN)."""
+NO_SPACE = ("No space left on device", "Wrote only")
+"""What tar says when the file system fills under it (`Wrote only 7168 of 10240 bytes`:
+a short write, which GNU tar reports without the system's reason)."""
+
+
+def tmpfs_bytes(members: list[tarfile.TarInfo]) -> int:
+    """Bytes the archive's members take on a tmpfs: each file in whole pages, a long
+    symbolic link a page; directories, hard links and empty files none (as `df` says)."""
+    page = mmap.PAGESIZE
+    files = sum(-(-m.size // page) * page for m in members if m.isreg())
+    links = sum(page for m in members if m.issym() and len(m.linkname.encode()) >= SHORT_SYMLINK)
+    return files + links
+
+
+def no_room(
+    host_dir: str, target: str, members: list[tarfile.TarInfo], room: Room, said: str = ""
+) -> str | None:
+    """Why the tree of archive `members` cannot be copied into `room` (the job's mistake:
+    what to change, to at least how much), or None. `said`: tar's words when the tmpfs
+    filled though the tree fits (its inodes ran out: `inodes_low`); a memory too small is
+    said only from the numbers (tar is `Killed`, as by any other kill)."""
+    need = tmpfs_bytes(members)
+    at_least = f"{-(-need // (1 << 20)) + 1}m"  # whole MiB, and room for what tar adds
+    takes = f"cannot copy {host_dir} into the container: its files take {human(need)} on a tmpfs"
+    if need > room.size:
+        return (
+            f"{takes} (each in whole pages), more than the {human(room.size)} of the tmpfs at "
+            f"{target}: raise {room.setting} to at least {at_least}"
+        )
+    if room.memory is not None and need >= room.memory:
+        return (
+            f"{takes}, which count against the container's memory, docker.memory "
+            f"({human(room.memory)}): raise it well above {human(need)}"
+        )
+    if said:
+        return (
+            f"cannot copy {host_dir} into the container: the tmpfs at {target}, sized by "
+            f"{room.setting}, ran out of space or inodes for its {len(members)} files and "
+            f"directories ({human(need)}): {said}"
+        )
+    return None
+
+
 def copy_tree(
-    container, host_dir: str, target: str, timeout: float, user: str | None = None
+    container,
+    host_dir: str,
+    target: str,
+    timeout: float,
+    user: str | None = None,
+    room: Room | None = None,
 ) -> None:
     """Copy a host directory into the container at `target` (through `tar` in it), owned
     by the container's `user` (docker's `user[:group]`; root when None): the host's
     numeric owners mean nothing there, and git refused a tree a host user owned
     (`detected dubious ownership`). Root extracts a tree its own; another user's exec
     lacks the capability to give files away (even as uid 0), so that user extracts it,
-    into `target` made by root and open to it (`target` itself stays root's)."""
+    into `target` made by root and open to it (`target` itself stays root's).
+
+    Into a tmpfs (`room`), a tree too large for it is refused before it is sent, and tar
+    running out of space there is said so (`no_room`), as SandboxConfigError: the job's
+    sizes, not the environment. Until 12-06 it was tar's `Wrote only 7168 of 10240
+    bytes`, retried."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         if is_root(user):
@@ -749,6 +859,10 @@ def copy_tree(
         else:  # not `.`: it is root's, whose mode and times another user cannot set
             for name in sorted(os.listdir(host_dir)):
                 tar.add(os.path.join(host_dir, name), arcname=name, filter=_as_root)
+        members = tar.getmembers()
+    problem = no_room(host_dir, target, members, room) if room else None
+    if problem:
+        raise SandboxConfigError(problem)
     script = 'mkdir -p "$1" && tar -x -f - -C "$1"'
     if not is_root(user):
         made = 'mkdir -p "$1" && chmod 777 "$1"'
@@ -765,8 +879,14 @@ def copy_tree(
         timeout,
         user="0" if is_root(user) else user,
     )
-    if code != 0:
-        raise SandboxError(f"cannot copy {host_dir} into the container: {out.strip()[-300:]}")
+    if code == 0:
+        return
+    full = [line.strip() for line in out.splitlines() if any(x in line for x in NO_SPACE)]
+    if room and full:  # tar's first word of it: the lines after repeat it for other files
+        raise SandboxConfigError(
+            no_room(host_dir, target, members, room, full[0][:300]) or full[0][:300]
+        )
+    raise SandboxError(f"cannot copy {host_dir} into the container: {out.strip()[-300:]}")
 
 
 def is_root(user: str | None) -> bool:
@@ -898,12 +1018,37 @@ def run_setup(
     """A task's set-up commands (each within `timeout`, the step timeout); the first
     failure is an environment error, said with its errors (stderr) when it wrote any,
     else with its output: a program's buffered stdout comes after its traceback on one
-    pipe (`print('installing deps')` then a failed import ended with `installing deps`)."""
+    pipe (`print('installing deps')` then a failed import ended with `installing deps`).
+    A command runs as `sh -c` runs it, one of 128 KiB or more too (`shell_argv`: it was
+    the engine's `argument list too long`); one over `LONGEST_COMMAND` is the job's
+    mistake, said before any runs (SandboxConfigError: no attempt can run it)."""
+    for i, cmd in enumerate(commands):
+        size = command_bytes(cmd)
+        if size > LONGEST_COMMAND:
+            raise SandboxConfigError(
+                f"task setup: command {i + 1} ({shown_command(cmd)}) is {human(size)}: at most "
+                f"{human(LONGEST_COMMAND)} (put long content in a file the image or the "
+                "repository holds, and run that)"
+            )
     for cmd in commands:
         code, out, err, cut, timed_out = exec_streams(
-            container, ["sh", "-c", cmd], timeout, cap, workdir, env or None
+            container, shell_argv(cmd), timeout, cap, workdir, env or None
         )
         if code != 0:
             said, where = (err, "it wrote to stderr") if err.strip() else (out, "it printed")
             text = text_of(said, cut)[-500:]  # characters: a byte cut may split one
-            raise setup_failed("task setup", cmd, code, text, timed_out, timeout, where)
+            raise setup_failed(
+                "task setup", shown_command(cmd), code, text, timed_out, timeout, where
+            )
+
+
+COMMAND_SHOWN = 300
+"""Characters of a set-up command an error message shows (a long one is cut)."""
+
+
+def shown_command(cmd: str) -> str:
+    """`cmd` as an error message shows it: at most `COMMAND_SHOWN` characters (a 140 KB
+    heredoc was the whole reason)."""
+    if len(cmd) <= COMMAND_SHOWN:
+        return cmd
+    return f"{cmd[: COMMAND_SHOWN - 1]}… ({len(cmd)} characters)"

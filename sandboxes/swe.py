@@ -61,18 +61,23 @@ from .base import (
     Unpicklable,
     integral_ints,
 )
-from .condition_kinds import human, within
+from .condition_kinds import within
 from .conditions import Condition, Plan, Session, Where
-from .docker import FORBIDDEN_HOST_PATHS, DockerConfig, shared_pool
+from .docker import FORBIDDEN_HOST_PATHS, DockerConfig, memory_bytes, shared_pool
 from .execs import (
+    LONGEST_COMMAND,
+    Room,
+    command_bytes,
     copy_tree,
     exec_capture,
     exec_input,
     exec_streams,
+    human,
     is_root,
     reason,
     root_runner,
     run_setup,
+    shell_argv,
     trust_repository,
     write_file,
 )
@@ -260,30 +265,6 @@ def _nul_problem(tool: str, args: dict) -> str | None:
 
 TOOL_NAMES = tuple(TOOLS)
 
-ARG_BYTES = 128 << 10
-"""The longest argument a command line holds (Linux's MAX_ARG_STRLEN, NUL included): a
-`bash` command at least this long cannot be `sh -c`'s argument (`shell_argv`)."""
-ARG_CHUNK = 30_000
-"""Characters of a long command per argument (at most 4 bytes each: under `ARG_BYTES`)."""
-LONGEST_COMMAND = 1 << 20
-"""Bytes of the longest `bash` command: its arguments together, with the environment,
-must fit Linux's ARG_MAX (2 MiB under docker's default 8 MiB stack)."""
-JOINED = 'wt_c=; for wt_p do wt_c=$wt_c$wt_p; done; unset wt_p; set --; eval "unset wt_c; $wt_c"'
-"""Run the command whose pieces are the arguments: joined, then `eval`ed by the same
-shell, with no argument and no variable of ours left (`$0` is `sh`, `$#` 0, as under
-`sh -c`)."""
-
-
-def shell_argv(command: str) -> list[str]:
-    """The exec that runs `command` as `sh -c` runs it. One of 128 KiB or more cannot be
-    one argument (the engine answered `exec /usr/bin/sh: argument list too long`, which
-    was recorded as the command's output): it goes in pieces the shell joins and `eval`s
-    (`JOINED`), so only the shell's own error messages differ (`eval:` before them)."""
-    if len(command.encode("utf-8", errors="surrogatepass")) < ARG_BYTES:
-        return ["sh", "-c", command]
-    pieces = [command[i : i + ARG_CHUNK] for i in range(0, len(command), ARG_CHUNK)]
-    return ["sh", "-c", JOINED, "sh", *pieces]
-
 
 def socket_below(root: str) -> str | None:
     """The first unix socket in directory `root` or any directory below it, or why the
@@ -440,7 +421,7 @@ class SWESandbox(Unpicklable):
         self.container = self.pool.acquire(kw, episode_id)
         user = d.user or (self.container.attrs.get("Config") or {}).get("User")
         if not bound:  # copied in, owned by the container's user
-            copy_tree(self.container, repo, at, d.step_timeout, user)
+            copy_tree(self.container, repo, at, d.step_timeout, user, self._room(kw or base, plan))
         # git trusts only its user's repositories: a bound one is the host's owner's, and
         # a copy for a non-root user sits in a root-owned `at` (`copy_tree`)
         self._git_env = {}
@@ -453,6 +434,25 @@ class SWESandbox(Unpicklable):
             self._initial += "\n" + plan.text()
         self._conditions = plan.records()
         return Observation(self._initial, state_json=json.dumps({"cwd": at}))
+
+    def _room(self, kw: dict[str, Any], plan: Plan) -> Room | None:
+        """The tmpfs the repository is copied into in a container started with `kw`, or
+        None (the image's own disk, or a tmpfs of no size): a read-only root's
+        (`docker.tmpfs_size`), or a disk condition's at the repository (its `size`)."""
+        at = self.config.repo_path
+        options = ((kw.get("tmpfs") or {}).get(at) or "").split(",")
+        size = next((o.removeprefix("size=") for o in options if o.startswith("size=")), "")
+        try:
+            room = memory_bytes(size)
+        except ValueError:
+            return None
+        memory = memory_bytes(kw["mem_limit"]) if kw.get("mem_limit") else None
+        setting = f"docker.tmpfs_size ({self.config.docker.tmpfs_size})"
+        for c in reversed(plan.conditions):  # the last one's tmpfs is the one started
+            if getattr(c, "group", "") == "disk" and posixpath.normpath(c.path or at) == at:
+                setting = f"the {c.kind} condition's size ({c.size})"
+                break
+        return Room(room, setting, memory)
 
     def _listing(self) -> str:
         """`Repository at /repo (302 files, first 200 shown):` and the names (`LISTING`)."""
@@ -677,7 +677,7 @@ class SWESandbox(Unpicklable):
 
     def _tool_bash(self, command: str) -> Observation:
         d = self.config.docker
-        size = len(command.encode("utf-8", errors="surrogatepass"))
+        size = command_bytes(command)
         if size > LONGEST_COMMAND:  # the tool's limit, as a CLI says its own
             return Observation(
                 f"error: the command is {human(size)}: at most {human(LONGEST_COMMAND)} "
