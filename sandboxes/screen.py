@@ -21,6 +21,11 @@ restores the screen it covered, as xterm does, and so does a full reset (RIS, wh
 dropping the rest of the line (`cat` of a binary file, `❤️`, Devanagari), are shown as
 xterm shows them: a control (C0, or C1 decoded from UTF-8) as nothing, a zero-width
 character joined to the one before it.
+
+Queries a program sends the terminal (cursor position, device status and attributes) are
+answered as xterm answers them when it is a VT100 (`decTerminalID: 100`, what `TERM=xterm`
+describes): `Terminal.answers` gives the bytes for the pty's input. Without them `resize`,
+busybox's line editor, prompt_toolkit and fish waited for an answer that never came.
 """
 
 from __future__ import annotations
@@ -41,6 +46,18 @@ and xterm ignores those."""
 C1 = re.compile("[\x80-\x9f]+")
 """C1 controls: decoded from UTF-8, xterm neither shows nor obeys them (its ctlseqs: a
 C1 control cannot be obtained from decoding UTF-8), nor do urxvt, tmux or st."""
+DA1 = "\x1b[?1;2c"
+"""Primary device attributes, xterm's as a VT100: one with advanced video, nothing more.
+xterm's default (a VT420) would claim 132 columns, selective erase, a locator and more,
+which pyte does not emulate; tmux answers the same for its emulator."""
+DA2 = "\x1b[>0;0;0c"
+"""Secondary device attributes in xterm's form for a VT100, with no version: programs
+(vim, emacs) turn on newer xterm features by it (DCS requests, which pyte would show as
+text). XTVERSION (`CSI > q`) is not answered for the same reason, as VTE does not."""
+PREFIXES = "<=>"
+"""Characters that begin a CSI's parameters and change what it means (`CSI > c` asks
+for DA2, `CSI = c` for DA3, `CSI < u` pops kitty keyboard flags): pyte passes over `>`
+and ends the sequence at `<` or `=`, drawing the rest (`ESC[=5u` showed `5u`)."""
 
 
 @functools.cache
@@ -83,7 +100,39 @@ def _screen_class():
             self._main = None
             self.left_alternate = lambda: None
             """Called when a program leaves the alternate screen (the main one is back)."""
+            self.answers: list[str] = []
+            """What the terminal answered to queries, for the program's input."""
+            self.prefix = ""
+            """The `PREFIXES` character of the CSI being dispatched (set by the stream)."""
             super().__init__(columns, lines)
+
+        def write_process_input(self, data: str) -> None:
+            self.answers.append(data)
+
+        def report_device_attributes(self, mode: int = 0, private: bool = False, **_) -> None:
+            """DA1 (`CSI c`) and DA2 (`CSI > c`); `CSI ? c` (the Linux console's cursor
+            shape) and DA3 (`CSI = c`, a VT400's) ask nothing of a VT100."""
+            if mode == 0 and not private:
+                answer = {"": DA1, ">": DA2}.get(self.prefix)
+                if answer:
+                    self.write_process_input(answer)
+
+        def report_device_status(self, mode: int = 0, private: bool = False, **_) -> None:
+            """Status (`CSI 5 n`) and cursor position (`CSI 6 n`), also as DEC's private
+            `CSI ? 6 n` (pyte's raised TypeError at the `private` argument). The column of a
+            cursor past the margin (a line drawn to its end, not yet wrapped) is the last one,
+            as xterm's; rows count from the top margin in origin mode, from the screen's top
+            without margins (pyte's failed an assertion)."""
+            if self.prefix:  # `CSI > Ps n` resets xterm's key modifiers: no query
+                return
+            lead = "?" if private else ""
+            if mode == 5:
+                self.write_process_input(f"\x1b[{lead}0n")
+            elif mode == 6:
+                y, x = self.cursor.y + 1, min(self.cursor.x, self.columns - 1) + 1
+                if mo.DECOM in self.mode and self.margins is not None:
+                    y -= self.margins.top
+                self.write_process_input(f"\x1b[{lead}{y};{x}R")
 
         def reset(self) -> None:
             """RIS (`ESC c`, which `reset` sends first) as xterm does it: back on the main
@@ -204,6 +253,36 @@ def _stream_class():
     import pyte
 
     class ByteStream(pyte.ByteStream):
+        escape = {**pyte.ByteStream.escape, "Z": "report_device_attributes"}
+        """DECID (`ESC Z`), which xterm answers as DA1."""
+
+        def _initialize_parser(self) -> None:
+            self._esc, self._csi = False, None  # see `_send_to_parser`
+            super()._initialize_parser()
+
+        def _send_to_parser(self, char: str) -> bool | None:
+            """pyte's parser, told the `PREFIXES` character of a CSI (`Screen.prefix`, for
+            the query it dispatches), which `<` and `=` do not reach."""
+            if self._csi is not None:
+                if char in PREFIXES:
+                    if not self._csi:
+                        self._csi = self.listener.prefix = char
+                    if char != ">":
+                        return None
+            elif char == "[" and self._esc:
+                self._csi = ""
+            self._esc = char == "\x1b"
+            try:  # pyte's own, inlined: one call per character of every sequence
+                ground = self._parser.send(char)
+            except Exception:
+                self._initialize_parser()  # usable after the error, as pyte's
+                raise
+            if ground:  # the sequence ended
+                if self._csi:
+                    self.listener.prefix = ""
+                self._csi, self._esc = None, False
+            return ground
+
         def feed(self, data: bytes) -> None:
             if self.use_utf8:
                 text = self.utf8_decoder.decode(data)
@@ -240,6 +319,16 @@ class Terminal:
 
     def feed(self, data: bytes) -> None:
         self.stream.feed(data)
+
+    def answers(self) -> bytes:
+        """The terminal's answers to the queries fed since the last call, in order: bytes
+        for the program's input, as a terminal writes them to the pty."""
+        s = self.screen
+        if not s.answers:
+            return b""
+        data = "".join(s.answers).encode()
+        s.answers.clear()
+        return data
 
     def _row(self, a: int) -> Row:
         """Cells and soft-wrap flag of absolute line `a` (scrolled off or on screen)."""

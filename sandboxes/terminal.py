@@ -9,7 +9,9 @@ the next prompt, after every redraw (a progress bar reads as its last state) and
 losing what scrolled off. The raw byte stream of the step is kept, capped, in the
 observation's `state_json` (`raw`). A step returns as soon as a prompt is back, or after
 `duration` seconds with what the screen shows so far (the command may still run: the
-next keystrokes reach it). Output over the cap is dropped after a C-c.
+next keystrokes reach it). Output over the cap is dropped after a C-c. Queries a program
+prints (cursor position, device attributes) are answered on its input as xterm answers
+them (`screen.py`), never recorded as the agent's keys.
 
 A prompt is known by a mark, not by its look: bash runs `PROMPT_COMMAND` before every
 prompt whatever PS1 became (a venv's `(v) ...`, `PS1='$ '`), and ours prints an OSC
@@ -326,6 +328,8 @@ class TerminalSandbox(Unpicklable):
         self._early: list[bytes] = []
         """What the shell printed while a step's keys were typed (`_type`), read first."""
         self._early_size = 0
+        self._answers = bytearray()
+        """The terminal's answers to queries not yet written to the pty (`_feed`)."""
 
     # -- lifecycle ---------------------------------------------------------------
     def reset(
@@ -467,7 +471,7 @@ class TerminalSandbox(Unpicklable):
             check_running(self.container, "the shell could not start")
             raise SandboxError(f"the shell could not start: {first_line(exc)}") from None
         self._sock.setblocking(False)
-        self._early, self._early_size = [], 0
+        self._early, self._early_size, self._answers = [], 0, bytearray()
         self.term = Terminal(c.cols, c.rows)
 
     def _screen(self, text: str | None = None) -> str:
@@ -515,6 +519,25 @@ class TerminalSandbox(Unpicklable):
             data += more
         return data
 
+    def _feed(self, data: bytes) -> None:
+        """Show the shell's bytes, and answer the queries among them on the pty's input as
+        a terminal does (`Terminal.answers`): a program waiting for its cursor position
+        (`resize`, busybox's line editor after each prompt, prompt_toolkit) or device
+        attributes (fish) waited out the step for it. What the pty does not take now (its
+        input full of keys nobody reads) goes before the next keys (`_type`)."""
+        self.term.feed(data)
+        self._answers += self.term.answers()
+        if self._answers:
+            with contextlib.suppress(OSError):  # full: sent later; closed: found by reading
+                del self._answers[: self._sock.send(self._answers)]
+
+    def _untyped(self, view: memoryview, keys: int) -> int:
+        """How many of the last `keys` bytes of `view` (the agent's, after our answers)
+        are left; answers left are kept to send first."""
+        if len(view) > keys:
+            self._answers[:0] = view[: len(view) - keys]
+        return min(len(view), keys)
+
     def _type(self, keys: bytes, until: float) -> int:
         """Write the keys to the shell until `until`: how many bytes were left untyped.
         The socket is non-blocking, and a long action (a 400 KB heredoc) fills the pty's
@@ -527,13 +550,15 @@ class TerminalSandbox(Unpicklable):
         program does not read in time (`sleep 60` before a long paste) are the agent's
         doing: the step ends without its prompt and says so (`keys_untyped`). A stream
         that ends while keys are typed (the shell exited) leaves what it printed to the
-        reading, which then finds the end."""
-        view = memoryview(keys)
+        reading, which then finds the end. Answers to queries the pty did not take yet
+        (`_feed`) go first: the terminal wrote them before the keys were typed."""
+        view = memoryview(bytes(self._answers) + keys)
+        self._answers.clear()
         keep = max(self.config.docker.output_cap, self.config.raw_cap) + 1
         while view:
             left = until - time.monotonic()
             if left <= 0:
-                return len(view)
+                return self._untyped(view, len(keys))
             r, w, _ = select.select([self._sock], [self._sock], [], left)
             try:
                 if w:
@@ -541,14 +566,14 @@ class TerminalSandbox(Unpicklable):
                 if r and view:
                     data = self._sock.recv(1 << 16)
                     if not data:
-                        return len(view)  # the end: found again by the reading
+                        return self._untyped(view, len(keys))  # the end: found by the reading
                     if self._early_size < keep:
                         self._early.append(data)
                     self._early_size += len(data)
             except BlockingIOError:
                 continue
             except OSError:  # EPIPE, ECONNRESET: the shell is gone, said by the reading
-                return len(view)
+                return self._untyped(view, len(keys))
         return 0
 
     def _send_key(self, key: bytes) -> None:
@@ -653,7 +678,7 @@ class TerminalSandbox(Unpicklable):
                     continue
                 if truncated:
                     at = tail.rfind(mark)
-                    self.term.feed(TRUNCATED + (tail[at + len(mark) :] if at >= 0 else tail))
+                    self._feed(TRUNCATED + (tail[at + len(mark) :] if at >= 0 else tail))
                 return (True, truncated, *kept.done())
             now = time.monotonic()
             left = deadline - now
@@ -664,7 +689,7 @@ class TerminalSandbox(Unpicklable):
                 continue
             if left <= 0 or now >= bound:
                 if truncated:
-                    self.term.feed(TRUNCATED)
+                    self._feed(TRUNCATED)
                 elif (
                     self._marks
                     and prompted
@@ -700,16 +725,16 @@ class TerminalSandbox(Unpicklable):
                     if answered < 2:  # a second C-c, at a prompt: clears an interrupt
                         deadline = 0  # bash may still hold (see the doc)
                         continue
-                    self.term.feed(TRUNCATED + tail[tail.rfind(PROMPT_BYTES) :])
+                    self._feed(TRUNCATED + tail[tail.rfind(PROMPT_BYTES) :])
                     return (True, True, *kept.done())
                 continue
             if size + len(data) > cap:
-                self.term.feed(data[: cap - size])
+                self._feed(data[: cap - size])
                 # the C-c is sent at the top of the loop; a prompt seen before is not its answer
                 truncated, deadline, settle = True, 0, None
                 continue
             size += len(data)
-            self.term.feed(data)
+            self._feed(data)
             marked = settle is not None or mark in seen[-len(data) - len(mark) :]
             if marked and PROMPT_LINE_RE.search(self.term.cursor_text()):
                 return (True, False, *kept.done())  # our own PS1, whole: nothing to wait
