@@ -12,7 +12,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 import sys
+import threading
 
 import click
 
@@ -31,6 +33,12 @@ from .commands import (
 from .options import ConfigCommand
 
 COMMAND_MODULES = (data, collect, jobs, process, export, query, redact, gc, system)
+ENDS_ON_A_STOP = ("worker",)
+"""Commands whose stop (Ctrl-C, SIGTERM) is their ordinary end, exit 0 (docs/collect.md,
+"Stopping"), whenever it comes (`_to_its_end`)."""
+_AS_MAIN: list[bool] = []
+"""Set by `main`: this process is the `worldtrace` command, its signal handling the CLI's
+(a test's CliRunner runs commands in a process whose handling is the test's)."""
 
 EPILOG = """\b
 Example:
@@ -113,6 +121,8 @@ def say_when_stopped(command: click.Command) -> None:
 
             path = click.get_current_context().command_path
             stop_says(lambda: f"{path} stopped before it ended")
+            if _AS_MAIN and command.name in ENDS_ON_A_STOP:
+                return _to_its_end(callback, *args, **kwargs)
             return callback(*args, **kwargs)
 
         command.callback = running
@@ -126,6 +136,36 @@ for _module in COMMAND_MODULES:
         add_global_options(_command)
         say_when_stopped(_command)
         cli.add_command(_command)
+
+
+def _to_its_end(callback, *args, **kwargs):
+    """Run a command of `ENDS_ON_A_STOP`: once it returned its status stands, a Ctrl-C or
+    SIGTERM from then on ignored, and one its own handling did not take (the instant
+    before it; its summary, after it) ends it as one that handling took (exit 0).
+
+    Found (hunt 1206z): a Ctrl-C just after `worker` printed its summary (its attempts
+    finished or given back, its stop recorded in the job store) said `interrupted
+    (Ctrl-C): worldtrace worker stopped before it ended` with 130, printed a traceback
+    (`run_guarded` changing handlers), or killed it in silence once the interpreter's
+    shutdown had put the default action back (130 for a shell, -2 for a supervisor): a
+    failure, for the stop a supervisor makes of a worker that had ended. An ignored
+    signal outlives that shutdown, which a handler does not."""
+    from .errors import STOP_NAMES, stop_answered
+
+    def stands() -> None:
+        if threading.current_thread() is threading.main_thread():
+            for s in STOP_NAMES:
+                signal.signal(s, signal.SIG_IGN)
+
+    try:
+        try:
+            return callback(*args, **kwargs)
+        finally:  # after its status (1: worker errors; 130: a second stop)
+            stands()
+    except KeyboardInterrupt:  # the CLI's handler took it (`cli_stops`): not an interrupt
+        stands()
+        stop_answered()
+        return None
 
 
 class _Said(logging.Formatter):
@@ -168,6 +208,7 @@ def show_our_warnings() -> None:
 def main() -> None:
     from .errors import cli_stops, run_guarded
 
+    _AS_MAIN[:] = [True]
     cli_stops()  # first: a Ctrl-C or SIGTERM from here on is said in one line (130, 143)
     show_our_warnings()
     run_guarded(cli)  # a full disk or a locked jobs.db: one line, no traceback
