@@ -207,7 +207,10 @@ class Redactor:
         last, what lies between included: a terminal's raw stream (`grep --color`, a
         prompt's colours, a long or corrected typed line) cuts a value into pieces no rule
         and no literal matches. A text without ESC or its JSON escape pays two substring
-        tests for the first; one without an edit one hyperscan pass for the second."""
+        tests for the first; one without an edit one hyperscan pass for the second. A web
+        tree's text is also read as its runs of inline text joined (`_InlineText`), and
+        the pieces a named element shows below its name are cut where its name was
+        (`_shown_pieces`)."""
         found = self._spans(text)
         escapes = _escapes(text)
         stripped = text
@@ -228,6 +231,8 @@ class Redactor:
             extra = self._spans(inline.view) if inline is not None else []
             if extra and (pieces := inline.pieces(extra, found, self._whole)):
                 found = _merged([*found, *pieces])
+            if found and (shown := _shown_pieces(text, found)):
+                found = _merged([*found, *shown])
         return found
 
     def _whole(self, text: str, start: int, end: int) -> bool:
@@ -708,6 +713,56 @@ class _InlineText:
                     continue  # the piece's own: found already
             out += [(a, b, kind) for a, b, kind, _, _ in parts]
         return out
+
+
+_NAMED_LINE = re.compile(
+    r"(\t*)(?:\[[^\]\n]{1,40}\] )?[A-Za-z]+ "
+    r"(?:'([^'\\\n]*(?:\\.[^'\\\n]*)*)'|\"([^\"\\\n]*(?:\\.[^\"\\\n]*)*)\")"
+)
+"""A node's line of a web tree and its name (`web_axtree`: `[5] link 'NAME', url=...`,
+`cell 'NAME'`, `button 'NAME'`): group 1 its indent, 2 or 3 its name as `repr` writes it."""
+_STATIC_LINE = re.compile(_STATIC_TEXT.pattern.replace("StaticText ", r"\t*StaticText ", 1))
+
+
+def _shown_pieces(text: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Spans of the `StaticText` pieces below a web tree's named element that show part of
+    a secret `found` in its name. An element's name is its text joined (a link's, a
+    cell's, a button's), and the tree shows below it only the pieces that are not part of
+    its own text node's name (`web_axtree`: one in a `<span>`, a `<code>`): so
+    `<a><span>ghp_Zx8K…</span>Rt1V…</a>` is `link 'ghp_Zx8K…Rt1V…'` and `StaticText
+    'ghp_Zx8K…'`, and the piece kept 16 characters of the key its parent's name lost
+    (2026-12-06, z: a link's, a table cell's and a button's). Each piece is found in the
+    name after the one before it; what of it lies in a secret of the name is replaced."""
+    out: list[tuple[int, int, str]] = []
+    seen: set[int] = set()
+    n = len(text)
+    for s, _, _ in found:
+        start = text.rfind("\n", 0, s) + 1
+        if start in seen or (m := _NAMED_LINE.match(text, start)) is None:
+            continue
+        seen.add(start)
+        g = 2 if m.start(2) >= 0 else 3
+        a, b = m.span(g)
+        secrets = [(fs - a, fe - a, k) for fs, fe, k in found if fs < b and a < fe]
+        if not secrets:
+            continue
+        name, below, cursor = text[a:b], m.group(1) + "\t", 0
+        pos = text.find("\n", b) + 1
+        while 0 < pos < n and text.startswith(below, pos):  # its subtree: indented more
+            end = text.find("\n", pos)
+            end = n if end < 0 else end
+            if (piece := _STATIC_LINE.fullmatch(text, pos, end)) is not None:
+                pg = 1 if piece.start(1) >= 0 else 2
+                pa, pb = piece.span(pg)
+                at = name.find(text[pa:pb], cursor) if pb > pa else -1
+                if at >= 0:
+                    cursor = at + pb - pa
+                    for fs, fe, k in secrets:
+                        lo, hi = max(fs, at), min(fe, cursor)
+                        if lo < hi:
+                            out.append((pa + lo - at, pa + hi - at, k))
+            pos = end + 1
+    return out
 
 
 class _Screen:

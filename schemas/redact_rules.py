@@ -11,8 +11,10 @@ refresh tokens, Docker, Shopify, Azure SAS signatures, bearer tokens, whole priv
 blocks, passwords in URLs, Discord webhooks, and providers' prefixed keys:
 `PROVIDER_KEYS`) and for values of no shape found by the name before them (API keys in
 headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and passwords after
-`password:`, `--password`, a MySQL client's `-p`: `_value`; the whole unquoted value of
-a dotenv or shell assignment line, `DB_PASSWORD=k3v(Q9,x;2`: `_assigned`), passwords
+`password:`, `--password`, a MySQL client's `-p`: `_value`; any value of an option
+whose whole name says it is a credential, `--api-key abcdefghij`: `CREDENTIAL_OPTIONS`;
+the whole unquoted value of a dotenv or shell assignment line, `DB_PASSWORD=k3v(Q9,x;2`:
+`_assigned`), passwords
 where a command's grammar says so (curl's `-u user:X`, `docker login -p X`, openssl's
 `pass:X`, SQL's `IDENTIFIED BY 'X'`), and every match of a built-in or detect-secrets
 rule runs to the end of its token (`Detector.extend`). The high-entropy, keyword and
@@ -353,15 +355,24 @@ value that would not read as one alone (`p@db.internal`: too short; `Summer@2024
 stays whole, and a dotenv line's value is all of it to the first blank (`_assigned`)."""
 
 
-def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "dsu") -> str:
+def _value(
+    least: int,
+    letter: bool = False,
+    shaped: bool = True,
+    forms: str = "dsu",
+    end: str = _VEND,
+    kept: str = "",
+) -> str:
     """A value after its name: double-quoted, single-quoted (the groups take what the
     quotes hold, backslash escapes included: `_ESCAPES`; `\\"` inside a JSON string too)
     or unquoted, `least` to `_MAX` characters. `letter`: it holds a letter (a key or a
     token; `MAX_TOKEN=4096` is a number); `shaped`: it holds a digit or a symbol (an
     escaped quote, backslash or symbol is one), or is 16 or more letters of both cases
     (off where the command's grammar says the value is a password: `mysql -pX`,
-    `sshpass -p X`, `.netrc`); `forms`: which of the three are taken (`d`, `s`, `u`:
-    SQL's passwords are string literals, single-quoted)."""
+    `sshpass -p X`, `.netrc`, a credential option of `CREDENTIAL_OPTIONS`); `forms`:
+    which of the three are taken (`d`, `s`, `u`: SQL's passwords are string literals,
+    single-quoted); `end`: where an unquoted one ends (`_OPT_END` after an option);
+    `kept`: a regex of whole values of no shape that are none (`_NO_OPTION_VALUE`)."""
 
     n = _MAX
 
@@ -392,7 +403,12 @@ def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "
         out = ahead(c)
         if not shaped:  # but a word standing for one (`login username password password`)
             words = "|".join(map(_both, ("password", "passwd", "pass", "secret", "none", "null")))
-            return out + f"(?!(?:{words}){end})(?=({c}{{1,{n}}}){end})", c
+            words += f"|{kept}" if kept else ""
+            group = f"(?=({c}{{1,{n}}}){end})"
+            if host and kept:  # an option's value before `@host` ends there, as below
+                cut = f"(?:(?!{_AT_HOST}){c})"
+                group = f"(?:{ahead(cut)}(?=({cut}{{1,{n}}})(?={_AT_HOST}))|{group})"
+            return out + f"(?!(?:{words}){end}){group}", c
         group = f"(?={held(c, plain, sym, end)})"
         if host:  # a value that reads as one before `@host` ends there (`_AT_HOST`)
             cut = f"(?:(?!{_AT_HOST}){c})"
@@ -409,7 +425,7 @@ def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "
         taken += [f"{plain}{{{least - 1},{n}}}{sym}", f"{ascii_c}{{16}}"]
         return out + group, f"(?:{'|'.join(taken)})"
 
-    label = rf"(?!{_VC}{{0,{_MAX}}}:{_VEND})"  # `Password: mysqldump: Got error`
+    label = rf"(?!{_VC}{{0,{_MAX}}}:{end})"  # `Password: mysqldump: Got error`
 
     def quoted(q: str) -> str:
         """In `q` quotes, through backslash escapes to the closing quote, or opened by
@@ -428,7 +444,7 @@ def _value(least: int, letter: bool = False, shaped: bool = True, forms: str = "
     branches = {
         "d": quoted('"'),
         "s": quoted("'"),
-        "u": rf"{_NOT_VALUE}{_CODE}{label}" + "".join(body(_VC, _VEND, host=True)),
+        "u": rf"{_NOT_VALUE}{_CODE}{label}" + "".join(body(_VC, end, host=True)),
     }
     return "(?:" + "|".join(branches[f] for f in forms) + ")"
 
@@ -476,14 +492,28 @@ def _cases(*words: str) -> tuple[str, ...]:
     return tuple(c for w in words for c in (w, w.capitalize(), w.upper()))
 
 
-_ITEM = r"\\{0,3}[\"'][ \t]*,[ \t]*(?=\\{0,3}[\"'])"
+_ITEM = r"\\{0,3}[\"'][ \t]*,(?:[ \t\r\n]|\\[rnt]){0,80}(?=\\{0,3}[\"'])"
 """Between an argument and the next in a list, as JSON, a Python list's repr or a JSON
 string holding one write an argv (`"--token", "V"`, `'-p', 'V'`, `\\"--token\\",
 \\"V\\"`, compact `","`): the first's closing quote, a comma, blanks; the next one's
 opening quote is left to the value (`_value` reads it to its closing quote). 2026-12-06,
 a hunt: `{"command": ["server", "--token", "V"]}`, `["docker", "login", "-p", "V"]`, a
 Claude Desktop config's `"args": [..., "--api-key", "V"]` were kept, the same options
-with spaces redacted."""
+with spaces redacted. The blanks may hold line breaks, also as a JSON string's `\\n`
+(2026-12-06, z: pretty-printed JSON, `json.dumps(..., indent=2)`, an `.mcp.json` shown by
+`cat`, put each item on its own line and kept the value)."""
+_FLOW = r",[ \t]*(?=(?:\\?\"[^\"\n]*\"|'[^'\n]*'|[^\s,\[\]{}'\"]+)[ \t]*[,\]])"
+"""Between an unquoted option and its value in a YAML flow sequence (`args: [--token,
+V]`, `[--api-key, "V"]`): a comma and blanks, where the value that follows is an item
+that a `,` or the `]` ends (not prose: `--password, username and host`). 2026-12-06, z."""
+_BLOCK = r"(?:\\{0,3}[\"'])?[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t]*-[ \t]+"
+"""Between an option and its value in a YAML block sequence, one item a line (a
+Kubernetes container's or a compose service's `args:`/`command:`, `- --token` then `-
+V`), also in a JSON string (`\\n`). 2026-12-06, z."""
+_OPT_END = r"(?=[\s\x00-\x1f\x7f'\"`\\;&|\]]|,(?:[ \t]|$)|$)"
+"""Where an unquoted option's value ends: where any value does (`_VEND`), or at a flow
+sequence's `]` or `,` and a blank (`_FLOW`); not at a `,` inside an argument (docker's
+`--secret id=X,src=Y`)."""
 _ARGS = rf"(?:[ \t]+|{_ITEM}\\{{0,3}}[\"'])"
 """Between two words of a command: blanks, or list items' `", "` (`_ITEM`)."""
 _ARG_LEAD = r"(?:[ \t](?:\\{0,3}[\"'])?|[\[,]\\{0,3}[\"'])"
@@ -493,11 +523,11 @@ _ARG_LEAD = r"(?:[ \t](?:\\{0,3}[\"'])?|[\[,]\\{0,3}[\"'])"
 
 def _option(words: str) -> str:
     """A command-line option ending in one of `words` (a regex), then its value after
-    spaces, `=` or a list item's separator (`_ITEM`): `--password X`, `--db-password X`,
-    `--api-key=X`, `--token="X"`, `"--secret", "X"`. Every credential option takes `=`
-    (2026-12-06: `--token=X`, `--secret=X` were kept, `--api-key=X` redacted, only the
-    names `_SEP` reads after a word taking it)."""
-    return rf"--(?:[A-Za-z0-9]+-)*(?:{words})(?:[ \t]+|=(?![=\s])|{_ITEM})"
+    spaces, `=` or a list item's separator (`_ITEM`, `_FLOW`, `_BLOCK`): `--password X`,
+    `--db-password X`, `--api-key=X`, `--token="X"`, `"--secret", "X"`, `[--token, X]`.
+    Every credential option takes `=` (2026-12-06: `--token=X`, `--secret=X` were kept,
+    `--api-key=X` redacted, only the names `_SEP` reads after a word taking it)."""
+    return rf"--(?:[A-Za-z0-9]+-)*(?:{words})(?:[ \t]+|=(?![=\s])|{_ITEM}|{_FLOW}|{_BLOCK})"
 
 
 _PASSWORD = (
@@ -689,6 +719,66 @@ def _assignment(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
     return tuple(_LINE[w] + name + "=" + _assigned(least, letter, w) for w in _LINE)
 
 
+_PASSWORD_OWNERS = ("db", "database", "admin", "root", "user", "login", "account", "master",
+                    "new", "old", "current", "proxy", "smtp", "mail", "email", "registry",
+                    "keystore", "store", "key", "ldap", "bind", "redis", "mysql", "postgres",
+                    "pg", "app", "api", "client", "service", "vnc", "wifi")  # fmt: skip
+CREDENTIAL_OPTIONS = {
+    "password": ("password", "passwd", *(f"{w}-password" for w in _PASSWORD_OWNERS)),
+    "token": ("token", *(f"{w}-token" for w in _TOKEN_WORDS), "personal-access-token"),
+    "secret_key": ("secret", *(f"{w}-secret" for w in _SECRET_WORDS), "secret-key",
+                   "secret-access-key", "aws-secret-access-key"),
+    "api_key": ("api-key", "apikey", *(f"{w}-key" for w in _KEY_WORDS if w != "api"),
+                "access-key", "auth-key", "license-key"),
+}  # fmt: skip
+"""Kind -> the whole names of command-line options whose value is a credential whatever
+its shape (2026-12-06, z: `--password hunterlong`, `--api-key abcdefghij`, `--client-secret
+abcdefghijk` were kept: a value of no digit or symbol after a name reads as a word, as
+`password: string` does, and the option names it a secret). Whole names from a fixed list,
+each a credential's word after the name of what it belongs to: not `--password-file` or
+`--token-limit` (another word ends them), nor `--no-password`, `--eos-token`,
+`--page-token`, `--sort-key` (a flag, a tokenizer's or a cursor's token, no credential:
+their values are read by the rules of any option, a literal's shape wanted). The value is
+taken as a password after `mysql -p` is (`_value`, not `shaped`), 6 or more characters for
+a password, 8 with a letter for the others, unless it is help's or prose's
+(`_NO_OPTION_VALUE`)."""
+_NO_OPTION_VALUE = (
+    r"--?[A-Za-z][\w-]*|[A-Z]+(?:[_-][A-Z]+)*|[\w.-]*\.[A-Za-z][A-Za-z0-9]{0,4}|(?:"
+    + "|".join((
+        "string", "strings", "text", "value", "values", "integer", "boolean", "option",
+        "options", "flag", "flags", "argument", "arguments", "parameter", "parameters",
+        "switch", "instead", "required", "optional", "default", "defaults", "prompt",
+        "environment", "variable", "variables", "specified", "provided", "supplied",
+        "together", "without", "should", "cannot", "requires", "expects", "accepts",
+        "overrides", "followed", "because", "before", "secrets", "tokens", "passwords",
+        "apikey", "interactive", "interactively", "directly", "explicitly", "setting",
+        "settings", "field", "header",
+    ))
+    + r")[.,:;!?]?"
+)  # fmt: skip
+"""What follows a credential option but is none (`CREDENTIAL_OPTIONS`): the next option
+(also quoted, a list's item: `["--token", "--verbose"]`), a file's name (`"--private-key",
+"id_rsa.pem"`; unquoted, `_CODE` keeps it), a metavar of
+help text, in capitals (argparse's `--api-key API_KEY`, click's `--token TEXT`; `<token>`
+and `$TOKEN` are kept by every rule), a type (cobra's `--password string`), a word of prose
+(`use --password instead`, `the --token option`, `--api-key argument`)."""
+
+
+def _credential_option(kind: str) -> tuple[str, str, int, tuple[str, ...]]:
+    """(kind, regex, group, gates) of the options of `CREDENTIAL_OPTIONS[kind]` and their value
+    of any shape."""
+    names = sorted(CREDENTIAL_OPTIONS[kind], key=len, reverse=True)
+    least, letter = (6, False) if kind == "password" else (8, True)
+    seps = rf"(?:[ \t]+|=(?![=\s])|{_ITEM}|{_FLOW}|{_BLOCK})"
+    value = _value(least, letter, shaped=False, end=_OPT_END, kept=_NO_OPTION_VALUE)
+    last = {"password": ("pass",), "token": ("token",), "secret_key": ("secret",),
+            "api_key": ("key",)}[kind]  # fmt: skip
+    return kind, rf"--(?:{'|'.join(map(re.escape, names))}){seps}{value}", -1, last
+
+
+_CREDENTIAL_OPTION_RULES = tuple(map(_credential_option, CREDENTIAL_OPTIONS))
+
+
 _AWS_SEP = r"(?:\s*(?:=|:|=>|\|)\s*|(?:\s|\\[nrt])+)"
 """Between an AWS credential's name and its value: `=`, `:`, `=>`, a table's `|` (`aws
 sts get-session-token --output table`: `|  SecretAccessKey  |  KEY  |`), or only
@@ -848,8 +938,8 @@ BUILTIN = (
     # Passwords: 6 or more characters after a password's name or option, a MySQL
     # client's `-p`, `sshpass -p`, a `.netrc` line's `login U password X`
     ("password", _PASSWORD + _SEP + _value(6), -1, _cases("pass", "pwd")),
-    ("password", _option(_both("pass") + f"(?:{_both('word')}|{_both('wd')})") + _value(6), -1,
-     _cases("pass")),
+    ("password", _option(_both("pass") + f"(?:{_both('word')}|{_both('wd')})")
+     + _value(6, end=_OPT_END), -1, _cases("pass")),
     ("password", _MYSQL + _value(1, shaped=False), -1, ("mysql", "mariadb")),
     ("password", r"sshpass[ \t]+-p[ \t]*" + _value(1, shaped=False), -1, ("sshpass",)),
     ("password", "login" + _bounded(("login",), r"\w-") + r"[ \t]+\S+\s+password[ \t]+" + _value(1, shaped=False),
@@ -869,12 +959,15 @@ BUILTIN = (
     # an option: HTTP headers (`X-Api-Key: <hex>`, `X-Auth-Token`), environment and config
     # assignments (`DD_API_KEY=<32 hex>`, `CI_JOB_TOKEN=`, `JWT_SECRET=`)
     ("api_key", _API_KEY + _SEP + _value(8, letter=True), -1, _cases("key")),
-    ("api_key", _option(_both("api") + "-?" + _both("key")) + _value(8, letter=True), -1,
+    ("api_key", _option(_both("api") + "-?" + _both("key")) + _value(8, True, end=_OPT_END), -1,
      _cases("key")),
     ("token", _TOKEN + _SEP + _value(8, letter=True), -1, _cases("token")),
-    ("token", _option(_both("token")) + _value(8, letter=True), -1, _cases("token")),
+    ("token", _option(_both("token")) + _value(8, True, end=_OPT_END), -1, _cases("token")),
     ("secret_key", _SECRET + _SEP + _value(8, letter=True), -1, _cases("secret")),
-    ("secret_key", _option(_both("secret")) + _value(8, letter=True), -1, _cases("secret")),
+    ("secret_key", _option(_both("secret")) + _value(8, True, end=_OPT_END), -1,
+     _cases("secret")),
+    # the options whose whole name says the value is a credential: any shape
+    *_CREDENTIAL_OPTION_RULES,
     # the same names in capitals in a dotenv or shell assignment line, the value unquoted:
     # all of it to the first blank (2026-12-05: `DB_PASSWORD=k3vQ9xZp(2mT7wR4s9aB` was
     # kept, `API_TOKEN=Ab3dE9xY;fGh1...` kept after the `;`)
