@@ -170,6 +170,17 @@ record in either form, the older one saying `collector` (`records.is_synthetic`,
 as export and import count it), never taken for a real collector's data. SQL: `stats`
 and `report` run it on the views."""
 
+
+def _share(part: str, whole: str) -> str:
+    """SQL of the share `part` / `whole` (counts) in 4 decimals, or more where 4 would
+    round a share that is neither none nor all to 0.0 or 1.0: two significant digits of
+    its distance from them (1 turn cut in 54,990 is 1.8e-05; it was `0.0`, "none")."""
+    return (
+        f"CASE WHEN {part} IN (0, {whole}) THEN {part} / {whole} ELSE round({part} / {whole}, "
+        f"greatest(4, 1 - floor(log10(least({part}, {whole} - {part}) / {whole}))::INT)) END"
+    )
+
+
 REJECT_REASONS = "SELECT stage, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC"
 """The query `stats` names for every reason in detail (its table groups them)."""
 
@@ -204,12 +215,15 @@ STATS_SECTIONS = (
              AND p.source_kind IS NOT DISTINCT FROM r.source_kind
              AND p.source IS NOT DISTINCT FROM r.source
         ORDER BY ALL""", raw=True, raw_column="raw"),
-    Section("turn_lengths", "turn lengths (characters)", """
-        SELECT domain, count(*) AS turns,
-               round(avg(action_chars), 1) AS action_mean,
-               quantile_disc(obs_chars, 0.5) AS obs_p50, quantile_disc(obs_chars, 0.9) AS obs_p90,
-               max(obs_chars) AS obs_max, round(avg(CASE WHEN truncated THEN 1 ELSE 0 END), 4) AS truncated
-        FROM raw_turns GROUP BY domain ORDER BY domain""", raw=True),
+    # the count of the turns an output cap cut beside their share (`_share`)
+    Section("turn_lengths", "turn lengths (characters)", f"""
+        SELECT *, {_share("truncated_turns", "turns")} AS truncated FROM (
+            SELECT domain, count(*) AS turns,
+                   round(avg(action_chars), 1) AS action_mean,
+                   quantile_disc(obs_chars, 0.5) AS obs_p50, quantile_disc(obs_chars, 0.9) AS obs_p90,
+                   max(obs_chars) AS obs_max, count(*) FILTER (WHERE truncated) AS truncated_turns
+            FROM raw_turns GROUP BY domain)
+        ORDER BY domain""", raw=True),
     Section("turns_per_trajectory", "turns per trajectory", """
         SELECT domain, count(*) AS trajectories, round(avg(num_turns), 2) AS mean,
                quantile_disc(num_turns, 0.5) AS p50, max(num_turns) AS max
@@ -421,6 +435,27 @@ def _excerpt(text: str, n: int = 160) -> str:
 
 MAX_CANDIDATES = 50
 """Candidates listed for an ambiguous id (all are counted)."""
+MAX_COPIES = 10
+"""Exact copies `explain` lists of a kept trajectory; a last line counts the others and
+names the query that lists them all (`explain --json` has every one): a record imported
+1,000 times printed 999 lines before its first turn."""
+
+
+COPY_ORDER = "length(origin_id), origin_id, length(source), source"
+"""The order of a kept trajectory's exact copies (`explain`, its `copies`, the query it
+names for them): by origin id, then where each was read, the shorter first, so numbered
+ones go by number (S2 before S10, `row 9` before `row 10`; as text S1, S10, S100, S101
+came before S2)."""
+
+
+def copies_query(trajectory_id: str) -> str:
+    """The query listing every exact copy dedup dropped of the kept `trajectory_id`, in
+    `explain`'s order."""
+    tid = trajectory_id.replace("'", "''")
+    return (
+        f"SELECT origin_id, source FROM clusters WHERE trajectory_id = '{tid}' "
+        f"AND NOT representative ORDER BY {COPY_ORDER}"
+    )
 
 
 def matches(con: duckdb.DuckDBPyConnection, tid: str) -> list[tuple[Any, ...]]:
@@ -586,7 +621,7 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
     # where the kept record was read, and the exact copies of it dedup dropped
     members = con.execute(
         "SELECT representative, origin_id, source FROM clusters "
-        "WHERE trajectory_id = $t ORDER BY ALL",
+        f"WHERE trajectory_id = $t ORDER BY {COPY_ORDER}",
         {"t": rec["trajectory_id"]},
     ).fetchall()
     own = {m[2] for m in members if m[0]}
@@ -799,9 +834,12 @@ def print_explanation(doc: dict[str, Any], console: Console | None = None) -> bo
     )
     for f in doc["files"]:  # the same content can come from several files
         say(f"  from {f['place']}", markup=False)
-    for c in doc["copies"]:
+    for c in doc["copies"][:MAX_COPIES]:
         copy = f"{c['origin_id']} ({c['source']})" if c["origin_id"] else c["source"]
         say(f"  exact copy, not kept: {copy}", markup=False)
+    if len(doc["copies"]) > MAX_COPIES:
+        say(f"  ... and {len(doc['copies']) - MAX_COPIES} more exact copies, not kept (all: "
+            f"worldtrace query \"{copies_query(doc['trajectory_id'])}\")", markup=False)  # fmt: skip
     for r in doc["removed_turns"]:  # indexes below are the kept turns', renumbered
         where = f"{r['source_path']}:{r['record']}" if r.get("source_path") else r["record"]
         say(f"  removed before processing: {where} by turn_filter: {r['reason']} "
