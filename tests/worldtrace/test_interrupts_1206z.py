@@ -135,3 +135,13 @@ def test_a_worker_run_in_a_test_leaves_its_signal_handling(tmp_path: Path):
     r = CliRunner().invoke(cli, ["worker", "--store", str(tmp_path / "s"), "--create"], obj={})
     assert r.exit_code == 0, r.output
     assert {s: signal.getsignal(s) for s in NAMES} == before
+
+
+def test_the_cli_names_the_redaction_config_variable_as_the_rules_do():
+    """The CLI reads `$WORLDTRACE_REDACT_CONFIG` without loading the rules' module (which
+    loads pyarrow and DuckDB) to learn its name: both names are one."""
+    from worldtrace.schemas.redact_rules import CONFIG_ENV
+
+    from worldtrace.cli import REDACT_CONFIG_ENV
+
+    assert REDACT_CONFIG_ENV == CONFIG_ENV
