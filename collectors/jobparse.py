@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from worldtrace.sandboxes.base import action_kinds, load, static_action_space
-from worldtrace.sandboxes.conditions import parse_conditions
+from worldtrace.sandboxes.conditions import parse_conditions, rooted
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 from worldtrace.schemas.validate import LONE_SURROGATE, lone_surrogates, surrogate_problem
 
@@ -145,6 +145,10 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
         )
     where = getattr(sandbox_cls, "where", None)  # the kind's mounts, which conditions meet
     where = where(sandbox.config) if where is not None and sandbox is not None else None
+    docker = getattr(getattr(sandbox, "config", None), "docker", None)
+    if where is not None and docker is not None:  # its read-only root, and what stays writable
+        copied = () if where.workdir in where.mounted else (where.workdir,)
+        where = rooted(where, docker.run_kwargs(copied))
     check = functools.partial(parse_conditions, where=where)
     conditions = p.attempt(check, data.get("conditions"), ("conditions",))
     if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):

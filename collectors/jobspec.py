@@ -430,7 +430,9 @@ class JobSpec:
         raise KeyError(f"job {self.name} has no episode {episode_id_!r}")
 
     def conditions_for(self, episode: Episode) -> tuple[Condition, ...]:
-        """The episode's conditions, drawn from its seed (the same on every run)."""
+        """The episode's conditions, drawn from its seed (the same on every run): a
+        `Drawn` (none, maybe) when the job has a `conditions:` block, which a replay keeps
+        instead of the recording's; `()` when it has none."""
         return self.conditions.sample(episode.seed) if self.conditions else ()
 
     def host_paths(self) -> list[str]:

@@ -135,7 +135,9 @@ def replay_task(
 ) -> tuple[TaskSpec, tuple]:
     """The task and conditions a replay runs under: the recording's instruction, set-up
     (`environment.config.setup`, kept since 12-03), the kind's task keys (`replay_params`)
-    and conditions, where the job gives none of its own. Without them the actions ran in
+    and conditions, where the job gives none of its own: a job with a `conditions:` block
+    gives its own (its draw, `conditions.Drawn`), and an episode that drew none runs plain
+    (until 12-06 under the recording's). Without them the actions ran in
     another environment (`cd /root/demo` before the `mkdir` of a set-up; an Android
     replay on the home screen instead of the task's app) and the replay recorded another
     episode. A sandbox kind (`kind`) may say itself what of the recording a replay runs
@@ -143,7 +145,7 @@ def replay_task(
     that one (MCP, which has no task keys: the recording's fault draw, `mcp.FaultDraw`)."""
     import dataclasses
 
-    from worldtrace.sandboxes.conditions import parse_conditions
+    from worldtrace.sandboxes.conditions import Drawn, parse_conditions
 
     env = recorded.environment
     try:
@@ -155,7 +157,7 @@ def replay_task(
     setup = task.setup or tuple(config.get("setup") or ())
     instruction = task.instruction or (recorded.task.instruction if recorded.task else "") or ""
     params = (getattr(kind, "replay_params", None) or replay_params)(recorded, config, task.params)
-    if not conditions and recorded.conditions:
+    if not isinstance(conditions, Drawn) and recorded.conditions:  # a draw of none is plain
         spec = parse_conditions(json.loads(recorded.conditions))
         conditions = spec.sample(0) if spec is not None else ()
     replaced = dataclasses.replace(task, instruction=instruction, setup=setup, params=params)

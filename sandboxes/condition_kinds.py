@@ -23,8 +23,13 @@ A limit a condition sets only tightens the job's own (`within`): `memory_low: 10
 a job's `memory: 256m` keeps 256m, and the record and the text say what was applied.
 
 What the agent then meets is the environment's own answer: the kernel's ENOSPC, EROFS,
-OOM kill, EAGAIN on fork; the shell's `command not found`. Nothing of ours is left for it
-to find: a full disk is a tmpfs sized to what it holds, not one a file of ours fills. The
+OOM kill, EAGAIN on fork; the shell's `command not found`. No file of ours stands in for a
+condition: a full disk is a tmpfs sized to what it holds, not one a file of ours fills.
+Two conditions live in what the agent can see and undo, as on a real machine:
+`file_locked` is a process of ours holding the lock (root may kill it, `pkill -f`; any
+user who may write the directory may remove the file and make it anew, unlocked), and
+`clock` is libfaketime in the agent's environment (`LD_PRELOAD`, `FAKETIME`: `env -u
+LD_PRELOAD date` says the real time, and a static program never saw the fake one). The
 record of a condition is `{"kind": ..., **fields}`, the vocabulary shared with the MCP
 fault proxy. The module is over 600 lines because it is that whole vocabulary, thirteen
 small units and the checks of their options, in one place.
@@ -88,6 +93,11 @@ def _name(value: str) -> str:
     return value
 
 
+def said_and(items: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return " and ".join(filter(None, (", ".join(items[:-1]), *items[-1:])))
+
+
 def path_within(path: str, top: str) -> bool:
     """Whether `path` is `top` or lies below it."""
     return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
@@ -138,6 +148,7 @@ def _tmpfs_path(value: str) -> str:
 
 
 REMOVE = r"""IFS=:
+gone=
 for c in "$@"; do
   for d in $PATH:{dirs}; do
     for f in "$d/$c"[0-9.-]* "$d/$c"; do
@@ -152,10 +163,17 @@ for c in "$@"; do
             *) continue ;;
           esac ;;
       esac
-      rm -f "$f" || exit 1
+      gone="$gone$f
+"
     done
   done
 done
+IFS='
+'
+set -f
+[ -z "$gone" ] || rm -f -- $gone || exit 1
+set +f
+hash -r 2>/dev/null
 for c in "$@"; do
   p=$(command -v "$c") && echo "left $c $p" && continue
   command -v bash >/dev/null && p=$(bash -c 'command -v "$1"' bash "$c") && echo "left $c $p"
@@ -167,8 +185,11 @@ name, then `.` or `-` and a digit (`python3.11` for python3, `gcc-12` for gcc), 
 number with a dot (`perl5.36.0`, `perl5.36-x86_64-linux-gnu` for perl; `python3.11` for
 python), or a number alone when that name is a link to the command itself (`ping6`); a
 command named by a name and a number is another command (`diff3`, `sha256sum`). The
-names' own versions are looked at before the name goes (`-ef`); the directories are
-split by the shell (`tr` may be one of the commands)."""
+names' own versions are looked at before anything goes (`-ef`); the directories are
+split by the shell (`tr` may be one of the commands). One `rm` removes them all, `rm`
+among them: until 12-06 each went by its own `rm`, so none was left to remove what came
+after `rm`; and `hash -r` forgets where the shell ran `rm` from, which dash's `command -v
+rm` answered with the file gone (`rm remains at /usr/bin/rm`)."""
 
 
 SH_PROGRAMS = ("sh", "dash", "busybox")
@@ -178,6 +199,8 @@ sandbox does; `dash` was accepted until 12-06."""
 
 
 def _removable(value: str) -> str:
+    if value in (".", ".."):  # `$d/.` is the directory: until 12-06 it failed at reset
+        raise ValueError(f"not a command name: {value!r} (a directory's name)")
     if value == "sh":
         raise ValueError(
             "sh cannot be removed: the sandbox runs the set-up and every command through it"
@@ -211,9 +234,24 @@ def image_of(run: Run) -> str:
     return (attrs.get("Config") or {}).get("Image") or "the sandbox's image"
 
 
+CLOCK_YEARS = 50
+"""The largest `clock` offset, in years (of 365 days, as libfaketime counts them). Measured
+on worldtrace/debian (12-06): within 1970-2106 `date`, python, perl, file times, tar and
+git show the faked date alike; beyond, git's dates stop at 1970 and 2106, file times at
+1901 and 2446 (ext4), python's at 1677 and 2262, and `date` printed the year -972 for
+-3000y. 50 years either way stays within 1970-2106 until 2056 (the lower end for good)."""
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 365 * 86400}
+
+
 def _offset(value: str) -> str:
     if not re.fullmatch(r"[+-]\d+[smhdy]", value):
         raise ValueError(f"not a clock offset: {value!r} (write e.g. -3y, +2d, -90m)")
+    if int(value[1:-1]) * _SECONDS[value[-1]] > CLOCK_YEARS * _SECONDS["y"]:
+        raise ValueError(
+            f"{value} is more than {CLOCK_YEARS} years ({CLOCK_YEARS * 365} days) off the real "
+            "time: beyond that the programs disagree on the date (git's stop at 1970 and "
+            "2106, file times at 1901, python's at 1677 and 2262)"
+        )
     return value
 
 
@@ -232,6 +270,24 @@ class Where:
     needs: Mapping[str, str] = field(default_factory=dict)
     """Commands the kind's own tools run, each with the tools that do (swe: its listing,
     `read`, `edit`): `missing_commands` may not remove them, as it may not remove sh."""
+    writable: tuple[str, ...] | None = None
+    """Under the job's read-only root (`docker.read_only: true`), the paths its tmpfs keep
+    writable (/tmp, the working directory): a condition that must write elsewhere cannot
+    be set up (`refused`). None: the root is writable (`conditions.rooted` sets it)."""
+    full: tuple[str, ...] = ()
+    """Paths the episode's disk conditions size (`Plan.text`): no other condition's text
+    calls them writable."""
+
+    def read_only_at(self, path: str) -> bool:
+        """Whether the job's read-only root holds `path` (outside its tmpfs)."""
+        return self.writable is not None and not any(path_within(path, w) for w in self.writable)
+
+    def root_said(self) -> str:
+        """The job's read-only root, as a refusal names it."""
+        kept = said_and(sorted(self.writable or ()))
+        return (
+            f"on the sandbox's read-only root (`docker.read_only: true`; only {kept} stay writable)"
+        )
 
 
 @dataclass
@@ -489,9 +545,19 @@ class ReadOnly(Condition):
             kw["mounts"] = mounts
 
     def text(self, where):
-        if "/" in self.paths:
-            return "the file system is read-only (/tmp stays writable)"
-        return f"the file system is read-only at {', '.join(self.paths)}"
+        """The root's text names what stays writable (its /tmp, the job's own tmpfs under
+        `docker.read_only`), but not a path a disk condition fills: until 12-06 a full /tmp
+        was also said to `stay writable`."""
+        if "/" not in self.paths:
+            return f"the file system is read-only at {', '.join(self.paths)}"
+        tmpfs = sorted({"/tmp", *(where.writable or ())} - set(where.binds))  # those: bound ro
+        open_ = [p for p in tmpfs if p not in where.full]
+        said = "the file system is read-only"
+        if open_ != tmpfs:  # a disk condition says how the others stand
+            said += f" but for {said_and(tmpfs)}"
+        if open_:
+            said += f" ({said_and(open_)} {'stays' if len(open_) == 1 else 'stay'} writable)"
+        return said
 
 
 @configclass
@@ -591,6 +657,14 @@ class MissingCommands(Condition):
         session.missing.update(self.commands)
 
     def refused(self, where):
+        if any(where.read_only_at(d) for d in BIN_DIRS):
+            return [
+                (
+                    ("commands",),
+                    f"missing_commands removes commands from the PATH's directories, "
+                    f"{where.root_said()}",
+                )
+            ]
         return [
             (
                 ("commands", i),
@@ -634,7 +708,7 @@ class Permission(Condition):
         if not ids:  # no retry adds the user: the job's to fix
             raise SandboxConfigError(
                 f"condition permission: the image {image_of(run)} has no user {self.user} "
-                "(not in its /etc/passwd): name one it has (nobody) or a numeric uid"
+                f"(not in its /etc/passwd): {_users_it_has(run)}"
             )
         if int(ids[0]) == 0:
             raise SandboxConfigError(
@@ -659,18 +733,41 @@ class Permission(Condition):
         )
 
 
+USERS_SHOWN = 5
+"""Users of the image a `permission` error names, at most."""
+
+
+def _users_it_has(run: Run) -> str:
+    """What to name instead of a user the image lacks: `nobody` where it has one, else its
+    unprivileged users (neither uid nor gid 0). Until 12-06 the message said `nobody` on
+    busybox, which has only root and `user`."""
+    listed = run(
+        "while IFS=: read -r n x u g rest; do"
+        ' [ "$u" != 0 ] && [ "$g" != 0 ] && echo "$n"; done < /etc/passwd 2>/dev/null; true'
+    ).split()
+    if not listed:
+        return "it lists no unprivileged user: give a numeric uid"
+    if "nobody" in listed:  # the usual one, where it is
+        listed = ["nobody"]
+    names = ", ".join(listed[:USERS_SHOWN]) + (", ..." if len(listed) > USERS_SHOWN else "")
+    return f"name one it has ({names}) or a numeric uid"
+
+
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "y": "years"}
 
 
 @configclass
 class Clock(Condition):
-    """A wrong clock, through libfaketime (the worldtrace/debian image has it)."""
+    """A wrong clock, through libfaketime (the worldtrace/debian image has it): preloaded
+    in the agent's environment (`LD_PRELOAD`, `FAKETIME`), which the agent can read and
+    drop (`env -u LD_PRELOAD date` says the real time); the kernel's clock is the host's,
+    which no container may set."""
 
     kind = "clock"
     order = 5
     shorthand = "offset"
     offset: Annotated[str, AfterValidator(_offset)] = "-3y"
-    """Offset from the real time: -3y, +2d, -90m, +30s."""
+    """Offset from the real time: -3y, +2d, -90m, +30s; at most 50 years (`CLOCK_YEARS`)."""
 
     def after(self, run, session, where):
         lib = run(
@@ -724,7 +821,10 @@ be opened for writing (a read-only mount)."""
 
 @configclass
 class FileLocked(Condition):
-    """A file locked by another process (flock and fcntl locks, as apt or sqlite take)."""
+    """A file locked by another process (flock and fcntl locks, as apt or sqlite take).
+    The holder is a process of ours the agent can see (`ps`), and undo as it could a real
+    one: root may kill it (`pkill -f`), and any user who may write the directory may
+    remove the file and make it anew (the lock holds the old file, not the name)."""
 
     kind = "file_locked"
     order = 20
@@ -797,12 +897,26 @@ class CorruptFile(Condition):
             if self.offset is not None
             else f"$(( s > {b} ? (s - {b}) * {frac} / 1000000 : 0 ))"
         )
-        out = run(  # `n`: the bytes from `off` to the end, at most `b`
-            f"if [ ! -f {p} ]; then echo missing; exit 0; fi; s=$(wc -c < {p}) && off={off}"
-            f" && n=$(( s - off < {b} ? s - off : {b} )) && if [ $n -le 0 ]; then"
-            f" echo size=$s; exit 0; fi && printf '{data}' | dd of={p} bs=1 seek=$off"
-            " count=$n conv=notrunc 2>/dev/null && echo offset=$off bytes=$n"
+        out = run(  # `n`: the bytes from `off` to the end, at most `b`; errors said (`fail`)
+            f"if [ -d {p} ]; then echo is=directory; exit 0; fi;"
+            f" if [ ! -f {p} ]; then echo is=none; exit 0; fi;"
+            f" if ! s=$( {{ wc -c < {p}; }} 2>&1 ); then printf 'fail read %s\\n' \"$s\";"
+            " exit 0; fi;"
+            f" off={off}; n=$(( s - off < {b} ? s - off : {b} )); if [ $n -le 0 ]; then"
+            f" echo size=$s; exit 0; fi; if ! e=$(printf '{data}' | dd of={p} bs=1 seek=$off"
+            f" count=$n conv=notrunc 2>&1); then printf 'fail overwrite %s\\n' \"$e\"; exit 0; fi;"
+            " echo offset=$off bytes=$n"
         )
+        if out.startswith("fail "):  # the command's own error (dd's), no retry mends it
+            _, what, said = out.split(" ", 2)
+            raise SandboxConfigError(
+                f"condition corrupt_file: cannot {what} {path} in the image {image_of(run)}: "
+                f"{(said.strip().splitlines() or ['no reason given'])[0]}"
+            )
+        if out.strip() == "is=directory":
+            raise SandboxConfigError(
+                f"condition corrupt_file: {path} is a directory after the task's set-up, no file"
+            )
         got = dict(re.findall(r"(\w+)=(\d+)", out))
         if "size" in got:  # no retry makes the file longer: the job's to fix
             size = int(got["size"])
@@ -824,6 +938,12 @@ class CorruptFile(Condition):
     def writes(self, where):
         path = _in(where, self.path)
         return ((path, f"overwrites bytes in {path}"),)
+
+    def refused(self, where):
+        path = _in(where, self.path)
+        if not where.read_only_at(path):
+            return []
+        return [(("path",), f"corrupt_file overwrites bytes in {path}, {where.root_said()}")]
 
     def text(self, where):
         n = f"{self.bytes} byte{'' if self.bytes == 1 else 's'}"

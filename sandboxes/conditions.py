@@ -19,8 +19,11 @@ applies them and says them: `Condition: ...` lines in the initial state, and
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import copy
 import dataclasses
+import json
 import math
 import random
 import threading
@@ -33,11 +36,13 @@ from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 from .base import SandboxConfigError, SandboxError, TaskSpec
 from .condition_kinds import KINDS, Condition, Run, Session, Where, image_of, path_within
 from .execs import ran_and_failed
+from .owners import owner_labels
 
 __all__ = [
     "KINDS",
     "Condition",
     "ConditionsSpec",
+    "Drawn",
     "Entry",
     "Plan",
     "Session",
@@ -46,6 +51,7 @@ __all__ = [
     "mount_clashes",
     "parse_conditions",
     "reset_sandbox",
+    "rooted",
 ]
 PICKS = ("all", "one")
 
@@ -60,6 +66,15 @@ class Entry:
     its weight in the draw."""
 
 
+class Drawn(tuple):
+    """An episode's draw from a job's `conditions:`, none maybe: the job's own, so a
+    replay runs under it, not under the recording's (`policies.replay_task`). Until 12-06
+    a draw of none counted as no conditions block, and such an episode of a replay job
+    with `rate: 0.5` ran under the recording's conditions instead of plain."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class ConditionsSpec:
     """A job's conditions and how episodes draw them."""
@@ -70,7 +85,7 @@ class ConditionsSpec:
     pick: Literal["all", "one"] = "all"
     """`all`: each listed condition (by its own rate); `one`: one of them, by weight."""
 
-    def sample(self, seed: int) -> tuple[Condition, ...]:
+    def sample(self, seed: int) -> Drawn:
         """The conditions of the episode with this seed (the same on every machine)."""
         rng = random.Random(f"worldtrace.conditions:{seed}")
         under = rng.random() < self.rate
@@ -80,8 +95,8 @@ class ConditionsSpec:
             draws = [rng.random() for _ in self.apply]  # always drawn: stable streams
             chosen = [e for e, d in zip(self.apply, draws, strict=True) if d < e.rate]
         if not under:
-            return ()
-        return tuple(_seeded(e.condition, seed) for e in chosen)
+            return Drawn()
+        return Drawn(_seeded(e.condition, seed) for e in chosen)
 
     def to_dict(self) -> dict[str, Any]:
         """The normalized mapping (`parse_conditions` reads it back)."""
@@ -353,6 +368,25 @@ def _mounts(c: Condition, where: Where) -> list[_Mount]:
     return out
 
 
+def rooted(where: Where, kw: Mapping[str, Any]) -> Where:
+    """`where` under the start options `kw` of the sandbox's own containers: with a
+    read-only root (`docker.read_only: true`), what its tmpfs keep writable (`Where.writable`:
+    `missing_commands` and `corrupt_file` elsewhere are refused). Until 12-06 the load check
+    knew only the `read_only` condition's root, and such a job failed at reset."""
+    if not kw.get("read_only"):
+        return where
+    return dataclasses.replace(where, writable=tuple(kw.get("tmpfs") or ()))
+
+
+FILE_MOUNT = {
+    "a tmpfs": "docker mounts a tmpfs only on a directory: give a directory's path (or one "
+    "the image lacks)",
+    "a read-only copy": "docker copies only a directory into a read-only mount: give a "
+    "directory's path",
+}
+"""Why a condition's mount cannot go on a file of the image, by the mount's kind."""
+
+
 class Plan:
     """The conditions of one episode, applied to one sandbox."""
 
@@ -364,7 +398,8 @@ class Plan:
 
     def run_kwargs(self, base: dict[str, Any]) -> dict[str, Any] | None:
         """Start options changed by the conditions; None when unchanged (a warm container
-        will do)."""
+        will do). `base`, the sandbox's own, says whether its root is read-only (`rooted`)."""
+        self.where = rooted(self.where, base)
         clash = mount_clashes(self.conditions, self.where)
         clash += [(0, why) for c in self.conditions for _, why in c.refused(self.where)]
         if clash:  # the job was checked against an older version, or built in code
@@ -375,6 +410,51 @@ class Plan:
         for c in self.conditions:
             c.start(kw, self.where)
         return kw
+
+    def acquire(self, pool, kw: dict[str, Any] | None, episode_id: str | None = None):
+        """`pool.acquire(kw, episode_id)`: the episode's container, started with the start
+        options `kw` (`run_kwargs`, as the kind adjusts them). A start that fails where a
+        condition mounts on a file of the image (`disk_full: {path: /etc/passwd}`,
+        `read_only: [/etc/passwd]`) is the job's mistake, which only the image tells: a
+        SandboxConfigError naming the path and the image, not retried. Until 12-06 it was
+        the engine's raw 400 or 500 (`not a directory`), retried. The image is looked at
+        only when a start fails: a started one needs no look."""
+        try:
+            return pool.acquire(kw, episode_id)
+        except SandboxError:
+            why = None
+            if kw is not None:
+                with contextlib.suppress(Exception):  # no look: the start's own error stands
+                    why = self._on_a_file(pool.client, pool.config.image)
+            if why is None:
+                raise
+        raise SandboxConfigError(why)
+
+    def _on_a_file(self, client, image: str) -> str | None:
+        """Why a condition's tmpfs or read-only copy cannot be mounted: its path is a file
+        in `image` (or lies below one), as a container created from it, never started,
+        says (the engine's stat of a path; a path the image lacks docker makes)."""
+        mounts = [
+            (c, m)
+            for c in self.conditions
+            for m in _mounts(c, self.where)
+            if m.what in FILE_MOUNT and m.path != "/"
+        ]
+        if not mounts:
+            return None
+        made = client.api.create_container(image, ["true"], labels=owner_labels())
+        try:
+            for c, m in mounts:
+                found = _stat(client, made["Id"], m.path)
+                if found in ("file", "below a file"):
+                    what = "a file" if found == "file" else "below a file"
+                    return (
+                        f"condition {c.kind}: {m.path} is {what} in the image {image}, and "
+                        f"{FILE_MOUNT[m.what]}"
+                    )
+        finally:
+            client.api.remove_container(made["Id"], force=True)
+        return None
 
     def after(self, run: Run) -> Session:
         """Set the stage (after the task's set-up) and say how the agent's processes run.
@@ -401,12 +481,39 @@ class Plan:
         return session
 
     def text(self) -> str:
-        """`Condition: ...` lines for the initial state (empty without conditions)."""
-        return "\n".join(f"Condition: {c.text(self.where)}" for c in self.conditions)
+        """`Condition: ...` lines for the initial state (empty without conditions); the
+        paths a disk condition sizes are its to say (`Where.full`)."""
+        disks = [c for c in self.conditions if c.group == "disk"]
+        full = tuple(getattr(c, "path", None) or self.where.workdir for c in disks)
+        where = dataclasses.replace(self.where, full=full)
+        return "\n".join(f"Condition: {c.text(where)}" for c in self.conditions)
 
     def records(self) -> list[dict[str, Any]]:
         """The trajectory's `conditions`: `{"kind": ..., ...}` per condition."""
         return [{k: v for k, v in c.record().items() if v is not None} for c in self.conditions]
+
+
+def _stat(client, container: str, path: str) -> str:
+    """What the image of the created `container` holds at `path`: `directory`, `file` (or
+    a link to one), `below a file`, or `absent` (the engine's archive stat, a HEAD
+    request; a link is followed by a trailing `/`)."""
+    url = client.api._url("/containers/{0}/archive", container)
+    r = client.api.head(url, params={"path": path})
+    if r.status_code == 404:
+        return "absent"
+    if r.status_code >= 400:  # a path through a file: `not a directory`
+        return "below a file"
+    mode = json.loads(base64.b64decode(r.headers["X-Docker-Container-Path-Stat"]))["mode"]
+    if mode & GO_DIR:
+        return "directory"
+    if not mode & GO_SYMLINK:
+        return "file"
+    r = client.api.head(url, params={"path": path.rstrip("/") + "/"})  # the link's target
+    return {200: "directory", 404: "absent"}.get(r.status_code, "file")
+
+
+GO_DIR, GO_SYMLINK = 1 << 31, 1 << 27
+"""The engine's path stat gives a Go `os.FileMode`: its directory and symlink bits."""
 
 
 def reset_sandbox(

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, Field
 from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxConfigError, SandboxError
-from .execs import not_running
+from .execs import exec_capture, not_running
 from .owners import (
     EPISODE_LABEL,
     LABEL,
@@ -92,6 +92,18 @@ default (json-file, unbounded) `yes > /proc/1/fd/1` grew a file in /var/lib/dock
 50 MB/s, under `read_only: true` too and after the collector died (a background writer
 runs until the container is removed); nothing of ours reads a sandbox's logs (commands
 answer through their execs)."""
+ROOT = "0"
+"""The user every sandbox container is created as: its PID 1 is our idle loop
+(`IDLE_COMMAND`), never a program of the image, and the agent's processes run as the
+sandbox's user, named on each exec (`ContainerPool.user`). Docker gives a container
+created as another user no capabilities, and its execs as uid 0 none either (`CapEff`
+0): until 12-06, under `docker.user: nobody` or an image whose USER is not root, every
+condition's set-up as root failed (a disk kind's remount: `nsenter: can't open
+'/proc/1/ns/mnt': Permission denied`; `chown: ... Operation not permitted`), and so did
+the kill of a command at its step timeout, which ran on to its end. The capabilities
+dropped (`run_kwargs`) and no-new-privileges hold for every process either way; an exec
+as another user gets none (`docker exec -u nobody` as `docker run --user nobody`: the
+same ids, groups, `$HOME` and environment)."""
 FORBIDDEN_HOST_PATHS = ("/", "/var/run", "/run", "/proc", "/sys", "/dev", "/etc", "/boot")
 """Host paths (and the docker socket under them) no sandbox may see, mounted or copied."""
 
@@ -215,7 +227,9 @@ class DockerConfig:
     workdir: Annotated[str, AfterValidator(abs_path)] = "/root"
     """Working directory in the container."""
     user: str | None = None
-    """User the sandbox runs as (default: the image's)."""
+    """User the agent's processes run as: its shell, tools and the task's set-up
+    (default: the image's USER). The container itself runs as root (`ROOT`), for the
+    conditions' set-up."""
     env: tuple[Annotated[str, AfterValidator(_env_name)], ...] = ()
     """Names of environment variables passed from the collector's environment (the job
     store keeps names, never values)."""
@@ -287,6 +301,7 @@ class DockerConfig:
             "log_config": dict(NO_LOGS),
             "cap_drop": ["NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"],
             "security_opt": ["no-new-privileges"],
+            "user": ROOT,  # the agent's user is named on its execs (`ContainerPool.user`)
         }
         if self.read_only:
             kw["tmpfs"] = {
@@ -294,8 +309,6 @@ class DockerConfig:
                 self.workdir: f"size={self.tmpfs_size},exec",
                 **{path: f"size={self.tmpfs_size},exec" for path in writable},
             }
-        if self.user:
-            kw["user"] = self.user
         return kw
 
 
@@ -376,6 +389,10 @@ class ContainerPool:
         self._removing: list[threading.Thread] = []
         self.facts: dict[str, Any] = {}
         """What sandboxes learned about the image (same for every container of the pool)."""
+        self.user: str | None = None
+        """The user the agent's processes run as (`docker.user`, else the image's USER;
+        None: root), which every exec of the agent names: the container runs as root."""
+        self._user_checked = False
         self._check_image()
         self.swept = sweep_orphans(self.client)
         """Containers of dead collectors this pool removed when it started."""
@@ -383,15 +400,17 @@ class ContainerPool:
         self._refill()
 
     def _check_image(self) -> None:
+        """Refuse an image this machine lacks; learn the user its processes run as (`user`)."""
         import docker.errors
 
         try:
-            self.client.images.get(self.config.image)
+            image = self.client.images.get(self.config.image)
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(
                 f"image {self.config.image!r} is not on this machine (no registry is reachable): "
                 "build it with infra/images/build.sh or name a local image"
             ) from exc
+        self.user = self.config.user or (image.attrs.get("Config") or {}).get("User") or None
 
     def _start(self, run_kwargs: dict[str, Any] | None = None, episode: str | None = None):
         """Start a container, unless the pool is closed. `close` removes what it lists,
@@ -465,7 +484,33 @@ class ContainerPool:
                 raise SandboxError(
                     f"cannot start a container from {self.config.image}: {exc}"
                 ) from exc
+        try:
+            self._check_user(c)
+        except SandboxConfigError:
+            self.release(c)
+            raise
         return c
+
+    def _check_user(self, container) -> None:
+        """Refuse an agent's user the image lacks (SandboxConfigError: no retry adds it),
+        asked once per pool (its containers are its image's). The engine names no reason
+        for an exec whose user is unknown (exit 126, no output: `docker could not start
+        the command 'sh'`); the container's start said it while the container ran as
+        that user (`unable to find user ghost`). One that root's probe also fails in is
+        the container's trouble, said as such (retried)."""
+        if self.user is None or self._user_checked:
+            return
+        try:
+            exec_capture(container, ["sh", "-c", ":"], 30, 64, user=self.user)
+        except SandboxError:
+            exec_capture(container, ["sh", "-c", ":"], 30, 64, user=ROOT)  # raises: not the user
+            named = "docker.user" if self.config.user else f"the image {self.config.image}'s USER"
+            raise SandboxConfigError(
+                f"{named} {self.user!r}: no process can run as it in the image "
+                f"{self.config.image} (a user or group its /etc/passwd and /etc/group do not "
+                "list): name one it has, or a numeric uid"
+            ) from None
+        self._user_checked = True
 
     def _take_warm(self):
         """The first ready container that still runs as the pool started it, or None.

@@ -842,11 +842,11 @@ def copy_tree(
     room: Room | None = None,
 ) -> None:
     """Copy a host directory into the container at `target` (through `tar` in it), owned
-    by the container's `user` (docker's `user[:group]`; root when None): the host's
-    numeric owners mean nothing there, and git refused a tree a host user owned
-    (`detected dubious ownership`). Root extracts a tree its own; another user's exec
-    lacks the capability to give files away (even as uid 0), so that user extracts it,
-    into `target` made by root and open to it (`target` itself stays root's).
+    by the agent's `user` (docker's `user[:group]`; root when None): the host's numeric
+    owners mean nothing there, and git refused a tree a host user owned (`detected
+    dubious ownership`). Root extracts a tree its own; another user extracts it itself
+    (its files then its own, as its own `tar` makes them), into `target` made by root
+    and open to it (`target` itself stays root's).
 
     Into a tmpfs (`room`), a tree too large for it is refused before it is sent, and tar
     running out of space there is said so (`no_room`), as SandboxConfigError: the job's
@@ -922,7 +922,8 @@ def trust_repository(container, path: str, timeout: float) -> dict[str, str]:
 
 
 class RootRunner:
-    """Runs shell commands as root in `container` (conditions set the stage with it):
+    """Runs shell commands as root, with root's usual capabilities (the container runs
+    as root: `docker.ROOT`), in `container` (conditions set the stage with it):
     `run(command)` is its output; a failure raises, as it is our set-up failing, not the
     agent's action. `container` is there for what no process inside may do (a condition
     remounting a tmpfs: `docker.remount_tmpfs`)."""
@@ -1013,9 +1014,16 @@ def setup_failed(
 
 
 def run_setup(
-    container, commands, timeout: float, cap: int, workdir: str, env: dict | None = None
+    container,
+    commands,
+    timeout: float,
+    cap: int,
+    workdir: str,
+    env: dict | None = None,
+    user: str | None = None,
 ) -> None:
-    """A task's set-up commands (each within `timeout`, the step timeout); the first
+    """A task's set-up commands, run as the agent's `user` (each within `timeout`, the
+    step timeout: `docker.ContainerPool.user`; None: the container's, root); the first
     failure is an environment error, said with its errors (stderr) when it wrote any,
     else with its output: a program's buffered stdout comes after its traceback on one
     pipe (`print('installing deps')` then a failed import ended with `installing deps`).
@@ -1032,7 +1040,7 @@ def run_setup(
             )
     for cmd in commands:
         code, out, err, cut, timed_out = exec_streams(
-            container, shell_argv(cmd), timeout, cap, workdir, env or None
+            container, shell_argv(cmd), timeout, cap, workdir, env or None, user
         )
         if code != 0:
             said, where = (err, "it wrote to stderr") if err.strip() else (out, "it printed")

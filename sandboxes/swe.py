@@ -418,17 +418,18 @@ class SWESandbox(Unpicklable):
         problem = git_link_problem(repo) or (socket_below(repo) if bound else None)
         if problem:  # a copy takes no socket along (tarfile skips them)
             raise SandboxConfigError(f"sandbox.repo: {problem}")
-        self.container = self.pool.acquire(kw, episode_id)
-        user = d.user or (self.container.attrs.get("Config") or {}).get("User")
-        if not bound:  # copied in, owned by the container's user
+        self.container = plan.acquire(self.pool, kw, episode_id)
+        user = self.pool.user  # the container runs as root: the agent's execs name it
+        if not bound:  # copied in, owned by the agent's user
             copy_tree(self.container, repo, at, d.step_timeout, user, self._room(kw or base, plan))
         # git trusts only its user's repositories: a bound one is the host's owner's, and
         # a copy for a non-root user sits in a root-owned `at` (`copy_tree`)
         self._git_env = {}
         if bound or not is_root(user):
             self._git_env = trust_repository(self.container, at, d.step_timeout)
-        run_setup(self.container, task.setup, d.step_timeout, d.output_cap, at, self._git_env)
+        run_setup(self.container, task.setup, d.step_timeout, d.output_cap, at, self._git_env, user)
         self.session = plan.after(root_runner(self.container, d.step_timeout, at))
+        self.session.user = self.session.user or user  # a condition's, else the agent's
         self._initial = self._listing()
         if plan.conditions:
             self._initial += "\n" + plan.text()
@@ -458,7 +459,13 @@ class SWESandbox(Unpicklable):
         """`Repository at /repo (302 files, first 200 shown):` and the names (`LISTING`)."""
         at = self.config.repo_path
         _, out, _, _, _ = exec_streams(
-            self.container, ["sh", "-c", LISTING], 10, LISTED * 4096 + 64, at, self._git_env or None
+            self.container,
+            ["sh", "-c", LISTING],
+            10,
+            LISTED * 4096 + 64,
+            at,
+            self._git_env or None,
+            self.pool.user,
         )
         count, _, names = out.partition(b"\n")
         listed = [

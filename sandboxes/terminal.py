@@ -340,10 +340,12 @@ class TerminalSandbox(Unpicklable):
         self.ended = None
         d = self.config.docker
         plan = Plan(within(conditions, d), self.where(self.config))
-        self.container = self.pool.acquire(plan.run_kwargs(d.run_kwargs()), episode_id)
-        run_setup(self.container, task.setup, d.step_timeout, d.output_cap, d.workdir)
+        self.container = plan.acquire(self.pool, plan.run_kwargs(d.run_kwargs()), episode_id)
+        user = self.pool.user  # the container runs as root: the agent's execs name it
+        run_setup(self.container, task.setup, d.step_timeout, d.output_cap, d.workdir, None, user)
         facts = self._facts(after_setup=bool(task.setup))
         session = plan.after(root_runner(self.container, d.step_timeout, d.workdir))
+        session.user = session.user or user  # a condition's (`permission`), else the agent's
         shell = self._shell(facts["shell"], session)
         self._open_shell(shell, session, prompt_for(shell[0], facts["programs"]))
         self._marks = None
@@ -416,7 +418,9 @@ class TerminalSandbox(Unpicklable):
             " echo real_sh=$(readlink -f /bin/sh 2>/dev/null); echo end"
         )
         for _ in range(3):
-            out = exec_capture(self.container, ["sh", "-c", probe], 10, 1 << 14)[1]
+            out = exec_capture(
+                self.container, ["sh", "-c", probe], 10, 1 << 14, user=self.pool.user
+            )[1]
             if out.endswith("end\n"):
                 break
         else:
