@@ -57,6 +57,7 @@ from .writers import (
     OutputRefused,
     agentworldbench_lines,
     check_output,
+    output_lock,
     row_writer,
     shard_entries,
     staged,
@@ -114,7 +115,7 @@ class ExportConfig(SampleConfig):
     format: str = "parquet"
     """parquet, megatron or agentworldbench (JSONL eval sets: no tokenizer, template, mask or length settings)."""
     split: str | None = None
-    """Hold out whole dedup clusters, e.g. test=0.02 (or test=0.02,valid=0.01; from Python also a mapping): each part goes to OUTPUT/<part>/ with its own manifest, the rest to OUTPUT/train/."""
+    """Hold out whole dedup clusters, e.g. test=0.02 (or test=0.02,valid=0.01; from Python also a mapping): each part goes to OUTPUT/<part>/ with its own manifest, the rest to OUTPUT/train/. Parts draw in the order given: a part added after the others leaves them as they were."""
     split_seed: int = 0
     """Seed of the split's draw (which dedup clusters are held out); the mask seed does not move it, so exports of several mask draws hold out the same clusters."""
     where: str | None = None
@@ -211,7 +212,10 @@ def unread_by_format(names: Iterable[str], fmt: str, format_name: str = "format"
 
 
 def parse_split(spec: str | Mapping[str, Any] | None) -> dict[str, float]:
-    """`"test=0.02,valid=0.01"` or a mapping -> {part: fraction}, sorted by name."""
+    """`"test=0.02,valid=0.01"` or a mapping -> {part: fraction}, in the order given: the
+    order the parts take their ranges of the draw in (`split_ranges`). Names are words
+    other than `train`, none two equal but for case (`Test/` and `test/` are one
+    directory on a case-insensitive file system: macOS's, Windows')."""
     if not spec:
         return {}
     if isinstance(spec, str):
@@ -225,10 +229,17 @@ def parse_split(spec: str | Mapping[str, Any] | None) -> dict[str, float]:
             items[name.strip()] = frac.strip()
     else:
         items = dict(spec)
-    out = {}
+    out: dict[str, float] = {}
+    folded: dict[str, str] = {}
     for name, frac in items.items():
-        if name == MAIN_PART or not re.fullmatch(r"[A-Za-z0-9_-]+", str(name)):
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", str(name)) or name.lower() == MAIN_PART:
             raise ValueError(f"split: part name {name!r} must be a word other than {MAIN_PART!r}")
+        if (other := folded.setdefault(name.lower(), name)) != name:
+            raise ValueError(
+                f"split: parts {other!r} and {name!r} differ only in case: on a "
+                "case-insensitive file system (macOS, Windows) they are one directory; "
+                "name them apart"
+            )
         try:
             out[name] = float(frac)
         except (TypeError, ValueError):
@@ -237,16 +248,30 @@ def parse_split(spec: str | Mapping[str, Any] | None) -> dict[str, float]:
             raise ValueError(f"split.{name}: {frac} is not a fraction in (0, 1)")
     if sum(out.values()) >= 1:
         raise ValueError(f"split: the fractions sum to {sum(out.values())}, leaving no train part")
-    return dict(sorted(out.items()))
+    return out
 
 
-def part_of(cluster: str, fractions: dict[str, float], seed: int) -> str:
-    """The part a dedup cluster goes to: a hash draw of (cluster id, split seed), so every
-    member of a cluster lands on the same side, whatever the mask seed."""
-    u, acc = unit_draw(cluster, "split", seed), 0.0
+def split_ranges(fractions: dict[str, float]) -> dict[str, list[float]]:
+    """Each held-out part's range [from, to) of the split draw: one after another from 0,
+    in the order the parts were given, so a part's range depends only on the parts
+    before it (adding one after, or changing it, moves none before; a single part is
+    [0, fraction), the draw of every version). Until 2026-12-06 the order was the names'
+    (`dev=0.05,test=0.1` moved test's range and 139 of its 304 trajectories came from the
+    train of `test=0.1`)."""
+    out, acc = {}, 0.0
     for name, frac in fractions.items():
+        out[name] = [acc, acc + frac]
         acc += frac
-        if u < acc:
+    return out
+
+
+def part_of(cluster: str, ranges: dict[str, list[float]], seed: int) -> str:
+    """The part a dedup cluster goes to: the one whose range (`split_ranges`) holds a
+    hash draw of (cluster id, split seed), so every member of a cluster lands on the same
+    side, whatever the mask seed; train when none does."""
+    u = unit_draw(cluster, "split", seed)
+    for name, (low, high) in ranges.items():
+        if low <= u < high:
             return name
     return MAIN_PART
 
@@ -302,8 +327,9 @@ def export(
     old run's seed and policy, a third of the masks off the `turns` table's `in_loss`.)"""
     cfg.check()
     _check_apart(check_output(cfg.output), cfg)  # refused before anything is read or written
-    # one run's tables: a `process` run may not swap them while they are read
-    with reading(Path(cfg.input).parent):
+    # one export to a directory at a time; one run's tables: a `process` run may not swap
+    # them while they are read
+    with output_lock(cfg.output), reading(Path(cfg.input).parent):
         policy = _run_settings(cfg, run_seed)  # said before any work is done
         if total is not None:
             total(row_count(cfg.input))
@@ -490,10 +516,10 @@ def _routed(
     whether it is generated (`SYNTHETIC_KEY`, counted in `synthetic`), those from the
     device simulator counted in `simulated`; `progress` counts
     the records `selection` left out as read."""
-    read = 0
+    read, ranges = 0, split_ranges(fractions)
     for records in batches:
         for r in records:
-            r[PART] = part_of(r[CLUSTER], fractions, seed) if fractions else MAIN_PART
+            r[PART] = part_of(r[CLUSTER], ranges, seed) if fractions else MAIN_PART
             counts[r[PART]] += 1
             r[SYNTHETIC_KEY] = is_synthetic(r)
             if r[SYNTHETIC_KEY] and synthetic is not None:
@@ -551,8 +577,10 @@ def _write_awb(records, dirs, fractions, prompt, builder, seed) -> dict[str, int
 
 
 def _split_info(fractions: dict[str, float], seed: int, part: str | None = None) -> dict:
-    """The split: fractions, its seed (`split_seed`, not the mask seed), what is held out whole."""
-    info = {"fractions": fractions, "seed": seed, "by": SPLIT_BY}
+    """The split: fractions, its seed (`split_seed`, not the mask seed), what is held out
+    whole, and each part's range of the draw (`ranges`: the manifest's keys are sorted,
+    so the order the parts were given is said by their ranges)."""
+    info = {"fractions": fractions, "seed": seed, "by": SPLIT_BY, "ranges": split_ranges(fractions)}
     return {**info, "part": part} if part else info
 
 

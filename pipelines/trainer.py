@@ -224,8 +224,9 @@ def megatron_sample(
     `directory` is an export or one part of a split export (`OUTPUT/test`); its files are
     named by the part its manifest says (`test_text_document`), unless `part` is given.
     (Earlier versions looked for `train_*` whatever the directory: a split's test part
-    was `No such file or directory`.) An index past the sequences is an IndexError
-    naming the file and how many it holds."""
+    was `No such file or directory`.) An index outside 0..N-1 is an IndexError naming
+    the file and how many it holds, a negative one too: Megatron's sample indexes count
+    from 0, and -1 read the last sequence as if it were asked for."""
     d = Path(directory)
     m = read_manifest(d, "megatron")  # a split's top, or another format: said as such
     part = part or m.get("part") or "train"
@@ -233,7 +234,7 @@ def megatron_sample(
     for kind in ("text", "mask"):
         prefix = d / megatron_name(part, kind)
         sizes, pointers, _, dtype = read_index(f"{prefix}.idx")
-        if not -len(sizes) <= index < len(sizes):
+        if not 0 <= index < len(sizes):
             raise IndexError(
                 f"{prefix}.idx: no sequence {index}: it holds {len(sizes)} (0..{len(sizes) - 1})"
                 if len(sizes)

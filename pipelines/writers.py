@@ -14,6 +14,8 @@ import json
 import os
 import re
 import shutil
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +34,7 @@ from worldtrace.schemas.store import (
     temp_name,
     write_bytes_atomic,
 )
-from worldtrace.schemas.tempfiles import _fsync_dir
+from worldtrace.schemas.tempfiles import _fsync_dir, lock_holder, try_lock
 from worldtrace.schemas.text import json_excerpt
 
 from .mask import keep_turn
@@ -122,16 +124,31 @@ class ExportWriteError(StoreWriteError):
         return f"cannot write the export to {self.output}: {self.reason}"
 
 
+class OutputBusy(OutputRefused):
+    """Another export is writing the same directory: two would both report success, and
+    the one that published first would be gone (the other replaces it)."""
+
+
+def _manifest_of_export(d: Path) -> dict[str, Any] | None:
+    """`d`'s manifest.json when an export wrote it (an object whose `schema_version` is a
+    training schema version), else None."""
+    try:
+        m = json.loads((d / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    version = m.get(F.SCHEMA_VERSION_F) if isinstance(m, dict) else None
+    ours = isinstance(version, str) and version.startswith(TRAINING_VERSION_PREFIX)
+    return m if ours else None
+
+
 def _not_export(d: Path) -> str | None:
     """Why `d` is not an earlier export (None when it is): an earlier export holds the
     manifest.json export writes (its `schema_version` a training schema version) and
     nothing its manifests do not list."""
-    try:
-        m = json.loads((d / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return f"it has no {MANIFEST} of a worldtrace export"
-    version = m.get(F.SCHEMA_VERSION_F) if isinstance(m, dict) else None
-    if not isinstance(version, str) or not version.startswith(TRAINING_VERSION_PREFIX):
+    m = _manifest_of_export(d)
+    if m is None:
+        if not (d / MANIFEST).is_file():
+            return f"it has no {MANIFEST} of a worldtrace export"
         return f"its {MANIFEST} is not that of a worldtrace export"
     parts = m.get("parts")
     try:
@@ -159,10 +176,8 @@ def check_output(output: str | os.PathLike) -> Path:
             what = "it is" if p == path else f"{p} is"
             raise OutputRefused(f"cannot write the export to {shown}: {what} not a directory")
     real = path.resolve()
-    try:
-        why = _not_export(real) if real.is_dir() and any(real.iterdir()) else None
-    except OSError as exc:
-        why = f"it cannot be read ({exc.strerror})"
+    _refuse_inside_export(real, shown)
+    why = _not_replaceable(real) if real.exists() else None
     if why:
         raise OutputRefused(
             f"will not replace {shown}: it is not an earlier export ({why}); --output "
@@ -176,6 +191,95 @@ def check_output(output: str | os.PathLike) -> Path:
             "export from another directory"
         )
     return real
+
+
+def _not_replaceable(d: Path) -> str | None:
+    """Why the existing `d` may not be replaced by an export (None: an empty directory or
+    an earlier export)."""
+    if d.is_symlink() or not d.is_dir():
+        return "it is not a directory"
+    try:
+        return _not_export(d) if any(d.iterdir()) else None
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+
+
+def _refuse_inside_export(real: Path, shown: str) -> None:
+    """Refuse an output inside an export (a split export's part, or any directory under
+    one): replacing a part would mix two exports' draws (test trajectories into train)
+    under a top manifest that no longer matches it, and a new directory in an export is
+    a file it does not list. Named: the outermost export, which is what to replace."""
+    top = None
+    for p in real.parents:
+        if _manifest_of_export(p) is not None:
+            top = p
+    if top is None:
+        return
+    parts = _manifest_of_export(top).get("parts")
+    listed = isinstance(parts, dict) and any(
+        isinstance(v, dict) and v.get("path") == real.name for v in parts.values()
+    )
+    if real.parent == top and listed:
+        raise OutputRefused(
+            f"will not write the export to {shown}: it is part {real.name} of the split "
+            f"export {top}, whose parts are drawn together (a trajectory goes to one of "
+            f"them) and listed in its manifest; export to {top} with --split to replace "
+            "the whole split export, or to a directory outside it"
+        )
+    raise OutputRefused(
+        f"will not write the export to {shown}: it is inside the earlier export {top}, "
+        f"which holds only the files its manifest lists; name {top} to replace that "
+        "export, or a directory outside it"
+    )
+
+
+LOCK_FORMAT = ".export-{}.lock"
+"""The lock file of an export's output directory NAME, beside it (`output_lock`)."""
+
+
+@contextmanager
+def output_lock(output: str | os.PathLike) -> Iterator[None]:
+    """Hold the output directory's lock (an flock on `.export-NAME.lock` beside it, taken
+    on the resolved path, so a symlink's target shares it) while an export runs: a second
+    export to the same directory is refused at once (`OutputBusy`, naming the holder),
+    not made to wait: it would then replace the first's export unseen, and both would
+    report success. The lock file is removed when the export ends (the next export to
+    NAME takes over one a killed export left)."""
+    shown, real = str(output), Path(output).resolve()
+    lock = real.parent / LOCK_FORMAT.format(real.name)
+    try:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fh = try_lock(lock)
+            if fh is None:
+                raise OutputBusy(
+                    f"will not write the export to {shown}: another export is writing it "
+                    f"({lock_holder(lock)}); export again when it has finished, or to "
+                    "another directory"
+                )
+            if _is_file(fh, lock):
+                break
+            fh.close()  # the file an export ending removed after this opened it: take anew
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {since}\n")
+        fh.flush()
+    except OSError as exc:  # a parent that cannot be made or written
+        where = Path(exc.filename).parent if exc.filename else real.parent
+        raise ExportWriteError(shown, exc, _reason(exc, where)) from exc
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()  # held: no export of NAME is between its open and its lock
+        fh.close()
+
+
+def _is_file(fh, path: Path) -> bool:
+    """Whether the open `fh` is the file at `path` now (not one removed meanwhile)."""
+    try:
+        return os.path.samestat(os.fstat(fh.fileno()), os.stat(path))
+    except OSError:
+        return False
 
 
 def _sweep_own(parent: Path, name: str) -> None:
@@ -203,7 +307,8 @@ def _sweep_own(parent: Path, name: str) -> None:
 def staged(out: str | os.PathLike) -> Iterator[Path]:
     """A fresh directory beside `out` that replaces `out` when the block succeeds and is
     removed when it fails, so readers never see half an export. `out` must be new, empty
-    or an earlier export (`check_output`); a failure is one line naming `out`."""
+    or an earlier export (`check_output`, and again when it is replaced: `_publish`); a
+    failure is one line naming `out`. The caller holds `output_lock(out)`."""
     shown = str(out)
     real = check_output(out)
     parent = real.parent
@@ -233,13 +338,27 @@ def _publish(staging: Path, real: Path, shown: str) -> None:
     """`staging` becomes `real`; an earlier export there goes only once it has, and the
     renames are on disk before it does. A stop between the two renames leaves the
     earlier export as `.old-NAME-*` alone: `publish.restore_swaps` puts it back (the
-    next export to it, and every command reading the store)."""
+    next export to it, and every command reading the store).
+
+    What is at `real` is checked again once it is set aside, where no path the user
+    holds reaches it: a file put into it (or a directory made there) while the export
+    ran is put back with it, untouched, and the export refused (`check_output` at the
+    start saw only the earlier export; it was removed with it)."""
     old = real.parent / f".old-{real.name}-{uuid.uuid4().hex[:8]}"
     moved = False
     try:
-        if real.exists():
+        if os.path.lexists(real):
             os.replace(real, old)
             moved = True
+            if why := _not_replaceable(old):
+                os.replace(old, real)  # as it was, the user's file in it
+                moved = False
+                raise OutputRefused(
+                    f"will not replace {shown}: it is no longer an earlier export ({why}: "
+                    "put there while this export ran); it is left as it is, nothing in it "
+                    "touched, and the new export was not written: move that out of it and "
+                    "export again"
+                )
         os.replace(staging, real)
     except OSError as exc:
         reason = f"cannot replace it ({exc.strerror})"
@@ -298,6 +417,7 @@ class ParquetRows:
                 self.schema,
                 compression="zstd",
                 use_dictionary=[f.name for f in self.schema if f.type == pa.string()],
+                write_page_checksum=True,  # a reader that verifies pages sees a damaged one
             )
         self._w.write_batch(_batch(self._buf, self.schema), row_group_size=ROW_GROUP_ROWS)
         self._buf = []

@@ -54,7 +54,8 @@ class _RestoredPath(click.Path):
     "-o",
     type=click.Path(file_okay=False),
     help="Output directory (default: <store>/export/<format>): a new or empty directory, "
-    "or an earlier export, which it replaces; anything else is refused.",
+    "or an earlier export, which it replaces; anything else (a directory inside an export, "
+    "a split export's part included) is refused.",
 )
 @click.option(
     "--input",
