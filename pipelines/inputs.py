@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import shard_files
-from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line
+from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line, open_parquet
 
 from . import corpus
 from .prompt import CONDITIONS
@@ -150,7 +150,7 @@ def _segment_arrival(f: Path) -> bytes | None:
     if not segment.is_file():
         return None
     try:  # ParquetFile, not read_table: the dataset layer imports pandas (0.6 s)
-        with pq.ParquetFile(segment) as pf:
+        with open_parquet(segment) as pf:
             arrivals = pf.read(columns=[F.ARRIVAL_COLUMN]).column(F.ARRIVAL_COLUMN)
     except (OSError, pa.ArrowException, KeyError):
         return None
@@ -192,7 +192,7 @@ def iter_batches(
         selection.check(files[0])
     counts = None
     for f in files:
-        pf = _read(f, pq.ParquetFile, f)
+        pf = _read(f, open_parquet, f)
         taken = selection.rows(f, pf.metadata.num_rows) if selection is not None else None
         row = 0
         missing = [

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
+from worldtrace.schemas.tempfiles import open_parquet, verified_scan_options
 from worldtrace.schemas.text import json_excerpt
 
 from .megatron import read_index
@@ -148,6 +148,7 @@ def hf_dataset(directory: str | Path, cache_dir: str | None = None):
         data_files=[str(f) for f in files],
         split="train",
         cache_dir=cache_dir,
+        fragment_scan_options=verified_scan_options(),  # a flipped bit fails, not trains
     )
     return ds.with_format("arrow").map(add_labels, batched=True).with_format(None)
 
@@ -173,7 +174,7 @@ class PackedShards(IterableDataset):
         k, n = (info.id, info.num_workers) if info else (0, 1)
         unit = 0
         for f in self.files:
-            pf = pq.ParquetFile(f)
+            pf = open_parquet(f)
             at = 0  # the row group's first row in the file
             for rg in range(pf.num_row_groups):
                 unit, first = unit + 1, at

@@ -37,11 +37,15 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
     StoreWriteError,
     _fsync_dir,
     is_leftover,
+    open_parquet,
+    parquet_writer,
     sweep_leftovers,
     sweep_stale_temps,
     temp_name,
     try_lock,
+    verified_scan_options,
     write_bytes_atomic,
+    write_parquet,
     write_table_atomic,
 )
 from .text import BadText, byte_lines, not_text, not_utf8, too_deep, undecodable, utf8
@@ -81,7 +85,7 @@ class Store:
 
 
 class ShardWriter:
-    """Writes rows into rolling Parquet shards (zstd) that appear atomically.
+    """Writes rows into rolling Parquet shards (zstd, page checksums) that appear atomically.
 
     Use as a context manager: on an exception the shard in progress is discarded,
     on success it is published. `paths` lists the published shards.
@@ -155,7 +159,7 @@ class ShardWriter:
             if self._writer is None:
                 name = temp_name(TMP_PREFIX, f"{self._run}-{self._seq:05d}{F.SHARD_SUFFIX}")
                 self._tmp = self.directory / name
-                self._writer = pq.ParquetWriter(
+                self._writer = parquet_writer(
                     self._tmp, self.schema, compression=self.compression, use_dictionary=True
                 )
             self._writer.write_table(group, row_group_size=self.row_group_rows)
@@ -262,11 +266,12 @@ def read_parquet(
     `pq.read_table` goes through pyarrow's dataset layer: its first use imports it (~8 ms
     of every `process` run, which needs nothing it adds) and each call costs ~0.5 ms
     more; read one file at a time it reads as fast. Raises what `pq.read_table` raises
-    (OSError, `pa.ArrowException`), less its prefix naming the file: callers name it."""
+    (OSError, `pa.ArrowException`; a page whose checksum fails is OSError), less its
+    prefix naming the file: callers name it."""
     many = isinstance(files, list)
     tables = []
     for f in files if many else [files]:
-        with pq.ParquetFile(f) as one:  # one file's columns on this thread: as fast
+        with open_parquet(f) as one:  # one file's columns on this thread: as fast
             tables.append(one.read(columns=columns, use_threads=not many))
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
 
@@ -284,7 +289,7 @@ def row_count(path: str | os.PathLike) -> int:
     total = 0
     for f in shard_files(path):
         try:
-            total += pq.ParquetFile(f).metadata.num_rows
+            total += open_parquet(f).metadata.num_rows
         except Exception:  # pyarrow raises several types for a torn footer
             continue
     return total
@@ -294,7 +299,7 @@ def iter_batches(
     path: str | os.PathLike, batch_size: int = 1024, columns: list[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
     for f in shard_files(path):
-        yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns)
+        yield from open_parquet(f).iter_batches(batch_size=batch_size, columns=columns)
 
 
 def read_records(path: str | os.PathLike) -> Iterator[Trajectory]:
@@ -322,7 +327,7 @@ def sized_units(path: Path) -> list[tuple[str, int | None, int | None]]:
     file whose footer cannot be read)."""
     if path.name.endswith(F.SHARD_SUFFIX):
         try:
-            meta = pq.ParquetFile(path).metadata
+            meta = open_parquet(path).metadata
         except Exception:
             return [(str(path), None, None)]  # scanning it reports the problem
         groups = [(str(path), g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
@@ -449,7 +454,7 @@ def _parquet_parts(
     Read group by group: a group whose pages do not decode is one `Unread` and the next
     groups are read (read as one stream, the first bad page ended the file's reading)."""
     try:
-        pf = pq.ParquetFile(path)
+        pf = open_parquet(path)
     except Exception as exc:  # pyarrow raises several types for corrupt files
         yield str(path), Problem(str(path), "<file>", f"unreadable Parquet: {exc}")
         return
@@ -478,8 +483,8 @@ def _group_parts(
     casts: list[pa.Schema],
 ) -> Iterator[tuple[int, pa.RecordBatch] | tuple[str, Problem]]:
     """Rows `[start, stop)` of one row group, whose first row is row `first` of the file;
-    from a page that does not decode on, its rows are one `Unread` (the footer counts
-    them). Rows before `start` are decoded, not converted."""
+    from a page that does not decode (or fails its checksum) on, its rows are one `Unread`
+    (the footer counts them). Rows before `start` are decoded, not converted."""
     start, stop = rows
     at = 0  # rows of the group read so far
     try:

@@ -10,7 +10,9 @@ Parquet shards UNION ALL BY NAME an empty Arrow table of the current schema (Duc
 merges struct fields by name). A shard whose footer does not read (truncated, corrupt)
 is left out with a warning naming it, so one bad file never hides the rest; one whose
 footer reads but whose pages do not (a disk fault) fails the query that reaches it,
-and `read_failure` says that in one line naming the file and what to do. The
+and `read_failure` says that in one line naming the file and what to do. DuckDB (2.0)
+does not check the pages' checksums (`tempfiles.PAGE_CHECKSUMS`): a bit flipped in a
+page zstd kept raw reads as other text here; `doctor` and `export` name the file. The
 connection is locked down (`lockdown.py`): it reads the store and nothing else.
 """
 
@@ -38,7 +40,7 @@ from .publish import finish_publish, restore_swaps
 from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
 from .sqlite import connect_read_only
-from .store import Store, shard_files
+from .store import Store, open_parquet, shard_files
 from .tables import STORED_TURNS_SCHEMA, TABLE_ROWS, TURN_CLUSTER
 from .tempfiles import REBUILD_HINT, first_line
 from .text import json_excerpt
@@ -304,8 +306,9 @@ def shard_problem(path: Path, required: tuple[str, ...] = (), deep: bool = False
     """Why a shard cannot be read (None when its footer reads and it has the `required`
     columns). Reading the footer is cheap (one small read at the end of the file, about
     0.7 ms) and catches what a crash, a full disk or a copy cut short leaves; `deep`
-    also decodes every page (`doctor`: ~30 MB/s of processed shards), which pages a
-    disk fault changed under a valid footer fail. Answers are kept per (path, size,
+    also decodes every page and checks its checksum (`doctor`: ~30 MB/s of processed
+    shards), which pages a disk fault changed under a valid footer fail (a page zstd
+    kept raw decodes whatever its bytes: only its checksum tells). Answers are kept per (path, size,
     mtime) for the life of the process."""
     try:
         st = path.stat()
@@ -330,7 +333,7 @@ def _shard_problem(
         return f"not a trajectory shard (no column {', '.join(missing)})"
     if deep:
         try:  # a row group at a time: memory holds one, however large the file
-            pf = pq.ParquetFile(path)
+            pf = open_parquet(path)
             for g in range(pf.metadata.num_row_groups):
                 pf.read_row_group(g)
         except (OSError, pa.ArrowException) as exc:

@@ -22,6 +22,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.redact import Redactor, find_secrets
 from worldtrace.schemas.sqlite import connect_read_only
 from worldtrace.schemas.store import TEMP_PREFIXES
+from worldtrace.schemas.tempfiles import open_parquet
 
 SUFFIXES = tuple(dict.fromkeys((".parquet", *IMPORT_SUFFIXES, ".bin", ".db")))
 """What a directory walk checks, whatever the case of the names: the store's files and
@@ -103,10 +104,9 @@ class Checker:
 
     # -- files ---------------------------------------------------------------------------
     def _parquet(self, path: Path) -> Iterator[Finding]:
-        import pyarrow.parquet as pq
 
         try:
-            pf = pq.ParquetFile(path)
+            pf = open_parquet(path)
         except Exception as exc:  # pyarrow raises several types for a corrupt file
             raise CannotCheck(f"{path}: unreadable Parquet ({exc})") from exc
         names = pf.schema_arrow.names

@@ -405,12 +405,13 @@ def emit(con, sql: str, fmt: str, output: str | None, max_rows: int) -> None:
         import io
 
         import pyarrow as pa
-        import pyarrow.parquet as pq
+
+        from worldtrace.schemas.tempfiles import write_parquet  # with page checksums
 
         try:
             table = rel.to_arrow_table()
             buf = io.BytesIO()
-            pq.write_table(table, buf, compression="zstd")
+            write_parquet(table, buf, compression="zstd")
         except pa.ArrowException as exc:  # a DuckDB type Parquet has no form for
             raise click.ClickException(f"cannot write Parquet: {exc}") from None
         write_output(output, buf.getvalue())

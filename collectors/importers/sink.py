@@ -23,10 +23,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from worldtrace.schemas import ShardWriter
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import shard_files
+from worldtrace.schemas.tempfiles import open_parquet
 
 Key = tuple[str, str, int]
 KEY_COLUMNS = ("trajectory_id", "source.origin_path", "source.origin_index")
@@ -153,7 +153,7 @@ def present_keys(output: Path, origin_paths: Iterable[str]) -> dict[Key, Held]:
     keys: dict[Key, Held] = {}
     for f in shard_files(output):
         try:
-            pf = pq.ParquetFile(f)
+            pf = open_parquet(f)
             paths = [pf.schema.column(i).path for i in range(len(pf.schema))]
             ends = tuple(f".observation.{k}" for k in FLAG_FIELDS)
             flags = [p for p in paths if p.startswith(f"{F.TURNS}.") and p.endswith(ends)]
