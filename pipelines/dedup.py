@@ -5,7 +5,8 @@ template keys; the 512-byte signatures stay on disk, in pass 1's probe files and
 segments, and are looked up for the ends of candidate pairs only, `SigSource`), one per
 unit of pass 1, regrouped by hash into `PARTITIONS` shuffle keys at each step, so Beam's
 per-element cost is paid per batch, not per record. Records with the same content
-(trajectory id) form one exact group whose best member stands for it in LSH. Records
+(content key, `tid`: the trajectory id of the content in NFC, `hashing.content_ids`)
+form one exact group whose best member stands for it in LSH. Records
 that share a band bucket are *candidates*; a candidate pair becomes an edge only when
 its signatures estimate a Jaccard similarity >= the threshold, so one weak collision
 cannot chain two clusters. Connected components: every bundle reduces its edges to a
@@ -235,8 +236,8 @@ def split(t: pa.Table, parts: np.ndarray) -> list[tuple[int, pa.Table]]:
 
 
 def content_column(exact: bool) -> str:
-    """The column that keys a record's content group: its content id (trajectory id)
-    with exact dedup, else its own uid."""
+    """The column that keys a record's content group: its content key (`tid`, the
+    trajectory id of its content in NFC) with exact dedup, else its own uid."""
     return "tid" if exact else "uid"
 
 

@@ -177,6 +177,14 @@ places (0.2-0.5 ms on a long last line)."""
 _PROMPT_LAST = frozenset("$#%> ")
 """The last character of every prompt `PROMPT_REVERSED` knows (a cheap first test)."""
 ECHO_NOTE = "; of the answer after the echo of the typed line"
+NO_OUTPUT = {
+    True: "boilerplate: no output (the observation is empty)",
+    False: "boilerplate: no output (the observation is whitespace only)",
+}
+"""The rule of a turn whose observation holds no character to learn (`AgentWorldV1`), by
+whether it is empty: a tool that answered nothing, as a typed line answered by a prompt
+alone is a silent success. Every statistic of it has a zero denominator, and the zeros
+fell into the transform rule (keep 0.5, `Nov<0.5 and R<1.0 (OL=0.000 Nov=0.000 R=0.000)`)."""
 
 
 def echoed(action: str, observation: str) -> bool:
@@ -212,7 +220,8 @@ def injected_decision(keep: KeepRatios, fault: str) -> Decision:
 @dataclass(frozen=True)
 class AgentWorldV1:
     """Report Table 3, first matching rule wins: echo, boilerplate, expansion, retrieval, action,
-    transform, other (docs/pipeline.md#mask-policies)."""
+    transform, other (docs/pipeline.md#mask-policies). An observation with no output
+    (empty or whitespace) is boilerplate before them (`NO_OUTPUT`)."""
 
     thresholds: AgentWorldThresholds = field(default_factory=AgentWorldThresholds)
     keep: KeepRatios = field(default_factory=KeepRatios)
@@ -256,6 +265,8 @@ class AgentWorldV1:
             return injected_decision(self.keep, fault)
         if self.answer_after_echo and echoed(action, observation):
             return self._after_echo(action, observation)
+        if not observation or observation.isspace():
+            return Decision("boilerplate", self.keep.boilerplate, NO_OUTPUT[not observation])
         return self._table3(stats["ol"], stats["nov"], stats["r"], len(observation))
 
     def _table3(self, ol: float, nov: float, r: float, obs_chars: int, note: str = "") -> Decision:
@@ -302,8 +313,9 @@ class AgentWorldV1:
             "name": self.name,
             "thresholds": dataclasses.asdict(self.thresholds),
             "keep": dataclasses.asdict(self.keep),
-            "words": "lower-cased \\w+ runs (Python re, Unicode), de-duplicated",
+            "words": "lower-cased \\w+ runs (Python re, Unicode) of the NFC text, de-duplicated",
             "zero_denominator": "0",
+            "no_output": "an empty or whitespace-only observation is boilerplate first",
             "precedence": list(F.TABLE3_CATEGORIES),
             "injected": f"a turn flagged with an injected fault ({', '.join(F.INJECTED_FAULTS)}) "
             f"or, with cuts_injected, cut by the collector ({', '.join(COLLECTOR_CUTS)}) is "

@@ -164,7 +164,7 @@ worldtrace; measured on 2 cores, 2 such workers break even with in-process at 2.
 and are 1.35x faster at 4.5 MB, 1.47x at 9 MB."""
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
-LAYOUT = 8
+LAYOUT = 9
 """Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
 (earlier output stored them final and cannot be extended incrementally); 3 = the
 cluster state holds each member's `started_at` (the representative rank reads it); 4 =
@@ -180,7 +180,12 @@ alone (it read a byte low), singletons are named by their content key and a turn
 carries its cluster (`tables.TURN_CLUSTER`: copies kept with dedup off); 8 = the size
 alone (`cond_novelty`'s denominator, `zlib_ratio`'s numerator) is framed as in the
 history, after a one-byte block (`stats.FRAME`: alone, a self-repetitive observation
-came out a byte larger, and scored below 1)."""
+came out a byte larger, and scored below 1); 9 = the statistics, words, shingles and
+templates read NFC text and exact dedup groups by the content key in NFC (a segment
+column, `units.CONTENT`: the same text in NFD was kept twice, decided otherwise), a
+verbatim repeat of the context is `cond_novelty` 0 beyond deflate's window
+(`stats.verbatim_repeats`), and an empty observation is boilerplate (`mask.NO_OUTPUT`:
+it was `transform`, keep 0.5)."""
 
 
 @dataclass

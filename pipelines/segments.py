@@ -48,7 +48,7 @@ from worldtrace.schemas.tempfiles import (
 from . import stats as S
 from .dedup import NS, SIG_SCHEMA
 from .mask import MaskPolicy, keep_turn, turn_fault
-from .units import ARRIVAL, BANDS, CONTENT_KEY, SIG, TEMPLATES, UID
+from .units import ARRIVAL, BANDS, CONTENT, CONTENT_KEY, SIG, TEMPLATES, UID
 
 INDEX = F.PROCESS_INDEX
 SEGMENTS = F.PROCESS_SEGMENTS
@@ -391,8 +391,9 @@ def corpus_columns(
     if start is not None:
         cs = S.surprisal(start)
         stats = turns.field("stats").to_pylist()
-        acts = pc.struct_field(turns, ["action", "text"]).to_pylist()
-        obs = pc.struct_field(turns, ["observation", "text"]).to_pylist()
+        # decided on the NFC text, as pass 1 decided the stored decision (`units.score`)
+        acts = list(map(S.nfc, pc.struct_field(turns, ["action", "text"]).to_pylist()))
+        obs = list(map(S.nfc, pc.struct_field(turns, ["observation", "text"]).to_pylist()))
         cats, index = turns.field("category").to_pylist(), turns.field("index").to_pylist()
         seen = turns.field("observation")
         faults = [
@@ -418,7 +419,7 @@ def corpus_columns(
     }
 
 
-CLUSTER_COLUMNS = (F.TRAJECTORY_ID, F.SOURCE, UID, F.DOMAIN)
+CLUSTER_COLUMNS = (F.TRAJECTORY_ID, F.SOURCE, UID, F.DOMAIN, CONTENT)
 """The segment columns the `clusters` rows need (no text)."""
 
 
@@ -436,7 +437,7 @@ def after_run(decisions: Mapping[str, tuple], earlier: Mapping[str, tuple]) -> M
 
 def decisions_for(uids: list[str], keys: list[str], decisions: Mapping) -> list[tuple]:
     """(cluster, representative, role) of each record; absent from `decisions`: a
-    singleton, its own cluster `c<content key>` (`keys`: its trajectory id, or its uid
+    singleton, its own cluster `c<content key>` (`keys`: its content key, or its uid
     with `dedup.exact=false`, `units.CONTENT_KEY`), as a cluster of several is named
     after its representative's key (`dedup._Decide`)."""
     return [
@@ -507,7 +508,7 @@ def finalize(
         names=list(F.DEDUP_FIELDS),
     )  # fmt: skip
     trajectories = kept.drop_columns(
-        [c for c in (UID, TEMPLATES, SIG, BANDS, ARRIVAL) if c in kept.column_names]
+        [c for c in (UID, TEMPLATES, SIG, BANDS, ARRIVAL, CONTENT) if c in kept.column_names]
     )
     trajectories = trajectories.set_column(
         trajectories.schema.get_field_index(F.TURNS),

@@ -24,7 +24,7 @@ from worldtrace.schemas.store import ArrowFileWriter, write_table_atomic
 from . import segments as G
 from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
 from .transforms import WAS, sig_batch, was_columns
-from .units import ARRIVAL, BANDS, SIG, TEMPLATES, UID
+from .units import ARRIVAL, BANDS, CONTENT, SIG, TEMPLATES, UID
 
 
 def members_batch(m: pa.Table) -> pa.Table:
@@ -71,7 +71,7 @@ class _OldMatches(beam.DoFn):
     pipeline would be pickled into its graph, which the driver pays for at build time.
     """
 
-    COLUMNS = [UID, F.TRAJECTORY_ID, F.OUTCOME, F.STARTED_AT, ARRIVAL, BANDS, TEMPLATES, SIG]
+    COLUMNS = [UID, CONTENT, F.OUTCOME, F.STARTED_AT, ARRIVAL, BANDS, TEMPLATES, SIG]
 
     def __init__(self, index: str):
         self.index = Path(index)
@@ -98,8 +98,8 @@ class _OldMatches(beam.DoFn):
         path = self.index / G.SEGMENTS / f"{stem}.parquet"
         with G.index_read(path):
             segment = pq.ParquetFile(path)
-            t = segment.read(columns=[F.TRAJECTORY_ID, BANDS])  # the probe's only
-        hit = _hits(t, tids, bands, F.TRAJECTORY_ID, BANDS)
+            t = segment.read(columns=[CONTENT, BANDS])  # the probe's only
+        hit = _hits(t, tids, bands, CONTENT, BANDS)
         if hit.any():
             with G.index_read(path):
                 rows = segment.read(columns=self.COLUMNS)
@@ -107,8 +107,8 @@ class _OldMatches(beam.DoFn):
 
 
 def _hits(t: pa.Table, tids: pa.Array, bands: pa.Array, tid: str, band: str) -> np.ndarray:
-    """Rows of `t` whose trajectory id is among `tids` or one of whose band keys is among
-    `bands`."""
+    """Rows of `t` whose content key (`units.CONTENT`) is among `tids` or one of whose
+    band keys is among `bands`."""
     hit = pc.is_in(t[tid], tids).to_numpy(zero_copy_only=False).copy()
     if len(bands):
         flat = pc.list_flatten(t[band])

@@ -29,7 +29,7 @@ from .dedup import NS, SIG_SCHEMA, DedupConfig
 from .filters import FilterConfig
 from .mask import MaskPolicy
 from .runner import lane_result, lane_tasks, paused_gc, work_lanes
-from .units import ARRIVAL, BANDS, SIG, TEMPLATES, UID, Unit, process_unit
+from .units import ARRIVAL, BANDS, CONTENT, SIG, TEMPLATES, UID, Unit, process_unit
 
 
 def count(counts: Counter) -> None:
@@ -46,7 +46,7 @@ def sig_batch(
     segment for the new ones they meet, which are the likely candidate ends, carry theirs
     (one more column of a read made anyway, instead of a second read per segment)."""
     status = pc.struct_field(t[F.OUTCOME], "status")
-    tids = t[F.TRAJECTORY_ID]
+    tids = t[CONTENT]  # the content key: exact dedup's groups, the probe's content ids
     cols = {
         "uid": t[UID], "tid": tids,
         "failed": pc.fill_null(pc.not_equal(status, "success"), True),

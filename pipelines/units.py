@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 from worldtrace.schemas import TRAJECTORY_SCHEMA
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.hashing import trajectory_id
+from worldtrace.schemas.hashing import content_ids
 from worldtrace.schemas.redact import screen
 from worldtrace.schemas.store import (
     Unread,
@@ -43,6 +43,7 @@ from .mask import MaskPolicy, turn_fault
 from .normalize import normalize, redacted, reject_row
 
 UID, TEMPLATES, SIG, BANDS = "_uid", "_templates", "_sig", "_bands"
+CONTENT = "_content"
 ARRIVAL = F.ARRIVAL_COLUMN
 SEGMENT_SCHEMA = (
     TRAJECTORY_SCHEMA.append(pa.field(UID, pa.string()))
@@ -50,22 +51,25 @@ SEGMENT_SCHEMA = (
     .append(pa.field(SIG, pa.binary()))
     .append(pa.field(BANDS, pa.list_(pa.uint64())))
     .append(pa.field(ARRIVAL, pa.string()))
+    .append(pa.field(CONTENT, pa.string()))
 )
 """A segment row: the trajectory record plus its origin (`file:row N`, the file from the
 store's root when it is in the store: `in_store`), each turn's template key, its MinHash
-signature (num_perm little-endian uint32), LSH band keys and its arrival (`arrival_key`)."""
+signature (num_perm little-endian uint32), LSH band keys, its arrival (`arrival_key`)
+and its content key (`hashing.content_ids`: the id of its content in NFC, what exact
+dedup groups by; the trajectory id itself unless the content has text in another form)."""
 CONTENT_KEY = b"worldtrace.content_key"
 """Schema metadata of a segment: the column its records' content groups were keyed by
-(`dedup.content_column`: the trajectory id, or `_uid` with `dedup.exact=false`, where a
-content group is one record). A record no dedup decision names is a singleton, its
-cluster `c` + that key (`segments.segment_decisions`), as `dedup._Decide` names a
+(`dedup.content_column`: the content key `_content`, or `_uid` with `dedup.exact=false`,
+where a content group is one record). A record no dedup decision names is a singleton,
+its cluster `c` + that key (`segments.segment_decisions`), as `dedup._Decide` names a
 cluster after its representative's key. A segment written before it says none: the
 trajectory id."""
 
 
 def content_key_column(exact: bool) -> str:
     """The segment column `CONTENT_KEY` names under a dedup setting."""
-    return F.TRAJECTORY_ID if exact else UID
+    return CONTENT if exact else UID
 
 
 MAX_UNIT_ROWS = 8 * F.SHARD_ROW_GROUP_ROWS
@@ -297,7 +301,7 @@ def filter_records(items: list, cfg: FilterConfig, counts: Counter, rejects: lis
         kept[F.METADATA] = sorted(
             {**dict(kept[F.METADATA]), "raw_trajectory_id": tid or ""}.items()
         )
-        kept[F.TRAJECTORY_ID] = trajectory_id(kept)
+        kept[F.TRAJECTORY_ID], kept[CONTENT] = content_ids(kept)
         out.append((uid, kept))
     return out
 
@@ -350,16 +354,19 @@ class Scored:
 def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
     """Fill every turn's corpus-independent statistics and decision, in place.
 
-    Words, word-set sizes and templates are computed for the whole batch at once
-    (`words.py`), and so are deflate sizes (`stats.deflated_sizes` once per distinct
-    observation of the unit: terminal outputs repeat; `stats.history_sizes` along each
-    record's history). `corpus_surprisal` stays null: it depends on the corpus counts, which the
-    views join in at read time; a policy that reads it decides here as if the template
-    were rare.
+    Every statistic reads the texts in NFC (`stats.nfc`). Words, word-set sizes and
+    templates are computed for the whole batch at once (`words.py`), and so are deflate
+    sizes (`stats.deflated_sizes` once per distinct observation of the unit: terminal
+    outputs repeat; `stats.history_sizes` along each record's history); an observation
+    equal to an earlier one of its record is `cond_novelty` 0 however far back that is
+    (`stats.verbatim_repeats`). `corpus_surprisal` stays null: it depends on the corpus
+    counts, which the views join in at read time; a policy that reads it decides here
+    as if the template were rare.
     """
     turns = [t for record in records for t in record[F.TURNS]]
-    acts = [t["action"]["text"] for t in turns]
-    obs = [t["observation"]["text"] for t in turns]
+    nfc = S.nfc  # what every statistic reads: the stored text stays as recorded
+    acts = [a if (a := t["action"]["text"]).isascii() else nfc(a) for t in turns]
+    obs = [o if (o := t["observation"]["text"]).isascii() else nfc(o) for t in turns]
     texts = [x for pair in zip(acts, obs, strict=True) for x in pair]
     words = W.words_of(texts)
     stats = W.ratios(*W.set_sizes(words), list(map(len, acts)), list(map(len, obs)))
@@ -372,6 +379,9 @@ def score(records: list[dict[str, Any]], policy: MaskPolicy) -> Scored:
     alone_of = dict.fromkeys(blobs)  # a unit's repeated outputs are deflated once
     alone_of.update(zip(alone_of, S.deflated_sizes(list(alone_of)), strict=True))
     given = S.history_sizes([a.encode() for a in acts], blobs, starts.tolist())
+    record_of = np.repeat(np.arange(len(records)), np.diff(starts)).tolist()
+    for n in S.verbatim_repeats(blobs, record_of):
+        given[n] = 0  # a repeat of the context beyond deflate's window too
     decide, zlib_ratio, novelty = policy.decide, S.zlib_ratio, S.novelty
     n = 0
     for record in records:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import unicodedata
 from typing import Any
 
 from . import fields as F
@@ -19,6 +20,11 @@ ID_HEX_CHARS = 32
 
 def canonical_content(record: Any) -> bytes:
     """Canonical bytes of a Trajectory or of its dict form."""
+    return canonical_text(record).encode()
+
+
+def canonical_text(record: Any) -> str:
+    """`canonical_content` before its UTF-8 encoding."""
     d = record if isinstance(record, dict) else record.to_dict()
     system = d.get(F.SYSTEM) or {}
     turns = []
@@ -38,11 +44,30 @@ def canonical_content(record: Any) -> bytes:
         "system": [system.get(k) for k in F.SYSTEM_FIELDS],
         "turns": turns,
     }
-    return json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+    return json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def trajectory_id(record: Any) -> str:
-    return hashlib.sha256(canonical_content(record)).hexdigest()[:ID_HEX_CHARS]
+    return _digest(canonical_text(record))
+
+
+def content_ids(record: Any) -> tuple[str, str]:
+    """(trajectory id, content key): the key is the id of the record's content in Unicode
+    NFC, what exact dedup groups by. `é` typed as one code point or as `e` and a combining
+    accent is the same text, but not the same bytes: the id, which the store keeps as it
+    was recorded, tells the two apart. Equal to the id where the content is NFC already
+    (ASCII: a flag; otherwise one quick check), so only other text pays a second hash.
+    NFC of the JSON text is the JSON of NFC strings: every string sits between ASCII
+    quotes, which compose with nothing."""
+    text = canonical_text(record)
+    tid = _digest(text)
+    if text.isascii() or unicodedata.is_normalized("NFC", text):
+        return tid, tid
+    return tid, _digest(unicodedata.normalize("NFC", text))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:ID_HEX_CHARS]
 
 
 def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
