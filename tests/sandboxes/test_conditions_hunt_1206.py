@@ -69,8 +69,9 @@ def job_file(tmp_path: Path, conditions: str, sandbox: str = "{kind: terminal}")
     return f
 
 
-def terminal(image: str = IMAGE) -> TerminalSandbox:
-    return TerminalSandbox(TerminalConfig(docker=DockerConfig(image=image, step_timeout=20)))
+def terminal(image: str = IMAGE, **docker) -> TerminalSandbox:
+    config = DockerConfig(image=image, step_timeout=20, **docker)
+    return TerminalSandbox(TerminalConfig(docker=config))
 
 
 def reset(s, conditions: list, setup: tuple[str, ...] = ()):

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pytest
 from worldtrace.collectors.jobs import JobSpec, run_job
-from worldtrace.sandboxes.base import SandboxConfigError, TaskSpec
+from worldtrace.sandboxes.base import SandboxConfigError
 from worldtrace.sandboxes.conditions import Plan, parse_conditions
 from worldtrace.sandboxes.docker import ContainerPool, DockerConfig
 from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
-from worldtrace.schemas.actions import keystrokes
 
-IMAGE = "worldtrace/debian:latest"
+from .test_conditions_hunt_1206 import IMAGE, condition_lines, reset, say, terminal
+
 BUSYBOX = "worldtrace/busybox:latest"
 
 
@@ -60,24 +60,6 @@ def submit_said(tmp_path: Path, wt_env: dict, conditions: str, sandbox: str = "{
     assert r.returncode in (0, 1), (r.stdout, r.stderr)
     prefix = f"{f}:3: "
     return [x.removeprefix(prefix) for x in r.stderr.strip().splitlines()] if r.returncode else []
-
-
-def terminal(image: str = IMAGE, **docker) -> TerminalSandbox:
-    config = DockerConfig(image=image, step_timeout=20, **docker)
-    return TerminalSandbox(TerminalConfig(docker=config))
-
-
-def reset(s, conditions: list, setup: tuple[str, ...] = ()):
-    return s.reset(TaskSpec("c", setup=setup), conditions=parse_conditions(conditions).sample(0))
-
-
-def say(s: TerminalSandbox, keys: str) -> list[str]:
-    """The lines a command printed (its echo and the prompt left out)."""
-    return s.step(keystrokes(keys + "\n")).text.splitlines()[1:-1]
-
-
-def condition_lines(s) -> list[str]:
-    return [x for x in s.describe()["initial_state"].splitlines() if x.startswith("Condition:")]
 
 
 # -- 2: rm removes itself, and what comes after it ------------------------------------------

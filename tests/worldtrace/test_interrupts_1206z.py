@@ -10,7 +10,6 @@ every run held to one of the clean outcomes."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -23,6 +22,7 @@ from worldtrace.cli import cli
 from worldtrace.errors import NOT_STARTED
 
 from ..conftest import VENV_BIN
+from .test_interrupts_1205c import ended, send
 
 NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 SCRIPT = str(VENV_BIN / "worldtrace")
@@ -33,23 +33,6 @@ LOADING_TRIES = 20
 """Runs of a case until one was stopped while loading (the first nearly always is)."""
 WORKER_RUNS = 6
 """Runs of the worker case: the old handling failed ~60% of them."""
-
-
-def send(proc: subprocess.Popen, sig: int) -> None:
-    """Ctrl-C as a terminal sends it (the process group), SIGTERM as `kill PID` does."""
-    if sig == signal.SIGINT:
-        os.killpg(proc.pid, sig)
-    else:
-        os.kill(proc.pid, sig)
-
-
-def ended(proc: subprocess.Popen) -> tuple[str, str]:
-    try:
-        return proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def stopped_loading(env: dict[str, str], args: list[str], sig: int) -> tuple[int, str, str]:
