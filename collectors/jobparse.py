@@ -148,7 +148,10 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
     docker = getattr(getattr(sandbox, "config", None), "docker", None)
     if where is not None and docker is not None:  # its read-only root, and what stays writable
         copied = () if where.workdir in where.mounted else (where.workdir,)
-        where = rooted(where, docker.run_kwargs(copied))
+        # not run_kwargs: it reads the host's environment, which a job's load may not have
+        # (`docker.env` is checked where the job runs: a worker host's, at its start)
+        kw = {"read_only": docker.read_only, "tmpfs": docker.tmpfs(copied)}
+        where = rooted(where, kw)
     check = functools.partial(parse_conditions, where=where)
     conditions = p.attempt(check, data.get("conditions"), ("conditions",))
     if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):

@@ -304,12 +304,18 @@ class DockerConfig:
             "user": ROOT,  # the agent's user is named on its execs (`ContainerPool.user`)
         }
         if self.read_only:
-            kw["tmpfs"] = {
-                "/tmp": f"size={self.tmpfs_size}",
-                self.workdir: f"size={self.tmpfs_size},exec",
-                **{path: f"size={self.tmpfs_size},exec" for path in writable},
-            }
+            kw["tmpfs"] = self.tmpfs(writable)
         return kw
+
+    def tmpfs(self, writable: Sequence[str] = ()) -> dict[str, str]:
+        """The tmpfs mounts a read-only root keeps writable (`run_kwargs`): `/tmp`, the
+        workdir and the `writable` paths. Apart from `run_kwargs`, which reads the host's
+        environment (`container_env`), so that a job's load can ask it (`jobparse`)."""
+        return {
+            "/tmp": f"size={self.tmpfs_size}",
+            self.workdir: f"size={self.tmpfs_size},exec",
+            **{path: f"size={self.tmpfs_size},exec" for path in writable},
+        }
 
 
 def client():
