@@ -35,22 +35,16 @@ from worldtrace.sandboxes.conditions import Plan, parse_conditions
 from worldtrace.sandboxes.docker import ContainerPool, DockerConfig
 from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
 
-from .test_conditions_hunt_1206 import IMAGE, condition_lines, reset, say, terminal
-
-BUSYBOX = "worldtrace/busybox:latest"
-
-
-def wt(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["worldtrace", *args], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
-
-
-def job_file(tmp_path: Path, conditions: str, sandbox: str = "{kind: terminal}") -> Path:
-    f = tmp_path / "job.yaml"
-    f.write_text(
-        f"name: c\nsandbox: {sandbox}\nconditions: {conditions}\n"
-        'tasks:\n  - {id: t, instruction: x, actions: ["id\\n"]}\n'
-    )
-    return f
+from .test_conditions_hunt_1206 import (
+    BUSYBOX,
+    IMAGE,
+    condition_lines,
+    job_file,
+    reset,
+    say,
+    terminal,
+    wt,
+)
 
 
 def submit_said(tmp_path: Path, wt_env: dict, conditions: str, sandbox: str = "{kind: terminal}"):
