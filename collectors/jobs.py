@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from worldtrace.sandboxes.base import SandboxError
 from worldtrace.schemas import Observation, Trajectory
-from worldtrace.schemas.store import visible
+from worldtrace.schemas.store import read_parquet, visible
 from worldtrace.schemas.tempfiles import try_lock, write_bytes_atomic
 
 from .episode import Interrupted, attempt_episode, failure_reason, retriable
@@ -173,10 +173,9 @@ def _status(path: Path) -> str:
     """The outcome status of a published attempt (`CUT` for one a stopped run cut short);
     `DamagedAttempt` when the file does not read."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        o = pq.read_table(path, columns=["outcome"]).column("outcome")[0].as_py()
+        o = read_parquet(path, ["outcome"]).column("outcome")[0].as_py()
         status, error = o["status"], o.get("error")
     except (OSError, pa.ArrowException, ValueError, LookupError, TypeError) as exc:
         # IndexError: no row; TypeError: a null outcome; OSError: no read permission too

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.store import read_parquet
+from worldtrace.schemas.tempfiles import open_parquet
 
 
 class TemplateCounts:
@@ -30,7 +31,7 @@ class TemplateCounts:
         path = Path(processed) / F.PROCESS_INDEX / F.TEMPLATE_COUNTS_FILE
         keys, counts = np.zeros(0, np.uint64), np.zeros(0, np.int64)
         if path.exists():
-            t = pq.read_table(path, columns=["key", "count"])
+            t = read_parquet(path, ["key", "count"])
             keys = t["key"].to_numpy().astype(np.uint64)
             counts = t["count"].to_numpy().astype(np.int64)
         order = np.argsort(keys, kind="stable")
@@ -55,7 +56,7 @@ def decisions(trajectories_file: Path, counts: TemplateCounts) -> tuple[list, li
     path = turns_file(trajectories_file)
     if not path.exists():
         return None
-    pf = pq.ParquetFile(path)
+    pf = open_parquet(path)
     if "_alt_from" not in pf.schema_arrow.names:
         return None
     t = pf.read(

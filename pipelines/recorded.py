@@ -222,13 +222,12 @@ def _names(files: Iterable[str], processed: Path) -> set[str]:
 
 def _read(table: Path, columns: list[str]):
     import pyarrow as pa
-    import pyarrow.parquet as pq
-    from worldtrace.schemas.store import shard_files
+    from worldtrace.schemas.store import read_parquet, shard_files
 
     files = [str(f) for f in shard_files(Path(table))]
     if not files:
         return pa.table({c: pa.array([], pa.string()) for c in columns})
-    return pq.read_table(files, columns=columns)
+    return read_parquet(files, columns)
 
 
 _PLACE = r":(row|line|record) \d+$"

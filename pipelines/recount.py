@@ -145,7 +145,7 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     `ROW_GROUP_ROWS` rows at a time: memory stays flat however large the export."""
     import numpy as np
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+    from worldtrace.schemas.tempfiles import open_parquet
 
     seq_len = (m.get("sampling") or {}).get("seq_len") or 0
     eod = (m.get("tokenizer") or {}).get("eod_id")
@@ -161,7 +161,7 @@ def _recount_parquet(d: Path, m: dict[str, Any]) -> tuple[dict[str, Any], list[s
     bad_doc_starts, first_bad_doc = 0, ""
     by = {k: Counter() for k in ("samples", "tokens", "loss_tokens")}
     for s in m["shards"]:
-        with pq.ParquetFile(d / s["path"]) as f:
+        with open_parquet(d / s["path"]) as f:
             tid = "trajectory_id" in f.schema_arrow.names and tids is not None
             tids = tids if tid else None
             at = 0  # the batch's first row in the shard

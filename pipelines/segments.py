@@ -42,6 +42,7 @@ from worldtrace.schemas.tempfiles import (
     DamagedFile,
     first_line,
     index_read,
+    open_parquet,
     unreadable,
 )
 
@@ -146,7 +147,7 @@ def _probe_rows(f: Path, schema: pa.Schema) -> pa.Table:
     if f.suffix == PROBE_SUFFIX:
         t = pa.ipc.open_file(pa.memory_map(str(f))).read_all()
     else:  # written by an earlier version
-        pf = pq.ParquetFile(f)
+        pf = open_parquet(f)
         t = pf.read(columns=[c for c in columns if c in pf.schema_arrow.names])
     for c in columns:
         if c not in t.column_names and c in PROBE_OPTIONAL:
@@ -480,7 +481,7 @@ def cluster_rows(segment: pa.Table, dec: list[tuple]) -> pa.Table:
 def read_for_finalize(path: Path) -> pa.Table:
     """A segment's columns `finalize` uses: not the signatures and band keys, a quarter
     of a segment's read (2.5 of ~10 ms for 1,024 records) that pass 2 only dropped."""
-    segment = pq.ParquetFile(path)
+    segment = open_parquet(path)
     return segment.read(columns=[c for c in segment.schema_arrow.names if c not in (SIG, BANDS)])
 
 

@@ -17,9 +17,9 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import ArrowFileWriter, write_table_atomic
+from worldtrace.schemas.tempfiles import open_parquet
 
 from . import segments as G
 from .dedup import SIG_SCHEMA, SINGLETON_KEPT, Merge
@@ -97,7 +97,7 @@ class _OldMatches(beam.DoFn):
         tids, bands = self._arrays(probe)
         path = self.index / G.SEGMENTS / f"{stem}.parquet"
         with G.index_read(path):
-            segment = pq.ParquetFile(path)
+            segment = open_parquet(path)
             t = segment.read(columns=[CONTENT, BANDS])  # the probe's only
         hit = _hits(t, tids, bands, CONTENT, BANDS)
         if hit.any():

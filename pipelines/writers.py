@@ -34,7 +34,7 @@ from worldtrace.schemas.store import (
     temp_name,
     write_bytes_atomic,
 )
-from worldtrace.schemas.tempfiles import _fsync_dir, lock_holder, try_lock
+from worldtrace.schemas.tempfiles import _fsync_dir, lock_holder, parquet_writer, try_lock
 from worldtrace.schemas.text import json_excerpt
 
 from .mask import keep_turn
@@ -412,12 +412,11 @@ class ParquetRows:
             return
         if self._w is None:
             self._path = self.directory / f"{self.part}-export-{self._seq:05d}.parquet"
-            self._w = pq.ParquetWriter(
+            self._w = parquet_writer(  # page checksums, as the store's (`PAGE_CHECKSUMS`)
                 self._path,
                 self.schema,
                 compression="zstd",
                 use_dictionary=[f.name for f in self.schema if f.type == pa.string()],
-                write_page_checksum=True,  # a reader that verifies pages sees a damaged one
             )
         self._w.write_batch(_batch(self._buf, self.schema), row_group_size=ROW_GROUP_ROWS)
         self._buf = []

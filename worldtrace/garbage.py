@@ -29,7 +29,7 @@ from pathlib import Path
 
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.store import TMP_PREFIX, TMP_STALE_SECONDS, shard_files
+from worldtrace.schemas.store import TMP_PREFIX, TMP_STALE_SECONDS, read_parquet, shard_files
 
 RUN_PREFIX, STAGING_PREFIX, OLD_PREFIX = ".run-", ".staging-", ".old-"
 LEFTOVER_PREFIXES = (TMP_PREFIX, RUN_PREFIX, STAGING_PREFIX, OLD_PREFIX)
@@ -219,10 +219,9 @@ def _rows(shard: Path) -> list[dict]:
     damaged `store shard`, and a resume stops on it, naming it: `jobs.DamagedAttempt`).
     One such file made gc and doctor end in a traceback (hunt 1206o)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        return pq.read_table(shard, columns=[F.TRAJECTORY_ID, F.SOURCE]).to_pylist()
+        return read_parquet(shard, [F.TRAJECTORY_ID, F.SOURCE]).to_pylist()
     except (OSError, pa.ArrowException, ValueError):
         return []
 
