@@ -520,6 +520,10 @@ _ARG_LEAD = r"(?:[ \t](?:\\{0,3}[\"'])?|[\[,]\\{0,3}[\"'])"
 """Before an option of a command: a blank, or a list item's opening quote (after `[`,
 `,` or a blank: `["mysql", "-pX"]`, compact `["curl","-u",...]`)."""
 
+_OPT_SEP = rf"(?:[ \t]+|=(?![=\s])|{_ITEM}|{_FLOW}|{_BLOCK})"
+"""Between a credential option and its value: spaces, `=`, or a list item's separator
+(`_ITEM`, `_FLOW`, `_BLOCK`)."""
+
 
 def _option(words: str) -> str:
     """A command-line option ending in one of `words` (a regex), then its value after
@@ -527,7 +531,7 @@ def _option(words: str) -> str:
     `--db-password X`, `--api-key=X`, `--token="X"`, `"--secret", "X"`, `[--token, X]`.
     Every credential option takes `=` (2026-12-06: `--token=X`, `--secret=X` were kept,
     `--api-key=X` redacted, only the names `_SEP` reads after a word taking it)."""
-    return rf"--(?:[A-Za-z0-9]+-)*(?:{words})(?:[ \t]+|=(?![=\s])|{_ITEM}|{_FLOW}|{_BLOCK})"
+    return rf"--(?:[A-Za-z0-9]+-)*(?:{words}){_OPT_SEP}"
 
 
 _PASSWORD = (
@@ -769,11 +773,10 @@ def _credential_option(kind: str) -> tuple[str, str, int, tuple[str, ...]]:
     of any shape."""
     names = sorted(CREDENTIAL_OPTIONS[kind], key=len, reverse=True)
     least, letter = (6, False) if kind == "password" else (8, True)
-    seps = rf"(?:[ \t]+|=(?![=\s])|{_ITEM}|{_FLOW}|{_BLOCK})"
     value = _value(least, letter, shaped=False, end=_OPT_END, kept=_NO_OPTION_VALUE)
     last = {"password": ("pass",), "token": ("token",), "secret_key": ("secret",),
             "api_key": ("key",)}[kind]  # fmt: skip
-    return kind, rf"--(?:{'|'.join(map(re.escape, names))}){seps}{value}", -1, last
+    return kind, rf"--(?:{'|'.join(map(re.escape, names))}){_OPT_SEP}{value}", -1, last
 
 
 _CREDENTIAL_OPTION_RULES = tuple(map(_credential_option, CREDENTIAL_OPTIONS))
