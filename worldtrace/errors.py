@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures.process import BrokenProcessPool
+from types import FrameType
 from typing import Any
 
 EXIT_MACHINE = 1
@@ -74,10 +75,7 @@ def interrupts(
         if hold is not None and hold():
             return
         raised.append(True)
-        # with its name as argument: Beam re-raises an exception inside a DoFn as
-        # `type(exn)(exn.args[0] + step)`, and one without arguments as a RuntimeError
-        name = STOP_NAMES[taken[0]]
-        raise Terminated(name) if taken[0] == signal.SIGTERM else KeyboardInterrupt(name)
+        _raise_stop(taken[0], frame)
 
     import click
 
@@ -149,8 +147,53 @@ def _cli_stop(signum: int, frame: Any) -> None:
         click.echo(f"{STOP_NAMES[signum]} again: stopping at once", err=True)
         raise SystemExit(128 + signum)
     _STOPS.append(signum)
+    _raise_stop(signum, frame)
+
+
+IMPORT_MACHINERY = "<frozen importlib._bootstrap"
+"""How the import system's own frames are named (`_bootstrap`, `_bootstrap_external`)."""
+
+
+def _import_running(frame: FrameType | None) -> FrameType | None:
+    """The outermost frame of the import system under `frame` (an import runs), or None."""
+    outermost = None
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(IMPORT_MACHINERY):
+            outermost = frame
+        frame = frame.f_back
+    return outermost
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    """Raise the stop of `signum` (KeyboardInterrupt, `Terminated`) where the main thread
+    is, or, while it imports a module, as soon as the import has ended. An exception raised
+    inside an import leaves that import, and pyarrow imports pandas on its first use from
+    C++ that takes any failure of that import for "no pandas" and drops it: a Ctrl-C in
+    those ~0.2 s of `export` (`ChunkedArray.to_numpy`) was lost, and the export went on to
+    its end, hours on a large store (found 2026-12-06). Deferred by a profile function
+    (the main thread's only): cheap while it waits for the import's outermost frame to
+    return, it raises at the next call or return outside any import; one that another
+    tool set (a profiler) is left alone, and the stop raised at once."""
+    # with its name as argument: Beam re-raises an exception inside a DoFn as
+    # `type(exn)(exn.args[0] + step)`, and one without arguments as a RuntimeError
     name = STOP_NAMES[signum]
-    raise Terminated(name) if signum == signal.SIGTERM else KeyboardInterrupt(name)
+    stop = Terminated(name) if signum == signal.SIGTERM else KeyboardInterrupt(name)
+    importing = _import_running(frame)
+    if importing is None or sys.getprofile() is not None:
+        raise stop
+    waiting = [importing]
+
+    def when_imported(frame: FrameType, event: str, arg: Any) -> None:
+        if waiting[0] is not None:  # inside the import: only its end is looked for
+            if event == "return" and frame is waiting[0]:
+                waiting[0] = None
+            return
+        waiting[0] = _import_running(frame)  # another one may have started meanwhile
+        if waiting[0] is None:
+            sys.setprofile(None)
+            raise stop
+
+    sys.setprofile(when_imported)
 
 
 def cli_stops() -> None:
