@@ -86,6 +86,12 @@ CLOSE_WAIT = 30.0
 HOSTNAME = "sandbox"
 """Every sandbox container's hostname (the prompt says `user@sandbox`): docker's default,
 the random container id, would be per-episode noise in the recorded text."""
+NAMESERVER = "127.0.0.1"
+"""The one nameserver of every sandbox's /etc/resolv.conf: docker copies the host's
+nameservers into a container's, `network_mode: none` too, so `cat /etc/resolv.conf` in
+an episode recorded the collecting machine's infrastructure (and text that changed with
+the machine). The loopback address is what glibc takes when the file names none; with no
+network nothing answers there, as nothing answered before."""
 NO_LOGS = {"type": "none", "config": {}}
 """The log driver of sandbox containers: nothing PID 1 prints is kept. With docker's
 default (json-file, unbounded) `yes > /proc/1/fd/1` grew a file in /var/lib/docker by
@@ -289,6 +295,7 @@ class DockerConfig:
         kw: dict[str, Any] = {
             "network_mode": "none",
             "hostname": HOSTNAME,
+            "dns": [NAMESERVER],
             "mem_limit": self.memory,
             "memswap_limit": self.memory,
             "nano_cpus": int(self.cpus * 1e9),
