@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
-from worldtrace.schemas.publish import reading
+from worldtrace.schemas.publish import reading, tables_run
 from worldtrace.schemas.records import is_synthetic
 from worldtrace.schemas.store import row_count
 from worldtrace.schemas.tempfiles import DamagedFile, first_line
@@ -330,15 +330,15 @@ def export(
     # one export to a directory at a time; one run's tables: a `process` run may not swap
     # them while they are read
     with output_lock(cfg.output), reading(Path(cfg.input).parent):
-        policy = _run_settings(cfg, run_seed)  # said before any work is done
+        policy, run_id = _run_settings(cfg, run_seed)  # said before any work is done
         if total is not None:
             total(row_count(cfg.input))
-        return _export(cfg, batch, progress, policy)
+        return _export(cfg, batch, progress, policy, run_id)
 
 
-def _run_settings(cfg: ExportConfig, run_seed: bool) -> dict[str, Any] | None:
-    """The processing run's mask policy, its seed put in `cfg` when `run_seed`: its
-    manifest read once, under the lock (`export`), so both are of the tables read."""
+def _run_settings(cfg: ExportConfig, run_seed: bool) -> tuple[dict | None, str | None]:
+    """The processing run's mask policy and id, its seed put in `cfg` when `run_seed`: its
+    manifest read once, under the lock (`export`), so all three are of the tables read."""
     run = processing_run(cfg.input) or {}
     seed = (run.get("config") or {}).get("seed")
     if run_seed and seed is not None and seed != cfg.seed:
@@ -350,10 +350,12 @@ def _run_settings(cfg: ExportConfig, run_seed: bool) -> dict[str, Any] | None:
                 f"the processing run's seed: {exc}: pass --seed N, or process again with "
                 "`worldtrace process --rebuild --set seed=N`"
             ) from None
-    return run.get("policy")
+    return run.get("policy"), tables_run(run)
 
 
-def _export(cfg: ExportConfig, batch: int, progress, policy: dict | None) -> dict[str, Any]:
+def _export(
+    cfg: ExportConfig, batch: int, progress, policy: dict | None, run_id: str | None = None
+) -> dict[str, Any]:
     """`export` under processed/'s lock."""
     fractions = parse_split(cfg.split)
     selection = None
@@ -399,6 +401,7 @@ def _export(cfg: ExportConfig, batch: int, progress, policy: dict | None) -> dic
         manifests = {}
         for n in names:
             m = _manifest(cfg, builder, prompt, tok, trajectories[n], n_rows[n], n, policy)
+            m[PROCESSING_RUN] = run_id
             m["counts"].update(
                 zip(SYNTHETIC_COUNTS, (synthetic[n], builder.synthetic[n]), strict=True)
             )
@@ -413,6 +416,7 @@ def _export(cfg: ExportConfig, batch: int, progress, policy: dict | None) -> dic
         if not fractions:
             return manifests[MAIN_PART]
         top = _top_manifest(cfg, fractions, manifests, dirs)
+        top[PROCESSING_RUN] = run_id
         if selection is not None:
             top["where"] = _where_info(selection)
         write_manifest(staging, top)
@@ -700,6 +704,10 @@ def _summed_by_domain(
 
 
 PROCESS_FIX = "`worldtrace process --rebuild` writes it again"
+PROCESSING_RUN = "processing_run"
+"""The manifest field naming the `worldtrace process` run whose tables an export read
+(`publish.tables_run`; null for an input without a run manifest): the `exports` view tells an export
+made before the processed data was replaced by a later run (`current_run` false)."""
 
 
 def processing_run(input_dir: str) -> dict[str, Any] | None:

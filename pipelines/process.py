@@ -34,7 +34,14 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
 from worldtrace.schemas.hashing import recorded_key, sha256_file, stat_key
-from worldtrace.schemas.publish import finish_stopped, pending, readers_only, run_manifest
+from worldtrace.schemas.publish import (
+    TABLES_RUN,
+    finish_stopped,
+    pending,
+    readers_only,
+    run_manifest,
+    tables_run,
+)
 from worldtrace.schemas.publish import publish as journalled_publish
 from worldtrace.schemas.store import (
     broken_link,
@@ -204,6 +211,8 @@ class Previous:
     nothing."""
     read_before: int = 0
     """Records every earlier run read (the last manifest's `accounting.in`)."""
+    tables_run: str | None = None
+    """The run that published the tables processed/ holds (`publish.tables_run`)."""
 
 
 def moved_paths(seen: pa.Table, was: str, output: Path) -> tuple[pa.Table, bool]:
@@ -262,7 +271,7 @@ def load_previous(output: Path, cfg: ProcessConfig) -> Previous:
     seen = read_shards(index / G.SHARDS_FILE)
     seen, moved = moved_paths(seen, before.get("output"), output)
     G.check_index(index, stems)  # before the pipeline starts: one line naming the file
-    return Previous(index, stems, seen, G.probed_stems(index), moved, read_before)
+    return Previous(index, stems, seen, G.probed_stems(index), moved, read_before, tables_run(last))
 
 
 def read_shards(path: Path) -> pa.Table:
@@ -935,6 +944,7 @@ def _run(cfg: ProcessConfig, files: list[str], output: Path, progress: Progress 
         if not _publishing(output, run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)
     manifest = _manifest(cfg, prev, files, todo, run_id, started, {}, rejected)
+    manifest[TABLES_RUN] = prev.tables_run or run_id  # no table published: the last run's
     manifest["accounting"] = _balanced(accounting(output), read_before, {})
     write_bytes_atomic(output / MANIFEST, _json(manifest))
     return manifest
@@ -976,6 +986,7 @@ def _manifest(
     counts = {**counts, "read": counts.get("read", 0)}
     return {
         "run_id": run_id,
+        TABLES_RUN: run_id,
         "schema_version": F.SCHEMA_VERSION,
         "layout": LAYOUT,
         "inputs": files,

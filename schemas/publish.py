@@ -311,6 +311,18 @@ def run_manifest(path: Path) -> dict:
     return run
 
 
+TABLES_RUN = "tables_run"
+"""The run manifest field naming the run that published the tables processed/ holds: the
+run itself, or when it read nothing new (and published no table), the one before it."""
+
+
+def tables_run(run: dict) -> str | None:
+    """The run whose tables processed/ holds, by run manifest `run` (a manifest from before
+    `TABLES_RUN` was written: its own `run_id`); None when it names none."""
+    value = run.get(TABLES_RUN) or run.get("run_id")
+    return value if isinstance(value, str) else None
+
+
 def _manifest_problem(run: dict) -> str | None:
     """What of a run manifest's fields is not in its shape (None when all are): `config`
     and `accounting.in` (without them an incremental run would say "settings changed"

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from . import fields as F
 from .arrow import arrow_schema
 from .lockdown import locked_connection
-from .publish import finish_publish, restore_swaps
+from .publish import finish_publish, restore_swaps, tables_run
 from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
 from .sqlite import connect_read_only
@@ -151,6 +151,7 @@ EXPORTS_SCHEMA = pa.schema(
         ("name", pa.string()), ("format", pa.string()), ("samples", pa.int64()), ("rows", pa.int64()),
         ("tokens", pa.int64()), ("loss_tokens", pa.int64()), ("tokenizer", pa.string()),
         ("template", pa.string()), ("keep_mode", pa.string()), ("seed", pa.int64()), ("path", pa.string()),
+        ("processing_run", pa.string()), ("current_run", pa.bool_()),
     ]
 )  # fmt: skip
 
@@ -458,11 +459,14 @@ EXPORT_INTS = ("samples", "rows", "tokens", "loss_tokens")
 """The counts of an export's manifest the `exports` view shows (int64 columns)."""
 
 
-def _exports_table(export_dir: Path, skipped: Skipped | None = None) -> pa.Table:
+def _exports_table(
+    export_dir: Path, skipped: Skipped | None = None, run_id: str | None = None
+) -> pa.Table:
     """A row per export under `export_dir` with a manifest. A manifest that does not read
     or is not shaped as export writes it (not JSON, not UTF-8, not an object, a count
     that is no int64) is left out and added to `skipped`, as an unreadable shard: one bad
-    file must not fail every command that opens the views."""
+    file must not fail every command that opens the views. `run_id`: the processed data's
+    run (`current_run`: whether an export read its tables; null when either is unknown)."""
     rows = []
     for m in sorted(export_dir.glob("*/manifest.json")) if export_dir.exists() else []:
         if m.parent.name.startswith("."):  # an export being written or replaced (`.staging-*`,
@@ -472,8 +476,20 @@ def _exports_table(export_dir: Path, skipped: Skipped | None = None) -> pa.Table
             if skipped is not None:
                 skipped.append((m, row))
             continue
+        made = row["processing_run"]
+        row["current_run"] = None if made is None or run_id is None else made == run_id
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=EXPORTS_SCHEMA)
+
+
+def processed_run_id(store: Store) -> str | None:
+    """The run whose tables processed/ holds (`publish.tables_run`); None when there is
+    none or its manifest does not read (every reading command names a damaged one)."""
+    try:
+        run = json.loads((store.processed / F.PROCESS_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return tables_run(run) if isinstance(run, dict) else None
 
 
 def _export_row(m: Path) -> dict | str:
@@ -497,7 +513,7 @@ def _export_row(m: Path) -> dict | str:
             where = key if key == "seed" else f"counts.{key}"
             return f"{where} is not an integer of 64 bits ({_excerpt(value)})"
         row[key] = value
-    for key in ("format", "keep_mode"):
+    for key in ("format", "keep_mode", "processing_run"):
         if (value := d.get(key)) is not None and not isinstance(value, str):
             return f"{key} is not a string ({_excerpt(value)})"
         row[key] = value
@@ -758,7 +774,7 @@ def connect(
     for name, table in (
         ("jobs", jobs),
         ("episodes", episodes),
-        ("exports", _exports_table(store.export, skipped)),
+        ("exports", _exports_table(store.export, skipped, processed_run_id(store))),
     ):
         regs[f"_t_{name}"] = table
         ddl.append(f"CREATE VIEW {name} AS SELECT * FROM _t_{name}")

@@ -42,7 +42,7 @@ class Section:
     raw_column: str | None = None
     """A table of raw and processed data side by side: its column counting raw rows.
     When no row has any (the raw views read nothing), the table is printed and says
-    below it why, as an empty table of the raw data says it (`raw_note`)."""
+    below it why, as an empty table of the raw data says it (`note`)."""
     shown: int | None = None
     """Rows the table prints (`stats`, the report); the others are summed in one last
     row and named with where to read them (`rest`), never left out in silence.
@@ -65,16 +65,39 @@ class Section:
             return self.empty
         return UNPROCESSED if state == "raw" else self.none
 
-    def raw_note(self, columns: list[str], rows: list[tuple], state: str | None) -> str | None:
-        """What a table of raw and processed data says below its rows when the raw views
-        read nothing (every row's raw count is 0: shards gone, unread, or the data was
-        processed from files outside the store), else None."""
+    current_column: str | None = None
+    """A table of exports: its column saying whether each was made from the tables the
+    processed data holds now (`exports.current_run`); `note` names those that were not."""
+
+    def note(self, columns: list[str], rows: list[tuple], state: str | None) -> str | None:
+        """What the table says below its rows (None: nothing): exports made from an
+        earlier processing run (`current_column`), or for a table of raw and processed
+        data, that the raw views read nothing (every row's raw count is 0: shards gone,
+        unread, or the data was processed from files outside the store)."""
+        if self.current_column is not None:
+            return _older_exports(columns, rows, self.current_column)
         if self.raw_column is None or not rows or state not in (*PROCESSED, *NO_RAW_SAID):
             return None
         i = columns.index(self.raw_column)
         if any(r[i] for r in rows):
             return RAW_BESIDE_SAID if state == RAW_BESIDE else None
         return RAW_UNREAD if state in PROCESSED else NO_RAW_SAID[state]
+
+
+def _older_exports(columns: list[str], rows: list[tuple], current: str) -> str | None:
+    """The exports of `rows` made from an earlier `process` run than the processed data's
+    (its `current` column false), or None: training on one trains on data the store no
+    longer holds as it was (another dedup, filters, mask draw)."""
+    at, name = columns.index(current), columns.index("name")
+    older = [r[name] for r in rows if r[at] is False]
+    if not older:
+        return None
+    shown = ", ".join(older[:5]) + (f" and {len(older) - 5} more" if len(older) > 5 else "")
+    return (
+        f"{len(older)} of {len(rows)} made from an earlier `worldtrace process` run than the "
+        f"processed data now ({shown}): export again to train on it (`SELECT name, "
+        "processing_run FROM exports WHERE NOT current_run` lists them)"
+    )
 
 
 UNPROCESSED = "not processed yet: run `worldtrace process`"
@@ -283,8 +306,8 @@ STATS_SECTIONS = (
         FROM r FULL JOIN p USING (domain)
         WHERE coalesce(r.placeholders, 0) + coalesce(p.placeholders, 0) > 0 ORDER BY domain""",
         empty="none: no secret was replaced"),
-    Section("exports", "exports", "SELECT name, format, samples, rows, tokens, loss_tokens, round(loss_tokens / nullif(tokens, 0), 4) AS loss_share, keep_mode FROM exports ORDER BY name",
-        empty="none (`worldtrace export` writes one)"),
+    Section("exports", "exports", "SELECT name, format, samples, rows, tokens, loss_tokens, round(loss_tokens / nullif(tokens, 0), 4) AS loss_share, keep_mode, current_run FROM exports ORDER BY name",
+        empty="none (`worldtrace export` writes one)", current_column="current_run"),
     Section("jobs", "jobs", """
         SELECT status, count(*) AS jobs, sum(episodes) AS episodes, sum(succeeded) AS succeeded,
                sum(failed) AS failed,
@@ -319,12 +342,12 @@ class Answer:
     """The rows shown: past `Section.shown`, the rest summed in one last row."""
     notes: list[str]
     """Lines said below the table: rows not shown and where to read them, raw data not
-    read (`Section.raw_note`)."""
+    read, exports made from an earlier run (`Section.note`)."""
 
 
 def answer(s: Section, columns: list[str], rows: list[tuple], state: str | None = None) -> Answer:
     """The table `s` as printed, from every row of its query (`state`: the store's)."""
-    notes = [note] if (note := s.raw_note(columns, rows, state)) else []
+    notes = [note] if (note := s.note(columns, rows, state)) else []
     if s.shown is not None and len(rows) > s.shown + 1:  # one row is shown, not summed
         left = rows[s.shown :]
         t = columns.index(s.tally)
@@ -410,7 +433,7 @@ def stats_document(con: duckdb.DuckDBPyConnection, store: Store) -> dict[str, An
     for s in STATS_SECTIONS:
         columns, rows = _rows(con, s.sql)
         sections[s.key] = [dict(zip(columns, r, strict=True)) for r in rows]
-        if note := s.raw_note(columns, rows, state):  # what the raw columns leave out
+        if note := s.note(columns, rows, state):  # what the raw columns leave out
             said.append(f"{s.key}: {note}")
     note = next_step(store)
     notes = [note, *said] if note else said
