@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import threading
 import uuid
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from pydantic import AfterValidator, Field
 from worldtrace.schemas.parsing import configclass
 
 from .base import SandboxConfigError, SandboxError
-from .execs import exec_capture, not_running
+from .execs import check_running, exec_capture, not_running
 from .owners import (
     EPISODE_LABEL,
     LABEL,
@@ -499,10 +500,36 @@ class ContainerPool:
                 ) from exc
         try:
             self._check_user(c)
-        except SandboxConfigError:
+            self._give_workdir(c)
+        except SandboxError:
             self.release(c)
             raise
         return c
+
+    def _give_workdir(self, container) -> None:
+        """The working directory (the agent's `$HOME` in a terminal) becomes the agent's
+        when it is not root, as `permission` hands it to its user: docker makes a workdir
+        the image lacks as root, mode 755, and a read-only root's tmpfs there alike, so
+        until 12-06 a `docker.user: nobody` agent could write nowhere but /tmp (`touch x`:
+        Permission denied in its home; in /root, mode 700, not even `ls`). The directory
+        only: what the image put in it keeps its owner, as under `docker run --user`. One
+        the agent can enter and write already (/tmp, a home the image gave it) is left as
+        it is."""
+        if self.user is None or self.user.split(":")[0] in ("0", "root"):
+            return
+        user, workdir = shlex.quote(self.user), shlex.quote(self.config.workdir)
+        usable = f"test -d {workdir} && test -w {workdir} && test -x {workdir}"
+        if exec_capture(container, ["sh", "-c", usable], 30, 64, user=self.user)[0] == 0:
+            return
+        code, out, _, _ = exec_capture(
+            container, ["sh", "-c", f"chown {user} {workdir} 2>&1"], 30, 1 << 12, user=ROOT
+        )
+        if code != 0:  # our set-up failing (the user was checked): the attempt's, retried
+            check_running(container, "the workdir could not be given to the agent's user")
+            raise SandboxError(
+                f"cannot give the workdir {self.config.workdir} to the user {self.user}: "
+                f"{out.strip()[-300:] or f'chown exit {code}'}"
+            )
 
     def _check_user(self, container) -> None:
         """Refuse an agent's user the image lacks (SandboxConfigError: no retry adds it),
