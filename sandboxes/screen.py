@@ -54,6 +54,14 @@ DA2 = "\x1b[>0;0;0c"
 """Secondary device attributes in xterm's form for a VT100, with no version: programs
 (vim, emacs) turn on newer xterm features by it (DCS requests, which pyte would show as
 text). XTVERSION (`CSI > q`) is not answered for the same reason, as VTE does not."""
+STRINGS = "P_^X"
+"""What follows ESC to open a control string (DCS, APC, PM, SOS), which runs to ST (`ESC
+\\`): a request (XTGETTCAP `ESC P + q`), tmux's passthrough, sixel and kitty images
+(`ESC _ G`). xterm shows none of it and answers none it does not know; pyte drew the body
+as text (`ESC P + q 436f ESC \\` showed `+q436f`). Any ESC ends one, as in xterm's
+parser (tmux's doubled ESC then starts the sequence it wraps)."""
+STRING_ABORTS = "\x18\x1a"
+"""CAN and SUB: a control string ends there, its body dropped, as xterm does."""
 PREFIXES = "<=>"
 """Characters that begin a CSI's parameters and change what it means (`CSI > c` asks
 for DA2, `CSI = c` for DA3, `CSI < u` pops kitty keyboard flags): pyte passes over `>`
@@ -257,12 +265,26 @@ def _stream_class():
         """DECID (`ESC Z`), which xterm answers as DA1."""
 
         def _initialize_parser(self) -> None:
-            self._esc, self._csi = False, None  # see `_send_to_parser`
+            self._esc, self._csi, self._string = False, None, False  # see `_send_to_parser`
             super()._initialize_parser()
 
         def _send_to_parser(self, char: str) -> bool | None:
             """pyte's parser, told the `PREFIXES` character of a CSI (`Screen.prefix`, for
-            the query it dispatches), which `<` and `=` do not reach."""
+            the query it dispatches), which `<` and `=` do not reach; the body of a control
+            string (`STRINGS`) it never sees."""
+            if self._string:
+                if char in STRING_ABORTS:
+                    self._string = False
+                    return True
+                if char != "\x1b":
+                    return None  # swallowed, one character at a time (no plain-text run)
+                self._string = False  # ESC ends it (`ESC \\`, ST) and starts a sequence
+            elif self._esc and char in STRINGS:
+                self._parser.send(char)  # pyte's no-op for an unknown escape: ground
+                self._esc, self._string = False, True
+                return None
+            elif self._esc and char == "\x1b":  # ESC ESC: the second starts anew, as in
+                self._initialize_parser()  # xterm (pyte took it for the first's final)
             if self._csi is not None:
                 if char in PREFIXES:
                     if not self._csi:
