@@ -24,12 +24,13 @@ import bisect
 import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.threads import DaemonPool
 
 from .mask import keep_turn, unit_draw
 from .prompt import SystemPrompt, trimmed
@@ -385,7 +386,7 @@ class SampleBuilder:
         """Samples of every batch of records, in order. Each batch's pieces are encoded on
         a helper thread, at most `job_chars` rendered characters at a time, while the
         previous ones are masked."""
-        with ThreadPoolExecutor(1, thread_name_prefix="encode") as pool:
+        with DaemonPool(1, "encode") as pool:  # a stop does not wait for a job (`threads`)
             pending: tuple[list, Future] | None = None
             for jobs in self._job_groups(batches):
                 future = pool.submit(self._encode_jobs, jobs)

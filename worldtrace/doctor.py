@@ -502,8 +502,9 @@ def run_checks(store=None, machine: bool = True) -> list[Check]:
     `--help`); `store` is the store whose shards are checked (default: the command
     line's). They run side by side (each mostly waits on a program it started: ~8 s one
     after another, the slowest alone side by side), listed in this order."""
-    from concurrent.futures import ThreadPoolExecutor
     from functools import partial
+
+    from worldtrace.schemas.threads import DaemonPool
 
     if store is None:  # the command line's, read here: click's context is this thread's
         store = _store()
@@ -516,7 +517,7 @@ def run_checks(store=None, machine: bool = True) -> list[Check]:
     ]
     if machine:
         checks += _machine_checks()
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with DaemonPool(8, "doctor") as pool:  # a stop does not wait for the checks left
         done = list(pool.map(lambda check: check(), checks))
     return [c for one in done for c in (one if isinstance(one, list) else [one])]
 

@@ -154,31 +154,48 @@ IMPORT_MACHINERY = "<frozen importlib._bootstrap"
 """How the import system's own frames are named (`_bootstrap`, `_bootstrap_external`)."""
 
 
-def _import_running(frame: FrameType | None) -> FrameType | None:
-    """The outermost frame of the import system under `frame` (an import runs), or None."""
+def _import_from_c(frame: FrameType | None) -> FrameType | None:
+    """The outermost frame of an import under `frame` that C code started (an extension's
+    `PyImport_ImportModule`), or None. An `import` statement (its frame at IMPORT_NAME)
+    or `importlib.import_module` hands an exception raised inside the import on to its
+    caller; C code may drop it."""
+    import dis
+    import importlib
+
+    statement, api = dis.opmap["IMPORT_NAME"], importlib.__file__
     outermost = None
     while frame is not None:
-        if frame.f_code.co_filename.startswith(IMPORT_MACHINERY):
-            outermost = frame
-        frame = frame.f_back
+        caller = frame.f_back
+        if frame.f_code.co_filename.startswith(IMPORT_MACHINERY) and (
+            caller is None or not caller.f_code.co_filename.startswith(IMPORT_MACHINERY)
+        ):  # the first frame of an import: who started it
+            by_python = caller is not None and (
+                caller.f_code.co_filename == api
+                or (caller.f_lasti >= 0 and caller.f_code.co_code[caller.f_lasti] == statement)
+            )
+            if not by_python:
+                outermost = frame
+        frame = caller
     return outermost
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
     """Raise the stop of `signum` (KeyboardInterrupt, `Terminated`) where the main thread
-    is, or, while it imports a module, as soon as the import has ended. An exception raised
-    inside an import leaves that import, and pyarrow imports pandas on its first use from
-    C++ that takes any failure of that import for "no pandas" and drops it: a Ctrl-C in
-    those ~0.2 s of `export` (`ChunkedArray.to_numpy`) was lost, and the export went on to
-    its end, hours on a large store (found 2026-12-06). Deferred by a profile function
-    (the main thread's only): cheap while it waits for the import's outermost frame to
-    return, it raises at the next call or return outside any import; one that another
-    tool set (a profiler) is left alone, and the stop raised at once."""
+    is, or, while it runs an import C code started, as soon as that import has ended.
+    pyarrow imports pandas on its first use from C++ that takes any failure of that
+    import, the interrupt raised inside it included, for "no pandas" and drops it: a
+    Ctrl-C in those ~0.2 s of `export` (`ChunkedArray.to_numpy`) was lost, and the export
+    went on to its end, hours on a large store (found 2026-12-06). An import statement's
+    own imports are not waited for (Beam's, 1-3 s of `process`' start): the interrupt
+    leaves them as it leaves any code. Deferred by a profile function (the main
+    thread's only): cheap while it waits for the import's outermost frame to return, it
+    raises at the next call or return outside such an import; one that another tool set
+    (a profiler) is left alone, and the stop raised at once."""
     # with its name as argument: Beam re-raises an exception inside a DoFn as
     # `type(exn)(exn.args[0] + step)`, and one without arguments as a RuntimeError
     name = STOP_NAMES[signum]
     stop = Terminated(name) if signum == signal.SIGTERM else KeyboardInterrupt(name)
-    importing = _import_running(frame)
+    importing = _import_from_c(frame)
     if importing is None or sys.getprofile() is not None:
         raise stop
     waiting = [importing]
@@ -188,7 +205,7 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
             if event == "return" and frame is waiting[0]:
                 waiting[0] = None
             return
-        waiting[0] = _import_running(frame)  # another one may have started meanwhile
+        waiting[0] = _import_from_c(frame)  # another one may have started meanwhile
         if waiting[0] is None:
             sys.setprofile(None)
             raise stop
