@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from worldtrace.collectors import MAX_TURNS_STOP, ending
+from worldtrace.errors import STOP_NAMES
 
 
 def outcome_text(status: str, turns: int, error: str | None, seconds: float | None = None) -> str:
@@ -253,10 +254,16 @@ class StepProgress:
             )
 
 
-def print_run(result: Any, listed: bool, progress: CollectProgress | None = None) -> None:
+def print_run(
+    result: Any,
+    listed: bool,
+    progress: CollectProgress | None = None,
+    stopped_by: int | None = None,
+) -> None:
     """After `collect`: each attempt (unless plain progress lines showed them) with the
     reason of each failure, then where the trajectories went, the episodes that failed
-    for good and, after an interrupt, what is left and how to finish it."""
+    for good and, after an interrupt (by signal `stopped_by`), what is left and how to
+    finish it."""
     if listed:
         for t in result.trajectories:
             click.echo(
@@ -312,7 +319,8 @@ def print_run(result: Any, listed: bool, progress: CollectProgress | None = None
             then = "a quick --sandbox run cannot be resumed"
         else:
             then = "the job has no episode left to run"
-        click.echo(f"interrupted: {cut}{progress.left} episode(s) not run; {then}", err=True)
+        by = f" ({STOP_NAMES[stopped_by]})" if stopped_by in STOP_NAMES else ""
+        click.echo(f"interrupted{by}: {cut}{progress.left} episode(s) not run; {then}", err=True)
 
 
 def _clock() -> str:

@@ -231,7 +231,7 @@ def test_ctrl_c_prints_a_resume_command_that_finishes_the_job(docker_engine, wt_
     assert proc.returncode == 130, err
     command = f"worldtrace collect {f} --resume {job}"
     assert (
-        f"interrupted: a-e0 attempt 1 was published as it stood (incomplete; a resume runs "
+        f"interrupted (Ctrl-C): a-e0 attempt 1 was published as it stood (incomplete; a resume runs "
         f"that episode again); 1 episode(s) not run; finish the job with: {command}"
     ) in err, err
     assert published(raw).keys() == {("a-e0", 1)}

@@ -187,7 +187,7 @@ def collect(
     stop = threading.Event()
     live = sys.stdout.isatty()
     hint = (lambda job_id: _resume_command(ctx, job_file, job_id)) if job_file else None
-    with _on_signals(lambda: stop.set()), CollectProgress(live, hint) as progress:
+    with _on_signals(lambda: stop.set()) as taken, CollectProgress(live, hint) as progress:
         try:
             result = run_job(
                 spec, s.raw, job_id=resume_id, stop=stop, on_event=_with_warnings(progress),
@@ -196,9 +196,9 @@ def collect(
         except (SandboxError, JobBusy, DamagedAttempt) as exc:
             raise click.ClickException(str(exc)) from exc
     _note_short(result.trajectories)  # before the summary: stderr ends on what failed
-    print_run(result, listed=live, progress=progress)
-    if result.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
+    print_run(result, listed=live, progress=progress, stopped_by=taken[0] if taken else None)
+    if result.interrupted:  # 130 after Ctrl-C, 143 after SIGTERM, as every command
+        sys.exit(128 + taken[0] if taken else EXIT_INTERRUPTED)
     if progress.failed_episodes:
         sys.exit(EXIT_EPISODES_FAILED)
 
@@ -406,21 +406,22 @@ def typed_keys(text: str) -> str:
 
 
 @contextlib.contextmanager
-def _on_signals(stop: Callable[[], None]) -> Iterator[None]:
-    """SIGINT/SIGTERM call `stop` (finish cleanly); a second one exits at once."""
+def _on_signals(stop: Callable[[], None]) -> Iterator[list[int]]:
+    """SIGINT/SIGTERM call `stop` (finish cleanly); a second one exits at once. Yields
+    the list the first signal taken goes in (`collect` exits with its status)."""
+    taken: list[int] = []
 
     def handler(signum, frame) -> None:
-        if handler.seen:  # type: ignore[attr-defined]
-            raise SystemExit(EXIT_INTERRUPTED)
-        handler.seen = True  # type: ignore[attr-defined]
+        if taken:
+            raise SystemExit(128 + taken[0])
+        taken.append(signum)
         stop()  # before the line: a caller may answer the line with the second signal
         click.echo(f"{signal.Signals(signum).name}: stopping after the current step", err=True)
 
-    handler.seen = False  # type: ignore[attr-defined]
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with main_thread_woken(old):  # said when it comes, not when the step's wait ends
-            yield
+            yield taken
     finally:
         for s, h in old.items():
             signal.signal(s, h)
