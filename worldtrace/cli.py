@@ -31,14 +31,12 @@ from .commands import (
     system,
 )
 from .options import ConfigCommand
+from .stopping import ENDS_ON_A_STOP
 
 COMMAND_MODULES = (data, collect, jobs, process, export, query, redact, gc, system)
 REDACT_CONFIG_ENV = "WORLDTRACE_REDACT_CONFIG"
 """`schemas.redact_rules.CONFIG_ENV`, named here so that a command run without it does not
 load that module to learn its name (`check_redact_config`; a test ties the two)."""
-ENDS_ON_A_STOP = ("worker",)
-"""Commands whose stop (Ctrl-C, SIGTERM) is their ordinary end, exit 0 (docs/collect.md,
-"Stopping"), whenever it comes (`_to_its_end`)."""
 _AS_MAIN: list[bool] = []
 """Set by `main`: this process is the `worldtrace` command, its signal handling the CLI's
 (a test's CliRunner runs commands in a process whose handling is the test's)."""

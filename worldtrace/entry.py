@@ -15,6 +15,8 @@ import _signal  # the interpreter's own: `signal` builds its enums first (~1 ms 
 import contextlib
 import os
 
+from .stopping import stop_status
+
 NOT_STARTED = "the command had not started its work"
 """What a stop while loading says the store holds: `errors.NOT_STARTED` (that module
 takes a large part of the time this covers to load)."""
@@ -28,7 +30,7 @@ def _stopped_loading(signum: int, frame: object) -> None:
     exception could be caught or half-initialise it."""
     with contextlib.suppress(OSError):  # no stderr to say it on: the status says it
         os.write(2, f"interrupted ({STOP_NAMES[signum]}): {NOT_STARTED}\n".encode())
-    os._exit(128 + signum)
+    os._exit(stop_status(signum))
 
 
 def _take_stops() -> None:

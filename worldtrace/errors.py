@@ -253,7 +253,9 @@ def _stopped_exit(signum: int) -> None:
     """The stop `signum` said as every command says it: one line, exit 128 + signum."""
     import click
 
-    code = 128 + signum
+    from .stopping import stop_status
+
+    code = stop_status(signum)  # 0 for a worker, whose stop is its ordinary end
     _flush_stdout(code)
     click.echo(f"interrupted ({STOP_NAMES[signum]}): {_kept_now()}", err=True)
     _SAID[:] = [code]
