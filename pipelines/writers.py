@@ -261,6 +261,7 @@ def output_lock(output: str | os.PathLike) -> Iterator[None]:
                 break
             fh.close()  # the file an export ending removed after this opened it: take anew
         since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        fh.truncate(0)  # a killed export's line stays otherwise: the next names both
         fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {since}\n")
         fh.flush()
     except OSError as exc:  # a parent that cannot be made or written

@@ -116,6 +116,25 @@ def try_lock(path: str | os.PathLike, shared: bool = False) -> IO[str] | None:
     return fh
 
 
+def held_exclusively(path: str | os.PathLike) -> bool:
+    """Whether a live process on this machine holds `path` flock-ed exclusively (a writer
+    at work: `process` on processed/.process.lock, an export on its output's lock). Read
+    from /proc/locks, not by taking the lock: a reader's probe could refuse a writer that
+    starts at that instant. False when unknown (no such file, no /proc)."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return False
+    at = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:  # `1: FLOCK  ADVISORY  WRITE 1234 00:2e:5678 0 EOF`; a waiter: `1: ->`
+        f = line.split()
+        if len(f) >= 6 and f[1] == "FLOCK" and f[3] == "WRITE" and f[5] == at:
+            return True
+    return False
+
+
 def wait_lock(
     path: str | os.PathLike, timeout: float, stop: threading.Event | None, holder: str
 ) -> tuple[IO[str] | None, float]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterable, Iterator
@@ -30,6 +31,7 @@ from pathlib import Path
 from worldtrace.schemas import Store
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import TMP_PREFIX, TMP_STALE_SECONDS, read_parquet, shard_files
+from worldtrace.schemas.tempfiles import held_exclusively
 
 RUN_PREFIX, STAGING_PREFIX, OLD_PREFIX = ".run-", ".staging-", ".old-"
 LEFTOVER_PREFIXES = (TMP_PREFIX, RUN_PREFIX, STAGING_PREFIX, OLD_PREFIX)
@@ -94,7 +96,10 @@ def find(
         return Item(kind, str(path), _size(path), why)
 
     found = _leftovers(store.root)
+    running = held_exclusively(store.processed / F.PROCESS_LOCK)  # a `process` run at work
     publishing, kept_why = _publishing(store)
+    if running:
+        kept_why = f"kept: {RUNNING}: part of its publish"
     for path in [p for prefix in (RUN_PREFIX, OLD_PREFIX) for p in found[prefix]]:
         if path in publishing:  # what a stopped publish still moves in: never removed
             found[RUN_PREFIX if path.name.startswith(RUN_PREFIX) else OLD_PREFIX].remove(path)
@@ -103,9 +108,18 @@ def find(
     for path in found[TMP_PREFIX]:
         items.append(idle(path, "temp", "temp file of a writer", stopped))
     for path in found[RUN_PREFIX]:
-        if path.parent == store.processed:  # `process` runs work only there
-            items.append(idle(path, "run", "work directory of a `process` run", stopped))
+        if path.parent != store.processed:  # `process` runs work only there
+            continue
+        if running:  # its files are open only while written: the lock says it works
+            why = f"kept: {RUNNING}: its work directory, in use"
+            items.append(Item("run", str(path), _size(path), why, remove=False))
+            continue
+        items.append(idle(path, "run", "work directory of a `process` run", stopped))
     for path in found[STAGING_PREFIX]:
+        if _export_running(path):
+            why = "kept: the export writing it holds its output's lock: in use"
+            items.append(Item("staging", str(path), _size(path), why, remove=False))
+            continue
         items.append(idle(path, "staging", "staging directory of an export", stopped))
     for path in found[OLD_PREFIX]:
         items.append(_old(path, idle))
@@ -113,6 +127,23 @@ def find(
     if exports_older_than_s is not None:
         items.extend(_old_exports(store, now, exports_older_than_s, open_paths))
     return items
+
+
+RUNNING = "a running `worldtrace process` holds processed/.process.lock"
+"""Why gc keeps a `process` run's work directories while one runs (`held_exclusively`):
+Beam and our writers close their files between writes, so `--min-age 0s` found none open
+and removed a live run's directory, which then failed (found 2026-12-06, hunt k2)."""
+_STAGING_NAME = re.compile(r"^\.staging-\d+-[0-9a-f]{8}-[0-9a-f]{8}-(?P<name>.+)$")
+"""An export's staging directory, `writers.staged`'s `temp_name`: the output it is for."""
+
+
+def _export_running(staging: Path) -> bool:
+    """Whether the export `staging` is for still runs: it holds its output's lock
+    (`writers.output_lock`) all the while, as an export closes its files between writes."""
+    from worldtrace.pipelines.writers import LOCK_FORMAT
+
+    m = _STAGING_NAME.match(staging.name)
+    return m is not None and held_exclusively(staging.parent / LOCK_FORMAT.format(m["name"]))
 
 
 def _publishing(store: Store) -> tuple[set[Path], str]:

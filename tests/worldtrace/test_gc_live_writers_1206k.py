@@ -1,0 +1,97 @@
+"""`gc` beside writers at work (found by the 12-06 hunt, k2). `gc --min-age 0s` judged a
+`process` run's `.run-*` directory and an export's `.staging-*` directory leftovers when
+no file in them was open at that instant (Beam and our writers close their files between
+writes): it removed them, and the run failed (`cannot write .../.run-.../_index/segments/
+...: No such file or directory`), the export with a raw errno naming its staging path.
+Now gc reads the writers' locks (/proc/locks): a held `processed/.process.lock` or
+`.export-NAME.lock` keeps their directories. Also found: the export lock's holder line
+kept a killed export's pid beside the live one's. Real CLI processes, paused with
+SIGSTOP while gc runs, so that each is at work for sure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+from ..conftest import wait_until
+from .test_interrupts_1203b import made_processed_raw, popen, processed_raw, wt  # noqa: F401
+
+
+def paused_while(proc: subprocess.Popen, run) -> subprocess.CompletedProcess:
+    """`run()` while `proc`'s process group is stopped (SIGSTOP), then go on."""
+    os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        return run()
+    finally:
+        os.killpg(proc.pid, signal.SIGCONT)
+
+
+def test_gc_keeps_a_running_process_s_work_directory(wt_env, made_processed_raw):  # noqa: F811
+    store = processed_raw(wt_env, made_processed_raw)
+    proc = popen(wt_env, "process")
+    try:
+        [run_dir] = wait_until(
+            lambda: (
+                list(store.processed.glob(".run-*/_index/segments/*"))
+                and list(store.processed.glob(".run-*"))
+            ),
+            timeout=120,
+            what="pass 1 writing",
+        )
+        gc = paused_while(proc, lambda: wt(wt_env, "gc", "--min-age", "0s", "--no-containers"))
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert gc.returncode == 0, gc.stderr
+    assert "kept: a running `worldtrace process` holds processed/.process.lock" in gc.stdout
+    assert str(run_dir) in gc.stdout, gc.stdout
+    assert proc.returncode == 0, err  # the run went on and published
+    assert not list(store.processed.glob(".run-*"))
+
+
+def test_gc_keeps_a_running_export_s_staging_directory(wt_env, made_processed_raw):  # noqa: F811
+    store = processed_raw(wt_env, made_processed_raw)
+    assert wt(wt_env, "process").returncode == 0
+    proc = popen(wt_env, "export")
+    try:
+        [staging] = wait_until(
+            lambda: (
+                list(store.export.glob(".staging-*/*")) and list(store.export.glob(".staging-*"))
+            ),
+            timeout=120,
+            what="the export writing",
+        )
+        gc = paused_while(proc, lambda: wt(wt_env, "gc", "--min-age", "0s", "--no-containers"))
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert gc.returncode == 0, gc.stderr
+    assert "kept: the export writing it holds its output's lock: in use" in gc.stdout, gc.stdout
+    assert str(staging) in gc.stdout
+    assert proc.returncode == 0, err
+    assert wt(wt_env, "export", "--verify", str(store.export / "parquet")).returncode == 0
+
+
+def test_the_export_lock_names_only_the_live_holder(wt_env, made_processed_raw):  # noqa: F811
+    store = processed_raw(wt_env, made_processed_raw)
+    assert wt(wt_env, "process").returncode == 0
+    lock = store.export / ".export-parquet.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text("pid 999999999 on elsewhere, since 2026-12-06 00:00:00 UTC\n")  # as a
+    proc = popen(wt_env, "export")  # kill -9 of an export leaves it
+    try:
+        wait_until(lambda: f"pid {proc.pid} " in lock.read_text(), timeout=120, what="the lock")
+        second = paused_while(proc, lambda: wt(wt_env, "export"))
+        proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert second.returncode == 1
+    assert "another export is writing it (pid " in second.stderr, second.stderr
+    assert "999999999" not in second.stderr, second.stderr
