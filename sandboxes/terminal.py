@@ -288,6 +288,21 @@ class _Closed(Exception):
     """The terminal's stream ended while the container runs on: the shell exited."""
 
 
+def ready(sock, timeout: float, write: bool = False) -> tuple[bool, bool]:
+    """(readable, writable) of `sock` within `timeout` seconds. By poll, not select,
+    which raises `filedescriptor out of range` for a descriptor past 1023: a process that
+    has run many episodes holds that many (found 2026-12-06: a test worker's 1,024th
+    socket failed every later terminal reset). A hangup or error reads as readable, as
+    select has it: the read then finds the end."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | (select.POLLOUT if write else 0))
+    events = poller.poll(max(timeout, 0.0) * 1000)
+    mask = events[0][1] if events else 0
+    return bool(mask & (select.POLLIN | select.POLLHUP | select.POLLERR)), bool(
+        mask & select.POLLOUT
+    )
+
+
 class TerminalSandbox(Unpicklable):
     kind = "terminal"
     domain = "terminal"
@@ -501,7 +516,7 @@ class TerminalSandbox(Unpicklable):
     # -- steps -------------------------------------------------------------------
     def _pending(self) -> bool:
         """Output is waiting to be read (a flood outruns the screen it is fed to)."""
-        return bool(select.select([self._sock], [], [], 0)[0])
+        return ready(self._sock, 0)[0]
 
     def _recv(self, wait: float) -> bytes:
         """The shell's next bytes, `set -v`'s echo of our command left out: a read that ends
@@ -563,7 +578,7 @@ class TerminalSandbox(Unpicklable):
             left = until - time.monotonic()
             if left <= 0:
                 return self._untyped(view, len(keys))
-            r, w, _ = select.select([self._sock], [self._sock], [], left)
+            r, w = ready(self._sock, left, write=True)
             try:
                 if w:
                     view = view[self._sock.send(view) :]
@@ -590,8 +605,7 @@ class TerminalSandbox(Unpicklable):
             data = b"".join(self._early)
             self._early, self._early_size = [], 0
             return data
-        r, _, _ = select.select([self._sock], [], [], max(wait, 0))
-        if not r:
+        if not ready(self._sock, wait)[0]:
             return b""
         try:
             data = self._sock.recv(1 << 16)

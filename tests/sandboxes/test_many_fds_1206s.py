@@ -1,0 +1,46 @@
+"""A terminal in a process that holds more than 1,024 descriptors (found 2026-12-06 in CI:
+a test worker process that had run ~2,000 tests held sockets past 1023, and every later
+terminal reset failed with `ValueError: filedescriptor out of range in select()`; a
+worker that runs many jobs, each pool with its docker client's connections, gets there
+too). The terminal waits on its socket by poll now. A real shell in a real container;
+the descriptors are real ones (/dev/null opened ~1,100 times)."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+import pytest
+from worldtrace.collectors.actions import keystrokes
+from worldtrace.sandboxes.base import TaskSpec
+from worldtrace.sandboxes.docker import DockerConfig
+from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
+
+MANY = 1100
+
+
+@pytest.fixture
+def many_descriptors():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < MANY + 200:
+        pytest.skip(f"this machine allows {hard} descriptors: fewer than the case needs")
+    if soft != resource.RLIM_INFINITY and soft < MANY + 200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (MANY + 200, hard))
+    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(MANY)]
+    try:
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_terminal_works_past_descriptor_1023(docker_engine, many_descriptors):
+    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=20, warm=0)))
+    try:
+        s.reset(TaskSpec("t"))
+        assert s._sock.fileno() > 1023  # the case: the shell's socket is past select's reach
+        o = s.step(keystrokes("echo $((6*7))\n"))
+        assert "42" in o.text.splitlines(), o.text
+    finally:
+        s.close()
