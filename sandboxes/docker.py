@@ -326,17 +326,32 @@ class DockerConfig:
         }
 
 
+_CLIENT: dict[int, Any] = {}
+"""The process's docker client, by pid (a forked child makes its own: sockets are not
+shared across processes)."""
+_CLIENT_LOCK = threading.Lock()
+
+
 def client():
+    """The process's docker client, made (and the engine asked) once: each pool made its
+    own, and each kept its connections (up to ~20 sockets) for the life of the process,
+    so a worker running jobs of many configurations piled up descriptors (a test process
+    held over 1,024 by ~100 pools, found 2026-12-06). A client's connection pool serves
+    threads side by side, as one pool's warm starts and removals always shared it."""
     import docker
 
-    try:
-        c = docker.from_env()
-        c.ping()
-    except Exception as exc:  # docker raises several types when no engine answers
-        raise SandboxError(
-            f"no docker engine answers ({exc}); run `make setup` or start dockerd"
-        ) from exc
-    return c
+    with _CLIENT_LOCK:
+        try:
+            c = _CLIENT.get(os.getpid()) or docker.from_env()
+            c.ping()  # each time: the engine may have gone since
+        except Exception as exc:  # docker raises several types when no engine answers
+            raise SandboxError(
+                f"no docker engine answers ({exc}); run `make setup` or start dockerd"
+            ) from exc
+        if os.getpid() not in _CLIENT:
+            _CLIENT.clear()  # a parent's, inherited by a fork: not ours to use
+            _CLIENT[os.getpid()] = c
+        return c
 
 
 MOUNTER_IMAGE = "worldtrace/busybox:latest"

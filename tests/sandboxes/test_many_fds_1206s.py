@@ -7,6 +7,7 @@ the descriptors are real ones (/dev/null opened ~1,100 times)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 
@@ -44,3 +45,24 @@ def test_a_terminal_works_past_descriptor_1023(docker_engine, many_descriptors):
         assert "42" in o.text.splitlines(), o.text
     finally:
         s.close()
+
+
+def sockets() -> int:
+    """Sockets this process holds (the listing's own descriptor is gone when read)."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return n
+
+
+def test_pools_of_many_configurations_share_one_client(docker_engine):
+    """Why a process got there: each pool (one per configuration) made its own docker
+    client and kept its connections for the life of the process, ~5 sockets a pool at
+    once and ~20 once used; 8 configurations held ~40 more. Now one client serves them."""
+    from worldtrace.sandboxes.docker import shared_pool
+
+    before = sockets()
+    pools = [shared_pool(DockerConfig(step_timeout=300 + i, warm=0)) for i in range(8)]
+    assert len({id(p) for p in pools}) == 8 and len({id(p.client) for p in pools}) == 1
+    assert sockets() - before <= 5, sockets() - before
