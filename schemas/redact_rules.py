@@ -14,7 +14,8 @@ headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and password
 `password:`, `--password`, a MySQL client's `-p`: `_value`; any value of an option
 whose whole name says it is a credential, `--api-key abcdefghij`: `CREDENTIAL_OPTIONS`;
 the whole unquoted value of a dotenv or shell assignment line, `DB_PASSWORD=k3v(Q9,x;2`:
-`_assigned`), passwords
+`_assigned`; a value in a table's cell after its name's cell, `| DB_PASSWORD | X |`,
+psql's `password | X`: `_cells`), passwords
 where a command's grammar says so (curl's `-u user:X`, `docker login -p X`, openssl's
 `pass:X`, SQL's `IDENTIFIED BY 'X'`), and every match of a built-in or detect-secrets
 rule runs to the end of its token (`Detector.extend`). The high-entropy, keyword and
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import itertools
 import json
 import random
 import re
@@ -502,18 +504,21 @@ Claude Desktop config's `"args": [..., "--api-key", "V"]` were kept, the same op
 with spaces redacted. The blanks may hold line breaks, also as a JSON string's `\\n`
 (2026-12-06, z: pretty-printed JSON, `json.dumps(..., indent=2)`, an `.mcp.json` shown by
 `cat`, put each item on its own line and kept the value)."""
-_FLOW = r",[ \t]*(?=(?:\\?\"[^\"\n]*\"|'[^'\n]*'|[^\s,\[\]{}'\"]+)[ \t]*[,\]])"
+_FLOW = r"[ \t]*,[ \t]*(?=(?:\\?\"[^\"\n]*\"|'[^'\n]*'|[^\s,\[\]{}'\"]+)[ \t]*[,\]])"
 """Between an unquoted option and its value in a YAML flow sequence (`args: [--token,
-V]`, `[--api-key, "V"]`): a comma and blanks, where the value that follows is an item
-that a `,` or the `]` ends (not prose: `--password, username and host`). 2026-12-06, z."""
+V]`, `[--api-key, "V"]`, `[ --token , V ]`, compact `[--token,V]`): a comma and blanks,
+where the value that follows is an item that a `,` or the `]` ends (not prose:
+`--password, username and host`). 2026-12-06, z; blanks before the comma 12-06, t."""
 _BLOCK = r"(?:\\{0,3}[\"'])?[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t]*-[ \t]+"
 """Between an option and its value in a YAML block sequence, one item a line (a
 Kubernetes container's or a compose service's `args:`/`command:`, `- --token` then `-
 V`), also in a JSON string (`\\n`). 2026-12-06, z."""
-_OPT_END = r"(?=[\s\x00-\x1f\x7f'\"`\\;&|\]]|,(?:[ \t]|$)|$)"
+_OPT_END = r"(?=[\s\x00-\x1f\x7f'\"`\\;&|\]]|,(?:[ \t]|$|[^\s\[\]{}]{0,512}\])|$)"
 """Where an unquoted option's value ends: where any value does (`_VEND`), or at a flow
-sequence's `]` or `,` and a blank (`_FLOW`); not at a `,` inside an argument (docker's
-`--secret id=X,src=Y`)."""
+sequence's `]`, or at a `,` and a blank (`_FLOW`) or a `,` of a compact sequence (what
+follows runs to its `]` without a blank: `[--token,V,--port,8080]`, as YAML or a shell's
+`IFS=,; echo "[$*]"` write one; 2026-12-06, t: only `[--token,V]` was read); not at a `,`
+inside an argument (docker's `--secret id=X,src=Y`, `id=X,src=Y,type=file .`)."""
 _ARGS = rf"(?:[ \t]+|{_ITEM}\\{{0,3}}[\"'])"
 """Between two words of a command: blanks, or list items' `", "` (`_ITEM`)."""
 _ARG_LEAD = r"(?:[ \t](?:\\{0,3}[\"'])?|[\[,]\\{0,3}[\"'])"
@@ -723,12 +728,58 @@ def _assignment(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
     return tuple(_LINE[w] + name + "=" + _assigned(least, letter, w) for w in _LINE)
 
 
+_CELL_LEADS = (
+    (r"\|[ \t]+", r"[ \t]+\|[ \t]+"),
+    *(
+        (rf"{line}[ \t]*(?=[A-Za-z0-9_.-]{{1,64}}[ \t]*\|)", r"[ \t]*\|[ \t]*")
+        for line in (r"\n", r"\A", r"\\[nr]", '"')
+    ),
+)
+"""(where a table's cell holding a credential's name starts, what lies between it and
+the next cell) of a table's row (`_cells`): a cell after `| ` (Markdown, mysql's boxes,
+psql's inner columns), blanks around the `|` after it (not a regex's `user|password|x`);
+or a line's first cell (psql's rows and `\\x` records, `password | X`, `psql -A`'s
+`password|X`), after a newline or at the text's start, or in a JSON string after `\\n`,
+`\\r` or its opening quote, where a lookahead reads the cell as a name and a `|` before
+the rule tries the name's words. Each rule is led by a literal, which `re` scans for: led
+by `^` or by alternatives (`_LINE`'s way) the twenty searched /usr/share/doc 2-3x as long
+(12-06, t)."""
+_CELL_END = r"(?=[ \t]*(?:\||\\[nr]|\\?\"|\r?$))"
+"""Where a cell's value ends: blanks, then the next `|` or the line's end (also as a JSON
+string writes it, `\\r\\n` or the string's closing quote). A cell of more than one word
+is prose (`| token | the API token |`)."""
+
+
+def _cells(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
+    """`name` (a credential's, `_PASSWORD`...) as all of a table's cell, and the value in
+    the next cell (2026-12-06, t: `| DB_PASSWORD | s3cr3tValue9 |`, psql's `password |
+    hunter2xyz` were kept: a name and its value with no `=` or `:` between them). The
+    value is read as after `password:` (`_value`, unquoted): a literal of `least`
+    characters or more, so a type, a word or code in the cell (`| password | required |`,
+    `| api_key | string |`, `| token | varchar(64) |`, `| secret_key | settings.KEY |`)
+    is kept; the name may follow other name characters (`DB_`, `spring.datasource.`)."""
+    value = _value(least, letter, forms="u", end=_CELL_END)
+    return tuple(lead + "[A-Za-z0-9_.-]{0,64}?" + name + sep + value for lead, sep in _CELL_LEADS)
+
+
+def _cell_gates(*ends: str) -> tuple[str, ...]:
+    """Gates of `_cells`' rules: how the name ends (the last two letters of one of its
+    words, `ends`, in any case) right before the `|`, before a blank and the `|`, or
+    before two blanks (a padded cell). A text holding no such cell passes none: gated by
+    the name's word (`key`, `token`) as the other name rules are, or by `  |`, the twenty
+    ran on most texts (on /usr/share/doc, 20x as many as these gates open; 12-06, t)."""
+    blanks = ("|", " |", "\t|", "  ", " \t", "\t ", "\t\t")
+    cased = ("".join(p) for e in ends for p in itertools.product(*((c, c.upper()) for c in e)))
+    return tuple(e + b for e in cased for b in blanks)
+
+
 _PASSWORD_OWNERS = ("db", "database", "admin", "root", "user", "login", "account", "master",
                     "new", "old", "current", "proxy", "smtp", "mail", "email", "registry",
                     "keystore", "store", "key", "ldap", "bind", "redis", "mysql", "postgres",
                     "pg", "app", "api", "client", "service", "vnc", "wifi")  # fmt: skip
 CREDENTIAL_OPTIONS = {
-    "password": ("password", "passwd", *(f"{w}-password" for w in _PASSWORD_OWNERS)),
+    "password": ("password", "passwd", "pass", "pwd",
+                 *(f"{w}-{p}" for w in _PASSWORD_OWNERS for p in ("password", "pass", "pwd"))),
     "token": ("token", *(f"{w}-token" for w in _TOKEN_WORDS), "personal-access-token"),
     "secret_key": ("secret", *(f"{w}-secret" for w in _SECRET_WORDS), "secret-key",
                    "secret-access-key", "aws-secret-access-key"),
@@ -738,14 +789,16 @@ CREDENTIAL_OPTIONS = {
 """Kind -> the whole names of command-line options whose value is a credential whatever
 its shape (2026-12-06, z: `--password hunterlong`, `--api-key abcdefghij`, `--client-secret
 abcdefghijk` were kept: a value of no digit or symbol after a name reads as a word, as
-`password: string` does, and the option names it a secret). Whole names from a fixed list,
+`password: string` does, and the option names it a secret; 12-06, t: `--pass X`, `--pwd X`,
+`--db-pass X`, the short names `command_secrets` already took). Whole names from a fixed list,
 each a credential's word after the name of what it belongs to: not `--password-file` or
 `--token-limit` (another word ends them), nor `--no-password`, `--eos-token`,
-`--page-token`, `--sort-key` (a flag, a tokenizer's or a cursor's token, no credential:
+`--page-token`, `--sort-key`, `--pass-through`, `--two-pass` (a flag, a tokenizer's or a
+cursor's token, an encoder's pass, no credential:
 their values are read by the rules of any option, a literal's shape wanted). The value is
 taken as a password after `mysql -p` is (`_value`, not `shaped`), 6 or more characters for
-a password, 8 with a letter for the others, unless it is help's or prose's
-(`_NO_OPTION_VALUE`)."""
+a password (x264's `--pass 2`, a pass's number, is kept), 8 with a letter for the others,
+unless it is help's or prose's (`_NO_OPTION_VALUE`)."""
 _NO_OPTION_VALUE = (
     r"--?[A-Za-z][\w-]*|[A-Z]+(?:[_-][A-Z]+)*|[\w.-]*\.[A-Za-z][A-Za-z0-9]{0,4}|(?:"
     + "|".join((
@@ -756,7 +809,7 @@ _NO_OPTION_VALUE = (
         "together", "without", "should", "cannot", "requires", "expects", "accepts",
         "overrides", "followed", "because", "before", "secrets", "tokens", "passwords",
         "apikey", "interactive", "interactively", "directly", "explicitly", "setting",
-        "settings", "field", "header",
+        "settings", "field", "header", "passphrase",
     ))
     + r")[.,:;!?]?"
 )  # fmt: skip
@@ -765,7 +818,8 @@ _NO_OPTION_VALUE = (
 "id_rsa.pem"`; unquoted, `_CODE` keeps it), a metavar of
 help text, in capitals (argparse's `--api-key API_KEY`, click's `--token TEXT`; `<token>`
 and `$TOKEN` are kept by every rule), a type (cobra's `--password string`), a word of prose
-(`use --password instead`, `the --token option`, `--api-key argument`)."""
+(`use --password instead`, `the --token option`, `--api-key argument`), the word for what
+`--pass` takes in help (`-P|--pass  passphrase`, /usr/share/doc's IO::Socket::SSL examples)."""
 
 
 def _credential_option(kind: str) -> tuple[str, str, int, tuple[str, ...]]:
@@ -774,7 +828,7 @@ def _credential_option(kind: str) -> tuple[str, str, int, tuple[str, ...]]:
     names = sorted(CREDENTIAL_OPTIONS[kind], key=len, reverse=True)
     least, letter = (6, False) if kind == "password" else (8, True)
     value = _value(least, letter, shaped=False, end=_OPT_END, kept=_NO_OPTION_VALUE)
-    last = {"password": ("pass",), "token": ("token",), "secret_key": ("secret",),
+    last = {"password": ("pass", "pwd"), "token": ("token",), "secret_key": ("secret",),
             "api_key": ("key",)}[kind]  # fmt: skip
     return kind, rf"--(?:{'|'.join(map(re.escape, names))}){_OPT_SEP}{value}", -1, last
 
@@ -971,6 +1025,11 @@ BUILTIN = (
      _cases("secret")),
     # the options whose whole name says the value is a credential: any shape
     *_CREDENTIAL_OPTION_RULES,
+    # a credential's name as all of a table's cell, the value in the next cell (`_cells`)
+    *(("password", rx, -1, _cell_gates("rd", "wd", "ss")) for rx in _cells(_PASSWORD, 6)),
+    *(("token", rx, -1, _cell_gates("en")) for rx in _cells(_TOKEN, 8, letter=True)),
+    *(("secret_key", rx, -1, _cell_gates("et", "ey")) for rx in _cells(_SECRET, 8, letter=True)),
+    *(("api_key", rx, -1, _cell_gates("ey")) for rx in _cells(_API_KEY, 8, letter=True)),
     # the same names in capitals in a dotenv or shell assignment line, the value unquoted:
     # all of it to the first blank (2026-12-05: `DB_PASSWORD=k3vQ9xZp(2mT7wR4s9aB` was
     # kept, `API_TOKEN=Ab3dE9xY;fGh1...` kept after the `;`)
