@@ -681,6 +681,18 @@ def unreadable_manifests(store: Store) -> Skipped:
     return skipped
 
 
+_GONE_FILE = re.compile(r'No files found that match the pattern "([^"]+)"')
+"""How DuckDB names a file its view listed that is gone when a query reads it (found
+2026-12-06, hunt k2: `query`, `report` while `process` published: DuckDB's `IO Error`
+with its SQL caret, nothing said of why or what to do)."""
+
+
+def _in_store(store: Store, path: str) -> bool:
+    """Whether `path` lies in the store (its parent resolved: the file may be gone)."""
+    p = Path(path)
+    return p.parent.resolve().is_relative_to(store.root.resolve())
+
+
 _FAILED_FILE = re.compile(r'file "([^"]+)"\s*:?\s*(.*)', re.S)
 """How DuckDB names a file it failed to read (`Failed to read file "PATH": WHY`)."""
 
@@ -692,6 +704,12 @@ def read_failure(store: Store, exc: BaseException) -> str | None:
     names, else the first of the files the views read that fails a deep read
     (`unreadable_shards(deep=True)` but the run's index: only on this failing path)."""
     text = str(exc)
+    gone = _GONE_FILE.search(text)
+    if gone and not Path(gone[1]).exists() and _in_store(store, gone[1]):
+        return (
+            f"{gone[1]} was removed while this command read the store (a `worldtrace "
+            "process` run publishing its tables replaces processed/'s files): run it again"
+        )
     m = _FAILED_FILE.search(text)
     if m and Path(m.group(1)).resolve().is_relative_to(store.root.resolve()):
         path, why = Path(m.group(1)), m.group(2) if m.group(2).strip() else text
