@@ -59,8 +59,10 @@ from worldtrace.schemas.tempfiles import (
     REBUILD_HINT,
     DamagedFile,
     first_line,
+    flock_holders,
     index_read,
     lock_holder,
+    process_said,
 )
 
 from . import recorded as R
@@ -810,9 +812,11 @@ def exclusive(output: Path):
         raise StoreWriteError(lock, exc) from exc
     if fh is None:
         if readers_only(lock):
+            readers = "; ".join(map(process_said, flock_holders(lock, "READ")))
             raise StoreBusy(
-                f"{output}: a `worldtrace export` is reading this store; run again when "
-                "it has finished (a run now would swap the tables under it)"
+                f"{output}: a `worldtrace export` is reading this store"
+                f"{f' ({readers})' if readers else ''}; run again when it has finished "
+                "(a run now would swap the tables under it)"
             )
         holder = lock_holder(lock)
         raise StoreBusy(

@@ -116,23 +116,47 @@ def try_lock(path: str | os.PathLike, shared: bool = False) -> IO[str] | None:
     return fh
 
 
-def held_exclusively(path: str | os.PathLike) -> bool:
-    """Whether a live process on this machine holds `path` flock-ed exclusively (a writer
-    at work: `process` on processed/.process.lock, an export on its output's lock). Read
-    from /proc/locks, not by taking the lock: a reader's probe could refuse a writer that
-    starts at that instant. False when unknown (no such file, no /proc)."""
+def flock_holders(path: str | os.PathLike, kind: str = "WRITE") -> list[int]:
+    """The pids of the live processes on this machine that hold `path` flock-ed, `kind`
+    WRITE (exclusively: a writer at work, `process` on processed/.process.lock, an export
+    on its output's lock) or READ (shared: an export reading processed/). Read from
+    /proc/locks, not by taking the lock: a probe could refuse a writer that starts at that
+    instant. Empty when unknown (no such file, no /proc)."""
     try:
         st = os.stat(path)
         with open("/proc/locks") as fh:
             lines = fh.read().splitlines()
     except OSError:
-        return False
+        return []
     at = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
     for line in lines:  # `1: FLOCK  ADVISORY  WRITE 1234 00:2e:5678 0 EOF`; a waiter: `1: ->`
         f = line.split()
-        if len(f) >= 6 and f[1] == "FLOCK" and f[3] == "WRITE" and f[5] == at:
-            return True
-    return False
+        if len(f) >= 6 and f[1] == "FLOCK" and f[3] == kind and f[5] == at and f[4].isdigit():
+            pids.append(int(f[4]))
+    return pids
+
+
+def held_exclusively(path: str | os.PathLike) -> bool:
+    """Whether a live process on this machine holds `path` flock-ed exclusively."""
+    return bool(flock_holders(path, "WRITE"))
+
+
+def process_said(pid: int) -> str:
+    """`pid N (its command line)`, shortened; `pid N` when /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError:
+        return f"pid {pid}"
+    words = [
+        os.path.basename(a.decode(errors="replace")) if i == 0 else a.decode(errors="replace")
+        for i, a in enumerate(w for w in argv if w)
+    ]
+    if len(words) > 1 and words[0].startswith("python"):
+        words = [os.path.basename(words[1]), *words[2:]]  # the console script, not python
+    text = " ".join(" ".join(words).split())  # one line: `python -c` code holds newlines
+    return f"pid {pid}: {text[:120] + '…' if len(text) > 120 else text}"
 
 
 def wait_lock(

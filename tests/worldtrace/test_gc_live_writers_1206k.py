@@ -95,3 +95,24 @@ def test_the_export_lock_names_only_the_live_holder(wt_env, made_processed_raw):
     assert second.returncode == 1
     assert "another export is writing it (pid " in second.stderr, second.stderr
     assert "999999999" not in second.stderr, second.stderr
+
+
+def test_process_refused_by_a_reading_export_names_it(wt_env, made_processed_raw):  # noqa: F811
+    """Found (k2): `process` beside a running export said `a `worldtrace export` is
+    reading this store` naming no holder, where every other refusal names its holder."""
+    store = processed_raw(wt_env, made_processed_raw)
+    assert wt(wt_env, "process").returncode == 0
+    proc = popen(wt_env, "export")
+    try:
+        wait_until(lambda: list(store.export.glob(".staging-*/*")), timeout=120, what="export")
+        refused = paused_while(proc, lambda: wt(wt_env, "process"))
+        proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert refused.returncode == 1, refused.stderr
+    assert (
+        f"a `worldtrace export` is reading this store (pid {proc.pid}: worldtrace export); "
+        "run again when it has finished"
+    ) in refused.stderr, refused.stderr
