@@ -236,7 +236,7 @@ def store_swaps(store=None) -> list[Check]:
         pending,
         run_manifest,
     )
-    from worldtrace.schemas.tempfiles import DamagedFile
+    from worldtrace.schemas.tempfiles import DamagedFile, held_exclusively, lock_holder
 
     store = _store(store)
     checks = []
@@ -251,15 +251,26 @@ def store_swaps(store=None) -> list[Check]:
     if (store.processed / JOURNAL).exists():
         try:
             pending(store.processed)
-            checks.append(
-                Check(
-                    "publish journal",
-                    False,
-                    f"{store.processed / JOURNAL}: a `worldtrace process` run stopped "
-                    "between its table swaps",
-                    FINISH_HINT,
+            lock = store.processed / F.PROCESS_LOCK
+            if held_exclusively(lock):  # a live run between its swaps (milliseconds)
+                checks.append(
+                    Check(
+                        "publish journal",
+                        True,
+                        f"{store.processed / JOURNAL}: a running `worldtrace process` is "
+                        f"publishing its tables ({lock_holder(lock)})",
+                    )
                 )
-            )
+            else:
+                checks.append(
+                    Check(
+                        "publish journal",
+                        False,
+                        f"{store.processed / JOURNAL}: a `worldtrace process` run stopped "
+                        "between its table swaps",
+                        FINISH_HINT,
+                    )
+                )
         except DamagedFile as exc:
             checks.append(
                 Check("publish journal", False, f"{exc.path}: {exc.why}", exc.remedy, problem=True)

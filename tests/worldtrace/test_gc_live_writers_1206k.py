@@ -14,7 +14,10 @@ import os
 import signal
 import subprocess
 
+from worldtrace.schemas import ShardWriter
+
 from ..conftest import wait_until
+from ..pipelines.test_publish_crash import KILL_AFTER, first_run, reference, two_batches  # noqa: F401
 from .test_interrupts_1203b import made_processed_raw, popen, processed_raw, wt  # noqa: F401
 
 
@@ -116,3 +119,50 @@ def test_process_refused_by_a_reading_export_names_it(wt_env, made_processed_raw
         f"a `worldtrace export` is reading this store (pid {proc.pid}: worldtrace export); "
         "run again when it has finished"
     ) in refused.stderr, refused.stderr
+
+
+PAUSE_AFTER = KILL_AFTER.replace("signal.SIGKILL", "signal.SIGSTOP")
+"""`test_publish_crash`'s kill point, a pause instead: the real run stops itself right
+after one of its renames, alive and holding its lock, between its table swaps."""
+
+
+def test_doctor_and_gc_tell_a_live_publish_from_a_stopped_one(two_batches, wt_env):  # noqa: F811
+    """Found (k2): with a live run between its swaps, `doctor` said `[MISS] publish
+    journal: a `worldtrace process` run stopped between its table swaps` and gc kept its
+    directories as `part of a `process` run's publish that stopped half way`."""
+    import json
+    import sys
+
+    from worldtrace.schemas.publish import JOURNAL
+
+    store, corpus = two_batches
+    with ShardWriter(store.raw / "b") as w:
+        w.write(corpus[24:])
+    run = subprocess.Popen(
+        [sys.executable, "-c", PAUSE_AFTER, str(store.processed), "clusters", "process"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=wt_env,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _stopped(run.pid), timeout=180, what="the run paused mid-publish")
+        assert (store.processed / JOURNAL).exists()
+        doctor = wt(wt_env, "doctor", "--store-only", "--json")
+        gc = wt(wt_env, "gc", "--dry-run", "--min-age", "0s", "--no-containers")
+        os.kill(run.pid, signal.SIGCONT)
+        _, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    [check] = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "publish journal"]
+    assert check["ok"] and "a running `worldtrace process` is publishing" in check["detail"]
+    assert f"pid {run.pid} " in check["detail"], check
+    assert "stopped half way" not in gc.stdout, gc.stdout
+    assert "kept: a running `worldtrace process` holds processed/.process.lock" in gc.stdout
+    assert run.returncode == 0, err
+    assert not (store.processed / JOURNAL).exists()
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (state T in /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0] == "T"
