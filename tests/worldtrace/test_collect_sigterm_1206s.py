@@ -14,7 +14,7 @@ import pytest
 from .test_collect_outcomes import job_file, published, slow_job, started
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM], ids=["TERM"])  # Ctrl-C: test_collect_outcomes
 def test_a_stopped_collect_exits_with_its_signal_s_status_and_names_it(
     docker_engine, wt_env, tmp_path, sig
 ):

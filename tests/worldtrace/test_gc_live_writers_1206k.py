@@ -20,6 +20,22 @@ from ..conftest import wait_until
 from ..pipelines.test_publish_crash import KILL_AFTER, first_run, reference, two_batches  # noqa: F401
 from .test_interrupts_1203b import made_processed_raw, popen, processed_raw, wt  # noqa: F401
 
+GC_NOW = ("gc", "--min-age", "0s", "--no-containers")
+
+
+def while_at_work(wt_env, proc: subprocess.Popen, ready, what: str, *args: str):
+    """(what `ready()` found, the command `args` run while `proc` is paused at that
+    point, `proc`'s stderr once it went on and ended); `proc` never outlives the test."""
+    try:
+        found = wait_until(ready, timeout=120, what=what)
+        done = paused_while(proc, lambda: wt(wt_env, *args))
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return found, done, err
+
 
 def paused_while(proc: subprocess.Popen, run) -> subprocess.CompletedProcess:
     """`run()` while `proc`'s process group is stopped (SIGSTOP), then go on."""
@@ -33,21 +49,16 @@ def paused_while(proc: subprocess.Popen, run) -> subprocess.CompletedProcess:
 def test_gc_keeps_a_running_process_s_work_directory(wt_env, made_processed_raw):  # noqa: F811
     store = processed_raw(wt_env, made_processed_raw)
     proc = popen(wt_env, "process")
-    try:
-        [run_dir] = wait_until(
-            lambda: (
-                list(store.processed.glob(".run-*/_index/segments/*"))
-                and list(store.processed.glob(".run-*"))
-            ),
-            timeout=120,
-            what="pass 1 writing",
-        )
-        gc = paused_while(proc, lambda: wt(wt_env, "gc", "--min-age", "0s", "--no-containers"))
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    [run_dir], gc, err = while_at_work(
+        wt_env,
+        proc,
+        lambda: (
+            list(store.processed.glob(".run-*/_index/segments/*"))
+            and list(store.processed.glob(".run-*"))
+        ),
+        "pass 1 writing",
+        *GC_NOW,
+    )
     assert gc.returncode == 0, gc.stderr
     assert "kept: a running `worldtrace process` holds processed/.process.lock" in gc.stdout
     assert str(run_dir) in gc.stdout, gc.stdout
@@ -59,20 +70,13 @@ def test_gc_keeps_a_running_export_s_staging_directory(wt_env, made_processed_ra
     store = processed_raw(wt_env, made_processed_raw)
     assert wt(wt_env, "process").returncode == 0
     proc = popen(wt_env, "export")
-    try:
-        [staging] = wait_until(
-            lambda: (
-                list(store.export.glob(".staging-*/*")) and list(store.export.glob(".staging-*"))
-            ),
-            timeout=120,
-            what="the export writing",
-        )
-        gc = paused_while(proc, lambda: wt(wt_env, "gc", "--min-age", "0s", "--no-containers"))
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    [staging], gc, err = while_at_work(
+        wt_env,
+        proc,
+        lambda: list(store.export.glob(".staging-*/*")) and list(store.export.glob(".staging-*")),
+        "the export writing",
+        *GC_NOW,
+    )
     assert gc.returncode == 0, gc.stderr
     assert "kept: the export writing it holds its output's lock: in use" in gc.stdout, gc.stdout
     assert str(staging) in gc.stdout
@@ -87,14 +91,9 @@ def test_the_export_lock_names_only_the_live_holder(wt_env, made_processed_raw):
     lock.parent.mkdir(exist_ok=True)
     lock.write_text("pid 999999999 on elsewhere, since 2026-12-06 00:00:00 UTC\n")  # as a
     proc = popen(wt_env, "export")  # kill -9 of an export leaves it
-    try:
-        wait_until(lambda: f"pid {proc.pid} " in lock.read_text(), timeout=120, what="the lock")
-        second = paused_while(proc, lambda: wt(wt_env, "export"))
-        proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    _, second, _ = while_at_work(
+        wt_env, proc, lambda: f"pid {proc.pid} " in lock.read_text(), "the lock", "export"
+    )
     assert second.returncode == 1
     assert "another export is writing it (pid " in second.stderr, second.stderr
     assert "999999999" not in second.stderr, second.stderr
@@ -106,14 +105,9 @@ def test_process_refused_by_a_reading_export_names_it(wt_env, made_processed_raw
     store = processed_raw(wt_env, made_processed_raw)
     assert wt(wt_env, "process").returncode == 0
     proc = popen(wt_env, "export")
-    try:
-        wait_until(lambda: list(store.export.glob(".staging-*/*")), timeout=120, what="export")
-        refused = paused_while(proc, lambda: wt(wt_env, "process"))
-        proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    _, refused, _ = while_at_work(
+        wt_env, proc, lambda: list(store.export.glob(".staging-*/*")), "export", "process"
+    )
     assert refused.returncode == 1, refused.stderr
     assert (
         f"a `worldtrace export` is reading this store (pid {proc.pid}: worldtrace export); "

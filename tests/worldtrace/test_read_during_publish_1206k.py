@@ -16,12 +16,7 @@ from pathlib import Path
 from worldtrace.schemas import Store
 
 from ..collectors.test_faults_1203b import openai_records
-
-
-def wt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    r = subprocess.run(["worldtrace", *args], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r
+from .test_stale_exports_1206s import wt
 
 
 def test_a_statement_after_a_publish_replaced_its_files_says_so(wt_env, tmp_path):
