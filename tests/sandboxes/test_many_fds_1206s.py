@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import select
+import socket
 
 import pytest
 from worldtrace.collectors.actions import keystrokes
 from worldtrace.sandboxes.base import TaskSpec
 from worldtrace.sandboxes.docker import DockerConfig
-from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
+from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox, ready
 
 MANY = 1100
 
@@ -36,11 +38,30 @@ def many_descriptors():
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def test_a_terminal_works_past_descriptor_1023(docker_engine, many_descriptors):
+def test_the_terminal_s_wait_works_past_descriptor_1023():
+    """The shell's socket at a descriptor past select's reach (a real socket pair, one
+    end moved to 1500): select raises, the terminal's wait answers."""
+    a, b = socket.socketpair()
+    high = socket.socket(fileno=os.dup2(a.fileno(), 1500))
+    try:
+        with pytest.raises(ValueError, match="filedescriptor out of range"):
+            select.select([high], [], [], 0)
+        assert ready(high, 0, write=True) == (False, True)
+        b.send(b"x")
+        assert ready(high, 5) == (True, False)
+        b.close()
+        assert high.recv(1) == b"x" and ready(high, 5)[0] and high.recv(1) == b""  # hangup
+    finally:
+        for sock in (a, b, high):
+            sock.close()
+
+
+def test_a_terminal_works_in_a_process_holding_many_descriptors(docker_engine, many_descriptors):
+    """End to end, with 1,100 descriptors open (the shell's socket lands past 1023 unless
+    a lower one was freed meanwhile: the case above pins it)."""
     s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=20, warm=0)))
     try:
         s.reset(TaskSpec("t"))
-        assert s._sock.fileno() > 1023  # the case: the shell's socket is past select's reach
         o = s.step(keystrokes("echo $((6*7))\n"))
         assert "42" in o.text.splitlines(), o.text
     finally:
