@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from . import fields as F
 from .arrow import arrow_schema
 from .lockdown import locked_connection
-from .publish import finish_publish, restore_swaps, tables_run
+from .publish import finish_publish, restore_swaps, run_manifest, tables_run
 from .records import Trajectory
 from .spec import fields_of, item_of, kind_of
 from .sqlite import connect_read_only
@@ -486,10 +486,9 @@ def processed_run_id(store: Store) -> str | None:
     """The run whose tables processed/ holds (`publish.tables_run`); None when there is
     none or its manifest does not read (every reading command names a damaged one)."""
     try:
-        run = json.loads((store.processed / F.PROCESS_MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return tables_run(run_manifest(store.processed / F.PROCESS_MANIFEST))
+    except OSError:  # none, or damaged (`DamagedFile`): every reading command names it
         return None
-    return tables_run(run) if isinstance(run, dict) else None
 
 
 def _export_row(m: Path) -> dict | str:
