@@ -283,20 +283,23 @@ def _is_file(fh, path: Path) -> bool:
         return False
 
 
+STAGING_NAME = re.compile(r"^\.staging-\d+-[0-9a-f]{8}-[0-9a-f]{8}-(?P<name>.+)$")
+"""An export's staging directory (`staged`'s `temp_name`): `name`, the output it is for."""
+
+
 def _sweep_own(parent: Path, name: str) -> None:
     """Remove what earlier exports to `parent/name` left when they died: their staging
     directories (named with their pid and host, `temp_name`) and a replaced directory
     (`.old-NAME-xxxxxxxx`) once NAME is back in place; nothing else in `parent`."""
-    pattern = re.compile(
-        rf"^\.staging-\d+-[0-9a-f]{{8}}-[0-9a-f]{{8}}-{re.escape(name)}$"
-        rf"|^\.old-{re.escape(name)}-[0-9a-f]{{8}}$"
-    )
+    pattern = re.compile(rf"^\.old-{re.escape(name)}-[0-9a-f]{{8}}$")
     try:
         entries = list(parent.iterdir())
     except OSError:
         return  # unreadable: nothing of ours can be told apart there
     for p in entries:
-        if not pattern.match(p.name) or not is_leftover(p):
+        staging = STAGING_NAME.match(p.name)
+        ours = staging["name"] == name if staging else pattern.match(p.name)
+        if not ours or not is_leftover(p):
             continue
         if p.name.startswith(".old-") and not (parent / name).is_dir():
             continue  # the only copy of an export whose swap was interrupted

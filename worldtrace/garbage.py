@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterable, Iterator
@@ -133,16 +132,14 @@ RUNNING = "a running `worldtrace process` holds processed/.process.lock"
 """Why gc keeps a `process` run's work directories while one runs (`held_exclusively`):
 Beam and our writers close their files between writes, so `--min-age 0s` found none open
 and removed a live run's directory, which then failed (found 2026-12-06, hunt k2)."""
-_STAGING_NAME = re.compile(r"^\.staging-\d+-[0-9a-f]{8}-[0-9a-f]{8}-(?P<name>.+)$")
-"""An export's staging directory, `writers.staged`'s `temp_name`: the output it is for."""
 
 
 def _export_running(staging: Path) -> bool:
     """Whether the export `staging` is for still runs: it holds its output's lock
     (`writers.output_lock`) all the while, as an export closes its files between writes."""
-    from worldtrace.pipelines.writers import LOCK_FORMAT
+    from worldtrace.pipelines.writers import LOCK_FORMAT, STAGING_NAME
 
-    m = _STAGING_NAME.match(staging.name)
+    m = STAGING_NAME.match(staging.name)
     return m is not None and held_exclusively(staging.parent / LOCK_FORMAT.format(m["name"]))
 
 
