@@ -36,9 +36,10 @@ from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
 from worldtrace.schemas.hashing import recorded_key, sha256_file, stat_key
 from worldtrace.schemas.publish import (
     TABLES_RUN,
+    StoreBusy,
+    busy_said,
     finish_stopped,
     pending,
-    readers_only,
     run_manifest,
     tables_run,
 )
@@ -59,10 +60,7 @@ from worldtrace.schemas.tempfiles import (
     REBUILD_HINT,
     DamagedFile,
     first_line,
-    flock_holders,
     index_read,
-    lock_holder,
-    process_said,
 )
 
 from . import recorded as R
@@ -788,10 +786,6 @@ def accounting(output: Path, shown: Path | None = None) -> dict[str, Any]:
     return {"in": sum(acc.values()), **acc, "exact": roles["exact"], "near": roles["near"]}
 
 
-class StoreBusy(ValueError):
-    """Another `process` run holds the store's processed/ directory."""
-
-
 @contextmanager
 def exclusive(output: Path):
     """Hold `processed/.process.lock` for the whole run; a second run fails at once.
@@ -811,18 +805,7 @@ def exclusive(output: Path):
     except OSError as exc:
         raise StoreWriteError(lock, exc) from exc
     if fh is None:
-        if readers_only(lock):
-            readers = "; ".join(map(process_said, flock_holders(lock, "READ")))
-            raise StoreBusy(
-                f"{output}: a `worldtrace export` is reading this store"
-                f"{f' ({readers})' if readers else ''}; run again when it has finished "
-                "(a run now would swap the tables under it)"
-            )
-        holder = lock_holder(lock)
-        raise StoreBusy(
-            f"{output}: another `worldtrace process` is writing this store ({holder}); "
-            "run again when it has finished"
-        )
+        raise StoreBusy(busy_said(output))
     try:
         try:
             fh.truncate(0)

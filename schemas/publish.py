@@ -39,8 +39,10 @@ from .tempfiles import (
     DamagedFile,
     _fsync_dir,
     first_line,
+    flock_holders,
     is_leftover,
     lock_holder,
+    process_said,
     try_lock,
     write_bytes_atomic,
 )
@@ -165,6 +167,37 @@ def readers_only(lock: Path) -> bool:
     if fh is not None:
         fh.close()
     return fh is not None
+
+
+class StoreBusy(ValueError):
+    """Another `process` run holds the store's processed/ directory, or an export reads it."""
+
+
+def busy_said(output: Path) -> str:
+    """Why a `process` run cannot take processed/'s lock, which another holds: a run
+    writing it (named as it wrote its line) or exports reading it (their pids)."""
+    lock = output / F.PROCESS_LOCK
+    if readers_only(lock):
+        readers = "; ".join(map(process_said, flock_holders(lock, "READ")))
+        return (
+            f"{output}: a `worldtrace export` is reading this store"
+            f"{f' ({readers})' if readers else ''}; run again when it has finished "
+            "(a run now would swap the tables under it)"
+        )
+    return (
+        f"{output}: another `worldtrace process` is writing this store "
+        f"({lock_holder(lock)}); run again when it has finished"
+    )
+
+
+def refuse_busy(output: Path) -> None:
+    """Refuse a `process` run at once when processed/'s lock is held, as the run's own
+    lock would (`busy_said`), but before the run loads Beam: seconds, under load, that a
+    refused run kept its user waiting. Read from /proc/locks, so asking takes nothing
+    from a run starting this instant; the run's lock stays the rule."""
+    lock = output / F.PROCESS_LOCK
+    if flock_holders(lock, "WRITE") or flock_holders(lock, "READ"):
+        raise StoreBusy(busy_said(output))
 
 
 def finish_stopped(output: Path) -> bool:

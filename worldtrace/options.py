@@ -182,7 +182,32 @@ def options_from(config: Any, **kw: Any) -> Callable[[FC], FC]:
 
 class ConfigCommand(click.Command):
     """A command whose `options_from` options are built the first time click reads its
-    parameters (help, parsing, completion), not when the command is defined."""
+    parameters (help, parsing, completion), not when the command is defined.
+
+    `before_options(parent)`, when given, runs first, with the group's context: a check
+    that must not wait for the options, which load their config's module (Beam, for
+    `process`: seconds). Not run for help, which changes nothing."""
+
+    def __init__(
+        self, *args: Any, before_options: Callable[[click.Context], None] | None = None, **kw: Any
+    ) -> None:
+        super().__init__(*args, **kw)
+        self.before_options = before_options
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        if (
+            self.before_options is not None
+            and parent is not None
+            and not any(a in parent.help_option_names for a in args)
+        ):
+            self.before_options(parent)
+        return super().make_context(info_name, args, parent, **extra)
 
     @property  # type: ignore[override]
     def params(self) -> list[click.Parameter]:
