@@ -59,6 +59,44 @@ def cli(ctx: click.Context) -> None:
     stop_says(lambda: f"{named} had not started its work: nothing was written")
     if ctx.invoked_subcommand != "doctor":  # doctor reports a bad file among its checks
         check_redact_config()
+    if _AS_MAIN:
+        pyarrow_without_pandas()
+
+
+def pyarrow_without_pandas() -> None:
+    """Answer pyarrow's question "is pandas installed?" with no, without importing it.
+
+    pyarrow asks once, by importing pandas (0.2-0.3 s of CPU, a third of `query` on a
+    small store), on the first array or table it makes from Python values, to tell a
+    pandas object among them; the command's process hands it none. pandas is hidden
+    while pyarrow asks; what needs it later imports it as before (Beam does; pyarrow asks
+    again when a call requires pandas). The console script's process only: a library
+    user's `pa.array(series)` must still see a Series (`_AS_MAIN`)."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow.lib
+
+    shim = getattr(pyarrow.lib, "_pandas_api", None)
+    if shim is None:  # another pyarrow: it asks as it will
+        return
+    sys.meta_path.insert(0, _NO_PANDAS)
+    try:
+        _ = shim.have_pandas
+    finally:
+        sys.meta_path.remove(_NO_PANDAS)
+
+
+class _NoPandas:
+    """An import finder that fails `import pandas` (Cython's import reads a None in
+    `sys.modules` as the module, so that way does not refuse it)."""
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas":
+            raise ModuleNotFoundError("hidden while pyarrow asks for it", name=name)
+
+
+_NO_PANDAS = _NoPandas()
 
 
 def _invoked(ctx: click.Context) -> str:

@@ -1,0 +1,77 @@
+"""Reading commands load no pandas: pyarrow imported it (0.2-0.3 s of CPU, a third of
+`query` on a small store) to ask whether a value it converts is a pandas object, which
+no command hands it (`cli.pyarrow_without_pandas`). Checked on the real console script
+under `-X importtime`, which lists every module a process loaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from worldtrace.collectors.synthetic import SyntheticConfig, generate
+from worldtrace.schemas import ShardWriter, Store
+
+from ..conftest import VENV_BIN
+
+
+def loaded_by(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", str(VENV_BIN / "worldtrace"), *args],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    modules = {
+        line.rpartition("|")[2].strip()
+        for line in r.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    return r, modules
+
+
+@pytest.fixture(scope="module")
+def processed(tmp_path_factory) -> Store:
+    store = Store.at(tmp_path_factory.mktemp("no-pandas") / "store")
+    with ShardWriter(store.raw / "a") as w:
+        w.write(generate(SyntheticConfig(n=30, seed=11)))
+    r = subprocess.run(
+        [str(VENV_BIN / "worldtrace"), "--store", str(store.root), "process"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return store
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("query", "SELECT count(*) AS n FROM trajectories", "--format", "csv"), "n\n"),
+        (("stats",), "trajectories"),
+        (("doctor", "--store-only"), "every shard under"),
+    ],
+    ids=["query", "stats", "doctor"],
+)
+def test_reading_commands_load_no_pandas(wt_env, processed, args, says):
+    env = dict(wt_env, WORLDTRACE_STORE=str(processed.root))
+    r, modules = loaded_by(env, *args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert says in r.stdout
+    assert {"pyarrow", "duckdb"} <= modules  # the listing is the command's own
+    # pyarrow's question itself is listed (`pandas`, refused in microseconds); pandas
+    # loaded would list its modules
+    assert not {m for m in modules if m.startswith("pandas.")}
+
+
+def test_a_library_user_s_pandas_objects_still_read_as_pandas():
+    """The answer is the console script's alone: a command run in a process of one's own
+    (click's CliRunner, as a notebook may) leaves pyarrow seeing a pandas Series made
+    after it (NaN read as null, as pandas means it)."""
+    code = (
+        "from click.testing import CliRunner\n"
+        "import worldtrace.cli\n"
+        "assert CliRunner().invoke(worldtrace.cli.cli, ['version']).exit_code == 0\n"
+        "import pandas, pyarrow as pa\n"
+        "print(pa.array(pandas.Series([1.0, float('nan')])).null_count)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1"
