@@ -20,7 +20,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import read_parquet
-from worldtrace.schemas.tempfiles import open_parquet
+from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, open_parquet
+
+
+def _integers(column: pa.ChunkedArray) -> np.ndarray:
+    """An integer column without nulls as numpy, copied from its buffers. Not
+    `to_numpy()`: pyarrow converts through its pandas layer, whose first use imports
+    pandas (0.2-0.3 s of CPU), for nothing else in an export."""
+    parts = []
+    for chunk in column.chunks:
+        if not pa.types.is_integer(chunk.type) or chunk.null_count:
+            raise TypeError(f"a {chunk.type} column with {chunk.null_count} null(s): not counts")
+        dtype = np.dtype(str(chunk.type))  # int8 ... uint64: numpy's names
+        data = chunk.buffers()[1]
+        parts.append(np.frombuffer(data, dtype, len(chunk), chunk.offset * dtype.itemsize))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 class TemplateCounts:
@@ -32,8 +46,11 @@ class TemplateCounts:
         keys, counts = np.zeros(0, np.uint64), np.zeros(0, np.int64)
         if path.exists():
             t = read_parquet(path, ["key", "count"])
-            keys = t["key"].to_numpy().astype(np.uint64)
-            counts = t["count"].to_numpy().astype(np.int64)
+            try:
+                keys = _integers(t["key"]).astype(np.uint64)
+                counts = _integers(t["count"]).astype(np.int64)
+            except TypeError as exc:  # not written by us: nulls, or another type
+                raise DamagedFile(path, str(exc), REBUILD_HINT) from None
         order = np.argsort(keys, kind="stable")
         self.keys, self.counts = keys[order], counts[order]
 
