@@ -250,12 +250,14 @@ class Redactor:
         for prio in self._active(text):
             d = self.detectors[prio]
             for m in d.regex.finditer(text):
-                if d.group >= 0:
-                    groups = [d.group]
+                if d.cells is not None:  # a column's values below its header
+                    spans = d.cells(text, m)
+                elif d.group >= 0:
+                    spans = [m.span(d.group)]
                 else:  # detect-secrets' findall semantics: each non-empty group, else all
                     groups = [i for i in range(1, (m.lastindex or 0) + 1) if m.group(i)] or [0]
-                for g in groups:
-                    s, e = m.span(g)
+                    spans = [m.span(g) for g in groups]
+                for s, e in spans:
                     if d.extend and s < e < len(text) and text[e] in _ALNUM:
                         e = _token_end(text, s, e)
                     value = text[s:e]

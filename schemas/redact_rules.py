@@ -15,9 +15,11 @@ headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and password
 whose whole name says it is a credential, `--api-key abcdefghij`: `CREDENTIAL_OPTIONS`;
 the whole unquoted value of a dotenv or shell assignment line, `DB_PASSWORD=k3v(Q9,x;2`:
 `_assigned`; a value in a table's cell after its name's cell, `| DB_PASSWORD | X |`,
-psql's `password | X`: `_cells`), passwords
-where a command's grammar says so (curl's `-u user:X`, `docker login -p X`, openssl's
-`pass:X`, SQL's `IDENTIFIED BY 'X'`), and every match of a built-in or detect-secrets
+psql's `password | X`, `│ DB_PASSWORD │ X │`, or aligned after its name,
+`DB_PASSWORD   X`: `_cells`; the values in the rows below a column's header naming a
+credential, psql's `SELECT user, password`: `_column_cells`), passwords where a
+command's grammar says so (curl's `-u user:X`, `docker login -p X`, openssl's `pass:X`,
+SQL's `IDENTIFIED BY 'X'`), and every match of a built-in or detect-secrets
 rule runs to the end of its token (`Detector.extend`). The high-entropy, keyword and
 public-IP plugins are off by default: they flag the SHAs, sums, UUIDs and addresses a
 world model must learn (the keyword plugin also `password = get_password()`, which the
@@ -229,6 +231,9 @@ class Detector(NamedTuple):
     the text, so a match followed by more of the letters and digits its last run is made
     of goes on to the end of that run (`redact._token_end`). Built-in and detect-secrets
     rules; never a user's pattern (it says exactly what it takes) or a literal value."""
+    cells: Callable[[str, re.Match], list[tuple[int, int]]] | None = None
+    """The spans a match stands for, read in the text around it, instead of its groups:
+    the values in the rows below a column's header (`_column_cells`)."""
 
 
 _K = "A-Za-z0-9_+/-"  # characters of keys and base64: a key must not continue one
@@ -728,49 +733,237 @@ def _assignment(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
     return tuple(_LINE[w] + name + "=" + _assigned(least, letter, w) for w in _LINE)
 
 
+_BARS = "|│┃║"
+"""A table's column rules: ASCII (Markdown, mysql's and sqlite3's `-table` boxes, psql's
+columns) and box-drawing (`│`: psql's `linestyle unicode`, sqlite3's `-box`, duckdb's
+boxes, rich's and tabulate's `fancy_grid` rows; `┃`: rich's header; `║`: double boxes)."""
+_BAR = "(?:" + "|".join(map(re.escape, _BARS)) + ")"  # no class: the screen reads a
+# character beyond ASCII in a class as no UTF-8 (`prefilter.utf8`)
+_CELL_QUOTE = r"(?:`|\\?[\"'])?"
+"""A cell's text in backticks or quotes (a Markdown table's `` `DB_PASSWORD` ``, a
+printed dict's `'password'`), the quote escaped inside a JSON string."""
 _CELL_LEADS = (
-    (r"\|[ \t]+", r"[ \t]+\|[ \t]+"),
+    (rf"{_BAR}[ \t]+{_CELL_QUOTE}", rf"{_CELL_QUOTE}[ \t]+{_BAR}[ \t]+{_CELL_QUOTE}"),
     *(
-        (rf"{line}[ \t]*(?=[A-Za-z0-9_.-]{{1,64}}[ \t]*\|)", r"[ \t]*\|[ \t]*")
+        (
+            rf"{line}[ \t]*(?=[A-Za-z0-9_.-]{{1,64}}(?:[ \t]*{_BAR}|[ \t]{{2}}|\t|\\t))",
+            rf"[ \t]*{_BAR}[ \t]*{_CELL_QUOTE}",
+        )
         for line in (r"\n", r"\A", r"\\[nr]", '"')
     ),
 )
 """(where a table's cell holding a credential's name starts, what lies between it and
 the next cell) of a table's row (`_cells`): a cell after `| ` (Markdown, mysql's boxes,
-psql's inner columns), blanks around the `|` after it (not a regex's `user|password|x`);
-or a line's first cell (psql's rows and `\\x` records, `password | X`, `psql -A`'s
-`password|X`), after a newline or at the text's start, or in a JSON string after `\\n`,
-`\\r` or its opening quote, where a lookahead reads the cell as a name and a `|` before
-the rule tries the name's words. Each rule is led by a literal, which `re` scans for: led
-by `^` or by alternatives (`_LINE`'s way) the twenty searched /usr/share/doc 2-3x as long
+psql's inner columns) or `│ ` (`_BARS`), blanks around the bar after it (not a regex's
+`user|password|x`); or a line's first cell (psql's rows and `\\x` records, `password |
+X`, `psql -A`'s `password|X`; or a listing's first column: `_ALIGNED_SEP`), after a
+newline or at the text's start, or in a JSON string after `\\n`, `\\r` or its opening
+quote, where a lookahead reads the cell as a name and a bar or a padding before the rule
+tries the name's words. After a bar, either cell may be in backticks or quotes
+(`_CELL_QUOTE`; 2026-12-06, u: `│ DB_PASSWORD │ X │` and `` | `DB_PASSWORD` | `X` | ``
+were kept). Each rule is led by a literal or a class, which `re` scans for: led by `^`
+or by alternatives (`_LINE`'s way) the twenty searched /usr/share/doc 2-3x as long
 (12-06, t)."""
-_CELL_END = r"(?=[ \t]*(?:\||\\[nr]|\\?\"|\r?$))"
-"""Where a cell's value ends: blanks, then the next `|` or the line's end (also as a JSON
-string writes it, `\\r\\n` or the string's closing quote). A cell of more than one word
-is prose (`| token | the API token |`)."""
+_CELL_END = rf"(?={_CELL_QUOTE}[ \t]*(?:{_BAR}|\\[nr]|\\?\"|\r?$))"
+"""Where a cell's value ends: a closing backtick or quote, blanks, then the next bar or
+the line's end (also as a JSON string writes it, `\\r\\n` or the string's closing
+quote). A cell of more than one word is prose (`| token | the API token |`)."""
+_MASK = r"(?!\*{3})"
+"""Not a value a tool masks (`****************wxyz`: `aws configure list`)."""
+_VERSION = r"v?\d+(?:\.\d+)+(?:[-.+]?[A-Za-z]+\d*)*"
+"""A version (`2.10.0rc1`): what follows a package's name in a listing (`pip list`'s
+`django-secret-key  2.10.0rc1`)."""
+_ALIGNED_SEP = r"(?:[ \t]{2,}|(?:\t|\\t)(?:[ \t]|\\t)*)"
+"""Between a name and its value in a whitespace-aligned `NAME   VALUE` line (2026-12-06,
+u: `env | column -t -s=`, rich's borderless tables, `docker inspect`-style listings were
+kept): two blanks or a tab (`\\t` in a JSON string), the name all of the first column."""
+_ALIGNED_END = r"(?=[ \t]*(?:\\[nr]|\\?\"|\r?$)|[ \t]{2}|\t|\\t)"
+"""Where a value of a whitespace-aligned listing ends: the line's end, or two blanks or
+a tab (the next column)."""
 
 
 def _cells(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
     """`name` (a credential's, `_PASSWORD`...) as all of a table's cell, and the value in
     the next cell (2026-12-06, t: `| DB_PASSWORD | s3cr3tValue9 |`, psql's `password |
-    hunter2xyz` were kept: a name and its value with no `=` or `:` between them). The
-    value is read as after `password:` (`_value`, unquoted): a literal of `least`
-    characters or more, so a type, a word or code in the cell (`| password | required |`,
-    `| api_key | string |`, `| token | varchar(64) |`, `| secret_key | settings.KEY |`)
-    is kept; the name may follow other name characters (`DB_`, `spring.datasource.`)."""
-    value = _value(least, letter, forms="u", end=_CELL_END)
-    return tuple(lead + "[A-Za-z0-9_.-]{0,64}?" + name + sep + value for lead, sep in _CELL_LEADS)
+    hunter2xyz` were kept: a name and its value with no `=` or `:` between them), or as
+    a line's first column of blank-aligned columns (`_ALIGNED_SEP`). The value is read
+    as after `password:` (`_value`, unquoted): a literal of `least` characters or more, so
+    a type, a word or code in the cell (`| password | required |`, `| api_key | string
+    |`, `| token | varchar(64) |`, `| secret_key | settings.KEY |`) is kept, and a mask or
+    a version; the name may follow other name characters (`DB_`, `spring.datasource.`).
+    A line's first cell is read once for both forms (the lead's lookahead at every line
+    start costs what the rest of the rule does)."""
+    value = _MASK + _value(least, letter, forms="u", end=_CELL_END)
+    aligned = f"{_ALIGNED_SEP}{_MASK}(?!{_VERSION}{_ALIGNED_END})" + _value(
+        least, letter, forms="u", end=_ALIGNED_END
+    )
+    (lead, sep), *lines = _CELL_LEADS
+    whole = "[A-Za-z0-9_.-]{0,64}?" + name
+    return (
+        lead + whole + sep + value,
+        *(line + whole + f"(?:{sep}{value}|{aligned})" for line, sep in lines),
+    )
 
 
-def _cell_gates(*ends: str) -> tuple[str, ...]:
+_GATE_BARS = tuple(q + b + c for q in ("", "`", '"', "'", '\\"') for b in ("", " ") for c in _BARS)
+_GATE_LINE_ENDS = (" \n", " \r", " \\n", " \\r", "\n-", "\r\n-", "\\n-", "\\r\\n-")
+
+
+def _cell_gates(*ends: str, header: bool = False) -> tuple[str, ...]:
     """Gates of `_cells`' rules: how the name ends (the last two letters of one of its
-    words, `ends`, in any case) right before the `|`, before a blank and the `|`, or
-    before two blanks (a padded cell). A text holding no such cell passes none: gated by
-    the name's word (`key`, `token`) as the other name rules are, or by `  |`, the twenty
-    ran on most texts (on /usr/share/doc, 20x as many as these gates open; 12-06, t)."""
-    blanks = ("|", " |", "\t|", "  ", " \t", "\t ", "\t\t")
-    cased = ("".join(p) for e in ends for p in itertools.product(*((c, c.upper()) for c in e)))
-    return tuple(e + b for e in cased for b in blanks)
+    words, `ends`, in any case) right before a bar, before a blank and the bar (a closing
+    backtick or quote before either), or before two blanks or a tab (a padded cell, a
+    listing's column). A text holding no such cell passes none: gated by the name's word
+    (`key`, `token`) as the other name rules are, or by `  |`, the twenty ran on most
+    texts (on /usr/share/doc, 20x as many as these gates open; 12-06, t). `header`: the
+    gates of a column's header (`_column`): a bar, two blanks, or the line's end after a
+    blank (psql pads its header), before a rule's `-` (sqlite3's `-column`), or after a
+    name in capitals (kubectl's); not after any word ending a line (`word\\n`: the rules
+    ran on a third of /usr/share/doc's texts, 12-06, u)."""
+    cased = ["".join(p) for e in ends for p in itertools.product(*((c, c.upper()) for c in e))]
+    if not header:
+        return tuple(e + a for e in cased for a in (*_GATE_BARS, "  ", "\t", " \t", "\\t"))
+    after = (*_GATE_BARS, "  ", *_GATE_LINE_ENDS)
+    caps = tuple(e.upper() + a for e in ends for a in ("\n", "\r", "\\n", "\\r"))
+    return tuple(e + a for e in cased for a in after) + caps
+
+
+_HEADER_END = (
+    rf"(?:{_CELL_QUOTE}[ \t]*{_BAR}|[ \t]{{2}}|[ \t]*(?:\r?\n|\\r\\n|\\n)"
+    rf"(?:[ \t]*(?:[-=+:]|{_BAR}|─|━|═)|[^\n]{{0,200}}?[ \t]{{2}}))"
+)
+"""After a column's name in a table's header row: a bar (a quote before it), a padding,
+or the line's end and a table's next line (a rule, a bar, or columns aligned by blanks:
+not a web tree's runs of text joined, `password\\nfield is optional`)."""
+_JSON_BREAK = re.compile(r"\\r\\n|\\[nr]")
+_RAW_BREAK = re.compile(r"\r?\n")
+_JSON_QUOTE = re.compile(r'(?<!\\)"')
+_RULE_LINE = re.compile(r"[ \t]*[-=+:|\u2500-\u257f][-=+:|\u2500-\u257f \t]*")
+_RULE = re.compile("-{2}|={3}|\u2500{3}|\u2501{3}|\u2550{3}")
+_SPACED = re.compile(r"[^ \t]+(?: [^ \t]+)*")
+_COLUMN_ROWS = 10_000
+"""Rows of a column read below its header at most (a bound on a table's cost)."""
+
+
+def _rule(line: str) -> bool:
+    """A table's rule: `----+----`, `+----+`, `|----|`, `├──┼──┤`, `┡━━╇━━┩`, `--  ----`."""
+    return _RULE_LINE.fullmatch(line) is not None and _RULE.search(line) is not None
+
+
+def _lines(text: str, at: int) -> list[tuple[int, int]]:
+    """(start, end) of the line holding `at` and of those after it, as the text breaks
+    them: by newlines, or by `\\n` and `\\r\\n` escapes when the line lies in a JSON string
+    (a terminal's raw stream in `state_json`), up to the string's closing quote."""
+    raw, esc = text.find("\n", at), _JSON_BREAK.search(text, at)
+    in_json = esc is not None and (raw < 0 or esc.start() < raw)
+    if in_json:
+        before = [m.end() for m in _JSON_BREAK.finditer(text, max(0, at - 4096), at)]
+        opened = [m.end() for m in _JSON_QUOTE.finditer(text, max(0, at - 4096), at)]
+        start = max([0, *before, *opened])
+        close = _JSON_QUOTE.search(text, at)
+        stop = close.start() if close else len(text)
+    else:
+        start, stop = text.rfind("\n", 0, at) + 1, len(text)
+    breaks = _JSON_BREAK if in_json else _RAW_BREAK
+    out = []
+    while len(out) <= _COLUMN_ROWS:
+        m = breaks.search(text, start, stop)
+        out.append((start, m.start() if m else stop))
+        if m is None:
+            break
+        start = m.end()
+    return out
+
+
+def _column_cells(name: str, value: str, text: str, m: re.Match) -> list[tuple[int, int]]:
+    """The values (`value`: a regex read on a whole cell) in the rows below a table's
+    header cell that is all a credential's name (`name`) where `m` found it (2026-12-06,
+    u: `SELECT username, password FROM users` as psql, mysql, sqlite3's `-box`,
+    `-column`, `-markdown` and duckdb print it, `kubectl get secret -o custom-columns`,
+    were kept). The header is a table's when a rule follows it, on the next line or the
+    one after (duckdb's types), or, its columns aligned by blanks, when it is in capitals
+    (kubectl's, docker's). A bordered row's cell lies between the bars where the header's
+    lies, or is the same cell counted by bars (a wide character shifts the bars); an
+    aligned row's where the rule's dashes, else the header's column, lie. A row that is no
+    table's (no bar, a blank line, a misaligned column) ends the column."""
+    lines = _lines(text, m.start())
+    (hs, he), at = lines[0], m.start() - lines[0][0]
+    head = text[hs:he]
+    bordered = any(c in head for c in _BARS)
+    if bordered:
+        bars = [i for i, c in enumerate(head) if c in _BARS]
+        edges = [-1, *bars, len(head)]
+        cells = [(a + 1, b) for a, b in itertools.pairwise(edges)]
+    else:
+        cells = [(c.start(), c.end()) for c in _SPACED.finditer(head)]
+    index = next((i for i, (a, b) in enumerate(cells) if a <= at < b), None)
+    if index is None:
+        return []
+    a, b = cells[index]
+    if _compiled(name).fullmatch(head[a:b].strip(" \t`'\"\\")) is None:
+        return []
+    rows = [text[s:e] for s, e in lines[1:4]]
+    ruled = [i for i, r in enumerate(rows[:2]) if _rule(r)]
+    if ruled:
+        first = ruled[0] + 2
+    elif not bordered and len(cells) > 1 and not any(c.islower() for c in head):
+        first = 1
+    else:
+        return []
+    if not bordered:
+        if ruled:  # the rule's dashes give the column (psql's header is centred)
+            rule = rows[ruled[0]]
+            runs = [(r.start(), r.end()) for r in _SPACED.finditer(rule)]
+            a, b = next(((s, e) for s, e in runs if s <= at < e), (a, b))
+        else:
+            b = cells[index + 1][0] if index + 1 < len(cells) else 1 << 30
+    read, out = _compiled(value), []
+    for s, e in lines[first:]:
+        row = text[s:e]
+        if not row.strip():
+            break
+        if _rule(row):  # between rows (`├──┼──┤`, `+---+`) or the table's end
+            continue
+        if bordered:
+            if not any(c in row for c in _BARS):
+                break
+            if all(p < len(row) and row[p] in _BARS for p in bars):
+                cs, ce = s + a, s + min(b, len(row))
+            else:
+                split = [i for i, c in enumerate(row) if c in _BARS]
+                if len(split) != len(bars):
+                    continue
+                edge = [-1, *split, len(row)]
+                cs, ce = s + edge[index] + 1, s + edge[index + 1]
+        else:
+            if a > 0 and (len(row) < a or row[a - 1] not in " \t"):
+                break
+            cs, ce = s + a, s + min(b, len(row))
+        while cs < ce and text[cs] in " \t":
+            cs += 1
+        while ce > cs and text[ce - 1] in " \t":
+            ce -= 1
+        if ce - cs >= 2 and text[cs] in "`'\"" and text[ce - 1] == text[cs]:
+            cs, ce = cs + 1, ce - 1
+        found = read.match(text, cs, ce)
+        if found is not None:
+            out += [found.span(g) for g in range(1, (found.lastindex or 0) + 1) if found.group(g)]
+    return out
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern:
+    """`_column_cells`' regexes, compiled on first use (as `LazyPattern`s are)."""
+    return re.compile(pattern)
+
+
+def _column(kind: str, name: str, least: int, letter: bool, ends: tuple[str, ...]) -> tuple:
+    """(kind, regex, group, gates, cells) of the rule reading a column below its header
+    (`_column_cells`): the regex finds the header's cell, led by the name's last word."""
+    whole = rf"[A-Za-z0-9_.-]{{0,64}}?{name}"
+    value = _MASK + _value(least, letter, forms="u", end=r"\Z")
+    cells = functools.partial(_column_cells, whole, value)
+    return kind, name + _HEADER_END, 0, _cell_gates(*ends, header=True), cells
 
 
 _PASSWORD_OWNERS = ("db", "database", "admin", "root", "user", "login", "account", "master",
@@ -1030,6 +1223,11 @@ BUILTIN = (
     *(("token", rx, -1, _cell_gates("en")) for rx in _cells(_TOKEN, 8, letter=True)),
     *(("secret_key", rx, -1, _cell_gates("et", "ey")) for rx in _cells(_SECRET, 8, letter=True)),
     *(("api_key", rx, -1, _cell_gates("ey")) for rx in _cells(_API_KEY, 8, letter=True)),
+    # a credential's name as a column's header, the values in the rows below (`_column`)
+    _column("password", _PASSWORD, 6, False, ("rd", "wd", "ss")),
+    _column("token", _TOKEN, 8, True, ("en",)),
+    _column("secret_key", _SECRET, 8, True, ("et", "ey")),
+    _column("api_key", _API_KEY, 8, True, ("ey",)),
     # the same names in capitals in a dotenv or shell assignment line, the value unquoted:
     # all of it to the first blank (2026-12-05: `DB_PASSWORD=k3vQ9xZp(2mT7wR4s9aB` was
     # kept, `API_TOKEN=Ab3dE9xY;fGh1...` kept after the `;`)
@@ -1181,8 +1379,8 @@ def plugin_classes(names: tuple[str, ...]) -> dict[str, type]:
 @functools.cache
 def builtin_detectors() -> tuple[Detector, ...]:
     return tuple(
-        Detector(k, LazyPattern(rx, re.M), g, None, gates, "(?i:" in rx, True)
-        for k, rx, g, gates in BUILTIN
+        Detector(k, LazyPattern(rx, re.M), g, None, gates, "(?i:" in rx, not cells, *cells)
+        for k, rx, g, gates, *cells in BUILTIN
     )
 
 
