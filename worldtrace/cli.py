@@ -64,39 +64,38 @@ def cli(ctx: click.Context) -> None:
 
 
 def pyarrow_without_pandas() -> None:
-    """Answer pyarrow's question "is pandas installed?" with no, without importing it.
+    """pyarrow loads no pandas in the console script's process: `import pandas` started
+    by C code is refused (`_NoPandasFromC`) for the command's lifetime.
 
-    pyarrow asks once, by importing pandas (0.2-0.3 s of CPU, a third of `query` on a
-    small store), on the first array or table it makes from Python values, to tell a
-    pandas object among them; the command's process hands it none. pandas is hidden
-    while pyarrow asks; what needs it later imports it as before (Beam does; pyarrow asks
-    again when a call requires pandas). The console script's process only: a library
+    pyarrow imports pandas (0.2-0.3 s of CPU: a third of `query` on a small store) on
+    the first array it makes from Python values or converts to numpy, to tell pandas
+    objects among them or to know pandas' own null values; the command hands it none.
+    It takes the failed import for "no pandas" and asks no more. An `import pandas`
+    statement (Beam's) or `importlib` still loads it. This process only: a library
     user's `pa.array(series)` must still see a Series (`_AS_MAIN`)."""
-    if "pandas" in sys.modules:
-        return
-    import pyarrow.lib
-
-    shim = getattr(pyarrow.lib, "_pandas_api", None)
-    if shim is None:  # another pyarrow: it asks as it will
-        return
-    sys.meta_path.insert(0, _NO_PANDAS)
-    try:
-        _ = shim.have_pandas
-    finally:
-        sys.meta_path.remove(_NO_PANDAS)
+    if "pandas" not in sys.modules and _NO_PANDAS not in sys.meta_path:
+        sys.meta_path.insert(0, _NO_PANDAS)
 
 
-class _NoPandas:
-    """An import finder that fails `import pandas` (Cython's import reads a None in
-    `sys.modules` as the module, so that way does not refuse it)."""
+class _NoPandasFromC:
+    """An import finder that refuses `import pandas` when C code started it (pyarrow's
+    Cython and C++ do; `errors.import_from_c`)."""
 
     @staticmethod
     def find_spec(name: str, path: object = None, target: object = None) -> None:
-        if name == "pandas":
-            raise ModuleNotFoundError("hidden while pyarrow asks for it", name=name)
+        if name != "pandas":
+            return None
+        from .errors import import_from_c
+
+        if import_from_c(sys._getframe(1)) is not None:
+            raise ModuleNotFoundError(
+                "pandas is not loaded for pyarrow's own checks in a worldtrace command",
+                name=name,
+            )
+        return None
 
 
-_NO_PANDAS = _NoPandas()
+_NO_PANDAS = _NoPandasFromC()
 
 
 def _invoked(ctx: click.Context) -> str:

@@ -154,7 +154,7 @@ IMPORT_MACHINERY = "<frozen importlib._bootstrap"
 """How the import system's own frames are named (`_bootstrap`, `_bootstrap_external`)."""
 
 
-def _import_from_c(frame: FrameType | None) -> FrameType | None:
+def import_from_c(frame: FrameType | None) -> FrameType | None:
     """The outermost frame of an import under `frame` that C code started (an extension's
     `PyImport_ImportModule`), or None. An `import` statement (its frame at IMPORT_NAME)
     or `importlib.import_module` hands an exception raised inside the import on to its
@@ -195,7 +195,7 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
     # `type(exn)(exn.args[0] + step)`, and one without arguments as a RuntimeError
     name = STOP_NAMES[signum]
     stop = Terminated(name) if signum == signal.SIGTERM else KeyboardInterrupt(name)
-    importing = _import_from_c(frame)
+    importing = import_from_c(frame)
     if importing is None or sys.getprofile() is not None:
         raise stop
     waiting = [importing]
@@ -205,7 +205,7 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
             if event == "return" and frame is waiting[0]:
                 waiting[0] = None
             return
-        waiting[0] = _import_from_c(frame)  # another one may have started meanwhile
+        waiting[0] = import_from_c(frame)  # another one may have started meanwhile
         if waiting[0] is None:
             sys.setprofile(None)
             raise stop

@@ -48,11 +48,21 @@ def processed(tmp_path_factory) -> Store:
         (("stats",), "trajectories"),
         (("doctor", "--store-only"), "every shard under"),
         (("export", "-o", "{tmp}/out"), "exported 30 samples"),
+        (("import", "{tmp}/a.jsonl"), "import: 1 file(s) -> "),
     ],
-    ids=["query", "stats", "doctor", "export"],
+    ids=["query", "stats", "doctor", "export", "import"],
 )
-def test_reading_commands_load_no_pandas(wt_env, processed, tmp_path, args, says):
-    env = dict(wt_env, WORLDTRACE_STORE=str(processed.root))
+def test_commands_without_beam_load_no_pandas(wt_env, processed, tmp_path, args, says):
+    """pyarrow asks from Cython (`pa.array`) and from C++ (its numpy conversions:
+    `validate`'s column masks in `import`, the template counts in `export`)."""
+    import shutil
+
+    from worldtrace.schemas.store import write_jsonl
+
+    store = Store.at(tmp_path / "copy")
+    shutil.copytree(processed.root, store.root, symlinks=True)
+    write_jsonl(tmp_path / "a.jsonl", generate(SyntheticConfig(n=3, seed=12)))
+    env = dict(wt_env, WORLDTRACE_STORE=str(store.root))
     r, modules = loaded_by(env, *(a.format(tmp=tmp_path) for a in args))
     assert r.returncode == 0, r.stderr[-2000:]
     assert says in r.stdout
