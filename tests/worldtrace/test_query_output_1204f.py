@@ -106,10 +106,11 @@ def peak_rss_mb(env, fmt: str, rows: int, out) -> int:
 def test_memory_stays_bounded_as_the_result_grows(wt_env, tmp_path, fmt):
     """A result 10x larger (2,000,000 rows, 67 MB of CSV, 107 MB of JSON) raised the
     peak RSS from 267 to 1070 MB (CSV), 318 to 1566 MB (JSON) when the whole text was
-    made; written batch by batch it stays where the small result's is (199 -> 204 MB)."""
+    made; written batch by batch it stays where the small result's is (199 -> 204 MB).
+    5x here (the whole text would grow it by ~350 MB for CSV, ~550 for JSON)."""
     small = peak_rss_mb(wt_env, fmt, 200_000, tmp_path / f"small.{fmt}")
-    large = peak_rss_mb(wt_env, fmt, 2_000_000, tmp_path / f"large.{fmt}")
-    assert (tmp_path / f"large.{fmt}").stat().st_size > 60 << 20
+    large = peak_rss_mb(wt_env, fmt, 1_000_000, tmp_path / f"large.{fmt}")
+    assert (tmp_path / f"large.{fmt}").stat().st_size > 30 << 20
     assert large < 1.5 * small, (small, large)
 
 
