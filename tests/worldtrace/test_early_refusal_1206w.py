@@ -6,8 +6,6 @@ script is run under `-X importtime`, which lists every module the command loaded
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from worldtrace.schemas import Store
@@ -15,20 +13,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.publish import reading
 from worldtrace.schemas.tempfiles import try_lock
 
-from ..conftest import VENV_BIN
-
-
-def process_importing(env: dict[str, str]) -> tuple[subprocess.CompletedProcess, set[str]]:
-    r = subprocess.run(
-        [sys.executable, "-X", "importtime", str(VENV_BIN / "worldtrace"), "process"],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
-    loaded = {
-        line.rpartition("|")[2].strip()
-        for line in r.stderr.splitlines()
-        if line.startswith("import time:")
-    }
-    return r, loaded
+from .test_no_pandas_1206w import loaded_by
 
 
 @pytest.mark.parametrize("holder", ["export", "process"])
@@ -46,11 +31,11 @@ def test_a_held_store_refuses_process_before_beam_loads(wt_env, holder):
         held = fh
         said = f"another `worldtrace process` is writing this store (pid {os.getpid()} on"
     with held:
-        r, loaded = process_importing(wt_env)
+        r, loaded = loaded_by(wt_env, "process")
     assert r.returncode == 1, r.stderr[-2000:]
     assert said in r.stderr and "run again when it has finished" in r.stderr, r.stderr[-2000:]
     assert "worldtrace.schemas.publish" in loaded  # the listing is the command's own
     assert not {m for m in loaded if m.split(".")[0] == "apache_beam"}
     # and the store is free again: the run goes on to Beam (refused then for no input)
-    r, loaded = process_importing(wt_env)
+    r, loaded = loaded_by(wt_env, "process")
     assert "apache_beam" in loaded, r.stderr[-2000:]

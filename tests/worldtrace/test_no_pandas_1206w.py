@@ -16,6 +16,8 @@ from ..conftest import VENV_BIN
 
 
 def loaded_by(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """The console script's result, and the modules it imported or tried to (a refused
+    import is listed too)."""
     r = subprocess.run(
         [sys.executable, "-X", "importtime", str(VENV_BIN / "worldtrace"), *args],
         capture_output=True, text=True, env=env, timeout=300,
