@@ -5,9 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# gcc, zlib1g-dev, python3-dev: the compression statistics' C loop (pipelines/_deflate.c)
+# gcc, zlib1g-dev, python3-dev: the compression statistics' C loop (pipelines/_deflate.c);
+# sqlite3: the shell whose printed tables the redaction tests read
 APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc git-doc postgresql
-  gcc zlib1g-dev python3-dev)
+  gcc zlib1g-dev python3-dev sqlite3)
 VENV=.venv
 STAMP="$VENV/.worldtrace-setup"
 DOCKERD_LOG=/tmp/worldtrace-dockerd.log

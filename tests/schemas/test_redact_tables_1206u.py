@@ -19,7 +19,6 @@ server; tabulate's and kubectl's typed as they print.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import duckdb
@@ -306,7 +305,6 @@ def test_tables_printed_by_duckdb_and_rich_are_redacted():
     assert redacted(masked) == masked
 
 
-@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on this machine")
 def test_tables_printed_by_the_sqlite3_shell_are_redacted(tmp_path):
     db = tmp_path / "t.db"
     create = (
