@@ -47,8 +47,8 @@ class TemplateCounts:
         if path.exists():
             t = read_parquet(path, ["key", "count"])
             try:
-                keys = _integers(t["key"]).astype(np.uint64)
-                counts = _integers(t["count"]).astype(np.int64)
+                keys = _integers(t["key"]).astype(np.uint64, copy=False)
+                counts = _integers(t["count"]).astype(np.int64, copy=False)
             except TypeError as exc:  # not written by us: nulls, or another type
                 raise DamagedFile(path, str(exc), REBUILD_HINT) from None
         order = np.argsort(keys, kind="stable")

@@ -196,7 +196,7 @@ def refuse_busy(output: Path) -> None:
     refused run kept its user waiting. Read from /proc/locks, so asking takes nothing
     from a run starting this instant; the run's lock stays the rule."""
     lock = output / F.PROCESS_LOCK
-    if flock_holders(lock, "WRITE") or flock_holders(lock, "READ"):
+    if flock_holders(lock, None):
         raise StoreBusy(busy_said(output))
 
 

@@ -116,12 +116,12 @@ def try_lock(path: str | os.PathLike, shared: bool = False) -> IO[str] | None:
     return fh
 
 
-def flock_holders(path: str | os.PathLike, kind: str = "WRITE") -> list[int]:
+def flock_holders(path: str | os.PathLike, kind: str | None = "WRITE") -> list[int]:
     """The pids of the live processes on this machine that hold `path` flock-ed, `kind`
     WRITE (exclusively: a writer at work, `process` on processed/.process.lock, an export
-    on its output's lock) or READ (shared: an export reading processed/). Read from
-    /proc/locks, not by taking the lock: a probe could refuse a writer that starts at that
-    instant. Empty when unknown (no such file, no /proc)."""
+    on its output's lock), READ (shared: an export reading processed/) or None (either).
+    Read from /proc/locks, not by taking the lock: a probe could refuse a writer that
+    starts at that instant. Empty when unknown (no such file, no /proc)."""
     try:
         st = os.stat(path)
         with open("/proc/locks") as fh:
@@ -132,7 +132,13 @@ def flock_holders(path: str | os.PathLike, kind: str = "WRITE") -> list[int]:
     pids = []
     for line in lines:  # `1: FLOCK  ADVISORY  WRITE 1234 00:2e:5678 0 EOF`; a waiter: `1: ->`
         f = line.split()
-        if len(f) >= 6 and f[1] == "FLOCK" and f[3] == kind and f[5] == at and f[4].isdigit():
+        if (
+            len(f) >= 6
+            and f[1] == "FLOCK"
+            and kind in (None, f[3])
+            and f[5] == at
+            and f[4].isdigit()
+        ):
             pids.append(int(f[4]))
     return pids
 
