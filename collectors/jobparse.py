@@ -14,7 +14,7 @@ from typing import Any
 from worldtrace.sandboxes.base import action_kinds, load, static_action_space
 from worldtrace.sandboxes.conditions import parse_conditions, rooted
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
-from worldtrace.schemas.validate import LONE_SURROGATE, lone_surrogates, surrogate_problem
+from worldtrace.schemas.text import LONE_SURROGATE, lone_surrogates, surrogate_problem
 
 from .actions import arguments_of, from_spec
 from .jobspec import MAX_EPISODES, NAME_RE, TASK_KEYS, JobOptions, JobSpec, Part, TaskEntry

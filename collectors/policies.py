@@ -29,12 +29,19 @@ from worldtrace.schemas import Action, Observation, Trajectory, Turn
 from worldtrace.schemas.actions import declared_tools, json_type
 from worldtrace.schemas.parsing import configclass
 from worldtrace.schemas.plugins import entries, load_ref
-from worldtrace.schemas.redact import redactor
 from worldtrace.schemas.redact_rules import PLACEHOLDER_MARK
 
 from .actions import keystrokes, tool, tool_call
 
 POLICY_ENTRY_POINT_GROUP = "worldtrace.policies"
+
+
+def _redactor(policy: object):
+    """The redactor of a policy's own words (`redact.redactor`), loaded when a policy
+    first speaks: the rules module loads pyarrow, which the job commands need not."""
+    from worldtrace.schemas.redact import redactor
+
+    return redactor(policy)
 
 
 class PolicyConfigError(RuntimeError):
@@ -450,7 +457,7 @@ class OpenAIChatPolicy:
         except urllib.error.HTTPError as exc:
             # a gateway may echo the key it refused: the reason is redacted with the key as
             # a literal before it becomes the attempt's error (printed, kept in jobs.db)
-            said = redactor(self).text(_answer_text(exc.read(ANSWER_READ)))[0]
+            said = _redactor(self).text(_answer_text(exc.read(ANSWER_READ)))[0]
             why = f"chat completions at {url}: HTTP {exc.code} ({exc.reason}): {said}"
             if exc.code in (401, 403) and not key:
                 why += f"; {self.api_key_env} (the policy's api_key_env) is not set on this host"
@@ -471,7 +478,7 @@ class OpenAIChatPolicy:
             if not isinstance(message, dict):
                 raise TypeError
         except (ValueError, LookupError, TypeError):
-            said = redactor(self).text(_answer_text(data[:ANSWER_READ]))[0]
+            said = _redactor(self).text(_answer_text(data[:ANSWER_READ]))[0]
             raise RuntimeError(
                 f"chat completions at {url}: the answer is no chat completion "
                 f"(no choices[0].message): {said}"
@@ -535,7 +542,7 @@ class OpenAIChatPolicy:
             if isinstance(value, dict):
                 return name, value
             what = f"a JSON {json_type(value)}"
-        said = redactor(self).text(text[:ARGS_SAID])[0]
+        said = _redactor(self).text(text[:ARGS_SAID])[0]
         quoted = repr(said) + (
             f"... ({len(text)} characters; {what})" if len(text) > ARGS_SAID else f" ({what})"
         )

@@ -1,26 +1,58 @@
 """Trajectory data model and storage: records (the one declaration), the Arrow schema
 and validation derived from it, the shard store."""
 
+import sys
+import types
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from . import fields
-from .arrow import TRAJECTORY_SCHEMA, arrow_schema, from_table, to_table
-from .hashing import trajectory_id
-from .records import (
-    Action,
-    Agent,
-    Dedup,
-    Environment,
-    Observation,
-    Outcome,
-    Source,
-    System,
-    Task,
-    Trajectory,
-    Turn,
-    TurnStats,
-)
 from .spec import spec
-from .store import ShardWriter, Store, read_records, read_table
-from .validate import Problem, ValidationError, validate, validate_dict, validator_for
+
+if TYPE_CHECKING:
+    from .arrow import TRAJECTORY_SCHEMA, arrow_schema, from_table, to_table
+    from .hashing import trajectory_id
+    from .layout import Store
+    from .records import (
+        Action,
+        Agent,
+        Dedup,
+        Environment,
+        Observation,
+        Outcome,
+        Source,
+        System,
+        Task,
+        Trajectory,
+        Turn,
+        TurnStats,
+    )
+    from .store import ShardWriter, read_records, read_table
+    from .validate import Problem, ValidationError, validate, validate_dict, validator_for
+
+_HOMES = {
+    "arrow": ("TRAJECTORY_SCHEMA", "arrow_schema", "from_table", "to_table"),
+    "hashing": ("trajectory_id",),
+    "records": (
+        "Action", "Agent", "Dedup", "Environment", "Observation", "Outcome", "Source",
+        "System", "Task", "Trajectory", "Turn", "TurnStats",
+    ),
+    "layout": ("Store",),
+    "store": ("ShardWriter", "read_records", "read_table"),
+    "validate": ("Problem", "ValidationError", "validate", "validate_dict", "validator_for"),
+}  # fmt: skip
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str):
+    """The package's names load their module on first use (PEP 562): a command that needs
+    only the records or the field names (`jobs`, `gc`) loads no pyarrow (~0.1 s)."""
+    if (module := _HOME.get(name)) is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "TRAJECTORY_SCHEMA",
@@ -52,3 +84,17 @@ __all__ = [
     "validate_dict",
     "validator_for",
 ]
+
+
+class _Package(types.ModuleType):
+    """`validate` names a submodule and its function: the import system binds the
+    package's attribute to the submodule once it is loaded, and the function must keep
+    the name (as an eager `from .validate import validate` left it)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "validate" and isinstance(value, types.ModuleType):
+            value = value.validate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from . import fields as F
 from .arrow import TRAJECTORY_SCHEMA, micros_casts, to_batch, zoned_times
+from .layout import Store  # noqa: F401  (re-exported: where it always was)
 from .records import Trajectory, from_jsonable, trajectory_from_dict
 from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing API)
     TEMP_PREFIXES,
@@ -50,38 +51,6 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
 )
 from .text import BadText, byte_lines, not_text, not_utf8, too_deep, undecodable, utf8
 from .validate import Problem, validate_dict
-
-
-@dataclass(frozen=True)
-class Store:
-    """One store root with the layout of DESIGN.md: raw/, processed/, export/, jobs.db."""
-
-    root: Path
-
-    @classmethod
-    def at(cls, root: str | os.PathLike | None = None) -> Store:
-        chosen = root or os.environ.get(F.STORE_ENV) or F.DEFAULT_STORE
-        return cls(Path(chosen).absolute())
-
-    @property
-    def raw(self) -> Path:
-        return self.root / F.RAW_DIR
-
-    @property
-    def processed(self) -> Path:
-        return self.root / F.PROCESSED_DIR
-
-    @property
-    def export(self) -> Path:
-        return self.root / F.EXPORT_DIR
-
-    @property
-    def jobs_db(self) -> Path:
-        return self.root / F.JOBS_DB
-
-    def table(self, name: str) -> Path:
-        """Directory of one processed table (trajectories, turns, clusters, rejects)."""
-        return self.processed / name
 
 
 class ShardWriter:

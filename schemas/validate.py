@@ -11,8 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -26,6 +25,12 @@ from .arrow import arrow_type
 from .hashing import trajectory_id
 from .records import Trajectory
 from .spec import FieldInfo, Spec, fields_of, kind_of, label, names_of
+from .text import (  # noqa: F401  (re-exported: where they were first)
+    LONE_SURROGATE,
+    lone_surrogates,
+    storable,
+    surrogate_problem,
+)
 
 
 @dataclass(frozen=True)
@@ -74,57 +79,6 @@ def _join(path: str, name: str) -> str:
 
 
 # -- what a column can store ---------------------------------------------------------
-
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-"""Half a UTF-16 pair (a JSON `\\ud800` escape, an emoji cut in two): no UTF-8 encoding
-exists for it, so neither Parquet nor the content hash can take a string holding one."""
-
-
-def storable(text: str) -> str:
-    """`text` with each lone surrogate written as its escape (`\\ud800`): for messages,
-    which must print and store whatever they quote."""
-    if text.isascii() or not LONE_SURROGATE.search(text):
-        return text
-    return text.encode("utf-8", "backslashreplace").decode()
-
-
-def lone_surrogates(
-    value: Any, path: tuple = (), seen: set[int] | None = None
-) -> Iterator[tuple[tuple, str, bool]]:
-    """(path, string, whether it is a key) of each string of `value` (nested mappings and
-    lists; keys at their own path) that holds a lone surrogate; a key's value before the
-    key. Each container is walked once: a YAML alias may repeat one or close a cycle."""
-    if isinstance(value, str):
-        if not value.isascii() and LONE_SURROGATE.search(value):
-            yield path, value, False
-        return
-    if not isinstance(value, Mapping | list):
-        return
-    seen = set() if seen is None else seen
-    if id(value) in seen:
-        return
-    seen.add(id(value))
-    items = value.items() if isinstance(value, Mapping) else enumerate(value)
-    for k, v in items:
-        yield from lone_surrogates(v, (*path, k), seen)
-        if isinstance(k, str) and not k.isascii() and LONE_SURROGATE.search(k):
-            yield (*path, k), k, True
-
-
-def surrogate_problem(text: str) -> str | None:
-    """Why `text` cannot be stored as UTF-8 (its first lone surrogate, where), or None.
-    `isascii` is O(1) in CPython, and only a string of 2 or 4 bytes a character can hold
-    a surrogate; the search is C."""
-    if text.isascii() or (m := LONE_SURROGATE.search(text)) is None:
-        return None
-    more = len(LONE_SURROGATE.findall(text, m.end()))
-    tail = f" (and {more} more)" if more else ""
-    return (
-        f"a lone surrogate ({storable(m.group())}) at character {m.start()}{tail}: not "
-        "storable as UTF-8 (half a UTF-16 pair, e.g. an emoji cut in two: write the whole "
-        "pair, or U+FFFD)"
-    )
-
 
 INT64 = (-(2**63), 2**63 - 1)
 

@@ -70,26 +70,36 @@ def pyarrow_without_pandas() -> None:
     pyarrow imports pandas (0.2-0.3 s of CPU: a third of `query` on a small store) on
     the first array it makes from Python values or converts to numpy, to tell pandas
     objects among them or to know pandas' own null values; the command hands it none.
-    It takes the failed import for "no pandas" and asks no more. An `import pandas`
-    statement (Beam's) or `importlib` still loads it. This process only: a library
-    user's `pa.array(series)` must still see a Series (`_AS_MAIN`)."""
+    It takes the failed import for "no pandas" and asks no more. Beam's optional probe
+    is refused too (`OPTIONAL_PANDAS`: 0.3-0.4 s of `process`' ~2 s start on a small
+    store); any other `import pandas` statement or `importlib` still loads it. This
+    process only: a library user's `pa.array(series)` must still see a Series
+    (`_AS_MAIN`)."""
     if "pandas" not in sys.modules and _NO_PANDAS not in sys.meta_path:
         sys.meta_path.insert(0, _NO_PANDAS)
 
 
+OPTIONAL_PANDAS = frozenset({"apache_beam.typehints", "apache_beam.io.textio"})
+"""Modules whose `import pandas` is a probe in `try: ... except ImportError`: Beam's
+typehints package registers pandas batch converters, which no DoFn of ours declares,
+and textio defines its CSV and JSON DataFrame transforms, which we do not use (Beam's
+DataFrame API and interactive runner import pandas themselves)."""
+
+
 class _NoPandasFromC:
     """An import finder that refuses `import pandas` when C code started it (pyarrow's
-    Cython and C++ do; `errors.import_from_c`)."""
+    Cython and C++ do; `errors.import_from_c`) or a module of `OPTIONAL_PANDAS` asks."""
 
     @staticmethod
     def find_spec(name: str, path: object = None, target: object = None) -> None:
         if name != "pandas":
             return None
-        from .errors import import_from_c
+        from .errors import import_from_c, importer
 
-        if import_from_c(sys._getframe(1)) is not None:
+        caller = sys._getframe(1)
+        if importer(caller) in OPTIONAL_PANDAS or import_from_c(caller) is not None:
             raise ModuleNotFoundError(
-                "pandas is not loaded for pyarrow's own checks in a worldtrace command",
+                "pandas is not loaded for pyarrow's and Beam's own checks in a worldtrace command",
                 name=name,
             )
         return None

@@ -154,6 +154,14 @@ IMPORT_MACHINERY = "<frozen importlib._bootstrap"
 """How the import system's own frames are named (`_bootstrap`, `_bootstrap_external`)."""
 
 
+def importer(frame: FrameType | None) -> str | None:
+    """The module whose code runs the import under `frame`: the first frame outside the
+    import machinery (`__name__` of its globals), or None."""
+    while frame is not None and frame.f_code.co_filename.startswith(IMPORT_MACHINERY):
+        frame = frame.f_back
+    return None if frame is None else frame.f_globals.get("__name__")
+
+
 def import_from_c(frame: FrameType | None) -> FrameType | None:
     """The outermost frame of an import under `frame` that C code started (an extension's
     `PyImport_ImportModule`), or None. An `import` statement (its frame at IMPORT_NAME)

@@ -1,0 +1,66 @@
+"""The job commands that read the job store load no pyarrow (with numpy, ~0.15 s of a
+~0.6 s command; `jobs` ran 228 times in one test suite). They loaded it through the
+schemas package, which imported its Parquet store on first touch, and through the
+redaction rules a policy module imported for its own messages. Checked on the real
+console script under `-X importtime` (`loaded_by`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import VENV_BIN
+from .test_no_pandas_1206w import loaded_by
+
+JOB = Path(__file__).resolve().parents[2] / "examples" / "terminal-basics.yaml"
+
+
+@pytest.fixture(scope="module")
+def submitted(tmp_path_factory):
+    """A store whose job store holds one queued job (submitted by the CLI)."""
+    root = tmp_path_factory.mktemp("startup") / "store"
+    r = subprocess.run(
+        [str(VENV_BIN / "worldtrace"), "--store", str(root), "jobs", "submit", "--create", str(JOB)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return root
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("jobs", "list", "--json"), ("jobs", "show", "terminal-basics"), ("jobs", "cancel", "terminal-basics")],
+    ids=["list", "show", "cancel"],
+)  # fmt: skip
+def test_job_store_commands_load_no_pyarrow(wt_env, submitted, tmp_path, args):
+    root = tmp_path / "copy"
+    shutil.copytree(submitted, root)
+    r, modules = loaded_by(dict(wt_env, WORLDTRACE_STORE=str(root)), *args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "terminal-basics" in r.stdout, r.stdout
+    assert "worldtrace.collectors.jobstore_sql" in modules  # the listing is the command's
+    assert not {m for m in modules if m == "pyarrow" or m.startswith(("pyarrow.", "numpy"))}
+
+
+def test_the_schemas_package_still_gives_every_name():
+    """Its names load on first use now; each is the object it always was, `validate` the
+    function (a submodule of that name is bound to the package when it loads)."""
+    code = (
+        "import json, sys, worldtrace.schemas as S\n"
+        "import worldtrace.schemas.validate\n"
+        "from worldtrace.schemas import arrow, store, validate\n"
+        "print(json.dumps([\n"
+        "    [n for n in S.__all__ if not hasattr(S, n)],\n"
+        "    validate is S.validate is sys.modules['worldtrace.schemas.validate'].validate,\n"
+        "    S.Store is store.Store and S.ShardWriter is store.ShardWriter,\n"
+        "    S.TRAJECTORY_SCHEMA is arrow.TRAJECTORY_SCHEMA,\n"
+        "]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [[], True, True, True]
