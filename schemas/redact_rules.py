@@ -35,7 +35,7 @@ import json
 import random
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, NamedTuple
 
@@ -687,6 +687,19 @@ string. Each leads with a literal or a class, which `re` scans for (a lead of
 alternatives or lookbehinds searched text holding these names 3-10x slower)."""
 
 
+def _code(v: str) -> str:
+    """A whole value of `v` characters that reads as code (`_assigned`, `_cell_value`)."""
+    n = _MAX
+    arg = r"(?:[\w.,:='\"+-]|\\\")"  # `\\"`: a string's quote in a JSON string (2026-12-06)
+    call = rf"(?:\({arg}{{0,{n}}}\)|\[{arg}{{0,{n}}}\])"
+    dotted = rf"(?:{_NAME}\.)+{_NAME}"  # names: `settings.DB_PW`, not `qb9WYa7z.tUC3Co`
+    return (
+        rf"(?:{dotted}{call}*(?:[(\[]{arg}{{0,{n}}})?|(?:{_ATTR}*{_CAMEL}|{_SNAKE}"
+        rf"|{_NAME}(?=[(\[])){call}*|{_NAME}(?=[,;])|0[xX][0-9a-fA-F]{{1,16}}[uUlL]{{0,3}})"
+        rf"[,;]?(?!{v})"
+    )  # a hex number up to 64 bits: a C enum's `U_UNEXPECTED_TOKEN=0x10100,` (2026-12-06)
+
+
 def _assigned(least: int, letter: bool = False, where: str = "raw") -> str:
     """An unquoted value after `=` in an assignment line (`_LINE[where]`: `.env`,
     `export X=`, `env` output): dotenv, docker's `--env-file` and a shell read it to the
@@ -707,14 +720,7 @@ def _assigned(least: int, letter: bool = False, where: str = "raw") -> str:
     is taken in a lookahead (its group) and `least` characters of it are matched, as in
     `_value`."""
     n, v = _MAX, _LINE_VALUE[where]
-    arg = r"(?:[\w.,:='\"+-]|\\\")"  # `\\"`: a string's quote in a JSON string (2026-12-06)
-    call = rf"(?:\({arg}{{0,{n}}}\)|\[{arg}{{0,{n}}}\])"
-    dotted = rf"(?:{_NAME}\.)+{_NAME}"  # names: `settings.DB_PW`, not `qb9WYa7z.tUC3Co`
-    code = (
-        rf"(?:{dotted}{call}*(?:[(\[]{arg}{{0,{n}}})?|(?:{_ATTR}*{_CAMEL}|{_SNAKE}"
-        rf"|{_NAME}(?=[(\[])){call}*|{_NAME}(?=[,;])|0[xX][0-9a-fA-F]{{1,16}}[uUlL]{{0,3}})"
-        rf"[,;]?(?!{v})"
-    )  # a hex number up to 64 bits: a C enum's `U_UNEXPECTED_TOKEN=0x10100,` (2026-12-06)
+    code = _code(v)
     shaped = (
         f"(?={v}{{0,{n}}}?{_LINE_SYM}|(?=[A-Za-z]{{16}})(?!{_WORDS}(?!{v}))"
         f"(?={v}{{0,{n}}}?[a-z])(?={v}{{0,{n}}}?[A-Z]))"
@@ -737,8 +743,15 @@ _BARS = "|│┃║"
 """A table's column rules: ASCII (Markdown, mysql's and sqlite3's `-table` boxes, psql's
 columns) and box-drawing (`│`: psql's `linestyle unicode`, sqlite3's `-box`, duckdb's
 boxes, rich's and tabulate's `fancy_grid` rows; `┃`: rich's header; `║`: double boxes)."""
-_BAR = "(?:" + "|".join(map(re.escape, _BARS)) + ")"  # no class: the screen reads a
-# character beyond ASCII in a class as no UTF-8 (`prefilter.utf8`)
+_BAR_ESCAPES = ("\\u2502", "\\u2503", "\\u2551")
+"""The box-drawing bars as a JSON string writes them with `ensure_ascii` (a table printed
+inside a tool's JSON result; 2026-12-07, a: read as text, `\\u2502 password \\u2502`
+was no table's row)."""
+_BAR = (  # no class: the screen reads a character beyond ASCII in a class as no UTF-8
+    # (`prefilter.utf8`); `[\\]u`, not `\\u`, which the screen refuses (`_ESCAPED`)
+    "(?:" + "|".join([*map(re.escape, _BARS), *(f"[\\\\]{e[1:]}" for e in _BAR_ESCAPES)]) + ")"
+)
+_BAR_RE = re.compile(_BAR)
 _CELL_QUOTE = r"(?:`|\\?[\"'])?"
 """A cell's text in backticks or quotes (a Markdown table's `` `DB_PASSWORD` ``, a
 printed dict's `'password'`), the quote escaped inside a JSON string."""
@@ -782,6 +795,26 @@ _ALIGNED_END = r"(?=[ \t]*(?:\\[nr]|\\?\"|\r?$)|[ \t]{2}|\t|\\t)"
 a tab (the next column)."""
 
 
+_CELL_VC = r"[^\s\x00-\x1f\x7f'\"`\\|<>]"
+"""A character of a table cell's value: `_VC`'s and `(`, `)`, `[`, `]`, `{`, `}`, `,`,
+`;`, `&`, which a cell's bars bound as a dotenv line's blanks do (`_assigned`)."""
+
+
+def _cell_value(least: int, letter: bool, end: str) -> str:
+    """A value in a table's cell, ending at `end`: as after `password:` (`_value`,
+    unquoted), or, holding `(`, `,`, `;`, a bracket or `&` (2026-12-07, a: `|
+    DB_PASSWORD | pa(ss,wo;rd9X |` was kept), all the cell's word when it holds a digit
+    or a symbol (`_SYM`: `read,write,admin`, a list, is kept) and is no code
+    (`varchar(64)`, `decimal(10,2)`, `get_password()`, `Optional[str]`: `_code`)."""
+    v, n = _CELL_VC, _MAX
+    held = (
+        rf"(?={v}{{0,{n}}}?[(),;\[\]{{}}&])(?={v}{{0,{n}}}?{_SYM})"
+        + (f"(?={v}{{0,{n}}}?[A-Za-z])" if letter else "")
+        + rf"{_NOT_VALUE}(?!{_code(v)})(?=({v}{{{least},{n}}}){end}){v}{{{least}}}"
+    )
+    return f"(?:{_value(least, letter, forms='u', end=end)}|{held})"
+
+
 def _cells(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
     """`name` (a credential's, `_PASSWORD`...) as all of a table's cell, and the value in
     the next cell (2026-12-06, t: `| DB_PASSWORD | s3cr3tValue9 |`, psql's `password |
@@ -793,9 +826,9 @@ def _cells(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
     a version; the name may follow other name characters (`DB_`, `spring.datasource.`).
     A line's first cell is read once for both forms (the lead's lookahead at every line
     start costs what the rest of the rule does)."""
-    value = _MASK + _value(least, letter, forms="u", end=_CELL_END)
-    aligned = f"{_ALIGNED_SEP}{_MASK}(?!{_VERSION}{_ALIGNED_END})" + _value(
-        least, letter, forms="u", end=_ALIGNED_END
+    value = _MASK + _cell_value(least, letter, _CELL_END)
+    aligned = f"{_ALIGNED_SEP}{_MASK}(?!{_VERSION}{_ALIGNED_END})" + _cell_value(
+        least, letter, _ALIGNED_END
     )
     (lead, sep), *lines = _CELL_LEADS
     whole = "[A-Za-z0-9_.-]{0,64}?" + name
@@ -805,7 +838,10 @@ def _cells(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
     )
 
 
-_GATE_BARS = tuple(q + b + c for q in ("", "`", '"', "'", '\\"') for b in ("", " ") for c in _BARS)
+_GATE_BARS = (
+    *(q + b + c for q in ("", "`", '"', "'", '\\"') for b in ("", " ") for c in _BARS),
+    *("\\u25", " \\u25"),  # a bar's JSON escape (`_BAR_ESCAPES`), unquoted
+)
 _GATE_LINE_ENDS = (" \n", " \r", " \\n", " \\r", "\n-", "\r\n-", "\\n-", "\\r\\n-")
 
 
@@ -823,14 +859,14 @@ def _cell_gates(*ends: str, header: bool = False) -> tuple[str, ...]:
     cased = ["".join(p) for e in ends for p in itertools.product(*((c, c.upper()) for c in e))]
     if not header:
         return tuple(e + a for e in cased for a in (*_GATE_BARS, "  ", "\t", " \t", "\\t"))
-    after = (*_GATE_BARS, "  ", *_GATE_LINE_ENDS)
+    after = (*_GATE_BARS, "  ", "\t", "\\t", *_GATE_LINE_ENDS)
     caps = tuple(e.upper() + a for e in ends for a in ("\n", "\r", "\\n", "\\r"))
     return tuple(e + a for e in cased for a in after) + caps
 
 
 _HEADER_END = (
-    rf"(?:{_CELL_QUOTE}[ \t]*{_BAR}|[ \t]{{2}}|[ \t]*(?:\r?\n|\\r\\n|\\n)"
-    rf"(?:[ \t]*(?:[-=+:]|{_BAR}|─|━|═)|[^\n]{{0,200}}?[ \t]{{2}}))"
+    rf"(?:{_CELL_QUOTE}[ \t]*{_BAR}|[ \t]{{2}}|\t|\\t|[ \t]*(?:\r?\n|\\r\\n|\\n)"
+    rf"(?:[ \t]*(?:[-=+:]|{_BAR}|─|━|═|[\\]u25[0-7][0-9a-fA-F])|[^\n]{{0,200}}?(?:[ \t]{{2}}|\t|\\t)))"
 )
 """After a column's name in a table's header row: a bar (a quote before it), a padding,
 or the line's end and a table's next line (a rule, a bar, or columns aligned by blanks:
@@ -847,13 +883,15 @@ _COLUMN_ROWS = 10_000
 
 def _rule(line: str) -> bool:
     """A table's rule: `----+----`, `+----+`, `|----|`, `├──┼──┤`, `┡━━╇━━┩`, `--  ----`."""
+    line = _box(line)  # `\u2500` in a JSON string
     return _RULE_LINE.fullmatch(line) is not None and _RULE.search(line) is not None
 
 
-def _lines(text: str, at: int) -> list[tuple[int, int]]:
+def _lines(text: str, at: int) -> Iterator[tuple[int, int]]:
     """(start, end) of the line holding `at` and of those after it, as the text breaks
     them: by newlines, or by `\\n` and `\\r\\n` escapes when the line lies in a JSON string
-    (a terminal's raw stream in `state_json`), up to the string's closing quote."""
+    (a terminal's raw stream in `state_json`), up to the string's closing quote. Lazily:
+    a cell's rule reads a line or two after its match (`_wrapped`)."""
     raw, esc = text.find("\n", at), _JSON_BREAK.search(text, at)
     in_json = esc is not None and (raw < 0 or esc.start() < raw)
     if in_json:
@@ -865,14 +903,60 @@ def _lines(text: str, at: int) -> list[tuple[int, int]]:
     else:
         start, stop = text.rfind("\n", 0, at) + 1, len(text)
     breaks = _JSON_BREAK if in_json else _RAW_BREAK
-    out = []
-    while len(out) <= _COLUMN_ROWS:
+    for _ in range(_COLUMN_ROWS + 1):
         m = breaks.search(text, start, stop)
-        out.append((start, m.start() if m else stop))
+        yield start, m.start() if m else stop
         if m is None:
-            break
+            return
         start = m.end()
-    return out
+
+
+_BOX_ESCAPE = re.compile(r"\\u(25[0-7][0-9a-fA-F])")
+_TAB = re.compile(r"\t|(?<!\\)\\t")
+"""Between a tab-separated row's fields (`mysql -B`, `psql -A -F $'\\t'`, sqlite3's
+`-separator $'\\t'`): a tab, or `\\t` in a JSON string (not an escaped backslash's `t`)."""
+_TAB_FIELD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""A tab-separated header's field: a column's name (`ls -C` pads its columns with tabs
+too, and blanks: `password  zz`, an empty field, are no header's)."""
+
+
+def _tab_head_gates(*words: str) -> tuple[str, ...]:
+    """Gates of `_column`'s rules for a credential's name as a tab-separated header's last
+    field (`user\\tpassword\\n`, `id\\tdb_password\\n`): the name's last word after a
+    tab or a name's `_`, `-`, `.`, at a line's end. A bare `password\\n` opened them on a
+    third of /usr/share/doc's texts (12-06, u); a regex gate for a tab before the name
+    cost 4% of redaction's rate (a pass over every text, 2026-12-07, a)."""
+    return tuple(
+        lead + w + end
+        for w in _cases(*words)
+        for lead in ("\t", "\\t", "_", "-", ".")
+        for end in ("\n", "\r", "\\n", "\\r")
+    )
+
+
+def _bar_spans(line: str) -> list[tuple[int, int]]:
+    return [b.span() for b in _BAR_RE.finditer(line)]
+
+
+def _box(line: str) -> str:
+    """`line` with its box-drawing characters' JSON escapes (`\\u2500`) read."""
+    return _BOX_ESCAPE.sub(lambda m: chr(int(m[1], 16)), line) if "\\u25" in line else line
+
+
+def _between(bars: list[tuple[int, int]], width: int) -> list[tuple[int, int]]:
+    """The cells (start, end) of a row of `width` characters between its `bars`."""
+    return list(zip([0, *(e for _, e in bars)], [*(s for s, _ in bars), width], strict=True))
+
+
+def _stripped(text: str, cs: int, ce: int) -> tuple[int, int]:
+    """A cell's text without its padding, nor its quotes (`` `X` ``, `'X'`)."""
+    while cs < ce and text[cs] in " \t":
+        cs += 1
+    while ce > cs and text[ce - 1] in " \t":
+        ce -= 1
+    if ce - cs >= 2 and text[cs] in "`'\"" and text[ce - 1] == text[cs]:
+        cs, ce = cs + 1, ce - 1
+    return cs, ce
 
 
 def _column_cells(name: str, value: str, text: str, m: re.Match) -> list[tuple[int, int]]:
@@ -882,18 +966,25 @@ def _column_cells(name: str, value: str, text: str, m: re.Match) -> list[tuple[i
     `-column`, `-markdown` and duckdb print it, `kubectl get secret -o custom-columns`,
     were kept). The header is a table's when a rule follows it, on the next line or the
     one after (duckdb's types), or, its columns aligned by blanks, when it is in capitals
-    (kubectl's, docker's). A bordered row's cell lies between the bars where the header's
-    lies, or is the same cell counted by bars (a wide character shifts the bars); an
-    aligned row's where the rule's dashes, else the header's column, lie. A row that is no
-    table's (no bar, a blank line, a misaligned column) ends the column."""
+    (kubectl's, docker's), or when its fields are names separated by tabs (`mysql -B`,
+    `psql -A -F $'\\t'`; 2026-12-07, a). A bordered row's cell lies between the bars
+    where the header's lies, or is the same cell counted by bars (a wide character shifts
+    the bars; a bar may be written `\\u2502` in a JSON string); an aligned row's where
+    the rule's dashes, else the header's column, lie; a tab-separated row's is the same
+    field. A row that is no table's (no bar, a blank line, a misaligned column, another
+    number of fields) ends the column. A value wrapped over lines in its cell (rich's
+    `overflow="fold"`) is read joined, each piece redacted (`_pieces`)."""
     lines = _lines(text, m.start())
-    (hs, he), at = lines[0], m.start() - lines[0][0]
-    head = text[hs:he]
-    bordered = any(c in head for c in _BARS)
-    if bordered:
-        bars = [i for i, c in enumerate(head) if c in _BARS]
-        edges = [-1, *bars, len(head)]
-        cells = [(a + 1, b) for a, b in itertools.pairwise(edges)]
+    (hs, he) = next(lines)
+    at, head = m.start() - hs, text[hs:he]
+    bars = _bar_spans(head)
+    tabs = [] if bars else [(f.start(), f.end()) for f in _TAB.finditer(head)]
+    fields = [head[a:b] for a, b in _between(tabs, len(head))]
+    tabbed = len(fields) > 1 and all(_TAB_FIELD.fullmatch(f) for f in fields)
+    if bars:
+        cells = _between(bars, len(head))
+    elif tabbed:
+        cells = _between(tabs, len(head))
     else:
         cells = [(c.start(), c.end()) for c in _SPACED.finditer(head)]
     index = next((i for i, (a, b) in enumerate(cells) if a <= at < b), None)
@@ -902,53 +993,127 @@ def _column_cells(name: str, value: str, text: str, m: re.Match) -> list[tuple[i
     a, b = cells[index]
     if _compiled(name).fullmatch(head[a:b].strip(" \t`'\"\\")) is None:
         return []
-    rows = [text[s:e] for s, e in lines[1:4]]
-    ruled = [i for i, r in enumerate(rows[:2]) if _rule(r)]
+    rows = list(itertools.islice(lines, 3))
+    ruled = [i for i, (s, e) in enumerate(rows[:2]) if _rule(text[s:e])]
     if ruled:
-        first = ruled[0] + 2
-    elif not bordered and len(cells) > 1 and not any(c.islower() for c in head):
-        first = 1
+        skip = ruled[0] + 1
+    elif tabbed or (not bars and len(cells) > 1 and not any(c.islower() for c in head)):
+        skip = 0
     else:
         return []
-    if not bordered:
+    if not bars and not tabbed:
         if ruled:  # the rule's dashes give the column (psql's header is centred)
-            rule = rows[ruled[0]]
-            runs = [(r.start(), r.end()) for r in _SPACED.finditer(rule)]
+            rs, re_ = rows[ruled[0]]
+            runs = [(r.start(), r.end()) for r in _SPACED.finditer(text[rs:re_])]
             a, b = next(((s, e) for s, e in runs if s <= at < e), (a, b))
         else:
             b = cells[index + 1][0] if index + 1 < len(cells) else 1 << 30
-    read, out = _compiled(value), []
-    for s, e in lines[first:]:
+    lead = next((j for j, (x, y) in enumerate(cells) if head[x:y].strip()), 0)  # first column
+    pieces: list[list[tuple[int, int]]] = []  # a value's pieces, one a line of its cell
+    fills = False  # the last piece fills its cell: the value may go on below
+    for s, e in itertools.chain(rows[skip:], lines):
         row = text[s:e]
         if not row.strip():
             break
         if _rule(row):  # between rows (`├──┼──┤`, `+---+`) or the table's end
+            fills = False
             continue
-        if bordered:
-            if not any(c in row for c in _BARS):
+        if bars:
+            split = _bar_spans(row)
+            if all(_BAR_RE.match(row, p) for p, _ in bars):
+                row_cells = [(min(x, len(row)), min(y, len(row))) for x, y in cells]
+            elif len(split) == len(bars):
+                row_cells = _between(split, len(row))
+            elif not split:
                 break
-            if all(p < len(row) and row[p] in _BARS for p in bars):
-                cs, ce = s + a, s + min(b, len(row))
             else:
-                split = [i for i, c in enumerate(row) if c in _BARS]
-                if len(split) != len(bars):
-                    continue
-                edge = [-1, *split, len(row)]
-                cs, ce = s + edge[index] + 1, s + edge[index + 1]
+                continue
+        elif tabbed:
+            row_cells = _between([f.span() for f in _TAB.finditer(row)], len(row))
+            if len(row_cells) != len(cells):
+                break
         else:
             if a > 0 and (len(row) < a or row[a - 1] not in " \t"):
                 break
-            cs, ce = s + a, s + min(b, len(row))
-        while cs < ce and text[cs] in " \t":
-            cs += 1
-        while ce > cs and text[ce - 1] in " \t":
-            ce -= 1
-        if ce - cs >= 2 and text[cs] in "`'\"" and text[ce - 1] == text[cs]:
-            cs, ce = cs + 1, ce - 1
-        found = read.match(text, cs, ce)
-        if found is not None:
-            out += [found.span(g) for g in range(1, (found.lastindex or 0) + 1) if found.group(g)]
+            row_cells = [(0, a), (a, min(b, len(row))), (min(b, len(row)), len(row))]
+        i = index if bars or tabbed else 1
+        cs, ce = _stripped(text, s + row_cells[i][0], s + row_cells[i][1])
+        blank = [not row[x:y].strip() for x, y in row_cells]
+        others = all(blank[:i] + blank[i + 1 :]) or (i != lead and blank[lead])
+        on = bars and fills and cs < ce and others  # a line of the value above
+        if on:
+            pieces[-1].append((cs, ce))
+        else:
+            pieces.append([(cs, ce)])
+        fills = bool(bars) and cs < ce and s + row_cells[i][1] - ce <= 1
+    return _pieces(text, _compiled(value), pieces)
+
+
+def _pieces(
+    text: str, read: re.Pattern, values: list[list[tuple[int, int]]]
+) -> list[tuple[int, int]]:
+    """The spans of `values` (each the spans of its pieces, a line of its cell each) that
+    `read` reads as a credential: a value of one piece, its groups; one wrapped over
+    lines, all its pieces when its first piece or all of them joined read so (2026-12-07,
+    a: rich folds a long cell, and only a first piece long enough was redacted)."""
+    out = []
+    for spans in values:
+        first = read.match(text, *spans[0])
+        if len(spans) > 1 and (first or read.match("".join(text[s:e] for s, e in spans))):
+            out += [(s, e) for s, e in spans if s < e]
+            continue
+        for found in (read.match(text, s, e) for s, e in spans):
+            if found is not None:
+                out += [
+                    found.span(g) for g in range(1, (found.lastindex or 0) + 1) if found.group(g)
+                ]
     return out
+
+
+def _wrapped(text: str, m: re.Match) -> list[tuple[int, int]]:
+    """The groups of `_cells`' match `m` (a credential's value in a table's row), and the
+    pieces of the value below it when it wraps over lines in its cell (rich's
+    `overflow="fold"`, 2026-12-07, a): lines whose name cell is blank, the value's cell
+    not, at the same bars (the piece above filling its cell) or, in a listing aligned by
+    blanks, one word at the value's column (the pieces above as long as the first)."""
+    spans = [m.span(g) for g in range(1, (m.lastindex or 0) + 1) if m.group(g)]
+    if not spans:
+        return spans
+    vs, ve = spans[-1]
+    lines = _lines(text, vs)
+    ls, le = next(lines)
+    line = text[ls:le]
+    bars = _bar_spans(line)
+    cell = next((k for k, (x, y) in enumerate(_between(bars, len(line))) if x <= vs - ls < y), None)
+    if bars and cell:  # the value's cell, after the name's
+        edge = _between(bars, len(line))[cell][1]
+        if edge - (ve - ls) > 1:
+            return spans
+        for s, e in lines:
+            row = text[s:e]
+            if _bar_spans(row) != bars:
+                break
+            cells = _between(bars, len(row))
+            cs, ce = _stripped(text, s + cells[cell][0], s + cells[cell][1])
+            if row[slice(*cells[cell - 1])].strip() or cs == ce:
+                break
+            spans.append((cs, ce))
+            if s + cells[cell][1] - ce > 1:
+                break
+    elif not bars:
+        col, width = vs - ls, ve - vs
+        for s, e in lines:
+            row = text[s:e]
+            word = _WORD_AT.match(row, col)
+            if row[:col].strip() or word is None or row[word.end() :].strip():
+                break
+            spans.append((s + col, s + word.end()))
+            if word.end() - col != width:
+                break
+    return spans
+
+
+_WORD_AT = re.compile(r"[^\s\\]+(?=[ \t]*$)")
 
 
 @functools.cache
@@ -957,13 +1122,16 @@ def _compiled(pattern: str) -> re.Pattern:
     return re.compile(pattern)
 
 
-def _column(kind: str, name: str, least: int, letter: bool, ends: tuple[str, ...]) -> tuple:
+def _column(
+    kind: str, name: str, least: int, letter: bool, ends: tuple[str, ...], words: tuple[str, ...]
+) -> tuple:
     """(kind, regex, group, gates, cells) of the rule reading a column below its header
     (`_column_cells`): the regex finds the header's cell, led by the name's last word."""
     whole = rf"[A-Za-z0-9_.-]{{0,64}}?{name}"
-    value = _MASK + _value(least, letter, forms="u", end=r"\Z")
+    value = _MASK + _cell_value(least, letter, r"\Z")
     cells = functools.partial(_column_cells, whole, value)
-    return kind, name + _HEADER_END, 0, _cell_gates(*ends, header=True), cells
+    gates = (*_cell_gates(*ends, header=True), *_tab_head_gates(*words))
+    return kind, name + _HEADER_END, 0, gates, cells
 
 
 _PASSWORD_OWNERS = ("db", "database", "admin", "root", "user", "login", "account", "master",
@@ -1034,6 +1202,17 @@ _AWS_SEP = r"(?:\s*(?:=|:|=>|\|)\s*|(?:\s|\\[nrt])+)"
 sts get-session-token --output table`: `|  SecretAccessKey  |  KEY  |`), or only
 whitespace (`aws configure set aws_secret_access_key KEY`, the key on the line after
 `aws configure get`'s)."""
+_AWS_TEXT_SEP = r"(?:\t|\\t)"
+_AWS_TEXT_ROW = (
+    r"A(?:KIA|SIA)[A-Z0-9]{16}"
+    + _AWS_TEXT_SEP
+    + r"(?:\d{4}-\d\d-\d\d[0-9T:.+Z-]{0,24}"
+    + _AWS_TEXT_SEP
+    + r")?(?=[A-Za-z0-9+/]{0,39}[a-z])(?=[A-Za-z0-9+/]{0,39}[A-Z])"
+    r"([A-Za-z0-9+/]{40})(?![A-Za-z0-9+/=])"
+)
+"""An access key id, a tab, a date (or none) and a tab, then the secret access key: `aws
+... --output text`'s credentials row (`BUILTIN`)."""
 _MIXED = r"(?=[a-z0-9]*[A-Z])(?=[A-Z0-9]*[a-z])"
 """Both cases ahead, among letters and digits: a generated key has them, a name after a
 short prefix (`hf_hub_download`, `fw_version`, `r8_register`) has not."""
@@ -1111,6 +1290,14 @@ BUILTIN = (
      r"((?:[A-Za-z0-9+]|\\{0,3}/){100,}={0,2})(?![A-Za-z0-9/+=]|\\+/)", 1,
      ("sessiontoken", "session_token", "securitytoken", "security_token", '"token"',
       '"token\\"')),
+    # `aws ... --output text`'s row of credentials (`CREDENTIALS`, `ACCESSKEY`: the key id,
+    # a date, the secret key, the session token or a status, tab-separated; or as `--query`
+    # picks them, the date left out): after the key id, the secret key of 40 characters
+    # holding both cases, and the token after it (2026-12-07, a: only the key id was
+    # redacted)
+    ("aws_secret_key", _AWS_TEXT_ROW, 1, ("AKIA", "ASIA")),
+    ("aws_session_token", _AWS_TEXT_ROW + _AWS_TEXT_SEP + r"([A-Za-z0-9+/]{100,}={0,2})(?![A-Za-z0-9+/=])",
+     2, ("AKIA", "ASIA")),
     ("google_api_key", _start("AIza") + r"[0-9A-Za-z_-]{35}" + _E, 0, ("AIza",)),
     # Stripe secret and restricted keys, live and test (detect-secrets: live only, and
     # only 24 of today's 99 characters); publishable keys (`pk_`) are meant to be public
@@ -1219,15 +1406,15 @@ BUILTIN = (
     # the options whose whole name says the value is a credential: any shape
     *_CREDENTIAL_OPTION_RULES,
     # a credential's name as all of a table's cell, the value in the next cell (`_cells`)
-    *(("password", rx, -1, _cell_gates("rd", "wd", "ss")) for rx in _cells(_PASSWORD, 6)),
-    *(("token", rx, -1, _cell_gates("en")) for rx in _cells(_TOKEN, 8, letter=True)),
-    *(("secret_key", rx, -1, _cell_gates("et", "ey")) for rx in _cells(_SECRET, 8, letter=True)),
-    *(("api_key", rx, -1, _cell_gates("ey")) for rx in _cells(_API_KEY, 8, letter=True)),
+    *(("password", rx, -1, _cell_gates("rd", "wd", "ss"), _wrapped) for rx in _cells(_PASSWORD, 6)),
+    *(("token", rx, -1, _cell_gates("en"), _wrapped) for rx in _cells(_TOKEN, 8, letter=True)),
+    *(("secret_key", rx, -1, _cell_gates("et", "ey"), _wrapped) for rx in _cells(_SECRET, 8, letter=True)),
+    *(("api_key", rx, -1, _cell_gates("ey"), _wrapped) for rx in _cells(_API_KEY, 8, letter=True)),
     # a credential's name as a column's header, the values in the rows below (`_column`)
-    _column("password", _PASSWORD, 6, False, ("rd", "wd", "ss")),
-    _column("token", _TOKEN, 8, True, ("en",)),
-    _column("secret_key", _SECRET, 8, True, ("et", "ey")),
-    _column("api_key", _API_KEY, 8, True, ("ey",)),
+    _column("password", _PASSWORD, 6, False, ("rd", "wd", "ss"), ("password", "passwd", "pass", "pwd")),
+    _column("token", _TOKEN, 8, True, ("en",), ("token",)),
+    _column("secret_key", _SECRET, 8, True, ("et", "ey"), ("secret", "key")),
+    _column("api_key", _API_KEY, 8, True, ("ey",), ("key",)),
     # the same names in capitals in a dotenv or shell assignment line, the value unquoted:
     # all of it to the first blank (2026-12-05: `DB_PASSWORD=k3vQ9xZp(2mT7wR4s9aB` was
     # kept, `API_TOKEN=Ab3dE9xY;fGh1...` kept after the `;`)
@@ -1376,10 +1563,22 @@ def plugin_classes(names: tuple[str, ...]) -> dict[str, type]:
     return found
 
 
+class _Hashed(tuple):
+    """A tuple that hashes once: a rule's gates (the table rules' are hundreds of
+    literals) are part of the key `redact._gating` is cached by, hashed again by every
+    `Redactor()` (2026-12-07, a: ~45% of building one)."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h
+
+
 @functools.cache
 def builtin_detectors() -> tuple[Detector, ...]:
     return tuple(
-        Detector(k, LazyPattern(rx, re.M), g, None, gates, "(?i:" in rx, not cells, *cells)
+        Detector(k, LazyPattern(rx, re.M), g, None, _Hashed(gates), "(?i:" in rx, not cells, *cells)
         for k, rx, g, gates, *cells in BUILTIN
     )
 
