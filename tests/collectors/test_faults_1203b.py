@@ -214,14 +214,19 @@ def gone(procs: list[psutil.Process]) -> bool:
     return all(ended(p) for p in procs)
 
 
+BIG_RECORDS = 6000
+"""Records of `big_input`: what importing it again adds."""
+
+
 @pytest.fixture(scope="module")
 def big_input(tmp_path_factory) -> Path:
-    """About 28 MB of records in 2 files: an import of several seconds on 2 workers (it is
-    killed at its first progress line), written once: the imports only read them."""
+    """About 10 MB of records in 2 files: an import of seconds on 2 workers after its
+    first progress line (1,024 records), where it is killed; written once: the imports
+    only read them."""
     d = tmp_path_factory.mktemp("big") / "in"
     d.mkdir()
     for k in range(2):
-        openai_records(d / f"f{k}.jsonl", 8000, seed=k)
+        openai_records(d / f"f{k}.jsonl", BIG_RECORDS // 2, seed=k)
     return d
 
 
@@ -254,4 +259,4 @@ def test_import_killed_by_pid_leaves_no_worker_behind(wt_env, big_input, sig):
         return
     again = wt(wt_env, "import", str(big_input))
     assert again.returncode == 0, again.stderr
-    assert sum(1 for _ in read_records(store / "raw")) == 16000
+    assert sum(1 for _ in read_records(store / "raw")) == BIG_RECORDS

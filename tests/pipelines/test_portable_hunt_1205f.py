@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from ..conftest import wait_until
-from .test_process import big_raw, cli_process, free_port, raw_store, wait_listening
+from .test_process import big, cli_process, copy_big, free_port, raw_store, wait_listening  # noqa: F401
 
 
 @pytest.fixture
@@ -85,11 +85,17 @@ def no_run_left(store) -> None:
     assert not (store.processed / "trajectories").exists()
 
 
+START_TIMEOUT = 3.0
+"""`--worker_start_timeout` of the run whose worker is killed while it starts: waited out
+in full (the worker is killed as soon as the pool has started it, a poll after, long
+before it could connect: ~2-3 s here), so short."""
+
+
 def test_a_worker_that_dies_while_starting_fails_the_run_in_one_line(store, wt_env, pool):
     port, pool_proc = pool
     raw_store(store)
     before = {p.pid for p in pool_proc.children()}
-    cli = cli_process(store, wt_env, *portable(port, "--worker_start_timeout=10"))
+    cli = cli_process(store, wt_env, *portable(port, f"--worker_start_timeout={START_TIMEOUT:g}"))
     with killed_at_end(cli):
         worker = wait_until(lambda: live_workers(pool_proc, before), 120, "the run's worker")
         for w in worker:
@@ -99,16 +105,16 @@ def test_a_worker_that_dies_while_starting_fails_the_run_in_one_line(store, wt_e
     assert "Traceback" not in err
     assert said(err) == [
         f"Error: a pipeline worker that the worker pool at localhost:{port} started did not "
-        "connect within 10 s (it died while starting, or cannot reach this host; "
+        f"connect within {START_TIMEOUT:g} s (it died while starting, or cannot reach this host; "
         "--worker_start_timeout sets the wait); the run failed and published nothing (the "
         "processed tables are as they were)"
     ], err
     no_run_left(store)
 
 
-def test_a_worker_killed_mid_run_fails_the_run_in_one_line(store, wt_env, pool):
+def test_a_worker_killed_mid_run_fails_the_run_in_one_line(store, wt_env, pool, big):  # noqa: F811
     port, pool_proc = pool
-    big_raw(store, seed=8)
+    copy_big(store, big)
     before = {p.pid for p in pool_proc.children()}
     cli = cli_process(store, wt_env, *portable(port))
     with killed_at_end(cli):
@@ -127,11 +133,11 @@ def test_a_worker_killed_mid_run_fails_the_run_in_one_line(store, wt_env, pool):
     no_run_left(store)
 
 
-def test_a_worker_that_stops_answering_fails_the_run_in_one_line(store, wt_env, pool):
+def test_a_worker_that_stops_answering_fails_the_run_in_one_line(store, wt_env, pool, big):  # noqa: F811
     """A worker stopped (SIGSTOP: as a host or network gone, it closes nothing) left the
     run waiting for ever: its connection looked open. The run pings a silent one."""
     port, pool_proc = pool
-    big_raw(store, seed=10)
+    copy_big(store, big)
     before = {p.pid for p in pool_proc.children()}
     cli = cli_process(store, wt_env, *portable(port, "--worker_keepalive=2"))
     stopped = []
@@ -192,11 +198,11 @@ def test_ctrl_c_ends_a_run_waiting_for_a_worker_that_died(store, wt_env, pool):
     no_run_left(store)
 
 
-def test_ctrl_c_mid_run_leaves_no_run_directory_and_no_worker_at_work(store, wt_env, pool):
+def test_ctrl_c_mid_run_leaves_no_run_directory_and_no_worker_at_work(store, wt_env, pool, big):  # noqa: F811
     """The run directory was removed while the pool's worker went on running the run's
     stages, which wrote into it again after the command had exited."""
     port, pool_proc = pool
-    big_raw(store, seed=9)
+    copy_big(store, big)
     before = {p.pid for p in pool_proc.children()}
     cli = cli_process(store, wt_env, *portable(port), start_new_session=True)
     try:

@@ -18,7 +18,7 @@ from worldtrace.schemas import ShardWriter
 
 from ..conftest import wait_until
 from ..pipelines.test_publish_crash import KILL_AFTER, first_run, reference, two_batches  # noqa: F401
-from .test_interrupts_1203b import made_processed_raw, popen, processed_raw, wt  # noqa: F401
+from .test_interrupts_1203b import made_processed, made_processed_raw, popen, processed_raw, wt  # noqa: F401
 
 GC_NOW = ("gc", "--min-age", "0s", "--no-containers")
 
@@ -66,9 +66,8 @@ def test_gc_keeps_a_running_process_s_work_directory(wt_env, made_processed_raw)
     assert not list(store.processed.glob(".run-*"))
 
 
-def test_gc_keeps_a_running_export_s_staging_directory(wt_env, made_processed_raw):  # noqa: F811
-    store = processed_raw(wt_env, made_processed_raw)
-    assert wt(wt_env, "process").returncode == 0
+def test_gc_keeps_a_running_export_s_staging_directory(wt_env, made_processed):  # noqa: F811
+    store = processed_raw(wt_env, made_processed)
     proc = popen(wt_env, "export")
     [staging], gc, err = while_at_work(
         wt_env,
@@ -84,9 +83,8 @@ def test_gc_keeps_a_running_export_s_staging_directory(wt_env, made_processed_ra
     assert wt(wt_env, "export", "--verify", str(store.export / "parquet")).returncode == 0
 
 
-def test_the_export_lock_names_only_the_live_holder(wt_env, made_processed_raw):  # noqa: F811
-    store = processed_raw(wt_env, made_processed_raw)
-    assert wt(wt_env, "process").returncode == 0
+def test_the_export_lock_names_only_the_live_holder(wt_env, made_processed):  # noqa: F811
+    store = processed_raw(wt_env, made_processed)
     lock = store.export / ".export-parquet.lock"
     lock.parent.mkdir(exist_ok=True)
     lock.write_text("pid 999999999 on elsewhere, since 2026-12-06 00:00:00 UTC\n")  # as a
@@ -99,11 +97,10 @@ def test_the_export_lock_names_only_the_live_holder(wt_env, made_processed_raw):
     assert "999999999" not in second.stderr, second.stderr
 
 
-def test_process_refused_by_a_reading_export_names_it(wt_env, made_processed_raw):  # noqa: F811
+def test_process_refused_by_a_reading_export_names_it(wt_env, made_processed):  # noqa: F811
     """Found (k2): `process` beside a running export said `a `worldtrace export` is
     reading this store` naming no holder, where every other refusal names its holder."""
-    store = processed_raw(wt_env, made_processed_raw)
-    assert wt(wt_env, "process").returncode == 0
+    store = processed_raw(wt_env, made_processed)
     proc = popen(wt_env, "export")
     _, refused, _ = while_at_work(
         wt_env, proc, lambda: list(store.export.glob(".staging-*/*")), "export", "process"

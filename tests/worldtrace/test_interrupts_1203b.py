@@ -77,8 +77,9 @@ def fill(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def to_import(tmp_path_factory) -> tuple[Path, Path]:
-    """(a store holding a small import, made by the CLI; 3 x 8000 records to import): each
-    test imports the records (read only) into its own copy of the store."""
+    """(a store holding a small import, made by the CLI; 3 x 3000 records to import, an
+    import of seconds after its first progress line, when the tests stop it): each test
+    imports the records (read only) into its own copy of the store."""
     top = tmp_path_factory.mktemp("to-import")
     store = top / "store"
     store.mkdir()
@@ -89,7 +90,7 @@ def to_import(tmp_path_factory) -> tuple[Path, Path]:
     src = top / "in"
     src.mkdir()
     for k in range(3):
-        openai_records(src / f"f{k}.jsonl", 8000, seed=k)
+        openai_records(src / f"f{k}.jsonl", 3000, seed=k)
     return store, src
 
 
@@ -122,8 +123,10 @@ def test_an_interrupted_import_says_what_it_kept_and_exits_130_or_143(wt_env, to
 
 @pytest.fixture(scope="module")
 def made_processed_raw(tmp_path_factory) -> Path:
-    """A store processed once (a small import), then a large import not processed yet:
-    made once by the CLI; each test works on a copy (`processed_raw`)."""
+    """A store processed once (a small import), then a large import not processed yet
+    (1.4 MB: `process` picks worker lanes, 768 KB and more, and its pass 1 writes ~4 s
+    before it publishes): made once by the CLI; each test works on a copy
+    (`processed_raw`)."""
     top = tmp_path_factory.mktemp("processed-raw")
     store = top / "store"
     store.mkdir()
@@ -140,9 +143,30 @@ def made_processed_raw(tmp_path_factory) -> Path:
     return store
 
 
+@pytest.fixture(scope="module")
+def made_processed(tmp_path_factory) -> Path:
+    """A store with 1,500 records, all processed: an export of seconds to act on while it
+    writes (its staging directory lives ~2 s, 40 polls), without the `process` run and
+    the larger export that `made_processed_raw` would cost each test. Made once by the
+    CLI; each test works on a copy (`processed_raw`)."""
+    top = tmp_path_factory.mktemp("processed")
+    store = top / "store"
+    store.mkdir()
+    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
+    env["WORLDTRACE_STORE"] = str(store)
+    records = top / "records"
+    records.mkdir()
+    for k in range(2):
+        openai_records(records / f"r{k}.jsonl", 750, seed=40 + k)
+    assert wt(env, "import", str(records)).returncode == 0
+    r = wt(env, "process")
+    assert r.returncode == 0, r.stderr
+    return store
+
+
 def processed_raw(env: dict[str, str], made: Path) -> Store:
-    """A copy of `made_processed_raw` as the store `env` names (a copied store's files
-    are matched at their new place, as `process` matches them)."""
+    """A copy of `made` (`made_processed_raw`, `made_processed`) as the store `env` names
+    (a copied store's files are matched at their new place, as `process` matches them)."""
     store = Store.at(env["WORLDTRACE_STORE"])
     shutil.copytree(made, store.root, symlinks=True, dirs_exist_ok=True)
     return store
@@ -180,11 +204,10 @@ def test_an_interrupted_process_publishes_nothing_and_says_so(wt_env, made_proce
     assert r.returncode == 0, r.stderr
 
 
-def test_an_interrupted_export_keeps_the_earlier_export_and_says_so(wt_env, made_processed_raw):
+def test_an_interrupted_export_keeps_the_earlier_export_and_says_so(wt_env, made_processed):
     """Found: Ctrl-C printed `Aborted!` and exited 1. Now 130 and one line: the earlier
     export stays as it was."""
-    store = processed_raw(wt_env, made_processed_raw)
-    assert wt(wt_env, "process").returncode == 0
+    store = processed_raw(wt_env, made_processed)
     out = store.export / "parquet"
     first = wt(wt_env, "export", "--where", "num_turns < 3")
     assert first.returncode == 0, first.stderr
