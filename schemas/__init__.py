@@ -46,7 +46,8 @@ _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 def __getattr__(name: str):
     """The package's names load their module on first use (PEP 562): a command that needs
-    only the records or the field names (`jobs`, `gc`) loads no pyarrow (~0.1 s)."""
+    only the records, the field names or the store's layout (`jobs`) loads no pyarrow (~0.15 s
+    with numpy)."""
     if (module := _HOME.get(name)) is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(import_module(f".{module}", __name__), name)

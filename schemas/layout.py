@@ -1,6 +1,6 @@
 """A store's layout (DESIGN.md): where raw/, processed/, export/ and jobs.db lie. Apart
-from `store`'s readers and writers, so that a command that only finds the store (`jobs`,
-`gc`) loads no pyarrow."""
+from `store`'s readers and writers, so that a command that only finds the store (`jobs`)
+loads no pyarrow."""
 
 from __future__ import annotations
 
