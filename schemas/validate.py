@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .actions import a_json
 from .arrow import arrow_type
@@ -491,7 +490,16 @@ def suspects(batch: pa.RecordBatch, root: type = Trajectory) -> np.ndarray:
 
 def _mask(arr: pa.Array) -> np.ndarray:
     """A boolean array as numpy, null as False."""
+    import pyarrow.compute as pc  # on first use: its import makes ~0.1 s of wrappers
+
     return pc.fill_null(arr, False).to_numpy(zero_copy_only=False)
+
+
+def _parents(arr: pa.Array) -> np.ndarray:
+    """Per element of list array `arr`, the index of its list."""
+    import pyarrow.compute as pc
+
+    return pc.list_parent_indices(arr).to_numpy(zero_copy_only=False)
 
 
 def _struct_suspects(
@@ -525,7 +533,7 @@ def _struct_suspects(
             _struct_suspects(f.hint, arr.field, here, rows, None, bad)
         elif f.kind == "list" and kind_of(f.item) == "struct":
             flat = arr.flatten()  # null lists hold no elements
-            parent = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False)
+            parent = _parents(arr)
             at = here[parent]
             null_items = at & ~_mask(flat.is_valid())  # the walk: "expected an object"
             bad[rows[parent[null_items]]] = True
@@ -540,6 +548,8 @@ def _breaks(
 ) -> np.ndarray:
     """Per value of `arr` (those that are null included, as False or True): whether it
     may break a rule of `f`'s spec."""
+    import pyarrow.compute as pc
+
     s, out = f.spec, np.zeros(len(arr), bool)
     if s.const is not None:
         out |= _mask(pc.not_equal(arr, pa.scalar(s.const, arr.type)))
