@@ -9,6 +9,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from worldtrace.collectors.synthetic import build, near_duplicate_corpus
@@ -46,7 +47,9 @@ def test_a_weak_bucket_collision_does_not_chain_clusters():
         sig("f:row 2", "c", half, (1, 3)),
         sig("f:row 3", "a", base, (1, 2), turns=3),  # exact copy of a, fewer turns
     ]
-    with BeamPipeline() as p:
+    # the runner `process` asks for: the DirectRunner tries the Prism runner first, which
+    # left an empty /tmp/beam-temp* directory behind every suite run
+    with BeamPipeline(runner=FnApiRunner()) as p:
         batches = [sig_table(sigs[:2]), sig_table(sigs[2:])]  # as two units of pass 1
         out = (p | beam.Create(batches) | DedupDecisions(DedupConfig()))["decisions"]
         assert_that(
