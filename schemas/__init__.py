@@ -88,13 +88,13 @@ __all__ = [
 
 
 class _Package(types.ModuleType):
-    """`validate` names a submodule and its function: the import system binds the
-    package's attribute to the submodule once it is loaded, and the function must keep
-    the name (as an eager `from .validate import validate` left it)."""
+    """A name of the package that is also its home submodule's (`validate`): the import
+    system binds the package's attribute to the submodule once it is loaded, and the
+    name must keep its object (as an eager `from .validate import validate` left it)."""
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name == "validate" and isinstance(value, types.ModuleType):
-            value = value.validate
+        if _HOME.get(name) == name and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
         super().__setattr__(name, value)
 
 

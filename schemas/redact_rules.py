@@ -1084,9 +1084,10 @@ def _wrapped(text: str, m: re.Match) -> list[tuple[int, int]]:
     ls, le = next(lines)
     line = text[ls:le]
     bars = _bar_spans(line)
-    cell = next((k for k, (x, y) in enumerate(_between(bars, len(line))) if x <= vs - ls < y), None)
+    between = _between(bars, len(line))
+    cell = next((k for k, (x, y) in enumerate(between) if x <= vs - ls < y), None)
     if bars and cell:  # the value's cell, after the name's
-        edge = _between(bars, len(line))[cell][1]
+        edge = between[cell][1]
         if edge - (ve - ls) > 1:
             return spans
         for s, e in lines:

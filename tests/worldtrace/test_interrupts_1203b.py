@@ -75,16 +75,24 @@ def fill(path: Path) -> None:
 # -- Ctrl-C and SIGTERM ---------------------------------------------------------------
 
 
+def cli_store(tmp_path_factory, name: str) -> tuple[Path, Path, dict[str, str]]:
+    """(a new temporary folder, the store in it, an environment whose `worldtrace` is
+    the venv's and whose store is that one): where a module's fixture builds its store
+    with the CLI."""
+    top = tmp_path_factory.mktemp(name)
+    store = top / "store"
+    store.mkdir()
+    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
+    env["WORLDTRACE_STORE"] = str(store)
+    return top, store, env
+
+
 @pytest.fixture(scope="module")
 def to_import(tmp_path_factory) -> tuple[Path, Path]:
     """(a store holding a small import, made by the CLI; 3 x 3000 records to import, an
     import of seconds after its first progress line, when the tests stop it): each test
     imports the records (read only) into its own copy of the store."""
-    top = tmp_path_factory.mktemp("to-import")
-    store = top / "store"
-    store.mkdir()
-    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
-    env["WORLDTRACE_STORE"] = str(store)
+    top, store, env = cli_store(tmp_path_factory, "to-import")
     small = openai_records(top / "small.jsonl", 20, seed=9)
     assert wt(env, "import", str(small)).returncode == 0
     src = top / "in"
@@ -127,11 +135,7 @@ def made_processed_raw(tmp_path_factory) -> Path:
     (1.4 MB: `process` picks worker lanes, 768 KB and more, and its pass 1 writes ~4 s
     before it publishes): made once by the CLI; each test works on a copy
     (`processed_raw`)."""
-    top = tmp_path_factory.mktemp("processed-raw")
-    store = top / "store"
-    store.mkdir()
-    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
-    env["WORLDTRACE_STORE"] = str(store)
+    top, store, env = cli_store(tmp_path_factory, "processed-raw")
     assert wt(env, "import", str(openai_records(top / "a.jsonl", 30, seed=5))).returncode == 0
     r = wt(env, "process")
     assert r.returncode == 0, r.stderr
@@ -149,11 +153,7 @@ def made_processed(tmp_path_factory) -> Path:
     writes (its staging directory lives ~2 s, 40 polls), without the `process` run and
     the larger export that `made_processed_raw` would cost each test. Made once by the
     CLI; each test works on a copy (`processed_raw`)."""
-    top = tmp_path_factory.mktemp("processed")
-    store = top / "store"
-    store.mkdir()
-    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
-    env["WORLDTRACE_STORE"] = str(store)
+    top, store, env = cli_store(tmp_path_factory, "processed")
     records = top / "records"
     records.mkdir()
     for k in range(2):
