@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import VENV_BIN
-from .test_no_pandas_1206w import loaded_by
+from .test_no_pandas_1206w import loaded_by, wt_at
 
 JOB = Path(__file__).resolve().parents[2] / "examples" / "terminal-basics.yaml"
 
@@ -24,10 +23,7 @@ JOB = Path(__file__).resolve().parents[2] / "examples" / "terminal-basics.yaml"
 def submitted(tmp_path_factory):
     """A store whose job store holds one queued job (submitted by the CLI)."""
     root = tmp_path_factory.mktemp("startup") / "store"
-    r = subprocess.run(
-        [str(VENV_BIN / "worldtrace"), "--store", str(root), "jobs", "submit", "--create", str(JOB)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    r = wt_at(root, "jobs", "submit", "--create", str(JOB))
     assert r.returncode == 0, r.stderr
     return root
 
