@@ -190,6 +190,19 @@ def _exit_code(
     return code
 
 
+def own_socket(hijacked) -> socket.socket:
+    """A descriptor of our own for the socket an exec hijacked (`exec_start(socket=True)`).
+    docker's client keeps that socket in a reference cycle with its HTTP response (the
+    response, its reader, the socket's file object), and when the cycle collector
+    finalizes the response first, the response closes its connection and the socket with
+    it: found in CI as a terminal step's `file descriptor cannot be a negative integer`
+    (1 exec in 400 in a loop). The client's objects are closed here, at once; the
+    duplicate is closed by its holder alone (closing one descriptor ends no stream)."""
+    own = hijacked._sock.dup()
+    hijacked._response.close()
+    return own
+
+
 def exec_capture(
     container,
     cmd: list[str],

@@ -58,6 +58,7 @@ from .docker import DockerConfig, shared_pool
 from .execs import (
     check_running,
     exec_capture,
+    own_socket,
     raise_if_restarting,
     root_runner,
     run_setup,
@@ -484,7 +485,7 @@ class TerminalSandbox(Unpicklable):
                 user=session.user or "",
             )
             self._exec_id = ex["Id"]
-            self._sock = api.exec_start(ex["Id"], socket=True, tty=True)._sock
+            self._sock = own_socket(api.exec_start(ex["Id"], socket=True, tty=True))
             api.exec_resize(ex["Id"], height=c.rows, width=c.cols)
         except docker.errors.APIError as exc:  # the engine's, never the environment's answer
             check_running(self.container, "the shell could not start")
