@@ -19,11 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from worldtrace.schemas.sqlite import connect_read_only
 
-from .jobspec import JobSpec
 from .jobstore import (
     FINAL,
     JOB_CANCELLED,
@@ -34,6 +33,9 @@ from .jobstore import (
     Expired,
     Lease,
 )
+
+if TYPE_CHECKING:  # a type only: `jobs list` and `show` need no job-file parsing
+    from .jobspec import JobSpec
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
