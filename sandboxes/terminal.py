@@ -135,10 +135,14 @@ def verbose_echo(token: str) -> bytes:
     return mark_command(token).encode() + b"\r\n" + prompt_mark(token) * 2
 
 
-def _settle(data: bytes, mark: bytes) -> float:
-    """When a step whose last chunk holds the mark ends, unless more comes."""
+def _settle(data: bytes, mark: bytes, text_by: float | None = None) -> float:
+    """When a step whose last chunk holds the mark ends, unless more comes: `SETTLE` after
+    text that follows the mark, else `MARK_WAIT` for that text, or until `text_by` where
+    the prompt cannot be empty (the first one is ours)."""
     rest = data[data.rfind(mark) + len(mark) :]
-    return time.monotonic() + (SETTLE if rest else MARK_WAIT)
+    if rest:
+        return time.monotonic() + SETTLE
+    return text_by if text_by is not None else time.monotonic() + MARK_WAIT
 
 
 class _Kept:
@@ -366,9 +370,8 @@ class TerminalSandbox(Unpicklable):
         self._open_shell(shell, session, prompt_for(shell[0], facts["programs"]))
         self._marks = None
         try:  # the first prompt by its mark or its look: no command ran before it
-            if not self._read_until_prompt(d.step_timeout, True, time.monotonic() + d.step_timeout)[
-                0
-            ]:
+            bound = time.monotonic() + d.step_timeout
+            if not self._read_until_prompt(d.step_timeout, True, bound, first=True)[0]:
                 check_running(self.container, f"no first prompt within {d.step_timeout:g}s")
         except _Closed as exc:
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
@@ -653,7 +656,7 @@ class TerminalSandbox(Unpicklable):
         return not self._marks or (self._idle and not SUBMIT.search(keys))
 
     def _read_until_prompt(
-        self, duration: float, look: bool, bound: float
+        self, duration: float, look: bool, bound: float, first: bool = False
     ) -> tuple[bool, bool, bytes, int]:
         """Feed the screen for at most `duration` seconds or until a prompt is back:
         (prompt returned, truncated, the raw bytes kept, raw bytes received). The prompt
@@ -680,7 +683,11 @@ class TerminalSandbox(Unpicklable):
         SIGINT, held the step 13 s under a 5 s step timeout). After
         the C-c's prompt, output that keeps coming (a background job's flood, which no C-c
         reaches) ends the step `MARK_WAIT` seconds after that prompt's mark: readline has
-        drawn the prompt by then, and waiting for quiet would wait for the flood to end."""
+        drawn the prompt by then, and waiting for quiet would wait for the flood to end.
+
+        The `first` prompt (the reset's) is ours and never empty: after its mark its text
+        is waited for until `bound`, not `MARK_WAIT` (a shell starved of CPU drew it later,
+        and the initial state, part of the trajectory's id, recorded `Prompt: ` alone)."""
         cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
         start = time.monotonic()
         deadline = min(start + duration, bound)
@@ -761,7 +768,7 @@ class TerminalSandbox(Unpicklable):
                 settle = time.monotonic() + SETTLE
                 continue
             if mark in seen[-len(data) - len(mark) :]:
-                settle = _settle(seen, mark)
+                settle = _settle(seen, mark, bound if first else None)
                 continue
             if look and prompted and PROMPT_LINE_RE.search(self.term.cursor_text()):
                 return (True, False, *kept.done())
