@@ -99,6 +99,9 @@ SETTLE = 0.05
 """Seconds of quiet after the prompt's text (which follows its mark) that end a step."""
 MARK_WAIT = 1.0
 """Seconds the prompt's text may take to follow its mark (a slow CPU, an empty PS1)."""
+OURS_WAIT = 5.0
+"""The same where the last prompt was our PS1 (`TerminalSandbox._ours`), which is never
+empty: only a command that emptied it makes the step wait this long, once."""
 TYPING_SHARE = 0.9
 """The part of a step's timeout its keys may take to be typed (`_type`): the rest is the
 reading's at least, so that what the shell printed is observed and the step, typing and
@@ -135,14 +138,11 @@ def verbose_echo(token: str) -> bytes:
     return mark_command(token).encode() + b"\r\n" + prompt_mark(token) * 2
 
 
-def _settle(data: bytes, mark: bytes, text_by: float | None = None) -> float:
+def _settle(data: bytes, mark: bytes, text_wait: float = MARK_WAIT) -> float:
     """When a step whose last chunk holds the mark ends, unless more comes: `SETTLE` after
-    text that follows the mark, else `MARK_WAIT` for that text, or until `text_by` where
-    the prompt cannot be empty (the first one is ours)."""
+    text that follows the mark, else `text_wait` seconds for that text."""
     rest = data[data.rfind(mark) + len(mark) :]
-    if rest:
-        return time.monotonic() + SETTLE
-    return text_by if text_by is not None else time.monotonic() + MARK_WAIT
+    return time.monotonic() + (SETTLE if rest else text_wait)
 
 
 class _Kept:
@@ -339,6 +339,8 @@ class TerminalSandbox(Unpicklable):
         prompt says; False where only the look tells a prompt (`_look_ends`)."""
         self._idle = False
         """The last step ended on a prompt and no keys that run a line were sent since."""
+        self._ours = False
+        """The last prompt showed our PS1's look: the next one's text follows its mark."""
         self._token = secrets.token_hex(8)
         """In bash's prompt mark, drawn again for each shell (`prompt_mark`)."""
         self._mark = prompt_mark(self._token)
@@ -370,12 +372,13 @@ class TerminalSandbox(Unpicklable):
         self._open_shell(shell, session, prompt_for(shell[0], facts["programs"]))
         self._marks = None
         try:  # the first prompt by its mark or its look: no command ran before it
-            bound = time.monotonic() + d.step_timeout
-            if not self._read_until_prompt(d.step_timeout, True, bound, first=True)[0]:
+            bound = time.monotonic() + d.step_timeout  # the first prompt is ours: its text
+            if not self._read_until_prompt(d.step_timeout, True, bound, d.step_timeout)[0]:
                 check_running(self.container, f"no first prompt within {d.step_timeout:g}s")
         except _Closed as exc:
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
         self._marks, self._idle = bool(self._marks), True
+        self._ours = bool(PROMPT_LINE_RE.search(self.term.cursor_text()))
         screen = self._screen()  # what the shell printed first (ash: a banner)
         tools = [t for t in facts["tools"] if t not in session.missing]
         c = self.config
@@ -656,7 +659,7 @@ class TerminalSandbox(Unpicklable):
         return not self._marks or (self._idle and not SUBMIT.search(keys))
 
     def _read_until_prompt(
-        self, duration: float, look: bool, bound: float, first: bool = False
+        self, duration: float, look: bool, bound: float, text_wait: float = MARK_WAIT
     ) -> tuple[bool, bool, bytes, int]:
         """Feed the screen for at most `duration` seconds or until a prompt is back:
         (prompt returned, truncated, the raw bytes kept, raw bytes received). The prompt
@@ -685,9 +688,12 @@ class TerminalSandbox(Unpicklable):
         reaches) ends the step `MARK_WAIT` seconds after that prompt's mark: readline has
         drawn the prompt by then, and waiting for quiet would wait for the flood to end.
 
-        The `first` prompt (the reset's) is ours and never empty: after its mark its text
-        is waited for until `bound`, not `MARK_WAIT` (a shell starved of CPU drew it later,
-        and the initial state, part of the trajectory's id, recorded `Prompt: ` alone)."""
+        After a prompt's mark its text is waited for `text_wait` seconds, past `duration`
+        (the command has ended), never past `bound`. Where the prompt is ours that wait is
+        longer than `MARK_WAIT`, which only an empty PS1 needs: a shell starved of CPU drew
+        its prompt later, and the step ended without it, the next one's observation then
+        beginning with it, or the reset's initial state (part of the trajectory's id)
+        saying `Prompt: ` alone."""
         cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
         start = time.monotonic()
         deadline = min(start + duration, bound)
@@ -768,7 +774,8 @@ class TerminalSandbox(Unpicklable):
                 settle = time.monotonic() + SETTLE
                 continue
             if mark in seen[-len(data) - len(mark) :]:
-                settle = _settle(seen, mark, bound if first else None)
+                settle = _settle(seen, mark, text_wait)
+                deadline = max(deadline, min(settle, bound))
                 continue
             if look and prompted and PROMPT_LINE_RE.search(self.term.cursor_text()):
                 return (True, False, *kept.done())
@@ -788,13 +795,15 @@ class TerminalSandbox(Unpicklable):
         try:  # typing and reading share the step timeout; typing leaves the reading a part
             untyped = self._type(keys, started + step_timeout * TYPING_SHARE)
             prompt, truncated, raw, received = self._read_until_prompt(
-                duration, look, started + step_timeout
+                duration, look, started + step_timeout, OURS_WAIT if self._ours else MARK_WAIT
             )
         except (_Closed, OSError) as exc:  # the shell exited: its last words are the step's
             return self._shell_exited(exc, time.monotonic() - started)
         ended = time.monotonic()
         if prompt or SUBMIT.search(keys):  # keys that run no line leave the shell as it was
             self._idle = prompt
+        if prompt:
+            self._ours = bool(PROMPT_LINE_RE.search(self.term.cursor_text()))
         if not prompt:  # no answer: the environment's, unless the container is not running
             check_running(self.container, f"no prompt within {duration:g}s")
         state: dict[str, Any] = {"prompt_returned": prompt, "waited_s": round(ended - started, 3)}
