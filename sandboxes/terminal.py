@@ -689,14 +689,15 @@ class TerminalSandbox(Unpicklable):
         drawn the prompt by then, and waiting for quiet would wait for the flood to end.
 
         After a prompt's mark its text is waited for `text_wait` seconds, past `duration`
-        (the command has ended), never past `bound`. Where the prompt is ours that wait is
+        (the command has ended), never past `bound`; what follows that text has the
+        duration's end again (a background flood after the prompt). Where the prompt is ours that wait is
         longer than `MARK_WAIT`, which only an empty PS1 needs: a shell starved of CPU drew
         its prompt later, and the step ended without it, the next one's observation then
         beginning with it, or the reset's initial state (part of the trajectory's id)
         saying `Prompt: ` alone."""
         cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
         start = time.monotonic()
-        deadline = min(start + duration, bound)
+        deadline = given = min(start + duration, bound)
         drawn = 0.0  # draining: when the prompt after the C-c's answer is surely drawn
         mark, kept, size = self._mark, _Kept(self._token, raw_cap), 0
         truncated = prompted = mark_seen = False
@@ -770,12 +771,13 @@ class TerminalSandbox(Unpicklable):
             marked = settle is not None or mark in seen[-len(data) - len(mark) :]
             if marked and PROMPT_LINE_RE.search(self.term.cursor_text()):
                 return (True, False, *kept.done())  # our own PS1, whole: nothing to wait
-            if settle is not None:  # the prompt's text, after its mark
-                settle = time.monotonic() + SETTLE
+            if settle is not None:  # the prompt's text, after its mark: the wait for
+                settle = time.monotonic() + SETTLE  # it is over (what follows, a flood,
+                deadline = min(deadline, max(given, settle))  # has the step's duration)
                 continue
-            if mark in seen[-len(data) - len(mark) :]:
-                settle = _settle(seen, mark, text_wait)
-                deadline = max(deadline, min(settle, bound))
+            if mark in seen[-len(data) - len(mark) :]:  # the command ended: its prompt's
+                settle = _settle(seen, mark, text_wait)  # text is waited for, past the
+                deadline = max(deadline, min(settle, bound))  # duration if need be
                 continue
             if look and prompted and PROMPT_LINE_RE.search(self.term.cursor_text()):
                 return (True, False, *kept.done())
