@@ -79,14 +79,27 @@ def corpus():
     return generate(SyntheticConfig(n=40, seed=3))
 
 
+def cli_env(store: Path) -> dict[str, str]:
+    """An environment whose `worldtrace` is the venv's console script, on `store` (made
+    here: a store must exist, or be made with --create)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env["WORLDTRACE_STORE"] = str(store)
+    store.mkdir(exist_ok=True)
+    return env
+
+
+def wt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """The console script under `env` (`cli_env`, `wt_env`), as a user runs it."""
+    return subprocess.run(
+        ["worldtrace", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
 @pytest.fixture
 def wt_env(tmp_path: Path) -> dict[str, str]:
     """Environment for running the installed `worldtrace` console script."""
-    env = dict(os.environ)
-    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
-    env["WORLDTRACE_STORE"] = str(tmp_path / "store")
-    (tmp_path / "store").mkdir(exist_ok=True)  # a store must exist (or be made with --create)
-    return env
+    return cli_env(tmp_path / "store")
 
 
 def _engine_error() -> str | None:

@@ -19,15 +19,9 @@ import pytest
 from worldtrace.schemas import Store
 
 from ..collectors.test_faults_1203b import openai_records, start_import
-from ..conftest import SUDO, VENV_BIN, wait_until
+from ..conftest import SUDO, cli_env, wait_until, wt
 
 """Mounting a tmpfs needs root; set-up has it (as tests/worldtrace/test_disk_full.py)."""
-
-
-def wt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["worldtrace", *args], capture_output=True, text=True, env=env, timeout=300
-    )
 
 
 def popen(env: dict[str, str], *args: str) -> subprocess.Popen:
@@ -80,11 +74,7 @@ def cli_store(tmp_path_factory, name: str) -> tuple[Path, Path, dict[str, str]]:
     the venv's and whose store is that one): where a module's fixture builds its store
     with the CLI."""
     top = tmp_path_factory.mktemp(name)
-    store = top / "store"
-    store.mkdir()
-    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
-    env["WORLDTRACE_STORE"] = str(store)
-    return top, store, env
+    return top, top / "store", cli_env(top / "store")
 
 
 @pytest.fixture(scope="module")

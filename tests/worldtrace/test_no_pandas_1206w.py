@@ -7,23 +7,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from worldtrace.collectors.synthetic import SyntheticConfig, generate
 from worldtrace.schemas import ShardWriter, Store
 
-from ..conftest import VENV_BIN
-
-
-def wt_at(
-    store: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """The venv's console script on `store`, as a user runs it."""
-    return subprocess.run(
-        [str(VENV_BIN / "worldtrace"), "--store", str(store), *args],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+from ..conftest import VENV_BIN, cli_env, wt
 
 
 def loaded_by(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -46,7 +35,7 @@ def processed(tmp_path_factory) -> Store:
     store = Store.at(tmp_path_factory.mktemp("no-pandas") / "store")
     with ShardWriter(store.raw / "a") as w:
         w.write(generate(SyntheticConfig(n=30, seed=11)))
-    r = wt_at(store.root, "process")
+    r = wt(cli_env(store.root), "process")
     assert r.returncode == 0, r.stderr
     return store
 
@@ -135,7 +124,7 @@ def test_template_counts_with_a_null_are_a_damaged_file(wt_env, processed, tmp_p
     t = pq.read_table(path)
     counts = pa.array([None, *t["count"].to_pylist()[1:]], t.schema.field("count").type)
     pq.write_table(t.set_column(t.schema.get_field_index("count"), "count", counts), path)
-    r = wt_at(store.root, "export", "-o", str(tmp_path / "o"), env=wt_env)
+    r = wt(cli_env(store.root), "export", "-o", str(tmp_path / "o"))
     assert r.returncode == 1, r.stderr
     assert f"{path}: a int64 column with 1 null(s): not counts" in r.stderr, r.stderr
     assert "process --rebuild" in r.stderr and "Traceback" not in r.stderr

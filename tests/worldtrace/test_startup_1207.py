@@ -18,7 +18,8 @@ import pytest
 from worldtrace.collectors.synthetic import SyntheticConfig, generate
 from worldtrace.schemas import ShardWriter, Store
 
-from .test_no_pandas_1206w import loaded_by, wt_at
+from ..conftest import cli_env, wt
+from .test_no_pandas_1206w import loaded_by
 
 JOB = Path(__file__).resolve().parents[2] / "examples" / "terminal-basics.yaml"
 
@@ -27,7 +28,7 @@ JOB = Path(__file__).resolve().parents[2] / "examples" / "terminal-basics.yaml"
 def submitted(tmp_path_factory):
     """A store whose job store holds one queued job (submitted by the CLI)."""
     root = tmp_path_factory.mktemp("startup") / "store"
-    r = wt_at(root, "jobs", "submit", "--create", str(JOB))
+    r = wt(cli_env(root), "jobs", "submit", str(JOB))
     assert r.returncode == 0, r.stderr
     return root
 
