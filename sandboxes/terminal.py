@@ -378,7 +378,7 @@ class TerminalSandbox(Unpicklable):
         except _Closed as exc:
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
         self._marks, self._idle = bool(self._marks), True
-        self._ours = bool(PROMPT_LINE_RE.search(self.term.cursor_text()))
+        self._ours = self._ours_shown()
         screen = self._screen()  # what the shell printed first (ash: a banner)
         tools = [t for t in facts["tools"] if t not in session.missing]
         c = self.config
@@ -505,6 +505,10 @@ class TerminalSandbox(Unpicklable):
         shown as `SHOWN_TOKEN` where the agent printed it."""
         text = self.term.observation() if text is None else text
         return text.replace(self._token, SHOWN_TOKEN)
+
+    def _ours_shown(self) -> bool:
+        """Our PS1's look ends the cursor's line (`PROMPT_LINE_RE`)."""
+        return PROMPT_LINE_RE.search(self.term.cursor_text()) is not None
 
     def close(self) -> None:
         """Free the container and wait until it is gone."""
@@ -723,12 +727,7 @@ class TerminalSandbox(Unpicklable):
             if left <= 0 or now >= bound:
                 if truncated:
                     self._feed(TRUNCATED)
-                elif (
-                    self._marks
-                    and prompted
-                    and not mark_seen
-                    and PROMPT_LINE_RE.search(self.term.cursor_text())
-                ):
+                elif self._marks and prompted and not mark_seen and self._ours_shown():
                     self._marks = False  # no mark, our PS1 at the cursor: the mark is gone
                 return (False, truncated, *kept.done())
             data = self._recv(left if settle is None else min(left, settle - time.monotonic()))
@@ -769,7 +768,7 @@ class TerminalSandbox(Unpicklable):
             size += len(data)
             self._feed(data)
             marked = settle is not None or mark in seen[-len(data) - len(mark) :]
-            if marked and PROMPT_LINE_RE.search(self.term.cursor_text()):
+            if marked and self._ours_shown():
                 return (True, False, *kept.done())  # our own PS1, whole: nothing to wait
             if settle is not None:  # the prompt's text, after its mark: the wait for
                 settle = time.monotonic() + SETTLE  # it is over (what follows, a flood,
@@ -779,7 +778,7 @@ class TerminalSandbox(Unpicklable):
                 settle = _settle(seen, mark, text_wait)  # text is waited for, past the
                 deadline = max(deadline, min(settle, bound))  # duration if need be
                 continue
-            if look and prompted and PROMPT_LINE_RE.search(self.term.cursor_text()):
+            if look and prompted and self._ours_shown():
                 return (True, False, *kept.done())
 
     def step(self, action: Action) -> Observation:
@@ -805,7 +804,7 @@ class TerminalSandbox(Unpicklable):
         if prompt or SUBMIT.search(keys):  # keys that run no line leave the shell as it was
             self._idle = prompt
         if prompt:
-            self._ours = bool(PROMPT_LINE_RE.search(self.term.cursor_text()))
+            self._ours = self._ours_shown()
         if not prompt:  # no answer: the environment's, unless the container is not running
             check_running(self.container, f"no prompt within {duration:g}s")
         state: dict[str, Any] = {"prompt_returned": prompt, "waited_s": round(ended - started, 3)}

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from worldtrace.collectors.actions import keystrokes
-from worldtrace.sandboxes.base import TaskSpec
+from worldtrace.sandboxes.base import Observation, TaskSpec
 from worldtrace.sandboxes.docker import DockerConfig
 from worldtrace.sandboxes.terminal import (
     MARK_WAIT,
@@ -42,29 +42,35 @@ interactive), so ours is written into it."""
 
 @pytest.fixture
 def slow():
-    """A terminal on the shell that draws its prompt late, reset."""
+    """A terminal on the shell that draws its prompt late (`reset` it)."""
     s = TerminalSandbox(
         TerminalConfig(
             docker=DockerConfig(step_timeout=20), shell=(SLOW_BASH, "--norc", "--noprofile", "-i")
         )
     )
     try:
-        started = time.monotonic()
-        s.reset(TaskSpec("t", setup=(SETUP,)))
-        s.reset_seconds = time.monotonic() - started
         yield s
     finally:
         s.close()
 
 
+def reset(s: TerminalSandbox) -> tuple[Observation, float]:
+    """The reset's observation, and the seconds it took."""
+    started = time.monotonic()
+    return s.reset(TaskSpec("t", setup=(SETUP,))), time.monotonic() - started
+
+
 def test_a_first_prompt_drawn_late_is_in_the_initial_state(slow):
     assert MARK_WAIT < LATE < OURS_WAIT
+    obs, seconds = reset(slow)
     assert slow.describe()["initial_state"].splitlines()[-1] == "Prompt: " + SHOWN
-    assert slow.reset_seconds >= LATE  # the prompt came that late
+    assert obs.text.endswith(SHOWN), obs.text
+    assert seconds >= LATE  # the prompt came that late
     assert slow.ended is None
 
 
 def test_a_step_whose_prompt_is_drawn_late_ends_with_it(slow):
+    reset(slow)
     for word in ("hi", "again"):  # the second would begin with the first's late prompt
         o = slow.step(keystrokes(f"echo {word}\n"))
         state = json.loads(o.state_json)
@@ -74,6 +80,7 @@ def test_a_step_whose_prompt_is_drawn_late_ends_with_it(slow):
 
 def test_a_prompt_emptied_by_the_agent_costs_one_longer_wait(slow):
     """Only a command that empties our PS1 meets the longer wait, once."""
+    reset(slow)
     o = slow.step(keystrokes("PS1=\n", duration=1))
     assert json.loads(o.state_json)["prompt_returned"]
     o = slow.step(keystrokes("echo bare\n", duration=1))
