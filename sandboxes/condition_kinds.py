@@ -314,6 +314,11 @@ class Condition:
     def start(self, kw: dict[str, Any], where: Where) -> None:
         """Change the container's start options (only kinds that need a fresh container)."""
 
+    def confine(self, resources: dict[str, Any]) -> None:
+        """Set a limit of the agent's processes (a field of the engine's container update:
+        `PidsLimit`), applied once our reset's execs ran (`Plan.confine`): they are ours,
+        not the agent's, and must not meet it."""
+
     def after(self, run: Run, session: Session, where: Where) -> Condition | None:
         """Set the stage in the started container, as root; the condition as applied when
         the set-up chose an option (corrupt_file's seeded offset), else None. A failure
@@ -595,8 +600,11 @@ class PidsLow(Condition):
     def within(self, docker):
         return dataclasses.replace(self, limit=min(self.limit, docker.pids_limit))
 
-    def start(self, kw, where):
-        kw["pids_limit"] = self.limit
+    def confine(self, resources):
+        """Not a start option: the reset's execs ran under it (the engine's runtime takes
+        threads in the container to start each one, and failed now and then when few slots
+        were left: `read init-p: connection reset by peer`), as did a task's set-up."""
+        resources["PidsLimit"] = self.limit
 
     def text(self, where):
         return f"at most {self.limit} processes can run at once"

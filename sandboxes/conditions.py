@@ -35,6 +35,7 @@ from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 
 from .base import SandboxConfigError, SandboxError, TaskSpec
 from .condition_kinds import KINDS, Condition, Run, Session, Where, image_of, path_within
+from .docker import update_limits
 from .execs import ran_and_failed
 from .owners import owner_labels
 
@@ -479,6 +480,16 @@ class Plan:
                 applied[i] = done
         self.conditions = tuple(applied)
         return session
+
+    def confine(self, container) -> None:
+        """Set the limits that hold for the agent's processes only (`Condition.confine`),
+        the last of a reset: our execs before (probe, set-up, the shell's start) ran
+        under the job's own limits."""
+        resources: dict[str, Any] = {}
+        for c in self.conditions:
+            c.confine(resources)
+        if resources:
+            update_limits(container, resources)
 
     def text(self) -> str:
         """`Condition: ...` lines for the initial state (empty without conditions); the

@@ -398,6 +398,23 @@ def remount_tmpfs(container, path: str, options: str) -> None:
         raise SandboxError(f"cannot remount {path} with {options}: {said}") from exc
 
 
+def update_limits(container, resources: dict[str, Any]) -> None:
+    """Change the running `container`'s limits (the engine's container update: `PidsLimit`
+    and the other `Resources` fields). docker-py's `update_container` names no
+    `PidsLimit`, so this posts the engine's own request. A refusal is our set-up failing:
+    SandboxError with the engine's reason (or the container's trouble)."""
+    api = container.client.api
+    url = f"{api.base_url}/v{api.api_version}/containers/{container.id}/update"
+    try:
+        r = api.post(url, json=resources, timeout=CLOSE_WAIT)
+    except Exception as exc:  # the engine's socket: no answer
+        raise SandboxError(f"cannot set the limits {resources}: {exc}") from exc
+    if r.status_code >= 400:
+        check_running(container, f"the limits {resources} could not be set")
+        said = r.text.strip()[-300:]
+        raise SandboxError(f"cannot set the limits {resources}: {r.status_code} {said}")
+
+
 # -- the pool ---------------------------------------------------------------------------
 class ContainerPool:
     """Started containers waiting for an episode; refilled in the background."""

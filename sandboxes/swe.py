@@ -431,6 +431,7 @@ class SWESandbox(Unpicklable):
         self.session = plan.after(root_runner(self.container, d.step_timeout, at))
         self.session.user = self.session.user or user  # a condition's, else the agent's
         self._initial = self._listing()
+        plan.confine(self.container)  # our execs ran: the steps are the agent's
         if plan.conditions:
             self._initial += "\n" + plan.text()
         self._conditions = plan.records()

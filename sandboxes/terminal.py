@@ -379,6 +379,7 @@ class TerminalSandbox(Unpicklable):
             raise SandboxError(f"the shell exited before its first prompt: {exc}") from None
         self._marks, self._idle = bool(self._marks), True
         self._ours = self._ours_shown()
+        plan.confine(self.container)  # the shell started: what follows is the agent's
         screen = self._screen()  # what the shell printed first (ash: a banner)
         tools = [t for t in facts["tools"] if t not in session.missing]
         c = self.config

@@ -26,11 +26,11 @@ SWITCHED = 101
 
 
 def hijacking_responses() -> list[requests.Response]:
-    """The live responses of the docker client whose connection an exec took over."""
+    """The live responses of the docker client whose connection an exec took over. By
+    `type`: `isinstance` reads `__class__` of objects that are not responses, and some
+    of other tests' libraries warn on that (torch's deprecated `reduce_op`)."""
     return [
-        o
-        for o in gc.get_objects()
-        if isinstance(o, requests.Response) and o.status_code == SWITCHED
+        o for o in gc.get_objects() if type(o) is requests.Response and o.status_code == SWITCHED
     ]
 
 

@@ -1,0 +1,62 @@
+"""Our set-up runs with the job's process limit; `pids_low` holds for the agent (found
+12-07: a CI run failed an attempt as `docker could not start the command 'sh' (exit 126):
+... read init-p: connection reset by peer`). The container started under the
+condition's limit, so every exec of the reset (the image's probe, the task's set-up, the
+conditions' own, the shell) met it: the engine's runtime, which needs threads of its own
+in the container, failed now and then when few slots were left, and a task whose set-up
+left processes running took the slots of our probe (its `$(...)` could not fork: `OS:
+unknown`) and of the shell's start (`Cannot fork` on the first screen). The limit is now
+the engine's container update at the end of the reset. Real containers."""
+
+from __future__ import annotations
+
+import pytest
+from worldtrace.collectors.actions import keystrokes
+from worldtrace.sandboxes.base import TaskSpec
+from worldtrace.sandboxes.conditions import parse_conditions
+from worldtrace.sandboxes.docker import DockerConfig
+from worldtrace.sandboxes.swe import SWEConfig, SWESandbox
+from worldtrace.sandboxes.terminal import TerminalConfig, TerminalSandbox
+
+pytestmark = pytest.mark.docker
+
+LIMIT = 8
+FILL = "for i in 1 2 3 4 5 6; do sleep 600 </dev/null >/dev/null 2>&1 & done"
+"""Six processes the task's set-up leaves: with PID 1's two, the container holds `LIMIT`."""
+
+
+def conditions():
+    return parse_conditions([{"pids_low": LIMIT}]).sample(0)
+
+
+def pids_limit(docker_engine, sandbox) -> int:
+    return docker_engine.api.inspect_container(sandbox.container.id)["HostConfig"]["PidsLimit"]
+
+
+def test_a_terminal_whose_setup_fills_the_limit_starts_as_any_other(docker_engine):
+    s = TerminalSandbox(TerminalConfig(shell=("/bin/sh",), docker=DockerConfig(step_timeout=20)))
+    try:
+        first = s.reset(TaskSpec("t", setup=(FILL,)), conditions=conditions())
+        initial = s.describe()["initial_state"].split("\n")
+        assert initial[0].startswith("OS: Debian"), initial
+        assert "Prompt: user@sandbox:/root$ " in initial, initial
+        assert f"Condition: at most {LIMIT} processes can run at once" in initial, initial
+        assert "fork" not in first.text.lower(), first.text
+        assert pids_limit(docker_engine, s) == LIMIT
+        o = s.step(keystrokes("echo hi; sleep 1 & echo forked\n"))  # the agent meets it
+        assert o.text == (
+            "echo hi; sleep 1 & echo forked\nhi\n/bin/sh: 0: Cannot fork\nuser@sandbox:/root$ "
+        ), o.text
+    finally:
+        s.close()
+
+
+def test_a_swe_reset_whose_setup_fills_the_limit_lists_the_repository(docker_engine, repo):
+    s = SWESandbox(SWEConfig(docker=DockerConfig(step_timeout=20), repo=str(repo)))
+    try:
+        first = s.reset(TaskSpec("t", setup=(FILL,)), conditions=conditions())
+        assert first.text.startswith("Repository at /repo (2 files):\n"), first.text
+        assert {"README.md", "pkg/calc.py"} <= set(first.text.split("\n")), first.text
+        assert pids_limit(docker_engine, s) == LIMIT
+    finally:
+        s.close()
