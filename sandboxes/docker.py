@@ -406,7 +406,7 @@ def update_limits(container, resources: dict[str, Any]) -> None:
     api = container.client.api
     url = f"{api.base_url}/v{api.api_version}/containers/{container.id}/update"
     try:
-        r = api.post(url, json=resources, timeout=CLOSE_WAIT)
+        r = api.post(url, json=resources, timeout=api.timeout)  # the client's own
     except Exception as exc:  # the engine's socket: no answer
         raise SandboxError(f"cannot set the limits {resources}: {exc}") from exc
     if r.status_code >= 400:
