@@ -1,14 +1,18 @@
-"""Our set-up runs with the job's process limit; `pids_low` holds for the agent (found
-12-07: a CI run failed an attempt as `docker could not start the command 'sh' (exit 126):
-... read init-p: connection reset by peer`). The container started under the
-condition's limit, so every exec of the reset (the image's probe, the task's set-up, the
-conditions' own, the shell) met it: the engine's runtime, which needs threads of its own
-in the container, failed now and then when few slots were left, and a task whose set-up
-left processes running took the slots of our probe (its `$(...)` could not fork: `OS:
-unknown`) and of the shell's start (`Cannot fork` on the first screen). The limit is now
+"""Our set-up runs with the job's limits; `pids_low` and `cpu_slow` hold for the agent.
+
+Found 12-07: a CI run failed an attempt as `docker could not start the command 'sh'
+(exit 126): ... read init-p: connection reset by peer`. The container started under the
+condition's process limit, so every exec of the reset (the image's probe, the task's
+set-up, the conditions' own, the shell) met it: the engine's runtime, which needs threads
+of its own in the container, failed now and then when few slots were left, and a task
+whose set-up left processes running took the slots of our probe (its `$(...)` could not
+fork) and of the shell's start. `cpu_slow` alike ran the whole reset on its share of a
+core: a set-up of a second ran past its step timeout, every attempt. The limits are now
 the engine's container update at the end of the reset. Real containers."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from worldtrace.collectors.actions import keystrokes
@@ -58,5 +62,23 @@ def test_a_swe_reset_whose_setup_fills_the_limit_lists_the_repository(docker_eng
         assert first.text.startswith("Repository at /repo (2 files):\n"), first.text
         assert {"README.md", "pkg/calc.py"} <= set(first.text.split("\n")), first.text
         assert pids_limit(docker_engine, s) == LIMIT
+    finally:
+        s.close()
+
+
+BUSY = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
+"""A shell loop of ~0.15 s on a core here: ~7 s on 2% of one."""
+
+
+def test_a_set_up_runs_at_full_speed_and_the_agent_on_the_slow_cpu(docker_engine):
+    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=5)))
+    slow = parse_conditions([{"cpu_slow": 0.02}]).sample(0)
+    try:
+        s.reset(TaskSpec("t", setup=(BUSY,)), conditions=slow)  # ran past 5 s at 2%
+        assert "Condition: the CPU is slow: 0.02 of one core" in s.describe()["initial_state"]
+        hc = docker_engine.api.inspect_container(s.container.id)["HostConfig"]
+        assert hc["NanoCpus"] == 2 * 10**7
+        o = s.step(keystrokes(BUSY + "; echo done\n", duration=1))  # 1 s: at most ~0.1 s
+        assert not json.loads(o.state_json)["prompt_returned"], o.text  # of a core's work
     finally:
         s.close()
