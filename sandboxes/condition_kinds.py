@@ -579,8 +579,10 @@ class MemoryLow(Condition):
             return self
         return dataclasses.replace(self, limit=docker.memory)
 
-    def start(self, kw, where):
-        kw["mem_limit"] = kw["memswap_limit"] = self.limit
+    def confine(self, resources):
+        """Not a start option: a task's set-up that needs more (an install, a build) was
+        killed on every attempt, and the probe and the shell's start ran under it too."""
+        resources["Memory"] = resources["MemorySwap"] = memory_bytes(self.limit)
 
     def text(self, where):
         return (

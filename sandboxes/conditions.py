@@ -388,6 +388,12 @@ FILE_MOUNT = {
 """Why a condition's mount cannot go on a file of the image, by the mount's kind."""
 
 
+MEMORY_REFUSED = "unable to set memory limit"
+"""runc's words (in the engine's answer to a container update) for a memory limit below
+what the container holds and the kernel cannot reclaim: `unable to set memory limit to
+33554432 (current usage: 60768256, peak usage: 61218816)`."""
+
+
 class Plan:
     """The conditions of one episode, applied to one sandbox."""
 
@@ -488,8 +494,17 @@ class Plan:
         resources: dict[str, Any] = {}
         for c in self.conditions:
             c.confine(resources)
-        if resources:
+        if not resources:
+            return
+        try:
             update_limits(container, resources)
+        except SandboxError as exc:
+            if "Memory" not in resources or MEMORY_REFUSED not in str(exc):
+                raise
+            raise SandboxConfigError(  # what the set-up left: alike on every attempt
+                f"condition memory_low: the container holds more memory after the task's "
+                f"set-up than the limit (files in a tmpfs count, /dev/shm's too): {exc}"
+            ) from None
 
     def text(self) -> str:
         """`Condition: ...` lines for the initial state (empty without conditions); the

@@ -1,4 +1,5 @@
-"""Our set-up runs with the job's limits; `pids_low` and `cpu_slow` hold for the agent.
+"""Our set-up runs with the job's limits; `pids_low`, `cpu_slow` and `memory_low` hold for
+the agent.
 
 Found 12-07: a CI run failed an attempt as `docker could not start the command 'sh'
 (exit 126): ... read init-p: connection reset by peer`. The container started under the
@@ -7,8 +8,9 @@ set-up, the conditions' own, the shell) met it: the engine's runtime, which need
 of its own in the container, failed now and then when few slots were left, and a task
 whose set-up left processes running took the slots of our probe (its `$(...)` could not
 fork) and of the shell's start. `cpu_slow` alike ran the whole reset on its share of a
-core: a set-up of a second ran past its step timeout, every attempt. The limits are now
-the engine's container update at the end of the reset. Real containers."""
+core (a set-up of a second ran past its step timeout, every attempt), and `memory_low`
+killed a set-up that needs more (every attempt). The limits are now the engine's
+container update at the end of the reset. Real containers."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import json
 
 import pytest
 from worldtrace.collectors.actions import keystrokes
-from worldtrace.sandboxes.base import TaskSpec
+from worldtrace.sandboxes.base import SandboxConfigError, TaskSpec
 from worldtrace.sandboxes.conditions import parse_conditions
 from worldtrace.sandboxes.docker import DockerConfig
 from worldtrace.sandboxes.swe import SWEConfig, SWESandbox
@@ -80,5 +82,38 @@ def test_a_set_up_runs_at_full_speed_and_the_agent_on_the_slow_cpu(docker_engine
         assert hc["NanoCpus"] == 2 * 10**7
         o = s.step(keystrokes(BUSY + "; echo done\n", duration=1))  # 1 s: at most ~0.1 s
         assert not json.loads(o.state_json)["prompt_returned"], o.text  # of a core's work
+    finally:
+        s.close()
+
+
+FAT = "python3 -c \"b = b'x' * (48 << 20)\""
+"""48 MiB written (a `bytearray` of zeros would map pages that are never touched)."""
+
+
+def test_a_set_up_that_needs_more_memory_runs_and_the_agent_meets_the_limit(docker_engine):
+    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=20)))
+    low = parse_conditions([{"memory_low": "32m"}]).sample(0)
+    try:
+        s.reset(TaskSpec("t", setup=(FAT,)), conditions=low)  # killed under 32m, exit 137
+        hc = docker_engine.api.inspect_container(s.container.id)["HostConfig"]
+        assert (hc["Memory"], hc["MemorySwap"]) == (32 << 20, 32 << 20)
+        o = s.step(keystrokes(FAT + "; echo rc=$?\n"))
+        assert o.text.endswith("\nKilled\nrc=137\nuser@sandbox:~$ "), o.text
+    finally:
+        s.close()
+
+
+def test_a_set_up_that_leaves_more_in_memory_than_the_limit_is_the_jobs_to_fix(docker_engine):
+    """What the set-up keeps in memory (a tmpfs file) cannot be given back: the limit
+    cannot be set, alike on every attempt (not retried), said with the engine's numbers."""
+    s = TerminalSandbox(TerminalConfig(docker=DockerConfig(step_timeout=20)))
+    low = parse_conditions([{"memory_low": "32m"}]).sample(0)
+    keep = "head -c 50000000 /dev/zero > /dev/shm/kept"
+    try:
+        with pytest.raises(SandboxConfigError) as got:
+            s.reset(TaskSpec("t", setup=(keep,)), conditions=low)
+        said = str(got.value)
+        assert said.startswith("condition memory_low: the container holds more memory"), said
+        assert "unable to set memory limit to 33554432 (current usage: " in said, said
     finally:
         s.close()
