@@ -316,8 +316,8 @@ class Condition:
 
     def confine(self, resources: dict[str, Any]) -> None:
         """Set a limit of the agent's processes (a field of the engine's container update:
-        `PidsLimit`), applied once our reset's execs ran (`Plan.confine`): they are ours,
-        not the agent's, and must not meet it."""
+        `PidsLimit`, `NanoCpus`, `Memory`), applied once our reset's execs ran
+        (`Plan.confine`): they are ours, not the agent's, and must not meet it."""
 
     def after(self, run: Run, session: Session, where: Where) -> Condition | None:
         """Set the stage in the started container, as root; the condition as applied when
