@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 from dataclasses import field
 from pathlib import Path
@@ -98,6 +99,10 @@ adds its results one per timer and fetches each one's summary: 66 results took 1
 324 took 4.4-5.3 s on an idle machine), and never more than a third of `step_timeout`, so
 the action and the read keep the rest. A page that changes without growing or answers
 arriving (an animation, a ticker) is observed at SETTLE_MAX_MS, as before."""
+DATA_REQUESTS = frozenset({"fetch", "xhr"})
+"""Playwright's resource types of the requests a page's scripts make for data, whose
+answers they act on (render, fetch again): `_settle` gives each answer's handler
+SETTLE_RENDER_QUIET_MS. Documents, styles and images are rendered by the browser."""
 LAST_CHANGE_KEY = "__worldtrace_last_change_9f3c2e"
 """The window property (read-only, not enumerable) holding a function that returns the
 performance.now() of the document's last DOM change: a name no page meets."""
@@ -361,6 +366,9 @@ class WebSandbox(Unpicklable):
         self._started = 0
         self._answered = 0
         """How many of the context's requests got their answer (`_settle`)."""
+        self._data_answered_at = -math.inf
+        """When (the event loop's clock) a main frame's `fetch` or XHR last got its answer:
+        the page's own handler of it may not have run yet (`_settle`)."""
         self._net_event: asyncio.Event | None = None
         self._nav_event: asyncio.Event | None = None
         """Set when a top-level navigation starts (`_watch_navigations`)."""
@@ -561,6 +569,8 @@ class WebSandbox(Unpicklable):
         a timer was taken for a page still rendering, 10 s per observation."""
         if self._main_frame_request(request):
             self._answered += 1
+            if request.resource_type in DATA_REQUESTS:
+                self._data_answered_at = asyncio.get_running_loop().time()
         if self._inflight.pop(request, None) is not None:
             self._net_event.set()
 
@@ -678,7 +688,13 @@ class WebSandbox(Unpicklable):
             except asyncio.TimeoutError:
                 return None
             if got["still"] and started == self._started and not self._loading(page):
-                return True
+                pause = self._data_answered_at + SETTLE_RENDER_QUIET_MS / 1000 - loop.time()
+                if pause <= 0 or loop.time() >= deadline:
+                    return True
+                # an answer just came: its handler may yet fetch or render (a renderer short
+                # of CPU ran it after two frames found the DOM still since the load)
+                await asyncio.sleep(min(pause, deadline - loop.time()))
+                continue
             # the document grew, or answers arrived and the DOM moved with them: the page
             # is rendering what it fetched or computed (a ticker, an animation, a poll
             # that changes nothing is not), and gets SETTLE_MAX_MS more

@@ -108,6 +108,13 @@ window.addEventListener("load", () => {
   if (location.search === "?poll") get("/never");
 });
 </script></body></html>"""
+PAUSING = FETCHING.replace(
+    'get("/slow/first").then((a) => get("/slow/second")',
+    'get("/slow/first").then((a) => new Promise((go) => setTimeout(go, 150)))'
+    '.then(() => get("/slow/second")',
+).replace("a.text", '"first"')
+"""`FETCHING` with 150 ms between the first answer and the second request: the gap a
+renderer short of CPU leaves between handling an answer and acting on it."""
 """Renders what two chained fetches answer after `load`, each slower than the DOM-quiet
 wait (the docs' search page prepends its hidden glossary box this way); `?poll` also
 leaves a request open that never answers."""
@@ -127,7 +134,7 @@ def slow_site():
                 time.sleep(0.25)  # the network's latency, not a synchronisation
                 body, kind = json.dumps({"text": self.path.rsplit("/", 1)[1]}), "application/json"
             else:
-                body, kind = FETCHING, "text/html"
+                body, kind = (PAUSING if "pausing" in self.path else FETCHING), "text/html"
             reply(self, body, kind=kind)
 
     try:
@@ -336,6 +343,17 @@ def test_a_page_rendering_what_it_fetched_after_load_is_observed_with_it(make, s
     # a request that never answers delays the observation by the cap, not forever
     polled = start(make(step_timeout=10), slow_site + "page.html?poll").text
     assert "StaticText 'first second'" in polled
+
+
+def test_a_page_that_acts_on_an_answer_after_a_pause_is_observed_once_it_did(make, slow_site):
+    """Found 12-07 (CI, `test_a_page_rendering_what_it_fetched_after_load_is_observed_with_it`,
+    two resets of one page observed differently): the settle ended as soon as the first
+    answer arrived and the DOM had been still since the load. Its handler (the JSON read,
+    the next `fetch`) had not run yet in a renderer short of CPU, and the box rendered
+    after both answers was missing. After an answer of the page's own requests the DOM
+    must stay still `SETTLE_RENDER_QUIET_MS`, counted from that answer."""
+    text = start(make(), slow_site + "pausing.html").text
+    assert "StaticText 'first second'" in text, text
 
 
 def test_no_op_and_refused_actions_change_nothing(make, pages):
