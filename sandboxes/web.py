@@ -665,7 +665,10 @@ class WebSandbox(Unpicklable):
         docs' search adds a result per timer, and fetches each one's summary) gets
         SETTLE_MAX_MS more from each wait that saw it, up to SETTLE_LOADING_MAX_S, and
         must then be still for SETTLE_RENDER_QUIET_MS: it was observed half done,
-        different on every run. True once the tab was found still; False when it was
+        different on every run. Found still within SETTLE_RENDER_QUIET_MS of an answer
+        to the page's own data request (`DATA_REQUESTS`, any tab's), it waits out the
+        rest and looks again: that answer's handler may not have run yet. True once the
+        tab was found still; False when it was
         still changing (or rendering) when the wait ended: the observation says so,
         `still_printing`; None when the DOM wait did not end within SETTLE_EVAL_S (a
         navigation not committed holds it, or a page busy in a loop)."""
