@@ -6,9 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # gcc, zlib1g-dev, python3-dev: the compression statistics' C loop (pipelines/_deflate.c);
-# sqlite3: the shell whose printed tables the redaction tests read
+# sqlite3: the shell whose printed tables the redaction tests read;
+# gzip xz-utils zstd bzip2: the decompressors the import advice names (run by its tests)
 APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc git-doc postgresql
-  gcc zlib1g-dev python3-dev sqlite3)
+  gcc zlib1g-dev python3-dev sqlite3 gzip xz-utils zstd bzip2)
 VENV=.venv
 STAMP="$VENV/.worldtrace-setup"
 DOCKERD_LOG=/tmp/worldtrace-dockerd.log
