@@ -695,11 +695,11 @@ class TerminalSandbox(Unpicklable):
 
         After a prompt's mark its text is waited for `text_wait` seconds, past `duration`
         (the command has ended), never past `bound`; what follows that text has the
-        duration's end again (a background flood after the prompt). Where the prompt is ours that wait is
-        longer than `MARK_WAIT`, which only an empty PS1 needs: a shell starved of CPU drew
-        its prompt later, and the step ended without it, the next one's observation then
-        beginning with it, or the reset's initial state (part of the trajectory's id)
-        saying `Prompt: ` alone."""
+        duration's end again (a background flood after the prompt). Where the prompt is
+        ours that wait is longer than `MARK_WAIT`, which only an empty PS1 needs: a shell
+        starved of CPU drew its prompt later, and the step ended without it, the next
+        one's observation then beginning with it, or the reset's initial state (part of
+        the trajectory's id) saying `Prompt: ` alone."""
         cap, raw_cap = self.config.docker.output_cap, self.config.raw_cap
         start = time.monotonic()
         deadline = given = min(start + duration, bound)

@@ -35,8 +35,9 @@ def conditions():
     return parse_conditions([{"pids_low": LIMIT}]).sample(0)
 
 
-def pids_limit(docker_engine, sandbox) -> int:
-    return docker_engine.api.inspect_container(sandbox.container.id)["HostConfig"]["PidsLimit"]
+def host_config(docker_engine, sandbox) -> dict:
+    """The limits the engine holds for the sandbox's container now."""
+    return docker_engine.api.inspect_container(sandbox.container.id)["HostConfig"]
 
 
 def test_a_terminal_whose_setup_fills_the_limit_starts_as_any_other(docker_engine):
@@ -48,7 +49,7 @@ def test_a_terminal_whose_setup_fills_the_limit_starts_as_any_other(docker_engin
         assert "Prompt: user@sandbox:/root$ " in initial, initial
         assert f"Condition: at most {LIMIT} processes can run at once" in initial, initial
         assert "fork" not in first.text.lower(), first.text
-        assert pids_limit(docker_engine, s) == LIMIT
+        assert host_config(docker_engine, s)["PidsLimit"] == LIMIT
         o = s.step(keystrokes("echo hi; sleep 1 & echo forked\n"))  # the agent meets it
         assert o.text == (
             "echo hi; sleep 1 & echo forked\nhi\n/bin/sh: 0: Cannot fork\nuser@sandbox:/root$ "
@@ -63,7 +64,7 @@ def test_a_swe_reset_whose_setup_fills_the_limit_lists_the_repository(docker_eng
         first = s.reset(TaskSpec("t", setup=(FILL,)), conditions=conditions())
         assert first.text.startswith("Repository at /repo (2 files):\n"), first.text
         assert {"README.md", "pkg/calc.py"} <= set(first.text.split("\n")), first.text
-        assert pids_limit(docker_engine, s) == LIMIT
+        assert host_config(docker_engine, s)["PidsLimit"] == LIMIT
     finally:
         s.close()
 
@@ -78,8 +79,7 @@ def test_a_set_up_runs_at_full_speed_and_the_agent_on_the_slow_cpu(docker_engine
     try:
         s.reset(TaskSpec("t", setup=(BUSY,)), conditions=slow)  # ran past 5 s at 2%
         assert "Condition: the CPU is slow: 0.02 of one core" in s.describe()["initial_state"]
-        hc = docker_engine.api.inspect_container(s.container.id)["HostConfig"]
-        assert hc["NanoCpus"] == 2 * 10**7
+        assert host_config(docker_engine, s)["NanoCpus"] == 2 * 10**7
         o = s.step(keystrokes(BUSY + "; echo done\n", duration=1))  # 1 s: at most ~0.1 s
         assert not json.loads(o.state_json)["prompt_returned"], o.text  # of a core's work
     finally:
@@ -95,7 +95,7 @@ def test_a_set_up_that_needs_more_memory_runs_and_the_agent_meets_the_limit(dock
     low = parse_conditions([{"memory_low": "32m"}]).sample(0)
     try:
         s.reset(TaskSpec("t", setup=(FAT,)), conditions=low)  # killed under 32m, exit 137
-        hc = docker_engine.api.inspect_container(s.container.id)["HostConfig"]
+        hc = host_config(docker_engine, s)
         assert (hc["Memory"], hc["MemorySwap"]) == (32 << 20, 32 << 20)
         o = s.step(keystrokes(FAT + "; echo rc=$?\n"))
         assert o.text.endswith("\nKilled\nrc=137\nuser@sandbox:~$ "), o.text

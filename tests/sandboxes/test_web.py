@@ -97,27 +97,28 @@ def pages(tmp_path_factory):
     site.stop()
 
 
-FETCHING = """<html><head><title>Fetching</title></head><body><h1>Glossary</h1>
+def fetching(first: str) -> str:
+    """The page of `FETCHING`, whose first answer comes from the JavaScript `first`."""
+    return """<html><head><title>Fetching</title></head><body><h1>Glossary</h1>
 <div id="out"></div><p>Below the box</p><script>
 window.addEventListener("load", () => {
   const get = (url) => fetch(url).then((r) => r.json());
-  get("/slow/first").then((a) => get("/slow/second").then((b) => {
+  FIRST.then((a) => get("/slow/second").then((b) => {
     document.getElementById("out").insertAdjacentHTML("afterbegin",
       '<div style="display:none"><span>hidden</span></div><p>' + a.text + " " + b.text + "</p>");
   }));
   if (location.search === "?poll") get("/never");
 });
-</script></body></html>"""
-PAUSING = FETCHING.replace(
-    'get("/slow/first").then((a) => get("/slow/second")',
-    'get("/slow/first").then((a) => new Promise((go) => setTimeout(go, 150)))'
-    '.then(() => get("/slow/second")',
-).replace("a.text", '"first"')
-"""`FETCHING` with 150 ms between the first answer and the second request: the gap a
-renderer short of CPU leaves between handling an answer and acting on it."""
+</script></body></html>""".replace("FIRST", first)
+
+
+FETCHING = fetching('get("/slow/first")')
 """Renders what two chained fetches answer after `load`, each slower than the DOM-quiet
 wait (the docs' search page prepends its hidden glossary box this way); `?poll` also
 leaves a request open that never answers."""
+PAUSING = fetching('get("/slow/first").then((a) => new Promise((go) => setTimeout(go, 150, a)))')
+"""`FETCHING` with 150 ms between the first answer and the second request: the gap a
+renderer short of CPU leaves between handling an answer and acting on it."""
 
 
 @pytest.fixture(scope="module")
