@@ -13,6 +13,7 @@ from typing import Any
 
 from worldtrace.sandboxes.base import action_kinds, load, static_action_space
 from worldtrace.sandboxes.conditions import parse_conditions, rooted
+from worldtrace.sandboxes.docker import memory_bytes
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 from worldtrace.schemas.text import LONE_SURROGATE, lone_surrogates, surrogate_problem
 
@@ -152,7 +153,8 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
         # (`docker.env` is checked where the job runs: a worker host's, at its start)
         kw = {"read_only": docker.read_only, "tmpfs": docker.tmpfs(copied)}
         where = rooted(where, kw)
-    check = functools.partial(parse_conditions, where=where)
+    memory = memory_bytes(docker.memory) if docker is not None else None
+    check = functools.partial(parse_conditions, where=where, memory=memory)
     conditions = p.attempt(check, data.get("conditions"), ("conditions",))
     if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):
         p.add(("conditions",), f"sandbox kind {sandbox_cls.kind} takes no conditions")

@@ -34,9 +34,18 @@ from typing import Any, Literal
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 
 from .base import SandboxConfigError, SandboxError, TaskSpec
-from .condition_kinds import KINDS, Condition, Run, Session, Where, image_of, path_within
-from .docker import update_limits
-from .execs import ran_and_failed
+from .condition_kinds import (
+    KINDS,
+    Condition,
+    DiskLow,
+    Run,
+    Session,
+    Where,
+    image_of,
+    path_within,
+)
+from .docker import memory_bytes, update_limits
+from .execs import human, ran_and_failed
 from .owners import owner_labels
 
 __all__ = [
@@ -49,6 +58,7 @@ __all__ = [
     "Session",
     "Where",
     "demo_job",
+    "memory_clashes",
     "mount_clashes",
     "parse_conditions",
     "reset_sandbox",
@@ -159,10 +169,11 @@ def _entry(raw: Any, path: tuple, where: Where | None = None) -> Entry:
 
 
 def parse_conditions(
-    data: Any, path: tuple = ("conditions",), where: Where | None = None
+    data: Any, path: tuple = ("conditions",), where: Where | None = None, memory: int | None = None
 ) -> ConditionsSpec | None:
     """A job's `conditions:` (a list, or {rate, pick, apply}); every problem located. With
-    the sandbox's `where`, conditions that could not start with its mounts are refused."""
+    the sandbox's `where`, conditions that could not start with its mounts are refused;
+    with the job's `memory` (bytes), disk space it could not hold (`memory_clashes`)."""
     if data is None:
         return None
     listed = isinstance(data, list)
@@ -215,6 +226,10 @@ def parse_conditions(
         for k, why in mount_clashes(conditions, where, pairs=pick == "all"):
             if places[k] not in excluded:
                 problems.append(ConfigProblem((*apath, places[k]), why))
+    conditions = [e.condition for e in entries]
+    for k, why in memory_clashes(conditions, memory, pairs=pick == "all"):
+        if places[k] not in excluded:
+            problems.append(ConfigProblem((*apath, places[k]), why))
     if problems:
         raise ConfigError(problems)
     return ConditionsSpec(tuple(entries), float(rate), pick)
@@ -275,6 +290,38 @@ def mount_clashes(
                 )
             break
     return sorted(out.items())
+
+
+def memory_clashes(
+    conditions: Sequence[Condition], memory: int | None, pairs: bool = True
+) -> list[tuple[int, str]]:
+    """(index, why) of each disk condition whose free space the memory limit cannot hold.
+    Its tmpfs's files are memory charged to the container, so the agent's write past the
+    limit was killed (exit 137, or its shell with it) before `No space left on device`,
+    while the initial state said the space was free. The limit is the job's `memory`,
+    and with `pairs` (`pick: all`) a `memory_low` beside it. Every episode would record
+    a disk that is not as said: the job is refused when it loads, the reset raises."""
+    limits = [(memory, "the job's memory limit", "or raise `docker.memory`")] if memory else []
+    if pairs:
+        limits += [
+            (memory_bytes(c.limit), "memory_low", "or draw one of them (`pick: one`)")
+            for c in conditions
+            if c.kind == "memory_low"
+        ]
+    if not limits:
+        return []
+    limit, who, or_else = min(limits, key=lambda x: x[0])
+    out = []
+    for i, c in enumerate(conditions):
+        free = c.free_bytes() if isinstance(c, DiskLow) else 0
+        if free >= limit:
+            why = (
+                f"{c.kind} asks for {human(free)} free in a tmpfs, whose files count as the "
+                f"container's memory: under {who} ({human(limit)}) a write is killed before "
+                f"`No space left on device`; ask for less free space {or_else}"
+            )
+            out.append((i, why))
+    return out
 
 
 def _on_kind(c: Condition, mine: list[_Mount], where: Where) -> str | None:
@@ -409,6 +456,8 @@ class Plan:
         self.where = rooted(self.where, base)
         clash = mount_clashes(self.conditions, self.where)
         clash += [(0, why) for c in self.conditions for _, why in c.refused(self.where)]
+        memory = memory_bytes(base["mem_limit"]) if base.get("mem_limit") else None
+        clash += memory_clashes(self.conditions, memory)
         if clash:  # the job was checked against an older version, or built in code
             raise SandboxConfigError(clash[0][1])
         if not any(c.restarts for c in self.conditions):
