@@ -184,9 +184,12 @@ class ConfigCommand(click.Command):
     """A command whose `options_from` options are built the first time click reads its
     parameters (help, parsing, completion), not when the command is defined.
 
-    `before_options(parent)`, when given, runs first, with the group's context: a check
-    that must not wait for the options, which load their config's module (Beam, for
-    `process`: seconds). Not run for help, which changes nothing."""
+    `before_options(ctx)`, when given, runs first: a check that must not wait for the
+    options, which load their config's module (Beam, for `process`: seconds). Its context
+    holds the options given in code parsed, the global ones among them (`--store` may
+    follow the command: the check once looked at the default store, and refused a run
+    for another run on that one), the config's left unparsed. Not run for help, which
+    changes nothing, nor where those options do not parse (the whole parse says why)."""
 
     def __init__(
         self, *args: Any, before_options: Callable[[click.Context], None] | None = None, **kw: Any
@@ -206,8 +209,27 @@ class ConfigCommand(click.Command):
             and parent is not None
             and not any(a in parent.help_option_names for a in args)
         ):
-            self.before_options(parent)
+            light = self._light_context(info_name, args, parent)
+            if light is not None:
+                self.before_options(light)
         return super().make_context(info_name, args, parent, **extra)
+
+    def _light_context(
+        self, info_name: str | None, args: list[str], parent: click.Context
+    ) -> click.Context | None:
+        """The command's context with only the options given in code parsed (their
+        callbacks run as the whole parse runs them again: the global options' are alike
+        for one value), the config's passed over as unknown arguments."""
+        light = click.Command(
+            self.name,
+            params=[p for p in self._params if not isinstance(p, _Pending)],
+            context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+            add_help_option=False,
+        )
+        try:
+            return light.make_context(info_name, list(args), parent=parent)
+        except click.ClickException:
+            return None
 
     @property  # type: ignore[override]
     def params(self) -> list[click.Parameter]:

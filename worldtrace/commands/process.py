@@ -13,20 +13,24 @@ from worldtrace.options import ConfigCommand, options_from, typed_options
 from . import progress_every_option, store, store_path
 
 
-def _refuse_busy(parent: click.Context) -> None:
-    """A store another run writes, or an export reads, refuses this run at once: before
-    its options load Beam (3-9 s under load of waiting to hear "run again later")."""
+def _refuse_early(ctx: click.Context) -> None:
+    """What refuses this run whatever its config says, said before the config's options
+    load Beam (~2 s, 3-9 s under load, of waiting to hear it): a store that does not
+    exist (without --input, which may make one with --create), or one another run writes
+    or an export reads ("run again later")."""
     from worldtrace.schemas.publish import StoreBusy, refuse_busy
 
+    if not ctx.params.get("inputs"):
+        store(ctx)  # the one-line error of a missing store, as the run says it
     try:
-        refuse_busy(store_path(parent).processed)
+        refuse_busy(store_path(ctx).processed)
     except StoreBusy as exc:
         raise click.ClickException(str(exc)) from exc
 
 
 @click.command(
     cls=ConfigCommand,
-    before_options=_refuse_busy,
+    before_options=_refuse_early,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     epilog="\b\nExample:\n  worldtrace process\n"
     "  worldtrace process --rebuild --set dedup.threshold=0.7 --set filters.min_turns=3\n"
