@@ -551,7 +551,8 @@ class ContainerPool:
             return
         user, workdir = shlex.quote(self.user), shlex.quote(self.config.workdir)
         usable = f"test -d {workdir} && test -w {workdir} && test -x {workdir}"
-        if exec_capture(container, ["sh", "-c", usable], 30, 64, user=self.user)[0] == 0:
+        probe = exec_capture(container, ["sh", "-c", usable], 30, 64, user=self.user, checked=True)
+        if probe[0] == 0:
             return
         code, out, _, _ = exec_capture(
             container, ["sh", "-c", f"chown {user} {workdir} 2>&1"], 30, 1 << 12, user=ROOT
@@ -573,9 +574,9 @@ class ContainerPool:
         if self.user is None or self._user_checked:
             return
         try:
-            exec_capture(container, ["sh", "-c", ":"], 30, 64, user=self.user)
-        except SandboxError:
-            exec_capture(container, ["sh", "-c", ":"], 30, 64, user=ROOT)  # raises: not the user
+            exec_capture(container, ["sh", "-c", ":"], 30, 64, user=self.user, checked=True)
+        except SandboxError:  # root's raises where the user is not the trouble
+            exec_capture(container, ["sh", "-c", ":"], 30, 64, user=ROOT, checked=True)
             named = "docker.user" if self.config.user else f"the image {self.config.image}'s USER"
             raise SandboxConfigError(
                 f"{named} {self.user!r}: no process can run as it in the image "

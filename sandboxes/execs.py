@@ -56,6 +56,7 @@ import mmap
 import os
 import re
 import secrets
+import shlex
 import socket
 import tarfile
 import threading
@@ -212,12 +213,13 @@ def exec_capture(
     env: dict | None = None,
     user: str | None = None,
     fallback: bool = False,
+    checked: bool = False,
 ) -> tuple[int | None, str, bool, bool]:
     """Run a one-shot command: (exit code, output, truncated, timed_out). Output and
     errors come on one pipe, in the order the command wrote them (`MERGED`); at `cap`
     bytes the command is killed (code None if it still ran, as `exec_streams`)."""
     code, out, _, truncated, timed_out = exec_streams(
-        container, cmd, timeout, cap, workdir, env, user, fallback, separate=False
+        container, cmd, timeout, cap, workdir, env, user, fallback, False, checked
     )
     return code, text_of(out, truncated), truncated, timed_out
 
@@ -374,16 +376,28 @@ def _stopped(container, wait: float = 0.0) -> str | None:
         time.sleep(0.02)  # polling the engine's state: there is no event to wait on
 
 
-def _no_session_line(container, cmd: list[str], code: int, output: bytes) -> None:
-    """A command that ended `code` (not 0) without its session line. The wrapper's own
-    `exit 127` (`SESSION`: the command's program is gone) is our failure (`_cannot_start`);
-    any other status is the command's: the wrapper ran (the exec got a process, `_exit_code`)
-    and the engine lost the line, as it loses a short exec's output now and then (`grep
-    -c` printing `0`, exit 1, was failed as `docker could not start the command`). What
-    the line would have told, a restart under the episode, is looked for all the same."""
+def _no_session_line(
+    container, cmd: list[str], code: int, output: bytes, checked: bool = False
+) -> None:
+    """A command that ended `code` without its session line. The wrapper's own `exit 127`
+    (`SESSION`: the command's program is gone) is our failure (`_cannot_start`). Otherwise
+    the wrapper ran (the exec got a process, `_exit_code`) and the engine lost the line, as
+    it loses a short exec's output now and then. With output, the status and the output
+    are the command's (`grep -c` printing `0`, exit 1, was failed as `docker could not
+    start the command`). With nothing on either stream the engine lost the exec's whole
+    stream, the status intact: 2 of 1,500 `ls -A /` execs under load (12-07), read until
+    then as an empty answer of the environment (an SWE step's `ls -A` recorded as printing
+    nothing). What the command printed cannot be known: our failure, unless the caller is
+    `checked` (it reads no output, or checks it). What the line would have told, a restart
+    under the episode, is looked for all the same."""
     if code == 127:
         _cannot_start(container, cmd, code, output)
     check_running(container, "the command's session line was lost")
+    if not output and not checked:
+        raise SandboxError(
+            f"the engine lost the output of {shlex.join(cmd)[:200]!r} (exit {code}): nothing "
+            "came, not even the line every command of ours prints first"
+        )
 
 
 PROGRAM_MISSING = re.compile(
@@ -527,8 +541,12 @@ def exec_streams(
     user: str | None = None,
     fallback: bool = False,
     separate: bool = True,
+    checked: bool = False,
 ) -> tuple[int | None, bytes, bytes, bool, bool]:
     """Run a one-shot command: (exit code, stdout, stderr, truncated, timed_out).
+
+    A stream the engine lost whole is our failure (`_no_session_line`), unless the caller
+    is `checked`: it reads no output, or checks it itself (an end mark, a retried probe).
 
     With `separate` the command's errors are kept apart from its output (so a reason is
     never read out of a file's content); else both are in the first. Output is kept until
@@ -539,7 +557,9 @@ def exec_streams(
     exit 137, `timed_out`.
     """
     with _engine(container):
-        return _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate)
+        return _streams(
+            container, cmd, timeout, cap, workdir, env, user, fallback, separate, checked
+        )
 
 
 class _Watch:
@@ -631,7 +651,7 @@ def _begun(container, watch: _Watch, head: bytes) -> tuple[int, bytes] | None:
     return group, rest
 
 
-def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate):
+def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separate, checked):
     api = container.client.api
     ex = _create(container, cmd, workdir, user, fallback, not separate, environment=env)
     started = time.monotonic()
@@ -683,8 +703,8 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
     else:
         code = _exit_code(container, ex["Id"], cmd, bytes(out + err))
         _check_stopped(container, code)  # first: a stop lost the session line too
-        if code and not group:
-            _no_session_line(container, cmd, code, bytes(out + err))
+        if not group and (code or not checked):
+            _no_session_line(container, cmd, code, bytes(out + err), checked)
     timed_out = watch.killed and code == 137
     if timed_out:  # no answer in time: the environment's, unless the container froze
         check_running(container, f"the command timed out after {timeout:g}s")
@@ -755,8 +775,8 @@ def _input(container, cmd, data, timeout, workdir, user):
     raw = b"".join(out)
     code = _exit_code(container, ex["Id"], cmd, raw)
     _check_stopped(container, code)  # first: a stop lost the session line too
-    if code and not group:
-        _no_session_line(container, cmd, code, raw)
+    if code and not group:  # its callers read the status: the output only says why
+        _no_session_line(container, cmd, code, raw, checked=True)
     timed_out = watch.killed and code == 137
     if timed_out:  # no answer in time: the environment's, unless the container froze
         check_running(container, f"the command timed out after {timeout:g}s")
@@ -928,7 +948,7 @@ def trust_repository(container, path: str, timeout: float) -> dict[str, str]:
     An image without git needs nothing."""
     script = f'command -v git >/dev/null 2>&1 || exit 0; git config --system --add {TRUSTED} "$1"'
     cmd = ["sh", "-c", script, "sh", path]
-    code, _, _, _ = exec_capture(container, cmd, timeout, 4096, user="0")
+    code, _, _, _ = exec_capture(container, cmd, timeout, 4096, user="0", checked=True)
     if code == 0:
         return {}
     return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": TRUSTED, "GIT_CONFIG_VALUE_0": path}
@@ -954,7 +974,13 @@ class RootRunner:
         mark = f"worldtrace-end-{secrets.token_hex(6)}"
         script = f"(\n{command}\n)\nrc=$?\nprintf '\\n%s\\n' {mark}\nexit $rc"
         code, out, truncated, timed_out = exec_capture(
-            self.container, ["sh", "-c", script], self.timeout, 1 << 16, self.workdir, user="0"
+            self.container,
+            ["sh", "-c", script],
+            self.timeout,
+            1 << 16,
+            self.workdir,
+            user="0",
+            checked=True,  # its end mark
         )
         ended = f"\n{mark}\n"
         if out.endswith(ended):

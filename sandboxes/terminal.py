@@ -441,8 +441,8 @@ class TerminalSandbox(Unpicklable):
             " echo real_sh=$(readlink -f /bin/sh 2>/dev/null); echo end"
         )
         for _ in range(3):
-            out = exec_capture(
-                self.container, ["sh", "-c", probe], 10, 1 << 14, user=self.pool.user
+            out = exec_capture(  # checked: a probe without its `end` is run again
+                self.container, ["sh", "-c", probe], 10, 1 << 14, user=self.pool.user, checked=True
             )[1]
             if out.endswith("end\n"):
                 break
