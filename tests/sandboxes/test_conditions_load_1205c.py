@@ -110,10 +110,12 @@ def wt(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["worldtrace", *args], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
 
 
-def job(tmp_path: Path, conditions: str, name: str = "job.yaml") -> Path:
+def job(
+    tmp_path: Path, conditions: str, name: str = "job.yaml", sandbox: str = "{kind: terminal}"
+) -> Path:
     f = tmp_path / name
     f.write_text(
-        "name: c\nsandbox: {kind: terminal}\nretries: 2\n"
+        f"name: c\nsandbox: {sandbox}\nretries: 2\n"
         f"conditions: {conditions}\n"
         'tasks:\n  - {id: t, instruction: x, actions: ["id\\n", "echo two\\n"]}\n'
     )

@@ -28,27 +28,26 @@ SAID = (
 )
 
 
-def test_more_free_space_than_memory_low_is_refused_at_load(tmp_path, wt_env):
-    f = job(tmp_path, LOW)
+def refusal(wt_env, f) -> list[str]:
+    """What `jobs submit --dry-run` of the job file `f` said, refusing it."""
     r = wt(wt_env, "jobs", "submit", "--dry-run", str(f))
     assert r.returncode == 1, (r.stdout, r.stderr)
-    assert r.stderr.strip().splitlines() == [f"{f}:4: {SAID}"], r.stderr
+    return r.stderr.strip().splitlines()
+
+
+def test_more_free_space_than_memory_low_is_refused_at_load(tmp_path, wt_env):
+    f = job(tmp_path, LOW)
+    assert refusal(wt_env, f) == [f"{f}:4: {SAID}"]
 
 
 def test_more_free_space_than_the_jobs_memory_is_refused_at_load(tmp_path, wt_env):
-    f = tmp_path / "job.yaml"
-    f.write_text(
-        "name: c\nsandbox: {kind: terminal, docker: {memory: 32m}}\n"
-        "conditions: [{disk_low: {free: 40m, size: 64m}}]\n"
-        'tasks:\n  - {id: t, instruction: x, actions: ["id\\n"]}\n'
-    )
-    r = wt(wt_env, "jobs", "submit", "--dry-run", str(f))
-    assert r.returncode == 1, (r.stdout, r.stderr)
-    assert r.stderr.strip().splitlines() == [
-        f"{f}:3: conditions[0]: disk_low asks for 40 MiB free in a tmpfs, whose files count "
+    memory = "{kind: terminal, docker: {memory: 32m}}"
+    f = job(tmp_path, "[{disk_low: {free: 40m, size: 64m}}]", sandbox=memory)
+    assert refusal(wt_env, f) == [
+        f"{f}:4: conditions[0]: disk_low asks for 40 MiB free in a tmpfs, whose files count "
         "as the container's memory: under the job's memory limit (32 MiB) a write is killed "
         "before `No space left on device`; ask for less free space or raise `docker.memory`"
-    ], r.stderr
+    ]
 
 
 @pytest.mark.parametrize("conditions", [f"{{pick: one, apply: {LOW}}}", "[{disk_low: 30m}]"])
