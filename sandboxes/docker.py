@@ -554,9 +554,8 @@ class ContainerPool:
         probe = exec_capture(container, ["sh", "-c", usable], 30, 64, user=self.user, checked=True)
         if probe[0] == 0:
             return
-        code, out, _, _ = exec_capture(
-            container, ["sh", "-c", f"chown {user} {workdir} 2>&1"], 30, 1 << 12, user=ROOT
-        )
+        chown = ["sh", "-c", f"chown {user} {workdir} 2>&1"]  # checked: the status tells
+        code, out, _, _ = exec_capture(container, chown, 30, 1 << 12, user=ROOT, checked=True)
         if code != 0:  # our set-up failing (the user was checked): the attempt's, retried
             check_running(container, "the workdir could not be given to the agent's user")
             raise SandboxError(

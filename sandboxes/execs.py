@@ -1078,8 +1078,8 @@ def run_setup(
                 "repository holds, and run that)"
             )
     for cmd in commands:
-        code, out, err, cut, timed_out = exec_streams(
-            container, shell_argv(cmd), timeout, cap, workdir, env or None, user
+        code, out, err, cut, timed_out = exec_streams(  # checked: the status tells
+            container, shell_argv(cmd), timeout, cap, workdir, env or None, user, checked=True
         )
         if code != 0:
             said, where = (err, "it wrote to stderr") if err.strip() else (out, "it printed")
