@@ -13,7 +13,6 @@ from typing import Any
 
 from worldtrace.sandboxes.base import action_kinds, load, static_action_space
 from worldtrace.sandboxes.conditions import parse_conditions, rooted
-from worldtrace.sandboxes.docker import memory_bytes
 from worldtrace.schemas.parsing import ConfigError, ConfigProblem, parse
 from worldtrace.schemas.text import LONE_SURROGATE, lone_surrogates, surrogate_problem
 
@@ -147,14 +146,17 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
     where = getattr(sandbox_cls, "where", None)  # the kind's mounts, which conditions meet
     where = where(sandbox.config) if where is not None and sandbox is not None else None
     docker = getattr(getattr(sandbox, "config", None), "docker", None)
-    if where is not None and docker is not None:  # its read-only root, and what stays writable
+    if where is not None and docker is not None:  # its memory, read-only root, what stays writable
         copied = () if where.workdir in where.mounted else (where.workdir,)
         # not run_kwargs: it reads the host's environment, which a job's load may not have
         # (`docker.env` is checked where the job runs: a worker host's, at its start)
-        kw = {"read_only": docker.read_only, "tmpfs": docker.tmpfs(copied)}
+        kw = {
+            "read_only": docker.read_only,
+            "tmpfs": docker.tmpfs(copied),
+            "mem_limit": docker.memory,
+        }
         where = rooted(where, kw)
-    memory = memory_bytes(docker.memory) if docker is not None else None
-    check = functools.partial(parse_conditions, where=where, memory=memory)
+    check = functools.partial(parse_conditions, where=where)
     conditions = p.attempt(check, data.get("conditions"), ("conditions",))
     if conditions and sandbox_cls and not getattr(sandbox_cls, "accepts_conditions", False):
         p.add(("conditions",), f"sandbox kind {sandbox_cls.kind} takes no conditions")

@@ -277,6 +277,10 @@ class Where:
     full: tuple[str, ...] = ()
     """Paths the episode's disk conditions size (`Plan.text`): no other condition's text
     calls them writable."""
+    memory: int | None = None
+    """Bytes of the sandbox's memory limit (`docker.memory`), which a disk condition's
+    tmpfs files count against (`conditions.memory_clashes`). None: unknown (`rooted` sets
+    it)."""
 
     def read_only_at(self, path: str) -> bool:
         """Whether the job's read-only root holds `path` (outside its tmpfs)."""

@@ -169,11 +169,11 @@ def _entry(raw: Any, path: tuple, where: Where | None = None) -> Entry:
 
 
 def parse_conditions(
-    data: Any, path: tuple = ("conditions",), where: Where | None = None, memory: int | None = None
+    data: Any, path: tuple = ("conditions",), where: Where | None = None
 ) -> ConditionsSpec | None:
     """A job's `conditions:` (a list, or {rate, pick, apply}); every problem located. With
-    the sandbox's `where`, conditions that could not start with its mounts are refused;
-    with the job's `memory` (bytes), disk space it could not hold (`memory_clashes`)."""
+    the sandbox's `where`, conditions that could not start with its mounts are refused,
+    and disk space its memory could not hold (`memory_clashes`)."""
     if data is None:
         return None
     listed = isinstance(data, list)
@@ -221,13 +221,11 @@ def parse_conditions(
                     )
                 )
             seen.setdefault(group, i)
-    if where is not None:
-        conditions = [e.condition for e in entries]
-        for k, why in mount_clashes(conditions, where, pairs=pick == "all"):
-            if places[k] not in excluded:
-                problems.append(ConfigProblem((*apath, places[k]), why))
     conditions = [e.condition for e in entries]
-    for k, why in memory_clashes(conditions, memory, pairs=pick == "all"):
+    clashes = memory_clashes(conditions, where, pairs=pick == "all")
+    if where is not None:
+        clashes += mount_clashes(conditions, where, pairs=pick == "all")
+    for k, why in sorted(clashes):
         if places[k] not in excluded:
             problems.append(ConfigProblem((*apath, places[k]), why))
     if problems:
@@ -293,14 +291,16 @@ def mount_clashes(
 
 
 def memory_clashes(
-    conditions: Sequence[Condition], memory: int | None, pairs: bool = True
+    conditions: Sequence[Condition], where: Where | None, pairs: bool = True
 ) -> list[tuple[int, str]]:
     """(index, why) of each disk condition whose free space the memory limit cannot hold.
     Its tmpfs's files are memory charged to the container, so the agent's write past the
     limit was killed (exit 137, or its shell with it) before `No space left on device`,
-    while the initial state said the space was free. The limit is the job's `memory`,
-    and with `pairs` (`pick: all`) a `memory_low` beside it. Every episode would record
-    a disk that is not as said: the job is refused when it loads, the reset raises."""
+    while the initial state said the space was free. The limit is the sandbox's
+    (`where.memory`), and with `pairs` (`pick: all`) a `memory_low` beside it. Every
+    episode would record a disk that is not as said: the job is refused when it loads,
+    the reset raises."""
+    memory = where.memory if where is not None else None
     limits = [(memory, "the job's memory limit", "or raise `docker.memory`")] if memory else []
     if pairs:
         limits += [
@@ -417,13 +417,14 @@ def _mounts(c: Condition, where: Where) -> list[_Mount]:
 
 
 def rooted(where: Where, kw: Mapping[str, Any]) -> Where:
-    """`where` under the start options `kw` of the sandbox's own containers: with a
-    read-only root (`docker.read_only: true`), what its tmpfs keep writable (`Where.writable`:
-    `missing_commands` and `corrupt_file` elsewhere are refused). Until 12-06 the load check
-    knew only the `read_only` condition's root, and such a job failed at reset."""
-    if not kw.get("read_only"):
-        return where
-    return dataclasses.replace(where, writable=tuple(kw.get("tmpfs") or ()))
+    """`where` under the start options `kw` of the sandbox's own containers: its memory
+    limit (`Where.memory`), and with a read-only root (`docker.read_only: true`) what its
+    tmpfs keep writable (`Where.writable`: `missing_commands` and `corrupt_file` elsewhere
+    are refused). Until 12-06 the load check knew only the `read_only` condition's root,
+    and such a job failed at reset."""
+    memory = memory_bytes(kw["mem_limit"]) if kw.get("mem_limit") else None
+    writable = tuple(kw.get("tmpfs") or ()) if kw.get("read_only") else None
+    return dataclasses.replace(where, memory=memory, writable=writable)
 
 
 FILE_MOUNT = {
@@ -456,8 +457,7 @@ class Plan:
         self.where = rooted(self.where, base)
         clash = mount_clashes(self.conditions, self.where)
         clash += [(0, why) for c in self.conditions for _, why in c.refused(self.where)]
-        memory = memory_bytes(base["mem_limit"]) if base.get("mem_limit") else None
-        clash += memory_clashes(self.conditions, memory)
+        clash += memory_clashes(self.conditions, self.where)
         if clash:  # the job was checked against an older version, or built in code
             raise SandboxConfigError(clash[0][1])
         if not any(c.restarts for c in self.conditions):
