@@ -219,7 +219,7 @@ def exec_capture(
     errors come on one pipe, in the order the command wrote them (`MERGED`); at `cap`
     bytes the command is killed (code None if it still ran, as `exec_streams`)."""
     code, out, _, truncated, timed_out = exec_streams(
-        container, cmd, timeout, cap, workdir, env, user, fallback, False, checked
+        container, cmd, timeout, cap, workdir, env, user, fallback, separate=False, checked=checked
     )
     return code, text_of(out, truncated), truncated, timed_out
 

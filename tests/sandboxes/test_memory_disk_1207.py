@@ -20,7 +20,8 @@ from worldtrace.sandboxes.conditions import Drawn
 from .test_conditions_load_1205c import job, wt
 from .test_conditions_run_1205c import say, terminal, under
 
-LOW = "[{memory_low: 24m}, {disk_low: {free: 30m, size: 64m}}]"
+LOW_DISK = "{disk_low: {free: 30m, size: 64m}}"
+LOW = f"[{{memory_low: 24m}}, {LOW_DISK}]"
 SAID = (
     "conditions[1]: disk_low asks for 30 MiB free in a tmpfs, whose files count as the "
     "container's memory: under memory_low (24 MiB) a write is killed before `No space left "
@@ -50,10 +51,10 @@ def test_more_free_space_than_the_jobs_memory_is_refused_at_load(tmp_path, wt_en
     ]
 
 
-@pytest.mark.parametrize("conditions", [f"{{pick: one, apply: {LOW}}}", "[{disk_low: 30m}]"])
+@pytest.mark.parametrize("conditions", [f"{{pick: one, apply: {LOW}}}", f"[{LOW_DISK}]"])
 def test_space_the_memory_holds_loads(tmp_path, wt_env, conditions):
     """Drawn one at a time they never meet; 30m under the job's default 512m is free."""
-    f = job(tmp_path, conditions.replace("{disk_low: 30m}", "{disk_low: {free: 30m, size: 64m}}"))
+    f = job(tmp_path, conditions)
     r = wt(wt_env, "jobs", "submit", "--dry-run", str(f))
     assert r.returncode == 0, (r.stdout, r.stderr)
 

@@ -16,6 +16,11 @@ from worldtrace.schemas.tempfiles import try_lock
 from .test_no_pandas_1206w import loaded_by
 
 
+def beam(loaded: set[str]) -> set[str]:
+    """The modules of Beam among `loaded` (`loaded_by`)."""
+    return {m for m in loaded if m.split(".")[0] == "apache_beam"}
+
+
 @pytest.mark.parametrize("holder", ["export", "process"])
 def test_a_held_store_refuses_process_before_beam_loads(wt_env, holder):
     store = Store.at(wt_env["WORLDTRACE_STORE"])
@@ -35,7 +40,7 @@ def test_a_held_store_refuses_process_before_beam_loads(wt_env, holder):
     assert r.returncode == 1, r.stderr[-2000:]
     assert said in r.stderr and "run again when it has finished" in r.stderr, r.stderr[-2000:]
     assert "worldtrace.schemas.publish" in loaded  # the listing is the command's own
-    assert not {m for m in loaded if m.split(".")[0] == "apache_beam"}
+    assert not beam(loaded)
     # and the store is free again: the run goes on to Beam (refused then for no input)
     r, loaded = loaded_by(wt_env, "process")
     assert "apache_beam" in loaded, r.stderr[-2000:]

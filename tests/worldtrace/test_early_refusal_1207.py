@@ -16,11 +16,8 @@ from pathlib import Path
 from worldtrace.schemas import Store
 from worldtrace.schemas.publish import reading
 
+from .test_early_refusal_1206w import beam
 from .test_no_pandas_1206w import loaded_by
-
-
-def beam(loaded: set[str]) -> set[str]:
-    return {m for m in loaded if m.split(".")[0] == "apache_beam"}
 
 
 def said(r) -> list[str]:
