@@ -89,6 +89,25 @@ def cli_env(store: Path) -> dict[str, str]:
     return env
 
 
+def _forked_cli():
+    """tests/cli_zygote.py, loaded by its path (the tests are no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "cli_zygote", Path(__file__).with_name("cli_zygote.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# A plain run of the console script (its output captured or dropped, no other process
+# options) is forked from a process that has loaded it (tests/cli_zygote.py): loading was
+# most of a short command's CPU. WT_FORKED_CLI=0 starts each as a user does.
+if os.environ.get("WT_FORKED_CLI", "1") != "0":
+    subprocess.run = _forked_cli().routed(subprocess.run)
+
+
 def wt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """The console script under `env` (`cli_env`, `wt_env`), as a user runs it."""
     return subprocess.run(
@@ -312,10 +331,14 @@ def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "c
 
 def takers(pid: int, sig: int) -> list[int]:
     """The threads of `pid` other than its main one that do not block `sig` (the
-    kernel picks one of those when the main thread is busy; C library threads block it)."""
+    kernel picks one of those when the main thread is busy; C library threads block it),
+    oldest first: short-lived ones (a docker stream's) may end while listed (CI, 12-07)."""
     out = []
     for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
-        status = (Path(f"/proc/{pid}/task/{tid}/status")).read_text()
+        try:
+            status = (Path(f"/proc/{pid}/task/{tid}/status")).read_text()
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended since listed
+            continue
         blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
         if tid != pid and not blocked >> (sig - 1) & 1:
             out.append(tid)

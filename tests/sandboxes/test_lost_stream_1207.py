@@ -14,6 +14,8 @@ that judges it, with a real container to look at."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from worldtrace.sandboxes.base import SandboxError
 from worldtrace.sandboxes.execs import _no_session_line, exec_capture
@@ -29,6 +31,20 @@ def test_nothing_at_all_is_our_failure_not_an_empty_answer(swe, cmd, code):  # n
         f"the engine lost the output of {' '.join(cmd)!r} (exit {code}): nothing came, not "
         "even the line every command of ours prints first"
     )
+
+
+def test_only_the_engines_loss_runs_a_test_again(swe, request):  # noqa: F811
+    """Found (CI, 12-07, `-n 3`): the loss failed `test_a_process_that_cannot_start_fails_the_attempt`,
+    whose step drives the sandbox itself (collect would have run the attempt again). The
+    suite runs such a test once more (pyproject: `only_rerun`), for this failure alone."""
+    patterns = request.config.getini("only_rerun")
+    assert int(request.config.getini("reruns")) == 1
+    with pytest.raises(SandboxError) as lost:
+        _no_session_line(swe.container, ["ls", "-A"], 0, b"")
+    with pytest.raises(SandboxError) as ours:
+        _no_session_line(swe.container, ["sh"], 127, b"")
+    said = [f"{type(e.value).__name__}: {e.value}" for e in (lost, ours)]
+    assert [any(re.search(p, s) for p in patterns) for s in said] == [True, False]
 
 
 def test_output_without_its_line_is_the_commands(swe):  # noqa: F811
