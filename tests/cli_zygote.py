@@ -76,7 +76,8 @@ def serve(path: str) -> None:
     while True:
         for key, _ in sel.select():
             if key.data == "parent":
-                if not sys.stdin.buffer.read1(1):
+                if not sys.stdin.buffer.read1(1):  # its socket and log go with it
+                    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
                     os._exit(0)
             elif key.data is None:
                 conn, _ = listener.accept()
