@@ -258,25 +258,38 @@ def _run(args, *, capture_output=False, stdout=None, stderr=None, stdin=None, in
         )
         threading.Thread(target=_feed, args=(feed, data), daemon=True).start()
     deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> float | None:
+        """Seconds to the deadline; past it the run is killed, as `subprocess.run` does."""
+        if deadline is None:
+            return None
+        if (seconds := deadline - time.monotonic()) > 0:
+            return seconds
+        os.kill(pid, signal.SIGKILL)  # the run we asked for, by its pid
+        for fd in open_reads:
+            os.close(fd)
+        conn.close()
+        raise subprocess.TimeoutExpired(list(args), timeout)
+
+    open_reads = set(reads)
     with selectors.DefaultSelector() as sel:
         for fd in reads:
             sel.register(fd, selectors.EVENT_READ)
-        while sel.get_map():
-            left = None if deadline is None else deadline - time.monotonic()
-            ready = sel.select(None if left is None else max(left, 0))
-            if not ready and left is not None and left <= 0:
-                os.kill(pid, signal.SIGKILL)  # the run we asked for, by its pid
-                for fd in reads:
-                    os.close(fd)
-                raise subprocess.TimeoutExpired(list(args), timeout)
-            for key, _ in ready:
+        while open_reads:
+            for key, _ in sel.select(left()):
                 data = os.read(key.fd, 1 << 16)
                 if data:
                     reads[key.fd].append(data)
                 else:
                     sel.unregister(key.fd)
                     os.close(key.fd)
-    code = json.loads(reader.readline())["code"]
+                    open_reads.discard(key.fd)
+    conn.settimeout(left())  # its output closed: its end, which may come later
+    try:
+        code = json.loads(reader.readline())["code"]
+    except TimeoutError:
+        left()  # past the deadline now: killed, TimeoutExpired
+        raise
     reader.close()
     conn.close()
     as_text = text or universal_newlines or encoding or errors

@@ -78,3 +78,13 @@ def test_what_the_interpreter_reads_as_it_starts_is_never_forked(env):
     )  # fmt: skip
     assert r.returncode == 0 and "import time:" in r.stderr and "click" in r.stderr
     assert os.environ.get("PYTHONPROFILEIMPORTTIME") is None
+
+
+def test_a_run_past_its_timeout_is_killed_as_subprocess_kills_it(env):
+    """A query that would run for minutes, given 2 s: TimeoutExpired, as from
+    `subprocess.run`; the next run is answered (the server goes on)."""
+    args = ["worldtrace", "query", "SELECT count(*) FROM range(100000000000)"]
+    with pytest.raises(subprocess.TimeoutExpired):
+        FORKED(args, capture_output=True, text=True, env=env, timeout=2)
+    r = FORKED(["worldtrace", "jobs", "list"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout == "no jobs\n", r
