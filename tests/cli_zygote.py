@@ -185,9 +185,9 @@ def _forkable(args, kw) -> bool:
     env = kw.get("env")
     path = (env if env is not None else os.environ).get("PATH", os.defpath)
     found = shutil.which(str(args[0]), path=path)
-    if found is None or os.path.realpath(found) != os.path.realpath(CONSOLE_SCRIPT):
+    if found is None or os.path.realpath(found) != _SCRIPT_PATH:
         return False
-    if _startup(env if env is not None else os.environ) != _startup(_LOADED_ENV):
+    if _startup(env if env is not None else os.environ) != _LOADED_STARTUP:
         return False
     if kw.get("stdin") not in (None, subprocess.DEVNULL):
         return False
@@ -198,6 +198,10 @@ def _forkable(args, kw) -> bool:
 
 def _startup(env) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(_STARTUP_ENV)}
+
+
+_LOADED_STARTUP = _startup(_LOADED_ENV)
+_SCRIPT_PATH = os.path.realpath(CONSOLE_SCRIPT)
 
 
 _OUT = (subprocess.PIPE, subprocess.DEVNULL)
@@ -307,18 +311,10 @@ def _run(args, *, capture_output=False, stdout=None, stderr=None, stdin=None, in
 
 
 def _feed(fd: int, data: bytes) -> None:
-    try:
-        _write_all(fd, data)
-    except BrokenPipeError:
-        pass  # the command did not read it all, as with subprocess
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    """`input=` written and its pipe closed; a command that did not read it all is no
+    error, as with subprocess."""
+    with contextlib.suppress(BrokenPipeError), open(fd, "wb") as pipe:
+        pipe.write(data)
 
 
 def _text(raw: bytes, encoding: str | None, errors: str | None) -> str:

@@ -104,8 +104,10 @@ def _forked_cli():
 # A plain run of the console script (its output captured or dropped, no other process
 # options) is forked from a process that has loaded it (tests/cli_zygote.py): loading was
 # most of a short command's CPU. WT_FORKED_CLI=0 starts each as a user does.
+FORKED_CLI = _forked_cli()
+REAL_RUN = subprocess.run
 if os.environ.get("WT_FORKED_CLI", "1") != "0":
-    subprocess.run = _forked_cli().routed(subprocess.run)
+    subprocess.run = FORKED_CLI.routed(REAL_RUN)
 
 
 def wt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:

@@ -11,10 +11,10 @@ import subprocess
 
 import pytest
 
-from ..conftest import VENV_BIN, cli_env
+from ..conftest import FORKED_CLI, REAL_RUN, VENV_BIN, cli_env
 
-FORKED = subprocess.run  # conftest routes it (WT_FORKED_CLI unset)
-REAL = getattr(FORKED, "__wrapped__", None)
+FORKED = FORKED_CLI.routed(REAL_RUN)  # as conftest routes `subprocess.run`, WT_FORKED_CLI or not
+REAL = REAL_RUN
 
 
 def both(args, **kw):
@@ -23,8 +23,6 @@ def both(args, **kw):
 
 @pytest.fixture
 def env(tmp_path):
-    if REAL is None:
-        pytest.skip("WT_FORKED_CLI=0: every run is the console script's own")
     return cli_env(tmp_path / "store")
 
 
