@@ -111,18 +111,19 @@ def test_the_line_runs_on_at_the_margin_and_in_insert_mode():
 
 def test_a_binary_flood_costs_no_more_than_one_without_controls():
     """`cat` of a binary file: the controls dropped and the zero-width characters joined
-    cost little beside pyte's drawing of the rest (best of 3, same run: a ratio)."""
+    cost little beside pyte's drawing of the rest (best of 5, same run: a ratio). The two
+    are timed in turn, so a load on the machine falls on both (CI, 12-07: 1.05 s against
+    2 x 0.48 s when all of one ran before the other)."""
     binary = bytes(random.Random(7).randrange(256) for _ in range(300_000))
     plain = binary.translate(None, bytes(C0_DRAWN))  # what pyte's own draw drew in full
 
     def took(data: bytes) -> float:
-        best = float("inf")
-        for _ in range(3):
-            t = Terminal(80, 24)
-            start = time.perf_counter()
-            t.feed(data + b"\x07\x18\x1bcend")  # BEL ends an OSC, CAN a CSI, ESC c resets
-            best = min(best, time.perf_counter() - start)
-            assert t.observation().splitlines()[-1] == "end"
-        return best
+        t = Terminal(80, 24)
+        start = time.perf_counter()
+        t.feed(data + b"\x07\x18\x1bcend")  # BEL ends an OSC, CAN a CSI, ESC c resets
+        elapsed = time.perf_counter() - start
+        assert t.observation().splitlines()[-1] == "end"
+        return elapsed
 
-    assert took(binary) < 2 * took(plain)
+    turns = [(took(binary), took(plain)) for _ in range(5)]
+    assert min(b for b, _ in turns) < 2 * min(p for _, p in turns)
