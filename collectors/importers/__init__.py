@@ -64,8 +64,8 @@ from .common import (
     InvalidField,
     MissingField,
     file_cached,
+    origin_path_of,
     origin_stem,
-    path_text,
     plural,
     shown,
     too_deep_to_convert,
@@ -700,7 +700,7 @@ def parse_file(
     path: Path, fmt: str = "auto", domain: str | None = None
 ) -> Iterator[tuple[str, Any]]:
     """Yield (format, Trajectory | ImportProblem) for everything in one file (no caps)."""
-    origin_path = path_text(Path(path).resolve())
+    origin_path = origin_path_of(Path(path))
     for name, index, _, item in _items(Path(path), ImportConfig(format=fmt, domain=domain)):
         if isinstance(item, Trajectory):
             item = _provenance(item, origin_path, index).with_id()
@@ -971,7 +971,11 @@ def _earlier(
     not hold at their place, though it holds another record there) that are that record
     read with other import options (`Converted.earlier`): their source did not change.
     The input is read again with each earlier import's options that could change the id
-    (`--format`, the cap; not `--domain`): a re-import with the same ones reads it once."""
+    (`--format`, the cap; not `--domain`): a re-import with the same ones reads it once.
+    A pipe (`<stdin>`, `<pipe>`: `common.origin_path_of`) cannot be read again: its
+    records are new beside the earlier ones, as a changed file's are."""
+    if not origin_path.startswith("/"):
+        return
     wanted: dict[str | None, set[int]] = {}  # earlier options -> the indices held with them
     for k in unheld:
         for h in present[out[k][1]].values():
@@ -1144,7 +1148,7 @@ class _Run:
     ):
         self.cfg, self.report, self.pool = cfg, ImportReport(), pool
         self.sink = Sink(output, cfg.shard_bytes)
-        self.origins = {f: path_text(f.resolve()) for f in files}
+        self.origins = {f: origin_path_of(f) for f in files}
         """file -> its origin path, as `convert` is given it"""
         self.stored = {f: stored_path(origin) for f, origin in self.origins.items()}
         """file -> its `source.origin_path` as the store holds it: redacted, as every

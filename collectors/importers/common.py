@@ -310,8 +310,37 @@ def path_text(path: str | os.PathLike[str]) -> str:
     return text
 
 
+_ANONYMOUS = re.compile(r"(pipe|socket|anon_inode):\[\d+\]")
+"""What `/proc/PID/fd/N` names for an fd with no path: a pipe, a socket."""
+
+
+def anonymous(path: Path) -> str | None:
+    """`stdin` or `pipe` when `path` is an anonymous pipe or socket (`/dev/stdin` fed by
+    `cat x |`, a process substitution `<(...)`), else None. Such a path resolves to
+    `/proc/PID/fd/pipe:[N]`, another one each run: as a record's origin path it made
+    every piped re-import new (and its name `63` the task id of a whole-file format)."""
+    real = Path(path).resolve()
+    if not _ANONYMOUS.fullmatch(real.name):
+        return None
+    try:
+        here, stdin = os.stat(path), os.fstat(0)
+    except OSError:
+        return "pipe"
+    return "stdin" if (here.st_dev, here.st_ino) == (stdin.st_dev, stdin.st_ino) else "pipe"
+
+
+def origin_path_of(path: Path) -> str:
+    """A file's `source.origin_path`: its resolved path, the same every run (a re-import
+    finds its records); for an anonymous pipe `<stdin>` or `<pipe>` (`anonymous`)."""
+    kind = anonymous(path)
+    return f"<{kind}>" if kind else path_text(Path(path).resolve())
+
+
 def origin_stem(path: Path) -> str:
-    """The file's name without its suffix: the origin id of a record without its own."""
+    """The file's name without its suffix: the origin id of a record without its own
+    (`stdin` or `pipe` for an anonymous pipe: its name is a number that means nothing)."""
+    if kind := anonymous(path):
+        return kind
     name = path_text(path.name)
     for suffix in SUFFIXES:
         if name.endswith(suffix):

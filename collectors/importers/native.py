@@ -28,7 +28,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.records import from_jsonable, is_synthetic, trajectory_from_dict
 from worldtrace.schemas.validate import validate_dict
 
-from .common import InvalidField, path_text, warning
+from .common import InvalidField, origin_path_of, warning
 from .sink import IMPORT_OPTIONS
 
 NAME = "worldtrace"
@@ -56,7 +56,7 @@ def parse_record(d: Any, path: Path, index: int, domain: str | None = None) -> I
         raise InvalidField("; ".join(f"{p.field}: {p.message}" for p in problems))
     t = trajectory_from_dict(record)
     src = t.source
-    here = None if src.origin_path is None else path_text(path.resolve())
+    here = None if src.origin_path is None else origin_path_of(path)
     if here is not None and (src.origin_path, src.origin_index) != (here, index):
         place = {"origin_path": src.origin_path, "origin_index": src.origin_index}
         if IMPORT_OPTIONS in t.metadata:  # that import's (this one records its own)

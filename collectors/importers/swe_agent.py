@@ -5,9 +5,10 @@ action <- `action` (the executed command, trailing newline dropped); observation
 the action: 1.x's step `state` (read after it ran), 0.x's next step's (0.x read it
 before asking the model; after its last step it is unknown);
 task <- first non-demo user message of `history`; demonstrations <- demo messages;
-outcome <- info.exit_status; domain swe. A step SWE-agent appends when it ends the run
-itself (`exit_cost`, `exit_context`...: "Exited (autosubmitted)") is no turn: no command
-ran; its action -> metadata `exit_action`. 1.x marks every step it did not run with an
+outcome <- info.exit_status; model <- `replay_config` (1.x); info.model_stats -> metadata;
+domain swe. A step SWE-agent appends when it ends the run itself (`exit_cost`,
+`exit_context`...: "Exited (autosubmitted)") is no turn: no command ran; its action ->
+metadata `exit_action`. 1.x marks every step it did not run with an
 `execution_time` of 0 (`_not_run`): its `exit` and autosubmission end the run the same
 way (`exit_action` "exit" / "autosubmission"); a requeried action (format error, blocked
 command, bash syntax error; empty observation) is no turn, reported `not_run`.
@@ -409,12 +410,14 @@ def _from_steps(
 
 
 def _text(holder: dict[str, Any], key: str, at: str) -> str:
-    """`holder[key]`, a string (null: ""); anything else is the file's error, never its
-    Python rendering as a command."""
+    """`holder[key]`, a string; anything else is the file's error, never its Python
+    rendering as a command. A null too: SWE-agent writes "" for no action (a requery), so
+    a null one is not ""; taken as "", its turn was dropped by `process` as
+    `empty_action` with the observation it answered, and the import said nothing."""
     value = holder.get(key)
-    if value is not None and not isinstance(value, str):
+    if not isinstance(value, str):
         raise expected(f"{at}.{key}", "a string", value)
-    return value or ""
+    return value
 
 
 def _command(cmd: str) -> Action:
@@ -534,7 +537,7 @@ def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
         instruction=task,
         action_space=action_space(system, history),
         demonstrations=demos or None,
-        agent={"name": "swe-agent", "model": (info.get("model_stats") or {}).get("model")},
+        agent={"name": "swe-agent", "model": _model(d.get("replay_config"))},
         outcome=outcome,
         metadata={
             "environment": d.get("environment"),
@@ -542,8 +545,23 @@ def to_trajectory(d: dict[str, Any], origin: str) -> Iterator[Any]:
             "exit_action": ended[-1] if ended else None,
             "submission": info.get("submission"),
             "agent_system_prompt": system,
+            "model_stats": info.get("model_stats") or None,
         },
     )
+
+
+def _model(config: Any) -> str | None:
+    """The model's name from `replay_config`, where SWE-agent 1.x keeps it (the run's
+    `RunSingleConfig` as JSON text, `agent.model.name`; `info.model_stats` holds only
+    costs and counts); None when the file has none (0.x) or it is not there as written."""
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return None
+    for key in ("agent", "model", "name"):
+        config = config.get(key) if isinstance(config, dict) else None
+    return config if isinstance(config, str) and config else None
 
 
 def parse(path: Path, data: Any) -> Iterator[Any]:
