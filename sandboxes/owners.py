@@ -152,20 +152,25 @@ def not_found_or_busy(exc: Exception) -> bool:
     )
 
 
-def _ignore_gone(fn, *args, **kwargs) -> None:
-    """Call a removal; what is already gone (or being removed by another sweeper) is fine."""
+def _ignore_gone(fn, *args, **kwargs) -> bool:
+    """Call a removal; what is already gone (or being removed by another sweeper) is fine.
+    Whether this call removed it."""
     try:
         fn(*args, **kwargs)
     except Exception as exc:
         if not not_found_or_busy(exc):
             raise
+        return False
+    return True
 
 
-def remove_container(api, container_id: str, volumes: list[str] | tuple = ()) -> None:
-    """Remove a container (killing everything in it) and the named volumes we made for it."""
-    _ignore_gone(api.remove_container, container_id, force=True, v=True)
+def remove_container(api, container_id: str, volumes: list[str] | tuple = ()) -> bool:
+    """Remove a container (killing everything in it) and the named volumes we made for it;
+    whether this call removed the container (False: gone already, or going)."""
+    removed = _ignore_gone(api.remove_container, container_id, force=True, v=True)
     for name in volumes:
         _ignore_gone(api.remove_volume, name)
+    return removed
 
 
 def our_volumes(mounts: list[dict] | None) -> list[str]:
@@ -179,7 +184,9 @@ def our_volumes(mounts: list[dict] | None) -> list[str]:
 def sweep_orphans(
     client=None, is_dead: Callable[[dict], bool] | None = None, dry_run: bool = False
 ) -> list[dict]:
-    """Remove sandbox containers and volumes whose owner is dead; return what was found.
+    """Remove sandbox containers and volumes whose owner is dead; return what was found
+    (what another sweeper removed first is not: two workers starting after a third died
+    each said they removed all of its containers).
 
     On this host an owner is dead when its pid runs no process, or a process that started
     at another time (the pid was reused). Owners on other hosts are judged by `is_dead`
@@ -203,20 +210,18 @@ def sweep_orphans(
         name = (info.get("Names") or ["?"])[0].lstrip("/")
         owner = _owner("container", info["Id"], name, labels, info.get("State"))
         reason = _why_dead(owner, is_dead)
-        if reason:
+        if reason and (
+            dry_run or remove_container(api, info["Id"], our_volumes(info.get("Mounts")))
+        ):
             found.append({**owner, "reason": reason})
-            if not dry_run:
-                remove_container(api, info["Id"], our_volumes(info.get("Mounts")))
     for info in api.volumes(filters={**wanted, "dangling": True}).get("Volumes") or []:
         labels = info.get("Labels") or {}
         if labels.get(SCOPE_LABEL, "") != ours:
             continue
         owner = _owner("volume", info["Name"], info["Name"], labels, "dangling")
         reason = _why_dead(owner, is_dead)
-        if reason:
+        if reason and (dry_run or _ignore_gone(api.remove_volume, info["Name"])):
             found.append({**owner, "reason": reason})
-            if not dry_run:
-                _ignore_gone(api.remove_volume, info["Name"])
     for f in found:
         log.info(
             "%s orphan %s %s (%s)",

@@ -153,6 +153,8 @@ def _screen_class():
                 self._main = None
                 self.left_alternate()
             super().reset()
+            self.g1_charset = self.g0_charset  # xterm's G1 is ASCII too (pyte's: line
+            # drawing, which a stray SO in binary output would turn every letter into)
             self.savepoints = []  # pyte keeps them; xterm saves the home cursor instead
             self.save_cursor()
             self.cleared = True
@@ -257,12 +259,30 @@ def _screen_class():
 @functools.cache
 def _stream_class():
     """pyte.ByteStream that drops the C1 controls it decodes from UTF-8 (`C1`): pyte
-    would obey U+009B as CSI and U+009D as OSC and swallow the text after them."""
+    would obey U+009B as CSI and U+009D as OSC and swallow the text after them. It also
+    obeys the character set designations (`ESC ( 0`, SI/SO) in UTF-8, as xterm does: pyte
+    ignores them there, and ncurses draws its boxes (`box()`, dialog, mc) with DEC's line
+    drawing set under TERM=xterm, so the screen read `lqqk` where a person sees `┌──┐`."""
     import pyte
 
     class ByteStream(pyte.ByteStream):
         escape = {**pyte.ByteStream.escape, "Z": "report_device_attributes"}
         """DECID (`ESC Z`), which xterm answers as DA1."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.decode_utf8 = True
+            """Whether `feed` decodes UTF-8 (`ESC % G`, the default) or Latin-1 (`ESC % @`),
+            which pyte keeps in `use_utf8`; that is False for its parser, which then obeys
+            `ESC (`/`ESC )` and SI/SO (they touch nothing but the character sets)."""
+            self.use_utf8 = False
+
+        def select_other_charset(self, code: str) -> None:
+            if code == "@":
+                self.decode_utf8 = False
+                self.utf8_decoder.reset()
+            elif code in "G8":
+                self.decode_utf8 = True
 
         def _initialize_parser(self) -> None:
             self._esc, self._csi, self._string = False, None, False  # see `_send_to_parser`
@@ -306,11 +326,11 @@ def _stream_class():
             return ground
 
         def feed(self, data: bytes) -> None:
-            if self.use_utf8:
+            if self.decode_utf8:
                 text = self.utf8_decoder.decode(data)
                 pyte.Stream.feed(self, text if text.isascii() else C1.sub("", text))
             else:
-                super().feed(data)
+                pyte.Stream.feed(self, data.decode("latin-1"))
 
     return ByteStream
 
