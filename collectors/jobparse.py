@@ -102,6 +102,12 @@ def parse_job(data: Any, default_name: str) -> JobSpec:
     if halves:  # the rest is checked on a copy that holds U+FFFD instead (`_mended`)
         data = _mended(data, {})
     top = {k: v for k, v in data.items() if k not in ("sandbox", "policy", "tasks", "conditions")}
+    if "name" not in top and not NAME_RE.match(default_name):
+        # the file's name stands in for the job's: say so, not a `name:` it does not hold
+        p.add((), f"no `name:`, and the file's name {default_name!r} cannot stand in for one "
+              "(1-100 ASCII letters, digits, '.', '_' or '-', the first a letter or digit: "
+              "it names files): give the job a `name:`")  # fmt: skip
+        default_name = "job"
     top.setdefault("name", default_name)
     options = p.attempt(parse, JobOptions, top, ())
 
