@@ -60,6 +60,7 @@ from .redact_rules import (
     CONFIG_ENV,
     CUT_SHAPES,
     ENV_KIND,
+    GENERATED,
     PLACEHOLDER,
     PLACEHOLDER_MARK,
     SCREEN_CACHE,
@@ -269,7 +270,7 @@ class Redactor:
                     groups = [i for i in range(1, (m.lastindex or 0) + 1) if m.group(i)] or [0]
                     spans = [m.span(g) for g in groups]
                 for s, e in spans:
-                    if d.extend and s < e < len(text) and text[e] in _ALNUM:
+                    if d.extend and s < e < len(text) and (text[e] in _ALNUM or text[e - 1] == "."):
                         e = _token_end(text, s, e)
                     value = text[s:e]
                     if e <= s or (d.check is not None and not d.check(value)):
@@ -470,8 +471,9 @@ def _cut_alternatives(anywhere: bool) -> str:
     )
 
 
-_CUT_KEY = re.compile(  # a start as `_start` takes it (after a JSON escape too), or a URL's user
-    r"(?:(?:(?<![A-Za-z0-9_+/-])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{4})|(?<=://))"
+_CUT_KEY = re.compile(  # a start as `_start` takes it (also after a JSON escape), or a URL's user
+    r"(?:(?:(?<![A-Za-z0-9_+/-])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{4})|(?<=://)"
+    rf"|(?:(?<=[+/-])|(?<=%[0-9A-Fa-f]{{2}}))(?:{GENERATED}))"
     f"(?:{_cut_alternatives(False)})|{_cut_alternatives(True)})\\Z"
 )
 _KEY_RUN = re.compile(r"[A-Za-z0-9_.+/=-]*")
@@ -492,6 +494,7 @@ _PEM_CUT = re.compile(
 """A private key block cut in its header or its body (the built-in rule's classes)."""
 
 _ALNUM = frozenset(string.ascii_letters + string.digits)
+_B64URL_RUN = re.compile(r"[A-Za-z0-9_-]*")
 _CLASS = {
     **dict.fromkeys(string.ascii_lowercase, 0),
     **dict.fromkeys(string.ascii_uppercase, 1),
@@ -502,7 +505,11 @@ _CLASS = {
 def _token_end(text: str, start: int, end: int) -> int:
     """Where the token of a match `text[start:end]` ends: past every following character
     of the classes (lower case, upper case, digits) its last run of letters and digits
-    holds. `sk_live_` + 24 of a 99-character key goes to the 99th; hex stays hex."""
+    holds. `sk_live_` + 24 of a 99-character key goes to the 99th; hex stays hex. A match
+    ending in `.` goes over the base64url run after it: detect-secrets' JWT rule is lazy
+    after its payload's `.` and left the signature (2026-12-07, a hunt)."""
+    if text[end - 1] == ".":
+        return _B64URL_RUN.match(text, end).end()
     i = end
     while i > start and text[i - 1] in _ALNUM:
         i -= 1
@@ -1373,7 +1380,10 @@ def written_forms(value: str) -> frozenset[str]:
     `arguments_json`: plain `env` there reads `Zq8\\"Lm`), and a `\\u` escape's hex also
     in capitals; percent-encoded in a URL or a form (`_url_forms`: `curl
     --data-urlencode`, a token in a query string) and as HTML text (`_html_forms`), each
-    of those missed before 12-06. A value of letters and digits has one form, itself."""
+    of those missed before 12-06; a value of several lines also as a terminal prints it,
+    each `\\n` a `\\r\\n` (2026-12-07, a hunt: `printf '%s\\n' "$MULTI"` in a terminal
+    kept the value in `state_json.raw`). A value of letters and digits has one form,
+    itself."""
     c_like = value.replace("\\", "\\\\")
     base = {
         value,
@@ -1386,6 +1396,9 @@ def written_forms(value: str) -> frozenset[str]:
         value.replace("'", "'\\''"),
         value.replace("'", "'\"'\"'"),
     }
+    if "\n" in value:  # a tty's output (`ONLCR`): each `\n` printed as `\r\n`
+        crlf = value.replace("\r\n", "\n").replace("\n", "\r\n")
+        base |= {crlf, *_json_bodies(crlf)}
     base |= _url_forms(value) | _html_forms(value)
     if not (value.isascii() and value.isprintable()):
         base |= {_ansi_c(value, wide=False), _ansi_c(value, wide=True)}

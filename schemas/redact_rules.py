@@ -237,6 +237,20 @@ class Detector(NamedTuple):
 
 
 _K = "A-Za-z0-9_+/-"  # characters of keys and base64: a key must not continue one
+_SEPARATED = ("[+/-]", "%[0-9A-Fa-f]{2}")
+"""What may stand right before a key though it is a key character: `/` (a path, a URL's
+path or user: `/run/secrets/KEY`, `https://KEY@github.com`), `+` and `-` (a diff's line:
+`+sk-proj-...`), and a percent-encoded character (`%22KEY`, `token%3DKEY`: its hex
+digits are key characters). 2026-12-07, a hunt: 28 of the 38 built-in kinds were kept
+whole there, `_K` refusing them all. After one the key must read as generated
+(`GENERATED`), so a slug or a name in a path or a flag stays (`feature/ghp-fix`)."""
+GENERATED = (
+    r"(?=[A-Za-z0-9_.-]{0,256}?[0-9])(?=[A-Za-z0-9_.-]{0,256}?[A-Za-z])"
+    r"|(?=[A-Za-z0-9_.-]{0,256}?[a-z])(?=[A-Za-z0-9_.-]{0,256}?[A-Z])"
+)
+"""After a key's literal start, in its run of key characters: a digit and a letter,
+or both cases (a Hugging Face token is letters only); what a random key holds and a
+lower-case slug with no digit (`sk-learn-models`) does not."""
 
 
 _ESCAPED = (r"\\[bfnrt]", r"[\\]u[0-9A-Fa-f]{4}")
@@ -262,10 +276,13 @@ def _bounded(literals: tuple[str, ...], refused: str) -> str:
 
 def _start(literal: str) -> str:
     """`literal` at the start of a match, not preceded by a key character, unless that
-    character ends a JSON escape (`_ESCAPED`). The literal leads the regex so `re` can
-    search for it directly (a leading lookbehind makes the same pattern 10x slower);
-    the lookbehinds after it check the characters before."""
-    return literal + _bounded((literal,), _K)
+    character ends a JSON escape (`_ESCAPED`), or is a separator (`_SEPARATED`) and the
+    key reads as generated. The literal leads the regex so `re` can search for it
+    directly (a leading lookbehind makes the same pattern 10x slower); the lookbehinds
+    after it check the characters before."""
+    bounded = _bounded((literal,), _K)
+    after = "|".join(f"(?<={sep}{literal})" for sep in _SEPARATED)
+    return f"{literal}(?:{bounded}|(?:{after})(?:{GENERATED}))"
 
 
 _E = r"(?![A-Za-z0-9_-])"  # nor followed by one
@@ -1135,6 +1152,31 @@ def _column(
     return kind, name + _HEADER_END, 0, gates, cells
 
 
+_PAIR_Q = r"(?:\\{0,3}[\"'])?"
+_PAIR_BETWEEN = r"(?:[ \t]*,(?:[ \t\r\n]|\\[rnt])*|[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t]*)"
+"""Between a pair's name and its `value`: a comma (JSON, a dict's repr; pretty-printed
+too) or a line break (YAML's next key)."""
+_PAIR_VALUE_QUOTES = ("", '"', "'", '\\"', "\\'", '\\\\\\"', "\\\\\\'")
+_PAIR_GATES = tuple(v + q + ":" for v in ("value", "Value") for q in _PAIR_VALUE_QUOTES)
+"""Gates of `_pair`'s rules: `value` and its closing quote (none, escaped once or twice
+in JSON strings), then `:`, as the rules read it."""
+
+
+def _pair(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
+    """`name` (a credential's, `_PASSWORD`...) as all of a name/value pair's `name` (or
+    `key`), and its `value` after it, read as after `password:` (`_value`): Kubernetes'
+    and ECS's `env` (`{"name": "DB_PASSWORD", "value": "X"}`, `- name: DB_PASSWORD` then
+    `value: X`), HAR's and Postman's headers (`{"name": "x-api-key", "value": "X"}`).
+    2026-12-07, a hunt: all were kept. Led by the pair's `name` or `key` (one rule each,
+    led by a class, which `re` scans for); a `value` before its `name` is not read."""
+    value_q = r"""(?:["']|\\["']|\\\\\\["'])?"""  # as `_PAIR_VALUE_QUOTES`
+    rest = (
+        rf"{_PAIR_Q}[ \t]*:[ \t]*{_PAIR_Q}[A-Za-z0-9_.-]{{0,64}}?{name}{_PAIR_Q}"
+        rf"{_PAIR_BETWEEN}{_PAIR_Q}[Vv]alue{value_q}:[ \t]*{_YAML_TAG}{_value(least, letter)}"
+    )
+    return tuple(lead + _bounded((lead,), r"\w-") + rest for lead in ("[Nn]ame", "[Kk]ey"))
+
+
 _PASSWORD_OWNERS = ("db", "database", "admin", "root", "user", "login", "account", "master",
                     "new", "old", "current", "proxy", "smtp", "mail", "email", "registry",
                     "keystore", "store", "key", "ldap", "bind", "redis", "mysql", "postgres",
@@ -1214,6 +1256,12 @@ _AWS_TEXT_ROW = (
 )
 """An access key id, a tab, a date (or none) and a tab, then the secret access key: `aws
 ... --output text`'s credentials row (`BUILTIN`)."""
+_AWS_PROMPT = (
+    r"AWS Secret Access Key(?: \[[^\]\r\n]{0,64}\])?:[ \t]*"
+    r"((?:[A-Za-z0-9+]|\\{0,3}/){40})(?![A-Za-z0-9/+]|\\+/)"
+)
+"""`aws configure`'s prompt and the key typed after it: `AWS Secret Access Key [None]: `,
+`[****************ABCD]: ` (`BUILTIN`)."""
 _MIXED = r"(?=[a-z0-9]*[A-Z])(?=[A-Z0-9]*[a-z])"
 """Both cases ahead, among letters and digits: a generated key has them, a name after a
 short prefix (`hf_hub_download`, `fw_version`, `r8_register`) has not."""
@@ -1257,6 +1305,13 @@ PROVIDER_KEYS = (
 """(kind, regex, group, gates) of keys of providers' own prefixed shapes (part of
 `BUILTIN`): each literal prefix is a gate, each shape anchored at its start (`_start`)
 and end (`_E`), so a prefix in a word, a short value or a name stays."""
+_JOINED = r"\"[ \t]*(?:[+.,][ \t]*)?(?:(?:\r?\n|\\{1,3}[rn])[ \t]*)*\\{0,3}\""
+"""Between two string literals a key's lines are written in: a closing quote, blanks, a
+concatenation's `+` (`.` in PHP) or a list's `,`, line breaks (also a JSON string's
+`\\n`), the next opening quote (escaped in a JSON string). 2026-12-07, a hunt: a Python
+fixture's `("-----BEGIN RSA PRIVATE KEY-----\\n" "MIIE...\\n" ...)` kept its whole body,
+the block's rule stopping at the first quote. Each join reads one way only, so a block
+without its end is given up in linear time."""
 _SCHEMES = (("://", "://"), (r":\\(?<=[A-Za-z0-9]:\\)\\{0,2}/\\{1,3}/", ":\\"))
 """(regex, gate) of a URL's `://`, and of it written `:\\/\\/` as PHP's `json_encode` writes
 JSON, and so again inside a JSON string (`:\\\\/\\\\/`: such JSON in a terminal's raw
@@ -1265,10 +1320,15 @@ URL). Two rules, each led by its literal: one led by either searched URLs 2x slo
 BUILTIN = (
     # A whole PEM/OpenSSH/PGP private key block, or a cut one up to where base64 ends;
     # `\\n` covers keys inside JSON strings (tool arguments, state).
+    # Its lines may be string literals (`"-----BEGIN ...\\n" "MIIE...\\n"`: `_JOINED`).
     ("private_key",
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-     r"(?:[^\"]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+     rf"(?:(?:[^\"]|{_JOINED}){{0,20000}}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
      r"|(?:\\[nrt]|[A-Za-z0-9+/=:,.\s-])*)", 0, ("PRIVATE KEY",)),
+    # a PuTTY key file (`.ppk`), to its MAC
+    ("private_key",
+     rf"PuTTY-User-Key-File-\d+:(?:[^\"]|{_JOINED}){{0,20000}}?Private-MAC:[ \t]*[0-9a-fA-F]+",
+     0, ("PuTTY-User-Key-File-",)),
     ("anthropic_key", _start("sk-ant-") + r"[a-z]+\d*-[A-Za-z0-9_-]{20,}", 0, ("sk-ant-",)),
     ("openai_key", _start("sk-") + r"(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}", 0, ("sk-",)),
     ("openai_key", _start("sk-") + r"[A-Za-z0-9]{32,}" + _E, 0, ("sk-",)),
@@ -1297,6 +1357,9 @@ BUILTIN = (
     # holding both cases, and the token after it (2026-12-07, a: only the key id was
     # redacted)
     ("aws_secret_key", _AWS_TEXT_ROW, 1, ("AKIA", "ASIA")),
+    # `aws configure`'s prompt, the current value masked in brackets (2026-12-07, a hunt:
+    # `AWS Secret Access Key [None]: KEY` was kept, the key id above it redacted)
+    ("aws_secret_key", _AWS_PROMPT, 1, ("AWS Secret Access Key",)),
     ("aws_session_token", _AWS_TEXT_ROW + _AWS_TEXT_SEP + r"([A-Za-z0-9+/]{100,}={0,2})(?![A-Za-z0-9+/=])",
      2, ("AKIA", "ASIA")),
     ("google_api_key", _start("AIza") + r"[0-9A-Za-z_-]{35}" + _E, 0, ("AIza",)),
@@ -1416,6 +1479,11 @@ BUILTIN = (
     _column("token", _TOKEN, 8, True, ("en",), ("token",)),
     _column("secret_key", _SECRET, 8, True, ("et", "ey"), ("secret", "key")),
     _column("api_key", _API_KEY, 8, True, ("ey",), ("key",)),
+    # a credential's name as a pair's `name` (`key`), its `value` after it (`_pair`)
+    *(("password", rx, -1, _PAIR_GATES) for rx in _pair(_PASSWORD, 6)),
+    *(("token", rx, -1, _PAIR_GATES) for rx in _pair(_TOKEN, 8, letter=True)),
+    *(("secret_key", rx, -1, _PAIR_GATES) for rx in _pair(_SECRET, 8, letter=True)),
+    *(("api_key", rx, -1, _PAIR_GATES) for rx in _pair(_API_KEY, 8, letter=True)),
     # the same names in capitals in a dotenv or shell assignment line, the value unquoted:
     # all of it to the first blank (2026-12-05: `DB_PASSWORD=k3vQ9xZp(2mT7wR4s9aB` was
     # kept, `API_TOKEN=Ab3dE9xY;fGh1...` kept after the `;`)
