@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.config import SettingError, as_overrides, check, to_dict
+from worldtrace.schemas.config import SettingError, as_overrides, check, max_workers, to_dict
 from worldtrace.schemas.hashing import recorded_key, sha256_file, stat_key
 from worldtrace.schemas.publish import (
     TABLES_RUN,
@@ -111,7 +111,7 @@ class ProcessConfig:
     workers: int = 0
     """DirectRunner worker processes; 1 = in-process; 0 = auto: one per `bytes_per_worker`
     of new input, at most one per core, in-process below two workers' worth; at most 4
-    per core (`WORKERS_PER_CORE`)."""
+    per core (`config.WORKERS_PER_CORE`)."""
     bytes_per_worker: int = 0
     """New input a worker process must have to pay back its start-up; 0 = the measured
     default (`FORKED_BYTES_PER_WORKER` when the workers fork from the run's process, the
@@ -143,21 +143,11 @@ class ProcessConfig:
             raise SettingError("policy_settings", self.policy_settings, str(exc)) from exc
 
 
-WORKERS_PER_CORE = 4
-"""`workers` at most this many per core (`max_workers`): each is a process of its own
-(~90 MB) and the passes are CPU-bound, so more than one per core only waits its turn;
-4 leaves room for a machine whose cores the run does not see. `--set workers=999`
-forked 999 of them (> 120 s on 214 records)."""
 MAX_NUM_PERM = 1024
 """`dedup.num_perm` at most: the MinHash estimate's error is ~1/sqrt(num_perm) (3% at
 1,024; 9% at the default 128), and each permutation costs every record its hashes and
 4 bytes of signature (`--set dedup.num_perm=100000`: > 120 s on 214 records, a 400 KB
 signature each)."""
-
-
-def max_workers() -> int:
-    """The most `workers` a run takes here (`WORKERS_PER_CORE` per core)."""
-    return WORKERS_PER_CORE * (os.cpu_count() or 1)
 
 
 FORKED_BYTES_PER_WORKER = 384 << 10

@@ -51,6 +51,21 @@ def show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+WORKERS_PER_CORE = 4
+"""Worker processes (`process`'s `workers`, `import --workers`) at most this many per core
+(`max_workers`): each is a process of its own (~90 MB) and their work is CPU-bound, so
+more than one per core only waits its turn; 4 leaves room for a machine whose cores the
+run does not see. `--set workers=999` forked 999 of them (> 120 s on 214 records), and
+`import --workers 100000` ended in the kernel's out-of-memory killer, saying nothing."""
+
+
+def max_workers() -> int:
+    """The most worker processes a run takes here (`WORKERS_PER_CORE` per core)."""
+    import os
+
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
 def check(obj: Any, name: str, ok: bool, expected: str) -> None:
     """For a config's `__post_init__`: unless `ok`, the field `name` of `obj` is an error
     naming its value and what it takes (the loader puts the key path in front)."""

@@ -166,16 +166,18 @@ class ImportConfig:
     workers: int = 0
     """Processes converting the records (parse, map, redact, validate; a JSONL file's
     lines in batches, any other file whole): 1 = this one; 0 = auto, one per 4 MB of
-    input, at most one per core. Forked from this process, so only while no other
-    thread runs in it. The shards are the same either way."""
+    input, at most one per core; at most 4 per core (`config.WORKERS_PER_CORE`). Forked
+    from this process, so only while no other thread runs in it. The shards are the same
+    either way."""
 
     def __post_init__(self) -> None:
         """Ranges: a negative cap was no cap, a negative worker count auto, in silence."""
-        from worldtrace.schemas.config import check
+        from worldtrace.schemas.config import check, max_workers
 
         check(self, "max_observation_chars", self.max_observation_chars >= 0,
               "an integer >= 0 (0: no cap)")  # fmt: skip
-        check(self, "workers", self.workers >= 0, "an integer >= 0 (0: auto)")
+        most = max_workers()
+        check(self, "workers", 0 <= self.workers <= most, f"0 (auto) to {most} (4 per core)")
         check(self, "shard_bytes", self.shard_bytes > 0, "a positive integer")
 
 

@@ -159,3 +159,21 @@ def test_a_pipe_read_with_other_options_is_imported_beside_the_earlier(tmp_path,
         assert r.returncode == 0, r.stdout + r.stderr
     texts = sorted(t.turns[0].observation.text for t in stored(wt_env))
     assert texts == ["file", "file", "file_0.py\n", "file_1.py\n"]
+
+
+def test_import_takes_at_most_four_workers_a_core(tmp_path, wt_env):
+    """Found (a CLI hunt, 12-07): `import --workers N` had no upper bound: 50 forked 26
+    processes for a 5-record file, and 100000 ended in the kernel's out-of-memory killer
+    (exit 137, nothing said). It is refused as `process --workers` is, past 4 a core."""
+    from worldtrace.schemas.config import max_workers
+
+    f = tmp_path / "chats.jsonl"
+    f.write_text(json.dumps(chat(1)) + "\n")
+    args = ["worldtrace", "import", "--create", str(f), "--workers"]
+    r = subprocess.run([*args, "100000"], capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"--workers: expected 0 (auto) to {max_workers()} (4 per core)" in r.stderr
+    assert stored(wt_env) == []
+    r = subprocess.run([*args, str(max_workers())], capture_output=True, text=True, env=wt_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(stored(wt_env)) == 1

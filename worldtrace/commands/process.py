@@ -96,23 +96,28 @@ def process(
     from worldtrace.progress import StepProgress
     from worldtrace.schemas.config import SettingError, load
 
-    _check_beam_args(ctx, options.get("runner") or "DirectRunner")
+    if config_file is None:  # the typed runner and Beam options, before the store is
+        _check_beam_args(ctx, options.get("runner") or "DirectRunner", list(ctx.args))
     # with --input it writes a store's first data: --create may make it
     s = store(ctx, create=bool(inputs))
-    # what was typed wins over a --config file (it silently beat --policy and --rebuild)
+    # what was typed wins over a --config file (it silently beat --policy and --rebuild,
+    # and the file's `inputs` and `beam_args` replaced --input and Beam's typed options)
     typed = {p.name: options[p.name] for p in typed_options(ctx) if p.name in options}
+    if inputs:
+        typed["inputs"] = list(inputs)
     _check_overrides(overrides, ProcessConfig)
     try:  # the defaults, then the file, then what was typed: options, then --set
         cfg = load(
             ProcessConfig(
-                inputs=list(inputs) or [str(s.raw)],
+                inputs=[str(s.raw)],
                 output=str(s.processed),
-                beam_args=list(ctx.args),
                 **{k: v for k, v in options.items() if k not in typed},
             ),
             config_file,
             unlisted=FILE_REFUSED,  # a key the file may not hold is no help in `known:`
         )
+        # Beam's options: the file's, then the typed ones (Beam takes the last of each)
+        typed["beam_args"] = [*cfg.beam_args, *ctx.args]
         cfg = load(dataclasses.replace(cfg, **typed), None, list(overrides))
     except SettingError as exc:  # a value its setting does not take: a usage error
         hint = _given_by(exc, overrides, options)
@@ -121,6 +126,8 @@ def process(
         raise click.BadParameter(
             f"{config_file}: output: {NOT_SETTINGS['output']}", param_hint="--config"
         )
+    if config_file is not None:  # the file's runner and Beam options are checked alike
+        _check_beam_args(ctx, cfg.runner, cfg.beam_args, config_file)
     from worldtrace.errors import interrupts
 
     output = Path(cfg.output)
@@ -179,12 +186,15 @@ def _process_kept(output: Path, before: str | None) -> str:
     )
 
 
-def _check_beam_args(ctx: click.Context, runner: str) -> None:
+def _check_beam_args(
+    ctx: click.Context, runner: str, args: list[str], config_file: str | None = None
+) -> None:
     """Refuse what the run would silently drop: an option close to one of this command's
     (`--polcy`, `--rebuid`), a runner Beam does not know, and on the local runner any
     option Beam does not define either (Beam discards it with a log line). Other runners
     get unknown options through: Dataflow, Flink and Spark hand them to their SDK
-    workers or job server."""
+    workers or job server. `args` and `runner` as the run takes them: typed, or from
+    `config_file` (said where it gave them: a file's were never checked)."""
     import difflib
     import logging
 
@@ -193,13 +203,16 @@ def _check_beam_args(ctx: click.Context, runner: str) -> None:
 
     from worldtrace.pipelines.runner import LOCAL_RUNNERS
 
+    typed = {p.name for p in typed_options(ctx)}
+    filed = f" (given in {config_file})"
     try:
         create_runner(runner)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--runner") from None
+        said = str(exc) + ("" if config_file is None or "runner" in typed else filed)
+        raise click.BadParameter(said, param_hint="--runner") from None
     except ImportError:  # a runner whose extras are missing: the run says so
         pass
-    options = PipelineOptions(list(ctx.args))
+    options = PipelineOptions(args)
     quiet = logging.getLogger("apache_beam.options.pipeline_options")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # its "Discarding unparseable args", said better below
@@ -208,18 +221,22 @@ def _check_beam_args(ctx: click.Context, runner: str) -> None:
         given = options.get_all_options(retain_unknown_options=True)
     finally:
         quiet.setLevel(level)
-    flags = [a.partition("=")[0] for a in ctx.args if a.startswith("--")]
-    typed = {f.lstrip("-").replace("-", "_"): f for f in flags}  # Beam's name -> as typed
+    flags = [a.partition("=")[0] for a in args if a.startswith("--")]
+    written = {f.lstrip("-").replace("-", "_"): f for f in flags}  # Beam's name -> as given
+    on_line = {a.partition("=")[0] for a in ctx.args}
     own = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
     for dest in sorted(set(given) - set(known)):
-        name = typed.get(dest, f"--{dest}")
+        name = written.get(dest, f"--{dest}")
+        where = "" if config_file is None or name in on_line else filed
         near = difflib.get_close_matches(name, own, n=1, cutoff=0.75)
-        if near:
+        if near and not where:
             raise click.NoSuchOption(name, possibilities=near, ctx=ctx)
-        if runner in LOCAL_RUNNERS:
+        if near or runner in LOCAL_RUNNERS:
             raise click.UsageError(
-                f"no such option: {name} (neither a process option nor one of Beam's; "
-                "the local runner would drop it)",
+                f"no such option: {name}{where} (neither a process option nor one of "
+                "Beam's; the local runner would drop it)"
+                if not near
+                else f"no such option: {name}{where} (did you mean {near[0]}?)",
                 ctx,
             )
 
