@@ -37,6 +37,7 @@ from .tempfiles import (  # noqa: F401  (re-exported: the store's public writing
     ArrowFileWriter,
     StoreWriteError,
     _fsync_dir,
+    first_line,
     is_leftover,
     open_parquet,
     parquet_writer,
@@ -425,7 +426,8 @@ def _parquet_parts(
     try:
         pf = open_parquet(path)
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        yield str(path), Problem(str(path), "<file>", f"unreadable Parquet: {exc}")
+        why = first_line(exc)  # pyarrow's ends in a newline, or runs to several lines
+        yield str(path), Problem(str(path), "<file>", f"unreadable Parquet: {why}")
         return
     missing = [n for n in (F.DOMAIN, F.TURNS) if n not in pf.schema_arrow.names]
     if missing:
@@ -470,7 +472,7 @@ def _group_parts(
     except Exception as exc:
         lost = range(first + max(at, start), first + stop)
         where = f"{path}:row {lost.start}"
-        msg = f"unreadable Parquet: {exc} (rows {lost.start}-{lost.stop - 1} not read)"
+        msg = f"unreadable Parquet: {first_line(exc)} (rows {lost.start}-{lost.stop - 1} not read)"
         yield where, Unread(where, "<file>", msg, lost)
 
 

@@ -45,9 +45,9 @@ def doctor_document(checks: list[Check]) -> dict:
     }
 
 
-def _run(cmd: list[str], timeout: float = 10) -> tuple[bool, str]:
+def _run(cmd: list[str], timeout: float = 10, env: dict | None = None) -> tuple[bool, str]:
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)
     out = (p.stdout or p.stderr).strip().splitlines()
@@ -55,15 +55,22 @@ def _run(cmd: list[str], timeout: float = 10) -> tuple[bool, str]:
 
 
 def _binary(
-    name: str, version_args: list[str], fix: str, label: str | None = None, find=shutil.which
+    name: str,
+    version_args: list[str],
+    fix: str,
+    label: str | None = None,
+    find=shutil.which,
+    unset: tuple[str, ...] = (),
 ) -> Check:
     """`find`: how the code that runs the program looks for it (the MCP sandbox also looks
-    beside the running Python, so a venv's servers work without activating the venv)."""
+    beside the running Python, so a venv's servers work without activating the venv);
+    `unset`: variables the version probe runs without, which another check is about."""
     path = find(name)
     if not path:
         where = "on PATH" if find is shutil.which else "where the sandbox looks"
         return Check(label or name, False, f"not found {where}", fix)
-    ok, out = _run([path, *version_args])
+    env = {k: v for k, v in os.environ.items() if k not in unset} if unset else None
+    ok, out = _run([path, *version_args], env=env)
     return Check(
         label or name, ok, f"{path}: {out}" if ok else f"{path} fails: {out}", "" if ok else fix
     )
@@ -148,6 +155,16 @@ def store_shards(store=None) -> list[Check]:
     )
 
     store = _store(store)
+    if store.root.exists() and not store.root.is_dir():  # every command refuses it
+        return [
+            Check(
+                "store",
+                False,
+                f"{store.root} is not a directory",
+                "check --store / $WORLDTRACE_STORE: a store is a directory",
+                problem=True,
+            )
+        ]
     if not store.root.is_dir():  # a mistyped --store must not look like a healthy store
         return [
             Check(
@@ -519,13 +536,10 @@ def run_checks(store=None, machine: bool = True) -> list[Check]:
 
     if store is None:  # the command line's, read here: click's context is this thread's
         store = _store()
-    checks = [
-        partial(store_shards, store),
-        partial(store_swaps, store),
-        partial(job_store, store),
-        partial(set_aside_journals, store),
-        partial(stopped_attempts, store),
-    ]
+    of_store = [store_swaps, job_store, set_aside_journals, stopped_attempts]
+    if not store.root.is_dir():  # the store check says what is there; read through a file,
+        of_store = [job_store]  # its manifest was "damaged" ($WORLDTRACE_JOBS may be elsewhere)
+    checks = [partial(store_shards, store)] + [partial(check, store) for check in of_store]
     if machine:
         checks += _machine_checks()
     with DaemonPool(8, "doctor") as pool:  # a stop does not wait for the checks left
@@ -545,8 +559,12 @@ def _machine_checks() -> list:
         partial(_binary, "npm", ["--version"], "apt-get install npm"),
         partial(_binary, "mmdebstrap", ["--version"], "apt-get install mmdebstrap"),
         partial(_binary, "busybox", ["--help"], "apt-get install busybox-static"),
-        partial(
-            _binary, "adb", ["version"], "optional: apt-get install adb (real Android devices)"
+        partial(  # `adb version` asks no server, yet refuses a port that is no number:
+            _binary,  # that is the `android devices` check's line, with its fix (hunt 1207)
+            "adb",
+            ["version"],
+            "optional: apt-get install adb (real Android devices)",
+            unset=("ANDROID_ADB_SERVER_PORT",),
         ),
         android_devices,
         partial(

@@ -22,7 +22,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.redact import Redactor, find_secrets
 from worldtrace.schemas.sqlite import connect_read_only
 from worldtrace.schemas.store import TEMP_PREFIXES
-from worldtrace.schemas.tempfiles import open_parquet
+from worldtrace.schemas.tempfiles import first_line, open_parquet
 
 SUFFIXES = tuple(dict.fromkeys((".parquet", *IMPORT_SUFFIXES, ".bin", ".db")))
 """What a directory walk checks, whatever the case of the names: the store's files and
@@ -62,6 +62,22 @@ def files_under(paths: list[Path]) -> list[Path]:
             if f.is_file() and f.name.lower().endswith(SUFFIXES) and not in_flight:
                 out.append(f)
     return out
+
+
+def _batches(path: Path, pf, **options) -> Iterator:
+    """`pf`'s batches; pages that do not decode, or fail their checksum, are `CannotCheck`
+    naming the file: pyarrow's error named none and ended the whole check."""
+    import pyarrow as pa
+
+    batches = pf.iter_batches(**options)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            raise CannotCheck(f"{path}: unreadable Parquet ({first_line(exc)})") from exc
+        yield batch
 
 
 class Checker:
@@ -108,13 +124,13 @@ class Checker:
         try:
             pf = open_parquet(path)
         except Exception as exc:  # pyarrow raises several types for a corrupt file
-            raise CannotCheck(f"{path}: unreadable Parquet ({exc})") from exc
+            raise CannotCheck(f"{path}: unreadable Parquet ({first_line(exc)})") from exc
         names = pf.schema_arrow.names
         if TOKEN_COLUMN in names:
             yield from self._training(path, pf)
             return
         row = 0
-        for batch in pf.iter_batches(batch_size=256):
+        for batch in _batches(path, pf, batch_size=256):
             for d in batch.to_pylist():
                 yield from self._found(path, self._label(d.get(F.TRAJECTORY_ID), f"row {row}"), d)
                 row += 1
@@ -157,7 +173,7 @@ class Checker:
                 r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
             ]
         except sqlite3.Error as exc:
-            raise CannotCheck(f"{path}: unreadable SQLite database ({exc})") from exc
+            raise CannotCheck(f"{path}: unreadable SQLite database ({first_line(exc)})") from exc
         try:
             for table in tables:
                 cur = con.execute(f'SELECT rowid, * FROM "{table}"')
@@ -200,7 +216,7 @@ class Checker:
         tok = self._tokenizer(path.parent)
         cols = [c for c in ("sample_id", TOKEN_COLUMN) if c in pf.schema_arrow.names]
         row = 0
-        for batch in pf.iter_batches(batch_size=64, columns=cols):
+        for batch in _batches(path, pf, batch_size=64, columns=cols):
             for d in batch.to_pylist():
                 label = self._label(d.get("sample_id"), f"row {row}")
                 yield from self._decoded(path, tok, d[TOKEN_COLUMN], label)

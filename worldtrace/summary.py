@@ -487,16 +487,25 @@ def matches(con: duckdb.DuckDBPyConnection, tid: str) -> list[tuple[Any, ...]]:
     return lookup(con, tid)[1]
 
 
+SHOWN_ORIGIN = "coalesce(nullif(origin_format, ''), source_name) || ':' || origin_id"
+"""A trajectory's origin as `explain`'s header shows it (`_origin`: `openai:chats:2`), in
+SQL: `explain` takes it back (hunt 1207: it printed `origin=openai:chats:2`, then said
+`no processed trajectory matches 'openai:chats:2'`)."""
+NAMED_BY = {"origin": "origin_id = $p", "shown": f"{SHOWN_ORIGIN} = $p"}
+"""How `lookup` named trajectories by their origin, as a condition on a trajectory view."""
+
+
 def lookup(con: duckdb.DuckDBPyConnection, tid: str) -> tuple[str, list[tuple[Any, ...]]]:
     """How `tid` names processed trajectories, and their rows (`matches`): `id` (an exact
     id, alone), else `origin` (every trajectory whose origin id is `tid`: the same origin
-    id comes from many files), else `prefix` (every id or raw id that starts with it).
+    id comes from many files), else `shown` (those whose `FORMAT:ORIGIN_ID`, as the
+    header shows it, is `tid`), else `prefix` (every id or raw id that starts with it).
     A whole id is never read as a prefix: the ids sources give are short and often hex
     (`c1`, `42`), and would name every trajectory whose hash starts with them."""
     cols = CANDIDATE_COLUMNS
     for how, where in (
         ("id", "trajectory_id = $p"),
-        ("origin", "origin_id = $p"),
+        *NAMED_BY.items(),
         ("prefix", "starts_with(trajectory_id, $p) "
                    "OR starts_with(coalesce(map_extract(metadata, 'raw_trajectory_id')[1], ''), $p)"),
     ):  # fmt: skip
@@ -515,29 +524,34 @@ def _raw_origin(con: duckdb.DuckDBPyConnection, tid: str) -> bool:
     return con.execute(sql, {"p": tid}).fetchone() is not None
 
 
-def _dropped_namesakes(con: duckdb.DuckDBPyConnection, origin_id: str) -> list[dict[str, Any]]:
-    """The raw trajectories of origin id `origin_id` no processed one stands for (neither
-    by its id nor by the raw id a turn filter's change left in its metadata) that a
-    `process` run read: near duplicates and records the filters dropped, other contents
-    than the kept ones of that id (an edited record imported again beside the old one).
-    `explain ORIGIN_ID` explained the kept one alone and said nothing of them (12-06)."""
+def _dropped_namesakes(
+    con: duckdb.DuckDBPyConnection, origin: str, how: str = "origin"
+) -> list[dict[str, Any]]:
+    """The raw trajectories of origin `origin` (`how` it is named: `NAMED_BY`) no processed
+    one stands for (neither by its id nor by the raw id a turn filter's change left in
+    its metadata) that a `process` run read: near duplicates and records the filters
+    dropped, other contents than the kept ones of that id (an edited record imported
+    again beside the old one). `explain ORIGIN_ID` explained the kept one alone and said
+    nothing of them (12-06)."""
+    named = NAMED_BY[how]  # of the view in whose FROM it stands, `r` outside the subquery
     rows = con.execute(
-        f"SELECT DISTINCT {CANDIDATE_COLUMNS} FROM raw_trajectories r WHERE r.origin_id = $p "
-        "AND r.trajectory_id NOT IN (SELECT trajectory_id FROM trajectories WHERE origin_id = $p "
+        f"SELECT DISTINCT {CANDIDATE_COLUMNS} FROM raw_trajectories r WHERE {named} "
+        f"AND r.trajectory_id NOT IN (SELECT trajectory_id FROM trajectories WHERE {named} "
         "UNION ALL SELECT map_extract(metadata, 'raw_trajectory_id')[1] FROM trajectories "
-        "WHERE origin_id = $p AND map_extract(metadata, 'raw_trajectory_id')[1] IS NOT NULL) "
+        f"WHERE {named} AND map_extract(metadata, 'raw_trajectory_id')[1] IS NOT NULL) "
         "AND (r.trajectory_id IN (SELECT trajectory_id FROM clusters) "
         "OR r.trajectory_id IN (SELECT trajectory_id FROM rejects)) ORDER BY ALL",
-        {"p": origin_id},
+        {"p": origin},
     ).fetchall()
     return [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
 
 
 def _unprocessed(con: duckdb.DuckDBPyConnection, tid: str) -> list[dict[str, Any]]:
     """The raw trajectories `tid` names (`CANDIDATE_KEYS`), as `lookup` names processed
-    ones: its id, else its origin id, else the ids that start with it."""
+    ones: its id, else its origin id, alone or as `FORMAT:ORIGIN_ID`, else the ids that
+    start with it."""
     cols = CANDIDATE_COLUMNS
-    for where in ("trajectory_id = $p", "origin_id = $p", "starts_with(trajectory_id, $p)"):
+    for where in ("trajectory_id = $p", *NAMED_BY.values(), "starts_with(trajectory_id, $p)"):
         rows = con.execute(
             f"SELECT DISTINCT {cols} FROM raw_trajectories WHERE {where} ORDER BY ALL",
             {"p": tid},
@@ -591,8 +605,8 @@ def explanation(con: duckdb.DuckDBPyConnection, tid: str, seed: int = 0) -> dict
     if how == "prefix" and by_origin:
         rows = []
     found = [dict(zip(CANDIDATE_KEYS, r, strict=True)) for r in rows]
-    if how == "origin" and rows:  # and the others of that origin id processing dropped
-        found += _dropped_namesakes(con, tid)
+    if how in NAMED_BY and rows:  # and the others of that origin processing dropped
+        found += _dropped_namesakes(con, tid, how)
     if len(found) > 1:  # one id twice too: copies kept with dedup off, told by origin
         return {"query": tid, "status": "ambiguous", "matches": found}
     if not rows:

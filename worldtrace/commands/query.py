@@ -551,8 +551,9 @@ def _not_blank(ctx: click.Context, param: click.Parameter, value: str) -> str:
 def explain(ctx: click.Context, trajectory_id: str, seed: int | None, as_json: bool) -> None:
     """Every turn of one trajectory: excerpts, OL/Nov/Jac/R and extra statistics, the
     category, the rule that fired and the keep decision. Accepts an id, an id prefix, a
-    raw id or an origin id; exit 1 when it names none or several (listed), or only raw
-    data not processed yet (said, with the command to run)."""
+    raw id or an origin id, alone or as the header prints it (origin=FORMAT:ORIGIN_ID);
+    exit 1 when it names none or several (listed), or only raw data not processed yet
+    (said, with the command to run)."""
     from worldtrace.errors import stop_says
 
     stop_says(lambda: NOTHING_WRITTEN)
