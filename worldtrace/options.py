@@ -246,13 +246,18 @@ class ConfigCommand(click.Command):
 
 def typed_options(ctx: click.Context) -> list[click.Parameter]:
     """The command's options the user typed, not left at their defaults: what a refusal
-    may name (export), what wins over a `--config` file (process)."""
+    may name (export), what wins over a `--config` file (process). Not the global ones
+    (`--store`, `--create`), which every command takes before or after its name: `export
+    --verify DIR --store S` was refused as an option beside `--verify`."""
     from click.core import ParameterSource
+
+    from worldtrace.commands import CREATE_KEY, STORE_KEY
 
     return [
         p
         for p in ctx.command.params
-        if ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE
+        if p.name not in (STORE_KEY, CREATE_KEY)
+        and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE
     ]
 
 
