@@ -29,7 +29,7 @@ from worldtrace.schemas.records import is_synthetic
 from worldtrace.schemas.store import row_count
 from worldtrace.schemas.tempfiles import DamagedFile, first_line
 
-from .inputs import CLUSTER, check_input, iter_batches, kept_nothing
+from .inputs import AWB_WANTED, CLUSTER, check_input, iter_batches, kept_nothing
 from .mask import KEEP_MODES, unit_draw
 from .prompt import SystemPrompt
 from .render import BUILTIN, Template, load_template
@@ -384,7 +384,7 @@ def _export(
     with staged(cfg.output) as staging:
         dirs = {n: staging / n if fractions else staging for n in names}
         records = _routed(
-            iter_batches(cfg.input, batch, selection),
+            iter_batches(cfg.input, batch, selection, AWB_WANTED if awb else ()),
             fractions,
             cfg.split_seed,
             trajectories,

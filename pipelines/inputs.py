@@ -50,13 +50,22 @@ WANTED = (
     f"{F.TASK}.instruction",  # an AgentWorldBench line's record, read back (`awb_provenance`)
 )
 """Field paths export needs (list levels left out); absent ones are skipped."""
+AWB_WANTED = (
+    f"{F.TURNS}.action",
+    f"{F.TURNS}.observation",
+    f"{F.TURNS}.perturbation",
+    F.OUTCOME,
+)
+"""What an AgentWorldBench line carries besides (`writers.awb_turn`): a turn's whole action
+and observation (a terminal's raw capture in `state_json`, up to 64 KiB a turn), its
+perturbation, the outcome. Read for that format only: the token formats never use them."""
 CLUSTER = "_cluster"
 """Key of a record's dedup cluster id (`dedup.cluster_id`, else its own `c<trajectory_id>`,
 the id the dedup stage gives a singleton)."""
 
 
-def _columns(pf: pq.ParquetFile) -> list[str]:
-    """Parquet column paths of `pf` under WANTED (`turns.list.element.x` matches `turns.x`)."""
+def _columns(pf: pq.ParquetFile, wanted: tuple[str, ...] = WANTED) -> list[str]:
+    """Parquet column paths of `pf` under `wanted` (`turns.list.element.x` matches `turns.x`)."""
     out = []
     for i in range(len(pf.schema)):
         path = pf.schema.column(i).path
@@ -64,7 +73,7 @@ def _columns(pf: pq.ParquetFile) -> list[str]:
         plain = ".".join(
             p for n, p in enumerate(parts) if not (p in ("list", "element", "item") and n)
         )
-        if any(plain == w or plain.startswith(w + ".") for w in WANTED):
+        if any(plain == w or plain.startswith(w + ".") for w in wanted):
             out.append(path)
     return out
 
@@ -180,10 +189,13 @@ def _pages(path: Path, batches: Iterator) -> Iterator:
 
 
 def iter_batches(
-    path: str, batch_rows: int = 256, selection: Selection | None = None
+    path: str,
+    batch_rows: int = 256,
+    selection: Selection | None = None,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[list[dict[str, Any]]]:
-    """Lists of at most `batch_rows` records (dicts with the WANTED fields and CLUSTER),
-    only those `selection` (`export --where`) takes.
+    """Lists of at most `batch_rows` records (dicts with the WANTED fields, `extra` ones
+    and CLUSTER), only those `selection` (`export --where`) takes.
 
     A policy that reads corpus counts stored two decisions per turn; the one the current
     template counts select replaces the stored one (`corpus.decisions`)."""
@@ -207,7 +219,7 @@ def iter_batches(
         if counts is not None:
             chosen = _read(corpus.turns_file(f), corpus.decisions, f, counts)
         at = 0
-        pages = pf.iter_batches(batch_size=batch_rows, columns=_columns(pf))
+        pages = pf.iter_batches(batch_size=batch_rows, columns=_columns(pf, WANTED + extra))
         for batch in _pages(f, pages):
             records = batch.to_pylist()
             for r in records:

@@ -9,6 +9,7 @@ manifest holds no clock: the same rows give byte-identical files.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from worldtrace.schemas import Action, Observation, Outcome
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.hashing import sha256_file
 from worldtrace.schemas.publish import restore_swaps
@@ -553,20 +555,77 @@ def awb_provenance(rec: dict[str, Any], synthetic: bool) -> dict[str, Any]:
     export adds for the domain, which is not the record's), its task instruction and
     conditions. Until 12-06 import parsed `system_str` back, and without the export's
     manifest beside the file it kept export's instruction as the record's own: the
-    next export said it twice."""
+    next export said it twice. Since 12-07 also each turn's other fields (`awb_turn`),
+    the outcome and a collector's record as one (`source_kind`): without them a web or
+    android record came back without its state and was filtered (`missing_state`), a
+    tool call without its name, and a collector's record with no failure flagged read as
+    an unflagged log, whose repeated answers `retry_cycle` took for failures."""
     system = rec.get(F.SYSTEM) or {}
     task = rec.get(F.TASK) or {}
     conditions = rec.get(F.CONDITIONS)
     if conditions is not None and not isinstance(conditions, str):  # an Arrow list
         conditions = json.dumps(list(conditions), ensure_ascii=False, sort_keys=True)
-    return {
+    out = {
         "trajectory_id": rec[F.TRAJECTORY_ID],
         "synthetic": synthetic,
         "kinds": [t["action"]["kind"] for t in rec[F.TURNS]],
         "system": {k: system[k] for k in F.SYSTEM_FIELDS if system.get(k) is not None},
         "instruction": task.get("instruction"),
         "conditions": conditions,
+        "turns": [awb_turn(t) for t in rec[F.TURNS]],
     }
+    outcome = {k: v for k, v in (rec.get(F.OUTCOME) or {}).items() if v != AWB_OUTCOME.get(k)}
+    if outcome:
+        out["outcome"] = outcome
+    if not synthetic and (rec.get(F.SOURCE) or {}).get("kind") == "collector":
+        out["source_kind"] = "collector"
+    return out
+
+
+AWB_ACTION = tuple(f.name for f in dataclasses.fields(Action) if f.name not in ("kind", "text"))
+"""The action's fields a line's `worldtrace.turns` entry carries (its text is `prompt[i]`,
+its kind `kinds[i]`)."""
+AWB_OBSERVATION = {f.name: f.default for f in dataclasses.fields(Observation) if f.name != "text"}
+"""The observation's fields an entry carries when not their default (its text is
+`response[i]`), with those defaults."""
+AWB_TURN = ("perturbation",)
+"""The turn's own fields an entry carries (the others are processing's, or timing)."""
+AWB_OUTCOME = {f.name: f.default for f in dataclasses.fields(Outcome)}
+"""The outcome's fields `worldtrace.outcome` carries when not their default."""
+
+
+def awb_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A turn's `worldtrace.turns` entry: its fields beyond the action's text and kind and
+    the observation's text, by their names, each only when not its default; the
+    arguments only when the text does not give them back (`awb_arguments`)."""
+    a, o = turn["action"], turn.get("observation") or {}
+    out: dict[str, Any] = {}
+    for name in AWB_ACTION:
+        value = a.get(name)
+        if name == "arguments_json":
+            if value != awb_arguments(a["kind"], a["text"], a.get("name")):
+                out[name] = value  # a null too, where the text would give some
+        elif value is not None:
+            out[name] = value
+    for name, default in AWB_OBSERVATION.items():
+        value = o.get(name)
+        if value is not None and value != default:
+            out[name] = value
+    for name in AWB_TURN:
+        if turn.get(name) is not None:
+            out[name] = turn[name]
+    return out
+
+
+def awb_arguments(kind: str, text: str, name: str | None) -> str | None:
+    """The arguments an action's text gives back (`importers.agentworldbench` reads the
+    same): a call rendered `name(<arguments>)` those; keys typed as `actions.keystrokes`
+    writes them; else none."""
+    if name is not None and text.startswith(name + "(") and text.endswith(")"):
+        return text[len(name) + 1 : -1]
+    if kind == "keystrokes":
+        return json.dumps({"keystrokes": text}, sort_keys=True, ensure_ascii=False)
+    return None
 
 
 def awb_file(domain: str, part: str) -> str:

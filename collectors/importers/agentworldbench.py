@@ -10,7 +10,10 @@ the record (`invalid`, naming the field), as do an `id`, `task`, `system_str` or
 A line worldtrace exported (`export --format agentworldbench`: its `worldtrace` key) is
 read back into the record it came from: since 12-06 the key holds each turn's action kind,
 the record's system prompt parts, task instruction and conditions (`_as_recorded`,
-`pipelines.writers.awb_provenance`), taken as they are. An older export's line held only
+`pipelines.writers.awb_provenance`), taken as they are; since 12-07 also each turn's other
+fields (`turns`: the action's name and arguments, the observation's flags and state, the
+perturbation), the outcome and a collector's record as one (`source_kind`), each checked
+against its declaration (`_turn_fields`, `_outcome`). An older export's line held only
 the trajectory and `synthetic`, and is parsed back (`_ours`): `system_str` is the system prompt
 export composed (`pipelines/prompt.py`: the task description, then each other part under
 its header), split back into its parts, the simulation instruction worldtrace added
@@ -29,10 +32,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from worldtrace.schemas import Action, Observation
+from worldtrace.schemas import Action, Observation, Outcome, Turn
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.actions import tool_call
-from worldtrace.schemas.validate import parse_json
+from worldtrace.schemas.actions import keystrokes, tool_call
+from worldtrace.schemas.spec import fields_of
+from worldtrace.schemas.validate import json_problem, parse_json
 
 from .common import MissingField, build, expected, file_cached, record_id, warning
 
@@ -91,7 +95,7 @@ def to_trajectory(
         raise expected(F.AWB_PROVENANCE, 'an object {"trajectory_id", "synthetic": bool}', ours)
     mine = _as_recorded(ours, len(prompts)) if ours is not None else None
     kind = "keystrokes" if dom == "terminal" else "text"
-    pairs = []
+    pairs, perturbations = [], []
     for i, (a, o) in enumerate(zip(prompts, responses, strict=True)):
         if not isinstance(a, str):
             raise expected(f"prompt[{i}]", "a string", a)
@@ -102,6 +106,9 @@ def to_trajectory(
             )
         elif not isinstance(o, str):
             raise expected(f"response[{i}]", "a string", o)
+        elif mine is not None and mine["turns"] is not None:
+            pairs.append(_turn(mine["kinds"][i], a, o, mine["turns"][i]))
+            perturbations.append(mine["turns"][i].get("perturbation"))
         elif mine is not None:
             pairs.append((_action(mine["kinds"][i], a), Observation(o), None))
         else:
@@ -132,8 +139,11 @@ def to_trajectory(
         task_description=parts.get("task_description") if parts else system,
         instruction=parts.get("instruction") if parts else None,
         metadata=meta,
-        source_kind=F.SYNTHETIC if synthetic else "import",
+        outcome=mine["outcome"] if mine is not None else None,
+        source_kind=F.SYNTHETIC if synthetic else (mine or {}).get("source_kind") or "import",
     )
+    for turn, perturbation in zip(t.turns, perturbations, strict=False):
+        turn.perturbation = perturbation
     if parts:
         t.system.action_space = parts.get("action_space")
         t.system.initial_state = parts.get("initial_state")
@@ -146,9 +156,10 @@ def to_trajectory(
 def _as_recorded(ours: dict[str, Any], turns: int) -> dict[str, Any] | None:
     """What an exported line's `worldtrace` key holds of its record
     (`pipelines.writers.awb_provenance`): each turn's action kind, the system prompt's
-    parts, the task instruction and the conditions; None for a line of an export before
-    12-06, which held only the trajectory and `synthetic`. A value of another shape is
-    refused, naming it."""
+    parts, the task instruction and the conditions; since 12-07 each turn's other fields,
+    the outcome and the source kind (None each in a line written before); None for a line
+    of an export before 12-06, which held only the trajectory and `synthetic`. A value of
+    another shape is refused, naming it."""
     if "system" not in ours and "kinds" not in ours:
         return None
     key = F.AWB_PROVENANCE
@@ -168,8 +179,103 @@ def _as_recorded(ours: dict[str, Any], turns: int) -> dict[str, Any] | None:
     for name in ("instruction", "conditions"):
         if ours.get(name) is not None and not isinstance(ours[name], str):
             raise expected(f"{key}.{name}", "a string", ours[name])
+    source = ours.get("source_kind")
+    if source is not None and source not in SOURCE_KINDS:
+        raise expected(f"{key}.source_kind", f"a source kind ({', '.join(SOURCE_KINDS)})", source)
     return {"kinds": kinds, "system": system, "instruction": ours.get("instruction"),
-            "conditions": ours.get("conditions")}  # fmt: skip
+            "conditions": ours.get("conditions"), "turns": _turn_fields(ours, turns),
+            "outcome": _outcome(ours), "source_kind": source}  # fmt: skip
+
+
+SOURCE_KINDS = ("collector", "import")
+"""The `worldtrace.source_kind` a line may give (a generated record's says `synthetic`)."""
+CARRIED = {
+    **{f.name: (Action, f) for f in fields_of(Action) if f.name not in ("kind", "text")},
+    **{f.name: (Observation, f) for f in fields_of(Observation) if f.name != "text"},
+    "perturbation": (Turn, next(f for f in fields_of(Turn) if f.name == "perturbation")),
+}
+"""The fields a `worldtrace.turns` entry may hold (`pipelines.writers.awb_turn`), by
+name: the record class that declares each, and its declaration."""
+
+
+def _turn_fields(ours: dict[str, Any], turns: int) -> list[dict[str, Any]] | None:
+    """Each turn's fields beyond the texts and kind (`worldtrace.turns`, since 12-07),
+    each checked against its declaration; None for a line written before."""
+    entries = ours.get("turns")
+    if entries is None:
+        return None
+    at = f"{F.AWB_PROVENANCE}.turns"
+    if not isinstance(entries, list) or len(entries) != turns:
+        raise expected(at, f"a list of {turns} objects, one a prompt", entries)
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise expected(f"{at}[{i}]", "an object of the turn's fields", entry)
+        for name, value in entry.items():
+            if name not in CARRIED:
+                raise expected(f"{at}[{i}]", f"fields of {', '.join(CARRIED)}", name)
+            _check(f"{at}[{i}].{name}", CARRIED[name][1], value)
+    return entries
+
+
+def _outcome(ours: dict[str, Any]) -> Outcome | None:
+    """The record's outcome (`worldtrace.outcome`, its fields not their default), checked
+    against the declaration; None when the line has none (the default outcome)."""
+    value = ours.get("outcome")
+    if value is None:
+        return None
+    at = f"{F.AWB_PROVENANCE}.outcome"
+    if not isinstance(value, dict):
+        raise expected(at, "an object of the outcome's fields", value)
+    declared = {f.name: f for f in fields_of(Outcome)}
+    for name, v in value.items():
+        if name not in declared:
+            raise expected(at, f"fields of {', '.join(declared)}", name)
+        _check(f"{at}.{name}", declared[name], v)
+    return Outcome(**value)
+
+
+TYPES = {"str": (str,), "int": (int,), "bool": (bool,), "float": (int, float)}
+"""The JSON values a field of each kind takes (a bool is no number)."""
+
+
+def _check(at: str, f: Any, value: Any) -> None:
+    """`value` is what field `f` declares (null where it may be; a JSON field's text a
+    JSON value of its type; an enum one of its values), else refused naming `at`."""
+    what = f"{'an' if f.kind[0] in 'aeiou' else 'a'} {f.kind}"
+    if value is None:
+        if not f.optional:
+            raise expected(at, f"{what}, not null", value)
+        return
+    kinds = TYPES.get(f.kind, (object,))
+    if not isinstance(value, kinds) or (f.kind != "bool" and isinstance(value, bool)):
+        raise expected(at, what, value)
+    if f.spec.enum and value not in f.spec.enum:
+        raise expected(at, f"one of {', '.join(f.spec.enum)}", value)
+    if f.spec.json is not None and (why := json_problem(value, f.spec.json)) is not None:
+        raise expected(
+            at, f"JSON text of {'an object' if f.spec.json is dict else 'a list'} ({why})", value
+        )
+
+
+def _turn(kind: str, prompt: str, response: str, entry: dict[str, Any]) -> tuple:
+    """The turn a line's prompt and response are, with its carried fields (`entry`): the
+    arguments, when not carried, those the text gives back (`_arguments`)."""
+    action = {n: entry[n] for n in CARRIED if CARRIED[n][0] is Action and n in entry}
+    if "arguments_json" not in action:
+        action["arguments_json"] = _arguments(kind, prompt, action.get("name"))
+    seen = {n: entry[n] for n in CARRIED if CARRIED[n][0] is Observation and n in entry}
+    return Action(kind, prompt, **action), Observation(response, **seen), None
+
+
+def _arguments(kind: str, text: str, name: str | None) -> str | None:
+    """The arguments an action's text gives back, as export left them out
+    (`pipelines.writers.awb_arguments`, which a test holds equal): a call rendered
+    `name(<arguments>)` those; keys as `actions.keystrokes` writes them; else none."""
+    if name is not None and text.startswith(name + "(") and text.endswith(")"):
+        return text[len(name) + 1 : -1]
+    if kind == "keystrokes":
+        return keystrokes(text).arguments_json
+    return None
 
 
 def _action(kind: str, text: str) -> Action:

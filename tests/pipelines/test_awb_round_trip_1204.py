@@ -34,7 +34,7 @@ def test_an_exported_generated_record_stays_synthetic_when_imported_again(tmp_pa
     got = list(read_records(again.raw / "import"))
     assert len(got) == len(lines)
     kinds = {t.metadata["exported_from"]: t.source.kind for t in got}
-    assert kinds == {tid: "synthetic" if tid in synthetic else "import" for tid in kinds}
+    assert kinds == {tid: "synthetic" if tid in synthetic else "collector" for tid in kinds}
 
     assert run(again, "process").exit_code == 0
     r = export(again, "--format", "agentworldbench", "-o", str(tmp_path / "awb2"))

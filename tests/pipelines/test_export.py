@@ -488,10 +488,10 @@ PINNED = {
         "train_text_document.bin": "df95a342ae85ea8c823a179139620af797ca033212fdc0bda96368115e81983f",
         "train_text_document.idx": "4ecfde6d499dd37ffe2b504a882f365184f07e68e61ce335381c22afc3a065a0",
     },
-    "agentworldbench": {  # 12-04: each line's `worldtrace` provenance key added
-        "swe_test.jsonl": "a5679a679a8881d0adad1a9d3b747520138d4ec2e78f803ef147e4a12e9ec1fb",
-        "terminal_test.jsonl": "81c4c83d72f3c406ded7efd26e24946d8e29d308f6139eaca3580e508f4e1bf3",
-        "web_test.jsonl": "3273d3617c91b22d7cc8beed373714fa76487f223de6d1294adf11cd0cb65277",
+    "agentworldbench": {  # 12-04: each line's `worldtrace` provenance key; 12-07: its turns, outcome, source kind
+        "swe_test.jsonl": "4067eb98f22dd00f6d9dda613985b0e7f8292fb6a32f3bbedffae2acfd6aaa0f",
+        "terminal_test.jsonl": "94ea36c67859e61bf54aecd6b78cb93934a1e6ca921eb67762b7551a29bd7ddc",
+        "web_test.jsonl": "324ce4d6985dd99d0a2506767c1c9cffcb1341698538aa60296cb8af49b5a18d",
     },
 }
 
