@@ -56,6 +56,11 @@ PAGES = {
 <button onclick="window.close()">Close me</button></body></html>""",
     "blank.html": "<html><head><title></title></head><body></body></html>",
     "wall.html": "<html><head><title>Check</title></head><body><h1>Please verify you are human</h1></body></html>",
+    "signup.html": "<html><head><title>Sign up</title></head><body><form action='blank.html'><label>Email"
+    " <input name='email'></label><button>Join</button></form><footer><small>This site is protected"
+    " by reCAPTCHA and the Google Privacy Policy and Terms of Service apply.</small></footer></body></html>",
+    "robot.html": "<html><head><title>Check</title></head><body><p>One more step</p><label><input"
+    " type='checkbox'> I'm not a robot</label></body></html>",
     # renders after its load event, a few nodes at a time (as a docs search fills in results)
     "late.html": """<html><head><title>Late</title></head><body><h1>Results</h1><ul id="r"></ul>
 <p id="s">Searching</p><script>
@@ -269,6 +274,18 @@ def test_blank_and_captcha_pages_are_environment_failures(make, pages):
     sb = make()
     assert state(start(sb, pages.url + "blank.html"))["env_failure"] == "blank_page"
     assert state(sb.step(tool("goto", url=pages.url + "wall.html")))["env_failure"] == "captcha"
+
+
+def test_a_page_that_only_mentions_recaptcha_is_no_wall(make, pages):
+    """Found (a hunt, 12-07): the bare word `reCAPTCHA` anywhere in the tree made a page a
+    CAPTCHA wall, so the footer "This site is protected by reCAPTCHA ..." under countless
+    forms flagged every step of a working sign-up and `process` dropped the trajectory.
+    A page that asks for one still is a wall."""
+    sb = make()
+    o = start(sb, pages.url + "signup.html")
+    assert "protected by reCAPTCHA" in o.text and state(o)["env_failure"] is None
+    robot = sb.step(tool("goto", url=pages.url + "robot.html"))
+    assert "not a robot" in robot.text and state(robot)["env_failure"] == "captcha"
 
 
 def test_a_page_still_rendering_after_load_is_observed_once_it_is_done(make, pages):
