@@ -280,6 +280,8 @@ def read_records(path: str | os.PathLike) -> Iterator[Trajectory]:
 
 # -- mixed inputs: Parquet shards and JSONL of records -----------------------------
 JSONL_SUFFIXES = (*F.LINE_SUFFIXES, ".json")  # a record a line (a .json one too)
+INPUT_SUFFIXES = (F.SHARD_SUFFIX, *JSONL_SUFFIXES)
+"""The names `process` and `validate` read, as written (`RUN.JSONL` is not one)."""
 
 
 def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -287,8 +289,32 @@ def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     `validate` reports them, `process` stops on them)."""
     out: list[Path] = []
     for p in paths:
-        out.extend(shard_files(p, (F.SHARD_SUFFIX, *JSONL_SUFFIXES), broken=True))
+        out.extend(shard_files(p, INPUT_SUFFIXES, broken=True))
     return out
+
+
+def not_read(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """The visible files under the directories of `paths` that `input_files` passes over
+    (`SHARD.PARQUET`, `RUN.JSONL`, `x.jsonl.gz`, `notes.txt`), to be said: `process` and
+    `validate` passed over 44 of 49 records so, exit 0, nothing said (2026-12-07, a hunt).
+    A store's own files beside its shards are hidden (`.spec.json`, journals)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(f for f in shard_files(p, ("",)) if not f.name.endswith(INPUT_SUFFIXES))
+    return out
+
+
+def not_read_line(command: str, files: list[Path], paths: Iterable[str | os.PathLike]) -> str:
+    """`files` (`not_read`) said in one line, the first few named."""
+    kinds = sorted(INPUT_SUFFIXES)
+    shown = 5
+    names = ", ".join(map(str, files[:shown]))
+    more = f" and {len(files) - shown} more" if len(files) > shown else ""
+    return (
+        f"{command}: {len(files)} file(s) not read under {', '.join(map(str, paths))} (only "
+        f"{', '.join(kinds[:-1])} and {kinds[-1]} files are, named in lower case): {names}{more}"
+    )
 
 
 def sized_units(path: Path) -> list[tuple[str, int | None, int | None]]:

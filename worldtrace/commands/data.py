@@ -26,7 +26,7 @@ Example:
 @click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
 def validate(paths: tuple[str, ...], quiet: bool) -> None:
     """Validate trajectory shards (Parquet) or JSONL of records; exit 1 if anything is invalid."""
-    from worldtrace.schemas.store import Unread, check_files, input_files
+    from worldtrace.schemas.store import Unread, check_files, input_files, not_read, not_read_line
 
     files, passed = [], _PassedOver()
     for p in paths:  # a walk passes over the files worldtrace writes beside trajectories
@@ -34,6 +34,8 @@ def validate(paths: tuple[str, ...], quiet: bool) -> None:
         files += passed.sift(found) if Path(p).is_dir() else found
     if passed and not quiet:
         click.echo(passed.line(), err=True)
+    if skipped := not_read(paths):  # said even with -q: records no check looked at
+        click.echo(not_read_line("validate", skipped, paths), err=True)
     if not files and not passed:  # passing over a store's own files is not an error
         click.echo(f"no Parquet or JSONL files found under {', '.join(paths)}", err=True)
         sys.exit(EXIT_PROBLEMS)

@@ -128,6 +128,10 @@ def process(
         )
     if config_file is not None:  # the file's runner and Beam options are checked alike
         _check_beam_args(ctx, cfg.runner, cfg.beam_args, config_file)
+    from worldtrace.schemas.store import not_read, not_read_line
+
+    if skipped := not_read(cfg.inputs):  # said, not passed over in silence
+        click.echo(not_read_line("process", skipped, cfg.inputs), err=True)
     from worldtrace.errors import interrupts
 
     output = Path(cfg.output)
