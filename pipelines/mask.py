@@ -187,10 +187,32 @@ alone is a silent success. Every statistic of it has a zero denominator, and the
 fell into the transform rule (keep 0.5, `Nov<0.5 and R<1.0 (OL=0.000 Nov=0.000 R=0.000)`)."""
 
 
-def echoed(action: str, observation: str) -> bool:
-    """The observation starts with the action, a typed line (ending with Enter): what a
-    terminal shows first is the echo of the keys, then the command's answer."""
-    return len(action) > 1 and action.endswith("\n") and observation.startswith(action)
+def echo_end(action: str, observation: str) -> int:
+    """Where the echo of the action ends in the observation, 0 when it does not start
+    with one: the action a typed line (ending with Enter, `\n` or `\r`), the observation
+    what a terminal shows first, the echo of the keys, then the command's answer. Line
+    ends are read alike (`\n`, `\r\n` as a pty writes them, `\r` as Enter is typed): a
+    screen recorded with `\r\n` was decided on the whole screen, its echo and prompt
+    kept as an `expansion` and its answer (`Killed`, `rc=137`) as boilerplate (2026-12-07,
+    a hunt)."""
+    if len(action) <= 1 or action[-1] not in "\r\n":
+        return 0
+    if action[-1] == "\n" and observation.startswith(action):
+        return len(action)  # the common case: the same line ends
+    typed = action.replace("\r\n", "\n").replace("\r", "\n")
+    i = 0
+    for c in typed:
+        if c != "\n":
+            if i >= len(observation) or observation[i] != c:
+                return 0
+            i += 1
+        elif observation.startswith("\r\n", i):
+            i += 2
+        elif i < len(observation) and observation[i] == "\n":
+            i += 1
+        else:
+            return 0
+    return i
 
 
 def split_answer(answer: str) -> tuple[str, str]:
@@ -228,7 +250,7 @@ class AgentWorldV1:
     name: str = "agentworld-v1"
     answer_after_echo: bool = True
     """Decide a turn whose observation starts with its typed line (a terminal's echo) on
-    the answer after it (`echoed`): the echo alone makes any short answer look like one."""
+    the answer after it (`echo_end`): the echo alone makes any short answer look like one."""
     cuts_injected: bool = True
     """Decide a turn the collector cut (`COLLECTOR_CUTS`) `injected`; off, it is decided on
     its text like any other (for a corpus whose caps are part of the observation format)."""
@@ -263,8 +285,8 @@ class AgentWorldV1:
     ) -> Decision:
         if fault is not None and (self.cuts_injected or fault not in COLLECTOR_CUTS):
             return injected_decision(self.keep, fault)
-        if self.answer_after_echo and echoed(action, observation):
-            return self._after_echo(action, observation)
+        if self.answer_after_echo and (end := echo_end(action, observation)):
+            return self._after_echo(action, observation, end)
         if not observation or observation.isspace():
             return Decision("boilerplate", self.keep.boilerplate, NO_OUTPUT[not observation])
         return self._table3(stats["ol"], stats["nov"], stats["r"], len(observation))
@@ -292,11 +314,12 @@ class AgentWorldV1:
         keep, text = self._rules[category]
         return Decision(category, keep, f"{text}OL={ol:.3f} Nov={nov:.3f} R={r:.3f}{note})")
 
-    def _after_echo(self, action: str, observation: str) -> Decision:
-        """Table 3 on what the environment answered after echoing the typed line: the
-        output without the prompt that ends it. Nothing there is an echo (no prompt yet:
-        still running) or boilerplate (a prompt only: a silent success)."""
-        output, prompt = split_answer(observation[len(action) :])
+    def _after_echo(self, action: str, observation: str, end: int) -> Decision:
+        """Table 3 on what the environment answered after echoing the typed line (up to
+        `end`, `echo_end`): the output without the prompt that ends it. Nothing there is
+        an echo (no prompt yet: still running) or boilerplate (a prompt only: a silent
+        success)."""
+        output, prompt = split_answer(observation[end:])
         if not output.strip():
             if prompt:
                 return Decision(

@@ -161,13 +161,13 @@ worldtrace; measured on 2 cores, 2 such workers break even with in-process at 2.
 and are 1.35x faster at 4.5 MB, 1.47x at 9 MB."""
 SETTINGS = ("filters", "dedup", "policy", "policy_settings", "seed")
 """The settings earlier output depends on: an incremental run refuses to mix them."""
-LAYOUT = 9
+LAYOUT = 10
 """Layout of processed/ (manifest `layout`): 2 = corpus-count columns joined at read time
 (earlier output stored them final and cannot be extended incrementally); 3 = the
 cluster state holds each member's `started_at` (the representative rank reads it); 4 =
 a turn with an injected fault is decided `injected` (earlier output kept it in the loss
 by its statistics, and an incremental run would mix the two); 5 = a typed line's turn
-is decided on the answer after its echo (`mask.echoed`); 6 = the representative's ties
+is decided on the answer after its echo (`mask.echo_end`); 6 = the representative's ties
 are broken by arrival (`units.arrival_key`: an `arrival` column in segments, probe files
 and members instead of `origin`), files in the store are named from its root in uids,
 `rejects.source_path` and `clusters.source`, and a turn the collector cut (truncated,
@@ -182,7 +182,10 @@ templates read NFC text and exact dedup groups by the content key in NFC (a segm
 column, `units.CONTENT`: the same text in NFD was kept twice, decided otherwise), a
 verbatim repeat of the context is `cond_novelty` 0 beyond deflate's window
 (`stats.verbatim_repeats`), and an empty observation is boilerplate (`mask.NO_OUTPUT`:
-it was `transform`, keep 0.5)."""
+it was `transform`, keep 0.5); 10 = a typed line's echo is found whatever its line ends
+(`mask.echo_end`: a screen of `\r\n` lines was decided whole), and a GUI page is a
+CAPTCHA wall only when it asks for one (`pages.CAPTCHA_RE`: imported pages that mention
+reCAPTCHA were dropped)."""
 
 
 @dataclass

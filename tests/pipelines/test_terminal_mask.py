@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from worldtrace.collectors.jobs import JobSpec, run_job
-from worldtrace.pipelines.mask import AgentWorldV1, echoed, get_policy, split_answer
+from worldtrace.pipelines.mask import AgentWorldV1, echo_end, get_policy, split_answer
 from worldtrace.pipelines.process import ProcessConfig, run
 from worldtrace.pipelines.stats import report_stats
 from worldtrace.schemas.views import connect
@@ -47,10 +47,10 @@ def test_a_typed_line_is_decided_on_its_answer(action, answer, category):
 
 
 def test_the_echo_rule_needs_a_whole_typed_line_at_the_start():
-    assert echoed("ls\n", "ls\nfile\n" + PROMPT)
-    assert not echoed("ls", "ls is a command")  # no Enter: not a typed line
-    assert not echoed("cat a\n", "hello\ncat a\n")  # the line is not where the screen starts
-    assert not echoed("\n", "\n" + PROMPT)  # Enter alone echoes nothing to tell apart
+    assert echo_end("ls\n", "ls\nfile\n" + PROMPT) == 3
+    assert not echo_end("ls", "ls is a command")  # no Enter: not a typed line
+    assert not echo_end("cat a\n", "hello\ncat a\n")  # the line is not where the screen starts
+    assert not echo_end("\n", "\n" + PROMPT)  # Enter alone echoes nothing to tell apart
     assert split_answer("out\n" + PROMPT) == ("out\n", PROMPT)
     assert split_answer("out\nmore") == ("out\nmore", "")  # no prompt came back
     assert split_answer("a$ \n") == ("a$ \n", "")  # a line break after it: output
