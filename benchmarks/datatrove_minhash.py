@@ -39,8 +39,9 @@ class RegexWords(WordTokenizer):
 
 def main() -> None:
     src, work, tasks = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    # 9 bands x 13 rows of 5-gram shingles: the same LSH shape as worldtrace's default
-    cfg = MinhashConfig(n_grams=5, num_buckets=9, hashes_per_bucket=13)
+    # 14 bands x 9 rows of 5-gram shingles: the same LSH shape as worldtrace's default
+    # (`minhash.lsh_params(0.8, 128)`; 9 x 13 before 2026-12-07)
+    cfg = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=9)
     kw = {"tasks": tasks, "workers": tasks, "logging_dir": f"{work}/logs", "skip_completed": False}
     start = time.perf_counter()
     s1 = LocalPipelineExecutor(

@@ -185,7 +185,8 @@ verbatim repeat of the context is `cond_novelty` 0 beyond deflate's window
 it was `transform`, keep 0.5); 10 = a typed line's echo is found whatever its line ends
 (`mask.echo_end`: a screen of `\r\n` lines was decided whole), and a GUI page is a
 CAPTCHA wall only when it asks for one (`pages.CAPTCHA_RE`: imported pages that mention
-reCAPTCHA were dropped)."""
+reCAPTCHA were dropped), and the LSH shape is weighed for verified candidates
+(`minhash.FN_WEIGHT`: 14 x 9 bands at 0.8, not 9 x 13; earlier band keys do not meet)."""
 
 
 @dataclass

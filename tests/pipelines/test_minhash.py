@@ -60,6 +60,7 @@ def test_band_keys_equal_exactly_when_band_rows_equal():
 
 
 def test_lsh_shape_derived_from_the_threshold():
-    assert M.lsh_params(0.8, 128) == (9, 13)
+    assert M.lsh_params(0.8, 128) == (14, 9)  # weighed for verified candidates (12-07)
+    assert M.lsh_params(0.8, 128, 0.5, 0.5) == (9, 13)  # datasketch's equal weights
     b, r = M.lsh_params(0.5, 128)
-    assert b * r <= 128 and b > 9  # a lower threshold wants more, shorter bands
+    assert b * r <= 128 and b > 14  # a lower threshold wants more, shorter bands
