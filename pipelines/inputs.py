@@ -24,7 +24,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from worldtrace.schemas import fields as F
 from worldtrace.schemas.store import shard_files
-from worldtrace.schemas.tempfiles import REBUILD_HINT, DamagedFile, first_line, open_parquet
+from worldtrace.schemas.tempfiles import (
+    REBUILD_HINT,
+    DamagedFile,
+    first_line,
+    open_parquet,
+    read_pages,
+)
 
 from . import corpus
 from .prompt import CONDITIONS
@@ -178,14 +184,7 @@ def _read(path: Path, read, *args):
 
 def _pages(path: Path, batches: Iterator) -> Iterator:
     """`batches` of `path`, a page that does not decode said as `DamagedFile`."""
-    while True:
-        try:
-            batch = next(batches)
-        except StopIteration:
-            return
-        except (OSError, pa.ArrowException) as exc:
-            raise _damaged(path, exc, "damaged") from exc
-        yield batch
+    return read_pages(batches, lambda exc: _damaged(path, exc, "damaged"))
 
 
 def iter_batches(

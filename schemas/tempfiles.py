@@ -328,6 +328,20 @@ def open_parquet(source, **options) -> pq.ParquetFile:
     return pq.ParquetFile(source, **VERIFY_CHECKSUMS, **options)
 
 
+def read_pages(batches: Iterator, fail: Callable[[BaseException], Exception]) -> Iterator:
+    """`batches` (`ParquetFile.iter_batches`), a page that does not decode or fails its
+    checksum raised as `fail(exc)`: pyarrow's error names no file, and a caller says which
+    (`export`'s input, `redact --check`)."""
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            raise fail(exc) from exc
+        yield batch
+
+
 def verified_scan_options():
     """`VERIFY_CHECKSUMS` for pyarrow's dataset layer (`ds.dataset`, `datasets`'s
     `load_dataset("parquet", fragment_scan_options=...)`), imported only when asked."""

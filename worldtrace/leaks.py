@@ -22,7 +22,7 @@ from worldtrace.schemas import fields as F
 from worldtrace.schemas.redact import Redactor, find_secrets
 from worldtrace.schemas.sqlite import connect_read_only
 from worldtrace.schemas.store import TEMP_PREFIXES
-from worldtrace.schemas.tempfiles import first_line, open_parquet
+from worldtrace.schemas.tempfiles import first_line, open_parquet, read_pages
 
 SUFFIXES = tuple(dict.fromkeys((".parquet", *IMPORT_SUFFIXES, ".bin", ".db")))
 """What a directory walk checks, whatever the case of the names: the store's files and
@@ -67,17 +67,10 @@ def files_under(paths: list[Path]) -> list[Path]:
 def _batches(path: Path, pf, **options) -> Iterator:
     """`pf`'s batches; pages that do not decode, or fail their checksum, are `CannotCheck`
     naming the file: pyarrow's error named none and ended the whole check."""
-    import pyarrow as pa
-
-    batches = pf.iter_batches(**options)
-    while True:
-        try:
-            batch = next(batches)
-        except StopIteration:
-            return
-        except (OSError, pa.ArrowException) as exc:
-            raise CannotCheck(f"{path}: unreadable Parquet ({first_line(exc)})") from exc
-        yield batch
+    return read_pages(
+        pf.iter_batches(**options),
+        lambda exc: CannotCheck(f"{path}: unreadable Parquet ({first_line(exc)})"),
+    )
 
 
 class Checker:
