@@ -130,6 +130,8 @@ SURPRISAL_REFERENCE = 16
 whatever the corpus size (it saturates there, which also bounds what a new batch changes)."""
 
 SHARD_SUFFIX = ".parquet"
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz")
+"""Files no reader opens compressed: a walk that passes one over says to decompress it."""
 LINE_SUFFIXES = (".jsonl", ".ndjson")
 """Files of one JSON record per line (any case: `UPPER.JSONL`)."""
 LINE_RECORD_FORMATS = ("agentworldbench", "sharegpt", "openai", "openhands")

@@ -209,24 +209,30 @@ def rebased(path: str, old_root: Path, new_root: Path) -> str:
 
 
 def shard_files(
-    path: str | os.PathLike, suffixes: tuple[str, ...] = (F.SHARD_SUFFIX,), broken: bool = False
+    path: str | os.PathLike,
+    suffixes: tuple[str, ...] = (F.SHARD_SUFFIX,),
+    broken: bool = False,
+    skipped: list[Path] | None = None,
 ) -> list[Path]:
     """Visible shard files under `path` (a file or a directory, recursively), sorted.
     `broken`: with the symlinks of those names to nothing (`broken_link`), so that an
-    input whose file is gone is named rather than passed over."""
+    input whose file is gone is named rather than passed over. `skipped`: gets the
+    visible files of other names the walk passes over, to be said."""
     path = Path(path)
     if path.is_file() or (broken and broken_link(path)):
         return [path]
     if not path.exists():
         return []
-    return sorted(
+    found = sorted(
         p
         for p in path.rglob("*")
         if (p.is_file() or (broken and broken_link(p) is not None))
-        and p.name.endswith(suffixes)
         and visible(p)
         and all(visible(q) for q in p.relative_to(path).parents if str(q) != ".")
     )
+    if skipped is not None:
+        skipped.extend(p for p in found if not p.name.endswith(suffixes))
+    return [p for p in found if p.name.endswith(suffixes)]
 
 
 def read_parquet(
@@ -284,37 +290,19 @@ INPUT_SUFFIXES = (F.SHARD_SUFFIX, *JSONL_SUFFIXES)
 """The names `process` and `validate` read, as written (`RUN.JSONL` is not one)."""
 
 
-def input_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+def input_files(
+    paths: Iterable[str | os.PathLike], skipped: list[Path] | None = None
+) -> list[Path]:
     """The Parquet and JSONL files under `paths`, broken symlinks included (`broken_link`:
-    `validate` reports them, `process` stops on them)."""
-    out: list[Path] = []
-    for p in paths:
-        out.extend(shard_files(p, INPUT_SUFFIXES, broken=True))
-    return out
-
-
-def not_read(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """The visible files under the directories of `paths` that `input_files` passes over
-    (`SHARD.PARQUET`, `RUN.JSONL`, `x.jsonl.gz`, `notes.txt`), to be said: `process` and
+    `validate` reports them, `process` stops on them). `skipped`: gets the visible files
+    of other names under a directory (`SHARD.PARQUET`, `RUN.JSONL`, `x.jsonl.gz`), as
+    `importers.input_files` does, to be said (`output.not_read_line`): `process` and
     `validate` passed over 44 of 49 records so, exit 0, nothing said (2026-12-07, a hunt).
     A store's own files beside its shards are hidden (`.spec.json`, journals)."""
     out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            out.extend(f for f in shard_files(p, ("",)) if not f.name.endswith(INPUT_SUFFIXES))
+    for p in paths:
+        out.extend(shard_files(p, INPUT_SUFFIXES, broken=True, skipped=skipped))
     return out
-
-
-def not_read_line(command: str, files: list[Path], paths: Iterable[str | os.PathLike]) -> str:
-    """`files` (`not_read`) said in one line, the first few named."""
-    kinds = sorted(INPUT_SUFFIXES)
-    shown = 5
-    names = ", ".join(map(str, files[:shown]))
-    more = f" and {len(files) - shown} more" if len(files) > shown else ""
-    return (
-        f"{command}: {len(files)} file(s) not read under {', '.join(map(str, paths))} (only "
-        f"{', '.join(kinds[:-1])} and {kinds[-1]} files are, named in lower case): {names}{more}"
-    )
 
 
 def sized_units(path: Path) -> list[tuple[str, int | None, int | None]]:

@@ -168,6 +168,31 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+SHOWN_NOT_READ = 5
+"""Files a `not_read_line` names; the rest are counted."""
+
+
+def not_read_line(
+    command: str, files: list[Path], paths: Iterable[Any], kinds: Iterable[str], note: str = ""
+) -> str:
+    """The files a walk of `paths` passed over (`input_files`' `skipped`, `import`'s and
+    `process`'s), in one line: the first few named, a compressed one said so."""
+    from worldtrace.schemas import fields as F
+
+    kinds = sorted(kinds)
+    names = [
+        f"{f} (compressed: decompress it first)"
+        if f.name.lower().endswith(F.COMPRESSED_SUFFIXES)
+        else str(f)
+        for f in files[:SHOWN_NOT_READ]
+    ]
+    more = f" and {len(files) - SHOWN_NOT_READ} more" if len(files) > SHOWN_NOT_READ else ""
+    return (
+        f"{command}: {len(files)} file(s) not read under {', '.join(map(str, paths))} (only "
+        f"{', '.join(kinds[:-1])} and {kinds[-1]} files are{note}): {', '.join(names)}{more}"
+    )
+
+
 def print_json(doc: Any) -> None:
     """`--json`: one JSON document on stdout (keys as documented in docs/cli.md)."""
     import json

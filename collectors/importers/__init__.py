@@ -115,7 +115,7 @@ SUFFIXES = (".traj", ".json", ".jsonl", ".ndjson")
 """The files a walk reads, whatever the case of their names (`UPPER.JSON`); `.ndjson` is
 JSONL. A walk names the others it passes over (`ImportReport.skipped`)."""
 LINE_SUFFIXES = F.LINE_SUFFIXES
-COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz")
+COMPRESSED = F.COMPRESSED_SUFFIXES
 PROGRESS_EVERY = 1024
 """Records between two progress calls (besides one after every file)."""
 BATCH_LINES = 128

@@ -26,16 +26,17 @@ Example:
 @click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
 def validate(paths: tuple[str, ...], quiet: bool) -> None:
     """Validate trajectory shards (Parquet) or JSONL of records; exit 1 if anything is invalid."""
-    from worldtrace.schemas.store import Unread, check_files, input_files, not_read, not_read_line
+    from worldtrace.output import not_read_line
+    from worldtrace.schemas.store import INPUT_SUFFIXES, Unread, check_files, input_files
 
-    files, passed = [], _PassedOver()
+    files, passed, skipped = [], _PassedOver(), []
     for p in paths:  # a walk passes over the files worldtrace writes beside trajectories
-        found = input_files([p])
+        found = input_files([p], skipped)
         files += passed.sift(found) if Path(p).is_dir() else found
     if passed and not quiet:
         click.echo(passed.line(), err=True)
-    if skipped := not_read(paths):  # said even with -q: records no check looked at
-        click.echo(not_read_line("validate", skipped, paths), err=True)
+    if skipped:  # said even with -q: records no check looked at
+        click.echo(not_read_line("validate", skipped, paths, INPUT_SUFFIXES, LOWER_CASE), err=True)
     if not files and not passed:  # passing over a store's own files is not an error
         click.echo(f"no Parquet or JSONL files found under {', '.join(paths)}", err=True)
         sys.exit(EXIT_PROBLEMS)
@@ -391,12 +392,15 @@ def _import_kept(dest: Path, before: set[Path]) -> str:
 
 
 SHOWN_SKIPPED = 5
+LOWER_CASE = ", named in lower case"
+"""What `validate` and `process` add to `output.not_read_line`: `import` reads any case."""
 
 
 def _not_read(paths: tuple[str, ...], skipped: list, files: int) -> list[str]:
     """What the walk passed over (a few names; compressed ones said so) and, when nothing
     was read, why: a run must not end on an empty table alone."""
-    from worldtrace.collectors.importers import COMPRESSED, SUFFIXES, our_manifest
+    from worldtrace.collectors.importers import SUFFIXES, our_manifest
+    from worldtrace.output import not_read_line
 
     kinds = sorted(SUFFIXES)
     out, where = [], ", ".join(paths)
@@ -411,17 +415,7 @@ def _not_read(paths: tuple[str, ...], skipped: list, files: int) -> list[str]:
         )
         skipped = [f for f in skipped if f not in ours]
     if skipped:
-        names = [
-            f"{f} (compressed: decompress it first)"
-            if f.name.lower().endswith(COMPRESSED)
-            else str(f)
-            for f in skipped[:SHOWN_SKIPPED]
-        ]
-        more = f" and {len(skipped) - SHOWN_SKIPPED} more" if len(skipped) > SHOWN_SKIPPED else ""
-        out.append(
-            f"import: {len(skipped)} file(s) not read under {where} (only {', '.join(kinds[:-1])} "
-            f"and {kinds[-1]} files are): {', '.join(names)}{more}"
-        )
+        out.append(not_read_line("import", skipped, paths, kinds))
     if not files:
         hold = "holds" if len(paths) == 1 else "hold"
         why = f"import: no file to import: {where} {hold} no {', '.join(kinds[:-1])} or {kinds[-1]} file"

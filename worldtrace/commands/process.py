@@ -128,10 +128,17 @@ def process(
         )
     if config_file is not None:  # the file's runner and Beam options are checked alike
         _check_beam_args(ctx, cfg.runner, cfg.beam_args, config_file)
-    from worldtrace.schemas.store import not_read, not_read_line
+    from worldtrace.output import not_read_line
+    from worldtrace.schemas.store import INPUT_SUFFIXES, input_files
 
-    if skipped := not_read(cfg.inputs):  # said, not passed over in silence
-        click.echo(not_read_line("process", skipped, cfg.inputs), err=True)
+    from .data import LOWER_CASE
+
+    skipped: list[Path] = []  # what the run's walk will pass over, said, not in silence
+    input_files(cfg.inputs, skipped)
+    if skipped:
+        click.echo(
+            not_read_line("process", skipped, cfg.inputs, INPUT_SUFFIXES, LOWER_CASE), err=True
+        )
     from worldtrace.errors import interrupts
 
     output = Path(cfg.output)
