@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from worldtrace.schemas import Action, Observation, Outcome
 from worldtrace.schemas import fields as F
+from worldtrace.schemas.actions import rendered_arguments
 from worldtrace.schemas.hashing import sha256_file
 from worldtrace.schemas.publish import restore_swaps
 from worldtrace.schemas.store import (
@@ -617,15 +618,9 @@ def awb_turn(turn: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def awb_arguments(kind: str, text: str, name: str | None) -> str | None:
-    """The arguments an action's text gives back (`importers.agentworldbench` reads the
-    same): a call rendered `name(<arguments>)` those; keys typed as `actions.keystrokes`
-    writes them; else none."""
-    if name is not None and text.startswith(name + "(") and text.endswith(")"):
-        return text[len(name) + 1 : -1]
-    if kind == "keystrokes":
-        return json.dumps({"keystrokes": text}, sort_keys=True, ensure_ascii=False)
-    return None
+awb_arguments = rendered_arguments
+"""The arguments an action's text gives back (`actions.rendered_arguments`, which the
+importer reads the same way)."""
 
 
 def awb_file(domain: str, part: str) -> str:

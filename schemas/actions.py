@@ -30,6 +30,18 @@ def keystrokes(keys: str, duration: float | None = None) -> Action:
     return Action("keystrokes", keys, arguments_json=args_json)
 
 
+def rendered_arguments(kind: str, text: str, name: str | None) -> str | None:
+    """The arguments an action's text gives back by itself: a call rendered
+    `name(<arguments>)` those (`tool`, `tool_call`), keys as `keystrokes` writes them;
+    else none. An AgentWorldBench line carries an action's arguments only where its text
+    does not give them back (`writers.awb_turn`, `importers.agentworldbench`)."""
+    if name is not None and text.startswith(name + "(") and text.endswith(")"):
+        return text[len(name) + 1 : -1]
+    if kind == "keystrokes":
+        return keystrokes(text).arguments_json
+    return None
+
+
 def tool(name: str, /, **arguments: Any) -> Action:
     """A tool call rendered as `name(<sorted JSON arguments>)`.
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from worldtrace.schemas import Action, Observation, Outcome, Turn
 from worldtrace.schemas import fields as F
-from worldtrace.schemas.actions import keystrokes, tool_call
+from worldtrace.schemas.actions import rendered_arguments, tool_call
 from worldtrace.schemas.spec import fields_of
 from worldtrace.schemas.validate import json_problem, parse_json
 
@@ -267,15 +267,8 @@ def _turn(kind: str, prompt: str, response: str, entry: dict[str, Any]) -> tuple
     return Action(kind, prompt, **action), Observation(response, **seen), None
 
 
-def _arguments(kind: str, text: str, name: str | None) -> str | None:
-    """The arguments an action's text gives back, as export left them out
-    (`pipelines.writers.awb_arguments`, which a test holds equal): a call rendered
-    `name(<arguments>)` those; keys as `actions.keystrokes` writes them; else none."""
-    if name is not None and text.startswith(name + "(") and text.endswith(")"):
-        return text[len(name) + 1 : -1]
-    if kind == "keystrokes":
-        return keystrokes(text).arguments_json
-    return None
+_arguments = rendered_arguments
+"""The arguments an action's text gives back, as export left them out."""
 
 
 def _action(kind: str, text: str) -> Action:
