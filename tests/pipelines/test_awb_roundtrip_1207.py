@@ -58,67 +58,32 @@ def android_state(package: str, activity: str) -> str:
     return json.dumps({"activity": activity, "package": package, "keyboard": False}, sort_keys=True)
 
 
+def gui_turns(*steps: tuple[Action, str, str]) -> list[Turn]:
+    """A web or Android sandbox's turns: (action, screen, state), each screen changed."""
+    return [
+        Turn(i, action, obs(text, state_json=state, changed=True))
+        for i, (action, text, state) in enumerate(steps)
+    ]
+
+
 def records() -> list[Trajectory]:
     """One record per case the hunters met, as the collectors and importers write them."""
-    web = [
-        Turn(
-            0,
-            tool("goto", url="http://shop.test/"),
-            obs(
-                "[1] link 'Books'\n[2] link 'Music'",
-                state_json=web_state("http://shop.test/", "Shop"),
-                changed=True,
-            ),
-        ),
-        Turn(
-            1,
-            tool("click", bid="1"),
-            obs(
-                "[3] heading 'Books'\n[4] link 'Dune'",
-                state_json=web_state("http://shop.test/books", "Books"),
-                changed=True,
-                env_failure=None,
-            ),
-        ),
-        Turn(
-            2,
-            tool("click", bid="4"),
-            obs(
-                "[5] heading 'Dune'\n[6] button 'Add to cart'",
-                state_json=web_state("http://shop.test/books/dune", "Dune"),
-                changed=True,
-            ),
-        ),
-    ]
-    android = [
-        Turn(
-            0,
-            tool("tap", node=57),
-            obs(
-                "[57] Calculator\n[58] Clock",
-                state_json=android_state("com.android.launcher", ".Launcher"),
-                changed=True,
-            ),
-        ),
-        Turn(
-            1,
-            tool("tap", node=12),
-            obs(
-                "[12] 7\n[13] 8\n[14] +\n[15] =",
-                state_json=android_state("com.android.calculator2", ".Calculator"),
-                changed=True,
-            ),
-        ),
-        Turn(
-            2,
-            tool("press", key="back"),
-            obs(
-                "[57] Calculator\n[58] Clock\n[59] Maps",
-                state_json=android_state("com.android.launcher", ".Launcher"),
-                changed=True,
-            ),
-        ),
-    ]
+    web = gui_turns(
+        (tool("goto", url="http://shop.test/"), "[1] link 'Books'\n[2] link 'Music'",
+         web_state("http://shop.test/", "Shop")),
+        (tool("click", bid="1"), "[3] heading 'Books'\n[4] link 'Dune'",
+         web_state("http://shop.test/books", "Books")),
+        (tool("click", bid="4"), "[5] heading 'Dune'\n[6] button 'Add to cart'",
+         web_state("http://shop.test/books/dune", "Dune")),
+    )  # fmt: skip
+    android = gui_turns(
+        (tool("tap", node=57), "[57] Calculator\n[58] Clock",
+         android_state("com.android.launcher", ".Launcher")),
+        (tool("tap", node=12), "[12] 7\n[13] 8\n[14] +\n[15] =",
+         android_state("com.android.calculator2", ".Calculator")),
+        (tool("press", key="back"), "[57] Calculator\n[58] Clock\n[59] Maps",
+         android_state("com.android.launcher", ".Launcher")),
+    )  # fmt: skip
     terminal = [
         Turn(
             0, keystrokes("ls\n"), obs("a.txt  b.txt\n$ ", state_json=json.dumps({"cwd": "/app"}))
