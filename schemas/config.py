@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import types
 import typing
 from collections.abc import Collection
@@ -61,8 +62,6 @@ run does not see. `--set workers=999` forked 999 of them (> 120 s on 214 records
 
 def max_workers() -> int:
     """The most worker processes a run takes here (`WORKERS_PER_CORE` per core)."""
-    import os
-
     return WORKERS_PER_CORE * (os.cpu_count() or 1)
 
 

@@ -170,6 +170,8 @@ def jsonable(value: Any) -> Any:
 
 SHOWN_NOT_READ = 5
 """Files a `not_read_line` names; the rest are counted."""
+LOWER_CASE = ", named in lower case"
+"""What `validate` and `process` add to a `not_read_line`: `import` reads any case."""
 
 
 def not_read_line(

@@ -26,7 +26,7 @@ Example:
 @click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
 def validate(paths: tuple[str, ...], quiet: bool) -> None:
     """Validate trajectory shards (Parquet) or JSONL of records; exit 1 if anything is invalid."""
-    from worldtrace.output import not_read_line
+    from worldtrace.output import LOWER_CASE, not_read_line
     from worldtrace.schemas.store import INPUT_SUFFIXES, Unread, check_files, input_files
 
     files, passed, skipped = [], _PassedOver(), []
@@ -392,8 +392,6 @@ def _import_kept(dest: Path, before: set[Path]) -> str:
 
 
 SHOWN_SKIPPED = 5
-LOWER_CASE = ", named in lower case"
-"""What `validate` and `process` add to `output.not_read_line`: `import` reads any case."""
 
 
 def _not_read(paths: tuple[str, ...], skipped: list, files: int) -> list[str]:

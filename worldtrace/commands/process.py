@@ -128,10 +128,8 @@ def process(
         )
     if config_file is not None:  # the file's runner and Beam options are checked alike
         _check_beam_args(ctx, cfg.runner, cfg.beam_args, config_file)
-    from worldtrace.output import not_read_line
+    from worldtrace.output import LOWER_CASE, not_read_line
     from worldtrace.schemas.store import INPUT_SUFFIXES, input_files
-
-    from .data import LOWER_CASE
 
     skipped: list[Path] = []  # what the run's walk will pass over, said, not in silence
     input_files(cfg.inputs, skipped)
