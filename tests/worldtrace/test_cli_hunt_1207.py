@@ -16,11 +16,8 @@ pipeline, shards damaged on disk as a disk fault or a cut copy leaves them."""
 from __future__ import annotations
 
 import json
-import shutil
 import struct
 from pathlib import Path
-
-import pytest
 
 from ..conftest import wt
 
@@ -154,7 +151,6 @@ def test_doctor_on_a_store_path_that_is_a_file_says_so_and_checks_nothing_throug
     assert r.returncode == 0 and "does not exist" in r.stdout
 
 
-@pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed here")
 def test_an_adb_port_that_is_no_number_is_the_android_devices_check_alone(wt_env):
     r = wt(dict(wt_env, ANDROID_ADB_SERVER_PORT="abc"), "doctor", "--json")
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
