@@ -58,10 +58,11 @@ import re
 import secrets
 import shlex
 import socket
+import struct
 import tarfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .base import SandboxConfigError, SandboxError
@@ -191,17 +192,82 @@ def _exit_code(
     return code
 
 
-def own_socket(hijacked) -> socket.socket:
-    """A descriptor of our own for the socket an exec hijacked (`exec_start(socket=True)`).
+def own_socket(hijacked) -> tuple[socket.socket, bytes]:
+    """A descriptor of our own for the socket an exec hijacked (`exec_start(socket=True)`),
+    and the stream's bytes the HTTP client had read already, to be read first.
+
+    The client read the response's headers through a buffer, which may hold the stream's
+    first bytes too when the engine sent them at once; docker's client reads the socket
+    past that buffer, and they were lost (docker/docker-py#3332, #425): `nothing came, not
+    even the line every command of ours prints first`, 35 of 1,500 `ls` execs six at a
+    time on two busy cores, taken for months for the engine's loss (the `docker` CLI,
+    which keeps its buffer, lost none of 1,500). They are taken out of the buffer here,
+    without waiting for more.
+
     docker's client keeps that socket in a reference cycle with its HTTP response (the
     response, its reader, the socket's file object), and when the cycle collector
     finalizes the response first, the response closes its connection and the socket with
     it: found in CI as a terminal step's `file descriptor cannot be a negative integer`
     (1 exec in 400 in a loop). The client's objects are closed here, at once; the
     duplicate is closed by its holder alone (closing one descriptor ends no stream)."""
-    own = hijacked._sock.dup()
+    raw = hijacked._sock
+    buffered = getattr(getattr(hijacked._response.raw, "_fp", None), "fp", None)
+    ahead = bytearray()
+    if buffered is not None:
+        timeout = raw.gettimeout()
+        raw.setblocking(False)  # what the buffer holds: a peek past it reads no more than is there
+        try:
+            while chunk := buffered.peek():
+                ahead += buffered.read(len(chunk))
+        except BlockingIOError:
+            pass
+        finally:
+            raw.settimeout(timeout)
+    own = raw.dup()
     hijacked._response.close()
-    return own
+    return own, bytes(ahead)
+
+
+STDERR = 2
+"""The stream number of an exec's errors in docker's frames (1 is its output)."""
+FRAME_HEADER = struct.Struct(">BxxxL")
+"""docker's header of a frame of a multiplexed (no tty) stream: its stream, its size."""
+
+
+def frames(raw: socket.socket, ahead: bytes = b"") -> Iterator[tuple[int, bytes]]:
+    """(stream, bytes) of an exec's multiplexed stream on `raw`, `ahead` (`own_socket`)
+    first, to the stream's end: a frame the end cut short comes as it stands. Ours, not
+    docker's `frames_iter`, which reads the socket only (a `poll` on it waits for bytes
+    that are already in `ahead`)."""
+    buf, ended = bytearray(ahead), False
+
+    def fill(n: int) -> None:
+        nonlocal ended
+        while len(buf) < n and not ended:
+            chunk = raw.recv(max(n - len(buf), 1 << 16))
+            ended = not chunk
+            buf.extend(chunk)
+
+    while True:
+        fill(FRAME_HEADER.size)
+        if len(buf) < FRAME_HEADER.size:
+            return
+        stream, size = FRAME_HEADER.unpack_from(buf)
+        end = FRAME_HEADER.size + size
+        fill(end)
+        data = bytes(buf[FRAME_HEADER.size : end])
+        del buf[:end]
+        yield stream, data
+
+
+def exec_output(container, exec_id: str) -> bytes:
+    """The whole output (both streams) of a short exec of ours, read as every exec's is
+    (`own_socket`: `exec_start`'s own answer lost it as docker's streams did)."""
+    raw, ahead = own_socket(container.client.api.exec_start(exec_id, socket=True))
+    try:
+        return b"".join(data for _, data in frames(raw, ahead))
+    finally:
+        raw.close()
 
 
 def exec_capture(
@@ -381,22 +447,23 @@ def _no_session_line(
 ) -> None:
     """A command that ended `code` without its session line. The wrapper's own `exit 127`
     (`SESSION`: the command's program is gone) is our failure (`_cannot_start`). Otherwise
-    the wrapper ran (the exec got a process, `_exit_code`) and the engine lost the line, as
-    it loses a short exec's output now and then. With output, the status and the output
-    are the command's (`grep -c` printing `0`, exit 1, was failed as `docker could not
-    start the command`). With nothing on either stream the engine lost the exec's whole
-    stream, the status intact: 2 of 1,500 `ls -A /` execs under load (12-07), read until
-    then as an empty answer of the environment (an SWE step's `ls -A` recorded as printing
-    nothing). What the command printed cannot be known: our failure, unless the caller is
-    `checked` (it reads no output, or checks it). What the line would have told, a restart
-    under the episode, is looked for all the same."""
+    the wrapper ran (the exec got a process, `_exit_code`) and the line was lost on its
+    way. With output, the status and the output are the command's (`grep -c` printing
+    `0`, exit 1, was failed as `docker could not start the command`). With nothing on
+    either stream the whole stream was lost, the status intact: until 12-07 docker's
+    client dropped a stream's first bytes now and then (`own_socket`), 2 of 1,500 `ls -A /`
+    execs under load, read before that as an empty answer of the environment (an SWE
+    step's `ls -A` recorded as printing nothing). What the command printed cannot be
+    known: our failure, unless the caller is `checked` (it reads no output, or checks it).
+    What the line would have told, a restart under the episode, is looked for all the
+    same."""
     if code == 127:
         _cannot_start(container, cmd, code, output)
     check_running(container, "the command's session line was lost")
     if not output and not checked:
         raise SandboxError(
-            f"the engine lost the output of {shlex.join(cmd)[:200]!r} (exit {code}): nothing "
-            "came, not even the line every command of ours prints first"
+            f"the output of {shlex.join(cmd)[:200]!r} was lost (exit {code}): nothing came, "
+            "not even the line every command of ours prints first"
         )
 
 
@@ -503,8 +570,9 @@ def _kill_group(container, group: int) -> bool:
     was left to kill (gone already is fine)."""
     api = container.client.api
     cmd = ["sh", "-c", KILL_GROUP, "sh", str(group)]
-    out = api.exec_start(api.exec_create(container.id, cmd, user="0", workdir="/")["Id"])
-    return b"killed" in out
+    return b"killed" in exec_output(
+        container, api.exec_create(container.id, cmd, user="0", workdir="/")["Id"]
+    )
 
 
 def _kill_beside(container, group: int) -> Callable[[], bool]:
@@ -545,7 +613,7 @@ def exec_streams(
 ) -> tuple[int | None, bytes, bytes, bool, bool]:
     """Run a one-shot command: (exit code, stdout, stderr, truncated, timed_out).
 
-    A stream the engine lost whole is our failure (`_no_session_line`), unless the caller
+    A stream lost whole is our failure (`_no_session_line`), unless the caller
     is `checked`: it reads no output, or checks it itself (an end mark, a retried probe).
 
     With `separate` the command's errors are kept apart from its output (so a reason is
@@ -655,23 +723,23 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
     api = container.client.api
     ex = _create(container, cmd, workdir, user, fallback, not separate, environment=env)
     started = time.monotonic()
-    stream = api.exec_start(ex["Id"], stream=True, demux=True)
-    watch = _Watch(container, ex["Id"], stream.close, timeout)
+    raw, ahead = own_socket(api.exec_start(ex["Id"], socket=True))
+    raw.settimeout(None)  # a hang is the watch's to end (the kill, or a look at the container)
+    watch = _Watch(container, ex["Id"], lambda: raw.shutdown(socket.SHUT_RDWR), timeout)
     out, err, head = bytearray(), bytearray(), bytearray()
     group: int | None = None
     truncated, late = False, 0.0
     stopped: Callable[[], bool] | None = None  # past the cap: the kill of its group
     try:
-        for frame_out, frame_err in stream:
-            if frame_err and group is None and len(head) < 48:  # the session line first
-                head += frame_err
+        for stream, chunk in frames(raw, ahead):
+            if stream == STDERR and group is None and len(head) < 48:  # the session line first
+                head += chunk
                 got = _begun(container, watch, bytes(head))
                 if got is None:
                     continue
-                group, frame_err = got
+                group, chunk = got
             if not truncated:
-                into = err if separate and frame_err else out
-                chunk = frame_out or frame_err or b""
+                into = err if separate and stream == STDERR else out
                 if len(into) + len(chunk) <= cap:
                     into += chunk
                     continue
@@ -685,12 +753,12 @@ def _streams(container, cmd, timeout, cap, workdir, env, user, fallback, separat
                 stopped = _kill_beside(container, group)
             if time.monotonic() > late:
                 break
-    except Exception:  # the read the watch cut short (the stream closed under it)
+    except Exception:  # the read the watch cut short (the socket shut under it)
         if watch.why is None:
             raise
     finally:
-        if not watch.stop():
-            stream.close()
+        watch.stop()  # first: the watch shuts no descriptor once closed (nor one reused)
+        raw.close()
     if watch.why:
         raise watch.no_answer(started)
     if group is None:  # the stream ended inside the session line: it is output after all
@@ -736,13 +804,10 @@ def _send(raw: socket.socket, data: bytes) -> None:
 
 
 def _input(container, cmd, data, timeout, workdir, user):
-    from docker.utils.socket import frames_iter
-
     api = container.client.api
     ex = _create(container, cmd, workdir, user, merged=True, stdin=True)
     started = time.monotonic()
-    sock = api.exec_start(ex["Id"], socket=True)
-    raw = sock._sock
+    raw, ahead = own_socket(api.exec_start(ex["Id"], socket=True))
     raw.settimeout(None)  # a hang is the watch's to end (the kill, or a look at the container)
     watch = _Watch(container, ex["Id"], lambda: raw.shutdown(socket.SHUT_RDWR), timeout)
     sender = threading.Thread(target=_send, args=(raw, data), daemon=True)
@@ -750,8 +815,8 @@ def _input(container, cmd, data, timeout, workdir, user):
     out, size, head = [], 0, bytearray()
     group: int | None = None
     try:
-        for stream, chunk in frames_iter(sock, tty=False):
-            if stream == 2 and group is None and len(head) < 48:  # the session line first
+        for stream, chunk in frames(raw, ahead):
+            if stream == STDERR and group is None and len(head) < 48:  # the session line first
                 head += chunk
                 got = _begun(container, watch, bytes(head))
                 if got is None:
@@ -767,7 +832,7 @@ def _input(container, cmd, data, timeout, workdir, user):
         watch.stop()
         with contextlib.suppress(OSError):  # ends a send still blocked (never read)
             raw.shutdown(socket.SHUT_RDWR)
-        sock.close()
+        raw.close()
     if watch.why:
         raise watch.no_answer(started)
     if group is None:  # the stream ended inside the session line: it is output after all
@@ -965,10 +1030,10 @@ class RootRunner:
         self.container, self.timeout, self.workdir = container, timeout, workdir
 
     def __call__(self, command: str) -> str:
-        """The command's output. It runs in a subshell followed by an end mark: the engine
-        loses a short exec's output now and then (`_no_session_line`), and a condition
-        reads what its check printed (`missing_commands`' `left echo echo`: lost, the
-        condition was taken to hold while `echo` still ran). Output without its mark is
+        """The command's output. It runs in a subshell followed by an end mark: an exec's
+        output could be lost (`_no_session_line`), and a condition reads what its check
+        printed (`missing_commands`' `left echo echo`: lost, the condition was taken to
+        hold while `echo` still ran). Output without its mark is
         our failure (SandboxError: the attempt fails and is retried), never read as
         empty; the command is not run again, as it may not be safe to (a byte flipped)."""
         mark = f"worldtrace-end-{secrets.token_hex(6)}"
@@ -988,8 +1053,8 @@ class RootRunner:
         elif not (truncated or timed_out):
             check_running(self.container, "a condition set-up's output was lost")
             raise SandboxError(
-                f"condition set-up: the engine lost the output of {command[:200]!r} "
-                f"(exit {code}): its check cannot be read"
+                f"condition set-up: the output of {command[:200]!r} came without its end "
+                f"mark (exit {code}): its check cannot be read"
             )
         if code != 0:
             raise setup_failed(

@@ -492,13 +492,15 @@ class TerminalSandbox(Unpicklable):
                 user=session.user or "",
             )
             self._exec_id = ex["Id"]
-            self._sock = own_socket(api.exec_start(ex["Id"], socket=True, tty=True))
+            self._sock, ahead = own_socket(api.exec_start(ex["Id"], socket=True, tty=True))
             api.exec_resize(ex["Id"], height=c.rows, width=c.cols)
         except docker.errors.APIError as exc:  # the engine's, never the environment's answer
             check_running(self.container, "the shell could not start")
             raise SandboxError(f"the shell could not start: {first_line(exc)}") from None
         self._sock.setblocking(False)
-        self._early, self._early_size, self._answers = [], 0, bytearray()
+        # what the shell printed first may have come with the engine's answer (`own_socket`)
+        self._early, self._early_size = ([ahead] if ahead else []), len(ahead)
+        self._answers = bytearray()
         self.term = Terminal(c.cols, c.rows)
 
     def _screen(self, text: str | None = None) -> str:

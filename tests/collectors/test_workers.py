@@ -121,18 +121,20 @@ def test_a_stopped_worker_is_replaced(docker_engine, store, wt_env, jobs_url, tm
     out_b, err_b = b.communicate(timeout=90)
     assert b.returncode == 0, err_b
     rows = [(r["episode_id"], r["attempt"], r["status"]) for r in js.job(job_id)["episode_rows"]]
+    said = [(r["episode_id"], r["attempt"], r["error"]) for r in js.job(job_id)["episode_rows"]]
+    said += [out_a, out_b]  # why an attempt failed, on failure
     if sig == signal.SIGKILL:  # the lost attempt is recorded, redone as attempt 2
         assert (lease.episode_id, 1, "failed") in rows and (
             lease.episode_id,
             2,
             "succeeded",
-        ) in rows
+        ) in rows, said
         [lost] = [r for r in js.job(job_id)["episode_rows"] if r["status"] == "failed"]
         assert lost["error"].startswith(f"worker lost: process {a.pid} of {lease.worker}")
         assert f"requeued  {job_id}/{lease.episode_id} a1" in out_b
         assert len(rows) == 3
     else:  # released: the same attempt runs again
-        assert sorted(rows) == [(f"t-e{i}", 1, "succeeded") for i in range(2)]
+        assert sorted(rows) == [(f"t-e{i}", 1, "succeeded") for i in range(2)], said
     assert js.job(job_id)["status"] == "succeeded"
     trajs = one_trajectory_per_episode(store, job_id, 2)
     assert all(len(t.turns) == 3 for t in trajs)  # `mid_episode_job`: three steps

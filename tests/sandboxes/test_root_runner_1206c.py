@@ -1,4 +1,4 @@
-"""A condition's set-up command runs with an end mark (CI 1206c: the engine lost the
+"""A condition's set-up command runs with an end mark (CI 1206c: docker's client lost the
 output of `missing_commands`' check, `left echo echo`, and the condition was taken to
 hold while `echo` still ran). The mark never shows in what the command printed, its exit
 status is its own, and output without the mark is our failure, never read as empty."""
@@ -41,10 +41,12 @@ def test_a_condition_command_s_output_is_its_own_with_its_status(box):
 
 @pytest.mark.docker
 def test_output_that_lost_its_mark_is_our_failure_not_an_empty_answer(box):
-    """The engine's loss cannot be caused at will; a command that ends the shell before the
+    """A lost stream cannot be caused at will; a command that ends the shell before the
     mark (a kill of the shell that would print it) loses it the same way: refused, not
     read as nothing."""
     run = RootRunner(box, 20)
     with pytest.raises(SandboxError) as e:
         run("echo left echo echo; kill -9 $$")
-    assert "the engine lost the output of 'echo left echo echo; kill -9 $$'" in str(e.value)
+    assert "the output of 'echo left echo echo; kill -9 $$' came without its end mark" in str(
+        e.value
+    )
