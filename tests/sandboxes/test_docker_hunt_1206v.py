@@ -19,6 +19,7 @@ import pytest
 from worldtrace.collectors.actions import keystrokes
 from worldtrace.sandboxes.conditions import parse_conditions
 from worldtrace.sandboxes.docker import DockerConfig
+from worldtrace.sandboxes.execs import exec_output
 from worldtrace.sandboxes.terminal import TerminalSandbox
 from worldtrace.schemas.parsing import ConfigError, parse
 
@@ -52,7 +53,7 @@ def test_pid1_output_reaches_no_file_on_the_host(docker_engine, conditions):
 def idle_cpu_ticks(docker_engine, container) -> int:
     """User and system clock ticks PID 1 has used so far (`/proc/1/stat`)."""
     ex = docker_engine.api.exec_create(container.id, ["cat", "/proc/1/stat"])
-    fields = docker_engine.api.exec_start(ex["Id"]).decode().rsplit(")", 1)[1].split()
+    fields = exec_output(container, ex["Id"]).decode().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
 
 
