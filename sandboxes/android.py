@@ -10,7 +10,8 @@ text and leaves the device on its IME; the device's own is put back at `close()`
 
 Errors have owners. A crash or ANR dialog, or a device adb reports `offline`, is what
 the environment shows: an observation with `env_failure` (`app_crashed`, `anr`,
-`device_offline`), so GUI filters can drop the trajectory. A device that disappears
+`device_offline`), so GUI filters can drop the trajectory; the step after such a turn
+fails the attempt (no refusal answers from the last live screen). A device that disappears
 from the adb server, a server that stops answering, or a device that restarted under
 the episode (its boot id, read with every step's app state, changed) is infrastructure:
 the step raises and the attempt fails with that reason. After every action the
@@ -222,6 +223,10 @@ class AndroidSandbox(Unpicklable):
         """The device's boot id read first this episode ("" unreadable; None: not yet)."""
         self._started = False
         """The episode's reset is done: a device lost now is lost mid-episode."""
+        self._steps = 0
+        """Steps of this episode so far (the offline step is named in the failure after it)."""
+        self._offline: int | None = None
+        """The step at which the device went offline this episode (None: it did not)."""
         self._last: str | None = None
         self._initial = ""
         self._ime_before: tuple[str, bool] | None = None
@@ -247,11 +252,22 @@ class AndroidSandbox(Unpicklable):
             raise self._failure(what, exc) from exc
 
     def _failure(self, what: str, exc: Exception) -> Exception:
+        reason = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+        state = self._listed(what, reason)
+        if isinstance(state, Exception):
+            return state
+        if state == "offline":
+            return DeviceOffline(f"device {self._conn.serial} offline")
+        return SandboxError(f"{what} failed on {self._conn.serial} ({state}): {reason}")
+
+    def _listed(self, what: str, reason: str) -> str | Exception:
+        """The device's state as the adb server lists it (`device`, `offline`, ...), or
+        the failure when the server stopped answering or no longer lists the device
+        (then the connection is dropped: the next reset reconnects)."""
         from .android_device import adbutils, device_states
 
-        conn, self._conn = self._conn, None  # reconnect on the next reset
+        conn, self._conn = self._conn, None
         assert conn is not None
-        reason = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
         try:
             states = device_states(conn.client)
         except (adbutils.AdbError, OSError) as lost:
@@ -264,10 +280,8 @@ class AndroidSandbox(Unpicklable):
             return SandboxError(
                 f"{what}: device {conn.serial} disappeared from the adb server at {conn.client.address} {when} ({reason})"
             )
-        self._conn = conn  # still attached: later steps may find it back
-        if state == "offline":
-            return DeviceOffline(f"device {conn.serial} offline")
-        return SandboxError(f"{what} failed on {conn.serial} ({state}): {reason}")
+        self._conn = conn  # still attached
+        return state
 
     def _shell(self, what: str, cmd: list[str] | str) -> tuple[str, int]:
         r = self._call(what, self._d.shell, cmd, timeout=self.config.timeout)
@@ -296,7 +310,7 @@ class AndroidSandbox(Unpicklable):
     def reset(self, task: TaskSpec, stop: threading.Event | None = None) -> Observation:
         params = task.params if isinstance(task.params, AndroidTask) else AndroidTask()
         self._task, self._waited = params, 0.0  # recorded even when the reset fails
-        self._started = False
+        self._started, self._steps, self._offline = False, 0, None
         if (params.activity or params.clear_data) and not params.app:  # a job file: refused
             raise SandboxConfigError(  # when read; a TaskSpec built in Python: here
                 "the task's activity or clear_data needs its app (without one the episode "
@@ -481,7 +495,16 @@ class AndroidSandbox(Unpicklable):
                            is_error=is_error, truncated=truncated)  # fmt: skip
 
     def _answer(self, message: str) -> Observation:
-        """The environment refusing an action (unknown node, bad arguments): nothing moved."""
+        """The environment refusing an action (unknown node, bad arguments): nothing moved.
+        Asked of a device the adb server still lists as attached: the refusal shows the
+        last screen's state, which an offline device no longer vouches for."""
+        state = self._listed("refuse the action", f"refusing it: {message}")
+        if isinstance(state, Exception):
+            raise state
+        if state == "offline":
+            raise DeviceOffline(f"device {self._conn.serial} offline")
+        if state != "device":
+            raise SandboxError(f"refuse the action: device {self._conn.serial} is {state}")
         return observation(
             f"error: {message}",
             self._state.to_dict(),
@@ -494,22 +517,18 @@ class AndroidSandbox(Unpicklable):
     def step(self, action: Action) -> Observation:
         if self._conn is None:
             raise SandboxError("step before reset (or after the device was lost)")
-        tool = TOOLS.get(action.name or "")
-        if action.kind != "tool_call" or tool is None:
-            return self._answer(
-                f"unknown action {action.name or action.text!r} (tools: {', '.join(TOOLS)})"
+        self._steps += 1
+        if self._offline is not None:
+            # the device_offline turn ended what it can show: a refusal would answer from
+            # its last screen and an action would land on a screen nobody observed since
+            raise SandboxError(
+                f"device {self._conn.serial} went offline at step {self._offline} of this "
+                "episode (the adb server listed it offline): no screen to go on from"
             )
         try:
-            args = json.loads(action.arguments_json or "{}")
-        except json.JSONDecodeError as exc:
-            return self._answer(f"arguments are not JSON: {exc}")
-        args = integral_ints(tool.input_schema, args)  # `node: 3.0` is 3
-        problem = tool.check(args)
-        if problem:
-            return self._answer(problem)
-        try:
-            return getattr(self, f"_do_{tool.name}")(args)
+            return self._act(action)
         except DeviceOffline:
+            self._offline = self._steps
             state = {
                 "package": None,
                 "activity": None,
@@ -524,6 +543,22 @@ class AndroidSandbox(Unpicklable):
                 env_failure="device_offline",
                 is_error=True,
             )
+
+    def _act(self, action: Action) -> Observation:
+        tool = TOOLS.get(action.name or "")
+        if action.kind != "tool_call" or tool is None:
+            return self._answer(
+                f"unknown action {action.name or action.text!r} (tools: {', '.join(TOOLS)})"
+            )
+        try:
+            args = json.loads(action.arguments_json or "{}")
+        except json.JSONDecodeError as exc:
+            return self._answer(f"arguments are not JSON: {exc}")
+        args = integral_ints(tool.input_schema, args)  # `node: 3.0` is 3
+        problem = tool.check(args)
+        if problem:
+            return self._answer(problem)
+        return getattr(self, f"_do_{tool.name}")(args)
 
     def _point(self, args: dict[str, Any]) -> tuple[int, int] | str:
         if "node" in args:

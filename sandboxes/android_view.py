@@ -10,11 +10,16 @@ indented under its informative ancestors:
 
 Node ids are stable within an episode: a node keeps its number while its path (the
 class, resource id and label of it and its ancestors, see `_label`) stays the same, so
-scrolling, typing or a dialog opening does not renumber the rest of the screen. `parse` reads the lines back (the explorer does).
+scrolling, typing or a dialog opening does not renumber the rest of the screen; rows
+alike in all that are matched with the rows seen before (`NodeIds.ordinals`). `parse`
+reads the lines back (the explorer does).
 """
 
 from __future__ import annotations
 
+import difflib
+import hashlib
+import itertools
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -106,14 +111,79 @@ def shorten(node: Node, cap: int) -> Node:
     return replace(node, **cut) if cut else node
 
 
+Sibling = tuple[tuple, bytes]
+"""A child as `NodeIds.ordinals` tells it: (base, signature)."""
+
+
 class NodeIds:
-    """Episode-scoped node numbering by path; new paths get the next number."""
+    """Episode-scoped node numbering by path; new paths get the next number.
+
+    Siblings alike in class, resource id and label (list rows with the same first text)
+    are told apart by an ordinal in their path. Not by their position among themselves:
+    a row inserted above an identical one took its id (and the older row a new one), so
+    an agent's `tap node=9` opened the new row. `ordinals` matches them with the rows
+    seen before instead."""
 
     def __init__(self) -> None:
         self._ids: dict[tuple, int] = {}
+        self._last: dict[tuple, list[tuple[Sibling, int]]] = {}
+        """Parent path -> its children when last seen, with their ordinals."""
+        self._known: dict[tuple, list[int]] = {}
+        """(parent path, signature) -> the ordinals children with it had."""
 
     def get(self, key: tuple) -> int:
         return self._ids.setdefault(key, len(self._ids) + 1)
+
+    def ordinals(self, parent: tuple, children: list[Sibling]) -> list[int]:
+        """The ordinal of each child of `parent` (screen order), found in turn:
+
+        1. the parent's children when last seen, aligned with these by signature (base
+           and every text below; difflib over the whole sibling list, so a row identical
+           to another is placed by the rows around it): an unchanged row keeps its own;
+        2. the one a child with the same signature had before the last screen (a row
+           scrolled back into view, a screen returned to);
+        3. that of a last-seen child of its base that these replace in the alignment (a
+           row or field whose texts changed where it stood);
+        4. the lowest of its base that neither a child now nor one last seen has: a new
+           row never takes the id of a row on this screen or the last.
+
+        Deterministic (the same screens in the same order get the same ids); a screen
+        seen the first time is numbered by position among alike siblings."""
+        before = self._last.get(parent, [])
+        if not children and not before:
+            return []
+        out = [0] * len(children)
+        matcher = difflib.SequenceMatcher(
+            None, [c[1] for c, _ in before], [c[1] for c in children], autojunk=False
+        )
+        opcodes = matcher.get_opcodes()
+        for tag, i1, i2, j1, _ in opcodes:
+            if tag == "equal":
+                out[j1 : j1 + i2 - i1] = [o for _, o in before[i1:i2]]
+        taken = {(c[0], o) for c, o in zip(children, out, strict=True) if o}
+
+        def give(j: int, options) -> None:
+            base = children[j][0]
+            out[j] = next((o for o in options if (base, o) not in taken), 0)
+            taken.add((base, out[j]))
+
+        held = {(c[0], o) for c, o in before}  # on the last screen: not a row come back
+        for j, (base, sig) in enumerate(children):
+            if not out[j]:
+                give(j, [o for o in self._known.get((parent, sig), ()) if (base, o) not in held])
+        for tag, i1, i2, j1, j2 in opcodes:
+            for j in range(j1, j2) if tag == "replace" else ():
+                if not out[j]:
+                    give(j, [o for (b, _), o in before[i1:i2] if b == children[j][0]])
+        for j, (base, _) in enumerate(children):
+            if not out[j]:
+                give(j, (k for k in itertools.count(1) if (base, k) not in held))
+        for (_, sig), o in zip(children, out, strict=True):
+            known = self._known.setdefault((parent, sig), [])
+            if o not in known:
+                known.append(o)
+        self._last[parent] = list(zip(children, out, strict=True))
+        return out
 
 
 def _true(el: ET.Element, name: str) -> bool:
@@ -128,6 +198,14 @@ def _text(el: ET.Element) -> str:
     """The first text or description in a subtree (editable fields' contents excluded)."""
     own = "" if el.get("class", "").endswith(EDITABLE) else (el.get("text") or "")
     return own or el.get("content-desc") or next((t for c in el if (t := _text(c))), "")
+
+
+def _sibling(el: ET.Element, base: tuple) -> Sibling:
+    """A child as `NodeIds.ordinals` matches it: its base, and a digest of its base and
+    every text and description below it (what tells two rows with the same first text
+    apart; a digest, as a long text would otherwise be kept for every screen)."""
+    texts = [v for n in el.iter("node") for v in (n.get("text") or "", n.get("content-desc") or "")]
+    return base, hashlib.blake2b(json.dumps([base, texts]).encode(), digest_size=16).digest()
 
 
 def _label(el: ET.Element) -> str:
@@ -215,13 +293,11 @@ def nodes(
         return out
 
     def walk(el: ET.Element, path: tuple, depth: int) -> None:
-        seen: dict[tuple, int] = {}
-        for child in el:
-            if child.tag != "node" or child.get("package") in hide_packages:
-                continue
-            base = (child.get("class"), child.get("resource-id"), _label(child))
-            seen[base] = seen.get(base, 0) + 1
-            key = (*path, (*base, seen[base]))
+        shown = [c for c in el if c.tag == "node" and c.get("package") not in hide_packages]
+        bases = [(c.get("class"), c.get("resource-id"), _label(c)) for c in shown]
+        found = ids.ordinals(path, [_sibling(c, b) for c, b in zip(shown, bases, strict=True)])
+        for child, base, ordinal in zip(shown, bases, found, strict=True):
+            key = (*path, (*base, ordinal))
             n = _node(child, ids.get(key), depth)
             if n is not None:
                 out.append(n)
