@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from worldtrace.sandboxes.base import SandboxError
+from worldtrace.sandboxes.base import SandboxConfigError, SandboxError
 from worldtrace.schemas import Observation, Trajectory
 from worldtrace.schemas.store import read_parquet, visible
 from worldtrace.schemas.tempfiles import try_lock, write_bytes_atomic
@@ -96,16 +96,21 @@ def journal_files(out: Path) -> list[Path]:
 
 class Unavailable:
     """Stands for a sandbox that could not be created: its episode attempt fails with
-    the reason (and is retried) like any other failure of the environment."""
+    the reason, and is retried like any other failure of the environment (an engine that
+    does not answer, a start that timed out), unless the job's configuration is to blame
+    (a SandboxConfigError: an image this machine lacks, `docker.ImageMissing`), which
+    fails every attempt alike: until 12-07 such an attempt was retried too, and every
+    episode spent its `retries` on it."""
 
     def __init__(self, exc: BaseException, domain: str):
+        self.kind = SandboxConfigError if isinstance(exc, SandboxConfigError) else SandboxError
         # ours says its reason as it is (`SandboxError: cannot create the sandbox:
         # SandboxError: image ...` named it twice); another's type is part of the reason
-        self.reason = failure_reason(exc).removeprefix(f"{SandboxError.__name__}: ")
+        self.reason = failure_reason(exc).removeprefix(f"{self.kind.__name__}: ")
         self.domain = domain
 
     def reset(self, task) -> Observation:
-        raise SandboxError(f"cannot create the sandbox: {self.reason}")
+        raise self.kind(f"cannot create the sandbox: {self.reason}")
 
     def step(self, action) -> Observation:
         raise SandboxError("step before reset")

@@ -23,10 +23,10 @@ config class), duplicate task ids, an instruction in each task of a policy that 
 its actions for it (`openai`; `jobparse.GIVEN_ACTIONS` need none), each scripted action
 against the kind's action kinds and static tool schemas, host paths (they must exist;
 a relative one starts at the directory `worldtrace` runs in and the spec keeps it
-absolute, so a worker anywhere finds it). What needs the store is checked by
-`check_store` when the job is submitted or run: no host path overlaps the store, and
-each `replay` prefix names one raw trajectory that the sandbox kind can replay. Every
-problem names the file, line and key path.
+absolute, so a worker anywhere finds it). What needs the store or this host is checked
+by `check_store` when the job is submitted or run: no host path overlaps the store, the
+docker image is on this host's engine, and each `replay` prefix names one raw trajectory
+that the sandbox kind can replay. Every problem names the file, line and key path.
 """
 
 from __future__ import annotations
@@ -442,10 +442,11 @@ class JobSpec:
     def check_store(self, store_root: str | Path) -> None:
         """What the job needs of the store and this host, before it is queued or run: no
         host path overlaps the store (a sandbox must never see or change it), its docker
-        env file reads and its named variables are set here, what the sandbox kind says
-        this host lacks (`host_problems`: mcp's `env` unset, a `workdir.at` folder of the
-        user's) is there, and with `policy: replay` each
-        task's prefix names exactly one raw trajectory, which this sandbox kind can replay.
+        env file reads and its named variables are set here, its docker image is on this
+        host's engine (when one answers: `DockerConfig.image_problems`), what the sandbox
+        kind says this host lacks (`host_problems`: mcp's `env` unset, a `workdir.at` folder
+        of the user's) is there, and with `policy: replay` each task's prefix names exactly
+        one raw trajectory, which this sandbox kind can replay.
         Raises a ConfigError naming each problem's key (and line, for a loaded file)."""
         from worldtrace.schemas import Store
 
@@ -457,6 +458,9 @@ class JobSpec:
             # would fail at its start with it
             key = "env_file" if why.startswith("docker.env_file") else "env"
             problems.append(ConfigProblem(("sandbox", "docker", key), why))
+        for why in docker.image_problems() if docker is not None else ():
+            # an image this host's engine lacks: every attempt would fail at its start
+            problems.append(ConfigProblem(("sandbox", "docker", "image"), why))
         host = getattr(self.sandbox.config, "host_problems", None)
         for key, why in host() if host is not None else ():  # the kind's own (mcp's env)
             problems.append(ConfigProblem(("sandbox", *key), why))

@@ -46,6 +46,7 @@ __all__ = [
     "LABEL",
     "ContainerPool",
     "DockerConfig",
+    "ImageMissing",
     "client",
     "set_owner",
     "shared_pool",
@@ -151,6 +152,38 @@ def _host_file(value: str) -> str:
     """A host path kept absolute (a relative one starts where `worldtrace` runs, as the
     job's other host paths), so a worker anywhere reads the same file."""
     return os.path.abspath(os.path.expanduser(value))
+
+
+class ImageMissing(SandboxConfigError):
+    """The job's image is not on this machine, or is no name the engine takes. We do not
+    pull images (the engine here reaches no registry: docker's client, asked to start a
+    container from an image the engine lacks, tries and gets a 500), so no retry brings
+    it: the attempt is not retried (until 12-07 every episode spent its `retries` on it),
+    and a job's load refuses it before anything runs (`DockerConfig.image_problems`)."""
+
+
+NAME_LISTED = "name one `docker images` lists"
+IMAGE_MENDS = (
+    "build it (infra/images/build.sh builds worldtrace/debian and worldtrace/busybox), "
+    "pull it where a registry answers (docker pull {image}), or " + NAME_LISTED
+)
+"""How to mend an image the engine lacks, said with its name."""
+
+
+def _image_missing(image: str, exc: BaseException) -> ImageMissing | None:
+    """What the engine's answer `exc` to a look at `image` means, if the job is to blame:
+    no such image (404), or a name it refuses (400: `invalid reference format`). None for
+    any other failure (an engine that does not answer, a 500): not the job's, retried."""
+    import docker.errors
+
+    if isinstance(exc, docker.errors.ImageNotFound):
+        mend = IMAGE_MENDS.format(image=image)
+        why = f"is not on this machine (worldtrace does not pull images): {mend}"
+    elif isinstance(exc, docker.errors.APIError) and exc.status_code == 400:
+        why = f"is no name the engine takes ({exc.explanation}): {NAME_LISTED}"
+    else:
+        return None
+    return ImageMissing(f"image {image!r} {why}")
 
 
 class EnvError(SandboxConfigError, ValueError):
@@ -275,6 +308,22 @@ class DockerConfig:
             self.container_env()
         except EnvError as exc:
             return [str(exc)]
+        return []
+
+    def image_problems(self) -> list[str]:
+        """Why this host's engine cannot start `image` (`ImageMissing`), for the check when
+        a job loads: one look (~3 ms). Nothing when no engine answers (or docker's client
+        is not installed): that may be mended by the time the job runs, and an attempt
+        that meets it says so and is retried."""
+        try:
+            engine = client()
+        except (SandboxError, ImportError):
+            return []
+        try:
+            engine.images.get(self.image)
+        except Exception as exc:  # docker's errors, or the socket's
+            missing = _image_missing(self.image, exc)
+            return [str(missing)] if missing is not None else []
         return []
 
     def summary(self) -> dict[str, Any]:
@@ -446,17 +495,26 @@ class ContainerPool:
         self._refill()
 
     def _check_image(self) -> None:
-        """Refuse an image this machine lacks; learn the user its processes run as (`user`)."""
-        import docker.errors
-
+        """Refuse an image this machine lacks (`ImageMissing`); learn the user its processes
+        run as (`user`)."""
         try:
             image = self.client.images.get(self.config.image)
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxError(
-                f"image {self.config.image!r} is not on this machine (no registry is reachable): "
-                "build it with infra/images/build.sh or name a local image"
-            ) from exc
+        except Exception as exc:
+            missing = _image_missing(self.config.image, exc)
+            if missing is None:
+                raise
+            raise missing from exc
         self.user = self.config.user or (image.attrs.get("Config") or {}).get("User") or None
+
+    def _image_gone(self) -> ImageMissing | None:
+        """`ImageMissing` when the image the pool started with has gone from this machine
+        since (`docker rmi`): a start then fails on docker's pull of it (a 500), which read
+        as the engine's trouble and was retried. Looked at only when a start failed."""
+        try:
+            self.client.images.get(self.config.image)
+        except Exception as exc:
+            return _image_missing(self.config.image, exc)
+        return None
 
     def _start(self, run_kwargs: dict[str, Any] | None = None, episode: str | None = None):
         """Start a container, unless the pool is closed. `close` removes what it lists,
@@ -526,7 +584,11 @@ class ContainerPool:
         if c is None:
             try:
                 c = self._start(run_kwargs, episode_id)
+            except SandboxConfigError:  # the job's mistake (`EnvError`): said as it is
+                raise
             except Exception as exc:
+                if (gone := self._image_gone()) is not None:
+                    raise gone from exc
                 raise SandboxError(
                     f"cannot start a container from {self.config.image}: {exc}"
                 ) from exc

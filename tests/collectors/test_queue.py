@@ -173,15 +173,19 @@ def test_a_worker_that_lost_its_lease_does_not_publish(docker_engine, store, js,
 
 
 @pytest.mark.docker
-def test_a_sandbox_that_cannot_start_fails_its_attempts(docker_engine, store, js):
+def test_a_sandbox_whose_image_is_missing_fails_its_attempt_once(docker_engine, store, js):
+    """Queued without the image check (`JobSpec.from_dict`, no `check_store`): the worker
+    fails the attempt as the job's mistake, not retried, and goes on."""
     job = {**JOB, "sandbox": {"kind": "terminal", "docker": {"image": "worldtrace/absent:1"}}}
     job_id = js.submit(JobSpec.from_dict({**job, "episodes": 1, "tasks": JOB["tasks"][:1]}))
     stats = Worker(js, store.raw).run()
-    assert (stats.run, stats.failed, stats.errors) == (2, 2, [])  # retried, the worker went on
+    assert (stats.run, stats.failed, stats.errors) == (1, 1, [])
     rows = js.job(job_id)["episode_rows"]
-    assert [(r["attempt"], r["status"]) for r in rows] == [(1, "failed"), (2, "failed")]
-    assert "cannot create the sandbox: image 'worldtrace/absent:1'" in rows[0]["error"]
-    assert [t.outcome.status for t in read_records(store.raw)] == ["error", "error"]
+    assert [(r["attempt"], r["status"]) for r in rows] == [(1, "failed")]
+    assert rows[0]["error"].startswith(
+        "SandboxConfigError: cannot create the sandbox: image 'worldtrace/absent:1'"
+    ), rows[0]["error"]
+    assert [t.outcome.status for t in read_records(store.raw)] == ["error"]
 
 
 @pytest.mark.docker

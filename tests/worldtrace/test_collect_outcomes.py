@@ -270,15 +270,16 @@ def test_resume_refuses_a_job_it_cannot_finish(store, wt_env, tmp_path):
 
 
 @pytest.mark.docker
-def test_a_quick_run_that_fails_says_why_and_offers_no_resume(docker_engine, wt_env):
+def test_a_quick_run_that_fails_says_why_and_offers_no_resume(docker_engine, wt_env, tmp_path):
     """A quick --sandbox run has no job file to resume from: its start line offers none."""
-    # a sandbox that cannot start (its image is not on this machine) is ours to fail;
-    # the agent's `kill 1` no longer is: the init ignores it (test_container_faults_1204)
-    image = "worldtrace/not-built:1"
-    r = wt(wt_env, "collect", "--sandbox", "docker", "--image", image, "--keys", "ls\\n")
+    # a sandbox that cannot start (no engine answers at DOCKER_HOST) is ours to fail and
+    # retry; an image this machine lacks is refused before anything runs (1207b), and
+    # the agent's `kill 1` is no failure: the init ignores it (test_container_faults_1204)
+    env = {**wt_env, "DOCKER_HOST": f"unix://{tmp_path / 'no-engine.sock'}"}
+    r = wt(env, "collect", "--sandbox", "docker", "--keys", "ls\\n")
     assert r.returncode == EXIT_EPISODES_FAILED, r.stdout + r.stderr
     first, *rest = r.stdout.splitlines()
     assert re.fullmatch(r"job quick-terminal-[0-9a-f]{8}: 1 episode\(s\)", first), first
-    gone = f"SandboxError: cannot create the sandbox: image '{image}' is not"
+    gone = "SandboxError: cannot create the sandbox: no docker engine answers"
     assert sum(f"): {gone}" in ln for ln in rest) == 2, r.stdout  # retries: 1
     assert "1 episode(s) failed for good" in r.stderr and "quick-e0" in r.stderr
