@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -246,9 +247,16 @@ def parse_split(spec: str | Mapping[str, Any] | None) -> dict[str, float]:
             raise ValueError(f"split.{name}: {frac!r} is not a number") from None
         if not 0 < out[name] < 1:
             raise ValueError(f"split.{name}: {frac} is not a fraction in (0, 1)")
-    if sum(out.values()) >= 1:
-        raise ValueError(f"split: the fractions sum to {sum(out.values())}, leaving no train part")
+    total = sum(map(_exact, out.values()), Fraction(0))
+    if total >= 1 or float(total) >= 1:  # in floats 0.3 + 0.6 + 0.1 < 1
+        raise ValueError(f"split: the fractions sum to {float(total)}, leaving no train part")
     return out
+
+
+def _exact(frac: float) -> Fraction:
+    """A fraction as it reads (the shortest decimal that is this float: `0.1`), not the
+    binary value it stands for, so sums are what the user adds up (0.1 + 0.2 = 0.3)."""
+    return Fraction(repr(float(frac)))
 
 
 def split_ranges(fractions: dict[str, float]) -> dict[str, list[float]]:
@@ -257,23 +265,31 @@ def split_ranges(fractions: dict[str, float]) -> dict[str, list[float]]:
     before it (adding one after, or changing it, moves none before; a single part is
     [0, fraction), the draw of every version). Until 2026-12-06 the order was the names'
     (`dev=0.05,test=0.1` moved test's range and 139 of its 304 trajectories came from the
-    train of `test=0.1`)."""
-    out, acc = {}, 0.0
+    train of `test=0.1`). The ends are the fractions' exact decimal sums, each rounded
+    once, so they read as typed (`test=0.1,valid=0.2`: valid [0.1, 0.3]; float sums gave
+    0.30000000000000004) and a part's end is the next one's start, the same float: every
+    draw is in one part."""
+    out, acc = {}, Fraction(0)
     for name, frac in fractions.items():
-        out[name] = [acc, acc + frac]
-        acc += frac
+        low = float(acc)
+        acc += _exact(frac)
+        out[name] = [low, float(acc)]
     return out
+
+
+def part_at(u: float, ranges: dict[str, list[float]]) -> str:
+    """The part whose range [from, to) holds the draw `u`; train when none does."""
+    for name, (low, high) in ranges.items():
+        if low <= u < high:
+            return name
+    return MAIN_PART
 
 
 def part_of(cluster: str, ranges: dict[str, list[float]], seed: int) -> str:
     """The part a dedup cluster goes to: the one whose range (`split_ranges`) holds a
     hash draw of (cluster id, split seed), so every member of a cluster lands on the same
-    side, whatever the mask seed; train when none does."""
-    u = unit_draw(cluster, "split", seed)
-    for name, (low, high) in ranges.items():
-        if low <= u < high:
-            return name
-    return MAIN_PART
+    side, whatever the mask seed."""
+    return part_at(unit_draw(cluster, "split", seed), ranges)
 
 
 class PartSink:

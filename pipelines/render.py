@@ -339,8 +339,7 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
             begin = None
     out.append(raw[last:])
     text = "".join(out)
-    result = []
-    for n, t in enumerate(turns):
+    for n in range(len(turns)):
         if n not in spans or n >= len(turn_starts):
             part = "observation (assistant message)" if n not in spans else "action (user message)"
             raise ValueError(f"template {tpl.name!r} dropped the {part} of turn {n}")
@@ -349,8 +348,49 @@ def _render_jinja(tpl: Template, system: str, turns: list[dict[str, Any]]) -> Re
                 f"template {tpl.name!r} changes the observation of turn {n} (its end is cut "
                 "away): insert each message's content unchanged ({{ m.content }})"
             )
+    starts = _turn_starts(tpl, system, text, turn_starts, [spans[n][1] for n in range(len(turns))])
+    result = []
+    for n, t in enumerate(turns):
         start, end = spans[n]
         eot_end = end + len(tpl.eot) if tpl.eot and text.startswith(tpl.eot, end) else end
-        result.append(Span(t["index"], turn_starts[n], start, end, end, eot_end))
+        result.append(Span(t["index"], starts[n], start, end, end, eot_end))
     pairs = sorted(zip(content[::2], content[1::2], strict=True))  # in text order
     return Rendered(RenderedText(text, [x for p in pairs for x in p]), tuple(result))
+
+
+def _turn_starts(
+    tpl: Template, system: str, text: str, actions: list[int], ends: list[int]
+) -> list[int]:
+    """Where each turn starts: where the template's rendering of the turns before it ends
+    (`render(system, turns[:n])` is the text's first `start` characters), as the built-in
+    templates have it, not where its action's text begins: the header the template writes
+    before that text (`<|im_start|>user\n`) is the turn's. `--overflow split` charges a
+    turn the tokens from its start to the next one's; from its action's text it charged
+    every part one header more than it holds, and closed parts a turn early.
+
+    Found without rendering every prefix: after turn n-1 the template writes the same
+    text (`tail`, after the last observation) when the conversation ends there as before
+    the next message, so turn n starts where the two first differ (for a template that
+    writes a text after the last message only: where that text and the next message's
+    first differ); turn 0 starts where the rendering of the system prompt alone ends."""
+    if not actions:
+        return []
+    tail = text[ends[-1] :]
+    try:
+        first = _common(_render_jinja(tpl, system, []).text, text, 0, actions[0])
+    except ValueError:  # a template that cannot render no turns: the most the head can
+        first = actions[0]  # hold (a part is then charged too much, never too little)
+    starts = [first]
+    for end, at in zip(ends, actions[1:], strict=False):
+        # an action written before the observation it follows: where its text begins
+        starts.append(end + _common(tail, text, end, at) if at >= end else at)
+    return starts
+
+
+def _common(a: str, text: str, start: int, stop: int) -> int:
+    """How many first characters of `a` and `text[start:stop]` are the same."""
+    n = min(len(a), stop - start)
+    for k in range(n):
+        if a[k] != text[start + k]:
+            return k
+    return n
