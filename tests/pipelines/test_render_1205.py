@@ -6,7 +6,9 @@
 2. `{{ m.content[:30] }}`: the slice cut an observation's end marker, and the export
    stopped with `not enough values to unpack (expected 2, got 1)`.
 
-Both are now refusals naming the template, before or instead of a wrong sample."""
+Both were refusals naming the template, before or instead of a wrong sample; since 1207b
+`trim` (and its kin) act on the text itself, as real templates need, and only a change
+of the text such as a slice is refused."""
 
 from __future__ import annotations
 
@@ -29,15 +31,13 @@ def export_with(tmp_path, content: str):
     return r, template, out
 
 
-def test_a_template_that_trims_the_text_is_refused_before_any_shard(tmp_path):
-    r, template, out = export_with(tmp_path, "m.content|trim")
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert r.stderr.strip() == (
-        f"Error: template {template}: it changes the message text it is given (a filter "
-        "such as trim, or a slice): the loss spans could not be the text it writes; insert "
-        "each message's content unchanged ({{ m.content }})"
-    )
-    assert not out.exists()
+def test_a_template_that_trims_the_text_exports_the_trimmed_text(tmp_path):
+    """Refused from 1205 to 1207b; real templates trim every message (Llama 3.1, Gemma 2,
+    Mistral v0.3), and `trim` now acts on the text itself: its spans are the trimmed
+    text (test_export_templates_1207b.py checks them)."""
+    r, _, out = export_with(tmp_path, "m.content|trim")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert any(out.glob("*.parquet"))
 
 
 def test_a_template_that_cuts_an_observation_is_refused_naming_the_turn(tmp_path):
