@@ -52,7 +52,8 @@ class SampleConfig(MaskConfig):
     """How records become samples (and which of their tokens are targets)."""
 
     template: str = "chatml"
-    """chatml, plain, or a Jinja file rendering `messages`."""
+    """chatml, plain, a Jinja file rendering `messages` (a model's chat template), or a
+    tokenizer_config.json holding one (its bos/eos tokens given to it as transformers does)."""
     template_eot: str = ""
     """For a Jinja template: the end-of-turn text after an assistant message."""
     sample_mode: str = "trajectory"

@@ -143,7 +143,7 @@ SNAPSHOT = json.loads(
      "template"
     ],
     "default": "chatml",
-    "help": "chatml, plain, or a Jinja file rendering `messages`.",
+    "help": "chatml, plain, a Jinja file rendering `messages` (a model's chat template), or a tokenizer_config.json holding one (its bos/eos tokens given to it as transformers does).",
     "show_default": true,
     "type": "str"
    },
