@@ -12,7 +12,7 @@ keys are read as its values are (`_keyed`). Texts holding terminal escape sequen
 also read with them taken out (`grep --color` cuts a value in pieces), and texts holding
 a line editor's edits as the line shows once they are replayed (`line_edits`: a typed
 line wrapped or corrected). What has neither
-a known shape nor was handed over (a `.netrc` password, base64 of a key) is not found:
+a known shape nor was handed over (a `.pgpass` line, base64 of an API key) is not found:
 docs/security.md, "What is not caught". A record's `redactions` is
 the number of placeholders it holds (or the count it came with, if higher), so
 redacting twice counts the same.

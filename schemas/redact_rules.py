@@ -8,8 +8,8 @@ patterns for key formats detect-secrets lacks or only half matches (Anthropic,
 project-scoped OpenAI, fine-grained GitHub, Google API keys and OAuth tokens, AWS
 secrets, Stripe test and restricted keys, npm, Hugging Face, DigitalOcean, Slack app and
 refresh tokens, Docker, Shopify, Azure SAS signatures, bearer tokens, whole private key
-blocks, passwords in URLs, Discord webhooks, and providers' prefixed keys:
-`PROVIDER_KEYS`) and for values of no shape found by the name before them (API keys in
+blocks and base64 of one, passwords in URLs, Discord webhooks, and providers' prefixed
+keys: `PROVIDER_KEYS`, `SERVICE_KEYS`) and for values of no shape found by the name before them (API keys in
 headers such as `X-Api-Key`, `*_API_KEY=`, `*_TOKEN=`, `*_SECRET=`, and passwords after
 `password:`, `--password`, a MySQL client's `-p`: `_value`; any value of an option
 whose whole name says it is a credential, `--api-key abcdefghij`: `CREDENTIAL_OPTIONS`;
@@ -17,9 +17,11 @@ the whole unquoted value of a dotenv or shell assignment line, `DB_PASSWORD=k3v(
 `_assigned`; a value in a table's cell after its name's cell, `| DB_PASSWORD | X |`,
 psql's `password | X`, `│ DB_PASSWORD │ X │`, or aligned after its name,
 `DB_PASSWORD   X`: `_cells`; the values in the rows below a column's header naming a
-credential, psql's `SELECT user, password`: `_column_cells`), passwords where a
-command's grammar says so (curl's `-u user:X`, `docker login -p X`, openssl's `pass:X`,
-SQL's `IDENTIFIED BY 'X'`), and every match of a built-in or detect-secrets
+credential, psql's `SELECT user, password`: `_column_cells`; a name/value pair's
+`value`, either first: `_pair`; an XML element named so, `<password>X</password>`:
+`_element`; a kubeconfig user's `token`: `_KUBE_USER`), passwords where a command's
+grammar says so (curl's `-u user:X`, `docker login -p X`, `redis-cli -a X`:
+`PASSWORD_FLAGS`, openssl's `pass:X`, SQL's `IDENTIFIED BY 'X'`), and every match of a built-in or detect-secrets
 rule runs to the end of its token (`Detector.extend`). The high-entropy, keyword and
 public-IP plugins are off by default: they flag the SHAs, sums, UUIDs and addresses a
 world model must learn (the keyword plugin also `password = get_password()`, which the
@@ -645,6 +647,34 @@ _IDENTIFIED = (
 """SQL's `IDENTIFIED BY 'X'` (MySQL, MariaDB, Oracle; `IDENTIFIED WITH plugin BY`, a
 hash after `BY PASSWORD`): in capitals, or after a user (`user@host`, `USER name`) in
 any case; not prose (`commits identified by "squash"`)."""
+_PORT = r"(?!(?:[\d.]+:)*\d{1,5}(?:/(?:tcp|udp))?(?![^\s'\"`]))"
+"""Not a port or a port mapping (`-p 27017:27017`, `-p3306`, `-p 8080/tcp`)."""
+PASSWORD_FLAGS = (
+    ("redis-cli", "", "a"),
+    ("mongo", "(?:sh|dump|restore|import|export|files|stat|top)?", "p"),
+    ("ldap", "(?:search|add|modify|delete|modrdn|compare|passwd|whoami|exop)", "w"),
+)  # fmt: skip
+"""(command, the rest of its name, flag) of clients whose short option takes the password
+as its next argument: `redis-cli -a X`, `mongosh -u u -p X` (and the database tools),
+`ldapsearch -D dn -w X` (2026-12-07, b: kept; `redis-cli -a` was the hunt's). Read on the
+command's line, as `_MYSQL`'s `-p`, also as list items; not a port after `-p` (`docker run
+--name mongo -p 27017:27017`), and the value's shape is not asked (`_value`, not `shaped`)
+but for help's words and metavars (`_NO_OPTION_VALUE`: `-a <password>`, `-w PASSWORD`)."""
+
+
+def _password_flag(command: str, rest: str, flag: str) -> str:
+    """`PASSWORD_FLAGS`' rule: the command, its flag on its line, the password after it."""
+    return (
+        command
+        + _bounded((command,), r"\w.-")
+        + rest
+        + r"(?![\w.-])[^\n|;&]{0,200}?"
+        + _ARG_LEAD
+        + f"-{flag}(?:[ \t]+|{_ITEM}){_PORT}"
+        + _value(1, shaped=False, kept=_NO_OPTION_VALUE)
+    )
+
+
 _IN_JSON = r"(?:(?!</[A-Za-z])(?:[^\s\x00-\x1f\x7f\\\"]|\\[\\\"/]|\\(?![bfnrtu])))"
 _LINE_VALUE = {"raw": r"(?:(?!</[A-Za-z])[^\s\x00-\x1f\x7f])", "json": _IN_JSON, "export": _IN_JSON}
 """A character of a value an assignment line holds unquoted (`_assigned`): anything but
@@ -1153,28 +1183,118 @@ def _column(
 
 
 _PAIR_Q = r"(?:\\{0,3}[\"'])?"
-_PAIR_BETWEEN = r"(?:[ \t]*,(?:[ \t\r\n]|\\[rnt])*|[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t]*)"
+_PAIR_BETWEEN = (
+    r"(?:[ \t]*,(?:[ \t\r\n]|\\{1,3}[rnt])*|[ \t]*(?:\r?\n|\\{1,3}r\\{1,3}n|\\{1,3}n)[ \t]*)"
+)
 """Between a pair's name and its `value`: a comma (JSON, a dict's repr; pretty-printed
-too) or a line break (YAML's next key)."""
+too, its line breaks escaped once or twice in JSON strings) or a line break (YAML's next
+key)."""
 _PAIR_VALUE_QUOTES = ("", '"', "'", '\\"', "\\'", '\\\\\\"', "\\\\\\'")
 _PAIR_GATES = tuple(v + q + ":" for v in ("value", "Value") for q in _PAIR_VALUE_QUOTES)
 """Gates of `_pair`'s rules: `value` and its closing quote (none, escaped once or twice
 in JSON strings), then `:`, as the rules read it."""
+_TWICE_Q = r'\\\\\\"'
+"""A quote in a JSON string inside a JSON string (`\\\\\\"`: a tool's arguments holding a
+JSON text): what opens and closes a value there."""
+_PAIR_SKIP = r"""(?:\\{0,3}["'])?[^\s"'\\]{1,512}"""
+"""A pair's value, quoted or not, as a `value` before its `name` is read past (one holding
+a quote, a backslash or a blank is not)."""
+
+
+def _twice_value(least: int, letter: bool) -> str:
+    """A value in `_TWICE_Q` quotes, read as `_value` reads a quoted one (a literal: a
+    digit or a symbol, or 16 letters of both cases that read as no words; no placeholder,
+    template or class), of characters that are no quote, backslash or blank. Kept small:
+    with `_value`'s unquoted form here, hyperscan refused the pair rules as too long where
+    the screen compiles the rules as they stand (a user's rule it cannot rewrite for
+    UTF-8), and every record was redacted whole (2026-12-07, b)."""
+    c, n, end = r"[^\s\"'\\]", _MAX, f"(?={_TWICE_Q})"
+    sym = f"(?={c}{{0,{n}}}?{_SYM})"
+    mixed = f"(?!{_WORDS}{end})(?={c}{{0,{n}}}?[a-z])(?={c}{{0,{n}}}?[A-Z])(?={c}{{16}})"
+    return (
+        _TWICE_Q
+        + _NOT_VALUE
+        + f"(?!{_CAMEL}{end})"
+        + (f"(?={c}{{0,{n}}}?[A-Za-z])" if letter else "")
+        + f"(?:{sym}|{mixed})(?=({c}{{{least},{n}}}){end}){c}{{{least}}}"
+    )
+
+
+def _lead(word: str) -> str:
+    """`word` (`name`, `key`, `value`) as a whole word in either case of its first letter,
+    led by its other letters (`ame`), a literal `re` searches for ~6x as fast as it scans
+    for a class (2026-12-07, b, /usr/share/doc's texts holding `value:`: `[Nn]ame` ~180
+    MB/s, `ame` ~1 GB/s; a pass for each of the twelve pair rules), the first letter
+    looked behind for."""
+    first = f"[{word[0].upper()}{word[0]}]{word[1:]}"
+    return word[1:] + f"(?<={first})" + _bounded((first,), r"\w-")
 
 
 def _pair(name: str, least: int, letter: bool = False) -> tuple[str, ...]:
     """`name` (a credential's, `_PASSWORD`...) as all of a name/value pair's `name` (or
-    `key`), and its `value` after it, read as after `password:` (`_value`): Kubernetes'
-    and ECS's `env` (`{"name": "DB_PASSWORD", "value": "X"}`, `- name: DB_PASSWORD` then
-    `value: X`), HAR's and Postman's headers (`{"name": "x-api-key", "value": "X"}`).
-    2026-12-07, a hunt: all were kept. Led by the pair's `name` or `key` (one rule each,
-    led by a class, which `re` scans for); a `value` before its `name` is not read."""
+    `key`), and its `value`, read as after `password:` (`_value`): Kubernetes' and ECS's
+    `env` (`{"name": "DB_PASSWORD", "value": "X"}`, `- name: DB_PASSWORD` then `value:
+    X`), HAR's and Postman's headers (`{"name": "x-api-key", "value": "X"}`). 2026-12-07,
+    a hunt: all were kept; 12-07, b: a `value` before its `name` (`{"value": "X", "name":
+    "DB_PASSWORD"}`, as Go's and Java's encoders order a struct's fields), and a pair in a
+    JSON string inside a JSON string (`\\\\\\"value\\\\\\": \\\\\\"X\\\\\\"`), were kept.
+    Led by the pair's `name`, `key` or `value` (one rule each: `_lead`); a `value` before
+    its name is read when a lookahead finds the name after it, as all of the pair's `name`
+    or `key` (`_PAIR_SKIP`)."""
     value_q = r"""(?:["']|\\["']|\\\\\\["'])?"""  # as `_PAIR_VALUE_QUOTES`
-    rest = (
-        rf"{_PAIR_Q}[ \t]*:[ \t]*{_PAIR_Q}[A-Za-z0-9_.-]{{0,64}}?{name}{_PAIR_Q}"
-        rf"{_PAIR_BETWEEN}{_PAIR_Q}[Vv]alue{value_q}:[ \t]*{_YAML_TAG}{_value(least, letter)}"
+    value = f"(?:{_value(least, letter)}|{_twice_value(least, letter)})"
+    whole = rf"{_PAIR_Q}[A-Za-z0-9_.-]{{0,64}}?{name}{_PAIR_Q}"
+    rest = rf"{_PAIR_Q}[ \t]*:[ \t]*{whole}{_PAIR_BETWEEN}{_PAIR_Q}[Vv]alue{value_q}:[ \t]*"
+    named = tuple(_lead(word) + rest + _YAML_TAG + value for word in ("name", "key"))
+    after = (
+        rf"(?={_PAIR_SKIP}{_PAIR_Q}{_PAIR_BETWEEN}{_PAIR_Q}(?:[Nn]ame|[Kk]ey){_PAIR_Q}[ \t]*:"
+        rf"[ \t]*{whole}[ \t]*(?:[,}}\]\r\n]|\\{{1,3}}[rn]|\Z))"
     )
-    return tuple(lead + _bounded((lead,), r"\w-") + rest for lead in ("[Nn]ame", "[Kk]ey"))
+    return (*named, _lead("value") + value_q + ":[ \t]*" + _YAML_TAG + after + value)
+
+
+_XML_NS = r"(?:[A-Za-z_][\w.-]{0,32}:)?"
+_XML_PREFIX = r"[\w.-]{0,64}?"
+
+
+def _element(tag: str, least: int, letter: bool = False) -> str:
+    """An XML element whose tag is a credential's name (`tag`: the name, and the tag's
+    `>`), and its text to the closing tag's `</`, read as a table's cell (`_cell_value`:
+    the element's bounds are the value's, as the bars are a cell's): Maven's and NuGet's
+    `<password>X</password>`, `<apiKey>`, `<access_key>`, an STS response's
+    `<SecretAccessKey>` (2026-12-07, b: kept, a name followed by `>` being no name
+    of `_SEP`'s). Led by `<`; a tag with attributes, an empty or self-closing element, a
+    value on its own lines or in CDATA are not read."""
+    return f"<{_XML_NS}(?:{tag})" + _MASK + _cell_value(least, letter, "(?=</)")
+
+
+def _element_gates(*words: str) -> tuple[str, ...]:
+    """Gates of `_element`'s rules: a tag's name ending in one of `words` (`_cases`) and
+    `>`."""
+    return tuple(w + ">" for w in _cases(*words))
+
+
+_KUBE_USER = (
+    r"user(?:(?<![\w-]user)[ \t]*:[ \t]*(?:\r?\n|\\r\\n|\\n)"
+    r"(?:[ \t]+[\w.-]+:[^\n\\]{0,8192}(?:\r?\n|\\r\\n|\\n)){0,8}?[ \t]+token[ \t]*:"
+    r"|(?<=\"user)\\{0,3}\"[ \t]*:[ \t]*\{[^{}]{0,4096}?\\{0,3}\"token\\{0,3}\"[ \t]*:)"
+    r"[ \t]*"
+)
+"""A kubeconfig's user and the `token` it authenticates with (`kubectl config view
+--raw`, `~/.kube/config`; a static or bootstrap token, `abcdef.0123456789abcdef`): in
+YAML, `token:` among the keys of the mapping below `user:`; in JSON, `"token"` in the
+object after `"user"` (2026-12-07, b: kept; a bare `token:` is a tokenizer's as often,
+which `_TOKEN` leaves). Its `client-key-data` is base64 of a PEM key
+(`_BASE64_PRIVATE_KEY`)."""
+_BASE64_PRIVATE_KEY = (
+    r"(?=(LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}))"
+    r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{0,40}?(?:UFJJVkFURSBLRV|BSSVZBVEUgS0VZ|QUklWQVRFIEtFW)"
+)
+"""base64 of a PEM private key: of `-----BEGIN `, then of `PRIVATE KEY` at any of its three
+alignments, the run read whole in a lookahead (group 1, as `_taken` reads a key): a
+kubeconfig's `client-key-data`, a Kubernetes TLS secret's `tls.key`, a `.env`'s key kept
+base64 on one line (2026-12-07, b: kept). Wrapped over lines (`base64` without `-w0`),
+the lines after the first are not read."""
 
 
 _PASSWORD_OWNERS = ("db", "database", "admin", "root", "user", "login", "account", "master",
@@ -1182,7 +1302,7 @@ _PASSWORD_OWNERS = ("db", "database", "admin", "root", "user", "login", "account
                     "keystore", "store", "key", "ldap", "bind", "redis", "mysql", "postgres",
                     "pg", "app", "api", "client", "service", "vnc", "wifi")  # fmt: skip
 CREDENTIAL_OPTIONS = {
-    "password": ("password", "passwd", "pass", "pwd",
+    "password": ("password", "passwd", "pass", "pwd", "passphrase",
                  *(f"{w}-{p}" for w in _PASSWORD_OWNERS for p in ("password", "pass", "pwd"))),
     "token": ("token", *(f"{w}-token" for w in _TOKEN_WORDS), "personal-access-token"),
     "secret_key": ("secret", *(f"{w}-secret" for w in _SECRET_WORDS), "secret-key",
@@ -1194,7 +1314,8 @@ CREDENTIAL_OPTIONS = {
 its shape (2026-12-06, z: `--password hunterlong`, `--api-key abcdefghij`, `--client-secret
 abcdefghijk` were kept: a value of no digit or symbol after a name reads as a word, as
 `password: string` does, and the option names it a secret; 12-06, t: `--pass X`, `--pwd X`,
-`--db-pass X`, the short names `command_secrets` already took). Whole names from a fixed list,
+`--db-pass X`, the short names `command_secrets` already took; 12-07, b: gpg's
+`--passphrase X`, as `gpg --batch` takes it). Whole names from a fixed list,
 each a credential's word after the name of what it belongs to: not `--password-file` or
 `--token-limit` (another word ends them), nor `--no-password`, `--eos-token`,
 `--page-token`, `--sort-key`, `--pass-through`, `--two-pass` (a flag, a tokenizer's or a
@@ -1305,6 +1426,58 @@ PROVIDER_KEYS = (
 """(kind, regex, group, gates) of keys of providers' own prefixed shapes (part of
 `BUILTIN`): each literal prefix is a gate, each shape anchored at its start (`_start`)
 and end (`_E`), so a prefix in a word, a short value or a name stays."""
+
+
+def _taken(literal: str, tail: str, shown: str) -> str:
+    """A key that is `literal` and `tail` (group 1, read in a lookahead), of which `literal`
+    and `shown` (bounded) are matched: the batch screen reads a rule without its
+    lookarounds and a column's strings back to back, so a tail of base64 (`+/=`) or
+    `_-`, which `Detector.extend` does not read on over, would run on into the next
+    string and flag it too (2026-12-07, b: a key ending an observation flagged the clean
+    record after it). Led by a lookahead, the rule is searched ~30x slower than one led by
+    its literal: on the texts holding the literal (its gate) only."""
+    return f"(?=({_start(literal)}{tail})){literal}{shown}"
+
+
+SERVICE_KEYS = (
+    # (2026-12-07, b: the hunt's last finding; kept verbatim) keys of the services an
+    # agent is wired to: tracing (LangSmith, Langfuse), inference (Together, NVIDIA,
+    # Bedrock), search (Tavily), vector stores (Pinecone), sandboxes (E2B), webhook
+    # signing secrets (Stripe's and Svix's `whsec_`), Atlassian, Vercel, New Relic,
+    # Pulumi, 1Password. Shapes as issued (gitleaks' rules where it has one), longer
+    # ones allowed: a bounded match of letters and digits goes on over the rest of the
+    # key (`Detector.extend`), one of base64 or `_-` is read whole in a lookahead
+    # (`_taken`)
+    ("langsmith_key", _start("lsv2_(?:pt|sk)_") + r"[A-Za-z0-9]{24,}_[A-Za-z0-9]{6}", 0,
+     ("lsv2_pt_", "lsv2_sk_")),
+    ("langfuse_key", _start("sk-lf-") + r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
+     r"[0-9a-f]{12}" + _E, 0, ("sk-lf-",)),
+    ("webhook_secret",
+     _taken("whsec_", r"[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9_+/=-])", "[A-Za-z0-9+/]{24}"), 1,
+     ("whsec_",)),
+    ("atlassian_token",
+     _taken("ATATT3", r"[A-Za-z0-9_=-]{100,}(?![A-Za-z0-9_=-])", "[A-Za-z0-9_=-]{100}"), 1,
+     ("ATATT3",)),
+    ("together_key", _taken("tgp_v1_", r"[A-Za-z0-9_-]{30,}", "[A-Za-z0-9_-]{30}"), 1,
+     ("tgp_v1_",)),
+    ("nvidia_key", _taken("nvapi-", r"[A-Za-z0-9_-]{40,}", "[A-Za-z0-9_-]{40}"), 1, ("nvapi-",)),
+    ("tavily_key", _start("tvly-") + r"(?:dev-|prod-)?" + _MIXED + r"[A-Za-z0-9]{24}", 0,
+     ("tvly-",)),
+    ("pinecone_key", _start("pcsk_") + r"[A-Za-z0-9]{4,10}_[A-Za-z0-9]{40}", 0, ("pcsk_",)),
+    ("e2b_key", _start("e2b_") + r"[a-f0-9]{40}" + _E, 0, ("e2b_",)),
+    ("vercel_token", _start("vc[aikpr]_") + _MIXED + r"[A-Za-z0-9]{24}", 0,
+     ("vca_", "vci_", "vck_", "vcp_", "vcr_")),
+    ("vercel_token", _start("vercel_") + _MIXED + r"[A-Za-z0-9]{24}", 0, ("vercel_",)),
+    ("newrelic_key", _start("NR(?:AK|II)-") + r"[A-Za-z0-9]{27}", 0, ("NRAK-", "NRII-")),
+    ("pulumi_token", _start("pul-") + r"[a-f0-9]{40}" + _E, 0, ("pul-",)),
+    ("aws_bedrock_key",
+     _taken("ABSK", r"[A-Za-z0-9+/]{100,}={0,2}(?![A-Za-z0-9+/=])", "[A-Za-z0-9+/]{100}"), 1,
+     ("ABSK",)),
+    ("onepassword_token", _taken("ops_", r"eyJ[A-Za-z0-9+/]{200,}={0,3}", "eyJ[A-Za-z0-9+/]{200}"),
+     1, ("ops_eyJ",)),
+)  # fmt: skip
+"""(kind, regex, group, gates) of more keys of providers' own prefixed shapes, as
+`PROVIDER_KEYS` (part of `BUILTIN`)."""
 _JOINED = r"\"[ \t]*(?:[+.,][ \t]*)?(?:(?:\r?\n|\\{1,3}[rn])[ \t]*)*\\{0,3}\""
 """Between two string literals a key's lines are written in: a closing quote, blanks, a
 concatenation's `+` (`.` in PHP) or a list's `,`, line breaks (also a JSON string's
@@ -1312,6 +1485,11 @@ concatenation's `+` (`.` in PHP) or a list's `,`, line breaks (also a JSON strin
 fixture's `("-----BEGIN RSA PRIVATE KEY-----\\n" "MIIE...\\n" ...)` kept its whole body,
 the block's rule stopping at the first quote. Each join reads one way only, so a block
 without its end is given up in linear time."""
+_KEY_LITERAL = r"[A-Za-z0-9+/=]{4,}(?:\\{1,4}[nr])*(?:\\{0,3}\"|\Z)"
+"""A string literal holding a line of a key's base64 (and its `\\n`, `\\\\\\\\n` in JSON
+escaped twice), closed or cut at the text's end: what a private key cut short (no
+`-----END` line) reads on into after a `_JOINED` (2026-12-07, b: such a key kept every
+line after its first literal). Prose or code in the next literal ends it."""
 _SCHEMES = (("://", "://"), (r":\\(?<=[A-Za-z0-9]:\\)\\{0,2}/\\{1,3}/", ":\\"))
 """(regex, gate) of a URL's `://`, and of it written `:\\/\\/` as PHP's `json_encode` writes
 JSON, and so again inside a JSON string (`:\\\\/\\\\/`: such JSON in a terminal's raw
@@ -1324,11 +1502,14 @@ BUILTIN = (
     ("private_key",
      r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
      rf"(?:(?:[^\"]|{_JOINED}){{0,20000}}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-     r"|(?:\\[nrt]|[A-Za-z0-9+/=:,.\s-])*)", 0, ("PRIVATE KEY",)),
+     rf"|(?:\\{{1,4}}[nrt]|[A-Za-z0-9+/=:,.\s-]|\\{{0,3}}{_JOINED}(?={_KEY_LITERAL}))*)", 0,
+     ("PRIVATE KEY",)),
     # a PuTTY key file (`.ppk`), to its MAC
     ("private_key",
      rf"PuTTY-User-Key-File-\d+:(?:[^\"]|{_JOINED}){{0,20000}}?Private-MAC:[ \t]*[0-9a-fA-F]+",
      0, ("PuTTY-User-Key-File-",)),
+    # base64 of a PEM private key on one line (a kubeconfig's `client-key-data`, `tls.key`)
+    ("private_key", _BASE64_PRIVATE_KEY, 1, ("LS0tLS1CRUdJTi",)),
     ("anthropic_key", _start("sk-ant-") + r"[a-z]+\d*-[A-Za-z0-9_-]{20,}", 0, ("sk-ant-",)),
     ("openai_key", _start("sk-") + r"(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}", 0, ("sk-",)),
     ("openai_key", _start("sk-") + r"[A-Za-z0-9]{32,}" + _E, 0, ("sk-",)),
@@ -1402,6 +1583,7 @@ BUILTIN = (
      r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api(?:/v\d{1,2})?/webhooks/\d{17,20}/"
      r"[A-Za-z0-9_-]{60,}", 0, ("/webhooks/",)),
     *PROVIDER_KEYS,
+    *SERVICE_KEYS,
     # header and payload JSON objects: `{"` is `eyJ`, `{ "` (a space after the brace) `eyAi`
     ("jwt", _start("eyJ") + r"[A-Za-z0-9_-]{4,}\.ey(?:J|Ai)[A-Za-z0-9_-]{3,}\.[A-Za-z0-9_-]*",
      0, ("eyJ",)),
@@ -1456,6 +1638,8 @@ BUILTIN = (
     ("password", _IDENTIFIED + _value(1, shaped=False, forms="ds"), -1, _cases("identified")),
     ("password", _both("password") + r"[ \t]+" + _value(1, shaped=False, forms="s"), -1,
      _cases("password")),
+    # a client's short option taking the password (`redis-cli -a X`: `PASSWORD_FLAGS`)
+    *(("password", _password_flag(c, rest, f), -1, (c,)) for c, rest, f in PASSWORD_FLAGS),
     # keys, tokens, secrets: 8 or more characters, a letter among them, after a name or
     # an option: HTTP headers (`X-Api-Key: <hex>`, `X-Auth-Token`), environment and config
     # assignments (`DD_API_KEY=<32 hex>`, `CI_JOB_TOKEN=`, `JWT_SECRET=`)
@@ -1484,6 +1668,18 @@ BUILTIN = (
     *(("token", rx, -1, _PAIR_GATES) for rx in _pair(_TOKEN, 8, letter=True)),
     *(("secret_key", rx, -1, _PAIR_GATES) for rx in _pair(_SECRET, 8, letter=True)),
     *(("api_key", rx, -1, _PAIR_GATES) for rx in _pair(_API_KEY, 8, letter=True)),
+    # a credential's name as an XML element's tag, its text the value (`_element`)
+    ("password", _element(rf"{_XML_PREFIX}{_PASSWORD}>|[Pp]assphrase>", 6), -1,
+     _element_gates("password", "passwd", "pass", "pwd", "passphrase")),
+    ("token", _element(rf"{_XML_PREFIX}{_TOKEN}>|[Tt]oken>(?=[^<\s]{{16}})", 8, letter=True), -1,
+     _element_gates("token")),
+    ("secret_key", _element(rf"{_XML_PREFIX}{_SECRET}>|[Ss]ecret>", 8, letter=True), -1,
+     _element_gates("secret", "key")),
+    ("api_key", _element(rf"{_XML_PREFIX}(?:{_API_KEY}|{_both('access')}[_-]?{_both('key')})>", 8,
+                         letter=True), -1, _element_gates("key")),
+    # a kubeconfig user's `token` (`_KUBE_USER`)
+    ("token", _KUBE_USER + _value(8, letter=True), -1,
+     ("token:", 'token":', 'token\\":', 'token\\\\\\":')),
     # the same names in capitals in a dotenv or shell assignment line, the value unquoted:
     # all of it to the first blank (2026-12-05: `DB_PASSWORD=k3vQ9xZp(2mT7wR4s9aB` was
     # kept, `API_TOKEN=Ab3dE9xY;fGh1...` kept after the `;`)
@@ -1500,6 +1696,7 @@ CUT_SHAPES = (
     ("anthropic_key", "sk-ant-", "A-Za-z0-9_-", False),
     ("openrouter_key", "sk-or-v1-", "a-f0-9", False),
     ("stripe_access_key", "[rs]k_(?:live|test)_", "A-Za-z0-9", True),
+    ("langfuse_key", "sk-lf-", "a-f0-9-", False),
     ("openai_key", "sk-", "A-Za-z0-9_-", False),
     ("github_token", "gh[pousr]_", "A-Za-z0-9", True),
     ("github_token", "github_pat_", "A-Za-z0-9_", True),
@@ -1533,6 +1730,20 @@ CUT_SHAPES = (
     ("doppler_token", r"dp\.(?:pt|ct|st|sa)\.", "A-Za-z0-9_.-", False),
     ("grafana_token", "glsa_", "A-Za-z0-9_", False),
     ("age_secret_key", "AGE-SECRET-KEY-1", "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", False),
+    # `SERVICE_KEYS` (2026-12-07, b)
+    ("langsmith_key", "lsv2_(?:pt|sk)_", "A-Za-z0-9_", False),
+    ("webhook_secret", "whsec_", "A-Za-z0-9+/=", False),
+    ("atlassian_token", "ATATT3", "A-Za-z0-9_=-", False),
+    ("together_key", "tgp_v1_", "A-Za-z0-9_-", False),
+    ("nvidia_key", "nvapi-", "A-Za-z0-9_-", False),
+    ("tavily_key", "tvly-", "A-Za-z0-9-", False),
+    ("pinecone_key", "pcsk_", "A-Za-z0-9_", False),
+    ("e2b_key", "e2b_", "a-f0-9", False),
+    ("vercel_token", "vc[aikpr]_|vercel_", "A-Za-z0-9", False),
+    ("newrelic_key", "NR(?:AK|II)-", "A-Za-z0-9_-", False),
+    ("pulumi_token", "pul-", "a-f0-9", False),
+    ("aws_bedrock_key", "ABSK", "A-Za-z0-9+/=", False),
+    ("onepassword_token", "ops_eyJ", "A-Za-z0-9+/=", False),
 )
 """(kind, literal start, the key's characters, found inside a word) of the keys of known
 shape, as the rules of `redact_rules` and detect-secrets read them: a cut tail that is
@@ -1674,6 +1885,7 @@ def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
         return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
 
     pem = "\n".join(rand(64, alnum + "+/") for _ in range(4))
+    hexd = "0123456789abcdef"
     values = {
         "openai_key": "sk-proj-" + rand(48, alnum + "_-"),
         "anthropic_key": "sk-ant-api03-" + rand(93, alnum + "_-"),
@@ -1717,6 +1929,21 @@ def example_secrets(seed: int = 0) -> dict[str, tuple[str, str]]:
         "doppler_token": "dp.st.dev." + rand(40),
         "grafana_token": "glsa_" + rand(32) + "_" + rand(8, "0123456789abcdef"),
         "age_secret_key": "AGE-SECRET-KEY-1" + rand(58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"),
+        # (2026-12-07, b) `SERVICE_KEYS`
+        "langsmith_key": "lsv2_pt_" + rand(32, hexd) + "_" + rand(10, hexd),
+        "langfuse_key": "sk-lf-" + "-".join(rand(n, hexd) for n in (8, 4, 4, 4, 12)),
+        "webhook_secret": "whsec_" + rand(32),
+        "atlassian_token": "ATATT3xFfGF0" + rand(180, alnum + "_-") + "=" + rand(8, hexd.upper()),
+        "together_key": "tgp_v1_" + rand(43, alnum + "_-"),
+        "nvidia_key": "nvapi-" + rand(64, alnum + "_-"),
+        "tavily_key": "tvly-dev-Ab1" + rand(29),
+        "pinecone_key": "pcsk_" + rand(5) + "_" + rand(62),
+        "e2b_key": "e2b_" + rand(40, hexd),
+        "vercel_token": "vcp_Ab1" + rand(53),
+        "newrelic_key": "NRAK-" + rand(27, string.ascii_uppercase + string.digits),
+        "pulumi_token": "pul-" + rand(40, hexd),
+        "aws_bedrock_key": "ABSK" + rand(132, alnum + "+/"),
+        "onepassword_token": "ops_eyJ" + rand(300, alnum + "+/"),
     }
     context = {
         "aws_secret_key": "AWS_SECRET_ACCESS_KEY={}",
