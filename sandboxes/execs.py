@@ -212,20 +212,22 @@ def own_socket(hijacked) -> tuple[socket.socket, bytes]:
     duplicate is closed by its holder alone (closing one descriptor ends no stream)."""
     raw = hijacked._sock
     buffered = getattr(getattr(hijacked._response.raw, "_fp", None), "fp", None)
-    ahead = bytearray()
+    ahead = b""
     if buffered is not None:
         timeout = raw.gettimeout()
-        raw.setblocking(False)  # what the buffer holds: a peek past it reads no more than is there
+        # one peek: all the buffer holds, or (empty) one read of what the socket has, never
+        # waited for; not a loop, which a flood (`yes`) would feed past every output cap
+        raw.setblocking(False)
         try:
-            while chunk := buffered.peek():
-                ahead += buffered.read(len(chunk))
+            ahead = buffered.peek()
+            ahead = buffered.read(len(ahead)) if ahead else b""
         except BlockingIOError:
-            pass
+            ahead = b""
         finally:
             raw.settimeout(timeout)
     own = raw.dup()
     hijacked._response.close()
-    return own, bytes(ahead)
+    return own, ahead
 
 
 STDERR = 2

@@ -16,6 +16,7 @@ terminal's first prompt). Real parts: the engine behind the proxy, docker's clie
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import re
 import socket
@@ -25,7 +26,14 @@ from pathlib import Path
 import docker
 import pytest
 from worldtrace.sandboxes.docker import ContainerPool, DockerConfig
-from worldtrace.sandboxes.execs import _kill_group, exec_capture, exec_input, exec_streams
+from worldtrace.sandboxes.execs import (
+    _kill_group,
+    exec_capture,
+    exec_input,
+    exec_streams,
+    frames,
+    own_socket,
+)
 from worldtrace.schemas import read_records
 
 from ..conftest import start_collect
@@ -189,3 +197,16 @@ def test_a_terminal_and_an_swe_job_collect_through_a_socket_proxy(tmp_path, wt_e
     # out its step timeout, and the episode's initial state had no `Prompt:` line
     initial = trajs["terminal"].system.initial_state
     assert re.search(r"^Prompt: \S", initial, re.M), initial
+
+
+def test_what_is_read_ahead_is_what_the_client_had_buffered(proxied):
+    """The bytes taken before any cap applies are the HTTP client's buffer at most: a
+    loop draining the socket while it had bytes took a flood whole, past every cap."""
+    api = proxied.client.api
+    ex = api.exec_create(proxied.id, ["head", "-c", "20000000", "/dev/zero"])
+    raw, ahead = own_socket(api.exec_start(ex["Id"], socket=True))
+    try:
+        assert 0 < len(ahead) <= io.DEFAULT_BUFFER_SIZE
+        assert sum(len(data) for _, data in frames(raw, ahead)) == 20_000_000
+    finally:
+        raw.close()
