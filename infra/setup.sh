@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 
 # gcc, zlib1g-dev, python3-dev: the compression statistics' C loop (pipelines/_deflate.c);
 # sqlite3: the shell whose printed tables the redaction tests read;
-# gzip xz-utils zstd bzip2: the decompressors the import advice names (run by its tests)
+# gzip xz-utils zstd bzip2: the decompressors the import advice names (run by its tests);
+# openssl and kubectl (Debian's kubernetes-client, unless a kubectl is installed: the two
+# packages hold the same file): a real kubeconfig the redaction tests read
 APT_PACKAGES=(docker.io chromium mmdebstrap busybox-static adb git python3-doc git-doc postgresql
-  gcc zlib1g-dev python3-dev sqlite3 gzip xz-utils zstd bzip2)
+  gcc zlib1g-dev python3-dev sqlite3 gzip xz-utils zstd bzip2 openssl)
 VENV=.venv
 STAMP="$VENV/.worldtrace-setup"
 DOCKERD_LOG=/tmp/worldtrace-dockerd.log
@@ -23,6 +25,7 @@ missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+command -v kubectl >/dev/null || missing+=(kubernetes-client)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import string
 import subprocess
 
@@ -230,7 +229,6 @@ def test_a_kubeconfig_users_token_and_a_base64_private_key_are_redacted():
     assert Redactor().text(json_config) == (json_config.replace(KUBE_TOKEN, "<secret:token>"), 1)
 
 
-@pytest.mark.skipif(not (shutil.which("kubectl") and shutil.which("openssl")), reason="no kubectl")
 def test_kubectl_config_view_raw_holds_no_token_or_client_key_once_redacted(tmp_path):
     """A real kubeconfig, as `kubectl config set-credentials` writes it and `kubectl config
     view --raw` prints it (YAML and JSON)."""
