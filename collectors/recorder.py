@@ -7,7 +7,7 @@ Recorder for the same episode and attempt starts it afresh (never appends to a s
 one). `publish` turns a journal into the attempt's one Parquet file, written
 atomically and at most once, and removes the journal only after that. Every line is
 redacted before it is written: the rules, the values handed over (the sandbox's, the
-policy's key), and a piece of one of those values a program printed (`handed_pieces`).
+policy's key), and a piece of one of those values a program printed (`Redactor.pieces`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
-import string
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -44,7 +42,7 @@ from worldtrace.schemas.records import (
     trajectory_from_dict,
     utcnow,
 )
-from worldtrace.schemas.redact import ENV_KIND, PLACEHOLDER, Redactor, redact_trajectory, redactor
+from worldtrace.schemas.redact import Redactor, redact_trajectory, redactor
 from worldtrace.schemas.store import read_records, write_table_atomic
 from worldtrace.schemas.tempfiles import StoreWriteError
 from worldtrace.schemas.validate import LONE_SURROGATE
@@ -56,101 +54,6 @@ reset beside its text: an MCP server's logs since it started, or between two epi
 kept server). `System.initial_state` holds the text only."""
 BAD_SUFFIX = ".bad"
 """Appended to a journal that cannot be read (`set_aside`): kept, never recovered again."""
-PIECE_MIN_CHARS = 8
-"""The fewest characters of a handed-over value's start or end that are redacted wherever
-they stand (`handed_pieces`; more when `env_min_chars` says so). A shorter piece is the
-hint programs show on purpose (a key's last four, `sk-...AbCd`) and tells little of a
-key; eight random letters and digits (~48 bits) come about by chance once in ~10^14
-places, so a piece that long that reads as generated is the value's, not other text's."""
-_WORD = frozenset(string.ascii_letters + string.digits)
-_RUN = re.compile(r"[A-Za-z0-9]{4,}")
-_CASES = re.compile(r"[a-z][A-Za-z0-9]*[A-Z]")
-_ESCAPE_BEFORE = re.compile(r"(?:\\[nrtbf]|(?:\x1b|\\u001[bB])\[[0-9;?]*[A-Za-z])\Z")
-"""What may end right before a word without being part of it: a JSON escape (`\\n` of a
-raw stream kept in `state_json`), or a terminal's colour or erase (`grep --color`)."""
-
-
-def _generated(piece: str) -> bool:
-    """Whether `piece` holds what a generated value holds and words do not: a run of 4 or
-    more letters and digits with both, or with a lower-case letter before an upper-case
-    one (`Zq8L`, `a7f3`, `bQxY`; not `Password`, `example.com/api/v1`, `2026-12-07`)."""
-    return any(
-        not (run.isdigit() or run.isalpha()) or _CASES.search(run) for run in _RUN.findall(piece)
-    )
-
-
-def _opens(text: str, at: int) -> bool:
-    """Whether a word of `text` may start at `at`."""
-    return (
-        at == 0
-        or text[at - 1] not in _WORD
-        or _ESCAPE_BEFORE.search(text, max(0, at - 24), at) is not None
-    )
-
-
-def _alike(a: str, b: str) -> int:
-    """How many characters `a` and `b` start with alike."""
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
-
-
-def _finds(text: str, part: str) -> Iterator[int]:
-    """Every index at which `part` starts in `text`, overlapping ones too."""
-    at = text.find(part)
-    while at >= 0:
-        yield at
-        at = text.find(part, at + 1)
-
-
-def handed_pieces(
-    text: str, forms: Iterable[str], least: int = PIECE_MIN_CHARS
-) -> list[tuple[int, int]]:
-    """(start, end) of each piece of a handed-over value in `text`, merged where they meet:
-    `least` or more of the start or the end of one of `forms` (the values and the forms
-    they are printed in, `Redactor.forms`) that reads as generated (`_generated`) and is a
-    word of its own where it stops being the value (nothing but a letter or a digit there
-    would go on). A set-up's `echo $KEY | cut -c1-20`, a `${KEY: -12}` or a display's
-    `wtk_Zq8Lm3vX...` kept the piece until 12-07 (only our own output cap's cut was read
-    as one: `Redactor.cut_tail`); a value's public start (`https://api.example.com/`),
-    a word it starts with, or a text that goes on where it parts from the value, stay."""
-    found = []
-    for form in forms:
-        if len(form) <= least:  # the whole value: the redactor's
-            continue
-        for at in _finds(text, form[:least]):  # its start, as long as the text goes on so
-            end = at + _alike(text[at : at + len(form)], form)
-            if (end == len(text) or text[end] not in _WORD) and _generated(text[at:end]):
-                found.append((at, end))
-        for at in _finds(text, form[-least:]):  # its end, as far back as the text holds it
-            end = at + least
-            start = end - _alike(text[max(0, end - len(form)) : end][::-1], form[::-1])
-            if _opens(text, start) and _generated(text[start:end]):
-                found.append((start, end))
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(found):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _without_pieces(obj: Any, forms: tuple[str, ...], least: int) -> Any:
-    """A journal payload (JSON shape) with every piece `handed_pieces` finds replaced."""
-    if isinstance(obj, str):
-        spans = handed_pieces(obj, forms, least)
-        if not spans:
-            return obj
-        out, pos = [], 0
-        for start, end in spans:
-            out += [obj[pos:start], PLACEHOLDER.format(kind=ENV_KIND)]
-            pos = end
-        return "".join([*out, obj[pos:]])
-    if isinstance(obj, dict):
-        return {k: _without_pieces(v, forms, least) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_without_pieces(v, forms, least) for v in obj)
-    return obj
 
 
 class JournalError(ValueError):
@@ -226,9 +129,7 @@ class Recorder:
         call) is paid at the episode's end, or per turn with durability `fsync` (for
         machines that may lose power mid-episode)."""
         payload = self.redactor.value(payload)[0]  # security: no secret reaches the disk
-        if forms := self.redactor.forms:  # nor a piece of a value handed over
-            least = max(PIECE_MIN_CHARS, self.redactor.config.env_min_chars)
-            payload = _without_pieces(payload, forms, least)
+        payload = self.redactor.pieces(payload)  # nor a piece of a value handed over
         line = json.dumps({"kind": kind, **payload}, default=str, ensure_ascii=False) + "\n"
         if not line.isascii():  # half an emoji from a page, a model, a job: as a terminal
             line = LONE_SURROGATE.sub("\ufffd", line)  # draws it (no UTF-8 holds it)

@@ -170,6 +170,86 @@ def _gating(
     return always, _Gates(lits), _Gates(folded), list(rxs.items())
 
 
+PIECE_MIN_CHARS = 8
+"""The fewest characters of a handed-over value's start or end that are redacted wherever
+they stand (`handed_pieces`; more when `env_min_chars` says so). A shorter piece is the
+hint programs show on purpose (a key's last four, `sk-...AbCd`) and tells little of a
+key; eight random letters and digits (~48 bits) come about by chance once in ~10^14
+places, so a piece that long that reads as generated is the value's, not other text's."""
+_PIECE_WORD = frozenset(string.ascii_letters + string.digits)
+_PIECE_RUN = re.compile(r"[A-Za-z0-9]{4,}")
+_PIECE_CASES = re.compile(r"[a-z][A-Za-z0-9]*[A-Z]")
+_PIECE_ESCAPE = re.compile(r"(?:\\[nrtbf]|(?:\x1b|\\u001[bB])\[[0-9;?]*[A-Za-z])\Z")
+"""What may end right before a word without being part of it: a JSON escape (`\\n` of a
+raw stream kept in `state_json`), or a terminal's colour or erase (`grep --color`)."""
+
+
+def _generated(piece: str) -> bool:
+    """Whether `piece` holds what a generated value holds and words do not: a run of 4 or
+    more letters and digits with both, or with a lower-case letter before an upper-case
+    one (`Zq8L`, `a7f3`, `bQxY`; not `Password`, `example.com/api/v1`, `2026-12-07`)."""
+    return any(
+        not (run.isdigit() or run.isalpha()) or _PIECE_CASES.search(run)
+        for run in _PIECE_RUN.findall(piece)
+    )
+
+
+def _opens(text: str, at: int) -> bool:
+    """Whether a word of `text` may start at `at`."""
+    return (
+        at == 0
+        or text[at - 1] not in _PIECE_WORD
+        or _PIECE_ESCAPE.search(text, max(0, at - 24), at) is not None
+    )
+
+
+def _alike(a: str, b: str) -> int:
+    """How many characters `a` and `b` start with alike."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def _finds(text: str, part: str) -> Iterator[int]:
+    """Every index at which `part` starts in `text`, overlapping ones too."""
+    at = text.find(part)
+    while at >= 0:
+        yield at
+        at = text.find(part, at + 1)
+
+
+def handed_pieces(
+    text: str, forms: Iterable[str], least: int = PIECE_MIN_CHARS
+) -> list[tuple[int, int]]:
+    """(start, end) of each piece of a handed-over value in `text`, merged where they meet:
+    `least` or more of the start or the end of one of `forms` (the values and the forms
+    they are printed in, `Redactor.forms`) that reads as generated (`_generated`) and is a
+    word of its own where it stops being the value (nothing but a letter or a digit there
+    would go on). A set-up's `echo $KEY | cut -c1-20`, a `${KEY: -12}` or a display's
+    `wtk_Zq8Lm3vX...` kept the piece until 12-07 (only our own output cap's cut was read
+    as one: `Redactor.cut_tail`); a value's public start (`https://api.example.com/`),
+    a word it starts with, or a text that goes on where it parts from the value, stay."""
+    found = []
+    for form in forms:
+        if len(form) <= least:  # the whole value: the redactor's
+            continue
+        for at in _finds(text, form[:least]):  # its start, as long as the text goes on so
+            end = at + _alike(text[at : at + len(form)], form)
+            if (end == len(text) or text[end] not in _PIECE_WORD) and _generated(text[at:end]):
+                found.append((at, end))
+        for at in _finds(text, form[-least:]):  # its end, as far back as the text holds it
+            end = at + least
+            start = end - _alike(text[max(0, end - len(form)) : end][::-1], form[::-1])
+            if _opens(text, start) and _generated(text[start:end]):
+                found.append((start, end))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(found):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 class Redactor:
     """Finds and replaces secrets in text and in nested records."""
 
@@ -342,6 +422,32 @@ class Redactor:
                 return at
             at = text.find(head, at + 1)
         return None
+
+    def pieces(self, obj: Any) -> Any:
+        """A copy of a nested value (JSON shape) with every piece of a handed-over value
+        (`handed_pieces`, at least `PIECE_MIN_CHARS` or `env_min_chars` characters) a
+        program printed replaced; `obj` itself when no value was handed over."""
+        if not self.forms:
+            return obj
+        least = max(PIECE_MIN_CHARS, self.config.env_min_chars)
+
+        def walk(o: Any) -> Any:
+            if isinstance(o, str):
+                spans = handed_pieces(o, self.forms, least)
+                if not spans:
+                    return o
+                out, pos = [], 0
+                for start, end in spans:
+                    out += [o[pos:start], PLACEHOLDER.format(kind=ENV_KIND)]
+                    pos = end
+                return "".join([*out, o[pos:]])
+            if isinstance(o, dict):
+                return {k: walk(v) for k, v in o.items()}
+            if isinstance(o, (list, tuple)):
+                return type(o)(walk(v) for v in o)
+            return o
+
+        return walk(obj)
 
     # -- records -----------------------------------------------------------------------
     def value(self, obj: Any) -> tuple[Any, int]:

@@ -199,8 +199,8 @@ def test_a_setup_printing_a_piece_of_a_handed_over_value_leaves_none_of_it(
 
 
 def pieces(text: str, *values: str) -> str:
-    """`text` with the pieces `handed_pieces` finds replaced, as the recorder does."""
-    from worldtrace.collectors.recorder import handed_pieces
+    """`text` with the pieces `handed_pieces` finds replaced, as `Redactor.pieces` does."""
+    from worldtrace.schemas.redact import handed_pieces
 
     forms = [f for v in values for f in written_forms(v)]
     out, pos = [], 0
